@@ -1,0 +1,239 @@
+"""Pydantic models of the ACP (protocol version 1) messages agentd speaks.
+
+Field names are snake_case in Python and camelCase on the wire (`alias_generator`);
+`dump()` omits nulls, as ACP asks. Incoming params accept unknown keys (ACP is
+extensible), outgoing objects carry only what we set.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+PROTOCOL_VERSION = 1
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# ---------------------------------------------------------------------------- content
+
+
+class TextContent(Wire):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageContent(Wire):
+    type: Literal["image"] = "image"
+    data: str
+    mime_type: str
+    uri: str | None = None
+
+
+class AudioContent(Wire):
+    type: Literal["audio"] = "audio"
+    data: str
+    mime_type: str
+
+
+class ResourceLink(Wire):
+    type: Literal["resource_link"] = "resource_link"
+    uri: str
+    name: str
+    mime_type: str | None = None
+    title: str | None = None
+    size: int | None = None
+
+
+class EmbeddedResourceBody(Wire):
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    blob: str | None = None
+
+
+class EmbeddedResource(Wire):
+    type: Literal["resource"] = "resource"
+    resource: EmbeddedResourceBody
+
+
+ContentBlock = Annotated[
+    TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource,
+    Field(discriminator="type"),
+]
+
+
+# ---------------------------------------------------------------------------- initialize
+
+
+class FileSystemCapabilities(Wire):
+    read_text_file: bool = False
+    write_text_file: bool = False
+
+
+class ClientCapabilities(Wire):
+    fs: FileSystemCapabilities = Field(default_factory=FileSystemCapabilities)
+    terminal: bool = False
+
+
+class Implementation(Wire):
+    name: str
+    version: str
+    title: str | None = None
+
+
+class InitializeParams(Wire):
+    protocol_version: int = Field(ge=0, le=65535)
+    client_capabilities: ClientCapabilities = Field(default_factory=ClientCapabilities)
+    client_info: Implementation | None = None
+
+
+class AuthenticateParams(Wire):
+    method_id: str
+
+
+# ---------------------------------------------------------------------------- sessions
+
+
+def _absolute(path: str) -> str:
+    if not path.startswith("/"):
+        raise ValueError("cwd must be an absolute path")
+    return path
+
+
+class NewSessionParams(Wire):
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+    _check_cwd = field_validator("cwd")(_absolute)
+
+
+class LoadSessionParams(Wire):
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+    _check_cwd = field_validator("cwd")(_absolute)
+
+
+class ListSessionsParams(Wire):
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class SessionIdParams(Wire):
+    """`session/cancel` and every method that only names a session."""
+
+    session_id: str
+
+
+class PromptParams(Wire):
+    session_id: str
+    prompt: list[ContentBlock] = Field(min_length=1)
+
+
+class SetModeParams(Wire):
+    session_id: str
+    mode_id: str
+
+
+class SessionMode(Wire):
+    id: str
+    name: str
+    description: str | None = None
+
+
+class SessionModeState(Wire):
+    current_mode_id: str
+    available_modes: list[SessionMode]
+
+
+class SessionInfo(Wire):
+    session_id: str
+    cwd: str
+    title: str | None = None
+    updated_at: str | None = None
+
+
+class StopReason(StrEnum):
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    MAX_TURN_REQUESTS = "max_turn_requests"
+    REFUSAL = "refusal"
+    CANCELLED = "cancelled"
+
+
+# ---------------------------------------------------------------------------- tool calls
+
+
+class ToolCallStatus(StrEnum):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class PermissionOptionKind(StrEnum):
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    REJECT_ONCE = "reject_once"
+    REJECT_ALWAYS = "reject_always"
+
+
+class PermissionOption(Wire):
+    option_id: str
+    name: str
+    kind: PermissionOptionKind
+
+
+class SelectedOutcome(Wire):
+    outcome: Literal["selected"]
+    option_id: str
+
+
+class CancelledOutcome(Wire):
+    outcome: Literal["cancelled"]
+
+
+class RequestPermissionResult(Wire):
+    """The client's answer to `session/request_permission`."""
+
+    outcome: Annotated[SelectedOutcome | CancelledOutcome, Field(discriminator="outcome")]
+
+
+# ---------------------------------------------------------------------------- updates
+# `session/update` payloads are built by the server as plain dicts through these helpers,
+# so every producer agrees on the camelCase shape.
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def chunk_update(kind: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+    """`user_message_chunk` / `agent_message_chunk` / `agent_thought_chunk`."""
+    update: dict[str, Any] = {"sessionUpdate": kind, "content": text_block(text)}
+    if message_id is not None:
+        update["messageId"] = message_id
+    return update
+
+
+def session_notification(session_id: str, update: dict[str, Any], meta: dict[str, Any] | None) -> dict:
+    params: dict[str, Any] = {"sessionId": session_id, "update": update}
+    if meta:
+        params["_meta"] = meta
+    return params

@@ -1,0 +1,102 @@
+"""The application factory: wires settings, store, event log, provider, tools and
+session manager into a FastAPI app (routes in `server.transport`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from server import __version__
+from server.config import Settings
+from server.providers.base import Provider
+from server.providers.factory import make_provider
+from server.session.actor import ActorServices, SessionActor
+from server.session.commands import Attach, AttachComplete, Detach
+from server.session.eventlog import EventWriter
+from server.session.events import Event, EventKind
+from server.session.hub import Subscriber
+from server.session.manager import SessionManager
+from server.session.render import acp_replay_frames
+from server.store.db import Store
+from server.tools.registry import builtin_tools
+from server.transport.connection import Connection
+from server.transport.handlers import METHODS
+from server.transport.http import router
+from server.transport.rpc import Dispatcher
+from server.transport.websocket import acp_endpoint
+
+log = logging.getLogger(__name__)
+
+LOCAL_PRINCIPAL = "local"
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    store: Store
+    writer: EventWriter
+    manager: SessionManager
+    provider: Provider
+    dispatcher: Dispatcher
+
+    def principal_for(self, headers: Mapping[str, str]) -> str:
+        # Auth (R-X1) arrives with tokens; until then every caller is the local user.
+        return LOCAL_PRINCIPAL
+
+    async def attach(self, actor: SessionActor, conn: Connection, *, replay: bool) -> Subscriber:
+        """Subscribe `conn` to the session; with `replay`, send the stored history in ACP
+        form first. Live events that commit meanwhile are buffered and deduplicated."""
+        fut: asyncio.Future[Subscriber] = asyncio.get_running_loop().create_future()
+        actor.send(Attach(conn, fut))
+        sub = await fut
+        conn.sessions.add(actor.id)
+        upto = sub.attached_seq
+        if replay:
+            upto = 0
+            for stored in await self.store.read_events(actor.id):
+                event = Event(actor.id, EventKind(stored.kind), stored.payload, seq=stored.seq)
+                for method, params in acp_replay_frames(event):
+                    conn.send_notification(method, params)
+                upto = stored.seq
+        sub.go_live(upto)
+        actor.send(AttachComplete(conn))
+        return sub
+
+    async def detach(self, session_id: str, conn_id: str) -> None:
+        actor = await self.manager.get(session_id)
+        if actor is not None:
+            actor.send(Detach(conn_id))
+
+
+def create_app(settings: Settings | None = None, *, provider: Provider | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = await Store.open(settings.resolved_database_url())
+        await store.migrate()
+        writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000)
+        writer.start()
+        prov = provider or make_provider(settings)
+        services = ActorServices(settings=settings, writer=writer, provider=prov, tools=builtin_tools())
+        manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
+        app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS))
+        try:
+            yield
+        finally:
+            await manager.shutdown()
+            await writer.stop()
+            aclose = getattr(prov, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            await store.close()
+
+    app = FastAPI(title="agentd", version=__version__, lifespan=lifespan)
+    app.include_router(router)
+    app.add_api_websocket_route("/acp", acp_endpoint)
+    return app

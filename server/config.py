@@ -1,0 +1,57 @@
+"""Settings from the environment (`AGENTD_*`) and CLI flags (pydantic-settings)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ProviderName(StrEnum):
+    OPENAI = "openai"
+    SCRIPTED = "scripted"
+
+
+class PermissionMode(StrEnum):
+    DEFAULT = "default"  # ask for edits and commands
+    ACCEPT_EDITS = "accept_edits"  # edits allowed, commands ask
+    BYPASS = "bypass"  # approve everything
+    PLAN = "plan"  # read-only; refuses writes whatever else is on record
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTD_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
+    database_url: str | None = None  # default: sqlite+aiosqlite:///<home>/agentd.db
+    workspace_root: Path | None = None  # sessions' cwd must lie inside it when set
+
+    provider: ProviderName | None = None  # None → the scripted demo provider
+    model: str = "gpt-4o-mini"
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = None
+    script: Path | None = None  # scripted-provider script; default: the built-in demo
+
+    permission_mode: PermissionMode = PermissionMode.DEFAULT
+    system_prompt: str = (
+        "You are agentd, a careful coding agent working in the user's workspace. "
+        "Use the tools to inspect and change files; keep answers short."
+    )
+
+    # Group commit of the event log (R-E2): how long the writer waits to batch events.
+    flush_interval_ms: float = 5.0
+    # A permission request nobody answers is rejected after this long (seconds).
+    permission_timeout_s: float = 3600.0
+    # Per-connection outgoing buffer (frames) before the client is told to resync.
+    client_buffer_frames: int = 10_000
+    # Largest accepted WebSocket text frame / HTTP body (bytes).
+    max_frame_bytes: int = 4 * 1024 * 1024
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.home / 'agentd.db'}"

@@ -1,0 +1,109 @@
+"""`agentd demo`: a real server in-process (SQLite in a temp dir, the scripted demo
+provider), a real WebSocket client, and the session's events printed as they stream."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import websockets
+from rich.console import Console
+
+from server.app import create_app
+from server.config import PermissionMode, ProviderName, Settings
+from server.embedded import serve_in_background
+
+console = Console(highlight=False)
+
+
+class DemoClient:
+    """A tiny ACP client: sends requests, prints notifications, approves permissions."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.ids = itertools.count(1)
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        req_id = next(self.ids)
+        await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(await self.ws.recv())
+            if msg.get("id") == req_id and "method" not in msg:
+                if "error" in msg:
+                    raise RuntimeError(f"{method} failed: {msg['error']}")
+                return msg["result"]
+            await self.on_message(msg)
+
+    async def on_message(self, msg: dict[str, Any]) -> None:
+        method = msg.get("method")
+        params = msg.get("params", {})
+        if method == "session/update":
+            self.show_update(params["update"])
+        elif method == "session/request_permission":
+            call = params["toolCall"]
+            console.print(
+                f"\n[yellow]? permission:[/] {call.get('title')} → [green]allow once[/] (demo auto-approves)"
+            )
+            await self.ws.send(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": msg["id"],
+                        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                    }
+                )
+            )
+        elif method == "_agentd/event":
+            if params["kind"] == "turn_ended":
+                ev = params["event"]
+                console.print(f"\n[dim]turn ended: {ev['outcome']} ({ev['stopReason']})[/]")
+
+    def show_update(self, update: dict[str, Any]) -> None:
+        kind = update["sessionUpdate"]
+        if kind == "agent_message_chunk":
+            console.print(update["content"]["text"], end="")
+        elif kind == "agent_thought_chunk":
+            console.print(f"[dim italic]{update['content']['text']}[/]", end="")
+        elif kind == "tool_call":
+            console.print(f"\n[cyan]▶ {update['title']}[/] [dim]({update['kind']})[/]")
+        elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
+            mark = "[green]✓[/]" if update["status"] == "completed" else "[red]✗[/]"
+            text = next(
+                (c["content"]["text"] for c in update.get("content", []) if c.get("type") == "content"), ""
+            )
+            first = text.strip().splitlines()[:6]
+            console.print(f"  {mark} " + "\n    ".join(line for line in first))
+
+
+async def run_demo(workspace: Path | None, prompt: str) -> int:
+    with tempfile.TemporaryDirectory(prefix="agentd-demo-") as tmp:
+        ws_dir = (workspace or Path(tmp) / "workspace").resolve()
+        ws_dir.mkdir(parents=True, exist_ok=True)
+        settings = Settings(
+            home=Path(tmp) / "home",
+            provider=ProviderName.SCRIPTED,
+            permission_mode=PermissionMode.DEFAULT,
+        )
+        console.print(f"[bold]agentd demo[/] — scripted provider, workspace {ws_dir}\n")
+        async with serve_in_background(create_app(settings)) as base:
+            url = base.replace("http://", "ws://") + "/acp"
+            async with websockets.connect(url) as ws:
+                client = DemoClient(ws)
+                init = await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+                console.print(
+                    f"[dim]connected to {init['agentInfo']['name']} {init['agentInfo']['version']}[/]"
+                )
+                session = await client.call("session/new", {"cwd": str(ws_dir), "mcpServers": []})
+                console.print(f"[dim]session {session['sessionId']}[/]\n")
+                console.print(f"[bold]> {prompt}[/]\n")
+                result = await client.call(
+                    "session/prompt",
+                    {"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": prompt}]},
+                )
+                console.print(f"\n[bold]stopReason:[/] {result['stopReason']}")
+                files = sorted(p.name for p in ws_dir.iterdir())
+                console.print(f"[bold]workspace now holds:[/] {', '.join(files) or '(nothing)'}")
+        return 0 if result["stopReason"] == "end_turn" else 1

@@ -1,0 +1,121 @@
+"""What a running turn works with: the conversation, the provider, the tools, and the
+session-side services it calls back into (events, permissions, cancellation).
+
+The loop only sees these protocols; the session actor implements them. That keeps the
+loop testable without a server and keeps session state owned by the actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from server.config import PermissionMode
+from server.loop.conversation import Message
+from server.providers.base import Provider
+from server.session.events import EventKind
+from server.tools.base import Tool
+from server.tools.permissions import Remembered
+
+T = TypeVar("T")
+
+
+class TurnCancelled(Exception):
+    """The user (or the server) cancelled the turn while we were waiting."""
+
+
+async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asyncio.Event) -> T:
+    """Await `aw` unless `cancel` fires first; then cancel it, wait for its cleanup
+    (a killed process group, a closed stream) and raise `TurnCancelled`."""
+    if cancel.is_set():
+        if asyncio.iscoroutine(aw):
+            aw.close()
+        raise TurnCancelled
+    task = asyncio.ensure_future(aw)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        waiter.cancel()
+        raise
+    if task.done():
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:  # the operation failed while being cancelled: cancellation wins
+        pass
+    raise TurnCancelled
+
+
+class EventSink(Protocol):
+    def emit(self, kind: EventKind, payload: dict[str, Any]) -> None:
+        """A durable event (gets a seq, committed before delivery)."""
+        ...
+
+    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None: ...
+
+    async def flushed(self) -> None:
+        """Wait until every event emitted so far reached the clients' queues."""
+        ...
+
+
+@dataclass(frozen=True)
+class PermissionAnswer:
+    outcome: str  # "selected" | "cancelled" | "timeout"
+    option_kind: str | None = None  # allow_once | allow_always | reject_once | reject_always
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome == "selected" and self.option_kind in ("allow_once", "allow_always")
+
+
+class PermissionGate(Protocol):
+    def mode(self) -> PermissionMode: ...
+
+    def remembered(self, tool_name: str) -> Remembered | None: ...
+
+    def remember(self, tool_name: str, answer: Remembered) -> None: ...
+
+    async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer: ...
+
+
+class Conversation:
+    """The model-visible transcript; every change is handed to `persist` in order."""
+
+    def __init__(self, messages: list[Message], persist: Callable[[int, Message], None]) -> None:
+        self._messages = messages
+        self._persist = persist
+
+    @property
+    def messages(self) -> list[Message]:
+        return list(self._messages)
+
+    def append(self, message: Message) -> None:
+        self._messages.append(message)
+        self._persist(len(self._messages) - 1, message)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+
+@dataclass
+class TurnContext:
+    session_id: str
+    turn_id: str
+    cwd: Path
+    provider: Provider
+    model: str
+    system_prompt: str
+    tools: dict[str, Tool]
+    conversation: Conversation
+    events: EventSink
+    permissions: PermissionGate
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)

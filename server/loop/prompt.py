@@ -1,0 +1,37 @@
+"""Turn an ACP prompt (content blocks) into the user message the model sees."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from protocol.acp import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
+
+MAX_PROMPT_TEXT = 200_000  # chars of one block the model gets; more is cut with a marker
+
+
+def _truncate(text: str) -> str:
+    if len(text) <= MAX_PROMPT_TEXT:
+        return text
+    cut = len(text) - MAX_PROMPT_TEXT
+    return text[:MAX_PROMPT_TEXT] + f"\n[... truncated {cut} characters]"
+
+
+def prompt_text(
+    blocks: Sequence[TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource],
+) -> str:
+    parts: list[str] = []
+    for block in blocks:
+        match block:
+            case TextContent(text=text):
+                parts.append(_truncate(text))
+            case ResourceLink(uri=uri, name=name):
+                parts.append(f"[resource link: {name} <{uri}>]")
+            case EmbeddedResource(resource=res) if res.text is not None:
+                parts.append(f'<resource uri="{res.uri}">\n{_truncate(res.text)}\n</resource>')
+            case EmbeddedResource(resource=res):
+                parts.append(f"[binary resource omitted: {res.uri}]")
+            case ImageContent():
+                parts.append("[image omitted: this model endpoint receives text only]")
+            case AudioContent():
+                parts.append("[audio omitted]")
+    return "\n\n".join(parts)

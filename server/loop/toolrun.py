@@ -1,0 +1,226 @@
+"""Tool execution for one model step (R-T1, R-T3, R-T8).
+
+Phase 1 approves calls serially, in order. A permission rejection or a user cancel is a
+circuit breaker: later calls are not run and say why. Phase 2 runs the approved calls
+concurrently; results are written back by original index so the conversation order
+never depends on which call finished first. A tool that raises becomes an error result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import jsonschema
+
+from server.loop.context import TurnCancelled, TurnContext, run_cancellable
+from server.loop.conversation import Message, ToolCall
+from server.session.events import EventKind
+from server.tools.base import Tool, ToolContext, ToolError, ToolResult
+from server.tools.permissions import PERMISSION_OPTIONS, Decision, Remembered, decide, plan_mode_refuses
+
+log = logging.getLogger(__name__)
+
+PROGRESS_TAIL_CHARS = 4000
+
+
+class BreakReason(StrEnum):
+    PERMISSION_REJECTED = "permission_rejected"
+    USER_CANCELLED = "user_cancelled"
+
+
+CANCELLED_EARLIER = "Not run: cancelled because an earlier tool call in this step was {why}."
+
+
+@dataclass
+class _Slot:
+    call: ToolCall
+    tool: Tool | None = None
+    args: dict[str, Any] | None = None
+    approved: bool = False
+    result: ToolResult | None = None
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    executed: int  # calls that actually ran
+    break_reason: BreakReason | None
+
+
+def _parse(ctx: TurnContext, slot: _Slot) -> None:
+    """Resolve the tool and arguments; a problem becomes the call's (error) result."""
+    tool = ctx.tools.get(slot.call.name)
+    if tool is None:
+        known = ", ".join(sorted(ctx.tools))
+        slot.result = ToolResult(f"Unknown tool {slot.call.name!r}. Available tools: {known}.", is_error=True)
+        return
+    slot.tool = tool
+    try:
+        args = json.loads(slot.call.arguments or "{}")
+    except json.JSONDecodeError as exc:
+        slot.result = ToolResult(f"Arguments are not valid JSON ({exc.msg} at {exc.pos}).", is_error=True)
+        return
+    if not isinstance(args, dict):
+        slot.result = ToolResult("Arguments must be a JSON object.", is_error=True)
+        return
+    try:
+        jsonschema.validate(args, tool.parameters)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+        slot.result = ToolResult(f"Invalid arguments for {tool.name} ({where}): {exc.message}", is_error=True)
+        return
+    slot.args = args
+
+
+def _tool_call_event(ctx: TurnContext, slot: _Slot) -> dict[str, Any]:
+    ev: dict[str, Any] = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": slot.call.id,
+        "title": slot.call.name,
+        "kind": "other",
+        "status": "pending",
+    }
+    raw: Any = slot.args
+    if raw is None:
+        try:
+            raw = json.loads(slot.call.arguments or "{}")
+        except json.JSONDecodeError:
+            raw = {"arguments": slot.call.arguments}
+    ev["rawInput"] = raw
+    if slot.tool is not None:
+        ev["kind"] = slot.tool.kind.value
+        if slot.args is not None:
+            ev["title"] = slot.tool.title(slot.args)
+            tool_ctx = ToolContext(cwd=ctx.cwd, session_id=ctx.session_id)
+            try:
+                locations = slot.tool.locations(slot.args, tool_ctx)
+            except ToolError:
+                locations = []
+            if locations:
+                ev["locations"] = locations
+    return ev
+
+
+def _final_update(slot: _Slot) -> dict[str, Any]:
+    result = slot.result
+    assert result is not None
+    content = [*result.content, {"type": "content", "content": {"type": "text", "text": result.output}}]
+    update: dict[str, Any] = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": slot.call.id,
+        "status": "failed" if result.is_error else "completed",
+        "content": content,
+        "rawOutput": result.raw_output if result.raw_output is not None else {"output": result.output},
+    }
+    if result.locations:
+        update["locations"] = result.locations
+    return update
+
+
+async def _approve(
+    ctx: TurnContext, slots: list[_Slot], announced: list[dict[str, Any]]
+) -> BreakReason | None:
+    breaker: BreakReason | None = None
+    gate = ctx.permissions
+    for slot, announcement in zip(slots, announced, strict=True):
+        if slot.result is not None or slot.tool is None:
+            continue
+        if breaker is not None:
+            why = "rejected" if breaker is BreakReason.PERMISSION_REJECTED else "cancelled"
+            slot.result = ToolResult(CANCELLED_EARLIER.format(why=why), is_error=True)
+            continue
+        mode = gate.mode()
+        remembered = gate.remembered(slot.tool.name)
+        decision = decide(mode, slot.tool.access, remembered)
+        if decision is Decision.ALLOW:
+            slot.approved = True
+            continue
+        if decision is Decision.DENY:
+            if plan_mode_refuses(mode, slot.tool.access):
+                msg = f"Refused: plan mode is read-only, {slot.tool.name} would change the workspace."
+            else:
+                msg = f"Refused: the user chose to always reject {slot.tool.name}."
+            slot.result = ToolResult(msg, is_error=True)
+            continue
+        request = {k: v for k, v in announcement.items() if k != "sessionUpdate"}
+        try:
+            answer = await run_cancellable(gate.ask(request, PERMISSION_OPTIONS), ctx.cancel)
+        except TurnCancelled:
+            answer = None
+        if answer is None or answer.outcome == "cancelled":
+            breaker = BreakReason.USER_CANCELLED
+            slot.result = ToolResult("Cancelled by the user while waiting for permission.", is_error=True)
+            continue
+        if answer.option_kind == "allow_always":
+            gate.remember(slot.tool.name, Remembered.ALLOW_ALWAYS)
+        elif answer.option_kind == "reject_always":
+            gate.remember(slot.tool.name, Remembered.REJECT_ALWAYS)
+        if answer.allowed:
+            slot.approved = True
+            continue
+        breaker = BreakReason.PERMISSION_REJECTED
+        why = "timed out" if answer.outcome == "timeout" else "was rejected by the user"
+        slot.result = ToolResult(f"Permission {why}; the call was not run.", is_error=True)
+    return breaker
+
+
+async def _execute(ctx: TurnContext, slot: _Slot) -> None:
+    assert slot.tool is not None and slot.args is not None
+    ctx.events.emit(
+        EventKind.TOOL_CALL_UPDATE,
+        {"sessionUpdate": "tool_call_update", "toolCallId": slot.call.id, "status": "in_progress"},
+    )
+    async def progress(output_so_far: str) -> None:
+        # Tools report everything so far (an ACP update replaces the shown content).
+        output_tail = output_so_far[-PROGRESS_TAIL_CHARS:]
+        ctx.events.emit_transient(
+            EventKind.TOOL_CALL_PROGRESS,
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": slot.call.id,
+                "content": [{"type": "content", "content": {"type": "text", "text": output_tail}}],
+            },
+        )
+
+    tool_ctx = ToolContext(cwd=ctx.cwd, session_id=ctx.session_id, report_progress=progress)
+    try:
+        slot.result = await run_cancellable(slot.tool.run(slot.args, tool_ctx), ctx.cancel)
+    except TurnCancelled:
+        slot.result = ToolResult("Cancelled by the user before it finished.", is_error=True)
+    except ToolError as exc:
+        slot.result = ToolResult(str(exc), is_error=True)
+    except Exception as exc:  # R-T3: a crashing tool is a readable result, not a crashed loop
+        log.exception("tool %s crashed", slot.call.name)
+        slot.result = ToolResult(f"{slot.call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+
+async def execute_tool_round(ctx: TurnContext, calls: list[ToolCall]) -> RoundResult:
+    slots = [_Slot(call) for call in calls]
+    announced = []
+    for slot in slots:
+        _parse(ctx, slot)
+        announcement = _tool_call_event(ctx, slot)
+        announced.append(announcement)
+        ctx.events.emit(EventKind.TOOL_CALL, announcement)
+
+    breaker = await _approve(ctx, slots, announced)
+
+    approved = [s for s in slots if s.approved]
+    if approved:
+        async with asyncio.TaskGroup() as tg:
+            for slot in approved:
+                tg.create_task(_execute(ctx, slot))
+    if ctx.cancel.is_set() and breaker is None:
+        breaker = BreakReason.USER_CANCELLED
+
+    for slot in slots:  # original order, whatever order they finished in
+        assert slot.result is not None
+        ctx.events.emit(EventKind.TOOL_CALL_UPDATE, _final_update(slot))
+        ctx.conversation.append(
+            Message.tool_result(slot.call, slot.result.output, is_error=slot.result.is_error)
+        )
+    return RoundResult(executed=len(approved), break_reason=breaker)

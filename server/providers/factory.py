@@ -1,0 +1,30 @@
+"""Pick the provider the settings ask for."""
+
+from __future__ import annotations
+
+import logging
+
+from server.config import ProviderName, Settings
+from server.providers.base import Provider
+
+log = logging.getLogger(__name__)
+
+
+def make_provider(settings: Settings) -> Provider:
+    if settings.provider is ProviderName.OPENAI:
+        from server.providers.openai import OpenAIProvider
+
+        log.info("provider: openai-compatible at %s, model %s", settings.openai_base_url, settings.model)
+        return OpenAIProvider(
+            base_url=settings.openai_base_url, api_key=settings.openai_api_key, model=settings.model
+        )
+    from server.providers.scripted import ScriptedProvider
+
+    if settings.script is not None:
+        log.info("provider: scripted, script %s", settings.script)
+        return ScriptedProvider.from_file(settings.script)
+    if settings.provider is None:
+        log.warning("no provider configured (AGENTD_PROVIDER): using the scripted demo provider")
+    else:
+        log.info("provider: scripted demo script")
+    return ScriptedProvider.demo()

@@ -1,0 +1,366 @@
+"""The session actor, L1 (R-S1, R-S2): one asyncio task owns one session's state.
+
+It multiplexes its mailbox and the completion of its running turn. Prompts that arrive
+while a turn runs wait in a FIFO queue; each `session/prompt` is answered when its own
+turn ends. The running turn is a child task of the actor: it reads and appends the
+conversation while it runs, and reaches everything else through the actor's
+`EventSink` / `PermissionGate` methods below (same event loop, no locks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from protocol.acp import RequestPermissionResult, dump
+from server.config import PermissionMode, Settings
+from server.loop.context import Conversation, PermissionAnswer, TurnContext
+from server.loop.conversation import Message
+from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
+from server.loop.prompt import prompt_text
+from server.loop.turn import run_turn
+from server.providers.base import Provider
+from server.session.commands import (
+    Attach,
+    AttachComplete,
+    Cancel,
+    Detach,
+    Prompt,
+    PromptDone,
+    SessionCommand,
+    SetMode,
+    Shutdown,
+    TurnFinished,
+)
+from server.session.eventlog import EventWriter
+from server.session.events import Event, EventKind
+from server.session.hub import EventHub, FrameSink
+from server.store.db import SessionRecord
+from server.tools.base import Tool
+from server.tools.permissions import Remembered
+
+log = logging.getLogger(__name__)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+@dataclass
+class QueuedPrompt:
+    id: str
+    command: Prompt
+
+
+@dataclass
+class RunningTurn:
+    id: str
+    prompt: QueuedPrompt
+    task: asyncio.Task[None]
+    cancel: asyncio.Event
+    outcome: TurnOutcome | None = None
+
+
+@dataclass
+class PendingPermission:
+    id: str
+    tool_call: dict[str, Any]
+    options: list[dict[str, str]]
+    future: asyncio.Future[PermissionAnswer]
+    asked: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # sink id → request task
+
+
+@dataclass
+class ActorServices:
+    settings: Settings
+    writer: EventWriter
+    provider: Provider
+    tools: dict[str, Tool]
+
+
+class SessionActor:
+    def __init__(
+        self,
+        record: SessionRecord,
+        conversation: list[Message],
+        last_seq: int,
+        services: ActorServices,
+    ) -> None:
+        self.id = record.id
+        self.owner = record.owner
+        self.cwd = Path(record.cwd)
+        self.model = record.model
+        self.title = record.title
+        self._mode = PermissionMode(record.mode)
+        self._memory: dict[str, str] = dict(record.permission_memory)
+        self._services = services
+        self._seq = last_seq
+        self._messages = conversation
+        self.conversation = Conversation(self._messages, self._persist_message)
+        self.hub = EventHub()
+        self.mailbox: asyncio.Queue[SessionCommand] = asyncio.Queue()
+        self._queue: deque[QueuedPrompt] = deque()
+        self._turn: RunningTurn | None = None
+        self._permissions: dict[str, PendingPermission] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
+
+    def send(self, command: SessionCommand) -> None:
+        self.mailbox.put_nowait(command)
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    @property
+    def running_turn_id(self) -> str | None:
+        return self._turn.id if self._turn else None
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    async def _run(self) -> None:
+        while True:
+            cmd = await self.mailbox.get()
+            try:
+                if await self._handle(cmd):
+                    return
+            except Exception:  # one bad command must not kill the session
+                log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
+
+    async def _handle(self, cmd: SessionCommand) -> bool:
+        """Handle one command; True when the actor should stop."""
+        match cmd:
+            case Prompt():
+                if self._closing:
+                    cmd.reply.set_result(PromptDone("", None, TurnOutcome.cancelled("server_shutting_down")))
+                    return False
+                self._queue.append(QueuedPrompt(new_id("prompt"), cmd))
+                self._start_next_turn()
+            case Cancel():
+                # ACP cancel targets the running turn; queued prompts stay queued.
+                if self._turn is not None:
+                    self._turn.cancel.set()
+            case SetMode(mode=mode, reply=reply):
+                self._set_mode(mode)
+                reply.set_result(None)
+            case Attach(sink=sink, reply=reply):
+                sub = self.hub.subscribe(sink)
+                sub.attached_seq = self._seq
+                reply.set_result(sub)
+            case AttachComplete(sink=sink):
+                for pending in self._permissions.values():
+                    self._ask_sink(sink, pending)
+            case Detach(sink_id=sink_id):
+                self.hub.unsubscribe(sink_id)
+                for pending in self._permissions.values():
+                    task = pending.asked.pop(sink_id, None)
+                    if task:
+                        task.cancel()
+            case TurnFinished(turn_id=turn_id):
+                self._finish_turn(turn_id)
+                self._start_next_turn()
+            case Shutdown(grace=grace, reply=reply):
+                await self._shutdown(grace)
+                reply.set_result(None)
+                return True
+        return False
+
+    async def _shutdown(self, grace: float) -> None:
+        self._closing = True
+        for queued in self._queue:
+            if not queued.command.reply.done():
+                queued.command.reply.set_result(
+                    PromptDone(queued.id, None, TurnOutcome.cancelled("server_shutting_down"))
+                )
+        self._queue.clear()
+        turn = self._turn
+        if turn is not None:
+            turn.cancel.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(turn.task), timeout=grace)
+            except TimeoutError:
+                turn.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await turn.task
+            self._finish_turn(turn.id)
+        await self._services.writer.barrier()
+
+    # ------------------------------------------------------------------ turns
+
+    def _start_next_turn(self) -> None:
+        if self._turn is not None or not self._queue:
+            return
+        queued = self._queue.popleft()
+        cmd = queued.command
+        turn_id = new_id("turn")
+        text = prompt_text(cmd.blocks)
+        self.emit(
+            EventKind.USER_MESSAGE,
+            {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]},
+            origin=cmd.origin,
+        )
+        if self.title is None:
+            self.title = " ".join(text.split())[:80] or None
+            self._services.writer.submit(self.id, session_fields={"title": self.title})
+        self.conversation.append(Message.user(text))
+        self.emit(EventKind.TURN_STARTED, {"turnId": turn_id, "promptId": queued.id})
+        cancel = asyncio.Event()
+        ctx = TurnContext(
+            session_id=self.id,
+            turn_id=turn_id,
+            cwd=self.cwd,
+            provider=self._services.provider,
+            model=self.model,
+            system_prompt=self._services.settings.system_prompt,
+            tools=self._services.tools,
+            conversation=self.conversation,
+            events=self,
+            permissions=self,
+            cancel=cancel,
+        )
+        task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
+        self._turn = RunningTurn(turn_id, queued, task, cancel)
+
+    async def _run_turn(self, ctx: TurnContext, queued: QueuedPrompt) -> None:
+        try:
+            outcome = await run_turn(ctx)
+        except asyncio.CancelledError:
+            outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
+            self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+            raise
+        self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+        # The response to session/prompt must come after every update of its turn.
+        await self.flushed()
+        self.send(TurnFinished(ctx.turn_id))
+
+    def _record_turn_end(self, turn_id: str, prompt_id: str, outcome: TurnOutcome, stop: str) -> None:
+        if self._turn is not None and self._turn.id == turn_id:
+            if self._turn.outcome is not None:
+                return
+            self._turn.outcome = outcome
+        payload: dict[str, Any] = {
+            "turnId": turn_id,
+            "promptId": prompt_id,
+            "outcome": outcome.kind.value,
+            "stopReason": stop,
+            "toolsCalled": outcome.tools_called,
+        }
+        if outcome.reason:
+            payload["reason"] = outcome.reason
+        if outcome.error is not None:
+            payload["error"] = {"kind": outcome.error.kind.value, "message": outcome.error.message}
+        self.emit(EventKind.TURN_ENDED, payload)
+
+    def _finish_turn(self, turn_id: str) -> None:
+        turn = self._turn
+        if turn is None or turn.id != turn_id:
+            return
+        self._turn = None
+        outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
+        reply = turn.prompt.command.reply
+        if not reply.done():
+            reply.set_result(PromptDone(turn.prompt.id, turn.id, outcome))
+
+    # ------------------------------------------------------------------ EventSink
+
+    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
+        self._seq += 1
+        event = Event(self.id, kind, payload, seq=self._seq, origin=origin)
+        self._services.writer.submit(self.id, event=event, publish=self.hub.publish)
+
+    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
+        event = Event(self.id, kind, payload)
+        self._services.writer.submit(self.id, event=event, publish=self.hub.publish)
+
+    async def flushed(self) -> None:
+        await self._services.writer.barrier()
+
+    def _persist_message(self, idx: int, message: Message) -> None:
+        self._services.writer.submit(self.id, messages=[(idx, message.model_dump(mode="json"))])
+
+    def _set_mode(self, mode: PermissionMode) -> None:
+        if mode is self._mode:
+            return
+        self._mode = mode
+        self._services.writer.submit(self.id, session_fields={"mode": mode.value})
+        self.emit(EventKind.MODE_CHANGED, {"modeId": mode.value})
+
+    # ------------------------------------------------------------------ PermissionGate
+
+    def mode(self) -> PermissionMode:
+        return self._mode
+
+    def remembered(self, tool_name: str) -> Remembered | None:
+        value = self._memory.get(tool_name)
+        return Remembered(value) if value else None
+
+    def remember(self, tool_name: str, answer: Remembered) -> None:
+        self._memory[tool_name] = answer.value
+        self._services.writer.submit(self.id, session_fields={"permission_memory": dict(self._memory)})
+
+    async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer:
+        loop = asyncio.get_running_loop()
+        pending = PendingPermission(new_id("perm"), tool_call, options, loop.create_future())
+        self._permissions[pending.id] = pending
+        self.emit(
+            EventKind.PERMISSION_REQUESTED,
+            {"requestId": pending.id, "toolCall": tool_call, "options": options},
+        )
+        for sink in self.hub.sinks:
+            self._ask_sink(sink, pending)
+        answer = PermissionAnswer("cancelled")
+        try:
+            async with asyncio.timeout(self._services.settings.permission_timeout_s):
+                answer = await pending.future
+        except TimeoutError:
+            answer = PermissionAnswer("timeout")
+        finally:
+            self._permissions.pop(pending.id, None)
+            for task in pending.asked.values():
+                task.cancel()
+            resolved: dict[str, Any] = {"requestId": pending.id, "outcome": answer.outcome}
+            if answer.option_kind:
+                resolved["optionId"] = answer.option_kind
+            self.emit(EventKind.PERMISSION_RESOLVED, resolved)
+        return answer
+
+    def _ask_sink(self, sink: FrameSink, pending: PendingPermission) -> None:
+        request = getattr(sink, "request", None)
+        if request is None or sink.id in pending.asked:
+            return  # this client cannot answer (e.g. an SSE viewer)
+        params = {"sessionId": self.id, "toolCall": pending.tool_call, "options": pending.options}
+
+        async def ask_one() -> None:
+            try:
+                result = await request("session/request_permission", params)
+                parsed = RequestPermissionResult.model_validate(result)
+            except Exception as exc:  # the client went away or answered nonsense: others may answer
+                log.info("permission request to %s got no usable answer: %s", sink.id, exc)
+                return
+            outcome = parsed.outcome
+            if outcome.outcome == "cancelled":
+                answer = PermissionAnswer("cancelled")
+            else:
+                kinds = {o["optionId"]: o["kind"] for o in pending.options}
+                kind = kinds.get(outcome.option_id)
+                if kind is None:
+                    log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
+                    return
+                answer = PermissionAnswer("selected", kind)
+            if not pending.future.done():
+                pending.future.set_result(answer)
+
+        pending.asked[sink.id] = asyncio.create_task(ask_one())

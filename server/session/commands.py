@@ -1,0 +1,73 @@
+"""The session actor's mailbox vocabulary (R-S1). Everything outside the actor changes
+session state only by sending one of these."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.acp import ContentBlock
+from server.config import PermissionMode
+from server.loop.outcome import TurnOutcome
+from server.session.hub import FrameSink, Subscriber
+
+
+@dataclass(frozen=True)
+class PromptDone:
+    """How a prompt ended, for its `session/prompt` response."""
+
+    prompt_id: str
+    turn_id: str | None
+    outcome: TurnOutcome
+
+
+@dataclass
+class Prompt:
+    blocks: list[ContentBlock]
+    reply: asyncio.Future[PromptDone]
+    origin: str | None = None  # connection id
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Cancel:
+    pass
+
+
+@dataclass
+class SetMode:
+    mode: PermissionMode
+    reply: asyncio.Future[None]
+
+
+@dataclass
+class Attach:
+    sink: FrameSink
+    reply: asyncio.Future[Subscriber]
+
+
+@dataclass
+class AttachComplete:
+    """The attaching client has caught up; send it what waits for an answer."""
+
+    sink: FrameSink
+
+
+@dataclass
+class Detach:
+    sink_id: str
+
+
+@dataclass
+class TurnFinished:
+    turn_id: str
+
+
+@dataclass
+class Shutdown:
+    grace: float
+    reply: asyncio.Future[None]
+
+
+SessionCommand = Prompt | Cancel | SetMode | Attach | AttachComplete | Detach | TurnFinished | Shutdown

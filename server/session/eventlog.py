@@ -1,0 +1,147 @@
+"""The ordered, group-committed pipeline from session actors to the store and clients.
+
+Actors `submit()` events (and conversation writes) in order. One writer task takes
+whatever has queued up, commits every durable item of all sessions in one transaction,
+and only then hands the events to each session's hub — so no client ever sees a durable
+event a crash could lose (R-E2), and transient deltas never overtake the durable events
+queued before them. `flushed()` waits until everything submitted so far was delivered
+to the hubs (the drain barrier of R-L3h).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.session.events import Event
+from server.store.db import Batch, Store, StoredEvent
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[Event], None]
+
+
+@dataclass
+class _Item:
+    session_id: str
+    event: Event | None = None
+    messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    truncate_from: int | None = None
+    session_fields: dict[str, Any] = field(default_factory=dict)
+    publish: Publish | None = None
+    done: asyncio.Future[None] | None = None
+
+    @property
+    def needs_commit(self) -> bool:
+        return bool(
+            (self.event is not None and self.event.durable)
+            or self.messages
+            or self.session_fields
+            or self.truncate_from is not None
+        )
+
+
+class EventWriter:
+    def __init__(self, store: Store, *, flush_interval: float = 0.005) -> None:
+        self._store = store
+        self._flush_interval = flush_interval
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.commits = 0  # for metrics and tests
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="event-writer")
+
+    async def stop(self) -> None:
+        """Flush what is queued, then stop."""
+        await self.barrier()
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    # ------------------------------------------------------------------ producers
+
+    def submit(
+        self,
+        session_id: str,
+        *,
+        event: Event | None = None,
+        publish: Publish | None = None,
+        messages: list[tuple[int, dict[str, Any]]] | None = None,
+        truncate_from: int | None = None,
+        session_fields: dict[str, Any] | None = None,
+    ) -> None:
+        self._queue.put_nowait(
+            _Item(
+                session_id,
+                event=event,
+                publish=publish,
+                messages=messages or [],
+                truncate_from=truncate_from,
+                session_fields=session_fields or {},
+            )
+        )
+
+    async def barrier(self) -> None:
+        """Return once everything submitted before this call is committed and published."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Item("", done=fut))
+        await fut
+
+    # ------------------------------------------------------------------ writer
+
+    async def _run(self) -> None:
+        while True:
+            items = [await self._queue.get()]
+            if items[0].needs_commit and self._flush_interval > 0:
+                # Linger briefly so concurrent sessions share one commit.
+                await asyncio.sleep(self._flush_interval)
+            while not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            await self._commit(items)
+            for item in items:
+                if item.event is not None and item.publish is not None:
+                    try:
+                        item.publish(item.event)
+                    except Exception:  # a broken subscriber must not stop the log
+                        log.exception("publishing event failed")
+                if item.done is not None and not item.done.done():
+                    item.done.set_result(None)
+
+    async def _commit(self, items: list[_Item]) -> None:
+        batches: dict[str, Batch] = {}
+        for item in items:
+            if not item.needs_commit:
+                continue
+            b = batches.setdefault(item.session_id, Batch(item.session_id))
+            if item.event is not None and item.event.durable:
+                assert item.event.seq is not None
+                b.events.append(StoredEvent(item.event.seq, item.event.kind.value, item.event.payload))
+            if item.truncate_from is not None:
+                # A truncation discards earlier queued writes at or after that index.
+                b.messages = [(i, m) for i, m in b.messages if i < item.truncate_from]
+                b.truncate_from = (
+                    item.truncate_from
+                    if b.truncate_from is None
+                    else min(b.truncate_from, item.truncate_from)
+                )
+            b.messages.extend(item.messages)
+            b.session_fields.update(item.session_fields)
+        if not batches:
+            return
+        delay = 0.05
+        while True:
+            try:
+                await self._store.commit(list(batches.values()))
+                self.commits += 1
+                return
+            except Exception:
+                # Never publish what is not committed; keep trying (the DB may be restarting).
+                log.exception("event log commit failed; retrying in %.2fs", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)

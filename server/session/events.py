@@ -1,0 +1,49 @@
+"""Session events: what happened, in order.
+
+Durable events get a per-session `seq` and are committed to the log before any client
+sees them (R-E1/R-E2). Transient events (streaming deltas) have no seq of their own;
+they ride the same ordered pipeline so they never overtake a durable event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class EventKind(StrEnum):
+    # durable
+    USER_MESSAGE = "user_message"  # {messageId, content: [ContentBlock]}
+    AGENT_MESSAGE = "agent_message"  # final text of one assistant message {messageId, text}
+    AGENT_THOUGHT = "agent_thought"  # final reasoning {messageId, text}
+    TOOL_CALL = "tool_call"  # ACP `tool_call` update dict
+    TOOL_CALL_UPDATE = "tool_call_update"  # ACP `tool_call_update` dict
+    MODE_CHANGED = "mode_changed"  # {modeId}
+    TURN_STARTED = "turn_started"  # {turnId, promptId}
+    TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}
+    PERMISSION_REQUESTED = "permission_requested"  # {requestId, toolCall, options}
+    PERMISSION_RESOLVED = "permission_resolved"  # {requestId, outcome, optionId?}
+    # transient
+    AGENT_MESSAGE_CHUNK = "agent_message_chunk"  # {messageId, text}
+    AGENT_THOUGHT_CHUNK = "agent_thought_chunk"  # {messageId, text}
+    TOOL_CALL_PROGRESS = "tool_call_progress"  # ACP `tool_call_update` with streamed output
+
+
+TRANSIENT_KINDS = frozenset(
+    {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK, EventKind.TOOL_CALL_PROGRESS}
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    session_id: str
+    kind: EventKind
+    payload: dict[str, Any]
+    seq: int | None = None  # None for transient events
+    # The connection whose request caused it (its own user message is not echoed back).
+    origin: str | None = None
+
+    @property
+    def durable(self) -> bool:
+        return self.seq is not None

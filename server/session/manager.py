@@ -1,0 +1,149 @@
+"""Creates, finds and stops session actors (R-S5). Actors are created on demand from
+the store; two concurrent requests for the same session get the same actor."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from server.config import PermissionMode
+from server.loop.conversation import Message
+from server.session.actor import ActorServices, SessionActor
+from server.session.commands import Shutdown
+from server.session.events import EventKind
+from server.store.db import SessionRecord, Store
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED_RESULT = "Interrupted: the server stopped before this tool call finished."
+
+
+def repair_dangling_tool_calls(messages: list[Message]) -> list[tuple[int, Message]]:
+    """Tool calls without results (the server died mid-tool) get synthesised
+    "interrupted" results so the next request is well-formed. Returns what was added."""
+    added: list[tuple[int, Message]] = []
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    out: list[Message] = []
+    for m in messages:
+        out.append(m)
+        if m.role == "assistant":
+            for call in m.tool_calls:
+                if call.id not in answered:
+                    out.append(Message.tool_result(call, INTERRUPTED_RESULT, is_error=True))
+    if len(out) != len(messages):
+        # Only append-at-end repairs are persisted cheaply; a crash leaves dangling calls
+        # only in the last assistant message, which is the common case.
+        if out[: len(messages)] == messages:
+            added = [(i, out[i]) for i in range(len(messages), len(out))]
+            messages.extend(m for _, m in added)
+        else:
+            messages[:] = out
+            added = list(enumerate(out))
+    return added
+
+
+class SessionManager:
+    def __init__(self, store: Store, services: ActorServices, *, owner_default: str = "local") -> None:
+        self._store = store
+        self._services = services
+        self._actors: dict[str, SessionActor] = {}
+        self._loading: dict[str, asyncio.Future[SessionActor]] = {}
+        self.owner_default = owner_default
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    def live(self) -> list[SessionActor]:
+        return list(self._actors.values())
+
+    async def create(self, *, cwd: str, owner: str, mode: PermissionMode | None = None) -> SessionActor:
+        settings = self._services.settings
+        record = await self._store.create_session(
+            id=f"sess_{uuid.uuid4().hex}",
+            owner=owner,
+            cwd=cwd,
+            mode=(mode or settings.permission_mode).value,
+            model=settings.model,
+        )
+        actor = SessionActor(record, [], 0, self._services)
+        actor.start()
+        self._actors[record.id] = actor
+        return actor
+
+    async def get(self, session_id: str) -> SessionActor | None:
+        """The live actor, recreated from the store if needed; None if no such session."""
+        actor = self._actors.get(session_id)
+        if actor is not None:
+            return actor
+        if session_id in self._loading:
+            return await asyncio.shield(self._loading[session_id])
+        fut: asyncio.Future[SessionActor] = asyncio.get_running_loop().create_future()
+        self._loading[session_id] = fut
+        try:
+            record = await self._store.get_session(session_id)
+            if record is None:
+                fut.set_result(None)  # type: ignore[arg-type]
+                return None
+            actor = await self._load(record)
+            self._actors[session_id] = actor
+            fut.set_result(actor)
+            return actor
+        except BaseException as exc:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()  # mark retrieved
+            raise
+        finally:
+            self._loading.pop(session_id, None)
+
+    async def record(self, session_id: str) -> SessionRecord | None:
+        return await self._store.get_session(session_id)
+
+    async def _load(self, record: SessionRecord) -> SessionActor:
+        raw = await self._store.load_messages(record.id)
+        messages = [Message.model_validate(m) for m in raw]
+        last_seq = await self._store.last_seq(record.id)
+        actor = SessionActor(record, messages, last_seq, self._services)
+        added = repair_dangling_tool_calls(messages)
+        if added:
+            self._services.writer.submit(
+                record.id, messages=[(i, m.model_dump(mode="json")) for i, m in added]
+            )
+        await self._close_interrupted_turn(actor)
+        actor.start()
+        return actor
+
+    async def _close_interrupted_turn(self, actor: SessionActor) -> None:
+        """A turn that was running when the server died ends `interrupted` (R-E6)."""
+        events = await self._store.read_events(actor.id, after_seq=max(0, actor.last_seq - 500))
+        open_turn: dict | None = None
+        for ev in events:
+            if ev.kind == EventKind.TURN_STARTED.value:
+                open_turn = ev.payload
+            elif ev.kind == EventKind.TURN_ENDED.value:
+                open_turn = None
+        if open_turn is not None:
+            actor.emit(
+                EventKind.TURN_ENDED,
+                {
+                    "turnId": open_turn["turnId"],
+                    "promptId": open_turn.get("promptId"),
+                    "outcome": "interrupted",
+                    "stopReason": "cancelled",
+                    "reason": "server_restarted",
+                    "toolsCalled": 0,
+                },
+            )
+
+    async def shutdown(self, grace: float = 5.0) -> None:
+        loop = asyncio.get_running_loop()
+        waits = []
+        for actor in list(self._actors.values()):
+            fut: asyncio.Future[None] = loop.create_future()
+            actor.send(Shutdown(grace, fut))
+            waits.append(fut)
+        if waits:
+            await asyncio.wait(waits, timeout=grace + 5)
+        self._actors.clear()

@@ -1,0 +1,93 @@
+"""How an event looks on the wire, live and in replay.
+
+Live, agent text arrives as chunks; the durable "final text" event then only marks the
+message's end (as an `_agentd/event`), so a live client never gets the text twice. In
+replay (`session/load`) the same durable event becomes one chunk holding the whole
+text. Either way the assembled text is identical (R-E3).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.acp import chunk_update, session_notification
+from server.session.events import Event, EventKind
+
+Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification
+
+EXT_EVENT = "_agentd/event"
+EXT_PERMISSION_RESOLVED = "_agentd/permission/resolved"
+
+
+def _meta(event: Event, last_seq: int) -> dict[str, Any]:
+    agentd: dict[str, Any] = {"seq": event.seq if event.seq is not None else last_seq}
+    if event.seq is None:
+        agentd["transient"] = True
+    return {"agentd": agentd}
+
+
+def _update(event: Event, update: dict[str, Any], last_seq: int) -> Frame:
+    return "session/update", session_notification(event.session_id, update, _meta(event, last_seq))
+
+
+def _ext(event: Event, last_seq: int) -> Frame:
+    return EXT_EVENT, {
+        "sessionId": event.session_id,
+        "kind": event.kind.value,
+        "event": event.payload,
+        "_meta": _meta(event, last_seq),
+    }
+
+
+def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | None:
+    """Frames for events that have an ACP form; None when the event has none."""
+    p = event.payload
+    match event.kind:
+        case EventKind.USER_MESSAGE:
+            return [
+                _update(
+                    event,
+                    {"sessionUpdate": "user_message_chunk", "content": block, "messageId": p["messageId"]},
+                    last_seq,
+                )
+                for block in p["content"]
+            ]
+        case EventKind.AGENT_MESSAGE_CHUNK:
+            return [_update(event, chunk_update("agent_message_chunk", p["text"], p["messageId"]), last_seq)]
+        case EventKind.AGENT_THOUGHT_CHUNK:
+            return [_update(event, chunk_update("agent_thought_chunk", p["text"], p["messageId"]), last_seq)]
+        case EventKind.AGENT_MESSAGE | EventKind.AGENT_THOUGHT if replay:
+            kind = "agent_message_chunk" if event.kind is EventKind.AGENT_MESSAGE else "agent_thought_chunk"
+            return (
+                [_update(event, chunk_update(kind, p["text"], p["messageId"]), last_seq)] if p["text"] else []
+            )
+        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.TOOL_CALL_PROGRESS if not replay:
+            return [_update(event, p, last_seq)]
+        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE:
+            return [_update(event, p, last_seq)]
+        case EventKind.MODE_CHANGED:
+            return [
+                _update(
+                    event, {"sessionUpdate": "current_mode_update", "currentModeId": p["modeId"]}, last_seq
+                )
+            ]
+    return None
+
+
+def live_frames(event: Event, last_seq: int) -> list[Frame]:
+    frames = _acp_frames(event, last_seq, replay=False)
+    if frames is not None:
+        return frames
+    if event.kind is EventKind.PERMISSION_RESOLVED:
+        return [
+            (
+                EXT_PERMISSION_RESOLVED,
+                {"sessionId": event.session_id, **event.payload, "_meta": _meta(event, last_seq)},
+            )
+        ]
+    return [_ext(event, last_seq)]
+
+
+def acp_replay_frames(event: Event) -> list[Frame]:
+    """`session/load` replay: the conversation in ACP form only."""
+    return _acp_frames(event, event.seq or 0, replay=True) or []

@@ -1,0 +1,261 @@
+"""The store: one async SQLAlchemy engine over SQLite (WAL, default) or Postgres.
+
+Only this module speaks SQL. Writes of the session actors arrive as `Batch`es (events,
+conversation messages and session-field updates of one group commit) and are applied
+in one transaction, so a crash never leaves an event without its message or vice versa.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, delete, event, func, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from server.store.models import EventRow, MessageRow, SessionRow, utcnow
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    id: str
+    owner: str
+    cwd: str
+    title: str | None
+    mode: str
+    model: str
+    agent: str
+    permission_memory: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    seq: int
+    kind: str
+    payload: dict[str, Any]
+
+
+@dataclass
+class Batch:
+    """Everything one session wants committed together."""
+
+    session_id: str
+    events: list[StoredEvent] = field(default_factory=list)
+    # Conversation writes: (idx, message dict); `truncate_from` drops idx >= n first.
+    messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    truncate_from: int | None = None
+    session_fields: dict[str, Any] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return not (self.events or self.messages or self.session_fields or self.truncate_from is not None)
+
+
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _record(row: SessionRow) -> SessionRecord:
+    return SessionRecord(
+        id=row.id,
+        owner=row.owner,
+        cwd=row.cwd,
+        title=row.title,
+        mode=row.mode,
+        model=row.model,
+        agent=row.agent,
+        permission_memory=dict(row.permission_memory or {}),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+class Store:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @classmethod
+    async def open(cls, url: str) -> Store:
+        parsed = make_url(url)
+        is_sqlite = parsed.get_backend_name() == "sqlite"
+        if is_sqlite and parsed.database and parsed.database != ":memory:":
+            await asyncio.to_thread(Path(parsed.database).parent.mkdir, parents=True, exist_ok=True)
+        engine = create_async_engine(url, json_serializer=_json_dumps, json_deserializer=orjson.loads)
+        if is_sqlite:
+
+            @event.listens_for(engine.sync_engine, "connect")
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA busy_timeout=5000")
+                cur.close()
+
+        return cls(engine)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    # -------------------------------------------------------------- migrations / health
+
+    async def migrate(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
+
+    async def migration_status(self) -> tuple[str | None, str | None]:
+        """(current revision in the database, head revision of the scripts)."""
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        async with self.engine.connect() as conn:
+            current = await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
+        return current, head
+
+    async def ping(self) -> None:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    # -------------------------------------------------------------- sessions
+
+    async def create_session(
+        self, *, id: str, owner: str, cwd: str, mode: str, model: str, agent: str = "default"
+    ) -> SessionRecord:
+        now = utcnow()
+        row = SessionRow(
+            id=id,
+            owner=owner,
+            cwd=cwd,
+            title=None,
+            mode=mode,
+            model=model,
+            agent=agent,
+            permission_memory={},
+            created_at=now,
+            updated_at=now,
+        )
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                SessionRow.__table__.insert().values(
+                    id=row.id,
+                    owner=row.owner,
+                    cwd=row.cwd,
+                    title=None,
+                    mode=row.mode,
+                    model=row.model,
+                    agent=row.agent,
+                    permission_memory={},
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        return _record(row)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(select(SessionRow).where(SessionRow.id == session_id))).first()
+        return _record(row) if row else None  # type: ignore[arg-type]
+
+    async def list_sessions(
+        self,
+        *,
+        owner: str,
+        cwd: str | None = None,
+        before: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> list[SessionRecord]:
+        """Newest first; `before` is the (updated_at, id) of the last row of the previous page."""
+        q = select(SessionRow).where(SessionRow.owner == owner)
+        if cwd is not None:
+            q = q.where(SessionRow.cwd == cwd)
+        if before is not None:
+            at, sid = before
+            q = q.where(
+                (SessionRow.updated_at < at) | ((SessionRow.updated_at == at) & (SessionRow.id < sid))
+            )
+        q = q.order_by(SessionRow.updated_at.desc(), SessionRow.id.desc()).limit(limit)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [_record(r) for r in rows]  # type: ignore[arg-type]
+
+    # -------------------------------------------------------------- events and messages
+
+    async def commit(self, batches: list[Batch]) -> None:
+        """Apply several sessions' batches in one transaction (the group commit)."""
+        now = utcnow()
+        async with self.engine.begin() as conn:
+            for b in batches:
+                if b.events:
+                    await conn.execute(
+                        EventRow.__table__.insert(),
+                        [
+                            {
+                                "session_id": b.session_id,
+                                "seq": e.seq,
+                                "kind": e.kind,
+                                "payload": e.payload,
+                                "created_at": now,
+                            }
+                            for e in b.events
+                        ],
+                    )
+                if b.truncate_from is not None:
+                    await conn.execute(
+                        delete(MessageRow).where(
+                            MessageRow.session_id == b.session_id, MessageRow.idx >= b.truncate_from
+                        )
+                    )
+                if b.messages:
+                    await conn.execute(
+                        MessageRow.__table__.insert(),
+                        [{"session_id": b.session_id, "idx": i, "data": m} for i, m in b.messages],
+                    )
+                fields = dict(b.session_fields)
+                if b.events or fields:
+                    fields["updated_at"] = now
+                    await conn.execute(
+                        update(SessionRow).where(SessionRow.id == b.session_id).values(**fields)
+                    )
+
+    async def read_events(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        q = (
+            select(EventRow.seq, EventRow.kind, EventRow.payload)
+            .where(EventRow.session_id == session_id, EventRow.seq > after_seq)
+            .order_by(EventRow.seq)
+        )
+        if limit is not None:
+            q = q.limit(limit)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in rows]
+
+    async def last_seq(self, session_id: str) -> int:
+        async with self.engine.connect() as conn:
+            value = (
+                await conn.execute(select(func.max(EventRow.seq)).where(EventRow.session_id == session_id))
+            ).scalar()
+        return int(value or 0)
+
+    async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
+        q = select(MessageRow.data).where(MessageRow.session_id == session_id).order_by(MessageRow.idx)
+        async with self.engine.connect() as conn:
+            return [r.data for r in (await conn.execute(q)).all()]

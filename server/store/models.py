@@ -1,0 +1,63 @@
+"""Tables. The Alembic migrations in `migrations/` create exactly these (one schema for
+SQLite and Postgres)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SessionRow(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128), index=True)
+    cwd: Mapped[str] = mapped_column(Text)
+    title: Mapped[str | None] = mapped_column(Text, nullable=True)
+    mode: Mapped[str] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(128))
+    agent: Mapped[str] = mapped_column(String(128), default="default")
+    # Tool names the user answered "always allow" / "always reject" for (R-T4).
+    permission_memory: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class EventRow(Base):
+    """The append-only durable event log (R-E1); `seq` is strictly increasing per session."""
+
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("session_id", "seq", name="uq_events_session_seq"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    seq: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class MessageRow(Base):
+    """The conversation the model sees, one row per message, in order (`idx`)."""
+
+    __tablename__ = "messages"
+    __table_args__ = (UniqueConstraint("session_id", "idx", name="uq_messages_session_idx"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    idx: Mapped[int] = mapped_column(Integer)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+Index("ix_sessions_owner_updated", SessionRow.owner, SessionRow.updated_at)

@@ -1,0 +1,287 @@
+"""The `bash` tool (R-T5): one shell command in the workspace, in its own process group.
+
+Lifecycle of a call:
+- `/bin/bash -c COMMAND` starts in a new session (so it leads its own process group), with
+  the workspace as cwd, stdin from /dev/null and stderr merged into stdout.
+- Output is collected with a cap (head and tail kept, middle dropped with a marker) and
+  streamed via `ctx.report_progress` at most every `PROGRESS_INTERVAL` seconds; each report
+  carries the whole (capped) output so far, matching ACP's replace-content semantics.
+- When bash exits, whatever is still running in its group (e.g. `cmd &`) is killed after a
+  short drain, so a call never leaks processes (background work belongs to task tools).
+- Timeout: SIGTERM to the group, SIGKILL after `KILL_GRACE`; an error result with the
+  output so far. Cancellation (the user cancelled the turn): SIGKILL to the group, then
+  CancelledError propagates.
+- A non-zero exit status is information, not a tool failure: `is_error=False`, the output
+  ends with `[exit code N]` and `raw_output["exitCode"]` holds N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+import math
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 600.0
+OUTPUT_CAP = 30_000  # characters the model sees
+PROGRESS_INTERVAL = 0.25
+KILL_GRACE = 2.0  # SIGTERM -> SIGKILL on timeout
+DRAIN_GRACE = 0.5  # after bash exits, time for leftover output before the group is killed
+
+
+class _CappedOutput:
+    """Keeps the first and last `cap // 2` characters; memory stays O(cap) for any output."""
+
+    def __init__(self, cap: int) -> None:
+        self._half = cap // 2
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail = ""
+        self._dropped = 0
+        self.total = 0
+
+    def add(self, s: str) -> None:
+        if not s:
+            return
+        self.total += len(s)
+        if self._head_len < self._half:
+            take = s[: self._half - self._head_len]
+            self._head.append(take)
+            self._head_len += len(take)
+            s = s[len(take) :]
+        if s:
+            self._tail += s
+            # Trim only past 2x so long streams of small chunks don't re-copy on every add.
+            if len(self._tail) > 2 * self._half:
+                cut = len(self._tail) - self._half
+                self._dropped += cut
+                self._tail = self._tail[cut:]
+
+    @property
+    def truncated(self) -> bool:
+        return self._dropped > 0 or len(self._tail) > self._half
+
+    def render(self) -> str:
+        head = "".join(self._head)
+        tail, dropped = self._tail, self._dropped
+        if len(tail) > self._half:
+            dropped += len(tail) - self._half
+            tail = tail[-self._half :]
+        if not dropped:
+            return head + tail
+        return f"{head}\n[... {dropped} characters of output omitted ...]\n{tail}"
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    # The group may already be gone (everything exited); that is the goal, not an error.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class _ShellProtocol(asyncio.SubprocessProtocol):
+    """Collects output and reports the shell's exit and the pipe's EOF separately.
+
+    Used instead of `asyncio.subprocess.Process` because on Python 3.11 `Process.wait()`
+    returns only once every pipe is closed, so a background grandchild holding stdout
+    would keep it waiting long after the shell itself exited.
+    """
+
+    def __init__(self, out: _CappedOutput) -> None:
+        loop = asyncio.get_running_loop()
+        self.out = out
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.eof: asyncio.Future[None] = loop.create_future()
+        # Incremental decoding: a character split across reads must not become U+FFFD.
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.out.add(self._decoder.decode(data) if isinstance(data, bytes) else data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if not self.eof.done():  # only stdout is a pipe (stderr is merged into it)
+            self.out.add(self._decoder.decode(b"", final=True))
+            self.eof.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+_Spawn = asyncio.Future[tuple[asyncio.SubprocessTransport, _ShellProtocol]]
+
+
+def _kill_spawned(fut: _Spawn) -> None:
+    """Done-callback for a spawn whose caller was cancelled: kill what it started."""
+    if not fut.cancelled() and fut.exception() is None:
+        transport, _ = fut.result()
+        _signal_group(transport.get_pid(), signal.SIGKILL)
+        transport.close()
+
+
+async def _report_loop(out: _CappedOutput, report: Callable[[str], Awaitable[None]]) -> None:
+    # A ticker rather than reporting per chunk: it bounds the rate, still delivers the last
+    # output of a command that went quiet, and a slow client never stalls output collection.
+    sent = 0
+    while True:
+        await asyncio.sleep(PROGRESS_INTERVAL)
+        if out.total != sent:
+            sent = out.total
+            try:
+                await report(out.render())
+            except Exception:  # progress is best effort; the final result carries everything
+                log.warning("bash progress report failed", exc_info=True)
+
+
+async def _terminate_group(pid: int, exited: asyncio.Future[None]) -> None:
+    _signal_group(pid, signal.SIGTERM)
+    await asyncio.wait({exited}, timeout=KILL_GRACE)
+    # Unconditional: children that ignore SIGTERM must not outlive a bash that obeyed it.
+    _signal_group(pid, signal.SIGKILL)
+    # Bounded: a process stuck in uninterruptible I/O must not hang the turn.
+    await asyncio.wait({exited}, timeout=KILL_GRACE)
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:  # real-time signals have no enum member
+        return f"signal {num}"
+
+
+def _parse_timeout(args: dict[str, Any]) -> float:
+    value = args.get("timeout")
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ToolError(f"argument 'timeout' must be a number of seconds, got {value!r}")
+    if value <= 0:
+        raise ToolError(f"argument 'timeout' must be positive, got {value}")
+    return min(float(value), MAX_TIMEOUT)
+
+
+class Bash:
+    name: ClassVar[str] = "bash"
+    kind: ClassVar[ToolKind] = ToolKind.EXECUTE
+    access: ClassVar[Access] = Access.EXECUTE
+    description: ClassVar[str] = (
+        "Run a shell command with /bin/bash in the workspace; returns merged stdout/stderr."
+    )
+    guidance: ClassVar[str] = (
+        "Use bash to run commands in the workspace (builds, tests, git, grep/find), one `/bin/bash -c` "
+        "call per use with the workspace root as working directory, no stdin, and stdout and stderr "
+        f"merged. Commands time out after {DEFAULT_TIMEOUT:g} s unless you pass timeout (at most "
+        f"{MAX_TIMEOUT:g}); long output keeps its beginning and end. A non-zero exit status is shown as "
+        "`[exit code N]` after the output, and processes still running when the command ends are "
+        "stopped, so do not start servers with `&`; to read or change files prefer the file tools."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "description": "The shell command to run."},
+            "timeout": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": MAX_TIMEOUT,
+                "description": f"Timeout in seconds (default {DEFAULT_TIMEOUT:g}, max {MAX_TIMEOUT:g}).",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return "Run command"
+        first = command.strip().splitlines()[0]
+        more = len(first) > 80 or "\n" in command.strip()
+        return f"Run `{first[:80]}{' …' if more else ''}`"
+
+    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+        return []  # a command's paths can't be known without running it
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("argument 'command' must be a non-empty string")
+        timeout = _parse_timeout(args)
+
+        out = _CappedOutput(OUTPUT_CAP)
+        loop = asyncio.get_running_loop()
+        spawn: _Spawn = asyncio.ensure_future(
+            loop.subprocess_exec(
+                lambda: _ShellProtocol(out),
+                "/bin/bash",
+                "-c",
+                command,
+                cwd=ctx.cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # own process group: one killpg reaches every descendant
+            )
+        )
+        try:
+            # Shielded so a cancel during the spawn can't leave a started bash without a handle.
+            transport, proto = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            spawn.add_done_callback(_kill_spawned)
+            raise
+        except OSError as exc:
+            raise ToolError(f"cannot start /bin/bash in {ctx.cwd}: {exc}") from None
+
+        pid = transport.get_pid()
+        reporter = (
+            asyncio.create_task(_report_loop(out, ctx.report_progress))
+            if ctx.report_progress is not None
+            else None
+        )
+        timed_out = False
+        try:
+            # asyncio.wait rather than wait_for: a timeout must not cancel the `exited` future.
+            done, _ = await asyncio.wait({proto.exited}, timeout=timeout)
+            if not done:
+                timed_out = True
+                await _terminate_group(pid, proto.exited)
+            # bash is gone, but background children may still hold the pipe open: give them a
+            # moment to flush, then end the rest of the group so EOF arrives.
+            done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
+            _signal_group(pid, signal.SIGKILL)
+            if not done:
+                await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
+        except BaseException:
+            # Cancellation (or anything unexpected): nothing of the command may survive.
+            _signal_group(pid, signal.SIGKILL)
+            raise
+        finally:
+            if reporter is not None:
+                reporter.cancel()
+            transport.close()  # releases the pipe; would also kill bash were it still running
+
+        rc = transport.get_returncode()
+        body = out.render().rstrip("\n") or "(no output)"
+        raw: dict[str, Any] = {"exitCode": rc, "truncated": out.truncated}
+        if timed_out:
+            raw["timedOut"] = True
+            return ToolResult(
+                output=f"{body}\n[timed out after {timeout:g} s; the command and its processes were killed]",
+                is_error=True,
+                raw_output=raw,
+            )
+        if rc is not None and rc < 0:  # bash itself died from a signal (e.g. an external kill)
+            raw["exitCode"] = None
+            raw["signal"] = _signal_name(-rc)
+            body += f"\n[terminated by signal {raw['signal']}]"
+        elif rc:
+            body += f"\n[exit code {rc}]"
+        return ToolResult(output=body, raw_output=raw)

@@ -1,0 +1,188 @@
+"""One client on `GET /acp`: JSON-RPC 2.0 in both directions over WebSocket text frames.
+
+Every incoming request is handled in its own task (a reader that awaited a prompt
+inline would deadlock on the cancel or permission reply that must follow it). Outgoing
+frames go through a bounded queue drained by one writer task, so producers never await
+a slow socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from protocol.acp import ClientCapabilities
+from protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
+from server.transport.rpc import CallContext, Dispatcher, parse_envelope, raw_id
+
+if TYPE_CHECKING:
+    from server.app import AppState
+
+log = logging.getLogger(__name__)
+
+_CLOSE = object()
+
+
+class Connection:
+    def __init__(self, ws: WebSocket, state: AppState, dispatcher: Dispatcher, principal: str) -> None:
+        self.id = f"conn_{uuid.uuid4().hex[:12]}"
+        self.ws = ws
+        self.state = state
+        self.dispatcher = dispatcher
+        self.principal = principal
+        self.initialized = False
+        self.client_capabilities = ClientCapabilities()
+        self.sessions: set[str] = set()  # attached session ids
+        self._out: asyncio.Queue[Any] = asyncio.Queue(maxsize=state.settings.client_buffer_frames)
+        self._pending: dict[int | str, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    # ------------------------------------------------------------------ outgoing
+
+    def send_message(self, message: dict[str, Any]) -> bool:
+        if self.closed:
+            return False
+        try:
+            self._out.put_nowait(orjson.dumps(message).decode())
+            return True
+        except asyncio.QueueFull:
+            return False
+
+    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
+        return self.send_message(notification(method, params))
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request to the client and wait for its result (raises RpcError).
+        Callers bound the wait themselves (`asyncio.timeout`)."""
+        if self.closed:
+            raise RpcError(ErrorCode.CONNECTION_CLOSED, "connection closed")
+        req_id = f"agentd-{next(self._ids)}"
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        try:
+            if not self.send_message(request(req_id, method, params)):
+                raise RpcError(ErrorCode.CONNECTION_CLOSED, "client buffer full")
+            return await fut
+        finally:
+            self._pending.pop(req_id, None)
+
+    async def _writer(self) -> None:
+        while True:
+            frame = await self._out.get()
+            if frame is _CLOSE:
+                return
+            await self.ws.send_text(frame)
+
+    # ------------------------------------------------------------------ incoming
+
+    async def serve(self) -> None:
+        writer = asyncio.create_task(self._writer())
+        try:
+            while True:
+                try:
+                    text = await self.ws.receive_text()
+                except (WebSocketDisconnect, RuntimeError):
+                    return
+                except KeyError:  # a binary frame: not JSON-RPC
+                    self.send_message(
+                        error_response(
+                            None, RpcError(ErrorCode.INVALID_REQUEST, "binary frames are not supported")
+                        )
+                    )
+                    continue
+                self._on_frame(text)
+                if writer.done():
+                    return
+        finally:
+            await self._close(writer)
+
+    def _on_frame(self, text: str) -> None:
+        if len(text) > self.state.settings.max_frame_bytes:
+            err = RpcError(
+                ErrorCode.INVALID_REQUEST, f"frame larger than {self.state.settings.max_frame_bytes} bytes"
+            )
+            self.send_message(error_response(None, err))
+            return
+        try:
+            raw = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            self.send_message(error_response(None, RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")))
+            return
+        if isinstance(raw, list):
+            if not raw:
+                self.send_message(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, "empty batch")))
+                return
+            self._spawn(self._handle_batch(raw))
+            return
+        if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
+            self._on_response(raw)
+            return
+        self._spawn(self._handle_one(raw))
+
+    def _on_response(self, raw: dict[str, Any]) -> None:
+        fut = self._pending.get(raw.get("id"))  # type: ignore[arg-type]
+        if fut is None or fut.done():
+            log.info("%s: response to unknown request id %r", self.id, raw.get("id"))
+            return
+        if raw.get("error") is not None:
+            err = raw["error"] if isinstance(raw["error"], dict) else {}
+            fut.set_exception(
+                RpcError(
+                    int(err.get("code", ErrorCode.INTERNAL_ERROR)),
+                    str(err.get("message", "error")),
+                    err.get("data"),
+                )
+            )
+        else:
+            fut.set_result(raw.get("result"))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle_batch(self, items: list[Any]) -> None:
+        responses = await asyncio.gather(*(self._dispatch(item) for item in items))
+        out = [r for r in responses if r is not None]
+        if out:
+            with contextlib.suppress(Exception):
+                self._out.put_nowait(orjson.dumps(out).decode())
+
+    async def _handle_one(self, raw: Any) -> None:
+        resp = await self._dispatch(raw)
+        if resp is not None:
+            self.send_message(resp)
+
+    async def _dispatch(self, raw: Any) -> dict[str, Any] | None:
+        parsed = parse_envelope(raw)
+        if not isinstance(parsed, RpcError) and not self.initialized and parsed.method != "initialize":
+            if parsed.is_notification:
+                return None
+            err = RpcError(
+                ErrorCode.INVALID_REQUEST, "Invalid Request: `initialize` must be the first request"
+            )
+            return error_response(raw_id(raw), err)
+        ctx = CallContext(state=self.state, principal=self.principal, connection=self)
+        return await self.dispatcher.handle(raw, ctx)
+
+    async def _close(self, writer: asyncio.Task[None]) -> None:
+        self.closed = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(RpcError(ErrorCode.CONNECTION_CLOSED, "connection closed"))
+        for task in list(self._tasks):
+            task.cancel()
+        for session_id in list(self.sessions):
+            await self.state.detach(session_id, self.id)
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await writer

@@ -1,0 +1,209 @@
+"""The ACP methods agentd implements (R-P2), as `Method` entries for the dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from protocol.acp import (
+    PROTOCOL_VERSION,
+    AuthenticateParams,
+    InitializeParams,
+    ListSessionsParams,
+    LoadSessionParams,
+    NewSessionParams,
+    PromptParams,
+    SessionIdParams,
+    SetModeParams,
+)
+from protocol.jsonrpc import ErrorCode, RpcError
+from server import __version__
+from server.config import PermissionMode
+from server.loop.outcome import OutcomeKind, stop_reason
+from server.session.actor import SessionActor
+from server.session.commands import Cancel, Prompt, SetMode
+from server.transport.rpc import CallContext, Method
+
+MODES = [
+    {"id": PermissionMode.DEFAULT.value, "name": "Default", "description": "Ask before edits and commands"},
+    {
+        "id": PermissionMode.ACCEPT_EDITS.value,
+        "name": "Accept edits",
+        "description": "Edit freely, ask for commands",
+    },
+    {"id": PermissionMode.BYPASS.value, "name": "Bypass", "description": "Approve everything"},
+    {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
+]
+
+EXTENSIONS: list[str] = ["_agentd/event", "_agentd/permission/resolved"]
+
+
+def modes_state(actor: SessionActor) -> dict[str, Any]:
+    return {"currentModeId": actor.mode().value, "availableModes": MODES}
+
+
+async def _session(ctx: CallContext, session_id: str) -> SessionActor:
+    actor = await ctx.state.manager.get(session_id)
+    if actor is None or actor.owner != ctx.principal:
+        # Someone else's session looks exactly like a missing one (R-X2).
+        raise RpcError.not_found(f"session {session_id}")
+    return actor
+
+
+def _check_cwd(ctx: CallContext, cwd: str) -> str:
+    path = Path(cwd)
+    root = ctx.state.settings.workspace_root
+    resolved = path.resolve()
+    if root is not None and not resolved.is_relative_to(Path(root).resolve()):
+        raise RpcError(ErrorCode.WORKSPACE_DENIED, f"cwd {cwd} is outside the workspace root {root}")
+    if not resolved.is_dir():
+        raise RpcError.invalid_params(f"Invalid params: cwd {cwd} is not an existing directory")
+    return str(resolved)
+
+
+async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
+    if ctx.connection is not None:
+        ctx.connection.client_capabilities = params.client_capabilities
+        ctx.connection.initialized = True
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": True,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "mcpCapabilities": {"http": False, "sse": False},
+            "sessionCapabilities": {"list": {}},
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "agentd", "title": "agentd", "version": __version__},
+        "_meta": {"agentd": {"extensions": EXTENSIONS}},
+    }
+
+
+async def authenticate(ctx: CallContext, params: AuthenticateParams) -> dict[str, Any]:
+    raise RpcError.invalid_params(
+        f"Invalid params: unknown auth method {params.method_id!r} (none are offered)"
+    )
+
+
+async def _attach_with_replay(ctx: CallContext, actor: SessionActor, *, replay: bool) -> None:
+    """Subscribe this connection; replay history first if asked, with no gap or duplicate."""
+    conn = ctx.connection
+    assert conn is not None
+    await ctx.state.attach(actor, conn, replay=replay)
+
+
+async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, Any]:
+    cwd = _check_cwd(ctx, params.cwd)
+    actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal)
+    if ctx.connection is not None:
+        await _attach_with_replay(ctx, actor, replay=False)
+    return {"sessionId": actor.id, "modes": modes_state(actor)}
+
+
+async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    await _attach_with_replay(ctx, actor, replay=True)
+    return {"modes": modes_state(actor)}
+
+
+def _encode_cursor(at: datetime, sid: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps([at.isoformat(), sid])).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        at, sid = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(at), str(sid)
+    except Exception:
+        raise RpcError.invalid_params("Invalid params: cursor is not one this server issued") from None
+
+
+async def session_list(ctx: CallContext, params: ListSessionsParams) -> dict[str, Any]:
+    page = 50
+    before = _decode_cursor(params.cursor) if params.cursor else None
+    rows = await ctx.state.manager.store.list_sessions(
+        owner=ctx.principal, cwd=params.cwd, before=before, limit=page + 1
+    )
+    result: dict[str, Any] = {
+        "sessions": [
+            {
+                "sessionId": r.id,
+                "cwd": r.cwd,
+                **({"title": r.title} if r.title else {}),
+                "updatedAt": r.updated_at.isoformat(),
+            }
+            for r in rows[:page]
+        ]
+    }
+    if len(rows) > page:
+        last = rows[page - 1]
+        result["nextCursor"] = _encode_cursor(last.updated_at, last.id)
+    return result
+
+
+async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    conn = ctx.connection
+    if conn is not None and actor.id not in conn.sessions:
+        await _attach_with_replay(ctx, actor, replay=False)
+    reply = asyncio.get_running_loop().create_future()
+    actor.send(
+        Prompt(
+            blocks=list(params.prompt),
+            reply=reply,
+            origin=conn.id if conn else None,
+            meta=(params.meta or {}).get("agentd", {}) if isinstance(params.meta, dict) else {},
+        )
+    )
+    done = await reply
+    outcome = done.outcome
+    meta: dict[str, Any] = {"promptId": done.prompt_id, "outcome": outcome.kind.value}
+    if done.turn_id:
+        meta["turnId"] = done.turn_id
+    if outcome.reason:
+        meta["reason"] = outcome.reason
+    if outcome.kind is OutcomeKind.FAILED:
+        err = outcome.error
+        raise RpcError(
+            ErrorCode.TURN_FAILED,
+            f"The turn failed: {err.message if err else 'unknown error'}",
+            {"kind": err.kind.value if err else "internal", **meta},
+        )
+    return {"stopReason": stop_reason(outcome).value, "_meta": {"agentd": meta}}
+
+
+async def session_cancel(ctx: CallContext, params: SessionIdParams) -> None:
+    actor = await _session(ctx, params.session_id)
+    actor.send(Cancel())
+
+
+async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str, Any]:
+    try:
+        mode = PermissionMode(params.mode_id)
+    except ValueError:
+        known = ", ".join(m.value for m in PermissionMode)
+        raise RpcError.invalid_params(
+            f"Invalid params: unknown mode {params.mode_id!r} (one of {known})"
+        ) from None
+    actor = await _session(ctx, params.session_id)
+    reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    actor.send(SetMode(mode, reply))
+    await reply
+    return {}
+
+
+METHODS: dict[str, Method] = {
+    "initialize": Method(InitializeParams, initialize),
+    "authenticate": Method(AuthenticateParams, authenticate),
+    "session/new": Method(NewSessionParams, session_new),
+    "session/load": Method(LoadSessionParams, session_load, needs_connection=True),
+    "session/list": Method(ListSessionsParams, session_list),
+    "session/prompt": Method(PromptParams, session_prompt),
+    "session/cancel": Method(SessionIdParams, session_cancel),
+    "session/set_mode": Method(SetModeParams, session_set_mode),
+}

@@ -1,0 +1,61 @@
+"""HTTP routes: `POST /rpc`, `/healthz`, `/readyz` (R-P1)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from protocol.jsonrpc import ErrorCode, RpcError, error_response
+from server.transport.rpc import CallContext
+
+router = APIRouter()
+
+
+@router.post("/rpc", summary="JSON-RPC 2.0 over HTTP (one request or a batch)")
+async def rpc(request: Request) -> Response:
+    state = request.app.state.agentd
+    body = await request.body()
+    if len(body) > state.settings.max_frame_bytes:
+        err = RpcError(ErrorCode.INVALID_REQUEST, "request body too large")
+        return JSONResponse(error_response(None, err), status_code=413)
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        return JSONResponse(error_response(None, RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")))
+    ctx = CallContext(state=state, principal=state.principal_for(request.headers))
+    if isinstance(raw, list):
+        if not raw:
+            return JSONResponse(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, "empty batch")))
+        results = await asyncio.gather(*(state.dispatcher.handle(item, ctx) for item in raw))
+        out = [r for r in results if r is not None]
+        return JSONResponse(out) if out else Response(status_code=204)
+    resp = await state.dispatcher.handle(raw, ctx)
+    if resp is None:
+        return Response(status_code=204)
+    return JSONResponse(resp)
+
+
+@router.get("/healthz", summary="Liveness")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Readiness: database reachable and migrations current")
+async def readyz(request: Request) -> JSONResponse:
+    store = request.app.state.agentd.store
+    body: dict[str, Any] = {}
+    try:
+        await asyncio.wait_for(store.ping(), timeout=5)
+        current, head = await store.migration_status()
+    except Exception as exc:
+        return JSONResponse({"status": "unavailable", "database": f"unreachable: {exc}"}, status_code=503)
+    body = {"database": "ok", "migration": current, "head": head}
+    if current != head:
+        return JSONResponse(
+            {"status": "unavailable", **body, "detail": "migrations not current"}, status_code=503
+        )
+    return JSONResponse({"status": "ok", **body})

@@ -1,0 +1,112 @@
+"""JSON-RPC dispatch shared by the WebSocket and HTTP transports (R-P4).
+
+A method is a params model plus an async handler. The dispatcher validates the
+envelope and the params (pydantic → -32602 with readable `data`), calls the handler
+and turns every failure into an error response; it never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
+
+if TYPE_CHECKING:
+    from server.app import AppState
+    from server.transport.connection import Connection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CallContext:
+    state: AppState
+    principal: str
+    connection: Connection | None = None  # None over HTTP
+
+
+Handler = Callable[[CallContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Method:
+    params: type[BaseModel] | None
+    handler: Handler
+    needs_connection: bool = False  # sends server→client requests or streams replays
+
+
+def validation_data(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"path": ".".join(str(p) for p in err["loc"]) or "params", "message": err["msg"]}
+        for err in exc.errors(include_url=False)
+    ]
+
+
+def describe(exc: ValidationError) -> str:
+    first = validation_data(exc)[0]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"Invalid params: {first['path']}: {first['message']}{more}"
+
+
+def parse_envelope(raw: Any) -> Request | RpcError:
+    if not isinstance(raw, dict):
+        return RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
+    try:
+        return Request.model_validate(raw)
+    except ValidationError as exc:
+        return RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", validation_data(exc))
+
+
+def raw_id(raw: Any) -> Any:
+    """The id of a message we could not parse, if it has a usable one."""
+    if isinstance(raw, dict):
+        value = raw.get("id")
+        if isinstance(value, (int, str)) and not isinstance(value, bool):
+            return value
+    return None
+
+
+class Dispatcher:
+    def __init__(self, methods: dict[str, Method]) -> None:
+        self.methods = methods
+
+    async def call(self, request: Request, ctx: CallContext) -> Any:
+        """Run one request; returns the result or raises RpcError."""
+        method = self.methods.get(request.method)
+        if method is None:
+            raise RpcError.method_not_found(request.method)
+        if method.needs_connection and ctx.connection is None:
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST, f"{request.method} needs a WebSocket connection (GET /acp)"
+            )
+        params: Any = request.params
+        if method.params is not None:
+            if not isinstance(params, dict):
+                raise RpcError.invalid_params("Invalid params: expected an object")
+            try:
+                params = method.params.model_validate(params)
+            except ValidationError as exc:
+                raise RpcError.invalid_params(describe(exc), validation_data(exc)) from None
+        return await method.handler(ctx, params)
+
+    async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None:
+        """One incoming message → its response (None for notifications)."""
+        parsed = parse_envelope(raw)
+        if isinstance(parsed, RpcError):
+            return error_response(raw_id(raw), parsed)
+        try:
+            result = await self.call(parsed, ctx)
+        except RpcError as err:
+            return None if parsed.is_notification else error_response(parsed.id, err)
+        except Exception:
+            log.exception("method %s failed", parsed.method)
+            err = RpcError.internal(f"Internal error while handling {parsed.method}")
+            return None if parsed.is_notification else error_response(parsed.id, err)
+        if parsed.is_notification:
+            return None
+        return response(parsed.id, {} if result is None else result)
