@@ -12,8 +12,12 @@ from tests.conftest import scripted
 
 async def test_prompt_streams_text_runs_tool_with_permission_and_ends_turn(server_factory, workspace: Path):
     provider = scripted(
-        {"reasoning": "I should write the file.", "text": "Writing it now.", "chunk_size": 4,
-         "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}}]},
+        {
+            "reasoning": "I should write the file.",
+            "text": "Writing it now.",
+            "chunk_size": 4,
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "hello\n"}}],
+        },
         {"text": "Done: notes.txt holds a greeting.", "chunk_size": 5},
     )
     async with server_factory(provider) as server:
@@ -32,7 +36,9 @@ async def test_prompt_streams_text_runs_tool_with_permission_and_ends_turn(serve
         # Streamed as several chunks, not one blob.
         assert kinds.count("agent_message_chunk") > 2
         assert agent_text(updates) == "Writing it now.Done: notes.txt holds a greeting."
-        thought = "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_thought_chunk")
+        thought = "".join(
+            u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_thought_chunk"
+        )
         assert thought == "I should write the file."
         # The tool call: announced pending, asked permission, ran, completed with a diff.
         call = next(u for u in updates if u["sessionUpdate"] == "tool_call")
@@ -44,9 +50,16 @@ async def test_prompt_streams_text_runs_tool_with_permission_and_ends_turn(serve
         assert perm["method"] == "session/request_permission"
         assert perm["params"]["toolCall"]["toolCallId"] == call["toolCallId"]
         assert {o["kind"] for o in perm["params"]["options"]} == {
-            "allow_once", "allow_always", "reject_once", "reject_always"}
-        statuses = [u.get("status") for u in updates
-                    if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == call["toolCallId"]]
+            "allow_once",
+            "allow_always",
+            "reject_once",
+            "reject_always",
+        }
+        statuses = [
+            u.get("status")
+            for u in updates
+            if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == call["toolCallId"]
+        ]
         assert statuses == ["in_progress", "completed"]
         final = [u for u in updates if u["sessionUpdate"] == "tool_call_update"][-1]
         diff = next(c for c in final["content"] if c["type"] == "diff")

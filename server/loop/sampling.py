@@ -51,15 +51,20 @@ def build_request(ctx: TurnContext) -> ProviderRequest:
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
     async for ev in ctx.provider.stream(request):
         match ev:
+            # `offset` lets a client that attached mid-message know it missed the start.
             case TextDelta(text=text) if text:
+                offset = len(sample.text)
                 sample.text += text
                 ctx.events.emit_transient(
-                    EventKind.AGENT_MESSAGE_CHUNK, {"messageId": sample.message_id, "text": text}
+                    EventKind.AGENT_MESSAGE_CHUNK,
+                    {"messageId": sample.message_id, "text": text, "offset": offset},
                 )
             case ReasoningDelta(text=text) if text:
+                offset = len(sample.reasoning)
                 sample.reasoning += text
                 ctx.events.emit_transient(
-                    EventKind.AGENT_THOUGHT_CHUNK, {"messageId": sample.thought_id, "text": text}
+                    EventKind.AGENT_THOUGHT_CHUNK,
+                    {"messageId": sample.thought_id, "text": text, "offset": offset},
                 )
             case ToolCallComplete(id=call_id, name=name, arguments=arguments):
                 sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))

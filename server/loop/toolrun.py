@@ -20,7 +20,7 @@ import jsonschema
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.conversation import Message, ToolCall
 from server.session.events import EventKind
-from server.tools.base import Tool, ToolContext, ToolError, ToolResult
+from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
 from server.tools.permissions import PERMISSION_OPTIONS, Decision, Remembered, decide, plan_mode_refuses
 
 log = logging.getLogger(__name__)
@@ -174,6 +174,7 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         EventKind.TOOL_CALL_UPDATE,
         {"sessionUpdate": "tool_call_update", "toolCallId": slot.call.id, "status": "in_progress"},
     )
+
     async def progress(output_so_far: str) -> None:
         # Tools report everything so far (an ACP update replaces the shown content).
         output_tail = output_so_far[-PROGRESS_TAIL_CHARS:]
@@ -188,7 +189,12 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
 
     tool_ctx = ToolContext(cwd=ctx.cwd, session_id=ctx.session_id, report_progress=progress)
     try:
-        slot.result = await run_cancellable(slot.tool.run(slot.args, tool_ctx), ctx.cancel)
+        if slot.tool.access is Access.WRITE:
+            # File edits are short and run in a worker thread that a cancel cannot stop;
+            # let them finish so the result tells the model what really happened.
+            slot.result = await slot.tool.run(slot.args, tool_ctx)
+        else:
+            slot.result = await run_cancellable(slot.tool.run(slot.args, tool_ctx), ctx.cancel)
     except TurnCancelled:
         slot.result = ToolResult("Cancelled by the user before it finished.", is_error=True)
     except ToolError as exc:

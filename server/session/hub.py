@@ -11,8 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from server.session.events import Event
-from server.session.render import Frame, live_frames
+from server.session.events import Event, EventKind
+from server.session.render import Frame, acp_replay_frames, live_frames
+
+_CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
+_FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,10 @@ class Subscriber:
         self._buffer: list[Event] | None = []  # None once live
         self.last_seq = 0
         self.attached_seq = 0  # the session's last seq when it subscribed (set by the actor)
+        # Messages whose first chunks this client missed (it attached mid-stream): their
+        # chunks are held back and the whole text is sent once the message is final.
+        self._missed: set[str] = set()
+        self._started: set[str] = set()
         self.dropped = False
 
     def deliver(self, event: Event) -> None:
@@ -61,9 +68,24 @@ class Subscriber:
             if event.seq <= self.last_seq:
                 return
             self.last_seq = event.seq
-        if event.origin is not None and event.origin == self.sink.id and event.kind.value == "user_message":
+        if event.origin is not None and event.origin == self.sink.id and event.kind is EventKind.USER_MESSAGE:
             return  # the sender already has its own prompt
-        for method, params in live_frames(event, self.last_seq):
+        frames = live_frames(event, self.last_seq)
+        if event.kind in _CHUNKS:
+            mid = event.payload["messageId"]
+            if mid not in self._started:
+                self._started.add(mid)
+                if event.payload.get("offset", 0) > 0:
+                    self._missed.add(mid)
+            if mid in self._missed:
+                return
+        elif event.kind in _FINALS:
+            mid = event.payload["messageId"]
+            self._started.discard(mid)
+            if mid in self._missed:
+                self._missed.discard(mid)
+                frames = acp_replay_frames(event) + frames
+        for method, params in frames:
             if not self.sink.send_notification(method, params):
                 self.dropped = True
                 log.warning("client %s fell behind; dropping its subscription", self.sink.id)

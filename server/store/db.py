@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,11 @@ def _json_dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything agentd stores is UTC.
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 def _record(row: SessionRow) -> SessionRecord:
     return SessionRecord(
         id=row.id,
@@ -77,8 +82,8 @@ def _record(row: SessionRow) -> SessionRecord:
         model=row.model,
         agent=row.agent,
         permission_memory=dict(row.permission_memory or {}),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        created_at=_utc(row.created_at),
+        updated_at=_utc(row.updated_at),
     )
 
 

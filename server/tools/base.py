@@ -8,11 +8,16 @@ for the system prompt (dual-track description, seed 004), an ACP `kind`, and an 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from server.tools.background import BackgroundTasks
+    from server.tools.todo import TodoList
 
 
 class ToolKind(StrEnum):
@@ -49,6 +54,8 @@ class ToolResult:
     content: list[dict[str, Any]] = field(default_factory=list)
     locations: list[dict[str, Any]] = field(default_factory=list)  # ACP ToolCallLocation
     raw_output: dict[str, Any] | None = None
+    # Set by `todo_write`: the complete plan to publish as an ACP `plan` update.
+    plan: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -59,6 +66,12 @@ class ToolContext:
     session_id: str
     # Streams interim output to clients (a `tool_call_update` with content); optional.
     report_progress: Callable[[str], Awaitable[None]] | None = None
+    # Set while user input waits to be interjected: long waits return early (R-T7).
+    interrupted: asyncio.Event | None = None
+    # The session's background tasks (`bash` run_in_background, `wait`, `task_output`).
+    background: BackgroundTasks | None = None
+    # The session's todo list (`todo_write`, TodoGate).
+    todos: TodoList | None = None
 
 
 class Tool(Protocol):

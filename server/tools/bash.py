@@ -182,7 +182,9 @@ class Bash:
         f"merged. Commands time out after {DEFAULT_TIMEOUT:g} s unless you pass timeout (at most "
         f"{MAX_TIMEOUT:g}); long output keeps its beginning and end. A non-zero exit status is shown as "
         "`[exit code N]` after the output, and processes still running when the command ends are "
-        "stopped, so do not start servers with `&`; to read or change files prefer the file tools."
+        "stopped, so do not start servers with `&`: pass run_in_background=true instead, which returns a "
+        "task id at once (no timeout unless you give one) for task_output and wait. To read or change "
+        "files prefer the file tools."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -193,6 +195,10 @@ class Bash:
                 "exclusiveMinimum": 0,
                 "maximum": MAX_TIMEOUT,
                 "description": f"Timeout in seconds (default {DEFAULT_TIMEOUT:g}, max {MAX_TIMEOUT:g}).",
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": "Start the command as a background task and return its id at once.",
             },
         },
         "required": ["command"],
@@ -205,7 +211,8 @@ class Bash:
             return "Run command"
         first = command.strip().splitlines()[0]
         more = len(first) > 80 or "\n" in command.strip()
-        return f"Run `{first[:80]}{' …' if more else ''}`"
+        suffix = " in the background" if args.get("run_in_background") is True else ""
+        return f"Run `{first[:80]}{' …' if more else ''}`{suffix}"
 
     def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
         return []  # a command's paths can't be known without running it
@@ -215,6 +222,19 @@ class Bash:
         if not isinstance(command, str) or not command.strip():
             raise ToolError("argument 'command' must be a non-empty string")
         timeout = _parse_timeout(args)
+        background = args.get("run_in_background", False)
+        if background is not None and not isinstance(background, bool):
+            raise ToolError(f"argument 'run_in_background' must be true or false, got {background!r}")
+        if background:
+            if ctx.background is None:
+                raise ToolError(
+                    "background tasks are not available in this session; run it without run_in_background"
+                )
+            # A background task has no timeout unless one was given explicitly.
+            task_id = ctx.background.start(
+                command, ctx.cwd, timeout if args.get("timeout") is not None else None
+            )
+            return ToolResult(output=f"started background task {task_id}", raw_output={"taskId": task_id})
 
         out = _CappedOutput(OUTPUT_CAP)
         loop = asyncio.get_running_loop()

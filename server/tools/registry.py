@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from server.tools.background import TaskOutput, Wait
 from server.tools.base import Tool
 from server.tools.bash import Bash
 from server.tools.files import EditFile, ListDir, ReadFile, WriteFile
+from server.tools.search import Glob, Grep
+from server.tools.todo import TodoWrite
 
-BUILTIN_TOOLS: tuple[type, ...] = (ReadFile, WriteFile, EditFile, ListDir, Bash)
+BUILTIN_TOOLS: tuple[type, ...] = (
+    ReadFile,
+    WriteFile,
+    EditFile,
+    ListDir,
+    Bash,
+    Glob,
+    Grep,
+    TodoWrite,
+    Wait,
+    TaskOutput,
+)
 
 
 def builtin_tools() -> dict[str, Tool]:

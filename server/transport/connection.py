@@ -106,7 +106,9 @@ class Connection:
             await self._close(writer)
 
     def _on_frame(self, text: str) -> None:
-        if len(text) > self.state.settings.max_frame_bytes:
+        if len(text) > self.state.settings.max_frame_bytes // 4 and (
+            len(text.encode()) > self.state.settings.max_frame_bytes
+        ):
             err = RpcError(
                 ErrorCode.INVALID_REQUEST, f"frame larger than {self.state.settings.max_frame_bytes} bytes"
             )

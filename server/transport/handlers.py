@@ -55,14 +55,19 @@ async def _session(ctx: CallContext, session_id: str) -> SessionActor:
     return actor
 
 
-def _check_cwd(ctx: CallContext, cwd: str) -> str:
+async def _check_cwd(ctx: CallContext, cwd: str) -> str:
+    return await asyncio.to_thread(_check_cwd_sync, ctx, cwd)
+
+
+def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
     path = Path(cwd)
     root = ctx.state.settings.workspace_root
     resolved = path.resolve()
     if root is not None and not resolved.is_relative_to(Path(root).resolve()):
         raise RpcError(ErrorCode.WORKSPACE_DENIED, f"cwd {cwd} is outside the workspace root {root}")
     if not resolved.is_dir():
-        raise RpcError.invalid_params(f"Invalid params: cwd {cwd} is not an existing directory")
+        msg = f"{cwd} is not an existing directory"
+        raise RpcError.invalid_params(f"Invalid params: cwd: {msg}", [{"path": "cwd", "message": msg}])
     return str(resolved)
 
 
@@ -98,7 +103,7 @@ async def _attach_with_replay(ctx: CallContext, actor: SessionActor, *, replay: 
 
 
 async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, Any]:
-    cwd = _check_cwd(ctx, params.cwd)
+    cwd = await _check_cwd(ctx, params.cwd)
     actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal)
     if ctx.connection is not None:
         await _attach_with_replay(ctx, actor, replay=False)
@@ -126,8 +131,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
 async def session_list(ctx: CallContext, params: ListSessionsParams) -> dict[str, Any]:
     page = 50
     before = _decode_cursor(params.cursor) if params.cursor else None
+    # Sessions store their resolved cwd; filter by the same normal form.
+    cwd = str(await asyncio.to_thread(Path(params.cwd).resolve)) if params.cwd else None
     rows = await ctx.state.manager.store.list_sessions(
-        owner=ctx.principal, cwd=params.cwd, before=before, limit=page + 1
+        owner=ctx.principal, cwd=cwd, before=before, limit=page + 1
     )
     result: dict[str, Any] = {
         "sessions": [
@@ -194,6 +201,7 @@ async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str,
     reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     actor.send(SetMode(mode, reply))
     await reply
+    await ctx.state.writer.barrier()  # clients see current_mode_update before the response
     return {}
 
 

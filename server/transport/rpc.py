@@ -86,8 +86,13 @@ class Dispatcher:
             )
         params: Any = request.params
         if method.params is not None:
+            if params is None:  # JSON-RPC lets a request omit params
+                params = {}
             if not isinstance(params, dict):
-                raise RpcError.invalid_params("Invalid params: expected an object")
+                raise RpcError.invalid_params(
+                    "Invalid params: expected an object",
+                    [{"path": "params", "message": "expected an object"}],
+                )
             try:
                 params = method.params.model_validate(params)
             except ValidationError as exc:

@@ -1,0 +1,259 @@
+"""Typed retry buckets (R-R2): one counter and one limit per class of failure.
+
+A shared "retried N times" counter lets a 429 storm eat the budget a real 401 needed, and
+lets a bad key spin until the iteration cap. Here every class has its own bucket, every
+bucket its own limit, and `RetryState.observe` turns an error into a named `LoopDecision`
+the loop acts on. Counts survive restarts (`to_json`/`from_json`), so a crash cannot reset a
+failing session into an endless retry.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from server.loop.errors import ErrorKind, HarnessError, RecoveryHint, hint
+
+
+class Bucket(StrEnum):
+    """The 15 error kinds plus `shell_spiral` (a detected shell-retry degeneration)."""
+
+    RATE_LIMITED = "rate_limited"
+    CONTEXT_OVERFLOW = "context_overflow"
+    AUTHENTICATION = "authentication"
+    QUOTA = "quota"
+    INVALID_REQUEST = "invalid_request"
+    CONTENT_FILTERED = "content_filtered"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    NETWORK = "network"
+    TIMEOUT = "timeout"
+    TOOL_EXECUTION = "tool_execution"
+    MCP_SPAWN = "mcp_spawn"
+    MCP_TIMEOUT = "mcp_timeout"
+    MCP_PROTOCOL = "mcp_protocol"
+    DELEGATE_DEPTH_EXCEEDED = "delegate_depth_exceeded"
+    INTERNAL = "internal"
+    SHELL_SPIRAL = "shell_spiral"
+
+    @classmethod
+    def of(cls, kind: ErrorKind | HarnessError | Bucket) -> Bucket:
+        """Every ErrorKind has a same-named bucket."""
+        if isinstance(kind, HarnessError):
+            kind = kind.kind
+        return cls(kind.value)
+
+
+def _default_bucket_limits() -> Mapping[Bucket, int]:
+    # Deliberately low: structural failures get (almost) no retries, transient ones a few.
+    return MappingProxyType(
+        {
+            Bucket.RATE_LIMITED: 5,
+            Bucket.CONTEXT_OVERFLOW: 2,
+            Bucket.AUTHENTICATION: 1,
+            Bucket.QUOTA: 1,
+            Bucket.INVALID_REQUEST: 2,
+            Bucket.CONTENT_FILTERED: 1,
+            Bucket.PROVIDER_UNAVAILABLE: 4,
+            Bucket.NETWORK: 4,
+            Bucket.TIMEOUT: 3,
+            Bucket.TOOL_EXECUTION: 5,
+            Bucket.MCP_SPAWN: 2,
+            Bucket.MCP_TIMEOUT: 3,
+            Bucket.MCP_PROTOCOL: 2,
+            Bucket.DELEGATE_DEPTH_EXCEEDED: 1,
+            Bucket.INTERNAL: 1,
+            Bucket.SHELL_SPIRAL: 1,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class RetryLimits:
+    """Bucket limits and backoff shape. A partial `bucket_limits` overrides only the buckets it names."""
+
+    bucket_limits: Mapping[Bucket, int] = field(default_factory=_default_bucket_limits)
+    backoff_base_s: float = 1.0  # first retry waits ~1 s, then 2, 4, 8 …
+    backoff_max_s: float = 60.0
+    retry_after_cap_s: float = 120.0  # a provider asking for an hour gets two minutes, then a new try
+    jitter: float = 0.2  # ± fraction of the backoff, so many sessions don't retry in lockstep
+
+    def __post_init__(self) -> None:
+        merged = {**_default_bucket_limits(), **{Bucket(b): int(n) for b, n in self.bucket_limits.items()}}
+        if any(n < 0 for n in merged.values()):
+            raise ValueError("bucket limits must be >= 0")
+        if not 0 <= self.jitter < 1:
+            raise ValueError("jitter must be in [0, 1)")
+        object.__setattr__(self, "bucket_limits", MappingProxyType(merged))
+
+    def limit(self, bucket: Bucket) -> int:
+        return self.bucket_limits[bucket]
+
+    def backoff_s(self, attempt: int) -> float:
+        """Un-jittered exponential backoff for the nth attempt (1-based): min(base·2^(n-1), max)."""
+        return min(self.backoff_base_s * 2 ** max(attempt - 1, 0), self.backoff_max_s)
+
+
+class Decision(StrEnum):
+    CONTINUE = "continue"  # retry as is (after `delay_s`), or for tool errors: carry on, the model saw it
+    ROTATE_AND_RETRY = "rotate_and_retry"  # advance the provider chain, retry on the next lane
+    COMPACT_AND_RETRY = "compact_and_retry"  # compact the conversation, then retry
+    ESCALATE = "escalate"  # surface to the user; retrying cannot help
+    EXHAUSTED = "exhausted"  # this bucket's count exceeded its limit
+
+
+@dataclass(frozen=True)
+class LoopDecision:
+    decision: Decision
+    bucket: Bucket
+    attempt: int  # this bucket's count including this observation
+    limit: int
+    delay_s: float  # how long to wait before acting; 0 when there is nothing to wait for
+    reason: str
+
+    @property
+    def retries(self) -> bool:
+        """True when the loop should go round again rather than end the turn."""
+        return self.decision in (Decision.CONTINUE, Decision.ROTATE_AND_RETRY, Decision.COMPACT_AND_RETRY)
+
+    def to_event(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision.value,
+            "bucket": self.bucket.value,
+            "attempt": self.attempt,
+            "limit": self.limit,
+            "delaySeconds": self.delay_s,
+            "reason": self.reason,
+        }
+
+
+# Tool-scoped errors go back to the model as a tool result (R-R1): the turn carries on, only the
+# failed call is not retried. Their buckets still count, so a tool failing every time ends the turn.
+_TOOL_SCOPED = frozenset({ErrorKind.TOOL_EXECUTION, ErrorKind.MCP_SPAWN, ErrorKind.MCP_PROTOCOL})
+
+_SYSTEM_RNG = random.Random()
+
+_JSON_VERSION = 1
+
+
+class RetryState:
+    """Per-session bucket counters; `observe` is the one place a failure becomes a decision."""
+
+    def __init__(self, limits: RetryLimits | None = None, counts: Mapping[Bucket, int] | None = None) -> None:
+        self.limits = limits or RetryLimits()
+        self._counts: dict[Bucket, int] = dict.fromkeys(Bucket, 0)
+        for bucket, n in (counts or {}).items():
+            self._counts[Bucket(bucket)] = int(n)
+
+    @property
+    def counts(self) -> Mapping[Bucket, int]:
+        return MappingProxyType(self._counts)
+
+    def count(self, bucket: Bucket | ErrorKind) -> int:
+        return self._counts[Bucket.of(bucket)]
+
+    def _bump(self, bucket: Bucket) -> tuple[int, int]:
+        self._counts[bucket] += 1
+        return self._counts[bucket], self.limits.limit(bucket)
+
+    def _delay(self, err: HarnessError, attempt: int, rng: random.Random) -> tuple[float, str]:
+        if err.retry_after is not None:
+            # The provider said how long; its word beats our guess (capped, and without jitter so we
+            # never come back early).
+            wait = min(max(err.retry_after, 0.0), self.limits.retry_after_cap_s)
+            capped = " (capped)" if wait < err.retry_after else ""
+            return wait, f"retry-after {wait:g}s{capped}"
+        base = self.limits.backoff_s(attempt)
+        j = self.limits.jitter
+        wait = max(0.0, base * (1 + rng.uniform(-j, j)))
+        return wait, f"backoff {base:g}s ±{j:.0%}"
+
+    def observe(
+        self, err: HarnessError, *, has_fallback: bool, rng: random.Random | None = None
+    ) -> LoopDecision:
+        """Count `err` in its bucket and decide what the loop does next.
+
+        Over the limit → exhausted, whatever the kind. Otherwise by recovery hint:
+        backoff_retry → continue after an (honoured Retry-After or jittered exponential) delay;
+        switch_provider → rotate_and_retry when a fallback lane exists, else provider_unavailable
+        waits and retries the same lane while quota escalates (an empty wallet won't refill in
+        seconds); compact_context → compact_and_retry; fail_fast → escalate at once, never retried
+        on another lane (a bad key or a bad request fails everywhere) — except tool-scoped errors,
+        which continue: the model already sees the failure as the tool's result; bug → escalate.
+        """
+        bucket = Bucket.of(err)
+        attempt, limit = self._bump(bucket)
+        kind = err.kind
+
+        def decide(decision: Decision, reason: str, delay: float = 0.0) -> LoopDecision:
+            return LoopDecision(decision, bucket, attempt, limit, delay, f"{bucket.value}: {reason}")
+
+        if attempt > limit:
+            return decide(Decision.EXHAUSTED, f"{attempt} failures exceed the limit of {limit}")
+
+        match hint(kind):
+            case RecoveryHint.BACKOFF_RETRY:
+                delay, why = self._delay(err, attempt, rng or _SYSTEM_RNG)
+                return decide(Decision.CONTINUE, f"transient, retrying after {why}", delay)
+            case RecoveryHint.SWITCH_PROVIDER:
+                if has_fallback:
+                    return decide(Decision.ROTATE_AND_RETRY, "switching to the next provider")
+                if kind is ErrorKind.PROVIDER_UNAVAILABLE:
+                    delay, why = self._delay(err, attempt, rng or _SYSTEM_RNG)
+                    return decide(Decision.CONTINUE, f"no fallback provider, retrying after {why}", delay)
+                return decide(Decision.ESCALATE, "no fallback provider")
+            case RecoveryHint.COMPACT_CONTEXT:
+                return decide(Decision.COMPACT_AND_RETRY, "compacting the context")
+            case RecoveryHint.FAIL_FAST if kind in _TOOL_SCOPED:
+                return decide(Decision.CONTINUE, "reported to the model; the call is not retried")
+            case RecoveryHint.FAIL_FAST:
+                return decide(Decision.ESCALATE, "not retryable")
+            case RecoveryHint.BUG:
+                return decide(Decision.ESCALATE, "internal error")
+
+    def observe_shell_spiral(self) -> LoopDecision:
+        """A detected shell-retry spiral: escalate (stop retrying, surface the last output) the
+        first time; the count lives here so the session ledger shows the same number."""
+        attempt, limit = self._bump(Bucket.SHELL_SPIRAL)
+        decision = Decision.EXHAUSTED if attempt > limit else Decision.ESCALATE
+        reason = "shell_spiral: the shell retries are spiralling"
+        return LoopDecision(decision, Bucket.SHELL_SPIRAL, attempt, limit, 0.0, reason)
+
+    def record_success(self, bucket: Bucket | ErrorKind) -> None:
+        """A call of this kind succeeded: its bucket starts over. Other buckets keep their counts."""
+        self._counts[Bucket.of(bucket)] = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": _JSON_VERSION, "counts": {b.value: n for b, n in self._counts.items() if n}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], limits: RetryLimits | None = None) -> RetryState:
+        """Restore persisted counts. Unknown buckets (from a newer build) are dropped; missing
+        ones start at 0. Limits are configuration, not state, so they are not persisted."""
+        raw = data.get("counts", {})
+        if not isinstance(raw, Mapping):
+            raise ValueError("retry state: 'counts' must be an object")
+        known = {b.value for b in Bucket}
+        counts: dict[Bucket, int] = {}
+        for name, n in raw.items():
+            if name not in known:
+                continue
+            if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                raise ValueError(f"retry state: bad count for {name!r}: {n!r}")
+            counts[Bucket(name)] = n
+        return cls(limits, counts)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, limits: RetryLimits | None = None) -> RetryState:
+        return cls.from_dict(json.loads(text), limits)
+
+    def __repr__(self) -> str:
+        nonzero = {b.value: n for b, n in self._counts.items() if n}
+        return f"RetryState({nonzero})"

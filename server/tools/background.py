@@ -1,0 +1,452 @@
+"""Background shell tasks (`bash` with run_in_background) and the `wait` / `task_output` tools.
+
+A `BackgroundTasks` belongs to one session. `start()` returns a task id at once and runs
+`/bin/bash -c COMMAND` in its own process group (same spawning as the `bash` tool: cwd
+the workspace, stdin /dev/null, stderr merged, output kept in a capped head+tail buffer).
+When the shell exits, leftovers in its group get a short drain and are then killed, as
+with `bash`. An optional timeout ends the group with SIGTERM, then SIGKILL. `close()` kills
+every group; the session calls it when it ends.
+
+Waits are preemptible (R-T7): `wait()` returns early with reason `interrupted` as soon as
+the session's `interrupted` event is set (also when it is already set), so user input
+waiting to be interjected is never stuck behind a long wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import math
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.bash import (
+    DRAIN_GRACE,
+    KILL_GRACE,
+    OUTPUT_CAP,
+    _CappedOutput,
+    _kill_spawned,
+    _ShellProtocol,
+    _signal_group,
+    _signal_name,
+    _Spawn,
+    _terminate_group,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_RUNNING = 16  # concurrently running tasks per session
+DEFAULT_WAIT = 30.0
+MAX_WAIT = 600.0
+INTERRUPTED_TEXT = "interrupted by new user input"
+_CLOSE_GRACE = 5.0  # close(): how long to wait for killed tasks to be reaped
+
+WaitReason = Literal["done", "timeout", "interrupted", "idle"]
+
+
+@dataclass
+class WaitResult:
+    """Why `BackgroundTasks.wait` returned.
+
+    - `done`: `task_id` finished (for a wait on any task: the one that finished first).
+    - `timeout`: the time ran out; `task_id` is the awaited task (None for "any").
+    - `interrupted`: `interrupted` was set (R-T7); nothing is implied about the tasks.
+    - `idle`: a wait on any task found none running and no unreported finished one.
+    """
+
+    reason: WaitReason
+    task_id: str | None = None
+    running: list[str] = field(default_factory=list)  # ids still running when it returned
+
+
+@dataclass
+class _Task:
+    id: str
+    command: str
+    timeout: float | None
+    out: _CappedOutput
+    finished: asyncio.Future[None]
+    runner: asyncio.Task[None] | None = None
+    pid: int | None = None
+    returncode: int | None = None
+    timed_out: bool = False
+    killed: bool = False
+    error: str | None = None  # could not start
+    reported: bool = False  # its completion was shown to the model (wait / output)
+
+    @property
+    def done(self) -> bool:
+        return self.finished.done()
+
+
+def _mark_finished(t: _Task) -> None:
+    if not t.finished.done():
+        t.finished.set_result(None)
+
+
+class BackgroundTasks:
+    """The background shell tasks of one session."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, _Task] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    # --- lifecycle ---
+
+    def start(self, command: str, cwd: Path, timeout: float | None = None) -> str:
+        """Start `command` and return its task id; the process spawns on the running loop."""
+        if self._closed:
+            raise ToolError("the session is closing; no new background tasks can be started")
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("command must be a non-empty string")
+        running = self.running()
+        if len(running) >= MAX_RUNNING:
+            raise ToolError(
+                f"{len(running)} background tasks are already running ({', '.join(running)}); "
+                "wait for one to finish before starting another"
+            )
+        loop = asyncio.get_running_loop()
+        task = _Task(
+            id=f"bg-{next(self._ids)}",
+            command=command,
+            timeout=timeout,
+            out=_CappedOutput(OUTPUT_CAP),
+            finished=loop.create_future(),
+        )
+        self._tasks[task.id] = task
+        task.runner = loop.create_task(self._run(task, Path(cwd)), name=f"background {task.id}")
+        # Also covers a runner cancelled before its first step, whose body never runs.
+        task.runner.add_done_callback(lambda _: _mark_finished(task))
+        return task.id
+
+    async def _run(self, t: _Task, cwd: Path) -> None:
+        loop = asyncio.get_running_loop()
+        spawn: _Spawn = asyncio.ensure_future(
+            loop.subprocess_exec(
+                lambda: _ShellProtocol(t.out),
+                "/bin/bash",
+                "-c",
+                t.command,
+                cwd=cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # own process group: one killpg reaches every descendant
+            )
+        )
+        try:
+            try:
+                transport, proto = await asyncio.shield(spawn)
+            except asyncio.CancelledError:
+                spawn.add_done_callback(_kill_spawned)
+                t.killed = True
+                raise
+            except OSError as exc:
+                t.error = f"cannot start /bin/bash in {cwd}: {exc}"
+                return
+            t.pid = pid = transport.get_pid()
+            try:
+                done, _ = await asyncio.wait({proto.exited}, timeout=t.timeout)
+                if not done:
+                    t.timed_out = True
+                    await _terminate_group(pid, proto.exited)
+                # As in bash: a moment for leftover output, then nothing of the group survives.
+                done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
+                _signal_group(pid, signal.SIGKILL)
+                if not done:
+                    await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
+            except BaseException:
+                _signal_group(pid, signal.SIGKILL)
+                t.killed = True
+                raise
+            finally:
+                transport.close()
+                t.returncode = transport.get_returncode()
+        except Exception:  # never leave a waiter hanging on an unexpected failure
+            log.exception("background task %s failed", t.id)
+            t.error = t.error or "internal error while running the task"
+        finally:
+            _mark_finished(t)
+
+    def kill(self, task_id: str) -> bool:
+        """SIGKILL the task's process group; False if it had already finished."""
+        t = self._get(task_id)
+        if t.done:
+            return False
+        t.killed = True
+        if t.pid is not None:
+            _signal_group(t.pid, signal.SIGKILL)  # the runner sees the exit and finishes
+        elif t.runner is not None:
+            t.runner.cancel()  # still spawning: the runner kills whatever it started
+        return True
+
+    async def close(self) -> None:
+        """Kill every task's process group and wait (bounded) until they are reaped."""
+        self._closed = True
+        for t in self._tasks.values():
+            if not t.done:
+                self.kill(t.id)
+        runners = [t.runner for t in self._tasks.values() if t.runner is not None and not t.runner.done()]
+        if not runners:
+            return
+        _, pending = await asyncio.wait(runners, timeout=_CLOSE_GRACE)
+        for r in pending:
+            r.cancel()
+        for r in pending:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await r
+
+    # --- queries ---
+
+    def _get(self, task_id: str) -> _Task:
+        t = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        if t is None:
+            known = ", ".join(self._tasks) or "none"
+            raise ToolError(f"no background task {task_id!r} in this session (known tasks: {known})")
+        return t
+
+    def ids(self) -> list[str]:
+        return list(self._tasks)
+
+    def running(self) -> list[str]:
+        return [t.id for t in self._tasks.values() if not t.done]
+
+    def output(self, task_id: str) -> tuple[str, bool, int | None]:
+        """(output so far, done, exit code). The exit code is None while running or if the
+        task never started, negative (-N) if the shell died from signal N."""
+        t = self._get(task_id)
+        if t.done:
+            t.reported = True
+        return t.out.render(), t.done, t.returncode
+
+    def status(self, task_id: str) -> str:
+        """One line for the model: running, exit code, signal, timeout or start failure."""
+        t = self._get(task_id)
+        if not t.done:
+            return f"task {t.id} is still running"
+        if t.error is not None:
+            return f"task {t.id} failed: {t.error}"
+        if t.timed_out:
+            return f"task {t.id} timed out after {t.timeout:g} s and was killed"
+        rc = t.returncode
+        if rc is not None and rc < 0:
+            how = "was killed" if t.killed else "was terminated"
+            return f"task {t.id} {how} by signal {_signal_name(-rc)}"
+        if rc is None:
+            return f"task {t.id} was killed"
+        return f"task {t.id} finished with exit code {rc}"
+
+    # --- waiting ---
+
+    async def wait(
+        self,
+        task_id: str | None,
+        timeout_s: float,
+        interrupted: asyncio.Event | None = None,
+    ) -> WaitResult:
+        """Wait until `task_id` (or, with None, any task) finishes, `timeout_s` passes, or
+        `interrupted` is set. With None, a task that finished since it was last reported
+        counts as finished right away."""
+        if interrupted is not None and interrupted.is_set():
+            return WaitResult("interrupted", task_id, self.running())
+        if task_id is not None:
+            t = self._get(task_id)
+            if t.done:
+                t.reported = True
+                return WaitResult("done", t.id, self.running())
+            targets = [t]
+        else:
+            unreported = [t for t in self._tasks.values() if t.done and not t.reported]
+            if unreported:
+                unreported[0].reported = True
+                return WaitResult("done", unreported[0].id, self.running())
+            targets = [t for t in self._tasks.values() if not t.done]
+            if not targets:
+                return WaitResult("idle", None, [])
+
+        watched: set[asyncio.Future[Any]] = {t.finished for t in targets}
+        interrupt_waiter = asyncio.ensure_future(interrupted.wait()) if interrupted is not None else None
+        if interrupt_waiter is not None:
+            watched.add(interrupt_waiter)
+        try:
+            # asyncio.wait never cancels what it watches, so the tasks' futures stay intact.
+            await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if interrupt_waiter is not None:
+                interrupt_waiter.cancel()
+        finished = [t for t in targets if t.done]
+        if finished:  # a finished task is the more useful news, even if input is also pending
+            finished[0].reported = True
+            return WaitResult("done", finished[0].id, self.running())
+        if interrupted is not None and interrupted.is_set():
+            return WaitResult("interrupted", task_id, self.running())
+        return WaitResult("timeout", task_id, self.running())
+
+
+# --- tools ---
+
+
+def _background(ctx: ToolContext) -> BackgroundTasks:
+    if ctx.background is None:
+        raise ToolError("background tasks are not available in this session")
+    return ctx.background
+
+
+def _wait_timeout(args: dict[str, Any]) -> float:
+    value = args.get("timeout")
+    if value is None:
+        return DEFAULT_WAIT
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ToolError(f"argument 'timeout' must be a number of seconds, got {value!r}")
+    if value < 0:
+        raise ToolError(f"argument 'timeout' must not be negative, got {value}")
+    return min(float(value), MAX_WAIT)
+
+
+def _task_id_arg(args: dict[str, Any]) -> str | None:
+    value = args.get("task_id")
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ToolError(f"argument 'task_id' must be a string, got {value!r}")
+    return value
+
+
+def _report(bg: BackgroundTasks, task_id: str) -> tuple[str, dict[str, Any]]:
+    """The task's output so far and its status line, plus raw output for clients."""
+    text, done, rc = bg.output(task_id)
+    body = text.rstrip("\n") or ("(no output)" if done else "(no output yet)")
+    raw: dict[str, Any] = {"taskId": task_id, "done": done, "exitCode": rc}
+    return f"{body}\n[{bg.status(task_id)}]", raw
+
+
+def _still_running(result: WaitResult) -> str:
+    if result.task_id is not None:
+        return f"task {result.task_id} is still running"
+    if result.running:
+        return f"still running: {', '.join(result.running)}"
+    return "no background tasks are running"
+
+
+class Wait:
+    name: ClassVar[str] = "wait"
+    kind: ClassVar[ToolKind] = ToolKind.OTHER
+    access: ClassVar[Access] = Access.READ
+    description: ClassVar[str] = (
+        "Wait for a background task (or any of them) to finish, up to a timeout; returns its output."
+    )
+    guidance: ClassVar[str] = (
+        "Use wait after starting commands with bash run_in_background when you have nothing else to do "
+        "until they finish: with task_id it waits for that task, without it for whichever task finishes "
+        f"first (one that finished unnoticed returns at once), for at most timeout seconds (default "
+        f"{DEFAULT_WAIT:g}, max {MAX_WAIT:g}). It returns the finished task's output and exit status, or "
+        "says what is still running when the time is up. It returns early with "
+        f'"{INTERRUPTED_TEXT}" when the user sends a message; read that message before waiting again.'
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "task_id": {
+                "type": "string",
+                "description": "Task to wait for (from bash run_in_background); default: any task.",
+            },
+            "timeout": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": MAX_WAIT,
+                "description": f"Seconds to wait at most (default {DEFAULT_WAIT:g}, max {MAX_WAIT:g}).",
+            },
+        },
+        "required": [],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        task_id = args.get("task_id")
+        return f"Wait for {task_id}" if isinstance(task_id, str) and task_id else "Wait for background tasks"
+
+    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+        return []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        bg = _background(ctx)
+        task_id = _task_id_arg(args)
+        timeout = _wait_timeout(args)
+        result = await bg.wait(task_id, timeout, ctx.interrupted)
+        raw: dict[str, Any] = {"reason": result.reason, "taskId": result.task_id, "running": result.running}
+        if result.reason == "done" and result.task_id is not None:
+            output, task_raw = _report(bg, result.task_id)
+            raw.update(task_raw)
+        elif result.reason == "interrupted":
+            output = f"{INTERRUPTED_TEXT}; {_still_running(result)}"
+        elif result.reason == "idle":
+            output = "no background tasks are running and none finished since you last checked"
+        else:
+            output = f"{_still_running(result)} after waiting {timeout:g} s"
+        return ToolResult(output=output, raw_output=raw)
+
+
+class TaskOutput:
+    name: ClassVar[str] = "task_output"
+    kind: ClassVar[ToolKind] = ToolKind.OTHER
+    access: ClassVar[Access] = Access.READ
+    description: ClassVar[str] = (
+        "Show a background task's output so far and whether it is still running; optionally wait."
+    )
+    guidance: ClassVar[str] = (
+        "Use task_output to check on a command started with bash run_in_background: it shows the "
+        "output so far (long output keeps its beginning and end) followed by the status, running or "
+        "the exit code. With wait=true it first waits for the task to finish, for at most timeout "
+        f"seconds (default {DEFAULT_WAIT:g}, max {MAX_WAIT:g}), and like wait it returns early with "
+        f'"{INTERRUPTED_TEXT}" when the user sends a message.'
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "task_id": {"type": "string", "minLength": 1, "description": "The background task's id."},
+            "wait": {"type": "boolean", "description": "Wait for the task to finish first (default false)."},
+            "timeout": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": MAX_WAIT,
+                "description": f"With wait: seconds to wait at most (default {DEFAULT_WAIT:g}).",
+            },
+        },
+        "required": ["task_id"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Output of {args.get('task_id', '?')}"
+
+    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+        return []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        bg = _background(ctx)
+        task_id = _task_id_arg(args)
+        if task_id is None:
+            raise ToolError("missing required argument 'task_id'")
+        bg._get(task_id)  # unknown id: a readable error before any waiting
+        do_wait = args.get("wait", False)
+        if do_wait is None:
+            do_wait = False
+        if not isinstance(do_wait, bool):
+            raise ToolError(f"argument 'wait' must be true or false, got {do_wait!r}")
+        prefix = ""
+        reason: str | None = None
+        if do_wait:
+            result = await bg.wait(task_id, _wait_timeout(args), ctx.interrupted)
+            reason = result.reason
+            if result.reason == "interrupted":
+                prefix = f"{INTERRUPTED_TEXT}; output so far:\n"
+        output, raw = _report(bg, task_id)
+        if reason is not None:
+            raw["reason"] = reason
+        return ToolResult(output=prefix + output, raw_output=raw)

@@ -1,0 +1,599 @@
+"""Search tools: `glob` (find files by name pattern) and `grep` (regex over file contents), R-T5.
+
+Both walk the workspace (or a directory inside it) without following symlinked
+directories, skip `.git`, and list a symlinked file only when it resolves inside the
+workspace, so a search never reports or reads anything outside the root. The walk runs in
+a worker thread (`asyncio.to_thread`); a cancelled call tells the thread to stop.
+
+Glob patterns: `*` and `?` stay within one path segment, `[abc]` / `[!abc]` are character
+classes, `**` as a whole segment matches any number of directories (zero included), and
+`{a,b}` alternatives are expanded. `*` also matches names starting with a dot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.workspace import display_path, resolve_in_workspace
+
+GLOB_MAX_RESULTS = 500
+GREP_DEFAULT_RESULTS = 200
+GREP_MAX_RESULTS = 1000
+GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
+GREP_MAX_LINE_CHARS = 300
+GREP_OUTPUT_CAP = 30_000  # characters of result lines the model sees
+MAX_SCANNED_FILES = 100_000  # a walk stops here (huge trees, vendored dependencies)
+MAX_BRACE_EXPANSIONS = 64
+_BINARY_SNIFF_BYTES = 8192
+_SKIP_NAMES = frozenset({".git"})
+
+_T = TypeVar("_T")
+
+
+# --- pattern translation ---
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """`a{b,c}d` -> [`abd`, `acd`], nested and repeated groups included; unbalanced braces
+    and groups without a top-level comma are literal."""
+    depth = 0
+    start = -1
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                inner = pattern[start + 1 : i]
+                options = _split_top_level(inner)
+                if len(options) < 2:
+                    continue
+                head, tail = pattern[:start], pattern[i + 1 :]
+                out: list[str] = []
+                for tail_variant in _expand_braces(tail):
+                    for option in options:
+                        for option_variant in _expand_braces(option):
+                            out.append(head + option_variant + tail_variant)
+                            if len(out) > MAX_BRACE_EXPANSIONS:
+                                raise ToolError(
+                                    f"pattern {pattern!r} expands to more than {MAX_BRACE_EXPANSIONS} "
+                                    "alternatives; simplify its {...} groups"
+                                )
+                return out
+    return [pattern]
+
+
+def _split_top_level(s: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur = ""
+    for ch in s:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+        cur += ch
+    parts.append(cur)
+    return parts
+
+
+def _segment_regex(seg: str) -> str:
+    """One path segment of a glob as a regex fragment (never matches '/')."""
+    out: list[str] = []
+    i, n = 0, len(seg)
+    while i < n:
+        ch = seg[i]
+        if ch == "*":
+            while i + 1 < n and seg[i + 1] == "*":  # `a**b` inside a segment is just `*`
+                i += 1
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            j = i + 1
+            if j < n and seg[j] in "!^":
+                j += 1
+            if j < n and seg[j] == "]":
+                j += 1
+            while j < n and seg[j] != "]":
+                j += 1
+            if j >= n:  # no closing bracket: a literal '['
+                out.append(re.escape(ch))
+            else:
+                body = seg[i + 1 : j]
+                negate = body[:1] in ("!", "^")
+                if negate:
+                    body = body[1:]
+                body = body.replace("\\", "\\\\").replace("[", "\\[")
+                out.append(f"[^/{body}]" if negate else f"[{body}]")
+                i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def _split_pattern(pattern: str, what: str) -> list[str]:
+    if not pattern.strip():
+        raise ToolError(f"{what} must be a non-empty glob pattern")
+    if "\0" in pattern:
+        raise ToolError(f"{what} must not contain NUL bytes")
+    if pattern.startswith("/"):
+        raise ToolError(
+            f"{what} {pattern!r} is absolute; patterns are relative to the search directory "
+            "(pass the directory as path)"
+        )
+    segs = [s for s in pattern.split("/") if s not in ("", ".")]
+    if ".." in segs:
+        raise ToolError(f"{what} {pattern!r} must not contain '..'; pass a directory as path instead")
+    if not segs:
+        raise ToolError(f"{what} {pattern!r} matches no files")
+    return segs
+
+
+class _GlobMatcher:
+    """A glob pattern compiled for matching relative paths ('a/b/c.py') and for pruning
+    directories that no alternative can match below."""
+
+    def __init__(self, pattern: str, what: str = "pattern") -> None:
+        self.pattern = pattern
+        self._alts: list[tuple[list[str], list[re.Pattern[str] | None]]] = []
+        full: list[str] = []
+        for alt in _expand_braces(pattern):
+            segs = _split_pattern(alt, what)
+            seg_res: list[re.Pattern[str] | None] = [
+                None if s == "**" else re.compile(_segment_regex(s), re.DOTALL) for s in segs
+            ]
+            self._alts.append((segs, seg_res))
+            parts: list[str] = []
+            for i, s in enumerate(segs):
+                last = i == len(segs) - 1
+                if s == "**":
+                    parts.append(".*" if last else "(?:[^/]+/)*")
+                else:
+                    parts.append(_segment_regex(s) + ("" if last else "/"))
+            full.append("".join(parts))
+        self._regex = re.compile("|".join(f"(?:{f})" for f in full), re.DOTALL)
+
+    @property
+    def has_slash_or_globstar(self) -> bool:
+        return any(len(segs) > 1 or segs == ["**"] for segs, _ in self._alts)
+
+    def matches(self, rel: str) -> bool:
+        return self._regex.fullmatch(rel) is not None
+
+    def may_contain(self, rel_dir: str) -> bool:
+        """False if no file below directory `rel_dir` can match (so the walk skips it)."""
+        parts = rel_dir.split("/")
+        for segs, seg_res in self._alts:
+            for i, part in enumerate(parts):
+                if segs[i] == "**":
+                    return True
+                if i >= len(segs) - 1:  # the last segment names files; this dir is too deep
+                    break
+                seg_re = seg_res[i]
+                if seg_re is None or not seg_re.fullmatch(part):
+                    break
+            else:
+                return True
+        return False
+
+
+# --- walking ---
+
+
+class _Walk:
+    """Files below `start`, as paths relative to it ('a/b.py'), confined to `root`."""
+
+    def __init__(
+        self,
+        root: Path,
+        start: Path,
+        stop: threading.Event,
+        prune: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.root = root
+        self.start = start
+        self.stop = stop
+        self.prune = prune  # False -> skip that directory
+        self.scanned = 0
+        self.capped = False
+
+    def files(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        stack: list[tuple[str, str]] = [(str(self.start), "")]
+        while stack:
+            path, rel = stack.pop()
+            try:
+                it = os.scandir(path)
+            except OSError:
+                continue  # unreadable or vanished directory: skip it, keep searching
+            with it:
+                for entry in it:
+                    if self.stop.is_set():
+                        return
+                    if entry.name in _SKIP_NAMES:
+                        continue
+                    rel_entry = rel + entry.name
+                    try:
+                        if entry.is_symlink():
+                            # Listed only if it is a file inside the workspace; symlinked
+                            # directories are never descended (no escapes, no loops).
+                            target = Path(entry.path).resolve(strict=False)
+                            if not target.is_relative_to(self.root) or not target.is_file():
+                                continue
+                        elif entry.is_dir(follow_symlinks=False):
+                            if self.prune is None or self.prune(rel_entry):
+                                stack.append((entry.path, rel_entry + "/"))
+                            continue
+                        elif not entry.is_file(follow_symlinks=False):
+                            continue  # sockets, fifos, devices
+                    except (OSError, RuntimeError):
+                        continue
+                    self.scanned += 1
+                    if self.scanned > MAX_SCANNED_FILES:
+                        self.capped = True
+                        return
+                    yield rel_entry, entry
+
+
+async def _in_thread(fn: Callable[[threading.Event], _T]) -> _T:
+    """Run `fn(stop)` in a worker thread; cancelling the call sets `stop`."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(fn, stop)
+    except asyncio.CancelledError:
+        stop.set()
+        raise
+
+
+def _search_dir(args: dict[str, Any], ctx: ToolContext) -> Path:
+    value = args.get("path")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        value = "."
+    if not isinstance(value, str):
+        raise ToolError(f"argument 'path' must be a string, got {type(value).__name__}")
+    return resolve_in_workspace(ctx.cwd, value)
+
+
+def _joined(prefix: str, rel: str) -> str:
+    return rel if prefix == "." else f"{prefix}/{rel}"
+
+
+def _safe_locations(args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+    try:
+        return [{"path": str(_search_dir(args, ctx))}]
+    except ToolError:
+        return []
+
+
+def _pattern_arg(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if value is None:
+        raise ToolError(f"missing required argument {key!r}")
+    if not isinstance(value, str):
+        raise ToolError(f"argument {key!r} must be a string, got {type(value).__name__}")
+    if not value:
+        raise ToolError(f"argument {key!r} must not be empty")
+    return value
+
+
+# --- glob ---
+
+
+class Glob:
+    name: ClassVar[str] = "glob"
+    kind: ClassVar[ToolKind] = ToolKind.SEARCH
+    access: ClassVar[Access] = Access.READ
+    description: ClassVar[str] = (
+        "Find files by glob pattern (e.g. '**/*.py'); newest first, paths relative to the workspace."
+    )
+    guidance: ClassVar[str] = (
+        "Use glob to find files by name: the pattern is matched against paths relative to path (default "
+        "the workspace root), `*` stays within one directory, `**` spans any number of directories and "
+        "`{a,b}` gives alternatives, so `*.py` only looks at the top level while `**/*.py` searches "
+        "everything below. Results are files only, sorted by modification time with the most recently "
+        f"changed first, and capped at {GLOB_MAX_RESULTS}; the paths are relative to the workspace root "
+        "and can be passed straight to read_file. `.git` is skipped and symlinks that lead outside the "
+        "workspace are never followed; to search file contents use grep."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Glob pattern relative to path, e.g. 'src/**/*.ts' or '**/test_*.py'.",
+            },
+            "path": {
+                "type": "string",
+                "description": "Directory to search in, relative to the workspace root (default '.').",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        pattern = args.get("pattern", "?")
+        path = args.get("path")
+        if isinstance(path, str) and path not in ("", "."):
+            return f"Find {pattern} in {path}"
+        return f"Find {pattern}"
+
+    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+        return _safe_locations(args, ctx)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        pattern = _pattern_arg(args, "pattern")
+        matcher = _GlobMatcher(pattern)
+        start = _search_dir(args, ctx)
+        root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
+        disp = display_path(root, start)
+
+        def work(stop: threading.Event) -> tuple[list[tuple[float, str]], _Walk]:
+            if not start.exists():
+                raise ToolError(f"directory not found: {disp}")
+            if not start.is_dir():
+                raise ToolError(f"{disp} is a file, not a directory; pass a directory as path")
+            walk = _Walk(root, start, stop, prune=matcher.may_contain)
+            found: list[tuple[float, str]] = []
+            for rel, entry in walk.files():
+                if matcher.matches(rel):
+                    try:
+                        mtime = entry.stat().st_mtime  # follows an (in-workspace) symlink
+                    except OSError:
+                        continue
+                    found.append((mtime, _joined(disp, rel)))
+            return found, walk
+
+        found, walk = await _in_thread(work)
+        found.sort(key=lambda item: (-item[0], item[1]))
+        shown = [p for _, p in found[:GLOB_MAX_RESULTS]]
+        if shown:
+            output = "\n".join(shown)
+        else:
+            output = f"No files match {pattern!r} in {disp}"
+            if not matcher.has_slash_or_globstar:
+                output += f" (only its top level was searched; use '**/{pattern}' to search below it)"
+        if len(found) > len(shown):
+            output += (
+                f"\n[... {len(found) - len(shown)} more matches not shown (showing the "
+                f"{GLOB_MAX_RESULTS} most recently modified); narrow the pattern or path]"
+            )
+        if walk.capped:
+            output += (
+                f"\n[search stopped after scanning {MAX_SCANNED_FILES} files; results may be "
+                "incomplete, narrow the pattern or path]"
+            )
+        return ToolResult(
+            output=output,
+            locations=[{"path": str(start)}],
+            raw_output={
+                "matches": len(found),
+                "truncated": len(found) > len(shown) or walk.capped,
+            },
+        )
+
+
+# --- grep ---
+
+
+class Grep:
+    name: ClassVar[str] = "grep"
+    kind: ClassVar[ToolKind] = ToolKind.SEARCH
+    access: ClassVar[Access] = Access.READ
+    description: ClassVar[str] = (
+        "Search file contents with a Python regular expression; prints matching lines as path:line: text."
+    )
+    guidance: ClassVar[str] = (
+        "Use grep to find where something is defined or used: pattern is a Python `re` regular expression "
+        "matched against each line separately (escape metacharacters such as `(` or `.` to match them "
+        "literally), path limits the search to a directory or a single file, glob filters file names "
+        "(e.g. `*.py`, or `src/**/*.ts` for paths), and case_insensitive ignores case. Results are lines "
+        "`path:line: text` in path order with paths relative to the workspace root, at most "
+        f"max_results (default {GREP_DEFAULT_RESULTS}) matches and long lines shortened. Binary files, "
+        f"files over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB and `.git` are skipped; prefer grep over "
+        "running grep or rg in bash."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Python regular expression, matched against each line.",
+            },
+            "path": {
+                "type": "string",
+                "description": "File or directory to search, relative to the workspace root (default '.').",
+            },
+            "glob": {
+                "type": "string",
+                "description": "Only search files matching this glob: '*.py' (name) or 'src/**/*.ts' (path).",
+            },
+            "case_insensitive": {"type": "boolean", "description": "Ignore case (default false)."},
+            "max_results": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": GREP_MAX_RESULTS,
+                "description": f"Maximum number of matching lines (default {GREP_DEFAULT_RESULTS}).",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        pattern = args.get("pattern", "?")
+        where = args.get("path")
+        suffix = f" in {where}" if isinstance(where, str) and where not in ("", ".") else ""
+        glob = args.get("glob")
+        if isinstance(glob, str) and glob:
+            suffix += f" ({glob})"
+        return f"Search for /{pattern}/{suffix}"
+
+    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+        return _safe_locations(args, ctx)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        pattern = _pattern_arg(args, "pattern")
+        ci = args.get("case_insensitive", False)
+        if ci is None:
+            ci = False
+        if not isinstance(ci, bool):
+            raise ToolError(f"argument 'case_insensitive' must be true or false, got {ci!r}")
+        limit = args.get("max_results")
+        if limit is None:
+            limit = GREP_DEFAULT_RESULTS
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ToolError(f"argument 'max_results' must be a positive integer, got {limit!r}")
+        limit = min(limit, GREP_MAX_RESULTS)
+        try:
+            regex = re.compile(pattern, re.IGNORECASE if ci else 0)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+        except (OverflowError, RecursionError) as exc:
+            raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
+        file_filter: _GlobMatcher | None = None
+        glob = args.get("glob")
+        if glob is not None and not (isinstance(glob, str) and not glob.strip()):
+            file_filter = _GlobMatcher(_pattern_arg(args, "glob"), "glob")
+        start = _search_dir(args, ctx)
+        root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
+        disp = display_path(root, start)
+
+        result = await _in_thread(lambda stop: _grep(root, start, disp, regex, file_filter, limit, stop))
+        lines, stats = result
+        if lines:
+            output = "\n".join(lines)
+        else:
+            output = f"No matches for /{pattern}/ in {disp}"
+            if file_filter is not None:
+                output += f" (files matching {file_filter.pattern!r})"
+        notes: list[str] = []
+        if stats["limited"]:
+            notes.append(
+                f"[stopped at {limit} matches; narrow the pattern, path or glob, or raise max_results]"
+            )
+        if stats["output_capped"]:
+            notes.append(f"[output stopped at {GREP_OUTPUT_CAP} characters; narrow the search]")
+        if stats["scan_capped"]:
+            notes.append(
+                f"[search stopped after scanning {MAX_SCANNED_FILES} files; results may be incomplete]"
+            )
+        skipped = []
+        if stats["binary"]:
+            skipped.append(f"{stats['binary']} binary")
+        if stats["large"]:
+            skipped.append(f"{stats['large']} over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        if skipped and not lines:
+            notes.append(f"[skipped {' and '.join(skipped)} file(s)]")
+        if notes:
+            output += "\n" + "\n".join(notes)
+        return ToolResult(
+            output=output,
+            locations=[{"path": str(start)}],
+            raw_output={
+                "matches": stats["matches"],
+                "filesWithMatches": stats["files_with_matches"],
+                "filesSearched": stats["files"],
+                "skippedBinary": stats["binary"],
+                "skippedLarge": stats["large"],
+                "truncated": bool(stats["limited"] or stats["output_capped"] or stats["scan_capped"]),
+            },
+        )
+
+
+def _grep(
+    root: Path,
+    start: Path,
+    disp: str,
+    regex: re.Pattern[str],
+    file_filter: _GlobMatcher | None,
+    limit: int,
+    stop: threading.Event,
+) -> tuple[list[str], dict[str, Any]]:
+    stats: dict[str, Any] = {
+        "matches": 0,
+        "files_with_matches": 0,
+        "files": 0,
+        "binary": 0,
+        "large": 0,
+        "limited": False,
+        "output_capped": False,
+        "scan_capped": False,
+    }
+    if not start.exists():
+        raise ToolError(f"path not found: {disp}")
+    targets: list[tuple[str, str]]  # (shown path, filesystem path)
+    if start.is_file():
+        targets = [(disp, str(start))]
+    elif start.is_dir():
+        walk = _Walk(root, start, stop)
+        targets = []
+        for rel, entry in walk.files():
+            if file_filter is not None:
+                name_or_path = rel if file_filter.has_slash_or_globstar else entry.name
+                if not file_filter.matches(name_or_path):
+                    continue
+            targets.append((_joined(disp, rel), entry.path))
+        stats["scan_capped"] = walk.capped
+        targets.sort()
+    else:
+        raise ToolError(f"{disp} is neither a file nor a directory")
+
+    out: list[str] = []
+    size = 0
+    for shown, fs_path in targets:
+        if stop.is_set():
+            break
+        try:
+            if os.stat(fs_path).st_size > GREP_MAX_FILE_BYTES:
+                stats["large"] += 1
+                continue
+            with open(fs_path, "rb") as f:
+                data = f.read(GREP_MAX_FILE_BYTES + 1)
+        except OSError:
+            continue  # vanished or unreadable: not worth failing the whole search
+        if len(data) > GREP_MAX_FILE_BYTES:
+            stats["large"] += 1
+            continue
+        if b"\0" in data[:_BINARY_SNIFF_BYTES]:
+            stats["binary"] += 1
+            continue
+        stats["files"] += 1
+        text = data.decode("utf-8", errors="replace")
+        hit_in_file = False
+        for lineno, line in enumerate(text.split("\n"), 1):
+            line = line.removesuffix("\r")
+            if regex.search(line) is None:
+                continue
+            if stats["matches"] >= limit:
+                stats["limited"] = True
+                return out, stats
+            if len(line) > GREP_MAX_LINE_CHARS:
+                line = f"{line[:GREP_MAX_LINE_CHARS]} [... {len(line) - GREP_MAX_LINE_CHARS} more characters]"
+            rendered = f"{shown}:{lineno}: {line}"
+            if size + len(rendered) + 1 > GREP_OUTPUT_CAP and out:
+                stats["output_capped"] = True
+                return out, stats
+            out.append(rendered)
+            size += len(rendered) + 1
+            stats["matches"] += 1
+            if not hit_in_file:
+                hit_in_file = True
+                stats["files_with_matches"] += 1
+    return out, stats

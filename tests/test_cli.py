@@ -1,0 +1,176 @@
+"""The `agentd` command line, run as a real subprocess: demo, migrate, help, bad options."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from alembic.script import ScriptDirectory
+
+from server.store.db import alembic_config
+
+# Variables that could send the demo to the network or change what it does.
+_NETWORK_VARS = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy", "ws_proxy", "wss_proxy"}
+
+
+def agentd_command() -> list[str]:
+    """The `agentd` entry point of the running interpreter's environment (any venv)."""
+    exe = shutil.which("agentd", path=os.path.dirname(sys.executable)) or shutil.which("agentd")
+    return [exe] if exe else [sys.executable, "-m", "server.cli"]
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AGENTD_") and k.lower() not in _NETWORK_VARS and not k.startswith("OPENAI_")
+    }
+    # Plain, wide output: no colours and no wrapping of rich's error panels.
+    env.update(HOME=str(home), TMPDIR=str(home), NO_COLOR="1", TERM="dumb", COLUMNS="200")
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+async def agentd(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
+    proc = await asyncio.create_subprocess_exec(
+        *agentd_command(), *args, env=env, cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        out, err = await proc.communicate()
+        pytest.fail(f"agentd {' '.join(args)} did not exit within {timeout}s:\n{out.decode()}{err.decode()}")
+    assert proc.returncode is not None
+    return Run(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head
+    return head
+
+
+async def test_demo_runs_end_to_end_offline(tmp_path: Path) -> None:
+    run = await agentd("demo", env=clean_env(tmp_path), cwd=tmp_path)
+    assert run.code == 0, run.text
+    out = run.out
+    assert "hello.py" in out
+    assert "Write hello.py" in out and "write" in out.lower()
+    assert "stopReason: end_turn" in out
+    assert "workspace now holds: hello.py" in out
+    assert "Hello, world! Welcome to agentd." in out  # the script ran the program it wrote
+    assert "Traceback" not in run.text
+    # It worked in a temp dir: nothing written to the user's home.
+    assert not (tmp_path / ".agentd").exists()
+
+
+async def test_demo_with_custom_workspace_and_prompt(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    run = await agentd(
+        "demo", "--workspace", str(ws), "--prompt", "Say hi in Python", env=clean_env(tmp_path), cwd=tmp_path
+    )
+    assert run.code == 0, run.text
+    assert "> Say hi in Python" in run.out
+    assert (ws / "hello.py").read_text().count("Welcome to agentd") == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: server/demo/run.py builds Settings() that still reads AGENTD_DATABASE_URL, "
+    "AGENTD_WORKSPACE_ROOT and AGENTD_SCRIPT from the environment, so under docker-compose's env "
+    "`agentd demo` fails (temp workspace outside the root) and writes demo sessions into the real DB",
+)
+async def test_demo_ignores_the_server_environment(tmp_path: Path) -> None:
+    root = tmp_path / "workspaces"
+    root.mkdir()
+    prod_db = tmp_path / "prod.db"
+    env = clean_env(
+        tmp_path,
+        AGENTD_DATABASE_URL=f"sqlite+aiosqlite:///{prod_db}",
+        AGENTD_WORKSPACE_ROOT=str(root),  # as docker-compose.yml sets it
+    )
+    run = await agentd("demo", env=env, cwd=tmp_path)
+    # The demo is self-contained ("SQLite in a temp dir"): it must work and leave the
+    # configured server database alone.
+    assert run.code == 0, run.text
+    assert "stopReason: end_turn" in run.out
+    assert not prod_db.exists()
+
+
+async def test_migrate_creates_the_database_and_prints_the_head_revision(tmp_path: Path) -> None:
+    db = tmp_path / "sub" / "m.db"
+    url = f"sqlite+aiosqlite:///{db}"
+    head = head_revision()
+    run = await agentd("migrate", "--database-url", url, env=clean_env(tmp_path), cwd=tmp_path)
+    assert run.code == 0, run.text
+    assert head in run.out
+    assert run.out.strip() == f"database at revision {head} (head {head})"
+    with sqlite3.connect(db) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert {"sessions", "events", "messages"} <= tables
+    assert version == head
+    # Running it again is a no-op that reports the same revision.
+    again = await agentd("migrate", "--database-url", url, env=clean_env(tmp_path), cwd=tmp_path)
+    assert again.code == 0 and again.out == run.out
+
+
+async def test_migrate_takes_the_url_from_the_environment(tmp_path: Path) -> None:
+    db = tmp_path / "env.db"
+    env = clean_env(tmp_path, AGENTD_DATABASE_URL=f"sqlite+aiosqlite:///{db}")
+    run = await agentd("migrate", env=env, cwd=tmp_path)
+    assert run.code == 0, run.text
+    assert head_revision() in run.out
+    assert db.exists()
+    assert not (tmp_path / ".agentd").exists()
+
+
+async def test_help_lists_the_commands(tmp_path: Path) -> None:
+    run = await agentd("--help", env=clean_env(tmp_path), cwd=tmp_path)
+    assert run.code == 0, run.text
+    for command in ("serve", "migrate", "demo"):
+        assert command in run.out
+    serve_help = await agentd("serve", "--help", env=clean_env(tmp_path), cwd=tmp_path)
+    assert serve_help.code == 0
+    for option in ("--port", "--database-url", "--provider", "--script", "--permission-mode"):
+        assert option in serve_help.out
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--port", "notaport"], ["Invalid value for '--port'"]),
+        (["--permission-mode", "yolo"], ["Invalid value for '--permission-mode'", "yolo", "bypass"]),
+        (["--provider", "nope"], ["Invalid value for '--provider'", "openai", "scripted"]),
+        (["--no-such-option"], ["No such option", "--no-such-option"]),
+    ],
+)
+async def test_serve_with_a_bad_option_fails_readably(
+    tmp_path: Path, args: list[str], expected: list[str]
+) -> None:
+    run = await agentd("serve", *args, env=clean_env(tmp_path), cwd=tmp_path)
+    assert run.code != 0
+    assert "Traceback" not in run.text  # a usage error, not a crash
+    for fragment in expected:
+        assert fragment in run.err, run.err
+    assert "agentd serve --help" in run.err
+    assert not (tmp_path / ".agentd").exists()  # it never got as far as opening a database
