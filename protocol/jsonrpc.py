@@ -27,6 +27,7 @@ class ErrorCode(IntEnum):
     CONNECTION_CLOSED = -32013  # the peer went away while a request was pending
     PERMISSION_DENIED = -32014  # the principal may not touch this session
     WORKSPACE_DENIED = -32015  # `cwd` outside the configured workspace root
+    TURN_NOT_ACTIVE = -32016  # `_agentd/interject` named a turn that is no longer running
 
 
 class RpcError(Exception):

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 class ProviderName(StrEnum):
     OPENAI = "openai"
+    ANTHROPIC = "anthropic"
     SCRIPTED = "scripted"
 
 
@@ -34,6 +35,8 @@ class Settings(BaseSettings):
     model: str = "gpt-4o-mini"
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: str | None = None
     script: Path | None = None  # scripted-provider script; default: the built-in demo
 
     permission_mode: PermissionMode = PermissionMode.DEFAULT

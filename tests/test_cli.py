@@ -48,17 +48,17 @@ class Run:
         return self.out + self.err
 
 
-async def agentd(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Run:
+async def agentd(*args: str, env: dict[str, str], cwd: Path, bound: float = 60) -> Run:
     proc = await asyncio.create_subprocess_exec(
         *agentd_command(), *args, env=env, cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        out, err = await asyncio.wait_for(proc.communicate(), bound)
     except TimeoutError:
         proc.kill()
         out, err = await proc.communicate()
-        pytest.fail(f"agentd {' '.join(args)} did not exit within {timeout}s:\n{out.decode()}{err.decode()}")
+        pytest.fail(f"agentd {' '.join(args)} did not exit within {bound}s:\n{out.decode()}{err.decode()}")
     assert proc.returncode is not None
     return Run(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 

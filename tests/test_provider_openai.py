@@ -88,7 +88,7 @@ async def test_text_streaming_in_order_with_usage_and_end_turn(fake: FakeOpenAI)
         TextDelta("Hel"),
         TextDelta("lo, "),
         TextDelta("world"),
-        Usage(input_tokens=1200, output_tokens=7, cache_read_tokens=1024, cache_write_tokens=0),
+        Usage(input_tokens=176, output_tokens=7, cache_read_tokens=1024, cache_write_tokens=0),
         Stop(StopReason.END_TURN),
     ]
 

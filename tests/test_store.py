@@ -281,7 +281,7 @@ async def test_list_sessions_filters_by_owner_and_cwd_newest_first(store: Store)
     assert [r.id for r in await store.list_sessions(owner="alice")] == ["s1", "s4", "s3"]
     # So does a session-field update (a title), but a message-only write does not.
     await store.commit([Batch("s3", session_fields={"title": "t"})])
-    assert [r.id for r in await store.list_sessions(owner="alice")][0] == "s3"
+    assert (await store.list_sessions(owner="alice"))[0].id == "s3"
     before = {r.id: r.updated_at for r in await store.list_sessions(owner="alice")}
     await store.commit([Batch("s4", messages=[(0, {"role": "user"})])])
     assert {r.id: r.updated_at for r in await store.list_sessions(owner="alice")} == before
@@ -327,22 +327,11 @@ async def test_updated_at_round_trips_as_the_same_instant(store: Store) -> None:
     await set_updated_at(store, "s1", at)
     got = await store.get_session("s1")
     assert got is not None
-    stored = got.updated_at if got.updated_at.tzinfo else got.updated_at.replace(tzinfo=UTC)
-    assert stored == at
+    assert got.updated_at == at
 
 
-async def test_session_timestamps_read_back_timezone_aware(
-    store: Store, db_url: str, request: pytest.FixtureRequest
-) -> None:
-    if db_url.startswith("sqlite"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="BUG: on SQLite the store reads DateTime(timezone=True) columns back as naive "
-                "datetimes (the UTC offset is lost), so SessionRecord.created_at/updated_at are naive "
-                "on SQLite but aware on Postgres, and session/list's updatedAt has no offset",
-            )
-        )
+async def test_session_timestamps_read_back_timezone_aware(store: Store) -> None:
+    # Regression: SQLite hands back naive datetimes; records must be aware UTC on every backend.
     created = await new_session(store, "s1")
     assert created.updated_at.tzinfo is not None  # what create_session returns is aware...
     got = await store.get_session("s1")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import jsonschema
@@ -100,18 +100,30 @@ async def _wait_dead(pid: int, within: float = 5.0) -> bool:
     return not _alive(pid)
 
 
-async def _read_pid(path: Path, within: float = 10.0) -> int:
+def _pid_in(path: Path) -> int | None:
+    """The pid written to `path`, once the whole line is there."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.endswith("\n") else None
+
+
+async def _until(pred: Callable[[], object], within: float = 10.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while loop.time() < deadline:
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            text = ""
-        if text.endswith("\n"):
-            return int(text)
+        if pred():
+            return
         await asyncio.sleep(0.01)
-    raise AssertionError(f"{path} never appeared")
+    raise AssertionError("condition never became true")
+
+
+async def _read_pid(path: Path) -> int:
+    await _until(lambda: _pid_in(path) is not None)
+    pid = _pid_in(path)
+    assert pid is not None
+    return pid
 
 
 # --- glob ---
@@ -361,8 +373,7 @@ async def test_background_wait_any_returns_unreported_finished_task(bg: Backgrou
     slow = bg.start("sleep 30", ws, None)
     await bg.wait(quick, 30)  # reported: the next wait on "any" must not return it again
     third = bg.start("echo x", ws, None)
-    while third in bg.running():
-        await asyncio.sleep(0.01)
+    await _until(lambda: third not in bg.running())
     result = await bg.wait(None, 30)  # `third` finished unnoticed: returned at once
     assert (result.reason, result.task_id, result.running) == ("done", third, [slow])
 
@@ -418,8 +429,7 @@ async def test_task_output_without_and_with_wait(bg: BackgroundTasks, bg_ctx: To
     marker = ws / "go"
     task_id = bg.start(f"echo first; while [ ! -e {marker} ]; do sleep 0.01; done; echo second", ws, None)
     # Without wait: the output so far and "still running" once "first" is out.
-    while "first" not in bg.output(task_id)[0]:
-        await asyncio.sleep(0.01)
+    await _until(lambda: "first" in bg.output(task_id)[0])
     res = await TaskOutput().run({"task_id": task_id}, bg_ctx)
     assert res.output == f"first\n[task {task_id} is still running]"
     assert res.raw_output == {"taskId": task_id, "done": False, "exitCode": None}
@@ -457,7 +467,7 @@ async def test_background_close_kills_process_groups(ws: Path) -> None:
     await tasks.close()
     assert await _wait_dead(child), f"sleep {child} survived close()"
     assert await _wait_dead(shell), f"shell {shell} survived close()"
-    text, done, rc = tasks.output(task_id)
+    _, done, rc = tasks.output(task_id)
     assert done and rc == -9
     assert tasks.status(task_id) == f"task {task_id} was killed by signal SIGKILL"
     with pytest.raises(ToolError, match="closing"):

@@ -17,8 +17,10 @@ from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.providers.base import Provider
 from server.session.events import EventKind
+from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
 from server.tools.permissions import Remembered
+from server.tools.todo import TodoList
 
 T = TypeVar("T")
 
@@ -119,3 +121,14 @@ class TurnContext:
     events: EventSink
     permissions: PermissionGate
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    # User input sent into this running turn (R-S4), drained before each sampling round;
+    # `interrupted` is set while some wait, so waiting tools return early (R-T7).
+    interjections: list[str] = field(default_factory=list)
+    interrupted: asyncio.Event = field(default_factory=asyncio.Event)
+    todos: TodoList = field(default_factory=TodoList)
+    background: BackgroundTasks | None = None
+
+    def take_interjections(self) -> list[str]:
+        taken, self.interjections[:] = list(self.interjections), []
+        self.interrupted.clear()
+        return taken

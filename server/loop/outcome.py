@@ -6,8 +6,9 @@ Each outcome is data: it ends up on the `turn_ended` event and decides the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from protocol.acp import StopReason
 from server.loop.errors import HarnessError
@@ -31,6 +32,8 @@ class TurnOutcome:
     max_tokens: bool = False
     tools_called: int = 0
     error: HarnessError | None = None
+    # What the turn went through (iterations, repairs, nudges), for the turn_ended event.
+    turn: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def completed(cls, *, tools_called: int, refusal: bool = False, max_tokens: bool = False) -> TurnOutcome:

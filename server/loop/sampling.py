@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 
 from server.loop.context import TurnContext
 from server.loop.conversation import Message, ToolCall
+from server.loop.detection import RepetitionDetector, RepetitionHit
 from server.providers.base import (
     ProviderRequest,
     ReasoningDelta,
@@ -32,9 +34,10 @@ class Sample:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage | None = None
     stop: StopReason | None = None
+    degenerate: RepetitionHit | None = None  # the stream was cut as repetitive text
 
 
-def build_request(ctx: TurnContext) -> ProviderRequest:
+def build_request(ctx: TurnContext, messages: list[Message] | None = None) -> ProviderRequest:
     system = "\n\n".join(
         part
         for part in (
@@ -45,33 +48,44 @@ def build_request(ctx: TurnContext) -> ProviderRequest:
         if part
     )
     tools = [ToolSpec(t.name, t.description, t.parameters) for t in ctx.tools.values()]
-    return ProviderRequest(model=ctx.model, system=system, messages=ctx.conversation.messages, tools=tools)
+    if messages is None:
+        messages = ctx.conversation.messages
+    return ProviderRequest(model=ctx.model, system=system, messages=messages, tools=tools)
 
 
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
-    async for ev in ctx.provider.stream(request):
-        match ev:
-            # `offset` lets a client that attached mid-message know it missed the start.
-            case TextDelta(text=text) if text:
-                offset = len(sample.text)
-                sample.text += text
-                ctx.events.emit_transient(
-                    EventKind.AGENT_MESSAGE_CHUNK,
-                    {"messageId": sample.message_id, "text": text, "offset": offset},
-                )
-            case ReasoningDelta(text=text) if text:
-                offset = len(sample.reasoning)
-                sample.reasoning += text
-                ctx.events.emit_transient(
-                    EventKind.AGENT_THOUGHT_CHUNK,
-                    {"messageId": sample.thought_id, "text": text, "offset": offset},
-                )
-            case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-                sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-            case Usage():
-                sample.usage = ev
-            case Stop(reason=reason):
-                sample.stop = reason
+    repetition = RepetitionDetector()
+    async with contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
+        async for ev in stream:
+            _apply(ctx, sample, ev, repetition)
+            if sample.degenerate is not None:
+                return  # a degenerate stream: stop reading it (closing the provider stream)
+
+
+def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionDetector) -> None:
+    match ev:
+        # `offset` lets a client that attached mid-message know it missed the start.
+        case TextDelta(text=text) if text:
+            offset = len(sample.text)
+            sample.text += text
+            ctx.events.emit_transient(
+                EventKind.AGENT_MESSAGE_CHUNK,
+                {"messageId": sample.message_id, "text": text, "offset": offset},
+            )
+            sample.degenerate = repetition.feed(text)
+        case ReasoningDelta(text=text) if text:
+            offset = len(sample.reasoning)
+            sample.reasoning += text
+            ctx.events.emit_transient(
+                EventKind.AGENT_THOUGHT_CHUNK,
+                {"messageId": sample.thought_id, "text": text, "offset": offset},
+            )
+        case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+            sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+        case Usage():
+            sample.usage = ev
+        case Stop(reason=reason):
+            sample.stop = reason
 
 
 def commit_sample(ctx: TurnContext, sample: Sample) -> None:

@@ -19,6 +19,7 @@ import jsonschema
 
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.conversation import Message, ToolCall
+from server.loop.detection import NoProgress, with_no_progress_note
 from server.session.events import EventKind
 from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
 from server.tools.permissions import PERMISSION_OPTIONS, Decision, Remembered, decide, plan_mode_refuses
@@ -31,9 +32,15 @@ PROGRESS_TAIL_CHARS = 4000
 class BreakReason(StrEnum):
     PERMISSION_REJECTED = "permission_rejected"
     USER_CANCELLED = "user_cancelled"
+    INTERJECTED = "interjected"  # new user input: later calls wait for the model to read it
+
+    @property
+    def ends_turn(self) -> bool:
+        return self is not BreakReason.INTERJECTED
 
 
 CANCELLED_EARLIER = "Not run: cancelled because an earlier tool call in this step was {why}."
+INTERJECTED_TEXT = "Not run: new user input arrived first; read it and decide again."
 
 
 @dataclass
@@ -129,9 +136,15 @@ async def _approve(
     for slot, announcement in zip(slots, announced, strict=True):
         if slot.result is not None or slot.tool is None:
             continue
+        if breaker is None and ctx.interrupted.is_set():
+            breaker = BreakReason.INTERJECTED
         if breaker is not None:
-            why = "rejected" if breaker is BreakReason.PERMISSION_REJECTED else "cancelled"
-            slot.result = ToolResult(CANCELLED_EARLIER.format(why=why), is_error=True)
+            if breaker is BreakReason.INTERJECTED:
+                text = INTERJECTED_TEXT
+            else:
+                why = "rejected" if breaker is BreakReason.PERMISSION_REJECTED else "cancelled"
+                text = CANCELLED_EARLIER.format(why=why)
+            slot.result = ToolResult(text, is_error=True)
             continue
         mode = gate.mode()
         remembered = gate.remembered(slot.tool.name)
@@ -187,7 +200,14 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
             },
         )
 
-    tool_ctx = ToolContext(cwd=ctx.cwd, session_id=ctx.session_id, report_progress=progress)
+    tool_ctx = ToolContext(
+        cwd=ctx.cwd,
+        session_id=ctx.session_id,
+        report_progress=progress,
+        interrupted=ctx.interrupted,
+        background=ctx.background,
+        todos=ctx.todos,
+    )
     try:
         if slot.tool.access is Access.WRITE:
             # File edits are short and run in a worker thread that a cancel cannot stop;
@@ -204,7 +224,7 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         slot.result = ToolResult(f"{slot.call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
 
-async def execute_tool_round(ctx: TurnContext, calls: list[ToolCall]) -> RoundResult:
+def _announce(ctx: TurnContext, calls: list[ToolCall]) -> tuple[list[_Slot], list[dict[str, Any]]]:
     slots = [_Slot(call) for call in calls]
     announced = []
     for slot in slots:
@@ -212,6 +232,34 @@ async def execute_tool_round(ctx: TurnContext, calls: list[ToolCall]) -> RoundRe
         announcement = _tool_call_event(ctx, slot)
         announced.append(announcement)
         ctx.events.emit(EventKind.TOOL_CALL, announcement)
+    return slots, announced
+
+
+def _write_back(ctx: TurnContext, slots: list[_Slot], no_progress: NoProgress | None = None) -> None:
+    for slot in slots:  # original order, whatever order they finished in
+        result = slot.result
+        assert result is not None
+        if result.plan is not None:
+            ctx.events.emit(EventKind.PLAN, {"sessionUpdate": "plan", "entries": result.plan})
+        output = result.output
+        if no_progress is not None and slot.approved and no_progress.observe(slot.call, output):
+            output = with_no_progress_note(output)
+        ctx.events.emit(EventKind.TOOL_CALL_UPDATE, _final_update(slot))
+        ctx.conversation.append(Message.tool_result(slot.call, output, is_error=result.is_error))
+
+
+def skip_tool_round(ctx: TurnContext, calls: list[ToolCall], why: str) -> None:
+    """Announce the calls and close each with `why` without running any (a final stop)."""
+    slots, _ = _announce(ctx, calls)
+    for slot in slots:
+        slot.result = ToolResult(why, is_error=True)
+    _write_back(ctx, slots)
+
+
+async def execute_tool_round(
+    ctx: TurnContext, calls: list[ToolCall], *, no_progress: NoProgress | None = None
+) -> RoundResult:
+    slots, announced = _announce(ctx, calls)
 
     breaker = await _approve(ctx, slots, announced)
 
@@ -223,10 +271,5 @@ async def execute_tool_round(ctx: TurnContext, calls: list[ToolCall]) -> RoundRe
     if ctx.cancel.is_set() and breaker is None:
         breaker = BreakReason.USER_CANCELLED
 
-    for slot in slots:  # original order, whatever order they finished in
-        assert slot.result is not None
-        ctx.events.emit(EventKind.TOOL_CALL_UPDATE, _final_update(slot))
-        ctx.conversation.append(
-            Message.tool_result(slot.call, slot.result.output, is_error=slot.result.is_error)
-        )
+    _write_back(ctx, slots, no_progress)
     return RoundResult(executed=len(approved), break_reason=breaker)

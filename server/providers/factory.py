@@ -18,6 +18,13 @@ def make_provider(settings: Settings) -> Provider:
         return OpenAIProvider(
             base_url=settings.openai_base_url, api_key=settings.openai_api_key, model=settings.model
         )
+    if settings.provider is ProviderName.ANTHROPIC:
+        from server.providers.anthropic import AnthropicProvider
+
+        log.info("provider: anthropic at %s, model %s", settings.anthropic_base_url, settings.model)
+        return AnthropicProvider(
+            base_url=settings.anthropic_base_url, api_key=settings.anthropic_api_key, model=settings.model
+        )
     from server.providers.scripted import ScriptedProvider
 
     if settings.script is not None:

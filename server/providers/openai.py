@@ -417,11 +417,14 @@ def _usage(usage: dict[str, Any]) -> Usage:
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
         cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek's spelling
-    # `prompt_tokens` already includes the cached part on OpenAI; reported as-is.
+    # `prompt_tokens` includes the cached part on OpenAI; agentd's `input_tokens` means
+    # uncached input (as Anthropic reports it), so budgets that add cache reads never
+    # count the cached tokens twice.
+    cached_n = int(cached or 0)
     return Usage(
-        input_tokens=int(usage.get("prompt_tokens") or 0),
+        input_tokens=max(0, int(usage.get("prompt_tokens") or 0) - cached_n),
         output_tokens=int(usage.get("completion_tokens") or 0),
-        cache_read_tokens=int(cached or 0),
+        cache_read_tokens=cached_n,
     )
 
 

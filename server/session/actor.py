@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.acp import RequestPermissionResult, dump
+from protocol.acp import RequestPermissionResult, TextContent, dump
 from server.config import PermissionMode, Settings
 from server.loop.context import Conversation, PermissionAnswer, TurnContext
 from server.loop.conversation import Message
@@ -31,6 +31,8 @@ from server.session.commands import (
     AttachComplete,
     Cancel,
     Detach,
+    Interject,
+    InterjectResult,
     Prompt,
     PromptDone,
     SessionCommand,
@@ -42,8 +44,10 @@ from server.session.eventlog import EventWriter
 from server.session.events import Event, EventKind
 from server.session.hub import EventHub, FrameSink
 from server.store.db import SessionRecord
+from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
 from server.tools.permissions import Remembered
+from server.tools.todo import TodoList
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +67,12 @@ class RunningTurn:
     id: str
     prompt: QueuedPrompt
     task: asyncio.Task[None]
-    cancel: asyncio.Event
+    ctx: TurnContext
     outcome: TurnOutcome | None = None
+
+    @property
+    def cancel(self) -> asyncio.Event:
+        return self.ctx.cancel
 
 
 @dataclass
@@ -108,6 +116,8 @@ class SessionActor:
         self._queue: deque[QueuedPrompt] = deque()
         self._turn: RunningTurn | None = None
         self._permissions: dict[str, PendingPermission] = {}
+        self._todos = TodoList()
+        self._background = BackgroundTasks()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -149,6 +159,8 @@ class SessionActor:
                     return False
                 self._queue.append(QueuedPrompt(new_id("prompt"), cmd))
                 self._start_next_turn()
+            case Interject():
+                self._interject(cmd)
             case Cancel():
                 # ACP cancel targets the running turn; queued prompts stay queued.
                 if self._turn is not None:
@@ -186,6 +198,7 @@ class SessionActor:
                     PromptDone(queued.id, None, TurnOutcome.cancelled("server_shutting_down"))
                 )
         self._queue.clear()
+        await self._background.close()
         turn = self._turn
         if turn is not None:
             turn.cancel.set()
@@ -230,9 +243,11 @@ class SessionActor:
             events=self,
             permissions=self,
             cancel=cancel,
+            todos=self._todos,
+            background=self._background,
         )
         task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
-        self._turn = RunningTurn(turn_id, queued, task, cancel)
+        self._turn = RunningTurn(turn_id, queued, task, ctx)
 
     async def _run_turn(self, ctx: TurnContext, queued: QueuedPrompt) -> None:
         try:
@@ -264,11 +279,34 @@ class SessionActor:
             payload["error"] = {"kind": outcome.error.kind.value, "message": outcome.error.message}
         self.emit(EventKind.TURN_ENDED, payload)
 
+    def _interject(self, cmd: Interject) -> None:
+        turn = self._turn
+        if cmd.expected_turn_id is not None and (turn is None or turn.id != cmd.expected_turn_id):
+            cmd.reply.set_result(InterjectResult("turn_not_active", turn.id if turn else None))
+            return
+        if turn is not None:
+            turn.ctx.interjections.append(prompt_text(cmd.blocks))
+            turn.ctx.interrupted.set()
+            cmd.reply.set_result(InterjectResult("interjected", turn.id))
+            return
+        # No running turn: an interjection is simply the next prompt.
+        reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
+        queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin))
+        self._queue.append(queued)
+        cmd.reply.set_result(InterjectResult("queued", None, queued.id))
+        self._start_next_turn()
+
     def _finish_turn(self, turn_id: str) -> None:
         turn = self._turn
         if turn is None or turn.id != turn_id:
             return
         self._turn = None
+        # Input that arrived after the turn's last drain is never lost: it becomes the
+        # next prompt, ahead of everything queued (R-S4).
+        for text in reversed(turn.ctx.take_interjections()):
+            reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
+            blocks = [TextContent(text=text)]
+            self._queue.appendleft(QueuedPrompt(new_id("prompt"), Prompt(blocks, reply)))
         outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
         reply = turn.prompt.command.reply
         if not reply.done():

@@ -30,6 +30,23 @@ class Prompt:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class InterjectResult:
+    status: str  # "interjected" | "queued" | "turn_not_active"
+    turn_id: str | None
+    prompt_id: str | None = None
+
+
+@dataclass
+class Interject:
+    """User input for the *running* turn (R-S4); a prompt when no turn runs."""
+
+    blocks: list[ContentBlock]
+    reply: asyncio.Future[InterjectResult]
+    expected_turn_id: str | None = None
+    origin: str | None = None
+
+
 @dataclass
 class Cancel:
     pass
@@ -70,4 +87,6 @@ class Shutdown:
     reply: asyncio.Future[None]
 
 
-SessionCommand = Prompt | Cancel | SetMode | Attach | AttachComplete | Detach | TurnFinished | Shutdown
+SessionCommand = (
+    Prompt | Interject | Cancel | SetMode | Attach | AttachComplete | Detach | TurnFinished | Shutdown
+)

@@ -126,6 +126,9 @@ class BackgroundTasks:
         return task.id
 
     async def _run(self, t: _Task, cwd: Path) -> None:
+        if t.killed:  # killed before it ever ran
+            _mark_finished(t)
+            return
         loop = asyncio.get_running_loop()
         spawn: _Spawn = asyncio.ensure_future(
             loop.subprocess_exec(
@@ -151,6 +154,8 @@ class BackgroundTasks:
                 t.error = f"cannot start /bin/bash in {cwd}: {exc}"
                 return
             t.pid = pid = transport.get_pid()
+            if t.killed:  # kill() came while the process was being spawned
+                _signal_group(pid, signal.SIGKILL)
             try:
                 done, _ = await asyncio.wait({proto.exited}, timeout=t.timeout)
                 if not done:
@@ -180,10 +185,10 @@ class BackgroundTasks:
         if t.done:
             return False
         t.killed = True
+        # Not yet spawned: the runner sees `killed` and kills the group as soon as it has one,
+        # so the task still ends with a real exit status. Either way the runner then finishes.
         if t.pid is not None:
-            _signal_group(t.pid, signal.SIGKILL)  # the runner sees the exit and finishes
-        elif t.runner is not None:
-            t.runner.cancel()  # still spawning: the runner kills whatever it started
+            _signal_group(t.pid, signal.SIGKILL)
         return True
 
     async def close(self) -> None:

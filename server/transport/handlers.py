@@ -21,12 +21,13 @@ from protocol.acp import (
     SessionIdParams,
     SetModeParams,
 )
+from protocol.agentd import INTERJECT, InterjectParams
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.config import PermissionMode
 from server.loop.outcome import OutcomeKind, stop_reason
 from server.session.actor import SessionActor
-from server.session.commands import Cancel, Prompt, SetMode
+from server.session.commands import Cancel, Interject, InterjectResult, Prompt, SetMode
 from server.transport.rpc import CallContext, Method
 
 MODES = [
@@ -40,7 +41,7 @@ MODES = [
     {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
 ]
 
-EXTENSIONS: list[str] = ["_agentd/event", "_agentd/permission/resolved"]
+EXTENSIONS: list[str] = [INTERJECT, "_agentd/event", "_agentd/permission/resolved"]
 
 
 def modes_state(actor: SessionActor) -> dict[str, Any]:
@@ -205,7 +206,28 @@ async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str,
     return {}
 
 
+async def interject(ctx: CallContext, params: InterjectParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    reply: asyncio.Future[InterjectResult] = asyncio.get_running_loop().create_future()
+    origin = ctx.connection.id if ctx.connection else None
+    actor.send(Interject(list(params.prompt), reply, params.expected_turn_id, origin))
+    result = await reply
+    if result.status == "turn_not_active":
+        raise RpcError(
+            ErrorCode.TURN_NOT_ACTIVE,
+            f"turn_not_active: turn {params.expected_turn_id} is not running",
+            {"reason": "turn_not_active", **({"runningTurnId": result.turn_id} if result.turn_id else {})},
+        )
+    out: dict[str, Any] = {"status": result.status}
+    if result.turn_id:
+        out["turnId"] = result.turn_id
+    if result.prompt_id:
+        out["promptId"] = result.prompt_id
+    return out
+
+
 METHODS: dict[str, Method] = {
+    INTERJECT: Method(InterjectParams, interject),
     "initialize": Method(InitializeParams, initialize),
     "authenticate": Method(AuthenticateParams, authenticate),
     "session/new": Method(NewSessionParams, session_new),

@@ -1,0 +1,45 @@
+"""Typed per-turn state: what the turn has done, repaired and decided so far.
+
+The loop owns one `TurnState` per L3 run; its lists of repairs and nudges end up as data
+on the `turn_ended` event, so "what did this turn go through" is never a log search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.loop.detection import NoProgress, Stationarity
+from server.loop.repair import RepairReason
+
+
+@dataclass
+class TurnState:
+    iteration: int = 0  # sampling rounds started
+    tools_called: int = 0  # calls that actually ran
+    repairs: list[RepairReason] = field(default_factory=list)
+    nudges: list[dict[str, Any]] = field(default_factory=list)
+    stationarity: Stationarity = field(default_factory=Stationarity)
+    no_progress: NoProgress = field(default_factory=NoProgress)
+    interjections: int = 0  # user inputs written into this turn
+    todo_nudges: int = 0
+    todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
+
+    def record_repairs(self, reasons: list[RepairReason]) -> None:
+        for reason in reasons:
+            if reason not in self.repairs:
+                self.repairs.append(reason)
+
+    def summary(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"iterations": self.iteration}
+        if self.repairs:
+            data["repairs"] = [r.value for r in self.repairs]
+        if self.nudges:
+            data["nudges"] = list(self.nudges)
+        if self.interjections:
+            data["interjections"] = self.interjections
+        if self.todo_nudges:
+            data["todoNudges"] = self.todo_nudges
+        if self.todos_remaining:
+            data["todosRemaining"] = self.todos_remaining
+        return data
