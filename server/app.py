@@ -23,6 +23,7 @@ from server.session.hub import Subscriber
 from server.session.manager import SessionManager
 from server.session.render import acp_replay_frames
 from server.store.db import Store
+from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
 from server.transport.connection import Connection
 from server.transport.handlers import METHODS
@@ -83,7 +84,10 @@ def create_app(settings: Settings | None = None, *, provider: Provider | None = 
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000)
         writer.start()
         prov = provider or make_provider(settings)
-        services = ActorServices(settings=settings, writer=writer, provider=prov, tools=builtin_tools())
+        hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
+        services = ActorServices(
+            settings=settings, writer=writer, provider=prov, tools=builtin_tools(), hooks=hooks
+        )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS))
         try:

@@ -45,6 +45,11 @@ class Settings(BaseSettings):
         "Use the tools to inspect and change files; keep answers short."
     )
 
+    # Tool rounds one prompt may run (None: no cap for interactive sessions).
+    max_turns: int | None = None
+    # TOML file of pre-tool and stop hooks (see server/tools/hooks.py).
+    hooks_file: Path | None = None
+
     # Group commit of the event log (R-E2): how long the writer waits to batch events.
     flush_interval_ms: float = 5.0
     # A permission request nobody answers is rejected after this long (seconds).

@@ -510,7 +510,18 @@ def test_bash_title() -> None:
 
 def test_builtin_tools_and_metadata() -> None:
     tools = builtin_tools()
-    assert list(tools) == ["read_file", "write_file", "edit_file", "list_dir", "bash"]
+    assert list(tools) == [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "list_dir",
+        "bash",
+        "glob",
+        "grep",
+        "todo_write",
+        "wait",
+        "task_output",
+    ]
     assert [type(t) for t in tools.values()] == list(BUILTIN_TOOLS)
     expected = {
         "read_file": (ToolKind.READ, Access.READ),
@@ -518,6 +529,11 @@ def test_builtin_tools_and_metadata() -> None:
         "edit_file": (ToolKind.EDIT, Access.WRITE),
         "list_dir": (ToolKind.READ, Access.READ),
         "bash": (ToolKind.EXECUTE, Access.EXECUTE),
+        "glob": (ToolKind.SEARCH, Access.READ),
+        "grep": (ToolKind.SEARCH, Access.READ),
+        "todo_write": (ToolKind.THINK, Access.READ),
+        "wait": (ToolKind.OTHER, Access.READ),
+        "task_output": (ToolKind.OTHER, Access.READ),
     }
     for name, tool in tools.items():
         assert (tool.kind, tool.access) == expected[name]

@@ -15,10 +15,12 @@ from typing import Any, Protocol, TypeVar
 
 from server.config import PermissionMode
 from server.loop.conversation import Message
+from server.loop.structured import OutputSchema
 from server.providers.base import Provider
 from server.session.events import EventKind
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
+from server.tools.hooks import PreToolHook
 from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
 
@@ -127,6 +129,11 @@ class TurnContext:
     interrupted: asyncio.Event = field(default_factory=asyncio.Event)
     todos: TodoList = field(default_factory=TodoList)
     background: BackgroundTasks | None = None
+    output_schema: OutputSchema | None = None  # the prompt's schema for the final answer
+    max_turns: int | None = None  # tool rounds allowed in one L3 run (None: no cap)
+    # Writes to one path are serialised across concurrent calls (R-T2); session-wide.
+    path_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    pre_tool_hooks: list[PreToolHook] = field(default_factory=list)
 
     def take_interjections(self) -> list[str]:
         taken, self.interjections[:] = list(self.interjections), []

@@ -34,6 +34,8 @@ class TurnOutcome:
     error: HarnessError | None = None
     # What the turn went through (iterations, repairs, nudges), for the turn_ended event.
     turn: dict[str, Any] = field(default_factory=dict)
+    # With an output schema: {"value": ...} or {"error": "..."} (R-L3e).
+    structured_output: dict[str, Any] | None = None
 
     @classmethod
     def completed(cls, *, tools_called: int, refusal: bool = False, max_tokens: bool = False) -> TurnOutcome:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from server.loop.context import TurnContext
 from server.loop.conversation import Message, ToolCall
 from server.loop.detection import RepetitionDetector, RepetitionHit
+from server.loop.structured import SHIM_REMINDER
 from server.providers.base import (
     ProviderRequest,
     ReasoningDelta,
@@ -37,7 +38,10 @@ class Sample:
     degenerate: RepetitionHit | None = None  # the stream was cut as repetitive text
 
 
-def build_request(ctx: TurnContext, messages: list[Message] | None = None) -> ProviderRequest:
+def build_request(
+    ctx: TurnContext, messages: list[Message] | None = None, *, force_schema: bool = True
+) -> ProviderRequest:
+    """`force_schema=False` leaves a structured-output schema off (recovery rounds)."""
     system = "\n\n".join(
         part
         for part in (
@@ -50,7 +54,22 @@ def build_request(ctx: TurnContext, messages: list[Message] | None = None) -> Pr
     tools = [ToolSpec(t.name, t.description, t.parameters) for t in ctx.tools.values()]
     if messages is None:
         messages = ctx.conversation.messages
-    return ProviderRequest(model=ctx.model, system=system, messages=messages, tools=tools)
+    native_schema = None
+    schema = ctx.output_schema if force_schema else None
+    if schema is not None:
+        if uses_native_schema(ctx):
+            native_schema = schema.schema
+        else:
+            tools.append(schema.tool_spec())
+            system = f"{system}\n\n{SHIM_REMINDER}"
+    return ProviderRequest(
+        model=ctx.model, system=system, messages=messages, tools=tools, output_schema=native_schema
+    )
+
+
+def uses_native_schema(ctx: TurnContext) -> bool:
+    schema = ctx.output_schema
+    return schema is not None and schema.error is None and ctx.provider.supports_native_schema
 
 
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:

@@ -9,6 +9,7 @@ never depends on which call finished first. A tool that raises becomes an error 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from server.loop.conversation import Message, ToolCall
 from server.loop.detection import NoProgress, with_no_progress_note
 from server.session.events import EventKind
 from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
+from server.tools.hooks import HookDecision
 from server.tools.permissions import PERMISSION_OPTIONS, Decision, Remembered, decide, plan_mode_refuses
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,26 @@ def _final_update(slot: _Slot) -> dict[str, Any]:
     return update
 
 
+async def _pre_tool_hooks(ctx: TurnContext, slot: _Slot) -> ToolResult | None:
+    assert slot.tool is not None
+    payload = {
+        "event": "pre_tool",
+        "sessionId": ctx.session_id,
+        "cwd": str(ctx.cwd),
+        "tool": slot.tool.name,
+        "input": slot.args,
+    }
+    for hook in ctx.pre_tool_hooks:
+        if not hook.applies_to(slot.tool.name):
+            continue
+        verdict = await hook.pre_tool(payload)
+        if verdict.decision is HookDecision.DENY:
+            return ToolResult(
+                f"Blocked by a hook: {verdict.reason}", is_error=True, raw_output=verdict.to_event()
+            )
+    return None
+
+
 async def _approve(
     ctx: TurnContext, slots: list[_Slot], announced: list[dict[str, Any]]
 ) -> BreakReason | None:
@@ -145,6 +167,10 @@ async def _approve(
                 why = "rejected" if breaker is BreakReason.PERMISSION_REJECTED else "cancelled"
                 text = CANCELLED_EARLIER.format(why=why)
             slot.result = ToolResult(text, is_error=True)
+            continue
+        denial = await _pre_tool_hooks(ctx, slot)
+        if denial is not None:
+            slot.result = denial  # a hook denial skips only this call
             continue
         mode = gate.mode()
         remembered = gate.remembered(slot.tool.name)
@@ -181,6 +207,16 @@ async def _approve(
     return breaker
 
 
+def _write_paths(ctx: TurnContext, slot: _Slot) -> list[str]:
+    """The paths a write call touches, sorted so two calls never lock in opposite order."""
+    assert slot.tool is not None and slot.args is not None
+    try:
+        locations = slot.tool.locations(slot.args, ToolContext(cwd=ctx.cwd, session_id=ctx.session_id))
+    except ToolError:
+        return []
+    return sorted({str(loc["path"]) for loc in locations if "path" in loc})
+
+
 async def _execute(ctx: TurnContext, slot: _Slot) -> None:
     assert slot.tool is not None and slot.args is not None
     ctx.events.emit(
@@ -210,9 +246,12 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
     )
     try:
         if slot.tool.access is Access.WRITE:
-            # File edits are short and run in a worker thread that a cancel cannot stop;
-            # let them finish so the result tells the model what really happened.
-            slot.result = await slot.tool.run(slot.args, tool_ctx)
+            async with contextlib.AsyncExitStack() as stack:
+                for path in _write_paths(ctx, slot):
+                    await stack.enter_async_context(ctx.path_locks.setdefault(path, asyncio.Lock()))
+                # File edits are short and run in a worker thread that a cancel cannot
+                # stop; let them finish so the result tells the model what really happened.
+                slot.result = await slot.tool.run(slot.args, tool_ctx)
         else:
             slot.result = await run_cancellable(slot.tool.run(slot.args, tool_ctx), ctx.cancel)
     except TurnCancelled:
@@ -224,11 +263,16 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         slot.result = ToolResult(f"{slot.call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
 
-def _announce(ctx: TurnContext, calls: list[ToolCall]) -> tuple[list[_Slot], list[dict[str, Any]]]:
+def _announce(
+    ctx: TurnContext, calls: list[ToolCall], presets: dict[str, ToolResult] | None = None
+) -> tuple[list[_Slot], list[dict[str, Any]]]:
     slots = [_Slot(call) for call in calls]
     announced = []
     for slot in slots:
-        _parse(ctx, slot)
+        if presets and slot.call.id in presets:
+            slot.result = presets[slot.call.id]  # decided by the loop (e.g. StructuredOutput)
+        else:
+            _parse(ctx, slot)
         announcement = _tool_call_event(ctx, slot)
         announced.append(announcement)
         ctx.events.emit(EventKind.TOOL_CALL, announcement)
@@ -257,9 +301,15 @@ def skip_tool_round(ctx: TurnContext, calls: list[ToolCall], why: str) -> None:
 
 
 async def execute_tool_round(
-    ctx: TurnContext, calls: list[ToolCall], *, no_progress: NoProgress | None = None
+    ctx: TurnContext,
+    calls: list[ToolCall],
+    *,
+    no_progress: NoProgress | None = None,
+    presets: dict[str, ToolResult] | None = None,
 ) -> RoundResult:
-    slots, announced = _announce(ctx, calls)
+    """Run one step's calls. `presets` are results the loop already decided; those calls
+    are announced and written back in order but never run."""
+    slots, announced = _announce(ctx, calls, presets)
 
     breaker = await _approve(ctx, slots, announced)
 

@@ -23,6 +23,10 @@ class TurnState:
     no_progress: NoProgress = field(default_factory=NoProgress)
     interjections: int = 0  # user inputs written into this turn
     todo_nudges: int = 0
+    tool_rounds: int = 0  # steps whose tool calls were executed (max_turns counts these)
+    structured_attempts: int = 0  # failed structured-output attempts
+    max_token_continuations: int = 0
+    empty_retries: int = 0
     todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
 
     def record_repairs(self, reasons: list[RepairReason]) -> None:
@@ -40,6 +44,12 @@ class TurnState:
             data["interjections"] = self.interjections
         if self.todo_nudges:
             data["todoNudges"] = self.todo_nudges
+        if self.structured_attempts:
+            data["structuredAttempts"] = self.structured_attempts
+        if self.max_token_continuations:
+            data["maxTokenContinuations"] = self.max_token_continuations
+        if self.empty_retries:
+            data["emptyRetries"] = self.empty_retries
         if self.todos_remaining:
             data["todosRemaining"] = self.todos_remaining
         return data

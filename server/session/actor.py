@@ -24,6 +24,7 @@ from server.loop.context import Conversation, PermissionAnswer, TurnContext
 from server.loop.conversation import Message
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
+from server.loop.structured import OutputSchema
 from server.loop.turn import run_turn
 from server.providers.base import Provider
 from server.session.commands import (
@@ -46,10 +47,16 @@ from server.session.hub import EventHub, FrameSink
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
+from server.tools.hooks import HooksConfig
 from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
 
 log = logging.getLogger(__name__)
+
+
+def _output_schema(meta: dict[str, Any]) -> OutputSchema | None:
+    schema = meta.get("outputSchema")
+    return OutputSchema.check(schema) if isinstance(schema, dict) else None
 
 
 def new_id(prefix: str) -> str:
@@ -90,6 +97,7 @@ class ActorServices:
     writer: EventWriter
     provider: Provider
     tools: dict[str, Tool]
+    hooks: HooksConfig = field(default_factory=HooksConfig)
 
 
 class SessionActor:
@@ -117,6 +125,7 @@ class SessionActor:
         self._turn: RunningTurn | None = None
         self._permissions: dict[str, PendingPermission] = {}
         self._todos = TodoList()
+        self._path_locks: dict[str, asyncio.Lock] = {}
         self._background = BackgroundTasks()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -245,6 +254,10 @@ class SessionActor:
             cancel=cancel,
             todos=self._todos,
             background=self._background,
+            output_schema=_output_schema(cmd.meta),
+            max_turns=self._services.settings.max_turns,
+            path_locks=self._path_locks,
+            pre_tool_hooks=list(self._services.hooks.pre_tool),
         )
         task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
         self._turn = RunningTurn(turn_id, queued, task, ctx)

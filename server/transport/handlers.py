@@ -155,6 +155,14 @@ async def session_list(ctx: CallContext, params: ListSessionsParams) -> dict[str
 
 
 async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, Any]:
+    agentd_meta = (params.meta or {}).get("agentd") if isinstance(params.meta, dict) else None
+    agentd_meta = agentd_meta if isinstance(agentd_meta, dict) else {}
+    if "outputSchema" in agentd_meta and not isinstance(agentd_meta["outputSchema"], dict):
+        msg = "outputSchema must be a JSON Schema object"
+        raise RpcError.invalid_params(
+            f"Invalid params: _meta.agentd.outputSchema: {msg}",
+            [{"path": "_meta.agentd.outputSchema", "message": msg}],
+        )
     actor = await _session(ctx, params.session_id)
     conn = ctx.connection
     if conn is not None and actor.id not in conn.sessions:
@@ -165,7 +173,7 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
             blocks=list(params.prompt),
             reply=reply,
             origin=conn.id if conn else None,
-            meta=(params.meta or {}).get("agentd", {}) if isinstance(params.meta, dict) else {},
+            meta=agentd_meta,
         )
     )
     done = await reply
@@ -175,6 +183,8 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
         meta["turnId"] = done.turn_id
     if outcome.reason:
         meta["reason"] = outcome.reason
+    if outcome.structured_output is not None:
+        meta["structuredOutput"] = outcome.structured_output
     if outcome.kind is OutcomeKind.FAILED:
         err = outcome.error
         raise RpcError(
