@@ -14,3 +14,10 @@ class InterjectParams(Wire):
     prompt: list[ContentBlock] = Field(min_length=1)
     # Fail with `turn_not_active` unless this turn is still running.
     expected_turn_id: str | None = None
+
+
+COMPACT = "_agentd/session/compact"
+
+
+class SessionParams(Wire):
+    session_id: str

@@ -23,6 +23,7 @@ from server.session.hub import Subscriber
 from server.session.manager import SessionManager
 from server.session.render import acp_replay_frames
 from server.store.db import Store
+from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
 from server.transport.connection import Connection
@@ -74,7 +75,13 @@ class AppState:
             actor.send(Detach(conn_id))
 
 
-def create_app(settings: Settings | None = None, *, provider: Provider | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    provider: Provider | None = None,
+    tools: dict[str, Tool] | None = None,
+) -> FastAPI:
+    """`provider` and `tools` replace the configured ones (embedding, tests)."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -86,7 +93,7 @@ def create_app(settings: Settings | None = None, *, provider: Provider | None = 
         prov = provider or make_provider(settings)
         hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
         services = ActorServices(
-            settings=settings, writer=writer, provider=prov, tools=builtin_tools(), hooks=hooks
+            settings=settings, writer=writer, provider=prov, tools=tools or builtin_tools(), hooks=hooks
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS))

@@ -45,6 +45,10 @@ class Settings(BaseSettings):
         "Use the tools to inspect and change files; keep answers short."
     )
 
+    # Context window (tokens) of the model; compaction starts at 85 % of it (R-L3d).
+    context_window: int = 128_000
+    context_windows: dict[str, int] = Field(default_factory=dict)  # per model, overrides the above
+
     # Tool rounds one prompt may run (None: no cap for interactive sessions).
     max_turns: int | None = None
     # TOML file of pre-tool and stop hooks (see server/tools/hooks.py).
@@ -58,6 +62,9 @@ class Settings(BaseSettings):
     client_buffer_frames: int = 10_000
     # Largest accepted WebSocket text frame / HTTP body (bytes).
     max_frame_bytes: int = 4 * 1024 * 1024
+
+    def context_window_for(self, model: str) -> int:
+        return self.context_windows.get(model, self.context_window)
 
     def resolved_database_url(self) -> str:
         if self.database_url:

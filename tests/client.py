@@ -35,6 +35,7 @@ class WsClient:
         self.on_request: RequestHandler | None = None
         self._waiters: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self._unmatched: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._answering: set[asyncio.Task[None]] = set()
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -58,7 +59,9 @@ class WsClient:
                     await self._unmatched.put(msg)  # type: ignore[arg-type]
                 elif "method" in msg and "id" in msg:
                     self.server_requests.append(msg)
-                    asyncio.create_task(self._answer(msg))
+                    task = asyncio.create_task(self._answer(msg))
+                    self._answering.add(task)
+                    task.add_done_callback(self._answering.discard)
                 elif "method" in msg:
                     await self.notifications.put(msg)
                 elif msg.get("id") in self._waiters:
@@ -99,15 +102,16 @@ class WsClient:
     async def send_raw(self, text: str) -> None:
         await self.ws.send(text)
 
-    async def next_unmatched(self, timeout: float = 10) -> Any:
+    # `within` bounds a hang; it is not a timing assertion.
+    async def next_unmatched(self, within: float = 10) -> Any:
         """The next response nobody waited for (replies to raw frames, batches)."""
-        return await asyncio.wait_for(self._unmatched.get(), timeout)
+        return await asyncio.wait_for(self._unmatched.get(), within)
 
-    async def next_notification(self, timeout: float = 10) -> dict[str, Any]:
-        return await asyncio.wait_for(self.notifications.get(), timeout)
+    async def next_notification(self, within: float = 10) -> dict[str, Any]:
+        return await asyncio.wait_for(self.notifications.get(), within)
 
     async def wait_notification(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 15
+        self, predicate: Callable[[dict[str, Any]], bool], within: float = 15
     ) -> dict[str, Any]:
         async def scan() -> dict[str, Any]:
             while True:
@@ -115,7 +119,7 @@ class WsClient:
                 if predicate(msg):
                     return msg
 
-        return await asyncio.wait_for(scan(), timeout)
+        return await asyncio.wait_for(scan(), within)
 
     def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Every `session/update` payload received so far, in order."""

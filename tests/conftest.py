@@ -95,8 +95,10 @@ async def running_server(
     provider: Provider,
     database_url: str | None = None,
     permission_mode: PermissionMode = PermissionMode.DEFAULT,
+    tools: dict[str, Any] | None = None,
     **settings_kw: Any,
 ) -> AsyncIterator[Server]:
+    """`tools` replaces the built-in tool set (e.g. builtin_tools() plus a test tool)."""
     settings = Settings(
         home=home,
         database_url=database_url,
@@ -104,7 +106,7 @@ async def running_server(
         permission_mode=permission_mode,
         **settings_kw,
     )
-    app = create_app(settings, provider=provider)
+    app = create_app(settings, provider=provider, tools=tools)
     async with serve_in_background(app) as base:
         yield Server(base, settings, provider, app)
 

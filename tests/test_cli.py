@@ -93,12 +93,6 @@ async def test_demo_with_custom_workspace_and_prompt(tmp_path: Path) -> None:
     assert (ws / "hello.py").read_text().count("Welcome to agentd") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: server/demo/run.py builds Settings() that still reads AGENTD_DATABASE_URL, "
-    "AGENTD_WORKSPACE_ROOT and AGENTD_SCRIPT from the environment, so under docker-compose's env "
-    "`agentd demo` fails (temp workspace outside the root) and writes demo sessions into the real DB",
-)
 async def test_demo_ignores_the_server_environment(tmp_path: Path) -> None:
     root = tmp_path / "workspaces"
     root.mkdir()

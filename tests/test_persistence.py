@@ -375,7 +375,7 @@ async def test_kill_9_mid_tool_then_restart_recovers_the_session(
 
 
 # --------------------------------------------------------------------------------------------
-# Bugs found while writing these tests (xfail until fixed)
+# Regressions: bugs found while writing these tests
 
 
 def commit_failed(caplog: pytest.LogCaptureFixture) -> bool:
@@ -392,12 +392,6 @@ async def wait_until(predicate: Callable[[], bool], *, bound: float = 30) -> Non
     pytest.fail("condition never became true")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: crash recovery (SessionManager._load/_close_interrupted_turn) closes the turn and "
-    "gives the model an 'Interrupted' tool result but never emits a terminal tool_call_update, so "
-    "replay shows the dangling tool call in_progress forever",
-)
 async def test_after_kill_9_replay_shows_the_dangling_tool_call_finished(
     server_factory, workspace: Path, tmp_path: Path
 ) -> None:
@@ -421,15 +415,6 @@ async def test_after_kill_9_replay_shows_the_dangling_tool_call_finished(
 async def test_a_prompt_containing_a_nul_character_does_not_wedge_the_event_log(
     server_factory, workspace: Path, db_url: str, request: pytest.FixtureRequest, caplog
 ) -> None:
-    if not db_url.startswith("sqlite"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="BUG: the session title (first prompt text, a TEXT column) keeps a NUL character, "
-                "which Postgres rejects; EventWriter retries that group commit forever, so no event of "
-                "any session is committed or delivered again",
-            )
-        )
     provider = scripted({"text": "ok"}, loop=True)
     async with server_factory(provider, database_url=db_url) as server:
         writer = server.app.state.agentd.writer
@@ -455,12 +440,6 @@ async def test_a_prompt_containing_a_nul_character_does_not_wedge_the_event_log(
             await client.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: repair_dangling_tool_calls' non-append branch returns every message from idx 0 and "
-    "SessionManager._load persists them without truncate_from, violating uq_messages_session_idx; "
-    "EventWriter then retries that commit forever",
-)
 async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
     db_url: str, tmp_path: Path, caplog
 ) -> None:

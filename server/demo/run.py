@@ -82,9 +82,16 @@ async def run_demo(workspace: Path | None, prompt: str) -> int:
     with tempfile.TemporaryDirectory(prefix="agentd-demo-") as tmp:
         ws_dir = (workspace or Path(tmp) / "workspace").resolve()
         ws_dir.mkdir(parents=True, exist_ok=True)
+        # Everything explicit: the demo must not pick up a real server's AGENTD_* settings.
+        home = Path(tmp) / "home"
         settings = Settings(
-            home=Path(tmp) / "home",
+            home=home,
+            database_url=f"sqlite+aiosqlite:///{home / 'demo.db'}",
+            workspace_root=None,
             provider=ProviderName.SCRIPTED,
+            script=None,
+            hooks_file=None,
+            max_turns=None,
             permission_mode=PermissionMode.DEFAULT,
         )
         console.print(f"[bold]agentd demo[/] — scripted provider, workspace {ws_dir}\n")

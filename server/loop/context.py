@@ -92,11 +92,26 @@ class PermissionGate(Protocol):
 
 
 class Conversation:
-    """The model-visible transcript; every change is handed to `persist` in order."""
+    """The model-visible transcript; every change is handed to `persist` (one appended
+    message) or `rewrite` (the whole transcript, after compaction) in order."""
 
-    def __init__(self, messages: list[Message], persist: Callable[[int, Message], None]) -> None:
+    def __init__(
+        self,
+        messages: list[Message],
+        persist: Callable[[int, Message], None],
+        rewrite: Callable[[list[Message]], None] | None = None,
+    ) -> None:
         self._messages = messages
         self._persist = persist
+        self._rewrite = rewrite
+
+    def replace(self, messages: list[Message]) -> None:
+        self._messages[:] = messages
+        if self._rewrite is not None:
+            self._rewrite(list(messages))
+        else:
+            for i, m in enumerate(messages):
+                self._persist(i, m)
 
     @property
     def messages(self) -> list[Message]:
@@ -134,6 +149,8 @@ class TurnContext:
     # Writes to one path are serialised across concurrent calls (R-T2); session-wide.
     path_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     pre_tool_hooks: list[PreToolHook] = field(default_factory=list)
+    context_window: int = 128_000  # tokens of the session's model (compaction threshold base)
+    compact_requested: bool = False  # `/compact` or `_agentd/session/compact` during the turn
 
     def take_interjections(self) -> list[str]:
         taken, self.interjections[:] = list(self.interjections), []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from server.loop.compaction import compact, estimate_tokens, should_compact
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.conversation import Message, ToolCall
 from server.loop.detection import NUDGE_TEXT, Nudge, Stop
@@ -60,6 +61,48 @@ def drain_interjections(ctx: TurnContext) -> int:
         )
         ctx.conversation.append(Message.user(text))
     return len(taken)
+
+
+async def run_compaction(ctx: TurnContext, state: TurnState, reason: str) -> bool:
+    """Fold older history into a summary (R-L3d). True when the conversation changed.
+    A failing summariser leaves the conversation as it was."""
+    progress_id = f"compaction_{ctx.turn_id}_{state.iteration}"
+    ctx.events.emit_transient(
+        EventKind.COMPACTION_PROGRESS,
+        {"sessionUpdate": "compaction_update", "compactionId": progress_id, "status": "in_progress"},
+    )
+    try:
+        result = await run_cancellable(
+            compact(ctx.provider, ctx.model, ctx.conversation.messages), ctx.cancel
+        )
+    except HarnessError as err:
+        ctx.events.emit_transient(
+            EventKind.COMPACTION_PROGRESS,
+            {
+                "sessionUpdate": "compaction_update",
+                "compactionId": progress_id,
+                "status": "failed",
+                "error": err.message,
+            },
+        )
+        state.compactions.append({"reason": reason, "failed": err.kind.value})
+        return False
+    if result is None:
+        ctx.events.emit_transient(
+            EventKind.COMPACTION_PROGRESS,
+            {
+                "sessionUpdate": "compaction_update",
+                "compactionId": progress_id,
+                "status": "cancelled",
+                "error": "nothing old enough to compact",
+            },
+        )
+        return False
+    ctx.conversation.replace(result.messages)
+    ctx.events.emit(EventKind.COMPACTION, result.to_event(reason))
+    state.compactions.append({"reason": reason, "replacedMessages": len(result.replaced)})
+    state.context_tokens = 0  # the provider's last report no longer describes the request
+    return True
 
 
 def _structured_presets(
@@ -114,6 +157,18 @@ async def run_react(
         messages, repairs = repair_conversation(ctx.conversation.messages)
         state.record_repairs(repairs)
         request = build_request(ctx, messages, force_schema=force_schema)
+        estimate = max(estimate_tokens(request.messages, request.system), state.context_tokens)
+        forced = ctx.compact_requested
+        if forced or should_compact(estimate, ctx.context_window):
+            ctx.compact_requested = False
+            try:
+                changed = await run_compaction(ctx, state, "requested" if forced else "threshold")
+            except TurnCancelled:
+                return ended(OutcomeKind.CANCELLED, "user_cancelled")
+            if changed:
+                messages, repairs = repair_conversation(ctx.conversation.messages)
+                state.record_repairs(repairs)
+                request = build_request(ctx, messages, force_schema=force_schema)
 
         sample = Sample()
         try:
@@ -126,6 +181,14 @@ async def run_react(
         except HarnessError as err:
             sample.tool_calls.clear()
             commit_sample(ctx, sample)
+            if err.kind is ErrorKind.CONTEXT_OVERFLOW and not state.overflow_compacted:
+                # The provider says the request is too big: compact and retry, once.
+                state.overflow_compacted = True
+                try:
+                    if await run_compaction(ctx, state, "context_overflow"):
+                        continue
+                except TurnCancelled:
+                    return ended(OutcomeKind.CANCELLED, "user_cancelled")
             return ended(OutcomeKind.FAILED, err.kind.value, error=err)
         if sample.degenerate is not None:
             sample.tool_calls.clear()
@@ -133,6 +196,11 @@ async def run_react(
             state.nudges.append(sample.degenerate.as_data())
             return ended(OutcomeKind.STATIONARITY_ENDED, sample.degenerate.reason.value)
         commit_sample(ctx, sample)
+        if sample.usage is not None:
+            u = sample.usage
+            state.context_tokens = (
+                u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens
+            )
 
         refusal = sample.stop is StopReason.REFUSAL
         if sample.stop is StopReason.MAX_TOKENS and not sample.tool_calls:

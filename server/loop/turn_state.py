@@ -27,6 +27,9 @@ class TurnState:
     structured_attempts: int = 0  # failed structured-output attempts
     max_token_continuations: int = 0
     empty_retries: int = 0
+    context_tokens: int = 0  # the provider's last report of the request size
+    overflow_compacted: bool = False  # a context-overflow error compacts and retries once
+    compactions: list[dict[str, Any]] = field(default_factory=list)
     todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
 
     def record_repairs(self, reasons: list[RepairReason]) -> None:
@@ -50,6 +53,8 @@ class TurnState:
             data["maxTokenContinuations"] = self.max_token_continuations
         if self.empty_retries:
             data["emptyRetries"] = self.empty_retries
+        if self.compactions:
+            data["compactions"] = list(self.compactions)
         if self.todos_remaining:
             data["todosRemaining"] = self.todos_remaining
         return data

@@ -25,12 +25,13 @@ from server.loop.conversation import Message
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
 from server.loop.structured import OutputSchema
-from server.loop.turn import run_turn
+from server.loop.turn import run_compaction_job, run_turn
 from server.providers.base import Provider
 from server.session.commands import (
     Attach,
     AttachComplete,
     Cancel,
+    Compact,
     Detach,
     Interject,
     InterjectResult,
@@ -67,6 +68,7 @@ def new_id(prefix: str) -> str:
 class QueuedPrompt:
     id: str
     command: Prompt
+    kind: str = "prompt"  # "prompt" | "compact"
 
 
 @dataclass
@@ -118,7 +120,7 @@ class SessionActor:
         self._services = services
         self._seq = last_seq
         self._messages = conversation
-        self.conversation = Conversation(self._messages, self._persist_message)
+        self.conversation = Conversation(self._messages, self._persist_message, self._rewrite_messages)
         self.hub = EventHub()
         self.mailbox: asyncio.Queue[SessionCommand] = asyncio.Queue()
         self._queue: deque[QueuedPrompt] = deque()
@@ -170,6 +172,15 @@ class SessionActor:
                 self._start_next_turn()
             case Interject():
                 self._interject(cmd)
+            case Compact(reply=reply):
+                if self._turn is not None:
+                    # Compaction happens inside the running turn, before its next request.
+                    self._turn.ctx.compact_requested = True
+                    reply.set_result(None)
+                else:
+                    queued = QueuedPrompt(new_id("compact"), Prompt([], reply), kind="compact")  # type: ignore[arg-type]
+                    self._queue.appendleft(queued)
+                    self._start_next_turn()
             case Cancel():
                 # ACP cancel targets the running turn; queued prompts stay queued.
                 if self._turn is not None:
@@ -228,43 +239,51 @@ class SessionActor:
         queued = self._queue.popleft()
         cmd = queued.command
         turn_id = new_id("turn")
-        text = prompt_text(cmd.blocks)
-        self.emit(
-            EventKind.USER_MESSAGE,
-            {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]},
-            origin=cmd.origin,
-        )
-        if self.title is None:
-            self.title = " ".join(text.split())[:80] or None
-            self._services.writer.submit(self.id, session_fields={"title": self.title})
-        self.conversation.append(Message.user(text))
-        self.emit(EventKind.TURN_STARTED, {"turnId": turn_id, "promptId": queued.id})
-        cancel = asyncio.Event()
+        if queued.kind == "prompt":
+            text = prompt_text(cmd.blocks)
+            self.emit(
+                EventKind.USER_MESSAGE,
+                {
+                    "messageId": new_id("user"),
+                    "promptId": queued.id,
+                    "content": [dump(b) for b in cmd.blocks],
+                },
+                origin=cmd.origin,
+            )
+            if self.title is None:
+                # Control characters (NUL above all) have no place in a title column.
+                printable = "".join(ch if ch.isprintable() else " " for ch in text)
+                self.title = " ".join(printable.split())[:80] or None
+                self._services.writer.submit(self.id, session_fields={"title": self.title})
+            self.conversation.append(Message.user(text))
+        self.emit(EventKind.TURN_STARTED, {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind})
+        settings = self._services.settings
         ctx = TurnContext(
             session_id=self.id,
             turn_id=turn_id,
             cwd=self.cwd,
             provider=self._services.provider,
             model=self.model,
-            system_prompt=self._services.settings.system_prompt,
+            system_prompt=settings.system_prompt,
             tools=self._services.tools,
             conversation=self.conversation,
             events=self,
             permissions=self,
-            cancel=cancel,
+            cancel=asyncio.Event(),
             todos=self._todos,
             background=self._background,
             output_schema=_output_schema(cmd.meta),
-            max_turns=self._services.settings.max_turns,
+            max_turns=settings.max_turns,
             path_locks=self._path_locks,
             pre_tool_hooks=list(self._services.hooks.pre_tool),
+            context_window=settings.context_window_for(self.model),
         )
         task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
         self._turn = RunningTurn(turn_id, queued, task, ctx)
 
     async def _run_turn(self, ctx: TurnContext, queued: QueuedPrompt) -> None:
         try:
-            outcome = await run_turn(ctx)
+            outcome = await (run_compaction_job(ctx) if queued.kind == "compact" else run_turn(ctx))
         except asyncio.CancelledError:
             outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
             self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
@@ -341,6 +360,13 @@ class SessionActor:
 
     def _persist_message(self, idx: int, message: Message) -> None:
         self._services.writer.submit(self.id, messages=[(idx, message.model_dump(mode="json"))])
+
+    def _rewrite_messages(self, messages: list[Message]) -> None:
+        self._services.writer.submit(
+            self.id,
+            truncate_from=0,
+            messages=[(i, m.model_dump(mode="json")) for i, m in enumerate(messages)],
+        )
 
     def _set_mode(self, mode: PermissionMode) -> None:
         if mode is self._mode:

@@ -53,6 +53,14 @@ class Cancel:
 
 
 @dataclass
+class Compact:
+    """Fold older history now (idle: as its own queued job; running: before the next request).
+    `reply` gets the job's PromptDone when it ran as a job, None when it was scheduled."""
+
+    reply: asyncio.Future[Any]
+
+
+@dataclass
 class SetMode:
     mode: PermissionMode
     reply: asyncio.Future[None]

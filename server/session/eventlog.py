@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import exc as sa_exc
+
 from server.session.events import Event
 from server.store.db import Batch, Store, StoredEvent
 
@@ -52,6 +54,7 @@ class EventWriter:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.commits = 0  # for metrics and tests
+        self.dropped_batches = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="event-writer")
@@ -103,8 +106,10 @@ class EventWriter:
                 await asyncio.sleep(self._flush_interval)
             while not self._queue.empty():
                 items.append(self._queue.get_nowait())
-            await self._commit(items)
+            dropped = await self._commit(items)
             for item in items:
+                if item.session_id in dropped and item.needs_commit:
+                    continue  # not durable, so never shown
                 if item.event is not None and item.publish is not None:
                     try:
                         item.publish(item.event)
@@ -113,7 +118,8 @@ class EventWriter:
                 if item.done is not None and not item.done.done():
                     item.done.set_result(None)
 
-    async def _commit(self, items: list[_Item]) -> None:
+    async def _commit(self, items: list[_Item]) -> set[str]:
+        """Commit the durable items; returns the sessions whose batch had to be dropped."""
         batches: dict[str, Batch] = {}
         for item in items:
             if not item.needs_commit:
@@ -133,15 +139,48 @@ class EventWriter:
             b.messages.extend(item.messages)
             b.session_fields.update(item.session_fields)
         if not batches:
-            return
+            return set()
         delay = 0.05
         while True:
             try:
                 await self._store.commit(list(batches.values()))
                 self.commits += 1
-                return
-            except Exception:
+                return set()
+            except Exception as exc:
+                if not is_transient(exc):
+                    return await self._commit_one_by_one(list(batches.values()))
                 # Never publish what is not committed; keep trying (the DB may be restarting).
-                log.exception("event log commit failed; retrying in %.2fs", delay)
+                log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+    async def _commit_one_by_one(self, batches: list[Batch]) -> set[str]:
+        """A permanent error (bad data) must not wedge every session: commit each
+        session's batch alone and drop only the one the database refuses."""
+        dropped: set[str] = set()
+        for batch in batches:
+            delay = 0.05
+            while True:
+                try:
+                    await self._store.commit([batch])
+                    self.commits += 1
+                    break
+                except Exception as exc:
+                    if is_transient(exc):
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 2.0)
+                        continue
+                    log.error("session %s: the database refused a batch, dropped: %s", batch.session_id, exc)
+                    self.dropped_batches += 1
+                    dropped.add(batch.session_id)
+                    break
+        return dropped
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying as they are: the connection, not the data."""
+    if isinstance(
+        exc, (OSError, ConnectionError, TimeoutError, sa_exc.OperationalError, sa_exc.InterfaceError)
+    ):
+        return True
+    return isinstance(exc, sa_exc.DBAPIError) and bool(exc.connection_invalidated)

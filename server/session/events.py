@@ -28,10 +28,16 @@ class EventKind(StrEnum):
     AGENT_MESSAGE_CHUNK = "agent_message_chunk"  # {messageId, text}
     AGENT_THOUGHT_CHUNK = "agent_thought_chunk"  # {messageId, text}
     TOOL_CALL_PROGRESS = "tool_call_progress"  # ACP `tool_call_update` with streamed output
+    COMPACTION_PROGRESS = "compaction_progress"  # ACP `compaction_update` (in_progress / failed)
 
 
 TRANSIENT_KINDS = frozenset(
-    {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK, EventKind.TOOL_CALL_PROGRESS}
+    {
+        EventKind.AGENT_MESSAGE_CHUNK,
+        EventKind.AGENT_THOUGHT_CHUNK,
+        EventKind.TOOL_CALL_PROGRESS,
+        EventKind.COMPACTION_PROGRESS,
+    }
 )
 
 

@@ -8,7 +8,7 @@ import logging
 import uuid
 
 from server.config import PermissionMode
-from server.loop.conversation import Message
+from server.loop.conversation import Message, ToolCall
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Shutdown
 from server.session.events import EventKind
@@ -19,28 +19,33 @@ log = logging.getLogger(__name__)
 INTERRUPTED_RESULT = "Interrupted: the server stopped before this tool call finished."
 
 
-def repair_dangling_tool_calls(messages: list[Message]) -> list[tuple[int, Message]]:
+def repair_dangling_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int | None]:
     """Tool calls without results (the server died mid-tool) get synthesised
-    "interrupted" results so the next request is well-formed. Returns what was added."""
-    added: list[tuple[int, Message]] = []
+    "interrupted" results, right after their own step, so the next request is
+    well-formed. Mutates `messages`; returns the repaired calls and the first index that
+    changed (None when nothing did)."""
     answered = {m.tool_call_id for m in messages if m.role == "tool"}
     out: list[Message] = []
-    for m in messages:
+    dangling: list[ToolCall] = []
+    first_changed: int | None = None
+    i = 0
+    while i < len(messages):
+        m = messages[i]
         out.append(m)
-        if m.role == "assistant":
-            for call in m.tool_calls:
-                if call.id not in answered:
-                    out.append(Message.tool_result(call, INTERRUPTED_RESULT, is_error=True))
-    if len(out) != len(messages):
-        # Only append-at-end repairs are persisted cheaply; a crash leaves dangling calls
-        # only in the last assistant message, which is the common case.
-        if out[: len(messages)] == messages:
-            added = [(i, out[i]) for i in range(len(messages), len(out))]
-            messages.extend(m for _, m in added)
-        else:
-            messages[:] = out
-            added = list(enumerate(out))
-    return added
+        i += 1
+        if m.role != "assistant" or not m.tool_calls:
+            continue
+        while i < len(messages) and messages[i].role == "tool":  # this step's results
+            out.append(messages[i])
+            i += 1
+        for call in m.tool_calls:
+            if call.id not in answered:
+                if first_changed is None:
+                    first_changed = len(out)
+                dangling.append(call)
+                out.append(Message.tool_result(call, INTERRUPTED_RESULT, is_error=True))
+    messages[:] = out
+    return dangling, first_changed
 
 
 class SessionManager:
@@ -105,11 +110,27 @@ class SessionManager:
         raw = await self._store.load_messages(record.id)
         messages = [Message.model_validate(m) for m in raw]
         last_seq = await self._store.last_seq(record.id)
+        dangling, first_changed = repair_dangling_tool_calls(messages)
         actor = SessionActor(record, messages, last_seq, self._services)
-        added = repair_dangling_tool_calls(messages)
-        if added:
+        if first_changed is not None:
             self._services.writer.submit(
-                record.id, messages=[(i, m.model_dump(mode="json")) for i, m in added]
+                record.id,
+                truncate_from=first_changed,
+                messages=[
+                    (i, m.model_dump(mode="json")) for i, m in enumerate(messages) if i >= first_changed
+                ],
+            )
+        # Clients replaying the log must see those calls finish too, not hang in progress.
+        for call in dangling:
+            actor.emit(
+                EventKind.TOOL_CALL_UPDATE,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call.id,
+                    "status": "failed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": INTERRUPTED_RESULT}}],
+                    "rawOutput": {"output": INTERRUPTED_RESULT, "interrupted": True},
+                },
             )
         await self._close_interrupted_turn(actor)
         actor.start()

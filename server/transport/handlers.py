@@ -21,13 +21,13 @@ from protocol.acp import (
     SessionIdParams,
     SetModeParams,
 )
-from protocol.agentd import INTERJECT, InterjectParams
+from protocol.agentd import COMPACT, INTERJECT, InterjectParams, SessionParams
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.config import PermissionMode
 from server.loop.outcome import OutcomeKind, stop_reason
 from server.session.actor import SessionActor
-from server.session.commands import Cancel, Interject, InterjectResult, Prompt, SetMode
+from server.session.commands import Cancel, Compact, Interject, InterjectResult, Prompt, PromptDone, SetMode
 from server.transport.rpc import CallContext, Method
 
 MODES = [
@@ -41,7 +41,7 @@ MODES = [
     {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
 ]
 
-EXTENSIONS: list[str] = [INTERJECT, "_agentd/event", "_agentd/permission/resolved"]
+EXTENSIONS: list[str] = [INTERJECT, COMPACT, "_agentd/event", "_agentd/permission/resolved"]
 
 
 def modes_state(actor: SessionActor) -> dict[str, Any]:
@@ -236,7 +236,23 @@ async def interject(ctx: CallContext, params: InterjectParams) -> dict[str, Any]
     return out
 
 
+async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    actor.send(Compact(reply))
+    done = await reply
+    if not isinstance(done, PromptDone):
+        return {"status": "scheduled"}  # a turn is running: it compacts before its next request
+    out: dict[str, Any] = {"status": done.outcome.kind.value}
+    if done.turn_id:
+        out["turnId"] = done.turn_id
+    compactions = done.outcome.turn.get("compactions", [])
+    out["compacted"] = any("replacedMessages" in c for c in compactions)
+    return out
+
+
 METHODS: dict[str, Method] = {
+    COMPACT: Method(SessionParams, session_compact),
     INTERJECT: Method(InterjectParams, interject),
     "initialize": Method(InitializeParams, initialize),
     "authenticate": Method(AuthenticateParams, authenticate),

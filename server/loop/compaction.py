@@ -1,0 +1,136 @@
+"""Compaction (R-L3d): when the conversation nears the model's context window, older
+history is summarised by one provider call and the recent turns are kept verbatim.
+
+The estimate is conservative: the larger of chars/4 over the whole request and the
+provider's own last report. The pre-compaction messages are kept in the durable
+`compaction` event, so the store never loses them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from server.loop.conversation import Message
+from server.providers.base import Provider, ProviderRequest, TextDelta
+
+
+@dataclass(frozen=True)
+class CompactionLimits:
+    threshold: float = 0.85  # of the context window
+    keep_recent_user_turns: int = 2  # the last N user turns stay verbatim
+    summary_max_tokens: int = 2048
+    per_message_overhead_chars: int = 16  # role markers and separators, counted conservatively
+
+
+DEFAULT_LIMITS = CompactionLimits()
+
+SUMMARY_SYSTEM = (
+    "You compress a conversation between a user and a coding agent so the agent can continue "
+    "the work without the full history. Write a faithful, dense summary: the user's goals and "
+    "constraints, decisions made, files created or changed (with paths), commands run and their "
+    "results, open problems, and the next steps. Do not invent anything. Plain text, no preamble."
+)
+SUMMARY_HEADER = "[Summary of the earlier conversation, written when it was compacted]"
+
+
+def estimate_tokens(
+    messages: list[Message], system: str = "", limits: CompactionLimits = DEFAULT_LIMITS
+) -> int:
+    chars = len(system)
+    for m in messages:
+        chars += len(m.content) + len(m.reasoning) + limits.per_message_overhead_chars
+        for call in m.tool_calls:
+            chars += len(call.name) + len(call.arguments) + len(call.id)
+    return (chars + 3) // 4
+
+
+def should_compact(estimate: int, context_window: int, limits: CompactionLimits = DEFAULT_LIMITS) -> bool:
+    return context_window > 0 and estimate >= limits.threshold * context_window
+
+
+def split_point(messages: list[Message], keep_recent_user_turns: int) -> int:
+    """Index where the verbatim tail starts: at a user message, so no tool call is ever
+    separated from its result. 0 means there is nothing old enough to compact."""
+    user_starts = [i for i, m in enumerate(messages) if m.role == "user"]
+    if len(user_starts) <= keep_recent_user_turns:
+        return 0
+    return user_starts[-keep_recent_user_turns] if keep_recent_user_turns > 0 else len(messages)
+
+
+def _transcript(messages: list[Message]) -> str:
+    lines = []
+    for m in messages:
+        if m.role == "tool":
+            lines.append(f"[tool result {m.name}{' (error)' if m.is_error else ''}]\n{m.content}")
+            continue
+        if m.content:
+            lines.append(f"[{m.role}]\n{m.content}")
+        for call in m.tool_calls:
+            lines.append(f"[{m.role} calls {call.name}] {call.arguments}")
+    return "\n\n".join(lines)
+
+
+async def summarise(
+    provider: Provider, model: str, older: list[Message], limits: CompactionLimits = DEFAULT_LIMITS
+) -> str:
+    request = ProviderRequest(
+        model=model,
+        system=SUMMARY_SYSTEM,
+        messages=[Message.user("Summarise this conversation:\n\n" + _transcript(older))],
+        max_output_tokens=limits.summary_max_tokens,
+    )
+    parts: list[str] = []
+    async with contextlib.aclosing(provider.stream(request)) as stream:  # type: ignore[type-var]
+        async for ev in stream:
+            if isinstance(ev, TextDelta):
+                parts.append(ev.text)
+    return "".join(parts).strip()
+
+
+@dataclass(frozen=True)
+class Compaction:
+    id: str
+    summary: str
+    replaced: list[Message]  # the messages the summary stands for
+    kept: list[Message]
+
+    @property
+    def messages(self) -> list[Message]:
+        return [Message.user(f"{SUMMARY_HEADER}\n\n{self.summary}"), *self.kept]
+
+    def to_event(self, reason: str) -> dict[str, Any]:
+        """The durable `compaction` event: the ACP update clients see, plus the replaced
+        messages, so the pre-compaction transcript stays in the store."""
+        return {
+            "update": {
+                "sessionUpdate": "compaction_update",
+                "compactionId": self.id,
+                "status": "completed",
+                "summary": [{"type": "text", "text": self.summary}],
+                "_meta": {
+                    "agentd": {
+                        "reason": reason,
+                        "replacedMessages": len(self.replaced),
+                        "keptMessages": len(self.kept),
+                    }
+                },
+            },
+            "replaced": [m.model_dump(mode="json") for m in self.replaced],
+        }
+
+
+async def compact(
+    provider: Provider, model: str, messages: list[Message], limits: CompactionLimits = DEFAULT_LIMITS
+) -> Compaction | None:
+    """Summarise everything before the recent turns; None when there is nothing to fold."""
+    cut = split_point(messages, limits.keep_recent_user_turns)
+    if cut == 0:
+        return None
+    older, kept = messages[:cut], messages[cut:]
+    summary = await summarise(provider, model, older, limits)
+    if not summary:
+        summary = "(the summariser returned nothing; earlier details are in the session's event log)"
+    return Compaction(f"compaction_{uuid.uuid4().hex[:16]}", summary, older, kept)

@@ -1,0 +1,99 @@
+"""The event log pipeline (R-E1/R-E2): group commit, publish after commit, order kept,
+and a batch the database refuses never wedges the other sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.session.eventlog import EventWriter
+from server.session.events import Event, EventKind
+from server.store.db import Store
+
+
+@pytest.fixture
+async def store(db_url: str):
+    s = await Store.open(db_url)
+    await s.migrate()
+    for sid in ("a", "b"):
+        await s.create_session(id=sid, owner="local", cwd="/tmp", mode="default", model="m")
+    yield s
+    await s.close()
+
+
+def _event(sid: str, seq: int | None, text: str) -> Event:
+    kind = EventKind.AGENT_MESSAGE if seq is not None else EventKind.AGENT_MESSAGE_CHUNK
+    return Event(sid, kind, {"messageId": "m", "text": text}, seq=seq)
+
+
+class RecordingStore:
+    """Wraps the real store and remembers which seqs its commits returned from."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.committed: set[int] = set()
+
+    async def commit(self, batches):  # type: ignore[no-untyped-def]
+        await self.inner.commit(batches)
+        self.committed.update(e.seq for b in batches for e in b.events)
+
+
+async def test_events_are_published_only_after_commit_and_in_order(store: Store):
+    recording = RecordingStore(store)
+    writer = EventWriter(recording, flush_interval=0.005)  # type: ignore[arg-type]
+    writer.start()
+    seen: list[tuple[str, int | None, bool]] = []
+
+    def publish(ev: Event) -> None:
+        # At publish time a durable event's commit has already returned.
+        committed = ev.seq is None or ev.seq in recording.committed
+        seen.append((ev.payload["text"], ev.seq, committed))
+
+    for i in range(1, 6):
+        writer.submit("a", event=_event("a", i, f"d{i}"), publish=publish)
+        writer.submit("a", event=_event("a", None, f"t{i}"), publish=publish)
+    await writer.barrier()
+    assert [t for t, _, _ in seen] == ["d1", "t1", "d2", "t2", "d3", "t3", "d4", "t4", "d5", "t5"]
+    assert all(committed for _, _, committed in seen)
+    assert [e.seq for e in await store.read_events("a")] == [1, 2, 3, 4, 5]
+    # Ten items, one barrier: far fewer commits than events (group commit).
+    assert writer.commits < 5
+    await writer.stop()
+
+
+async def test_a_refused_batch_is_dropped_and_other_sessions_go_on(store: Store, caplog):
+    writer = EventWriter(store, flush_interval=0.02)
+    writer.start()
+    published: list[tuple[str, int | None]] = []
+
+    def publish(ev: Event) -> None:
+        published.append((ev.session_id, ev.seq))
+
+    writer.submit("a", event=_event("a", 1, "first"), publish=publish)
+    await writer.barrier()
+    # Session a reuses seq 1 (the unique constraint refuses it); b's event shares the commit.
+    writer.submit("a", event=_event("a", 1, "duplicate"), publish=publish)
+    writer.submit("b", event=_event("b", 1, "fine"), publish=publish)
+    await writer.barrier()
+    assert ("b", 1) in published
+    assert published.count(("a", 1)) == 1  # the refused duplicate was never shown
+    assert [e.payload["text"] for e in await store.read_events("b")] == ["fine"]
+    assert [e.payload["text"] for e in await store.read_events("a")] == ["first"]
+    assert writer.dropped_batches == 1
+    # The writer keeps working afterwards.
+    writer.submit("a", event=_event("a", 2, "second"), publish=publish)
+    await writer.barrier()
+    assert [e.payload["text"] for e in await store.read_events("a")] == ["first", "second"]
+    await writer.stop()
+
+
+async def test_truncate_then_rewrite_keeps_the_newest_messages(store: Store, tmp_path: Path):
+    writer = EventWriter(store, flush_interval=0)
+    writer.start()
+    writer.submit("a", messages=[(0, {"v": "old0"}), (1, {"v": "old1"}), (2, {"v": "old2"})])
+    await writer.barrier()
+    writer.submit("a", truncate_from=0, messages=[(0, {"v": "summary"}), (1, {"v": "kept"})])
+    await writer.barrier()
+    assert await store.load_messages("a") == [{"v": "summary"}, {"v": "kept"}]
+    await writer.stop()
