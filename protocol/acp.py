@@ -85,9 +85,24 @@ class FileSystemCapabilities(Wire):
     write_text_file: bool = False
 
 
+class ClientSessionCapabilities(Wire):
+    # `{}` advertises support; absent/None means the client does not want these updates.
+    compaction: dict[str, Any] | None = None
+    notices: dict[str, Any] | None = None
+
+
 class ClientCapabilities(Wire):
     fs: FileSystemCapabilities = Field(default_factory=FileSystemCapabilities)
     terminal: bool = False
+    session: ClientSessionCapabilities | None = None
+
+    def supports_update(self, session_update: str) -> bool:
+        """Updates ACP gates behind a client capability go only to clients that asked."""
+        if session_update == "compaction_update":
+            return self.session is not None and self.session.compaction is not None
+        if session_update == "notice":
+            return self.session is not None and self.session.notices is not None
+        return True
 
 
 class Implementation(Wire):

@@ -21,7 +21,7 @@ from server.session.eventlog import EventWriter
 from server.session.events import Event, EventKind
 from server.session.hub import Subscriber
 from server.session.manager import SessionManager
-from server.session.render import acp_replay_frames
+from server.session.render import acp_replay_frames, for_client
 from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
@@ -62,7 +62,8 @@ class AppState:
             upto = 0
             for stored in await self.store.read_events(actor.id):
                 event = Event(actor.id, EventKind(stored.kind), stored.payload, seq=stored.seq)
-                for method, params in acp_replay_frames(event):
+                frames = for_client(acp_replay_frames(event), event, conn.supports_update, stored.seq)
+                for method, params in frames:
                     conn.send_notification(method, params)
                 upto = stored.seq
         sub.go_live(upto)

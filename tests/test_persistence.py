@@ -297,7 +297,7 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
                 and m["params"]["update"]["sessionUpdate"] == "tool_call_update"
                 and m["params"]["update"].get("status") == "in_progress"
             ),
-            timeout=30,
+            within=30,
         )
         # Let the shell actually start (the update is emitted just before the spawn).
         for _ in range(200):

@@ -8,13 +8,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, update
 from sqlalchemy.exc import IntegrityError
 
-from server.store.db import Batch, SessionRecord, Store, StoredEvent
+from server.store.db import Batch, SessionRecord, Store, StoredEvent, alembic_config
 from server.store.models import SessionRow
 
-HEAD = "0001"
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ SUMMARY_SYSTEM = (
     "results, open problems, and the next steps. Do not invent anything. Plain text, no preamble."
 )
 SUMMARY_HEADER = "[Summary of the earlier conversation, written when it was compacted]"
+SUMMARY_TAG = "compaction_summary"
 
 
 def estimate_tokens(
@@ -99,7 +100,8 @@ class Compaction:
 
     @property
     def messages(self) -> list[Message]:
-        return [Message.user(f"{SUMMARY_HEADER}\n\n{self.summary}"), *self.kept]
+        summary = Message(role="user", content=f"{SUMMARY_HEADER}\n\n{self.summary}", tag=SUMMARY_TAG)
+        return [summary, *self.kept]
 
     def to_event(self, reason: str) -> dict[str, Any]:
         """The durable `compaction` event: the ACP update clients see, plus the replaced
@@ -122,15 +124,26 @@ class Compaction:
         }
 
 
+def compactable(messages: list[Message], limits: CompactionLimits = DEFAULT_LIMITS) -> bool:
+    """Whether anything besides a previous summary lies before the recent turns."""
+    cut = split_point(messages, limits.keep_recent_user_turns)
+    return cut > 0 and not all(m.tag == SUMMARY_TAG for m in messages[:cut])
+
+
 async def compact(
-    provider: Provider, model: str, messages: list[Message], limits: CompactionLimits = DEFAULT_LIMITS
+    provider: Provider,
+    model: str,
+    messages: list[Message],
+    limits: CompactionLimits = DEFAULT_LIMITS,
+    *,
+    compaction_id: str | None = None,
 ) -> Compaction | None:
     """Summarise everything before the recent turns; None when there is nothing to fold."""
+    if not compactable(messages, limits):
+        return None  # nothing old enough, or only the previous summary: nothing to gain
     cut = split_point(messages, limits.keep_recent_user_turns)
-    if cut == 0:
-        return None
     older, kept = messages[:cut], messages[cut:]
     summary = await summarise(provider, model, older, limits)
     if not summary:
         summary = "(the summariser returned nothing; earlier details are in the session's event log)"
-    return Compaction(f"compaction_{uuid.uuid4().hex[:16]}", summary, older, kept)
+    return Compaction(compaction_id or f"compaction_{uuid.uuid4().hex[:16]}", summary, older, kept)

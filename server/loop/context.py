@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from server.config import PermissionMode
+from server.loop.budget import BudgetLimits, BudgetState
 from server.loop.conversation import Message
+from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
+from server.loop.usage import Price
 from server.providers.base import Provider
 from server.session.events import EventKind
 from server.tools.background import BackgroundTasks
@@ -125,6 +128,13 @@ class Conversation:
         return len(self._messages)
 
 
+@dataclass(frozen=True)
+class Lane:
+    provider: Provider
+    model: str
+    name: str
+
+
 @dataclass
 class TurnContext:
     session_id: str
@@ -151,6 +161,26 @@ class TurnContext:
     pre_tool_hooks: list[PreToolHook] = field(default_factory=list)
     context_window: int = 128_000  # tokens of the session's model (compaction threshold base)
     compact_requested: bool = False  # `/compact` or `_agentd/session/compact` during the turn
+    # The provider chain (R-R3): `provider`/`model` are the current lane; rotation moves
+    # to the next fallback. `lane` names the current one for usage attribution.
+    lane: str = "primary"
+    fallbacks: list[Lane] = field(default_factory=list)
+    prices: dict[str, Price] = field(default_factory=dict)  # per model
+    # Session-owned retry buckets (R-R2); `persist` saves session fields durably.
+    retry: RetryState = field(default_factory=RetryState)
+    persist: Callable[[dict[str, Any]], None] = lambda fields: None
+    budget_limits: BudgetLimits = field(default_factory=BudgetLimits)
+    budget: BudgetState = field(default_factory=BudgetState)
+    # Names of tools that actually ran this turn (completion requirement, R-L2b).
+    called_tools: set[str] = field(default_factory=set)
+
+    def rotate_lane(self) -> bool:
+        """Move to the next provider lane; False when there is none."""
+        if not self.fallbacks:
+            return False
+        nxt = self.fallbacks.pop(0)
+        self.provider, self.model, self.lane = nxt.provider, nxt.model, nxt.name
+        return True
 
     def take_interjections(self) -> list[str]:
         taken, self.interjections[:] = list(self.interjections), []

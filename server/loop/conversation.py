@@ -27,6 +27,9 @@ class Message(BaseModel):
     tool_call_id: str | None = None  # role == "tool"
     name: str | None = None  # tool name, role == "tool"
     is_error: bool = False  # role == "tool"
+    # agentd's own marker for messages it wrote (e.g. "compaction_summary",
+    # "goal_continuation"); never sent to providers.
+    tag: str | None = None
 
     @classmethod
     def system(cls, text: str) -> Message:

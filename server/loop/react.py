@@ -10,10 +10,20 @@ returns its own `TurnOutcome`.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
-from server.loop.compaction import compact, estimate_tokens, should_compact
+from server.loop.budget import (
+    BudgetStop,
+    BudgetStopKind,
+    check_budget,
+    checkpoint_budget_exhaustion,
+    grace_decision,
+    render_budget_stop,
+)
+from server.loop.compaction import compact, compactable, estimate_tokens, should_compact
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.conversation import Message, ToolCall
 from server.loop.detection import NUDGE_TEXT, Nudge, Stop
@@ -27,6 +37,7 @@ from server.loop.max_tokens import (
 )
 from server.loop.outcome import OutcomeKind, TurnOutcome
 from server.loop.repair import repair_conversation
+from server.loop.retry import PROVIDER_BUCKETS, Bucket, Decision, LoopDecision
 from server.loop.sampling import Sample, build_request, commit_sample, stream_sample, uses_native_schema
 from server.loop.structured import (
     ACCEPTED_TEXT,
@@ -42,7 +53,7 @@ from server.loop.structured import (
 from server.loop.todo_gate import todo_gate
 from server.loop.toolrun import execute_tool_round, skip_tool_round
 from server.loop.turn_state import TurnState
-from server.providers.base import StopReason
+from server.providers.base import ProviderRequest, StopReason
 from server.session.events import EventKind
 from server.tools.base import ToolResult
 
@@ -66,6 +77,8 @@ def drain_interjections(ctx: TurnContext) -> int:
 async def run_compaction(ctx: TurnContext, state: TurnState, reason: str) -> bool:
     """Fold older history into a summary (R-L3d). True when the conversation changed.
     A failing summariser leaves the conversation as it was."""
+    if not compactable(ctx.conversation.messages):
+        return False  # say nothing: there is no compaction to report
     progress_id = f"compaction_{ctx.turn_id}_{state.iteration}"
     ctx.events.emit_transient(
         EventKind.COMPACTION_PROGRESS,
@@ -73,7 +86,7 @@ async def run_compaction(ctx: TurnContext, state: TurnState, reason: str) -> boo
     )
     try:
         result = await run_cancellable(
-            compact(ctx.provider, ctx.model, ctx.conversation.messages), ctx.cancel
+            compact(ctx.provider, ctx.model, ctx.conversation.messages, compaction_id=progress_id), ctx.cancel
         )
     except HarnessError as err:
         ctx.events.emit_transient(
@@ -103,6 +116,137 @@ async def run_compaction(ctx: TurnContext, state: TurnState, reason: str) -> boo
     state.compactions.append({"reason": reason, "replacedMessages": len(result.replaced)})
     state.context_tokens = 0  # the provider's last report no longer describes the request
     return True
+
+
+GRACE_TEXT = (
+    "{message} You get one more step to wrap up: finish or checkpoint what you are doing, "
+    "then summarise the state of the work for the user."
+)
+
+
+class _Rebuild:
+    """Marker: the request must be built again (the context was compacted)."""
+
+
+_REBUILD = _Rebuild()
+
+
+def _emit_usage(ctx: TurnContext, state: TurnState) -> None:
+    payload: dict[str, Any] = {
+        "used": state.context_tokens,
+        "size": ctx.context_window,
+        "prompt": state.usage.to_dict(),
+    }
+    if state.usage.total.cost:
+        payload["cost"] = {"amount": round(state.usage.total.cost, 6), "currency": "USD"}
+    ctx.events.emit(EventKind.USAGE, payload)
+
+
+def _provider_buckets_succeeded(ctx: TurnContext) -> None:
+    """A successful call resets the buckets of the provider-side error kinds (R-R2)."""
+    changed = False
+    for bucket in PROVIDER_BUCKETS:
+        if ctx.retry.count(bucket):
+            ctx.retry.record_success(bucket)
+            changed = True
+    if changed:
+        ctx.persist({"retry_state": ctx.retry.to_dict()})
+
+
+def _record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision, err: HarnessError) -> None:
+    ctx.persist({"retry_state": ctx.retry.to_dict()})
+    data = {
+        **decision.to_event(),
+        "error": {"kind": err.kind.value, "message": err.message},
+        "lane": ctx.lane,
+    }
+    state.retries.append(data)
+    ctx.events.emit(EventKind.RETRY, data)
+
+
+async def _sample_with_recovery(
+    ctx: TurnContext, state: TurnState, request: ProviderRequest, ended: Callable[..., TurnOutcome]
+) -> Sample | TurnOutcome | _Rebuild:
+    """Sample once; typed provider errors go through the retry buckets, which decide:
+    retry after a delay, rotate to the next lane, compact and rebuild, or give up."""
+    while True:
+        sample = Sample()
+        try:
+            await run_cancellable(stream_sample(ctx, request, sample), ctx.cancel)
+        except TurnCancelled:
+            # Keep what was streamed: the model should know what it already said. Its usage
+            # is unknown (cancel never waits for a slow usage drain): the ledger is dirty.
+            state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))
+            sample.tool_calls.clear()
+            commit_sample(ctx, sample)
+            return ended(OutcomeKind.CANCELLED, "user_cancelled")
+        except HarnessError as err:
+            # A discarded attempt still cost tokens on its lane (or its usage is unknown).
+            state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))
+            commit_sample(ctx, sample, discarded=True)
+            decision = ctx.retry.observe(err, has_fallback=bool(ctx.fallbacks))
+            _record_decision(ctx, state, decision, err)
+            match decision.decision:
+                case Decision.CONTINUE:
+                    try:
+                        await run_cancellable(asyncio.sleep(decision.delay_s), ctx.cancel)
+                    except TurnCancelled:
+                        return ended(OutcomeKind.CANCELLED, "user_cancelled")
+                    continue
+                case Decision.ROTATE_AND_RETRY:
+                    ctx.rotate_lane()
+                    request.model = ctx.model
+                    continue
+                case Decision.COMPACT_AND_RETRY if not state.overflow_compacted:
+                    # Compact and retry, once per turn (the bucket also counts across turns).
+                    state.overflow_compacted = True
+                    try:
+                        if await run_compaction(ctx, state, "context_overflow"):
+                            return _REBUILD
+                    except TurnCancelled:
+                        return ended(OutcomeKind.CANCELLED, "user_cancelled")
+                    return ended(OutcomeKind.FAILED, err.kind.value, error=err)
+                case _:
+                    return ended(OutcomeKind.FAILED, err.kind.value, error=err)
+        state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))
+        ctx.budget.record_usage(sample.usage) if sample.usage is not None else None
+        ctx.budget.mark_progress()
+        _provider_buckets_succeeded(ctx)
+        return sample
+
+
+def _observe_tool_crashes(
+    ctx: TurnContext, state: TurnState, crashed: list[str], succeeded: int
+) -> HarnessError | None:
+    """Crashing tools count in the tool_execution bucket; a tool that keeps crashing ends
+    the turn instead of spinning. A productive call resets the bucket."""
+    for text in crashed:
+        err = HarnessError(ErrorKind.TOOL_EXECUTION, text)
+        decision = ctx.retry.observe(err, has_fallback=False)
+        _record_decision(ctx, state, decision, err)
+        if decision.decision is Decision.EXHAUSTED:
+            return err
+    if succeeded and not crashed and ctx.retry.count(Bucket.TOOL_EXECUTION):
+        ctx.retry.record_success(Bucket.TOOL_EXECUTION)
+        ctx.persist({"retry_state": ctx.retry.to_dict()})
+    return None
+
+
+async def _budget_stopped(
+    ctx: TurnContext, state: TurnState, stop: BudgetStop, ended: Callable[..., TurnOutcome]
+) -> TurnOutcome:
+    message = render_budget_stop(stop)
+    state.budget_stop = stop.to_event()
+    if stop.kind is BudgetStopKind.MAX_ITERATIONS:
+        last_text = next(
+            (m.content for m in reversed(ctx.conversation.messages) if m.role == "assistant" and m.content),
+            "",
+        )
+        checkpoint = await checkpoint_budget_exhaustion(ctx.cwd, stop, last_text)
+        if checkpoint is not None:
+            state.budget_stop["checkpoint"] = checkpoint.to_event()
+    ctx.events.emit(EventKind.NOTICE, {"severity": "warning", "title": message})
+    return ended(OutcomeKind.BUDGET_STOPPED, stop.kind.value)
 
 
 def _structured_presets(
@@ -149,6 +293,17 @@ async def run_react(
     while True:
         if ctx.cancel.is_set():
             return ended(OutcomeKind.CANCELLED, "user_cancelled")
+
+        # Step 1: budget gates, in their fixed order; the first hit wins (R-B1, R-B2).
+        stop = check_budget(ctx.budget, ctx.budget_limits)
+        if stop is not None:
+            if grace_decision(stop, ctx.budget):
+                ctx.budget.grant_grace()
+                state.grace = True
+                ctx.conversation.append(Message.user(GRACE_TEXT.format(message=render_budget_stop(stop))))
+            else:
+                return await _budget_stopped(ctx, state, stop, ended)
+        ctx.budget.begin_iteration()
         state.iteration += 1
 
         # Pre-sampling maintenance. The request carries a repaired copy; the stored
@@ -170,26 +325,12 @@ async def run_react(
                 state.record_repairs(repairs)
                 request = build_request(ctx, messages, force_schema=force_schema)
 
-        sample = Sample()
-        try:
-            await run_cancellable(stream_sample(ctx, request, sample), ctx.cancel)
-        except TurnCancelled:
-            # Keep what was streamed: the model should know what it already said.
-            sample.tool_calls.clear()
-            commit_sample(ctx, sample)
-            return ended(OutcomeKind.CANCELLED, "user_cancelled")
-        except HarnessError as err:
-            sample.tool_calls.clear()
-            commit_sample(ctx, sample)
-            if err.kind is ErrorKind.CONTEXT_OVERFLOW and not state.overflow_compacted:
-                # The provider says the request is too big: compact and retry, once.
-                state.overflow_compacted = True
-                try:
-                    if await run_compaction(ctx, state, "context_overflow"):
-                        continue
-                except TurnCancelled:
-                    return ended(OutcomeKind.CANCELLED, "user_cancelled")
-            return ended(OutcomeKind.FAILED, err.kind.value, error=err)
+        sampled = await _sample_with_recovery(ctx, state, request, ended)
+        if isinstance(sampled, TurnOutcome):
+            return sampled
+        if sampled is _REBUILD:
+            continue  # the context was compacted: build the request again
+        sample = sampled
         if sample.degenerate is not None:
             sample.tool_calls.clear()
             commit_sample(ctx, sample)
@@ -238,7 +379,9 @@ async def run_react(
                 state.structured_attempts += 1
                 if state.structured_attempts >= STRUCTURED_LIMITS.max_attempts:
                     return ended(OutcomeKind.COMPLETED, structured_output={"error": error})
-                ctx.conversation.append(Message.user(retry_text(error, state.structured_attempts)))
+                ctx.conversation.append(
+                    Message.user(retry_text(error, state.structured_attempts, native=native))
+                )
                 continue
             nudge = todo_gate(ctx.todos, state, refusal=refusal, structured=schema is not None)
             if nudge is not None:
@@ -277,6 +420,12 @@ async def run_react(
             ctx, sample.tool_calls, no_progress=state.no_progress, presets=presets
         )
         state.tools_called += round_result.executed
+        for _ in range(round_result.succeeded):
+            ctx.budget.record_productive_tool_call()
+        ctx.budget.mark_progress()
+        failure = _observe_tool_crashes(ctx, state, round_result.crashed, round_result.succeeded)
+        if failure is not None:
+            return ended(OutcomeKind.FAILED, failure.kind.value, error=failure)
         if round_result.break_reason is not None and round_result.break_reason.ends_turn:
             return ended(OutcomeKind.CANCELLED, round_result.break_reason.value)
         if structured_result is not None:

@@ -48,6 +48,24 @@ class Bucket(StrEnum):
         return cls(kind.value)
 
 
+# The buckets a successful provider call resets ("a bucket resets after a successful call
+# of the same kind"); tool and MCP buckets reset on their own successes.
+PROVIDER_BUCKETS: frozenset[Bucket] = frozenset(
+    {
+        Bucket.RATE_LIMITED,
+        Bucket.NETWORK,
+        Bucket.TIMEOUT,
+        Bucket.PROVIDER_UNAVAILABLE,
+        Bucket.QUOTA,
+        Bucket.CONTEXT_OVERFLOW,
+        Bucket.AUTHENTICATION,
+        Bucket.INVALID_REQUEST,
+        Bucket.CONTENT_FILTERED,
+        Bucket.INTERNAL,
+    }
+)
+
+
 def _default_bucket_limits() -> Mapping[Bucket, int]:
     # Deliberately low: structural failures get (almost) no retries, transient ones a few.
     return MappingProxyType(

@@ -107,13 +107,22 @@ def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionD
             sample.stop = reason
 
 
-def commit_sample(ctx: TurnContext, sample: Sample) -> None:
+def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) -> None:
     """Record the (possibly partial) assistant message: durable final-text events first,
-    then the conversation entry the next request will carry."""
+    then the conversation entry the next request will carry. A `discarded` attempt (the
+    provider failed mid-stream and the call is retried) keeps its events — clients saw
+    the text — but stays out of the conversation."""
+    extra = {"discarded": True} if discarded else {}
     if sample.reasoning:
-        ctx.events.emit(EventKind.AGENT_THOUGHT, {"messageId": sample.thought_id, "text": sample.reasoning})
+        ctx.events.emit(
+            EventKind.AGENT_THOUGHT, {"messageId": sample.thought_id, "text": sample.reasoning, **extra}
+        )
     if sample.text:
-        ctx.events.emit(EventKind.AGENT_MESSAGE, {"messageId": sample.message_id, "text": sample.text})
+        ctx.events.emit(
+            EventKind.AGENT_MESSAGE, {"messageId": sample.message_id, "text": sample.text, **extra}
+        )
+    if discarded:
+        return
     if sample.text or sample.reasoning or sample.tool_calls:
         ctx.conversation.append(
             Message(

@@ -96,6 +96,12 @@ class OutputSchema:
         return value, self.validate(value)
 
 
-def retry_text(error: str, attempt: int, limits: StructuredOutputLimits = DEFAULT_LIMITS) -> str:
+def retry_text(
+    error: str, attempt: int, limits: StructuredOutputLimits = DEFAULT_LIMITS, *, native: bool = False
+) -> str:
     left = limits.max_attempts - attempt
+    if native:  # no pseudo-tool on this path: the answer itself must be the JSON
+        return (
+            f"{error}\nAnswer again with only JSON that matches the required schema ({left} attempt(s) left)."
+        )
     return f"{error}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again ({left} attempt(s) left)."

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -52,12 +52,15 @@ class _Slot:
     args: dict[str, Any] | None = None
     approved: bool = False
     result: ToolResult | None = None
+    crashed: bool = False
 
 
 @dataclass(frozen=True)
 class RoundResult:
     executed: int  # calls that actually ran
     break_reason: BreakReason | None
+    succeeded: int = 0  # ran and returned a non-error result (productive calls)
+    crashed: list[str] = field(default_factory=list)  # error texts of tools that raised
 
 
 def _parse(ctx: TurnContext, slot: _Slot) -> None:
@@ -261,6 +264,7 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
     except Exception as exc:  # R-T3: a crashing tool is a readable result, not a crashed loop
         log.exception("tool %s crashed", slot.call.name)
         slot.result = ToolResult(f"{slot.call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        slot.crashed = True
 
 
 def _announce(
@@ -322,4 +326,11 @@ async def execute_tool_round(
         breaker = BreakReason.USER_CANCELLED
 
     _write_back(ctx, slots, no_progress)
-    return RoundResult(executed=len(approved), break_reason=breaker)
+    for slot in approved:
+        ctx.called_tools.add(slot.call.name)
+    return RoundResult(
+        executed=len(approved),
+        break_reason=breaker,
+        succeeded=sum(1 for s in approved if s.result is not None and not s.result.is_error),
+        crashed=[s.result.output for s in approved if s.crashed and s.result is not None],
+    )

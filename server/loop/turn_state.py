@@ -11,6 +11,7 @@ from typing import Any
 
 from server.loop.detection import NoProgress, Stationarity
 from server.loop.repair import RepairReason
+from server.loop.usage import UsageLedger
 
 
 @dataclass
@@ -30,6 +31,10 @@ class TurnState:
     context_tokens: int = 0  # the provider's last report of the request size
     overflow_compacted: bool = False  # a context-overflow error compacts and retries once
     compactions: list[dict[str, Any]] = field(default_factory=list)
+    usage: UsageLedger = field(default_factory=UsageLedger)  # this prompt's provider calls
+    retries: list[dict[str, Any]] = field(default_factory=list)  # retry-bucket decisions
+    budget_stop: dict[str, Any] | None = None
+    grace: bool = False  # the one wrap-up iteration after a budget stop was granted
     todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
 
     def record_repairs(self, reasons: list[RepairReason]) -> None:
@@ -55,6 +60,13 @@ class TurnState:
             data["emptyRetries"] = self.empty_retries
         if self.compactions:
             data["compactions"] = list(self.compactions)
+        if self.retries:
+            data["retries"] = list(self.retries)
+        if self.budget_stop:
+            data["budgetStop"] = self.budget_stop
+        if self.grace:
+            data["grace"] = True
+        data["usage"] = self.usage.to_dict()
         if self.todos_remaining:
             data["todosRemaining"] = self.todos_remaining
         return data

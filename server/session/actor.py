@@ -22,6 +22,7 @@ from protocol.acp import RequestPermissionResult, TextContent, dump
 from server.config import PermissionMode, Settings
 from server.loop.context import Conversation, PermissionAnswer, TurnContext
 from server.loop.conversation import Message
+from server.loop.errors import ErrorKind, HarnessError
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
 from server.loop.structured import OutputSchema
@@ -283,15 +284,22 @@ class SessionActor:
 
     async def _run_turn(self, ctx: TurnContext, queued: QueuedPrompt) -> None:
         try:
-            outcome = await (run_compaction_job(ctx) if queued.kind == "compact" else run_turn(ctx))
-        except asyncio.CancelledError:
-            outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
+            try:
+                outcome = await (run_compaction_job(ctx) if queued.kind == "compact" else run_turn(ctx))
+            except asyncio.CancelledError:
+                outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
+                self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+                raise
+            except Exception as exc:  # a bug below the loop's own guard: end the turn readably
+                log.exception("turn %s crashed", ctx.turn_id)
+                err = HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+                outcome = TurnOutcome.failed(err)
             self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
-            raise
-        self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
-        # The response to session/prompt must come after every update of its turn.
-        await self.flushed()
-        self.send(TurnFinished(ctx.turn_id))
+            # The response to session/prompt must come after every update of its turn.
+            await self.flushed()
+        finally:
+            # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
+            self.send(TurnFinished(ctx.turn_id))
 
     def _record_turn_end(self, turn_id: str, prompt_id: str, outcome: TurnOutcome, stop: str) -> None:
         if self._turn is not None and self._turn.id == turn_id:
@@ -309,6 +317,10 @@ class SessionActor:
             payload["reason"] = outcome.reason
         if outcome.error is not None:
             payload["error"] = {"kind": outcome.error.kind.value, "message": outcome.error.message}
+        if outcome.structured_output is not None:
+            payload["structuredOutput"] = outcome.structured_output
+        if outcome.turn:
+            payload["turn"] = outcome.turn
         self.emit(EventKind.TURN_ENDED, payload)
 
     def _interject(self, cmd: Interject) -> None:
@@ -333,16 +345,16 @@ class SessionActor:
         if turn is None or turn.id != turn_id:
             return
         self._turn = None
+        outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
+        done = turn.prompt.command.reply
+        if not done.done():
+            done.set_result(PromptDone(turn.prompt.id, turn.id, outcome))
         # Input that arrived after the turn's last drain is never lost: it becomes the
         # next prompt, ahead of everything queued (R-S4).
         for text in reversed(turn.ctx.take_interjections()):
             reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
             blocks = [TextContent(text=text)]
             self._queue.appendleft(QueuedPrompt(new_id("prompt"), Prompt(blocks, reply)))
-        outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
-        reply = turn.prompt.command.reply
-        if not reply.done():
-            reply.set_result(PromptDone(turn.prompt.id, turn.id, outcome))
 
     # ------------------------------------------------------------------ EventSink
 

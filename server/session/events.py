@@ -19,6 +19,13 @@ class EventKind(StrEnum):
     AGENT_THOUGHT = "agent_thought"  # final reasoning {messageId, text}
     TOOL_CALL = "tool_call"  # ACP `tool_call` update dict
     TOOL_CALL_UPDATE = "tool_call_update"  # ACP `tool_call_update` dict
+    PLAN = "plan"  # ACP `plan` update dict (always the complete plan)
+    COMPACTION = "compaction"  # {update: ACP compaction_update, replaced: [messages]}
+    RETRY = "retry"  # a retry-bucket decision {decision, bucket, attempt, limit, delaySeconds, reason, error}
+    NOTICE = "notice"  # ACP notice {severity, title} (budget stops, recovery exhausted, ...)
+    USAGE = "usage"  # {used, size, cost?, prompt: ledger}
+    COMPLETION_RECOVERY = "completion_recovery"  # {tool, attempt, maxRetries, delaySeconds}
+    GOAL = "goal"  # the goal's state after a change or a verdict
     MODE_CHANGED = "mode_changed"  # {modeId}
     TURN_STARTED = "turn_started"  # {turnId, promptId}
     TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}

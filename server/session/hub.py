@@ -12,7 +12,7 @@ import logging
 from typing import Any, Protocol
 
 from server.session.events import Event, EventKind
-from server.session.render import Frame, acp_replay_frames, live_frames
+from server.session.render import Frame, acp_replay_frames, for_client, live_frames
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
 _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
@@ -85,6 +85,9 @@ class Subscriber:
             if mid in self._missed:
                 self._missed.discard(mid)
                 frames = acp_replay_frames(event) + frames
+        supports = getattr(self.sink, "supports_update", None)
+        if supports is not None:
+            frames = for_client(frames, event, supports, self.last_seq)
         for method, params in frames:
             if not self.sink.send_notification(method, params):
                 self.dropped = True

@@ -8,6 +8,7 @@ text. Either way the assembled text is identical (R-E3).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from protocol.acp import chunk_update, session_notification
@@ -31,10 +32,12 @@ def _update(event: Event, update: dict[str, Any], last_seq: int) -> Frame:
 
 
 def _ext(event: Event, last_seq: int) -> Frame:
+    # A compaction's replaced messages stay in the store; clients get the update only.
+    payload = event.payload["update"] if event.kind is EventKind.COMPACTION else event.payload
     return EXT_EVENT, {
         "sessionId": event.session_id,
         "kind": event.kind.value,
-        "event": event.payload,
+        "event": payload,
         "_meta": _meta(event, last_seq),
     }
 
@@ -63,8 +66,20 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
             )
         case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.TOOL_CALL_PROGRESS if not replay:
             return [_update(event, p, last_seq)]
-        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE:
+        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.PLAN:
             return [_update(event, p, last_seq)]
+        case EventKind.COMPACTION:
+            return [_update(event, p["update"], last_seq)]
+        case EventKind.COMPACTION_PROGRESS if not replay:
+            return [_update(event, p, last_seq)]
+        case EventKind.NOTICE:
+            notice = {"sessionUpdate": "notice", "severity": p["severity"], "title": p["title"]}
+            return [_update(event, notice, last_seq)]
+        case EventKind.USAGE if not replay:
+            update = {"sessionUpdate": "usage_update", "used": p["used"], "size": p["size"]}
+            if "cost" in p:
+                update["cost"] = p["cost"]
+            return [_update(event, update, last_seq), _ext(event, last_seq)]
         case EventKind.MODE_CHANGED:
             return [
                 _update(
@@ -72,6 +87,22 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
                 )
             ]
     return None
+
+
+def for_client(
+    frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
+) -> list[Frame]:
+    """Frames the client may receive: a capability-gated ACP update (compaction, notice)
+    goes to a client that did not advertise it as an `_agentd/event` instead."""
+    out: list[Frame] = []
+    for method, params in frames:
+        if method == "session/update" and not supports(params["update"]["sessionUpdate"]):
+            ext = _ext(event, last_seq)
+            if ext not in out:
+                out.append(ext)
+            continue
+        out.append((method, params))
+    return out
 
 
 def live_frames(event: Event, last_seq: int) -> list[Frame]:

@@ -39,6 +39,9 @@ class SessionRecord:
     permission_memory: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    goal: dict[str, Any] | None = None
+    retry_state: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,9 @@ def _record(row: SessionRow) -> SessionRecord:
         permission_memory=dict(row.permission_memory or {}),
         created_at=_utc(row.created_at),
         updated_at=_utc(row.updated_at),
+        goal=row.goal,
+        retry_state=row.retry_state,
+        usage=row.usage,
     )
 
 

@@ -30,6 +30,10 @@ class SessionRow(Base):
     agent: Mapped[str] = mapped_column(String(128), default="default")
     # Tool names the user answered "always allow" / "always reject" for (R-T4).
     permission_memory: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The session's goal (R-L2c), retry buckets (R-R2) and usage ledger (R-R4).
+    goal: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    retry_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 

@@ -57,6 +57,9 @@ class Connection:
         except asyncio.QueueFull:
             return False
 
+    def supports_update(self, session_update: str) -> bool:
+        return self.client_capabilities.supports_update(session_update)
+
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
         return self.send_message(notification(method, params))
 
