@@ -17,6 +17,7 @@ class InterjectParams(Wire):
 
 
 COMPACT = "_agentd/session/compact"
+USAGE_GET = "_agentd/usage/get"
 
 
 class SessionParams(Wire):

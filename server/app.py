@@ -13,8 +13,9 @@ from fastapi import FastAPI
 
 from server import __version__
 from server.config import Settings
+from server.loop.context import Lane
 from server.providers.base import Provider
-from server.providers.factory import make_provider
+from server.providers.factory import make_lanes, make_provider
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Attach, AttachComplete, Detach
 from server.session.eventlog import EventWriter
@@ -81,8 +82,9 @@ def create_app(
     *,
     provider: Provider | None = None,
     tools: dict[str, Tool] | None = None,
+    fallbacks: list[Lane] | None = None,
 ) -> FastAPI:
-    """`provider` and `tools` replace the configured ones (embedding, tests)."""
+    """`provider`, `tools` and `fallbacks` replace the configured ones (embedding, tests)."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -94,7 +96,12 @@ def create_app(
         prov = provider or make_provider(settings)
         hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
         services = ActorServices(
-            settings=settings, writer=writer, provider=prov, tools=tools or builtin_tools(), hooks=hooks
+            settings=settings,
+            writer=writer,
+            provider=prov,
+            tools=tools or builtin_tools(),
+            hooks=hooks,
+            fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -20,6 +20,24 @@ class PermissionMode(StrEnum):
     ACCEPT_EDITS = "accept_edits"  # edits allowed, commands ask
     BYPASS = "bypass"  # approve everything
     PLAN = "plan"  # read-only; refuses writes whatever else is on record
+
+
+class FallbackLane(BaseModel):
+    """One more provider lane to rotate to (R-R3)."""
+
+    provider: ProviderName
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
 
 
 class Settings(BaseSettings):
@@ -51,6 +69,16 @@ class Settings(BaseSettings):
 
     # Tool rounds one prompt may run (None: no cap for interactive sessions).
     max_turns: int | None = None
+    # Budget gates (R-B1), checked at the top of every sampling round. Interactive
+    # sessions have no iteration cap; headless runs and sub-agents use 50.
+    max_iterations: int | None = None
+    idle_progress_s: float | None = 300.0
+    activity_timeout_s: float | None = 1800.0
+    token_budget: int | None = None
+    # Provider chain (R-R3): lanes to rotate to, as JSON in AGENTD_FALLBACKS.
+    fallbacks: list[FallbackLane] = Field(default_factory=list)
+    # Prices per model for the usage ledger's cost (R-R4), as JSON in AGENTD_PRICES.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
     # TOML file of pre-tool and stop hooks (see server/tools/hooks.py).
     hooks_file: Path | None = None
 

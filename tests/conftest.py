@@ -96,6 +96,7 @@ async def running_server(
     database_url: str | None = None,
     permission_mode: PermissionMode = PermissionMode.DEFAULT,
     tools: dict[str, Any] | None = None,
+    fallbacks: list[Any] | None = None,
     **settings_kw: Any,
 ) -> AsyncIterator[Server]:
     """`tools` replaces the built-in tool set (e.g. builtin_tools() plus a test tool)."""
@@ -106,7 +107,7 @@ async def running_server(
         permission_mode=permission_mode,
         **settings_kw,
     )
-    app = create_app(settings, provider=provider, tools=tools)
+    app = create_app(settings, provider=provider, tools=tools, fallbacks=fallbacks)
     async with serve_in_background(app) as base:
         yield Server(base, settings, provider, app)
 

@@ -277,15 +277,6 @@ async def test_permission_request_comes_after_the_message_that_asked_for_the_too
         await slow.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: session/request_permission overtakes the tool_call (pending) notification of the "
-        "same call — SessionActor.ask (server/session/actor.py) emits tool_call/permission_requested "
-        "through the EventWriter (published only after the commit) but sends the request straight "
-        "to the connection via _ask_sink, without waiting for the writer (await self.flushed())"
-    ),
-)
 async def test_tool_call_is_announced_before_its_permission_request(server_factory, workspace: Path):
     provider = scripted(
         {"text": REQUESTING, "chunk_size": 6, "tool_calls": [CALLS[1]]},

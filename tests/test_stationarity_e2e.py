@@ -22,8 +22,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.loop.detection import NO_PROGRESS_NOTE, NUDGE_TEXT
@@ -344,14 +342,6 @@ async def test_repetitive_text_is_cut_and_ends_the_turn(server_factory, workspac
 # ---------------------------------------------------------------------------- turn data
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: turn_ended carries no turn data — SessionActor._record_turn_end "
-        "(server/session/actor.py) never copies TurnOutcome.turn (TurnState.summary()) into the "
-        "event payload, so nudges/stops are invisible to clients"
-    ),
-)
 async def test_turn_ended_records_the_nudge_and_the_stop(server_factory, workspace: Path):
     provider = scripted(
         *list_steps(8),

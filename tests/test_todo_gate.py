@@ -7,10 +7,6 @@
   the turn ends `end_turn` and the turn data says how many todos remain;
 - a model that completes its todos (todo_write with everything completed) is not nudged;
 - no TodoGate when the prompt has `_meta.agentd.outputSchema` or the stop is a refusal.
-
-The gate tests run twice: with the built-in `todo_write`, and with a variant that does
-not publish the plan (`planless`), so the gate's own behaviour is checked even while the
-plan update is broken.
 """
 
 from __future__ import annotations
@@ -26,57 +22,19 @@ from server.config import PermissionMode
 from server.loop.structured import MISSING_CALL_TEXT, STRUCTURED_OUTPUT_TOOL
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
-from server.tools.base import ToolContext, ToolResult
-from server.tools.registry import builtin_tools
-from server.tools.todo import TodoWrite
 from tests.acp_schema import AcpValidator
 from tests.client import WsClient, text_prompt
 from tests.conftest import Server, scripted
 
-PLAN_BUG = (
-    "BUG: todo_write crashes the turn — server/loop/toolrun.py _write_back emits "
-    "EventKind.PLAN, which server/session/events.py does not define (AttributeError: PLAN → "
-    "turn fails 'internal'); and server/session/render.py has no PLAN case, so even with the "
-    "member the plan would go out as an _agentd/event instead of an ACP `plan` session/update"
-)
-TURN_DATA_BUG = (
-    "BUG: turn_ended carries no turn data — SessionActor._record_turn_end "
-    "(server/session/actor.py) never copies TurnOutcome.turn (TurnState.summary(): todoNudges, "
-    "todosRemaining) into the event payload"
-)
-
 # ---------------------------------------------------------------------------- helpers
-
-
-class PlanlessTodoWrite(TodoWrite):
-    """The built-in tool minus the plan publication: isolates the gate from the plan event."""
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        result = await super().run(args, ctx)
-        result.plan = None
-        return result
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("builtin", marks=pytest.mark.xfail(strict=True, reason=PLAN_BUG)),
-        "planless",
-    ]
-)
-def todo_tools(request: pytest.FixtureRequest) -> dict[str, Any]:
-    tools = builtin_tools()
-    if request.param == "planless":
-        tools["todo_write"] = PlanlessTodoWrite()
-    return tools
-
 
 ServeFn = Callable[[Any], AbstractAsyncContextManager[Server]]
 
 
 @pytest.fixture
-def serve(server_factory, todo_tools: dict[str, Any]) -> ServeFn:
+def serve(server_factory) -> ServeFn:
     def start(provider: Any) -> AbstractAsyncContextManager[Server]:
-        return server_factory(provider, permission_mode=PermissionMode.BYPASS, tools=todo_tools)
+        return server_factory(provider, permission_mode=PermissionMode.BYPASS)
 
     return start
 
@@ -132,14 +90,13 @@ def done(item: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- plan update
 
 
-@pytest.mark.xfail(strict=True, reason=PLAN_BUG)
-async def test_todo_write_sends_the_complete_list_as_an_acp_plan_update(server_factory, workspace: Path):
+async def test_todo_write_sends_the_complete_list_as_an_acp_plan_update(serve: ServeFn, workspace: Path):
     provider = scripted(
         write_todos(PARSER, TESTS, SPEC, call_id="call_todo_1"),
         write_todos(done(PARSER), done(TESTS), done(SPEC), call_id="call_todo_2"),
         {"text": "Everything is done."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+    async with serve(provider) as server:
         client = await server.client()
         sid = await new_session(client, workspace)
 
@@ -299,17 +256,14 @@ async def test_no_todo_gate_with_an_output_schema_shim(serve: ServeFn, workspace
 # ---------------------------------------------------------------------------- turn data
 
 
-@pytest.mark.xfail(strict=True, reason=TURN_DATA_BUG)
-async def test_turn_ended_records_todo_nudges_and_remaining_todos(server_factory, workspace: Path):
-    tools = builtin_tools()
-    tools["todo_write"] = PlanlessTodoWrite()  # independent of the plan-event bug
+async def test_turn_ended_records_todo_nudges_and_remaining_todos(serve: ServeFn, workspace: Path):
     provider = scripted(
         write_todos(PARSER, TESTS, SPEC, call_id="call_todo"),
         {"text": "Done."},
         {"text": "Done."},
         {"text": "Done."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, tools=tools) as server:
+    async with serve(provider) as server:
         client = await server.client()
         sid = await new_session(client, workspace)
 

@@ -62,8 +62,14 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
     raise TurnCancelled
 
 
+@dataclass(frozen=True)
+class Interjection:
+    text: str
+    origin: str | None = None  # the connection that sent it (not echoed back to it)
+
+
 class EventSink(Protocol):
-    def emit(self, kind: EventKind, payload: dict[str, Any]) -> None:
+    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
         """A durable event (gets a seq, committed before delivery)."""
         ...
 
@@ -150,7 +156,7 @@ class TurnContext:
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     # User input sent into this running turn (R-S4), drained before each sampling round;
     # `interrupted` is set while some wait, so waiting tools return early (R-T7).
-    interjections: list[str] = field(default_factory=list)
+    interjections: list[Interjection] = field(default_factory=list)
     interrupted: asyncio.Event = field(default_factory=asyncio.Event)
     todos: TodoList = field(default_factory=TodoList)
     background: BackgroundTasks | None = None
@@ -182,7 +188,7 @@ class TurnContext:
         self.provider, self.model, self.lane = nxt.provider, nxt.model, nxt.name
         return True
 
-    def take_interjections(self) -> list[str]:
+    def take_interjections(self) -> list[Interjection]:
         taken, self.interjections[:] = list(self.interjections), []
         self.interrupted.clear()
         return taken

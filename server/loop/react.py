@@ -61,16 +61,17 @@ from server.tools.base import ToolResult
 def drain_interjections(ctx: TurnContext) -> int:
     """Write pending user input into the conversation (L3 step 2). Returns how many."""
     taken = ctx.take_interjections()
-    for text in taken:
+    for item in taken:
         ctx.events.emit(
             EventKind.USER_MESSAGE,
             {
                 "messageId": f"interjection_{ctx.turn_id}_{len(ctx.conversation)}",
-                "content": [{"type": "text", "text": text}],
+                "content": [{"type": "text", "text": item.text}],
                 "interjection": True,
             },
+            origin=item.origin,
         )
-        ctx.conversation.append(Message.user(text))
+        ctx.conversation.append(Message.user(item.text))
     return len(taken)
 
 

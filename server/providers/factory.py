@@ -5,9 +5,27 @@ from __future__ import annotations
 import logging
 
 from server.config import ProviderName, Settings
+from server.loop.context import Lane
 from server.providers.base import Provider
 
 log = logging.getLogger(__name__)
+
+
+def make_lanes(settings: Settings) -> list[Lane]:
+    """The fallback lanes of the provider chain, in rotation order."""
+    lanes = []
+    for i, spec in enumerate(settings.fallbacks, start=1):
+        lane_settings = settings.model_copy(update={"provider": spec.provider, "model": spec.model})
+        if spec.base_url:
+            key = "anthropic_base_url" if spec.provider is ProviderName.ANTHROPIC else "openai_base_url"
+            lane_settings = lane_settings.model_copy(update={key: spec.base_url})
+        if spec.api_key:
+            key = "anthropic_api_key" if spec.provider is ProviderName.ANTHROPIC else "openai_api_key"
+            lane_settings = lane_settings.model_copy(update={key: spec.api_key})
+        lanes.append(
+            Lane(make_provider(lane_settings), spec.model, f"fallback{i}:{spec.provider.value}/{spec.model}")
+        )
+    return lanes
 
 
 def make_provider(settings: Settings) -> Provider:

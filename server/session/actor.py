@@ -20,13 +20,16 @@ from typing import Any
 
 from protocol.acp import RequestPermissionResult, TextContent, dump
 from server.config import PermissionMode, Settings
-from server.loop.context import Conversation, PermissionAnswer, TurnContext
+from server.loop.budget import BudgetLimits
+from server.loop.context import Conversation, Interjection, Lane, PermissionAnswer, TurnContext
 from server.loop.conversation import Message
 from server.loop.errors import ErrorKind, HarnessError
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
+from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
 from server.loop.turn import run_compaction_job, run_turn
+from server.loop.usage import Price, UsageLedger
 from server.providers.base import Provider
 from server.session.commands import (
     Attach,
@@ -101,6 +104,21 @@ class ActorServices:
     provider: Provider
     tools: dict[str, Tool]
     hooks: HooksConfig = field(default_factory=HooksConfig)
+    fallbacks: list[Lane] = field(default_factory=list)  # the provider chain after `provider`
+
+    def budget_limits(self) -> BudgetLimits:
+        s = self.settings
+        return BudgetLimits(
+            max_iterations=s.max_iterations,
+            idle_progress_s=s.idle_progress_s,
+            activity_timeout_s=s.activity_timeout_s,
+            token_budget=s.token_budget,
+        )
+
+    def prices(self) -> dict[str, Price]:
+        return {
+            m: Price(p.input, p.output, p.cache_read, p.cache_write) for m, p in self.settings.prices.items()
+        }
 
 
 class SessionActor:
@@ -118,6 +136,9 @@ class SessionActor:
         self.title = record.title
         self._mode = PermissionMode(record.mode)
         self._memory: dict[str, str] = dict(record.permission_memory)
+        # Persisted so a crash-restart loop can never reset them into endless retries.
+        self._retry = RetryState.from_dict(record.retry_state) if record.retry_state else RetryState()
+        self.usage = UsageLedger.from_dict(record.usage)
         self._services = services
         self._seq = last_seq
         self._messages = conversation
@@ -222,10 +243,17 @@ class SessionActor:
         await self._background.close()
         turn = self._turn
         if turn is not None:
-            turn.cancel.set()
-            try:
-                await asyncio.wait_for(asyncio.shield(turn.task), timeout=grace)
-            except TimeoutError:
+            # Shutdown is the first budget gate: the turn stops at its next round. If it
+            # does not finish within the grace period it is cancelled, then killed.
+            turn.ctx.budget.request_shutdown()
+            for step in ("gate", "cancel"):
+                try:
+                    await asyncio.wait_for(asyncio.shield(turn.task), timeout=grace / 2)
+                    break
+                except TimeoutError:
+                    if step == "gate":
+                        turn.cancel.set()
+            else:
                 turn.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await turn.task
@@ -278,6 +306,11 @@ class SessionActor:
             path_locks=self._path_locks,
             pre_tool_hooks=list(self._services.hooks.pre_tool),
             context_window=settings.context_window_for(self.model),
+            fallbacks=list(self._services.fallbacks),
+            prices=self._services.prices(),
+            retry=self._retry,
+            persist=self._persist_fields,
+            budget_limits=self._services.budget_limits(),
         )
         task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
         self._turn = RunningTurn(turn_id, queued, task, ctx)
@@ -301,6 +334,9 @@ class SessionActor:
             # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
             self.send(TurnFinished(ctx.turn_id))
 
+    def _persist_fields(self, fields: dict[str, Any]) -> None:
+        self._services.writer.submit(self.id, session_fields=fields)
+
     def _record_turn_end(self, turn_id: str, prompt_id: str, outcome: TurnOutcome, stop: str) -> None:
         if self._turn is not None and self._turn.id == turn_id:
             if self._turn.outcome is not None:
@@ -321,6 +357,10 @@ class SessionActor:
             payload["structuredOutput"] = outcome.structured_output
         if outcome.turn:
             payload["turn"] = outcome.turn
+            if "usage" in outcome.turn:
+                self.usage.merge(UsageLedger.from_dict(outcome.turn["usage"]))
+                self._persist_fields({"usage": self.usage.to_dict()})
+        payload["sessionUsage"] = self.usage.to_dict()
         self.emit(EventKind.TURN_ENDED, payload)
 
     def _interject(self, cmd: Interject) -> None:
@@ -329,7 +369,7 @@ class SessionActor:
             cmd.reply.set_result(InterjectResult("turn_not_active", turn.id if turn else None))
             return
         if turn is not None:
-            turn.ctx.interjections.append(prompt_text(cmd.blocks))
+            turn.ctx.interjections.append(Interjection(prompt_text(cmd.blocks), cmd.origin))
             turn.ctx.interrupted.set()
             cmd.reply.set_result(InterjectResult("interjected", turn.id))
             return
@@ -351,10 +391,10 @@ class SessionActor:
             done.set_result(PromptDone(turn.prompt.id, turn.id, outcome))
         # Input that arrived after the turn's last drain is never lost: it becomes the
         # next prompt, ahead of everything queued (R-S4).
-        for text in reversed(turn.ctx.take_interjections()):
+        for item in reversed(turn.ctx.take_interjections()):
             reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
-            blocks = [TextContent(text=text)]
-            self._queue.appendleft(QueuedPrompt(new_id("prompt"), Prompt(blocks, reply)))
+            blocks = [TextContent(text=item.text)]
+            self._queue.appendleft(QueuedPrompt(new_id("prompt"), Prompt(blocks, reply, origin=item.origin)))
 
     # ------------------------------------------------------------------ EventSink
 
@@ -408,6 +448,8 @@ class SessionActor:
             EventKind.PERMISSION_REQUESTED,
             {"requestId": pending.id, "toolCall": tool_call, "options": options},
         )
+        # Clients see the tool_call (and this request's event) before the question itself.
+        await self.flushed()
         for sink in self.hub.sinks:
             self._ask_sink(sink, pending)
         answer = PermissionAnswer("cancelled")

@@ -21,7 +21,7 @@ from protocol.acp import (
     SessionIdParams,
     SetModeParams,
 )
-from protocol.agentd import COMPACT, INTERJECT, InterjectParams, SessionParams
+from protocol.agentd import COMPACT, INTERJECT, USAGE_GET, InterjectParams, SessionParams
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.config import PermissionMode
@@ -41,7 +41,7 @@ MODES = [
     {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
 ]
 
-EXTENSIONS: list[str] = [INTERJECT, COMPACT, "_agentd/event", "_agentd/permission/resolved"]
+EXTENSIONS: list[str] = [INTERJECT, COMPACT, USAGE_GET, "_agentd/event", "_agentd/permission/resolved"]
 
 
 def modes_state(actor: SessionActor) -> dict[str, Any]:
@@ -251,7 +251,15 @@ async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, 
     return out
 
 
+async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    """The session's usage ledger (R-R4): tokens, cost, per lane; `dirty` when some call's
+    final usage could not be read."""
+    actor = await _session(ctx, params.session_id)
+    return {"sessionId": actor.id, "session": actor.usage.to_dict()}
+
+
 METHODS: dict[str, Method] = {
+    USAGE_GET: Method(SessionParams, usage_get),
     COMPACT: Method(SessionParams, session_compact),
     INTERJECT: Method(InterjectParams, interject),
     "initialize": Method(InitializeParams, initialize),
