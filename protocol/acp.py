@@ -161,6 +161,12 @@ class PromptParams(Wire):
     prompt: list[ContentBlock] = Field(min_length=1)
 
 
+class SetConfigOptionParams(Wire):
+    session_id: str
+    config_id: str
+    value: str | bool
+
+
 class SetModeParams(Wire):
     session_id: str
     mode_id: str

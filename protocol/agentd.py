@@ -18,6 +18,23 @@ class InterjectParams(Wire):
 
 COMPACT = "_agentd/session/compact"
 USAGE_GET = "_agentd/usage/get"
+GOAL_SET = "_agentd/goal/set"
+GOAL_GET = "_agentd/goal/get"
+GOAL_CLEAR = "_agentd/goal/clear"
+HOOKS_REGISTER = "_agentd/hooks/register"
+
+
+class GoalSetParams(Wire):
+    session_id: str
+    objective: str = Field(min_length=1, max_length=20_000)
+    token_budget: int | None = Field(default=None, ge=1)
+    # A shell command run in the workspace when the evaluator thinks the goal is met; exit 0 = done.
+    verify: str | None = Field(default=None, min_length=1)
+
+
+class HooksRegisterParams(Wire):
+    session_id: str
+    events: list[str] = Field(default_factory=lambda: ["stop"])
 
 
 class SessionParams(Wire):

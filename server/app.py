@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from server import __version__
+from server.agents import AgentDefinition, default_definitions
 from server.config import Settings
 from server.loop.context import Lane
 from server.providers.base import Provider
@@ -46,6 +47,7 @@ class AppState:
     manager: SessionManager
     provider: Provider
     dispatcher: Dispatcher
+    agents: dict[str, AgentDefinition]
 
     def principal_for(self, headers: Mapping[str, str]) -> str:
         # Auth (R-X1) arrives with tokens; until then every caller is the local user.
@@ -95,6 +97,7 @@ def create_app(
         writer.start()
         prov = provider or make_provider(settings)
         hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
+        agents = default_definitions(settings.agents_dir, known_tools=list((tools or builtin_tools()).keys()))
         services = ActorServices(
             settings=settings,
             writer=writer,
@@ -102,9 +105,10 @@ def create_app(
             tools=tools or builtin_tools(),
             hooks=hooks,
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
+            agents=agents,
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
-        app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS))
+        app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS), agents)
         try:
             yield
         finally:

@@ -69,6 +69,13 @@ class Settings(BaseSettings):
 
     # Tool rounds one prompt may run (None: no cap for interactive sessions).
     max_turns: int | None = None
+    # A folder of agent definitions (*.toml, *.md with front matter); see server/agents.py.
+    agents_dir: Path | None = None
+    # A small, cheap model tried first by the goal evaluator (R-L2c); then the session model.
+    goal_evaluator_model: str | None = None
+    # A client-registered stop hook that does not answer within this is ignored (fails open).
+    client_hook_timeout_s: float = 30.0
+
     # Budget gates (R-B1), checked at the top of every sampling round. Interactive
     # sessions have no iteration cap; headless runs and sub-agents use 50.
     max_iterations: int | None = None

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from server.agents import CompletionRequirement
 from server.config import PermissionMode
 from server.loop.budget import BudgetLimits, BudgetState
 from server.loop.conversation import Message
+from server.loop.goal import GoalState
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
 from server.loop.usage import Price
@@ -23,7 +25,7 @@ from server.providers.base import Provider
 from server.session.events import EventKind
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
-from server.tools.hooks import PreToolHook
+from server.tools.hooks import PreToolHook, StopHook
 from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
 
@@ -179,6 +181,10 @@ class TurnContext:
     budget: BudgetState = field(default_factory=BudgetState)
     # Names of tools that actually ran this turn (completion requirement, R-L2b).
     called_tools: set[str] = field(default_factory=set)
+    completion: CompletionRequirement | None = None
+    goal: GoalState | None = None  # session-owned; the turn updates it
+    goal_lanes: list[tuple[Provider, str]] = field(default_factory=list)  # evaluator: small model first
+    stop_hooks: list[StopHook] = field(default_factory=list)
 
     def rotate_lane(self) -> bool:
         """Move to the next provider lane; False when there is none."""

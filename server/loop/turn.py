@@ -1,22 +1,64 @@
-"""The turn loop, L2 (R-L2). Without goals or stop hooks a turn is one L3 run (R-L2a);
-goals, stop hooks and completion recovery wrap around this call in later work."""
+"""The turn loop, L2 (R-L2): what happens around each L3 run.
+
+    loop:
+        outcome = L3 with completion recovery
+        not Completed, or a refusal → stop (a refusal also pauses a goal)
+        goal active → hidden evaluation; Continue → inject continuation, loop
+        stop hooks (≤ 8 re-entries) → keep working → append feedback, loop
+        stop
+
+Without a goal or stop hooks a turn is exactly one L3 run (R-L2a). The order — goal
+first, stop hooks only when the goal does not continue — is fixed.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
+from typing import Any
 
-from server.loop.context import TurnCancelled, TurnContext
+from server.loop.context import TurnCancelled, TurnContext, run_cancellable
+from server.loop.conversation import Message
 from server.loop.errors import ErrorKind, HarnessError
+from server.loop.goal import (
+    WRAP_UP_TEXT,
+    GoalAction,
+    GoalStatus,
+    after_evaluation,
+    after_verification,
+    budget_check,
+    continuation_text,
+    evaluate,
+    run_verification,
+    with_continuation,
+)
 from server.loop.outcome import OutcomeKind, TurnOutcome
 from server.loop.react import run_compaction, run_react
 from server.loop.turn_state import TurnState
+from server.session.events import EventKind
+from server.tools.hooks import HookDecision, HookVerdict
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class StopHookLimits:
+    max_reentries: int = 8
+
+
+STOP_HOOK_LIMITS = StopHookLimits()
+
+RECOVERY_TEXT = (
+    "Before you finish, you must call the `{tool}` tool — this task is not complete without it. Call it now."
+)
+
+
 async def run_turn(ctx: TurnContext) -> TurnOutcome:
     try:
-        return await run_react(ctx)
+        return await _run_turn(ctx)
+    except TurnCancelled:
+        return TurnOutcome.cancelled("user_cancelled")
     except HarnessError as err:
         return TurnOutcome.failed(err)
     except Exception as exc:  # a bug must end the turn readably, not kill the session
@@ -24,6 +66,176 @@ async def run_turn(ctx: TurnContext) -> TurnOutcome:
         return TurnOutcome.failed(
             HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         )
+
+
+async def _run_turn(ctx: TurnContext) -> TurnOutcome:
+    state = TurnState()
+    reentries = 0
+    while True:
+        tokens_before = state.usage.total.total_tokens
+        outcome = await run_with_completion_recovery(ctx, state)
+        goal = ctx.goal
+        if goal is not None:
+            goal.tokens_used += state.usage.total.total_tokens - tokens_before
+        if outcome.kind is not OutcomeKind.COMPLETED:
+            _save_goal(ctx)
+            return outcome
+        if outcome.refusal:
+            if goal is not None and goal.active:
+                goal.status, goal.pause_reason = GoalStatus.PAUSED, "refusal"
+                goal.user_action = "The model refused; rephrase the objective or clear the goal."
+            _save_goal(ctx)
+            return outcome
+        if goal is not None and goal.status in (GoalStatus.ACTIVE, GoalStatus.BUDGET_LIMITED):
+            if await goal_round_end(ctx, state):
+                continue
+        if ctx.stop_hooks and reentries < STOP_HOOK_LIMITS.max_reentries:
+            verdict = await run_stop_hooks(ctx, outcome, reentries)
+            if verdict.decision is HookDecision.BLOCK:
+                reentries += 1
+                state.stop_reentries = reentries
+                feedback = f"[stop hook] Keep working: {verdict.reason or 'the task is not finished'}"
+                if verdict.context:
+                    feedback += f"\n{verdict.context}"
+                ctx.conversation.append(Message.user(feedback))
+                continue
+        return outcome
+
+
+# ----------------------------------------------------------------------------- completion (R-L2b)
+
+
+async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> TurnOutcome:
+    """Run L3; if the agent definition requires a tool that was not called, remind, back
+    off and rerun — without forcing the output schema — up to `max_retries` times."""
+    outcome = await run_react(ctx, state)
+    req = ctx.completion
+    attempt = 0
+    while (
+        req is not None
+        and outcome.kind is OutcomeKind.COMPLETED
+        and not outcome.refusal
+        and req.tool not in ctx.called_tools
+    ):
+        if attempt >= req.max_retries:
+            state.auto_recovery_exhausted = True
+            ctx.events.emit(
+                EventKind.NOTICE,
+                {
+                    "severity": "warning",
+                    "title": f"The agent finished without calling {req.tool} ({attempt} reminders).",
+                },
+            )
+            return TurnOutcome(
+                outcome.kind,
+                reason="auto_recovery_exhausted",
+                refusal=outcome.refusal,
+                max_tokens=outcome.max_tokens,
+                tools_called=outcome.tools_called,
+                turn=state.summary(),
+                structured_output=outcome.structured_output,
+            )
+        attempt += 1
+        delay = req.delay_s(attempt)
+        state.completion_recoveries = attempt
+        ctx.events.emit(
+            EventKind.COMPLETION_RECOVERY,
+            {"tool": req.tool, "attempt": attempt, "maxRetries": req.max_retries, "delaySeconds": delay},
+        )
+        ctx.conversation.append(Message.user(RECOVERY_TEXT.format(tool=req.tool)))
+        await run_cancellable(asyncio.sleep(delay), ctx.cancel)
+        # Recovery rounds do not force the schema: "call the required tool" and "answer in
+        # this schema" must not fight in the same round.
+        outcome = await run_react(ctx, state, force_schema=False)
+    return outcome
+
+
+# ----------------------------------------------------------------------------- goals (R-L2c)
+
+
+def _save_goal(ctx: TurnContext) -> None:
+    if ctx.goal is not None:
+        ctx.persist({"goal": ctx.goal.to_dict()})
+        ctx.events.emit(EventKind.GOAL, ctx.goal.to_dict())
+
+
+async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
+    """Judge the goal after a completed round; True when the turn should continue."""
+    goal = ctx.goal
+    assert goal is not None
+    action = budget_check(goal)
+    if action is GoalAction.WRAP_UP:
+        _save_goal(ctx)
+        ctx.conversation.replace(with_continuation(ctx.conversation.messages, WRAP_UP_TEXT))
+        return True
+    if action is GoalAction.STOP or goal.status is not GoalStatus.ACTIVE:
+        _save_goal(ctx)
+        return False
+    lanes = list(ctx.goal_lanes) or [(ctx.provider, ctx.model)]
+    evaluation = await run_cancellable(
+        evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages), ctx.cancel
+    )
+    action = after_evaluation(goal, evaluation)
+    verdict_event: dict[str, Any] = {"attempts": evaluation.attempts, "action": action.value}
+    if evaluation.verdict is not None:
+        verdict_event["verdict"] = evaluation.verdict.model_dump(exclude_none=True)
+    if action is GoalAction.VERIFY:
+        assert goal.verify is not None
+        try:
+            passed, output = await run_cancellable(run_verification(goal.verify, ctx.cwd), ctx.cancel)
+        except TimeoutError:
+            passed, output = False, "verification timed out"
+        verdict_event["verification"] = {"command": goal.verify, "passed": passed, "output": output[-2000:]}
+        action = after_verification(goal, passed, output)
+        verdict_event["action"] = action.value
+    state.goal_verdicts.append(verdict_event)
+    ctx.events.emit(EventKind.GOAL, {**goal.to_dict(), "verdictEvent": verdict_event})
+    ctx.persist({"goal": goal.to_dict()})
+    if action is GoalAction.CONTINUE:
+        ctx.conversation.replace(with_continuation(ctx.conversation.messages, continuation_text(goal)))
+        return True
+    return False
+
+
+# ----------------------------------------------------------------------------- stop hooks (R-L2d)
+
+
+async def run_stop_hooks(ctx: TurnContext, outcome: TurnOutcome, reentries: int) -> HookVerdict:
+    """Ask every stop hook; merge: prevent beats block beats allow. Failing hooks fail open."""
+    last = next(
+        (m.content for m in reversed(ctx.conversation.messages) if m.role == "assistant" and m.content), ""
+    )
+    payload = {
+        "event": "stop",
+        "sessionId": ctx.session_id,
+        "cwd": str(ctx.cwd),
+        "turnId": ctx.turn_id,
+        "lastMessage": last,
+        "reentries": reentries,
+    }
+    verdicts: list[HookVerdict] = []
+    for hook in ctx.stop_hooks:
+        try:
+            verdict = await run_cancellable(hook.stop(payload), ctx.cancel)
+        except TurnCancelled:
+            raise
+        except Exception as exc:  # a hook must never wedge the session
+            verdict = HookVerdict(
+                HookDecision.ALLOW, f"hook failed: {exc}", hook=getattr(hook, "name", "?"), failed_open=True
+            )
+        verdicts.append(verdict)
+    ctx.events.emit(
+        EventKind.STOP_HOOKS, {"reentries": reentries, "verdicts": [v.to_event() for v in verdicts]}
+    )
+    prevent = [v for v in verdicts if v.decision is HookDecision.PREVENT]
+    if prevent:
+        return prevent[0]
+    blocks = [v for v in verdicts if v.decision is HookDecision.BLOCK]
+    if blocks:
+        reason = "; ".join(v.reason for v in blocks if v.reason) or None
+        context = "\n".join(v.context for v in blocks if v.context) or None
+        return HookVerdict(HookDecision.BLOCK, reason, context, hook="merged")
+    return HookVerdict(HookDecision.ALLOW, hook="merged")
 
 
 async def run_compaction_job(ctx: TurnContext) -> TurnOutcome:

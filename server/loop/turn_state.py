@@ -35,6 +35,10 @@ class TurnState:
     retries: list[dict[str, Any]] = field(default_factory=list)  # retry-bucket decisions
     budget_stop: dict[str, Any] | None = None
     grace: bool = False  # the one wrap-up iteration after a budget stop was granted
+    completion_recoveries: int = 0  # R-L2b reminders given
+    auto_recovery_exhausted: bool = False
+    stop_reentries: int = 0  # R-L2d
+    goal_verdicts: list[dict[str, Any]] = field(default_factory=list)
     todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
 
     def record_repairs(self, reasons: list[RepairReason]) -> None:
@@ -67,6 +71,14 @@ class TurnState:
         if self.grace:
             data["grace"] = True
         data["usage"] = self.usage.to_dict()
+        if self.completion_recoveries:
+            data["completionRecoveries"] = self.completion_recoveries
+        if self.auto_recovery_exhausted:
+            data["autoRecoveryExhausted"] = True
+        if self.stop_reentries:
+            data["stopReentries"] = self.stop_reentries
+        if self.goal_verdicts:
+            data["goalVerdicts"] = list(self.goal_verdicts)
         if self.todos_remaining:
             data["todosRemaining"] = self.todos_remaining
         return data

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from protocol.acp import RequestPermissionResult, TextContent, dump
+from server.agents import DEFAULT_AGENT, AgentDefinition
 from server.config import PermissionMode, Settings
 from server.loop.budget import BudgetLimits
 from server.loop.context import Conversation, Interjection, Lane, PermissionAnswer, TurnContext
 from server.loop.conversation import Message
 from server.loop.errors import ErrorKind, HarnessError
+from server.loop.goal import GoalState
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
 from server.loop.retry import RetryState
@@ -37,11 +39,16 @@ from server.session.commands import (
     Cancel,
     Compact,
     Detach,
+    GoalClear,
+    GoalGet,
+    GoalSet,
     Interject,
     InterjectResult,
     Prompt,
     PromptDone,
+    RegisterHook,
     SessionCommand,
+    SetAgent,
     SetMode,
     Shutdown,
     TurnFinished,
@@ -52,15 +59,15 @@ from server.session.hub import EventHub, FrameSink
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
-from server.tools.hooks import HooksConfig
+from server.tools.hooks import HooksConfig, StopHook
 from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
 
 log = logging.getLogger(__name__)
 
 
-def _output_schema(meta: dict[str, Any]) -> OutputSchema | None:
-    schema = meta.get("outputSchema")
+def _output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema | None:
+    schema = meta.get("outputSchema", agent.output_schema)
     return OutputSchema.check(schema) if isinstance(schema, dict) else None
 
 
@@ -105,6 +112,7 @@ class ActorServices:
     tools: dict[str, Tool]
     hooks: HooksConfig = field(default_factory=HooksConfig)
     fallbacks: list[Lane] = field(default_factory=list)  # the provider chain after `provider`
+    agents: dict[str, AgentDefinition] = field(default_factory=lambda: {DEFAULT_AGENT.name: DEFAULT_AGENT})
 
     def budget_limits(self) -> BudgetLimits:
         s = self.settings
@@ -139,6 +147,11 @@ class SessionActor:
         # Persisted so a crash-restart loop can never reset them into endless retries.
         self._retry = RetryState.from_dict(record.retry_state) if record.retry_state else RetryState()
         self.usage = UsageLedger.from_dict(record.usage)
+        self._goal = GoalState.from_dict(record.goal) if record.goal else None
+        self._client_hooks: dict[str, StopHook] = {}  # connection id → hook
+        self.agent = services.agents.get(record.agent) or DEFAULT_AGENT
+        if self.agent.model:
+            self.model = self.agent.model
         self._services = services
         self._seq = last_seq
         self._messages = conversation
@@ -194,6 +207,24 @@ class SessionActor:
                 self._start_next_turn()
             case Interject():
                 self._interject(cmd)
+            case GoalSet(objective=objective, token_budget=budget, verify=verify, reply=reply):
+                self._goal = GoalState(objective, token_budget=budget, verify=verify)
+                self._goal_changed()
+                reply.set_result(self._goal.to_dict())
+            case GoalGet(reply=reply):
+                reply.set_result(self._goal.to_dict() if self._goal else None)
+            case GoalClear(reply=reply):
+                previous, self._goal = self._goal, None
+                self._goal_changed()
+                reply.set_result(previous.to_dict() if previous else None)
+            case SetAgent(name=name, reply=reply):
+                self.agent = self._services.agents[name]
+                self.model = self.agent.model or self._services.settings.model
+                self._persist_fields({"agent": name, "model": self.model})
+                reply.set_result(None)
+            case RegisterHook(hook=hook, reply=reply):
+                self._client_hooks[hook.connection_id] = hook
+                reply.set_result(None)
             case Compact(reply=reply):
                 if self._turn is not None:
                     # Compaction happens inside the running turn, before its next request.
@@ -219,6 +250,7 @@ class SessionActor:
                     self._ask_sink(sink, pending)
             case Detach(sink_id=sink_id):
                 self.hub.unsubscribe(sink_id)
+                self._client_hooks.pop(sink_id, None)
                 for pending in self._permissions.values():
                     task = pending.asked.pop(sink_id, None)
                     if task:
@@ -293,16 +325,16 @@ class SessionActor:
             cwd=self.cwd,
             provider=self._services.provider,
             model=self.model,
-            system_prompt=settings.system_prompt,
-            tools=self._services.tools,
+            system_prompt=self.agent.system_prompt or settings.system_prompt,
+            tools=self.agent.select_tools(self._services.tools),
             conversation=self.conversation,
             events=self,
             permissions=self,
             cancel=asyncio.Event(),
             todos=self._todos,
             background=self._background,
-            output_schema=_output_schema(cmd.meta),
-            max_turns=settings.max_turns,
+            output_schema=_output_schema(cmd.meta, self.agent),
+            max_turns=self.agent.max_turns if self.agent.max_turns is not None else settings.max_turns,
             path_locks=self._path_locks,
             pre_tool_hooks=list(self._services.hooks.pre_tool),
             context_window=settings.context_window_for(self.model),
@@ -311,6 +343,10 @@ class SessionActor:
             retry=self._retry,
             persist=self._persist_fields,
             budget_limits=self._services.budget_limits(),
+            completion=self.agent.completion,
+            goal=self._goal,
+            goal_lanes=self._goal_lanes(),
+            stop_hooks=[*self._services.hooks.stop, *self._client_hooks.values()],
         )
         task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
         self._turn = RunningTurn(turn_id, queued, task, ctx)
@@ -333,6 +369,17 @@ class SessionActor:
         finally:
             # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
             self.send(TurnFinished(ctx.turn_id))
+
+    def _goal_changed(self) -> None:
+        if self._turn is not None:
+            self._turn.ctx.goal = self._goal  # the running turn judges the new goal
+        self._persist_fields({"goal": self._goal.to_dict() if self._goal else None})
+        self.emit(EventKind.GOAL, self._goal.to_dict() if self._goal else {"status": "cleared"})
+
+    def _goal_lanes(self) -> list[tuple[Provider, str]]:
+        small = self._services.settings.goal_evaluator_model
+        lanes = [(self._services.provider, small)] if small and small != self.model else []
+        return [*lanes, (self._services.provider, self.model)]
 
     def _persist_fields(self, fields: dict[str, Any]) -> None:
         self._services.writer.submit(self.id, session_fields=fields)

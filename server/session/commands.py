@@ -53,6 +53,38 @@ class Cancel:
 
 
 @dataclass
+class GoalSet:
+    objective: str
+    token_budget: int | None
+    verify: str | None
+    reply: asyncio.Future[dict[str, Any]]
+
+
+@dataclass
+class GoalGet:
+    reply: asyncio.Future[dict[str, Any] | None]
+
+
+@dataclass
+class GoalClear:
+    reply: asyncio.Future[dict[str, Any] | None]
+
+
+@dataclass
+class SetAgent:
+    name: str
+    reply: asyncio.Future[None]
+
+
+@dataclass
+class RegisterHook:
+    """A client asks to be consulted as a stop hook (R-L2d)."""
+
+    hook: Any  # a StopHook bound to the client's connection
+    reply: asyncio.Future[None]
+
+
+@dataclass
 class Compact:
     """Fold older history now (idle: as its own queued job; running: before the next request).
     `reply` gets the job's PromptDone when it ran as a job, None when it was scheduled."""
@@ -96,5 +128,19 @@ class Shutdown:
 
 
 SessionCommand = (
-    Prompt | Interject | Cancel | SetMode | Attach | AttachComplete | Detach | TurnFinished | Shutdown
+    Prompt
+    | Interject
+    | Cancel
+    | Compact
+    | GoalSet
+    | GoalGet
+    | GoalClear
+    | RegisterHook
+    | SetAgent
+    | SetMode
+    | Attach
+    | AttachComplete
+    | Detach
+    | TurnFinished
+    | Shutdown
 )

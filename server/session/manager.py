@@ -63,7 +63,9 @@ class SessionManager:
     def live(self) -> list[SessionActor]:
         return list(self._actors.values())
 
-    async def create(self, *, cwd: str, owner: str, mode: PermissionMode | None = None) -> SessionActor:
+    async def create(
+        self, *, cwd: str, owner: str, mode: PermissionMode | None = None, agent: str = "default"
+    ) -> SessionActor:
         settings = self._services.settings
         record = await self._store.create_session(
             id=f"sess_{uuid.uuid4().hex}",
@@ -71,6 +73,7 @@ class SessionManager:
             cwd=cwd,
             mode=(mode or settings.permission_mode).value,
             model=settings.model,
+            agent=agent,
         )
         actor = SessionActor(record, [], 0, self._services)
         actor.start()

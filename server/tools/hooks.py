@@ -72,6 +72,12 @@ class PreToolHook(Protocol):
     async def pre_tool(self, payload: dict[str, Any]) -> HookVerdict: ...
 
 
+class StopHook(Protocol):
+    name: str
+
+    async def stop(self, payload: dict[str, Any]) -> HookVerdict: ...
+
+
 class HookConfigError(ValueError):
     pass
 

@@ -19,15 +19,42 @@ from protocol.acp import (
     NewSessionParams,
     PromptParams,
     SessionIdParams,
+    SetConfigOptionParams,
     SetModeParams,
 )
-from protocol.agentd import COMPACT, INTERJECT, USAGE_GET, InterjectParams, SessionParams
+from protocol.agentd import (
+    COMPACT,
+    GOAL_CLEAR,
+    GOAL_GET,
+    GOAL_SET,
+    HOOKS_REGISTER,
+    INTERJECT,
+    USAGE_GET,
+    GoalSetParams,
+    HooksRegisterParams,
+    InterjectParams,
+    SessionParams,
+)
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.config import PermissionMode
 from server.loop.outcome import OutcomeKind, stop_reason
 from server.session.actor import SessionActor
-from server.session.commands import Cancel, Compact, Interject, InterjectResult, Prompt, PromptDone, SetMode
+from server.session.commands import (
+    Cancel,
+    Compact,
+    GoalClear,
+    GoalGet,
+    GoalSet,
+    Interject,
+    InterjectResult,
+    Prompt,
+    PromptDone,
+    RegisterHook,
+    SetAgent,
+    SetMode,
+)
+from server.transport.client_hooks import STOP_HOOK_METHOD, ClientStopHook
 from server.transport.rpc import CallContext, Method
 
 MODES = [
@@ -41,7 +68,17 @@ MODES = [
     {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
 ]
 
-EXTENSIONS: list[str] = [INTERJECT, COMPACT, USAGE_GET, "_agentd/event", "_agentd/permission/resolved"]
+EXTENSIONS: list[str] = [
+    INTERJECT,
+    COMPACT,
+    USAGE_GET,
+    GOAL_SET,
+    GOAL_GET,
+    GOAL_CLEAR,
+    HOOKS_REGISTER,
+    "_agentd/event",
+    "_agentd/permission/resolved",
+]
 
 
 def modes_state(actor: SessionActor) -> dict[str, Any]:
@@ -103,18 +140,112 @@ async def _attach_with_replay(ctx: CallContext, actor: SessionActor, *, replay: 
     await ctx.state.attach(actor, conn, replay=replay)
 
 
+def _agentd_meta(meta: Any) -> dict[str, Any]:
+    inner = meta.get("agentd") if isinstance(meta, dict) else None
+    return inner if isinstance(inner, dict) else {}
+
+
+def config_options(ctx: CallContext, actor: SessionActor) -> list[dict[str, Any]]:
+    """Modes and agents as ACP config options (ACP v1 has no set_model)."""
+    agents = ctx.state.agents
+    return [
+        {
+            "id": "mode",
+            "name": "Permission mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": actor.mode().value,
+            "options": [{"value": m["id"], "name": m["name"]} for m in MODES],
+        },
+        {
+            "id": "agent",
+            "name": "Agent",
+            "type": "select",
+            "currentValue": actor.agent.name,
+            "options": [{"value": a.name, "name": a.description or a.name} for a in agents.values()],
+        },
+    ]
+
+
+def _known_agent(ctx: CallContext, name: Any, path: str) -> str:
+    if not isinstance(name, str) or name not in ctx.state.agents:
+        known = ", ".join(sorted(ctx.state.agents))
+        msg = f"unknown agent {name!r} (one of {known})"
+        raise RpcError.invalid_params(f"Invalid params: {path}: {msg}", [{"path": path, "message": msg}])
+    return name
+
+
 async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, Any]:
     cwd = await _check_cwd(ctx, params.cwd)
-    actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal)
+    meta = _agentd_meta(params.meta)
+    agent = _known_agent(ctx, meta["agent"], "_meta.agentd.agent") if "agent" in meta else "default"
+    actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal, agent=agent)
     if ctx.connection is not None:
         await _attach_with_replay(ctx, actor, replay=False)
-    return {"sessionId": actor.id, "modes": modes_state(actor)}
+    return {"sessionId": actor.id, "modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
+
+
+async def session_set_config_option(ctx: CallContext, params: SetConfigOptionParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    loop = asyncio.get_running_loop()
+    if params.config_id == "mode":
+        await session_set_mode(ctx, SetModeParams(session_id=params.session_id, mode_id=str(params.value)))
+    elif params.config_id == "agent":
+        name = _known_agent(ctx, params.value, "value")
+        reply: asyncio.Future[None] = loop.create_future()
+        actor.send(SetAgent(name, reply))
+        await reply
+    else:
+        msg = f"unknown config option {params.config_id!r} (mode, agent)"
+        raise RpcError.invalid_params(
+            f"Invalid params: configId: {msg}", [{"path": "configId", "message": msg}]
+        )
+    return {"configOptions": config_options(ctx, actor)}
+
+
+async def goal_set(ctx: CallContext, params: GoalSetParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    actor.send(GoalSet(params.objective, params.token_budget, params.verify, reply))
+    return {"goal": await reply}
+
+
+async def goal_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    reply: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+    actor.send(GoalGet(reply))
+    goal = await reply
+    return {"goal": goal} if goal else {}
+
+
+async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    reply: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+    actor.send(GoalClear(reply))
+    previous = await reply
+    return {"cleared": previous} if previous else {}
+
+
+async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[str, Any]:
+    unknown = [e for e in params.events if e != "stop"]
+    if unknown:
+        msg = f"unknown hook events {unknown} (only 'stop')"
+        raise RpcError.invalid_params(f"Invalid params: events: {msg}", [{"path": "events", "message": msg}])
+    actor = await _session(ctx, params.session_id)
+    assert ctx.connection is not None
+    if actor.id not in ctx.connection.sessions:
+        await _attach_with_replay(ctx, actor, replay=False)
+    reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    hook = ClientStopHook(ctx.connection, ctx.state.settings.client_hook_timeout_s)
+    actor.send(RegisterHook(hook, reply))
+    await reply
+    return {"registered": ["stop"], "method": STOP_HOOK_METHOD}
 
 
 async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     actor = await _session(ctx, params.session_id)
     await _attach_with_replay(ctx, actor, replay=True)
-    return {"modes": modes_state(actor)}
+    return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
 def _encode_cursor(at: datetime, sid: str) -> str:
@@ -259,6 +390,11 @@ async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 
 
 METHODS: dict[str, Method] = {
+    GOAL_SET: Method(GoalSetParams, goal_set),
+    GOAL_GET: Method(SessionParams, goal_get),
+    GOAL_CLEAR: Method(SessionParams, goal_clear),
+    HOOKS_REGISTER: Method(HooksRegisterParams, hooks_register, needs_connection=True),
+    "session/set_config_option": Method(SetConfigOptionParams, session_set_config_option),
     USAGE_GET: Method(SessionParams, usage_get),
     COMPACT: Method(SessionParams, session_compact),
     INTERJECT: Method(InterjectParams, interject),
