@@ -69,8 +69,12 @@ class AppState:
                 for method, params in frames:
                     conn.send_notification(method, params)
                 upto = stored.seq
+        if replay:
+            # With a replay the client knows the session: tell it the commands before the
+            # response. A brand-new session learns them right after `session/new` answers.
+            actor.send_available_commands(conn)
         sub.go_live(upto)
-        actor.send(AttachComplete(conn))
+        actor.send(AttachComplete(conn, send_commands=not replay))
         return sub
 
     async def detach(self, session_id: str, conn_id: str) -> None:

@@ -73,6 +73,7 @@ class Settings(BaseSettings):
     agents_dir: Path | None = None
     # A small, cheap model tried first by the goal evaluator (R-L2c); then the session model.
     goal_evaluator_model: str | None = None
+    goal_attempt_timeout_s: float = 30.0  # per evaluator attempt
     # A client-registered stop hook that does not answer within this is ignored (fails open).
     client_hook_timeout_s: float = 30.0
 

@@ -121,14 +121,16 @@ class WsClient:
 
         return await asyncio.wait_for(scan(), within)
 
-    def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
-        """Every `session/update` payload received so far, in order."""
+    def updates(self, session_id: str | None = None, *, commands: bool = False) -> list[dict[str, Any]]:
+        """Every `session/update` payload received so far, in order. The session-level
+        `available_commands_update` is left out unless `commands` is true."""
         return [
             f["params"]["update"]
             for f in self.frames
             if isinstance(f, dict)
             and f.get("method") == "session/update"
             and (session_id is None or f["params"]["sessionId"] == session_id)
+            and (commands or f["params"]["update"].get("sessionUpdate") != "available_commands_update")
         ]
 
 

@@ -103,7 +103,8 @@ class RecordingClient:
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
-        self.update_seen.set()
+        if isinstance(update, AgentMessageChunk):
+            self.update_seen.set()  # the turn is streaming (other updates may come first)
 
     async def write_text_file(
         self, session_id: str, path: str, content: str, **kwargs: Any

@@ -71,6 +71,7 @@ def replayed_updates(client: WsClient, session_id: str) -> list[dict[str, Any]]:
         if isinstance(f, dict)
         and f.get("method") == "session/update"
         and f["params"]["sessionId"] == session_id
+        and f["params"]["update"]["sessionUpdate"] != "available_commands_update"
     ]
 
 
@@ -337,7 +338,10 @@ async def test_set_mode_notifies_and_persists(server_factory, db_url: str, works
         client = await server.client()
         sid = await new_session(client, workspace)
         assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "plan"}) == {}
-        update = await client.wait_notification(lambda m: m["method"] == "session/update")
+        update = await client.wait_notification(
+            lambda m: m["method"] == "session/update"
+            and m["params"]["update"]["sessionUpdate"] != "available_commands_update"
+        )
         assert update["params"]["sessionId"] == sid
         assert update["params"]["update"] == {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
         with pytest.raises(RpcFailed) as err:

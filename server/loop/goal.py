@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError, field_validator, model_validato
 
 from server.loop.conversation import Message
 from server.loop.errors import HarnessError
-from server.providers.base import Provider, ProviderRequest, TextDelta
+from server.providers.base import Provider, ProviderRequest, TextDelta, Usage
 
 CONTINUATION_TAG = "goal_continuation"
 
@@ -179,8 +179,9 @@ def _clip(text: str, max_bytes: int) -> str:
     return data[: max_bytes - 40].decode(errors="ignore") + f" [... {len(data) - max_bytes + 40} bytes cut]"
 
 
-def goal_transcript(messages: list[Message], limits: GoalLimits = DEFAULT_LIMITS) -> str:
+def goal_transcript(messages: list[Message], limits: GoalLimits | None = None) -> str:
     """Newest first, each item ≤ 4 KiB, the whole ≤ 32 KiB."""
+    limits = limits or DEFAULT_LIMITS
     items: list[str] = []
     total = 0
     for m in reversed(messages):
@@ -205,7 +206,7 @@ def evaluator_request(
     state: GoalState,
     plan: list[dict[str, Any]],
     messages: list[Message],
-    limits: GoalLimits,
+    limits: GoalLimits | None,
     native: bool,
 ) -> ProviderRequest:
     plan_text = "\n".join(f"- [{p.get('status')}] {p.get('content')}" for p in plan) or "(no plan)"
@@ -239,12 +240,18 @@ def parse_verdict(text: str) -> Verdict | str:
         return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'verdict'}: {e['msg']}" for e in exc.errors())
 
 
-async def _ask(provider: Provider, request: ProviderRequest) -> str:
+async def _ask(provider: Provider, request: ProviderRequest, usage: list[Usage | None]) -> str:
     parts: list[str] = []
-    async with contextlib.aclosing(provider.stream(request)) as stream:  # type: ignore[type-var]
-        async for ev in stream:
-            if isinstance(ev, TextDelta):
-                parts.append(ev.text)
+    seen: Usage | None = None
+    try:
+        async with contextlib.aclosing(provider.stream(request)) as stream:  # type: ignore[type-var]
+            async for ev in stream:
+                if isinstance(ev, TextDelta):
+                    parts.append(ev.text)
+                elif isinstance(ev, Usage):
+                    seen = ev
+    finally:
+        usage.append(seen)  # None: unknown (the ledger is marked dirty)
     return "".join(parts)
 
 
@@ -252,6 +259,8 @@ async def _ask(provider: Provider, request: ProviderRequest) -> str:
 class Evaluation:
     verdict: Verdict | None  # None: every attempt failed (infra)
     attempts: list[dict[str, Any]]  # what each attempt did, for the event
+    # (model, usage or None) per attempt: hidden calls still cost tokens (R-R4).
+    usage: list[tuple[str, Usage | None]] = field(default_factory=list)
 
 
 async def evaluate(
@@ -259,28 +268,34 @@ async def evaluate(
     state: GoalState,
     plan: list[dict[str, Any]],
     messages: list[Message],
-    limits: GoalLimits = DEFAULT_LIMITS,
+    limits: GoalLimits | None = None,
 ) -> Evaluation:
     """One attempt per lane (small model first when configured), each bounded by a timeout."""
+    limits = limits or DEFAULT_LIMITS
     attempts: list[dict[str, Any]] = []
+    spent: list[tuple[str, Usage | None]] = []
     for provider, model in lanes:
         request = evaluator_request(model, state, plan, messages, limits, provider.supports_native_schema)
+        used: list[Usage | None] = []
         try:
             async with asyncio.timeout(limits.attempt_timeout_s):
-                text = await _ask(provider, request)
+                text = await _ask(provider, request, used)
         except TimeoutError:
+            spent.append((model, used[0] if used else None))
             attempts.append({"model": model, "error": f"timed out after {limits.attempt_timeout_s:g}s"})
             continue
         except HarnessError as err:
+            spent.append((model, used[0] if used else None))
             attempts.append({"model": model, "error": f"{err.kind.value}: {err.message}"})
             continue
+        spent.append((model, used[0] if used else None))
         parsed = parse_verdict(text)
         if isinstance(parsed, str):
             attempts.append({"model": model, "error": f"malformed verdict: {parsed}"})
             continue
         attempts.append({"model": model, "decision": parsed.decision})
-        return Evaluation(parsed, attempts)
-    return Evaluation(None, attempts)
+        return Evaluation(parsed, attempts, spent)
+    return Evaluation(None, attempts, spent)
 
 
 # ----------------------------------------------------------------------------- decisions
@@ -309,8 +324,9 @@ def budget_check(state: GoalState) -> GoalAction | None:
 
 
 def after_evaluation(
-    state: GoalState, evaluation: Evaluation, limits: GoalLimits = DEFAULT_LIMITS
+    state: GoalState, evaluation: Evaluation, limits: GoalLimits | None = None
 ) -> GoalAction:
+    limits = limits or DEFAULT_LIMITS
     state.rounds += 1
     verdict = evaluation.verdict
     if verdict is None:
@@ -373,8 +389,9 @@ def with_continuation(messages: list[Message], text: str) -> list[Message]:
     return [*kept, Message(role="user", content=text, tag=CONTINUATION_TAG)]
 
 
-async def run_verification(command: str, cwd: Path, limits: GoalLimits = DEFAULT_LIMITS) -> tuple[bool, str]:
+async def run_verification(command: str, cwd: Path, limits: GoalLimits | None = None) -> tuple[bool, str]:
     """Run the goal's verification command in the workspace; exit 0 = pass."""
+    limits = limits or DEFAULT_LIMITS
     proc = await asyncio.create_subprocess_exec(
         "/bin/bash",
         "-c",

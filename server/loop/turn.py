@@ -14,6 +14,7 @@ first, stop hooks only when the goal does not continue — is fixed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,12 @@ async def run_turn(ctx: TurnContext) -> TurnOutcome:
 
 async def _run_turn(ctx: TurnContext) -> TurnOutcome:
     state = TurnState()
+    outcome = await _turn_rounds(ctx, state)
+    # The summary is taken at the very end so goal verdicts and hook rounds are on it.
+    return dataclasses.replace(outcome, turn=state.summary())
+
+
+async def _turn_rounds(ctx: TurnContext, state: TurnState) -> TurnOutcome:
     reentries = 0
     while True:
         tokens_before = state.usage.total.total_tokens
@@ -173,18 +180,29 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
         return False
     lanes = list(ctx.goal_lanes) or [(ctx.provider, ctx.model)]
     evaluation = await run_cancellable(
-        evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages), ctx.cancel
+        evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages, ctx.goal_limits), ctx.cancel
     )
-    action = after_evaluation(goal, evaluation)
+    for model, usage in evaluation.usage:  # hidden calls are spent tokens too (R-R4)
+        state.usage.record(f"goal-evaluator:{model}", usage, ctx.prices.get(model))
+        if usage is not None:
+            goal.tokens_used += usage.input_tokens + usage.output_tokens + usage.cache_read_tokens
+            goal.tokens_used += usage.cache_write_tokens
+    if ctx.goal is not goal:
+        return False  # the goal was cleared or replaced while it was being judged
+    action = after_evaluation(goal, evaluation, ctx.goal_limits)
     verdict_event: dict[str, Any] = {"attempts": evaluation.attempts, "action": action.value}
     if evaluation.verdict is not None:
         verdict_event["verdict"] = evaluation.verdict.model_dump(exclude_none=True)
     if action is GoalAction.VERIFY:
         assert goal.verify is not None
         try:
-            passed, output = await run_cancellable(run_verification(goal.verify, ctx.cwd), ctx.cancel)
+            passed, output = await run_cancellable(
+                run_verification(goal.verify, ctx.cwd, ctx.goal_limits), ctx.cancel
+            )
         except TimeoutError:
             passed, output = False, "verification timed out"
+        if ctx.goal is not goal:
+            return False
         verdict_event["verification"] = {"command": goal.verify, "passed": passed, "output": output[-2000:]}
         action = after_verification(goal, passed, output)
         verdict_event["action"] = action.value

@@ -25,12 +25,14 @@ from server.loop.budget import BudgetLimits
 from server.loop.context import Conversation, Interjection, Lane, PermissionAnswer, TurnContext
 from server.loop.conversation import Message
 from server.loop.errors import ErrorKind, HarnessError
-from server.loop.goal import GoalState
+from server.loop.goal import GoalLimits, GoalState
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
+from server.loop.react import run_compaction
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
 from server.loop.turn import run_compaction_job, run_turn
+from server.loop.turn_state import TurnState
 from server.loop.usage import Price, UsageLedger
 from server.providers.base import Provider
 from server.session.commands import (
@@ -56,6 +58,7 @@ from server.session.commands import (
 from server.session.eventlog import EventWriter
 from server.session.events import Event, EventKind
 from server.session.hub import EventHub, FrameSink
+from server.session.local_commands import available_commands, help_text, parse_local
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
@@ -69,6 +72,17 @@ log = logging.getLogger(__name__)
 def _output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema | None:
     schema = meta.get("outputSchema", agent.output_schema)
     return OutputSchema.check(schema) if isinstance(schema, dict) else None
+
+
+def _describe_goal(goal: GoalState | None) -> str:
+    if goal is None:
+        return "No goal is set. Use /goal <objective> to set one."
+    text = f"Goal ({goal.status.value}): {goal.objective}"
+    if goal.pause_reason:
+        text += f"\nPaused: {goal.pause_reason}"
+    if goal.user_action:
+        text += f"\nNeeded from you: {goal.user_action}"
+    return text
 
 
 def new_id(prefix: str) -> str:
@@ -245,7 +259,9 @@ class SessionActor:
                 sub = self.hub.subscribe(sink)
                 sub.attached_seq = self._seq
                 reply.set_result(sub)
-            case AttachComplete(sink=sink):
+            case AttachComplete(sink=sink, send_commands=send_commands):
+                if send_commands:
+                    self.send_available_commands(sink)
                 for pending in self._permissions.values():
                     self._ask_sink(sink, pending)
             case Detach(sink_id=sink_id):
@@ -300,7 +316,10 @@ class SessionActor:
         queued = self._queue.popleft()
         cmd = queued.command
         turn_id = new_id("turn")
-        if queued.kind == "prompt":
+        local = parse_local(prompt_text(cmd.blocks)) if queued.kind == "prompt" else None
+        if local is not None:
+            queued.kind = "local"
+        if queued.kind in ("prompt", "local"):
             text = prompt_text(cmd.blocks)
             self.emit(
                 EventKind.USER_MESSAGE,
@@ -316,7 +335,8 @@ class SessionActor:
                 printable = "".join(ch if ch.isprintable() else " " for ch in text)
                 self.title = " ".join(printable.split())[:80] or None
                 self._services.writer.submit(self.id, session_fields={"title": self.title})
-            self.conversation.append(Message.user(text))
+            if local is None:
+                self.conversation.append(Message.user(text))
         self.emit(EventKind.TURN_STARTED, {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind})
         settings = self._services.settings
         ctx = TurnContext(
@@ -346,8 +366,16 @@ class SessionActor:
             completion=self.agent.completion,
             goal=self._goal,
             goal_lanes=self._goal_lanes(),
+            goal_limits=GoalLimits(attempt_timeout_s=settings.goal_attempt_timeout_s),
             stop_hooks=[*self._services.hooks.stop, *self._client_hooks.values()],
         )
+        if local is not None:
+            command, arg = local
+            task = asyncio.create_task(
+                self._run_local(ctx, queued, command.name, arg), name=f"local-{turn_id}"
+            )
+            self._turn = RunningTurn(turn_id, queued, task, ctx)
+            return
         task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
         self._turn = RunningTurn(turn_id, queued, task, ctx)
 
@@ -370,6 +398,19 @@ class SessionActor:
             # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
             self.send(TurnFinished(ctx.turn_id))
 
+    def send_available_commands(self, sink: FrameSink) -> None:
+        sink.send_notification(
+            "session/update",
+            {
+                "sessionId": self.id,
+                "update": {
+                    "sessionUpdate": "available_commands_update",
+                    "availableCommands": available_commands(),
+                },
+                "_meta": {"agentd": {"seq": self._seq, "transient": True}},
+            },
+        )
+
     def _goal_changed(self) -> None:
         if self._turn is not None:
             self._turn.ctx.goal = self._goal  # the running turn judges the new goal
@@ -380,6 +421,74 @@ class SessionActor:
         small = self._services.settings.goal_evaluator_model
         lanes = [(self._services.provider, small)] if small and small != self.model else []
         return [*lanes, (self._services.provider, self.model)]
+
+    async def _run_local(self, ctx: TurnContext, queued: QueuedPrompt, name: str, arg: str) -> None:
+        """A builtin command: answer locally, never sample the model (R-S6)."""
+        try:
+            try:
+                text = await self._local_command(ctx, name, arg)
+                outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=f"local_command:{name}")
+            except ValueError as exc:
+                text = str(exc)
+                outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=f"local_command:{name}")
+            message_id = new_id("msg")
+            self.emit_transient(
+                EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
+            )
+            self.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
+            self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+            await self.flushed()
+        finally:
+            self.send(TurnFinished(ctx.turn_id))
+
+    async def _local_command(self, ctx: TurnContext, name: str, arg: str) -> str:
+        match name:
+            case "help":
+                return help_text()
+            case "mode":
+                if arg:
+                    try:
+                        self._set_mode(PermissionMode(arg))
+                    except ValueError:
+                        known = ", ".join(m.value for m in PermissionMode)
+                        raise ValueError(f"Unknown mode {arg!r}; one of {known}.") from None
+                return f"Permission mode: {self._mode.value}"
+            case "model":
+                if arg:
+                    self.model = arg
+                    self._persist_fields({"model": arg})
+                return f"Model: {self.model}"
+            case "goal":
+                if arg in ("", "status"):
+                    return _describe_goal(self._goal)
+                if arg == "clear":
+                    self._goal = None
+                    self._goal_changed()
+                    return "Goal cleared."
+                self._goal = GoalState(arg)
+                self._goal_changed()
+                return f"Goal set: {arg}\nSend a prompt to start working on it."
+            case "queue":
+                if not self._queue:
+                    return "The queue is empty."
+                lines = [f"{i}. {prompt_text(q.command.blocks)[:80]}" for i, q in enumerate(self._queue, 1)]
+                return "Queued prompts:\n" + "\n".join(lines)
+            case "usage":
+                u = self.usage.total
+                return (
+                    f"Tokens: {u.input_tokens} in, {u.output_tokens} out, {u.cache_read_tokens} cache read, "
+                    f"{u.cache_write_tokens} cache write; cost ${u.cost:.4f} over {u.calls} calls"
+                    + (" (some usage could not be read)" if u.dirty else "")
+                )
+            case "clear":
+                self.conversation.replace([])
+                self._todos.replace([])
+                return "Context cleared. The session log keeps the history."
+            case "compact":
+                state = TurnState()
+                changed = await run_compaction(ctx, state, "requested")
+                return "Compacted the conversation." if changed else "Nothing old enough to compact."
+        raise ValueError(f"Unknown command /{name}.")
 
     def _persist_fields(self, fields: dict[str, Any]) -> None:
         self._services.writer.submit(self.id, session_fields=fields)

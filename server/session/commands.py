@@ -109,6 +109,7 @@ class AttachComplete:
     """The attaching client has caught up; send it what waits for an answer."""
 
     sink: FrameSink
+    send_commands: bool = True  # available_commands_update (already sent with a replay)
 
 
 @dataclass
