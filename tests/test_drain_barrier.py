@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import websockets
 
 from server.config import PermissionMode
