@@ -14,7 +14,10 @@ from fastapi import FastAPI
 from server import __version__
 from server.agents import AgentDefinition, default_definitions
 from server.config import Settings
+from server.loop.budget import BudgetLimits
 from server.loop.context import Lane
+from server.loop.goal import GoalLimits
+from server.loop.limits import LoopLimits
 from server.providers.base import Provider
 from server.providers.factory import make_lanes, make_provider
 from server.session.actor import ActorServices, SessionActor
@@ -83,6 +86,20 @@ class AppState:
             actor.send(Detach(conn_id))
 
 
+def loop_limits(settings: Settings) -> LoopLimits:
+    """The seed defaults, the budget and goal settings, then `AGENTD_LIMITS` overrides."""
+    base = LoopLimits(
+        budget=BudgetLimits(
+            max_iterations=settings.max_iterations,
+            idle_progress_s=settings.idle_progress_s,
+            activity_timeout_s=settings.activity_timeout_s,
+            token_budget=settings.token_budget,
+        ),
+        goal=GoalLimits(attempt_timeout_s=settings.goal_attempt_timeout_s),
+    )
+    return base.with_overrides(settings.limits)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -110,6 +127,7 @@ def create_app(
             hooks=hooks,
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
             agents=agents,
+            limits=loop_limits(settings),
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS), agents)

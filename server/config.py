@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -76,6 +77,9 @@ class Settings(BaseSettings):
     goal_attempt_timeout_s: float = 30.0  # per evaluator attempt
     # A client-registered stop hook that does not answer within this is ignored (fails open).
     client_hook_timeout_s: float = 30.0
+
+    # Overrides of any loop constant, as JSON: {"section": {"field": value}} (server/loop/limits.py).
+    limits: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     # Budget gates (R-B1), checked at the top of every sampling round. Interactive
     # sessions have no iteration cap; headless runs and sub-agents use 50.

@@ -378,10 +378,10 @@ async def test_continue_injects_a_continuation_and_only_the_newest_stays(server_
         assert [v["action"] for v in verdict_events(client, sid)] == ["continue", "continue", "complete"]
         goal = (await get_goal(client, sid))["goal"]
         assert (goal["status"], goal["rounds"]) == ("complete", 3)
-        assert goal["lastVerdict"] == {
+        assert goal["lastVerdict"] == {  # stored and sent camelCase
             "decision": "candidate_complete",
             "evidence": "all three parts exist",
-            "next_step": "nothing",
+            "nextStep": "nothing",
         }
         await client.close()
 

@@ -6,7 +6,8 @@ with the real providers against the local fakes.
   stays on the fallback for the rest of the turn; the next prompt starts on the primary;
 - usage is attributed to the lane that spent it (`turn.usage.byLane`,
   `_agentd/usage/get`): a discarded attempt whose usage was reported is counted on its
-  lane, one whose usage was never reported marks the lane (and the ledger) `dirty`;
+  lane; a request refused before any output costs nothing; one whose usage was never
+  reported marks the lane (and the ledger) `dirty`;
 - authentication (401) fails fast: the fallback is never tried;
 - quota on every lane: rotation, then the quota bucket is exhausted;
 - Anthropic as the fallback lane works too (cache read/write tokens included).
@@ -151,9 +152,10 @@ async def test_sick_primary_rotates_to_the_fallback_lane_and_usage_is_attributed
         usage = ext_events(client, sid, "turn_ended")[0]["turn"]["usage"]
         by_lane = usage["byLane"]
         assert set(by_lane) == {"primary", "fallback1"}
-        # The rejected request reported no usage: counted as a call, marked dirty, no tokens.
+        # The request was refused with an HTTP error before any output: it spent nothing,
+        # so it counts as a call with zero tokens and does not make the ledger dirty.
         assert by_lane["primary"]["calls"] == 1
-        assert by_lane["primary"]["dirty"] is True
+        assert by_lane["primary"]["dirty"] is False
         assert lane_tokens(by_lane["primary"]) == (0, 0, 0, 0)
         assert by_lane["primary"]["cost"] == 0
         # OpenAI's prompt_tokens include the cached part; the ledger keeps them apart.
@@ -162,7 +164,7 @@ async def test_sick_primary_rotates_to_the_fallback_lane_and_usage_is_attributed
         assert lane_tokens(fb) == (100 + 100, 20 + 30, 50, 0)
         expected_cost = price(FALLBACK).cost(Usage(100, 20)) + price(FALLBACK).cost(Usage(100, 30, 50))
         assert fb["cost"] == pytest.approx(expected_cost)
-        assert usage["dirty"] is True
+        assert usage["dirty"] is False
         assert usage["calls"] == 3
         assert usage["totalTokens"] == fb["totalTokens"] == 300
         assert usage["cost"] == pytest.approx(expected_cost)
@@ -188,7 +190,7 @@ async def test_sick_primary_rotates_to_the_fallback_lane_and_usage_is_attributed
         assert lane_tokens(session["byLane"]["primary"]) == (40, 4, 0, 0)
         assert session["byLane"]["primary"]["cost"] == pytest.approx(price(PRIMARY).cost(Usage(40, 4)))
         assert session["byLane"]["fallback1"] == fb
-        assert session["dirty"] is True  # the session keeps the unknown attempt in mind
+        assert session["dirty"] is False  # refused requests are known to have cost nothing
         await client.close()
 
 
@@ -300,8 +302,8 @@ async def test_quota_on_every_lane_rotates_once_then_is_exhausted(
         ]
         usage = ext_events(client, sid, "turn_ended")[0]["turn"]["usage"]
         assert {k: (v["calls"], v["dirty"]) for k, v in usage["byLane"].items()} == {
-            "primary": (1, True),
-            "fallback1": (1, True),
+            "primary": (1, False),
+            "fallback1": (1, False),
         }
         await client.close()
     assert len(primary.requests) == 1 and len(secondary.requests) == 1
@@ -363,7 +365,7 @@ async def test_anthropic_as_the_fallback_lane(
                 Usage(30, 9, 400, 0)
             )
             assert fb["cost"] == pytest.approx(expected)
-            assert usage["byLane"]["primary"]["dirty"] is True
+            assert usage["byLane"]["primary"]["dirty"] is False
             assert (await client.call("_agentd/usage/get", {"sessionId": sid}))["session"] == usage
             await client.close()
     assert len(primary.requests) == 1

@@ -339,8 +339,10 @@ async def test_set_mode_notifies_and_persists(server_factory, db_url: str, works
         sid = await new_session(client, workspace)
         assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "plan"}) == {}
         update = await client.wait_notification(
-            lambda m: m["method"] == "session/update"
-            and m["params"]["update"]["sessionUpdate"] != "available_commands_update"
+            lambda m: (
+                m["method"] == "session/update"
+                and m["params"]["update"]["sessionUpdate"] != "available_commands_update"
+            )
         )
         assert update["params"]["sessionId"] == sid
         assert update["params"]["update"] == {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}

@@ -290,7 +290,10 @@ async def test_a_failing_hook_fails_open(server_factory, workspace: Path, tmp_pa
 
         assert result["stopReason"] == "end_turn" and "reason" not in result["_meta"]["agentd"]
         assert len(provider.requests) == 1
-        assert len(hook.calls()) == 1  # it ran, and was ignored
+        if case == "timeout":
+            assert len(hook.calls()) <= 1  # killed by its timeout, possibly before it logged
+        else:
+            assert len(hook.calls()) == 1  # it ran, and was ignored
         (stop_event,) = events(client, sid, "stop_hooks")
         (verdict,) = stop_event["verdicts"]
         assert verdict["decision"] == "allow" and verdict["failedOpen"] is True

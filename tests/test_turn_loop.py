@@ -209,14 +209,6 @@ async def test_goal_is_judged_first_and_stop_hooks_run_only_when_the_goal_stops_
         await client.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG: turn_ended.turn is the TurnState snapshot taken by run_react's ended() before "
-        "L2 runs goal_round_end, so the verdict that stopped the goal is missing from "
-        "turn.goalVerdicts (server/loop/turn.py _run_turn returns outcome.turn unrefreshed)"
-    ),
-)
 async def test_turn_ended_lists_every_goal_verdict_of_the_turn(server_factory, workspace: Path):
     provider = scripted(
         {"text": "Round one."},

@@ -17,7 +17,8 @@ from server.agents import CompletionRequirement
 from server.config import PermissionMode
 from server.loop.budget import BudgetLimits, BudgetState
 from server.loop.conversation import Message
-from server.loop.goal import GoalLimits, GoalState
+from server.loop.goal import GoalState
+from server.loop.limits import LoopLimits
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
 from server.loop.usage import Price
@@ -184,7 +185,7 @@ class TurnContext:
     completion: CompletionRequirement | None = None
     goal: GoalState | None = None  # session-owned; the turn updates it
     goal_lanes: list[tuple[Provider, str]] = field(default_factory=list)  # evaluator: small model first
-    goal_limits: GoalLimits | None = None
+    limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
     stop_hooks: list[StopHook] = field(default_factory=list)
 
     def rotate_lane(self) -> bool:

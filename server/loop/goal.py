@@ -71,6 +71,17 @@ class Verdict(BaseModel):
             raise ValueError("must not be empty")
         return value.strip()
 
+    def wire(self) -> dict[str, Any]:
+        """camelCase, for events and persisted state."""
+        data: dict[str, Any] = {
+            "decision": self.decision,
+            "evidence": self.evidence,
+            "nextStep": self.next_step,
+        }
+        if self.blocker_key:
+            data["blockerKey"] = self.blocker_key
+        return data
+
     @model_validator(mode="after")
     def _blocker(self) -> Verdict:
         if self.decision == "blocked":
@@ -336,7 +347,7 @@ def after_evaluation(
             "The goal evaluator could not be reached; resume the goal when the provider works again."
         )
         return GoalAction.PAUSE
-    state.last_verdict = verdict.model_dump(exclude_none=True)
+    state.last_verdict = verdict.wire()
     if verdict.decision == "blocked":
         if verdict.blocker_key == state.blocked_key:
             state.blocked_count += 1
@@ -373,7 +384,7 @@ def continuation_text(state: GoalState) -> str:
         f"Objective: {state.objective}\n"
         f"Progress so far: {verdict.get('evidence', '(not judged yet)')}\n"
         f"Known gaps:\n{gaps}\n"
-        f"Next step: {verdict.get('next_step', 'decide the next concrete step')}"
+        f"Next step: {verdict.get('nextStep', 'decide the next concrete step')}"
     )
 
 

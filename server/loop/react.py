@@ -45,15 +45,13 @@ from server.loop.structured import (
     MIXED_CALL_TEXT,
     STRUCTURED_OUTPUT_TOOL,
     OutputSchema,
+    StructuredOutputLimits,
     retry_text,
-)
-from server.loop.structured import (
-    DEFAULT_LIMITS as STRUCTURED_LIMITS,
 )
 from server.loop.todo_gate import todo_gate
 from server.loop.toolrun import execute_tool_round, skip_tool_round
 from server.loop.turn_state import TurnState
-from server.providers.base import ProviderRequest, StopReason
+from server.providers.base import ProviderRequest, StopReason, Usage
 from server.session.events import EventKind
 from server.tools.base import ToolResult
 
@@ -78,7 +76,7 @@ def drain_interjections(ctx: TurnContext) -> int:
 async def run_compaction(ctx: TurnContext, state: TurnState, reason: str) -> bool:
     """Fold older history into a summary (R-L3d). True when the conversation changed.
     A failing summariser leaves the conversation as it was."""
-    if not compactable(ctx.conversation.messages):
+    if not compactable(ctx.conversation.messages, ctx.limits.compaction):
         return False  # say nothing: there is no compaction to report
     progress_id = f"compaction_{ctx.turn_id}_{state.iteration}"
     ctx.events.emit_transient(
@@ -87,7 +85,14 @@ async def run_compaction(ctx: TurnContext, state: TurnState, reason: str) -> boo
     )
     try:
         result = await run_cancellable(
-            compact(ctx.provider, ctx.model, ctx.conversation.messages, compaction_id=progress_id), ctx.cancel
+            compact(
+                ctx.provider,
+                ctx.model,
+                ctx.conversation.messages,
+                ctx.limits.compaction,
+                compaction_id=progress_id,
+            ),
+            ctx.cancel,
         )
     except HarnessError as err:
         ctx.events.emit_transient(
@@ -182,8 +187,11 @@ async def _sample_with_recovery(
             commit_sample(ctx, sample)
             return ended(OutcomeKind.CANCELLED, "user_cancelled")
         except HarnessError as err:
-            # A discarded attempt still cost tokens on its lane (or its usage is unknown).
-            state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))
+            # A discarded attempt still cost tokens on its lane (or its usage is unknown). A
+            # request refused with an HTTP error before any output spent nothing.
+            refused = err.status is not None and not (sample.text or sample.reasoning or sample.tool_calls)
+            usage = sample.usage if sample.usage is not None or not refused else Usage()
+            state.usage.record(ctx.lane, usage, ctx.prices.get(ctx.model))
             commit_sample(ctx, sample, discarded=True)
             decision = ctx.retry.observe(err, has_fallback=bool(ctx.fallbacks))
             _record_decision(ctx, state, decision, err)
@@ -251,7 +259,7 @@ async def _budget_stopped(
 
 
 def _structured_presets(
-    schema: OutputSchema, calls: list[ToolCall], state: TurnState
+    schema: OutputSchema, calls: list[ToolCall], state: TurnState, limits: StructuredOutputLimits
 ) -> tuple[dict[str, ToolResult], dict[str, Any] | None]:
     """Decide the StructuredOutput calls of one step (shim path). Returns the results to
     write for them and, when the turn is settled, its structured output."""
@@ -273,20 +281,20 @@ def _structured_presets(
         presets[first.id] = ToolResult(ACCEPTED_TEXT, raw_output={"accepted": True})
         return presets, {"value": value}
     state.structured_attempts += 1
-    if state.structured_attempts >= STRUCTURED_LIMITS.max_attempts:
+    if state.structured_attempts >= limits.max_attempts:
         presets[first.id] = ToolResult(error, is_error=True)
         return presets, {"error": error}
-    presets[first.id] = ToolResult(retry_text(error, state.structured_attempts), is_error=True)
+    presets[first.id] = ToolResult(retry_text(error, state.structured_attempts, limits), is_error=True)
     return presets, None
 
 
 async def run_react(
-    ctx: TurnContext, state: TurnState | None = None, *, force_schema: bool = True
+    ctx: TurnContext, state: TurnState | None = None, *, force_schema: bool = True, offer_shim: bool = False
 ) -> TurnOutcome:
     """One L3 run. `force_schema=False` drops the output schema (completion recovery rounds)."""
-    state = state or TurnState()
-    schema = ctx.output_schema if force_schema else None
-    native = schema is not None and uses_native_schema(ctx)
+    state = state or TurnState.for_limits(ctx.limits)
+    schema = ctx.output_schema if force_schema or offer_shim else None
+    native = schema is not None and force_schema and uses_native_schema(ctx)
 
     def ended(kind: OutcomeKind, reason: str | None = None, **kw: Any) -> TurnOutcome:
         return TurnOutcome(kind, reason=reason, tools_called=state.tools_called, turn=state.summary(), **kw)
@@ -310,21 +318,21 @@ async def run_react(
         # Pre-sampling maintenance. The request carries a repaired copy; the stored
         # conversation stays exactly as it happened.
         state.interjections += drain_interjections(ctx)
-        messages, repairs = repair_conversation(ctx.conversation.messages)
+        messages, repairs = repair_conversation(ctx.conversation.messages, ctx.limits.repair)
         state.record_repairs(repairs)
-        request = build_request(ctx, messages, force_schema=force_schema)
+        request = build_request(ctx, messages, force_schema=force_schema, offer_shim=offer_shim)
         estimate = max(estimate_tokens(request.messages, request.system), state.context_tokens)
         forced = ctx.compact_requested
-        if forced or should_compact(estimate, ctx.context_window):
+        if forced or should_compact(estimate, ctx.context_window, ctx.limits.compaction):
             ctx.compact_requested = False
             try:
                 changed = await run_compaction(ctx, state, "requested" if forced else "threshold")
             except TurnCancelled:
                 return ended(OutcomeKind.CANCELLED, "user_cancelled")
             if changed:
-                messages, repairs = repair_conversation(ctx.conversation.messages)
+                messages, repairs = repair_conversation(ctx.conversation.messages, ctx.limits.repair)
                 state.record_repairs(repairs)
-                request = build_request(ctx, messages, force_schema=force_schema)
+                request = build_request(ctx, messages, force_schema=force_schema, offer_shim=offer_shim)
 
         sampled = await _sample_with_recovery(ctx, state, request, ended)
         if isinstance(sampled, TurnOutcome):
@@ -343,6 +351,7 @@ async def run_react(
             state.context_tokens = (
                 u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens
             )
+            _emit_usage(ctx, state)
 
         refusal = sample.stop is StopReason.REFUSAL
         if sample.stop is StopReason.MAX_TOKENS and not sample.tool_calls:
@@ -350,6 +359,7 @@ async def run_react(
                 has_content=bool(sample.text),
                 continuations=state.max_token_continuations,
                 empty_retries=state.empty_retries,
+                limits=ctx.limits.max_tokens,
             )
             if action is MaxTokensAction.CONTINUE:
                 state.max_token_continuations += 1
@@ -378,13 +388,17 @@ async def run_react(
                 if error is None:
                     return ended(OutcomeKind.COMPLETED, structured_output={"value": value})
                 state.structured_attempts += 1
-                if state.structured_attempts >= STRUCTURED_LIMITS.max_attempts:
+                if state.structured_attempts >= ctx.limits.structured.max_attempts:
                     return ended(OutcomeKind.COMPLETED, structured_output={"error": error})
                 ctx.conversation.append(
-                    Message.user(retry_text(error, state.structured_attempts, native=native))
+                    Message.user(
+                        retry_text(error, state.structured_attempts, ctx.limits.structured, native=native)
+                    )
                 )
                 continue
-            nudge = todo_gate(ctx.todos, state, refusal=refusal, structured=schema is not None)
+            nudge = todo_gate(
+                ctx.todos, state, refusal=refusal, structured=schema is not None, limits=ctx.limits.todo_gate
+            )
             if nudge is not None:
                 ctx.conversation.append(Message.user(nudge))
                 continue
@@ -412,7 +426,9 @@ async def run_react(
         presets: dict[str, ToolResult] = {}
         structured_result: dict[str, Any] | None = None
         if schema is not None and not native:
-            presets, structured_result = _structured_presets(schema, sample.tool_calls, state)
+            presets, structured_result = _structured_presets(
+                schema, sample.tool_calls, state, ctx.limits.structured
+            )
 
         # Drain barrier (R-L3h): clients see the message that asked for the tools first.
         await ctx.events.flushed()

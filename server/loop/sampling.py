@@ -39,9 +39,15 @@ class Sample:
 
 
 def build_request(
-    ctx: TurnContext, messages: list[Message] | None = None, *, force_schema: bool = True
+    ctx: TurnContext,
+    messages: list[Message] | None = None,
+    *,
+    force_schema: bool = True,
+    offer_shim: bool = False,
 ) -> ProviderRequest:
-    """`force_schema=False` leaves a structured-output schema off (recovery rounds)."""
+    """`force_schema=False` leaves a structured-output schema off (recovery rounds);
+    `offer_shim` still offers the StructuredOutput tool, unforced (the recovery of a
+    StructuredOutput completion requirement must be able to call it)."""
     system = "\n\n".join(
         part
         for part in (
@@ -55,9 +61,9 @@ def build_request(
     if messages is None:
         messages = ctx.conversation.messages
     native_schema = None
-    schema = ctx.output_schema if force_schema else None
+    schema = ctx.output_schema if force_schema or offer_shim else None
     if schema is not None:
-        if uses_native_schema(ctx):
+        if force_schema and uses_native_schema(ctx):
             native_schema = schema.schema
         else:
             tools.append(schema.tool_spec())
@@ -73,7 +79,7 @@ def uses_native_schema(ctx: TurnContext) -> bool:
 
 
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
-    repetition = RepetitionDetector()
+    repetition = RepetitionDetector(ctx.limits.stationarity)
     async with contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
         async for ev in stream:
             _apply(ctx, sample, ev, repetition)

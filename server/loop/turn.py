@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
@@ -36,19 +35,13 @@ from server.loop.goal import (
 )
 from server.loop.outcome import OutcomeKind, TurnOutcome
 from server.loop.react import run_compaction, run_react
+from server.loop.structured import STRUCTURED_OUTPUT_TOOL
 from server.loop.turn_state import TurnState
 from server.session.events import EventKind
 from server.tools.hooks import HookDecision, HookVerdict
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class StopHookLimits:
-    max_reentries: int = 8
-
-
-STOP_HOOK_LIMITS = StopHookLimits()
 
 RECOVERY_TEXT = (
     "Before you finish, you must call the `{tool}` tool — this task is not complete without it. Call it now."
@@ -70,7 +63,7 @@ async def run_turn(ctx: TurnContext) -> TurnOutcome:
 
 
 async def _run_turn(ctx: TurnContext) -> TurnOutcome:
-    state = TurnState()
+    state = TurnState.for_limits(ctx.limits)
     outcome = await _turn_rounds(ctx, state)
     # The summary is taken at the very end so goal verdicts and hook rounds are on it.
     return dataclasses.replace(outcome, turn=state.summary())
@@ -96,7 +89,7 @@ async def _turn_rounds(ctx: TurnContext, state: TurnState) -> TurnOutcome:
         if goal is not None and goal.status in (GoalStatus.ACTIVE, GoalStatus.BUDGET_LIMITED):
             if await goal_round_end(ctx, state):
                 continue
-        if ctx.stop_hooks and reentries < STOP_HOOK_LIMITS.max_reentries:
+        if ctx.stop_hooks and reentries < ctx.limits.stop_hooks.max_reentries:
             verdict = await run_stop_hooks(ctx, outcome, reentries)
             if verdict.decision is HookDecision.BLOCK:
                 reentries += 1
@@ -122,7 +115,7 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
         req is not None
         and outcome.kind is OutcomeKind.COMPLETED
         and not outcome.refusal
-        and req.tool not in ctx.called_tools
+        and not _requirement_met(req.tool, ctx, outcome)
     ):
         if attempt >= req.max_retries:
             state.auto_recovery_exhausted = True
@@ -152,9 +145,21 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
         ctx.conversation.append(Message.user(RECOVERY_TEXT.format(tool=req.tool)))
         await run_cancellable(asyncio.sleep(delay), ctx.cancel)
         # Recovery rounds do not force the schema: "call the required tool" and "answer in
-        # this schema" must not fight in the same round.
-        outcome = await run_react(ctx, state, force_schema=False)
+        # this schema" must not fight in the same round. A StructuredOutput requirement still
+        # needs the (unforced) tool to be there.
+        outcome = await run_react(
+            ctx, state, force_schema=False, offer_shim=req.tool == STRUCTURED_OUTPUT_TOOL
+        )
     return outcome
+
+
+def _requirement_met(tool: str, ctx: TurnContext, outcome: TurnOutcome) -> bool:
+    if tool in ctx.called_tools:
+        return True
+    # An accepted structured answer (shim call or native JSON) is the StructuredOutput call.
+    return tool == STRUCTURED_OUTPUT_TOOL and bool(
+        outcome.structured_output and "value" in outcome.structured_output
+    )
 
 
 # ----------------------------------------------------------------------------- goals (R-L2c)
@@ -180,7 +185,7 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
         return False
     lanes = list(ctx.goal_lanes) or [(ctx.provider, ctx.model)]
     evaluation = await run_cancellable(
-        evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages, ctx.goal_limits), ctx.cancel
+        evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages, ctx.limits.goal), ctx.cancel
     )
     for model, usage in evaluation.usage:  # hidden calls are spent tokens too (R-R4)
         state.usage.record(f"goal-evaluator:{model}", usage, ctx.prices.get(model))
@@ -189,15 +194,15 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
             goal.tokens_used += usage.cache_write_tokens
     if ctx.goal is not goal:
         return False  # the goal was cleared or replaced while it was being judged
-    action = after_evaluation(goal, evaluation, ctx.goal_limits)
+    action = after_evaluation(goal, evaluation, ctx.limits.goal)
     verdict_event: dict[str, Any] = {"attempts": evaluation.attempts, "action": action.value}
     if evaluation.verdict is not None:
-        verdict_event["verdict"] = evaluation.verdict.model_dump(exclude_none=True)
+        verdict_event["verdict"] = evaluation.verdict.wire()
     if action is GoalAction.VERIFY:
         assert goal.verify is not None
         try:
             passed, output = await run_cancellable(
-                run_verification(goal.verify, ctx.cwd, ctx.goal_limits), ctx.cancel
+                run_verification(goal.verify, ctx.cwd, ctx.limits.goal), ctx.cancel
             )
         except TimeoutError:
             passed, output = False, "verification timed out"

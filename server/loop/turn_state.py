@@ -41,6 +41,14 @@ class TurnState:
     goal_verdicts: list[dict[str, Any]] = field(default_factory=list)
     todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
 
+    @classmethod
+    def for_limits(cls, limits: Any) -> TurnState:
+        """A fresh state whose detectors use the limits in force (a `LoopLimits`)."""
+        return cls(
+            stationarity=Stationarity(limits=limits.stationarity),
+            no_progress=NoProgress(limits=limits.stationarity),
+        )
+
     def record_repairs(self, reasons: list[RepairReason]) -> None:
         for reason in reasons:
             if reason not in self.repairs:

@@ -25,7 +25,8 @@ from server.loop.budget import BudgetLimits
 from server.loop.context import Conversation, Interjection, Lane, PermissionAnswer, TurnContext
 from server.loop.conversation import Message
 from server.loop.errors import ErrorKind, HarnessError
-from server.loop.goal import GoalLimits, GoalState
+from server.loop.goal import GoalState
+from server.loop.limits import LoopLimits
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
 from server.loop.react import run_compaction
@@ -128,14 +129,10 @@ class ActorServices:
     fallbacks: list[Lane] = field(default_factory=list)  # the provider chain after `provider`
     agents: dict[str, AgentDefinition] = field(default_factory=lambda: {DEFAULT_AGENT.name: DEFAULT_AGENT})
 
+    limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
+
     def budget_limits(self) -> BudgetLimits:
-        s = self.settings
-        return BudgetLimits(
-            max_iterations=s.max_iterations,
-            idle_progress_s=s.idle_progress_s,
-            activity_timeout_s=s.activity_timeout_s,
-            token_budget=s.token_budget,
-        )
+        return self.limits.budget
 
     def prices(self) -> dict[str, Price]:
         return {
@@ -159,7 +156,12 @@ class SessionActor:
         self._mode = PermissionMode(record.mode)
         self._memory: dict[str, str] = dict(record.permission_memory)
         # Persisted so a crash-restart loop can never reset them into endless retries.
-        self._retry = RetryState.from_dict(record.retry_state) if record.retry_state else RetryState()
+        retry_limits = services.limits.retry
+        self._retry = (
+            RetryState.from_dict(record.retry_state, retry_limits)
+            if record.retry_state
+            else RetryState(retry_limits)
+        )
         self.usage = UsageLedger.from_dict(record.usage)
         self._goal = GoalState.from_dict(record.goal) if record.goal else None
         self._client_hooks: dict[str, StopHook] = {}  # connection id → hook
@@ -366,7 +368,7 @@ class SessionActor:
             completion=self.agent.completion,
             goal=self._goal,
             goal_lanes=self._goal_lanes(),
-            goal_limits=GoalLimits(attempt_timeout_s=settings.goal_attempt_timeout_s),
+            limits=self._services.limits,
             stop_hooks=[*self._services.hooks.stop, *self._client_hooks.values()],
         )
         if local is not None:

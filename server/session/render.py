@@ -75,11 +75,12 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
         case EventKind.NOTICE:
             notice = {"sessionUpdate": "notice", "severity": p["severity"], "title": p["title"]}
             return [_update(event, notice, last_seq)]
-        case EventKind.USAGE if not replay:
+        case EventKind.USAGE:
+            # Replayed too, so a client that reloads sees the same stream as one that watched.
             update = {"sessionUpdate": "usage_update", "used": p["used"], "size": p["size"]}
             if "cost" in p:
                 update["cost"] = p["cost"]
-            return [_update(event, update, last_seq), _ext(event, last_seq)]
+            return [_update(event, update, last_seq)]
         case EventKind.MODE_CHANGED:
             return [
                 _update(

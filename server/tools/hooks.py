@@ -78,6 +78,11 @@ class StopHook(Protocol):
     async def stop(self, payload: dict[str, Any]) -> HookVerdict: ...
 
 
+@dataclass(frozen=True)
+class StopHookLimits:
+    max_reentries: int = 8  # stop-hook re-entries per turn (R-L2d); then the turn may end
+
+
 class HookConfigError(ValueError):
     pass
 
