@@ -1,0 +1,50 @@
+"""`AGENTD_PROVIDER` picks the provider; `AGENTD_FALLBACKS` builds the chain's lanes."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.config import Settings
+from server.providers.anthropic import AnthropicProvider
+from server.providers.base import ProviderRequest
+from server.providers.factory import make_lanes, make_provider
+from server.providers.openai import OpenAIProvider
+from server.providers.scripted import ScriptedProvider
+
+
+async def test_anthropic_is_chosen_by_settings(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AGENTD_PROVIDER", "anthropic")
+    monkeypatch.setenv("AGENTD_ANTHROPIC_BASE_URL", "http://127.0.0.1:9/")
+    monkeypatch.setenv("AGENTD_ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.setenv("AGENTD_MODEL", "claude-test")
+    provider = make_provider(Settings())
+    assert isinstance(provider, AnthropicProvider)
+    body = provider.build_body(
+        __import__("server.providers.base", fromlist=["x"]).ProviderRequest(
+            model="claude-test", system="s", messages=[]
+        )
+    )
+    assert body["model"] == "claude-test"
+    await provider.aclose()
+
+
+async def test_openai_and_the_scripted_default(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AGENTD_PROVIDER", "openai")
+    assert isinstance(make_provider(Settings()), OpenAIProvider)
+    monkeypatch.delenv("AGENTD_PROVIDER")
+    assert isinstance(make_provider(Settings()), ScriptedProvider)
+
+
+async def test_fallback_lanes_come_from_settings(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(
+        "AGENTD_FALLBACKS",
+        '[{"provider": "anthropic", "model": "claude-b", "api_key": "k"},'
+        ' {"provider": "openai", "model": "gpt-c", "base_url": "http://127.0.0.1:9/v1"}]',
+    )
+    lanes = make_lanes(Settings())
+    assert [(type(lane.provider).__name__, lane.model, lane.name) for lane in lanes] == [
+        ("AnthropicProvider", "claude-b", "fallback1:anthropic/claude-b"),
+        ("OpenAIProvider", "gpt-c", "fallback2:openai/gpt-c"),
+    ]
+    for lane in lanes:
+        await lane.provider.aclose()
