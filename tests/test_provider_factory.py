@@ -6,7 +6,6 @@ import pytest
 
 from server.config import Settings
 from server.providers.anthropic import AnthropicProvider
-from server.providers.base import ProviderRequest
 from server.providers.factory import make_lanes, make_provider
 from server.providers.openai import OpenAIProvider
 from server.providers.scripted import ScriptedProvider
