@@ -36,7 +36,8 @@ from server.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from server.providers.openai import _default_ssl_context, parse_retry_after
+from server.providers.http_common import default_ssl_context, error_body, guard
+from server.providers.openai import parse_retry_after
 
 _T = TypeVar("_T")
 
@@ -97,7 +98,7 @@ class AnthropicProvider:
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._first_token_timeout = first_token_timeout
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=_default_ssl_context())
+        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
@@ -197,35 +198,12 @@ class AnthropicProvider:
                 return
 
     async def _guard(self, awaitable: Awaitable[_T], deadline: float | None) -> _T:
-        """Await one network step, translating httpx failures and the first-token deadline."""
-        try:
-            if deadline is None:
-                return await awaitable
-            try:
-                async with asyncio.timeout_at(deadline):
-                    return await awaitable
-            except TimeoutError as exc:
-                raise HarnessError(
-                    ErrorKind.TIMEOUT, f"no first token within {self._first_token_timeout}s"
-                ) from exc
-        except httpx.TimeoutException as exc:
-            raise HarnessError(ErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}") from exc
-        except httpx.ConnectError as exc:
-            raise HarnessError(ErrorKind.NETWORK, f"cannot connect to {self.base_url}: {exc}") from exc
-        except httpx.RequestError as exc:
-            # RemoteProtocolError (peer dropped the connection mid-body), ReadError, ...
-            raise HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"{type(exc).__name__}: {exc}") from exc
+        return await guard(
+            awaitable, deadline, base_url=self.base_url, first_token_timeout=self._first_token_timeout
+        )
 
     async def _status_error(self, response: httpx.Response) -> HarnessError:
-        try:
-            raw = await self._guard(response.aread(), None)
-            text = raw.decode(errors="replace")
-        except HarnessError:
-            text = ""
-        try:
-            body: Any = json.loads(text) if text else None
-        except ValueError:
-            body = text
+        body = await error_body(response, base_url=self.base_url)
         return classify_http_error(response.status_code, body, response.headers)
 
 

@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from functools import cache
 from typing import Any, TypeVar
 
 import httpx
@@ -36,6 +34,7 @@ from server.providers.base import (
     ToolCallDelta,
     Usage,
 )
+from server.providers.http_common import default_ssl_context, error_body, guard
 
 _T = TypeVar("_T")
 
@@ -53,12 +52,6 @@ _CONTEXT_OVERFLOW_RE = re.compile(
     r"|too many (input |prompt )?tokens",
     re.IGNORECASE,
 )
-
-
-@cache
-def _default_ssl_context() -> ssl.SSLContext:
-    # Loading the CA bundle is blocking file I/O: do it once per process, not per provider.
-    return httpx.create_ssl_context()
 
 
 class OpenAIProvider:
@@ -87,7 +80,7 @@ class OpenAIProvider:
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._first_token_timeout = first_token_timeout
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=_default_ssl_context())
+        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
@@ -202,35 +195,12 @@ class OpenAIProvider:
                 return
 
     async def _guard(self, awaitable: Awaitable[_T], deadline: float | None) -> _T:
-        """Await one network step, translating httpx failures and the first-token deadline."""
-        try:
-            if deadline is None:
-                return await awaitable
-            try:
-                async with asyncio.timeout_at(deadline):
-                    return await awaitable
-            except TimeoutError as exc:
-                raise HarnessError(
-                    ErrorKind.TIMEOUT, f"no first token within {self._first_token_timeout}s"
-                ) from exc
-        except httpx.TimeoutException as exc:
-            raise HarnessError(ErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}") from exc
-        except httpx.ConnectError as exc:
-            raise HarnessError(ErrorKind.NETWORK, f"cannot connect to {self.base_url}: {exc}") from exc
-        except httpx.RequestError as exc:
-            # RemoteProtocolError (peer dropped the connection mid-body), ReadError, ...
-            raise HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"{type(exc).__name__}: {exc}") from exc
+        return await guard(
+            awaitable, deadline, base_url=self.base_url, first_token_timeout=self._first_token_timeout
+        )
 
     async def _status_error(self, response: httpx.Response) -> HarnessError:
-        try:
-            raw = await self._guard(response.aread(), None)
-            text = raw.decode(errors="replace")
-        except HarnessError:
-            text = ""
-        try:
-            body: Any = json.loads(text) if text else None
-        except ValueError:
-            body = text
+        body = await error_body(response, base_url=self.base_url)
         return classify_http_error(response.status_code, body, response.headers)
 
 

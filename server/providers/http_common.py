@@ -1,0 +1,58 @@
+"""What the HTTP providers share: one TLS context, httpx failures translated into the
+typed errors (R-R1), and reading an error response's body. Wire formats stay in each
+provider's own module; only the transport edge lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import ssl
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import httpx
+
+from server.loop.errors import ErrorKind, HarnessError
+
+T = TypeVar("T")
+
+
+@functools.cache
+def default_ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle is blocking file I/O: do it once per process, not per provider.
+    return httpx.create_ssl_context()
+
+
+async def guard(
+    awaitable: Awaitable[T], deadline: float | None, *, base_url: str, first_token_timeout: float | None
+) -> T:
+    """Await one network step, translating httpx failures and the first-token deadline."""
+    try:
+        if deadline is None:
+            return await awaitable
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await awaitable
+        except TimeoutError as exc:
+            raise HarnessError(ErrorKind.TIMEOUT, f"no first token within {first_token_timeout}s") from exc
+    except httpx.TimeoutException as exc:
+        raise HarnessError(ErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}") from exc
+    except httpx.ConnectError as exc:
+        raise HarnessError(ErrorKind.NETWORK, f"cannot connect to {base_url}: {exc}") from exc
+    except httpx.RequestError as exc:
+        # RemoteProtocolError (peer dropped the connection mid-body), ReadError, ...
+        raise HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"{type(exc).__name__}: {exc}") from exc
+
+
+async def error_body(response: httpx.Response, *, base_url: str) -> Any:
+    """An error response's body: parsed JSON, else the text, else None."""
+    try:
+        raw = await guard(response.aread(), None, base_url=base_url, first_token_timeout=None)
+        text = raw.decode(errors="replace")
+    except HarnessError:
+        text = ""
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text
