@@ -23,23 +23,19 @@ tool_use is not in the previous assistant message), so translation bugs fail lou
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
-import socket
 import threading
-import time
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.fakes.openai_server import RawStream, RecordedRequest, _BlockStream, split
+from tests.fakes.threaded import ThreadedServer
 
 __all__ = [
     "ErrorResponse",
@@ -417,7 +413,7 @@ def _error(status: int, err_type: str, message: str) -> JSONResponse:
 # -- the server -----------------------------------------------------------------------------
 
 
-class FakeAnthropic:
+class FakeAnthropic(ThreadedServer):
     """A scripted Anthropic Messages server. Sync (`with`) and async (`async with`) usable.
 
     `responses` are consumed in order, one per accepted request; when the queue is empty
@@ -437,10 +433,7 @@ class FakeAnthropic:
         self.default = default
         self.strict = strict
         self.requests: list[RecordedRequest] = []
-        self.port: int = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        super().__init__()
         self.app = Starlette(routes=[Route("/v1/messages", self._handle, methods=["POST"])])
 
     @property
@@ -495,57 +488,4 @@ class FakeAnthropic:
             abort=script.cut_after is not None and script.cut_abruptly,
         )
 
-    # -- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Bind a free port and serve in a background thread; returns once it accepts."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            lifespan="off",
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=2,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
-        give_up = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > give_up:
-                raise RuntimeError("FakeAnthropic did not start")
-            time.sleep(0.005)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-
-    def __enter__(self) -> FakeAnthropic:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> FakeAnthropic:
-        # start/stop block briefly (thread start, join): keep them off the caller's loop.
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await asyncio.to_thread(self.stop)
+    thread_name = "fake-anthropic"

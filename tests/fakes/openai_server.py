@@ -20,19 +20,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
+
+from tests.fakes.threaded import ThreadedServer
 
 # -- scripted responses ------------------------------------------------------------------
 
@@ -333,7 +332,7 @@ class _BlockStream(Response):
             watcher.cancel()
 
 
-class FakeOpenAI:
+class FakeOpenAI(ThreadedServer):
     """A scripted OpenAI-compatible server. Sync (`with`) and async (`async with`) usable.
 
     `responses` are consumed in order, one per request; when the queue is empty the
@@ -347,10 +346,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self.default = default
         self.requests: list[RecordedRequest] = []
-        self.port: int = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        super().__init__()
         self.app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
 
     @property
@@ -409,57 +405,4 @@ class FakeOpenAI:
             abort=script.cut_after is not None and script.cut_abruptly,
         )
 
-    # -- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Bind a free port and serve in a background thread; returns once it accepts."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._socket = sock
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app,
-            lifespan="off",
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=2,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="fake-openai", daemon=True
-        )
-        self._thread.start()
-        give_up = time.monotonic() + 10
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > give_up:
-                raise RuntimeError("FakeOpenAI did not start")
-            time.sleep(0.005)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        if self._socket is not None:
-            self._socket.close()
-        self._server = self._thread = self._socket = None
-
-    def __enter__(self) -> FakeOpenAI:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> FakeOpenAI:
-        # start/stop block briefly (thread start, join): keep them off the caller's loop.
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await asyncio.to_thread(self.stop)
+    thread_name = "fake-openai"

@@ -1,0 +1,75 @@
+"""A real uvicorn server on a free loopback port, in a background thread — the shared
+lifecycle of the fake provider servers (usable with `with` and `async with`)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Any, Self
+
+import uvicorn
+
+
+class ThreadedServer:
+    """Subclasses set `self.app` (an ASGI app) before `start()`."""
+
+    thread_name = "fake-server"
+    app: Any
+
+    def __init__(self) -> None:
+        self.port: int = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    def start(self) -> None:
+        """Bind a free port and serve in a background thread; returns once it accepts."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self._socket = sock
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app, lifespan="off", log_level="warning", access_log=False, timeout_graceful_shutdown=2
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name=self.thread_name, daemon=True
+        )
+        self._thread.start()
+        give_up = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > give_up:
+                raise RuntimeError(f"{type(self).__name__} did not start")
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = self._thread = self._socket = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        # start/stop block briefly (thread start, join): keep them off the caller's loop.
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.stop)
