@@ -28,6 +28,7 @@ class ErrorCode(IntEnum):
     PERMISSION_DENIED = -32014  # the principal may not touch this session
     WORKSPACE_DENIED = -32015  # `cwd` outside the configured workspace root
     TURN_NOT_ACTIVE = -32016  # `_agentd/interject` named a turn that is no longer running
+    RESYNC_REQUIRED = -32017  # an attach cursor that cannot be served: start over from a snapshot
 
 
 class RpcError(Exception):

@@ -8,9 +8,11 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 from fastapi import FastAPI
 
+from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.agents import AgentDefinition, default_definitions
 from server.config import Settings
@@ -24,20 +26,22 @@ from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Attach, AttachComplete, Detach
 from server.session.eventlog import EventWriter
 from server.session.events import Event, EventKind
-from server.session.hub import Subscriber
+from server.session.hub import FrameSink, Subscriber
 from server.session.manager import SessionManager
-from server.session.render import acp_replay_frames, for_client
+from server.session.render import acp_replay_frames, attach_frames, for_client
 from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
-from server.transport.connection import Connection
 from server.transport.handlers import METHODS
 from server.transport.http import router
 from server.transport.rpc import Dispatcher
 from server.transport.websocket import acp_endpoint
 
 log = logging.getLogger(__name__)
+
+Replay = Literal["none", "acp", "attach"]
+SNAPSHOT = "_agentd/session/snapshot"
 
 LOCAL_PRINCIPAL = "local"
 
@@ -56,28 +60,45 @@ class AppState:
         # Auth (R-X1) arrives with tokens; until then every caller is the local user.
         return LOCAL_PRINCIPAL
 
-    async def attach(self, actor: SessionActor, conn: Connection, *, replay: bool) -> Subscriber:
-        """Subscribe `conn` to the session; with `replay`, send the stored history in ACP
-        form first. Live events that commit meanwhile are buffered and deduplicated."""
+    async def attach(
+        self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
+    ) -> Subscriber:
+        """Subscribe `sink` to the session (R-E3). `replay`: "none" (from now on), "acp"
+        (`session/load`: the whole history in ACP form), or "attach" (a snapshot, then every
+        durable event after `after_seq`). Then the text of a message still streaming, then
+        live traffic: live events that commit meanwhile are buffered and deduplicated, so
+        there is no gap and no duplicate."""
         fut: asyncio.Future[Subscriber] = asyncio.get_running_loop().create_future()
-        actor.send(Attach(conn, fut))
+        actor.send(Attach(sink, fut))
         sub = await fut
-        conn.sessions.add(actor.id)
+        if replay == "attach" and not 0 <= after_seq <= sub.snapshot["lastSeq"]:
+            actor.send(Detach(sink.id))
+            last = sub.snapshot["lastSeq"]
+            raise RpcError(
+                ErrorCode.RESYNC_REQUIRED,
+                f"resync_required: cursor {after_seq} cannot be served (the session is at {last})",
+                {"reason": "resync_required", "lastSeq": last},
+            )
+        sessions = getattr(sink, "sessions", None)
+        if sessions is not None:
+            sessions.add(actor.id)
+        supports = getattr(sink, "supports_update", lambda kind: True)
         upto = sub.attached_seq
-        if replay:
-            upto = 0
-            for stored in await self.store.read_events(actor.id):
+        if replay == "attach":
+            sink.send_notification(SNAPSHOT, sub.snapshot)
+        if replay != "none":
+            upto = after_seq if replay == "attach" else 0
+            render = attach_frames if replay == "attach" else acp_replay_frames
+            for stored in await self.store.read_events(actor.id, after_seq=upto):
                 event = Event(actor.id, EventKind(stored.kind), stored.payload, seq=stored.seq)
-                frames = for_client(acp_replay_frames(event), event, conn.supports_update, stored.seq)
-                for method, params in frames:
-                    conn.send_notification(method, params)
+                for method, params in for_client(render(event), event, supports, stored.seq):
+                    sink.send_notification(method, params)
                 upto = stored.seq
-        if replay:
             # With a replay the client knows the session: tell it the commands before the
             # response. A brand-new session learns them right after `session/new` answers.
-            actor.send_available_commands(conn)
+            actor.send_available_commands(sink)
         sub.go_live(upto)
-        actor.send(AttachComplete(conn, send_commands=not replay))
+        actor.send(AttachComplete(sink, send_commands=replay == "none"))
         return sub
 
     async def detach(self, session_id: str, conn_id: str) -> None:

@@ -178,6 +178,7 @@ class SessionActor:
         self._turn: RunningTurn | None = None
         self._permissions: dict[str, PendingPermission] = {}
         self._todos = TodoList()
+        self._partial: dict[str, tuple[EventKind, str]] = {}  # in-flight message id → text so far
         self._path_locks: dict[str, asyncio.Lock] = {}
         self._background = BackgroundTasks()
         self._task: asyncio.Task[None] | None = None
@@ -258,8 +259,11 @@ class SessionActor:
                 self._set_mode(mode)
                 reply.set_result(None)
             case Attach(sink=sink, reply=reply):
-                sub = self.hub.subscribe(sink)
+                sub = self.hub.subscribe(sink, self.id)
                 sub.attached_seq = self._seq
+                # Taken in the same step as the subscription, so nothing falls between them.
+                sub.snapshot = self.snapshot()
+                sub.partials = [(kind, mid, text) for mid, (kind, text) in self._partial.items()]
                 reply.set_result(sub)
             case AttachComplete(sink=sink, send_commands=send_commands):
                 if send_commands:
@@ -399,6 +403,33 @@ class SessionActor:
         finally:
             # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
             self.send(TurnFinished(ctx.turn_id))
+
+    def snapshot(self) -> dict[str, Any]:
+        """The live state a (re)attaching client renders at once (R-E3)."""
+        turn = self._turn
+        snap: dict[str, Any] = {
+            "sessionId": self.id,
+            "status": "running" if turn else "idle",
+            "lastSeq": self._seq,
+            "mode": self._mode.value,
+            "model": self.model,
+            "agent": self.agent.name,
+            "queue": [
+                {"promptId": q.id, "kind": q.kind, "text": prompt_text(q.command.blocks)} for q in self._queue
+            ],
+            "pendingPermissions": [
+                {"requestId": p.id, "toolCall": p.tool_call, "options": p.options}
+                for p in self._permissions.values()
+            ],
+        }
+        if turn is not None:
+            snap["turnId"] = turn.id
+            snap["promptId"] = turn.prompt.id
+        if self._goal is not None:
+            snap["goal"] = self._goal.to_dict()
+        if self.title:
+            snap["title"] = self.title
+        return snap
 
     def send_available_commands(self, sink: FrameSink) -> None:
         sink.send_notification(
@@ -557,11 +588,18 @@ class SessionActor:
     # ------------------------------------------------------------------ EventSink
 
     def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
+        if kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT):
+            self._partial.pop(payload["messageId"], None)
         self._seq += 1
         event = Event(self.id, kind, payload, seq=self._seq, origin=origin)
         self._services.writer.submit(self.id, event=event, publish=self.hub.publish)
 
     def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
+        if kind in (EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK):
+            # The text streamed so far, for clients that attach mid-message (R-E3).
+            mid = payload["messageId"]
+            _, so_far = self._partial.get(mid, (kind, ""))
+            self._partial[mid] = (kind, so_far + payload["text"])
         event = Event(self.id, kind, payload)
         self._services.writer.submit(self.id, event=event, publish=self.hub.publish)
 

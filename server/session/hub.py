@@ -15,6 +15,7 @@ from server.session.events import Event, EventKind
 from server.session.render import Frame, acp_replay_frames, for_client, live_frames
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
+RESYNC_REQUIRED = "_agentd/resync_required"
 _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
 
 log = logging.getLogger(__name__)
@@ -31,16 +32,21 @@ class FrameSink(Protocol):
 
 
 class Subscriber:
-    def __init__(self, sink: FrameSink) -> None:
+    def __init__(self, sink: FrameSink, session_id: str = "") -> None:
         self.sink = sink
+        self.session_id = session_id
         self._buffer: list[Event] | None = []  # None once live
         self.last_seq = 0
         self.attached_seq = 0  # the session's last seq when it subscribed (set by the actor)
-        # Messages whose first chunks this client missed (it attached mid-stream): their
-        # chunks are held back and the whole text is sent once the message is final.
+        # Per streaming message, how many characters this client has already received.
+        # A message whose start the client missed (it attached mid-stream) is held back
+        # and its whole text sent once the message is final.
+        self._delivered: dict[str, int] = {}
         self._missed: set[str] = set()
-        self._started: set[str] = set()
         self.dropped = False
+        # Filled by the actor when it subscribes (the state at that instant).
+        self.snapshot: dict[str, Any] = {}
+        self.partials: list[tuple[EventKind, str, str]] = []
 
     def deliver(self, event: Event) -> None:
         if self.dropped:
@@ -50,10 +56,22 @@ class Subscriber:
             return
         self._send(event)
 
+    def seed_partial(self, kind: EventKind, message_id: str, text: str) -> None:
+        """Send the text streamed so far of an in-flight message (attach, R-E3); later
+        chunks continue from there without repeating it."""
+        if not text:
+            return
+        chunk = Event(self.session_id, kind, {"messageId": message_id, "text": text, "offset": 0})
+        self._delivered[message_id] = 0
+        self._send_chunk(chunk, message_id)
+
     def go_live(self, replayed_up_to: int) -> None:
-        """Called after the replay from the store covered every seq <= `replayed_up_to`."""
+        """Called after the replay from the store covered every seq <= `replayed_up_to`;
+        sends the text of messages still streaming, then what was buffered meanwhile."""
         buffered, self._buffer = self._buffer or [], None
         self.last_seq = replayed_up_to
+        for kind, message_id, text in self.partials:
+            self.seed_partial(kind, message_id, text)
         # Transient deltas buffered before a durable event the replay already covered
         # belong to a message whose full text was replayed: drop them with it.
         cut = 0
@@ -70,28 +88,54 @@ class Subscriber:
             self.last_seq = event.seq
         if event.origin is not None and event.origin == self.sink.id and event.kind is EventKind.USER_MESSAGE:
             return  # the sender already has its own prompt
-        frames = live_frames(event, self.last_seq)
         if event.kind in _CHUNKS:
+            self._send_chunk(event, event.payload["messageId"])
+            return
+        frames = live_frames(event, self.last_seq)
+        if event.kind in _FINALS:
             mid = event.payload["messageId"]
-            if mid not in self._started:
-                self._started.add(mid)
-                if event.payload.get("offset", 0) > 0:
-                    self._missed.add(mid)
-            if mid in self._missed:
-                return
-        elif event.kind in _FINALS:
-            mid = event.payload["messageId"]
-            self._started.discard(mid)
+            self._delivered.pop(mid, None)
             if mid in self._missed:
                 self._missed.discard(mid)
                 frames = acp_replay_frames(event) + frames
+        self._emit(event, frames)
+
+    def _send_chunk(self, event: Event, mid: str) -> None:
+        offset = int(event.payload.get("offset", 0))
+        text = event.payload["text"]
+        if mid in self._missed:
+            return
+        if mid not in self._delivered:
+            if offset > 0:
+                self._missed.add(mid)  # the start went by before we attached
+                return
+            self._delivered[mid] = 0
+        already = self._delivered[mid] - offset
+        if already >= len(text):
+            return  # a client seeded with the partial text has this part
+        if already > 0:
+            event = Event(
+                event.session_id,
+                event.kind,
+                {**event.payload, "text": text[already:], "offset": offset + already},
+            )
+        self._delivered[mid] = offset + len(text)
+        self._emit(event, live_frames(event, self.last_seq))
+
+    def _emit(self, event: Event, frames: list[Frame]) -> None:
         supports = getattr(self.sink, "supports_update", None)
         if supports is not None:
             frames = for_client(frames, event, supports, self.last_seq)
         for method, params in frames:
             if not self.sink.send_notification(method, params):
                 self.dropped = True
-                log.warning("client %s fell behind; dropping its subscription", self.sink.id)
+                log.warning("client %s fell behind; it is told to resync", self.sink.id)
+                resync = getattr(self.sink, "send_urgent", None)
+                if resync is not None:
+                    resync(
+                        RESYNC_REQUIRED,
+                        {"sessionId": self.session_id, "lastSeq": self.last_seq, "reason": "client_too_slow"},
+                    )
                 return
 
 
@@ -99,8 +143,8 @@ class EventHub:
     def __init__(self) -> None:
         self._subscribers: dict[str, Subscriber] = {}
 
-    def subscribe(self, sink: FrameSink) -> Subscriber:
-        sub = Subscriber(sink)
+    def subscribe(self, sink: FrameSink, session_id: str = "") -> Subscriber:
+        sub = Subscriber(sink, session_id)
         self._subscribers[sink.id] = sub
         return sub
 

@@ -61,9 +61,12 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
             return [_update(event, chunk_update("agent_thought_chunk", p["text"], p["messageId"]), last_seq)]
         case EventKind.AGENT_MESSAGE | EventKind.AGENT_THOUGHT if replay:
             kind = "agent_message_chunk" if event.kind is EventKind.AGENT_MESSAGE else "agent_thought_chunk"
-            return (
-                [_update(event, chunk_update(kind, p["text"], p["messageId"]), last_seq)] if p["text"] else []
-            )
+            if not p["text"]:
+                return []
+            method, params = _update(event, chunk_update(kind, p["text"], p["messageId"]), last_seq)
+            # The complete text of this messageId: a client holding a partial copy replaces it.
+            params["_meta"]["agentd"]["final"] = True
+            return [(method, params)]
         case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.TOOL_CALL_PROGRESS if not replay:
             return [_update(event, p, last_seq)]
         case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.PLAN:
@@ -123,3 +126,12 @@ def live_frames(event: Event, last_seq: int) -> list[Frame]:
 def acp_replay_frames(event: Event) -> list[Frame]:
     """`session/load` replay: the conversation in ACP form only."""
     return _acp_frames(event, event.seq or 0, replay=True) or []
+
+
+def attach_frames(event: Event) -> list[Frame]:
+    """`_agentd/session/attach` / SSE replay: every durable event — the conversation in ACP
+    form (final texts whole, marked `final`), everything else as in the live stream."""
+    frames = _acp_frames(event, event.seq or 0, replay=True)
+    if frames is not None:
+        return frames
+    return live_frames(event, event.seq or 0)

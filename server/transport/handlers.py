@@ -137,7 +137,7 @@ async def _attach_with_replay(ctx: CallContext, actor: SessionActor, *, replay: 
     """Subscribe this connection; replay history first if asked, with no gap or duplicate."""
     conn = ctx.connection
     assert conn is not None
-    await ctx.state.attach(actor, conn, replay=replay)
+    await ctx.state.attach(actor, conn, replay="acp" if replay else "none")
 
 
 def _agentd_meta(meta: Any) -> dict[str, Any]:
