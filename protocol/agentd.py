@@ -32,6 +32,15 @@ class GoalSetParams(Wire):
     verify: str | None = Field(default=None, min_length=1)
 
 
+ATTACH = "_agentd/session/attach"
+DETACH = "_agentd/session/detach"
+
+
+class AttachParams(Wire):
+    session_id: str
+    after_seq: int = Field(default=0, ge=0)
+
+
 class HooksRegisterParams(Wire):
     session_id: str
     events: list[str] = Field(default_factory=lambda: ["stop"])

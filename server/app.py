@@ -36,6 +36,7 @@ from server.tools.registry import builtin_tools
 from server.transport.handlers import METHODS
 from server.transport.http import router
 from server.transport.rpc import Dispatcher
+from server.transport.sse import router as sse_router
 from server.transport.websocket import acp_endpoint
 
 log = logging.getLogger(__name__)
@@ -164,5 +165,6 @@ def create_app(
 
     app = FastAPI(title="agentd", version=__version__, lifespan=lifespan)
     app.include_router(router)
+    app.include_router(sse_router)
     app.add_api_websocket_route("/acp", acp_endpoint)
     return app

@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     flush_interval_ms: float = 5.0
     # A permission request nobody answers is rejected after this long (seconds).
     permission_timeout_s: float = 3600.0
+    # SSE comment frames keep idle streams (and proxies) alive.
+    sse_heartbeat_s: float = 15.0
     # Per-connection outgoing buffer (frames) before the client is told to resync.
     client_buffer_frames: int = 10_000
     # Largest accepted WebSocket text frame / HTTP body (bytes).

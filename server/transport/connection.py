@@ -9,6 +9,7 @@ a slow socket.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -41,6 +42,7 @@ class Connection:
         self.client_capabilities = ClientCapabilities()
         self.sessions: set[str] = set()  # attached session ids
         self._out: asyncio.Queue[Any] = asyncio.Queue(maxsize=state.settings.client_buffer_frames)
+        self._urgent: collections.deque[str] = collections.deque()
         self._pending: dict[int | str, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -63,6 +65,12 @@ class Connection:
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
         return self.send_message(notification(method, params))
 
+    def send_urgent(self, method: str, params: dict[str, Any]) -> None:
+        """Goes out ahead of the (full) outgoing buffer: a `resync_required` must reach a
+        client that fell behind even though nothing else fits any more."""
+        if not self.closed:
+            self._urgent.append(orjson.dumps(notification(method, params)).decode())
+
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a request to the client and wait for its result (raises RpcError).
         Callers bound the wait themselves (`asyncio.timeout`)."""
@@ -80,7 +88,7 @@ class Connection:
 
     async def _writer(self) -> None:
         while True:
-            frame = await self._out.get()
+            frame = self._urgent.popleft() if self._urgent else await self._out.get()
             if frame is _CLOSE:
                 return
             await self.ws.send_text(frame)

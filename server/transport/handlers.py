@@ -23,13 +23,16 @@ from protocol.acp import (
     SetModeParams,
 )
 from protocol.agentd import (
+    ATTACH,
     COMPACT,
+    DETACH,
     GOAL_CLEAR,
     GOAL_GET,
     GOAL_SET,
     HOOKS_REGISTER,
     INTERJECT,
     USAGE_GET,
+    AttachParams,
     GoalSetParams,
     HooksRegisterParams,
     InterjectParams,
@@ -69,6 +72,10 @@ MODES = [
 ]
 
 EXTENSIONS: list[str] = [
+    ATTACH,
+    DETACH,
+    "_agentd/session/snapshot",
+    "_agentd/resync_required",
     INTERJECT,
     COMPACT,
     USAGE_GET,
@@ -224,6 +231,24 @@ async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
     actor.send(GoalClear(reply))
     previous = await reply
     return {"cleared": previous} if previous else {}
+
+
+async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:
+    """R-E3: a snapshot (also sent first as `_agentd/session/snapshot`), every durable event
+    after `afterSeq`, the text of a message still streaming, then live traffic."""
+    actor = await _session(ctx, params.session_id)
+    assert ctx.connection is not None
+    sub = await ctx.state.attach(actor, ctx.connection, replay="attach", after_seq=params.after_seq)
+    return {"snapshot": sub.snapshot}
+
+
+async def session_detach(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    assert ctx.connection is not None
+    if params.session_id in ctx.connection.sessions:
+        ctx.connection.sessions.discard(params.session_id)
+        await ctx.state.detach(params.session_id, ctx.connection.id)
+        return {"detached": True}
+    return {"detached": False}
 
 
 async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[str, Any]:
@@ -390,6 +415,8 @@ async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 
 
 METHODS: dict[str, Method] = {
+    ATTACH: Method(AttachParams, session_attach, needs_connection=True),
+    DETACH: Method(SessionParams, session_detach, needs_connection=True),
     GOAL_SET: Method(GoalSetParams, goal_set),
     GOAL_GET: Method(SessionParams, goal_get),
     GOAL_CLEAR: Method(SessionParams, goal_clear),

@@ -1,0 +1,117 @@
+"""`GET /sessions/{id}/events`: the session's event stream as Server-Sent Events (R-P1,
+R-E3), for web frontends.
+
+The same payloads as the WebSocket notifications. A durable event's frame carries
+`id: <seq>`, so a browser's EventSource resumes by itself (`Last-Event-ID`); `?after=SEQ`
+does the same by hand. Transient deltas carry no id and heartbeats are comment frames,
+so neither ever moves the cursor. The first frame is the snapshot of the live state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+
+from protocol.jsonrpc import RpcError
+from server.session.hub import RESYNC_REQUIRED
+
+router = APIRouter()
+
+_END = object()
+
+
+class SseSink:
+    """A FrameSink that feeds one SSE response. Cannot answer permission requests."""
+
+    def __init__(self, capacity: int) -> None:
+        self.id = f"sse_{uuid.uuid4().hex[:12]}"
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=capacity)
+        self._urgent: list[tuple[str, dict[str, Any]]] = []
+        self._wake = asyncio.Event()
+
+    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
+        try:
+            self._queue.put_nowait((method, params))
+        except asyncio.QueueFull:
+            return False
+        self._wake.set()
+        return True
+
+    def send_urgent(self, method: str, params: dict[str, Any]) -> None:
+        self._urgent.append((method, params))
+        self._wake.set()
+
+    async def frames(self, heartbeat_s: float) -> AsyncIterator[bytes]:
+        while True:
+            if self._urgent:
+                method, params = self._urgent.pop(0)
+                yield _frame(method, params)
+                if method == RESYNC_REQUIRED:
+                    return  # this stream is over; the client resumes from its last id
+                continue
+            if self._queue.empty():
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), heartbeat_s)
+                except TimeoutError:
+                    yield b": keepalive\n\n"
+                continue
+            method, params = self._queue.get_nowait()
+            yield _frame(method, params)
+
+
+def _frame(method: str, params: dict[str, Any]) -> bytes:
+    meta = (params.get("_meta") or {}).get("agentd") or {}
+    lines = []
+    if "seq" in meta and not meta.get("transient") and method != RESYNC_REQUIRED:
+        lines.append(f"id: {meta['seq']}")
+    lines.append(f"event: {method}")
+    lines.append("data: " + orjson.dumps(params).decode())
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+@router.get("/sessions/{session_id}/events", summary="The session's events as Server-Sent Events")
+async def session_events(
+    request: Request,
+    session_id: str,
+    after: int | None = Query(default=None, ge=0, description="resume after this seq"),
+) -> StreamingResponse:
+    state = request.app.state.agentd
+    principal = state.principal_for(request.headers)
+    actor = await state.manager.get(session_id)
+    if actor is None or actor.owner != principal:
+        raise HTTPException(status_code=404, detail=f"no session {session_id}")
+    cursor = after
+    if cursor is None:
+        last_id = request.headers.get("last-event-id")
+        if last_id is not None:
+            try:
+                cursor = int(last_id)
+            except ValueError:
+                raise HTTPException(status_code=400, detail="Last-Event-ID must be a seq (integer)") from None
+    sink = SseSink(state.settings.client_buffer_frames)
+    try:
+        await state.attach(actor, sink, replay="attach", after_seq=cursor or 0)
+    except RpcError as err:
+        raise HTTPException(status_code=409, detail=err.message) from None
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in sink.frames(state.settings.sse_heartbeat_s):
+                yield chunk
+        finally:
+            with contextlib.suppress(Exception):
+                await state.detach(session_id, sink.id)
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
