@@ -36,6 +36,15 @@ ATTACH = "_agentd/session/attach"
 DETACH = "_agentd/session/detach"
 
 
+FORK = "_agentd/session/fork"
+
+
+class ForkParams(Wire):
+    session_id: str
+    # Copy the history up to and including this seq (default: all of it).
+    up_to_seq: int | None = Field(default=None, ge=0)
+
+
 class AttachParams(Wire):
     session_id: str
     after_seq: int = Field(default=0, ge=0)

@@ -94,7 +94,13 @@ def new_id(prefix: str) -> str:
 class QueuedPrompt:
     id: str
     command: Prompt
-    kind: str = "prompt"  # "prompt" | "compact"
+    kind: str = "prompt"  # "prompt" | "compact" | "local"
+    # Repeats of the same `_meta.agentd.requestId` wait on the same turn (idempotency).
+    waiters: list[asyncio.Future[PromptDone]] = field(default_factory=list)
+    result: PromptDone | None = None
+
+
+MAX_REMEMBERED_REQUESTS = 1000
 
 
 @dataclass
@@ -179,6 +185,7 @@ class SessionActor:
         self._permissions: dict[str, PendingPermission] = {}
         self._todos = TodoList()
         self._partial: dict[str, tuple[EventKind, str]] = {}  # in-flight message id → text so far
+        self._requests: dict[str, QueuedPrompt] = {}  # client requestId → its prompt (R-S3)
         self._path_locks: dict[str, asyncio.Lock] = {}
         self._background = BackgroundTasks()
         self._task: asyncio.Task[None] | None = None
@@ -220,7 +227,15 @@ class SessionActor:
                 if self._closing:
                     cmd.reply.set_result(PromptDone("", None, TurnOutcome.cancelled("server_shutting_down")))
                     return False
-                self._queue.append(QueuedPrompt(new_id("prompt"), cmd))
+                if self._repeat_of_known_request(cmd):
+                    return False
+                queued = QueuedPrompt(new_id("prompt"), cmd)
+                request_id = cmd.meta.get("requestId")
+                if isinstance(request_id, str) and request_id:
+                    self._requests[request_id] = queued
+                    while len(self._requests) > MAX_REMEMBERED_REQUESTS:
+                        self._requests.pop(next(iter(self._requests)))
+                self._queue.append(queued)
                 self._start_next_turn()
             case Interject():
                 self._interject(cmd)
@@ -289,10 +304,11 @@ class SessionActor:
     async def _shutdown(self, grace: float) -> None:
         self._closing = True
         for queued in self._queue:
-            if not queued.command.reply.done():
-                queued.command.reply.set_result(
-                    PromptDone(queued.id, None, TurnOutcome.cancelled("server_shutting_down"))
-                )
+            for waiter in (queued.command.reply, *queued.waiters):
+                if not waiter.done():
+                    waiter.set_result(
+                        PromptDone(queued.id, None, TurnOutcome.cancelled("server_shutting_down"))
+                    )
         self._queue.clear()
         await self._background.close()
         turn = self._turn
@@ -552,6 +568,19 @@ class SessionActor:
         payload["sessionUsage"] = self.usage.to_dict()
         self.emit(EventKind.TURN_ENDED, payload)
 
+    def _repeat_of_known_request(self, cmd: Prompt) -> bool:
+        """A client retrying a submission (same requestId) joins the original prompt: it
+        is never queued or run twice (R-S3)."""
+        request_id = cmd.meta.get("requestId")
+        known = self._requests.get(request_id) if isinstance(request_id, str) else None
+        if known is None:
+            return False
+        if known.result is not None:
+            cmd.reply.set_result(known.result)
+        else:
+            known.waiters.append(cmd.reply)
+        return True
+
     def _interject(self, cmd: Interject) -> None:
         turn = self._turn
         if cmd.expected_turn_id is not None and (turn is None or turn.id != cmd.expected_turn_id):
@@ -575,9 +604,11 @@ class SessionActor:
             return
         self._turn = None
         outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
-        done = turn.prompt.command.reply
-        if not done.done():
-            done.set_result(PromptDone(turn.prompt.id, turn.id, outcome))
+        result = PromptDone(turn.prompt.id, turn.id, outcome)
+        turn.prompt.result = result
+        for done in (turn.prompt.command.reply, *turn.prompt.waiters):
+            if not done.done():
+                done.set_result(result)
         # Input that arrived after the turn's last drain is never lost: it becomes the
         # next prompt, ahead of everything queued (R-S4).
         for item in reversed(turn.ctx.take_interjections()):
@@ -607,14 +638,13 @@ class SessionActor:
         await self._services.writer.barrier()
 
     def _persist_message(self, idx: int, message: Message) -> None:
-        self._services.writer.submit(self.id, messages=[(idx, message.model_dump(mode="json"))])
+        # `_seq`: the log position the message belongs to (forks cut the conversation there).
+        data = {**message.model_dump(mode="json"), "_seq": self._seq}
+        self._services.writer.submit(self.id, messages=[(idx, data)])
 
     def _rewrite_messages(self, messages: list[Message]) -> None:
-        self._services.writer.submit(
-            self.id,
-            truncate_from=0,
-            messages=[(i, m.model_dump(mode="json")) for i, m in enumerate(messages)],
-        )
+        data = [(i, {**m.model_dump(mode="json"), "_seq": self._seq}) for i, m in enumerate(messages)]
+        self._services.writer.submit(self.id, truncate_from=0, messages=data)
 
     def _set_mode(self, mode: PermissionMode) -> None:
         if mode is self._mode:

@@ -161,6 +161,22 @@ class SessionManager:
                 },
             )
 
+    async def evict(self, session_id: str, grace: float = 5.0) -> None:
+        """Stop a session's actor (its state is in the store; it is recreated on demand)."""
+        actor = self._actors.pop(session_id, None)
+        if actor is None:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        actor.send(Shutdown(grace, fut))
+        await asyncio.wait_for(fut, grace + 5)
+
+    async def delete(self, session_id: str) -> bool:
+        await self.evict(session_id, grace=1.0)
+        return await self._store.delete_session(session_id)
+
+    async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord:
+        return await self._store.fork_session(record, f"sess_{uuid.uuid4().hex}", up_to_seq)
+
     async def shutdown(self, grace: float = 5.0) -> None:
         loop = asyncio.get_running_loop()
         waits = []

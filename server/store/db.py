@@ -245,6 +245,71 @@ class Store:
                         update(SessionRow).where(SessionRow.id == b.session_id).values(**fields)
                     )
 
+    async def delete_session(self, session_id: str) -> bool:
+        """Remove a session with its events and messages; False when there was none."""
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(EventRow).where(EventRow.session_id == session_id))
+            await conn.execute(delete(MessageRow).where(MessageRow.session_id == session_id))
+            result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
+        return bool(result.rowcount)
+
+    async def fork_session(self, source: SessionRecord, new_id: str, up_to_seq: int) -> SessionRecord:
+        """A new session with the source's settings, its events up to `up_to_seq`, and the
+        conversation as it stood then (messages record the seq they were written at)."""
+        now = utcnow()
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                SessionRow.__table__.insert().values(
+                    id=new_id,
+                    owner=source.owner,
+                    cwd=source.cwd,
+                    title=f"fork of {source.title or source.id}",
+                    mode=source.mode,
+                    model=source.model,
+                    agent=source.agent,
+                    permission_memory=source.permission_memory,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            events = (
+                await conn.execute(
+                    select(EventRow.seq, EventRow.kind, EventRow.payload)
+                    .where(EventRow.session_id == source.id, EventRow.seq <= up_to_seq)
+                    .order_by(EventRow.seq)
+                )
+            ).all()
+            if events:
+                await conn.execute(
+                    EventRow.__table__.insert(),
+                    [
+                        {
+                            "session_id": new_id,
+                            "seq": e.seq,
+                            "kind": e.kind,
+                            "payload": e.payload,
+                            "created_at": now,
+                        }
+                        for e in events
+                    ],
+                )
+            messages = (
+                await conn.execute(
+                    select(MessageRow.idx, MessageRow.data)
+                    .where(MessageRow.session_id == source.id)
+                    .order_by(MessageRow.idx)
+                )
+            ).all()
+            kept = [m.data for m in messages if int(m.data.get("_seq", 0)) <= up_to_seq]
+            if kept:
+                await conn.execute(
+                    MessageRow.__table__.insert(),
+                    [{"session_id": new_id, "idx": i, "data": d} for i, d in enumerate(kept)],
+                )
+        record = await self.get_session(new_id)
+        assert record is not None
+        return record
+
     async def read_events(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:

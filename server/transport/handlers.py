@@ -26,6 +26,7 @@ from protocol.agentd import (
     ATTACH,
     COMPACT,
     DETACH,
+    FORK,
     GOAL_CLEAR,
     GOAL_GET,
     GOAL_SET,
@@ -33,6 +34,7 @@ from protocol.agentd import (
     INTERJECT,
     USAGE_GET,
     AttachParams,
+    ForkParams,
     GoalSetParams,
     HooksRegisterParams,
     InterjectParams,
@@ -73,6 +75,7 @@ MODES = [
 
 EXTENSIONS: list[str] = [
     ATTACH,
+    FORK,
     DETACH,
     "_agentd/session/snapshot",
     "_agentd/resync_required",
@@ -126,7 +129,7 @@ async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, An
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": False, "sse": False},
-            "sessionCapabilities": {"list": {}},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "authMethods": [],
         "agentInfo": {"name": "agentd", "title": "agentd", "version": __version__},
@@ -231,6 +234,49 @@ async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
     actor.send(GoalClear(reply))
     previous = await reply
     return {"cleared": previous} if previous else {}
+
+
+async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
+    """Like `session/load` without the replay: the client already has the history."""
+    actor = await _session(ctx, params.session_id)
+    await _attach_with_replay(ctx, actor, replay=False)
+    return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
+
+
+async def session_close(ctx: CallContext, params: SessionIdParams) -> dict[str, Any]:
+    """Cancel what runs and free the session's live resources; it stays stored and can be
+    loaded or resumed again."""
+    actor = await _session(ctx, params.session_id)
+    actor.send(Cancel())
+    if ctx.connection is not None:
+        ctx.connection.sessions.discard(actor.id)
+    await ctx.state.manager.evict(actor.id)
+    return {}
+
+
+async def session_delete(ctx: CallContext, params: SessionIdParams) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    if ctx.connection is not None:
+        ctx.connection.sessions.discard(actor.id)
+    await ctx.state.manager.delete(actor.id)
+    return {}
+
+
+async def session_fork(ctx: CallContext, params: ForkParams) -> dict[str, Any]:
+    """A new session with this one's history up to a seq (R-P3)."""
+    actor = await _session(ctx, params.session_id)
+    await ctx.state.writer.barrier()  # everything emitted so far is in the store
+    last = actor.last_seq
+    up_to = last if params.up_to_seq is None else params.up_to_seq
+    if up_to > last:
+        msg = f"upToSeq {up_to} is beyond the session's last seq {last}"
+        raise RpcError.invalid_params(
+            f"Invalid params: upToSeq: {msg}", [{"path": "upToSeq", "message": msg}]
+        )
+    record = await ctx.state.manager.record(actor.id)
+    assert record is not None
+    fork = await ctx.state.manager.fork(record, up_to)
+    return {"sessionId": fork.id, "forkedFrom": actor.id, "upToSeq": up_to}
 
 
 async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:
@@ -415,6 +461,10 @@ async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 
 
 METHODS: dict[str, Method] = {
+    "session/resume": Method(LoadSessionParams, session_resume, needs_connection=True),
+    "session/close": Method(SessionIdParams, session_close),
+    "session/delete": Method(SessionIdParams, session_delete),
+    FORK: Method(ForkParams, session_fork),
     ATTACH: Method(AttachParams, session_attach, needs_connection=True),
     DETACH: Method(SessionParams, session_detach, needs_connection=True),
     GOAL_SET: Method(GoalSetParams, goal_set),
