@@ -85,6 +85,7 @@ class AppState:
             sessions.add(actor.id)
         supports = getattr(sink, "supports_update", lambda kind: True)
         upto = sub.attached_seq
+        finished: set[str] = set()  # messages whose final text the replay carries
         if replay == "attach":
             sink.send_notification(SNAPSHOT, sub.snapshot)
         if replay != "none":
@@ -92,13 +93,15 @@ class AppState:
             render = attach_frames if replay == "attach" else acp_replay_frames
             for stored in await self.store.read_events(actor.id, after_seq=upto):
                 event = Event(actor.id, EventKind(stored.kind), stored.payload, seq=stored.seq)
+                if event.kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT):
+                    finished.add(event.payload["messageId"])
                 for method, params in for_client(render(event), event, supports, stored.seq):
                     sink.send_notification(method, params)
                 upto = stored.seq
             # With a replay the client knows the session: tell it the commands before the
             # response. A brand-new session learns them right after `session/new` answers.
             actor.send_available_commands(sink)
-        sub.go_live(upto)
+        sub.go_live(upto, finished)
         actor.send(AttachComplete(sink, send_commands=replay == "none"))
         return sub
 
@@ -152,10 +155,12 @@ def create_app(
             limits=loop_limits(settings),
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
+        sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
         app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS), agents)
         try:
             yield
         finally:
+            sweeper.cancel()
             await manager.shutdown()
             await writer.stop()
             aclose = getattr(prov, "aclose", None)

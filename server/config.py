@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     flush_interval_ms: float = 5.0
     # A permission request nobody answers is rejected after this long (seconds).
     permission_timeout_s: float = 3600.0
+    # An actor with no clients, no queued or running work is evicted after this (R-S5);
+    # it is recreated from the store on demand.
+    idle_evict_s: float = 600.0
+
     # SSE comment frames keep idle streams (and proxies) alive.
     sse_heartbeat_s: float = 15.0
     # Per-connection outgoing buffer (frames) before the client is told to resync.

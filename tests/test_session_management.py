@@ -144,3 +144,25 @@ async def test_a_retried_request_id_never_runs_twice(server_factory, workspace: 
         assert len(started) == 1
         await client.close()
         await retry_client.close()
+
+
+async def test_idle_actors_are_evicted_and_recreated_transparently(server_factory, workspace: Path):
+    provider = scripted({"text": "before"}, {"text": "after"})
+    async with server_factory(provider, idle_evict_s=0.2) as server:
+        manager = server.app.state.agentd.manager
+        client = await server.client()
+        sid = await _new(client, workspace)
+        await client.call("session/prompt", text_prompt(sid, "one"))
+        # Attached client: never evicted, however long it idles.
+        assert await manager.evict_idle(0.0) == []
+        await client.call("_agentd/session/detach", {"sessionId": sid})
+        for _ in range(200):  # the background sweep evicts it (bounded wait, not a timing assert)
+            if sid not in {a.id for a in manager.live()}:
+                break
+            await asyncio.sleep(0.05)
+        assert sid not in {a.id for a in manager.live()}
+        # ...and the next request recreates it from the store with its full context.
+        result = await client.call("session/prompt", text_prompt(sid, "two"))
+        assert result["stopReason"] == "end_turn"
+        assert [m.content for m in provider.requests[-1].messages if m.role == "user"] == ["one", "two"]
+        await client.close()

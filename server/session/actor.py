@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.acp import RequestPermissionResult, TextContent, dump
+from protocol.jsonrpc import ErrorCode, RpcError
 from server.agents import DEFAULT_AGENT, AgentDefinition
 from server.config import PermissionMode, Settings
 from server.loop.budget import BudgetLimits
@@ -186,6 +187,8 @@ class SessionActor:
         self._todos = TodoList()
         self._partial: dict[str, tuple[EventKind, str]] = {}  # in-flight message id → text so far
         self._requests: dict[str, QueuedPrompt] = {}  # client requestId → its prompt (R-S3)
+        self._idle_since: float | None = None
+        self._stopped = False
         self._path_locks: dict[str, asyncio.Lock] = {}
         self._background = BackgroundTasks()
         self._task: asyncio.Task[None] | None = None
@@ -197,6 +200,12 @@ class SessionActor:
         self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
 
     def send(self, command: SessionCommand) -> None:
+        if self._stopped:
+            # Nobody will read this mailbox again: fail what waits instead of hanging.
+            reply = getattr(command, "reply", None)
+            if isinstance(reply, asyncio.Future) and not reply.done():
+                reply.set_exception(RpcError(ErrorCode.INTERNAL_ERROR, "the session was unloaded; retry"))
+            return
         self.mailbox.put_nowait(command)
 
     @property
@@ -295,9 +304,15 @@ class SessionActor:
             case TurnFinished(turn_id=turn_id):
                 self._finish_turn(turn_id)
                 self._start_next_turn()
-            case Shutdown(grace=grace, reply=reply):
+            case Shutdown(grace=grace, reply=reply, only_if_idle=only_if_idle, on_stop=on_stop):
+                if only_if_idle and (self.idle_since() is None or not self.mailbox.empty()):
+                    reply.set_result(False)  # work arrived since the sweep looked
+                    return False
+                if on_stop is not None:
+                    on_stop()
+                self._stopped = True
                 await self._shutdown(grace)
-                reply.set_result(None)
+                reply.set_result(True)
                 return True
         return False
 
@@ -459,6 +474,15 @@ class SessionActor:
                 "_meta": {"agentd": {"seq": self._seq, "transient": True}},
             },
         )
+
+    def idle_since(self) -> float | None:
+        """When the actor became evictable (no clients, no work), or None while it is not."""
+        if self._turn is not None or self._queue or len(self.hub) or self._permissions:
+            self._idle_since = None
+            return None
+        if self._idle_since is None:
+            self._idle_since = asyncio.get_running_loop().time()
+        return self._idle_since
 
     def _goal_changed(self) -> None:
         if self._turn is not None:

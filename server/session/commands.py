@@ -125,7 +125,11 @@ class TurnFinished:
 @dataclass
 class Shutdown:
     grace: float
-    reply: asyncio.Future[None]
+    reply: asyncio.Future[bool]  # True when the actor stopped
+    # Eviction: stop only if still idle with nothing waiting; `on_stop` runs first, in the
+    # actor's own step, so no new command can reach it afterwards.
+    only_if_idle: bool = False
+    on_stop: Any = None
 
 
 SessionCommand = (

@@ -65,13 +65,15 @@ class Subscriber:
         self._delivered[message_id] = 0
         self._send_chunk(chunk, message_id)
 
-    def go_live(self, replayed_up_to: int) -> None:
+    def go_live(self, replayed_up_to: int, finished: set[str] | None = None) -> None:
         """Called after the replay from the store covered every seq <= `replayed_up_to`;
-        sends the text of messages still streaming, then what was buffered meanwhile."""
+        sends the text of messages still streaming (unless the replay already carried
+        their final text: `finished`), then what was buffered meanwhile."""
         buffered, self._buffer = self._buffer or [], None
         self.last_seq = replayed_up_to
         for kind, message_id, text in self.partials:
-            self.seed_partial(kind, message_id, text)
+            if message_id not in (finished or set()):
+                self.seed_partial(kind, message_id, text)
         # Transient deltas buffered before a durable event the replay already covered
         # belong to a message whose full text was replayed: drop them with it.
         cut = 0
@@ -82,6 +84,7 @@ class Subscriber:
             self._send(ev)
 
     def _send(self, event: Event) -> None:
+        delivered = self.last_seq  # the cursor a resync must name if this event does not fit
         if event.seq is not None:
             if event.seq <= self.last_seq:
                 return
@@ -98,7 +101,7 @@ class Subscriber:
             if mid in self._missed:
                 self._missed.discard(mid)
                 frames = acp_replay_frames(event) + frames
-        self._emit(event, frames)
+        self._emit(event, frames, delivered)
 
     def _send_chunk(self, event: Event, mid: str) -> None:
         offset = int(event.payload.get("offset", 0))
@@ -120,9 +123,9 @@ class Subscriber:
                 {**event.payload, "text": text[already:], "offset": offset + already},
             )
         self._delivered[mid] = offset + len(text)
-        self._emit(event, live_frames(event, self.last_seq))
+        self._emit(event, live_frames(event, self.last_seq), self.last_seq)
 
-    def _emit(self, event: Event, frames: list[Frame]) -> None:
+    def _emit(self, event: Event, frames: list[Frame], delivered: int) -> None:
         supports = getattr(self.sink, "supports_update", None)
         if supports is not None:
             frames = for_client(frames, event, supports, self.last_seq)
@@ -132,9 +135,10 @@ class Subscriber:
                 log.warning("client %s fell behind; it is told to resync", self.sink.id)
                 resync = getattr(self.sink, "send_urgent", None)
                 if resync is not None:
+                    # `delivered`: the last durable event this client really got.
                     resync(
                         RESYNC_REQUIRED,
-                        {"sessionId": self.session_id, "lastSeq": self.last_seq, "reason": "client_too_slow"},
+                        {"sessionId": self.session_id, "lastSeq": delivered, "reason": "client_too_slow"},
                     )
                 return
 

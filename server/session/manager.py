@@ -161,12 +161,39 @@ class SessionManager:
                 },
             )
 
+    async def evict_idle(self, idle_for: float) -> list[str]:
+        """Evict actors idle (no clients, no work) for at least `idle_for` seconds."""
+        now = asyncio.get_running_loop().time()
+        evicted = []
+        for session_id, actor in list(self._actors.items()):
+            since = actor.idle_since()
+            if since is not None and now - since >= idle_for:
+                fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+                def forget(sid: str = session_id, a: SessionActor = actor) -> None:
+                    if self._actors.get(sid) is a:
+                        del self._actors[sid]
+
+                actor.send(Shutdown(5.0, fut, only_if_idle=True, on_stop=forget))
+                if await asyncio.wait_for(fut, 10):
+                    evicted.append(session_id)
+        return evicted
+
+    async def run_evictions(self, idle_for: float) -> None:
+        """Background sweep (R-S5): checks a few times per idle period."""
+        while True:
+            await asyncio.sleep(max(0.05, idle_for / 4))
+            try:
+                await self.evict_idle(idle_for)
+            except Exception:
+                log.exception("evicting idle sessions failed")
+
     async def evict(self, session_id: str, grace: float = 5.0) -> None:
         """Stop a session's actor (its state is in the store; it is recreated on demand)."""
         actor = self._actors.pop(session_id, None)
         if actor is None:
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         actor.send(Shutdown(grace, fut))
         await asyncio.wait_for(fut, grace + 5)
 
@@ -181,7 +208,7 @@ class SessionManager:
         loop = asyncio.get_running_loop()
         waits = []
         for actor in list(self._actors.values()):
-            fut: asyncio.Future[None] = loop.create_future()
+            fut: asyncio.Future[bool] = loop.create_future()
             actor.send(Shutdown(grace, fut))
             waits.append(fut)
         if waits:
