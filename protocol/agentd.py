@@ -37,6 +37,22 @@ DETACH = "_agentd/session/detach"
 
 
 FORK = "_agentd/session/fork"
+ENQUEUE = "_agentd/prompt/enqueue"
+SEND_NOW = "_agentd/prompt/send_now"
+QUEUE_OPS = ("list", "remove", "edit", "move", "combine", "hold", "release", "clear", "interject")
+
+
+class EnqueueParams(Wire):
+    session_id: str
+    prompt: list[ContentBlock] = Field(min_length=1)
+
+
+class QueueOpParams(Wire):
+    session_id: str
+    id: str | None = None
+    expected_version: int | None = None
+    text: str | None = Field(default=None, min_length=1)
+    order: list[str] | None = None
 
 
 class ForkParams(Wire):

@@ -37,6 +37,7 @@ from server.loop.turn import run_compaction_job, run_turn
 from server.loop.turn_state import TurnState
 from server.loop.usage import Price, UsageLedger
 from server.providers.base import Provider
+from server.session import queue_ops
 from server.session.commands import (
     Attach,
     AttachComplete,
@@ -50,6 +51,7 @@ from server.session.commands import (
     InterjectResult,
     Prompt,
     PromptDone,
+    QueueOp,
     RegisterHook,
     SessionCommand,
     SetAgent,
@@ -99,6 +101,19 @@ class QueuedPrompt:
     # Repeats of the same `_meta.agentd.requestId` wait on the same turn (idempotency).
     waiters: list[asyncio.Future[PromptDone]] = field(default_factory=list)
     result: PromptDone | None = None
+    version: int = 1
+    owner: str = "local"
+    last_editor: str = "local"
+    held_until: float | None = None
+    send_now: bool = False
+    announced: bool = False  # clients were shown it in a queue_update
+
+    @property
+    def text(self) -> str:
+        return prompt_text(self.command.blocks)
+
+    def set_text(self, text: str) -> None:
+        self.command.blocks = [TextContent(text=text)]
 
 
 MAX_REMEMBERED_REQUESTS = 1000
@@ -238,14 +253,34 @@ class SessionActor:
                     return False
                 if self._repeat_of_known_request(cmd):
                     return False
-                queued = QueuedPrompt(new_id("prompt"), cmd)
+                queued = QueuedPrompt(
+                    new_id("prompt"),
+                    cmd,
+                    owner=cmd.principal,
+                    last_editor=cmd.principal,
+                    send_now=cmd.send_now,
+                )
                 request_id = cmd.meta.get("requestId")
                 if isinstance(request_id, str) and request_id:
                     self._requests[request_id] = queued
                     while len(self._requests) > MAX_REMEMBERED_REQUESTS:
                         self._requests.pop(next(iter(self._requests)))
-                self._queue.append(queued)
+                if cmd.send_now:
+                    position = queue_ops.insert_send_now(self._queue, queued)
+                    # send_now cancels the running turn — unless a goal is active: then it
+                    # simply runs next (R-S3).
+                    if self._turn is not None and not (self._goal is not None and self._goal.active):
+                        self._turn.ctx.cancel.set()
+                else:
+                    self._queue.append(queued)
+                    position = len(self._queue) - 1
+                if cmd.ack is not None and not cmd.ack.done():
+                    cmd.ack.set_result((queued.id, position + (1 if self._turn is not None else 0)))
+                if self._turn is not None or len(self._queue) > 1 or queue_ops.front_is_held(self._queue):
+                    self._queue_changed()  # it really waits: show the queue
                 self._start_next_turn()
+            case QueueOp():
+                cmd.reply.set_result(self._queue_op(cmd))
             case Interject():
                 self._interject(cmd)
             case GoalSet(objective=objective, token_budget=budget, verify=verify, reply=reply):
@@ -348,9 +383,11 @@ class SessionActor:
     # ------------------------------------------------------------------ turns
 
     def _start_next_turn(self) -> None:
-        if self._turn is not None or not self._queue:
+        if self._turn is not None or not self._queue or queue_ops.front_is_held(self._queue):
             return
         queued = self._queue.popleft()
+        if queued.announced:
+            self._queue_changed()  # it left the visible queue
         cmd = queued.command
         turn_id = new_id("turn")
         local = parse_local(prompt_text(cmd.blocks)) if queued.kind == "prompt" else None
@@ -591,6 +628,74 @@ class SessionActor:
                 self._persist_fields({"usage": self.usage.to_dict()})
         payload["sessionUsage"] = self.usage.to_dict()
         self.emit(EventKind.TURN_ENDED, payload)
+
+    def _queue_changed(self) -> None:
+        for e in self._queue:
+            e.announced = True
+        self.emit(EventKind.QUEUE_UPDATE, {"queue": queue_ops.view(self._queue)})
+
+    def _removed_from_queue(self, entries: list[QueuedPrompt]) -> None:
+        for e in entries:
+            result = PromptDone(e.id, None, TurnOutcome.cancelled("removed_from_queue"))
+            e.result = result
+            for waiter in (e.command.reply, *e.waiters):
+                if not waiter.done():
+                    waiter.set_result(result)
+
+    def _queue_op(self, cmd: QueueOp) -> dict[str, Any]:
+        args, who = cmd.args, cmd.principal
+        q = self._queue
+        match cmd.op:
+            case "list":
+                return {"applied": True, "queue": queue_ops.view(q)}
+            case "remove":
+                result = queue_ops.remove(q, args["id"], args["expectedVersion"])
+            case "edit":
+                result = queue_ops.edit(q, args["id"], args["expectedVersion"], args["text"], who)
+            case "move":
+                result = queue_ops.move(q, args["order"])
+            case "combine":
+                result = queue_ops.combine(q, who)
+            case "hold":
+                result = queue_ops.hold(q, args["id"], who)
+            case "release":
+                result = queue_ops.release(q, args["id"])
+            case "clear":
+                result = queue_ops.clear(q)
+            case "interject":
+                entry = next((e for e in q if e.id == args["id"]), None)
+                if entry is None or entry.kind != "prompt":
+                    result = queue_ops.OpResult(False, [], "not_found")
+                elif self._turn is None:
+                    q.remove(entry)  # no running turn: it simply runs now
+                    q.appendleft(entry)
+                    result = queue_ops.OpResult(True, [])
+                else:
+                    # Atomically out of the queue and into the running turn (R-S4).
+                    q.remove(entry)
+                    self._turn.ctx.interjections.append(Interjection(entry.text, entry.command.origin))
+                    self._turn.ctx.interrupted.set()
+                    self._absorbed(entry, self._turn)
+                    result = queue_ops.OpResult(True, [])
+            case _:
+                return {
+                    "applied": False,
+                    "reason": f"unknown operation {cmd.op!r}",
+                    "queue": queue_ops.view(q),
+                }
+        self._removed_from_queue(result.removed)
+        out: dict[str, Any] = {"applied": result.applied, "queue": queue_ops.view(q)}
+        if result.reason:
+            out["reason"] = result.reason
+        if result.applied:
+            self._queue_changed()
+            self._start_next_turn()
+        return out
+
+    def _absorbed(self, entry: QueuedPrompt, turn: RunningTurn) -> None:
+        """A queued prompt moved into the running turn is answered with that turn's end."""
+        turn.prompt.waiters.append(entry.command.reply)
+        turn.prompt.waiters.extend(entry.waiters)
 
     def _repeat_of_known_request(self, cmd: Prompt) -> bool:
         """A client retrying a submission (same requestId) joins the original prompt: it

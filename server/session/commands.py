@@ -28,6 +28,20 @@ class Prompt:
     reply: asyncio.Future[PromptDone]
     origin: str | None = None  # connection id
     meta: dict[str, Any] = field(default_factory=dict)
+    principal: str = "local"
+    send_now: bool = False  # run right after the current turn (and cancel it unless a goal is active)
+    # Answered as soon as the prompt is queued: (promptId, position).
+    ack: asyncio.Future[tuple[str, int]] | None = None
+
+
+@dataclass
+class QueueOp:
+    """One of the queue operations of R-S3 (see server/session/queue_ops.py)."""
+
+    op: str  # list | remove | edit | move | combine | hold | release | clear | interject
+    args: dict[str, Any]
+    principal: str
+    reply: asyncio.Future[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,7 @@ SessionCommand = (
     | GoalGet
     | GoalClear
     | RegisterHook
+    | QueueOp
     | SetAgent
     | SetMode
     | Attach

@@ -27,6 +27,7 @@ class EventKind(StrEnum):
     COMPLETION_RECOVERY = "completion_recovery"  # {tool, attempt, maxRetries, delaySeconds}
     GOAL = "goal"  # the goal's state after a change or a verdict
     STOP_HOOKS = "stop_hooks"  # {reentries, verdicts}
+    QUEUE_UPDATE = "queue_update"  # {queue: [entries]} — the whole visible queue after a change
     MODE_CHANGED = "mode_changed"  # {modeId}
     TURN_STARTED = "turn_started"  # {turnId, promptId}
     TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}

@@ -26,18 +26,23 @@ from protocol.agentd import (
     ATTACH,
     COMPACT,
     DETACH,
+    ENQUEUE,
     FORK,
     GOAL_CLEAR,
     GOAL_GET,
     GOAL_SET,
     HOOKS_REGISTER,
     INTERJECT,
+    QUEUE_OPS,
+    SEND_NOW,
     USAGE_GET,
     AttachParams,
+    EnqueueParams,
     ForkParams,
     GoalSetParams,
     HooksRegisterParams,
     InterjectParams,
+    QueueOpParams,
     SessionParams,
 )
 from protocol.jsonrpc import ErrorCode, RpcError
@@ -55,6 +60,7 @@ from server.session.commands import (
     InterjectResult,
     Prompt,
     PromptDone,
+    QueueOp,
     RegisterHook,
     SetAgent,
     SetMode,
@@ -76,6 +82,9 @@ MODES = [
 EXTENSIONS: list[str] = [
     ATTACH,
     FORK,
+    ENQUEUE,
+    SEND_NOW,
+    *(f"_agentd/queue/{op}" for op in QUEUE_OPS),
     DETACH,
     "_agentd/session/snapshot",
     "_agentd/resync_required",
@@ -279,6 +288,64 @@ async def session_fork(ctx: CallContext, params: ForkParams) -> dict[str, Any]:
     return {"sessionId": fork.id, "forkedFrom": actor.id, "upToSeq": up_to}
 
 
+async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) -> dict[str, Any]:
+    actor = await _session(ctx, params.session_id)
+    loop = asyncio.get_running_loop()
+    ack: asyncio.Future[tuple[str, int]] = loop.create_future()
+    actor.send(
+        Prompt(
+            blocks=list(params.prompt),
+            reply=loop.create_future(),  # answered at its turn's end; nobody waits here
+            origin=ctx.connection.id if ctx.connection else None,
+            meta=_agentd_meta(params.meta),
+            principal=ctx.principal,
+            send_now=send_now,
+            ack=ack,
+        )
+    )
+    prompt_id, position = await ack
+    return {"promptId": prompt_id, "position": position}
+
+
+async def prompt_enqueue(ctx: CallContext, params: EnqueueParams) -> dict[str, Any]:
+    """Queue a prompt and answer at once with `{promptId, position}` (position 0 = running
+    now); its progress and end arrive as events. HTTP-friendly."""
+    return await _submit(ctx, params, send_now=False)
+
+
+async def prompt_send_now(ctx: CallContext, params: EnqueueParams) -> dict[str, Any]:
+    """Run this next: right behind the running turn, which is cancelled unless a goal is
+    active (R-S3)."""
+    return await _submit(ctx, params, send_now=True)
+
+
+_QUEUE_ARGS = {
+    "remove": ("id", "expectedVersion"),
+    "edit": ("id", "expectedVersion", "text"),
+    "move": ("order",),
+    "hold": ("id",),
+    "release": ("id",),
+    "interject": ("id",),
+}
+
+
+def queue_method(op: str) -> Method:
+    async def handler(ctx: CallContext, params: QueueOpParams) -> dict[str, Any]:
+        args = params.model_dump(by_alias=True, exclude_none=True)
+        missing = [a for a in _QUEUE_ARGS.get(op, ()) if a not in args]
+        if missing:
+            msg = f"{op} needs {', '.join(missing)}"
+            raise RpcError.invalid_params(
+                f"Invalid params: {msg}", [{"path": m, "message": "required"} for m in missing]
+            )
+        actor = await _session(ctx, params.session_id)
+        reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        actor.send(QueueOp(op, args, ctx.principal, reply))
+        return await reply
+
+    return Method(QueueOpParams, handler)
+
+
 async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:
     """R-E3: a snapshot (also sent first as `_agentd/session/snapshot`), every durable event
     after `afterSeq`, the text of a message still streaming, then live traffic."""
@@ -461,6 +528,9 @@ async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 
 
 METHODS: dict[str, Method] = {
+    ENQUEUE: Method(EnqueueParams, prompt_enqueue),
+    SEND_NOW: Method(EnqueueParams, prompt_send_now),
+    **{f"_agentd/queue/{op}": queue_method(op) for op in QUEUE_OPS},
     "session/resume": Method(LoadSessionParams, session_resume, needs_connection=True),
     "session/close": Method(SessionIdParams, session_close),
     "session/delete": Method(SessionIdParams, session_delete),

@@ -1,0 +1,167 @@
+"""The prompt queue's operations (R-S3), as plain functions over the actor's deque.
+
+Every entry has an id, a version (bumped by each edit), the principal that queued it and
+its last editor. A stale `expectedVersion` or an unknown id changes nothing. Entries that
+leave the queue without running (removed, merged, cleared) are answered `cancelled` with
+reason `removed_from_queue` by the actor.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+HOLD_SECONDS = 600.0  # a hold (a user editing an entry) expires after 10 minutes
+
+
+class Entry(Protocol):
+    id: str
+    kind: str
+    version: int
+    owner: str
+    last_editor: str
+    held_until: float | None
+    send_now: bool
+
+    @property
+    def text(self) -> str: ...
+
+    def set_text(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class OpResult:
+    applied: bool
+    removed: list[Any]  # entries that left the queue without running
+    reason: str | None = None
+
+
+def view(queue: Iterable[Entry], now: float | None = None) -> list[dict[str, Any]]:
+    now = time.monotonic() if now is None else now
+    out = []
+    for e in queue:
+        item: dict[str, Any] = {
+            "id": e.id,
+            "version": e.version,
+            "kind": e.kind,
+            "owner": e.owner,
+            "lastEditor": e.last_editor,
+            "text": e.text,
+        }
+        if e.held_until is not None and e.held_until > now:
+            item["held"] = True
+        if e.send_now:
+            item["sendNow"] = True
+        out.append(item)
+    return out
+
+
+def _find(queue: deque[Any], entry_id: str) -> Any | None:
+    return next((e for e in queue if e.id == entry_id), None)
+
+
+def remove(queue: deque[Any], entry_id: str, expected_version: int) -> OpResult:
+    e = _find(queue, entry_id)
+    if e is None:
+        return OpResult(False, [], "not_found")
+    if e.version != expected_version:
+        return OpResult(False, [], "stale_version")
+    queue.remove(e)
+    return OpResult(True, [e])
+
+
+def edit(queue: deque[Any], entry_id: str, expected_version: int, text: str, editor: str) -> OpResult:
+    e = _find(queue, entry_id)
+    if e is None:
+        return OpResult(False, [], "not_found")
+    if e.version != expected_version:
+        return OpResult(False, [], "stale_version")
+    if e.kind != "prompt":
+        return OpResult(False, [], "not_editable")
+    e.set_text(text)
+    e.version += 1
+    e.last_editor = editor
+    return OpResult(True, [])
+
+
+def move(queue: deque[Any], order: list[str]) -> OpResult:
+    """Reorder: the named ids first, in that order; unknown ids ignored; the rest keep
+    their relative order after them. (The running turn is not in the queue: it stays.)"""
+    named = [e for i in order if (e := _find(queue, i)) is not None]
+    seen = {id(e) for e in named}
+    rest = [e for e in queue if id(e) not in seen]
+    new = named + rest
+    if [e.id for e in new] == [e.id for e in queue]:
+        return OpResult(False, [], "unchanged")
+    queue.clear()
+    queue.extend(new)
+    return OpResult(True, [])
+
+
+def combine(queue: deque[Any], editor: str) -> OpResult:
+    """Merge the consecutive plain-text prompts at the front into the first one, joined by
+    a blank line; the merged followers leave the queue."""
+    if not queue or queue[0].kind != "prompt":
+        return OpResult(False, [], "nothing_to_combine")
+    head = queue[0]
+    merged = []
+    for e in list(queue)[1:]:
+        if e.kind != "prompt" or e.held_until is not None:
+            break
+        merged.append(e)
+    if not merged:
+        return OpResult(False, [], "nothing_to_combine")
+    head.set_text("\n\n".join([head.text, *(e.text for e in merged)]))
+    head.version += 1
+    head.last_editor = editor
+    for e in merged:
+        queue.remove(e)
+    return OpResult(True, merged)
+
+
+def hold(queue: deque[Any], entry_id: str, editor: str, now: float | None = None) -> OpResult:
+    e = _find(queue, entry_id)
+    if e is None:
+        return OpResult(False, [], "not_found")
+    e.held_until = (time.monotonic() if now is None else now) + HOLD_SECONDS
+    e.last_editor = editor
+    return OpResult(True, [])
+
+
+def release(queue: deque[Any], entry_id: str) -> OpResult:
+    e = _find(queue, entry_id)
+    if e is None or e.held_until is None:
+        return OpResult(False, [], "not_found" if e is None else "not_held")
+    e.held_until = None
+    return OpResult(True, [])
+
+
+def clear(queue: deque[Any]) -> OpResult:
+    removed = list(queue)
+    queue.clear()
+    return OpResult(bool(removed), removed)
+
+
+def front_is_held(queue: deque[Any], now: float | None = None) -> bool:
+    if not queue:
+        return False
+    until = queue[0].held_until
+    if until is None:
+        return False
+    if until <= (time.monotonic() if now is None else now):
+        queue[0].held_until = None  # the hold expired
+        return False
+    return True
+
+
+def insert_send_now(queue: deque[Any], entry: Any) -> int:
+    """Right behind the running front: after the other send_now entries (FIFO among
+    them), before everything else. Returns its position."""
+    position = 0
+    while position < len(queue) and queue[position].send_now:
+        position += 1
+    queue.insert(position, entry)
+    return position
