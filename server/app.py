@@ -27,6 +27,7 @@ from server.session.commands import Attach, AttachComplete, Detach
 from server.session.eventlog import EventWriter
 from server.session.events import Event, EventKind
 from server.session.hub import FrameSink, Subscriber
+from server.session.local_commands import load_skills
 from server.session.manager import SessionManager
 from server.session.render import acp_replay_frames, attach_frames, for_client
 from server.store.db import Store
@@ -153,6 +154,7 @@ def create_app(
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
             agents=agents,
             limits=loop_limits(settings),
+            skills=await asyncio.to_thread(load_skills, settings.skills_dir),
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.acp_schema import AcpValidator
-from tests.client import agent_text, text_prompt
+from tests.client import agent_text, allow, text_prompt
 from tests.conftest import scripted
 
 
@@ -108,3 +108,53 @@ async def test_clear_starts_a_fresh_context_but_keeps_the_log(server_factory, wo
         assert "first answer" in replayed and "Context cleared." in replayed
         await client.close()
         await other.close()
+
+
+async def test_skills_expand_into_ordinary_prompts(server_factory, workspace: Path, tmp_path: Path):
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "review.md").write_text("description: Review a file carefully\nReview $ARGUMENTS for bugs.")
+    (skills / "explain.md").write_text("Explain the code in simple words.")
+    provider = scripted({"text": "reviewed"}, {"text": "explained"})
+    async with server_factory(provider, skills_dir=skills) as server:
+        client = await server.client()
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+        advertised = await client.wait_notification(
+            lambda m: (
+                m["method"] == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "available_commands_update"
+            )
+        )
+        commands = {c["name"]: c for c in advertised["params"]["update"]["availableCommands"]}
+        assert commands["review"]["description"] == "Review a file carefully"
+        assert "explain" in commands and "help" in commands
+        await client.call("session/prompt", text_prompt(sid, "/review app.py"))
+        await client.call("session/prompt", text_prompt(sid, "/explain main()"))
+        assert provider.requests[0].messages[-1].content == "Review app.py for bugs."
+        assert provider.requests[1].messages[-1].content == "Explain the code in simple words.\n\nmain()"
+        await client.close()
+
+
+async def test_bang_runs_the_shell_command_with_permission_rules(server_factory, workspace: Path):
+    provider = scripted({"text": "I see the output"})
+    async with server_factory(provider) as server:
+        client = await server.client()
+        client.on_request = allow()
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+        result = await client.call("session/prompt", text_prompt(sid, "!echo hello-from-shell"))
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["reason"] == "shell_command"
+        # Default mode: running a command asks first, like any bash call.
+        assert [r["method"] for r in client.server_requests] == ["session/request_permission"]
+        final = [u for u in client.updates(sid) if u["sessionUpdate"] == "tool_call_update"][-1]
+        assert final["status"] == "completed"
+        assert provider.requests == []  # no sampling
+        # The model sees the command and its output in the next turn.
+        await client.call("session/prompt", text_prompt(sid, "what did it print?"))
+        users = [m.content for m in provider.requests[0].messages if m.role == "user"]
+        assert users[0].startswith("I ran `echo hello-from-shell` myself:") and "hello-from-shell" in users[0]
+        await client.call("session/set_mode", {"sessionId": sid, "modeId": "plan"})
+        refused = await client.call("session/prompt", text_prompt(sid, "!touch nope.txt"))
+        assert refused["stopReason"] == "end_turn"
+        assert not (workspace / "nope.txt").exists()  # plan mode refuses commands
+        await client.close()

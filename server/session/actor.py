@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import logging
 import uuid
 from collections import deque
@@ -24,7 +26,7 @@ from server.agents import DEFAULT_AGENT, AgentDefinition
 from server.config import PermissionMode, Settings
 from server.loop.budget import BudgetLimits
 from server.loop.context import Conversation, Interjection, Lane, PermissionAnswer, TurnContext
-from server.loop.conversation import Message
+from server.loop.conversation import Message, ToolCall
 from server.loop.errors import ErrorKind, HarnessError
 from server.loop.goal import GoalState
 from server.loop.limits import LoopLimits
@@ -33,6 +35,7 @@ from server.loop.prompt import prompt_text
 from server.loop.react import run_compaction
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
+from server.loop.toolrun import execute_tool_round
 from server.loop.turn import run_compaction_job, run_turn
 from server.loop.turn_state import TurnState
 from server.loop.usage import Price, UsageLedger
@@ -62,7 +65,14 @@ from server.session.commands import (
 from server.session.eventlog import EventWriter
 from server.session.events import Event, EventKind
 from server.session.hub import EventHub, FrameSink
-from server.session.local_commands import available_commands, help_text, parse_local
+from server.session.local_commands import (
+    Skill,
+    available_commands,
+    expand_skill,
+    help_text,
+    parse_bang,
+    parse_local,
+)
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
@@ -152,6 +162,7 @@ class ActorServices:
     agents: dict[str, AgentDefinition] = field(default_factory=lambda: {DEFAULT_AGENT.name: DEFAULT_AGENT})
 
     limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
+    skills: dict[str, Skill] = field(default_factory=dict)
 
     def budget_limits(self) -> BudgetLimits:
         return self.limits.budget
@@ -391,9 +402,17 @@ class SessionActor:
         cmd = queued.command
         turn_id = new_id("turn")
         local = parse_local(prompt_text(cmd.blocks)) if queued.kind == "prompt" else None
+        bang = parse_bang(prompt_text(cmd.blocks)) if queued.kind == "prompt" else None
+        expanded = (
+            expand_skill(prompt_text(cmd.blocks), self._services.skills) if queued.kind == "prompt" else None
+        )
         if local is not None:
             queued.kind = "local"
-        if queued.kind in ("prompt", "local"):
+        elif bang is not None:
+            queued.kind = "bang"
+        elif expanded is not None:
+            cmd.blocks = [TextContent(text=expanded)]
+        if queued.kind in ("prompt", "local", "bang"):
             text = prompt_text(cmd.blocks)
             self.emit(
                 EventKind.USER_MESSAGE,
@@ -409,7 +428,7 @@ class SessionActor:
                 printable = "".join(ch if ch.isprintable() else " " for ch in text)
                 self.title = " ".join(printable.split())[:80] or None
                 self._services.writer.submit(self.id, session_fields={"title": self.title})
-            if local is None:
+            if local is None and bang is None:
                 self.conversation.append(Message.user(text))
         self.emit(EventKind.TURN_STARTED, {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind})
         settings = self._services.settings
@@ -448,6 +467,10 @@ class SessionActor:
             task = asyncio.create_task(
                 self._run_local(ctx, queued, command.name, arg), name=f"local-{turn_id}"
             )
+            self._turn = RunningTurn(turn_id, queued, task, ctx)
+            return
+        if bang is not None:
+            task = asyncio.create_task(self._run_bang(ctx, queued, bang), name=f"bang-{turn_id}")
             self._turn = RunningTurn(turn_id, queued, task, ctx)
             return
         task = asyncio.create_task(self._run_turn(ctx, queued), name=f"turn-{turn_id}")
@@ -506,7 +529,7 @@ class SessionActor:
                 "sessionId": self.id,
                 "update": {
                     "sessionUpdate": "available_commands_update",
-                    "availableCommands": available_commands(),
+                    "availableCommands": available_commands(self._services.skills),
                 },
                 "_meta": {"agentd": {"seq": self._seq, "transient": True}},
             },
@@ -546,6 +569,27 @@ class SessionActor:
                 EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
             )
             self.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
+            self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+            await self.flushed()
+        finally:
+            self.send(TurnFinished(ctx.turn_id))
+
+    async def _run_bang(self, ctx: TurnContext, queued: QueuedPrompt, command: str) -> None:
+        """`!cmd`: run it through the ordinary tool path (events, permission rules, plan
+        mode), without sampling; the model sees command and output in the next turn."""
+        try:
+            scratch: list[Message] = []
+            side = dataclasses.replace(ctx, conversation=Conversation(scratch, lambda i, m: None))
+            call = ToolCall(id=new_id("bang"), name="bash", arguments=json.dumps({"command": command}))
+            result = await execute_tool_round(side, [call])
+            output = scratch[-1].content if scratch else ""
+            self.conversation.append(Message.user(f"I ran `{command}` myself:\n{output}"))
+            if result.break_reason is not None:
+                outcome = TurnOutcome.cancelled(result.break_reason.value, tools_called=result.executed)
+            else:
+                outcome = TurnOutcome(
+                    OutcomeKind.COMPLETED, reason="shell_command", tools_called=result.executed
+                )
             self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
             await self.flushed()
         finally:

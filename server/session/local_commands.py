@@ -5,6 +5,7 @@ without sampling the model, and ends the turn. They are advertised to clients wi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -30,6 +31,53 @@ BUILTINS: dict[str, LocalCommand] = {
 }
 
 
+@dataclass(frozen=True)
+class Skill:
+    """A markdown file in the skills folder: `/name args` becomes an ordinary prompt."""
+
+    name: str
+    description: str
+    body: str
+
+    def expand(self, arguments: str) -> str:
+        if "$ARGUMENTS" in self.body:
+            return self.body.replace("$ARGUMENTS", arguments)
+        return f"{self.body}\n\n{arguments}".strip()
+
+
+def load_skills(folder: Path | None) -> dict[str, Skill]:
+    """`<name>.md` files; an optional first line `description: ...` describes the skill."""
+    skills: dict[str, Skill] = {}
+    if folder is None or not folder.is_dir():
+        return skills
+    for path in sorted(folder.glob("*.md")):
+        name = path.stem
+        if name in BUILTINS or not name.replace("-", "").replace("_", "").isalnum():
+            continue  # builtins win; odd names cannot be typed as commands
+        text = path.read_text(errors="replace").strip()
+        description = f"Skill {name}"
+        first, _, rest = text.partition("\n")
+        if first.lower().startswith("description:"):
+            description, text = first.split(":", 1)[1].strip(), rest.strip()
+        skills[name] = Skill(name, description, text)
+    return skills
+
+
+def expand_skill(text: str, skills: dict[str, Skill]) -> str | None:
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    name, _, arg = stripped[1:].partition(" ")
+    skill = skills.get(name)
+    return skill.expand(arg.strip()) if skill else None
+
+
+def parse_bang(text: str) -> str | None:
+    """`!cmd` runs `cmd` in the shell directly (permission rules apply)."""
+    stripped = text.strip()
+    return stripped[1:].strip() or None if stripped.startswith("!") else None
+
+
 def parse_local(text: str) -> tuple[LocalCommand, str] | None:
     """(command, argument text) when `text` invokes a builtin; None for anything else."""
     stripped = text.strip()
@@ -40,8 +88,10 @@ def parse_local(text: str) -> tuple[LocalCommand, str] | None:
     return (command, arg.strip()) if command else None
 
 
-def available_commands() -> list[dict[str, Any]]:
+def available_commands(skills: dict[str, Skill] | None = None) -> list[dict[str, Any]]:
     out = []
+    for s in (skills or {}).values():
+        out.append({"name": s.name, "description": s.description, "input": {"hint": "what to apply it to"}})
     for c in BUILTINS.values():
         entry: dict[str, Any] = {"name": c.name, "description": c.description}
         if c.hint:
