@@ -158,6 +158,10 @@ def create_app(
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
+        if settings.auto_resume:
+            resumed = await manager.resume_queued()
+            if resumed:
+                log.info("resumed the queues of %d session(s)", len(resumed))
         app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS), agents)
         try:
             yield

@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # it is recreated from the store on demand.
     idle_evict_s: float = 600.0
 
+    # Queued prompts left by a previous run start again by themselves (R-E6).
+    auto_resume: bool = True
+
     # SSE comment frames keep idle streams (and proxies) alive.
     sse_heartbeat_s: float = 15.0
     # Per-connection outgoing buffer (frames) before the client is told to resync.

@@ -233,3 +233,37 @@ async def test_interject_a_queued_entry_and_send_now(server_factory, workspace: 
         )
         assert [m.content for m in provider.requests[4].messages if m.role == "user"][-1] == "urgent"
         await client.close()
+
+
+async def test_queued_prompts_survive_a_restart_and_resume_by_themselves(
+    server_factory, db_url: str, workspace: Path
+):
+    first = scripted(GATE_STEP)
+    async with server_factory(first, database_url=db_url, idle_evict_s=3600) as server:
+        client, sid, _running = await _setup(server, workspace)
+        await _enqueue(client, sid, "queued one")
+        await client.call(
+            "_agentd/prompt/enqueue",
+            {"sessionId": sid, "prompt": _blocks("queued two"), "_meta": {"agentd": {"requestId": "r-2"}}},
+        )
+        await client.close()
+    # The server went away with two prompts waiting. The next one runs them, in order,
+    # without any client asking.
+    second = scripted({"text": "done one"}, {"text": "done two"})
+    async with server_factory(second, database_url=db_url) as server:
+        store = server.app.state.agentd.store
+        for _ in range(200):  # bounded wait for the resumed turns, not a timing assertion
+            kinds = [e.payload.get("outcome") for e in await store.read_events(sid) if e.kind == "turn_ended"]
+            if kinds.count("completed") == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert [m.content for m in second.requests[0].messages if m.role == "user"][-1] == "queued one"
+        assert [m.content for m in second.requests[1].messages if m.role == "user"][-1] == "queued two"
+        record = await store.get_session(sid)
+        assert record is not None and record.queue is None  # nothing left waiting
+        # The requestId is still known: a client retrying it learns the outcome, no rerun.
+        client = await server.client()
+        again = await client.call("session/prompt", text_prompt(sid, "queued two", requestId="r-2"))
+        assert again["stopReason"] == "end_turn"
+        assert len(second.requests) == 2
+        await client.close()

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.acp import RequestPermissionResult, TextContent, dump
+from pydantic import TypeAdapter
+
+from protocol.acp import ContentBlock, RequestPermissionResult, TextContent, dump
 from protocol.jsonrpc import ErrorCode, RpcError
 from server.agents import DEFAULT_AGENT, AgentDefinition
 from server.config import PermissionMode, Settings
@@ -56,6 +58,7 @@ from server.session.commands import (
     PromptDone,
     QueueOp,
     RegisterHook,
+    ResumeQueue,
     SessionCommand,
     SetAgent,
     SetMode,
@@ -127,6 +130,7 @@ class QueuedPrompt:
 
 
 MAX_REMEMBERED_REQUESTS = 1000
+CONTENT_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
 
 
 @dataclass
@@ -215,6 +219,7 @@ class SessionActor:
         self._requests: dict[str, QueuedPrompt] = {}  # client requestId → its prompt (R-S3)
         self._idle_since: float | None = None
         self._stopped = False
+        self._restore_queue(record.queue or [])
         self._path_locks: dict[str, asyncio.Lock] = {}
         self._background = BackgroundTasks()
         self._task: asyncio.Task[None] | None = None
@@ -292,6 +297,8 @@ class SessionActor:
                 self._start_next_turn()
             case QueueOp():
                 cmd.reply.set_result(self._queue_op(cmd))
+            case ResumeQueue():
+                self._start_next_turn()
             case Interject():
                 self._interject(cmd)
             case GoalSet(objective=objective, token_budget=budget, verify=verify, reply=reply):
@@ -677,6 +684,22 @@ class SessionActor:
         for e in self._queue:
             e.announced = True
         self.emit(EventKind.QUEUE_UPDATE, {"queue": queue_ops.view(self._queue)})
+        # Persisted with the session: queued prompts survive a restart (R-E6).
+        stored = [
+            {
+                "id": e.id,
+                "kind": e.kind,
+                "version": e.version,
+                "owner": e.owner,
+                "lastEditor": e.last_editor,
+                "sendNow": e.send_now,
+                "blocks": [dump(b) for b in e.command.blocks],
+                "meta": e.command.meta,
+            }
+            for e in self._queue
+            if e.kind == "prompt"
+        ]
+        self._persist_fields({"queue": stored or None})
 
     def _removed_from_queue(self, entries: list[QueuedPrompt]) -> None:
         for e in entries:
@@ -740,6 +763,40 @@ class SessionActor:
         """A queued prompt moved into the running turn is answered with that turn's end."""
         turn.prompt.waiters.append(entry.command.reply)
         turn.prompt.waiters.extend(entry.waiters)
+
+    def _restore_queue(self, stored: list[dict[str, Any]]) -> None:
+        """Queued prompts of a previous run; their original requests are gone, so their
+        ends are reported as events only."""
+        loop = asyncio.get_running_loop()
+        for item in stored:
+            try:
+                blocks = CONTENT_BLOCKS.validate_python(item["blocks"])
+            except Exception:
+                log.warning("session %s: dropping an unreadable queued prompt %s", self.id, item.get("id"))
+                continue
+            cmd = Prompt(
+                blocks,
+                loop.create_future(),
+                meta=dict(item.get("meta") or {}),
+                principal=item.get("owner", "local"),
+            )
+            entry = QueuedPrompt(
+                item["id"],
+                cmd,
+                version=int(item.get("version", 1)),
+                owner=item.get("owner", "local"),
+                last_editor=item.get("lastEditor", "local"),
+                send_now=bool(item.get("sendNow", False)),
+                announced=True,
+            )
+            self._queue.append(entry)
+            request_id = cmd.meta.get("requestId")
+            if isinstance(request_id, str) and request_id:
+                self._requests[request_id] = entry
+
+    def resume_queue(self) -> None:
+        """Start the next queued prompt, if any (after a restart)."""
+        self.send(ResumeQueue())
 
     def _repeat_of_known_request(self, cmd: Prompt) -> bool:
         """A client retrying a submission (same requestId) joins the original prompt: it

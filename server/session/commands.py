@@ -35,6 +35,11 @@ class Prompt:
 
 
 @dataclass
+class ResumeQueue:
+    """Start the next queued prompt if nothing runs (queued prompts restored after a restart)."""
+
+
+@dataclass
 class QueueOp:
     """One of the queue operations of R-S3 (see server/session/queue_ops.py)."""
 
@@ -156,6 +161,7 @@ SessionCommand = (
     | GoalClear
     | RegisterHook
     | QueueOp
+    | ResumeQueue
     | SetAgent
     | SetMode
     | Attach

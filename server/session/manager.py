@@ -161,6 +161,16 @@ class SessionManager:
                 },
             )
 
+    async def resume_queued(self) -> list[str]:
+        """At start-up: load every session with queued prompts and let it run them."""
+        resumed = []
+        for session_id in await self._store.sessions_with_queued_prompts():
+            actor = await self.get(session_id)
+            if actor is not None:
+                actor.resume_queue()
+                resumed.append(session_id)
+        return resumed
+
     async def evict_idle(self, idle_for: float) -> list[str]:
         """Evict actors idle (no clients, no work) for at least `idle_for` seconds."""
         now = asyncio.get_running_loop().time()

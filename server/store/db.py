@@ -42,6 +42,7 @@ class SessionRecord:
     goal: dict[str, Any] | None = None
     retry_state: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
+    queue: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ def _record(row: SessionRow) -> SessionRecord:
         goal=row.goal,
         retry_state=row.retry_state,
         usage=row.usage,
+        queue=row.queue,
     )
 
 
@@ -244,6 +246,16 @@ class Store:
                     await conn.execute(
                         update(SessionRow).where(SessionRow.id == b.session_id).values(**fields)
                     )
+
+    async def sessions_with_queued_prompts(self) -> list[str]:
+        """Sessions whose queue is not empty (to resume them at start-up)."""
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(SessionRow.id, SessionRow.queue).where(SessionRow.queue.is_not(None))
+                )
+            ).all()
+        return [r.id for r in rows if r.queue]
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove a session with its events and messages; False when there was none."""

@@ -34,6 +34,8 @@ class SessionRow(Base):
     goal: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     retry_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Prompts waiting to run (R-S3, R-E6): they survive restarts; NULL when empty.
+    queue: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 

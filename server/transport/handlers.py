@@ -256,7 +256,10 @@ async def session_close(ctx: CallContext, params: SessionIdParams) -> dict[str, 
     """Cancel what runs and free the session's live resources; it stays stored and can be
     loaded or resumed again."""
     actor = await _session(ctx, params.session_id)
+    cleared: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    actor.send(QueueOp("clear", {}, ctx.principal, cleared))  # a closed session runs nothing later
     actor.send(Cancel())
+    await cleared
     if ctx.connection is not None:
         ctx.connection.sessions.discard(actor.id)
     await ctx.state.manager.evict(actor.id)
