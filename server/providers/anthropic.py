@@ -13,7 +13,6 @@ write is the whole spend (R-B1).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
@@ -36,7 +35,7 @@ from server.providers.base import (
     ToolCallDelta,
     Usage,
 )
-from server.providers.http_common import default_ssl_context, error_body, guard
+from server.providers.http_common import default_ssl_context, guard, open_stream
 from server.providers.openai import parse_retry_after
 
 _T = TypeVar("_T")
@@ -143,22 +142,17 @@ class AnthropicProvider:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Yield the events of one streamed message; raise `HarnessError` on any failure."""
-        body = self.build_body(request)
-        # The first-token deadline is absolute from the start of the call: it covers
-        # connecting, the response headers, `message_start` and pings until real output.
-        deadline: float | None = None
-        if self._first_token_timeout is not None:
-            deadline = asyncio.get_running_loop().time() + self._first_token_timeout
+        response, deadline = await open_stream(
+            self._client,
+            self._url,
+            self.build_body(request),
+            self._headers(),
+            self._timeout,
+            base_url=self.base_url,
+            first_token_timeout=self._first_token_timeout,
+            classify=classify_http_error,
+        )
         try:
-            http_request = self._client.build_request(
-                "POST", self._url, json=body, headers=self._headers(), timeout=self._timeout
-            )
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol, TypeError, ValueError) as exc:
-            raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc
-        response = await self._guard(self._client.send(http_request, stream=True), deadline)
-        try:
-            if response.status_code >= 400:
-                raise await self._status_error(response)
             assembler = _Assembler()
             content_type = response.headers.get("content-type", "")
             if "json" in content_type and "event-stream" not in content_type:
@@ -201,10 +195,6 @@ class AnthropicProvider:
         return await guard(
             awaitable, deadline, base_url=self.base_url, first_token_timeout=self._first_token_timeout
         )
-
-    async def _status_error(self, response: httpx.Response) -> HarnessError:
-        body = await error_body(response, base_url=self.base_url)
-        return classify_http_error(response.status_code, body, response.headers)
 
 
 # -- message translation -----------------------------------------------------------------

@@ -8,7 +8,7 @@ import asyncio
 import functools
 import json
 import ssl
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -56,3 +56,42 @@ async def error_body(response: httpx.Response, *, base_url: str) -> Any:
         return json.loads(text) if text else None
     except ValueError:
         return text
+
+
+async def open_stream(
+    client: httpx.AsyncClient,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    http_timeout: httpx.Timeout,
+    *,
+    base_url: str,
+    first_token_timeout: float | None,
+    classify: Callable[[int, Any, Any], HarnessError],
+) -> tuple[httpx.Response, float | None]:
+    """POST `body` for a streamed answer. Returns the open response (the caller closes
+    it) and the first-token deadline, which is absolute from the start of the call: it
+    covers connecting, the response headers and every keep-alive until real output. An
+    HTTP error status is read, classified and raised."""
+    deadline = None
+    if first_token_timeout is not None:
+        deadline = asyncio.get_running_loop().time() + first_token_timeout
+    try:
+        request = client.build_request("POST", url, json=body, headers=headers, timeout=http_timeout)
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol, TypeError, ValueError) as exc:
+        # A bad base_url or a schema that is not JSON-serialisable: retrying cannot help.
+        raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc
+    response = await guard(
+        client.send(request, stream=True),
+        deadline,
+        base_url=base_url,
+        first_token_timeout=first_token_timeout,
+    )
+    if response.status_code >= 400:
+        try:
+            raise classify(
+                response.status_code, await error_body(response, base_url=base_url), response.headers
+            )
+        finally:
+            await response.aclose()
+    return response, deadline
