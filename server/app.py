@@ -58,6 +58,11 @@ class AppState:
     dispatcher: Dispatcher
     agents: dict[str, AgentDefinition]
 
+    async def drain(self) -> None:
+        """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
+        await self.manager.shutdown(self.settings.shutdown_grace_s)
+        await self.writer.barrier()
+
     def principal_for(self, headers: Mapping[str, str]) -> str:
         # Auth (R-X1) arrives with tokens; until then every caller is the local user.
         return LOCAL_PRINCIPAL
@@ -107,7 +112,7 @@ class AppState:
         return sub
 
     async def detach(self, session_id: str, conn_id: str) -> None:
-        actor = await self.manager.get(session_id)
+        actor = self.manager.live_actor(session_id)  # an unloaded actor has no subscribers
         if actor is not None:
             actor.send(Detach(conn_id))
 
@@ -167,7 +172,7 @@ def create_app(
             yield
         finally:
             sweeper.cancel()
-            await manager.shutdown()
+            await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
             await writer.stop()
             aclose = getattr(prov, "aclose", None)
             if aclose is not None:

@@ -39,9 +39,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="Log level")] = "info",
 ) -> None:
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
-    import uvicorn
-
     from server.app import create_app
+    from server.serve import server_for
 
     _logging(log_level)
     settings = _settings(
@@ -55,13 +54,14 @@ def serve(
         permission_mode=permission_mode,
     )
     logging.getLogger("agentd").info("database: %s", settings.resolved_database_url())
-    uvicorn.run(
+    server = server_for(
         create_app(settings),
         host=settings.host,
         port=settings.port,
         log_level=log_level.lower(),
-        ws_max_size=settings.max_frame_bytes,
+        max_frame_bytes=settings.max_frame_bytes,
     )
+    server.run()
 
 
 @app.command()

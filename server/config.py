@@ -103,6 +103,12 @@ class Settings(BaseSettings):
     # An actor with no clients, no queued or running work is evicted after this (R-S5);
     # it is recreated from the store on demand.
     idle_evict_s: float = 600.0
+    # On shutdown, running turns get this long to stop at their next budget gate, then
+    # are cancelled (R-S5); waiting requests are answered before connections close.
+    shutdown_grace_s: float = 10.0
+
+    # A hold on a queued prompt (a user editing it) runs out after this (R-S3).
+    queue_hold_s: float = 600.0
 
     # Queued prompts left by a previous run start again by themselves (R-E6).
     auto_resume: bool = True

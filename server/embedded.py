@@ -8,16 +8,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
+from server.serve import server_for
 
 
 @contextlib.asynccontextmanager
 async def serve_in_background(app: Any, *, host: str = "127.0.0.1") -> AsyncIterator[str]:
     """Yield the base URL (http://host:port) while uvicorn serves `app` on a free port."""
-    config = uvicorn.Config(
-        app, host=host, port=0, log_level="warning", lifespan="on", ws="websockets-sansio"
-    )
-    server = uvicorn.Server(config)
+    server = server_for(app, host=host, port=0, log_level="warning")
     # The embedding program owns signal handling (and tests may run off the main thread).
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())

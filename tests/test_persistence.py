@@ -338,7 +338,11 @@ async def test_kill_9_mid_tool_then_restart_recovers_the_session(
         # History intact up to the last durable event the client saw before the crash.
         assert replayed[0]["sessionUpdate"] == "user_message_chunk"
         assert replayed[0]["content"]["text"] == "run it"
-        assert conversation_view(replayed) == conversation_view(seen_before_crash)
+        seen = conversation_view(seen_before_crash)
+        assert conversation_view(replayed)[: len(seen)] == seen
+        # ...then the recovery: the dangling call finished as interrupted (R-L3c).
+        recovered = conversation_view(replayed)[len(seen) :]
+        assert [(u["toolCallId"], u["status"]) for u in recovered] == [("call_s", "failed")]
         assert agent_text(replayed) == "Running the slow command."
         assert max(notification_seqs(client)) >= crashed.last_seen_seq
 
@@ -479,4 +483,167 @@ async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
             writer.start()
         await manager.shutdown(grace=1)
         await writer.stop()
+        await store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# kill -9 while a message streams: the partial text checkpoint (R-E1) and the interrupted
+# prompt's requestId (R-E6)
+
+STREAMED = "".join(f"word{i:03d} " for i in range(200))  # 1,600 characters
+
+
+async def stored_partial(db_url: str, session_id: str) -> dict[str, Any] | None:
+    store = await Store.open(db_url)
+    try:
+        record = await store.get_session(session_id)
+        return record.partial if record else None
+    finally:
+        await store.close()
+
+
+@dataclass
+class CrashedMidStream(Crashed):
+    request_id: str
+    streamed: str  # the text the client had assembled from live chunks
+    checkpoint: dict[str, Any]  # sessions.partial as the dead server left it
+
+
+async def crash_mid_stream(workspace: Path, tmp_path: Path) -> CrashedMidStream:
+    """Run `agentd serve` on SQLite, prompt a long slowly streamed answer, and `kill -9`
+    the server once a partial-text checkpoint is in the database."""
+    db_url = f"sqlite+aiosqlite:///{tmp_path / 'a.db'}"
+    script = tmp_path / "script.json"
+    # ~20 s of streaming: the server is killed long before the message could end.
+    step = {"reasoning": "Let me think.", "text": STREAMED, "chunk_size": 8, "chunk_delay": 0.1}
+    script.write_text(json.dumps({"steps": [step, {"text": "never reached"}]}))
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
+    args = [
+        "serve", "--port", str(port), "--database-url", db_url, "--provider", "scripted",
+        "--script", str(script), "--log-level", "warning",
+    ]  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    request_id = "req-stream-1"
+
+    async with agentd_process(args, env=env, log=log) as proc:
+        await wait_healthy(base, proc, log)
+        client = await WsClient.connect(base)
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+        prompt_task = asyncio.create_task(
+            client.request("session/prompt", text_prompt(sid, "tell me a long story", requestId=request_id))
+        )
+        # Wait (not a timing assertion) until a checkpoint holding some answer text is stored.
+        checkpoint: dict[str, Any] | None = None
+        for _ in range(600):
+            checkpoint = await stored_partial(db_url, sid)
+            texts = [m["text"] for m in (checkpoint or {}).get("messages", [])]
+            if any(t.startswith("word000 word001") for t in texts):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"no partial-text checkpoint was stored: {checkpoint}")
+
+        os.kill(proc.pid, signal.SIGKILL)
+        assert await proc.wait() == -signal.SIGKILL
+        prompt_task.cancel()
+        with contextlib.suppress(BaseException):
+            await prompt_task  # never answered: the server died
+        await client.close()
+    streamed = texts_by_message(client.updates(sid))
+    final_checkpoint = await stored_partial(db_url, sid)
+    assert final_checkpoint is not None
+    return CrashedMidStream(
+        sid,
+        db_url,
+        client.updates(sid),
+        max(notification_seqs(client)),
+        request_id=request_id,
+        streamed="".join(streamed.values()),
+        checkpoint=final_checkpoint,
+    )
+
+
+async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
+    server_factory, workspace: Path, tmp_path: Path
+) -> None:
+    crashed = await crash_mid_stream(workspace, tmp_path)
+    sid = crashed.session_id
+    by_kind = {m["kind"]: m for m in crashed.checkpoint["messages"]}
+    # Reasoning and answer are both still in flight: their final events come at the step's end.
+    assert set(by_kind) == {"agent_message_chunk", "agent_thought_chunk"}
+    assert by_kind["agent_thought_chunk"]["text"] == "Let me think."
+    checkpointed = by_kind["agent_message_chunk"]["text"]
+    assert checkpointed and STREAMED.startswith(checkpointed) and checkpointed != STREAMED
+    # A checkpoint only ever holds text that was streamed to clients.
+    assert crashed.streamed.startswith(checkpointed) or checkpointed.startswith(crashed.streamed)
+
+    after = scripted({"expect": "go on", "text": "Continuing."})
+    async with server_factory(after, database_url=crashed.db_url) as server:
+        # A client re-attaching from its last seq gets a consistent stream: the cut-off
+        # message's final text (marked interrupted), then the turn closed `interrupted`.
+        watcher = await server.client()
+        await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": crashed.last_seen_seq})
+        ended = await watcher.wait_notification(
+            lambda m: m["method"] == "_agentd/event" and m["params"]["kind"] == "turn_ended"
+        )
+        assert ended["params"]["event"]["outcome"] == "interrupted"
+        assert ended["params"]["event"]["reason"] == "server_restarted"
+        assert ended["params"]["event"]["requestId"] == crashed.request_id
+        finals = [
+            f["params"]
+            for f in watcher.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        ]
+        assert [p["update"]["content"]["text"] for p in finals] == [checkpointed]
+        assert finals[0]["_meta"]["agentd"]["final"] is True
+        assert finals[0]["_meta"]["agentd"]["interrupted"] is True
+        assert finals[0]["_meta"]["agentd"]["seq"] < ended["params"]["_meta"]["agentd"]["seq"]
+        thoughts = [
+            f["params"]["update"]["content"]["text"]
+            for f in watcher.frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "agent_thought_chunk"
+        ]
+        assert thoughts == ["Let me think."]
+
+        # The prompt's client reconnects and retries with the same requestId: it learns the
+        # outcome, and nothing runs again.
+        retry = await server.client()
+        result = await retry.call(
+            "session/prompt", text_prompt(sid, "tell me a long story", requestId=crashed.request_id)
+        )
+        assert result["stopReason"] == "cancelled"
+        assert result["_meta"]["agentd"]["outcome"] == "interrupted"
+        assert result["_meta"]["agentd"]["reason"] == "server_restarted"
+        assert after.requests == []
+
+        # The model sees its own cut-off words before the next prompt.
+        await retry.call("session/prompt", text_prompt(sid, "go on"))
+        messages = after.requests[0].messages
+        assert [(m.role, m.content) for m in messages] == [
+            ("user", "tell me a long story"),
+            ("assistant", checkpointed),
+            ("user", "go on"),
+        ]
+        # A fresh replay shows exactly that transcript.
+        fresh = await server.client()
+        await fresh.call("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+        assert list(texts_by_message(fresh.updates(sid)).values()) == [checkpointed, "Continuing."]
+        for c in (watcher, retry, fresh):
+            await c.close()
+
+    store = await Store.open(crashed.db_url)
+    try:
+        assert (await store.get_session(sid)).partial is None  # recovered once, then cleared
+        events = await store.read_events(sid)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert [e.payload["outcome"] for e in events if e.kind == "turn_ended"] == [
+            "interrupted",
+            "completed",
+        ]
+    finally:
         await store.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.client import WsClient, text_prompt
+from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
 
 GATE_STEP = {"text": "working", "delay": 30}  # the first turn runs until cancelled
@@ -266,4 +266,46 @@ async def test_queued_prompts_survive_a_restart_and_resume_by_themselves(
         again = await client.call("session/prompt", text_prompt(sid, "queued two", requestId="r-2"))
         assert again["stopReason"] == "end_turn"
         assert len(second.requests) == 2
+        await client.close()
+
+
+def test_a_hold_expires_after_ten_minutes() -> None:
+    """Pure: a held front blocks the queue until the hold runs out (default 10 minutes)."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from server.session import queue_ops
+
+    entry = SimpleNamespace(id="p1", kind="prompt", version=1, owner="u", last_editor="u", held_until=None)
+    q: deque[Any] = deque([entry])
+    assert queue_ops.hold(q, "p1", "editor", now=1000.0).applied
+    assert queue_ops.HOLD_SECONDS == 600.0
+    assert queue_ops.front_is_held(q, now=1000.0 + 599.9)
+    assert not queue_ops.front_is_held(q, now=1000.0 + 600.0)
+    assert entry.held_until is None  # expired holds are forgotten
+    assert not queue_ops.hold(q, "nope", "editor", now=0).applied
+
+
+async def test_a_held_prompt_runs_by_itself_when_its_hold_expires(server_factory, workspace: Path):
+    """Nothing else happens in the session, yet the held prompt starts once the hold runs
+    out (the hold time is configurable; here 1 s instead of 10 minutes)."""
+    provider = scripted(GATE_STEP, {"text": "ran after the hold"}, loop=False)
+    async with server_factory(provider, queue_hold_s=1.0) as server:
+        client, sid, running = await _setup(server, workspace)
+        pid = (await _enqueue(client, sid, "held one"))["promptId"]
+        held = await client.call("_agentd/queue/hold", {"sessionId": sid, "id": pid})
+        assert held["queue"][0]["held"] is True
+        await client.notify("session/cancel", {"sessionId": sid})
+        assert (await running)["result"]["stopReason"] == "cancelled"
+        ended = await client.wait_notification(
+            lambda m: (
+                m["method"] == "_agentd/event"
+                and m["params"]["kind"] == "turn_ended"
+                and m["params"]["event"]["promptId"] == pid
+            ),
+            within=30,
+        )
+        assert ended["params"]["event"]["outcome"] == "completed"
+        assert [m.content for m in provider.requests[-1].messages if m.role == "user"][-1] == "held one"
+        assert agent_text(client.updates(sid)).endswith("ran after the hold")
         await client.close()

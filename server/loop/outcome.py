@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from protocol.acp import StopReason
-from server.loop.errors import HarnessError
+from server.loop.errors import ErrorKind, HarnessError
 
 
 class OutcomeKind(StrEnum):
@@ -48,6 +48,28 @@ class TurnOutcome:
     @classmethod
     def failed(cls, error: HarnessError, *, tools_called: int = 0) -> TurnOutcome:
         return cls(OutcomeKind.FAILED, reason=error.kind.value, error=error, tools_called=tools_called)
+
+    @classmethod
+    def from_event(cls, payload: dict[str, Any]) -> TurnOutcome:
+        """The outcome a `turn_ended` event recorded (to answer a retried request after a
+        restart exactly as the original would have been answered)."""
+        error = None
+        if isinstance(payload.get("error"), dict):
+            try:
+                kind = ErrorKind(payload["error"].get("kind"))
+            except ValueError:
+                kind = ErrorKind.INTERNAL
+            error = HarnessError(kind, str(payload["error"].get("message", "")))
+        stop = payload.get("stopReason")
+        return cls(
+            OutcomeKind(payload["outcome"]),
+            reason=payload.get("reason"),
+            refusal=stop == StopReason.REFUSAL.value,
+            max_tokens=stop == StopReason.MAX_TOKENS.value,
+            tools_called=int(payload.get("toolsCalled", 0)),
+            error=error,
+            structured_output=payload.get("structuredOutput"),
+        )
 
 
 def stop_reason(outcome: TurnOutcome) -> StopReason:

@@ -130,6 +130,18 @@ class QueuedPrompt:
 
 
 MAX_REMEMBERED_REQUESTS = 1000
+# R-E1: the text of a message still streaming reaches the store at most this often.
+PARTIAL_CHECKPOINT_INTERVAL_S = 1.0
+# Deferred by a graceful shutdown: the prompt stays queued and runs after the restart.
+DEFERRED_BY_SHUTDOWN = "deferred_by_shutdown"
+
+
+def request_id_of(meta: dict[str, Any]) -> str | None:
+    """The client's idempotency key, `_meta.agentd.requestId` (R-S3)."""
+    value = meta.get("requestId")
+    return value if isinstance(value, str) and value else None
+
+
 CONTENT_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
 
 
@@ -217,6 +229,11 @@ class SessionActor:
         self._todos = TodoList()
         self._partial: dict[str, tuple[EventKind, str]] = {}  # in-flight message id → text so far
         self._requests: dict[str, QueuedPrompt] = {}  # client requestId → its prompt (R-S3)
+        # requestId → how its prompt ended in an earlier run of the server (from the log).
+        self._answered: dict[str, PromptDone] = {}
+        self._checkpointed = False  # the store holds a partial-text checkpoint
+        self._checkpoint_timer: asyncio.TimerHandle | None = None
+        self._last_checkpoint = float("-inf")
         self._idle_since: float | None = None
         self._stopped = False
         self._restore_queue(record.queue or [])
@@ -276,8 +293,8 @@ class SessionActor:
                     last_editor=cmd.principal,
                     send_now=cmd.send_now,
                 )
-                request_id = cmd.meta.get("requestId")
-                if isinstance(request_id, str) and request_id:
+                request_id = request_id_of(cmd.meta)
+                if request_id is not None:
                     self._requests[request_id] = queued
                     while len(self._requests) > MAX_REMEMBERED_REQUESTS:
                         self._requests.pop(next(iter(self._requests)))
@@ -371,13 +388,9 @@ class SessionActor:
 
     async def _shutdown(self, grace: float) -> None:
         self._closing = True
-        for queued in self._queue:
-            for waiter in (queued.command.reply, *queued.waiters):
-                if not waiter.done():
-                    waiter.set_result(
-                        PromptDone(queued.id, None, TurnOutcome.cancelled("server_shutting_down"))
-                    )
-        self._queue.clear()
+        if self._checkpoint_timer is not None:
+            self._checkpoint_timer.cancel()
+            self._checkpoint_timer = None
         await self._background.close()
         turn = self._turn
         if turn is not None:
@@ -396,6 +409,17 @@ class SessionActor:
                 with contextlib.suppress(asyncio.CancelledError):
                     await turn.task
             self._finish_turn(turn.id)
+        if self._queue:
+            # Queued prompts (and input the last turn never drained) stay queued in the
+            # store and run after the restart; their requests are answered now, as
+            # deferred — a client retrying with the same requestId later learns the end.
+            self._queue_changed()
+            for queued in self._queue:
+                deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(DEFERRED_BY_SHUTDOWN))
+                for waiter in (queued.command.reply, *queued.waiters):
+                    if not waiter.done():
+                        waiter.set_result(deferred)
+            self._queue.clear()
         await self._services.writer.barrier()
 
     # ------------------------------------------------------------------ turns
@@ -437,7 +461,10 @@ class SessionActor:
                 self._services.writer.submit(self.id, session_fields={"title": self.title})
             if local is None and bang is None:
                 self.conversation.append(Message.user(text))
-        self.emit(EventKind.TURN_STARTED, {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind})
+        started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind}
+        if (request_id := request_id_of(cmd.meta)) is not None:
+            started["requestId"] = request_id  # so a restart can still answer its retry
+        self.emit(EventKind.TURN_STARTED, started)
         settings = self._services.settings
         ctx = TurnContext(
             session_id=self.id,
@@ -489,13 +516,13 @@ class SessionActor:
                 outcome = await (run_compaction_job(ctx) if queued.kind == "compact" else run_turn(ctx))
             except asyncio.CancelledError:
                 outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
-                self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+                self._record_turn_end(ctx.turn_id, queued, outcome)
                 raise
             except Exception as exc:  # a bug below the loop's own guard: end the turn readably
                 log.exception("turn %s crashed", ctx.turn_id)
                 err = HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
                 outcome = TurnOutcome.failed(err)
-            self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+            self._record_turn_end(ctx.turn_id, queued, outcome)
             # The response to session/prompt must come after every update of its turn.
             await self.flushed()
         finally:
@@ -576,7 +603,7 @@ class SessionActor:
                 EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
             )
             self.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
-            self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+            self._record_turn_end(ctx.turn_id, queued, outcome)
             await self.flushed()
         finally:
             self.send(TurnFinished(ctx.turn_id))
@@ -597,7 +624,7 @@ class SessionActor:
                 outcome = TurnOutcome(
                     OutcomeKind.COMPLETED, reason="shell_command", tools_called=result.executed
                 )
-            self._record_turn_end(ctx.turn_id, queued.id, outcome, stop_reason(outcome).value)
+            self._record_turn_end(ctx.turn_id, queued, outcome)
             await self.flushed()
         finally:
             self.send(TurnFinished(ctx.turn_id))
@@ -654,18 +681,27 @@ class SessionActor:
     def _persist_fields(self, fields: dict[str, Any]) -> None:
         self._services.writer.submit(self.id, session_fields=fields)
 
-    def _record_turn_end(self, turn_id: str, prompt_id: str, outcome: TurnOutcome, stop: str) -> None:
+    def _record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None:
         if self._turn is not None and self._turn.id == turn_id:
             if self._turn.outcome is not None:
                 return
             self._turn.outcome = outcome
+        self._emit_turn_ended(turn_id, queued.id, outcome, request_id_of(queued.command.meta))
+
+    def _emit_turn_ended(
+        self, turn_id: str, prompt_id: str | None, outcome: TurnOutcome, request_id: str | None
+    ) -> None:
+        # A message cut off mid-stream (the turn was killed) still ends durably, first.
+        self.finish_interrupted_messages(list(self._partial.items()))
         payload: dict[str, Any] = {
             "turnId": turn_id,
             "promptId": prompt_id,
             "outcome": outcome.kind.value,
-            "stopReason": stop,
+            "stopReason": stop_reason(outcome).value,
             "toolsCalled": outcome.tools_called,
         }
+        if request_id is not None:
+            payload["requestId"] = request_id
         if outcome.reason:
             payload["reason"] = outcome.reason
         if outcome.error is not None:
@@ -724,7 +760,12 @@ class SessionActor:
             case "combine":
                 result = queue_ops.combine(q, who)
             case "hold":
-                result = queue_ops.hold(q, args["id"], who)
+                hold_s = self._services.settings.queue_hold_s
+                result = queue_ops.hold(q, args["id"], who, seconds=hold_s)
+                if result.applied:
+                    # Nothing else may wake the actor when the hold runs out: a timer does
+                    # (a little late: the loop may run callbacks a clock tick early).
+                    asyncio.get_running_loop().call_later(hold_s + 0.05, self.send, ResumeQueue())
             case "release":
                 result = queue_ops.release(q, args["id"])
             case "clear":
@@ -790,8 +831,7 @@ class SessionActor:
                 announced=True,
             )
             self._queue.append(entry)
-            request_id = cmd.meta.get("requestId")
-            if isinstance(request_id, str) and request_id:
+            if (request_id := request_id_of(cmd.meta)) is not None:
                 self._requests[request_id] = entry
 
     def resume_queue(self) -> None:
@@ -801,9 +841,15 @@ class SessionActor:
     def _repeat_of_known_request(self, cmd: Prompt) -> bool:
         """A client retrying a submission (same requestId) joins the original prompt: it
         is never queued or run twice (R-S3)."""
-        request_id = cmd.meta.get("requestId")
-        known = self._requests.get(request_id) if isinstance(request_id, str) else None
+        request_id = request_id_of(cmd.meta)
+        if request_id is None:
+            return False
+        known = self._requests.get(request_id)
         if known is None:
+            answered = self._answered.get(request_id)
+            if answered is not None:
+                cmd.reply.set_result(answered)  # it ran (or was cut off) before a restart
+                return True
             return False
         if known.result is not None:
             cmd.reply.set_result(known.result)
@@ -849,11 +895,15 @@ class SessionActor:
     # ------------------------------------------------------------------ EventSink
 
     def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
-        if kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT):
-            self._partial.pop(payload["messageId"], None)
+        ended_partial = kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT) and (
+            self._partial.pop(payload["messageId"], None) is not None
+        )
         self._seq += 1
         event = Event(self.id, kind, payload, seq=self._seq, origin=origin)
         self._services.writer.submit(self.id, event=event, publish=self.hub.publish)
+        if ended_partial and self._checkpointed:
+            # Same commit as the final text: the store never holds both, or neither.
+            self._checkpoint_partials(reschedule=False)
 
     def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
         if kind in (EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK):
@@ -861,11 +911,70 @@ class SessionActor:
             mid = payload["messageId"]
             _, so_far = self._partial.get(mid, (kind, ""))
             self._partial[mid] = (kind, so_far + payload["text"])
+            self._schedule_checkpoint()
         event = Event(self.id, kind, payload)
         self._services.writer.submit(self.id, event=event, publish=self.hub.publish)
 
     async def flushed(self) -> None:
         await self._services.writer.barrier()
+
+    # ------------------------------------------------------------------ partial text (R-E1)
+
+    def _schedule_checkpoint(self) -> None:
+        if self._checkpoint_timer is not None or self._stopped:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._last_checkpoint + PARTIAL_CHECKPOINT_INTERVAL_S - loop.time())
+        self._checkpoint_timer = loop.call_later(delay, self._checkpoint_partials)
+
+    def _checkpoint_partials(self, *, reschedule: bool = True) -> None:
+        """Write the streamed-so-far text of in-flight messages to the session row (or
+        clear it): after a crash it becomes those messages' final, interrupted text."""
+        if reschedule:
+            self._checkpoint_timer = None
+            self._last_checkpoint = asyncio.get_running_loop().time()
+        if not self._partial and not self._checkpointed:
+            return
+        record = None
+        if self._partial:
+            record = {
+                "seq": self._seq,
+                "messages": [
+                    {"messageId": mid, "kind": kind.value, "text": text}
+                    for mid, (kind, text) in self._partial.items()
+                ],
+            }
+        self._persist_fields({"partial": record})
+        self._checkpointed = record is not None
+
+    def finish_interrupted_messages(self, partials: list[tuple[str, tuple[EventKind, str]]]) -> None:
+        """Messages that stopped streaming without their final event (the turn was killed,
+        or the server died) end with the text clients were shown, marked interrupted; the
+        model sees its own cut-off words in the next request."""
+        for mid, (kind, text) in partials:
+            thought = kind is EventKind.AGENT_THOUGHT_CHUNK
+            final = EventKind.AGENT_THOUGHT if thought else EventKind.AGENT_MESSAGE
+            self._partial.pop(mid, None)
+            self.emit(final, {"messageId": mid, "text": text, "interrupted": True})
+            if final is EventKind.AGENT_MESSAGE and text:
+                self.conversation.append(Message(role="assistant", content=text))
+        if self._checkpointed:
+            self._checkpoint_partials(reschedule=False)
+
+    def remember_outcome(self, request_id: str, done: PromptDone) -> None:
+        """How a client's request ended before a restart: its retry learns it (R-E6)."""
+        self._answered[request_id] = done
+        while len(self._answered) > MAX_REMEMBERED_REQUESTS:
+            self._answered.pop(next(iter(self._answered)))
+
+    def close_interrupted_turn(self, started: dict[str, Any]) -> None:
+        """The turn that was running when the server died ends `interrupted` (R-E6)."""
+        outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_restarted")
+        request_id = started.get("requestId")
+        self._emit_turn_ended(started["turnId"], started.get("promptId"), outcome, request_id)
+        if isinstance(request_id, str):
+            done = PromptDone(started.get("promptId") or "", started["turnId"], outcome)
+            self.remember_outcome(request_id, done)
 
     def _persist_message(self, idx: int, message: Message) -> None:
         # `_seq`: the log position the message belongs to (forks cut the conversation there).

@@ -97,8 +97,10 @@ class Subscriber:
         frames = live_frames(event, self.last_seq)
         if event.kind in _FINALS:
             mid = event.payload["messageId"]
-            self._delivered.pop(mid, None)
-            if mid in self._missed:
+            seen = self._delivered.pop(mid, None) is not None
+            if mid in self._missed or not seen:
+                # The client has none (or not the start) of this text — a message that
+                # ended without streaming to it (e.g. recovered after a crash): send it whole.
                 self._missed.discard(mid)
                 frames = acp_replay_frames(event) + frames
         self._emit(event, frames, delivered)

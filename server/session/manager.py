@@ -6,15 +6,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import Any
 
+from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import PermissionMode
 from server.loop.conversation import Message, ToolCall
+from server.loop.outcome import TurnOutcome
 from server.session.actor import ActorServices, SessionActor
-from server.session.commands import Shutdown
+from server.session.commands import PromptDone, Shutdown
 from server.session.events import EventKind
 from server.store.db import SessionRecord, Store
 
 log = logging.getLogger(__name__)
+
+CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
+# How many recent turns' requestIds a reloaded session still answers retries for.
+REMEMBERED_TURNS = 200
 
 INTERRUPTED_RESULT = "Interrupted: the server stopped before this tool call finished."
 
@@ -55,6 +62,7 @@ class SessionManager:
         self._actors: dict[str, SessionActor] = {}
         self._loading: dict[str, asyncio.Future[SessionActor]] = {}
         self.owner_default = owner_default
+        self.closing = False  # draining for a shutdown: no new actors
 
     @property
     def store(self) -> Store:
@@ -66,6 +74,7 @@ class SessionManager:
     async def create(
         self, *, cwd: str, owner: str, mode: PermissionMode | None = None, agent: str = "default"
     ) -> SessionActor:
+        self._refuse_if_closing()
         settings = self._services.settings
         record = await self._store.create_session(
             id=f"sess_{uuid.uuid4().hex}",
@@ -80,6 +89,9 @@ class SessionManager:
         self._actors[record.id] = actor
         return actor
 
+    def live_actor(self, session_id: str) -> SessionActor | None:
+        return self._actors.get(session_id)
+
     async def get(self, session_id: str) -> SessionActor | None:
         """The live actor, recreated from the store if needed; None if no such session."""
         actor = self._actors.get(session_id)
@@ -87,6 +99,7 @@ class SessionManager:
             return actor
         if session_id in self._loading:
             return await asyncio.shield(self._loading[session_id])
+        self._refuse_if_closing()
         fut: asyncio.Future[SessionActor] = asyncio.get_running_loop().create_future()
         self._loading[session_id] = fut
         try:
@@ -105,6 +118,13 @@ class SessionManager:
             raise
         finally:
             self._loading.pop(session_id, None)
+
+    def _refuse_if_closing(self) -> None:
+        # An actor created now would outlive the drain that stops all the others.
+        if self.closing:
+            raise RpcError(
+                ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping; retry shortly"
+            )
 
     async def record(self, session_id: str) -> SessionRecord | None:
         return await self._store.get_session(session_id)
@@ -135,31 +155,50 @@ class SessionManager:
                     "rawOutput": {"output": INTERRUPTED_RESULT, "interrupted": True},
                 },
             )
-        await self._close_interrupted_turn(actor)
+        if record.partial:
+            await self._recover_partial_text(actor, record.partial)
+        await self._recover_interrupted_turn(actor)
+        # Recovery is committed before anyone can attach: it replays like any history.
+        await self._services.writer.barrier()
         actor.start()
         return actor
 
-    async def _close_interrupted_turn(self, actor: SessionActor) -> None:
-        """A turn that was running when the server died ends `interrupted` (R-E6)."""
-        events = await self._store.read_events(actor.id, after_seq=max(0, actor.last_seq - 500))
-        open_turn: dict | None = None
-        for ev in events:
-            if ev.kind == EventKind.TURN_STARTED.value:
-                open_turn = ev.payload
-            elif ev.kind == EventKind.TURN_ENDED.value:
-                open_turn = None
-        if open_turn is not None:
-            actor.emit(
-                EventKind.TURN_ENDED,
-                {
-                    "turnId": open_turn["turnId"],
-                    "promptId": open_turn.get("promptId"),
-                    "outcome": "interrupted",
-                    "stopReason": "cancelled",
-                    "reason": "server_restarted",
-                    "toolsCalled": 0,
-                },
-            )
+    async def _recover_partial_text(self, actor: SessionActor, checkpoint: dict[str, Any]) -> None:
+        """Messages that were streaming when the server died end with their checkpointed
+        text (R-E1) — unless their final event made it to the log after all."""
+        after = int(checkpoint.get("seq", 0))
+        finished = {
+            e.payload.get("messageId")
+            for e in await self._store.read_events(actor.id, after_seq=after)
+            if e.kind in (EventKind.AGENT_MESSAGE.value, EventKind.AGENT_THOUGHT.value)
+        }
+        partials = []
+        for m in checkpoint.get("messages", []):
+            if m.get("messageId") in finished or m.get("kind") not in CHUNK_KINDS:
+                continue
+            partials.append((m["messageId"], (EventKind(m["kind"]), str(m.get("text", "")))))
+        actor.finish_interrupted_messages(partials)
+        self._services.writer.submit(actor.id, session_fields={"partial": None})
+
+    async def _recover_interrupted_turn(self, actor: SessionActor) -> None:
+        """A turn that was running when the server died ends `interrupted` (R-E6); the
+        requestIds of recent turns are remembered so a client's retry learns their end."""
+        ends = await self._store.latest_events(
+            actor.id,
+            [EventKind.TURN_STARTED.value, EventKind.TURN_ENDED.value],
+            limit=REMEMBERED_TURNS,
+        )
+        for ev in ends:
+            request_id = ev.payload.get("requestId")
+            if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
+                try:
+                    outcome = TurnOutcome.from_event(ev.payload)
+                except (KeyError, ValueError):
+                    continue
+                prompt_id = ev.payload.get("promptId") or ""
+                actor.remember_outcome(request_id, PromptDone(prompt_id, ev.payload.get("turnId"), outcome))
+        if ends and ends[-1].kind == EventKind.TURN_STARTED.value:
+            actor.close_interrupted_turn(ends[-1].payload)
 
     async def resume_queued(self) -> list[str]:
         """At start-up: load every session with queued prompts and let it run them."""
@@ -215,6 +254,7 @@ class SessionManager:
         return await self._store.fork_session(record, f"sess_{uuid.uuid4().hex}", up_to_seq)
 
     async def shutdown(self, grace: float = 5.0) -> None:
+        self.closing = True
         loop = asyncio.get_running_loop()
         waits = []
         for actor in list(self._actors.values()):

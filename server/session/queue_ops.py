@@ -122,11 +122,13 @@ def combine(queue: deque[Any], editor: str) -> OpResult:
     return OpResult(True, merged)
 
 
-def hold(queue: deque[Any], entry_id: str, editor: str, now: float | None = None) -> OpResult:
+def hold(
+    queue: deque[Any], entry_id: str, editor: str, now: float | None = None, seconds: float = HOLD_SECONDS
+) -> OpResult:
     e = _find(queue, entry_id)
     if e is None:
         return OpResult(False, [], "not_found")
-    e.held_until = (time.monotonic() if now is None else now) + HOLD_SECONDS
+    e.held_until = (time.monotonic() if now is None else now) + seconds
     e.last_editor = editor
     return OpResult(True, [])
 

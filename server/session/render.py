@@ -66,6 +66,8 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
             method, params = _update(event, chunk_update(kind, p["text"], p["messageId"]), last_seq)
             # The complete text of this messageId: a client holding a partial copy replaces it.
             params["_meta"]["agentd"]["final"] = True
+            if p.get("interrupted"):
+                params["_meta"]["agentd"]["interrupted"] = True  # cut off by a stop or crash
             return [(method, params)]
         case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.TOOL_CALL_PROGRESS if not replay:
             return [_update(event, p, last_seq)]

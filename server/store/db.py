@@ -43,6 +43,7 @@ class SessionRecord:
     retry_state: dict[str, Any] | None = None
     usage: dict[str, Any] | None = None
     queue: list[dict[str, Any]] | None = None
+    partial: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def _record(row: SessionRow) -> SessionRecord:
         retry_state=row.retry_state,
         usage=row.usage,
         queue=row.queue,
+        partial=row.partial,
     )
 
 
@@ -335,6 +337,18 @@ class Store:
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
         return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in rows]
+
+    async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
+        """The newest `limit` events of the given kinds, oldest first."""
+        q = (
+            select(EventRow.seq, EventRow.kind, EventRow.payload)
+            .where(EventRow.session_id == session_id, EventRow.kind.in_(kinds))
+            .order_by(EventRow.seq.desc())
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in reversed(rows)]
 
     async def last_seq(self, session_id: str) -> int:
         async with self.engine.connect() as conn:

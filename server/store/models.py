@@ -36,6 +36,9 @@ class SessionRow(Base):
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # Prompts waiting to run (R-S3, R-E6): they survive restarts; NULL when empty.
     queue: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    # The text of messages still streaming, checkpointed at most every second (R-E1), so
+    # a crash loses at most a second of what clients were shown; NULL when none.
+    partial: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 

@@ -46,7 +46,10 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", summary="Readiness: database reachable and migrations current")
 async def readyz(request: Request) -> JSONResponse:
-    store = request.app.state.agentd.store
+    state = request.app.state.agentd
+    if state.manager.closing:
+        return JSONResponse({"status": "draining", "detail": "the server is shutting down"}, status_code=503)
+    store = state.store
     body: dict[str, Any] = {}
     try:
         await asyncio.wait_for(store.ping(), timeout=5)

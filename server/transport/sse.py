@@ -85,7 +85,10 @@ async def session_events(
 ) -> StreamingResponse:
     state = request.app.state.agentd
     principal = state.principal_for(request.headers)
-    actor = await state.manager.get(session_id)
+    try:
+        actor = await state.manager.get(session_id)
+    except RpcError as err:  # draining for a shutdown
+        raise HTTPException(status_code=503, detail=err.message) from None
     if actor is None or actor.owner != principal:
         raise HTTPException(status_code=404, detail=f"no session {session_id}")
     cursor = after

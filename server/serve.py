@@ -1,0 +1,42 @@
+"""uvicorn, with agentd's graceful shutdown (R-S5) run *before* connections close.
+
+uvicorn closes every connection first and runs the application's shutdown last; by then
+a client waiting on `session/prompt` could no longer be told how its turn ended. So the
+drain — refuse new prompts, let running turns stop at their next budget gate or cancel
+them within the grace period, answer every waiting request, flush the log — runs first,
+while the sockets are still open.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import uvicorn
+
+
+class AgentdServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self._app = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        state = getattr(self._app.state, "agentd", None)
+        if state is not None:
+            await state.drain()
+        await super().shutdown(sockets)
+
+
+def server_for(
+    app: Any, *, host: str, port: int, log_level: str = "info", max_frame_bytes: int = 16 * 1024 * 1024
+) -> AgentdServer:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        ws="websockets-sansio",
+        ws_max_size=max_frame_bytes,
+    )
+    return AgentdServer(config, app)
