@@ -535,6 +535,15 @@ async def crash_mid_stream(workspace: Path, tmp_path: Path) -> CrashedMidStream:
         prompt_task = asyncio.create_task(
             client.request("session/prompt", text_prompt(sid, "tell me a long story", requestId=request_id))
         )
+        await client.wait_notification(
+            lambda m: m["method"] == "_agentd/event" and m["params"]["kind"] == "turn_started"
+        )
+        # A second prompt waits in the queue when the server dies.
+        queued = {"type": "text", "text": "queued behind the story"}
+        await client.call(
+            "_agentd/prompt/enqueue",
+            {"sessionId": sid, "prompt": [queued], "_meta": {"agentd": {"requestId": "req-queued"}}},
+        )
         # Wait (not a timing assertion) until a checkpoint holding some answer text is stored.
         checkpoint: dict[str, Any] | None = None
         for _ in range(600):
@@ -580,7 +589,9 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
     # A checkpoint only ever holds text that was streamed to clients.
     assert crashed.streamed.startswith(checkpointed) or checkpointed.startswith(crashed.streamed)
 
-    after = scripted({"expect": "go on", "text": "Continuing."})
+    after = scripted(
+        {"expect": "queued behind", "text": "Queued one done."}, {"expect": "go on", "text": "Continuing."}
+    )
     async with server_factory(after, database_url=crashed.db_url) as server:
         # A client re-attaching from its last seq gets a consistent stream: the cut-off
         # message's final text (marked interrupted), then the turn closed `interrupted`.
@@ -589,6 +600,12 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
         ended = await watcher.wait_notification(
             lambda m: m["method"] == "_agentd/event" and m["params"]["kind"] == "turn_ended"
         )
+        # The queued prompt is still queued and resumes by itself (AGENTD_AUTO_RESUME).
+        resumed = await watcher.wait_notification(
+            lambda m: m["method"] == "_agentd/event" and m["params"]["kind"] == "turn_ended", within=30
+        )
+        assert resumed["params"]["event"]["outcome"] == "completed"
+        assert resumed["params"]["event"]["requestId"] == "req-queued"
         assert ended["params"]["event"]["outcome"] == "interrupted"
         assert ended["params"]["event"]["reason"] == "server_restarted"
         assert ended["params"]["event"]["requestId"] == crashed.request_id
@@ -598,7 +615,8 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
             if f.get("method") == "session/update"
             and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
         ]
-        assert [p["update"]["content"]["text"] for p in finals] == [checkpointed]
+        assert finals[0]["update"]["content"]["text"] == checkpointed
+        assert agent_text(watcher.updates(sid)) == checkpointed + "Queued one done."
         assert finals[0]["_meta"]["agentd"]["final"] is True
         assert finals[0]["_meta"]["agentd"]["interrupted"] is True
         assert finals[0]["_meta"]["agentd"]["seq"] < ended["params"]["_meta"]["agentd"]["seq"]
@@ -619,20 +637,30 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
         assert result["stopReason"] == "cancelled"
         assert result["_meta"]["agentd"]["outcome"] == "interrupted"
         assert result["_meta"]["agentd"]["reason"] == "server_restarted"
-        assert after.requests == []
+        queued_retry = await retry.call(
+            "session/prompt", text_prompt(sid, "queued behind the story", requestId="req-queued")
+        )
+        assert queued_retry["stopReason"] == "end_turn"
+        assert len(after.requests) == 1  # only the resumed queued prompt ever ran
 
         # The model sees its own cut-off words before the next prompt.
         await retry.call("session/prompt", text_prompt(sid, "go on"))
-        messages = after.requests[0].messages
+        messages = after.requests[1].messages
         assert [(m.role, m.content) for m in messages] == [
             ("user", "tell me a long story"),
             ("assistant", checkpointed),
+            ("user", "queued behind the story"),
+            ("assistant", "Queued one done."),
             ("user", "go on"),
         ]
         # A fresh replay shows exactly that transcript.
         fresh = await server.client()
         await fresh.call("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
-        assert list(texts_by_message(fresh.updates(sid)).values()) == [checkpointed, "Continuing."]
+        assert list(texts_by_message(fresh.updates(sid)).values()) == [
+            checkpointed,
+            "Queued one done.",
+            "Continuing.",
+        ]
         for c in (watcher, retry, fresh):
             await c.close()
 
@@ -641,9 +669,33 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
         assert (await store.get_session(sid)).partial is None  # recovered once, then cleared
         events = await store.read_events(sid)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
-        assert [e.payload["outcome"] for e in events if e.kind == "turn_ended"] == [
-            "interrupted",
-            "completed",
-        ]
+        assert len(events) >= crashed.last_seen_seq  # nothing a client received is missing
+        ended = [e.payload["outcome"] for e in events if e.kind == "turn_ended"]
+        assert ended == ["interrupted", "completed", "completed"]
     finally:
         await store.close()
+
+
+async def test_after_kill_9_with_auto_resume_off_the_queue_waits_for_the_next_prompt(
+    server_factory, workspace: Path, tmp_path: Path
+) -> None:
+    crashed = await crash_mid_stream(workspace, tmp_path)
+    sid = crashed.session_id
+    after = scripted(
+        {"expect": "queued behind", "text": "Queued one done."}, {"expect": "now", "text": "Now."}
+    )
+    async with server_factory(after, database_url=crashed.db_url, auto_resume=False) as server:
+        client = await server.client()
+        attached = await client.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+        snapshot = attached["snapshot"]
+        assert snapshot["status"] == "idle"  # the interrupted turn was closed
+        assert [q["text"] for q in snapshot["queue"]] == ["queued behind the story"]
+        assert after.requests == []  # nothing resumed by itself
+        # The next prompt lines up behind it: the queue runs in order.
+        result = await client.call("session/prompt", text_prompt(sid, "now please"))
+        assert result["stopReason"] == "end_turn"
+        assert [[m.content for m in r.messages if m.role == "user"][-1] for r in after.requests] == [
+            "queued behind the story",
+            "now please",
+        ]
+        await client.close()
