@@ -1037,7 +1037,14 @@ class SessionActor:
         request = getattr(sink, "request", None)
         if request is None or sink.id in pending.asked:
             return  # this client cannot answer (e.g. an SSE viewer)
-        params = {"sessionId": self.id, "toolCall": pending.tool_call, "options": pending.options}
+        params = {
+            "sessionId": self.id,
+            "toolCall": pending.tool_call,
+            "options": pending.options,
+            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
+            # another client answered first.
+            "_meta": {"agentd": {"requestId": pending.id}},
+        }
 
         async def ask_one() -> None:
             try:
