@@ -22,9 +22,10 @@ import pytest
 
 from server.config import PermissionMode, Settings
 from server.loop.conversation import Message, ToolCall
+from server.loop.repair import INTERRUPTED_RESULT
 from server.session.actor import ActorServices
 from server.session.eventlog import EventWriter
-from server.session.manager import INTERRUPTED_RESULT, SessionManager
+from server.session.manager import SessionManager
 from server.store.db import Batch, Store
 from server.tools.registry import builtin_tools
 from tests.client import WsClient, agent_text, text_prompt

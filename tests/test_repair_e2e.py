@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from server.loop.conversation import Message, ToolCall
-from server.loop.repair import DEFAULT_LIMITS, MISSING_RESULT_TEXT, normalize_tool_call_id
+from server.loop.repair import DEFAULT_LIMITS, INTERRUPTED_RESULT, MISSING_RESULT_TEXT, normalize_tool_call_id
 from server.providers.scripted import ScriptedProvider
-from server.session.manager import INTERRUPTED_RESULT
 from server.store.db import Batch, Store
 from tests.acp_schema import AcpValidator
 from tests.client import text_prompt

@@ -139,7 +139,13 @@ class BudgetStop:
         return render_budget_stop(self)
 
     def to_event(self) -> dict[str, Any]:
-        return {"kind": self.kind.value, "limit": self.limit, "used": self.used, "message": self.message()}
+        event: dict[str, Any] = {"kind": self.kind.value, "message": self.message()}
+        # A shutdown has no numbers; absent beats null on the wire (null is not a value).
+        if self.limit is not None:
+            event["limit"] = self.limit
+        if self.used is not None:
+            event["used"] = self.used
+        return event
 
 
 def check_budget(state: BudgetState, limits: BudgetLimits, now: float | None = None) -> BudgetStop | None:

@@ -279,3 +279,37 @@ def repair_conversation(
     if changed:
         reasons.append(RepairReason.OLD_TOOL_RESULTS_TRUNCATED)
     return msgs, reasons
+
+
+# --------------------------------------------------------------------------- after a crash or kill
+
+INTERRUPTED_RESULT = "Interrupted: the server stopped before this tool call finished."
+
+
+def repair_dangling_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int | None]:
+    """Tool calls without results (the server died mid-tool) get synthesised
+    "interrupted" results, right after their own step, so the next request is
+    well-formed. Mutates `messages`; returns the repaired calls and the first index that
+    changed (None when nothing did)."""
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    out: list[Message] = []
+    dangling: list[ToolCall] = []
+    first_changed: int | None = None
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        out.append(m)
+        i += 1
+        if m.role != "assistant" or not m.tool_calls:
+            continue
+        while i < len(messages) and messages[i].role == "tool":  # this step's results
+            out.append(messages[i])
+            i += 1
+        for call in m.tool_calls:
+            if call.id not in answered:
+                if first_changed is None:
+                    first_changed = len(out)
+                dangling.append(call)
+                out.append(Message.tool_result(call, INTERRUPTED_RESULT, is_error=True))
+    messages[:] = out
+    return dangling, first_changed

@@ -35,6 +35,7 @@ from server.loop.limits import LoopLimits
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
 from server.loop.prompt import prompt_text
 from server.loop.react import run_compaction
+from server.loop.repair import INTERRUPTED_RESULT, repair_dangling_tool_calls
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
 from server.loop.toolrun import execute_tool_round
@@ -152,6 +153,7 @@ class RunningTurn:
     task: asyncio.Task[None]
     ctx: TurnContext
     outcome: TurnOutcome | None = None
+    cancelled_by: str | None = None  # who set `cancel` when it was not a user (e.g. shutdown)
 
     @property
     def cancel(self) -> asyncio.Event:
@@ -241,6 +243,8 @@ class SessionActor:
         self._background = BackgroundTasks()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._server_stopping = False  # the whole server shuts down (not just an eviction)
+        self._open_tool_calls: dict[str, None] = {}  # toolCallIds announced and not finished
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -248,13 +252,36 @@ class SessionActor:
         self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
 
     def send(self, command: SessionCommand) -> None:
-        if self._stopped:
-            # Nobody will read this mailbox again: fail what waits instead of hanging.
-            reply = getattr(command, "reply", None)
-            if isinstance(reply, asyncio.Future) and not reply.done():
-                reply.set_exception(RpcError(ErrorCode.INTERNAL_ERROR, "the session was unloaded; retry"))
+        if self._stopped or self._closing:
+            self._refuse(command)
             return
         self.mailbox.put_nowait(command)
+
+    def _refuse(self, command: SessionCommand) -> None:
+        """The actor is stopping and reads no more commands: answer what waits instead of
+        letting it hang. During a server shutdown a prompt ends `server_shutting_down`."""
+        match command:
+            case Prompt(reply=reply) if self._server_stopping:
+                if not reply.done():
+                    reply.set_result(PromptDone("", None, TurnOutcome.cancelled("server_shutting_down")))
+                return
+            case Cancel():
+                if self._turn is not None:  # still honoured: the drain may be waiting on it
+                    self._turn.cancel.set()
+                return
+            case Shutdown(reply=reply):
+                if self._task is not None:  # already stopping: done when the actor is
+                    self._task.add_done_callback(lambda _t: reply.done() or reply.set_result(True))
+                elif not reply.done():
+                    reply.set_result(True)
+                return
+        reply = getattr(command, "reply", None)
+        if isinstance(reply, asyncio.Future) and not reply.done():
+            if self._server_stopping:
+                error = RpcError(ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping")
+            else:
+                error = RpcError(ErrorCode.INTERNAL_ERROR, "the session was unloaded; retry")
+            reply.set_exception(error)
 
     @property
     def last_seq(self) -> int:
@@ -273,17 +300,16 @@ class SessionActor:
             cmd = await self.mailbox.get()
             try:
                 if await self._handle(cmd):
-                    return
+                    break
             except Exception:  # one bad command must not kill the session
                 log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
+        while not self.mailbox.empty():  # arrived while it was stopping
+            self._refuse(self.mailbox.get_nowait())
 
     async def _handle(self, cmd: SessionCommand) -> bool:
         """Handle one command; True when the actor should stop."""
         match cmd:
             case Prompt():
-                if self._closing:
-                    cmd.reply.set_result(PromptDone("", None, TurnOutcome.cancelled("server_shutting_down")))
-                    return False
                 if self._repeat_of_known_request(cmd):
                     return False
                 queued = QueuedPrompt(
@@ -380,6 +406,7 @@ class SessionActor:
                     return False
                 if on_stop is not None:
                     on_stop()
+                self._server_stopping = cmd.server_stopping
                 self._stopped = True
                 await self._shutdown(grace)
                 reply.set_result(True)
@@ -403,11 +430,14 @@ class SessionActor:
                     break
                 except TimeoutError:
                     if step == "gate":
+                        turn.cancelled_by = "server_shutdown"
                         turn.cancel.set()
             else:
                 turn.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await turn.task
+                if turn.outcome is None:  # a local command or `!cmd` has no handler of its own
+                    self._end_killed_turn(turn.id, turn.prompt)
             self._finish_turn(turn.id)
         if self._queue:
             # Queued prompts (and input the last turn never drained) stay queued in the
@@ -515,8 +545,7 @@ class SessionActor:
             try:
                 outcome = await (run_compaction_job(ctx) if queued.kind == "compact" else run_turn(ctx))
             except asyncio.CancelledError:
-                outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
-                self._record_turn_end(ctx.turn_id, queued, outcome)
+                self._end_killed_turn(ctx.turn_id, queued)
                 raise
             except Exception as exc:  # a bug below the loop's own guard: end the turn readably
                 log.exception("turn %s crashed", ctx.turn_id)
@@ -681,10 +710,47 @@ class SessionActor:
     def _persist_fields(self, fields: dict[str, Any]) -> None:
         self._services.writer.submit(self.id, session_fields=fields)
 
+    def _end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None:
+        """The turn's task was killed (shutdown grace exceeded): its tool calls end failed
+        for the clients watching and in the conversation, then the turn ends interrupted."""
+        self.close_dangling_tool_calls()
+        self._record_turn_end(turn_id, queued, TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown"))
+
+    def close_dangling_tool_calls(self) -> None:
+        """Tool calls without a result (killed, or the server died) get a synthesised
+        "interrupted" result in the conversation (R-L3c) and a `failed` update on the
+        wire, so no client is left with a call that runs forever."""
+        dangling, first_changed = repair_dangling_tool_calls(self._messages)
+        if first_changed is not None:
+            self._services.writer.submit(
+                self.id,
+                truncate_from=first_changed,
+                messages=[
+                    (i, {**m.model_dump(mode="json"), "_seq": self._seq})
+                    for i, m in enumerate(self._messages)
+                    if i >= first_changed
+                ],
+            )
+        ids = list(dict.fromkeys([*self._open_tool_calls, *(c.id for c in dangling)]))
+        for call_id in ids:
+            self.emit(
+                EventKind.TOOL_CALL_UPDATE,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call_id,
+                    "status": "failed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": INTERRUPTED_RESULT}}],
+                    "rawOutput": {"output": INTERRUPTED_RESULT, "interrupted": True},
+                },
+            )
+
     def _record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None:
         if self._turn is not None and self._turn.id == turn_id:
             if self._turn.outcome is not None:
                 return
+            cancelled_by = self._turn.cancelled_by
+            if cancelled_by and outcome.kind is OutcomeKind.CANCELLED and outcome.reason == "user_cancelled":
+                outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
             self._turn.outcome = outcome
         self._emit_turn_ended(turn_id, queued.id, outcome, request_id_of(queued.command.meta))
 
@@ -898,6 +964,10 @@ class SessionActor:
         ended_partial = kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT) and (
             self._partial.pop(payload["messageId"], None) is not None
         )
+        if kind is EventKind.TOOL_CALL:
+            self._open_tool_calls[payload["toolCallId"]] = None
+        elif kind is EventKind.TOOL_CALL_UPDATE and payload.get("status") in ("completed", "failed"):
+            self._open_tool_calls.pop(payload["toolCallId"], None)
         self._seq += 1
         event = Event(self.id, kind, payload, seq=self._seq, origin=origin)
         self._services.writer.submit(self.id, event=event, publish=self.hub.publish)

@@ -149,6 +149,8 @@ class Shutdown:
     # actor's own step, so no new command can reach it afterwards.
     only_if_idle: bool = False
     on_stop: Any = None
+    # The whole server is stopping: late prompts end `server_shutting_down` (R-S5).
+    server_stopping: bool = False
 
 
 SessionCommand = (

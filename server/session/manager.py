@@ -10,7 +10,7 @@ from typing import Any
 
 from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import PermissionMode
-from server.loop.conversation import Message, ToolCall
+from server.loop.conversation import Message
 from server.loop.outcome import TurnOutcome
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import PromptDone, Shutdown
@@ -22,37 +22,6 @@ log = logging.getLogger(__name__)
 CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
 # How many recent turns' requestIds a reloaded session still answers retries for.
 REMEMBERED_TURNS = 200
-
-INTERRUPTED_RESULT = "Interrupted: the server stopped before this tool call finished."
-
-
-def repair_dangling_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int | None]:
-    """Tool calls without results (the server died mid-tool) get synthesised
-    "interrupted" results, right after their own step, so the next request is
-    well-formed. Mutates `messages`; returns the repaired calls and the first index that
-    changed (None when nothing did)."""
-    answered = {m.tool_call_id for m in messages if m.role == "tool"}
-    out: list[Message] = []
-    dangling: list[ToolCall] = []
-    first_changed: int | None = None
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        out.append(m)
-        i += 1
-        if m.role != "assistant" or not m.tool_calls:
-            continue
-        while i < len(messages) and messages[i].role == "tool":  # this step's results
-            out.append(messages[i])
-            i += 1
-        for call in m.tool_calls:
-            if call.id not in answered:
-                if first_changed is None:
-                    first_changed = len(out)
-                dangling.append(call)
-                out.append(Message.tool_result(call, INTERRUPTED_RESULT, is_error=True))
-    messages[:] = out
-    return dangling, first_changed
 
 
 class SessionManager:
@@ -133,28 +102,10 @@ class SessionManager:
         raw = await self._store.load_messages(record.id)
         messages = [Message.model_validate(m) for m in raw]
         last_seq = await self._store.last_seq(record.id)
-        dangling, first_changed = repair_dangling_tool_calls(messages)
         actor = SessionActor(record, messages, last_seq, self._services)
-        if first_changed is not None:
-            self._services.writer.submit(
-                record.id,
-                truncate_from=first_changed,
-                messages=[
-                    (i, m.model_dump(mode="json")) for i, m in enumerate(messages) if i >= first_changed
-                ],
-            )
-        # Clients replaying the log must see those calls finish too, not hang in progress.
-        for call in dangling:
-            actor.emit(
-                EventKind.TOOL_CALL_UPDATE,
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": call.id,
-                    "status": "failed",
-                    "content": [{"type": "content", "content": {"type": "text", "text": INTERRUPTED_RESULT}}],
-                    "rawOutput": {"output": INTERRUPTED_RESULT, "interrupted": True},
-                },
-            )
+        # The server died mid-tool: those calls end "interrupted", in the conversation and
+        # for clients replaying the log.
+        actor.close_dangling_tool_calls()
         if record.partial:
             await self._recover_partial_text(actor, record.partial)
         await self._recover_interrupted_turn(actor)
@@ -259,7 +210,7 @@ class SessionManager:
         waits = []
         for actor in list(self._actors.values()):
             fut: asyncio.Future[bool] = loop.create_future()
-            actor.send(Shutdown(grace, fut))
+            actor.send(Shutdown(grace, fut, server_stopping=True))
             waits.append(fut)
         if waits:
             await asyncio.wait(waits, timeout=grace + 5)
