@@ -187,6 +187,9 @@ class TurnContext:
     goal_lanes: list[tuple[Provider, str]] = field(default_factory=list)  # evaluator: small model first
     limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
     stop_hooks: list[StopHook] = field(default_factory=list)
+    # Every toolCallId the session has used on the wire: a provider that reuses ids
+    # (`call_0` every step) must not make two ACP tool calls look like one.
+    used_tool_call_ids: set[str] = field(default_factory=set)
 
     def rotate_lane(self) -> bool:
         """Move to the next provider lane; False when there is none."""

@@ -106,11 +106,25 @@ def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionD
                 {"messageId": sample.thought_id, "text": text, "offset": offset},
             )
         case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+            call_id = unique_tool_call_id(call_id, ctx.used_tool_call_ids, sample.tool_calls)
             sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
         case Usage():
             sample.usage = ev
         case Stop(reason=reason):
             sample.stop = reason
+
+
+def unique_tool_call_id(call_id: str, used: set[str], pending: list[ToolCall]) -> str:
+    """The provider's id, or — if the session already used it — the id with a suffix.
+    The conversation carries the new id both ways, so the provider sees a consistent
+    history; clients never see two different calls under one toolCallId."""
+    taken = used | {c.id for c in pending}
+    if call_id not in taken:
+        return call_id
+    n = 2
+    while f"{call_id}_{n}" in taken:
+        n += 1
+    return f"{call_id}_{n}"
 
 
 def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) -> None:

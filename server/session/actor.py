@@ -245,6 +245,7 @@ class SessionActor:
         self._closing = False
         self._server_stopping = False  # the whole server shuts down (not just an eviction)
         self._open_tool_calls: dict[str, None] = {}  # toolCallIds announced and not finished
+        self._tool_call_ids = {c.id for m in conversation for c in m.tool_calls}  # used on the wire
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -525,6 +526,7 @@ class SessionActor:
             goal_lanes=self._goal_lanes(),
             limits=self._services.limits,
             stop_hooks=[*self._services.hooks.stop, *self._client_hooks.values()],
+            used_tool_call_ids=self._tool_call_ids,
         )
         if local is not None:
             command, arg = local
@@ -966,6 +968,7 @@ class SessionActor:
         )
         if kind is EventKind.TOOL_CALL:
             self._open_tool_calls[payload["toolCallId"]] = None
+            self._tool_call_ids.add(payload["toolCallId"])
         elif kind is EventKind.TOOL_CALL_UPDATE and payload.get("status") in ("completed", "failed"):
             self._open_tool_calls.pop(payload["toolCallId"], None)
         self._seq += 1
