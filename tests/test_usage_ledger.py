@@ -148,9 +148,10 @@ async def test_prompt_and_session_ledgers_accumulate_and_survive_a_restart(
             "byLane": {},
         }
 
-        await client.call("session/prompt", text_prompt(sid, "what is here?"))
+        answer = await client.call("session/prompt", text_prompt(sid, "what is here?"))
         ended = ext_events(client, sid, "turn_ended")[0]
         prompt1 = ended["turn"]["usage"]
+        assert answer["_meta"]["agentd"]["usage"] == prompt1  # the response carries it too
         assert tokens(prompt1) == total(CALL_1, CALL_2)
         assert prompt1["totalTokens"] == sum(total(CALL_1, CALL_2))  # cache tokens are tokens too
         assert prompt1["calls"] == 2 and prompt1["dirty"] is False

@@ -457,6 +457,8 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
         meta["reason"] = outcome.reason
     if outcome.structured_output is not None:
         meta["structuredOutput"] = outcome.structured_output
+    if "usage" in outcome.turn:
+        meta["usage"] = outcome.turn["usage"]  # this prompt's tokens and cost (R-R4)
     if outcome.kind is OutcomeKind.FAILED:
         err = outcome.error
         raise RpcError(
