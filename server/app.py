@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.agents import AgentDefinition, default_definitions
+from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
 from server.config import Settings
 from server.loop.budget import BudgetLimits
 from server.loop.context import Lane
@@ -45,8 +46,6 @@ log = logging.getLogger(__name__)
 Replay = Literal["none", "acp", "attach"]
 SNAPSHOT = "_agentd/session/snapshot"
 
-LOCAL_PRINCIPAL = "local"
-
 
 @dataclass
 class AppState:
@@ -57,15 +56,16 @@ class AppState:
     provider: Provider
     dispatcher: Dispatcher
     agents: dict[str, AgentDefinition]
+    auth: Authenticator
 
     async def drain(self) -> None:
         """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
         await self.manager.shutdown(self.settings.shutdown_grace_s)
         await self.writer.barrier()
 
-    def principal_for(self, headers: Mapping[str, str]) -> str:
-        # Auth (R-X1) arrives with tokens; until then every caller is the local user.
-        return LOCAL_PRINCIPAL
+    async def principal_for(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+        """Who a request acts as (R-X1); raises AuthError when auth is on and fails."""
+        return await self.auth.principal(headers, query)
 
     async def attach(
         self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
@@ -143,6 +143,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if problem := insecure_bind(settings.host, settings.auth):
+            raise RuntimeError(problem)
         store = await Store.open(settings.resolved_database_url())
         await store.migrate()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000)
@@ -167,7 +169,10 @@ def create_app(
             resumed = await manager.resume_queued()
             if resumed:
                 log.info("resumed the queues of %d session(s)", len(resumed))
-        app.state.agentd = AppState(settings, store, writer, manager, prov, Dispatcher(METHODS), agents)
+        authenticator = Authenticator(store, settings.auth)
+        app.state.agentd = AppState(
+            settings, store, writer, manager, prov, Dispatcher(METHODS), agents, authenticator
+        )
         try:
             yield
         finally:

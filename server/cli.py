@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from server.config import PermissionMode, ProviderName, Settings
+from server.config import AuthMode, PermissionMode, ProviderName, Settings
 
 app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).", no_args_is_help=True
@@ -36,10 +36,14 @@ def serve(
     model: Annotated[str | None, typer.Option(help="Model name")] = None,
     script: Annotated[Path | None, typer.Option(help="Scripted-provider script (JSON)")] = None,
     permission_mode: Annotated[PermissionMode | None, typer.Option(help="Default permission mode")] = None,
+    auth: Annotated[
+        AuthMode | None, typer.Option(help="none | token [env AGENTD_AUTH, default none]")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Log level")] = "info",
 ) -> None:
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
     from server.app import create_app
+    from server.auth import insecure_bind
     from server.serve import server_for
 
     _logging(log_level)
@@ -52,7 +56,11 @@ def serve(
         model=model,
         script=script,
         permission_mode=permission_mode,
+        auth=auth,
     )
+    if problem := insecure_bind(settings.host, settings.auth):
+        typer.echo(f"agentd: {problem}", err=True)
+        raise typer.Exit(2)
     logging.getLogger("agentd").info("database: %s", settings.resolved_database_url())
     server = server_for(
         create_app(settings),
@@ -83,6 +91,64 @@ def migrate(
 
     current, head = asyncio.run(run())
     typer.echo(f"database at revision {current} (head {head})")
+
+
+token_app = typer.Typer(help="Bearer tokens for AGENTD_AUTH=token (stored hashed).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+DbOption = Annotated[str | None, typer.Option(help="SQLAlchemy URL [env AGENTD_DATABASE_URL]")]
+
+
+def _with_store(database_url: str | None, job: Any) -> Any:
+    from server.store.db import Store
+
+    async def run() -> Any:
+        store = await Store.open(_settings(database_url=database_url).resolved_database_url())
+        try:
+            await store.migrate()
+            return await job(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+@token_app.command("create")
+def token_create(
+    principal: Annotated[str, typer.Option(help="Who the token acts as (owns its sessions)")],
+    name: Annotated[str | None, typer.Option(help="A label, e.g. the device")] = None,
+    database_url: DbOption = None,
+) -> None:
+    """Create a token and print it — the only time it is shown."""
+    from server.auth import create_token
+
+    if not principal.strip():
+        raise typer.BadParameter("must not be empty", param_hint="--principal")
+    token, record = _with_store(database_url, lambda store: create_token(store, principal.strip(), name))
+    typer.echo(token)
+    typer.echo(
+        f"created {record.id} for principal {record.principal!r}; store it now, it is not kept", err=True
+    )
+
+
+@token_app.command("list")
+def token_list(database_url: DbOption = None) -> None:
+    """List tokens (ids, principals, names; never the tokens themselves)."""
+    records = _with_store(database_url, lambda store: store.list_tokens())
+    for r in records:
+        state = f"revoked {r.revoked_at.isoformat()}" if r.revoked_at else "active"
+        typer.echo(f"{r.id}\t{r.principal}\t{r.name or ''}\t{r.created_at.isoformat()}\t{state}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's id (from `token list`)")],
+    database_url: DbOption = None,
+) -> None:
+    """Revoke a token: requests presenting it are refused from now on."""
+    if not _with_store(database_url, lambda store: store.revoke_token(token_id)):
+        typer.echo(f"agentd: no active token {token_id}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked {token_id}")
 
 
 @app.command()

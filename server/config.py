@@ -16,6 +16,11 @@ class ProviderName(StrEnum):
     SCRIPTED = "scripted"
 
 
+class AuthMode(StrEnum):
+    NONE = "none"  # every caller is the local user (refused off the loopback interface)
+    TOKEN = "token"  # every request needs a bearer token (`agentd token create`)
+
+
 class PermissionMode(StrEnum):
     DEFAULT = "default"  # ask for edits and commands
     ACCEPT_EDITS = "accept_edits"  # edits allowed, commands ask
@@ -46,6 +51,7 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8765
+    auth: AuthMode = AuthMode.NONE  # R-X1; a non-loopback host requires `token`
     home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
     database_url: str | None = None  # default: sqlite+aiosqlite:///<home>/agentd.db
     workspace_root: Path | None = None  # sessions' cwd must lie inside it when set

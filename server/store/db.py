@@ -22,7 +22,7 @@ from sqlalchemy import Connection, delete, event, func, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from server.store.models import EventRow, MessageRow, SessionRow, utcnow
+from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -44,6 +44,15 @@ class SessionRecord:
     usage: dict[str, Any] | None = None
     queue: list[dict[str, Any]] | None = None
     partial: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    id: str
+    principal: str
+    name: str | None
+    created_at: datetime
+    revoked_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -356,6 +365,47 @@ class Store:
                 await conn.execute(select(func.max(EventRow.seq)).where(EventRow.session_id == session_id))
             ).scalar()
         return int(value or 0)
+
+    # -------------------------------------------------------------- api tokens (R-X1)
+
+    async def create_token(self, id: str, principal: str, name: str | None, token_hash: str) -> TokenRecord:
+        now = utcnow()
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                ApiTokenRow.__table__.insert().values(
+                    id=id, principal=principal, name=name, token_hash=token_hash, created_at=now
+                )
+            )
+        return TokenRecord(id, principal, name, now, None)
+
+    async def principal_for_token(self, token_hash: str) -> str | None:
+        """The principal of a live (not revoked) token with this hash."""
+        q = select(ApiTokenRow.principal).where(
+            ApiTokenRow.token_hash == token_hash, ApiTokenRow.revoked_at.is_(None)
+        )
+        async with self.engine.connect() as conn:
+            return (await conn.execute(q)).scalar()
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        q = select(ApiTokenRow).order_by(ApiTokenRow.created_at)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(q)).all()
+        return [
+            TokenRecord(
+                r.id, r.principal, r.name, _utc(r.created_at), _utc(r.revoked_at) if r.revoked_at else None
+            )
+            for r in rows
+        ]
+
+    async def revoke_token(self, id: str) -> bool:
+        """False when there is no such live token."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                update(ApiTokenRow)
+                .where(ApiTokenRow.id == id, ApiTokenRow.revoked_at.is_(None))
+                .values(revoked_at=utcnow())
+            )
+        return bool(result.rowcount)
 
     async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
         q = select(MessageRow.data).where(MessageRow.session_id == session_id).order_by(MessageRow.idx)

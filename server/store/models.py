@@ -69,4 +69,18 @@ class MessageRow(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class ApiTokenRow(Base):
+    """A bearer token (R-X1): only its SHA-256 is stored; `principal` is who it acts as."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (UniqueConstraint("token_hash", name="uq_api_tokens_hash"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str | None] = mapped_column(Text, nullable=True)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
 Index("ix_sessions_owner_updated", SessionRow.owner, SessionRow.updated_at)

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from protocol.jsonrpc import ErrorCode, RpcError, error_response
+from server.auth import CHALLENGE, AuthError
 from server.transport.rpc import CallContext
 
 router = APIRouter()
@@ -18,6 +19,11 @@ router = APIRouter()
 @router.post("/rpc", summary="JSON-RPC 2.0 over HTTP (one request or a batch)")
 async def rpc(request: Request) -> Response:
     state = request.app.state.agentd
+    try:
+        principal = await state.principal_for(request.headers, request.query_params)
+    except AuthError as exc:
+        err = RpcError(ErrorCode.AUTH_REQUIRED, str(exc))
+        return JSONResponse(error_response(None, err), status_code=401, headers=CHALLENGE)
     body = await request.body()
     if len(body) > state.settings.max_frame_bytes:
         err = RpcError(ErrorCode.INVALID_REQUEST, "request body too large")
@@ -26,7 +32,7 @@ async def rpc(request: Request) -> Response:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         return JSONResponse(error_response(None, RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")))
-    ctx = CallContext(state=state, principal=state.principal_for(request.headers))
+    ctx = CallContext(state=state, principal=principal)
     if isinstance(raw, list):
         if not raw:
             return JSONResponse(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, "empty batch")))

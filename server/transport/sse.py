@@ -20,6 +20,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 
 from protocol.jsonrpc import RpcError
+from server.auth import CHALLENGE, AuthError
 from server.session.hub import RESYNC_REQUIRED
 
 router = APIRouter()
@@ -84,7 +85,10 @@ async def session_events(
     after: int | None = Query(default=None, ge=0, description="resume after this seq"),
 ) -> StreamingResponse:
     state = request.app.state.agentd
-    principal = state.principal_for(request.headers)
+    try:
+        principal = await state.principal_for(request.headers, request.query_params)
+    except AuthError as err:
+        raise HTTPException(status_code=401, detail=str(err), headers=CHALLENGE) from None
     try:
         actor = await state.manager.get(session_id)
     except RpcError as err:  # draining for a shutdown
