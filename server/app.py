@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
@@ -37,6 +38,7 @@ from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
 from server.transport.handlers import METHODS
 from server.transport.http import router
+from server.transport.origin import OriginGuard
 from server.transport.rpc import Dispatcher
 from server.transport.sse import router as sse_router
 from server.transport.websocket import acp_endpoint
@@ -185,6 +187,14 @@ def create_app(
             await store.close()
 
     app = FastAPI(title="agentd", version=__version__, lifespan=lifespan)
+    if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+        )
+    app.add_middleware(OriginGuard, allowed=settings.allowed_origins)  # outermost: refuse first
     app.include_router(router)
     app.include_router(sse_router)
     app.add_api_websocket_route("/acp", acp_endpoint)

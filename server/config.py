@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8765
     auth: AuthMode = AuthMode.NONE  # R-X1; a non-loopback host requires `token`
+    # Web pages allowed to connect (R-X4), e.g. ["https://app.example.com"]; "*" allows any.
+    # Requests without an Origin header (not from a browser) are always let through.
+    allowed_origins: list[str] = Field(default_factory=list)
     home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
     database_url: str | None = None  # default: sqlite+aiosqlite:///<home>/agentd.db
     workspace_root: Path | None = None  # sessions' cwd must lie inside it when set
