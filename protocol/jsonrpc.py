@@ -29,6 +29,7 @@ class ErrorCode(IntEnum):
     WORKSPACE_DENIED = -32015  # `cwd` outside the configured workspace root
     TURN_NOT_ACTIVE = -32016  # `_agentd/interject` named a turn that is no longer running
     RESYNC_REQUIRED = -32017  # an attach cursor that cannot be served: start over from a snapshot
+    LIMIT_EXCEEDED = -32019  # an input limit (R-X3); `data`: {limit, max, retryAfter?}
     SHUTTING_DOWN = -32018  # the server is draining for a shutdown: retry against its successor
 
 

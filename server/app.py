@@ -36,6 +36,7 @@ from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
+from server.transport.guards import RateLimiter
 from server.transport.handlers import METHODS
 from server.transport.http import router
 from server.transport.origin import OriginGuard
@@ -59,6 +60,7 @@ class AppState:
     dispatcher: Dispatcher
     agents: dict[str, AgentDefinition]
     auth: Authenticator
+    rate_limiter: RateLimiter
 
     async def drain(self) -> None:
         """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
@@ -172,8 +174,9 @@ def create_app(
             if resumed:
                 log.info("resumed the queues of %d session(s)", len(resumed))
         authenticator = Authenticator(store, settings.auth)
+        limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
         app.state.agentd = AppState(
-            settings, store, writer, manager, prov, Dispatcher(METHODS), agents, authenticator
+            settings, store, writer, manager, prov, Dispatcher(METHODS), agents, authenticator, limiter
         )
         try:
             yield

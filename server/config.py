@@ -128,6 +128,13 @@ class Settings(BaseSettings):
     client_buffer_frames: int = 10_000
     # Largest accepted WebSocket text frame / HTTP body (bytes).
     max_frame_bytes: int = 4 * 1024 * 1024
+    # Input limits (R-X3); 0 switches one off. Violations get -32019 limit_exceeded.
+    max_json_depth: int = 64
+    max_prompt_bytes: int = 1024 * 1024
+    max_queue_length: int = 100
+    max_sessions_per_principal: int = 10_000
+    rate_limit_per_s: float = 50.0  # requests per principal, on average...
+    rate_limit_burst: int = 200  # ...with bursts up to this
 
     def context_window_for(self, model: str) -> int:
         return self.context_windows.get(model, self.context_window)

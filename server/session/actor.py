@@ -313,6 +313,10 @@ class SessionActor:
             case Prompt():
                 if self._repeat_of_known_request(cmd):
                     return False
+                limit = self._services.settings.max_queue_length
+                if limit and len(self._queue) >= limit:
+                    self._refuse_queue_full(cmd, limit)
+                    return False
                 queued = QueuedPrompt(
                     new_id("prompt"),
                     cmd,
@@ -804,6 +808,18 @@ class SessionActor:
             if e.kind == "prompt"
         ]
         self._persist_fields({"queue": stored or None})
+
+    def _refuse_queue_full(self, cmd: Prompt, limit: int) -> None:
+        err = RpcError(
+            ErrorCode.LIMIT_EXCEEDED,
+            f"queue full: {limit} prompts are waiting (remove some or wait)",
+            {"limit": "queue_length", "max": limit},
+        )
+        if cmd.ack is not None:  # enqueue: the caller waits for the ack, nobody for the end
+            cmd.ack.set_exception(err)
+            cmd.reply.cancel()
+        else:
+            cmd.reply.set_exception(err)
 
     def _removed_from_queue(self, entries: list[QueuedPrompt]) -> None:
         for e in entries:

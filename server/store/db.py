@@ -192,6 +192,11 @@ class Store:
             )
         return _record(row)
 
+    async def count_sessions(self, owner: str) -> int:
+        async with self.engine.connect() as conn:
+            q = select(func.count()).select_from(SessionRow).where(SessionRow.owner == owner)
+            return int((await conn.execute(q)).scalar() or 0)
+
     async def get_session(self, session_id: str) -> SessionRecord | None:
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(SessionRow).where(SessionRow.id == session_id))).first()

@@ -66,6 +66,7 @@ from server.session.commands import (
     SetMode,
 )
 from server.transport.client_hooks import STOP_HOOK_METHOD, ClientStopHook
+from server.transport.guards import check_prompt_size, limit_exceeded
 from server.transport.rpc import CallContext, Method
 
 MODES = [
@@ -196,6 +197,11 @@ def _known_agent(ctx: CallContext, name: Any, path: str) -> str:
 
 async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, Any]:
     cwd = await _check_cwd(ctx, params.cwd)
+    limit = ctx.state.settings.max_sessions_per_principal
+    if limit and await ctx.state.store.count_sessions(ctx.principal) >= limit:
+        raise limit_exceeded(
+            "sessions", limit, f"session limit reached: {limit} sessions (delete some first)"
+        )
     meta = _agentd_meta(params.meta)
     agent = _known_agent(ctx, meta["agent"], "_meta.agentd.agent") if "agent" in meta else "default"
     actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal, agent=agent)
@@ -292,6 +298,7 @@ async def session_fork(ctx: CallContext, params: ForkParams) -> dict[str, Any]:
 
 
 async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) -> dict[str, Any]:
+    check_prompt_size(params.prompt, ctx.state.settings.max_prompt_bytes)
     actor = await _session(ctx, params.session_id)
     loop = asyncio.get_running_loop()
     ack: asyncio.Future[tuple[str, int]] = loop.create_future()
@@ -435,6 +442,7 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
             f"Invalid params: _meta.agentd.outputSchema: {msg}",
             [{"path": "_meta.agentd.outputSchema", "message": msg}],
         )
+    check_prompt_size(params.prompt, ctx.state.settings.max_prompt_bytes)
     actor = await _session(ctx, params.session_id)
     conn = ctx.connection
     if conn is not None and actor.id not in conn.sessions:
@@ -491,6 +499,7 @@ async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str,
 
 
 async def interject(ctx: CallContext, params: InterjectParams) -> dict[str, Any]:
+    check_prompt_size(params.prompt, ctx.state.settings.max_prompt_bytes)
     actor = await _session(ctx, params.session_id)
     reply: asyncio.Future[InterjectResult] = asyncio.get_running_loop().create_future()
     origin = ctx.connection.id if ctx.connection else None

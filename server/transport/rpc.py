@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
+from server.transport.guards import check_depth, limit_exceeded
 
 if TYPE_CHECKING:
     from server.app import AppState
@@ -101,9 +102,23 @@ class Dispatcher:
 
     async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None:
         """One incoming message → its response (None for notifications)."""
+        settings = ctx.state.settings
+        too_deep = check_depth(raw, settings.max_json_depth)
+        if too_deep is not None:
+            return error_response(raw_id(raw), too_deep)
         parsed = parse_envelope(raw)
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
+        # A cancel is never rate-limited: it is how a client stops the work it started.
+        wait = None if parsed.method == "session/cancel" else ctx.state.rate_limiter.allow(ctx.principal)
+        if wait is not None:
+            err = limit_exceeded(
+                "rate",
+                settings.rate_limit_per_s,
+                f"rate limit: retry in {wait:.2f}s",
+                retryAfter=round(wait, 3),
+            )
+            return None if parsed.is_notification else error_response(parsed.id, err)
         try:
             result = await self.call(parsed, ctx)
         except RpcError as err:

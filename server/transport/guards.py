@@ -1,0 +1,95 @@
+"""Input limits (R-X3): each answers "may this go on?" and never acts — the dispatcher,
+the handlers and the actor turn a refusal into a JSON-RPC error that leaves the
+connection and the session intact.
+
+Frame size is checked where frames arrive (connection.py, http.py); here are nesting
+depth, request rate, prompt size, queue length and sessions per principal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.acp import ContentBlock, EmbeddedResource, TextContent
+from protocol.jsonrpc import ErrorCode, RpcError
+
+
+def limit_exceeded(what: str, maximum: float, message: str, **extra: Any) -> RpcError:
+    return RpcError(ErrorCode.LIMIT_EXCEEDED, message, {"limit": what, "max": maximum, **extra})
+
+
+def json_depth(value: Any) -> int:
+    """How deeply containers nest (a scalar is 0, `[]` is 1). Iterative: a hostile
+    document cannot exhaust the stack."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def check_depth(raw: Any, maximum: int) -> RpcError | None:
+    if maximum and json_depth(raw) > maximum:
+        return RpcError(
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid Request: JSON nested deeper than {maximum} levels",
+            {"limit": "json_depth", "max": maximum},
+        )
+    return None
+
+
+def prompt_bytes(blocks: Sequence[ContentBlock]) -> int:
+    """The size a prompt brings into the conversation: its text and embedded resources."""
+    total = 0
+    for block in blocks:
+        if isinstance(block, TextContent):
+            total += len(block.text.encode())
+        elif isinstance(block, EmbeddedResource):
+            total += len((block.resource.text or block.resource.blob or "").encode())
+        else:
+            total += len(block.model_dump_json().encode())
+    return total
+
+
+def check_prompt_size(blocks: Sequence[ContentBlock], maximum: int) -> None:
+    size = prompt_bytes(blocks)
+    if maximum and size > maximum:
+        raise limit_exceeded(
+            "prompt_bytes", maximum, f"prompt too large: {size} bytes (at most {maximum})", size=size
+        )
+
+
+@dataclass
+class RateLimiter:
+    """A token bucket per principal: `rate` requests a second on average, bursts up to
+    `burst`. `rate` 0 switches it off."""
+
+    rate: float
+    burst: int
+    clock: Callable[[], float] = time.monotonic
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # principal → (tokens, at)
+
+    def allow(self, principal: str) -> float | None:
+        """None when the request may go on, else the seconds until one would be allowed."""
+        if self.rate <= 0:
+            return None
+        now = self.clock()
+        tokens, at = self._buckets.get(principal, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+        if tokens < 1.0:
+            self._buckets[principal] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+        self._buckets[principal] = (tokens - 1.0, now)
+        return None
