@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from server.config import AuthMode, PermissionMode, ProviderName, Settings
+from server.config import AuthMode, PermissionMode, ProviderName, Settings, redact_url
 
 app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).", no_args_is_help=True
@@ -61,7 +61,7 @@ def serve(
     if problem := insecure_bind(settings.host, settings.auth):
         typer.echo(f"agentd: {problem}", err=True)
         raise typer.Exit(2)
-    logging.getLogger("agentd").info("database: %s", settings.resolved_database_url())
+    logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
     server = server_for(
         create_app(settings),
         host=settings.host,

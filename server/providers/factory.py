@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from server.config import ProviderName, Settings
+from server.config import ProviderName, Settings, redact_url
 from server.loop.context import Lane
 from server.providers.base import Provider
 
@@ -32,14 +32,16 @@ def make_provider(settings: Settings) -> Provider:
     if settings.provider is ProviderName.OPENAI:
         from server.providers.openai import OpenAIProvider
 
-        log.info("provider: openai-compatible at %s, model %s", settings.openai_base_url, settings.model)
+        base = redact_url(settings.openai_base_url)
+        log.info("provider: openai-compatible at %s, model %s", base, settings.model)
         return OpenAIProvider(
             base_url=settings.openai_base_url, api_key=settings.openai_api_key, model=settings.model
         )
     if settings.provider is ProviderName.ANTHROPIC:
         from server.providers.anthropic import AnthropicProvider
 
-        log.info("provider: anthropic at %s, model %s", settings.anthropic_base_url, settings.model)
+        base = redact_url(settings.anthropic_base_url)
+        log.info("provider: anthropic at %s, model %s", base, settings.model)
         return AnthropicProvider(
             base_url=settings.anthropic_base_url, api_key=settings.anthropic_api_key, model=settings.model
         )
