@@ -22,6 +22,7 @@ from server.loop.budget import BudgetLimits
 from server.loop.context import Lane
 from server.loop.goal import GoalLimits
 from server.loop.limits import LoopLimits
+from server.metrics import Metrics
 from server.providers.base import Provider
 from server.providers.factory import make_lanes, make_provider
 from server.session.actor import ActorServices, SessionActor
@@ -61,6 +62,7 @@ class AppState:
     agents: dict[str, AgentDefinition]
     auth: Authenticator
     rate_limiter: RateLimiter
+    metrics: Metrics
 
     async def drain(self) -> None:
         """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
@@ -151,7 +153,8 @@ def create_app(
             raise RuntimeError(problem)
         store = await Store.open(settings.resolved_database_url())
         await store.migrate()
-        writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000)
+        metrics = Metrics()
+        writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
         writer.start()
         prov = provider or make_provider(settings)
         hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
@@ -166,8 +169,10 @@ def create_app(
             agents=agents,
             limits=loop_limits(settings),
             skills=await asyncio.to_thread(load_skills, settings.skills_dir),
+            metrics=metrics,
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
+        metrics.track_sessions(manager.live)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
         if settings.auto_resume:
             resumed = await manager.resume_queued()
@@ -176,7 +181,16 @@ def create_app(
         authenticator = Authenticator(store, settings.auth)
         limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
         app.state.agentd = AppState(
-            settings, store, writer, manager, prov, Dispatcher(METHODS), agents, authenticator, limiter
+            settings,
+            store,
+            writer,
+            manager,
+            prov,
+            Dispatcher(METHODS),
+            agents,
+            authenticator,
+            limiter,
+            metrics,
         )
         try:
             yield

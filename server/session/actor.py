@@ -42,6 +42,7 @@ from server.loop.toolrun import execute_tool_round
 from server.loop.turn import run_compaction_job, run_turn
 from server.loop.turn_state import TurnState
 from server.loop.usage import Price, UsageLedger
+from server.metrics import Metrics
 from server.providers.base import Provider
 from server.session import queue_ops
 from server.session.commands import (
@@ -181,6 +182,7 @@ class ActorServices:
 
     limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
     skills: dict[str, Skill] = field(default_factory=dict)
+    metrics: Metrics | None = None
 
     def budget_limits(self) -> BudgetLimits:
         return self.limits.budget
@@ -223,7 +225,7 @@ class SessionActor:
         self._seq = last_seq
         self._messages = conversation
         self.conversation = Conversation(self._messages, self._persist_message, self._rewrite_messages)
-        self.hub = EventHub()
+        self.hub = EventHub(on_drop=services.metrics.resyncs.inc if services.metrics else None)
         self.mailbox: asyncio.Queue[SessionCommand] = asyncio.Queue()
         self._queue: deque[QueuedPrompt] = deque()
         self._turn: RunningTurn | None = None
@@ -990,6 +992,8 @@ class SessionActor:
         self._seq += 1
         event = Event(self.id, kind, payload, seq=self._seq, origin=origin)
         self._services.writer.submit(self.id, event=event, publish=self.hub.publish)
+        if self._services.metrics is not None:
+            self._services.metrics.observe_event(kind, payload)
         if ended_partial and self._checkpointed:
             # Same commit as the final text: the store never holds both, or neither.
             self._checkpoint_partials(reschedule=False)

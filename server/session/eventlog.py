@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
+from server.metrics import Metrics
 from server.session.events import Event
 from server.store.db import Batch, Store, StoredEvent
 
@@ -36,6 +37,7 @@ class _Item:
     session_fields: dict[str, Any] = field(default_factory=dict)
     publish: Publish | None = None
     done: asyncio.Future[None] | None = None
+    submitted_at: float = 0.0
 
     @property
     def needs_commit(self) -> bool:
@@ -48,8 +50,11 @@ class _Item:
 
 
 class EventWriter:
-    def __init__(self, store: Store, *, flush_interval: float = 0.005) -> None:
+    def __init__(
+        self, store: Store, *, flush_interval: float = 0.005, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
+        self._metrics = metrics
         self._flush_interval = flush_interval
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -87,6 +92,7 @@ class EventWriter:
                 messages=messages or [],
                 truncate_from=truncate_from,
                 session_fields=session_fields or {},
+                submitted_at=asyncio.get_running_loop().time() if self._metrics is not None else 0.0,
             )
         )
 
@@ -107,6 +113,7 @@ class EventWriter:
             while not self._queue.empty():
                 items.append(self._queue.get_nowait())
             dropped = await self._commit(items)
+            now = asyncio.get_running_loop().time()
             for item in items:
                 if item.session_id in dropped and item.needs_commit:
                     continue  # not durable, so never shown
@@ -115,6 +122,8 @@ class EventWriter:
                         item.publish(item.event)
                     except Exception:  # a broken subscriber must not stop the log
                         log.exception("publishing event failed")
+                    if self._metrics is not None:
+                        self._metrics.fanout_lag_seconds.observe(now - item.submitted_at)
                 if item.done is not None and not item.done.done():
                     item.done.set_result(None)
 
@@ -143,8 +152,11 @@ class EventWriter:
         delay = 0.05
         while True:
             try:
+                started = asyncio.get_running_loop().time()
                 await self._store.commit(list(batches.values()))
                 self.commits += 1
+                if self._metrics is not None:
+                    self._metrics.flush_seconds.observe(asyncio.get_running_loop().time() - started)
                 return set()
             except Exception as exc:
                 if not is_transient(exc):

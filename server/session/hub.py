@@ -9,6 +9,7 @@ and then goes live without gap or duplicate.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from server.session.events import Event, EventKind
@@ -146,8 +147,9 @@ class Subscriber:
 
 
 class EventHub:
-    def __init__(self) -> None:
+    def __init__(self, on_drop: Callable[[], None] | None = None) -> None:
         self._subscribers: dict[str, Subscriber] = {}
+        self._on_drop = on_drop  # a client fell behind and was told to resync
 
     def subscribe(self, sink: FrameSink, session_id: str = "") -> Subscriber:
         sub = Subscriber(sink, session_id)
@@ -162,6 +164,8 @@ class EventHub:
             sub.deliver(event)
             if sub.dropped:
                 self._subscribers.pop(sid, None)
+                if self._on_drop is not None:
+                    self._on_drop()
 
     @property
     def sinks(self) -> list[FrameSink]:

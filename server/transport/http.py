@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from protocol.jsonrpc import ErrorCode, RpcError, error_response
 from server.auth import CHALLENGE, AuthError
+from server.metrics import CONTENT_TYPE_LATEST
 from server.transport.rpc import CallContext
 
 router = APIRouter()
@@ -43,6 +44,16 @@ async def rpc(request: Request) -> Response:
     if resp is None:
         return Response(status_code=204)
     return JSONResponse(resp)
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    state = request.app.state.agentd
+    try:
+        await state.principal_for(request.headers, request.query_params)  # a token, when auth is on
+    except AuthError as exc:
+        return JSONResponse({"error": "unauthorized", "detail": str(exc)}, status_code=401, headers=CHALLENGE)
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/healthz", summary="Liveness")

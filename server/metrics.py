@@ -1,0 +1,68 @@
+"""Prometheus metrics at `/metrics` (R-O): sessions, clients, turns and their outcomes,
+retry decisions, event fan-out lag and the event log's flush latency.
+
+One registry per app (tests run several apps in one process). The server's parts report
+through the small methods below; nothing else here knows about them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from server.session.events import EventKind
+
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.sessions_live = Gauge("agentd_sessions_live", "Session actors in memory", registry=r)
+        self.clients = Gauge("agentd_clients_attached", "Client subscriptions over all sessions", registry=r)
+        self.turns_running = Gauge("agentd_turns_running", "Turns running now", registry=r)
+        self.queued = Gauge("agentd_prompts_queued", "Prompts waiting in session queues", registry=r)
+        self.turns = Counter("agentd_turns", "Turns ended, by outcome", ["outcome"], registry=r)
+        self.retries = Counter(
+            "agentd_retry_decisions",
+            "Retry decisions, by decision and bucket",
+            ["decision", "bucket"],
+            registry=r,
+        )
+        self.events = Counter("agentd_events", "Durable events appended to the log", registry=r)
+        self.resyncs = Counter("agentd_client_resyncs", "Clients dropped for falling behind", registry=r)
+        self.flush_seconds = Histogram(
+            "agentd_db_flush_seconds",
+            "Group-commit latency of the event log",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.fanout_lag_seconds = Histogram(
+            "agentd_event_fanout_lag_seconds",
+            "From an event's submission to its delivery to the session's clients",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+
+    def track_sessions(self, live: Callable[[], list[Any]]) -> None:
+        """Gauges read from the live actors at scrape time."""
+        self.sessions_live.set_function(lambda: len(live()))
+        self.clients.set_function(lambda: sum(len(a.hub) for a in live()))
+        self.turns_running.set_function(lambda: sum(1 for a in live() if a.running_turn_id))
+        self.queued.set_function(lambda: sum(a.queued for a in live()))
+
+    def observe_event(self, kind: EventKind, payload: dict[str, Any]) -> None:
+        self.events.inc()
+        if kind is EventKind.TURN_ENDED:
+            self.turns.labels(str(payload.get("outcome", "unknown"))).inc()
+        elif kind is EventKind.RETRY:
+            self.retries.labels(str(payload.get("decision", "")), str(payload.get("bucket", ""))).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
