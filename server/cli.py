@@ -4,20 +4,37 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
-from server.config import AuthMode, PermissionMode, ProviderName, Settings, redact_url
+from server.config import CONFIG_ENV, AuthMode, PermissionMode, ProviderName, Settings, redact_url
 
 app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).", no_args_is_help=True
 )
 
 
+@app.callback()
+def _options(
+    config: Annotated[
+        Path | None,
+        typer.Option(help="TOML file of settings (names without AGENTD_) [env AGENTD_CONFIG]"),
+    ] = None,
+) -> None:
+    if config is not None:
+        os.environ[CONFIG_ENV] = str(config)  # read by Settings' TOML source
+
+
 def _settings(**overrides: object) -> Settings:
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except (ValueError, ValidationError) as exc:  # a bad config file or variable: say which
+        typer.echo(f"agentd: invalid configuration: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _logging(level: str) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import tomllib
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
 def redact_url(url: str) -> str:
@@ -54,6 +57,39 @@ class ModelPrice(BaseModel):
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+
+
+CONFIG_ENV = "AGENTD_CONFIG"
+
+
+class TomlFileSource(PydanticBaseSettingsSource):
+    """The optional TOML file named by `AGENTD_CONFIG` (or `agentd --config`): top-level
+    keys are the settings' names without the prefix (`port = 9000`, `[prices."gpt-4o"]`).
+    A key that is not a setting is an error, not silently ignored: a typo must not
+    quietly leave a default in force."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self.data: dict[str, Any] = {}
+        raw = os.environ.get(CONFIG_ENV)
+        if not raw:
+            return
+        path = Path(raw).expanduser()
+        try:
+            self.data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ValueError(f"config file {path} does not exist ({CONFIG_ENV})") from None
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"config file {path}: {exc}") from None
+        unknown = sorted(set(self.data) - set(settings_cls.model_fields) - {"config"})
+        if unknown:
+            raise ValueError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.data)
 
 
 class Settings(BaseSettings):
@@ -145,6 +181,18 @@ class Settings(BaseSettings):
     max_sessions_per_principal: int = 10_000
     rate_limit_per_s: float = 50.0  # requests per principal, on average...
     rate_limit_burst: int = 200  # ...with bursts up to this
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Flags beat the environment, which beats the TOML file, which beats the defaults.
+        return init_settings, env_settings, TomlFileSource(settings_cls), file_secret_settings
 
     def context_window_for(self, model: str) -> int:
         return self.context_windows.get(model, self.context_window)
