@@ -169,6 +169,26 @@ def token_revoke(
 
 
 @app.command()
+def chat(
+    url: Annotated[
+        str | None, typer.Option(help="Server WebSocket URL [default ws://HOST:PORT/acp from settings]")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token [env AGENTD_TOKEN]", envvar="AGENTD_TOKEN")
+    ] = None,
+    session: Annotated[str | None, typer.Option(help="Go back to this session (replays it)")] = None,
+    cwd: Annotated[Path, typer.Option(help="Workspace of a new session")] = Path("."),
+) -> None:
+    """A terminal client: prompts, streamed answers, tool calls, permission questions."""
+    from server.chat import run_chat
+
+    if url is None:
+        settings = _settings()
+        url = f"ws://{settings.host}:{settings.port}/acp"
+    raise typer.Exit(asyncio.run(run_chat(url, token=token, cwd=cwd.resolve(), session_id=session)))
+
+
+@app.command()
 def demo(
     workspace: Annotated[Path | None, typer.Option(help="Workspace folder (default: a new temp dir)")] = None,
     prompt: Annotated[

@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import websockets
-from rich.console import Console
 
 from server.app import create_app
+from server.chat import console, show_update
 from server.config import PermissionMode, ProviderName, Settings
 from server.embedded import serve_in_background
-
-console = Console(highlight=False)
 
 
 class DemoClient:
@@ -41,7 +39,7 @@ class DemoClient:
         method = msg.get("method")
         params = msg.get("params", {})
         if method == "session/update":
-            self.show_update(params["update"])
+            show_update(params["update"])
         elif method == "session/request_permission":
             call = params["toolCall"]
             console.print(
@@ -60,22 +58,6 @@ class DemoClient:
             if params["kind"] == "turn_ended":
                 ev = params["event"]
                 console.print(f"\n[dim]turn ended: {ev['outcome']} ({ev['stopReason']})[/]")
-
-    def show_update(self, update: dict[str, Any]) -> None:
-        kind = update["sessionUpdate"]
-        if kind == "agent_message_chunk":
-            console.print(update["content"]["text"], end="")
-        elif kind == "agent_thought_chunk":
-            console.print(f"[dim italic]{update['content']['text']}[/]", end="")
-        elif kind == "tool_call":
-            console.print(f"\n[cyan]▶ {update['title']}[/] [dim]({update['kind']})[/]")
-        elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
-            mark = "[green]✓[/]" if update["status"] == "completed" else "[red]✗[/]"
-            text = next(
-                (c["content"]["text"] for c in update.get("content", []) if c.get("type") == "content"), ""
-            )
-            first = text.strip().splitlines()[:6]
-            console.print(f"  {mark} " + "\n    ".join(line for line in first))
 
 
 async def run_demo(workspace: Path | None, prompt: str) -> int:

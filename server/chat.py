@@ -1,0 +1,197 @@
+"""`agentd chat`: a terminal client over the WebSocket (R-O).
+
+Type a prompt and watch the agent work: its text streams, tool calls show as they start
+and finish, and permission requests are asked right here (y = allow once, a = always,
+n = reject). While a turn runs, a line you type goes into that turn (`_agentd/interject`)
+and `/cancel` stops it. `/quit` or end of input leaves; the session stays on the server
+(`agentd chat --session ID` comes back to it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import websockets
+from rich.console import Console
+
+console = Console(highlight=False, soft_wrap=True)
+
+ANSWERS = {"y": "allow_once", "yes": "allow_once", "a": "allow_always", "always": "allow_always",
+           "n": "reject_once", "no": "reject_once"}  # fmt: skip
+
+
+def show_update(update: dict[str, Any]) -> None:
+    """One `session/update`, rendered for a terminal (shared with `agentd demo`)."""
+    kind = update["sessionUpdate"]
+    if kind == "agent_message_chunk":
+        console.print(update["content"]["text"], end="")
+    elif kind == "agent_thought_chunk":
+        console.print(f"[dim italic]{update['content']['text']}[/]", end="")
+    elif kind == "tool_call":
+        console.print(f"\n[cyan]▶ {update['title']}[/] [dim]({update['kind']})[/]")
+    elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
+        mark = "[green]✓[/]" if update["status"] == "completed" else "[red]✗[/]"
+        text = next(
+            (c["content"]["text"] for c in update.get("content", []) if c.get("type") == "content"), ""
+        )
+        first = text.strip().splitlines()[:6]
+        console.print(f"  {mark} " + "\n    ".join(line for line in first))
+
+
+class ChatClient:
+    """Routes the server's messages: responses to their callers, updates to the screen,
+    permission requests to the user."""
+
+    def __init__(self, ws: Any, session_id: str = "") -> None:
+        self.ws = ws
+        self.session_id = session_id
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.permission: asyncio.Future[str] | None = None  # a line from the user answers it
+        self._asking: set[asyncio.Task[None]] = set()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.ws.send(json.dumps({"jsonrpc": "2.0", **message}))
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        req_id = next(self._ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        await self.send({"id": req_id, "method": method, "params": params})
+        msg = await fut
+        if "error" in msg:
+            raise ChatError(f"{method}: {msg['error'].get('message')}")
+        return msg["result"]
+
+    async def read(self) -> None:
+        async for text in self.ws:
+            msg = json.loads(text)
+            if "method" not in msg:
+                fut = self._pending.pop(msg.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+            elif msg["method"] == "session/request_permission" and "id" in msg:
+                task = asyncio.create_task(self._ask_permission(msg))
+                self._asking.add(task)
+                task.add_done_callback(self._asking.discard)
+            elif msg["method"] == "session/update":
+                show_update(msg["params"]["update"])
+            elif msg["method"] == "_agentd/permission/resolved" and self.permission is not None:
+                if not self.permission.done():  # another client answered first
+                    self.permission.set_result("")
+            elif msg["method"] == "_agentd/event" and msg["params"]["kind"] == "turn_ended":
+                ev = msg["params"]["event"]
+                console.print(f"\n[dim]turn ended: {ev['outcome']} ({ev['stopReason']})[/]")
+            sys.stdout.flush()
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ChatError("the server closed the connection"))
+
+    async def _ask_permission(self, msg: dict[str, Any]) -> None:
+        call = msg["params"]["toolCall"]
+        console.print(f"\n[yellow]? allow {call.get('title')}?[/] [y]es once / [a]lways / [n]o: ", end="")
+        sys.stdout.flush()
+        self.permission = asyncio.get_running_loop().create_future()
+        answer = (await self.permission).strip().lower()
+        self.permission = None
+        if not answer:
+            return  # settled elsewhere
+        option = ANSWERS.get(answer, "reject_once")
+        await self.send({"id": msg["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+
+
+class ChatError(Exception):
+    pass
+
+
+def read_lines(queue: asyncio.Queue[str | None], readline: Callable[[], str]) -> None:
+    """stdin, line by line, into `queue` (None at end of input). A daemon thread, not the
+    loop's executor: a read blocked on the terminal must not keep the program alive."""
+    loop = asyncio.get_running_loop()
+
+    def pump() -> None:
+        while True:
+            line = readline()
+            loop.call_soon_threadsafe(queue.put_nowait, line.rstrip("\n") if line else None)
+            if not line:
+                return
+
+    threading.Thread(target=pump, name="chat-stdin", daemon=True).start()
+
+
+async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | None) -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    try:
+        ws = await websockets.connect(url, additional_headers=headers, max_size=None)
+    except (OSError, websockets.InvalidHandshake) as exc:
+        console.print(f"[red]agentd chat: cannot connect to {url}: {exc}[/]")
+        return 2
+    client = ChatClient(ws)
+    reader = asyncio.create_task(client.read())
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    read_lines(lines, sys.stdin.readline)
+    try:
+        init = await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        console.print(f"[dim]connected to {init['agentInfo']['name']} {init['agentInfo']['version']}[/]")
+        if session_id:
+            await client.call("session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []})
+            client.session_id = session_id
+        else:
+            new = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+            client.session_id = new["sessionId"]
+        console.print(f"[dim]session {client.session_id} — /quit to leave, /cancel stops a turn[/]")
+        sys.stdout.flush()
+        return await _repl(client, lines)
+    except ChatError as exc:
+        console.print(f"[red]agentd chat: {exc}[/]")
+        return 1
+    finally:
+        await ws.close()
+        reader.cancel()
+
+
+async def _repl(client: ChatClient, lines: asyncio.Queue[str | None]) -> int:
+    turn: asyncio.Task[dict[str, Any]] | None = None
+    eof = False
+    while True:
+        if eof and turn is None:
+            return 0
+        get = None if eof else asyncio.create_task(lines.get())
+        waits: set[asyncio.Task[Any]] = ({get} if get else set()) | ({turn} if turn else set())
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if turn is not None and turn.done():
+            try:
+                result = turn.result()
+                console.print(f"[dim]stopReason: {result['stopReason']}[/]")
+            except ChatError as exc:
+                console.print(f"\n[red]{exc}[/]")
+            sys.stdout.flush()
+            turn = None
+        if get is None or not get.done():
+            if get is not None:
+                get.cancel()
+            continue
+        line = get.result()
+        if client.permission is not None and not client.permission.done():
+            client.permission.set_result(line or "n")  # end of input rejects
+            eof = line is None
+            continue
+        if line is None or line.strip() == "/quit":
+            eof = True  # leave once the running turn (if any) has finished
+            continue
+        if not line.strip():
+            continue
+        params = {"sessionId": client.session_id, "prompt": [{"type": "text", "text": line}]}
+        if turn is None:
+            turn = asyncio.create_task(client.call("session/prompt", params))
+        elif line.strip() == "/cancel":
+            await client.send({"method": "session/cancel", "params": {"sessionId": client.session_id}})
+        else:
+            await client.call("_agentd/interject", params)
