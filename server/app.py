@@ -12,12 +12,13 @@ from typing import Literal
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.agents import AgentDefinition, default_definitions
 from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
-from server.config import Settings
+from server.config import AuthMode, Settings
 from server.loop.budget import BudgetLimits
 from server.loop.context import Lane
 from server.loop.goal import GoalLimits
@@ -211,7 +212,11 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
         )
-    app.add_middleware(OriginGuard, allowed=settings.allowed_origins)  # outermost: refuse first
+    app.add_middleware(OriginGuard, allowed=settings.allowed_origins)
+    if settings.allowed_hosts or settings.auth is AuthMode.NONE:
+        # Without auth only the loopback names: a rebinding page gets no further (outermost).
+        loopback = ["127.0.0.1", "localhost", "[::1]", "::1"] if settings.auth is AuthMode.NONE else []
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*loopback, *settings.allowed_hosts])
     app.include_router(router)
     app.include_router(sse_router)
     app.add_api_websocket_route("/acp", acp_endpoint)

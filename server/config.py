@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     # Web pages allowed to connect (R-X4), e.g. ["https://app.example.com"]; "*" allows any.
     # Requests without an Origin header (not from a browser) are always let through.
     allowed_origins: list[str] = Field(default_factory=list)
+    # Host names the server answers to besides the loopback ones when AGENTD_AUTH=none
+    # (DNS-rebinding protection); with tokens any Host is accepted unless this is set.
+    allowed_hosts: list[str] = Field(default_factory=list)
     home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
     database_url: str | None = None  # default: sqlite+aiosqlite:///<home>/agentd.db
     workspace_root: Path | None = None  # sessions' cwd must lie inside it when set

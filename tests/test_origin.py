@@ -93,3 +93,41 @@ async def test_a_listed_page_connects_and_gets_cors_headers(server_factory, work
             body = {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}
             resp = await http.post("/rpc", json=body, headers={"Origin": APP})
             assert resp.status_code == 200 and resp.headers["access-control-allow-origin"] == APP
+
+
+async def test_the_servers_own_pages_may_connect_but_a_rebinding_page_may_not(server_factory) -> None:
+    """Same origin (the page agentd itself serves at `/`) is allowed. A DNS-rebinding
+    attack — evil.example resolving to 127.0.0.1 — arrives with `Host: evil.example`, which
+    a server without auth refuses outright."""
+    async with server_factory(scripted({"text": "hi"})) as server:
+        port = server.base_url.rsplit(":", 1)[1]
+        ws_url = server.base_url.replace("http://", "ws://") + "/acp"
+        ws = await websockets.connect(ws_url, origin=f"http://127.0.0.1:{port}")
+        client = WsClient(ws)
+        await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        await client.close()
+
+        rebound = f"http://evil.example:{port}"
+        with pytest.raises(InvalidStatus) as refused:
+            # The name resolves to us (as rebinding makes it): connect to 127.0.0.1, say evil.example.
+            await websockets.connect(
+                f"ws://evil.example:{port}/acp", origin=rebound, host="127.0.0.1", port=int(port)
+            )
+        assert refused.value.response.status_code == 400
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}
+            resp = await http.post(
+                "/rpc", json=body, headers={"Host": f"evil.example:{port}", "Origin": rebound}
+            )
+            assert resp.status_code == 400
+            ok = await http.post("/rpc", json=body, headers={"Host": f"localhost:{port}"})
+            assert ok.status_code == 200
+
+
+async def test_with_tokens_any_host_name_may_reach_the_server(server_factory) -> None:
+    from server.config import AuthMode
+
+    async with server_factory(scripted(), auth=AuthMode.TOKEN) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+            resp = await http.get("/healthz", headers={"Host": "agentd.internal:8765"})
+            assert resp.status_code == 200

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-import orjson
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 
@@ -26,11 +26,17 @@ def normalize_origin(origin: str) -> str:
     return f"{parts.scheme.lower()}://{host.lower()}{port}"
 
 
-def origin_allowed(origin: str | None, allowed: Iterable[str]) -> bool:
+def origin_allowed(origin: str | None, allowed: Iterable[str], host: str | None = None) -> bool:
+    """No Origin (not a browser), a listed one, or the server's own pages (the Origin's
+    host is the Host the request was sent to — which TrustedHostMiddleware pins to the
+    loopback names when there is no auth, so a DNS-rebinding page cannot pass)."""
     if origin is None:
-        return True  # not a browser
+        return True
     listed = {normalize_origin(a) for a in allowed}
-    return "*" in listed or normalize_origin(origin) in listed
+    if "*" in listed or normalize_origin(origin) in listed:
+        return True
+    own = urlsplit(origin.strip())
+    return host is not None and own.scheme in ("http", "https") and own.netloc.lower() == host.lower()
 
 
 class OriginGuard:
@@ -42,25 +48,20 @@ class OriginGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
-            origin = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None)
-            if not origin_allowed(origin, self.allowed):
-                await self._refuse(scope, send, origin or "")
+            headers = dict(scope["headers"])
+            origin = headers.get(b"origin")
+            host = headers.get(b"host")
+            if not origin_allowed(
+                origin.decode("latin-1") if origin is not None else None,
+                self.allowed,
+                host.decode("latin-1") if host is not None else None,
+            ):
+                shown = origin.decode("latin-1") if origin else ""
+                body = {
+                    "error": "origin_not_allowed",
+                    "detail": f"origin {shown!r} is not in AGENTD_ALLOWED_ORIGINS",
+                }
+                # A WebSocket handshake gets the same 403 (Starlette sends it as a denial).
+                await JSONResponse(body, status_code=403)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-    async def _refuse(self, scope: Scope, send: Send, origin: str) -> None:
-        body = orjson.dumps(
-            {
-                "error": "origin_not_allowed",
-                "detail": f"origin {origin!r} is not in AGENTD_ALLOWED_ORIGINS",
-            }
-        )
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": 403, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-        elif "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", "status": 403, "headers": headers})
-            await send({"type": "websocket.http.response.body", "body": body})
-        else:
-            await send({"type": "websocket.close", "code": 1008})
