@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from protocol.jsonrpc import ErrorCode, RpcError, error_response
 from server.auth import CHALLENGE, AuthError
@@ -44,6 +45,15 @@ async def rpc(request: Request) -> Response:
     if resp is None:
         return Response(status_code=204)
     return JSONResponse(resp)
+
+
+INDEX_HTML = (Path(__file__).resolve().parent.parent / "web" / "index.html").read_text()
+
+
+@router.get("/", summary="agentd's web page: watch sessions, prompt, manage the queue, answer permissions")
+async def index() -> HTMLResponse:
+    # Static: it holds no data; the page authenticates its own WebSocket.
+    return HTMLResponse(INDEX_HTML)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
