@@ -37,10 +37,6 @@ def _settings(**overrides: object) -> Settings:
         raise typer.Exit(2) from None
 
 
-def _logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
 @app.command()
 def serve(
     host: Annotated[
@@ -61,9 +57,9 @@ def serve(
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
     from server.app import create_app
     from server.auth import insecure_bind
+    from server.logs import configure_logging
     from server.serve import server_for
 
-    _logging(log_level)
     settings = _settings(
         host=host,
         port=port,
@@ -75,6 +71,7 @@ def serve(
         permission_mode=permission_mode,
         auth=auth,
     )
+    configure_logging(log_level, settings.log_format)
     if problem := insecure_bind(settings.host, settings.auth):
         typer.echo(f"agentd: {problem}", err=True)
         raise typer.Exit(2)

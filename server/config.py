@@ -34,6 +34,11 @@ class AuthMode(StrEnum):
     TOKEN = "token"  # every request needs a bearer token (`agentd token create`)
 
 
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"  # one JSON object per line (structlog)
+
+
 class PermissionMode(StrEnum):
     DEFAULT = "default"  # ask for edits and commands
     ACCEPT_EDITS = "accept_edits"  # edits allowed, commands ask
@@ -98,6 +103,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8765
     auth: AuthMode = AuthMode.NONE  # R-X1; a non-loopback host requires `token`
+    log_format: LogFormat = LogFormat.TEXT
     # Web pages allowed to connect (R-X4), e.g. ["https://app.example.com"]; "*" allows any.
     # Requests without an Origin header (not from a browser) are always let through.
     allowed_origins: list[str] = Field(default_factory=list)

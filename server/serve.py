@@ -35,6 +35,7 @@ def server_for(
         host=host,
         port=port,
         log_level=log_level,
+        log_config=None,  # agentd configures logging (server/logs.py); uvicorn's loggers propagate
         lifespan="on",
         ws="websockets-sansio",
         ws_max_size=max_frame_bytes,
