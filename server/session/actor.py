@@ -48,6 +48,7 @@ from server.session import queue_ops
 from server.session.commands import (
     Attach,
     AttachComplete,
+    AttachMcp,
     Cancel,
     Compact,
     Detach,
@@ -82,6 +83,7 @@ from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, StopHook
+from server.tools.mcp import McpConnections
 from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
 
@@ -248,6 +250,7 @@ class SessionActor:
         self._server_stopping = False  # the whole server shuts down (not just an eviction)
         self._open_tool_calls: dict[str, None] = {}  # toolCallIds announced and not finished
         self._tool_call_ids = {c.id for m in conversation for c in m.tool_calls}  # used on the wire
+        self._mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -366,6 +369,9 @@ class SessionActor:
                 self.model = self.agent.model or self._services.settings.model
                 self._persist_fields({"agent": name, "model": self.model})
                 reply.set_result(None)
+            case AttachMcp(connections=connections, reply=reply):
+                previous, self._mcp = self._mcp, connections
+                reply.set_result(previous)  # the caller closes it, off the actor's step
             case RegisterHook(hook=hook, reply=reply):
                 self._client_hooks[hook.connection_id] = hook
                 reply.set_result(None)
@@ -457,6 +463,8 @@ class SessionActor:
                     if not waiter.done():
                         waiter.set_result(deferred)
             self._queue.clear()
+        if self._mcp is not None:
+            await self._mcp.close()
         await self._services.writer.barrier()
 
     # ------------------------------------------------------------------ turns
@@ -510,7 +518,7 @@ class SessionActor:
             provider=self._services.provider,
             model=self.model,
             system_prompt=self.agent.system_prompt or settings.system_prompt,
-            tools=self.agent.select_tools(self._services.tools),
+            tools={**self.agent.select_tools(self._services.tools), **(self._mcp.tools if self._mcp else {})},
             conversation=self.conversation,
             events=self,
             permissions=self,

@@ -35,6 +35,14 @@ class Prompt:
 
 
 @dataclass
+class AttachMcp:
+    """Give the session its MCP servers; the reply is the set it had before (to close)."""
+
+    connections: Any
+    reply: asyncio.Future[Any]
+
+
+@dataclass
 class ResumeQueue:
     """Start the next queued prompt if nothing runs (queued prompts restored after a restart)."""
 
@@ -155,6 +163,7 @@ class Shutdown:
 
 SessionCommand = (
     Prompt
+    | AttachMcp
     | Interject
     | Cancel
     | Compact

@@ -51,6 +51,7 @@ from server.config import PermissionMode
 from server.loop.outcome import OutcomeKind, stop_reason
 from server.session.actor import SessionActor
 from server.session.commands import (
+    AttachMcp,
     Cancel,
     Compact,
     GoalClear,
@@ -65,6 +66,7 @@ from server.session.commands import (
     SetAgent,
     SetMode,
 )
+from server.tools.mcp import McpConnections, McpError, parse_specs
 from server.transport.client_hooks import STOP_HOOK_METHOD, ClientStopHook
 from server.transport.guards import check_prompt_size, limit_exceeded
 from server.transport.rpc import CallContext, Method
@@ -138,7 +140,7 @@ async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, An
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": {"http": True, "sse": False},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         "authMethods": [],
@@ -204,10 +206,43 @@ async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, A
         )
     meta = _agentd_meta(params.meta)
     agent = _known_agent(ctx, meta["agent"], "_meta.agentd.agent") if "agent" in meta else "default"
-    actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal, agent=agent)
+    mcp = await _start_mcp(ctx, params.mcp_servers)  # first: a server that fails creates nothing
+    try:
+        actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal, agent=agent)
+    except BaseException:
+        if mcp is not None:
+            await mcp.close()
+        raise
+    if mcp is not None:
+        await _attach_mcp(actor, mcp)
     if ctx.connection is not None:
         await _attach_with_replay(ctx, actor, replay=False)
     return {"sessionId": actor.id, "modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
+
+
+async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]]) -> McpConnections | None:
+    """Connect the requested MCP servers (R-T9); a bad spec or a server that does not
+    start is an invalid-params error naming it."""
+    if not raw:
+        return None
+    try:
+        specs = parse_specs(raw)
+    except ValueError as exc:
+        raise RpcError.invalid_params(f"Invalid params: {exc}") from None
+    conns = McpConnections(specs, ctx.state.settings.home / "logs")
+    try:
+        await conns.start()
+    except McpError as exc:
+        raise RpcError.invalid_params(f"Invalid params: mcpServers: {exc}", {"kind": "mcp_spawn"}) from None
+    return conns
+
+
+async def _attach_mcp(actor: SessionActor, conns: McpConnections) -> None:
+    reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    actor.send(AttachMcp(conns, reply))
+    previous = await reply
+    if previous is not None:
+        await previous.close()
 
 
 async def session_set_config_option(ctx: CallContext, params: SetConfigOptionParams) -> dict[str, Any]:
@@ -392,6 +427,10 @@ async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[
 
 async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     actor = await _session(ctx, params.session_id)
+    # New servers replace the session's; none keeps what another client connected.
+    mcp = await _start_mcp(ctx, params.mcp_servers)
+    if mcp is not None:
+        await _attach_mcp(actor, mcp)
     await _attach_with_replay(ctx, actor, replay=True)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 

@@ -1,0 +1,42 @@
+"""A small MCP server for the tests (stdio by default; `app()` for streamable HTTP)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("calc")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def peek() -> str:
+    """Report the server's CALC_GREETING environment variable (read-only)."""
+    return os.environ.get("CALC_GREETING", "no greeting")
+
+
+@server.tool()
+def boom() -> str:
+    """Always fails."""
+    raise ValueError("it broke")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--crash":
+        sys.exit("calc: refusing to start")
+    if len(sys.argv) > 2 and sys.argv[1] == "--http":  # streamable HTTP on 127.0.0.1:PORT/mcp
+        import uvicorn
+
+        uvicorn.run(
+            server.streamable_http_app(), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning"
+        )
+    else:
+        server.run()
