@@ -290,7 +290,11 @@ def repair_dangling_tool_calls(messages: list[Message]) -> tuple[list[ToolCall],
     """Tool calls without results (the server died mid-tool) get synthesised
     "interrupted" results, right after their own step, so the next request is
     well-formed. Mutates `messages`; returns the repaired calls and the first index that
-    changed (None when nothing did)."""
+    changed (None when nothing did).
+
+    Not `_synthesize_missing`: a result stored anywhere counts as an answer here, so a
+    misplaced one is left for the per-request repair (c) to move and report, rather than
+    shadowed by a stored "interrupted" duplicate."""
     answered = {m.tool_call_id for m in messages if m.role == "tool"}
     out: list[Message] = []
     dangling: list[ToolCall] = []

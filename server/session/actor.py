@@ -1004,7 +1004,7 @@ class SessionActor:
             self._services.metrics.observe_event(kind, payload)
         if ended_partial and self._checkpointed:
             # Same commit as the final text: the store never holds both, or neither.
-            self._checkpoint_partials(reschedule=False)
+            self._checkpoint_partials(from_timer=False)
 
     def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
         if kind in (EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK):
@@ -1028,10 +1028,10 @@ class SessionActor:
         delay = max(0.0, self._last_checkpoint + PARTIAL_CHECKPOINT_INTERVAL_S - loop.time())
         self._checkpoint_timer = loop.call_later(delay, self._checkpoint_partials)
 
-    def _checkpoint_partials(self, *, reschedule: bool = True) -> None:
+    def _checkpoint_partials(self, *, from_timer: bool = True) -> None:
         """Write the streamed-so-far text of in-flight messages to the session row (or
         clear it): after a crash it becomes those messages' final, interrupted text."""
-        if reschedule:
+        if from_timer:  # the periodic checkpoint (else: a final text just cleared one)
             self._checkpoint_timer = None
             self._last_checkpoint = asyncio.get_running_loop().time()
         if not self._partial and not self._checkpointed:
@@ -1055,12 +1055,10 @@ class SessionActor:
         for mid, (kind, text) in partials:
             thought = kind is EventKind.AGENT_THOUGHT_CHUNK
             final = EventKind.AGENT_THOUGHT if thought else EventKind.AGENT_MESSAGE
-            self._partial.pop(mid, None)
+            # emit() ends the in-flight entry and updates the checkpoint with it.
             self.emit(final, {"messageId": mid, "text": text, "interrupted": True})
             if final is EventKind.AGENT_MESSAGE and text:
                 self.conversation.append(Message(role="assistant", content=text))
-        if self._checkpointed:
-            self._checkpoint_partials(reschedule=False)
 
     def remember_outcome(self, request_id: str, done: PromptDone) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
