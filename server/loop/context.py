@@ -26,6 +26,7 @@ from server.providers.base import Provider
 from server.session.events import EventKind
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
+from server.tools.client_bridge import ClientBridge
 from server.tools.hooks import PreToolHook, StopHook
 from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
@@ -190,6 +191,7 @@ class TurnContext:
     # Every toolCallId the session has used on the wire: a provider that reuses ids
     # (`call_0` every step) must not make two ACP tool calls look like one.
     used_tool_call_ids: set[str] = field(default_factory=set)
+    client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
 
     def rotate_lane(self) -> bool:
         """Move to the next provider lane; False when there is none."""

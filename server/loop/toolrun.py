@@ -246,6 +246,7 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         interrupted=ctx.interrupted,
         background=ctx.background,
         todos=ctx.todos,
+        client=ctx.client,
     )
     try:
         if slot.tool.access is Access.WRITE:

@@ -82,6 +82,7 @@ from server.session.local_commands import (
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
+from server.tools.client_bridge import ClientBridge
 from server.tools.hooks import HooksConfig, StopHook
 from server.tools.mcp import McpConnections
 from server.tools.permissions import Remembered
@@ -541,6 +542,7 @@ class SessionActor:
             limits=self._services.limits,
             stop_hooks=[*self._services.hooks.stop, *self._client_hooks.values()],
             used_tool_call_ids=self._tool_call_ids,
+            client=self._client_bridge(cmd.origin),
         )
         if local is not None:
             command, arg = local
@@ -573,6 +575,23 @@ class SessionActor:
         finally:
             # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
             self.send(TurnFinished(ctx.turn_id))
+
+    def _client_bridge(self, origin: str | None) -> ClientBridge | None:
+        """The prompting client's files and terminal, if it offered them (R-T6); a prompt
+        from no attached client (HTTP, a restart) works on the server's own."""
+        sink = next((s for s in self.hub.sinks if s.id == origin), None) if origin else None
+        caps = getattr(sink, "client_capabilities", None)
+        request = getattr(sink, "request", None)
+        if caps is None or request is None:
+            return None
+        bridge = ClientBridge(
+            request,
+            self.id,
+            can_read=caps.fs.read_text_file,
+            can_write=caps.fs.write_text_file,
+            can_terminal=caps.terminal,
+        )
+        return bridge if bridge.can_read or bridge.can_write or bridge.can_terminal else None
 
     def snapshot(self) -> dict[str, Any]:
         """The live state a (re)attaching client renders at once (R-E3)."""

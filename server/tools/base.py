@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from server.tools.background import BackgroundTasks
+    from server.tools.client_bridge import ClientBridge
     from server.tools.todo import TodoList
 
 
@@ -72,6 +73,8 @@ class ToolContext:
     background: BackgroundTasks | None = None
     # The session's todo list (`todo_write`, TodoGate).
     todos: TodoList | None = None
+    # The prompting editor's files and terminal, when it offered them (R-T6).
+    client: ClientBridge | None = None
 
 
 class Tool(Protocol):

@@ -158,6 +158,26 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
+async def _in_client_terminal(command: str, ctx: ToolContext, limit_s: float) -> ToolResult:
+    """The command runs in the editor's terminal (R-T6), with the same result shape."""
+    assert ctx.client is not None
+    text, rc, timed_out = await ctx.client.run_command(command, ctx.cwd, limit_s, OUTPUT_CAP * 4)
+    capped = _CappedOutput(OUTPUT_CAP)
+    capped.add(text)
+    body = capped.render().rstrip("\n") or "(no output)"
+    raw: dict[str, Any] = {"exitCode": rc, "terminal": "client"}
+    if timed_out:
+        raw["timedOut"] = True
+        return ToolResult(
+            output=f"{body}\n[timed out after {limit_s:g} s; the command was killed]",
+            is_error=True,
+            raw_output=raw,
+        )
+    if rc:
+        body += f"\n[exit code {rc}]"
+    return ToolResult(output=body, raw_output=raw)
+
+
 def _parse_timeout(args: dict[str, Any]) -> float:
     value = args.get("timeout")
     if value is None:
@@ -235,6 +255,8 @@ class Bash:
                 command, ctx.cwd, timeout if args.get("timeout") is not None else None
             )
             return ToolResult(output=f"started background task {task_id}", raw_output={"taskId": task_id})
+        if ctx.client is not None and ctx.client.can_terminal:
+            return await _in_client_terminal(command, ctx, timeout)
 
         out = _CappedOutput(OUTPUT_CAP)
         loop = asyncio.get_running_loop()

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import re
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -170,7 +172,11 @@ class ReadFile:
         user_limit = _opt_int_arg(args, "limit")
         limit = min(user_limit or READ_MAX_LINES, READ_MAX_LINES)
         disp = display_path(ctx.cwd, path)
-        output, raw = await asyncio.to_thread(self._read, path, disp, offset, limit, user_limit)
+        if ctx.client is not None and ctx.client.can_read:  # the editor's buffer, saved or not
+            text = await ctx.client.read_text_file(path)
+            output, raw = _render_lines(io.StringIO(text, newline=""), disp, offset, limit, user_limit)
+        else:
+            output, raw = await asyncio.to_thread(self._read, path, disp, offset, limit, user_limit)
         return ToolResult(output=output, locations=[{"path": str(path), "line": offset}], raw_output=raw)
 
     @staticmethod
@@ -183,29 +189,9 @@ class ReadFile:
             with open(path, "rb") as fb:
                 if _is_binary(fb.read(_BINARY_SNIFF_BYTES)):
                     raise ToolError(f"{disp} looks like a binary file; read_file only reads text")
-            out: list[str] = []
-            size = 0
-            lineno = 0
-            stopped: str | None = None  # why output stopped before the end of the file
             # newline="" keeps "\r\n" intact so we can strip exactly the terminator.
             with open(path, encoding="utf-8", newline="") as f:
-                for lineno, line in enumerate(f, 1):  # lineno outlives the loop: the line count
-                    if lineno < offset:
-                        continue
-                    if len(out) >= limit:
-                        stopped = "limit"
-                        break
-                    text = line.rstrip("\r\n")
-                    if len(text) > READ_MAX_LINE_CHARS:
-                        extra = len(text) - READ_MAX_LINE_CHARS
-                        text = f"{text[:READ_MAX_LINE_CHARS]} [... line truncated, {extra} more characters]"
-                    rendered = f"{lineno:6d}\t{text}"
-                    cost = len(rendered.encode("utf-8")) + 1
-                    if size + cost > READ_MAX_BYTES and out:
-                        stopped = "bytes"
-                        break
-                    out.append(rendered)
-                    size += cost
+                return _render_lines(f, disp, offset, limit, user_limit)
         except FileNotFoundError:
             raise ToolError(f"file not found: {disp}") from None
         except UnicodeDecodeError:
@@ -213,25 +199,53 @@ class ReadFile:
         except OSError as exc:
             raise _os_error("read", disp, exc) from None
 
-        if not out:
-            if lineno == 0 and offset == 1:
-                return "(empty file)", {"lines": 0}
-            raise ToolError(f"offset {offset} is past the end of {disp}, which has {lineno} lines")
 
-        first = offset
-        last = offset + len(out) - 1
-        text = "\n".join(out)
-        if stopped is not None:
-            nxt = last + 1
-            if stopped == "limit" and user_limit is not None and user_limit <= READ_MAX_LINES:
-                text += f"\n[showing lines {first}-{last}; the file continues at line {nxt}]"
-            else:
-                cap = f"{READ_MAX_LINES} lines" if stopped == "limit" else f"{READ_MAX_BYTES // 1024} KiB"
-                text += (
-                    f"\n[output truncated at {cap}: showing lines {first}-{last}; "
-                    f"call read_file with offset={nxt} to read more]"
-                )
-        return text, {"lines": len(out), "truncated": stopped is not None}
+def _render_lines(
+    lines: Iterable[str], disp: str, offset: int, limit: int, user_limit: int | None
+) -> tuple[str, dict[str, Any]]:
+    """read_file's output: numbered lines from `offset`, within the line and byte caps,
+    with a note saying where to go on. Shared by disk reads and the client's buffers."""
+    out: list[str] = []
+    size = 0
+    lineno = 0
+    stopped: str | None = None  # why output stopped before the end of the file
+    for lineno, line in enumerate(lines, 1):  # lineno outlives the loop: the line count
+        if lineno < offset:
+            continue
+        if len(out) >= limit:
+            stopped = "limit"
+            break
+        text = line.rstrip("\r\n")
+        if len(text) > READ_MAX_LINE_CHARS:
+            extra = len(text) - READ_MAX_LINE_CHARS
+            text = f"{text[:READ_MAX_LINE_CHARS]} [... line truncated, {extra} more characters]"
+        rendered = f"{lineno:6d}\t{text}"
+        cost = len(rendered.encode("utf-8")) + 1
+        if size + cost > READ_MAX_BYTES and out:
+            stopped = "bytes"
+            break
+        out.append(rendered)
+        size += cost
+
+    if not out:
+        if lineno == 0 and offset == 1:
+            return "(empty file)", {"lines": 0}
+        raise ToolError(f"offset {offset} is past the end of {disp}, which has {lineno} lines")
+
+    first = offset
+    last = offset + len(out) - 1
+    text = "\n".join(out)
+    if stopped is not None:
+        nxt = last + 1
+        if stopped == "limit" and user_limit is not None and user_limit <= READ_MAX_LINES:
+            text += f"\n[showing lines {first}-{last}; the file continues at line {nxt}]"
+        else:
+            cap = f"{READ_MAX_LINES} lines" if stopped == "limit" else f"{READ_MAX_BYTES // 1024} KiB"
+            text += (
+                f"\n[output truncated at {cap}: showing lines {first}-{last}; "
+                f"call read_file with offset={nxt} to read more]"
+            )
+    return text, {"lines": len(out), "truncated": stopped is not None}
 
 
 class WriteFile:
@@ -271,7 +285,11 @@ class WriteFile:
             data = content.encode("utf-8")
         except UnicodeEncodeError as exc:  # lone surrogates from a bad JSON escape
             raise ToolError(f"content is not encodable as UTF-8: {exc}") from None
-        old = await asyncio.to_thread(self._write, path, disp, data)
+        if ctx.client is not None and ctx.client.can_write:
+            old = await ctx.client.read_text_file(path) if ctx.client.can_read else None
+            await ctx.client.write_text_file(path, content)
+        else:
+            old = await asyncio.to_thread(self._write, path, disp, data)
         verb = "Created" if old is None else "Wrote"
         return ToolResult(
             output=f"{verb} {disp} ({len(data)} bytes)",
@@ -344,7 +362,12 @@ class EditFile:
         if old_string == new_string:
             raise ToolError("old_string and new_string are identical; nothing to change")
         disp = display_path(ctx.cwd, path)
-        old_text, new_text, line = await asyncio.to_thread(self._edit, path, disp, old_string, new_string)
+        if ctx.client is not None and ctx.client.can_read and ctx.client.can_write:
+            old_text = await ctx.client.read_text_file(path)
+            new_text, line = _replace_once(old_text, disp, old_string, new_string)
+            await ctx.client.write_text_file(path, new_text)
+        else:
+            old_text, new_text, line = await asyncio.to_thread(self._edit, path, disp, old_string, new_string)
         return ToolResult(
             output=f"Edited {disp}: replaced 1 occurrence at line {line}",
             content=[_diff(path, old_text, new_text)],
@@ -369,25 +392,32 @@ class EditFile:
         except UnicodeDecodeError:
             raise ToolError(f"{disp} is not valid UTF-8 text; edit_file only edits text") from None
 
-        hits = _find_all(text, old_string)
-        if not hits:
-            raise ToolError(f"no match for old_string in {disp}. {_no_match_hint(text, old_string)}")
-        if len(hits) > 1:
-            lines = sorted({_line_of(text, i) for i in hits})
-            shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
-            raise ToolError(
-                f"old_string matches {len(hits)} times in {disp} (lines {shown}); it must match exactly "
-                "once. Add more surrounding context to old_string to pick the right occurrence."
-            )
-        start = hits[0]
-        new_text = text[:start] + new_string + text[start + len(old_string) :]
+        new_text, line = _replace_once(text, disp, old_string, new_string)
         try:
             _atomic_write(path, new_text.encode("utf-8"))
         except UnicodeEncodeError as exc:
             raise ToolError(f"new_string is not encodable as UTF-8: {exc}") from None
         except OSError as exc:
             raise _os_error("write", disp, exc) from None
-        return text, new_text, _line_of(text, start)
+        return text, new_text, line
+
+
+def _replace_once(text: str, disp: str, old_string: str, new_string: str) -> tuple[str, int]:
+    """`text` with its one occurrence of `old_string` replaced, and that line; a miss or
+    an ambiguous match is a ToolError that tells the model how to fix its call."""
+    hits = _find_all(text, old_string)
+    if not hits:
+        raise ToolError(f"no match for old_string in {disp}. {_no_match_hint(text, old_string)}")
+    if len(hits) > 1:
+        lines = sorted({_line_of(text, i) for i in hits})
+        shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+        raise ToolError(
+            f"old_string matches {len(hits)} times in {disp} (lines {shown}); it must match exactly "
+            "once. Add more surrounding context to old_string to pick the right occurrence."
+        )
+    start = hits[0]
+    new_text = text[:start] + new_string + text[start + len(old_string) :]
+    return new_text, _line_of(text, start)
 
 
 def _no_match_hint(text: str, old_string: str) -> str:

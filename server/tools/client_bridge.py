@@ -1,0 +1,74 @@
+"""File and shell access through the prompting ACP client (R-T6).
+
+An editor that advertises `fs.readTextFile` / `fs.writeTextFile` / `terminal` gets the
+agent's reads, writes and commands: the agent then sees unsaved buffers and the user sees
+the commands in the editor's terminal. Paths are confined to the workspace before they
+are sent, exactly as for local access; permissions are asked as always.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server.tools.base import ToolError
+
+Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass
+class ClientBridge:
+    request: Request
+    session_id: str
+    can_read: bool = False
+    can_write: bool = False
+    can_terminal: bool = False
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        try:
+            return await self.request(method, {"sessionId": self.session_id, **params})
+        except Exception as exc:  # the client refused or went away: the model reads why
+            raise ToolError(f"the client could not {method}: {exc}") from None
+
+    async def read_text_file(self, path: Path) -> str:
+        result = await self._call("fs/read_text_file", {"path": str(path)})
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise ToolError("the client answered fs/read_text_file without content")
+        return content
+
+    async def write_text_file(self, path: Path, content: str) -> None:
+        await self._call("fs/write_text_file", {"path": str(path), "content": content})
+
+    async def run_command(
+        self, command: str, cwd: Path, limit_s: float, output_limit: int
+    ) -> tuple[str, int | None, bool]:
+        """Run `command` in the client's terminal; (output, exit code or None, timed out)."""
+        created = await self._call(
+            "terminal/create",
+            {
+                "command": "/bin/bash",
+                "args": ["-c", command],
+                "cwd": str(cwd),
+                "outputByteLimit": output_limit,
+            },
+        )
+        terminal = {"terminalId": created["terminalId"]}
+        timed_out = False
+        try:
+            try:
+                async with asyncio.timeout(limit_s):
+                    await self._call("terminal/wait_for_exit", terminal)
+            except TimeoutError:
+                timed_out = True
+                await self._call("terminal/kill", terminal)
+            out = await self._call("terminal/output", terminal)
+        finally:
+            with contextlib.suppress(Exception):  # cancelled or not, the client frees it
+                await asyncio.shield(self._call("terminal/release", terminal))
+        status = out.get("exitStatus") or {}
+        return str(out.get("output", "")), status.get("exitCode"), timed_out
