@@ -1,6 +1,7 @@
 """Validate captured ACP frames against the pinned ACP JSON Schema (for end-to-end tests).
 
-The schema (`<root>/shared/acp/schema-v1.json`, or `$AGENTD_ACP_SCHEMA`) tags each method's
+The schema (`tests/support/acp/schema-v1.json`, pinned in the repository, or
+`$AGENTD_ACP_SCHEMA`) tags each method's
 request/notification/response definition with `x-method` and `x-side` (the side that
 *handles* the method). A frame is checked against the definition of its own method — never
 against the top-level `anyOf`, which does not tie params to the method. The schema allows
@@ -60,12 +61,11 @@ class AcpSchemaError(AssertionError):
 
 
 def schema_path() -> Path:
-    """The pinned schema: `$AGENTD_ACP_SCHEMA`, else `<root>/shared/acp/schema-v1.json`."""
+    """The pinned schema: `$AGENTD_ACP_SCHEMA`, else the copy in `tests/support/acp/`."""
     override = os.environ.get(SCHEMA_ENV)
     if override:
         return Path(override)
-    # tests/ → main/ → <root>/
-    return Path(__file__).resolve().parents[2] / "shared" / "acp" / "schema-v1.json"
+    return Path(__file__).resolve().parent / "support" / "acp" / "schema-v1.json"
 
 
 def _join(path: str, part: str | int) -> str:

@@ -297,7 +297,7 @@ def test_validators_are_cached(v: AcpValidator) -> None:
 def test_schema_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SCHEMA_ENV, raising=False)
     default = schema_path()
-    assert default.is_file() and default.parts[-3:] == ("shared", "acp", "schema-v1.json")
+    assert default.is_file() and default.parts[-4:] == ("tests", "support", "acp", "schema-v1.json")
 
     copied = tmp_path / "acp.json"
     shutil.copy(default, copied)
