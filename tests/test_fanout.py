@@ -121,14 +121,30 @@ async def stalled_client(base_url: str, session_id: str) -> RawWs:
             return ws
 
 
-async def read_all(ws: RawWs, within: float = 1.0) -> list[dict[str, Any]]:
-    """Everything the server has sent, until nothing arrives for `within` seconds."""
+async def read_through(ws: RawWs, request_id: int, method: str = "session/list") -> list[dict[str, Any]]:
+    """Everything the server sent before its answer to a marker request sent now: the
+    answer is queued behind every frame already queued for this client, so reading up to
+    it is a deterministic "read all" (no waiting for silence). Bounded, never a hang."""
+    await ws.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}})
     out: list[dict[str, Any]] = []
-    while True:
-        try:
-            out.append(await asyncio.wait_for(ws.recv(), within))
-        except TimeoutError:
-            return out
+    async with asyncio.timeout(60):
+        while True:
+            msg = await ws.recv()
+            if msg.get("id") == request_id and "method" not in msg:
+                assert "result" in msg, msg
+                return out
+            out.append(msg)
+
+
+async def read_until_answer(ws: RawWs, request_id: int) -> list[dict[str, Any]]:
+    """Frames up to and including the answer to `request_id` (sent by the caller)."""
+    out: list[dict[str, Any]] = []
+    async with asyncio.timeout(60):
+        while True:
+            msg = await ws.recv()
+            out.append(msg)
+            if msg.get("id") == request_id and "method" not in msg:
+                return out
 
 
 async def test_stalled_client_does_not_slow_others_and_resyncs(server_factory: Any, workspace: Path) -> None:
@@ -138,53 +154,63 @@ async def test_stalled_client_does_not_slow_others_and_resyncs(server_factory: A
     )
     async with server_factory(provider, client_buffer_frames=20) as server:
         alice = await server.client()
-        sid = await new_session(alice, workspace)
         bob = await server.client()
-        await bob.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
-        stalled = await stalled_client(server.base_url, sid)
+        stalled: RawWs | None = None
+        try:
+            sid = await new_session(alice, workspace)
+            await bob.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
+            stalled = await stalled_client(server.base_url, sid)
+            await _exercise(server, alice, bob, stalled, sid)
+        finally:
+            # A raw socket left open would keep the server's writer blocked at shutdown.
+            if stalled is not None:
+                stalled.close()
+            await alice.close()
+            await bob.close()
 
-        result = await asyncio.wait_for(alice.call("session/prompt", text_prompt(sid, "a lot")), 60)
-        assert result["stopReason"] == "end_turn"
-        await until(has_turn_ended(bob, sid))
-        mid = next(
-            f["params"]["update"]["messageId"]
-            for f in alice.frames
-            if isinstance(f, dict)
-            and f.get("method") == "session/update"
-            and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-        )
-        for c in (alice, bob):
-            assert message_text(c.frames, sid, mid) == BIG, "a healthy client lost text"
-        seqs = await stored_seqs(server, sid)
-        assert durable_seqs(bob.frames, sid) == seqs
 
-        # The stalled client finally reads.
-        frames = await read_all(stalled)
-        resyncs = [f for f in frames if f.get("method") == RESYNC]
-        assert len(resyncs) == 1, "the stalled client must be told to resync"
-        last = resyncs[0]["params"]["lastSeq"]
-        assert resyncs[0]["params"]["sessionId"] == sid
-        assert 0 <= last < seqs[-1]
-        got = durable_seqs(frames, sid)
-        # Everything up to lastSeq reached it (before or after the notice), nothing beyond.
-        assert got == [s for s in seqs if s <= last], "lastSeq does not match what was delivered"
+async def _exercise(server: Any, alice: Any, bob: Any, stalled: RawWs, sid: str) -> None:
+    result = await asyncio.wait_for(alice.call("session/prompt", text_prompt(sid, "a lot")), 60)
+    assert result["stopReason"] == "end_turn"
+    await until(has_turn_ended(bob, sid))
+    mid = next(
+        f["params"]["update"]["messageId"]
+        for f in alice.frames
+        if isinstance(f, dict)
+        and f.get("method") == "session/update"
+        and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+    for c in (alice, bob):
+        assert message_text(c.frames, sid, mid) == BIG, "a healthy client lost text"
+    seqs = await stored_seqs(server, sid)
+    assert durable_seqs(bob.frames, sid) == seqs
 
-        # Re-attach from lastSeq: the continuation is exactly the rest, then live traffic.
-        start = len(frames)
-        req = {"jsonrpc": "2.0", "id": 3, "method": ATTACH, "params": {"sessionId": sid, "afterSeq": last}}
-        await stalled.send(req)
-        frames += await read_all(stalled)
-        assert any(f.get("id") == 3 and "result" in f for f in frames[start:])
-        rest = durable_seqs(frames[start:], sid)
-        assert rest == [s for s in seqs if s > last]
-        # The stalled client's reconstruction of the big message equals the final text.
-        assert message_text(frames, sid, mid) == BIG
+    # The stalled client finally reads (everything queued for it, up to a marker's answer).
+    frames = await read_through(stalled, 10)
+    resyncs = [f for f in frames if f.get("method") == RESYNC]
+    assert len(resyncs) == 1, "the stalled client must be told to resync"
+    last = resyncs[0]["params"]["lastSeq"]
+    assert resyncs[0]["params"]["sessionId"] == sid
+    assert 0 <= last < seqs[-1]
+    got = durable_seqs(frames, sid)
+    # Everything up to lastSeq reached it (before or after the notice), nothing beyond.
+    assert got == [s for s in seqs if s <= last], "lastSeq does not match what was delivered"
 
-        await alice.call("session/prompt", text_prompt(sid, "more"))
-        frames += await read_all(stalled)
-        assert durable_seqs(frames[start:], sid) == [s for s in await stored_seqs(server, sid) if s > last]
-        assert not any(f.get("method") == RESYNC for f in frames[start:])
-        assert all(is_durable(f) or "seq" not in (f.get("params") or {}) for f in frames)
-        stalled.close()
-        await alice.close()
-        await bob.close()
+    # Re-attach from lastSeq: the continuation is exactly the rest, then live traffic.
+    start = len(frames)
+    req = {"jsonrpc": "2.0", "id": 3, "method": ATTACH, "params": {"sessionId": sid, "afterSeq": last}}
+    await stalled.send(req)
+    frames += await read_until_answer(stalled, 3)
+    assert "result" in frames[-1], frames[-1]
+    rest = durable_seqs(frames[start:], sid)
+    assert rest == [s for s in seqs if s > last]
+    # The stalled client's reconstruction of the big message equals the final text.
+    assert message_text(frames, sid, mid) == BIG
+
+    await alice.call("session/prompt", text_prompt(sid, "more"))
+    # The turn's events were delivered before alice's answer (the drain barrier), so a
+    # marker sent now is answered after them.
+    frames += await read_through(stalled, 11)
+    assert durable_seqs(frames[start:], sid) == [s for s in await stored_seqs(server, sid) if s > last]
+    assert not any(f.get("method") == RESYNC for f in frames[start:])
+    assert all(is_durable(f) or "seq" not in (f.get("params") or {}) for f in frames)
