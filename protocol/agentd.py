@@ -71,5 +71,17 @@ class HooksRegisterParams(Wire):
     events: list[str] = Field(default_factory=lambda: ["stop"])
 
 
+PERMISSION_RESPOND = "_agentd/permission/respond"
+
+
+class PermissionRespondParams(Wire):
+    """Answers a pending `session/request_permission` without a WebSocket (e.g. over
+    `POST /rpc`, having seen the `permission_requested` event on the SSE stream)."""
+
+    session_id: str
+    request_id: str = Field(min_length=1)
+    option_id: str = Field(min_length=1)
+
+
 class SessionParams(Wire):
     session_id: str

@@ -1173,15 +1173,30 @@ class SessionActor:
                 return
             outcome = parsed.outcome
             if outcome.outcome == "cancelled":
-                answer = PermissionAnswer("cancelled")
-            else:
-                kinds = {o["optionId"]: o["kind"] for o in pending.options}
-                kind = kinds.get(outcome.option_id)
-                if kind is None:
-                    log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
-                    return
-                answer = PermissionAnswer("selected", kind)
-            if not pending.future.done():
-                pending.future.set_result(answer)
+                if not pending.future.done():
+                    pending.future.set_result(PermissionAnswer("cancelled"))
+                return
+            if self.answer_permission(pending.id, outcome.option_id) is None:
+                log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
 
         pending.asked[sink.id] = asyncio.create_task(ask_one())
+
+    def answer_permission(self, request_id: str, option_id: str) -> bool | None:
+        """An answer to a pending permission request, from any client (WebSocket, or
+        `_agentd/permission/respond` over HTTP). The first answer wins: True if this one
+        did, False if the request is unknown or already answered, None for an option the
+        request does not offer (a bad answer, not an answer)."""
+        pending = self._permissions.get(request_id)
+        if pending is None or pending.future.done():
+            return False
+        kinds = {o["optionId"]: o["kind"] for o in pending.options}
+        kind = kinds.get(option_id)
+        if kind is None:
+            return None
+        pending.future.set_result(PermissionAnswer("selected", kind))
+        return True
+
+    def permission_options(self, request_id: str) -> list[str] | None:
+        """The option ids a pending request offers (None when it is not pending)."""
+        pending = self._permissions.get(request_id)
+        return None if pending is None else [o["optionId"] for o in pending.options]

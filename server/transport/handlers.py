@@ -33,6 +33,7 @@ from protocol.agentd import (
     GOAL_SET,
     HOOKS_REGISTER,
     INTERJECT,
+    PERMISSION_RESPOND,
     QUEUE_OPS,
     SEND_NOW,
     USAGE_GET,
@@ -42,6 +43,7 @@ from protocol.agentd import (
     GoalSetParams,
     HooksRegisterParams,
     InterjectParams,
+    PermissionRespondParams,
     QueueOpParams,
     SessionParams,
 )
@@ -100,6 +102,7 @@ EXTENSIONS: list[str] = [
     HOOKS_REGISTER,
     "_agentd/event",
     "_agentd/permission/resolved",
+    PERMISSION_RESPOND,
 ]
 
 
@@ -580,6 +583,27 @@ async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
     return {"sessionId": actor.id, "session": actor.usage.to_dict()}
 
 
+async def permission_respond(ctx: CallContext, params: PermissionRespondParams) -> dict[str, Any]:
+    """First answer wins, as among WebSocket clients; every client then gets
+    `_agentd/permission/resolved`."""
+    actor = await _session(ctx, params.session_id)
+    won = actor.answer_permission(params.request_id, params.option_id)
+    if won is None:
+        offered = ", ".join(actor.permission_options(params.request_id) or [])
+        raise RpcError.invalid_params(
+            f"Invalid params: optionId {params.option_id!r} is not offered by {params.request_id} "
+            f"(one of {offered})",
+            [{"path": "optionId", "message": f"one of {offered}"}],
+        )
+    if not won:
+        raise RpcError.invalid_params(
+            f"Invalid params: no pending permission request {params.request_id} in this session "
+            "(already answered, cancelled, or never asked)",
+            [{"path": "requestId", "message": "not pending"}],
+        )
+    return {"outcome": "selected", "optionId": params.option_id}
+
+
 METHODS: dict[str, Method] = {
     ENQUEUE: Method(EnqueueParams, prompt_enqueue),
     SEND_NOW: Method(EnqueueParams, prompt_send_now),
@@ -598,6 +622,7 @@ METHODS: dict[str, Method] = {
     USAGE_GET: Method(SessionParams, usage_get),
     COMPACT: Method(SessionParams, session_compact),
     INTERJECT: Method(InterjectParams, interject),
+    PERMISSION_RESPOND: Method(PermissionRespondParams, permission_respond),
     "initialize": Method(InitializeParams, initialize),
     "authenticate": Method(AuthenticateParams, authenticate),
     "session/new": Method(NewSessionParams, session_new),
