@@ -20,8 +20,12 @@ from typing import Any
 
 import websockets
 from rich.console import Console
+from rich.text import Text
+
+from server.terminal import Screen
 
 console = Console(highlight=False, soft_wrap=True)
+screen = Screen(console)
 
 ANSWERS = {"y": "allow_once", "yes": "allow_once", "a": "allow_always", "always": "allow_always",
            "n": "reject_once", "no": "reject_once"}  # fmt: skip
@@ -29,20 +33,7 @@ ANSWERS = {"y": "allow_once", "yes": "allow_once", "a": "allow_always", "always"
 
 def show_update(update: dict[str, Any]) -> None:
     """One `session/update`, rendered for a terminal (shared with `agentd demo`)."""
-    kind = update["sessionUpdate"]
-    if kind == "agent_message_chunk":
-        console.print(update["content"]["text"], end="")
-    elif kind == "agent_thought_chunk":
-        console.print(f"[dim italic]{update['content']['text']}[/]", end="")
-    elif kind == "tool_call":
-        console.print(f"\n[cyan]▶ {update['title']}[/] [dim]({update['kind']})[/]")
-    elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
-        mark = "[green]✓[/]" if update["status"] == "completed" else "[red]✗[/]"
-        text = next(
-            (c["content"]["text"] for c in update.get("content", []) if c.get("type") == "content"), ""
-        )
-        first = text.strip().splitlines()[:6]
-        console.print(f"  {mark} " + "\n    ".join(line for line in first))
+    screen.update(update)
 
 
 class ChatClient:
@@ -88,7 +79,7 @@ class ChatClient:
                     self.permission.set_result("")
             elif msg["method"] == "_agentd/event" and msg["params"]["kind"] == "turn_ended":
                 ev = msg["params"]["event"]
-                console.print(f"\n[dim]turn ended: {ev['outcome']} ({ev['stopReason']})[/]")
+                screen.line(f"turn ended: {ev['outcome']} ({ev['stopReason']})", style="dim")
             sys.stdout.flush()
         for fut in self._pending.values():
             if not fut.done():
@@ -96,14 +87,21 @@ class ChatClient:
 
     async def _ask_permission(self, msg: dict[str, Any]) -> None:
         call = msg["params"]["toolCall"]
-        console.print(f"\n[yellow]? allow {call.get('title')}?[/] [y]es once / [a]lways / [n]o: ", end="")
-        sys.stdout.flush()
-        self.permission = asyncio.get_running_loop().create_future()
-        answer = (await self.permission).strip().lower()
-        self.permission = None
-        if not answer:
-            return  # settled elsewhere
-        option = ANSWERS.get(answer, "reject_once")
+        title = str(call.get("title") or call.get("toolCallId") or "this tool call")
+        while True:
+            screen.line(Text.assemble(("? allow ", "yellow"), (title, "yellow"), ("? ", "yellow")))
+            # Text, not markup: "[y]" would be swallowed as a style tag.
+            console.print(Text("[y]es once / [a]lways / [n]o: "), end="")
+            sys.stdout.flush()
+            self.permission = asyncio.get_running_loop().create_future()
+            answer = (await self.permission).strip().lower()
+            self.permission = None
+            if not answer:
+                return  # settled elsewhere
+            option = ANSWERS.get(answer)
+            if option is not None:
+                break
+            screen.line(f"please answer y, a or n (not {answer!r})", style="red")
         await self.send({"id": msg["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}})
 
 
@@ -131,7 +129,7 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
     try:
         ws = await websockets.connect(url, additional_headers=headers, max_size=None)
     except (OSError, websockets.InvalidHandshake) as exc:
-        console.print(f"[red]agentd chat: cannot connect to {url}: {exc}[/]")
+        console.print(Text(f"agentd chat: cannot connect to {url}: {exc}", style="red"))
         return 2
     client = ChatClient(ws)
     reader = asyncio.create_task(client.read())
@@ -139,18 +137,19 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
     read_lines(lines, sys.stdin.readline)
     try:
         init = await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        console.print(f"[dim]connected to {init['agentInfo']['name']} {init['agentInfo']['version']}[/]")
+        info = init["agentInfo"]
+        console.print(Text(f"connected to {info['name']} {info['version']}", style="dim"))
         if session_id:
             await client.call("session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []})
             client.session_id = session_id
         else:
             new = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
             client.session_id = new["sessionId"]
-        console.print(f"[dim]session {client.session_id} — /quit to leave, /cancel stops a turn[/]")
+        screen.line(f"session {client.session_id} — /quit to leave, /cancel stops a turn", style="dim")
         sys.stdout.flush()
         return await _repl(client, lines)
     except ChatError as exc:
-        console.print(f"[red]agentd chat: {exc}[/]")
+        screen.line(f"agentd chat: {exc}", style="red")
         return 1
     finally:
         await ws.close()
@@ -169,9 +168,9 @@ async def _repl(client: ChatClient, lines: asyncio.Queue[str | None]) -> int:
         if turn is not None and turn.done():
             try:
                 result = turn.result()
-                console.print(f"[dim]stopReason: {result['stopReason']}[/]")
+                screen.line(f"stopReason: {result['stopReason']}", style="dim")
             except ChatError as exc:
-                console.print(f"\n[red]{exc}[/]")
+                screen.line(str(exc), style="red")
             sys.stdout.flush()
             turn = None
         if get is None or not get.done():
@@ -189,9 +188,21 @@ async def _repl(client: ChatClient, lines: asyncio.Queue[str | None]) -> int:
         if not line.strip():
             continue
         params = {"sessionId": client.session_id, "prompt": [{"type": "text", "text": line}]}
-        if turn is None:
+        command = line.strip()
+        if command == "/cancel":
+            if turn is None:
+                screen.line("no turn is running", style="dim")
+            else:
+                await client.send({"method": "session/cancel", "params": {"sessionId": client.session_id}})
+        elif turn is None:
             turn = asyncio.create_task(client.call("session/prompt", params))
-        elif line.strip() == "/cancel":
-            await client.send({"method": "session/cancel", "params": {"sessionId": client.session_id}})
+        elif command.startswith(("/", "!")):
+            # A local command or a shell line is not words for the running turn: it runs
+            # on its own once the turn is over.
+            queued = await client.call("_agentd/prompt/enqueue", params)
+            screen.line(
+                f"queued {command.split()[0]} (position {queued.get('position')}): runs after this turn",
+                style="dim",
+            )
         else:
             await client.call("_agentd/interject", params)

@@ -125,3 +125,85 @@ async def test_chat_with_a_token_and_without(server_factory, workspace: Path) ->
         assert await term.exit_code() == 0
         assert "hello there" in term.screen
         assert len(await server.app.state.agentd.store.list_sessions(owner="dana")) == 1  # the token's
+
+
+BRACKETS = "Use arr[i] and [/] or [red]this[/red] — [y]es."
+
+
+async def test_chat_survives_bracketed_text_and_asks_clearly(server_factory, workspace: Path) -> None:
+    """Issue 10 item 8: bracket-laden model text prints as typed and the chat goes on; the
+    permission question shows its [y]/[a]/[n]; an unknown answer asks again."""
+    provider = scripted(
+        {
+            "text": BRACKETS,
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "a[1].txt", "content": "x"}}],
+        },
+        {"text": "Second [/] answer."},
+        {"text": "Third."},
+    )
+    async with server_factory(provider) as server:
+        term = await Terminal.start("--url", ws_url(server.base_url), "--cwd", str(workspace))
+        await term.wait_for("/quit to leave")
+        await term.type("write it")
+        await term.wait_for("[y]es once / [a]lways / [n]o: ")
+        assert BRACKETS in term.screen
+        await term.type("maybe")
+        await term.wait_for("please answer y, a or n (not 'maybe')")
+        assert not (workspace / "a[1].txt").exists()
+        await term.type("y")
+        await term.wait_for("Second [/] answer.")
+        await term.wait_for("stopReason: end_turn")
+        await term.type("again")  # the chat still works after all that markup
+        await term.wait_for("Third.")
+        await term.wait_for("stopReason: end_turn", within=30)
+        await term.type("/quit")
+        assert await term.exit_code() == 0
+    assert (workspace / "a[1].txt").read_text() == "x"
+
+
+async def test_chat_cancel_without_a_turn_and_commands_during_a_turn(server_factory, workspace: Path) -> None:
+    """`/cancel` with nothing running is not sent to the model; a local command typed during
+    a turn is queued to run after it, not interjected as words for the model."""
+    provider = scripted({"text": "slow answer", "delay": 30}, {"text": "after"})
+    async with server_factory(provider) as server:
+        term = await Terminal.start("--url", ws_url(server.base_url), "--cwd", str(workspace))
+        await term.wait_for("/quit to leave")
+        await term.type("/cancel")
+        await term.wait_for("no turn is running")
+        sid = term.screen.split("session ", 1)[1].split()[0]
+        store = server.app.state.agentd.store
+        assert not [e for e in await store.read_events(sid, after_seq=0) if e.kind == "turn_started"]
+        await term.type("a long job")
+        manager = server.app.state.agentd.manager
+        async with asyncio.timeout(30):
+            while not any(a.running_turn_id for a in manager.live()):  # noqa: ASYNC110 - polls server state
+                await asyncio.sleep(0.02)
+        await term.type("/usage")
+        await term.wait_for("queued /usage")
+        actor = manager.live_actor(sid)
+        assert actor is not None and actor.queued == 1  # waiting behind the turn, not interjected
+        await term.type("/cancel")
+        await term.wait_for("stopReason: cancelled")
+        term.proc.stdin.close()
+        assert await term.exit_code() == 0
+        interjected = [e for e in await store.read_events(sid, after_seq=0) if e.kind == "interjection"]
+        assert not interjected
+
+
+async def test_chat_session_replay_shows_the_users_own_messages(server_factory, workspace: Path) -> None:
+    async with server_factory(scripted({"text": "An answer."})) as server:
+        term = await Terminal.start("--url", ws_url(server.base_url), "--cwd", str(workspace))
+        await term.wait_for("/quit to leave")
+        await term.type("my [own] question")
+        await term.wait_for("stopReason: end_turn")
+        await term.type("/quit")
+        assert await term.exit_code() == 0
+        sid = term.screen.split("session ", 1)[1].split()[0]
+        back = await Terminal.start(
+            "--url", ws_url(server.base_url), "--session", sid, "--cwd", str(workspace)
+        )
+        await back.wait_for(f"session {sid}")
+        await back.type("/quit")
+        assert await back.exit_code() == 0
+        assert "> my [own] question" in back.screen
+        assert back.screen.index("> my [own] question") < back.screen.index("An answer.")

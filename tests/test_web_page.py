@@ -145,3 +145,28 @@ async def test_the_page_connects_with_a_token_when_the_server_needs_one(
         await page.click("#send")
         await page.wait_for_selector(".msg.agent >> text=hello from a token session")
         assert len(await server.app.state.agentd.store.list_sessions(owner="erin")) == 1
+
+
+async def test_a_command_that_exits_non_zero_shows_as_failed(
+    server_factory, browser: Any, workspace: Path
+) -> None:
+    """Issue 10 item 8: a shell call that exited non-zero is a completed tool call for the
+    model but a failure for the reader."""
+    provider = scripted(
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo oops; exit 3"}, "id": "call_bad"}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo fine"}, "id": "call_ok"}]},
+        {"text": "Done."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        cli = await server.client()
+        sid = (await cli.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+        assert (await cli.call("session/prompt", text_prompt(sid, "run it")))["stopReason"] == "end_turn"
+        page = await browser.new_page()
+        await page.goto(server.base_url + f"/?session={sid}")
+        bad = page.locator('.tool[data-tool-call-id="call_bad"]')
+        await bad.wait_for()
+        await page.wait_for_selector('.tool[data-tool-call-id="call_ok"][data-status="completed"]')
+        assert await bad.get_attribute("data-status") == "failed"
+        assert await bad.get_attribute("data-exit-code") == "3"
+        assert "exit 3" in await bad.inner_text()
+        await cli.close()

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import websockets
+from rich.text import Text
 
 from server.app import create_app
-from server.chat import console, show_update
+from server.chat import screen, show_update
 from server.config import PermissionMode, ProviderName, Settings
 from server.embedded import serve_in_background
 
@@ -42,8 +43,14 @@ class DemoClient:
             show_update(params["update"])
         elif method == "session/request_permission":
             call = params["toolCall"]
-            console.print(
-                f"\n[yellow]? permission:[/] {call.get('title')} → [green]allow once[/] (demo auto-approves)"
+            screen.line(
+                Text.assemble(
+                    ("? permission: ", "yellow"),
+                    str(call.get("title")),
+                    " → ",
+                    ("allow once", "green"),
+                    " (demo auto-approves)",
+                )
             )
             await self.ws.send(
                 json.dumps(
@@ -57,7 +64,7 @@ class DemoClient:
         elif method == "_agentd/event":
             if params["kind"] == "turn_ended":
                 ev = params["event"]
-                console.print(f"\n[dim]turn ended: {ev['outcome']} ({ev['stopReason']})[/]")
+                screen.line(f"turn ended: {ev['outcome']} ({ev['stopReason']})", style="dim")
 
 
 async def run_demo(workspace: Path | None, prompt: str) -> int:
@@ -76,23 +83,22 @@ async def run_demo(workspace: Path | None, prompt: str) -> int:
             max_turns=None,
             permission_mode=PermissionMode.DEFAULT,
         )
-        console.print(f"[bold]agentd demo[/] — scripted provider, workspace {ws_dir}\n")
+        screen.line(Text.assemble(("agentd demo", "bold"), f" — scripted provider, workspace {ws_dir}\n"))
         async with serve_in_background(create_app(settings)) as base:
             url = base.replace("http://", "ws://") + "/acp"
             async with websockets.connect(url) as ws:
                 client = DemoClient(ws)
                 init = await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-                console.print(
-                    f"[dim]connected to {init['agentInfo']['name']} {init['agentInfo']['version']}[/]"
-                )
+                info = init["agentInfo"]
+                screen.line(f"connected to {info['name']} {info['version']}", style="dim")
                 session = await client.call("session/new", {"cwd": str(ws_dir), "mcpServers": []})
-                console.print(f"[dim]session {session['sessionId']}[/]\n")
-                console.print(f"[bold]> {prompt}[/]\n")
+                screen.line(f"session {session['sessionId']}\n", style="dim")
+                screen.line(f"> {prompt}\n", style="bold")
                 result = await client.call(
                     "session/prompt",
                     {"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": prompt}]},
                 )
-                console.print(f"\n[bold]stopReason:[/] {result['stopReason']}")
+                screen.line(Text.assemble("\n", ("stopReason: ", "bold"), result["stopReason"]))
                 files = sorted(p.name for p in ws_dir.iterdir())
-                console.print(f"[bold]workspace now holds:[/] {', '.join(files) or '(nothing)'}")
+                screen.line(Text.assemble(("workspace now holds: ", "bold"), ", ".join(files) or "(nothing)"))
         return 0 if result["stopReason"] == "end_turn" else 1
