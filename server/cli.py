@@ -198,6 +198,37 @@ def demo(
     raise typer.Exit(asyncio.run(run_demo(workspace, prompt)))
 
 
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise typer.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--listen")
+    return host.strip("[]"), int(port)
+
+
+@app.command()
+def acp(
+    listen: Annotated[
+        str | None,
+        typer.Option(help="Also serve HTTP/WebSocket on HOST:PORT (a web page or `agentd chat` can watch)"),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="Log level (logs go to stderr, never stdout)")] = "warning",
+) -> None:
+    """Speak ACP on stdin/stdout for an editor (Zed, JetBrains, Neovim): agentd in-process on
+    its settings (SQLite under AGENTD_HOME by default), one JSON-RPC message per line."""
+    from server.app import create_app
+    from server.auth import insecure_bind
+    from server.logs import configure_logging
+    from server.transport.stdio import serve_stdio
+
+    address = _host_port(listen) if listen else None
+    settings = _settings()
+    configure_logging(log_level, settings.log_format)  # a StreamHandler on stderr
+    if address is not None and (problem := insecure_bind(address[0], settings.auth)):
+        typer.echo(f"agentd: {problem}", err=True)
+        raise typer.Exit(2)
+    raise typer.Exit(asyncio.run(serve_stdio(create_app(settings), listen=address)))
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,138 @@
+"""`agentd acp`: ACP over stdin/stdout, the way editors launch their agents (Zed, JetBrains,
+Neovim plugins): newline-delimited JSON-RPC 2.0, one message per line, both directions.
+
+The same `Connection` that serves a WebSocket client serves the editor: `StdioChannel`
+gives it the two calls it uses (`receive_text`, `send_text`). Nothing but protocol may reach
+stdout, so the process's file descriptor 1 is pointed at stderr before anything runs and the
+protocol writes to a private duplicate of the original stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any, BinaryIO
+
+from starlette.websockets import WebSocketDisconnect
+
+from server.auth import LOCAL_PRINCIPAL
+from server.transport.connection import _CLOSE, Connection
+
+log = logging.getLogger(__name__)
+
+# A line longer than this cannot be one message within the frame limit (JSON escapes at most
+# sextuple a byte); past it the reader gives up on the line instead of buffering without end.
+_LINE_SLACK = 6
+
+
+class StdioChannel:
+    """A JSON-RPC message channel over a reader and a binary writer, one message per line."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def receive_text(self) -> str:
+        while True:
+            try:
+                line = await self._reader.readline()
+            except ValueError:  # a line over the reader's limit: answered as an invalid frame
+                return "\x00oversized"
+            if not line:
+                raise WebSocketDisconnect(code=1000)  # end of input: the editor went away
+            text = line.decode("utf-8", errors="replace").strip()
+            if text:
+                return text
+
+    async def send_text(self, text: str) -> None:
+        # The Connection's single writer task calls this, so lines never interleave; a slow
+        # reader on the other end backs up only that task (drain), never the event loop.
+        self._writer.write(text.encode() + b"\n")  # serialised JSON holds no raw newline
+        await self._writer.drain()
+
+
+class StdioConnection(Connection):
+    """End of input is how an editor (or a shell pipe) says it is done, not a crash: requests
+    already read are answered and their answers written before the connection closes
+    (bounded by the shutdown grace)."""
+
+    async def _close(self, writer: asyncio.Task[None]) -> None:
+        grace = self.state.settings.shutdown_grace_s
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=grace)
+        if not writer.done():
+            with contextlib.suppress(asyncio.QueueFull):
+                self._out.put_nowait(_CLOSE)  # the writer stops after everything queued before it
+                await asyncio.wait({writer}, timeout=grace)
+        await super()._close(writer)
+
+
+def protocol_stdout() -> BinaryIO:
+    """A private handle on the real stdout for the protocol; fd 1 then points at stderr, so a
+    stray print (or a library's banner) can never corrupt the message stream."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+async def stdio_pipes(out: BinaryIO, limit: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Non-blocking streams on stdin and the protocol's stdout."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return reader, writer
+
+
+@contextlib.asynccontextmanager
+async def running_app(app: Any, listen: tuple[str, int] | None) -> AsyncIterator[Any]:
+    """The app's state with its lifespan running; with `listen`, also served over HTTP and
+    WebSocket (a web page or `agentd chat` can watch the editor's sessions)."""
+    if listen is None:
+        async with app.router.lifespan_context(app):
+            yield app.state.agentd
+        return
+    from server.serve import server_for
+
+    server = server_for(app, host=listen[0], port=listen[1], log_level="warning")
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError(f"could not listen on {listen[0]}:{listen[1]}")
+            await asyncio.sleep(0.01)  # uvicorn offers no start-up event to await
+        log.info("also listening on http://%s:%d", listen[0], server.servers[0].sockets[0].getsockname()[1])
+        yield app.state.agentd
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def serve_stdio(app: Any, *, listen: tuple[str, int] | None = None) -> int:
+    """Serve one editor on stdin/stdout until it closes stdin (or SIGTERM/SIGINT)."""
+    out = protocol_stdout()
+    async with running_app(app, listen) as state:
+        reader, writer = await stdio_pipes(out, state.settings.max_frame_bytes * _LINE_SLACK)
+        channel = StdioChannel(reader, writer)
+        conn = StdioConnection(channel, state, state.dispatcher, principal=LOCAL_PRINCIPAL)
+        serving = asyncio.create_task(conn.serve())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, serving.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        if listen is None:
+            await state.drain()  # answer what is waiting and flush the log before leaving
+    return 0
