@@ -211,13 +211,33 @@ def acp(
         str | None,
         typer.Option(help="Also serve HTTP/WebSocket on HOST:PORT (a web page or `agentd chat` can watch)"),
     ] = None,
+    connect: Annotated[
+        str | None,
+        typer.Option(help="Relay to a shared agentd server instead (ws://host:port/acp or wss://…)"),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token for --connect [env AGENTD_TOKEN]", envvar="AGENTD_TOKEN")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="Log level (logs go to stderr, never stdout)")] = "warning",
 ) -> None:
     """Speak ACP on stdin/stdout for an editor (Zed, JetBrains, Neovim): agentd in-process on
-    its settings (SQLite under AGENTD_HOME by default), one JSON-RPC message per line."""
+    its settings (SQLite under AGENTD_HOME by default), or with --connect a relay to a shared
+    server that survives reconnects. One JSON-RPC message per line."""
+    from server.logs import configure_logging
+
+    if connect is not None:
+        from server.transport.bridge import check_url
+        from server.transport.stdio import bridge_stdio
+
+        if listen is not None:
+            raise typer.BadParameter("--listen serves a local agentd; it cannot go with --connect")
+        if problem := check_url(connect):
+            raise typer.BadParameter(problem, param_hint="--connect")
+        configure_logging(log_level, _settings().log_format)
+        raise typer.Exit(asyncio.run(bridge_stdio(connect, token)))
+
     from server.app import create_app
     from server.auth import insecure_bind
-    from server.logs import configure_logging
     from server.transport.stdio import serve_stdio
 
     address = _host_port(listen) if listen else None

@@ -94,9 +94,10 @@ def write_script(tmp_path: Path) -> Path:
     return path
 
 
-async def test_an_editor_runs_a_whole_session_over_stdio(tmp_path: Path, workspace: Path) -> None:
-    home, script = tmp_path / "home", write_script(tmp_path)
-    async with editor(home, script) as (conn, client, recorder, _):
+async def whole_session(open_editor: Any, workspace: Path) -> None:
+    """Initialize, new, a prompt with a permission answered, cancel, another prompt; then a
+    new editor process lists and loads the session with replay. `open_editor()` spawns one."""
+    async with open_editor() as (conn, client, recorder, _):
         sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
         done = await asyncio.wait_for(
             conn.prompt(session_id=sid, prompt=[text_block("write out.txt")]), 60
@@ -120,7 +121,7 @@ async def test_an_editor_runs_a_whole_session_over_stdio(tmp_path: Path, workspa
         recorder.assert_all_frames_valid()
 
     # The editor comes back later (a new process): the session is listed and loads with replay.
-    async with editor(home, script) as (conn, client, recorder, _):
+    async with open_editor() as (conn, client, recorder, _):
         listed = await conn.list_sessions()
         assert [s.session_id for s in listed.sessions] == [sid]
         await asyncio.wait_for(conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[]), 60)
@@ -129,6 +130,11 @@ async def test_an_editor_runs_a_whole_session_over_stdio(tmp_path: Path, workspa
         assert client.agent_text(sid).startswith("Writing it.Done over stdio [ok].")
         assert client.agent_text(sid).endswith("after cancel")
         recorder.assert_all_frames_valid()
+
+
+async def test_an_editor_runs_a_whole_session_over_stdio(tmp_path: Path, workspace: Path) -> None:
+    home, script = tmp_path / "home", write_script(tmp_path)
+    await whole_session(lambda: editor(home, script), workspace)
 
 
 async def test_stdout_carries_only_protocol_and_bad_lines_get_errors(tmp_path: Path) -> None:

@@ -136,3 +136,19 @@ async def serve_stdio(app: Any, *, listen: tuple[str, int] | None = None) -> int
         if listen is None:
             await state.drain()  # answer what is waiting and flush the log before leaving
     return 0
+
+
+async def bridge_stdio(url: str, token: str | None) -> int:
+    """`agentd acp --connect URL`: the editor's stdio relayed to a shared server."""
+    from server.transport.bridge import Bridge
+
+    out = protocol_stdout()
+    reader, writer = await stdio_pipes(out, 64 * 1024 * 1024)
+    bridge = Bridge(url, token, StdioChannel(reader, writer))
+    running = asyncio.create_task(bridge.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, running.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        return await running
+    return 0
