@@ -47,7 +47,7 @@ from protocol.agentd import (
 )
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
-from server.config import PermissionMode
+from server.config import AuthMode, PermissionMode
 from server.loop.outcome import OutcomeKind, stop_reason
 from server.session.actor import SessionActor
 from server.session.commands import (
@@ -67,9 +67,11 @@ from server.session.commands import (
     SetMode,
 )
 from server.tools.mcp import McpConnections, McpError, parse_specs
+from server.tools.mcp_policy import check_mcp_specs
 from server.transport.client_hooks import STOP_HOOK_METHOD, ClientStopHook
 from server.transport.guards import check_prompt_size, limit_exceeded
 from server.transport.rpc import CallContext, Method
+from server.transport.workspace_policy import check_contained
 
 MODES = [
     {"id": PermissionMode.DEFAULT.value, "name": "Default", "description": "Ask before edits and commands"},
@@ -120,11 +122,7 @@ async def _check_cwd(ctx: CallContext, cwd: str) -> str:
 
 
 def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
-    path = Path(cwd)
-    root = ctx.state.settings.workspace_root
-    resolved = path.resolve()
-    if root is not None and not resolved.is_relative_to(Path(root).resolve()):
-        raise RpcError(ErrorCode.WORKSPACE_DENIED, f"cwd {cwd} is outside the workspace root {root}")
+    resolved = check_contained(ctx.state.settings, ctx.principal, cwd)  # per principal with auth
     if not resolved.is_dir():
         msg = f"{cwd} is not an existing directory"
         raise RpcError.invalid_params(f"Invalid params: cwd: {msg}", [{"path": "cwd", "message": msg}])
@@ -227,6 +225,7 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]]) -> McpConnecti
         return None
     try:
         specs = parse_specs(raw)
+        check_mcp_specs(specs, ctx.state.settings)  # with auth: only what the operator allowed
     except ValueError as exc:
         raise RpcError.invalid_params(f"Invalid params: {exc}") from None
     conns = McpConnections(specs, ctx.state.settings.home / "logs")
@@ -427,6 +426,9 @@ async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[
 
 async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     actor = await _session(ctx, params.session_id)
+    if ctx.state.settings.auth is not AuthMode.NONE:  # neither the session's nor the asked cwd may be foreign
+        for cwd in (actor.cwd, params.cwd):
+            await asyncio.to_thread(check_contained, ctx.state.settings, ctx.principal, cwd)
     # New servers replace the session's; none keeps what another client connected.
     mcp = await _start_mcp(ctx, params.mcp_servers)
     if mcp is not None:
