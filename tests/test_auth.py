@@ -259,12 +259,14 @@ async def test_token_create_list_revoke_from_the_command_line(
     ) as server:
         client = await ws_client(server.base_url, additional_headers={"Authorization": f"Bearer {token}"})
         sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-        await client.close()
         assert (await server.app.state.agentd.store.get_session(sid)).owner == "carol"
 
-        # ...until it is revoked.
+        # ...until it is revoked: the open connection is closed, new ones are refused.
         code, out, _ = await run_cli("token", "revoke", token_id, *db, env=env)
         assert code == 0 and token_id in out
+        async with asyncio.timeout(15):  # AGENTD_TOKEN_RECHECK_S (2 s) plus slack; bounds the wait
+            await client.ws.wait_closed()
+        assert (client.ws.close_code, client.ws.close_reason) == (4401, "token revoked")
         with pytest.raises(InvalidStatus):
             await websockets.connect(
                 ws_url(server.base_url), additional_headers={"Authorization": f"Bearer {token}"}

@@ -113,7 +113,8 @@ async def test_grants_add_roots_and_loading_checks_the_sessions_own_cwd(
     async with server_factory(scripted(), **common) as server:
         bob = await ws_client(server.base_url, additional_headers=bearer(tokens["bob"]))
         load = {"sessionId": sid, "cwd": str(root / "bob"), "mcpServers": []}
-        assert (await refused(bob, "session/load", load)).code == WORKSPACE_DENIED
+        for method in ("session/load", "session/resume"):
+            assert (await refused(bob, method, load)).code == WORKSPACE_DENIED, method
         await bob.close()
 
 

@@ -129,6 +129,14 @@ def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
     return str(resolved)
 
 
+async def _check_loaded_cwd(ctx: CallContext, actor: SessionActor, cwd: str) -> None:
+    """With auth, neither the session's own cwd (a grant may have been withdrawn since)
+    nor the one asked for may lie outside the principal's roots."""
+    if ctx.state.settings.auth is not AuthMode.NONE:
+        for path in (actor.cwd, cwd):
+            await asyncio.to_thread(check_contained, ctx.state.settings, ctx.principal, path)
+
+
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
     if ctx.connection is not None:
         ctx.connection.client_capabilities = params.client_capabilities
@@ -288,6 +296,7 @@ async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     """Like `session/load` without the replay: the client already has the history."""
     actor = await _session(ctx, params.session_id)
+    await _check_loaded_cwd(ctx, actor, params.cwd)
     await _attach_with_replay(ctx, actor, replay=False)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
@@ -426,9 +435,7 @@ async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[
 
 async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     actor = await _session(ctx, params.session_id)
-    if ctx.state.settings.auth is not AuthMode.NONE:  # neither the session's nor the asked cwd may be foreign
-        for cwd in (actor.cwd, params.cwd):
-            await asyncio.to_thread(check_contained, ctx.state.settings, ctx.principal, cwd)
+    await _check_loaded_cwd(ctx, actor, params.cwd)
     # New servers replace the session's; none keeps what another client connected.
     mcp = await _start_mcp(ctx, params.mcp_servers)
     if mcp is not None:
