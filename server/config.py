@@ -122,7 +122,7 @@ class Settings(BaseSettings):
     mcp_allowed_urls: list[str] = Field(default_factory=list)
     # How often open WebSockets and SSE streams re-check their token (a revoked one
     # closes them, also when revoked by `agentd token revoke` from another process).
-    token_recheck_s: float = 2.0
+    token_recheck_s: float = Field(default=2.0, gt=0)
 
     provider: ProviderName | None = None  # None → the scripted demo provider
     model: str = "gpt-4o-mini"

@@ -115,6 +115,8 @@ async def test_grants_add_roots_and_loading_checks_the_sessions_own_cwd(
         load = {"sessionId": sid, "cwd": str(root / "bob"), "mcpServers": []}
         for method in ("session/load", "session/resume"):
             assert (await refused(bob, method, load)).code == WORKSPACE_DENIED, method
+        fork = await refused(bob, "_agentd/session/fork", {"sessionId": sid})
+        assert fork.code == WORKSPACE_DENIED
         await bob.close()
 
 

@@ -129,7 +129,7 @@ def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
     return str(resolved)
 
 
-async def _check_loaded_cwd(ctx: CallContext, actor: SessionActor, cwd: str) -> None:
+async def _check_loaded_cwd(ctx: CallContext, actor: SessionActor, cwd: str | Path) -> None:
     """With auth, neither the session's own cwd (a grant may have been withdrawn since)
     nor the one asked for may lie outside the principal's roots."""
     if ctx.state.settings.auth is not AuthMode.NONE:
@@ -326,6 +326,7 @@ async def session_delete(ctx: CallContext, params: SessionIdParams) -> dict[str,
 async def session_fork(ctx: CallContext, params: ForkParams) -> dict[str, Any]:
     """A new session with this one's history up to a seq (R-P3)."""
     actor = await _session(ctx, params.session_id)
+    await _check_loaded_cwd(ctx, actor, actor.cwd)  # the fork works where the session does
     await ctx.state.writer.barrier()  # everything emitted so far is in the store
     last = actor.last_seq
     up_to = last if params.up_to_seq is None else params.up_to_seq
