@@ -223,3 +223,11 @@ async def test_with_auth_a_principal_has_one_bucket_across_connections(server_fa
         bob = await ws_client(server.base_url, additional_headers=bearer(bob_token))  # bob's own bucket
         for client in (first, second, bob):
             await client.close()
+
+
+def test_only_token_values_are_redacted_from_logged_urls() -> None:
+    from server.logs import redact_token
+
+    assert redact_token("GET /a?token=abc&b=1") == "GET /a?token=***&b=1"
+    assert redact_token("/a?x=1&TOKEN=abc") == "/a?x=1&TOKEN=***"
+    assert redact_token("/a?mytoken=abc&tokens=2") == "/a?mytoken=abc&tokens=2"
