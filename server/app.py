@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from fastapi import FastAPI
@@ -19,6 +19,7 @@ from server import __version__
 from server.agents import AgentDefinition, default_definitions
 from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
 from server.config import AuthMode, Settings
+from server.logs import redact_tokens_in_server_logs
 from server.loop.budget import BudgetLimits
 from server.loop.context import Lane
 from server.loop.goal import GoalLimits
@@ -38,10 +39,12 @@ from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
+from server.transport.docs import router as docs_router
 from server.transport.guards import RateLimiter
 from server.transport.handlers import METHODS
 from server.transport.http import router
 from server.transport.origin import OriginGuard
+from server.transport.revocation import LiveTokens
 from server.transport.rpc import Dispatcher
 from server.transport.sse import router as sse_router
 from server.transport.websocket import acp_endpoint
@@ -64,6 +67,7 @@ class AppState:
     auth: Authenticator
     rate_limiter: RateLimiter
     metrics: Metrics
+    live_tokens: LiveTokens = field(default_factory=LiveTokens)  # streams to end on revocation
 
     async def drain(self) -> None:
         """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
@@ -175,6 +179,8 @@ def create_app(
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         metrics.track_sessions(manager.live)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
+        live_tokens = LiveTokens()
+        revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")
         if settings.auto_resume:
             resumed = await manager.resume_queued()
             if resumed:
@@ -192,11 +198,13 @@ def create_app(
             authenticator,
             limiter,
             metrics,
+            live_tokens,
         )
         try:
             yield
         finally:
             sweeper.cancel()
+            revoker.cancel()
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
             await writer.stop()
             aclose = getattr(prov, "aclose", None)
@@ -204,7 +212,16 @@ def create_app(
                 await aclose()
             await store.close()
 
-    app = FastAPI(title="agentd", version=__version__, lifespan=lifespan)
+    redact_tokens_in_server_logs()
+    # The API description needs a token when auth is on: our own routes (server.transport.docs).
+    app = FastAPI(
+        title="agentd",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
         app.add_middleware(
             CORSMiddleware,
@@ -219,5 +236,6 @@ def create_app(
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*loopback, *settings.allowed_hosts])
     app.include_router(router)
     app.include_router(sse_router)
+    app.include_router(docs_router)
     app.add_api_websocket_route("/acp", acp_endpoint)
     return app

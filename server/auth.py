@@ -16,6 +16,7 @@ import ipaddress
 import secrets
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from server.config import AuthMode
 from server.store.db import Store, TokenRecord
@@ -26,7 +27,7 @@ SUBPROTOCOL_PREFIX = "agentd.bearer."
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # headers of every 401
 
 
-__all__ = ["AuthError", "AuthMode", "Authenticator", "create_token", "insecure_bind"]
+__all__ = ["AuthError", "AuthMode", "Authenticator", "Identity", "create_token", "insecure_bind"]
 
 
 class AuthError(Exception):
@@ -51,11 +52,13 @@ def bearer_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str | 
 
 
 def chosen_subprotocol(headers: Mapping[str, str]) -> str | None:
-    """The subprotocol to accept: the client's first one that is not a credential (a
-    browser fails the handshake unless the server picks one of those it offered)."""
+    """The subprotocol to accept: the client's first one that is not a credential, or
+    none. The credential is never echoed: the response header ends up in proxy and
+    browser logs. (A browser fails the handshake when it offered protocols and the server
+    picks none, so a page offers a real one too: `["acp", "agentd.bearer.<token>"]`.)"""
     offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
     plain = [p for p in offered if not p.startswith(SUBPROTOCOL_PREFIX)]
-    return plain[0] if plain else (offered[0] if offered else None)
+    return plain[0] if plain else None
 
 
 def insecure_bind(host: str, mode: AuthMode) -> str | None:
@@ -76,22 +79,35 @@ def insecure_bind(host: str, mode: AuthMode) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Who a request acts as, and the hash of the token that said so (None without
+    auth): a long-lived connection keeps it to notice when that token is revoked."""
+
+    principal: str
+    token_hash: str | None = None
+
+
 class Authenticator:
     def __init__(self, store: Store, mode: AuthMode) -> None:
         self._store = store
         self.mode = mode
 
-    async def principal(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+    async def identify(self, headers: Mapping[str, str], query: Mapping[str, str]) -> Identity:
         """Who the request acts as; raises AuthError when auth is on and fails."""
         if self.mode is AuthMode.NONE:
-            return LOCAL_PRINCIPAL
+            return Identity(LOCAL_PRINCIPAL)
         token = bearer_token(headers, query)
         if token is None:
             raise AuthError("authentication required: send Authorization: Bearer <token>")
-        principal = await self._store.principal_for_token(hash_token(token))
+        digest = hash_token(token)
+        principal = await self._store.principal_for_token(digest)
         if principal is None:
             raise AuthError("invalid or revoked token")
-        return principal
+        return Identity(principal, digest)
+
+    async def principal(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+        return (await self.identify(headers, query)).principal
 
 
 async def create_token(store: Store, principal: str, name: str | None = None) -> tuple[str, TokenRecord]:

@@ -113,6 +113,16 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
     database_url: str | None = None  # default: sqlite+aiosqlite:///<home>/agentd.db
     workspace_root: Path | None = None  # sessions' cwd must lie inside it when set
+    # With AGENTD_AUTH=token each principal works under <workspace root>/<principal>
+    # (default root: <home>/workspaces); this grants extra roots: {"alice": ["/srv/repo"]}.
+    workspace_grants: dict[str, list[Path]] = Field(default_factory=dict)
+    # With AGENTD_AUTH=token, the stdio MCP commands clients may start (exact names or
+    # paths) and the HTTP MCP URLs they may reach (prefixes); anything else is refused.
+    mcp_allowed_commands: list[str] = Field(default_factory=list)
+    mcp_allowed_urls: list[str] = Field(default_factory=list)
+    # How often open WebSockets and SSE streams re-check their token (a revoked one
+    # closes them, also when revoked by `agentd token revoke` from another process).
+    token_recheck_s: float = Field(default=2.0, gt=0)
 
     provider: ProviderName | None = None  # None → the scripted demo provider
     model: str = "gpt-4o-mini"
@@ -188,7 +198,8 @@ class Settings(BaseSettings):
     max_prompt_bytes: int = 1024 * 1024
     max_queue_length: int = 100
     max_sessions_per_principal: int = 10_000
-    rate_limit_per_s: float = 50.0  # requests per principal, on average...
+    # Requests per principal (without auth: per connection, or per address over HTTP)...
+    rate_limit_per_s: float = 50.0  # ...on average...
     rate_limit_burst: int = 200  # ...with bursts up to this
 
     @classmethod

@@ -5,12 +5,48 @@ handler, so a deployment gets one consistent stream."""
 from __future__ import annotations
 
 import logging
+import re
+from typing import Any
 
 import structlog
 
 from server.config import LogFormat
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+# `?token=` (browsers' way to authenticate, R-X1) in a logged URL; uvicorn logs request
+# lines on `uvicorn.access` and WebSocket handshakes on `uvicorn.error`.
+_TOKEN_IN_URL = re.compile(r"([?&]token=)[^&\s\"]*", re.IGNORECASE)
+SERVER_LOGGERS = ("uvicorn.access", "uvicorn.error")
+
+
+def redact_token(text: str) -> str:
+    return _TOKEN_IN_URL.sub(r"\1***", text)
+
+
+class RedactTokens(logging.Filter):
+    """Rewrites a record's message and arguments so no `token=` value reaches a handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_token(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redact_arg(a) for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {k: _redact_arg(v) for k, v in record.args.items()}
+        return True
+
+
+def _redact_arg(value: Any) -> Any:
+    return redact_token(value) if isinstance(value, str) else value
+
+
+def redact_tokens_in_server_logs() -> None:
+    """Install the filter on uvicorn's loggers (once; every app creation calls this)."""
+    for name in SERVER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactTokens) for f in logger.filters):
+            logger.addFilter(RedactTokens())
 
 
 def configure_logging(level: str, fmt: LogFormat) -> None:

@@ -53,9 +53,10 @@ def test_the_token_is_taken_from_header_then_subprotocol_then_query() -> None:
     assert bearer_token({}, {}) is None
 
 
-def test_the_accepted_subprotocol_is_never_the_credential_when_another_is_offered() -> None:
+def test_the_accepted_subprotocol_is_never_the_credential() -> None:
     assert chosen_subprotocol({"sec-websocket-protocol": "agentd.bearer.xyz, acp"}) == "acp"
-    assert chosen_subprotocol({"sec-websocket-protocol": "agentd.bearer.xyz"}) == "agentd.bearer.xyz"
+    # Only the credential offered: none is accepted rather than echoing the token.
+    assert chosen_subprotocol({"sec-websocket-protocol": "agentd.bearer.xyz"}) is None
     assert chosen_subprotocol({}) is None
 
 
@@ -105,7 +106,10 @@ async def test_tokens_are_stored_hashed_and_revocable(db_url: str) -> None:
 
 async def test_every_entry_point_needs_a_valid_token(server_factory, workspace: Path, db_url: str) -> None:
     async with server_factory(
-        scripted({"text": "hi"}, loop=True), database_url=db_url, auth=AuthMode.TOKEN
+        scripted({"text": "hi"}, loop=True),
+        database_url=db_url,
+        auth=AuthMode.TOKEN,
+        workspace_grants={"alice": [workspace]},
     ) as server:
         store = server.app.state.agentd.store
         alice, _ = await create_token(store, "alice")
@@ -160,7 +164,10 @@ async def test_a_token_acts_as_its_principal_who_sees_only_their_own_sessions(
     server_factory, workspace: Path, db_url: str
 ) -> None:
     async with server_factory(
-        scripted({"text": "hi"}, loop=True), database_url=db_url, auth=AuthMode.TOKEN
+        scripted({"text": "hi"}, loop=True),
+        database_url=db_url,
+        auth=AuthMode.TOKEN,
+        workspace_grants={"alice": [workspace]},
     ) as server:
         store = server.app.state.agentd.store
         alice_token, _ = await create_token(store, "alice")
@@ -246,15 +253,20 @@ async def test_token_create_list_revoke_from_the_command_line(
     assert token not in out  # never shown again
 
     # The printed token works against a server on that database...
-    async with server_factory(scripted({"text": "hi"}), database_url=db_url, auth=AuthMode.TOKEN) as server:
+    grants = {"carol": [workspace]}
+    async with server_factory(
+        scripted({"text": "hi"}), database_url=db_url, auth=AuthMode.TOKEN, workspace_grants=grants
+    ) as server:
         client = await ws_client(server.base_url, additional_headers={"Authorization": f"Bearer {token}"})
         sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-        await client.close()
         assert (await server.app.state.agentd.store.get_session(sid)).owner == "carol"
 
-        # ...until it is revoked.
+        # ...until it is revoked: the open connection is closed, new ones are refused.
         code, out, _ = await run_cli("token", "revoke", token_id, *db, env=env)
         assert code == 0 and token_id in out
+        async with asyncio.timeout(15):  # AGENTD_TOKEN_RECHECK_S (2 s) plus slack; bounds the wait
+            await client.ws.wait_closed()
+        assert (client.ws.close_code, client.ws.close_reason) == (4401, "token revoked")
         with pytest.raises(InvalidStatus):
             await websockets.connect(
                 ws_url(server.base_url), additional_headers={"Authorization": f"Bearer {token}"}

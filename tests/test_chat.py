@@ -110,7 +110,10 @@ async def test_chat_cancels_a_running_turn_and_leaves_at_end_of_input(
 
 
 async def test_chat_with_a_token_and_without(server_factory, workspace: Path) -> None:
-    async with server_factory(scripted({"text": "hello there"}), auth=AuthMode.TOKEN) as server:
+    grants = {"dana": [workspace]}  # outside dana's own root under AGENTD_HOME/workspaces
+    async with server_factory(
+        scripted({"text": "hello there"}), auth=AuthMode.TOKEN, workspace_grants=grants
+    ) as server:
         refused = await Terminal.start("--url", ws_url(server.base_url), "--cwd", str(workspace))
         assert await refused.exit_code() == 2
         assert "cannot connect" in refused.screen and "401" in refused.screen

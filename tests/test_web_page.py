@@ -130,7 +130,9 @@ async def test_the_page_connects_with_a_token_when_the_server_needs_one(
     from server.config import AuthMode
 
     async with server_factory(
-        scripted({"text": "hello from a token session"}), auth=AuthMode.TOKEN
+        scripted({"text": "hello from a token session"}),
+        auth=AuthMode.TOKEN,
+        workspace_grants={"erin": [workspace]},  # outside erin's own root
     ) as server:
         token, _ = await create_token(server.app.state.agentd.store, "erin")
         page = await browser.new_page()

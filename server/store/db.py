@@ -8,6 +8,7 @@ in one transaction, so a crash never leaves an event without its message or vice
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -390,6 +391,16 @@ class Store:
         )
         async with self.engine.connect() as conn:
             return (await conn.execute(q)).scalar()
+
+    async def live_token_hashes(self, token_hashes: Collection[str]) -> set[str]:
+        """Those of `token_hashes` that still exist and are not revoked (one query)."""
+        if not token_hashes:
+            return set()
+        q = select(ApiTokenRow.token_hash).where(
+            ApiTokenRow.token_hash.in_(list(token_hashes)), ApiTokenRow.revoked_at.is_(None)
+        )
+        async with self.engine.connect() as conn:
+            return set((await conn.execute(q)).scalars())
 
     async def list_tokens(self) -> list[TokenRecord]:
         q = select(ApiTokenRow).order_by(ApiTokenRow.created_at)

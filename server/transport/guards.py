@@ -71,25 +71,45 @@ def check_prompt_size(blocks: Sequence[ContentBlock], maximum: int) -> None:
         )
 
 
+def connection_key(conn_id: str) -> str:
+    return f"conn:{conn_id}"
+
+
+def rate_key(auth_on: bool, principal: str, conn_id: str | None, remote: str | None) -> str:
+    """Whose bucket a request draws from. With auth, the principal's: a token holder
+    cannot dodge the limit by opening more connections. Without auth every caller is the
+    same local user, so one shared bucket would let one busy client (a script, a runaway
+    tab) starve all the others: each connection (over HTTP, each remote address) gets its own."""
+    if auth_on:
+        return f"principal:{principal}"
+    if conn_id is not None:
+        return connection_key(conn_id)
+    return f"addr:{remote or 'unknown'}"
+
+
 @dataclass
 class RateLimiter:
-    """A token bucket per principal: `rate` requests a second on average, bursts up to
-    `burst`. `rate` 0 switches it off."""
+    """A token bucket per key (see `rate_key`): `rate` requests a second on average,
+    bursts up to `burst`. `rate` 0 switches it off."""
 
     rate: float
     burst: int
     clock: Callable[[], float] = time.monotonic
-    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # principal → (tokens, at)
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (tokens, at)
 
-    def allow(self, principal: str) -> float | None:
+    def allow(self, key: str) -> float | None:
         """None when the request may go on, else the seconds until one would be allowed."""
         if self.rate <= 0:
             return None
         now = self.clock()
-        tokens, at = self._buckets.get(principal, (float(self.burst), now))
+        tokens, at = self._buckets.get(key, (float(self.burst), now))
         tokens = min(float(self.burst), tokens + (now - at) * self.rate)
         if tokens < 1.0:
-            self._buckets[principal] = (tokens, now)
+            self._buckets[key] = (tokens, now)
             return (1.0 - tokens) / self.rate
-        self._buckets[principal] = (tokens - 1.0, now)
+        self._buckets[key] = (tokens - 1.0, now)
         return None
+
+    def forget(self, key: str) -> None:
+        """Drop a bucket whose owner is gone (a closed connection)."""
+        self._buckets.pop(key, None)

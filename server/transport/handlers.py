@@ -49,7 +49,7 @@ from protocol.agentd import (
 )
 from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
-from server.config import PermissionMode
+from server.config import AuthMode, PermissionMode
 from server.loop.outcome import OutcomeKind, stop_reason
 from server.session.actor import SessionActor
 from server.session.commands import (
@@ -69,9 +69,11 @@ from server.session.commands import (
     SetMode,
 )
 from server.tools.mcp import McpConnections, McpError, parse_specs
+from server.tools.mcp_policy import check_mcp_specs
 from server.transport.client_hooks import STOP_HOOK_METHOD, ClientStopHook
 from server.transport.guards import check_prompt_size, limit_exceeded
 from server.transport.rpc import CallContext, Method
+from server.transport.workspace_policy import check_contained
 
 MODES = [
     {"id": PermissionMode.DEFAULT.value, "name": "Default", "description": "Ask before edits and commands"},
@@ -123,15 +125,19 @@ async def _check_cwd(ctx: CallContext, cwd: str) -> str:
 
 
 def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
-    path = Path(cwd)
-    root = ctx.state.settings.workspace_root
-    resolved = path.resolve()
-    if root is not None and not resolved.is_relative_to(Path(root).resolve()):
-        raise RpcError(ErrorCode.WORKSPACE_DENIED, f"cwd {cwd} is outside the workspace root {root}")
+    resolved = check_contained(ctx.state.settings, ctx.principal, cwd)  # per principal with auth
     if not resolved.is_dir():
         msg = f"{cwd} is not an existing directory"
         raise RpcError.invalid_params(f"Invalid params: cwd: {msg}", [{"path": "cwd", "message": msg}])
     return str(resolved)
+
+
+async def _check_loaded_cwd(ctx: CallContext, actor: SessionActor, cwd: str | Path) -> None:
+    """With auth, neither the session's own cwd (a grant may have been withdrawn since)
+    nor the one asked for may lie outside the principal's roots."""
+    if ctx.state.settings.auth is not AuthMode.NONE:
+        for path in (actor.cwd, cwd):
+            await asyncio.to_thread(check_contained, ctx.state.settings, ctx.principal, path)
 
 
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
@@ -230,6 +236,7 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]]) -> McpConnecti
         return None
     try:
         specs = parse_specs(raw)
+        check_mcp_specs(specs, ctx.state.settings)  # with auth: only what the operator allowed
     except ValueError as exc:
         raise RpcError.invalid_params(f"Invalid params: {exc}") from None
     conns = McpConnections(specs, ctx.state.settings.home / "logs")
@@ -292,6 +299,7 @@ async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     """Like `session/load` without the replay: the client already has the history."""
     actor = await _session(ctx, params.session_id)
+    await _check_loaded_cwd(ctx, actor, params.cwd)
     await _attach_with_replay(ctx, actor, replay=False)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
@@ -321,6 +329,7 @@ async def session_delete(ctx: CallContext, params: SessionIdParams) -> dict[str,
 async def session_fork(ctx: CallContext, params: ForkParams) -> dict[str, Any]:
     """A new session with this one's history up to a seq (R-P3)."""
     actor = await _session(ctx, params.session_id)
+    await _check_loaded_cwd(ctx, actor, actor.cwd)  # the fork works where the session does
     await ctx.state.writer.barrier()  # everything emitted so far is in the store
     last = actor.last_seq
     up_to = last if params.up_to_seq is None else params.up_to_seq
@@ -430,6 +439,7 @@ async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[
 
 async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     actor = await _session(ctx, params.session_id)
+    await _check_loaded_cwd(ctx, actor, params.cwd)
     # New servers replace the session's; none keeps what another client connected.
     mcp = await _start_mcp(ctx, params.mcp_servers)
     if mcp is not None:

@@ -34,7 +34,8 @@ async def rpc(request: Request) -> Response:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         return JSONResponse(error_response(None, RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")))
-    ctx = CallContext(state=state, principal=principal)
+    remote = request.client.host if request.client else None
+    ctx = CallContext(state=state, principal=principal, remote=remote)
     if isinstance(raw, list):
         if not raw:
             return JSONResponse(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, "empty batch")))

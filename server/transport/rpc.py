@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
-from server.transport.guards import check_depth, limit_exceeded
+from server.config import AuthMode
+from server.transport.guards import check_depth, limit_exceeded, rate_key
 
 if TYPE_CHECKING:
     from server.app import AppState
@@ -29,6 +30,12 @@ class CallContext:
     state: AppState
     principal: str
     connection: Connection | None = None  # None over HTTP
+    remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
+
+    @property
+    def rate_key(self) -> str:
+        conn_id = self.connection.id if self.connection is not None else None
+        return rate_key(self.state.auth.mode is not AuthMode.NONE, self.principal, conn_id, self.remote)
 
 
 Handler = Callable[[CallContext, Any], Awaitable[Any]]
@@ -110,7 +117,7 @@ class Dispatcher:
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
         # A cancel is never rate-limited: it is how a client stops the work it started.
-        wait = None if parsed.method == "session/cancel" else ctx.state.rate_limiter.allow(ctx.principal)
+        wait = None if parsed.method == "session/cancel" else ctx.state.rate_limiter.allow(ctx.rate_key)
         if wait is not None:
             err = limit_exceeded(
                 "rate",

@@ -22,10 +22,13 @@ from fastapi.responses import StreamingResponse
 from protocol.jsonrpc import RpcError
 from server.auth import CHALLENGE, AuthError
 from server.session.hub import RESYNC_REQUIRED
+from server.transport.revocation import CloseReason
 
 router = APIRouter()
 
 _END = object()
+TOKEN_REVOKED = "_agentd/token_revoked"  # the last frame of a stream whose token was revoked
+_REVOKED_FRAME = f"event: {TOKEN_REVOKED}\n".encode()
 
 
 class SseSink:
@@ -86,9 +89,10 @@ async def session_events(
 ) -> StreamingResponse:
     state = request.app.state.agentd
     try:
-        principal = await state.principal_for(request.headers, request.query_params)
+        identity = await state.auth.identify(request.headers, request.query_params)
     except AuthError as err:
         raise HTTPException(status_code=401, detail=str(err), headers=CHALLENGE) from None
+    principal = identity.principal
     try:
         actor = await state.manager.get(session_id)
     except RpcError as err:  # draining for a shutdown
@@ -109,11 +113,22 @@ async def session_events(
     except RpcError as err:
         raise HTTPException(status_code=409, detail=err.message) from None
 
+    revoked = asyncio.Event()
+
+    async def end_revoked() -> None:  # the last frame says why the stream ends
+        revoked.set()
+        sink.send_urgent(TOKEN_REVOKED, {"reason": CloseReason.TOKEN_REVOKED.value})
+
+    forget = state.live_tokens.register(identity.token_hash, end_revoked)
+
     async def stream() -> AsyncIterator[bytes]:
         try:
             async for chunk in sink.frames(state.settings.sse_heartbeat_s):
                 yield chunk
+                if revoked.is_set() and chunk.startswith(_REVOKED_FRAME):
+                    return
         finally:
+            forget()
             with contextlib.suppress(Exception):
                 await state.detach(session_id, sink.id)
 

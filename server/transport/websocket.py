@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 from server.auth import CHALLENGE, AuthError, chosen_subprotocol
 from server.transport.connection import Connection
+from server.transport.guards import connection_key
+from server.transport.revocation import CloseCode, CloseReason
 
 
 async def acp_endpoint(ws: WebSocket) -> None:
     state = ws.app.state.agentd
     try:
-        principal = await state.principal_for(ws.headers, ws.query_params)
+        identity = await state.auth.identify(ws.headers, ws.query_params)
     except AuthError as err:
         # Refused at the handshake with a readable HTTP 401 (R-X1), never accepted.
         body = {"error": "unauthorized", "detail": str(err)}
         await ws.send_denial_response(JSONResponse(body, status_code=401, headers=CHALLENGE))
         return
     await ws.accept(subprotocol=chosen_subprotocol(ws.headers))
-    conn = Connection(ws, state, state.dispatcher, principal=principal)
-    await conn.serve()
+    conn = Connection(ws, state, state.dispatcher, principal=identity.principal)
+
+    async def close_revoked() -> None:
+        # The reader then sees the client's close and ends the connection as usual.
+        with contextlib.suppress(RuntimeError):  # already closing
+            await ws.close(code=CloseCode.TOKEN_REVOKED, reason=CloseReason.TOKEN_REVOKED)
+
+    forget = state.live_tokens.register(identity.token_hash, close_revoked)
+    try:
+        await conn.serve()
+    finally:
+        forget()
+        state.rate_limiter.forget(connection_key(conn.id))
