@@ -152,7 +152,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if problem := insecure_bind(settings.host, settings.auth):
             raise RuntimeError(problem)
-        store = await Store.open(settings.resolved_database_url())
+        store = await Store.open(
+            settings.resolved_database_url(), sqlite_synchronous=settings.sqlite_synchronous
+        )
         await store.migrate()
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
@@ -205,6 +207,7 @@ def create_app(
             await store.close()
 
     app = FastAPI(title="agentd", version=__version__, lifespan=lifespan)
+    app.state.settings = settings  # read before start-up too (serve.py: the WebSocket size ceiling)
     if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
         app.add_middleware(
             CORSMiddleware,

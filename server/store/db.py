@@ -22,6 +22,7 @@ from sqlalchemy import Connection, delete, event, func, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from server.config import SqliteSynchronous
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
@@ -114,12 +115,19 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
+class _SourceGone(Exception):
+    """The session being forked was deleted meanwhile."""
+
+
 class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
     @classmethod
-    async def open(cls, url: str) -> Store:
+    async def open(
+        cls, url: str, *, sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL
+    ) -> Store:
+        synchronous = SqliteSynchronous(sqlite_synchronous).value.upper()  # an enum value, never raw SQL
         parsed = make_url(url)
         is_sqlite = parsed.get_backend_name() == "sqlite"
         if is_sqlite and parsed.database and parsed.database != ":memory:":
@@ -131,7 +139,7 @@ class Store:
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
-                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute(f"PRAGMA synchronous={synchronous}")
                 cur.execute("PRAGMA busy_timeout=5000")
                 cur.close()
 
@@ -281,59 +289,70 @@ class Store:
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 
-    async def fork_session(self, source: SessionRecord, new_id: str, up_to_seq: int) -> SessionRecord:
+    async def fork_session(
+        self, source: SessionRecord, new_id: str, up_to_seq: int
+    ) -> SessionRecord | None:
         """A new session with the source's settings, its events up to `up_to_seq`, and the
-        conversation as it stood then (messages record the seq they were written at)."""
+        conversation as it stood then (messages record the seq they were written at).
+        None, with nothing created, when the source was deleted meanwhile."""
         now = utcnow()
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                SessionRow.__table__.insert().values(
-                    id=new_id,
-                    owner=source.owner,
-                    cwd=source.cwd,
-                    title=f"fork of {source.title or source.id}",
-                    mode=source.mode,
-                    model=source.model,
-                    agent=source.agent,
-                    permission_memory=source.permission_memory,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-            events = (
+        try:
+            async with self.engine.begin() as conn:
                 await conn.execute(
-                    select(EventRow.seq, EventRow.kind, EventRow.payload)
-                    .where(EventRow.session_id == source.id, EventRow.seq <= up_to_seq)
-                    .order_by(EventRow.seq)
+                    SessionRow.__table__.insert().values(
+                        id=new_id,
+                        owner=source.owner,
+                        cwd=source.cwd,
+                        title=f"fork of {source.title or source.id}",
+                        mode=source.mode,
+                        model=source.model,
+                        agent=source.agent,
+                        permission_memory=source.permission_memory,
+                        created_at=now,
+                        updated_at=now,
+                    )
                 )
-            ).all()
-            if events:
-                await conn.execute(
-                    EventRow.__table__.insert(),
-                    [
-                        {
-                            "session_id": new_id,
-                            "seq": e.seq,
-                            "kind": e.kind,
-                            "payload": e.payload,
-                            "created_at": now,
-                        }
-                        for e in events
-                    ],
-                )
-            messages = (
-                await conn.execute(
-                    select(MessageRow.idx, MessageRow.data)
-                    .where(MessageRow.session_id == source.id)
-                    .order_by(MessageRow.idx)
-                )
-            ).all()
-            kept = [m.data for m in messages if int(m.data.get("_seq", 0)) <= up_to_seq]
-            if kept:
-                await conn.execute(
-                    MessageRow.__table__.insert(),
-                    [{"session_id": new_id, "idx": i, "data": d} for i, d in enumerate(kept)],
-                )
+                # A concurrent delete either waits for this copy (the row lock on Postgres; the
+                # write lock SQLite took with the insert above) or has already removed the source.
+                source_row = select(SessionRow.id).where(SessionRow.id == source.id).with_for_update()
+                if (await conn.execute(source_row)).first() is None:
+                    raise _SourceGone  # rolls the insert back
+                events = (
+                    await conn.execute(
+                        select(EventRow.seq, EventRow.kind, EventRow.payload)
+                        .where(EventRow.session_id == source.id, EventRow.seq <= up_to_seq)
+                        .order_by(EventRow.seq)
+                    )
+                ).all()
+                if events:
+                    await conn.execute(
+                        EventRow.__table__.insert(),
+                        [
+                            {
+                                "session_id": new_id,
+                                "seq": e.seq,
+                                "kind": e.kind,
+                                "payload": e.payload,
+                                "created_at": now,
+                            }
+                            for e in events
+                        ],
+                    )
+                messages = (
+                    await conn.execute(
+                        select(MessageRow.idx, MessageRow.data)
+                        .where(MessageRow.session_id == source.id)
+                        .order_by(MessageRow.idx)
+                    )
+                ).all()
+                kept = [m.data for m in messages if int(m.data.get("_seq", 0)) <= up_to_seq]
+                if kept:
+                    await conn.execute(
+                        MessageRow.__table__.insert(),
+                        [{"session_id": new_id, "idx": i, "data": d} for i, d in enumerate(kept)],
+                    )
+        except _SourceGone:
+            return None
         record = await self.get_session(new_id)
         assert record is not None
         return record
