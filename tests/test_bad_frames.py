@@ -155,3 +155,36 @@ def test_the_served_websocket_ceiling_follows_the_settings(tmp_path: Path) -> No
     assert server_for(create_app(Settings(home=tmp_path)), host="127.0.0.1", port=0).config.ws_max_size == (
         WS_CEILING_FACTOR * default
     )
+
+
+async def test_a_malformed_answer_to_a_server_request_fails_that_request_not_the_connection(
+    server_factory, workspace: Path
+) -> None:
+    """The server asks the editor for a file (R-T6); the editor answers with an error whose
+    code is not an integer: it gets -32600, the waiting tool fails at once with a readable
+    result (instead of waiting forever), and the turn goes on."""
+    (workspace / "notes.txt").write_text("on disk\n")
+    provider = scripted(
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}, "id": "r"}]},
+        {"text": "ok"},
+    )
+    async with server_factory(provider) as server:
+        client = await WsClient.connect(server.base_url, fs={"readTextFile": True})
+        answered: list[Any] = []
+
+        async def broken_editor(msg: dict[str, Any]) -> None:
+            assert msg["method"] == "fs/read_text_file"
+            bad = {"jsonrpc": "2.0", "id": msg["id"], "error": {"code": "EACCES", "message": "no"}}
+            await client.send_raw(json.dumps(bad))
+            answered.append(await client.next_unmatched())
+            return None  # the raw frame above was the answer
+
+        client.on_request = broken_editor
+        sid = await new_session(client, workspace)
+        result = await client.call("session/prompt", text_prompt(sid, "read it"))
+        assert result["stopReason"] == "end_turn"
+        assert [a["error"]["code"] for a in answered] == [INVALID_REQUEST]
+        results = {m.tool_call_id: m.content for m in provider.requests[-1].messages if m.role == "tool"}
+        assert "the client could not fs/read_text_file" in results["r"]
+        assert "error code must be an integer" in results["r"]
+        await client.close()
