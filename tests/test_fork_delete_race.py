@@ -76,3 +76,21 @@ async def test_fork_racing_delete_is_a_clean_success_or_not_found(
     finally:
         await store.close()
     assert len(outcomes) == ROUNDS
+
+
+async def test_forking_a_source_deleted_after_it_was_read_creates_nothing(db_url: str) -> None:
+    """The store's side of the race: the source record was read, then the session was
+    deleted before the copy began. The fork must roll its own row back."""
+    store = await Store.open(db_url)
+    try:
+        await store.migrate()
+        source = await store.create_session(id="sess_src", owner="local", cwd="/", mode="default", model="m")
+        assert await store.delete_session(source.id)
+        assert await store.fork_session(source, "sess_fork", up_to_seq=0) is None
+        assert await store.get_session("sess_fork") is None
+        # With the source still there, the same call makes a whole fork.
+        again = await store.create_session(id="sess_src2", owner="local", cwd="/", mode="default", model="m")
+        fork = await store.fork_session(again, "sess_fork2", up_to_seq=0)
+        assert fork is not None and fork.title == "fork of sess_src2"
+    finally:
+        await store.close()

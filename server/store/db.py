@@ -115,10 +115,6 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
-class _SourceGone(Exception):
-    """The session being forked was deleted meanwhile."""
-
-
 class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -296,63 +292,61 @@ class Store:
         conversation as it stood then (messages record the seq they were written at).
         None, with nothing created, when the source was deleted meanwhile."""
         now = utcnow()
-        try:
-            async with self.engine.begin() as conn:
-                await conn.execute(
-                    SessionRow.__table__.insert().values(
-                        id=new_id,
-                        owner=source.owner,
-                        cwd=source.cwd,
-                        title=f"fork of {source.title or source.id}",
-                        mode=source.mode,
-                        model=source.model,
-                        agent=source.agent,
-                        permission_memory=source.permission_memory,
-                        created_at=now,
-                        updated_at=now,
-                    )
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                SessionRow.__table__.insert().values(
+                    id=new_id,
+                    owner=source.owner,
+                    cwd=source.cwd,
+                    title=f"fork of {source.title or source.id}",
+                    mode=source.mode,
+                    model=source.model,
+                    agent=source.agent,
+                    permission_memory=source.permission_memory,
+                    created_at=now,
+                    updated_at=now,
                 )
-                # A concurrent delete either waits for this copy (the row lock on Postgres; the
-                # write lock SQLite took with the insert above) or has already removed the source.
-                source_row = select(SessionRow.id).where(SessionRow.id == source.id).with_for_update()
-                if (await conn.execute(source_row)).first() is None:
-                    raise _SourceGone  # rolls the insert back
-                events = (
-                    await conn.execute(
-                        select(EventRow.seq, EventRow.kind, EventRow.payload)
-                        .where(EventRow.session_id == source.id, EventRow.seq <= up_to_seq)
-                        .order_by(EventRow.seq)
-                    )
-                ).all()
-                if events:
-                    await conn.execute(
-                        EventRow.__table__.insert(),
-                        [
-                            {
-                                "session_id": new_id,
-                                "seq": e.seq,
-                                "kind": e.kind,
-                                "payload": e.payload,
-                                "created_at": now,
-                            }
-                            for e in events
-                        ],
-                    )
-                messages = (
-                    await conn.execute(
-                        select(MessageRow.idx, MessageRow.data)
-                        .where(MessageRow.session_id == source.id)
-                        .order_by(MessageRow.idx)
-                    )
-                ).all()
-                kept = [m.data for m in messages if int(m.data.get("_seq", 0)) <= up_to_seq]
-                if kept:
-                    await conn.execute(
-                        MessageRow.__table__.insert(),
-                        [{"session_id": new_id, "idx": i, "data": d} for i, d in enumerate(kept)],
-                    )
-        except _SourceGone:
-            return None
+            )
+            # A concurrent delete either waits for this copy (the row lock on Postgres; the
+            # write lock SQLite took with the insert above) or has already removed the source.
+            source_row = select(SessionRow.id).where(SessionRow.id == source.id).with_for_update()
+            if (await conn.execute(source_row)).first() is None:
+                await conn.rollback()  # the fork's row goes too
+                return None
+            events = (
+                await conn.execute(
+                    select(EventRow.seq, EventRow.kind, EventRow.payload)
+                    .where(EventRow.session_id == source.id, EventRow.seq <= up_to_seq)
+                    .order_by(EventRow.seq)
+                )
+            ).all()
+            if events:
+                await conn.execute(
+                    EventRow.__table__.insert(),
+                    [
+                        {
+                            "session_id": new_id,
+                            "seq": e.seq,
+                            "kind": e.kind,
+                            "payload": e.payload,
+                            "created_at": now,
+                        }
+                        for e in events
+                    ],
+                )
+            messages = (
+                await conn.execute(
+                    select(MessageRow.idx, MessageRow.data)
+                    .where(MessageRow.session_id == source.id)
+                    .order_by(MessageRow.idx)
+                )
+            ).all()
+            kept = [m.data for m in messages if int(m.data.get("_seq", 0)) <= up_to_seq]
+            if kept:
+                await conn.execute(
+                    MessageRow.__table__.insert(),
+                    [{"session_id": new_id, "idx": i, "data": d} for i, d in enumerate(kept)],
+                )
         record = await self.get_session(new_id)
         assert record is not None
         return record
