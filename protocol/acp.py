@@ -124,7 +124,15 @@ class AuthenticateParams(Wire):
 # ---------------------------------------------------------------------------- sessions
 
 
+def _no_nul(path: str | None) -> str | None:
+    # No file system takes a NUL in a path; refused here rather than failing deep inside os.*.
+    if path is not None and "\x00" in path:
+        raise ValueError("cwd must not contain a NUL character")
+    return path
+
+
 def _absolute(path: str) -> str:
+    _no_nul(path)
     if not path.startswith("/"):
         raise ValueError("cwd must be an absolute path")
     return path
@@ -148,6 +156,8 @@ class LoadSessionParams(Wire):
 class ListSessionsParams(Wire):
     cwd: str | None = None
     cursor: str | None = None
+
+    _check_cwd = field_validator("cwd")(_no_nul)
 
 
 class SessionIdParams(Wire):

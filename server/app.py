@@ -156,7 +156,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if problem := insecure_bind(settings.host, settings.auth):
             raise RuntimeError(problem)
-        store = await Store.open(settings.resolved_database_url())
+        store = await Store.open(
+            settings.resolved_database_url(), sqlite_synchronous=settings.sqlite_synchronous
+        )
         await store.migrate()
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
@@ -222,6 +224,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    app.state.settings = settings  # read before start-up too (serve.py: the WebSocket size ceiling)
     if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
         app.add_middleware(
             CORSMiddleware,

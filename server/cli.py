@@ -81,7 +81,6 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=log_level.lower(),
-        max_frame_bytes=settings.max_frame_bytes,
     )
     server.run()
 

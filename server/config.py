@@ -39,6 +39,14 @@ class LogFormat(StrEnum):
     JSON = "json"  # one JSON object per line (structlog)
 
 
+class SqliteSynchronous(StrEnum):
+    """SQLite's `PRAGMA synchronous` (in WAL mode): when a commit waits for the disk."""
+
+    NORMAL = "normal"  # survives a crash of agentd; a power loss may undo the last commits
+    FULL = "full"  # every commit is on disk before it returns: survives a power loss too
+    EXTRA = "extra"  # FULL, and the directory is synced as well
+
+
 class PermissionMode(StrEnum):
     DEFAULT = "default"  # ask for edits and commands
     ACCEPT_EDITS = "accept_edits"  # edits allowed, commands ask
@@ -112,6 +120,8 @@ class Settings(BaseSettings):
     allowed_hosts: list[str] = Field(default_factory=list)
     home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
     database_url: str | None = None  # default: sqlite+aiosqlite:///<home>/agentd.db
+    # Durability of SQLite commits; `full` for power-loss safety at some commit latency.
+    sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL
     workspace_root: Path | None = None  # sessions' cwd must lie inside it when set
     # With AGENTD_AUTH=token each principal works under <workspace root>/<principal>
     # (default root: <home>/workspaces); this grants extra roots: {"alice": ["/srv/repo"]}.

@@ -14,6 +14,8 @@ from typing import Any
 
 import uvicorn
 
+from server.config import Settings
+
 
 class AgentdServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Any) -> None:
@@ -27,9 +29,24 @@ class AgentdServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+# A WebSocket frame up to this many times `max_frame_bytes` is read whole and reaches
+# agentd's own size check, which answers -32600 and keeps the connection; a larger one is
+# not buffered at all: the socket is closed with 1009 (message too big).
+WS_CEILING_FACTOR = 4
+
+
+def ws_ceiling(max_frame_bytes: int) -> int:
+    return WS_CEILING_FACTOR * max_frame_bytes
+
+
 def server_for(
-    app: Any, *, host: str, port: int, log_level: str = "info", max_frame_bytes: int = 16 * 1024 * 1024
+    app: Any, *, host: str, port: int, log_level: str = "info", max_frame_bytes: int | None = None
 ) -> AgentdServer:
+    """`max_frame_bytes` defaults to the app's settings (`create_app` keeps them on app.state)."""
+    if max_frame_bytes is None:
+        settings = getattr(app.state, "settings", None)
+        default = Settings.model_fields["max_frame_bytes"].default
+        max_frame_bytes = settings.max_frame_bytes if settings is not None else default
     config = uvicorn.Config(
         app,
         host=host,
@@ -38,6 +55,6 @@ def server_for(
         log_config=None,  # agentd configures logging (server/logs.py); uvicorn's loggers propagate
         lifespan="on",
         ws="websockets-sansio",
-        ws_max_size=max_frame_bytes,
+        ws_max_size=ws_ceiling(max_frame_bytes),
     )
     return AgentdServer(config, app)

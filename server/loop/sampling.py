@@ -131,8 +131,9 @@ def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) 
     """Record the (possibly partial) assistant message: durable final-text events first,
     then the conversation entry the next request will carry. A `discarded` attempt (the
     provider failed mid-stream and the call is retried) keeps its events — clients saw
-    the text — but stays out of the conversation."""
-    extra = {"discarded": True} if discarded else {}
+    the text — but stays out of the conversation; its text was cut off, so it is marked
+    interrupted like any message that stopped mid-stream (R-E1)."""
+    extra = {"discarded": True, "interrupted": True} if discarded else {}
     if sample.reasoning:
         ctx.events.emit(
             EventKind.AGENT_THOUGHT, {"messageId": sample.thought_id, "text": sample.reasoning, **extra}

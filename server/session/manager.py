@@ -4,6 +4,7 @@ the store; two concurrent requests for the same session get the same actor."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from typing import Any
@@ -30,6 +31,7 @@ class SessionManager:
         self._services = services
         self._actors: dict[str, SessionActor] = {}
         self._loading: dict[str, asyncio.Future[SessionActor]] = {}
+        self._deleting: set[str] = set()  # being deleted: not to be loaded again meanwhile
         self.owner_default = owner_default
         self.closing = False  # draining for a shutdown: no new actors
 
@@ -63,6 +65,8 @@ class SessionManager:
 
     async def get(self, session_id: str) -> SessionActor | None:
         """The live actor, recreated from the store if needed; None if no such session."""
+        if session_id in self._deleting:
+            return None
         actor = self._actors.get(session_id)
         if actor is not None:
             return actor
@@ -198,10 +202,20 @@ class SessionManager:
         await asyncio.wait_for(fut, grace + 5)
 
     async def delete(self, session_id: str) -> bool:
-        await self.evict(session_id, grace=1.0)
-        return await self._store.delete_session(session_id)
+        # A request racing the delete must not reload the session into a live actor with
+        # no stored session behind it: it sees "not found" from now on.
+        self._deleting.add(session_id)
+        try:
+            loading = self._loading.get(session_id)
+            if loading is not None:  # a load already under way: let it finish, then evict it
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(loading)
+            await self.evict(session_id, grace=1.0)
+            return await self._store.delete_session(session_id)
+        finally:
+            self._deleting.discard(session_id)
 
-    async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord:
+    async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord | None:
         return await self._store.fork_session(record, f"sess_{uuid.uuid4().hex}", up_to_seq)
 
     async def shutdown(self, grace: float = 5.0) -> None:

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, delete, event, func, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from server.config import SqliteSynchronous
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
@@ -120,7 +121,10 @@ class Store:
         self.engine = engine
 
     @classmethod
-    async def open(cls, url: str) -> Store:
+    async def open(
+        cls, url: str, *, sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL
+    ) -> Store:
+        synchronous = SqliteSynchronous(sqlite_synchronous).value.upper()  # an enum value, never raw SQL
         parsed = make_url(url)
         is_sqlite = parsed.get_backend_name() == "sqlite"
         if is_sqlite and parsed.database and parsed.database != ":memory:":
@@ -132,7 +136,7 @@ class Store:
             def _pragmas(dbapi_conn: Any, _record: Any) -> None:
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
-                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute(f"PRAGMA synchronous={synchronous}")
                 cur.execute("PRAGMA busy_timeout=5000")
                 cur.close()
 
@@ -282,9 +286,12 @@ class Store:
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 
-    async def fork_session(self, source: SessionRecord, new_id: str, up_to_seq: int) -> SessionRecord:
+    async def fork_session(
+        self, source: SessionRecord, new_id: str, up_to_seq: int
+    ) -> SessionRecord | None:
         """A new session with the source's settings, its events up to `up_to_seq`, and the
-        conversation as it stood then (messages record the seq they were written at)."""
+        conversation as it stood then (messages record the seq they were written at).
+        None, with nothing created, when the source was deleted meanwhile."""
         now = utcnow()
         async with self.engine.begin() as conn:
             await conn.execute(
@@ -301,6 +308,12 @@ class Store:
                     updated_at=now,
                 )
             )
+            # A concurrent delete either waits for this copy (the row lock on Postgres; the
+            # write lock SQLite took with the insert above) or has already removed the source.
+            source_row = select(SessionRow.id).where(SessionRow.id == source.id).with_for_update()
+            if (await conn.execute(source_row)).first() is None:
+                await conn.rollback()  # the fork's row goes too
+                return None
             events = (
                 await conn.execute(
                     select(EventRow.seq, EventRow.kind, EventRow.payload)

@@ -21,7 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from protocol.acp import ClientCapabilities
 from protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
-from server.transport.rpc import CallContext, Dispatcher, parse_envelope, raw_id
+from server.transport.rpc import CallContext, Dispatcher, parse_envelope, raw_id, response_problem
 
 if TYPE_CHECKING:
     from server.app import AppState
@@ -142,18 +142,25 @@ class Connection:
         self._spawn(self._handle_one(raw))
 
     def _on_response(self, raw: dict[str, Any]) -> None:
+        problem = response_problem(raw)
+        if problem is not None:
+            # A malformed response is the client's bug, not a reason to drop it: say so
+            # (JSON-RPC's Invalid Request) and keep serving the connection.
+            log.info("%s: malformed response: %s", self.id, problem)
+            self.send_message(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, problem)))
+            pending = raw.get("id")
+            fut = self._pending.get(pending) if isinstance(pending, (int, str)) else None
+            if fut is not None and not fut.done():
+                fut.set_exception(RpcError(ErrorCode.INVALID_REQUEST, f"the client answered: {problem}"))
+            return
         fut = self._pending.get(raw.get("id"))  # type: ignore[arg-type]
         if fut is None or fut.done():
             log.info("%s: response to unknown request id %r", self.id, raw.get("id"))
             return
         if raw.get("error") is not None:
-            err = raw["error"] if isinstance(raw["error"], dict) else {}
+            err = raw["error"]
             fut.set_exception(
-                RpcError(
-                    int(err.get("code", ErrorCode.INTERNAL_ERROR)),
-                    str(err.get("message", "error")),
-                    err.get("data"),
-                )
+                RpcError(int(err["code"]), str(err.get("message", "error")), err.get("data"))
             )
         else:
             fut.set_result(raw.get("result"))

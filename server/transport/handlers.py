@@ -338,9 +338,11 @@ async def session_fork(ctx: CallContext, params: ForkParams) -> dict[str, Any]:
         raise RpcError.invalid_params(
             f"Invalid params: upToSeq: {msg}", [{"path": "upToSeq", "message": msg}]
         )
+    # A concurrent session/delete may win: then the fork fails as "not found", creating nothing.
     record = await ctx.state.manager.record(actor.id)
-    assert record is not None
-    fork = await ctx.state.manager.fork(record, up_to)
+    fork = await ctx.state.manager.fork(record, up_to) if record is not None else None
+    if fork is None:
+        raise RpcError.not_found(f"session {params.session_id}")
     return {"sessionId": fork.id, "forkedFrom": actor.id, "upToSeq": up_to}
 
 

@@ -79,6 +79,24 @@ def raw_id(raw: Any) -> Any:
     return None
 
 
+def response_problem(raw: dict[str, Any]) -> str | None:
+    """Why a client→server response frame is malformed (None when it is well formed): its
+    id must be an integer, a string or null, and an `error` an object with an integer code."""
+    rid = raw.get("id")
+    if rid is not None and (not isinstance(rid, (int, str)) or isinstance(rid, bool)):
+        kind = type(rid).__name__
+        return f"Invalid Request: a response id must be an integer, a string or null, not {kind}"
+    err = raw.get("error")
+    if err is None:
+        return None
+    if not isinstance(err, dict):
+        return "Invalid Request: a response's error must be an object"
+    code = err.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return "Invalid Request: a response's error code must be an integer"
+    return None
+
+
 class Dispatcher:
     def __init__(self, methods: dict[str, Method]) -> None:
         self.methods = methods
