@@ -15,7 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from alembic import command
+from sqlalchemy import text
 
+from server.store.db import Store, alembic_config
 from tests.client import RpcFailed, WsClient, text_prompt
 from tests.conftest import scripted
 from tests.test_persistence import _free_port, agentd_process, wait_healthy
@@ -344,3 +347,51 @@ async def test_queue_updates_carry_only_the_change(server_factory, db_url: str, 
         await asyncio.wait_for(running, BOUND_S)
         await other.close()
         await client.close()
+
+
+# --------------------------------------------------------------------------------------------
+# migration 0006 moves queues out of the session row
+
+
+async def test_migration_moves_existing_queues_into_rows_and_back(db_url: str) -> None:
+    old_queue = [
+        {
+            "id": f"prompt_{i}",
+            "kind": "prompt",
+            "version": 1 + i,
+            "owner": "local",
+            "lastEditor": "local",
+            "sendNow": False,
+            "blocks": [{"type": "text", "text": f"queued {i}"}],
+            "meta": {"requestId": f"req-{i}"} if i else {},
+        }
+        for i in range(3)
+    ]
+    store = await Store.open(db_url)
+    try:
+        async with store.engine.begin() as conn:
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "0005"))
+            await conn.execute(
+                text(
+                    "INSERT INTO sessions (id, owner, cwd, mode, model, agent, permission_memory, queue,"
+                    " created_at, updated_at) VALUES ('s1', 'local', '/tmp', 'default', 'm', 'default',"
+                    " '{}', :queue, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                ),
+                {"queue": json.dumps(old_queue)},
+            )
+        await store.migrate()
+        record = await store.get_session("s1")
+        assert record is not None and record.queue is not None
+        assert [(q["id"], q["version"], q["requestId"], q["blocks"]) for q in record.queue] == [
+            (q["id"], q["version"], q["meta"].get("requestId"), q["blocks"]) for q in old_queue
+        ]
+        assert await store.sessions_with_queued_prompts() == ["s1"]
+
+        async with store.engine.begin() as conn:
+            await conn.run_sync(lambda c: command.downgrade(alembic_config(c), "0005"))
+            stored = (await conn.execute(text("SELECT queue FROM sessions WHERE id = 's1'"))).scalar()
+        restored = json.loads(stored) if isinstance(stored, str) else stored
+        assert [q["id"] for q in restored] == [q["id"] for q in old_queue]
+        assert restored[1]["meta"] == {"requestId": "req-1"}
+    finally:
+        await store.close()
