@@ -80,7 +80,14 @@ from server.session.local_commands import (
     parse_bang,
     parse_local,
 )
-from server.session.queue_sync import AfterCommit, LeftQueue, QueuedBytes, QueueSync, entry_size
+from server.session.queue_sync import (
+    AfterCommit,
+    LeftQueue,
+    QueuedBytes,
+    QueueSync,
+    answer_all,
+    entry_size,
+)
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
@@ -107,12 +114,6 @@ def _describe_goal(goal: GoalState | None) -> str:
     if goal.user_action:
         text += f"\nNeeded from you: {goal.user_action}"
     return text
-
-
-def _answer_all(waiters: list[asyncio.Future[PromptDone]], result: PromptDone) -> None:
-    for waiter in waiters:
-        if not waiter.done():
-            waiter.set_result(result)
 
 
 def new_id(prefix: str) -> str:
@@ -278,15 +279,8 @@ class SessionActor:
         """The actor is stopping and reads no more commands: answer what waits instead of
         letting it hang. During a server shutdown a prompt ends `server_shutting_down`."""
         match command:
-            case Prompt(ack=ack) if ack is not None:  # enqueue: the caller waits for the ack
-                command.reply.cancel()
-                if not ack.done():
-                    ack.set_exception(
-                        RpcError(ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping")
-                        if self._server_stopping
-                        else RpcError(ErrorCode.INTERNAL_ERROR, "the session was unloaded; retry")
-                    )
-                return
+            case Prompt(ack=ack) if ack is not None:
+                command.reply.cancel()  # an enqueue: its caller waits for the ack (below)
             case Prompt(reply=reply) if self._server_stopping:
                 if not reply.done():
                     reply.set_result(PromptDone("", None, TurnOutcome.cancelled("server_shutting_down")))
@@ -301,7 +295,7 @@ class SessionActor:
                 elif not reply.done():
                     reply.set_result(True)
                 return
-        reply = getattr(command, "reply", None)
+        reply = getattr(command, "ack", None) or getattr(command, "reply", None)
         if isinstance(reply, asyncio.Future) and not reply.done():
             if self._server_stopping:
                 error = RpcError(ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping")
@@ -487,9 +481,7 @@ class SessionActor:
         await self._services.writer.barrier()
         for queued in deferred_entries:
             deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(DEFERRED_BY_SHUTDOWN))
-            for waiter in (queued.command.reply, *queued.waiters):
-                if not waiter.done():
-                    waiter.set_result(deferred)
+            answer_all((queued.command.reply, *queued.waiters), deferred)
 
     # ------------------------------------------------------------------ turns
 
@@ -850,17 +842,11 @@ class SessionActor:
             self.emit(EventKind.QUEUE_UPDATE, payload)
 
     def _queue_refusal(self, cmd: Prompt) -> RpcError | None:
-        """A prompt that would wait must fit the queue limits (R-X3)."""
+        """A prompt that would wait must fit the queue limits (R-X3); one that runs at
+        once is not queued."""
         if self._turn is None and not self._queue:
-            return None  # it runs at once: nothing is queued
-        limit = self._services.settings.max_queue_length
-        if limit and len(self._queue) >= limit:
-            return RpcError(
-                ErrorCode.LIMIT_EXCEEDED,
-                f"queue full: {limit} prompts are waiting (remove some or wait)",
-                {"limit": "queue_length", "max": limit},
-            )
-        return self._sync.check_room(self._services.settings, cmd.principal, entry_size(cmd))
+            return None
+        return self._sync.refusal(self._services.settings, len(self._queue), cmd.principal, entry_size(cmd))
 
     def _ack(
         self, ack: asyncio.Future[EnqueueAck], entry: QueuedPrompt | None, done: PromptDone | None = None
@@ -889,7 +875,7 @@ class SessionActor:
             e.result = result
             self._sync.leaving[e.id] = LeftQueue.REMOVED
             waiters = [e.command.reply, *e.waiters]
-            self._after_commit.then(lambda ws=waiters, r=result: _answer_all(ws, r))
+            self._after_commit.then(lambda ws=waiters, r=result: answer_all(ws, r))
 
     def _queue_op(self, cmd: QueueOp) -> dict[str, Any]:
         args, who = cmd.args, cmd.principal

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from protocol.acp import dump
-from protocol.jsonrpc import RpcError
+from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import Settings
 from server.session import queue_ops
 from server.store.queue_rows import QueueWrite
@@ -123,6 +123,17 @@ class QueueSync:
         self._order.clear()
         self.bytes = 0
 
+    def refusal(self, settings: Settings, length: int, principal: str, size: int) -> RpcError | None:
+        """May one more prompt of `size` bytes wait behind `length` others? (R-X3)"""
+        limit = settings.max_queue_length
+        if limit and length >= limit:
+            return RpcError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"queue full: {limit} prompts are waiting (remove some or wait)",
+                {"limit": "queue_length", "max": limit},
+            )
+        return self.check_room(settings, principal, size)
+
     def check_room(self, settings: Settings, principal: str, extra: int) -> RpcError | None:
         """Would `extra` more queued bytes break a limit? (R-X3; nothing is changed.)"""
         per_session = settings.max_queued_bytes_per_session
@@ -224,6 +235,12 @@ class QueueSync:
             return None, None
         payload = {"changes": changes, "length": len(ids)}
         return payload, (None if write.empty() else write)
+
+
+def answer_all(waiters: Iterable[asyncio.Future[Any]], result: Any) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(result)
 
 
 class AfterCommit:
