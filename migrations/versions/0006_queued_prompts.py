@@ -37,7 +37,7 @@ def upgrade() -> None:
         sa.Column("owner", sa.String(128), nullable=False),
         sa.Column("last_editor", sa.String(128), nullable=False),
         sa.Column("send_now", sa.Boolean(), nullable=False),
-        sa.Column("request_id", sa.String(256), nullable=True),
+        sa.Column("request_id", sa.Text(), nullable=True),
         sa.Column("blocks", sa.JSON(), nullable=False),
         sa.Column("meta", sa.JSON(), nullable=False),
     )

@@ -185,12 +185,10 @@ class QueueSync:
         self.leaving.clear()
         survivors = [i for i in self._order if i in present]
         now_ids = [i for i in ids if i in self._shown]
-        added: list[tuple[int, Any]] = []
         prev: int | None = None
         floor = min((s.position for s in self._shown.values() if s.position is not None), default=0)
         for index, e in enumerate(queue):
             shown = self._shown.get(e.id)
-            view = queue_ops.view([e])[0]
             stored = e.kind == "prompt"
             position: int | None = None
             if stored:
@@ -201,8 +199,8 @@ class QueueSync:
                     position = floor - 1 if prev is None else prev + 1
                 prev = position
             if shown is None:
-                added.append((index, e))
-                changes.append({"change": Change.ADDED.value, "index": index, "entry": view})
+                entry = queue_ops.view([e])[0]
+                changes.append({"change": Change.ADDED.value, "index": index, "entry": entry})
                 if position is not None:
                     write.upserts.append(_row(e, position))
                 self._remember(e, position)
@@ -214,8 +212,8 @@ class QueueSync:
                 or e.send_now != shown.send_now
                 or (e.last_editor != shown.last_editor)
             ):
-                if not edited:
-                    view.pop("text")  # unchanged: clients keep the text they have
+                # Unchanged text is not sent again (clients keep it), not even built here.
+                view = queue_ops.view([e], with_text=edited)[0]
                 changes.append({"change": Change.UPDATED.value, "entry": view})
                 if position is not None and edited:
                     write.upserts.append(_row(e, position))

@@ -82,7 +82,7 @@ class QueuedPromptRow(Base):
     last_editor: Mapped[str] = mapped_column(String(128))
     send_now: Mapped[bool] = mapped_column(Boolean)
     # The client's idempotency key: a retry after a restart still finds its prompt.
-    request_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    request_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     blocks: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     meta: Mapped[dict[str, Any]] = mapped_column(JSON)
 
