@@ -1011,8 +1011,10 @@ class SessionActor:
         reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
         queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin))
         self._queue.append(queued)
-        cmd.reply.set_result(InterjectResult("queued", None, queued.id))
         self._start_next_turn()
+        self._queue_changed()
+        answer = InterjectResult("queued", None, queued.id)  # once it is committed
+        self._after_commit.then(lambda: cmd.reply.done() or cmd.reply.set_result(answer))
 
     def _finish_turn(self, turn_id: str) -> None:
         turn = self._turn
