@@ -207,6 +207,10 @@ class Settings(BaseSettings):
     max_json_depth: int = 64
     max_prompt_bytes: int = 1024 * 1024
     max_queue_length: int = 100
+    # Bytes of prompt text waiting in queues: per session, and per principal over all its
+    # live sessions (a queued prompt costs memory and a row until it runs).
+    max_queued_bytes_per_session: int = 16 * 1024 * 1024
+    max_queued_bytes_per_principal: int = 64 * 1024 * 1024
     max_sessions_per_principal: int = 10_000
     # Requests per principal (without auth: per connection, or per address over HTTP)...
     rate_limit_per_s: float = 50.0  # ...on average...

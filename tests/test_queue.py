@@ -34,9 +34,9 @@ async def _enqueue(client: WsClient, sid: str, text: str) -> dict[str, Any]:
     return await client.call("_agentd/prompt/enqueue", {"sessionId": sid, "prompt": _blocks(text)})
 
 
-def _queue_updates(client: WsClient, sid: str) -> list[list[dict[str, Any]]]:
+def _queue_updates(client: WsClient, sid: str) -> list[dict[str, Any]]:
     return [
-        f["params"]["event"]["queue"]
+        f["params"]["event"]
         for f in client.frames
         if f.get("method") == "_agentd/event"
         and f["params"]["kind"] == "queue_update"
@@ -60,10 +60,10 @@ async def test_enqueue_answers_at_once_and_every_change_is_a_queue_update(server
             lambda m: (
                 m["method"] == "_agentd/event"
                 and m["params"]["kind"] == "queue_update"
-                and len(m["params"]["event"]["queue"]) == 2
+                and m["params"]["event"]["length"] == 2
             )
         )
-        assert [len(q) for q in _queue_updates(client, sid)] == [1, 2]
+        assert [u["length"] for u in _queue_updates(client, sid)] == [1, 2]
         # Over plain HTTP too: enqueue needs no server→client request.
         async with httpx.AsyncClient(base_url=server.base_url) as http:
             resp = await http.post(
@@ -94,7 +94,7 @@ async def test_stale_versions_change_nothing_and_removal_answers_removed_from_qu
             lambda m: (
                 m["method"] == "_agentd/event"
                 and m["params"]["kind"] == "queue_update"
-                and len(m["params"]["event"]["queue"]) == 2
+                and m["params"]["event"]["length"] == 2
             )
         )
         queue = (await client.call("_agentd/queue/list", {"sessionId": sid}))["queue"]

@@ -174,7 +174,7 @@ def queue_of_length(session_id: str, n: int) -> Callable[[dict[str, Any]], bool]
             msg.get("method") == "_agentd/event"
             and msg["params"]["sessionId"] == session_id
             and msg["params"]["kind"] == "queue_update"
-            and len(msg["params"]["event"]["queue"]) == n
+            and msg["params"]["event"]["length"] == n
         )
 
     return predicate

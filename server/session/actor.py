@@ -52,6 +52,7 @@ from server.session.commands import (
     Cancel,
     Compact,
     Detach,
+    EnqueueAck,
     GoalClear,
     GoalGet,
     GoalSet,
@@ -78,6 +79,14 @@ from server.session.local_commands import (
     help_text,
     parse_bang,
     parse_local,
+)
+from server.session.queue_sync import (
+    AfterCommit,
+    LeftQueue,
+    QueuedBytes,
+    QueueSync,
+    answer_all,
+    entry_size,
 )
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
@@ -124,7 +133,6 @@ class QueuedPrompt:
     last_editor: str = "local"
     held_until: float | None = None
     send_now: bool = False
-    announced: bool = False  # clients were shown it in a queue_update
 
     @property
     def text(self) -> str:
@@ -186,6 +194,7 @@ class ActorServices:
     limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
     skills: dict[str, Skill] = field(default_factory=dict)
     metrics: Metrics | None = None
+    queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
 
     def budget_limits(self) -> BudgetLimits:
         return self.limits.budget
@@ -243,6 +252,8 @@ class SessionActor:
         self._last_checkpoint = float("-inf")
         self._idle_since: float | None = None
         self._stopped = False
+        self._sync = QueueSync(services.queued_bytes)  # what clients and the store were told
+        self._after_commit = AfterCommit(services.writer.barrier)
         self._restore_queue(record.queue or [])
         self._path_locks: dict[str, asyncio.Lock] = {}
         self._background = BackgroundTasks()
@@ -268,6 +279,8 @@ class SessionActor:
         """The actor is stopping and reads no more commands: answer what waits instead of
         letting it hang. During a server shutdown a prompt ends `server_shutting_down`."""
         match command:
+            case Prompt(ack=ack) if ack is not None:
+                command.reply.cancel()  # an enqueue: its caller waits for the ack (below)
             case Prompt(reply=reply) if self._server_stopping:
                 if not reply.done():
                     reply.set_result(PromptDone("", None, TurnOutcome.cancelled("server_shutting_down")))
@@ -282,7 +295,7 @@ class SessionActor:
                 elif not reply.done():
                     reply.set_result(True)
                 return
-        reply = getattr(command, "reply", None)
+        reply = getattr(command, "ack", None) or getattr(command, "reply", None)
         if isinstance(reply, asyncio.Future) and not reply.done():
             if self._server_stopping:
                 error = RpcError(ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping")
@@ -319,9 +332,8 @@ class SessionActor:
             case Prompt():
                 if self._repeat_of_known_request(cmd):
                     return False
-                limit = self._services.settings.max_queue_length
-                if limit and len(self._queue) >= limit:
-                    self._refuse_queue_full(cmd, limit)
+                if (refusal := self._queue_refusal(cmd)) is not None:
+                    self._refuse_prompt(cmd, refusal)
                     return False
                 queued = QueuedPrompt(
                     new_id("prompt"),
@@ -336,21 +348,25 @@ class SessionActor:
                     while len(self._requests) > MAX_REMEMBERED_REQUESTS:
                         self._requests.pop(next(iter(self._requests)))
                 if cmd.send_now:
-                    position = queue_ops.insert_send_now(self._queue, queued)
+                    queue_ops.insert_send_now(self._queue, queued)
                     # send_now cancels the running turn — unless a goal is active: then it
                     # simply runs next (R-S3).
                     if self._turn is not None and not (self._goal is not None and self._goal.active):
                         self._turn.ctx.cancel.set()
                 else:
                     self._queue.append(queued)
-                    position = len(self._queue) - 1
-                if cmd.ack is not None and not cmd.ack.done():
-                    cmd.ack.set_result((queued.id, position + (1 if self._turn is not None else 0)))
-                if self._turn is not None or len(self._queue) > 1 or queue_ops.front_is_held(self._queue):
-                    self._queue_changed()  # it really waits: show the queue
                 self._start_next_turn()
+                self._queue_changed()  # only if it really waits: one that started is no change
+                if cmd.ack is not None:
+                    self._ack(cmd.ack, queued)
             case QueueOp():
-                cmd.reply.set_result(self._queue_op(cmd))
+                try:
+                    answer = self._queue_op(cmd)
+                except RpcError as exc:  # refused (a limit): nothing changed
+                    cmd.reply.set_exception(exc)
+                    return False
+                # Answered once the change is committed (a crash cannot undo what was said).
+                self._after_commit.then(lambda: cmd.reply.done() or cmd.reply.set_result(answer))
             case ResumeQueue():
                 self._start_next_turn()
             case Interject():
@@ -453,20 +469,19 @@ class SessionActor:
                 if turn.outcome is None:  # a local command or `!cmd` has no handler of its own
                     self._end_killed_turn(turn.id, turn.prompt)
             self._finish_turn(turn.id)
-        if self._queue:
-            # Queued prompts (and input the last turn never drained) stay queued in the
-            # store and run after the restart; their requests are answered now, as
-            # deferred — a client retrying with the same requestId later learns the end.
-            self._queue_changed()
-            for queued in self._queue:
-                deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(DEFERRED_BY_SHUTDOWN))
-                for waiter in (queued.command.reply, *queued.waiters):
-                    if not waiter.done():
-                        waiter.set_result(deferred)
-            self._queue.clear()
+        # Queued prompts (and input the last turn never drained) stay queued in the store
+        # and run after the restart; once that is committed their requests are answered
+        # deferred — a client retrying with the same requestId later learns the end.
+        deferred_entries = list(self._queue)
+        self._queue_changed()
+        self._queue.clear()
+        self._sync.forget()
         if self._mcp is not None:
             await self._mcp.close()
         await self._services.writer.barrier()
+        for queued in deferred_entries:
+            deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(DEFERRED_BY_SHUTDOWN))
+            answer_all((queued.command.reply, *queued.waiters), deferred)
 
     # ------------------------------------------------------------------ turns
 
@@ -474,8 +489,7 @@ class SessionActor:
         if self._turn is not None or not self._queue or queue_ops.front_is_held(self._queue):
             return
         queued = self._queue.popleft()
-        if queued.announced:
-            self._queue_changed()  # it left the visible queue
+        self._queue_changed()  # it left the visible queue (if it was ever in it)
         cmd = queued.command
         turn_id = new_id("turn")
         local = parse_local(prompt_text(cmd.blocks)) if queued.kind == "prompt" else None
@@ -604,7 +618,8 @@ class SessionActor:
             "model": self.model,
             "agent": self.agent.name,
             "queue": [
-                {"promptId": q.id, "kind": q.kind, "text": prompt_text(q.command.blocks)} for q in self._queue
+                {"promptId": q.id, "kind": q.kind, "version": q.version, "text": q.text}
+                for q in self._queue
             ],
             "pendingPermissions": [
                 {"requestId": p.id, "toolCall": p.tool_call, "options": p.options}
@@ -818,32 +833,35 @@ class SessionActor:
         self.emit(EventKind.TURN_ENDED, payload)
 
     def _queue_changed(self) -> None:
-        for e in self._queue:
-            e.announced = True
-        self.emit(EventKind.QUEUE_UPDATE, {"queue": queue_ops.view(self._queue)})
-        # Persisted with the session: queued prompts survive a restart (R-E6).
-        stored = [
-            {
-                "id": e.id,
-                "kind": e.kind,
-                "version": e.version,
-                "owner": e.owner,
-                "lastEditor": e.last_editor,
-                "sendNow": e.send_now,
-                "blocks": [dump(b) for b in e.command.blocks],
-                "meta": e.command.meta,
-            }
-            for e in self._queue
-            if e.kind == "prompt"
-        ]
-        self._persist_fields({"queue": stored or None})
+        """Publish and store what changed in the queue since the last call (R-S3, R-E6):
+        a delta event and the changed rows only, never every waiting prompt again."""
+        payload, write = self._sync.diff(list(self._queue))
+        if write is not None:
+            self._services.writer.submit(self.id, queue=write)
+        if payload is not None:
+            self.emit(EventKind.QUEUE_UPDATE, payload)
 
-    def _refuse_queue_full(self, cmd: Prompt, limit: int) -> None:
-        err = RpcError(
-            ErrorCode.LIMIT_EXCEEDED,
-            f"queue full: {limit} prompts are waiting (remove some or wait)",
-            {"limit": "queue_length", "max": limit},
-        )
+    def _queue_refusal(self, cmd: Prompt) -> RpcError | None:
+        """A prompt that would wait must fit the queue limits (R-X3); one that runs at
+        once is not queued."""
+        if self._turn is None and not self._queue:
+            return None
+        return self._sync.refusal(self._services.settings, len(self._queue), cmd.principal, entry_size(cmd))
+
+    def _ack(
+        self, ack: asyncio.Future[EnqueueAck], entry: QueuedPrompt | None, done: PromptDone | None = None
+    ) -> None:
+        """Answer an enqueue once what it changed is committed: where the prompt waits
+        (0 = running now), or how it ended."""
+        if done is not None:
+            answer = EnqueueAck(done.prompt_id, None, done)
+        else:
+            assert entry is not None
+            index = next((i for i, e in enumerate(self._queue) if e is entry), None)
+            answer = EnqueueAck(entry.id, 0 if index is None else index + (self._turn is not None))
+        self._after_commit.then(lambda: ack.done() or ack.set_result(answer))
+
+    def _refuse_prompt(self, cmd: Prompt, err: RpcError) -> None:
         if cmd.ack is not None:  # enqueue: the caller waits for the ack, nobody for the end
             cmd.ack.set_exception(err)
             cmd.reply.cancel()
@@ -851,12 +869,13 @@ class SessionActor:
             cmd.reply.set_exception(err)
 
     def _removed_from_queue(self, entries: list[QueuedPrompt]) -> None:
+        """Answered `removed_from_queue` once the removal is committed."""
         for e in entries:
-            result = PromptDone(e.id, None, TurnOutcome.cancelled("removed_from_queue"))
+            result = PromptDone(e.id, None, TurnOutcome.cancelled(LeftQueue.REMOVED.value))
             e.result = result
-            for waiter in (e.command.reply, *e.waiters):
-                if not waiter.done():
-                    waiter.set_result(result)
+            self._sync.leaving[e.id] = LeftQueue.REMOVED
+            waiters = [e.command.reply, *e.waiters]
+            self._after_commit.then(lambda ws=waiters, r=result: answer_all(ws, r))
 
     def _queue_op(self, cmd: QueueOp) -> dict[str, Any]:
         args, who = cmd.args, cmd.principal
@@ -867,6 +886,8 @@ class SessionActor:
             case "remove":
                 result = queue_ops.remove(q, args["id"], args["expectedVersion"])
             case "edit":
+                if (refusal := self._sync.check_edit(self._services.settings, q, args["id"], args["text"])):
+                    raise refusal
                 result = queue_ops.edit(q, args["id"], args["expectedVersion"], args["text"], who)
             case "move":
                 result = queue_ops.move(q, args["order"])
@@ -894,6 +915,7 @@ class SessionActor:
                 else:
                     # Atomically out of the queue and into the running turn (R-S4).
                     q.remove(entry)
+                    self._sync.leaving[entry.id] = LeftQueue.INTERJECTED
                     self._turn.ctx.interjections.append(Interjection(entry.text, entry.command.origin))
                     self._turn.ctx.interrupted.set()
                     self._absorbed(entry, self._turn)
@@ -922,6 +944,7 @@ class SessionActor:
         """Queued prompts of a previous run; their original requests are gone, so their
         ends are reported as events only."""
         loop = asyncio.get_running_loop()
+        positions: dict[str, int] = {}
         for item in stored:
             try:
                 blocks = CONTENT_BLOCKS.validate_python(item["blocks"])
@@ -941,32 +964,36 @@ class SessionActor:
                 owner=item.get("owner", "local"),
                 last_editor=item.get("lastEditor", "local"),
                 send_now=bool(item.get("sendNow", False)),
-                announced=True,
             )
             self._queue.append(entry)
-            if (request_id := request_id_of(cmd.meta)) is not None:
+            positions[entry.id] = int(item.get("position", len(positions)))
+            if (request_id := item.get("requestId") or request_id_of(cmd.meta)) is not None:
                 self._requests[request_id] = entry
+        self._sync.restore(self._queue, positions)
 
     def resume_queue(self) -> None:
         """Start the next queued prompt, if any (after a restart)."""
         self.send(ResumeQueue())
 
     def _repeat_of_known_request(self, cmd: Prompt) -> bool:
-        """A client retrying a submission (same requestId) joins the original prompt: it
-        is never queued or run twice (R-S3)."""
+        """A client retrying a submission (same requestId) gets the original prompt: it
+        is never queued or run twice (R-S3). A `session/prompt` joins it; an enqueue is
+        answered at once with its `{promptId, position}`, or its end if it already ran."""
         request_id = request_id_of(cmd.meta)
         if request_id is None:
             return False
         known = self._requests.get(request_id)
-        if known is None:
-            answered = self._answered.get(request_id)
-            if answered is not None:
-                cmd.reply.set_result(answered)  # it ran (or was cut off) before a restart
-                return True
+        # It ran (or was cut off) in this run, or before a restart.
+        done = known.result if known is not None else self._answered.get(request_id)
+        if known is None and done is None:
             return False
-        if known.result is not None:
-            cmd.reply.set_result(known.result)
+        if cmd.ack is not None:
+            cmd.reply.cancel()  # nobody waits for an enqueue's end
+            self._ack(cmd.ack, known, done)
+        elif done is not None:
+            cmd.reply.set_result(done)
         else:
+            assert known is not None
             known.waiters.append(cmd.reply)
         return True
 
@@ -984,8 +1011,10 @@ class SessionActor:
         reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
         queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin))
         self._queue.append(queued)
-        cmd.reply.set_result(InterjectResult("queued", None, queued.id))
         self._start_next_turn()
+        self._queue_changed()
+        answer = InterjectResult("queued", None, queued.id)  # once it is committed
+        self._after_commit.then(lambda: cmd.reply.done() or cmd.reply.set_result(answer))
 
     def _finish_turn(self, turn_id: str) -> None:
         turn = self._turn

@@ -22,6 +22,16 @@ class PromptDone:
     outcome: TurnOutcome
 
 
+@dataclass(frozen=True)
+class EnqueueAck:
+    """The answer to an enqueue, sent once the prompt is committed: where it waits
+    (0 = running now), or how it ended when a repeated requestId names a finished one."""
+
+    prompt_id: str
+    position: int | None
+    done: PromptDone | None = None
+
+
 @dataclass
 class Prompt:
     blocks: list[ContentBlock]
@@ -30,8 +40,8 @@ class Prompt:
     meta: dict[str, Any] = field(default_factory=dict)
     principal: str = "local"
     send_now: bool = False  # run right after the current turn (and cancel it unless a goal is active)
-    # Answered as soon as the prompt is queued: (promptId, position).
-    ack: asyncio.Future[tuple[str, int]] | None = None
+    # Answered once the prompt is durably queued (or started).
+    ack: asyncio.Future[EnqueueAck] | None = None
 
 
 @dataclass

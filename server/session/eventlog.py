@@ -22,6 +22,7 @@ from sqlalchemy import exc as sa_exc
 from server.metrics import Metrics
 from server.session.events import Event
 from server.store.db import Batch, Store, StoredEvent
+from server.store.queue_rows import QueueWrite
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class _Item:
     messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     truncate_from: int | None = None
     session_fields: dict[str, Any] = field(default_factory=dict)
+    queue: QueueWrite | None = None
     publish: Publish | None = None
     done: asyncio.Future[None] | None = None
     submitted_at: float = 0.0
@@ -45,6 +47,7 @@ class _Item:
             (self.event is not None and self.event.durable)
             or self.messages
             or self.session_fields
+            or self.queue is not None
             or self.truncate_from is not None
         )
 
@@ -83,6 +86,7 @@ class EventWriter:
         messages: list[tuple[int, dict[str, Any]]] | None = None,
         truncate_from: int | None = None,
         session_fields: dict[str, Any] | None = None,
+        queue: QueueWrite | None = None,
     ) -> None:
         self._queue.put_nowait(
             _Item(
@@ -92,6 +96,7 @@ class EventWriter:
                 messages=messages or [],
                 truncate_from=truncate_from,
                 session_fields=session_fields or {},
+                queue=queue,
                 submitted_at=asyncio.get_running_loop().time() if self._metrics is not None else 0.0,
             )
         )
@@ -147,6 +152,8 @@ class EventWriter:
                 )
             b.messages.extend(item.messages)
             b.session_fields.update(item.session_fields)
+            if item.queue is not None:
+                b.queue.append(item.queue)
         if not batches:
             return set()
         delay = 0.05

@@ -39,7 +39,7 @@ class OpResult:
     reason: str | None = None
 
 
-def view(queue: Iterable[Entry], now: float | None = None) -> list[dict[str, Any]]:
+def view(queue: Iterable[Entry], now: float | None = None, *, with_text: bool = True) -> list[dict[str, Any]]:
     now = time.monotonic() if now is None else now
     out = []
     for e in queue:
@@ -49,8 +49,9 @@ def view(queue: Iterable[Entry], now: float | None = None) -> list[dict[str, Any
             "kind": e.kind,
             "owner": e.owner,
             "lastEditor": e.last_editor,
-            "text": e.text,
         }
+        if with_text:
+            item["text"] = e.text
         if e.held_until is not None and e.held_until > now:
             item["held"] = True
         if e.send_now:

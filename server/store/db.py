@@ -8,6 +8,7 @@ in one transaction, so a crash never leaves an event without its message or vice
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +25,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from server.config import SqliteSynchronous
+from server.store import queue_rows
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
+from server.store.queue_rows import QueueWrite
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -74,9 +77,16 @@ class Batch:
     messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     truncate_from: int | None = None
     session_fields: dict[str, Any] = field(default_factory=dict)
+    queue: list[QueueWrite] = field(default_factory=list)  # queued-prompt rows, in order
 
     def empty(self) -> bool:
-        return not (self.events or self.messages or self.session_fields or self.truncate_from is not None)
+        return not (
+            self.events
+            or self.messages
+            or self.session_fields
+            or self.queue
+            or self.truncate_from is not None
+        )
 
 
 def _json_dumps(value: Any) -> str:
@@ -103,7 +113,6 @@ def _record(row: SessionRow) -> SessionRecord:
         goal=row.goal,
         retry_state=row.retry_state,
         usage=row.usage,
-        queue=row.queue,
         partial=row.partial,
     )
 
@@ -203,9 +212,13 @@ class Store:
             return int((await conn.execute(q)).scalar() or 0)
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session with its queued prompts (in order; None when there are none)."""
         async with self.engine.connect() as conn:
             row = (await conn.execute(select(SessionRow).where(SessionRow.id == session_id))).first()
-        return _record(row) if row else None  # type: ignore[arg-type]
+            if row is None:
+                return None
+            queue = await queue_rows.load(conn, session_id)
+        return dataclasses.replace(_record(row), queue=queue or None)  # type: ignore[arg-type]
 
     async def list_sessions(
         self,
@@ -261,6 +274,8 @@ class Store:
                         MessageRow.__table__.insert(),
                         [{"session_id": b.session_id, "idx": i, "data": m} for i, m in b.messages],
                     )
+                if b.queue:
+                    await queue_rows.apply(conn, b.session_id, b.queue)
                 fields = dict(b.session_fields)
                 if b.events or fields:
                     fields["updated_at"] = now
@@ -271,18 +286,14 @@ class Store:
     async def sessions_with_queued_prompts(self) -> list[str]:
         """Sessions whose queue is not empty (to resume them at start-up)."""
         async with self.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(SessionRow.id, SessionRow.queue).where(SessionRow.queue.is_not(None))
-                )
-            ).all()
-        return [r.id for r in rows if r.queue]
+            return await queue_rows.sessions_with_rows(conn)
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove a session with its events and messages; False when there was none."""
         async with self.engine.begin() as conn:
             await conn.execute(delete(EventRow).where(EventRow.session_id == session_id))
             await conn.execute(delete(MessageRow).where(MessageRow.session_id == session_id))
+            await queue_rows.delete_session(conn, session_id)
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -34,8 +34,6 @@ class SessionRow(Base):
     goal: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     retry_state: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # Prompts waiting to run (R-S3, R-E6): they survive restarts; NULL when empty.
-    queue: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     # The text of messages still streaming, checkpointed at most every second (R-E1), so
     # a crash loses at most a second of what clients were shown; NULL when none.
     partial: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
@@ -69,6 +67,26 @@ class MessageRow(Base):
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
+class QueuedPromptRow(Base):
+    """A prompt waiting to run (R-S3, R-E6), one row each so that a queue change writes
+    only what changed; `position` orders a session's rows (gaps allowed)."""
+
+    __tablename__ = "queued_prompts"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    position: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer)
+    owner: Mapped[str] = mapped_column(String(128))
+    last_editor: Mapped[str] = mapped_column(String(128))
+    send_now: Mapped[bool] = mapped_column(Boolean)
+    # The client's idempotency key: a retry after a restart still finds its prompt.
+    request_id: Mapped[str | None] = mapped_column(Text, nullable=True)
+    blocks: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class ApiTokenRow(Base):
     """A bearer token (R-X1): only its SHA-256 is stored; `principal` is who it acts as."""
 
@@ -84,3 +102,4 @@ class ApiTokenRow(Base):
 
 
 Index("ix_sessions_owner_updated", SessionRow.owner, SessionRow.updated_at)
+Index("ix_queued_prompts_session", QueuedPromptRow.session_id, QueuedPromptRow.position)

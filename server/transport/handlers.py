@@ -56,6 +56,7 @@ from server.session.commands import (
     AttachMcp,
     Cancel,
     Compact,
+    EnqueueAck,
     GoalClear,
     GoalGet,
     GoalSet,
@@ -350,7 +351,7 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
     check_prompt_size(params.prompt, ctx.state.settings.max_prompt_bytes)
     actor = await _session(ctx, params.session_id)
     loop = asyncio.get_running_loop()
-    ack: asyncio.Future[tuple[str, int]] = loop.create_future()
+    ack: asyncio.Future[EnqueueAck] = loop.create_future()
     actor.send(
         Prompt(
             blocks=list(params.prompt),
@@ -362,8 +363,21 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
             ack=ack,
         )
     )
-    prompt_id, position = await ack
-    return {"promptId": prompt_id, "position": position}
+    answer = await ack
+    if answer.done is None:
+        return {"promptId": answer.prompt_id, "position": answer.position}
+    # A repeated requestId whose prompt already ended: how it ended.
+    outcome = answer.done.outcome
+    ended: dict[str, Any] = {
+        "promptId": answer.prompt_id,
+        "stopReason": stop_reason(outcome).value,
+        "outcome": outcome.kind.value,
+    }
+    if answer.done.turn_id:
+        ended["turnId"] = answer.done.turn_id
+    if outcome.reason:
+        ended["reason"] = outcome.reason
+    return ended
 
 
 async def prompt_enqueue(ctx: CallContext, params: EnqueueParams) -> dict[str, Any]:

@@ -1,0 +1,129 @@
+"""QueueSync (server/session/queue_sync.py): a queue change yields an event and a store
+write of what changed only — no other prompt's text, a bounded number of rows — and the
+queued-byte ledger follows every change."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any
+
+from protocol.acp import TextContent
+from server.config import Settings
+from server.session import queue_ops
+from server.session.actor import QueuedPrompt
+from server.session.commands import Prompt
+from server.session.queue_sync import LeftQueue, QueuedBytes, QueueSync
+from server.store.queue_rows import QueueWrite
+
+ORIGINAL: dict[str, str] = {}  # prompt id → its text when queued
+
+
+def entry(i: int, text: str | None = None, owner: str = "alice") -> QueuedPrompt:
+    blocks = [TextContent(text=text if text is not None else f"text-{i}-" + "z" * 1000)]
+    cmd = Prompt(blocks, reply=None, principal=owner, meta={"requestId": f"req-{i}"})  # type: ignore[arg-type]
+    return QueuedPrompt(f"p{i}", cmd, owner=owner, last_editor=owner)
+
+
+def texts_in(obj: Any, entries: list[QueuedPrompt]) -> set[str]:
+    """The ids of the entries whose original text appears in `obj`."""
+    raw = json.dumps(obj, default=lambda o: o.__dict__)
+    return {e.id for e in entries if ORIGINAL[e.id] in raw}
+
+
+def test_each_change_writes_and_publishes_only_what_changed() -> None:
+    ledger = QueuedBytes()
+    sync = QueueSync(ledger)
+    entries = [entry(i) for i in range(50)]
+    ORIGINAL.update({e.id: e.text for e in entries})
+    q: deque[QueuedPrompt] = deque()
+    for e in entries:
+        q.append(e)
+        event, write = sync.diff(list(q))
+        assert event is not None and write is not None
+        assert texts_in(event, entries) == {e.id} and texts_in(write, entries) == {e.id}
+        assert (len(write.upserts), write.deletes, write.updates) == (1, [], [])
+    assert sync.bytes == sum(len(e.text.encode()) for e in entries) == ledger.of("alice")
+
+    # The front starts: one delete, nothing else rewritten.
+    started = q.popleft()
+    event, write = sync.diff(list(q))
+    assert event == {"changes": [{"change": "removed", "id": started.id, "reason": "started"}], "length": 49}
+    assert write == QueueWrite(deletes=[started.id])
+
+    # An edit rewrites that one row; the event carries the new text only.
+    assert queue_ops.edit(q, "p10", 1, "edited ten", "bob").applied
+    event, write = sync.diff(list(q))
+    assert event is not None and write is not None
+    assert [c["change"] for c in event["changes"]] == ["updated"]
+    assert event["changes"][0]["entry"]["text"] == "edited ten" and texts_in(event, entries) == set()
+    assert [r["id"] for r in write.upserts] == ["p10"] and not write.updates
+
+    # A hold sends no text at all and touches no text column.
+    assert queue_ops.hold(q, "p20", "bob").applied
+    event, write = sync.diff(list(q))
+    assert event is not None and "text" not in event["changes"][0]["entry"]
+    assert event["changes"][0]["entry"]["held"] is True
+    assert write is not None and not write.upserts and [u[0] for u in write.updates] == ["p20"]
+
+    # Moving one prompt to the front: a "moved" with ids, positions only.
+    assert queue_ops.move(q, ["p30"]).applied
+    event, write = sync.diff(list(q))
+    assert event is not None and write is not None
+    assert [c["change"] for c in event["changes"]] == ["moved"]
+    assert event["changes"][0]["order"] == [e.id for e in q] and texts_in(event, entries) == set()
+    assert not write.upserts and all(set(values) == {"position"} for _, values in write.updates)
+
+    # Removing one: a delete and the reason it left.
+    result = queue_ops.remove(q, "p40", 1)
+    sync.leaving["p40"] = LeftQueue.REMOVED
+    event, write = sync.diff(list(q))
+    assert result.applied and write == QueueWrite(deletes=["p40"])
+    assert event == {
+        "changes": [{"change": "removed", "id": "p40", "reason": "removed_from_queue"}],
+        "length": 48,
+    }
+    assert sync.bytes == sum(len(e.text.encode()) for e in q) == ledger.of("alice")
+
+    # Nothing changed: nothing to publish or store.
+    assert sync.diff(list(q)) == (None, None)
+    sync.forget()
+    assert ledger.of("alice") == 0
+
+
+def test_positions_stay_ordered_across_inserts_at_the_front_and_middle() -> None:
+    sync = QueueSync(QueuedBytes())
+    q: deque[QueuedPrompt] = deque(entry(i, f"t{i}") for i in range(5))
+    positions: dict[str, int] = {}
+
+    def apply(write: QueueWrite | None) -> None:
+        for r in write.upserts if write else []:
+            positions[r["id"]] = r["position"]
+        for pid in write.deletes if write else []:
+            positions.pop(pid)
+        for pid, values in write.updates if write else []:
+            positions[pid] = values.get("position", positions[pid])
+
+    apply(sync.diff(list(q))[1])
+    q.appendleft(entry(10, "front"))
+    apply(sync.diff(list(q))[1])
+    queue_ops.insert_send_now(q, entry(11, "now"))
+    q.insert(3, entry(12, "middle"))
+    apply(sync.diff(list(q))[1])
+    assert sorted(positions, key=positions.__getitem__) == [e.id for e in q]
+
+
+def test_queued_bytes_limits_per_session_and_principal() -> None:
+    ledger = QueuedBytes()
+    settings = Settings(max_queued_bytes_per_session=100, max_queued_bytes_per_principal=150)
+    one, two = QueueSync(ledger), QueueSync(ledger)
+    one.diff([entry(1, "a" * 90)])
+    assert one.check_room(settings, "alice", 10) is None
+    refused = one.check_room(settings, "alice", 11)
+    assert refused is not None and refused.data == {"limit": "queued_bytes_session", "max": 100, "size": 11}
+    two.diff([entry(2, "b" * 50)])
+    refused = two.check_room(settings, "alice", 11)
+    assert refused is not None and refused.data["limit"] == "queued_bytes_principal"
+    assert two.check_room(settings, "bob", 11) is None  # another principal's budget
+    unlimited = Settings(max_queued_bytes_per_session=0, max_queued_bytes_per_principal=0)
+    assert one.check_room(unlimited, "alice", 10**9) is None
