@@ -152,7 +152,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if problem := insecure_bind(settings.host, settings.auth):
             raise RuntimeError(problem)
-        store = await Store.open(settings.resolved_database_url())
+        store = await Store.open(settings.resolved_database_url(), settings.pool_limits())
         await store.migrate()
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)

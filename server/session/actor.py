@@ -43,6 +43,7 @@ from server.loop.turn import run_compaction_job, run_turn
 from server.loop.turn_state import TurnState
 from server.loop.usage import Price, UsageLedger
 from server.metrics import Metrics
+from server.overload import session_stopping
 from server.providers.base import Provider
 from server.session import queue_ops
 from server.session.commands import (
@@ -258,6 +259,11 @@ class SessionActor:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The actor's own task: done once the actor has really stopped."""
+        return self._task
+
     def send(self, command: SessionCommand) -> None:
         if self._stopped or self._closing:
             self._refuse(command)
@@ -287,7 +293,7 @@ class SessionActor:
             if self._server_stopping:
                 error = RpcError(ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping")
             else:
-                error = RpcError(ErrorCode.INTERNAL_ERROR, "the session was unloaded; retry")
+                error = session_stopping(self.id)  # retryable: the next request reloads it
             reply.set_exception(error)
 
     @property

@@ -114,17 +114,46 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
+@dataclass(frozen=True)
+class PoolLimits:
+    """Bounds on waiting for the database: a flood of requests gets a quick, retryable
+    `sqlalchemy.exc.TimeoutError` from the pool instead of stalling every session."""
+
+    size: int = 5
+    overflow: int = 10
+    timeout_s: float = 5.0  # wait for a free pooled connection
+    statement_timeout_s: float = 30.0  # Postgres (asyncpg command_timeout); SQLite: busy_timeout
+
+    def engine_kw(self, url: str) -> dict[str, Any]:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+            return {}  # one shared in-memory connection (StaticPool): nothing to bound
+        kw: dict[str, Any] = {
+            "pool_size": self.size,
+            "max_overflow": self.overflow,
+            "pool_timeout": self.timeout_s,
+        }
+        if parsed.get_backend_name() == "postgresql":
+            kw["connect_args"] = {"command_timeout": self.statement_timeout_s}
+        return kw
+
+
 class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
     @classmethod
-    async def open(cls, url: str) -> Store:
+    async def open(cls, url: str, pool: PoolLimits | None = None) -> Store:
         parsed = make_url(url)
         is_sqlite = parsed.get_backend_name() == "sqlite"
         if is_sqlite and parsed.database and parsed.database != ":memory:":
             await asyncio.to_thread(Path(parsed.database).parent.mkdir, parents=True, exist_ok=True)
-        engine = create_async_engine(url, json_serializer=_json_dumps, json_deserializer=orjson.loads)
+        engine = create_async_engine(
+            url,
+            json_serializer=_json_dumps,
+            json_deserializer=orjson.loads,
+            **(pool or PoolLimits()).engine_kw(url),
+        )
         if is_sqlite:
 
             @event.listens_for(engine.sync_engine, "connect")
