@@ -14,6 +14,7 @@ from protocol.jsonrpc import ErrorCode, RpcError
 class RetryReason(StrEnum):
     OVERLOADED = "overloaded"  # no database connection free in time, or the database is busy
     SESSION_STOPPING = "session_stopping"  # the session's previous actor has not ended yet
+    SESSION_FAILED = "session_failed"  # the database refused its events: reloaded from the store
 
 
 class LimitKind(StrEnum):
@@ -44,6 +45,17 @@ def session_stopping(session_id: str, waited: float | None = None) -> RpcError:
         f"session {session_id} is stopping; retry",
         retry_after=0.5 if waited is None else max(0.1, min(waited, 1.0)),
         maximum=waited,
+    )
+
+
+def session_failed(session_id: str) -> RpcError:
+    """The database refused the session's events for good: what the turn did after its
+    last committed event is lost; the next request reloads the session from the store."""
+    return RpcError(
+        ErrorCode.INTERNAL_ERROR,
+        f"session_failed: the database refused the events of session {session_id}; "
+        "it was reloaded from its last saved event — retry",
+        {"reason": RetryReason.SESSION_FAILED.value, "retryable": True},
     )
 
 

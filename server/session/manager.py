@@ -192,11 +192,11 @@ class SessionManager:
 
     async def evict_idle(self, idle_for: float) -> list[str]:
         """Evict actors idle (no clients, no work) for at least `idle_for` seconds."""
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
         evicted = []
         for session_id, actor in list(self._actors.items()):
-            since = actor.idle_since()
-            if since is not None and now - since >= idle_for:
+            since = actor.idle_since()  # (first seen idle now: `idle_for` 0 evicts it at once)
+            if since is not None and loop.time() - since >= idle_for:
                 fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
                 def forget(a: SessionActor = actor) -> None:
