@@ -325,6 +325,9 @@ async def test_a_refused_batch_fails_the_session_loudly_and_it_reloads_without_a
         assert "error" in poisoned, poisoned
         assert poisoned["error"]["data"] == {"reason": "session_failed", "retryable": True}
         assert any("FAILED" in r.getMessage() and sid in r.getMessage() for r in caplog.records)
+        # The attached client is told to resync from the last event it really got.
+        resync = await client.wait_notification(lambda m: m["method"] == "_agentd/resync_required")
+        assert resync["params"] == {"sessionId": sid, "lastSeq": before[-1], "reason": "session_failed"}
         assert state.writer.dropped_batches == 1
         # Nothing after the refused batch was committed: no gap, nothing shown that is lost.
         assert [e.seq for e in await store.read_events(sid)] == before

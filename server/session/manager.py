@@ -17,7 +17,7 @@ from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.loop.outcome import TurnOutcome
-from server.overload import session_stopping
+from server.overload import RetryReason, session_stopping
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import PromptDone, Shutdown
 from server.session.events import EventKind
@@ -296,6 +296,8 @@ class SessionManager:
             "session %s: its actor stops after a refused write (%s); it reloads on demand", session_id, exc
         )
         self._begin_stop(actor)
+        # Its clients hear no more from this actor: they resync from what they have.
+        actor.hub.resync_all(RetryReason.SESSION_FAILED.value)
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord:
