@@ -68,7 +68,7 @@ def overload_error(exc: BaseException) -> RpcError | None:
             "server overloaded: no database connection free; retry shortly",
             retry_after=1.0,
         )
-    if isinstance(exc, (sa_exc.OperationalError, TimeoutError)):
+    if isinstance(exc, sa_exc.OperationalError) or (isinstance(exc, TimeoutError) and _from_database(exc)):
         # A lock or statement timeout: SQLite's "database is locked" after busy_timeout,
         # asyncpg's command_timeout (a plain TimeoutError).
         return retry_later(
@@ -78,3 +78,16 @@ def overload_error(exc: BaseException) -> RpcError | None:
             retry_after=1.0,
         )
     return None
+
+
+_DB_MODULES = ("sqlalchemy", "asyncpg", "aiosqlite")
+
+
+def _from_database(exc: BaseException) -> bool:
+    """Whether the exception was raised inside the database layer (not some other wait)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if str(tb.tb_frame.f_globals.get("__name__", "")).startswith(_DB_MODULES):
+            return True
+        tb = tb.tb_next
+    return False

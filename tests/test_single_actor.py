@@ -1,12 +1,13 @@
 """One live actor per session, even when stopping it is slow (issue 9, item 2), and
 bounded waits for the database (item 7).
 
-A session being closed, deleted or evicted while another process holds the SQLite write
-lock stops slowly (its last events cannot commit). Meanwhile requests for it get a
-retryable -32019 `session_stopping` instead of a second actor writing the same seqs; once
-the lock is gone the session reloads from the store and its log has no gap and nothing a
-client saw is missing. A batch the database refuses for good fails its session loudly
-(no seq gap); an exhausted connection pool answers a retryable -32019 `overloaded`.
+A session being closed, deleted or evicted while its last events cannot commit (SQLite:
+another process holds the write lock; Postgres: another connection locks the events
+table) stops slowly. Meanwhile requests for it get a retryable -32019 `session_stopping`
+instead of a second actor writing the same seqs; once the lock is gone the session
+reloads from the store, its log has no gap, and nothing a client saw is missing. A batch
+the database refuses for good fails its session loudly (no seq gap); an exhausted
+connection pool answers a retryable -32019 `overloaded`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
+from server.overload import overload_error
 from server.session.actor import SessionActor
 from server.store.db import Store
 from tests.client import WsClient, text_prompt
@@ -76,6 +80,33 @@ async def sqlite_write_lock(db: Path) -> AsyncIterator[Callable[[], Any]]:
         if proc.returncode is None and not released:
             proc.kill()
         await asyncio.wait_for(proc.wait(), BOUND_S)
+
+
+@asynccontextmanager
+async def database_write_lock(db_url: str) -> AsyncIterator[Callable[[], Any]]:
+    """SQLite: the write lock, from another process. Postgres: an EXCLUSIVE lock on the
+    events table (reads go on, every insert waits), from another connection."""
+    if db_url.startswith("sqlite"):
+        async with sqlite_write_lock(Path(db_url.split("///", 1)[1])) as release:
+            yield release
+        return
+    conn = await asyncpg.connect(db_url.replace("postgresql+asyncpg://", "postgresql://"))
+    tx = conn.transaction()
+    await tx.start()
+    await conn.execute("LOCK TABLE events IN EXCLUSIVE MODE")
+    released = False
+
+    async def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            await tx.rollback()
+
+    try:
+        yield release
+        await release()
+    finally:
+        await conn.close()
 
 
 class Census:
@@ -186,23 +217,20 @@ async def _start_streaming_turn(client: WsClient, sid: str) -> asyncio.Task[dict
 
 
 @asynccontextmanager
-async def _server(server_factory: Any, tmp_path: Path) -> AsyncIterator[tuple[Server, Path]]:
-    db = tmp_path / "locked.db"
-    async with server_factory(
-        _streaming(), database_url=f"sqlite+aiosqlite:///{db}", session_stop_wait_s=0.3
-    ) as server:
-        yield server, db
+async def _server(server_factory: Any, db_url: str) -> AsyncIterator[Server]:
+    async with server_factory(_streaming(), database_url=db_url, session_stop_wait_s=0.3) as server:
+        yield server
 
 
 async def test_close_on_a_locked_database_never_starts_a_second_actor(
-    server_factory: Any, workspace: Path, tmp_path: Path, census: Census
+    server_factory: Any, workspace: Path, db_url: str, census: Census
 ) -> None:
-    async with _server(server_factory, tmp_path) as (server, db):
+    async with _server(server_factory, db_url) as server:
         store = server.app.state.agentd.store
         client, other = await server.client(), await server.client()
         sid = await _new(client, workspace)
         prompt = await _start_streaming_turn(client, sid)
-        async with sqlite_write_lock(db) as release:
+        async with database_write_lock(db_url) as release:
             # The cancelled turn's last events cannot commit: the actor cannot finish
             # stopping, and close says so instead of claiming success.
             _assert_stopping(await client.request("session/close", {"sessionId": sid}))
@@ -223,14 +251,14 @@ async def test_close_on_a_locked_database_never_starts_a_second_actor(
 
 
 async def test_delete_on_a_locked_database_never_starts_a_second_actor(
-    server_factory: Any, workspace: Path, tmp_path: Path, census: Census
+    server_factory: Any, workspace: Path, db_url: str, census: Census
 ) -> None:
-    async with _server(server_factory, tmp_path) as (server, db):
+    async with _server(server_factory, db_url) as server:
         store = server.app.state.agentd.store
         client, other = await server.client(), await server.client()
         sid = await _new(client, workspace)
         prompt = await _start_streaming_turn(client, sid)
-        async with sqlite_write_lock(db) as release:
+        async with database_write_lock(db_url) as release:
             _assert_stopping(await client.request("session/delete", {"sessionId": sid}))
             _assert_stopping(await other.request("session/load", _load_params(sid, workspace)))
             assert census.running[sid] == 1
@@ -247,15 +275,15 @@ async def test_delete_on_a_locked_database_never_starts_a_second_actor(
 
 
 async def test_idle_eviction_on_a_locked_database_never_starts_a_second_actor(
-    server_factory: Any, workspace: Path, tmp_path: Path, census: Census
+    server_factory: Any, workspace: Path, db_url: str, census: Census
 ) -> None:
-    async with _server(server_factory, tmp_path) as (server, db):
+    async with _server(server_factory, db_url) as server:
         state = server.app.state.agentd
         manager, store = state.manager, state.store
         client, other = await server.client(), await server.client()
         sid = await _new(client, workspace)
         await client.call("_agentd/session/detach", {"sessionId": sid})
-        async with sqlite_write_lock(db) as release:
+        async with database_write_lock(db_url) as release:
             # A mode change whose event cannot commit yet; the actor stays idle (no
             # clients, no work) and takes the change at once.
             set_mode = {"sessionId": sid, "modeId": "plan"}
@@ -382,3 +410,16 @@ async def test_an_exhausted_pool_answers_a_retryable_overload_error_and_recovers
         assert (await client.call("session/prompt", text_prompt(sid, "hi")))["stopReason"] == "end_turn"
         assert await _new(client, workspace)
         await client.close()
+
+
+def test_only_database_waits_count_as_overload() -> None:
+    pool = overload_error(sa_exc.TimeoutError("QueuePool limit reached"))
+    assert pool is not None and pool.code == -32019 and pool.data["limit"] == "db_pool"
+    locked = overload_error(sa_exc.OperationalError("INSERT", {}, Exception("database is locked")))
+    assert locked is not None and locked.data == {**locked.data, "reason": "overloaded", "retryable": True}
+    # A timeout elsewhere (not in the database layer) stays an internal error.
+    try:
+        raise TimeoutError
+    except TimeoutError as exc:
+        assert overload_error(exc) is None
+    assert overload_error(ValueError("bug")) is None

@@ -242,7 +242,9 @@ class SessionManager:
             if loading is not None:  # let a load in flight finish, then stop what it made
                 await asyncio.wait({loading}, timeout=self.stop_wait)
             await self.evict(session_id, grace=1.0)
-            return await self._store.delete_session(session_id)
+            deleted = await self._store.delete_session(session_id)
+            self._services.writer.clear_failure(session_id)  # its actor has ended: nothing left
+            return deleted
         finally:
             del self._holds[session_id]
             hold.set_result(None)
