@@ -403,6 +403,10 @@ async def test_an_exhausted_pool_answers_a_retryable_overload_error_and_recovers
                 assert error["code"] == -32019, error
                 assert error["data"]["reason"] == "overloaded" and error["data"]["retryable"] is True
                 assert error["data"]["limit"] == "db_pool"
+            # A live session goes on meanwhile: its events commit on the writer's own
+            # connection, not behind the flood.
+            still = await asyncio.wait_for(client.call("session/prompt", text_prompt(sid, "still?")), BOUND_S)
+            assert still["stopReason"] == "end_turn"
         finally:
             for conn in held:
                 await conn.close()
