@@ -157,7 +157,9 @@ def create_app(
         if problem := insecure_bind(settings.host, settings.auth):
             raise RuntimeError(problem)
         store = await Store.open(
-            settings.resolved_database_url(), sqlite_synchronous=settings.sqlite_synchronous
+            settings.resolved_database_url(),
+            settings.pool_limits(),
+            sqlite_synchronous=settings.sqlite_synchronous,
         )
         await store.migrate()
         metrics = Metrics()

@@ -6,12 +6,15 @@ import os
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from server.store.db import PoolLimits
 
 
 def redact_url(url: str) -> str:
@@ -191,6 +194,17 @@ class Settings(BaseSettings):
     # are cancelled (R-S5); waiting requests are answered before connections close.
     shutdown_grace_s: float = 10.0
 
+    # How long a request for a session whose previous actor is still stopping (close,
+    # delete, eviction on a slow database) waits for it before a retryable -32019.
+    session_stop_wait_s: float = 10.0
+    # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
+    # gets a retryable -32019 (overloaded); Postgres statements time out after
+    # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
+    db_pool_size: int = 5
+    db_pool_overflow: int = 10
+    db_pool_timeout_s: float = 5.0
+    db_statement_timeout_s: float = 30.0
+
     # A hold on a queued prompt (a user editing it) runs out after this (R-S3).
     queue_hold_s: float = 600.0
 
@@ -230,6 +244,13 @@ class Settings(BaseSettings):
 
     def context_window_for(self, model: str) -> int:
         return self.context_windows.get(model, self.context_window)
+
+    def pool_limits(self) -> PoolLimits:
+        from server.store.db import PoolLimits  # the store imports nothing of the settings
+
+        return PoolLimits(
+            self.db_pool_size, self.db_pool_overflow, self.db_pool_timeout_s, self.db_statement_timeout_s
+        )
 
     def resolved_database_url(self) -> str:
         if self.database_url:

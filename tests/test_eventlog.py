@@ -62,8 +62,10 @@ async def test_events_are_published_only_after_commit_and_in_order(store: Store)
     await writer.stop()
 
 
-async def test_a_refused_batch_is_dropped_and_other_sessions_go_on(store: Store, caplog):
+async def test_a_refused_batch_fails_its_session_loudly_and_other_sessions_go_on(store: Store, caplog):
     writer = EventWriter(store, flush_interval=0.02)
+    failures: list[str] = []
+    writer.on_session_failed = lambda sid, exc: failures.append(sid)
     writer.start()
     published: list[tuple[str, int | None]] = []
 
@@ -81,10 +83,22 @@ async def test_a_refused_batch_is_dropped_and_other_sessions_go_on(store: Store,
     assert [e.payload["text"] for e in await store.read_events("b")] == ["fine"]
     assert [e.payload["text"] for e in await store.read_events("a")] == ["first"]
     assert writer.dropped_batches == 1
-    # The writer keeps working afterwards.
+    # The session failed, loudly: the manager is told and the log says so.
+    assert failures == ["a"]
+    assert writer.failed("a") and not writer.failed("b")
+    assert any(r.levelname == "ERROR" and "session a FAILED" in r.getMessage() for r in caplog.records)
+    # Its later writes never land after the gap (nor are shown) — b's still do.
+    writer.submit("a", event=_event("a", 2, "after the gap"), publish=publish)
+    writer.submit("b", event=_event("b", 2, "fine too"), publish=publish)
+    await writer.barrier()
+    assert [e.seq for e in await store.read_events("a")] == [1]
+    assert ("a", 2) not in published and ("b", 2) in published
+    # Once a new actor takes over (from the store's last seq), the session writes again.
+    writer.clear_failure("a")
     writer.submit("a", event=_event("a", 2, "second"), publish=publish)
     await writer.barrier()
     assert [e.payload["text"] for e in await store.read_events("a")] == ["first", "second"]
+    assert failures == ["a"]
     await writer.stop()
 
 

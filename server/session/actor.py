@@ -43,6 +43,7 @@ from server.loop.turn import run_compaction_job, run_turn
 from server.loop.turn_state import TurnState
 from server.loop.usage import Price, UsageLedger
 from server.metrics import Metrics
+from server.overload import session_failed, session_stopping
 from server.providers.base import Provider
 from server.session import queue_ops
 from server.session.commands import (
@@ -269,6 +270,11 @@ class SessionActor:
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The actor's own task: done once the actor has really stopped."""
+        return self._task
+
     def send(self, command: SessionCommand) -> None:
         if self._stopped or self._closing:
             self._refuse(command)
@@ -300,7 +306,7 @@ class SessionActor:
             if self._server_stopping:
                 error = RpcError(ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping")
             else:
-                error = RpcError(ErrorCode.INTERNAL_ERROR, "the session was unloaded; retry")
+                error = session_stopping(self.id)  # retryable: the next request reloads it
             reply.set_exception(error)
 
     @property
@@ -1024,9 +1030,11 @@ class SessionActor:
         outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
         result = PromptDone(turn.prompt.id, turn.id, outcome)
         turn.prompt.result = result
+        # Its events were refused by the database (and discarded): no success to report.
+        failed = session_failed(self.id) if self._services.writer.failed(self.id) else None
         for done in (turn.prompt.command.reply, *turn.prompt.waiters):
             if not done.done():
-                done.set_result(result)
+                done.set_result(result) if failed is None else done.set_exception(failed)
         # Input that arrived after the turn's last drain is never lost: it becomes the
         # next prompt, ahead of everything queued (R-S4).
         for item in reversed(turn.ctx.take_interjections()):

@@ -6,6 +6,11 @@ and only then hands the events to each session's hub — so no client ever sees 
 event a crash could lose (R-E2), and transient deltas never overtake the durable events
 queued before them. `flushed()` waits until everything submitted so far was delivered
 to the hubs (the drain barrier of R-L3h).
+
+A batch the database refuses for good (bad data, not a lost connection) fails its
+session: the batch and everything the session submits afterwards is neither committed
+nor shown, so the store keeps a gap-free prefix of the session's log; the manager is
+told (`on_session_failed`), stops the actor and reloads the session from the store.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from server.store.queue_rows import QueueWrite
 log = logging.getLogger(__name__)
 
 Publish = Callable[[Event], None]
+SessionFailed = Callable[[str, BaseException], None]
 
 
 @dataclass
@@ -62,7 +68,11 @@ class EventWriter:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.commits = 0  # for metrics and tests
-        self.dropped_batches = 0
+        self.dropped_batches = 0  # batches the database refused (each failed its session)
+        # Sessions whose batch was refused: their later writes are discarded until
+        # `clear_failure` (a new actor, loaded from the store, takes over).
+        self._failed: set[str] = set()
+        self.on_session_failed: SessionFailed | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="event-writer")
@@ -101,6 +111,14 @@ class EventWriter:
             )
         )
 
+    def failed(self, session_id: str) -> bool:
+        return session_id in self._failed
+
+    def clear_failure(self, session_id: str) -> None:
+        """The failed session's actor is gone (and a barrier passed since): writes for it
+        are accepted again — they come from an actor loaded from the store's last seq."""
+        self._failed.discard(session_id)
+
     async def barrier(self) -> None:
         """Return once everything submitted before this call is committed and published."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -120,8 +138,8 @@ class EventWriter:
             dropped = await self._commit(items)
             now = asyncio.get_running_loop().time()
             for item in items:
-                if item.session_id in dropped and item.needs_commit:
-                    continue  # not durable, so never shown
+                if item.session_id in dropped and item.event is not None:
+                    continue  # not durable (or after a refused batch), so never shown
                 if item.event is not None and item.publish is not None:
                     try:
                         item.publish(item.event)
@@ -135,8 +153,9 @@ class EventWriter:
     async def _commit(self, items: list[_Item]) -> set[str]:
         """Commit the durable items; returns the sessions whose batch had to be dropped."""
         batches: dict[str, Batch] = {}
+        failed = {item.session_id for item in items if item.session_id in self._failed}
         for item in items:
-            if not item.needs_commit:
+            if not item.needs_commit or item.session_id in failed:
                 continue
             b = batches.setdefault(item.session_id, Batch(item.session_id))
             if item.event is not None and item.event.durable:
@@ -155,7 +174,7 @@ class EventWriter:
             if item.queue is not None:
                 b.queue.append(item.queue)
         if not batches:
-            return set()
+            return failed
         delay = 0.05
         while True:
             try:
@@ -164,10 +183,10 @@ class EventWriter:
                 self.commits += 1
                 if self._metrics is not None:
                     self._metrics.flush_seconds.observe(asyncio.get_running_loop().time() - started)
-                return set()
+                return failed
             except Exception as exc:
                 if not is_transient(exc):
-                    return await self._commit_one_by_one(list(batches.values()))
+                    return failed | await self._commit_one_by_one(list(batches.values()))
                 # Never publish what is not committed; keep trying (the DB may be restarting).
                 log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
@@ -175,7 +194,7 @@ class EventWriter:
 
     async def _commit_one_by_one(self, batches: list[Batch]) -> set[str]:
         """A permanent error (bad data) must not wedge every session: commit each
-        session's batch alone and drop only the one the database refuses."""
+        session's batch alone; the session whose batch the database refuses fails."""
         dropped: set[str] = set()
         for batch in batches:
             delay = 0.05
@@ -189,17 +208,42 @@ class EventWriter:
                         await asyncio.sleep(delay)
                         delay = min(delay * 2, 2.0)
                         continue
-                    log.error("session %s: the database refused a batch, dropped: %s", batch.session_id, exc)
-                    self.dropped_batches += 1
+                    self._fail(batch, exc)
                     dropped.add(batch.session_id)
                     break
         return dropped
 
 
+    def _fail(self, batch: Batch, exc: BaseException) -> None:
+        seqs = [e.seq for e in batch.events]
+        log.error(
+            "session %s FAILED: the database refused its batch (seqs %s): %s; its later writes are "
+            "discarded and it is reloaded from the store",
+            batch.session_id,
+            f"{seqs[0]}..{seqs[-1]}" if seqs else "none",
+            exc,
+        )
+        self.dropped_batches += 1
+        self._failed.add(batch.session_id)
+        if self.on_session_failed is not None:
+            try:
+                self.on_session_failed(batch.session_id, exc)
+            except Exception:  # the writer must go on for every other session
+                log.exception("session %s: handling its failure failed", batch.session_id)
+
+
 def is_transient(exc: BaseException) -> bool:
     """Errors worth retrying as they are: the connection, not the data."""
     if isinstance(
-        exc, (OSError, ConnectionError, TimeoutError, sa_exc.OperationalError, sa_exc.InterfaceError)
+        exc,
+        (
+            OSError,
+            ConnectionError,
+            TimeoutError,
+            sa_exc.TimeoutError,  # no pooled connection free in time (a flood of requests)
+            sa_exc.OperationalError,
+            sa_exc.InterfaceError,
+        ),
     ):
         return True
     return isinstance(exc, sa_exc.DBAPIError) and bool(exc.connection_invalidated)

@@ -167,6 +167,16 @@ class EventHub:
                 if self._on_drop is not None:
                     self._on_drop()
 
+    def resync_all(self, reason: str) -> None:
+        """End every subscription, telling each client to resync from the last durable
+        event it got (the session's live stream ends here, e.g. its actor failed)."""
+        for sub in self._subscribers.values():
+            resync = getattr(sub.sink, "send_urgent", None)
+            if resync is not None:
+                params = {"sessionId": sub.session_id, "lastSeq": sub.last_seq, "reason": reason}
+                resync(RESYNC_REQUIRED, params)
+        self._subscribers.clear()
+
     @property
     def sinks(self) -> list[FrameSink]:
         return [s.sink for s in self._subscribers.values()]

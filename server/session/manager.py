@@ -1,10 +1,14 @@
 """Creates, finds and stops session actors (R-S5). Actors are created on demand from
-the store; two concurrent requests for the same session get the same actor."""
+the store; two concurrent requests for the same session get the same actor.
+
+At most one actor per session exists, ever: an actor that is stopping (close, delete,
+eviction, a failed write) stays registered until its task has really ended, and a
+request for its session waits for that (bounded, then a retryable -32019) instead of
+loading a second actor that would write the same seqs."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from typing import Any
@@ -13,6 +17,7 @@ from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.loop.outcome import TurnOutcome
+from server.overload import RetryReason, session_stopping
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import PromptDone, Shutdown
 from server.session.events import EventKind
@@ -31,9 +36,15 @@ class SessionManager:
         self._services = services
         self._actors: dict[str, SessionActor] = {}
         self._loading: dict[str, asyncio.Future[SessionActor]] = {}
-        self._deleting: set[str] = set()  # being deleted: not to be loaded again meanwhile
+        # Sessions whose actor was taken out of service and has not ended yet → resolved
+        # when its task is done. No new actor is made for them meanwhile.
+        self._stopping: dict[str, asyncio.Future[None]] = {}
+        # Sessions being deleted: nothing loads them until the delete is through.
+        self._holds: dict[str, asyncio.Future[None]] = {}
         self.owner_default = owner_default
         self.closing = False  # draining for a shutdown: no new actors
+        self.stop_wait = services.settings.session_stop_wait_s
+        services.writer.on_session_failed = self._session_failed
 
     @property
     def store(self) -> Store:
@@ -64,14 +75,19 @@ class SessionManager:
         return self._actors.get(session_id)
 
     async def get(self, session_id: str) -> SessionActor | None:
-        """The live actor, recreated from the store if needed; None if no such session."""
-        if session_id in self._deleting:
-            return None
-        actor = self._actors.get(session_id)
-        if actor is not None:
-            return actor
-        if session_id in self._loading:
-            return await asyncio.shield(self._loading[session_id])
+        """The live actor, recreated from the store if needed; None if no such session.
+        While the session's previous actor is still stopping this waits for it (at most
+        `session_stop_wait_s`, then a retryable -32019)."""
+        while True:
+            actor = self._actors.get(session_id)
+            if actor is not None:
+                return actor
+            if session_id in self._stopping or session_id in self._holds:
+                await self._wait_stopped(session_id, self.stop_wait, holds=True)
+                continue
+            if session_id in self._loading:
+                return await asyncio.shield(self._loading[session_id])
+            break
         self._refuse_if_closing()
         fut: asyncio.Future[SessionActor] = asyncio.get_running_loop().create_future()
         self._loading[session_id] = fut
@@ -103,6 +119,12 @@ class SessionManager:
         return await self._store.get_session(session_id)
 
     async def _load(self, record: SessionRecord) -> SessionActor:
+        writer = self._services.writer
+        if writer.failed(record.id):
+            # The failed actor has ended; once its last writes are through (discarded),
+            # the new actor continues from what the store really holds.
+            await writer.barrier()
+            writer.clear_failure(record.id)
         raw = await self._store.load_messages(record.id)
         messages = [Message.model_validate(m) for m in raw]
         last_seq = await self._store.last_seq(record.id)
@@ -114,7 +136,10 @@ class SessionManager:
             await self._recover_partial_text(actor, record.partial)
         await self._recover_interrupted_turn(actor)
         # Recovery is committed before anyone can attach: it replays like any history.
-        await self._services.writer.barrier()
+        await writer.barrier()
+        if writer.failed(record.id):
+            writer.clear_failure(record.id)
+            raise RpcError.internal(f"session {record.id}: the database refused its recovery writes")
         actor.start()
         return actor
 
@@ -167,19 +192,23 @@ class SessionManager:
 
     async def evict_idle(self, idle_for: float) -> list[str]:
         """Evict actors idle (no clients, no work) for at least `idle_for` seconds."""
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
         evicted = []
         for session_id, actor in list(self._actors.items()):
-            since = actor.idle_since()
-            if since is not None and now - since >= idle_for:
+            since = actor.idle_since()  # (first seen idle now: `idle_for` 0 evicts it at once)
+            if since is not None and loop.time() - since >= idle_for:
                 fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
-                def forget(sid: str = session_id, a: SessionActor = actor) -> None:
-                    if self._actors.get(sid) is a:
-                        del self._actors[sid]
+                def forget(a: SessionActor = actor) -> None:
+                    self._begin_stop(a)
 
                 actor.send(Shutdown(5.0, fut, only_if_idle=True, on_stop=forget))
-                if await asyncio.wait_for(fut, 10):
+                done, _ = await asyncio.wait({fut}, timeout=5.0 + self.stop_wait)
+                if not done:
+                    # A slow database: it goes on stopping and stays registered until it
+                    # has; requests for it wait. The sweep moves on.
+                    log.warning("session %s: eviction still waiting for the database", session_id)
+                elif fut.result():
                     evicted.append(session_id)
         return evicted
 
@@ -193,27 +222,85 @@ class SessionManager:
                 log.exception("evicting idle sessions failed")
 
     async def evict(self, session_id: str, grace: float = 5.0) -> None:
-        """Stop a session's actor (its state is in the store; it is recreated on demand)."""
-        actor = self._actors.pop(session_id, None)
-        if actor is None:
-            return
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        actor.send(Shutdown(grace, fut))
-        await asyncio.wait_for(fut, grace + 5)
+        """Stop a session's actor (its state is in the store; it is recreated on demand).
+        Returns once the actor has really ended; when that takes longer than `grace` +
+        `session_stop_wait_s` a retryable -32019 — the actor goes on stopping, and the
+        session is not loaded again before it has."""
+        actor = self._actors.get(session_id)
+        if actor is not None:
+            self._begin_stop(actor)
+            actor.send(Shutdown(grace, asyncio.get_running_loop().create_future()))
+        await self._wait_stopped(session_id, grace + self.stop_wait, holds=False)
 
     async def delete(self, session_id: str) -> bool:
-        # A request racing the delete must not reload the session into a live actor with
-        # no stored session behind it: it sees "not found" from now on.
-        self._deleting.add(session_id)
+        if session_id in self._holds:  # a delete of it is already running
+            await self._wait_stopped(session_id, self.stop_wait, holds=True)
+        hold: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._holds[session_id] = hold
         try:
             loading = self._loading.get(session_id)
-            if loading is not None:  # a load already under way: let it finish, then evict it
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(loading)
+            if loading is not None:  # let a load in flight finish, then stop what it made
+                await asyncio.wait({loading}, timeout=self.stop_wait)
             await self.evict(session_id, grace=1.0)
-            return await self._store.delete_session(session_id)
+            deleted = await self._store.delete_session(session_id)
+            self._services.writer.clear_failure(session_id)  # its actor has ended: nothing left
+            return deleted
         finally:
-            self._deleting.discard(session_id)
+            del self._holds[session_id]
+            hold.set_result(None)
+
+    def _begin_stop(self, actor: SessionActor) -> asyncio.Future[None]:
+        """Take the actor out of service: it stays registered as stopping until its task
+        has ended (the returned future)."""
+        if self._actors.get(actor.id) is actor:
+            del self._actors[actor.id]
+        ended = self._stopping.get(actor.id)
+        if ended is not None:
+            return ended
+        ended = asyncio.get_running_loop().create_future()
+        self._stopping[actor.id] = ended
+
+        def finished(_task: object = None) -> None:
+            if self._stopping.get(actor.id) is ended:
+                del self._stopping[actor.id]
+            if not ended.done():
+                ended.set_result(None)
+
+        task = actor.task
+        if task is None or task.done():
+            finished()
+        else:
+            task.add_done_callback(finished)
+        return ended
+
+    async def _wait_stopped(self, session_id: str, within: float, *, holds: bool) -> None:
+        """Wait until the session has no stopping actor (and, with `holds`, no delete
+        running); a retryable -32019 after `within` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            pending = self._stopping.get(session_id) or (self._holds.get(session_id) if holds else None)
+            if pending is None:
+                return
+            left = deadline - loop.time()
+            done = (await asyncio.wait({pending}, timeout=left))[0] if left > 0 else set()
+            if not done:
+                raise session_stopping(session_id, within)
+
+    def _session_failed(self, session_id: str, exc: BaseException) -> None:
+        """The database refused one of the session's batches (the writer discards its
+        later writes): stop the actor; the next request reloads the session from the
+        store and continues from its real last seq."""
+        actor = self._actors.get(session_id)
+        if actor is None:
+            return
+        log.error(
+            "session %s: its actor stops after a refused write (%s); it reloads on demand", session_id, exc
+        )
+        self._begin_stop(actor)
+        # Its clients hear no more from this actor: they resync from what they have.
+        actor.hub.resync_all(RetryReason.SESSION_FAILED.value)
+        actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord | None:
         return await self._store.fork_session(record, f"sess_{uuid.uuid4().hex}", up_to_seq)
@@ -221,11 +308,13 @@ class SessionManager:
     async def shutdown(self, grace: float = 5.0) -> None:
         self.closing = True
         loop = asyncio.get_running_loop()
-        waits = []
+        # The actors stay findable while they drain: a late prompt reaches its actor and
+        # is answered `server_shutting_down`; `closing` keeps any new actor from starting.
+        waits: list[asyncio.Future[Any]] = list(self._stopping.values())
         for actor in list(self._actors.values()):
-            fut: asyncio.Future[bool] = loop.create_future()
-            actor.send(Shutdown(grace, fut, server_stopping=True))
-            waits.append(fut)
+            actor.send(Shutdown(grace, loop.create_future(), server_stopping=True))
+            if actor.task is not None:
+                waits.append(actor.task)
         if waits:
             await asyncio.wait(waits, timeout=grace + 5)
         self._actors.clear()

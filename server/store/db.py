@@ -125,20 +125,69 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return cfg
 
 
+@dataclass(frozen=True)
+class PoolLimits:
+    """Bounds on waiting for the database: a flood of requests gets a quick, retryable
+    `sqlalchemy.exc.TimeoutError` from the pool instead of stalling every session."""
+
+    size: int = 5
+    overflow: int = 10
+    timeout_s: float = 5.0  # wait for a free pooled connection
+    statement_timeout_s: float = 30.0  # Postgres (asyncpg command_timeout); SQLite: busy_timeout
+
+    @staticmethod
+    def in_memory(url: str) -> bool:
+        parsed = make_url(url)
+        return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+    def engine_kw(self, url: str, *, writer: bool = False) -> dict[str, Any]:
+        """`writer`: the event writer's own single connection (it commits one at a time)."""
+        parsed = make_url(url)
+        if self.in_memory(url):
+            return {}  # one shared in-memory connection (StaticPool): nothing to bound
+        kw: dict[str, Any] = {
+            "pool_size": 1 if writer else self.size,
+            "max_overflow": 0 if writer else self.overflow,
+            "pool_timeout": self.timeout_s,
+        }
+        if parsed.get_backend_name() == "postgresql":
+            kw["connect_args"] = {"command_timeout": self.statement_timeout_s}
+        return kw
+
+
 class Store:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None) -> None:
         self.engine = engine
+        # The group commits get their own connection: a flood of requests holding every
+        # pooled connection cannot hold up the events of all sessions.
+        self.write_engine = write_engine or engine
 
     @classmethod
     async def open(
-        cls, url: str, *, sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL
+        cls,
+        url: str,
+        pool: PoolLimits | None = None,
+        *,
+        sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL,
     ) -> Store:
         synchronous = SqliteSynchronous(sqlite_synchronous).value.upper()  # an enum value, never raw SQL
         parsed = make_url(url)
         is_sqlite = parsed.get_backend_name() == "sqlite"
         if is_sqlite and parsed.database and parsed.database != ":memory:":
             await asyncio.to_thread(Path(parsed.database).parent.mkdir, parents=True, exist_ok=True)
-        engine = create_async_engine(url, json_serializer=_json_dumps, json_deserializer=orjson.loads)
+        limits = pool or PoolLimits()
+        engine, write_engine = (
+            create_async_engine(
+                url,
+                json_serializer=_json_dumps,
+                json_deserializer=orjson.loads,
+                **limits.engine_kw(url, writer=writer),
+            )
+            for writer in (False, True)
+        )
+        if limits.in_memory(url):
+            await write_engine.dispose()  # another in-memory database: share the one
+            write_engine = engine
         if is_sqlite:
 
             @event.listens_for(engine.sync_engine, "connect")
@@ -149,10 +198,14 @@ class Store:
                 cur.execute("PRAGMA busy_timeout=5000")
                 cur.close()
 
-        return cls(engine)
+            if write_engine is not engine:
+                event.listen(write_engine.sync_engine, "connect", _pragmas)
+        return cls(engine, write_engine)
 
     async def close(self) -> None:
         await self.engine.dispose()
+        if self.write_engine is not self.engine:
+            await self.write_engine.dispose()
 
     # -------------------------------------------------------------- migrations / health
 
@@ -247,7 +300,7 @@ class Store:
     async def commit(self, batches: list[Batch]) -> None:
         """Apply several sessions' batches in one transaction (the group commit)."""
         now = utcnow()
-        async with self.engine.begin() as conn:
+        async with self.write_engine.begin() as conn:
             for b in batches:
                 if b.events:
                     await conn.execute(

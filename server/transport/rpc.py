@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
 from server.config import AuthMode
+from server.overload import overload_error
 from server.transport.guards import check_depth, limit_exceeded, rate_key
 
 if TYPE_CHECKING:
@@ -148,9 +149,13 @@ class Dispatcher:
             result = await self.call(parsed, ctx)
         except RpcError as err:
             return None if parsed.is_notification else error_response(parsed.id, err)
-        except Exception:
-            log.exception("method %s failed", parsed.method)
-            err = RpcError.internal(f"Internal error while handling {parsed.method}")
+        except Exception as exc:
+            overloaded = overload_error(exc)  # a saturated database: retryable, not a bug
+            if overloaded is not None:
+                log.warning("method %s: %s (%s)", parsed.method, overloaded.message, exc)
+            else:
+                log.exception("method %s failed", parsed.method)
+            err = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
             return None if parsed.is_notification else error_response(parsed.id, err)
         if parsed.is_notification:
             return None
