@@ -138,19 +138,34 @@ def _absolute(path: str) -> str:
     return path
 
 
+def _no_additional_directories(value: list[str] | None) -> list[str] | None:
+    # Not advertised (sessionCapabilities.additionalDirectories): a session's tools are
+    # confined to its one cwd, so extra roots are refused rather than silently ignored.
+    if value:
+        raise ValueError(
+            "additionalDirectories is not supported: a session works inside its cwd only "
+            "(not advertised in sessionCapabilities)"
+        )
+    return value
+
+
 class NewSessionParams(Wire):
     cwd: str
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    additional_directories: list[str] | None = None
 
     _check_cwd = field_validator("cwd")(_absolute)
+    _check_dirs = field_validator("additional_directories")(_no_additional_directories)
 
 
 class LoadSessionParams(Wire):
     session_id: str
     cwd: str
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    additional_directories: list[str] | None = None
 
     _check_cwd = field_validator("cwd")(_absolute)
+    _check_dirs = field_validator("additional_directories")(_no_additional_directories)
 
 
 class ListSessionsParams(Wire):

@@ -17,6 +17,7 @@ import logging
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,11 @@ from server.session.commands import (
     SessionCommand,
     SetAgent,
     SetMode,
+    SetModel,
     Shutdown,
     TurnFinished,
 )
+from server.session.config_options import config_options, model_choices
 from server.session.eventlog import EventWriter
 from server.session.events import Event, EventKind
 from server.session.hub import EventHub, FrameSink
@@ -391,6 +394,10 @@ class SessionActor:
                 self.agent = self._services.agents[name]
                 self.model = self.agent.model or self._services.settings.model
                 self._persist_fields({"agent": name, "model": self.model})
+                self._config_changed()
+                reply.set_result(None)
+            case SetModel(model=model, reply=reply):
+                self._set_model(model)
                 reply.set_result(None)
             case AttachMcp(connections=connections, reply=reply):
                 previous, self._mcp = self._mcp, connections
@@ -525,6 +532,9 @@ class SessionActor:
                 printable = "".join(ch if ch.isprintable() else " " for ch in text)
                 self.title = " ".join(printable.split())[:80] or None
                 self._services.writer.submit(self.id, session_fields={"title": self.title})
+                if self.title:
+                    now = datetime.now(UTC).isoformat()
+                    self.emit(EventKind.SESSION_INFO, {"title": self.title, "updatedAt": now})
             if local is None and bang is None:
                 self.conversation.append(Message.user(text))
         started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind}
@@ -728,8 +738,7 @@ class SessionActor:
                 return f"Permission mode: {self._mode.value}"
             case "model":
                 if arg:
-                    self.model = arg
-                    self._persist_fields({"model": arg})
+                    self._set_model(arg)
                 return f"Model: {self.model}"
             case "goal":
                 if arg in ("", "status"):
@@ -1146,6 +1155,34 @@ class SessionActor:
         self._mode = mode
         self._services.writer.submit(self.id, session_fields={"mode": mode.value})
         self.emit(EventKind.MODE_CHANGED, {"modeId": mode.value})
+        self._config_changed()
+
+    def _set_model(self, model: str) -> None:
+        if model == self.model:
+            return
+        self.model = model
+        self._persist_fields({"model": model})
+        self._config_changed()
+
+    def config_options(self) -> list[dict[str, Any]]:
+        services = self._services
+        models = model_choices(
+            services.settings.model,
+            (lane.model for lane in services.fallbacks),
+            (a.model for a in services.agents.values()),
+            self.model,
+        )
+        return config_options(
+            mode=self._mode.value,
+            model=self.model,
+            agent=self.agent.name,
+            agents={name: a.description for name, a in services.agents.items()},
+            models=models,
+        )
+
+    def _config_changed(self) -> None:
+        """Every client's pickers follow a change made by any client (or `/mode`, `/model`)."""
+        self.emit(EventKind.CONFIG_OPTIONS, {"configOptions": self.config_options()})
 
     # ------------------------------------------------------------------ PermissionGate
 

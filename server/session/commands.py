@@ -130,6 +130,12 @@ class Compact:
 
 
 @dataclass
+class SetModel:
+    model: str
+    reply: asyncio.Future[None]
+
+
+@dataclass
 class SetMode:
     mode: PermissionMode
     reply: asyncio.Future[None]

@@ -29,6 +29,8 @@ class EventKind(StrEnum):
     STOP_HOOKS = "stop_hooks"  # {reentries, verdicts}
     QUEUE_UPDATE = "queue_update"  # {queue: [entries]} — the whole visible queue after a change
     MODE_CHANGED = "mode_changed"  # {modeId}
+    CONFIG_OPTIONS = "config_options"  # {configOptions}: the full set after mode/model/agent changed
+    SESSION_INFO = "session_info"  # {title, updatedAt}
     TURN_STARTED = "turn_started"  # {turnId, promptId}
     TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}
     PERMISSION_REQUESTED = "permission_requested"  # {requestId, toolCall, options}

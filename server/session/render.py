@@ -86,6 +86,11 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
             if "cost" in p:
                 update["cost"] = p["cost"]
             return [_update(event, update, last_seq)]
+        case EventKind.CONFIG_OPTIONS:
+            update = {"sessionUpdate": "config_option_update", "configOptions": p["configOptions"]}
+            return [_update(event, update, last_seq)]
+        case EventKind.SESSION_INFO:
+            return [_update(event, {"sessionUpdate": "session_info_update", **p}, last_seq)]
         case EventKind.MODE_CHANGED:
             return [
                 _update(

@@ -68,24 +68,15 @@ from server.session.commands import (
     RegisterHook,
     SetAgent,
     SetMode,
+    SetModel,
 )
+from server.session.config_options import MODES
 from server.tools.mcp import McpConnections, McpError, parse_specs
 from server.tools.mcp_policy import check_mcp_specs
 from server.transport.client_hooks import STOP_HOOK_METHOD, ClientStopHook
 from server.transport.guards import check_prompt_size, limit_exceeded
 from server.transport.rpc import CallContext, Method
 from server.transport.workspace_policy import check_contained
-
-MODES = [
-    {"id": PermissionMode.DEFAULT.value, "name": "Default", "description": "Ask before edits and commands"},
-    {
-        "id": PermissionMode.ACCEPT_EDITS.value,
-        "name": "Accept edits",
-        "description": "Edit freely, ask for commands",
-    },
-    {"id": PermissionMode.BYPASS.value, "name": "Bypass", "description": "Approve everything"},
-    {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
-]
 
 EXTENSIONS: list[str] = [
     ATTACH,
@@ -178,25 +169,8 @@ def _agentd_meta(meta: Any) -> dict[str, Any]:
 
 
 def config_options(ctx: CallContext, actor: SessionActor) -> list[dict[str, Any]]:
-    """Modes and agents as ACP config options (ACP v1 has no set_model)."""
-    agents = ctx.state.agents
-    return [
-        {
-            "id": "mode",
-            "name": "Permission mode",
-            "category": "mode",
-            "type": "select",
-            "currentValue": actor.mode().value,
-            "options": [{"value": m["id"], "name": m["name"]} for m in MODES],
-        },
-        {
-            "id": "agent",
-            "name": "Agent",
-            "type": "select",
-            "currentValue": actor.agent.name,
-            "options": [{"value": a.name, "name": a.description or a.name} for a in agents.values()],
-        },
-    ]
+    """Mode, model and agent as ACP config options (ACP v1 has no set_model)."""
+    return actor.config_options()
 
 
 def _known_agent(ctx: CallContext, name: Any, path: str) -> str:
@@ -261,16 +235,27 @@ async def session_set_config_option(ctx: CallContext, params: SetConfigOptionPar
     loop = asyncio.get_running_loop()
     if params.config_id == "mode":
         await session_set_mode(ctx, SetModeParams(session_id=params.session_id, mode_id=str(params.value)))
+    elif params.config_id == "model":
+        choices = next(o for o in actor.config_options() if o["id"] == "model")["options"]
+        known = [c["value"] for c in choices]
+        if params.value not in known:
+            msg = f"unknown model {params.value!r} (one of {', '.join(known)})"
+            data = [{"path": "value", "message": msg}]
+            raise RpcError.invalid_params(f"Invalid params: value: {msg}", data)
+        reply_model: asyncio.Future[None] = loop.create_future()
+        actor.send(SetModel(str(params.value), reply_model))
+        await reply_model
     elif params.config_id == "agent":
         name = _known_agent(ctx, params.value, "value")
         reply: asyncio.Future[None] = loop.create_future()
         actor.send(SetAgent(name, reply))
         await reply
     else:
-        msg = f"unknown config option {params.config_id!r} (mode, agent)"
+        msg = f"unknown config option {params.config_id!r} (mode, model, agent)"
         raise RpcError.invalid_params(
             f"Invalid params: configId: {msg}", [{"path": "configId", "message": msg}]
         )
+    await ctx.state.writer.barrier()  # every client sees config_option_update before the answer
     return {"configOptions": config_options(ctx, actor)}
 
 

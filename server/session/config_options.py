@@ -1,0 +1,63 @@
+"""A session's ACP config options (R-P2): permission mode, model and agent, as `select`
+options an editor renders as pickers. Built from the session's state and the server's
+configuration; shared by the method answers and the `config_option_update` event."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from server.config import PermissionMode
+
+MODES: list[dict[str, str]] = [
+    {"id": PermissionMode.DEFAULT.value, "name": "Default", "description": "Ask before edits and commands"},
+    {
+        "id": PermissionMode.ACCEPT_EDITS.value,
+        "name": "Accept edits",
+        "description": "Edit freely, ask for commands",
+    },
+    {"id": PermissionMode.BYPASS.value, "name": "Bypass", "description": "Approve everything"},
+    {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
+]
+
+
+def model_choices(
+    default: str, lanes: Iterable[str], agent_models: Iterable[str | None], current: str
+) -> list[str]:
+    """The models a session may switch to: the server's model, the provider chain's, the
+    agent definitions' — and the current one (e.g. set with `/model`), without repeats."""
+    seen: dict[str, None] = {}
+    for m in (default, *lanes, *(m for m in agent_models if m), current):
+        seen.setdefault(m, None)
+    return list(seen)
+
+
+def config_options(
+    *, mode: str, model: str, agent: str, agents: Mapping[str, str], models: list[str]
+) -> list[dict[str, Any]]:
+    """`agents`: name → description."""
+    return [
+        {
+            "id": "mode",
+            "name": "Permission mode",
+            "category": "mode",
+            "type": "select",
+            "currentValue": mode,
+            "options": [{"value": m["id"], "name": m["name"]} for m in MODES],
+        },
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "type": "select",
+            "currentValue": model,
+            "options": [{"value": m, "name": m} for m in models],
+        },
+        {
+            "id": "agent",
+            "name": "Agent",
+            "type": "select",
+            "currentValue": agent,
+            "options": [{"value": name, "name": text or name} for name, text in agents.items()],
+        },
+    ]
