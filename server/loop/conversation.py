@@ -19,11 +19,19 @@ class ToolCall(BaseModel):
     arguments: str = "{}"
 
 
+class Image(BaseModel):
+    """An image the user attached (ACP `image` block): base64 data and its MIME type."""
+
+    mime_type: str
+    data: str
+
+
 class Message(BaseModel):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    images: list[Image] = Field(default_factory=list)  # role == "user": sent in the provider's format
     tool_call_id: str | None = None  # role == "tool"
     name: str | None = None  # tool name, role == "tool"
     is_error: bool = False  # role == "tool"
@@ -36,8 +44,8 @@ class Message(BaseModel):
         return cls(role="system", content=text)
 
     @classmethod
-    def user(cls, text: str) -> Message:
-        return cls(role="user", content=text)
+    def user(cls, text: str, images: list[Image] | None = None) -> Message:
+        return cls(role="user", content=text, images=images or [])
 
     @classmethod
     def tool_result(cls, call: ToolCall, output: str, *, is_error: bool = False) -> Message:

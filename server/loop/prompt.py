@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from protocol.acp import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
+from server.loop.conversation import Image
+
+# What providers accept natively (OpenAI and Anthropic alike); others stay a text note.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 MAX_PROMPT_TEXT = 200_000  # chars of one block the model gets; more is cut with a marker
 
@@ -30,8 +34,21 @@ def prompt_text(
                 parts.append(f'<resource uri="{res.uri}">\n{_truncate(res.text)}\n</resource>')
             case EmbeddedResource(resource=res):
                 parts.append(f"[binary resource omitted: {res.uri}]")
-            case ImageContent():
-                parts.append("[image omitted: this model endpoint receives text only]")
+            case ImageContent(mime_type=mime) if mime in IMAGE_TYPES:
+                parts.append("[image attached]")
+            case ImageContent(mime_type=mime):
+                parts.append(f"[image omitted: {mime} is not a supported image type]")
             case AudioContent():
                 parts.append("[audio omitted]")
     return "\n\n".join(parts)
+
+
+def prompt_images(
+    blocks: Sequence[TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource],
+) -> list[Image]:
+    """The prompt's images the model receives as images (in the provider's own format)."""
+    return [
+        Image(mime_type=b.mime_type, data=b.data)
+        for b in blocks
+        if isinstance(b, ImageContent) and b.mime_type in IMAGE_TYPES
+    ]

@@ -232,7 +232,10 @@ def _content_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         }
         return "user", [block]
     # Whitespace-only text blocks are rejected ("text content blocks must contain non-whitespace text").
-    blocks: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = [
+        {"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}}
+        for i in message.images
+    ]
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     if message.role == "assistant":

@@ -210,6 +210,13 @@ def _translate_message(message: Message) -> dict[str, Any]:
             ]
         # `reasoning` is deliberately not sent back: DeepSeek rejects reasoning_content in input.
         return out
+    if message.images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+        parts += [
+            {"type": "image_url", "image_url": {"url": f"data:{i.mime_type};base64,{i.data}"}}
+            for i in message.images
+        ]
+        return {"role": message.role, "content": parts}
     return {"role": message.role, "content": message.content}
 
 

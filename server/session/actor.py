@@ -34,7 +34,7 @@ from server.loop.errors import ErrorKind, HarnessError
 from server.loop.goal import GoalState
 from server.loop.limits import LoopLimits
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
-from server.loop.prompt import prompt_text
+from server.loop.prompt import prompt_images, prompt_text
 from server.loop.react import run_compaction
 from server.loop.repair import INTERRUPTED_RESULT, repair_dangling_tool_calls
 from server.loop.retry import RetryState
@@ -536,7 +536,7 @@ class SessionActor:
                     now = datetime.now(UTC).isoformat()
                     self.emit(EventKind.SESSION_INFO, {"title": self.title, "updatedAt": now})
             if local is None and bang is None:
-                self.conversation.append(Message.user(text))
+                self.conversation.append(Message.user(text, prompt_images(cmd.blocks)))
         started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind}
         if (request_id := request_id_of(cmd.meta)) is not None:
             started["requestId"] = request_id  # so a restart can still answer its retry

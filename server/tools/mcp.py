@@ -77,11 +77,33 @@ def tool_name(server: str, tool: str) -> str:
 
 
 def _text(content: list[Any]) -> str:
+    """What the model reads of an MCP result (tool messages are text for every provider)."""
     parts = []
     for block in content:
+        kind = getattr(block, "type", "content")
         text = getattr(block, "text", None)
-        parts.append(text if isinstance(text, str) else f"[{getattr(block, 'type', 'content')}]")
+        if isinstance(text, str):
+            parts.append(text)
+        elif kind == "resource_link":
+            parts.append(f"[resource link: {getattr(block, 'name', '')} <{getattr(block, 'uri', '')}>]")
+        elif kind == "image":
+            parts.append(f"[image: {getattr(block, 'mime_type', '')}, shown to the user]")
+        else:
+            parts.append(f"[{kind}]")
     return "\n".join(parts)
+
+
+def _acp_blocks(content: list[Any]) -> list[dict[str, Any]]:
+    """MCP content that is more than text (images, audio, resource links, embedded
+    resources) as ACP tool-call content blocks, so the client shows the real thing."""
+    out: list[dict[str, Any]] = []
+    for block in content:
+        if getattr(block, "type", None) in ("image", "audio", "resource_link", "resource"):
+            dumped = block.model_dump(by_alias=True, exclude_none=True, mode="json")
+            dumped.pop("annotations", None)  # MCP annotations are not ACP's
+            dumped.pop("_meta", None)
+            out.append({"type": "content", "content": dumped})
+    return out
 
 
 @dataclass
@@ -116,7 +138,11 @@ class McpTool:
         if result.is_error:
             raise ToolError(output or f"{self.remote_name} failed")
         structured = getattr(result, "structured_content", None)
-        return ToolResult(output, raw_output={"structured": structured} if structured is not None else None)
+        return ToolResult(
+            output,
+            content=_acp_blocks(result.content),
+            raw_output={"structured": structured} if structured is not None else None,
+        )
 
 
 @dataclass

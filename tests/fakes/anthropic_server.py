@@ -388,6 +388,14 @@ def _validate_block(block: Any, role: str, previous_tool_ids: set[str]) -> str |
             return "tool_use blocks are only allowed in assistant messages"
         if not block.get("id") or not block.get("name") or not isinstance(block.get("input"), dict):
             return "tool_use: id, name and input (an object) are required"
+    elif kind == "image":
+        source = block.get("source")
+        if role != "user":
+            return "image blocks are only allowed in user messages"
+        if not isinstance(source, dict) or source.get("type") != "base64" or not source.get("data"):
+            return "image.source: a base64 source with data is required"
+        if source.get("media_type") not in ("image/jpeg", "image/png", "image/gif", "image/webp"):
+            return f"image.source.media_type: {source.get('media_type')!r} is not supported"
     elif kind == "tool_result":
         if role != "user":
             return "tool_result blocks are only allowed in user messages"

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import ImageContent, ResourceLink, TextContent, ToolAnnotations
+
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 server = MCPServer("calc")
 
@@ -21,6 +26,16 @@ def add(a: int, b: int) -> int:
 def peek() -> str:
     """Report the server's CALC_GREETING environment variable (read-only)."""
     return os.environ.get("CALC_GREETING", "no greeting")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def picture() -> list[Any]:
+    """A tiny PNG and a link to where it came from."""
+    return [
+        ImageContent(type="image", data=PNG_1PX, mime_type="image/png"),
+        ResourceLink(type="resource_link", name="source", uri="file:///tmp/pixel.png", mime_type="image/png"),
+        TextContent(type="text", text="one pixel"),
+    ]
 
 
 @server.tool()
