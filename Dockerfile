@@ -1,15 +1,39 @@
-FROM python:3.11-slim
-
-WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+# agentd in a container. Build: docker build -t agentd .
+# Run (your code as the workspace, sessions and the database in a volume):
+#   docker run -d -p 8765:8765 -v agentd-home:/var/lib/agentd -v "$PWD:/workspaces/project" agentd
+#   docker exec <container> agentd token create --principal you
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml setup.py README.md alembic.ini ./
 COPY protocol ./protocol
 COPY server ./server
 COPY migrations ./migrations
-RUN pip install --no-cache-dir -e . && useradd --create-home agentd && mkdir /workspaces && chown agentd /workspaces
+# A wheel, not an editable install: the image holds the installed package only.
+RUN pip wheel --no-cache-dir --no-deps -w /wheels .
+
+FROM python:3.11-slim
+# git: the WIP checkpoint of a turn stopped by a budget gate; ripgrep: the grep tool;
+# nodejs/npm: `npx` MCP servers; tini: PID 1 that forwards SIGTERM (graceful drain) and reaps.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git ripgrep nodejs npm tini ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    # Bind-mounted workspaces belong to the host's user: let git work in them anyway.
+    && git config --system --add safe.directory '*'
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels \
+    && useradd --create-home --uid 1000 agentd \
+    && mkdir -p /var/lib/agentd /workspaces && chown agentd:agentd /var/lib/agentd /workspaces
 USER agentd
+WORKDIR /workspaces
 # Reachable from outside the container, so every request needs a token (R-X1):
 # docker exec <container> agentd token create --principal you
-ENV AGENTD_HOST=0.0.0.0 AGENTD_PORT=8765 AGENTD_AUTH=token
+ENV AGENTD_HOST=0.0.0.0 AGENTD_PORT=8765 AGENTD_AUTH=token \
+    AGENTD_HOME=/var/lib/agentd AGENTD_WORKSPACE_ROOT=/workspaces
+# Sessions, transcripts and the SQLite database (unless AGENTD_DATABASE_URL points elsewhere).
+VOLUME ["/var/lib/agentd"]
 EXPOSE 8765
-HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8765/healthz').status==200 else 1)"
+# Shell form: the port is read when the check runs, so AGENTD_PORT=9000 is followed.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD python -c "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:${AGENTD_PORT:-8765}/healthz', timeout=2).status != 200)"
+ENTRYPOINT ["tini", "--"]
 CMD ["agentd", "serve"]

@@ -5,28 +5,90 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import traceback
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError
 
-from server.config import CONFIG_ENV, AuthMode, PermissionMode, ProviderName, Settings, redact_url
+from server.config import (
+    CONFIG_ENV,
+    AuthMode,
+    LogLevel,
+    PermissionMode,
+    ProviderName,
+    Settings,
+    redact_url,
+)
 
 app = typer.Typer(
-    help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).", no_args_is_help=True
+    help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals may hold API keys
 )
+T = TypeVar("T")
+LOG_LEVEL_ENV = "AGENTD_LOG_LEVEL"
+
+
+def _default(name: str) -> str:
+    """A setting's default as the help shows it."""
+    field = Settings.model_fields[name]
+    value = field.get_default(call_default_factory=False)
+    if value is None:
+        return "none"
+    return str(value.value if hasattr(value, "value") else value)
+
+
+def _help(text: str, name: str, default: str | None = None) -> str:
+    # Parentheses, not brackets: typer's rich help would swallow "[...]" as markup.
+    return f"{text} (env AGENTD_{name.upper()}; default {default or _default(name)})"
+
+
+def _use_config(config: Path | None) -> None:
+    if config is not None:
+        os.environ[CONFIG_ENV] = str(config)  # read by Settings' TOML source
+
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(help="TOML file of settings (names without AGENTD_) (env AGENTD_CONFIG)"),
+]
 
 
 @app.callback()
 def _options(
-    config: Annotated[
-        Path | None,
-        typer.Option(help="TOML file of settings (names without AGENTD_) [env AGENTD_CONFIG]"),
-    ] = None,
+    config: ConfigOption = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Debug logging, and a traceback behind every error")
+    ] = False,
 ) -> None:
-    if config is not None:
-        os.environ[CONFIG_ENV] = str(config)  # read by Settings' TOML source
+    _use_config(config)
+    if debug:
+        os.environ[LOG_LEVEL_ENV] = LogLevel.DEBUG.value
+
+
+def _debugging() -> bool:
+    return os.environ.get(LOG_LEVEL_ENV, "").strip().lower() == LogLevel.DEBUG.value
+
+
+def _fail(exc: BaseException) -> NoReturn:
+    """A mistake of the user's: one line on stderr and exit 2 (the traceback with --debug)."""
+    if _debugging():
+        traceback.print_exception(exc)
+    typer.echo(f"agentd: error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def _run(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`asyncio.run(job())` where a `StartupError` is the user's mistake, not a crash."""
+    from server.preflight import StartupError
+
+    try:
+        return asyncio.run(job())
+    except StartupError as exc:
+        _fail(exc)
 
 
 def _settings(**overrides: object) -> Settings:
@@ -37,29 +99,46 @@ def _settings(**overrides: object) -> Settings:
         raise typer.Exit(2) from None
 
 
+DbOption = Annotated[
+    str | None, typer.Option(help=_help("SQLAlchemy URL", "database_url", "SQLite in AGENTD_HOME"))
+]
+
+
 @app.command()
 def serve(
-    host: Annotated[
-        str | None, typer.Option(help="Bind address [env AGENTD_HOST, default 127.0.0.1]")
+    host: Annotated[str | None, typer.Option(help=_help("Bind address", "host"))] = None,
+    port: Annotated[int | None, typer.Option(help=_help("Port", "port"))] = None,
+    database_url: DbOption = None,
+    workspace_root: Annotated[
+        Path | None,
+        typer.Option(help=_help("Sessions' cwd must lie inside it", "workspace_root", "anywhere")),
     ] = None,
-    port: Annotated[int | None, typer.Option(help="Port [env AGENTD_PORT, default 8765]")] = None,
-    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env AGENTD_DATABASE_URL]")] = None,
-    workspace_root: Annotated[Path | None, typer.Option(help="Sessions' cwd must lie inside it")] = None,
-    provider: Annotated[ProviderName | None, typer.Option(help="openai | scripted")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name")] = None,
-    script: Annotated[Path | None, typer.Option(help="Scripted-provider script (JSON)")] = None,
-    permission_mode: Annotated[PermissionMode | None, typer.Option(help="Default permission mode")] = None,
+    provider: Annotated[
+        ProviderName | None,
+        typer.Option(
+            help=_help(" | ".join(p.value for p in ProviderName), "provider", "the scripted demo"),
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help=_help("Model name", "model"))] = None,
+    script: Annotated[
+        Path | None,
+        typer.Option(help=_help("Scripted-provider script (JSON)", "script", "the built-in demo")),
+    ] = None,
+    permission_mode: Annotated[
+        PermissionMode | None, typer.Option(help=_help("Default permission mode", "permission_mode"))
+    ] = None,
     auth: Annotated[
-        AuthMode | None, typer.Option(help="none | token [env AGENTD_AUTH, default none]")
+        AuthMode | None, typer.Option(help=_help(" | ".join(a.value for a in AuthMode), "auth"))
     ] = None,
-    log_level: Annotated[str, typer.Option(help="Log level")] = "info",
+    log_level: Annotated[LogLevel | None, typer.Option(help=_help("Log level", "log_level"))] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
-    from server.app import create_app
     from server.auth import insecure_bind
     from server.logs import configure_logging
-    from server.serve import server_for
+    from server.preflight import StartupError, check_database, check_provider, listen_socket
 
+    _use_config(config)
     settings = _settings(
         host=host,
         port=port,
@@ -70,59 +149,69 @@ def serve(
         script=script,
         permission_mode=permission_mode,
         auth=auth,
+        log_level=log_level,
     )
-    configure_logging(log_level, settings.log_format)
+    if settings.log_level is LogLevel.DEBUG:
+        os.environ[LOG_LEVEL_ENV] = LogLevel.DEBUG.value  # tracebacks for --log-level debug too
+    configure_logging(settings.log_level.value, settings.log_format)
     if problem := insecure_bind(settings.host, settings.auth):
         typer.echo(f"agentd: {problem}", err=True)
         raise typer.Exit(2)
-    logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
-    server = server_for(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=log_level.lower(),
-    )
-    server.run()
+    # The cheap checks first: a port in use is reported before migrations and imports.
+    try:
+        check_provider(settings)
+        sock = listen_socket(settings.host, settings.port)
+    except StartupError as exc:
+        _fail(exc)
+    try:
+        _run(lambda: check_database(settings))
+        logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
+
+        from server.app import create_app
+        from server.serve import server_for
+
+        server = server_for(
+            create_app(settings),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.value,
+            max_frame_bytes=settings.max_frame_bytes,
+        )
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @app.command()
-def migrate(
-    database_url: Annotated[str | None, typer.Option(help="SQLAlchemy URL [env AGENTD_DATABASE_URL]")] = None,
-) -> None:
+def migrate(database_url: DbOption = None, config: ConfigOption = None) -> None:
     """Create or upgrade the database schema to the newest migration."""
-    from server.store.db import Store
+    from server.preflight import open_store
 
+    _use_config(config)
     settings = _settings(database_url=database_url)
 
     async def run() -> tuple[str | None, str | None]:
-        store = await Store.open(settings.resolved_database_url())
-        try:
-            await store.migrate()
+        async with open_store(settings.resolved_database_url()) as store:
             return await store.migration_status()
-        finally:
-            await store.close()
 
-    current, head = asyncio.run(run())
+    current, head = _run(run)
     typer.echo(f"database at revision {current} (head {head})")
 
 
 token_app = typer.Typer(help="Bearer tokens for AGENTD_AUTH=token (stored hashed).", no_args_is_help=True)
 app.add_typer(token_app, name="token")
-DbOption = Annotated[str | None, typer.Option(help="SQLAlchemy URL [env AGENTD_DATABASE_URL]")]
 
 
 def _with_store(database_url: str | None, job: Any) -> Any:
-    from server.store.db import Store
+    from server.preflight import open_store
+
+    settings = _settings(database_url=database_url)
 
     async def run() -> Any:
-        store = await Store.open(_settings(database_url=database_url).resolved_database_url())
-        try:
-            await store.migrate()
+        async with open_store(settings.resolved_database_url()) as store:
             return await job(store)
-        finally:
-            await store.close()
 
-    return asyncio.run(run())
+    return _run(run)
 
 
 @token_app.command("create")
@@ -130,10 +219,12 @@ def token_create(
     principal: Annotated[str, typer.Option(help="Who the token acts as (owns its sessions)")],
     name: Annotated[str | None, typer.Option(help="A label, e.g. the device")] = None,
     database_url: DbOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Create a token and print it — the only time it is shown."""
     from server.auth import create_token
 
+    _use_config(config)
     if not principal.strip():
         raise typer.BadParameter("must not be empty", param_hint="--principal")
     token, record = _with_store(database_url, lambda store: create_token(store, principal.strip(), name))
@@ -144,8 +235,9 @@ def token_create(
 
 
 @token_app.command("list")
-def token_list(database_url: DbOption = None) -> None:
+def token_list(database_url: DbOption = None, config: ConfigOption = None) -> None:
     """List tokens (ids, principals, names; never the tokens themselves)."""
+    _use_config(config)
     records = _with_store(database_url, lambda store: store.list_tokens())
     for r in records:
         state = f"revoked {r.revoked_at.isoformat()}" if r.revoked_at else "active"
@@ -156,8 +248,10 @@ def token_list(database_url: DbOption = None) -> None:
 def token_revoke(
     token_id: Annotated[str, typer.Argument(help="The token's id (from `token list`)")],
     database_url: DbOption = None,
+    config: ConfigOption = None,
 ) -> None:
     """Revoke a token: requests presenting it are refused from now on."""
+    _use_config(config)
     if not _with_store(database_url, lambda store: store.revoke_token(token_id)):
         typer.echo(f"agentd: no active token {token_id}", err=True)
         raise typer.Exit(1)
@@ -167,17 +261,19 @@ def token_revoke(
 @app.command()
 def chat(
     url: Annotated[
-        str | None, typer.Option(help="Server WebSocket URL [default ws://HOST:PORT/acp from settings]")
+        str | None, typer.Option(help="Server WebSocket URL (default ws://HOST:PORT/acp from the settings)")
     ] = None,
     token: Annotated[
-        str | None, typer.Option(help="Bearer token [env AGENTD_TOKEN]", envvar="AGENTD_TOKEN")
+        str | None, typer.Option(help="Bearer token (env AGENTD_TOKEN)", envvar="AGENTD_TOKEN")
     ] = None,
     session: Annotated[str | None, typer.Option(help="Go back to this session (replays it)")] = None,
     cwd: Annotated[Path, typer.Option(help="Workspace of a new session")] = Path("."),
+    config: ConfigOption = None,
 ) -> None:
     """A terminal client: prompts, streamed answers, tool calls, permission questions."""
     from server.chat import run_chat
 
+    _use_config(config)
     if url is None:
         settings = _settings()
         url = f"ws://{settings.host}:{settings.port}/acp"
@@ -212,18 +308,21 @@ def acp(
     ] = None,
     connect: Annotated[
         str | None,
-        typer.Option(help="Relay to a shared agentd server instead (ws://host:port/acp or wss://…)"),
+        typer.Option(help="Relay to a shared agentd server instead (ws://host:port/acp or wss://...)"),
     ] = None,
     token: Annotated[
-        str | None, typer.Option(help="Bearer token for --connect [env AGENTD_TOKEN]", envvar="AGENTD_TOKEN")
+        str | None, typer.Option(help="Bearer token for --connect (env AGENTD_TOKEN)", envvar="AGENTD_TOKEN")
     ] = None,
     log_level: Annotated[str, typer.Option(help="Log level (logs go to stderr, never stdout)")] = "warning",
+    config: ConfigOption = None,
 ) -> None:
     """Speak ACP on stdin/stdout for an editor (Zed, JetBrains, Neovim): agentd in-process on
     its settings (SQLite under AGENTD_HOME by default), or with --connect a relay to a shared
     server that survives reconnects. One JSON-RPC message per line."""
     from server.logs import configure_logging
+    from server.preflight import StartupError, check_provider
 
+    _use_config(config)
     if connect is not None:
         from server.transport.bridge import check_url
         from server.transport.stdio import bridge_stdio
@@ -245,7 +344,11 @@ def acp(
     if address is not None and (problem := insecure_bind(address[0], settings.auth)):
         typer.echo(f"agentd: {problem}", err=True)
         raise typer.Exit(2)
-    raise typer.Exit(asyncio.run(serve_stdio(create_app(settings), listen=address)))
+    try:
+        check_provider(settings)  # a missing key is one line on stderr, not a dead editor pane
+    except StartupError as exc:
+        _fail(exc)
+    raise typer.Exit(_run(lambda: serve_stdio(create_app(settings), listen=address)))
 
 
 def main() -> None:

@@ -37,6 +37,14 @@ class AuthMode(StrEnum):
     TOKEN = "token"  # every request needs a bearer token (`agentd token create`)
 
 
+class LogLevel(StrEnum):
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"  # also shows the traceback behind a start-up error
+
+
 class LogFormat(StrEnum):
     TEXT = "text"
     JSON = "json"  # one JSON object per line (structlog)
@@ -114,6 +122,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8765
     auth: AuthMode = AuthMode.NONE  # R-X1; a non-loopback host requires `token`
+    log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.TEXT
     # Web pages allowed to connect (R-X4), e.g. ["https://app.example.com"]; "*" allows any.
     # Requests without an Origin header (not from a browser) are always let through.

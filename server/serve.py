@@ -22,6 +22,13 @@ class AgentdServer(uvicorn.Server):
         super().__init__(config)
         self._app = app
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if sockets is not None and self.started:
+            # uvicorn names its address only when it bound the socket itself; `agentd serve`
+            # binds it earlier (a port in use is reported before the slow start-up work).
+            self._log_started_message(sockets)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         state = getattr(self._app.state, "agentd", None)
         if state is not None:

@@ -168,3 +168,33 @@ async def test_serve_with_a_bad_option_fails_readably(
         assert fragment in run.err, run.err
     assert "agentd serve --help" in run.err
     assert not (tmp_path / ".agentd").exists()  # it never got as far as opening a database
+
+
+async def test_serve_help_lists_every_provider_and_the_defaults(tmp_path: Path) -> None:
+    run = await agentd("serve", "--help", env=clean_env(tmp_path), cwd=tmp_path)
+    assert run.code == 0, run.text
+    text = " ".join(run.out.split())  # rich wraps and boxes the help
+    assert "openai | anthropic | scripted" in text
+    for shown in (
+        "env AGENTD_HOST; default 127.0.0.1",
+        "env AGENTD_PORT; default 8765",
+        "env AGENTD_MODEL; default gpt-4o-mini",
+        "env AGENTD_PERMISSION_MODE; default default",
+        "env AGENTD_AUTH; default none",
+        "env AGENTD_LOG_LEVEL; default info",
+        "env AGENTD_DATABASE_URL",
+        "--config",
+    ):
+        assert shown in text, shown
+
+
+async def test_config_is_accepted_before_and_after_the_sub_command(tmp_path: Path) -> None:
+    for i, placement in enumerate(("before", "after")):
+        db = tmp_path / f"{placement}.db"
+        config = tmp_path / f"{placement}.toml"
+        config.write_text(f'database_url = "sqlite+aiosqlite:///{db}"\n')
+        args = ["--config", str(config), "migrate"] if i == 0 else ["migrate", "--config", str(config)]
+        run = await agentd(*args, env=clean_env(tmp_path), cwd=tmp_path)
+        assert run.code == 0, run.text
+        assert db.exists(), placement  # the file's database_url was used
+    assert not (tmp_path / ".agentd").exists()

@@ -322,3 +322,14 @@ async def test_openapi_lists_the_http_routes(server_factory):
             assert "post" in paths["/rpc"]
             assert "get" in paths["/healthz"]
             assert "get" in paths["/readyz"]
+            # `GET /` is a web page, not JSON.
+            page = paths["/"]["get"]["responses"]["200"]["content"]
+            assert set(page) == {"text/html"}
+            # `/rpc`'s body is described: one JSON-RPC message or a batch of them.
+            rpc_op = paths["/rpc"]["post"]
+            body = rpc_op["requestBody"]["content"]["application/json"]
+            one, batch = body["schema"]["oneOf"]
+            assert one["required"] == ["jsonrpc", "method"] and batch["type"] == "array"
+            assert body["example"]["method"] == "session/new"
+            assert {"200", "204", "401", "413"} <= set(rpc_op["responses"])
+            assert "422" not in rpc_op["responses"]

@@ -409,3 +409,33 @@ async def test_demo_loads_and_follows_the_contract() -> None:
     )
     for _ in range(len(steps) + 1):  # one past the end wraps around
         check_contract(await collect(fast))
+
+
+async def test_per_session_positions_are_independent() -> None:
+    p = ScriptedProvider.from_dict({"steps": [{"text": "one"}, {"text": "two"}]}, per_session=True)
+
+    def req(session_id: str | None) -> ProviderRequest:
+        messages = [Message.user("hi")]
+        return ProviderRequest(model="scripted", system="sys", messages=messages, session_id=session_id)
+
+    async def text(session_id: str | None) -> str:
+        return "".join(e.text for e in of(await collect(p, req(session_id)), TextDelta))
+
+    assert await text("a") == "one"
+    assert await text("b") == "one"  # a new session starts at the first step
+    assert await text("a") == "two"
+    assert await text("b") == "two"
+    assert await text("a") == EXHAUSTED_TEXT
+    p.reset()
+    assert await text("a") == "one"
+
+
+async def test_without_per_session_one_position_serves_every_session() -> None:
+    p = ScriptedProvider.from_dict({"steps": [{"text": "one"}, {"text": "two"}]})
+    assert p.per_session is False and ScriptedProvider.demo().per_session is True
+    reqs = [
+        ProviderRequest(model="scripted", system="sys", messages=[Message.user("hi")], session_id=s)
+        for s in ("a", "b")
+    ]
+    texts = ["".join(e.text for e in of(await collect(p, r), TextDelta)) for r in reqs]
+    assert texts == ["one", "two"]

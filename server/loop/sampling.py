@@ -69,7 +69,12 @@ def build_request(
             tools.append(schema.tool_spec())
             system = f"{system}\n\n{SHIM_REMINDER}"
     return ProviderRequest(
-        model=ctx.model, system=system, messages=messages, tools=tools, output_schema=native_schema
+        model=ctx.model,
+        system=system,
+        messages=messages,
+        tools=tools,
+        output_schema=native_schema,
+        session_id=ctx.session_id,
     )
 
 

@@ -31,6 +31,9 @@ class ProviderRequest:
     # JSON Schema the final answer must satisfy, for providers with native support.
     output_schema: dict[str, Any] | None = None
     max_output_tokens: int | None = None
+    # The session the call is for (None: not for one, e.g. a test's direct call). Real
+    # providers ignore it; the scripted one keeps a script position per session.
+    session_id: str | None = None
 
 
 class StopReason(StrEnum):

@@ -49,7 +49,7 @@ def make_provider(settings: Settings) -> Provider:
 
     if settings.script is not None:
         log.info("provider: scripted, script %s", settings.script)
-        return ScriptedProvider.from_file(settings.script)
+        return ScriptedProvider.from_file(settings.script, per_session=True)
     if settings.provider is None:
         log.warning("no provider configured (AGENTD_PROVIDER): using the scripted demo provider")
     else:

@@ -146,21 +146,31 @@ class ScriptedProvider:
 
     name = "scripted"
 
-    def __init__(self, script: Script, *, supports_native_schema: bool = False) -> None:
+    def __init__(
+        self, script: Script, *, supports_native_schema: bool = False, per_session: bool = False
+    ) -> None:
         self.script = script
         self.supports_native_schema = supports_native_schema
+        # per_session: every session (`ProviderRequest.session_id`) plays the script from
+        # its first step, as a server's model should; otherwise one position for all calls.
+        self.per_session = per_session
         self.requests: list[ProviderRequest] = []
-        self._position = 0  # steps consumed so far (keeps counting across loop wraps)
+        # Steps consumed so far (keeps counting across loop wraps), per session or under None.
+        self._positions: dict[str | None, int] = {}
         self._call_counter = 0
         # Auto ids must not collide with ids the script spells out itself.
         self._explicit_ids = {tc.id for s in script.steps for tc in s.tool_calls if tc.id is not None}
 
     @classmethod
-    def from_dict(cls, data: Any, *, supports_native_schema: bool = False) -> ScriptedProvider:
-        return cls(parse_script(data), supports_native_schema=supports_native_schema)
+    def from_dict(
+        cls, data: Any, *, supports_native_schema: bool = False, per_session: bool = False
+    ) -> ScriptedProvider:
+        return cls(parse_script(data), supports_native_schema=supports_native_schema, per_session=per_session)
 
     @classmethod
-    def from_file(cls, path: str | Path, *, supports_native_schema: bool = False) -> ScriptedProvider:
+    def from_file(
+        cls, path: str | Path, *, supports_native_schema: bool = False, per_session: bool = False
+    ) -> ScriptedProvider:
         text = Path(path).read_text(encoding="utf-8")
         try:
             data = json.loads(text)
@@ -168,28 +178,32 @@ class ScriptedProvider:
             raise ValueError(
                 f"invalid script {path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from None
-        return cls(parse_script(data, source=f"script {path}"), supports_native_schema=supports_native_schema)
+        script = parse_script(data, source=f"script {path}")
+        return cls(script, supports_native_schema=supports_native_schema, per_session=per_session)
 
     @classmethod
-    def demo(cls, *, supports_native_schema: bool = False) -> ScriptedProvider:
-        """The bundled demo: a coding agent writing, editing and running `hello.py`."""
+    def demo(cls, *, supports_native_schema: bool = False, per_session: bool = True) -> ScriptedProvider:
+        """The bundled demo: a coding agent writing, editing and running `hello.py`.
+        Per session by default: every session replays it from the start."""
         ref = resources.files("server").joinpath("demo/demo_script.json")
         data = json.loads(ref.read_text(encoding="utf-8"))
-        return cls(parse_script(data, source="demo script"), supports_native_schema=supports_native_schema)
+        script = parse_script(data, source="demo script")
+        return cls(script, supports_native_schema=supports_native_schema, per_session=per_session)
 
     def reset(self) -> None:
         """Start the script over and forget recorded requests."""
         self.requests.clear()
-        self._position = 0
+        self._positions.clear()
         self._call_counter = 0
 
-    def _next_step(self) -> tuple[int, ScriptStep] | None:
+    def _next_step(self, session_id: str | None) -> tuple[int, ScriptStep] | None:
         steps = self.script.steps
-        if not steps or (self._position >= len(steps) and not self.script.loop):
+        key = session_id if self.per_session else None
+        position = self._positions.get(key, 0)
+        if not steps or (position >= len(steps) and not self.script.loop):
             return None
-        index = self._position % len(steps)
-        self._position += 1
-        return index, steps[index]
+        self._positions[key] = position + 1
+        return position % len(steps), steps[position % len(steps)]
 
     def _next_call_id(self) -> str:
         while True:
@@ -201,7 +215,7 @@ class ScriptedProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         self.requests.append(request)
         input_tokens = _estimate_tokens(_request_chars(request))
-        picked = self._next_step()
+        picked = self._next_step(request.session_id)
         if picked is None:
             # Never hang or fail when a test sends more calls than scripted: say so in text.
             yield TextDelta(EXHAUSTED_TEXT)

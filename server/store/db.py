@@ -29,7 +29,17 @@ from server.store import queue_rows
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
 from server.store.queue_rows import QueueWrite
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+def _migrations_dir() -> Path:
+    """The Alembic scripts. An installed wheel carries the top-level `migrations/` as
+    `server/store/migrations` (mapped in setup.py); a checkout has only the source."""
+    packaged = Path(__file__).resolve().parent / "migrations"
+    if (packaged / "env.py").is_file():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,70 @@ from server.transport.rpc import CallContext
 
 router = APIRouter()
 
+# The body is read raw (a batch, bad JSON and oversized bodies get JSON-RPC errors, not
+# FastAPI's 422), so the OpenAPI description of it is spelled out here.
+_RPC_MESSAGE = {
+    "type": "object",
+    "required": ["jsonrpc", "method"],
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["integer", "string"], "description": "absent for a notification"},
+        "method": {"type": "string", "examples": ["session/new", "session/prompt", "session/list"]},
+        "params": {"type": "object"},
+    },
+}
+_RPC_RESPONSE = {
+    "type": "object",
+    "required": ["jsonrpc"],
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["integer", "string", "null"]},
+        "result": {},
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
+        },
+    },
+}
+RPC_OPENAPI: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "One JSON-RPC 2.0 request or notification, or a batch (a non-empty list of them)",
+        "content": {
+            "application/json": {
+                "schema": {"oneOf": [_RPC_MESSAGE, {"type": "array", "minItems": 1, "items": _RPC_MESSAGE}]},
+                "example": {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "session/new",
+                    "params": {"cwd": "/home/me/project", "mcpServers": []},
+                },
+            }
+        },
+    },
+    "responses": {
+        "200": {
+            "description": "The response (a list of them for a batch); errors are JSON-RPC errors",
+            "content": {
+                "application/json": {
+                    "schema": {"oneOf": [_RPC_RESPONSE, {"type": "array", "items": _RPC_RESPONSE}]}
+                }
+            },
+        },
+        "204": {"description": "Only notifications were sent: no body"},
+        "401": {"description": "A token is needed (AGENTD_AUTH=token): JSON-RPC error -32000"},
+        "413": {"description": "The body is larger than AGENTD_MAX_FRAME_BYTES"},
+    },
+}
 
-@router.post("/rpc", summary="JSON-RPC 2.0 over HTTP (one request or a batch)")
+
+@router.post(
+    "/rpc",
+    summary="JSON-RPC 2.0 over HTTP (one request or a batch)",
+    response_class=Response,
+    openapi_extra=RPC_OPENAPI,
+)
 async def rpc(request: Request) -> Response:
     state = request.app.state.agentd
     try:
@@ -51,7 +113,12 @@ async def rpc(request: Request) -> Response:
 INDEX_HTML = (Path(__file__).resolve().parent.parent / "web" / "index.html").read_text()
 
 
-@router.get("/", summary="agentd's web page: watch sessions, prompt, manage the queue, answer permissions")
+@router.get(
+    "/",
+    summary="agentd's web page: watch sessions, prompt, manage the queue, answer permissions",
+    response_class=HTMLResponse,
+    responses={200: {"description": "The page (HTML)", "content": {"text/html": {}}}},
+)
 async def index() -> HTMLResponse:
     # Static: it holds no data; the page authenticates its own WebSocket.
     return HTMLResponse(INDEX_HTML)
