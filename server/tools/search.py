@@ -3,7 +3,12 @@
 Both walk the workspace (or a directory inside it) without following symlinked
 directories, skip `.git`, and list a symlinked file only when it resolves inside the
 workspace, so a search never reports or reads anything outside the root. The walk runs in
-a worker thread (`asyncio.to_thread`); a cancelled call tells the thread to stop.
+a worker of the tools' own pool (`server.tools.offload`) with a deadline; a cancelled call
+tells the worker to stop.
+
+grep matches with the `regex` module (re-compatible syntax, VERSION0) rather than `re`:
+it releases the GIL while matching and takes a timeout, so a catastrophic pattern costs
+at most `GREP_LINE_BUDGET` of one worker instead of freezing the event loop.
 
 Glob patterns: `*` and `?` stay within one path segment, `[abc]` / `[!abc]` are character
 classes, `**` as a whole segment matches any number of directories (zero included), and
@@ -12,15 +17,20 @@ classes, `**` as a whole segment matches any number of directories (zero include
 
 from __future__ import annotations
 
-import asyncio
 import os
-import re
+import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import regex
+
+from server.tools import safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.globmatch import GLOBSTAR, Segment, compile_path, match_path, match_segment
+from server.tools.offload import run_blocking
 from server.tools.workspace import display_path, resolve_in_workspace
 
 GLOB_MAX_RESULTS = 500
@@ -31,6 +41,11 @@ GREP_MAX_LINE_CHARS = 300
 GREP_OUTPUT_CAP = 30_000  # characters of result lines the model sees
 MAX_SCANNED_FILES = 100_000  # a walk stops here (huge trees, vendored dependencies)
 MAX_BRACE_EXPANSIONS = 64
+# A search's time budget: past it, grep returns what it found so far with a note.
+SEARCH_DEADLINE = 30.0
+# One line may not take longer than this to match: a pattern that does is backtracking
+# catastrophically (e.g. `(a*)*b`) and is refused with an explanation.
+GREP_LINE_BUDGET = 1.0
 _BINARY_SNIFF_BYTES = 8192
 _SKIP_NAMES = frozenset({".git"})
 
@@ -90,42 +105,6 @@ def _split_top_level(s: str) -> list[str]:
     return parts
 
 
-def _segment_regex(seg: str) -> str:
-    """One path segment of a glob as a regex fragment (never matches '/')."""
-    out: list[str] = []
-    i, n = 0, len(seg)
-    while i < n:
-        ch = seg[i]
-        if ch == "*":
-            while i + 1 < n and seg[i + 1] == "*":  # `a**b` inside a segment is just `*`
-                i += 1
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[":
-            j = i + 1
-            if j < n and seg[j] in "!^":
-                j += 1
-            if j < n and seg[j] == "]":
-                j += 1
-            while j < n and seg[j] != "]":
-                j += 1
-            if j >= n:  # no closing bracket: a literal '['
-                out.append(re.escape(ch))
-            else:
-                body = seg[i + 1 : j]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("[", "\\[")
-                out.append(f"[^/{body}]" if negate else f"[{body}]")
-                i = j
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return "".join(out)
-
-
 def _split_pattern(pattern: str, what: str) -> list[str]:
     if not pattern.strip():
         raise ToolError(f"{what} must be a non-empty glob pattern")
@@ -146,46 +125,34 @@ def _split_pattern(pattern: str, what: str) -> list[str]:
 
 class _GlobMatcher:
     """A glob pattern compiled for matching relative paths ('a/b/c.py') and for pruning
-    directories that no alternative can match below."""
+    directories that no alternative can match below. Matching is linear-ish
+    (`server.tools.globmatch`), never a backtracking regex."""
 
     def __init__(self, pattern: str, what: str = "pattern") -> None:
         self.pattern = pattern
-        self._alts: list[tuple[list[str], list[re.Pattern[str] | None]]] = []
-        full: list[str] = []
-        for alt in _expand_braces(pattern):
-            segs = _split_pattern(alt, what)
-            seg_res: list[re.Pattern[str] | None] = [
-                None if s == "**" else re.compile(_segment_regex(s), re.DOTALL) for s in segs
-            ]
-            self._alts.append((segs, seg_res))
-            parts: list[str] = []
-            for i, s in enumerate(segs):
-                last = i == len(segs) - 1
-                if s == "**":
-                    parts.append(".*" if last else "(?:[^/]+/)*")
-                else:
-                    parts.append(_segment_regex(s) + ("" if last else "/"))
-            full.append("".join(parts))
-        self._regex = re.compile("|".join(f"(?:{f})" for f in full), re.DOTALL)
+        self._alts: list[list[Segment]] = [
+            compile_path(_split_pattern(alt, what)) for alt in _expand_braces(pattern)
+        ]
 
     @property
     def has_slash_or_globstar(self) -> bool:
-        return any(len(segs) > 1 or segs == ["**"] for segs, _ in self._alts)
+        return any(len(segs) > 1 or segs == [GLOBSTAR] for segs in self._alts)
 
     def matches(self, rel: str) -> bool:
-        return self._regex.fullmatch(rel) is not None
+        parts = rel.split("/")
+        return any(match_path(segs, parts) for segs in self._alts)
 
     def may_contain(self, rel_dir: str) -> bool:
         """False if no file below directory `rel_dir` can match (so the walk skips it)."""
         parts = rel_dir.split("/")
-        for segs, seg_res in self._alts:
+        for segs in self._alts:
             for i, part in enumerate(parts):
-                if segs[i] == "**":
+                seg = segs[i]
+                if seg is GLOBSTAR:
                     return True
                 if i >= len(segs) - 1:  # the last segment names files; this dir is too deep
                     break
-                seg_re = seg_res[i]
-                if seg_re is None or not seg_re.fullmatch(part):
+                if not match_segment(seg, part):
                     break
             else:
                 return True
@@ -249,14 +216,10 @@ class _Walk:
                     yield rel_entry, entry
 
 
-async def _in_thread(fn: Callable[[threading.Event], _T]) -> _T:
-    """Run `fn(stop)` in a worker thread; cancelling the call sets `stop`."""
-    stop = threading.Event()
-    try:
-        return await asyncio.to_thread(fn, stop)
-    except asyncio.CancelledError:
-        stop.set()
-        raise
+async def _in_thread(fn: Callable[[threading.Event], _T], what: str) -> _T:
+    """Run `fn(stop)` on the tool pool; cancelling the call (or the deadline) sets `stop`.
+    The backstop deadline is a little longer than the search's own, which ends cleanly."""
+    return await run_blocking(fn, what=what, deadline=SEARCH_DEADLINE + 5.0)
 
 
 def _search_dir(args: dict[str, Any], ctx: ToolContext) -> Path:
@@ -359,7 +322,7 @@ class Glob:
                     found.append((mtime, _joined(disp, rel)))
             return found, walk
 
-        found, walk = await _in_thread(work)
+        found, walk = await _in_thread(work, f"glob {pattern!r}")
         found.sort(key=lambda item: (-item[0], item[1]))
         shown = [p for _, p in found[:GLOB_MAX_RESULTS]]
         if shown:
@@ -462,8 +425,8 @@ class Grep:
             raise ToolError(f"argument 'max_results' must be a positive integer, got {limit!r}")
         limit = min(limit, GREP_MAX_RESULTS)
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ci else 0)
-        except re.error as exc:
+            compiled = regex.compile(pattern, regex.VERSION0 | (regex.IGNORECASE if ci else 0))
+        except regex.error as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
         except (OverflowError, RecursionError) as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
@@ -475,7 +438,9 @@ class Grep:
         root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
         disp = display_path(root, start)
 
-        result = await _in_thread(lambda stop: _grep(root, start, disp, regex, file_filter, limit, stop))
+        result = await _in_thread(
+            lambda stop: _grep(root, start, disp, compiled, file_filter, limit, stop), f"grep /{pattern}/"
+        )
         lines, stats = result
         if lines:
             output = "\n".join(lines)
@@ -494,11 +459,18 @@ class Grep:
             notes.append(
                 f"[search stopped after scanning {MAX_SCANNED_FILES} files; results may be incomplete]"
             )
+        if stats["deadline"]:
+            notes.append(
+                f"[search stopped after {SEARCH_DEADLINE:g} s; results are incomplete, "
+                "narrow the path or glob]"
+            )
         skipped = []
         if stats["binary"]:
             skipped.append(f"{stats['binary']} binary")
         if stats["large"]:
             skipped.append(f"{stats['large']} over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        if stats["linked"]:
+            skipped.append(f"{stats['linked']} hard-linked")
         if skipped and not lines:
             notes.append(f"[skipped {' and '.join(skipped)} file(s)]")
         if notes:
@@ -512,7 +484,10 @@ class Grep:
                 "filesSearched": stats["files"],
                 "skippedBinary": stats["binary"],
                 "skippedLarge": stats["large"],
-                "truncated": bool(stats["limited"] or stats["output_capped"] or stats["scan_capped"]),
+                "skippedHardLinked": stats["linked"],
+                "truncated": bool(
+                    stats["limited"] or stats["output_capped"] or stats["scan_capped"] or stats["deadline"]
+                ),
             },
         )
 
@@ -521,7 +496,7 @@ def _grep(
     root: Path,
     start: Path,
     disp: str,
-    regex: re.Pattern[str],
+    compiled: regex.Pattern[str],
     file_filter: _GlobMatcher | None,
     limit: int,
     stop: threading.Event,
@@ -532,14 +507,21 @@ def _grep(
         "files": 0,
         "binary": 0,
         "large": 0,
+        "linked": 0,
         "limited": False,
         "output_capped": False,
         "scan_capped": False,
+        "deadline": False,
     }
+    deadline_at = time.monotonic() + SEARCH_DEADLINE
     if not start.exists():
         raise ToolError(f"path not found: {disp}")
     targets: list[tuple[str, str]]  # (shown path, filesystem path)
     if start.is_file():
+        st = start.stat()
+        why = safefs.refusal(st, disp)
+        if why is not None:
+            raise ToolError(why)
         targets = [(disp, str(start))]
     elif start.is_dir():
         walk = _Walk(root, start, stop)
@@ -549,7 +531,10 @@ def _grep(
                 name_or_path = rel if file_filter.has_slash_or_globstar else entry.name
                 if not file_filter.matches(name_or_path):
                     continue
-            targets.append((_joined(disp, rel), entry.path))
+            # A symlink was checked to resolve inside the workspace: open its target, so
+            # the open itself can refuse to follow anything (O_NOFOLLOW).
+            fs_path = str(Path(entry.path).resolve()) if entry.is_symlink() else entry.path
+            targets.append((_joined(disp, rel), fs_path))
         stats["scan_capped"] = walk.capped
         targets.sort()
     else:
@@ -561,13 +546,24 @@ def _grep(
         if stop.is_set():
             break
         try:
-            if os.stat(fs_path).st_size > GREP_MAX_FILE_BYTES:
+            # O_NONBLOCK: a FIFO swapped in after the walk must not block this worker.
+            fd = os.open(fs_path, safefs.READ_FLAGS)
+        except OSError:
+            continue  # vanished, unreadable or now a symlink: not worth failing the search
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if st.st_nlink > 1:
+                stats["linked"] += 1
+                continue
+            if st.st_size > GREP_MAX_FILE_BYTES:
                 stats["large"] += 1
                 continue
-            with open(fs_path, "rb") as f:
+            try:
                 data = f.read(GREP_MAX_FILE_BYTES + 1)
-        except OSError:
-            continue  # vanished or unreadable: not worth failing the whole search
+            except OSError:
+                continue
         if len(data) > GREP_MAX_FILE_BYTES:
             stats["large"] += 1
             continue
@@ -579,7 +575,24 @@ def _grep(
         hit_in_file = False
         for lineno, line in enumerate(text.split("\n"), 1):
             line = line.removesuffix("\r")
-            if regex.search(line) is None:
+            remaining = deadline_at - time.monotonic()
+            if remaining <= 0 or stop.is_set():
+                stats["deadline"] = not stop.is_set()
+                return out, stats
+            budget = min(remaining, GREP_LINE_BUDGET)
+            try:
+                # concurrent=True releases the GIL while matching: the event loop keeps running.
+                found = compiled.search(line, timeout=budget, concurrent=True)
+            except TimeoutError:
+                if budget < GREP_LINE_BUDGET:  # the whole search ran out of time
+                    stats["deadline"] = True
+                    return out, stats
+                raise ToolError(
+                    f"the pattern /{compiled.pattern}/ took over {GREP_LINE_BUDGET:g} s on one line "
+                    f"({shown}:{lineno}), so the search was stopped: it backtracks catastrophically. "
+                    "Avoid nested or overlapping quantifiers such as (a*)* or (a|a)*"
+                ) from None
+            if found is None:
                 continue
             if stats["matches"] >= limit:
                 stats["limited"] = True
