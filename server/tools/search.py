@@ -514,16 +514,19 @@ def _grep(
         "deadline": False,
     }
     deadline_at = time.monotonic() + SEARCH_DEADLINE
-    if not start.exists():
-        raise ToolError(f"path not found: {disp}")
+    try:
+        start_st = start.stat()
+    except FileNotFoundError:
+        raise ToolError(f"path not found: {disp}") from None
+    except OSError as exc:
+        raise ToolError(f"cannot search {disp}: {exc.strerror or exc}") from None
     targets: list[tuple[str, str]]  # (shown path, filesystem path)
-    if start.is_file():
-        st = start.stat()
-        why = safefs.refusal(st, disp)
+    if not stat.S_ISDIR(start_st.st_mode):
+        why = safefs.refusal(start_st, disp)  # FIFOs, devices, hard-linked files
         if why is not None:
             raise ToolError(why)
         targets = [(disp, str(start))]
-    elif start.is_dir():
+    else:
         walk = _Walk(root, start, stop)
         targets = []
         for rel, entry in walk.files():
@@ -537,8 +540,6 @@ def _grep(
             targets.append((_joined(disp, rel), fs_path))
         stats["scan_capped"] = walk.capped
         targets.sort()
-    else:
-        raise ToolError(f"{disp} is neither a file nor a directory")
 
     out: list[str] = []
     size = 0
