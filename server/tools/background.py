@@ -33,10 +33,11 @@ from server.tools.bash import (
     _signal_name,
     _Spawn,
     _terminate_group,
-    kill_all,
+    end_command,
+    end_command_now,
     kill_spawned_callback,
 )
-from server.tools.proctrack import kill_tracked, new_tag, tagged_env
+from server.tools.proctrack import kill_all_now, new_tag, tagged_env
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ class BackgroundTasks:
                 return
             t.pid = pid = transport.get_pid()
             if t.killed:  # kill() came while the process was being spawned
-                kill_all(transport, t.tag)
+                end_command_now(transport, t.tag)
             try:
                 done, _ = await asyncio.wait({proto.exited}, timeout=t.timeout)
                 if not done:
@@ -165,11 +166,11 @@ class BackgroundTasks:
                     await _terminate_group(pid, proto.exited, t.tag)
                 # As in bash: a moment for leftover output, then nothing of the group survives.
                 done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
-                kill_all(transport, t.tag)
+                await end_command(transport, t.tag)
                 if not done:
                     await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
             except BaseException:
-                kill_all(transport, t.tag)
+                end_command_now(transport, t.tag)
                 t.killed = True
                 raise
             finally:
@@ -191,7 +192,7 @@ class BackgroundTasks:
         # so the task still ends with a real exit status. Either way the runner then finishes.
         if t.pid is not None:
             # The shell may be gone already (its leftovers draining): trust only the tag.
-            kill_tracked(t.pid, t.tag)
+            kill_all_now(t.pid, t.tag)
         return True
 
     async def close(self) -> None:

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
-from server.tools.proctrack import kill_tracked, new_tag, signal_tracked, tagged_env
+from server.tools.proctrack import kill_all, kill_all_now, new_tag, signal_all, tagged_env
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,10 @@ def _kill_spawned(fut: _Spawn, tag: str | None = None) -> None:
     """Done-callback for a spawn whose caller was cancelled: kill what it started."""
     if not fut.cancelled() and fut.exception() is None:
         transport, _ = fut.result()
-        kill_tracked(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
+        if tag is None:
+            _signal_group(transport.get_pid(), signal.SIGKILL)
+        else:
+            kill_all_now(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
         transport.close()
 
 
@@ -136,9 +139,14 @@ def kill_spawned_callback(tag: str) -> Callable[[_Spawn], None]:
     return functools.partial(_kill_spawned, tag=tag)
 
 
-def kill_all(transport: asyncio.SubprocessTransport, tag: str) -> None:
+async def end_command(transport: asyncio.SubprocessTransport, tag: str) -> None:
     """SIGKILL the shell's group and every process carrying its tag."""
-    kill_tracked(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
+    await kill_all(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
+
+
+def end_command_now(transport: asyncio.SubprocessTransport, tag: str) -> None:
+    """As `end_command`, for a path that must not wait (cancellation)."""
+    kill_all_now(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
 
 
 async def _report_loop(out: _CappedOutput, report: Callable[[str], Awaitable[None]]) -> None:
@@ -155,13 +163,11 @@ async def _report_loop(out: _CappedOutput, report: Callable[[str], Awaitable[Non
                 log.warning("bash progress report failed", exc_info=True)
 
 
-async def _terminate_group(
-    pid: int, exited: asyncio.Future[None], tag: str | None = None
-) -> None:
-    signal_tracked(pid, tag, signal.SIGTERM, root_alive=not exited.done())
+async def _terminate_group(pid: int, exited: asyncio.Future[None], tag: str) -> None:
+    await signal_all(pid, tag, signal.SIGTERM, root_alive=not exited.done())
     await asyncio.wait({exited}, timeout=KILL_GRACE)
     # Unconditional: children that ignore SIGTERM must not outlive a bash that obeyed it.
-    kill_tracked(pid, tag, root_alive=not exited.done())
+    await kill_all(pid, tag, root_alive=not exited.done())
     # Bounded: a process stuck in uninterruptible I/O must not hang the turn.
     await asyncio.wait({exited}, timeout=KILL_GRACE)
 
@@ -315,12 +321,12 @@ class Bash:
             # bash is gone, but background children may still hold the pipe open: give them a
             # moment to flush, then end the rest of the group so EOF arrives.
             done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
-            kill_all(transport, tag)
+            await end_command(transport, tag)
             if not done:
                 await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
         except BaseException:
             # Cancellation (or anything unexpected): nothing of the command may survive.
-            kill_all(transport, tag)
+            end_command_now(transport, tag)
             raise
         finally:
             if reporter is not None:

@@ -11,10 +11,12 @@ parent pid). Linux only; without `/proc` this degrades to the group kill alone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
 import signal
+from concurrent.futures import ThreadPoolExecutor
 
 TAG_VAR = "AGENTD_TOOL_PROC"
 _MAX_ROUNDS = 5  # a process forking while we kill is found again on the next round
@@ -76,29 +78,47 @@ def tracked_pids(tag: str, root_pid: int | None = None) -> set[int]:
     return found
 
 
-def signal_tracked(pgid: int, tag: str | None, sig: signal.Signals, *, root_alive: bool = False) -> None:
+def _signal_found(pgid: int, tag: str, sig: signal.Signals, root_alive: bool) -> int:
+    pids = tracked_pids(tag, pgid if root_alive else None)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+    return len(pids)
+
+
+def _kill_rounds(pgid: int, tag: str, root_alive: bool) -> None:
+    for _ in range(_MAX_ROUNDS):
+        if not _signal_found(pgid, tag, signal.SIGKILL, root_alive):
+            return
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    # The group may already be gone (everything exited); that is the goal, not an error.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+# Scanning /proc costs a fraction of a millisecond per process: on a busy host that is
+# too long for the event loop, so scans run on a small pool of their own.
+_scanner = ThreadPoolExecutor(max_workers=2, thread_name_prefix="agentd-proctrack")
+
+
+async def signal_all(pgid: int, tag: str, sig: signal.Signals, *, root_alive: bool = False) -> None:
     """Signal the process group and every tagged process (one round). `root_alive`: the
     shell (pid == pgid) is not reaped yet, so its pid still names it and its descendants
     by parent pid can be trusted (a reaped pid may be reused by a stranger)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-    if tag is None:
-        return
-    for pid in tracked_pids(tag, pgid if root_alive else None):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
+    _signal_group(pgid, sig)
+    await asyncio.wrap_future(_scanner.submit(_signal_found, pgid, tag, sig, root_alive))
 
 
-def kill_tracked(pgid: int, tag: str | None, *, root_alive: bool = False) -> None:
+async def kill_all(pgid: int, tag: str, *, root_alive: bool = False) -> None:
     """SIGKILL the group and every tagged process until none is left (bounded rounds)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    if tag is None:
-        return
-    for _ in range(_MAX_ROUNDS):
-        pids = tracked_pids(tag, pgid if root_alive else None)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    _signal_group(pgid, signal.SIGKILL)
+    await asyncio.wrap_future(_scanner.submit(_kill_rounds, pgid, tag, root_alive))
+
+
+def kill_all_now(pgid: int, tag: str, *, root_alive: bool = False) -> None:
+    """For paths that cannot wait (cancellation, callbacks): the group dies now, the
+    tagged stragglers a moment later."""
+    _signal_group(pgid, signal.SIGKILL)
+    _scanner.submit(_kill_rounds, pgid, tag, root_alive)
