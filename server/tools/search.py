@@ -30,7 +30,7 @@ import regex
 from server.tools import safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.globmatch import GLOBSTAR, Segment, compile_path, match_path, match_segment
-from server.tools.offload import run_blocking
+from server.tools.offload import Pool, run_blocking
 from server.tools.workspace import display_path, resolve_in_workspace
 
 GLOB_MAX_RESULTS = 500
@@ -219,7 +219,7 @@ class _Walk:
 async def _in_thread(fn: Callable[[threading.Event], _T], what: str) -> _T:
     """Run `fn(stop)` on the tool pool; cancelling the call (or the deadline) sets `stop`.
     The backstop deadline is a little longer than the search's own, which ends cleanly."""
-    return await run_blocking(fn, what=what, deadline=SEARCH_DEADLINE + 5.0)
+    return await run_blocking(fn, what=what, deadline=SEARCH_DEADLINE + 5.0, pool=Pool.SEARCH)
 
 
 def _search_dir(args: dict[str, Any], ctx: ToolContext) -> Path:
