@@ -21,6 +21,7 @@ from server.tools.base import ToolContext, ToolError
 from server.tools.bash import Bash
 from server.tools.files import EditFile, ReadFile, WriteFile
 from server.tools.globmatch import compile_path, compile_segment, match_path, match_segment
+from server.tools.hooks import CommandHook
 from server.tools.search import Glob, Grep
 from server.tools.workspace import resolve_in_workspace
 from tests.test_cancel import poll_until, process_alive, read_pid
@@ -359,3 +360,12 @@ async def test_background_task_kill_reaches_a_setsid_child(ws: Path) -> None:
         await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
     finally:
         await bg.close()
+
+
+async def test_hook_timeout_kills_a_setsid_child(ws: Path) -> None:
+    hook = CommandHook("setsid sh -c 'echo $$ > hook.pid; exec sleep 1000' & wait", timeout=1.0, cwd=ws)
+    answer = await asyncio.wait_for(hook.run({"event": "pre_tool"}), 30)
+    assert answer == "timed out after 1s"
+    pid = read_pid(ws / "hook.pid")
+    assert pid is not None
+    await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
