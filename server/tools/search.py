@@ -368,8 +368,10 @@ class Grep:
         "(e.g. `*.py`, or `src/**/*.ts` for paths), and case_insensitive ignores case. Results are lines "
         "`path:line: text` in path order with paths relative to the workspace root, at most "
         f"max_results (default {GREP_DEFAULT_RESULTS}) matches and long lines shortened. Binary files, "
-        f"files over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB and `.git` are skipped; prefer grep over "
-        "running grep or rg in bash."
+        f"files over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB, hard-linked files and `.git` are skipped; "
+        f"a search stops after {SEARCH_DEADLINE:g} s with what it found, and a pattern that needs over "
+        f"{GREP_LINE_BUDGET:g} s for one line (nested quantifiers such as `(a*)*`) is refused. Prefer grep "
+        "over running grep or rg in bash."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
