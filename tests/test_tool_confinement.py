@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.tools import files, offload, search
+from server.tools import files, offload, regexguard, search
 from server.tools.background import BackgroundTasks
 from server.tools.base import ToolContext, ToolError
 from server.tools.bash import Bash
@@ -204,6 +204,31 @@ async def test_cancelled_grep_stops_its_worker(
     with pytest.raises(asyncio.CancelledError):
         await call
     await poll_until(lambda: True if finished.is_set() else None, "the worker to stop")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "size"),
+    [
+        ("def\\s+(\\w+)\\(", 8),
+        ("(a|b){3}c", 10),
+        ("a{2,1000}b{5}", 1005),
+        ("x{,5}", 5),
+        ("[a-z{]{10}", 10),  # a brace inside a class is not a quantifier
+        ("\\p{L}{3}", 3),  # nor is an escape's brace
+        ("a{", 2),
+    ],
+)
+def test_expanded_size_estimate(pattern: str, size: int) -> None:
+    assert regexguard.expanded_size(pattern) == size
+
+
+async def test_grep_refuses_a_pattern_that_would_take_minutes_to_compile(ctx: ToolContext, ws: Path) -> None:
+    # The regex module expands counted repeats while compiling, holding the GIL: 10^8 here.
+    (ws / "f.txt").write_text("a\n")
+    with pytest.raises(ToolError, match=r"counted repetitions .* too big to compile"):
+        await Grep().run({"pattern": "((((a{100}){100}){100}){100})"}, ctx)
+    with pytest.raises(ToolError, match="at most 10000 are accepted"):
+        await Grep().run({"pattern": "a" * 10_001}, ctx)
 
 
 # ---------------------------------------------------------------------------- tool pool

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, TypeVar
 
 import regex
 
-from server.tools import safefs
+from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.globmatch import GLOBSTAR, Segment, compile_path, match_path, match_segment
 from server.tools.offload import Pool, run_blocking
@@ -426,6 +426,9 @@ class Grep:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ToolError(f"argument 'max_results' must be a positive integer, got {limit!r}")
         limit = min(limit, GREP_MAX_RESULTS)
+        why = regexguard.refusal(pattern)
+        if why is not None:
+            raise ToolError(f"invalid regular expression {pattern!r}: {why}")
         try:
             compiled = regex.compile(pattern, regex.VERSION0 | (regex.IGNORECASE if ci else 0))
         except regex.error as exc:
