@@ -9,12 +9,18 @@ segments with a small set-of-positions walk over the path's parts.
 Syntax: `*` any run of characters, `?` one character, `[abc]` / `[a-z]` / `[!abc]`
 (`[^abc]`) a character class; a `]` right after the opening bracket (or its `!`) is
 literal, an unclosed `[` is a literal `[`, and a backslash is a literal character.
+Whole patterns (`GlobMatcher`): segments split on '/', `**` as a whole segment, and
+`{a,b}` alternatives expanded (at most `MAX_BRACE_EXPANSIONS`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from server.tools.base import ToolError
+
+MAX_BRACE_EXPANSIONS = 64
 
 
 class _Kind(Enum):
@@ -142,3 +148,109 @@ def match_path(segs: list[Segment], parts: list[str]) -> bool:
             return False
         positions = nxt
     return n in positions
+
+
+# --- whole patterns: braces, segments, alternatives ---
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """`a{b,c}d` -> [`abd`, `acd`], nested and repeated groups included; unbalanced braces
+    and groups without a top-level comma are literal."""
+    depth = 0
+    start = -1
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                inner = pattern[start + 1 : i]
+                options = _split_top_level(inner)
+                if len(options) < 2:
+                    continue
+                head, tail = pattern[:start], pattern[i + 1 :]
+                out: list[str] = []
+                for tail_variant in _expand_braces(tail):
+                    for option in options:
+                        for option_variant in _expand_braces(option):
+                            out.append(head + option_variant + tail_variant)
+                            if len(out) > MAX_BRACE_EXPANSIONS:
+                                raise ToolError(
+                                    f"pattern {pattern!r} expands to more than {MAX_BRACE_EXPANSIONS} "
+                                    "alternatives; simplify its {...} groups"
+                                )
+                return out
+    return [pattern]
+
+
+def _split_top_level(s: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur = ""
+    for ch in s:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+        cur += ch
+    parts.append(cur)
+    return parts
+
+
+def _split_pattern(pattern: str, what: str) -> list[str]:
+    if not pattern.strip():
+        raise ToolError(f"{what} must be a non-empty glob pattern")
+    if "\0" in pattern:
+        raise ToolError(f"{what} must not contain NUL bytes")
+    if pattern.startswith("/"):
+        raise ToolError(
+            f"{what} {pattern!r} is absolute; patterns are relative to the search directory "
+            "(pass the directory as path)"
+        )
+    segs = [s for s in pattern.split("/") if s not in ("", ".")]
+    if ".." in segs:
+        raise ToolError(f"{what} {pattern!r} must not contain '..'; pass a directory as path instead")
+    if not segs:
+        raise ToolError(f"{what} {pattern!r} matches no files")
+    return segs
+
+
+class GlobMatcher:
+    """A glob pattern compiled for matching relative paths ('a/b/c.py') and for pruning
+    directories that no alternative can match below."""
+
+    def __init__(self, pattern: str, what: str = "pattern") -> None:
+        self.pattern = pattern
+        self._alts: list[list[Segment]] = [
+            compile_path(_split_pattern(alt, what)) for alt in _expand_braces(pattern)
+        ]
+
+    @property
+    def has_slash_or_globstar(self) -> bool:
+        return any(len(segs) > 1 or segs == [GLOBSTAR] for segs in self._alts)
+
+    def matches(self, rel: str) -> bool:
+        parts = rel.split("/")
+        return any(match_path(segs, parts) for segs in self._alts)
+
+    def may_contain(self, rel_dir: str) -> bool:
+        """False if no file below directory `rel_dir` can match (so the walk skips it)."""
+        parts = rel_dir.split("/")
+        for segs in self._alts:
+            for i, part in enumerate(parts):
+                seg = segs[i]
+                if seg is GLOBSTAR:
+                    return True
+                if i >= len(segs) - 1:  # the last segment names files; this dir is too deep
+                    break
+                if not match_segment(seg, part):
+                    break
+            else:
+                return True
+        return False

@@ -29,7 +29,7 @@ import regex
 
 from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
-from server.tools.globmatch import GLOBSTAR, Segment, compile_path, match_path, match_segment
+from server.tools.globmatch import GlobMatcher as _GlobMatcher
 from server.tools.offload import Pool, run_blocking
 from server.tools.workspace import display_path, resolve_in_workspace
 
@@ -40,7 +40,6 @@ GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
 GREP_MAX_LINE_CHARS = 300
 GREP_OUTPUT_CAP = 30_000  # characters of result lines the model sees
 MAX_SCANNED_FILES = 100_000  # a walk stops here (huge trees, vendored dependencies)
-MAX_BRACE_EXPANSIONS = 64
 # A search's time budget: past it, grep returns what it found so far with a note.
 SEARCH_DEADLINE = 30.0
 # One line may not take longer than this to match: a pattern that does is backtracking
@@ -50,113 +49,6 @@ _BINARY_SNIFF_BYTES = 8192
 _SKIP_NAMES = frozenset({".git"})
 
 _T = TypeVar("_T")
-
-
-# --- pattern translation ---
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    """`a{b,c}d` -> [`abd`, `acd`], nested and repeated groups included; unbalanced braces
-    and groups without a top-level comma are literal."""
-    depth = 0
-    start = -1
-    for i, ch in enumerate(pattern):
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                inner = pattern[start + 1 : i]
-                options = _split_top_level(inner)
-                if len(options) < 2:
-                    continue
-                head, tail = pattern[:start], pattern[i + 1 :]
-                out: list[str] = []
-                for tail_variant in _expand_braces(tail):
-                    for option in options:
-                        for option_variant in _expand_braces(option):
-                            out.append(head + option_variant + tail_variant)
-                            if len(out) > MAX_BRACE_EXPANSIONS:
-                                raise ToolError(
-                                    f"pattern {pattern!r} expands to more than {MAX_BRACE_EXPANSIONS} "
-                                    "alternatives; simplify its {...} groups"
-                                )
-                return out
-    return [pattern]
-
-
-def _split_top_level(s: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    cur = ""
-    for ch in s:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-        cur += ch
-    parts.append(cur)
-    return parts
-
-
-def _split_pattern(pattern: str, what: str) -> list[str]:
-    if not pattern.strip():
-        raise ToolError(f"{what} must be a non-empty glob pattern")
-    if "\0" in pattern:
-        raise ToolError(f"{what} must not contain NUL bytes")
-    if pattern.startswith("/"):
-        raise ToolError(
-            f"{what} {pattern!r} is absolute; patterns are relative to the search directory "
-            "(pass the directory as path)"
-        )
-    segs = [s for s in pattern.split("/") if s not in ("", ".")]
-    if ".." in segs:
-        raise ToolError(f"{what} {pattern!r} must not contain '..'; pass a directory as path instead")
-    if not segs:
-        raise ToolError(f"{what} {pattern!r} matches no files")
-    return segs
-
-
-class _GlobMatcher:
-    """A glob pattern compiled for matching relative paths ('a/b/c.py') and for pruning
-    directories that no alternative can match below. Matching is linear-ish
-    (`server.tools.globmatch`), never a backtracking regex."""
-
-    def __init__(self, pattern: str, what: str = "pattern") -> None:
-        self.pattern = pattern
-        self._alts: list[list[Segment]] = [
-            compile_path(_split_pattern(alt, what)) for alt in _expand_braces(pattern)
-        ]
-
-    @property
-    def has_slash_or_globstar(self) -> bool:
-        return any(len(segs) > 1 or segs == [GLOBSTAR] for segs in self._alts)
-
-    def matches(self, rel: str) -> bool:
-        parts = rel.split("/")
-        return any(match_path(segs, parts) for segs in self._alts)
-
-    def may_contain(self, rel_dir: str) -> bool:
-        """False if no file below directory `rel_dir` can match (so the walk skips it)."""
-        parts = rel_dir.split("/")
-        for segs in self._alts:
-            for i, part in enumerate(parts):
-                seg = segs[i]
-                if seg is GLOBSTAR:
-                    return True
-                if i >= len(segs) - 1:  # the last segment names files; this dir is too deep
-                    break
-                if not match_segment(seg, part):
-                    break
-            else:
-                return True
-        return False
 
 
 # --- walking ---
