@@ -70,6 +70,13 @@ def _parts(root: Path, path: Path) -> tuple[str, list[str]]:
     return str(real_root), list(rel.parts)
 
 
+def _is_link(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _moved(disp: str) -> ToolError:
     return ToolError(
         f"{disp}: a directory on its path is a symbolic link or was replaced while the call ran; "
@@ -96,9 +103,9 @@ def parent_dir(root: Path, path: Path, disp: str, *, create: bool = False) -> It
                     os.mkdir(name, 0o777, dir_fd=fd)
                 nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # a symlink, or no longer a directory
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(fd, name):
                     raise _moved(disp) from None
-                raise
+                raise  # e.g. ENOTDIR for a plain file on the path: "Not a directory"
             os.close(fd)
             fd = nxt
         yield fd, parts[-1]
