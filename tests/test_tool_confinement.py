@@ -262,6 +262,14 @@ async def test_run_blocking_cancel_sets_stop() -> None:
     await poll_until(lambda: True if stopped.is_set() else None, "the worker to see stop")
 
 
+def test_read_stops_when_the_call_is_gone(ws: Path) -> None:
+    (ws / "big.txt").write_text("line\n" * 10_000)
+    stop = threading.Event()
+    stop.set()  # cancelled, or past its deadline: the worker gives up instead of reading on
+    with pytest.raises(ToolError, match=r"reading big\.txt was stopped"):
+        ReadFile._read(ws, ws / "big.txt", "big.txt", 9_000, 10, None, stop)
+
+
 # ---------------------------------------------------------------------------- special files
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -152,13 +153,20 @@ class ReadFile:
             output, raw = _render_lines(io.StringIO(text, newline=""), disp, offset, limit, user_limit)
         else:
             output, raw = await run_blocking(
-                lambda _stop: self._read(ctx.cwd, path, disp, offset, limit, user_limit), what=f"read {disp}"
+                lambda stop: self._read(ctx.cwd, path, disp, offset, limit, user_limit, stop),
+                what=f"read {disp}",
             )
         return ToolResult(output=output, locations=[{"path": str(path), "line": offset}], raw_output=raw)
 
     @staticmethod
     def _read(
-        root: Path, path: Path, disp: str, offset: int, limit: int, user_limit: int | None
+        root: Path,
+        path: Path,
+        disp: str,
+        offset: int,
+        limit: int,
+        user_limit: int | None,
+        stop: threading.Event,
     ) -> tuple[str, dict[str, Any]]:
         try:
             if path.is_dir():
@@ -172,7 +180,7 @@ class ReadFile:
                 # newline="" keeps "\r\n" intact so we can strip exactly the terminator.
                 f = io.TextIOWrapper(fb, encoding="utf-8", newline="")
                 try:
-                    return _render_lines(f, disp, offset, limit, user_limit)
+                    return _render_lines(_until_stopped(f, stop, disp), disp, offset, limit, user_limit)
                 finally:
                     f.detach()  # fb's own `with` closes the descriptor
         except FileNotFoundError:
@@ -181,6 +189,15 @@ class ReadFile:
             raise ToolError(f"{disp} is not valid UTF-8 text (binary?); read_file only reads text") from None
         except OSError as exc:
             raise _os_error("read", disp, exc) from None
+
+
+def _until_stopped(lines: Iterable[str], stop: threading.Event, disp: str) -> Iterator[str]:
+    """Lines until the call is cancelled or out of time: skipping to a far offset in a
+    huge file must not keep a worker busy after the caller has gone."""
+    for n, line in enumerate(lines):
+        if n % 4096 == 0 and stop.is_set():
+            raise ToolError(f"reading {disp} was stopped")
+        yield line
 
 
 def _render_lines(
