@@ -8,14 +8,16 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.tools import files, offload, regexguard, search
+from server.tools import files, grepengine, offload, regexguard, search
 from server.tools.background import BackgroundTasks
 from server.tools.base import ToolContext, ToolError
 from server.tools.bash import Bash
@@ -154,8 +156,23 @@ async def test_glob_tool_matches_long_names(ctx: ToolContext, ws: Path) -> None:
 # ---------------------------------------------------------------------------- grep limits
 
 
+@pytest.fixture
+def python_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """grep without ripgrep (as on a machine where it is not installed)."""
+    monkeypatch.setenv("AGENTD_GREP_ENGINE", "python")
+
+
+needs_rg = pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep (Debian: ripgrep) not installed")
+
+
+@pytest.fixture(params=["python", pytest.param("rg", marks=needs_rg)])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AGENTD_GREP_ENGINE", "python" if request.param == "python" else "auto")
+    return str(request.param)
+
+
 async def test_grep_refuses_a_pattern_that_backtracks_on_one_line(
-    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch, python_engine: None
 ) -> None:
     monkeypatch.setattr(search, "GREP_LINE_BUDGET", 0.05)
     (ws / "f.txt").write_text("ok\n" + "a" * 40 + "\n")
@@ -164,25 +181,31 @@ async def test_grep_refuses_a_pattern_that_backtracks_on_one_line(
 
 
 async def test_grep_deadline_returns_partial_results_with_a_note(
-    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch, engine: str
 ) -> None:
     monkeypatch.setattr(search, "SEARCH_DEADLINE", 0.0)
     (ws / "f.txt").write_text("needle\n")
     result = await Grep().run({"pattern": "needle"}, ctx)
     assert "[search stopped after 0 s; results are incomplete" in result.output
     assert result.raw_output is not None and result.raw_output["truncated"] is True
+    assert result.raw_output["engine"] == engine
 
 
-async def test_grep_uses_python_syntax_and_flags(ctx: ToolContext, ws: Path) -> None:
+async def test_grep_uses_python_syntax_and_flags(ctx: ToolContext, ws: Path, engine: str) -> None:
     (ws / "f.py").write_text("def Main():\n    pass\n")
+    # A look-behind is Python syntax that rg lacks: that call falls back to the regex module.
     result = await Grep().run({"pattern": r"(?<=def )main\(", "case_insensitive": True}, ctx)
     assert result.output == "f.py:1: def Main():"
+    assert result.raw_output is not None and result.raw_output["engine"] == "python"
+    result = await Grep().run({"pattern": r"def\s+MAIN", "case_insensitive": True}, ctx)
+    assert result.output == "f.py:1: def Main():"
+    assert result.raw_output is not None and result.raw_output["engine"] == engine
     with pytest.raises(ToolError, match="invalid regular expression"):
         await Grep().run({"pattern": "(unclosed"}, ctx)
 
 
 async def test_cancelled_grep_stops_its_worker(
-    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch, python_engine: None
 ) -> None:
     (ws / "many.txt").write_text(("a" * 20 + "\n") * 5000)
     monkeypatch.setattr(search, "SEARCH_DEADLINE", 600.0)
@@ -229,6 +252,61 @@ async def test_grep_refuses_a_pattern_that_would_take_minutes_to_compile(ctx: To
         await Grep().run({"pattern": "((((a{100}){100}){100}){100})"}, ctx)
     with pytest.raises(ToolError, match="at most 10000 are accepted"):
         await Grep().run({"pattern": "a" * 10_001}, ctx)
+
+
+GREP_CORPUS = {
+    "a.py": "import os\r\ndef main():\n    return os.getcwd()  # cwd\n\n",
+    "b.txt": "Alpha beta\nalpha\tgamma\n" + "x" * 5000 + "alpha\n" + "ünïcode wörd\nlast line no newline",
+    "sub/c.md": "# Title\n\nalpha and omega\n",
+}
+
+
+@needs_rg
+@pytest.mark.parametrize(
+    ("pattern", "ci"),
+    [
+        ("alpha", False),
+        ("alpha", True),
+        (r"^\s*$", False),  # empty lines, the one after a final newline included
+        (r"\)$", False),  # `$` before a stripped \r
+        (r"w\w+d", False),  # Unicode word characters
+        (r"(a|aa)+$b", False),
+        ("^def (\\w+)", False),
+        ("[0-9]", False),
+    ],
+)
+async def test_rg_and_python_engines_agree(
+    ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, ci: bool
+) -> None:
+    for rel, text in GREP_CORPUS.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_bytes(text.encode())
+    args = {"pattern": pattern, "case_insensitive": ci}
+    monkeypatch.setenv("AGENTD_GREP_ENGINE", "auto")
+    by_rg = await Grep().run(args, ctx)
+    monkeypatch.setenv("AGENTD_GREP_ENGINE", "python")
+    by_python = await Grep().run(args, ctx)
+    assert by_rg.raw_output is not None and by_rg.raw_output["engine"] == "rg"
+    assert by_python.raw_output is not None and by_python.raw_output["engine"] == "python"
+    assert by_rg.output == by_python.output
+    assert {**by_rg.raw_output, "engine": ""} == {**by_python.raw_output, "engine": ""}
+
+
+@needs_rg
+async def test_rg_limit_and_stop(ctx: ToolContext, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTD_GREP_ENGINE", "auto")
+    (ws / "f.txt").write_text("hit\n" * 50)
+    result = await Grep().run({"pattern": "hit", "max_results": 5}, ctx)
+    assert result.output.count("\n") >= 5 and "[stopped at 5 matches" in result.output
+    # A stopped call kills its rg and says why (no deadline: the caller went away).
+    stop = threading.Event()
+    stop.set()
+    rg = grepengine.find_rg()
+    assert rg is not None
+    engine = grepengine.RgEngine(rg, "hit", False, 10, time.monotonic() + 60, stop)
+    with pytest.raises(grepengine.SearchStopped) as stopped:
+        list(engine.matches([grepengine.FileLines("f.txt", ["hit"])]))
+    assert stopped.value.deadline is False
 
 
 # ---------------------------------------------------------------------------- tool pool

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,7 +86,14 @@ async def run_with_canary(server: Server, workspace: Path) -> dict[str, dict[str
 # ---------------------------------------------------------------------------- search
 
 
-async def test_catastrophic_grep_pattern_leaves_the_server_responsive(server_factory, workspace: Path):
+@pytest.mark.parametrize(
+    "engine",
+    ["python", pytest.param("rg", marks=pytest.mark.skipif(shutil.which("rg") is None, reason="no ripgrep"))],
+)
+async def test_catastrophic_grep_pattern_leaves_the_server_responsive(
+    server_factory, workspace: Path, monkeypatch: pytest.MonkeyPatch, engine: str
+):
+    monkeypatch.setenv("AGENTD_GREP_ENGINE", "python" if engine == "python" else "auto")
     # The case: `(a*)*b` on a 27-character line took 22.7 s of a frozen server.
     (workspace / "line.txt").write_text("a" * 27 + "\n")
     call = {"name": "grep", "arguments": {"pattern": "(a*)*b"}, "id": "call_grep"}
@@ -94,6 +102,7 @@ async def test_catastrophic_grep_pattern_leaves_the_server_responsive(server_fac
     final = finals["call_grep"]
     assert final["status"] == "completed"
     assert "No matches for /(a*)*b/" in shown_text(final)
+    assert final["rawOutput"]["engine"] == engine
 
 
 async def test_glob_on_long_names_leaves_the_server_responsive(server_factory, workspace: Path):
@@ -114,6 +123,7 @@ async def test_a_long_search_runs_beside_other_sessions_and_cancel_frees_its_wor
     # Each line costs the matcher a little (no single line near the per-line budget), the
     # file many of them: a search that runs for minutes unless stopped.
     (workspace / "many.txt").write_text(("a" * 20 + "\n") * 5000)
+    monkeypatch.setenv("AGENTD_GREP_ENGINE", "python")  # ripgrep would be done at once
     monkeypatch.setattr(search, "SEARCH_DEADLINE", 600.0)
     worker_done = threading.Event()
     real_grep = search._grep

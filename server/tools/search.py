@@ -30,6 +30,7 @@ import regex
 from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.globmatch import GlobMatcher as _GlobMatcher
+from server.tools.grepengine import Engine, FileLines, PythonEngine, RgEngine, SearchStopped, find_rg
 from server.tools.offload import Pool, run_blocking
 from server.tools.workspace import display_path, resolve_in_workspace
 
@@ -336,7 +337,7 @@ class Grep:
         disp = display_path(root, start)
 
         result = await _in_thread(
-            lambda stop: _grep(root, start, disp, compiled, file_filter, limit, stop), f"grep /{pattern}/"
+            lambda stop: _grep(root, start, disp, compiled, ci, file_filter, limit, stop), f"grep /{pattern}/"
         )
         lines, stats = result
         if lines:
@@ -382,6 +383,7 @@ class Grep:
                 "skippedBinary": stats["binary"],
                 "skippedLarge": stats["large"],
                 "skippedHardLinked": stats["linked"],
+                "engine": stats["engine"],
                 "truncated": bool(
                     stats["limited"] or stats["output_capped"] or stats["scan_capped"] or stats["deadline"]
                 ),
@@ -394,6 +396,7 @@ def _grep(
     start: Path,
     disp: str,
     compiled: regex.Pattern[str],
+    ignore_case: bool,
     file_filter: _GlobMatcher | None,
     limit: int,
     stop: threading.Event,
@@ -409,6 +412,7 @@ def _grep(
         "output_capped": False,
         "scan_capped": False,
         "deadline": False,
+        "engine": "python",
     }
     deadline_at = time.monotonic() + SEARCH_DEADLINE
     try:
@@ -438,73 +442,75 @@ def _grep(
         stats["scan_capped"] = walk.capped
         targets.sort()
 
+    def readable() -> Iterator[FileLines]:
+        for shown, fs_path in targets:
+            if stop.is_set():
+                return
+            data = _read_checked(fs_path, stats)
+            if data is None:
+                continue
+            stats["files"] += 1
+            text = data.decode("utf-8", errors="replace")
+            yield FileLines(shown, [line.removesuffix("\r") for line in text.split("\n")])
+
+    engine: Engine
+    rg = find_rg()
+    if rg is not None and RgEngine.accepts(rg, compiled.pattern, ignore_case):
+        engine = RgEngine(rg, compiled.pattern, ignore_case, limit, deadline_at, stop)
+        stats["engine"] = "rg"
+    else:
+        engine = PythonEngine(compiled, deadline_at, stop, GREP_LINE_BUDGET)
     out: list[str] = []
     size = 0
-    for shown, fs_path in targets:
-        if stop.is_set():
-            break
-        try:
-            # O_NONBLOCK: a FIFO swapped in after the walk must not block this worker.
-            fd = os.open(fs_path, safefs.READ_FLAGS)
-        except OSError:
-            continue  # vanished, unreadable or now a symlink: not worth failing the search
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            if st.st_nlink > 1:
-                stats["linked"] += 1
-                continue
-            if st.st_size > GREP_MAX_FILE_BYTES:
-                stats["large"] += 1
-                continue
-            try:
-                data = f.read(GREP_MAX_FILE_BYTES + 1)
-            except OSError:
-                continue
-        if len(data) > GREP_MAX_FILE_BYTES:
-            stats["large"] += 1
-            continue
-        if b"\0" in data[:_BINARY_SNIFF_BYTES]:
-            stats["binary"] += 1
-            continue
-        stats["files"] += 1
-        text = data.decode("utf-8", errors="replace")
-        hit_in_file = False
-        for lineno, line in enumerate(text.split("\n"), 1):
-            line = line.removesuffix("\r")
-            remaining = deadline_at - time.monotonic()
-            if remaining <= 0 or stop.is_set():
-                stats["deadline"] = not stop.is_set()
-                return out, stats
-            budget = min(remaining, GREP_LINE_BUDGET)
-            try:
-                # concurrent=True releases the GIL while matching: the event loop keeps running.
-                found = compiled.search(line, timeout=budget, concurrent=True)
-            except TimeoutError:
-                if budget < GREP_LINE_BUDGET:  # the whole search ran out of time
-                    stats["deadline"] = True
-                    return out, stats
-                raise ToolError(
-                    f"the pattern /{compiled.pattern}/ took over {GREP_LINE_BUDGET:g} s on one line "
-                    f"({shown}:{lineno}), so the search was stopped: it backtracks catastrophically. "
-                    "Avoid nested or overlapping quantifiers such as (a*)* or (a|a)*"
-                ) from None
-            if found is None:
-                continue
+    last: FileLines | None = None
+    try:
+        for f, i in engine.matches(readable()):
             if stats["matches"] >= limit:
                 stats["limited"] = True
-                return out, stats
+                break
+            line = f.lines[i]
             if len(line) > GREP_MAX_LINE_CHARS:
                 line = f"{line[:GREP_MAX_LINE_CHARS]} [... {len(line) - GREP_MAX_LINE_CHARS} more characters]"
-            rendered = f"{shown}:{lineno}: {line}"
+            rendered = f"{f.shown}:{i + 1}: {line}"
             if size + len(rendered) + 1 > GREP_OUTPUT_CAP and out:
                 stats["output_capped"] = True
-                return out, stats
+                break
             out.append(rendered)
             size += len(rendered) + 1
             stats["matches"] += 1
-            if not hit_in_file:
-                hit_in_file = True
+            if f is not last:
+                last = f
                 stats["files_with_matches"] += 1
+    except SearchStopped as stopped:
+        stats["deadline"] = stopped.deadline
     return out, stats
+
+
+def _read_checked(fs_path: str, stats: dict[str, Any]) -> bytes | None:
+    """The file's bytes if grep should search it; skipped kinds are counted in `stats`."""
+    try:
+        # O_NONBLOCK: a FIFO swapped in after the walk must not block this worker.
+        fd = os.open(fs_path, safefs.READ_FLAGS)
+    except OSError:
+        return None  # vanished, unreadable or now a symlink: not worth failing the search
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_nlink > 1:
+            stats["linked"] += 1
+            return None
+        if st.st_size > GREP_MAX_FILE_BYTES:
+            stats["large"] += 1
+            return None
+        try:
+            data = f.read(GREP_MAX_FILE_BYTES + 1)
+        except OSError:
+            return None
+    if len(data) > GREP_MAX_FILE_BYTES:
+        stats["large"] += 1
+        return None
+    if b"\0" in data[:_BINARY_SNIFF_BYTES]:
+        stats["binary"] += 1
+        return None
+    return data
