@@ -6,9 +6,11 @@ workspace, so a search never reports or reads anything outside the root. The wal
 a worker of the tools' own pool (`server.tools.offload`) with a deadline; a cancelled call
 tells the worker to stop.
 
-grep matches with the `regex` module (re-compatible syntax, VERSION0) rather than `re`:
-it releases the GIL while matching and takes a timeout, so a catastrophic pattern costs
-at most `GREP_LINE_BUDGET` of one worker instead of freezing the event loop.
+grep never matches with `re`, which holds the GIL while it backtracks: patterns are
+checked and compiled with the `regex` module (re-compatible syntax, VERSION0; see
+`server.tools.regexguard`), and lines are matched by ripgrep when installed, else by
+`regex` with a per-line timeout (`server.tools.grepengine`). Glob patterns are matched
+without regular expressions (`server.tools.globmatch`).
 
 Glob patterns: `*` and `?` stay within one path segment, `[abc]` / `[!abc]` are character
 classes, `**` as a whole segment matches any number of directories (zero included), and
