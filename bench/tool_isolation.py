@@ -1,6 +1,6 @@
 """Latency of other users while one session runs a hostile tool call (prints figures; no asserts).
 
-    .venv/bin/python bench/tool_isolation.py
+    .venv/bin/python bench/tool_isolation.py   (AGENTD_GREP_ENGINE=python: without ripgrep)
 
 For each hostile call (issue 9: a catastrophic grep pattern, a long search, a glob on long
 names, reads of named pipes, a command whose child leaves its process group) session A
@@ -26,6 +26,7 @@ from server.app import create_app
 from server.config import PermissionMode, ProviderName, Settings
 from server.embedded import serve_in_background
 from server.providers.scripted import ScriptedProvider
+from server.tools.grepengine import find_rg
 from tests.client import WsClient, text_prompt
 
 
@@ -115,6 +116,8 @@ async def scenario(name: str, setup: Any) -> None:
 
 
 async def main() -> None:
+    rg = find_rg()
+    print(f"grep engine: {'ripgrep ' + rg if rg else 'the regex module'}")
     for name, setup in SCENARIOS.items():
         await scenario(name, setup)
 
