@@ -266,7 +266,7 @@ async def test_write_is_atomic_and_leaves_no_temp_files(
     assert _names(ws) == ["f.txt"]
 
     # A failure at the final rename must leave the old content and no temp file behind.
-    def boom(src: object, dst: object) -> None:
+    def boom(src: object, dst: object, **dir_fds: object) -> None:  # renames relative to a dir fd
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", boom)

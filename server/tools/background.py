@@ -19,7 +19,6 @@ import contextlib
 import itertools
 import logging
 import math
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -30,13 +29,15 @@ from server.tools.bash import (
     KILL_GRACE,
     OUTPUT_CAP,
     _CappedOutput,
-    _kill_spawned,
     _ShellProtocol,
-    _signal_group,
     _signal_name,
     _Spawn,
     _terminate_group,
+    end_command,
+    end_command_now,
+    kill_spawned_callback,
 )
+from server.tools.proctrack import kill_all_now, new_tag, tagged_env
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class _Task:
     finished: asyncio.Future[None]
     runner: asyncio.Task[None] | None = None
     pid: int | None = None
+    tag: str = field(default_factory=new_tag)  # finds processes that left the group (setsid)
     returncode: int | None = None
     timed_out: bool = False
     killed: bool = False
@@ -137,6 +139,7 @@ class BackgroundTasks:
                 "-c",
                 t.command,
                 cwd=cwd,
+                env=tagged_env(t.tag),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
@@ -147,7 +150,7 @@ class BackgroundTasks:
             try:
                 transport, proto = await asyncio.shield(spawn)
             except asyncio.CancelledError:
-                spawn.add_done_callback(_kill_spawned)
+                spawn.add_done_callback(kill_spawned_callback(t.tag))
                 t.killed = True
                 raise
             except OSError as exc:
@@ -155,19 +158,19 @@ class BackgroundTasks:
                 return
             t.pid = pid = transport.get_pid()
             if t.killed:  # kill() came while the process was being spawned
-                _signal_group(pid, signal.SIGKILL)
+                end_command_now(transport, t.tag)
             try:
                 done, _ = await asyncio.wait({proto.exited}, timeout=t.timeout)
                 if not done:
                     t.timed_out = True
-                    await _terminate_group(pid, proto.exited)
+                    await _terminate_group(pid, proto.exited, t.tag)
                 # As in bash: a moment for leftover output, then nothing of the group survives.
                 done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
-                _signal_group(pid, signal.SIGKILL)
+                await end_command(transport, t.tag)
                 if not done:
                     await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
             except BaseException:
-                _signal_group(pid, signal.SIGKILL)
+                end_command_now(transport, t.tag)
                 t.killed = True
                 raise
             finally:
@@ -188,7 +191,8 @@ class BackgroundTasks:
         # Not yet spawned: the runner sees `killed` and kills the group as soon as it has one,
         # so the task still ends with a real exit status. Either way the runner then finishes.
         if t.pid is not None:
-            _signal_group(t.pid, signal.SIGKILL)
+            # The shell may be gone already (its leftovers draining): trust only the tag.
+            kill_all_now(t.pid, t.tag)
         return True
 
     async def close(self) -> None:

@@ -8,6 +8,8 @@ Lifecycle of a call:
   carries the whole (capped) output so far, matching ACP's replace-content semantics.
 - When bash exits, whatever is still running in its group (e.g. `cmd &`) is killed after a
   short drain, so a call never leaks processes (background work belongs to task tools).
+  Processes that left the group (`setsid`) are found by an environment tag and killed
+  too (`server.tools.proctrack`).
 - Timeout: SIGTERM to the group, SIGKILL after `KILL_GRACE`; an error result with the
   output so far. Cancellation (the user cancelled the turn): SIGKILL to the group, then
   CancelledError propagates.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -28,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.proctrack import kill_all, kill_all_now, new_tag, signal_all, tagged_env
 
 log = logging.getLogger(__name__)
 
@@ -120,12 +124,29 @@ class _ShellProtocol(asyncio.SubprocessProtocol):
 _Spawn = asyncio.Future[tuple[asyncio.SubprocessTransport, _ShellProtocol]]
 
 
-def _kill_spawned(fut: _Spawn) -> None:
+def _kill_spawned(fut: _Spawn, tag: str | None = None) -> None:
     """Done-callback for a spawn whose caller was cancelled: kill what it started."""
     if not fut.cancelled() and fut.exception() is None:
         transport, _ = fut.result()
-        _signal_group(transport.get_pid(), signal.SIGKILL)
+        if tag is None:
+            _signal_group(transport.get_pid(), signal.SIGKILL)
+        else:
+            kill_all_now(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
         transport.close()
+
+
+def kill_spawned_callback(tag: str) -> Callable[[_Spawn], None]:
+    return functools.partial(_kill_spawned, tag=tag)
+
+
+async def end_command(transport: asyncio.SubprocessTransport, tag: str) -> None:
+    """SIGKILL the shell's group and every process carrying its tag."""
+    await kill_all(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
+
+
+def end_command_now(transport: asyncio.SubprocessTransport, tag: str) -> None:
+    """As `end_command`, for a path that must not wait (cancellation)."""
+    kill_all_now(transport.get_pid(), tag, root_alive=transport.get_returncode() is None)
 
 
 async def _report_loop(out: _CappedOutput, report: Callable[[str], Awaitable[None]]) -> None:
@@ -142,11 +163,11 @@ async def _report_loop(out: _CappedOutput, report: Callable[[str], Awaitable[Non
                 log.warning("bash progress report failed", exc_info=True)
 
 
-async def _terminate_group(pid: int, exited: asyncio.Future[None]) -> None:
-    _signal_group(pid, signal.SIGTERM)
+async def _terminate_group(pid: int, exited: asyncio.Future[None], tag: str) -> None:
+    await signal_all(pid, tag, signal.SIGTERM, root_alive=not exited.done())
     await asyncio.wait({exited}, timeout=KILL_GRACE)
     # Unconditional: children that ignore SIGTERM must not outlive a bash that obeyed it.
-    _signal_group(pid, signal.SIGKILL)
+    await kill_all(pid, tag, root_alive=not exited.done())
     # Bounded: a process stuck in uninterruptible I/O must not hang the turn.
     await asyncio.wait({exited}, timeout=KILL_GRACE)
 
@@ -260,6 +281,7 @@ class Bash:
 
         out = _CappedOutput(OUTPUT_CAP)
         loop = asyncio.get_running_loop()
+        tag = new_tag()
         spawn: _Spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: _ShellProtocol(out),
@@ -267,6 +289,7 @@ class Bash:
                 "-c",
                 command,
                 cwd=ctx.cwd,
+                env=tagged_env(tag),  # inherited by every descendant, setsid or not
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
@@ -277,7 +300,7 @@ class Bash:
             # Shielded so a cancel during the spawn can't leave a started bash without a handle.
             transport, proto = await asyncio.shield(spawn)
         except asyncio.CancelledError:
-            spawn.add_done_callback(_kill_spawned)
+            spawn.add_done_callback(kill_spawned_callback(tag))
             raise
         except OSError as exc:
             raise ToolError(f"cannot start /bin/bash in {ctx.cwd}: {exc}") from None
@@ -294,16 +317,16 @@ class Bash:
             done, _ = await asyncio.wait({proto.exited}, timeout=timeout)
             if not done:
                 timed_out = True
-                await _terminate_group(pid, proto.exited)
+                await _terminate_group(pid, proto.exited, tag)
             # bash is gone, but background children may still hold the pipe open: give them a
             # moment to flush, then end the rest of the group so EOF arrives.
             done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
-            _signal_group(pid, signal.SIGKILL)
+            await end_command(transport, tag)
             if not done:
                 await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
         except BaseException:
             # Cancellation (or anything unexpected): nothing of the command may survive.
-            _signal_group(pid, signal.SIGKILL)
+            end_command_now(transport, tag)
             raise
         finally:
             if reporter is not None:

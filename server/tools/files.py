@@ -1,24 +1,26 @@
 """File tools: `read_file`, `write_file`, `edit_file`, `list_dir` (R-T5).
 
-All paths are confined to the workspace (`server.tools.workspace`). Blocking file I/O runs
-in a worker thread (`asyncio.to_thread`) so a large file or a slow disk never stalls the
-event loop that serves every session.
+All paths are confined to the workspace (`server.tools.workspace`), and the I/O itself
+goes through `server.tools.safefs`: no symlink is followed after the check (a swapped-in
+link is refused), only regular files with a single link are read or written (a FIFO would
+block a worker forever; a hard link may be an outside file). Blocking file I/O runs on the
+tools' own pool with a deadline (`server.tools.offload`), so a large file or a slow disk
+never stalls the event loop that serves every session, nor the server's default pool.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import io
 import os
 import re
-import secrets
-import stat
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+from server.tools import safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.offload import run_blocking
 from server.tools.workspace import display_path, resolve_in_workspace
 
 READ_MAX_LINES = 2000
@@ -81,32 +83,6 @@ def _diff(path: Path, old: str | None, new: str) -> dict[str, Any]:
         item["oldText"] = old
     item["newText"] = new
     return item
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory + `os.replace`, so readers (and a crash)
-    see either the old or the new content, never a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = None
-    # Truncated name keeps the temp name under NAME_MAX; the random part avoids collisions.
-    tmp = path.parent / f".{path.name[:100]}.{secrets.token_hex(6)}.tmp"
-    # 0o666 lets the umask decide a new file's mode, as a plain open() would.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            if mode is not None:  # keep an existing file's permissions (e.g. executable scripts)
-                os.fchmod(f.fileno(), mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _os_error(action: str, disp: str, exc: OSError) -> ToolError:
@@ -176,28 +152,52 @@ class ReadFile:
             text = await ctx.client.read_text_file(path)
             output, raw = _render_lines(io.StringIO(text, newline=""), disp, offset, limit, user_limit)
         else:
-            output, raw = await asyncio.to_thread(self._read, path, disp, offset, limit, user_limit)
+            output, raw = await run_blocking(
+                lambda stop: self._read(ctx.cwd, path, disp, offset, limit, user_limit, stop),
+                what=f"read {disp}",
+            )
         return ToolResult(output=output, locations=[{"path": str(path), "line": offset}], raw_output=raw)
 
     @staticmethod
     def _read(
-        path: Path, disp: str, offset: int, limit: int, user_limit: int | None
+        root: Path,
+        path: Path,
+        disp: str,
+        offset: int,
+        limit: int,
+        user_limit: int | None,
+        stop: threading.Event,
     ) -> tuple[str, dict[str, Any]]:
         try:
             if path.is_dir():
                 raise ToolError(f"{disp} is a directory; use list_dir to see its contents")
-            with open(path, "rb") as fb:
+            with safefs.parent_dir(root, path, disp) as (dir_fd, name):
+                fd = safefs.open_for_read(dir_fd, name, disp)
+            with os.fdopen(fd, "rb") as fb:
                 if _is_binary(fb.read(_BINARY_SNIFF_BYTES)):
                     raise ToolError(f"{disp} looks like a binary file; read_file only reads text")
-            # newline="" keeps "\r\n" intact so we can strip exactly the terminator.
-            with open(path, encoding="utf-8", newline="") as f:
-                return _render_lines(f, disp, offset, limit, user_limit)
+                fb.seek(0)
+                # newline="" keeps "\r\n" intact so we can strip exactly the terminator.
+                f = io.TextIOWrapper(fb, encoding="utf-8", newline="")
+                try:
+                    return _render_lines(_until_stopped(f, stop, disp), disp, offset, limit, user_limit)
+                finally:
+                    f.detach()  # fb's own `with` closes the descriptor
         except FileNotFoundError:
             raise ToolError(f"file not found: {disp}") from None
         except UnicodeDecodeError:
             raise ToolError(f"{disp} is not valid UTF-8 text (binary?); read_file only reads text") from None
         except OSError as exc:
             raise _os_error("read", disp, exc) from None
+
+
+def _until_stopped(lines: Iterable[str], stop: threading.Event, disp: str) -> Iterator[str]:
+    """Lines until the call is cancelled or out of time: skipping to a far offset in a
+    huge file must not keep a worker busy after the caller has gone."""
+    for n, line in enumerate(lines):
+        if n % 4096 == 0 and stop.is_set():
+            raise ToolError(f"reading {disp} was stopped")
+        yield line
 
 
 def _render_lines(
@@ -289,7 +289,9 @@ class WriteFile:
             old = await ctx.client.read_text_file(path) if ctx.client.can_read else None
             await ctx.client.write_text_file(path, content)
         else:
-            old = await asyncio.to_thread(self._write, path, disp, data)
+            old = await run_blocking(
+                lambda _stop: self._write(ctx.cwd, path, disp, data), what=f"write {disp}"
+            )
         verb = "Created" if old is None else "Wrote"
         return ToolResult(
             output=f"{verb} {disp} ({len(data)} bytes)",
@@ -299,21 +301,19 @@ class WriteFile:
         )
 
     @staticmethod
-    def _write(path: Path, disp: str, data: bytes) -> str | None:
+    def _write(root: Path, path: Path, disp: str, data: bytes) -> str | None:
         """Write `data`; return the previous text (None if the file is new)."""
         try:
             if path.is_dir():
                 raise ToolError(f"{disp} is a directory; give a file path")
-            try:
-                # Old text only feeds the diff shown to the user, so undecodable bytes are
-                # replaced rather than refusing the write.
-                old: str | None = path.read_bytes().decode("utf-8", errors="replace")
-            except FileNotFoundError:
-                old = None
-            _atomic_write(path, data)
+            with safefs.parent_dir(root, path, disp, create=True) as (dir_fd, name):
+                previous = safefs.read_existing(dir_fd, name, disp)
+                safefs.replace_atomically(dir_fd, name, disp, data)
         except OSError as exc:
             raise _os_error("write", disp, exc) from None
-        return old
+        # Old text only feeds the diff shown to the user, so undecodable bytes are
+        # replaced rather than refusing the write.
+        return None if previous is None else previous.decode("utf-8", errors="replace")
 
 
 class EditFile:
@@ -367,7 +367,9 @@ class EditFile:
             new_text, line = _replace_once(old_text, disp, old_string, new_string)
             await ctx.client.write_text_file(path, new_text)
         else:
-            old_text, new_text, line = await asyncio.to_thread(self._edit, path, disp, old_string, new_string)
+            old_text, new_text, line = await run_blocking(
+                lambda _stop: self._edit(ctx.cwd, path, disp, old_string, new_string), what=f"edit {disp}"
+            )
         return ToolResult(
             output=f"Edited {disp}: replaced 1 occurrence at line {line}",
             content=[_diff(path, old_text, new_text)],
@@ -376,15 +378,23 @@ class EditFile:
         )
 
     @staticmethod
-    def _edit(path: Path, disp: str, old_string: str, new_string: str) -> tuple[str, str, int]:
+    def _edit(root: Path, path: Path, disp: str, old_string: str, new_string: str) -> tuple[str, str, int]:
+        not_found = f"file not found: {disp}; to create a file use write_file"
+        if path.is_dir():
+            raise ToolError(f"{disp} is a directory, not a file")
         try:
-            if path.is_dir():
-                raise ToolError(f"{disp} is a directory, not a file")
-            raw = path.read_bytes()
+            with safefs.parent_dir(root, path, disp) as (dir_fd, name):
+                return EditFile._edit_in(dir_fd, name, disp, old_string, new_string)
         except FileNotFoundError:
-            raise ToolError(f"file not found: {disp}; to create a file use write_file") from None
+            raise ToolError(not_found) from None
         except OSError as exc:
-            raise _os_error("read", disp, exc) from None
+            raise _os_error("edit", disp, exc) from None
+
+    @staticmethod
+    def _edit_in(dir_fd: int, name: str, disp: str, old_string: str, new_string: str) -> tuple[str, str, int]:
+        raw = safefs.read_existing(dir_fd, name, disp)
+        if raw is None:
+            raise ToolError(f"file not found: {disp}; to create a file use write_file")
         if _is_binary(raw):
             raise ToolError(f"{disp} looks like a binary file; edit_file only edits text")
         try:
@@ -394,11 +404,10 @@ class EditFile:
 
         new_text, line = _replace_once(text, disp, old_string, new_string)
         try:
-            _atomic_write(path, new_text.encode("utf-8"))
+            encoded = new_text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ToolError(f"new_string is not encodable as UTF-8: {exc}") from None
-        except OSError as exc:
-            raise _os_error("write", disp, exc) from None
+        safefs.replace_atomically(dir_fd, name, disp, encoded)
         return text, new_text, line
 
 
@@ -468,7 +477,7 @@ class ListDir:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = resolve_in_workspace(ctx.cwd, _str_arg(args, "path", default=".") or ".")
         disp = display_path(ctx.cwd, path)
-        entries = await asyncio.to_thread(self._list, path, disp)
+        entries = await run_blocking(lambda _stop: self._list(path, disp), what=f"list {disp}")
         shown = entries[:LIST_MAX_ENTRIES]
         output = "\n".join(shown) if shown else "(empty directory)"
         if len(entries) > len(shown):

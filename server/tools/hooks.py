@@ -23,16 +23,15 @@ stop stdout:     {"decision": "allow" | "block" | "prevent", "reason": "...", "c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
-import signal
 import tomllib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
+
+from server.tools.proctrack import kill_all_now, new_tag, tagged_env
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +102,7 @@ class CommandHook:
 
     async def run(self, payload: dict[str, Any]) -> dict[str, Any] | str:
         """The hook's JSON answer, or a string saying why it failed."""
+        tag = new_tag()  # finds children that leave the process group (setsid)
         try:
             proc = await asyncio.create_subprocess_shell(
                 self.command,
@@ -110,6 +110,7 @@ class CommandHook:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=str(self.cwd or payload.get("cwd") or "."),
+                env=tagged_env(tag),
                 start_new_session=True,
             )
         except OSError as exc:
@@ -118,13 +119,11 @@ class CommandHook:
             async with asyncio.timeout(self.timeout):
                 out, err = await proc.communicate(json.dumps(payload).encode())
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_all_now(proc.pid, tag, root_alive=proc.returncode is None)
             await proc.wait()
             return f"timed out after {self.timeout:g}s"
         except asyncio.CancelledError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_all_now(proc.pid, tag, root_alive=proc.returncode is None)
             raise
         if proc.returncode != 0:
             tail = err.decode(errors="replace").strip()[-500:]

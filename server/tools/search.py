@@ -3,7 +3,14 @@
 Both walk the workspace (or a directory inside it) without following symlinked
 directories, skip `.git`, and list a symlinked file only when it resolves inside the
 workspace, so a search never reports or reads anything outside the root. The walk runs in
-a worker thread (`asyncio.to_thread`); a cancelled call tells the thread to stop.
+a worker of the tools' own pool (`server.tools.offload`) with a deadline; a cancelled call
+tells the worker to stop.
+
+grep never matches with `re`, which holds the GIL while it backtracks: patterns are
+checked and compiled with the `regex` module (re-compatible syntax, VERSION0; see
+`server.tools.regexguard`), and lines are matched by ripgrep when installed, else by
+`regex` with a per-line timeout (`server.tools.grepengine`). Glob patterns are matched
+without regular expressions (`server.tools.globmatch`).
 
 Glob patterns: `*` and `?` stay within one path segment, `[abc]` / `[!abc]` are character
 classes, `**` as a whole segment matches any number of directories (zero included), and
@@ -12,15 +19,21 @@ classes, `**` as a whole segment matches any number of directories (zero include
 
 from __future__ import annotations
 
-import asyncio
 import os
-import re
+import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import regex
+
+from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.globmatch import GlobMatcher as _GlobMatcher
+from server.tools.grepengine import Engine, FileLines, PythonEngine, RgEngine, SearchStopped, find_rg
+from server.tools.offload import Pool, run_blocking
 from server.tools.workspace import display_path, resolve_in_workspace
 
 GLOB_MAX_RESULTS = 500
@@ -30,166 +43,15 @@ GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
 GREP_MAX_LINE_CHARS = 300
 GREP_OUTPUT_CAP = 30_000  # characters of result lines the model sees
 MAX_SCANNED_FILES = 100_000  # a walk stops here (huge trees, vendored dependencies)
-MAX_BRACE_EXPANSIONS = 64
+# A search's time budget: past it, grep returns what it found so far with a note.
+SEARCH_DEADLINE = 30.0
+# One line may not take longer than this to match: a pattern that does is backtracking
+# catastrophically (e.g. `(a*)*b`) and is refused with an explanation.
+GREP_LINE_BUDGET = 1.0
 _BINARY_SNIFF_BYTES = 8192
 _SKIP_NAMES = frozenset({".git"})
 
 _T = TypeVar("_T")
-
-
-# --- pattern translation ---
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    """`a{b,c}d` -> [`abd`, `acd`], nested and repeated groups included; unbalanced braces
-    and groups without a top-level comma are literal."""
-    depth = 0
-    start = -1
-    for i, ch in enumerate(pattern):
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                inner = pattern[start + 1 : i]
-                options = _split_top_level(inner)
-                if len(options) < 2:
-                    continue
-                head, tail = pattern[:start], pattern[i + 1 :]
-                out: list[str] = []
-                for tail_variant in _expand_braces(tail):
-                    for option in options:
-                        for option_variant in _expand_braces(option):
-                            out.append(head + option_variant + tail_variant)
-                            if len(out) > MAX_BRACE_EXPANSIONS:
-                                raise ToolError(
-                                    f"pattern {pattern!r} expands to more than {MAX_BRACE_EXPANSIONS} "
-                                    "alternatives; simplify its {...} groups"
-                                )
-                return out
-    return [pattern]
-
-
-def _split_top_level(s: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    cur = ""
-    for ch in s:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-        cur += ch
-    parts.append(cur)
-    return parts
-
-
-def _segment_regex(seg: str) -> str:
-    """One path segment of a glob as a regex fragment (never matches '/')."""
-    out: list[str] = []
-    i, n = 0, len(seg)
-    while i < n:
-        ch = seg[i]
-        if ch == "*":
-            while i + 1 < n and seg[i + 1] == "*":  # `a**b` inside a segment is just `*`
-                i += 1
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[":
-            j = i + 1
-            if j < n and seg[j] in "!^":
-                j += 1
-            if j < n and seg[j] == "]":
-                j += 1
-            while j < n and seg[j] != "]":
-                j += 1
-            if j >= n:  # no closing bracket: a literal '['
-                out.append(re.escape(ch))
-            else:
-                body = seg[i + 1 : j]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("[", "\\[")
-                out.append(f"[^/{body}]" if negate else f"[{body}]")
-                i = j
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return "".join(out)
-
-
-def _split_pattern(pattern: str, what: str) -> list[str]:
-    if not pattern.strip():
-        raise ToolError(f"{what} must be a non-empty glob pattern")
-    if "\0" in pattern:
-        raise ToolError(f"{what} must not contain NUL bytes")
-    if pattern.startswith("/"):
-        raise ToolError(
-            f"{what} {pattern!r} is absolute; patterns are relative to the search directory "
-            "(pass the directory as path)"
-        )
-    segs = [s for s in pattern.split("/") if s not in ("", ".")]
-    if ".." in segs:
-        raise ToolError(f"{what} {pattern!r} must not contain '..'; pass a directory as path instead")
-    if not segs:
-        raise ToolError(f"{what} {pattern!r} matches no files")
-    return segs
-
-
-class _GlobMatcher:
-    """A glob pattern compiled for matching relative paths ('a/b/c.py') and for pruning
-    directories that no alternative can match below."""
-
-    def __init__(self, pattern: str, what: str = "pattern") -> None:
-        self.pattern = pattern
-        self._alts: list[tuple[list[str], list[re.Pattern[str] | None]]] = []
-        full: list[str] = []
-        for alt in _expand_braces(pattern):
-            segs = _split_pattern(alt, what)
-            seg_res: list[re.Pattern[str] | None] = [
-                None if s == "**" else re.compile(_segment_regex(s), re.DOTALL) for s in segs
-            ]
-            self._alts.append((segs, seg_res))
-            parts: list[str] = []
-            for i, s in enumerate(segs):
-                last = i == len(segs) - 1
-                if s == "**":
-                    parts.append(".*" if last else "(?:[^/]+/)*")
-                else:
-                    parts.append(_segment_regex(s) + ("" if last else "/"))
-            full.append("".join(parts))
-        self._regex = re.compile("|".join(f"(?:{f})" for f in full), re.DOTALL)
-
-    @property
-    def has_slash_or_globstar(self) -> bool:
-        return any(len(segs) > 1 or segs == ["**"] for segs, _ in self._alts)
-
-    def matches(self, rel: str) -> bool:
-        return self._regex.fullmatch(rel) is not None
-
-    def may_contain(self, rel_dir: str) -> bool:
-        """False if no file below directory `rel_dir` can match (so the walk skips it)."""
-        parts = rel_dir.split("/")
-        for segs, seg_res in self._alts:
-            for i, part in enumerate(parts):
-                if segs[i] == "**":
-                    return True
-                if i >= len(segs) - 1:  # the last segment names files; this dir is too deep
-                    break
-                seg_re = seg_res[i]
-                if seg_re is None or not seg_re.fullmatch(part):
-                    break
-            else:
-                return True
-        return False
 
 
 # --- walking ---
@@ -249,14 +111,10 @@ class _Walk:
                     yield rel_entry, entry
 
 
-async def _in_thread(fn: Callable[[threading.Event], _T]) -> _T:
-    """Run `fn(stop)` in a worker thread; cancelling the call sets `stop`."""
-    stop = threading.Event()
-    try:
-        return await asyncio.to_thread(fn, stop)
-    except asyncio.CancelledError:
-        stop.set()
-        raise
+async def _in_thread(fn: Callable[[threading.Event], _T], what: str) -> _T:
+    """Run `fn(stop)` on the tool pool; cancelling the call (or the deadline) sets `stop`.
+    The backstop deadline is a little longer than the search's own, which ends cleanly."""
+    return await run_blocking(fn, what=what, deadline=SEARCH_DEADLINE + 5.0, pool=Pool.SEARCH)
 
 
 def _search_dir(args: dict[str, Any], ctx: ToolContext) -> Path:
@@ -359,7 +217,7 @@ class Glob:
                     found.append((mtime, _joined(disp, rel)))
             return found, walk
 
-        found, walk = await _in_thread(work)
+        found, walk = await _in_thread(work, f"glob {pattern!r}")
         found.sort(key=lambda item: (-item[0], item[1]))
         shown = [p for _, p in found[:GLOB_MAX_RESULTS]]
         if shown:
@@ -405,8 +263,10 @@ class Grep:
         "(e.g. `*.py`, or `src/**/*.ts` for paths), and case_insensitive ignores case. Results are lines "
         "`path:line: text` in path order with paths relative to the workspace root, at most "
         f"max_results (default {GREP_DEFAULT_RESULTS}) matches and long lines shortened. Binary files, "
-        f"files over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB and `.git` are skipped; prefer grep over "
-        "running grep or rg in bash."
+        f"files over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB, hard-linked files and `.git` are skipped; "
+        f"a search stops after {SEARCH_DEADLINE:g} s with what it found, and a pattern that needs over "
+        f"{GREP_LINE_BUDGET:g} s for one line (nested quantifiers such as `(a*)*`) is refused. Prefer grep "
+        "over running grep or rg in bash."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -461,9 +321,12 @@ class Grep:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ToolError(f"argument 'max_results' must be a positive integer, got {limit!r}")
         limit = min(limit, GREP_MAX_RESULTS)
+        why = regexguard.refusal(pattern)
+        if why is not None:
+            raise ToolError(f"invalid regular expression {pattern!r}: {why}")
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ci else 0)
-        except re.error as exc:
+            compiled = regex.compile(pattern, regex.VERSION0 | (regex.IGNORECASE if ci else 0))
+        except regex.error as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
         except (OverflowError, RecursionError) as exc:
             raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from None
@@ -475,7 +338,9 @@ class Grep:
         root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
         disp = display_path(root, start)
 
-        result = await _in_thread(lambda stop: _grep(root, start, disp, regex, file_filter, limit, stop))
+        result = await _in_thread(
+            lambda stop: _grep(root, start, disp, compiled, ci, file_filter, limit, stop), f"grep /{pattern}/"
+        )
         lines, stats = result
         if lines:
             output = "\n".join(lines)
@@ -494,11 +359,18 @@ class Grep:
             notes.append(
                 f"[search stopped after scanning {MAX_SCANNED_FILES} files; results may be incomplete]"
             )
+        if stats["deadline"]:
+            notes.append(
+                f"[search stopped after {SEARCH_DEADLINE:g} s; results are incomplete, "
+                "narrow the path or glob]"
+            )
         skipped = []
         if stats["binary"]:
             skipped.append(f"{stats['binary']} binary")
         if stats["large"]:
             skipped.append(f"{stats['large']} over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        if stats["linked"]:
+            skipped.append(f"{stats['linked']} hard-linked")
         if skipped and not lines:
             notes.append(f"[skipped {' and '.join(skipped)} file(s)]")
         if notes:
@@ -512,7 +384,11 @@ class Grep:
                 "filesSearched": stats["files"],
                 "skippedBinary": stats["binary"],
                 "skippedLarge": stats["large"],
-                "truncated": bool(stats["limited"] or stats["output_capped"] or stats["scan_capped"]),
+                "skippedHardLinked": stats["linked"],
+                "engine": stats["engine"],
+                "truncated": bool(
+                    stats["limited"] or stats["output_capped"] or stats["scan_capped"] or stats["deadline"]
+                ),
             },
         )
 
@@ -521,7 +397,8 @@ def _grep(
     root: Path,
     start: Path,
     disp: str,
-    regex: re.Pattern[str],
+    compiled: regex.Pattern[str],
+    ignore_case: bool,
     file_filter: _GlobMatcher | None,
     limit: int,
     stop: threading.Event,
@@ -532,16 +409,27 @@ def _grep(
         "files": 0,
         "binary": 0,
         "large": 0,
+        "linked": 0,
         "limited": False,
         "output_capped": False,
         "scan_capped": False,
+        "deadline": False,
+        "engine": "python",
     }
-    if not start.exists():
-        raise ToolError(f"path not found: {disp}")
+    deadline_at = time.monotonic() + SEARCH_DEADLINE
+    try:
+        start_st = start.stat()
+    except FileNotFoundError:
+        raise ToolError(f"path not found: {disp}") from None
+    except OSError as exc:
+        raise ToolError(f"cannot search {disp}: {exc.strerror or exc}") from None
     targets: list[tuple[str, str]]  # (shown path, filesystem path)
-    if start.is_file():
+    if not stat.S_ISDIR(start_st.st_mode):
+        why = safefs.refusal(start_st, disp)  # FIFOs, devices, hard-linked files
+        if why is not None:
+            raise ToolError(why)
         targets = [(disp, str(start))]
-    elif start.is_dir():
+    else:
         walk = _Walk(root, start, stop)
         targets = []
         for rel, entry in walk.files():
@@ -549,51 +437,82 @@ def _grep(
                 name_or_path = rel if file_filter.has_slash_or_globstar else entry.name
                 if not file_filter.matches(name_or_path):
                     continue
-            targets.append((_joined(disp, rel), entry.path))
+            # A symlink was checked to resolve inside the workspace: open its target, so
+            # the open itself can refuse to follow anything (O_NOFOLLOW).
+            fs_path = str(Path(entry.path).resolve()) if entry.is_symlink() else entry.path
+            targets.append((_joined(disp, rel), fs_path))
         stats["scan_capped"] = walk.capped
         targets.sort()
-    else:
-        raise ToolError(f"{disp} is neither a file nor a directory")
 
+    def readable() -> Iterator[FileLines]:
+        for shown, fs_path in targets:
+            if stop.is_set():
+                return
+            data = _read_checked(fs_path, stats)
+            if data is None:
+                continue
+            stats["files"] += 1
+            text = data.decode("utf-8", errors="replace")
+            yield FileLines(shown, [line.removesuffix("\r") for line in text.split("\n")])
+
+    engine: Engine
+    rg = find_rg()
+    if rg is not None and RgEngine.accepts(rg, compiled.pattern, ignore_case):
+        engine = RgEngine(rg, compiled.pattern, ignore_case, limit, deadline_at, stop)
+        stats["engine"] = "rg"
+    else:
+        engine = PythonEngine(compiled, deadline_at, stop, GREP_LINE_BUDGET)
     out: list[str] = []
     size = 0
-    for shown, fs_path in targets:
-        if stop.is_set():
-            break
-        try:
-            if os.stat(fs_path).st_size > GREP_MAX_FILE_BYTES:
-                stats["large"] += 1
-                continue
-            with open(fs_path, "rb") as f:
-                data = f.read(GREP_MAX_FILE_BYTES + 1)
-        except OSError:
-            continue  # vanished or unreadable: not worth failing the whole search
-        if len(data) > GREP_MAX_FILE_BYTES:
-            stats["large"] += 1
-            continue
-        if b"\0" in data[:_BINARY_SNIFF_BYTES]:
-            stats["binary"] += 1
-            continue
-        stats["files"] += 1
-        text = data.decode("utf-8", errors="replace")
-        hit_in_file = False
-        for lineno, line in enumerate(text.split("\n"), 1):
-            line = line.removesuffix("\r")
-            if regex.search(line) is None:
-                continue
+    last: FileLines | None = None
+    try:
+        for f, i in engine.matches(readable()):
             if stats["matches"] >= limit:
                 stats["limited"] = True
-                return out, stats
+                break
+            line = f.lines[i]
             if len(line) > GREP_MAX_LINE_CHARS:
                 line = f"{line[:GREP_MAX_LINE_CHARS]} [... {len(line) - GREP_MAX_LINE_CHARS} more characters]"
-            rendered = f"{shown}:{lineno}: {line}"
+            rendered = f"{f.shown}:{i + 1}: {line}"
             if size + len(rendered) + 1 > GREP_OUTPUT_CAP and out:
                 stats["output_capped"] = True
-                return out, stats
+                break
             out.append(rendered)
             size += len(rendered) + 1
             stats["matches"] += 1
-            if not hit_in_file:
-                hit_in_file = True
+            if f is not last:
+                last = f
                 stats["files_with_matches"] += 1
+    except SearchStopped as stopped:
+        stats["deadline"] = stopped.deadline
     return out, stats
+
+
+def _read_checked(fs_path: str, stats: dict[str, Any]) -> bytes | None:
+    """The file's bytes if grep should search it; skipped kinds are counted in `stats`."""
+    try:
+        # O_NONBLOCK: a FIFO swapped in after the walk must not block this worker.
+        fd = os.open(fs_path, safefs.READ_FLAGS)
+    except OSError:
+        return None  # vanished, unreadable or now a symlink: not worth failing the search
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_nlink > 1:
+            stats["linked"] += 1
+            return None
+        if st.st_size > GREP_MAX_FILE_BYTES:
+            stats["large"] += 1
+            return None
+        try:
+            data = f.read(GREP_MAX_FILE_BYTES + 1)
+        except OSError:
+            return None
+    if len(data) > GREP_MAX_FILE_BYTES:
+        stats["large"] += 1
+        return None
+    if b"\0" in data[:_BINARY_SNIFF_BYTES]:
+        stats["binary"] += 1
+        return None
+    return data

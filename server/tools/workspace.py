@@ -4,8 +4,9 @@ Every path a tool touches goes through `resolve_in_workspace`, which follows sym
 before checking containment, so neither `..`, an absolute path, nor a symlink (to a file
 or a directory, existing or dangling) can lead outside the session's workspace root.
 
-This is a check at resolve time: a symlink swapped in between the check and the I/O is
-not defended against (the agent runs with the workspace owner's rights anyway).
+This is a check at resolve time; the file tools' I/O then goes through
+`server.tools.safefs`, which reaches the resolved path from a descriptor of the root
+without following any symlink, so a link swapped in after the check is refused.
 """
 
 from __future__ import annotations
