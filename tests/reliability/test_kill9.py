@@ -92,6 +92,7 @@ class Campaign:
     seen: list[Seen] = field(default_factory=list)
     attach_refused: list[str] = field(default_factory=list)  # a seen cursor the server did not know
     events: dict[str, list[StoredEvent]] = field(default_factory=dict)  # the log after the last run
+    replayed: dict[str, list[int]] = field(default_factory=dict)  # seqs a fresh attach from 0 got
     kills_mid_turn: int = 0
 
 
@@ -252,6 +253,15 @@ async def _campaign(database: str, db_url: str, tmp: Path) -> Campaign:
                 if all(t.done() for t in run.tasks) and await queues_empty(db_url, campaign.sessions):
                     break  # idle everywhere: whatever is missing now is lost
                 await asyncio.sleep(0.2)  # polling the store; bounded by DRAIN_BOUND_S
+        # A fresh client attaching from 0 replays every session's whole log.
+        fresh = await WsClient.connect(server.base_url)
+        for sid in campaign.sessions:
+            await fresh.call(ATTACH, {"sessionId": sid, "afterSeq": 0})  # the replay precedes the answer
+        replay = durable_frames(fresh, ITERATIONS + 1)
+        campaign.seen += replay
+        for sid in campaign.sessions:
+            campaign.replayed[sid] = sorted({s.seq for s in replay if s.session_id == sid})
+        await fresh.close()
         await run.stop()
         await server.kill9()
     campaign.events = await read_log(db_url, campaign.sessions)
@@ -319,6 +329,11 @@ def test_every_seen_event_is_in_the_log_with_the_same_seq_and_content(campaign: 
                 f"the log has {stored.kind} {stored.payload}"
             )
     assert not problems, "\n".join(problems[:20])
+
+
+def test_an_attach_from_zero_replays_the_whole_log(campaign: Campaign) -> None:
+    for sid, events in campaign.events.items():
+        assert campaign.replayed[sid] == [e.seq for e in events], sid
 
 
 def test_every_session_log_is_contiguous(campaign: Campaign) -> None:
