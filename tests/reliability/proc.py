@@ -34,7 +34,8 @@ class AgentdProcess:
         raise AssertionError(f"no VmRSS for pid {self.pid}")
 
     async def kill9(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may be dead already
+            os.kill(self.pid, signal.SIGKILL)
         async with asyncio.timeout(30):
             assert await self.proc.wait() == -signal.SIGKILL
 

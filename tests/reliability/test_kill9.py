@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import os
 import random
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,7 +120,11 @@ class Run:
         self.clients: list[WsClient] = []
         self.tasks: list[asyncio.Task[Any]] = []
         self.ids = itertools.count()
-        self.turn_running = False
+        # Some lives end right after the n-th acknowledged enqueue: the moment an ack
+        # must already be durable (R-S3), where a random kill would rarely land.
+        self.kill_at_ack: int | None = None
+        self.acks = 0
+        self.killed = asyncio.Event()
 
     async def connect(self, workspace: Path) -> None:
         for _ in range(WORKERS):
@@ -148,6 +153,11 @@ class Run:
         if "result" in resp:
             self.c.acked.add(sub.request_id)
             self.c.unanswered_retries.discard(sub.request_id)
+            if sub.method == ENQUEUE:
+                self.acks += 1
+                if self.acks == self.kill_at_ack:
+                    os.kill(self.server.pid, signal.SIGKILL)  # at once, before anything else runs
+                    self.killed.set()
 
     async def resend(self, *, bound: float) -> None:
         """What clients do after reconnecting: resend every submission never answered —
@@ -239,8 +249,15 @@ async def _campaign(database: str, db_url: str, tmp: Path) -> Campaign:
             run = Run(campaign, server, rng, iteration)
             await run.connect(workspace)
             await run.resend(bound=RETRY_BOUND_S)
+            if iteration % 2:
+                run.kill_at_ack = rng.randint(1, 5)
             run.start_work(workspace)
-            await asyncio.sleep(rng.uniform(0.3, 2.5))  # the point of the kill, not a wait
+            if run.kill_at_ack is None:
+                await asyncio.sleep(rng.uniform(0.3, 2.5))  # the point of the kill, not a wait
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(30):  # a hang bound: the workload acks within it
+                        await run.killed.wait()
             campaign.kills_mid_turn += run.running_turns() > 0
             await server.kill9()
             await run.stop()
