@@ -394,4 +394,5 @@ def test_every_acknowledged_prompt_ran(campaign: Campaign) -> None:
 )
 def test_every_retry_is_answered(campaign: Campaign) -> None:
     assert campaign.retried, "no retry happened: the check would be vacuous"
-    assert not campaign.unanswered_retries, sorted(campaign.unanswered_retries)
+    unanswered = sorted(campaign.unanswered_retries)
+    assert not unanswered, [campaign.submitted[rid] for rid in unanswered]
