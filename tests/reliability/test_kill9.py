@@ -2,11 +2,13 @@
 
 Each iteration starts the server on the same database, lets recording clients create
 sessions and submit prompts (`_agentd/prompt/enqueue` and `session/prompt`, each with a
-`requestId`), kills the process at a random moment (seeded), and starts it again. The
-clients reconnect, re-attach from the last seq they saw and retry what was never answered,
-as a real client would. A final run lets every queue drain. Then the log is checked:
+`requestId`), kills the process — at a random moment (seeded), or, every other life,
+right after the n-th acknowledged enqueue — and starts it again. The clients reconnect,
+re-attach from the last seq they saw and resend what was never answered, as a real client
+would. A final run lets every queue drain and a fresh client attaches from 0. Then:
 
-- every durable event a client saw is in the log at the same seq with the same content;
+- every durable event a client saw (live or replayed) is in the log at the same seq with
+  the same content, and an attach from 0 replays the whole log;
 - every session's seqs are 1..n without a gap;
 - every acknowledged prompt ran (or its turn was cut off by a kill) — none is lost;
 - no requestId ran twice;
