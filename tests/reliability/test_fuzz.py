@@ -42,7 +42,13 @@ TURN_BOUND_S = 10.0  # the canary's turn latency bound (generous: a frozen serve
 ANSWER_BOUND_S = 15.0  # a hang bound for every awaited answer
 INTERNAL_ERROR = -32603
 
-pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.reliability,
+    pytest.mark.timeout(600),
+    # Hypothesis generates in a worker thread while this event loop (websockets, httpx) uses
+    # the `random` module on the main thread; hypothesis mistakes that for its strategies'.
+    pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies"),
+]
 
 FUZZ_SETTINGS = settings(
     max_examples=EXAMPLES,
