@@ -65,7 +65,9 @@ class WsClient:
                 elif "method" in msg:
                     await self.notifications.put(msg)
                 elif msg.get("id") in self._waiters:
-                    self._waiters.pop(msg["id"]).set_result(msg)
+                    waiter = self._waiters.pop(msg["id"])
+                    if not waiter.done():  # the caller may have given up (timeout, cancel)
+                        waiter.set_result(msg)
                 else:
                     await self._unmatched.put(msg)
         except websockets.ConnectionClosed:
