@@ -316,9 +316,6 @@ async def still_usable(client: WsClient) -> None:
     assert "sessions" in call.result()
 
 
-@pytest.mark.xfail(
-    strict=False, reason="issue 9: a response frame with an object or list id closes the connection"
-)
 @pytest.mark.parametrize("odd_id", [{"a": 1}, [1, 2]], ids=["object", "list"])
 async def test_a_response_frame_with_an_unhashable_id_leaves_the_connection_open(
     server_factory: Any, workspace: Path, odd_id: Any
@@ -328,7 +325,6 @@ async def test_a_response_frame_with_an_unhashable_id_leaves_the_connection_open
         await still_usable(client)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 9: a NUL in cwd answers -32603 instead of -32602")
 async def test_a_nul_in_cwd_is_invalid_params(server_factory: Any, workspace: Path) -> None:
     async with ws_session(server_factory, workspace) as (client, sid):
         nul = f"{workspace}/a\x00b"
@@ -343,7 +339,6 @@ async def test_a_nul_in_cwd_is_invalid_params(server_factory: Any, workspace: Pa
         await still_usable(client)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 9: a frame above the size limit closes the WebSocket (1009)")
 async def test_an_oversized_frame_gets_an_error_and_the_connection_stays(tmp_path: Path) -> None:
     # A real `agentd serve`: it sets the WebSocket's own size limit from AGENTD_MAX_FRAME_BYTES.
     async with fuzzed_server(tmp_path) as fz:
@@ -362,7 +357,6 @@ async def test_an_oversized_frame_gets_an_error_and_the_connection_stays(tmp_pat
             await client.close()
 
 
-@pytest.mark.xfail(strict=False, reason="issue 9: a fork racing a delete of its session answers -32603")
 async def test_a_fork_racing_a_delete_is_not_an_internal_error(server_factory: Any, workspace: Path) -> None:
     async with ws_session(server_factory, workspace) as (client, _sid):
         for attempt in range(10):

@@ -378,22 +378,12 @@ def test_no_request_id_runs_twice(campaign: Campaign) -> None:
     assert not {rid: n for rid, n in started.items() if rid and n > 1}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 9: `_agentd/prompt/enqueue` is acknowledged before its queue entry is committed, "
-    "so a kill right after the ack loses the prompt",
-)
 def test_every_acknowledged_prompt_ran(campaign: Campaign) -> None:
     ended = set(request_ids(campaign, "turn_ended"))
     lost = sorted(campaign.acked - ended)
     assert not lost, [campaign.submitted[rid] for rid in lost]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 9: a repeated `_agentd/prompt/enqueue` (same requestId) joins the original "
-    "prompt but is never answered",
-)
 def test_every_retry_is_answered(campaign: Campaign) -> None:
     assert campaign.retried, "no retry happened: the check would be vacuous"
     unanswered = sorted(campaign.unanswered_retries)
