@@ -41,7 +41,7 @@ from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
 from server.transport.docs import router as docs_router
 from server.transport.guards import RateLimiter
-from server.transport.handlers import METHODS
+from server.transport.handlers import METHODS, UNSUPPORTED
 from server.transport.http import router
 from server.transport.origin import OriginGuard
 from server.transport.revocation import LiveTokens
@@ -197,7 +197,7 @@ def create_app(
             writer,
             manager,
             prov,
-            Dispatcher(METHODS),
+            Dispatcher(METHODS, UNSUPPORTED),
             agents,
             authenticator,
             limiter,

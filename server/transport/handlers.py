@@ -615,6 +615,13 @@ async def permission_respond(ctx: CallContext, params: PermissionRespondParams) 
     return {"outcome": "selected", "optionId": params.option_id}
 
 
+# ACP methods of the pinned schema that agentd answers "not supported" (and does not
+# advertise), with the reason the client is told.
+UNSUPPORTED: dict[str, str] = {
+    "logout": "agentd authenticates each connection with a bearer token, not a login session "
+    "(an operator revokes a token with `agentd token revoke`)",
+}
+
 METHODS: dict[str, Method] = {
     ENQUEUE: Method(EnqueueParams, prompt_enqueue),
     SEND_NOW: Method(EnqueueParams, prompt_send_now),

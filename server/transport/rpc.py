@@ -99,13 +99,22 @@ def response_problem(raw: dict[str, Any]) -> str | None:
 
 
 class Dispatcher:
-    def __init__(self, methods: dict[str, Method]) -> None:
+    def __init__(self, methods: dict[str, Method], unsupported: dict[str, str] | None = None) -> None:
         self.methods = methods
+        # ACP methods agentd deliberately does not implement → why (said in the error).
+        self.unsupported = unsupported or {}
 
     async def call(self, request: Request, ctx: CallContext) -> Any:
         """Run one request; returns the result or raises RpcError."""
         method = self.methods.get(request.method)
         if method is None:
+            why = self.unsupported.get(request.method)
+            if why is not None:
+                raise RpcError(
+                    ErrorCode.METHOD_NOT_FOUND,
+                    f"Method not found: {request.method} is not supported: {why}",
+                    {"reason": "unsupported"},
+                )
             raise RpcError.method_not_found(request.method)
         if method.needs_connection and ctx.connection is None:
             raise RpcError(
