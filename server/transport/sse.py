@@ -5,12 +5,14 @@ The same payloads as the WebSocket notifications. A durable event's frame carrie
 `id: <seq>`, so a browser's EventSource resumes by itself (`Last-Event-ID`); `?after=SEQ`
 does the same by hand. Transient deltas carry no id and heartbeats are comment frames,
 so neither ever moves the cursor. The first frame is the snapshot of the live state.
+The replay runs alongside the response, paced by it (server/session/replay.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,8 +26,9 @@ from server.auth import CHALLENGE, AuthError
 from server.session.hub import RESYNC_REQUIRED
 
 router = APIRouter()
+log = logging.getLogger(__name__)
 
-_END = object()
+REPLAY_WINDOW = 256  # replay frames queued ahead of the response
 
 
 class SseSink:
@@ -35,7 +38,10 @@ class SseSink:
         self.id = f"sse_{uuid.uuid4().hex[:12]}"
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=capacity)
         self._urgent: list[tuple[str, dict[str, Any]]] = []
+        self._replay: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=REPLAY_WINDOW)
         self._wake = asyncio.Event()
+        self.closed = False  # the response ended: a replay stops
+        self._ended = False  # the replay failed: end the response
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
         try:
@@ -49,6 +55,23 @@ class SseSink:
         self._urgent.append((method, params))
         self._wake.set()
 
+    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
+        """Awaits room, so the replay is paced by the response; goes out ahead of live
+        frames (the replayed session's own wait in its subscriber meanwhile)."""
+        if self.closed:
+            return False
+        await self._replay.put((method, params))
+        self._wake.set()
+        return True
+
+    def replay_done(self, task: asyncio.Task[Any]) -> None:
+        """A replay that failed ends the stream; the client resumes from its last id."""
+        if task.cancelled() or task.exception() is not None:
+            if not task.cancelled():
+                log.warning("%s: replay failed: %s", self.id, task.exception())
+            self._ended = True
+            self._wake.set()
+
     async def frames(self, heartbeat_s: float) -> AsyncIterator[bytes]:
         while True:
             if self._urgent:
@@ -57,6 +80,11 @@ class SseSink:
                 if method == RESYNC_REQUIRED:
                     return  # this stream is over; the client resumes from its last id
                 continue
+            if not self._replay.empty():
+                yield _frame(*self._replay.get_nowait())
+                continue
+            if self._ended:
+                return
             if self._queue.empty():
                 self._wake.clear()
                 try:
@@ -103,17 +131,24 @@ async def session_events(
                 cursor = int(last_id)
             except ValueError:
                 raise HTTPException(status_code=400, detail="Last-Event-ID must be a seq (integer)") from None
-    sink = SseSink(state.settings.client_buffer_frames)
     try:
-        await state.attach(actor, sink, replay="attach", after_seq=cursor or 0)
+        state.check_cursor(actor, cursor or 0)
     except RpcError as err:
         raise HTTPException(status_code=409, detail=err.message) from None
+    sink = SseSink(state.settings.client_buffer_frames)
 
     async def stream() -> AsyncIterator[bytes]:
+        # The replay feeds the response as it is written: it must run alongside it.
+        replay = asyncio.create_task(
+            state.attach(actor, sink, replay="attach", after_seq=cursor or 0), name=f"replay-{sink.id}"
+        )
+        replay.add_done_callback(sink.replay_done)
         try:
             async for chunk in sink.frames(state.settings.sse_heartbeat_s):
                 yield chunk
         finally:
+            sink.closed = True
+            replay.cancel()  # it ends at its next await (and detaches)
             with contextlib.suppress(Exception):
                 await state.detach(session_id, sink.id)
 
