@@ -24,6 +24,7 @@ from server.session.events import Event, EventKind
 from server.session.hub import Subscriber
 from server.session.render import acp_replay_frames
 from server.store.db import Batch, Store, StoredEvent
+from server.transport.outgoing import OutgoingQueue
 from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
 from tests.test_attach import ATTACH, SNAPSHOT, agentd_meta, durable_seqs, message_text, response_index, until
@@ -142,6 +143,7 @@ async def check_three_replays(server: Any, session_id: str, n: int) -> None:
         await attacher.close()
 
 
+@pytest.mark.timeout(300)  # 150,000 frames through real sockets on a shared machine
 async def test_a_50000_event_session_replays_whole_over_websocket_and_sse(
     server_factory: Any, workspace: Path, tmp_path: Path
 ) -> None:
@@ -306,3 +308,21 @@ async def test_a_client_leaving_mid_replay_ends_the_replay(
         loader.ws.transport.abort()  # gone without a closing handshake
         actor = server.app.state.agentd.manager.live_actor(sid)
         await until(lambda: not _replay_tasks() and len(actor.hub) == 0)
+
+
+async def test_replay_frames_keep_order_and_do_not_use_the_live_bound() -> None:
+    queue = OutgoingQueue(maxsize=2, replay_window=3)
+    queue.put_nowait("live 1")
+    for i in range(3):
+        await queue.put_replay(f"replay {i}")
+    queue.put_nowait("live 2")  # replay frames leave the live bound alone
+    with pytest.raises(asyncio.QueueFull):
+        queue.put_nowait("live 3")
+    blocked = asyncio.create_task(queue.put_replay("replay 3"))
+    await asyncio.sleep(0)  # let it run up to its wait (no timing involved)
+    assert not blocked.done(), "a full replay window must make the replay wait"
+    assert queue.get_nowait() == "live 1"
+    assert queue.get_nowait() == "replay 0"  # frees a slot of the window
+    await asyncio.wait_for(blocked, 5)
+    got = [queue.get_nowait() for _ in range(queue.qsize())]
+    assert got == ["replay 1", "replay 2", "live 2", "replay 3"]

@@ -1,8 +1,9 @@
 """Replaying a session's log to one attaching client (R-E3), however long it is.
 
 The store is read in pages (keyset by seq) and every frame awaits room on the client
-(`FrameSink.send_replay`), so a replay is paced by the client's socket: it never goes
-through the bounded live buffer, never drops a frame and never holds more than a page.
+(`FrameSink.send_replay`, a window of its own in the client's outgoing queue), so a
+replay is paced by the client's socket: it is not bounded by the live buffer, never
+drops a frame and never holds more than a page.
 Live events that commit meanwhile wait in the subscriber's bounded catch-up buffer; the
 replay drains it the same awaiting way until it is empty and only then goes live, all
 in one step, so there is no gap and no duplicate. When the buffer overflows it is
@@ -52,9 +53,6 @@ async def replay(
     ReplayAborted."""
     render = attach_frames if mode is ReplayMode.ATTACH else acp_replay_frames
     supports: Callable[[str], bool] = getattr(sink, "supports_update", lambda kind: True)
-    fence = getattr(sink, "replay_fence", None)
-    if fence is not None:
-        await fence()  # what the client was sent before must not be overtaken by the replay
     if mode is ReplayMode.ATTACH:
         await _send(sink, sub, [(SNAPSHOT, sub.snapshot)])
     upto = after_seq

@@ -4,7 +4,8 @@ Every incoming request is handled in its own task (a reader that awaited a promp
 inline would deadlock on the cancel or permission reply that must follow it). Outgoing
 frames go through a bounded queue drained by one writer task, so producers never await
 a slow socket. Replays (server/session/replay.py) and responses are the exception: they
-await room instead, so they are paced by the client and never dropped.
+await room instead (server/transport/outgoing.py), so they are paced by the client and
+never dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from protocol.acp import ClientCapabilities
 from protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
+from server.transport.outgoing import OutgoingQueue
 from server.transport.rpc import CallContext, Dispatcher, parse_envelope, raw_id
 
 if TYPE_CHECKING:
@@ -30,8 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CLOSE = object()
-_WAKE = object()  # wakes the writer waiting on the live queue: a replay frame is ready
-REPLAY_WINDOW = 256  # replay frames queued ahead of the socket
 
 
 class Connection:
@@ -44,9 +44,8 @@ class Connection:
         self.initialized = False
         self.client_capabilities = ClientCapabilities()
         self.sessions: set[str] = set()  # attached session ids
-        self._out: asyncio.Queue[Any] = asyncio.Queue(maxsize=state.settings.client_buffer_frames)
+        self._out = OutgoingQueue(state.settings.client_buffer_frames)
         self._urgent: collections.deque[str] = collections.deque()
-        self._replay: asyncio.Queue[str] = asyncio.Queue(maxsize=REPLAY_WINDOW)
         self._pending: dict[int | str, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -76,23 +75,12 @@ class Connection:
             self._urgent.append(orjson.dumps(notification(method, params)).decode())
 
     async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
-        """A replay frame: awaits room (the replay is paced by the socket) and goes out
-        ahead of the live queue — the replayed session's live events wait in its
-        subscriber meanwhile, and `replay_fence` ran first. False once closed."""
+        """A replay frame: awaits room in the replay window (paced by the socket), in
+        order with everything else queued; False once closed."""
         if self.closed:
             return False
-        await self._replay.put(orjson.dumps(notification(method, params)).decode())
-        if self._out.empty():
-            with contextlib.suppress(asyncio.QueueFull):
-                self._out.put_nowait(_WAKE)
+        await self._out.put_replay(orjson.dumps(notification(method, params)).decode())
         return True
-
-    async def replay_fence(self) -> None:
-        """Returns once everything queued before has been written, so the replay that
-        follows cannot overtake it (e.g. frames of a subscription a re-attach replaced)."""
-        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await self._out.put(written)
-        await written
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a request to the client and wait for its result (raises RpcError).
@@ -111,20 +99,9 @@ class Connection:
 
     async def _writer(self) -> None:
         while True:
-            if self._urgent:
-                frame = self._urgent.popleft()
-            elif not self._replay.empty():
-                frame = self._replay.get_nowait()
-            else:
-                frame = await self._out.get()
+            frame = self._urgent.popleft() if self._urgent else await self._out.get()
             if frame is _CLOSE:
                 return
-            if frame is _WAKE:
-                continue
-            if isinstance(frame, asyncio.Future):
-                if not frame.done():
-                    frame.set_result(None)  # a replay fence: all before it is written
-                continue
             await self.ws.send_text(frame)
 
     # ------------------------------------------------------------------ incoming

@@ -24,11 +24,10 @@ from fastapi.responses import StreamingResponse
 from protocol.jsonrpc import RpcError
 from server.auth import CHALLENGE, AuthError
 from server.session.hub import RESYNC_REQUIRED
+from server.transport.outgoing import OutgoingQueue
 
 router = APIRouter()
 log = logging.getLogger(__name__)
-
-REPLAY_WINDOW = 256  # replay frames queued ahead of the response
 
 
 class SseSink:
@@ -36,9 +35,8 @@ class SseSink:
 
     def __init__(self, capacity: int) -> None:
         self.id = f"sse_{uuid.uuid4().hex[:12]}"
-        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=capacity)
+        self._queue = OutgoingQueue(capacity)
         self._urgent: list[tuple[str, dict[str, Any]]] = []
-        self._replay: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=REPLAY_WINDOW)
         self._wake = asyncio.Event()
         self.closed = False  # the response ended: a replay stops
         self._ended = False  # the replay failed: end the response
@@ -56,11 +54,10 @@ class SseSink:
         self._wake.set()
 
     async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
-        """Awaits room, so the replay is paced by the response; goes out ahead of live
-        frames (the replayed session's own wait in its subscriber meanwhile)."""
+        """Awaits room in the replay window, so the replay is paced by the response."""
         if self.closed:
             return False
-        await self._replay.put((method, params))
+        await self._queue.put_replay((method, params))
         self._wake.set()
         return True
 
@@ -80,12 +77,9 @@ class SseSink:
                 if method == RESYNC_REQUIRED:
                     return  # this stream is over; the client resumes from its last id
                 continue
-            if not self._replay.empty():
-                yield _frame(*self._replay.get_nowait())
-                continue
-            if self._ended:
-                return
             if self._queue.empty():
+                if self._ended:
+                    return
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), heartbeat_s)
