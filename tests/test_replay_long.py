@@ -326,3 +326,36 @@ async def test_replay_frames_keep_order_and_do_not_use_the_live_bound() -> None:
     await asyncio.wait_for(blocked, 5)
     got = [queue.get_nowait() for _ in range(queue.qsize())]
     assert got == ["replay 1", "replay 2", "live 2", "replay 3"]
+
+
+class ListSink:
+    id = "sink-1"
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[str, dict[str, Any]]] = []
+
+    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
+        self.frames.append((method, params))
+        return True
+
+
+def test_text_after_discarded_chunks_waits_for_the_final_text() -> None:
+    """Chunks a replay's overflowing buffer discarded leave a gap: what follows it is
+    held back and the final event brings the whole text, so no client assembles text
+    with a hole in it."""
+    sink = ListSink()
+    sub = Subscriber(sink, "s1")
+    sub.partials = [(EventKind.AGENT_MESSAGE_CHUNK, "m1", "Hello")]
+    sub.go_live(0)  # seeds "Hello"
+
+    def chunk(text: str, offset: int) -> Event:
+        return Event("s1", EventKind.AGENT_MESSAGE_CHUNK, {"messageId": "m1", "text": text, "offset": offset})
+
+    whole = "Hello world, this is it!"
+    sub.deliver(chunk(" wor", 5))
+    sub.deliver(chunk("this ", 13))  # "ld, " (offsets 9..12) never reached this client
+    sub.deliver(chunk("is it!", 18))
+    sub.deliver(Event("s1", EventKind.AGENT_MESSAGE, {"messageId": "m1", "text": whole}, seq=1))
+    updates = [p for m, p in sink.frames if m == "session/update"]
+    assert [u["update"]["content"]["text"] for u in updates] == ["Hello", " wor", whole]
+    assert updates[-1]["_meta"]["agentd"].get("final") is True

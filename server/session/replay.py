@@ -56,7 +56,10 @@ async def replay(
     if mode is ReplayMode.ATTACH:
         await _send(sink, sub, [(SNAPSHOT, sub.snapshot)])
     upto = after_seq
-    finished: set[str] = set()  # messages whose final text the replay carried
+    # Messages streaming when it subscribed whose final text the replay carried (their
+    # partial text is then not sent); only those are remembered, so memory stays bounded.
+    streaming = {message_id for _, message_id, _ in sub.partials}
+    finished: set[str] = set()
     seeded = False
     while True:
         upto = max(upto, sub.last_seq)
@@ -64,7 +67,7 @@ async def replay(
             page = await store.read_events(sub.session_id, after_seq=upto, limit=page_size)
             for stored in page:
                 event = Event(sub.session_id, EventKind(stored.kind), stored.payload, seq=stored.seq)
-                if event.kind in _FINALS:
+                if event.kind in _FINALS and event.payload["messageId"] in streaming:
                     finished.add(event.payload["messageId"])
                 await _send(sink, sub, for_client(render(event), event, supports, stored.seq))
                 upto = stored.seq
