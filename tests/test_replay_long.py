@@ -77,7 +77,7 @@ def notifications_of(frames: list[Any], session_id: str) -> list[dict[str, Any]]
     ]
 
 
-async def request(client: WsClient, method: str, params: dict[str, Any], within: float = 240) -> int:
+async def request(client: WsClient, method: str, params: dict[str, Any], within: float) -> int:
     """A request whose answer may take longer than `WsClient.request` waits (a long
     replay on a busy machine); returns the index of the response in `client.frames`."""
     req_id = next(client.ids)
@@ -89,12 +89,12 @@ async def request(client: WsClient, method: str, params: dict[str, Any], within:
     return response_index(client, req_id)
 
 
-async def load_all(client: WsClient, session_id: str) -> int:
-    return await request(client, LOAD, {"sessionId": session_id, "cwd": "/", "mcpServers": []})
+async def load_all(client: WsClient, session_id: str, within: float) -> int:
+    return await request(client, LOAD, {"sessionId": session_id, "cwd": "/", "mcpServers": []}, within)
 
 
-async def attach_all(client: WsClient, session_id: str) -> int:
-    return await request(client, ATTACH, {"sessionId": session_id, "afterSeq": 0})
+async def attach_all(client: WsClient, session_id: str, within: float) -> int:
+    return await request(client, ATTACH, {"sessionId": session_id, "afterSeq": 0}, within)
 
 
 async def sse_all(base_url: str, session_id: str, last: int) -> list[dict[str, Any]]:
@@ -105,14 +105,14 @@ async def sse_all(base_url: str, session_id: str, last: int) -> list[dict[str, A
         return stream.frames
 
 
-async def check_three_replays(server: Any, session_id: str, n: int) -> None:
+async def check_three_replays(server: Any, session_id: str, n: int, within: float = 60) -> None:
     """Load, attach and SSE at once: each gets 1..n exactly once, in order; the WebSocket
     ones then their response (nothing of the replay after it)."""
     loader, attacher = await server.client(), await server.client()
     try:
         at_load, at_attach, sse_frames = await asyncio.gather(
-            load_all(loader, session_id),
-            attach_all(attacher, session_id),
+            load_all(loader, session_id, within),
+            attach_all(attacher, session_id, within),
             sse_all(server.base_url, session_id, n),
         )
         want = list(range(1, n + 1))
@@ -153,7 +153,7 @@ async def test_a_50000_event_session_replays_whole_over_websocket_and_sse(
         scripted({"text": "ok"}), database_url=url, client_buffer_frames=BUFFER
     ) as server:
         sid = await seeded_session(server.app.state.agentd.store, workspace, n)
-        await check_three_replays(server, sid, n)
+        await check_three_replays(server, sid, n, within=240)
 
 
 async def test_replays_longer_than_the_live_buffer_on_both_databases(
