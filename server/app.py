@@ -30,11 +30,11 @@ from server.providers.factory import make_lanes, make_provider
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Attach, AttachComplete, Detach
 from server.session.eventlog import EventWriter
-from server.session.events import Event, EventKind
 from server.session.hub import FrameSink, Subscriber
 from server.session.local_commands import load_skills
 from server.session.manager import SessionManager
-from server.session.render import acp_replay_frames, attach_frames, for_client
+from server.session.replay import ReplayAborted, ReplayMode
+from server.session.replay import replay as replay_log
 from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
@@ -52,7 +52,6 @@ from server.transport.websocket import acp_endpoint
 log = logging.getLogger(__name__)
 
 Replay = Literal["none", "acp", "attach"]
-SNAPSHOT = "_agentd/session/snapshot"
 
 
 @dataclass
@@ -78,48 +77,61 @@ class AppState:
         """Who a request acts as (R-X1); raises AuthError when auth is on and fails."""
         return await self.auth.principal(headers, query)
 
+    def check_cursor(self, actor: SessionActor, after_seq: int) -> None:
+        """An attach cursor beyond the log cannot be served (`-32017`). Checked before any
+        subscription is touched, so a failed attach changes nothing; seqs only grow, so a
+        cursor valid now stays valid."""
+        last = actor.last_seq
+        if not 0 <= after_seq <= last:
+            raise RpcError(
+                ErrorCode.RESYNC_REQUIRED,
+                f"resync_required: cursor {after_seq} cannot be served (the session is at {last})",
+                {"reason": "resync_required", "lastSeq": last},
+            )
+
     async def attach(
         self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
     ) -> Subscriber:
         """Subscribe `sink` to the session (R-E3). `replay`: "none" (from now on), "acp"
         (`session/load`: the whole history in ACP form), or "attach" (a snapshot, then every
         durable event after `after_seq`). Then the text of a message still streaming, then
-        live traffic: live events that commit meanwhile are buffered and deduplicated, so
-        there is no gap and no duplicate."""
+        live traffic, with no gap and no duplicate. The replay is paced by the client and
+        streams from the store (server/session/replay.py); it returns once it is done, so
+        the caller's response follows it."""
+        if replay == "attach":
+            self.check_cursor(actor, after_seq)
         fut: asyncio.Future[Subscriber] = asyncio.get_running_loop().create_future()
         actor.send(Attach(sink, fut))
         sub = await fut
-        if replay == "attach" and not 0 <= after_seq <= sub.snapshot["lastSeq"]:
-            actor.send(Detach(sink.id))
-            last = sub.snapshot["lastSeq"]
-            raise RpcError(
-                ErrorCode.RESYNC_REQUIRED,
-                f"resync_required: cursor {after_seq} cannot be served (the session is at {last})",
-                {"reason": "resync_required", "lastSeq": last},
-            )
+        sub.buffer_limit = self.settings.client_buffer_frames
         sessions = getattr(sink, "sessions", None)
         if sessions is not None:
             sessions.add(actor.id)
-        supports = getattr(sink, "supports_update", lambda kind: True)
-        upto = sub.attached_seq
-        finished: set[str] = set()  # messages whose final text the replay carries
-        if replay == "attach":
-            sink.send_notification(SNAPSHOT, sub.snapshot)
-        if replay != "none":
-            upto = after_seq if replay == "attach" else 0
-            render = attach_frames if replay == "attach" else acp_replay_frames
-            for stored in await self.store.read_events(actor.id, after_seq=upto):
-                event = Event(actor.id, EventKind(stored.kind), stored.payload, seq=stored.seq)
-                if event.kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT):
-                    finished.add(event.payload["messageId"])
-                for method, params in for_client(render(event), event, supports, stored.seq):
-                    sink.send_notification(method, params)
-                upto = stored.seq
-            # With a replay the client knows the session: tell it the commands before the
-            # response. A brand-new session learns them right after `session/new` answers.
-            actor.send_available_commands(sink)
-        sub.go_live(upto, finished)
-        actor.send(AttachComplete(sink, send_commands=replay == "none"))
+        if replay == "none":
+            sub.go_live(sub.attached_seq)
+            actor.send(AttachComplete(sink, send_commands=True))
+            return sub
+        try:
+            await replay_log(
+                self.store,
+                sub,
+                sink,
+                mode=ReplayMode(replay),
+                after_seq=after_seq if replay == "attach" else 0,
+            )
+        except BaseException as exc:
+            if not sub.detached:  # not already replaced by a newer attach of this client
+                actor.send(Detach(sink.id))
+                if sessions is not None:
+                    sessions.discard(actor.id)
+            if isinstance(exc, ReplayAborted):
+                code = ErrorCode.CONNECTION_CLOSED if exc.closed else ErrorCode.INVALID_REQUEST
+                raise RpcError(code, f"replay stopped: {exc}") from None
+            raise
+        # With a replay the client knows the session: tell it the commands before the
+        # response. A brand-new session learns them right after `session/new` answers.
+        actor.send_available_commands(sink)
+        actor.send(AttachComplete(sink, send_commands=False))
         return sub
 
     async def detach(self, session_id: str, conn_id: str) -> None:

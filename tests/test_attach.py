@@ -382,6 +382,29 @@ async def test_cursor_beyond_last_seq_is_resync_required(server_factory: Any, wo
         await bob.close()
 
 
+async def test_a_failed_attach_keeps_the_existing_subscription(server_factory: Any, workspace: Path) -> None:
+    provider = scripted({"text": "first"}, {"text": "still delivered"})
+    async with server_factory(provider) as server:
+        alice = await server.client()
+        sid = await new_session(alice, workspace)
+        await alice.call("session/prompt", text_prompt(sid, "one"))
+        last = (await stored_seqs(server, sid))[-1]
+        bob = await server.client()
+        await attach(bob, sid, 0)
+        try:
+            await bob.call(ATTACH, {"sessionId": sid, "afterSeq": last + 1})
+        except RpcFailed as exc:
+            assert exc.code == RESYNC_REQUIRED
+        else:
+            raise AssertionError("expected resync_required")
+        await alice.call("session/prompt", text_prompt(sid, "two"))
+        await until(has_turn_ended(bob, sid, 2))  # the first subscription still delivers
+        assert durable_seqs(bob.frames, sid) == await stored_seqs(server, sid)
+        assert "still delivered" in [t[2] for t in transcript(bob.frames, sid)]
+        for c in (alice, bob):
+            await c.close()
+
+
 async def test_detach_stops_delivery(server_factory: Any, workspace: Path) -> None:
     provider = scripted({"text": "first"}, {"text": "second answer"})
     async with server_factory(provider) as server:

@@ -2,8 +2,9 @@
 
 A `Subscriber` renders events into frames and puts them on its connection's bounded
 outgoing queue without ever awaiting, so a slow client cannot slow the actor or the
-other clients. While a subscriber is catching up from the store it buffers live events
-and then goes live without gap or duplicate.
+other clients. While a subscriber is catching up from the store (server/session/replay.py)
+it buffers live events — at most `buffer_limit`; past that the buffer is discarded and
+the replay reads the store further — and then goes live without gap or duplicate.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from server.session.render import Frame, acp_replay_frames, for_client, live_fra
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
 RESYNC_REQUIRED = "_agentd/resync_required"
+DEFAULT_BUFFER_LIMIT = 10_000  # events; the server sets it to `client_buffer_frames`
 _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,11 @@ class FrameSink(Protocol):
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
         """Queue a notification; False when the client's buffer is full."""
+        ...
+
+    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
+        """Queue a replay notification, awaiting room (paced by the client, never
+        dropped); False once the client is gone."""
         ...
 
 
@@ -45,6 +52,11 @@ class Subscriber:
         self._delivered: dict[str, int] = {}
         self._missed: set[str] = set()
         self.dropped = False
+        self.detached = False  # unsubscribed or replaced by a newer attach: a replay stops
+        # Live events held while replaying; past this many they are discarded (durable
+        # ones are in the store, which the replay then reads further) so memory stays bounded.
+        self.buffer_limit = DEFAULT_BUFFER_LIMIT
+        self._overflowed = False
         # Filled by the actor when it subscribes (the state at that instant).
         self.snapshot: dict[str, Any] = {}
         self.partials: list[tuple[EventKind, str, str]] = []
@@ -53,48 +65,94 @@ class Subscriber:
         if self.dropped:
             return
         if self._buffer is not None:
+            if len(self._buffer) >= self.buffer_limit:
+                self._buffer.clear()
+                self._overflowed = True
             self._buffer.append(event)
             return
         self._send(event)
 
+    @property
+    def replaying(self) -> bool:
+        return self._buffer is not None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer or [])
+
+    def take_buffered(self, replayed_up_to: int) -> list[Event] | None:
+        """For the replay's catch-up: what was buffered since the last call, minus what
+        the store replay (every seq <= `replayed_up_to`) already covered; None when the
+        buffer overflowed and was discarded (read the store further, then call again).
+        Stays in buffering mode until `go_live`."""
+        assert self._buffer is not None
+        buffered, self._buffer = self._buffer, []
+        if self._overflowed:
+            self._overflowed = False
+            # The text streamed so far is stale now; chunks that continue a message whose
+            # start this client missed are held back until its final text (see _render_chunk).
+            self.partials = []
+            return None
+        self.last_seq = max(self.last_seq, replayed_up_to)
+        return buffered[_covered(buffered, replayed_up_to) :]
+
+    def partial_frames(self, finished: set[str]) -> list[Frame]:
+        """The text streamed so far of messages still in flight whose final text the
+        replay did not carry (`finished`), as chunk frames (sent once, before the buffer)."""
+        frames: list[Frame] = []
+        for kind, message_id, text in self.partials:
+            if message_id not in finished:
+                frames += self._seed_frames(kind, message_id, text)
+        return frames
+
+    def render(self, event: Event) -> list[Frame]:
+        """The frames of one buffered event, as the live path would send them."""
+        return self._render(event)[0]
+
     def seed_partial(self, kind: EventKind, message_id: str, text: str) -> None:
         """Send the text streamed so far of an in-flight message (attach, R-E3); later
         chunks continue from there without repeating it."""
+        self._emit(self._seed_frames(kind, message_id, text), self.last_seq)
+
+    def _seed_frames(self, kind: EventKind, message_id: str, text: str) -> list[Frame]:
         if not text:
-            return
+            return []
         chunk = Event(self.session_id, kind, {"messageId": message_id, "text": text, "offset": 0})
         self._delivered[message_id] = 0
-        self._send_chunk(chunk, message_id)
+        return self._render_chunk(chunk, message_id)
 
-    def go_live(self, replayed_up_to: int, finished: set[str] | None = None) -> None:
+    def go_live(self, replayed_up_to: int | None = None, finished: set[str] | None = None) -> None:
         """Called after the replay from the store covered every seq <= `replayed_up_to`;
         sends the text of messages still streaming (unless the replay already carried
-        their final text: `finished`), then what was buffered meanwhile."""
+        their final text: `finished`), then what was buffered meanwhile. The paced
+        replay drains the buffer itself (`take_buffered`) and calls this with no seq."""
+        if replayed_up_to is None:
+            assert not self._buffer, "go_live with events still buffered"
+            self._buffer = None
+            return
         buffered, self._buffer = self._buffer or [], None
         self.last_seq = replayed_up_to
         for kind, message_id, text in self.partials:
             if message_id not in (finished or set()):
                 self.seed_partial(kind, message_id, text)
-        # Transient deltas buffered before a durable event the replay already covered
-        # belong to a message whose full text was replayed: drop them with it.
-        cut = 0
-        for i, ev in enumerate(buffered):
-            if ev.seq is not None and ev.seq <= replayed_up_to:
-                cut = i + 1
-        for ev in buffered[cut:]:
+        for ev in buffered[_covered(buffered, replayed_up_to) :]:
             self._send(ev)
 
     def _send(self, event: Event) -> None:
-        delivered = self.last_seq  # the cursor a resync must name if this event does not fit
+        self._emit(*self._render(event))
+
+    def _render(self, event: Event) -> tuple[list[Frame], int]:
+        """The frames for `event` (updating what this client has been sent), and the
+        cursor a resync must name if they do not fit."""
+        delivered = self.last_seq
         if event.seq is not None:
             if event.seq <= self.last_seq:
-                return
+                return [], delivered
             self.last_seq = event.seq
         if event.origin is not None and event.origin == self.sink.id and event.kind is EventKind.USER_MESSAGE:
-            return  # the sender already has its own prompt
+            return [], delivered  # the sender already has its own prompt
         if event.kind in _CHUNKS:
-            self._send_chunk(event, event.payload["messageId"])
-            return
+            return self._render_chunk(event, event.payload["messageId"]), self.last_seq
         frames = live_frames(event, self.last_seq)
         if event.kind in _FINALS:
             mid = event.payload["messageId"]
@@ -104,21 +162,26 @@ class Subscriber:
                 # ended without streaming to it (e.g. recovered after a crash): send it whole.
                 self._missed.discard(mid)
                 frames = acp_replay_frames(event) + frames
-        self._emit(event, frames, delivered)
+        return self._for_client(event, frames), delivered
 
-    def _send_chunk(self, event: Event, mid: str) -> None:
+    def _render_chunk(self, event: Event, mid: str) -> list[Frame]:
         offset = int(event.payload.get("offset", 0))
         text = event.payload["text"]
         if mid in self._missed:
-            return
+            return []
         if mid not in self._delivered:
             if offset > 0:
                 self._missed.add(mid)  # the start went by before we attached
-                return
+                return []
             self._delivered[mid] = 0
+        if offset > self._delivered[mid]:
+            # Chunks in between were discarded (a replay's buffer overflowed): hold the
+            # rest back; the final event then brings the whole text.
+            self._missed.add(mid)
+            return []
         already = self._delivered[mid] - offset
         if already >= len(text):
-            return  # a client seeded with the partial text has this part
+            return []  # a client seeded with the partial text has this part
         if already > 0:
             event = Event(
                 event.session_id,
@@ -126,12 +189,15 @@ class Subscriber:
                 {**event.payload, "text": text[already:], "offset": offset + already},
             )
         self._delivered[mid] = offset + len(text)
-        self._emit(event, live_frames(event, self.last_seq), self.last_seq)
+        return self._for_client(event, live_frames(event, self.last_seq))
 
-    def _emit(self, event: Event, frames: list[Frame], delivered: int) -> None:
+    def _for_client(self, event: Event, frames: list[Frame]) -> list[Frame]:
         supports = getattr(self.sink, "supports_update", None)
         if supports is not None:
             frames = for_client(frames, event, supports, self.last_seq)
+        return frames
+
+    def _emit(self, frames: list[Frame], delivered: int) -> None:
         for method, params in frames:
             if not self.sink.send_notification(method, params):
                 self.dropped = True
@@ -153,11 +219,17 @@ class EventHub:
 
     def subscribe(self, sink: FrameSink, session_id: str = "") -> Subscriber:
         sub = Subscriber(sink, session_id)
+        self.unsubscribe(sink.id)  # a re-attach replaces the connection's subscription
         self._subscribers[sink.id] = sub
         return sub
 
     def unsubscribe(self, sink_id: str) -> None:
-        self._subscribers.pop(sink_id, None)
+        sub = self._subscribers.pop(sink_id, None)
+        if sub is not None:
+            sub.detached = True
+
+    def get(self, sink_id: str) -> Subscriber | None:
+        return self._subscribers.get(sink_id)
 
     def publish(self, event: Event) -> None:
         for sid, sub in list(self._subscribers.items()):
@@ -183,6 +255,17 @@ class EventHub:
 
     def __len__(self) -> int:
         return len(self._subscribers)
+
+
+def _covered(buffered: list[Event], replayed_up_to: int) -> int:
+    """How many buffered events the store replay covered: up to the last durable one with
+    seq <= `replayed_up_to`. Transient deltas before it belong to a message whose full
+    text was replayed: they go with it."""
+    cut = 0
+    for i, ev in enumerate(buffered):
+        if ev.seq is not None and ev.seq <= replayed_up_to:
+            cut = i + 1
+    return cut
 
 
 def frames_for(event: Event) -> list[Frame]:  # re-export for tests

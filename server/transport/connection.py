@@ -3,7 +3,9 @@
 Every incoming request is handled in its own task (a reader that awaited a prompt
 inline would deadlock on the cancel or permission reply that must follow it). Outgoing
 frames go through a bounded queue drained by one writer task, so producers never await
-a slow socket.
+a slow socket. Replays (server/session/replay.py) and responses are the exception: they
+await room instead (server/transport/outgoing.py), so they are paced by the client and
+never dropped.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from protocol.acp import ClientCapabilities
 from protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
+from server.transport.outgoing import OutgoingQueue
 from server.transport.rpc import CallContext, Dispatcher, parse_envelope, raw_id, response_problem
 
 if TYPE_CHECKING:
@@ -41,7 +44,7 @@ class Connection:
         self.initialized = False
         self.client_capabilities = ClientCapabilities()
         self.sessions: set[str] = set()  # attached session ids
-        self._out: asyncio.Queue[Any] = asyncio.Queue(maxsize=state.settings.client_buffer_frames)
+        self._out = OutgoingQueue(state.settings.client_buffer_frames)
         self._urgent: collections.deque[str] = collections.deque()
         self._pending: dict[int | str, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
@@ -70,6 +73,14 @@ class Connection:
         client that fell behind even though nothing else fits any more."""
         if not self.closed:
             self._urgent.append(orjson.dumps(notification(method, params)).decode())
+
+    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
+        """A replay frame: awaits room in the replay window (paced by the socket), in
+        order with everything else queued; False once closed."""
+        if self.closed:
+            return False
+        await self._out.put_replay(orjson.dumps(notification(method, params)).decode())
+        return True
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a request to the client and wait for its result (raises RpcError).
@@ -173,14 +184,14 @@ class Connection:
     async def _handle_batch(self, items: list[Any]) -> None:
         responses = await asyncio.gather(*(self._dispatch(item) for item in items))
         out = [r for r in responses if r is not None]
-        if out:
-            with contextlib.suppress(Exception):
-                self._out.put_nowait(orjson.dumps(out).decode())
+        if out and not self.closed:
+            await self._out.put(orjson.dumps(out).decode())
 
     async def _handle_one(self, raw: Any) -> None:
         resp = await self._dispatch(raw)
-        if resp is not None:
-            self.send_message(resp)
+        if resp is not None and not self.closed:
+            # A response is never dropped: it awaits room (it may follow a long replay).
+            await self._out.put(orjson.dumps(resp).decode())
 
     async def _dispatch(self, raw: Any) -> dict[str, Any] | None:
         parsed = parse_envelope(raw)

@@ -5,12 +5,14 @@ The same payloads as the WebSocket notifications. A durable event's frame carrie
 `id: <seq>`, so a browser's EventSource resumes by itself (`Last-Event-ID`); `?after=SEQ`
 does the same by hand. Transient deltas carry no id and heartbeats are comment frames,
 so neither ever moves the cursor. The first frame is the snapshot of the live state.
+The replay runs alongside the response, paced by it (server/session/replay.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,9 +24,11 @@ from fastapi.responses import StreamingResponse
 from protocol.jsonrpc import RpcError
 from server.auth import CHALLENGE, AuthError
 from server.session.hub import RESYNC_REQUIRED
+from server.transport.outgoing import OutgoingQueue
 from server.transport.revocation import CloseReason
 
 router = APIRouter()
+log = logging.getLogger(__name__)
 
 _END = object()
 TOKEN_REVOKED = "_agentd/token_revoked"  # the last frame of a stream whose token was revoked
@@ -36,9 +40,11 @@ class SseSink:
 
     def __init__(self, capacity: int) -> None:
         self.id = f"sse_{uuid.uuid4().hex[:12]}"
-        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=capacity)
+        self._queue = OutgoingQueue(capacity)
         self._urgent: list[tuple[str, dict[str, Any]]] = []
         self._wake = asyncio.Event()
+        self.closed = False  # the response ended: a replay stops
+        self._ended = False  # the replay failed: end the response
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
         try:
@@ -52,6 +58,22 @@ class SseSink:
         self._urgent.append((method, params))
         self._wake.set()
 
+    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
+        """Awaits room in the replay window, so the replay is paced by the response."""
+        if self.closed:
+            return False
+        await self._queue.put_replay((method, params))
+        self._wake.set()
+        return True
+
+    def replay_done(self, task: asyncio.Task[Any]) -> None:
+        """A replay that failed ends the stream; the client resumes from its last id."""
+        if task.cancelled() or task.exception() is not None:
+            if not task.cancelled():
+                log.warning("%s: replay failed: %s", self.id, task.exception())
+            self._ended = True
+            self._wake.set()
+
     async def frames(self, heartbeat_s: float) -> AsyncIterator[bytes]:
         while True:
             if self._urgent:
@@ -61,6 +83,8 @@ class SseSink:
                     return  # this stream is over; the client resumes from its last id
                 continue
             if self._queue.empty():
+                if self._ended:
+                    return
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), heartbeat_s)
@@ -107,11 +131,11 @@ async def session_events(
                 cursor = int(last_id)
             except ValueError:
                 raise HTTPException(status_code=400, detail="Last-Event-ID must be a seq (integer)") from None
-    sink = SseSink(state.settings.client_buffer_frames)
     try:
-        await state.attach(actor, sink, replay="attach", after_seq=cursor or 0)
+        state.check_cursor(actor, cursor or 0)
     except RpcError as err:
         raise HTTPException(status_code=409, detail=err.message) from None
+    sink = SseSink(state.settings.client_buffer_frames)
 
     revoked = asyncio.Event()
 
@@ -122,6 +146,11 @@ async def session_events(
     forget = state.live_tokens.register(identity.token_hash, end_revoked)
 
     async def stream() -> AsyncIterator[bytes]:
+        # The replay feeds the response as it is written: it must run alongside it.
+        replay = asyncio.create_task(
+            state.attach(actor, sink, replay="attach", after_seq=cursor or 0), name=f"replay-{sink.id}"
+        )
+        replay.add_done_callback(sink.replay_done)
         try:
             async for chunk in sink.frames(state.settings.sse_heartbeat_s):
                 yield chunk
@@ -129,6 +158,8 @@ async def session_events(
                     return
         finally:
             forget()
+            sink.closed = True
+            replay.cancel()  # it ends at its next await (and detaches)
             with contextlib.suppress(Exception):
                 await state.detach(session_id, sink.id)
 

@@ -376,10 +376,6 @@ async def test_a_fork_racing_a_delete_is_not_an_internal_error(server_factory: A
         await still_usable(client)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 9: a failed attach (bad cursor) detaches the connection's existing subscription",
-)
 async def test_a_refused_attach_leaves_the_existing_subscription(
     server_factory: Any, workspace: Path
 ) -> None:
