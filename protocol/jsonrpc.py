@@ -21,6 +21,7 @@ class ErrorCode(IntEnum):
     # ACP
     AUTH_REQUIRED = -32000
     RESOURCE_NOT_FOUND = -32002
+    REQUEST_CANCELLED = -32800  # the caller sent `$/cancel_request` for it (LSP's range)
     # agentd's own (documented in docs/protocol.md)
     SESSION_BUSY = -32011  # reserved: an operation that needs an idle session
     TURN_FAILED = -32012  # the prompt's turn ended `Failed`; `data` carries the error kind

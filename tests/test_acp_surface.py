@@ -5,6 +5,7 @@ agrees — implemented agent-side methods are dispatched, unsupported ones are a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -91,5 +92,32 @@ async def test_unsupported_methods_answer_method_not_found_with_the_reason(
             assert "sessions" in await client.call("session/list", {})
             init = next(f for f in client.frames if f.get("id") == 1)["result"]
             assert "auth" not in init["agentCapabilities"]  # logout is not advertised
+        finally:
+            await client.close()
+
+
+async def test_cancel_request_abandons_a_request_and_the_turn_goes_on(
+    server_factory: Any, workspace: Path
+) -> None:
+    from tests.client import agent_text, text_prompt
+    from tests.test_attach import has_turn_ended, until
+
+    provider = scripted({"text": "slow but sure", "delay": 1.0, "chunk_size": 2, "chunk_delay": 0.05})
+    async with server_factory(provider) as server:
+        client = await server.client()
+        try:
+            sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+            pending = asyncio.ensure_future(client.request("session/prompt", text_prompt(sid, "go"), id=77))
+            await until(lambda: any(a.running_turn_id for a in server.app.state.agentd.manager.live()))
+            await client.notify("$/cancel_request", {"requestId": 77})
+            answer = await asyncio.wait_for(pending, 30)
+            assert answer["error"]["code"] == -32800, answer
+            # The turn goes on for the session (and anyone watching it).
+            await until(has_turn_ended(client, sid))
+            assert agent_text(client.updates(sid)) == "slow but sure"
+            # Cancelling something unknown or finished changes nothing.
+            await client.notify("$/cancel_request", {"requestId": 12345})
+            await client.notify("$/cancel_request", {"requestId": 77})
+            assert "sessions" in await client.call("session/list", {})
         finally:
             await client.close()

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CANCEL_REQUEST = "$/cancel_request"
+
 _CLOSE = object()
 
 
@@ -49,6 +51,9 @@ class Connection:
         self._pending: dict[int | str, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
+        # In-flight requests by id, and those the client cancelled (`$/cancel_request`).
+        self._requests: dict[int | str, asyncio.Task[None]] = {}
+        self._cancelled: set[int | str] = set()
         self.closed = False
 
     # ------------------------------------------------------------------ outgoing
@@ -150,7 +155,24 @@ class Connection:
         if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
             self._on_response(raw)
             return
-        self._spawn(self._handle_one(raw))
+        if isinstance(raw, dict) and raw.get("method") == CANCEL_REQUEST and "id" not in raw:
+            self._cancel_request(raw.get("params"))
+            return
+        req_id = raw.get("id") if isinstance(raw, dict) and "method" in raw else None
+        task = self._spawn(self._handle_one(raw, req_id if isinstance(req_id, (int, str)) else None))
+        if isinstance(req_id, (int, str)) and not isinstance(req_id, bool):
+            self._requests[req_id] = task
+
+    def _cancel_request(self, params: Any) -> None:
+        """`$/cancel_request {requestId}`: the request is abandoned and answered -32800. A
+        prompt's turn goes on (it belongs to the session, which other clients may watch):
+        `session/cancel` stops a turn."""
+        req_id = params.get("requestId") if isinstance(params, dict) else None
+        task = self._requests.get(req_id) if isinstance(req_id, (int, str)) else None
+        if task is None or task.done():
+            return  # finished already, or never seen: nothing to do (it is a notification)
+        self._cancelled.add(req_id)  # type: ignore[arg-type]
+        task.cancel()
 
     def _on_response(self, raw: dict[str, Any]) -> None:
         problem = response_problem(raw)
@@ -176,10 +198,11 @@ class Connection:
         else:
             fut.set_result(raw.get("result"))
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _handle_batch(self, items: list[Any]) -> None:
         responses = await asyncio.gather(*(self._dispatch(item) for item in items))
@@ -187,8 +210,18 @@ class Connection:
         if out and not self.closed:
             await self._out.put(orjson.dumps(out).decode())
 
-    async def _handle_one(self, raw: Any) -> None:
-        resp = await self._dispatch(raw)
+    async def _handle_one(self, raw: Any, req_id: int | str | None = None) -> None:
+        try:
+            resp = await self._dispatch(raw)
+        except asyncio.CancelledError:
+            if req_id is None or req_id not in self._cancelled or self.closed:
+                raise
+            self._cancelled.discard(req_id)
+            err = RpcError(ErrorCode.REQUEST_CANCELLED, "Request cancelled ($/cancel_request)")
+            resp = error_response(req_id, err)
+        finally:
+            if req_id is not None and self._requests.get(req_id) is asyncio.current_task():
+                del self._requests[req_id]
         if resp is not None and not self.closed:
             # A response is never dropped: it awaits room (it may follow a long replay).
             await self._out.put(orjson.dumps(resp).decode())
