@@ -24,6 +24,15 @@ class RpcFailed(Exception):
         self.code = error.get("code")
 
 
+class AnswerError(Exception):
+    """Raised by an `on_request` handler: the client answers the server's request with it."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 class WsClient:
     def __init__(self, ws: Any) -> None:
         self.ws = ws
@@ -76,7 +85,12 @@ class WsClient:
     async def _answer(self, msg: dict[str, Any]) -> None:
         if self.on_request is None:
             return  # leave it pending (a client that never answers)
-        result = await self.on_request(msg)
+        try:
+            result = await self.on_request(msg)
+        except AnswerError as err:  # the client answers with a JSON-RPC error
+            error = {"code": err.code, "message": err.message}
+            await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error}))
+            return
         if result is not None:
             await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}))
 

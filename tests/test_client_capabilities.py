@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from server.config import PermissionMode
-from tests.client import WsClient, text_prompt
+from tests.client import AnswerError, WsClient, text_prompt
 from tests.conftest import scripted
 
 EDITOR_CAPS = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
@@ -137,3 +137,73 @@ async def test_paths_outside_the_workspace_never_reach_the_editor(server_factory
         await client.close()
     assert "outside" in tool_results(provider)["r"]
     assert [m for m, _ in editor.calls if m.startswith("fs/")] == []
+
+
+class NewFileEditor(Editor):
+    """An editor with no buffer for the file: `fs/read_text_file` answers -32002."""
+
+    async def __call__(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["method"] == "fs/read_text_file" and msg["params"]["path"] not in self.buffers:
+            self.calls.append((msg["method"], msg["params"]))
+            raise AnswerError(-32002, "Resource not found")
+        return await super().__call__(msg)
+
+
+async def test_a_missing_file_in_the_editor_means_a_new_file(server_factory, workspace: Path) -> None:
+    """Issue 12 item 5: -32002 from fs/read_text_file is "new file" for write_file."""
+    provider = scripted(
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.py", "content": "x\n"}}]},
+        {"text": "created"},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        editor = NewFileEditor({})
+        client = await WsClient.connect(server.base_url, **EDITOR_CAPS)
+        client.on_request = editor
+        try:
+            sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+            done = await client.call("session/prompt", text_prompt(sid, "create it"))
+            assert done["stopReason"] == "end_turn"
+        finally:
+            await client.close()
+    target = str(workspace / "new.py")
+    assert editor.buffers[target] == "x\n"
+    assert [m for m, _ in editor.calls] == ["fs/read_text_file", "fs/write_text_file"]
+    assert next(iter(tool_results(provider).values())).startswith("Created new.py")
+
+
+async def test_a_command_in_the_editors_terminal_is_embedded_before_release(
+    server_factory, workspace: Path
+) -> None:
+    """Issue 12 item 5: the tool call shows `{type: terminal, terminalId}` while the
+    terminal still exists, so the editor renders its live output."""
+    provider = scripted(
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "make test"}, "id": "b"}]},
+        {"text": "done"},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await WsClient.connect(server.base_url, **EDITOR_CAPS)
+        embedded_at_release: list[bool] = []
+        inner = Editor({})
+
+        async def editor(msg: dict[str, Any]) -> dict[str, Any]:
+            if msg["method"] == "terminal/release":
+                embedded_at_release.append(
+                    any(
+                        {"type": "terminal", "terminalId": "term-1"} in (u.get("content") or [])
+                        for u in client.updates()
+                        if u["sessionUpdate"] == "tool_call_update"
+                    )
+                )
+            return await inner(msg)
+
+        client.on_request = editor
+        try:
+            sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+            done = await client.call("session/prompt", text_prompt(sid, "test"))
+            assert done["stopReason"] == "end_turn"
+            finals = [u for u in client.updates(sid) if u["sessionUpdate"] == "tool_call_update"]
+            final = [u for u in finals if u.get("status")][-1]
+        finally:
+            await client.close()
+    assert embedded_at_release == [True]
+    assert {"type": "terminal", "terminalId": "term-1"} in final["content"]

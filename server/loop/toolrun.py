@@ -239,10 +239,18 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
             },
         )
 
+    async def content(blocks: list[dict[str, Any]]) -> None:
+        ctx.events.emit_transient(
+            EventKind.TOOL_CALL_PROGRESS,
+            {"sessionUpdate": "tool_call_update", "toolCallId": slot.call.id, "content": blocks},
+        )
+        await ctx.events.flushed()  # in the clients' queues before the tool goes on
+
     tool_ctx = ToolContext(
         cwd=ctx.cwd,
         session_id=ctx.session_id,
         report_progress=progress,
+        report_content=content,
         interrupted=ctx.interrupted,
         background=ctx.background,
         todos=ctx.todos,

@@ -67,6 +67,8 @@ class ToolContext:
     session_id: str
     # Streams interim output to clients (a `tool_call_update` with content); optional.
     report_progress: Callable[[str], Awaitable[None]] | None = None
+    # Shows ACP tool-call content while the call runs (e.g. the client terminal it runs in).
+    report_content: Callable[[list[dict[str, Any]]], Awaitable[None]] | None = None
     # Set while user input waits to be interjected: long waits return early (R-T7).
     interrupted: asyncio.Event | None = None
     # The session's background tasks (`bash` run_in_background, `wait`, `task_output`).

@@ -182,7 +182,16 @@ def _signal_name(num: int) -> str:
 async def _in_client_terminal(command: str, ctx: ToolContext, limit_s: float) -> ToolResult:
     """The command runs in the editor's terminal (R-T6), with the same result shape."""
     assert ctx.client is not None
-    text, rc, timed_out = await ctx.client.run_command(command, ctx.cwd, limit_s, OUTPUT_CAP * 4)
+    embedded: list[dict[str, Any]] = []
+
+    async def show(terminal_id: str) -> None:
+        embedded.append({"type": "terminal", "terminalId": terminal_id})
+        if ctx.report_content is not None:
+            await ctx.report_content(embedded)
+
+    text, rc, timed_out = await ctx.client.run_command(
+        command, ctx.cwd, limit_s, OUTPUT_CAP * 4, on_terminal=show
+    )
     capped = _CappedOutput(OUTPUT_CAP)
     capped.add(text)
     body = capped.render().rstrip("\n") or "(no output)"
@@ -192,11 +201,12 @@ async def _in_client_terminal(command: str, ctx: ToolContext, limit_s: float) ->
         return ToolResult(
             output=f"{body}\n[timed out after {limit_s:g} s; the command was killed]",
             is_error=True,
+            content=embedded,
             raw_output=raw,
         )
     if rc:
         body += f"\n[exit code {rc}]"
-    return ToolResult(output=body, raw_output=raw)
+    return ToolResult(output=body, content=embedded, raw_output=raw)
 
 
 def _parse_timeout(args: dict[str, Any]) -> float:

@@ -15,9 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol.jsonrpc import ErrorCode, RpcError
 from server.tools.base import ToolError
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
+# Told the terminal's id as soon as it exists, so the tool call can embed it (live output).
+OnTerminal = Callable[[str], Awaitable[None]]
+
+
+class ClientFileMissing(ToolError):
+    """The client answered `-32002` (resource not found) for a file."""
 
 
 @dataclass
@@ -31,6 +38,10 @@ class ClientBridge:
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
         try:
             return await self.request(method, {"sessionId": self.session_id, **params})
+        except RpcError as exc:
+            if exc.code == ErrorCode.RESOURCE_NOT_FOUND:
+                raise ClientFileMissing(f"the client has no {params.get('path', 'such file')}") from None
+            raise ToolError(f"the client could not {method}: {exc}") from None
         except Exception as exc:  # the client refused or went away: the model reads why
             raise ToolError(f"the client could not {method}: {exc}") from None
 
@@ -41,11 +52,24 @@ class ClientBridge:
             raise ToolError("the client answered fs/read_text_file without content")
         return content
 
+    async def read_existing(self, path: Path) -> str | None:
+        """The file's text, or None when the client says it does not exist (-32002): for a
+        write, that means "a new file", as editors expect."""
+        try:
+            return await self.read_text_file(path)
+        except ClientFileMissing:
+            return None
+
     async def write_text_file(self, path: Path, content: str) -> None:
         await self._call("fs/write_text_file", {"path": str(path), "content": content})
 
     async def run_command(
-        self, command: str, cwd: Path, limit_s: float, output_limit: int
+        self,
+        command: str,
+        cwd: Path,
+        limit_s: float,
+        output_limit: int,
+        on_terminal: OnTerminal | None = None,
     ) -> tuple[str, int | None, bool]:
         """Run `command` in the client's terminal; (output, exit code or None, timed out)."""
         created = await self._call(
@@ -60,6 +84,8 @@ class ClientBridge:
         terminal = {"terminalId": created["terminalId"]}
         timed_out = False
         try:
+            if on_terminal is not None:  # the editor shows its live output in the tool call
+                await on_terminal(str(created["terminalId"]))
             try:
                 async with asyncio.timeout(limit_s):
                     await self._call("terminal/wait_for_exit", terminal)

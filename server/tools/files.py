@@ -286,7 +286,7 @@ class WriteFile:
         except UnicodeEncodeError as exc:  # lone surrogates from a bad JSON escape
             raise ToolError(f"content is not encodable as UTF-8: {exc}") from None
         if ctx.client is not None and ctx.client.can_write:
-            old = await ctx.client.read_text_file(path) if ctx.client.can_read else None
+            old = await ctx.client.read_existing(path) if ctx.client.can_read else None
             await ctx.client.write_text_file(path, content)
         else:
             old = await run_blocking(
