@@ -47,6 +47,8 @@ from server.transport.origin import OriginGuard
 from server.transport.revocation import LiveTokens
 from server.transport.rpc import Dispatcher
 from server.transport.sse import router as sse_router
+from server.transport.streamable_http import close_all as close_http_connections
+from server.transport.streamable_http import router as streamable_router
 from server.transport.websocket import acp_endpoint
 
 log = logging.getLogger(__name__)
@@ -221,6 +223,7 @@ def create_app(
         finally:
             sweeper.cancel()
             revoker.cancel()
+            close_http_connections(app.state.agentd)
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
             await writer.stop()
             aclose = getattr(prov, "aclose", None)
@@ -253,6 +256,7 @@ def create_app(
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*loopback, *settings.allowed_hosts])
     app.include_router(router)
     app.include_router(sse_router)
+    app.include_router(streamable_router)
     app.include_router(docs_router)
     app.add_api_websocket_route("/acp", acp_endpoint)
     return app
