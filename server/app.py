@@ -24,6 +24,7 @@ from server.loop.budget import BudgetLimits
 from server.loop.context import Lane
 from server.loop.goal import GoalLimits
 from server.loop.limits import LoopLimits
+from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
 from server.providers.base import Provider
 from server.providers.factory import make_lanes, make_provider
@@ -170,6 +171,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if problem := insecure_bind(settings.host, settings.auth):
             raise RuntimeError(problem)
+        if settings.memory_trim_s > 0:
+            limit_arenas()  # before the database driver's threads allocate
         store = await Store.open(
             settings.resolved_database_url(),
             settings.pool_limits(),
@@ -197,6 +200,7 @@ def create_app(
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         metrics.track_sessions(manager.live)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
+        trimmer = asyncio.create_task(run_trimmer(settings.memory_trim_s), name="memory-trim")
         live_tokens = LiveTokens()
         revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")
         if settings.auto_resume:
@@ -222,6 +226,7 @@ def create_app(
             yield
         finally:
             sweeper.cancel()
+            trimmer.cancel()
             revoker.cancel()
             close_http_connections(app.state.agentd)
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()

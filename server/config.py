@@ -199,6 +199,8 @@ class Settings(BaseSettings):
     # An actor with no clients, no queued or running work is evicted after this (R-S5);
     # it is recreated from the store on demand.
     idle_evict_s: float = 600.0
+    # How often the server may hand freed memory back to the OS after growing (0: never).
+    memory_trim_s: float = 10.0
     # On shutdown, running turns get this long to stop at their next budget gate, then
     # are cancelled (R-S5); waiting requests are answered before connections close.
     shutdown_grace_s: float = 10.0
