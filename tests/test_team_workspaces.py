@@ -92,7 +92,7 @@ async def test_each_principal_gets_its_own_root_and_cannot_reach_anothers(
 async def test_grants_add_roots_and_loading_checks_the_sessions_own_cwd(
     server_factory, tmp_path: Path
 ) -> None:
-    root, shared = (tmp_path / "roots").resolve(), (tmp_path / "shared").resolve()
+    root, shared = (tmp_path / "roots").resolve(), (tmp_path / "common").resolve()
     shared.mkdir()
     db = f"sqlite+aiosqlite:///{tmp_path / 'agentd.db'}"
     tokens: dict[str, str] = {}
