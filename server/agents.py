@@ -62,6 +62,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import jsonschema
 
+from server.core.completion import CompletionRequirement  # re-exported from here too
 from server.loop.structured import STRUCTURED_OUTPUT_TOOL
 from server.tools.registry import BUILTIN_TOOLS
 
@@ -85,23 +86,6 @@ COMPLETION_KEYS = ("tool", "max_retries", "base_delay_ms", "max_delay_ms")
 
 
 # --- the static definition ---
-
-
-@dataclass(frozen=True)
-class CompletionRequirement:
-    """A tool that must be called before a turn may complete (R-L2b), and the recovery pacing:
-    after a completion without it, wait `delay_s(n)` before recovery round n (1-based)."""
-
-    tool: str
-    max_retries: int = 3
-    base_delay_ms: int = 500
-    max_delay_ms: int = 8000
-
-    def delay_s(self, attempt: int) -> float:
-        """`min(base·2^(attempt-1), max)` in seconds; `attempt` is 1-based."""
-        if attempt < 1:
-            raise ValueError(f"attempt is 1-based, got {attempt}")
-        return min(self.base_delay_ms * 2 ** (attempt - 1), self.max_delay_ms) / 1000
 
 
 @dataclass(frozen=True)

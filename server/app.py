@@ -19,14 +19,14 @@ from server import __version__
 from server.agents import AgentDefinition, default_definitions
 from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
 from server.config import AuthMode, Settings
+from server.core.lane import Lane
+from server.core.provider import Provider
 from server.logs import redact_tokens_in_server_logs
 from server.loop.budget import BudgetLimits
-from server.loop.context import Lane
 from server.loop.goal import GoalLimits
 from server.loop.limits import LoopLimits
 from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
-from server.providers.base import Provider
 from server.providers.factory import make_lanes, make_provider
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Attach, AttachComplete, Detach

@@ -13,6 +13,8 @@ from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from server.core.modes import PermissionMode, SqliteSynchronous  # re-exported from here too
+
 if TYPE_CHECKING:
     from server.store.db import PoolLimits
 
@@ -48,21 +50,6 @@ class LogLevel(StrEnum):
 class LogFormat(StrEnum):
     TEXT = "text"
     JSON = "json"  # one JSON object per line (structlog)
-
-
-class SqliteSynchronous(StrEnum):
-    """SQLite's `PRAGMA synchronous` (in WAL mode): when a commit waits for the disk."""
-
-    NORMAL = "normal"  # survives a crash of agentd; a power loss may undo the last commits
-    FULL = "full"  # every commit is on disk before it returns: survives a power loss too
-    EXTRA = "extra"  # FULL, and the directory is synced as well
-
-
-class PermissionMode(StrEnum):
-    DEFAULT = "default"  # ask for edits and commands
-    ACCEPT_EDITS = "accept_edits"  # edits allowed, commands ask
-    BYPASS = "bypass"  # approve everything
-    PLAN = "plan"  # read-only; refuses writes whatever else is on record
 
 
 class FallbackLane(BaseModel):

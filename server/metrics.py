@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from server.session.events import EventKind
+from server.core.events import EventKind
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 

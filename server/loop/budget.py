@@ -20,7 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from server.providers.base import Usage
+from server.core.provider import Usage
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from server.loop.conversation import Message
-from server.providers.base import Provider, ProviderRequest, TextDelta
+from server.core.conversation import Message
+from server.core.provider import Provider, ProviderRequest, TextDelta
 
 
 @dataclass(frozen=True)

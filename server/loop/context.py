@@ -13,17 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from server.agents import CompletionRequirement
-from server.config import PermissionMode
+from server.core.completion import CompletionRequirement
+from server.core.conversation import Message
+from server.core.events import EventKind
+from server.core.lane import Lane  # re-exported from here too
+from server.core.modes import PermissionMode
+from server.core.provider import Provider
 from server.loop.budget import BudgetLimits, BudgetState
-from server.loop.conversation import Message
 from server.loop.goal import GoalState
 from server.loop.limits import LoopLimits
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
 from server.loop.usage import Price
-from server.providers.base import Provider
-from server.session.events import EventKind
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
 from server.tools.client_bridge import ClientBridge
@@ -136,13 +137,6 @@ class Conversation:
 
     def __len__(self) -> int:
         return len(self._messages)
-
-
-@dataclass(frozen=True)
-class Lane:
-    provider: Provider
-    model: str
-    name: str
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from server.loop.conversation import ToolCall
+from server.core.conversation import ToolCall
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
-from server.loop.conversation import Message
-from server.loop.errors import HarnessError
-from server.providers.base import Provider, ProviderRequest, TextDelta, Usage
+from server.core.conversation import Message
+from server.core.errors import HarnessError
+from server.core.provider import Provider, ProviderRequest, TextDelta, Usage
 
 CONTINUATION_TAG = "goal_continuation"
 

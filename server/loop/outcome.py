@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from protocol.acp import StopReason
-from server.loop.errors import ErrorKind, HarnessError
+from server.core.errors import ErrorKind, HarnessError
 
 
 class OutcomeKind(StrEnum):

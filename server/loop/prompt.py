@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from protocol.acp import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
-from server.loop.conversation import Image
+from server.core.conversation import Image
 
 # What providers accept natively (OpenAI and Anthropic alike); others stay a text note.
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})

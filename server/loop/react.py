@@ -15,6 +15,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from server.core.conversation import Message, ToolCall
+from server.core.errors import ErrorKind, HarnessError
+from server.core.events import EventKind
+from server.core.provider import ProviderRequest, StopReason, Usage
 from server.loop.budget import (
     BudgetStop,
     BudgetStopKind,
@@ -25,9 +29,7 @@ from server.loop.budget import (
 )
 from server.loop.compaction import compact, compactable, estimate_tokens, should_compact
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
-from server.loop.conversation import Message, ToolCall
 from server.loop.detection import NUDGE_TEXT, Nudge, Stop
-from server.loop.errors import ErrorKind, HarnessError
 from server.loop.max_tokens import (
     CONTINUE_TEXT,
     EMPTY_FAILURE_TEXT,
@@ -51,8 +53,6 @@ from server.loop.structured import (
 from server.loop.todo_gate import todo_gate
 from server.loop.toolrun import execute_tool_round, skip_tool_round
 from server.loop.turn_state import TurnState
-from server.providers.base import ProviderRequest, StopReason, Usage
-from server.session.events import EventKind
 from server.tools.base import ToolResult
 
 

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-from server.loop.conversation import Message, ToolCall
+from server.core.conversation import Message, ToolCall
 
 
 class RepairReason(StrEnum):

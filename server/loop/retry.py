@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from server.loop.errors import ErrorKind, HarnessError, RecoveryHint, hint
+from server.core.errors import ErrorKind, HarnessError, RecoveryHint, hint
 
 
 class Bucket(StrEnum):

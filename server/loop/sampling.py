@@ -6,11 +6,9 @@ import contextlib
 import uuid
 from dataclasses import dataclass, field
 
-from server.loop.context import TurnContext
-from server.loop.conversation import Message, ToolCall
-from server.loop.detection import RepetitionDetector, RepetitionHit
-from server.loop.structured import SHIM_REMINDER
-from server.providers.base import (
+from server.core.conversation import Message, ToolCall
+from server.core.events import EventKind
+from server.core.provider import (
     ProviderRequest,
     ReasoningDelta,
     Stop,
@@ -20,7 +18,9 @@ from server.providers.base import (
     ToolSpec,
     Usage,
 )
-from server.session.events import EventKind
+from server.loop.context import TurnContext
+from server.loop.detection import RepetitionDetector, RepetitionHit
+from server.loop.structured import SHIM_REMINDER
 from server.tools.registry import system_prompt_guidance
 
 

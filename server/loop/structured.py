@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from server.providers.base import ToolSpec
+from server.core.provider import ToolSpec
 
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 

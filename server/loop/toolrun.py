@@ -18,10 +18,10 @@ from typing import Any
 
 import jsonschema
 
+from server.core.conversation import Message, ToolCall
+from server.core.events import EventKind
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
-from server.loop.conversation import Message, ToolCall
 from server.loop.detection import NoProgress, with_no_progress_note
-from server.session.events import EventKind
 from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
 from server.tools.hooks import HookDecision
 from server.tools.permissions import PERMISSION_OPTIONS, Decision, Remembered, decide, plan_mode_refuses

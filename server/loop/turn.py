@@ -18,9 +18,10 @@ import dataclasses
 import logging
 from typing import Any
 
+from server.core.conversation import Message
+from server.core.errors import ErrorKind, HarnessError
+from server.core.events import EventKind
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
-from server.loop.conversation import Message
-from server.loop.errors import ErrorKind, HarnessError
 from server.loop.goal import (
     WRAP_UP_TEXT,
     GoalAction,
@@ -37,7 +38,6 @@ from server.loop.outcome import OutcomeKind, TurnOutcome
 from server.loop.react import run_compaction, run_react
 from server.loop.structured import STRUCTURED_OUTPUT_TOOL
 from server.loop.turn_state import TurnState
-from server.session.events import EventKind
 from server.tools.hooks import HookDecision, HookVerdict
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.providers.base import Usage
+from server.core.provider import Usage
 
 
 @dataclass(frozen=True)

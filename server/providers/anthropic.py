@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from server.loop.conversation import Message
-from server.loop.errors import ErrorKind, HarnessError
-from server.providers.base import (
+from server.core.conversation import Message
+from server.core.errors import ErrorKind, HarnessError
+from server.core.provider import (
     ProviderRequest,
     ReasoningDelta,
     Stop,

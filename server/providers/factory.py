@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from server.config import ProviderName, Settings, redact_url
-from server.loop.context import Lane
-from server.providers.base import Provider
+from server.core.lane import Lane
+from server.core.provider import Provider
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from server.loop.errors import ErrorKind, HarnessError
+from server.core.errors import ErrorKind, HarnessError
 
 T = TypeVar("T")
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from server.loop.errors import ErrorKind, HarnessError
-from server.providers.base import (
+from server.core.errors import ErrorKind, HarnessError
+from server.core.provider import (
     ProviderRequest,
     ReasoningDelta,
     Stop,

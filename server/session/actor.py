@@ -27,10 +27,12 @@ from protocol.acp import ContentBlock, RequestPermissionResult, TextContent, dum
 from protocol.jsonrpc import ErrorCode, RpcError
 from server.agents import DEFAULT_AGENT, AgentDefinition
 from server.config import PermissionMode, Settings
+from server.core.conversation import Message, ToolCall
+from server.core.errors import ErrorKind, HarnessError
+from server.core.events import Event, EventKind
+from server.core.provider import Provider
 from server.loop.budget import BudgetLimits
 from server.loop.context import Conversation, Interjection, Lane, PermissionAnswer, TurnContext
-from server.loop.conversation import Message, ToolCall
-from server.loop.errors import ErrorKind, HarnessError
 from server.loop.goal import GoalState
 from server.loop.limits import LoopLimits
 from server.loop.outcome import OutcomeKind, TurnOutcome, stop_reason
@@ -45,7 +47,6 @@ from server.loop.turn_state import TurnState
 from server.loop.usage import Price, UsageLedger
 from server.metrics import Metrics
 from server.overload import session_failed, session_stopping
-from server.providers.base import Provider
 from server.session import queue_ops
 from server.session.commands import (
     Attach,
@@ -74,7 +75,6 @@ from server.session.commands import (
 )
 from server.session.config_options import config_options, model_choices
 from server.session.eventlog import EventWriter
-from server.session.events import Event, EventKind
 from server.session.hub import EventHub, FrameSink
 from server.session.local_commands import (
     Skill,

@@ -24,8 +24,8 @@ from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
+from server.core.events import Event
 from server.metrics import Metrics
-from server.session.events import Event
 from server.store.db import Batch, Store, StoredEvent
 from server.store.queue_rows import QueueWrite
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from server.session.events import Event, EventKind
+from server.core.events import Event, EventKind
 from server.session.render import Frame, acp_replay_frames, for_client, live_frames
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}

@@ -15,12 +15,12 @@ from typing import Any
 
 from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import PermissionMode
-from server.loop.conversation import Message
+from server.core.conversation import Message
+from server.core.events import EventKind
 from server.loop.outcome import TurnOutcome
 from server.overload import RetryReason, session_stopping
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import PromptDone, Shutdown
-from server.session.events import EventKind
 from server.store.db import SessionRecord, Store
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.acp import chunk_update, session_notification
-from server.session.events import Event, EventKind
+from server.core.events import Event, EventKind
 
 Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification
 

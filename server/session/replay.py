@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 
-from server.session.events import Event, EventKind
+from server.core.events import Event, EventKind
 from server.session.hub import FrameSink, Subscriber
 from server.session.render import Frame, acp_replay_frames, attach_frames, for_client
 from server.store.db import Store

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, delete, event, func, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from server.config import SqliteSynchronous
+from server.core.modes import SqliteSynchronous
 from server.store import queue_rows
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
 from server.store.queue_rows import QueueWrite

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from server.config import PermissionMode
+from server.core.modes import PermissionMode
 from server.tools.base import Access
 
 

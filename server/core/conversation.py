@@ -1,0 +1,52 @@
+"""Provider-neutral conversation messages.
+
+The conversation is what the model sees; it is persisted message by message and rebuilt
+on restart. Providers translate it into their own wire format.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    # Raw JSON text exactly as the model produced it; parsed by the tool dispatcher so a
+    # malformed argument string becomes a readable tool error, not a crash.
+    arguments: str = "{}"
+
+
+class Image(BaseModel):
+    """An image the user attached (ACP `image` block): base64 data and its MIME type."""
+
+    mime_type: str
+    data: str
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    images: list[Image] = Field(default_factory=list)  # role == "user": sent in the provider's format
+    tool_call_id: str | None = None  # role == "tool"
+    name: str | None = None  # tool name, role == "tool"
+    is_error: bool = False  # role == "tool"
+    # agentd's own marker for messages it wrote (e.g. "compaction_summary",
+    # "goal_continuation"); never sent to providers.
+    tag: str | None = None
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", content=text)
+
+    @classmethod
+    def user(cls, text: str, images: list[Image] | None = None) -> Message:
+        return cls(role="user", content=text, images=images or [])
+
+    @classmethod
+    def tool_result(cls, call: ToolCall, output: str, *, is_error: bool = False) -> Message:
+        return cls(role="tool", content=output, tool_call_id=call.id, name=call.name, is_error=is_error)
