@@ -21,9 +21,9 @@ from typing import Any
 from protocol.acp import dump
 from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import Settings
+from server.core.input_limits import limit_exceeded, prompt_bytes
 from server.session import queue_ops
 from server.store.queue_rows import QueueWrite
-from server.transport.guards import limit_exceeded, prompt_bytes
 
 
 class LeftQueue(StrEnum):

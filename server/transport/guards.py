@@ -13,12 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.acp import ContentBlock, EmbeddedResource, TextContent
+from protocol.acp import ContentBlock
 from protocol.jsonrpc import ErrorCode, RpcError
-
-
-def limit_exceeded(what: str, maximum: float, message: str, **extra: Any) -> RpcError:
-    return RpcError(ErrorCode.LIMIT_EXCEEDED, message, {"limit": what, "max": maximum, **extra})
+from server.core.input_limits import limit_exceeded, prompt_bytes  # re-exported from here too
 
 
 def json_depth(value: Any) -> int:
@@ -48,19 +45,6 @@ def check_depth(raw: Any, maximum: int) -> RpcError | None:
             {"limit": "json_depth", "max": maximum},
         )
     return None
-
-
-def prompt_bytes(blocks: Sequence[ContentBlock]) -> int:
-    """The size a prompt brings into the conversation: its text and embedded resources."""
-    total = 0
-    for block in blocks:
-        if isinstance(block, TextContent):
-            total += len(block.text.encode())
-        elif isinstance(block, EmbeddedResource):
-            total += len((block.resource.text or block.resource.blob or "").encode())
-        else:
-            total += len(block.model_dump_json().encode())
-    return total
 
 
 def check_prompt_size(blocks: Sequence[ContentBlock], maximum: int) -> None:

@@ -1,0 +1,219 @@
+"""One dependency direction (issue 11): every import inside `server/` and `protocol/` goes down
+the layer map below, and no two packages import each other.
+
+The intended direction is
+
+    composition root (cli, demo, embedded, app, serve, preflight, chat)
+      → transport → session → agents → loop → (providers, tools)
+      → small shared modules (auth, metrics, logs, memory, overload, terminal)
+      → config → store → core → protocol
+
+`server/core/` holds the shared domain types (messages, error kinds, event kinds, the provider
+protocol and its stream events, Lane, permission modes); `protocol/` (wire models) imports nothing
+from `server/`, and the store imports only core.
+
+Every import counts, wherever it is written: at module level, inside a function (a deferred
+import is still a dependency), and under `if TYPE_CHECKING:` (a type-only import still couples
+the packages and would hide a cycle), so each one must go down the map too. The few edges that
+cannot go down yet are listed, with the reason, in `KNOWN_EXCEPTIONS`: the test fails on any
+other upward import or cycle, and also when a listed exception has gone (so the list only shrinks).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("server", "protocol")
+
+# Rank of each layer: a module may import from its own layer and from layers of a strictly lower
+# rank; layers of equal rank (e.g. providers and tools) stay independent of each other. A layer is
+# a sub-package of `server/` (`server/loop/…` → "loop"), a top-level module of `server/`
+# (`server/config.py` → "config"), or "protocol".
+LAYERS: dict[str, int] = {
+    "protocol": 0,  # wire models: pydantic only
+    "server": 0,  # server/__init__.py: just __version__
+    "core": 1,  # shared domain types; may use protocol's wire models
+    "store": 2,  # SQLAlchemy tables and the Store
+    "config": 3,  # settings; builds the store's pool limits
+    # small shared modules used by several layers above
+    "auth": 4,
+    "logs": 4,
+    "memory": 4,
+    "metrics": 4,
+    "overload": 4,
+    "terminal": 4,
+    "providers": 5,
+    "tools": 5,
+    "loop": 6,
+    "agents": 7,  # agent definitions: name loop's structured-output tool and the tool registry
+    "session": 8,
+    "transport": 9,
+    # the composition root and the clients, at the top
+    "app": 10,
+    "serve": 10,
+    "preflight": 10,
+    "chat": 10,
+    "embedded": 11,
+    "demo": 12,
+    "cli": 13,
+}
+
+# (importer module, imported module) edges allowed to go up, each with why it is still there.
+KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset(
+    {
+        # Type-only: the dispatcher and the connection are handed the AppState the composition root
+        # builds; moving AppState below the transport means splitting app.py (being reworked
+        # separately), so the annotation still names it.
+        ("server.transport.connection", "server.app"),
+        ("server.transport.rpc", "server.app"),
+        # `agentd acp --listen` also serves HTTP from the stdio process: a deferred import of the
+        # server runner (composition root) from the stdio transport.
+        ("server.transport.stdio", "server.serve"),
+    }
+)
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "protocol":
+        return "protocol"
+    return parts[1] if len(parts) > 1 else "server"
+
+
+def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every in-repo module `module` imports, anywhere in the file."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join([*base, node.module] if node.module else base)
+            else:
+                source = node.module or ""
+            # `from server.store import queue_rows` imports the module server.store.queue_rows
+            names = [
+                f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                for alias in node.names
+            ]
+        for name in names:
+            # `import server.loop.turn` → the deepest in-repo module named
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+    return targets
+
+
+def _edges() -> set[tuple[str, str]]:
+    modules = _modules()
+    return {(m, t) for m, path in modules.items() for t in _imports(m, path, modules)}
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted(m for m in _modules() if layer_of(m) not in LAYERS)
+    assert not unplaced, f"place these in LAYERS (tests/unit/test_architecture.py): {unplaced}"
+
+
+def test_imports_go_down_the_layers() -> None:
+    upward = sorted(
+        f"{src} ({layer_of(src)}) -> {dst} ({layer_of(dst)})"
+        for src, dst in _edges()
+        if layer_of(src) != layer_of(dst)
+        and LAYERS.get(layer_of(dst), 99) >= LAYERS.get(layer_of(src), -1)
+        and (src, dst) not in KNOWN_EXCEPTIONS
+    )
+    assert not upward, "imports that go up (or sideways) the layer map:\n" + "\n".join(upward)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_between_packages() -> None:
+    graph: dict[str, set[str]] = defaultdict(set)
+    witness: dict[tuple[str, str], str] = {}
+    for src, dst in sorted(_edges() - KNOWN_EXCEPTIONS):
+        a, b = layer_of(src), layer_of(dst)
+        if a != b:
+            graph[a].add(b)
+            witness.setdefault((a, b), f"{src} -> {dst}")
+    cycles = _cycles(graph)
+    described = [
+        f"{' <-> '.join(c)}: "
+        + "; ".join(witness[(a, b)] for a in c for b in c if (a, b) in witness)
+        for c in cycles
+    ]
+    assert not cycles, "import cycles between packages:\n" + "\n".join(described)
+
+
+def test_known_exceptions_still_exist() -> None:
+    """A fixed exception must leave the list, so it cannot silently come back."""
+    stale = sorted(KNOWN_EXCEPTIONS - _edges())
+    assert not stale, f"no longer imported; remove from KNOWN_EXCEPTIONS: {stale}"
+
+
+def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
+    """The parser catches function-level, TYPE_CHECKING and relative imports (else the
+    layering tests above would pass vacuously)."""
+    modules = {"server.loop.x": tmp_path / "x.py", "server.app": tmp_path / "app.py",
+               "server.session.events": tmp_path / "e.py", "server.loop.y": tmp_path / "y.py"}
+    modules["server.loop.x"].write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from server.app import AppState\n"
+        "def f():\n    import server.session.events\n"
+        "from . import y\n"
+    )
+    assert _imports("server.loop.x", modules["server.loop.x"], modules) == {
+        "server.app",
+        "server.session.events",
+        "server.loop.y",
+    }
