@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from protocol.acp import ContentBlock, RequestPermissionResult, TextContent, dump
+from protocol.acp import ContentBlock, TextContent, dump
 from protocol.jsonrpc import ErrorCode, RpcError
 from server.agents import DEFAULT_AGENT, AgentDefinition
 from server.config import PermissionMode, Settings
@@ -84,6 +84,7 @@ from server.session.local_commands import (
     parse_bang,
     parse_local,
 )
+from server.session.permission_gate import PendingPermission, PermissionGate
 from server.session.queue_sync import (
     AfterCommit,
     LeftQueue,
@@ -177,15 +178,6 @@ class RunningTurn:
 
 
 @dataclass
-class PendingPermission:
-    id: str
-    tool_call: dict[str, Any]
-    options: list[dict[str, str]]
-    future: asyncio.Future[PermissionAnswer]
-    asked: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # sink id → request task
-
-
-@dataclass
 class ActorServices:
     settings: Settings
     writer: EventWriter
@@ -245,7 +237,14 @@ class SessionActor:
         self.mailbox: asyncio.Queue[SessionCommand] = asyncio.Queue()
         self._queue: deque[QueuedPrompt] = deque()
         self._turn: RunningTurn | None = None
-        self._permissions: dict[str, PendingPermission] = {}
+        self._gate = PermissionGate(
+            self.id,
+            lambda kind, payload: self.emit(kind, payload),
+            self.flushed,
+            lambda: self.hub.sinks,
+            lambda: self._services.settings.permission_timeout_s,
+        )
+        self._permissions: dict[str, PendingPermission] = self._gate.pending
         self._todos = TodoList()
         self._partial: dict[str, tuple[EventKind, str]] = {}  # in-flight message id → text so far
         self._requests: dict[str, QueuedPrompt] = {}  # client requestId → its prompt (R-S3)
@@ -1198,79 +1197,18 @@ class SessionActor:
         self._services.writer.submit(self.id, session_fields={"permission_memory": dict(self._memory)})
 
     async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer:
-        loop = asyncio.get_running_loop()
-        pending = PendingPermission(new_id("perm"), tool_call, options, loop.create_future())
-        self._permissions[pending.id] = pending
-        self.emit(
-            EventKind.PERMISSION_REQUESTED,
-            {"requestId": pending.id, "toolCall": tool_call, "options": options},
-        )
-        # Clients see the tool_call (and this request's event) before the question itself.
-        await self.flushed()
-        for sink in self.hub.sinks:
-            self._ask_sink(sink, pending)
-        answer = PermissionAnswer("cancelled")
-        try:
-            async with asyncio.timeout(self._services.settings.permission_timeout_s):
-                answer = await pending.future
-        except TimeoutError:
-            answer = PermissionAnswer("timeout")
-        finally:
-            self._permissions.pop(pending.id, None)
-            for task in pending.asked.values():
-                task.cancel()
-            resolved: dict[str, Any] = {"requestId": pending.id, "outcome": answer.outcome}
-            if answer.option_kind:
-                resolved["optionId"] = answer.option_kind
-            self.emit(EventKind.PERMISSION_RESOLVED, resolved)
-        return answer
+        return await self._gate.ask(tool_call, options)
 
     def _ask_sink(self, sink: FrameSink, pending: PendingPermission) -> None:
-        request = getattr(sink, "request", None)
-        if request is None or sink.id in pending.asked:
-            return  # this client cannot answer (e.g. an SSE viewer)
-        params = {
-            "sessionId": self.id,
-            "toolCall": pending.tool_call,
-            "options": pending.options,
-            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
-            # another client answered first.
-            "_meta": {"agentd": {"requestId": pending.id}},
-        }
-
-        async def ask_one() -> None:
-            try:
-                result = await request("session/request_permission", params)
-                parsed = RequestPermissionResult.model_validate(result)
-            except Exception as exc:  # the client went away or answered nonsense: others may answer
-                log.info("permission request to %s got no usable answer: %s", sink.id, exc)
-                return
-            outcome = parsed.outcome
-            if outcome.outcome == "cancelled":
-                if not pending.future.done():
-                    pending.future.set_result(PermissionAnswer("cancelled"))
-                return
-            if self.answer_permission(pending.id, outcome.option_id) is None:
-                log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
-
-        pending.asked[sink.id] = asyncio.create_task(ask_one())
+        self._gate.ask_sink(sink, pending)
 
     def answer_permission(self, request_id: str, option_id: str) -> bool | None:
         """An answer to a pending permission request, from any client (WebSocket, or
         `_agentd/permission/respond` over HTTP). The first answer wins: True if this one
         did, False if the request is unknown or already answered, None for an option the
         request does not offer (a bad answer, not an answer)."""
-        pending = self._permissions.get(request_id)
-        if pending is None or pending.future.done():
-            return False
-        kinds = {o["optionId"]: o["kind"] for o in pending.options}
-        kind = kinds.get(option_id)
-        if kind is None:
-            return None
-        pending.future.set_result(PermissionAnswer("selected", kind))
-        return True
+        return self._gate.answer(request_id, option_id)
 
     def permission_options(self, request_id: str) -> list[str] | None:
         """The option ids a pending request offers (None when it is not pending)."""
-        pending = self._permissions.get(request_id)
-        return None if pending is None else [o["optionId"] for o in pending.options]
+        return self._gate.options(request_id)

@@ -1,0 +1,124 @@
+"""The permission gate of one session: pending requests, asking every client that can
+answer, first answer wins, timeout and cancellation. Owned by the `SessionActor`, which
+delegates `ask`, `answer_permission` and `permission_options` here."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.acp import RequestPermissionResult
+from server.loop.context import PermissionAnswer
+from server.session.events import EventKind
+from server.session.hub import FrameSink
+
+log = logging.getLogger(__name__)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+@dataclass
+class PendingPermission:
+    id: str
+    tool_call: dict[str, Any]
+    options: list[dict[str, str]]
+    future: asyncio.Future[PermissionAnswer]
+    asked: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # sink id → request task
+
+
+class PermissionGate:
+    def __init__(
+        self,
+        session_id: str,
+        emit: Callable[[EventKind, dict[str, Any]], None],
+        flushed: Callable[[], Awaitable[Any]],
+        sinks: Callable[[], Iterable[FrameSink]],
+        timeout_s: Callable[[], float],
+    ) -> None:
+        self._session_id = session_id
+        self._emit = emit
+        self._flushed = flushed
+        self._sinks = sinks
+        self._timeout_s = timeout_s
+        self.pending: dict[str, PendingPermission] = {}
+
+    async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer:
+        loop = asyncio.get_running_loop()
+        pending = PendingPermission(new_id("perm"), tool_call, options, loop.create_future())
+        self.pending[pending.id] = pending
+        self._emit(
+            EventKind.PERMISSION_REQUESTED,
+            {"requestId": pending.id, "toolCall": tool_call, "options": options},
+        )
+        # Clients see the tool_call (and this request's event) before the question itself.
+        await self._flushed()
+        for sink in self._sinks():
+            self.ask_sink(sink, pending)
+        answer = PermissionAnswer("cancelled")
+        try:
+            async with asyncio.timeout(self._timeout_s()):
+                answer = await pending.future
+        except TimeoutError:
+            answer = PermissionAnswer("timeout")
+        finally:
+            self.pending.pop(pending.id, None)
+            for task in pending.asked.values():
+                task.cancel()
+            resolved: dict[str, Any] = {"requestId": pending.id, "outcome": answer.outcome}
+            if answer.option_kind:
+                resolved["optionId"] = answer.option_kind
+            self._emit(EventKind.PERMISSION_RESOLVED, resolved)
+        return answer
+
+    def ask_sink(self, sink: FrameSink, pending: PendingPermission) -> None:
+        request = getattr(sink, "request", None)
+        if request is None or sink.id in pending.asked:
+            return  # this client cannot answer (e.g. an SSE viewer)
+        params = {
+            "sessionId": self._session_id,
+            "toolCall": pending.tool_call,
+            "options": pending.options,
+            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
+            # another client answered first.
+            "_meta": {"agentd": {"requestId": pending.id}},
+        }
+
+        async def ask_one() -> None:
+            try:
+                result = await request("session/request_permission", params)
+                parsed = RequestPermissionResult.model_validate(result)
+            except Exception as exc:  # the client went away or answered nonsense: others may answer
+                log.info("permission request to %s got no usable answer: %s", sink.id, exc)
+                return
+            outcome = parsed.outcome
+            if outcome.outcome == "cancelled":
+                if not pending.future.done():
+                    pending.future.set_result(PermissionAnswer("cancelled"))
+                return
+            if self.answer(pending.id, outcome.option_id) is None:
+                log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
+
+        pending.asked[sink.id] = asyncio.create_task(ask_one())
+
+    def answer(self, request_id: str, option_id: str) -> bool | None:
+        """First answer wins: True if this one did, False if the request is unknown or
+        already answered, None for an option the request does not offer."""
+        pending = self.pending.get(request_id)
+        if pending is None or pending.future.done():
+            return False
+        kinds = {o["optionId"]: o["kind"] for o in pending.options}
+        kind = kinds.get(option_id)
+        if kind is None:
+            return None
+        pending.future.set_result(PermissionAnswer("selected", kind))
+        return True
+
+    def options(self, request_id: str) -> list[str] | None:
+        pending = self.pending.get(request_id)
+        return None if pending is None else [o["optionId"] for o in pending.options]
