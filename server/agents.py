@@ -58,7 +58,7 @@ import tomllib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeGuard, TypeVar, cast
 
 import jsonschema
 
@@ -189,7 +189,7 @@ class AgentDefinitionError(ValueError):
 _UNSET: Any = object()
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -438,6 +438,7 @@ def load_definition_file(
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise AgentDefinitionError(Problem("file", f"cannot be read: {exc}"), source=path) from exc
+    lines: Mapping[str, int]
     if path.suffix == ".toml":
         data, lines = _parse_toml(text, path), {}
     elif path.suffix == ".md":
@@ -519,7 +520,7 @@ def _builder_from_mapping(data: Mapping[str, Any], path: Path, lines: Mapping[st
                         at(f"completion.{key}") or at("completion"),
                     )
             b.completion(
-                completion.get("tool"),
+                cast(str, completion.get("tool")),  # any value: build() reports a bad one
                 **{k: completion[k] for k in COMPLETION_KEYS[1:] if k in completion},
             )
         else:

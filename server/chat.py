@@ -59,7 +59,8 @@ class ChatClient:
         msg = await fut
         if "error" in msg:
             raise ChatError(f"{method}: {msg['error'].get('message')}")
-        return msg["result"]
+        result: dict[str, Any] = msg["result"]
+        return result
 
     async def read(self) -> None:
         async for text in self.ws:

@@ -17,11 +17,11 @@ from server.config import (
     CONFIG_ENV,
     AuthMode,
     LogLevel,
-    PermissionMode,
     ProviderName,
     Settings,
     redact_url,
 )
+from server.core.modes import PermissionMode
 
 app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).",
@@ -91,9 +91,10 @@ def _run(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
         _fail(exc)
 
 
-def _settings(**overrides: object) -> Settings:
+def _settings(**overrides: Any) -> Settings:
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return Settings(**given)
     except (ValueError, ValidationError) as exc:  # a bad config file or variable: say which
         typer.echo(f"agentd: invalid configuration: {exc}", err=True)
         raise typer.Exit(2) from None

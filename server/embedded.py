@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from server.serve import server_for
+
+
+@contextlib.contextmanager
+def _keep_signal_handlers() -> Iterator[None]:
+    """Stands in for uvicorn's `capture_signals`: installs nothing."""
+    yield
 
 
 @contextlib.asynccontextmanager
@@ -16,7 +22,7 @@ async def serve_in_background(app: Any, *, host: str = "127.0.0.1") -> AsyncIter
     """Yield the base URL (http://host:port) while uvicorn serves `app` on a free port."""
     server = server_for(app, host=host, port=0, log_level="warning")
     # The embedding program owns signal handling (and tests may run off the main thread).
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    server.capture_signals = _keep_signal_handlers  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -14,7 +14,8 @@ from rich.text import Text
 
 from server.app import create_app
 from server.chat import screen, show_update
-from server.config import PermissionMode, ProviderName, Settings
+from server.config import ProviderName, Settings
+from server.core.modes import PermissionMode
 from server.embedded import serve_in_background
 
 
@@ -33,7 +34,8 @@ class DemoClient:
             if msg.get("id") == req_id and "method" not in msg:
                 if "error" in msg:
                     raise RuntimeError(f"{method} failed: {msg['error']}")
-                return msg["result"]
+                result: dict[str, Any] = msg["result"]
+                return result
             await self.on_message(msg)
 
     async def on_message(self, msg: dict[str, Any]) -> None:

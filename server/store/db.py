@@ -20,7 +20,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, delete, event, func, select, text, update
+from sqlalchemy import Connection, delete, event, func, insert, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -254,7 +254,7 @@ class Store:
         )
         async with self.engine.begin() as conn:
             await conn.execute(
-                SessionRow.__table__.insert().values(
+                insert(SessionRow).values(
                     id=row.id,
                     owner=row.owner,
                     cwd=row.cwd,
@@ -314,7 +314,7 @@ class Store:
             for b in batches:
                 if b.events:
                     await conn.execute(
-                        EventRow.__table__.insert(),
+                        insert(EventRow),
                         [
                             {
                                 "session_id": b.session_id,
@@ -334,7 +334,7 @@ class Store:
                     )
                 if b.messages:
                     await conn.execute(
-                        MessageRow.__table__.insert(),
+                        insert(MessageRow),
                         [{"session_id": b.session_id, "idx": i, "data": m} for i, m in b.messages],
                     )
                 if b.queue:
@@ -369,7 +369,7 @@ class Store:
         now = utcnow()
         async with self.engine.begin() as conn:
             await conn.execute(
-                SessionRow.__table__.insert().values(
+                insert(SessionRow).values(
                     id=new_id,
                     owner=source.owner,
                     cwd=source.cwd,
@@ -397,7 +397,7 @@ class Store:
             ).all()
             if events:
                 await conn.execute(
-                    EventRow.__table__.insert(),
+                    insert(EventRow),
                     [
                         {
                             "session_id": new_id,
@@ -419,7 +419,7 @@ class Store:
             kept = [m.data for m in messages if int(m.data.get("_seq", 0)) <= up_to_seq]
             if kept:
                 await conn.execute(
-                    MessageRow.__table__.insert(),
+                    insert(MessageRow),
                     [{"session_id": new_id, "idx": i, "data": d} for i, d in enumerate(kept)],
                 )
         record = await self.get_session(new_id)
@@ -465,7 +465,7 @@ class Store:
         now = utcnow()
         async with self.engine.begin() as conn:
             await conn.execute(
-                ApiTokenRow.__table__.insert().values(
+                insert(ApiTokenRow).values(
                     id=id, principal=principal, name=name, token_hash=token_hash, created_at=now
                 )
             )
