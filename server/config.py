@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -58,7 +58,7 @@ class FallbackLane(BaseModel):
     provider: ProviderName
     model: str
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: SecretStr | None = None
 
 
 class ModelPrice(BaseModel):
@@ -104,6 +104,9 @@ class TomlFileSource(PydanticBaseSettingsSource):
 
 
 class Settings(BaseSettings):
+    """Secrets (API keys, the database URL) are `SecretStr`: their repr, `str()` and JSON dump show
+    `**********`; only the code that sends one calls `.get_secret_value()`."""
+
     model_config = SettingsConfigDict(env_prefix="AGENTD_", extra="ignore")
 
     host: str = "127.0.0.1"
@@ -118,7 +121,8 @@ class Settings(BaseSettings):
     # (DNS-rebinding protection); with tokens any Host is accepted unless this is set.
     allowed_hosts: list[str] = Field(default_factory=list)
     home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
-    database_url: str | None = None  # default: sqlite+aiosqlite:///<home>/agentd.db
+    # Default: sqlite+aiosqlite:///<home>/agentd.db. Secret: a Postgres URL may hold a password.
+    database_url: SecretStr | None = None
     # Durability of SQLite commits; `full` for power-loss safety at some commit latency.
     sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL
     workspace_root: Path | None = None  # sessions' cwd must lie inside it when set
@@ -136,9 +140,9 @@ class Settings(BaseSettings):
     provider: ProviderName | None = None  # None → the scripted demo provider
     model: str = "gpt-4o-mini"
     openai_base_url: str = "https://api.openai.com/v1"
-    openai_api_key: str | None = None
+    openai_api_key: SecretStr | None = None
     anthropic_base_url: str = "https://api.anthropic.com"
-    anthropic_api_key: str | None = None
+    anthropic_api_key: SecretStr | None = None
     script: Path | None = None  # scripted-provider script; default: the built-in demo
 
     permission_mode: PermissionMode = PermissionMode.DEFAULT
@@ -252,5 +256,5 @@ class Settings(BaseSettings):
 
     def resolved_database_url(self) -> str:
         if self.database_url:
-            return self.database_url
+            return self.database_url.get_secret_value()
         return f"sqlite+aiosqlite:///{self.home / 'agentd.db'}"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import websockets
+from pydantic import SecretStr
 from rich.text import Text
 
 from server.app import create_app
@@ -77,7 +78,7 @@ async def run_demo(workspace: Path | None, prompt: str) -> int:
         home = Path(tmp) / "home"
         settings = Settings(
             home=home,
-            database_url=f"sqlite+aiosqlite:///{home / 'demo.db'}",
+            database_url=SecretStr(f"sqlite+aiosqlite:///{home / 'demo.db'}"),
             workspace_root=None,
             provider=ProviderName.SCRIPTED,
             script=None,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
+from pydantic import SecretStr
 
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
@@ -78,7 +79,7 @@ class AnthropicProvider:
         self,
         *,
         base_url: str = "https://api.anthropic.com",
-        api_key: str | None,
+        api_key: SecretStr | str | None,
         model: str,
         max_tokens: int = 8192,
         timeout: float = 600.0,
@@ -90,7 +91,8 @@ class AnthropicProvider:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.model = model
         self.max_tokens = max_tokens
-        self._api_key = api_key
+        # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
+        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
         self._url = f"{self.base_url}/v1/messages"
         # `timeout` bounds every read/write/pool wait (i.e. the gap between two events);
         # applied per request so it also holds for a caller-supplied client.
@@ -135,7 +137,7 @@ class AnthropicProvider:
             "accept": "text/event-stream",
         }
         if self._api_key:
-            headers["x-api-key"] = self._api_key
+            headers["x-api-key"] = self._api_key.get_secret_value()
         return headers
 
     # -- streaming -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import httpx
+from pydantic import SecretStr
 
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
@@ -63,7 +64,7 @@ class OpenAIProvider:
         self,
         *,
         base_url: str,
-        api_key: str | None,
+        api_key: SecretStr | str | None,
         model: str,
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
@@ -72,7 +73,8 @@ class OpenAIProvider:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self._api_key = api_key
+        # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
+        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
         self._url = f"{self.base_url}/chat/completions"
         # `timeout` bounds every read/write/pool wait (i.e. the gap between two chunks);
         # applied per request so it also holds for a caller-supplied client.
@@ -123,7 +125,7 @@ class OpenAIProvider:
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream"}
         if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
 
     # -- streaming -----------------------------------------------------------------------
