@@ -27,7 +27,7 @@ from server.loop.goal import GoalLimits
 from server.loop.limits import LoopLimits
 from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
-from server.providers.factory import make_lanes, make_provider
+from server.providers.factory import close_providers, make_lanes, make_provider
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Attach, AttachComplete, Detach
 from server.session.eventlog import EventWriter
@@ -231,9 +231,7 @@ def create_app(
             close_http_connections(app.state.agentd)
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
             await writer.stop()
-            aclose = getattr(prov, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await close_providers([prov, *(lane.provider for lane in services.fallbacks)])
             await store.close()
 
     redact_tokens_in_server_logs()

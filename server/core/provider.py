@@ -88,7 +88,8 @@ StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | ToolCallComplete | Us
 
 
 class Provider(Protocol):
-    """Every provider: `name` for logs/usage attribution, `stream()` for one sampling call.
+    """Every provider: `name` for logs/usage attribution, `stream()` for one sampling call,
+    `aclose()` to release its connections (the server calls it once, at shutdown).
 
     Contract: the stream yields zero or more deltas, every tool call exactly once as
     `ToolCallComplete` (in index order, before `Stop`), at most one `Usage`, and ends
@@ -99,3 +100,5 @@ class Provider(Protocol):
     supports_native_schema: bool
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...

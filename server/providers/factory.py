@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from server.config import ProviderName, Settings, redact_url
 from server.core.lane import Lane
@@ -55,3 +56,21 @@ def make_provider(settings: Settings) -> Provider:
     else:
         log.info("provider: scripted demo script")
     return ScriptedProvider.demo()
+
+
+async def close_providers(providers: Iterable[Provider]) -> None:
+    """Close every distinct provider once (a lane may reuse the main provider). One that fails
+    to close is logged and does not keep the others open."""
+    seen: set[int] = set()
+    for provider in providers:
+        if id(provider) in seen:
+            continue
+        seen.add(id(provider))
+        # A provider handed in by an embedding program or a test may predate `aclose`.
+        aclose = getattr(provider, "aclose", None)
+        if aclose is None:
+            continue
+        try:
+            await aclose()
+        except Exception:
+            log.warning("closing provider %s failed", getattr(provider, "name", provider), exc_info=True)

@@ -190,6 +190,9 @@ class ScriptedProvider:
         script = parse_script(data, source="demo script")
         return cls(script, supports_native_schema=supports_native_schema, per_session=per_session)
 
+    async def aclose(self) -> None:
+        """Nothing to release: the scripted provider holds no connections."""
+
     def reset(self) -> None:
         """Start the script over and forget recorded requests."""
         self.requests.clear()
