@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from collections.abc import MutableMapping
+from typing import IO, Any
 
 import structlog
 
 from server.config import LogFormat
+from server.core.log_context import LOG_CONTEXT_FIELDS, LogContextFilter
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -49,8 +51,23 @@ def redact_tokens_in_server_logs() -> None:
             logger.addFilter(RedactTokens())
 
 
-def configure_logging(level: str, fmt: LogFormat) -> None:
-    handler = logging.StreamHandler()
+def _add_log_context(
+    logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The record's `session_id` / `turn_id` (set by `LogContextFilter`) as JSON keys, when set."""
+    record = event_dict.get("_record")
+    for name in LOG_CONTEXT_FIELDS:
+        value = getattr(record, name, None)
+        if value is not None:
+            event_dict[name] = value
+    return event_dict
+
+
+def log_handler(fmt: LogFormat, stream: IO[str] | None = None) -> logging.Handler:
+    """The one handler of `agentd serve` (stderr unless `stream`), records carrying their
+    session/turn context as fields."""
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(LogContextFilter())
     if fmt is LogFormat.JSON:
         handler.setFormatter(
             structlog.stdlib.ProcessorFormatter(
@@ -58,6 +75,7 @@ def configure_logging(level: str, fmt: LogFormat) -> None:
                     structlog.stdlib.add_log_level,
                     structlog.stdlib.add_logger_name,
                     structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    _add_log_context,
                 ],
                 processors=[
                     structlog.stdlib.ProcessorFormatter.remove_processors_meta,
@@ -68,6 +86,11 @@ def configure_logging(level: str, fmt: LogFormat) -> None:
         )
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    return handler
+
+
+def configure_logging(level: str, fmt: LogFormat) -> None:
+    handler = log_handler(fmt)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
