@@ -159,7 +159,7 @@ class Settings(BaseSettings):
     max_turns: int | None = None
     # A folder of skills: `<name>.md` files; `/name args` expands into a prompt (R-S6).
     skills_dir: Path | None = None
-    # A folder of agent definitions (*.toml, *.md with front matter); see server/agents.py.
+    # A folder of agent definitions (*.toml, *.md with front matter); see server/agents/loader.py.
     agents_dir: Path | None = None
     # A small, cheap model tried first by the goal evaluator (R-L2c); then the session model.
     goal_evaluator_model: str | None = None
