@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from server.core.modes import PermissionMode, SqliteSynchronous  # re-exported from here too
 
 if TYPE_CHECKING:
-    from server.store.db import PoolLimits
+    from server.store.engine import PoolLimits
 
 
 def redact_url(url: str) -> str:
@@ -248,7 +248,7 @@ class Settings(BaseSettings):
         return self.context_windows.get(model, self.context_window)
 
     def pool_limits(self) -> PoolLimits:
-        from server.store.db import PoolLimits  # the store imports nothing of the settings
+        from server.store.engine import PoolLimits  # the store imports nothing of the settings
 
         return PoolLimits(
             self.db_pool_size, self.db_pool_overflow, self.db_pool_timeout_s, self.db_statement_timeout_s

@@ -1,168 +1,41 @@
 """The store: one async SQLAlchemy engine over SQLite (WAL, default) or Postgres.
 
-Only this module speaks SQL. Writes of the session actors arrive as `Batch`es (events,
+Only this package speaks SQL. Writes of the session actors arrive as `Batch`es (events,
 conversation messages and session-field updates of one group commit) and are applied
 in one transaction, so a crash never leaves an event without its message or vice versa.
+The records it hands out are in `records.py`; opening the engines and migrations config in
+`engine.py` (their names are re-exported here: many callers import them from this module).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Collection
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
-import orjson
 from alembic import command
-from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, delete, event, func, insert, select, text, update
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.core.modes import SqliteSynchronous
 from server.store import queue_rows
+from server.store.engine import MIGRATIONS_DIR, PoolLimits, alembic_config, open_engines
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
-from server.store.queue_rows import QueueWrite
+from server.store.records import Batch, SessionRecord, StoredEvent, TokenRecord, session_record, utc
 
-
-def _migrations_dir() -> Path:
-    """The Alembic scripts. An installed wheel carries the top-level `migrations/` as
-    `server/store/migrations` (mapped in setup.py); a checkout has only the source."""
-    packaged = Path(__file__).resolve().parent / "migrations"
-    if (packaged / "env.py").is_file():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "migrations"
-
-
-MIGRATIONS_DIR = _migrations_dir()
-
-
-@dataclass(frozen=True)
-class SessionRecord:
-    id: str
-    owner: str
-    cwd: str
-    title: str | None
-    mode: str
-    model: str
-    agent: str
-    permission_memory: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    goal: dict[str, Any] | None = None
-    retry_state: dict[str, Any] | None = None
-    usage: dict[str, Any] | None = None
-    queue: list[dict[str, Any]] | None = None
-    partial: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class TokenRecord:
-    id: str
-    principal: str
-    name: str | None
-    created_at: datetime
-    revoked_at: datetime | None
-
-
-@dataclass(frozen=True)
-class StoredEvent:
-    seq: int
-    kind: str
-    payload: dict[str, Any]
-
-
-@dataclass
-class Batch:
-    """Everything one session wants committed together."""
-
-    session_id: str
-    events: list[StoredEvent] = field(default_factory=list)
-    # Conversation writes: (idx, message dict); `truncate_from` drops idx >= n first.
-    messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    truncate_from: int | None = None
-    session_fields: dict[str, Any] = field(default_factory=dict)
-    queue: list[QueueWrite] = field(default_factory=list)  # queued-prompt rows, in order
-
-    def empty(self) -> bool:
-        return not (
-            self.events
-            or self.messages
-            or self.session_fields
-            or self.queue
-            or self.truncate_from is not None
-        )
-
-
-def _json_dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
-def _utc(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything agentd stores is UTC.
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def _record(row: SessionRow) -> SessionRecord:
-    return SessionRecord(
-        id=row.id,
-        owner=row.owner,
-        cwd=row.cwd,
-        title=row.title,
-        mode=row.mode,
-        model=row.model,
-        agent=row.agent,
-        permission_memory=dict(row.permission_memory or {}),
-        created_at=_utc(row.created_at),
-        updated_at=_utc(row.updated_at),
-        goal=row.goal,
-        retry_state=row.retry_state,
-        usage=row.usage,
-        partial=row.partial,
-    )
-
-
-def alembic_config(connection: Connection | None = None) -> Config:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    if connection is not None:
-        cfg.attributes["connection"] = connection
-    return cfg
-
-
-@dataclass(frozen=True)
-class PoolLimits:
-    """Bounds on waiting for the database: a flood of requests gets a quick, retryable
-    `sqlalchemy.exc.TimeoutError` from the pool instead of stalling every session."""
-
-    size: int = 5
-    overflow: int = 10
-    timeout_s: float = 5.0  # wait for a free pooled connection
-    statement_timeout_s: float = 30.0  # Postgres (asyncpg command_timeout); SQLite: busy_timeout
-
-    @staticmethod
-    def in_memory(url: str) -> bool:
-        parsed = make_url(url)
-        return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
-
-    def engine_kw(self, url: str, *, writer: bool = False) -> dict[str, Any]:
-        """`writer`: the event writer's own single connection (it commits one at a time)."""
-        parsed = make_url(url)
-        if self.in_memory(url):
-            return {}  # one shared in-memory connection (StaticPool): nothing to bound
-        kw: dict[str, Any] = {
-            "pool_size": 1 if writer else self.size,
-            "max_overflow": 0 if writer else self.overflow,
-            "pool_timeout": self.timeout_s,
-        }
-        if parsed.get_backend_name() == "postgresql":
-            kw["connect_args"] = {"command_timeout": self.statement_timeout_s}
-        return kw
+__all__ = [
+    "MIGRATIONS_DIR",
+    "Batch",
+    "PoolLimits",
+    "SessionRecord",
+    "Store",
+    "StoredEvent",
+    "TokenRecord",
+    "alembic_config",
+]
 
 
 class Store:
@@ -180,36 +53,7 @@ class Store:
         *,
         sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL,
     ) -> Store:
-        synchronous = SqliteSynchronous(sqlite_synchronous).value.upper()  # an enum value, never raw SQL
-        parsed = make_url(url)
-        is_sqlite = parsed.get_backend_name() == "sqlite"
-        if is_sqlite and parsed.database and parsed.database != ":memory:":
-            await asyncio.to_thread(Path(parsed.database).parent.mkdir, parents=True, exist_ok=True)
-        limits = pool or PoolLimits()
-        engine, write_engine = (
-            create_async_engine(
-                url,
-                json_serializer=_json_dumps,
-                json_deserializer=orjson.loads,
-                **limits.engine_kw(url, writer=writer),
-            )
-            for writer in (False, True)
-        )
-        if limits.in_memory(url):
-            await write_engine.dispose()  # another in-memory database: share the one
-            write_engine = engine
-        if is_sqlite:
-
-            @event.listens_for(engine.sync_engine, "connect")
-            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-                cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode=WAL")
-                cur.execute(f"PRAGMA synchronous={synchronous}")
-                cur.execute("PRAGMA busy_timeout=5000")
-                cur.close()
-
-            if write_engine is not engine:
-                event.listen(write_engine.sync_engine, "connect", _pragmas)
+        engine, write_engine = await open_engines(url, pool or PoolLimits(), sqlite_synchronous)
         return cls(engine, write_engine)
 
     async def close(self) -> None:
@@ -267,7 +111,7 @@ class Store:
                     updated_at=now,
                 )
             )
-        return _record(row)
+        return session_record(row)
 
     async def count_sessions(self, owner: str) -> int:
         async with self.engine.connect() as conn:
@@ -281,7 +125,7 @@ class Store:
             if row is None:
                 return None
             queue = await queue_rows.load(conn, session_id)
-        return dataclasses.replace(_record(row), queue=queue or None)  # type: ignore[arg-type]
+        return dataclasses.replace(session_record(row), queue=queue or None)  # type: ignore[arg-type]
 
     async def list_sessions(
         self,
@@ -303,7 +147,7 @@ class Store:
         q = q.order_by(SessionRow.updated_at.desc(), SessionRow.id.desc()).limit(limit)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
-        return [_record(r) for r in rows]  # type: ignore[arg-type]
+        return [session_record(r) for r in rows]  # type: ignore[arg-type]
 
     # -------------------------------------------------------------- events and messages
 
@@ -495,7 +339,7 @@ class Store:
             rows = (await conn.execute(q)).all()
         return [
             TokenRecord(
-                r.id, r.principal, r.name, _utc(r.created_at), _utc(r.revoked_at) if r.revoked_at else None
+                r.id, r.principal, r.name, utc(r.created_at), utc(r.revoked_at) if r.revoked_at else None
             )
             for r in rows
         ]
