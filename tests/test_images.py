@@ -13,7 +13,7 @@ from protocol.acp import ImageContent, TextContent
 from server.config import PermissionMode
 from server.loop.conversation import Image, Message
 from server.loop.prompt import prompt_images, prompt_text
-from server.providers.anthropic import _content_blocks
+from server.providers.anthropic_messages import content_blocks as _content_blocks
 from server.providers.openai import _translate_message
 from tests.client import text_prompt
 from tests.conftest import scripted

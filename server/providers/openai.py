@@ -14,8 +14,6 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import httpx
@@ -34,7 +32,12 @@ from server.core.provider import (
     ToolCallDelta,
     Usage,
 )
-from server.providers.http_common import default_ssl_context, guard, open_stream
+from server.providers.http_common import (  # parse_retry_after: re-exported, tests import it here
+    default_ssl_context,
+    guard,
+    open_stream,
+    parse_retry_after,
+)
 
 _T = TypeVar("_T")
 
@@ -414,30 +417,6 @@ def _error_fields(body: Any) -> tuple[str, str, str]:
         return str(error), "", ""
     message = error.get("message") or error.get("detail") or body.get("detail") or ""
     return str(message), str(error.get("code") or ""), str(error.get("type") or "")
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from `retry-after-ms` or `Retry-After` (delta-seconds or an HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def classify_http_error(status: int | None, body: Any, headers: Mapping[str, str]) -> HarnessError:
