@@ -13,7 +13,9 @@ from pydantic import BaseModel, Field, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from server.core.modes import PermissionMode, SqliteSynchronous  # re-exported from here too
+# Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
+from server.core.modes import PermissionMode as PermissionMode
+from server.core.modes import SqliteSynchronous as SqliteSynchronous
 
 if TYPE_CHECKING:
     from server.store.engine import PoolLimits
