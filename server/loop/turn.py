@@ -21,6 +21,7 @@ from typing import Any
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.events import EventKind
+from server.loop.compaction import CompactionReason
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.goal import (
     WRAP_UP_TEXT,
@@ -34,7 +35,7 @@ from server.loop.goal import (
     run_verification,
     with_continuation,
 )
-from server.loop.outcome import OutcomeKind, TurnOutcome
+from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from server.loop.react import run_compaction, run_react
 from server.loop.structured import STRUCTURED_OUTPUT_TOOL
 from server.loop.turn_state import TurnState
@@ -52,7 +53,7 @@ async def run_turn(ctx: TurnContext) -> TurnOutcome:
     try:
         return await _run_turn(ctx)
     except TurnCancelled:
-        return TurnOutcome.cancelled("user_cancelled")
+        return TurnOutcome.cancelled(EndReason.USER_CANCELLED)
     except HarnessError as err:
         return TurnOutcome.failed(err)
     except Exception as exc:  # a bug must end the turn readably, not kill the session
@@ -128,7 +129,7 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
             )
             return TurnOutcome(
                 outcome.kind,
-                reason="auto_recovery_exhausted",
+                reason=EndReason.AUTO_RECOVERY_EXHAUSTED,
                 refusal=outcome.refusal,
                 max_tokens=outcome.max_tokens,
                 tools_called=outcome.tools_called,
@@ -265,9 +266,9 @@ async def run_compaction_job(ctx: TurnContext) -> TurnOutcome:
     """A queued `/compact`: fold the history without sampling the agent."""
     state = TurnState()
     try:
-        await run_compaction(ctx, state, "requested")
+        await run_compaction(ctx, state, CompactionReason.REQUESTED)
     except TurnCancelled:
-        return TurnOutcome.cancelled("user_cancelled")
+        return TurnOutcome.cancelled(EndReason.USER_CANCELLED)
     except Exception as exc:
         log.exception("compaction job %s crashed", ctx.turn_id)
         return TurnOutcome.failed(HarnessError(ErrorKind.INTERNAL, f"compaction failed: {exc}"))
