@@ -19,4 +19,4 @@ class CompletionRequirement:
         """`min(base·2^(attempt-1), max)` in seconds; `attempt` is 1-based."""
         if attempt < 1:
             raise ValueError(f"attempt is 1-based, got {attempt}")
-        return min(self.base_delay_ms * 2 ** (attempt - 1), self.max_delay_ms) / 1000
+        return min(self.base_delay_ms * (1 << (attempt - 1)), self.max_delay_ms) / 1000
