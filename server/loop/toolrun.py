@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 
 from server.core.conversation import Message, ToolCall
+from server.core.permission import PermissionOptionKind, PermissionOutcome
 from server.core.updates import (
     PlanUpdated,
     ToolCallAnnounced,
@@ -200,19 +201,19 @@ async def _approve(
             )
         except TurnCancelled:
             answer = None
-        if answer is None or answer.outcome == "cancelled":
+        if answer is None or answer.outcome is PermissionOutcome.CANCELLED:
             breaker = BreakReason.USER_CANCELLED
             slot.result = ToolResult("Cancelled by the user while waiting for permission.", is_error=True)
             continue
-        if answer.option_kind == "allow_always":
+        if answer.option_kind is PermissionOptionKind.ALLOW_ALWAYS:
             gate.remember(slot.tool.name, Remembered.ALLOW_ALWAYS)
-        elif answer.option_kind == "reject_always":
+        elif answer.option_kind is PermissionOptionKind.REJECT_ALWAYS:
             gate.remember(slot.tool.name, Remembered.REJECT_ALWAYS)
         if answer.allowed:
             slot.approved = True
             continue
         breaker = BreakReason.PERMISSION_REJECTED
-        why = "timed out" if answer.outcome == "timeout" else "was rejected by the user"
+        why = "timed out" if answer.outcome is PermissionOutcome.TIMEOUT else "was rejected by the user"
         slot.result = ToolResult(f"Permission {why}; the call was not run.", is_error=True)
     return breaker
 
