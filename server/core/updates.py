@@ -1,4 +1,5 @@
-"""Typed domain events for what a turn shows the client: tool calls, plans, compaction.
+"""Typed domain events for what a turn shows the client: tool calls, plans, compaction,
+notices and the user input a turn writes.
 
 The loop builds one of these and emits `update.kind` with `update.payload()`; it never writes
 a wire dict itself. The payloads are the ACP `session/update` shapes clients receive, and they
@@ -193,6 +194,51 @@ class CompactionCompleted:
         }
 
 
+class NoticeSeverity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A message for the user about the turn itself (a budget stop, recovery given up)."""
+
+    kind: ClassVar[EventKind] = EventKind.NOTICE
+
+    title: str
+    severity: NoticeSeverity = NoticeSeverity.WARNING
+
+    def payload(self) -> dict[str, Any]:
+        return {"severity": self.severity.value, "title": self.title}
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    """User input written into the conversation. `prompt_id` names the prompt it came with;
+    `interjection` marks text that arrived while the turn was running."""
+
+    kind: ClassVar[EventKind] = EventKind.USER_MESSAGE
+
+    message_id: str
+    content: Sequence[dict[str, Any]]
+    prompt_id: str | None = None
+    interjection: bool = False
+
+    @classmethod
+    def text(cls, message_id: str, text: str, *, interjection: bool = False) -> UserMessage:
+        return cls(message_id, [{"type": "text", "text": text}], interjection=interjection)
+
+    def payload(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"messageId": self.message_id}
+        if self.prompt_id is not None:
+            data["promptId"] = self.prompt_id
+        data["content"] = list(self.content)
+        if self.interjection:
+            data["interjection"] = True
+        return data
+
+
 DomainUpdate = (
     ToolCallAnnounced
     | ToolCallStarted
@@ -201,4 +247,6 @@ DomainUpdate = (
     | PlanUpdated
     | CompactionProgress
     | CompactionCompleted
+    | Notice
+    | UserMessage
 )

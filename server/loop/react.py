@@ -18,7 +18,7 @@ from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.events import EventKind
 from server.core.provider import ProviderRequest, Usage
-from server.core.updates import CompactionProgress, CompactionStatus
+from server.core.updates import CompactionProgress, CompactionStatus, Notice, UserMessage
 from server.loop.budget import (
     BudgetStop,
     BudgetStopKind,
@@ -55,15 +55,10 @@ def drain_interjections(ctx: TurnContext) -> int:
     """Write pending user input into the conversation (L3 step 2). Returns how many."""
     taken = ctx.take_interjections()
     for item in taken:
-        ctx.events.emit(
-            EventKind.USER_MESSAGE,
-            {
-                "messageId": f"interjection_{ctx.turn_id}_{len(ctx.conversation)}",
-                "content": [{"type": "text", "text": item.text}],
-                "interjection": True,
-            },
-            origin=item.origin,
+        message = UserMessage.text(
+            f"interjection_{ctx.turn_id}_{len(ctx.conversation)}", item.text, interjection=True
         )
+        ctx.events.emit(message.kind, message.payload(), origin=item.origin)
         ctx.conversation.append(Message.user(item.text))
     return len(taken)
 
@@ -264,7 +259,8 @@ async def _budget_stopped(ctx: TurnContext, state: TurnState, stop: BudgetStop) 
         checkpoint = await checkpoint_budget_exhaustion(ctx.cwd, stop, last_text)
         if checkpoint is not None:
             state.budget_stop["checkpoint"] = checkpoint.to_event()
-    ctx.events.emit(EventKind.NOTICE, {"severity": "warning", "title": message})
+    notice = Notice(message)
+    ctx.events.emit(notice.kind, notice.payload())
     return _ended(state, OutcomeKind.BUDGET_STOPPED, stop.kind)
 
 

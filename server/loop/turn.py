@@ -21,6 +21,7 @@ from typing import Any
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.events import EventKind
+from server.core.updates import Notice
 from server.loop.compaction import CompactionReason
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.goal import (
@@ -117,13 +118,8 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
     ):
         if attempt >= req.max_retries:
             state.auto_recovery_exhausted = True
-            ctx.events.emit(
-                EventKind.NOTICE,
-                {
-                    "severity": "warning",
-                    "title": f"The agent finished without calling {req.tool} ({attempt} reminders).",
-                },
-            )
+            notice = Notice(f"The agent finished without calling {req.tool} ({attempt} reminders).")
+            ctx.events.emit(notice.kind, notice.payload())
             return TurnOutcome(
                 outcome.kind,
                 reason=EndReason.AUTO_RECOVERY_EXHAUSTED,

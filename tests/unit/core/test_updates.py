@@ -14,11 +14,14 @@ from server.core.updates import (
     CompactionProgress,
     CompactionStatus,
     DomainUpdate,
+    Notice,
+    NoticeSeverity,
     PlanUpdated,
     ToolCallAnnounced,
     ToolCallFinished,
     ToolCallProgress,
     ToolCallStarted,
+    UserMessage,
 )
 
 LOC = [{"path": "/w/a.py"}]
@@ -86,6 +89,19 @@ TEXT = {"type": "content", "content": {"type": "text", "text": "out"}}
             '"summary":[{"type":"text","text":"sum"}],'
             '"_meta":{"agentd":{"reason":"threshold","replacedMessages":1,"keptMessages":2}}},'
             '"replaced":[{"role":"user","content":"hi"}]}',
+        ),
+        (Notice("Stopped."), EventKind.NOTICE, '{"severity":"warning","title":"Stopped."}'),
+        (Notice("fyi", NoticeSeverity.INFO), EventKind.NOTICE, '{"severity":"info","title":"fyi"}'),
+        (
+            UserMessage.text("interjection_t1_4", "also this", interjection=True),
+            EventKind.USER_MESSAGE,
+            '{"messageId":"interjection_t1_4","content":[{"type":"text","text":"also this"}],'
+            '"interjection":true}',
+        ),
+        (
+            UserMessage("user_1", [{"type": "text", "text": "hi"}], prompt_id="p1"),
+            EventKind.USER_MESSAGE,
+            '{"messageId":"user_1","promptId":"p1","content":[{"type":"text","text":"hi"}]}',
         ),
     ],
 )
