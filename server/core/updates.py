@@ -194,6 +194,48 @@ class CompactionCompleted:
         }
 
 
+@dataclass(frozen=True)
+class AgentTextChunk:
+    """Streamed model output (transient). `offset` is where `text` starts in the message, so a
+    client that attached mid-message knows it missed the start."""
+
+    message_id: str
+    text: str
+    offset: int
+    thought: bool = False  # reasoning rather than the answer
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.AGENT_THOUGHT_CHUNK if self.thought else EventKind.AGENT_MESSAGE_CHUNK
+
+    def payload(self) -> dict[str, Any]:
+        return {"messageId": self.message_id, "text": self.text, "offset": self.offset}
+
+
+@dataclass(frozen=True)
+class AgentText:
+    """The final text of one assistant message or its reasoning (durable). An `interrupted`
+    text stopped mid-stream; a `discarded` one came from a failed attempt that was retried."""
+
+    message_id: str
+    text: str
+    thought: bool = False
+    discarded: bool = False
+    interrupted: bool = False
+
+    @property
+    def kind(self) -> EventKind:
+        return EventKind.AGENT_THOUGHT if self.thought else EventKind.AGENT_MESSAGE
+
+    def payload(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"messageId": self.message_id, "text": self.text}
+        if self.discarded:
+            data["discarded"] = True
+        if self.interrupted:
+            data["interrupted"] = True
+        return data
+
+
 class NoticeSeverity(StrEnum):
     INFO = "info"
     WARNING = "warning"
@@ -249,4 +291,6 @@ DomainUpdate = (
     | CompactionCompleted
     | Notice
     | UserMessage
+    | AgentTextChunk
+    | AgentText
 )

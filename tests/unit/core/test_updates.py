@@ -10,6 +10,8 @@ import pytest
 
 from server.core.events import EventKind
 from server.core.updates import (
+    AgentText,
+    AgentTextChunk,
     CompactionCompleted,
     CompactionProgress,
     CompactionStatus,
@@ -89,6 +91,22 @@ TEXT = {"type": "content", "content": {"type": "text", "text": "out"}}
             '"summary":[{"type":"text","text":"sum"}],'
             '"_meta":{"agentd":{"reason":"threshold","replacedMessages":1,"keptMessages":2}}},'
             '"replaced":[{"role":"user","content":"hi"}]}',
+        ),
+        (
+            AgentTextChunk("msg_1", "he", 0),
+            EventKind.AGENT_MESSAGE_CHUNK,
+            '{"messageId":"msg_1","text":"he","offset":0}',
+        ),
+        (
+            AgentTextChunk("thought_1", "hm", 4, thought=True),
+            EventKind.AGENT_THOUGHT_CHUNK,
+            '{"messageId":"thought_1","text":"hm","offset":4}',
+        ),
+        (AgentText("msg_1", "hello"), EventKind.AGENT_MESSAGE, '{"messageId":"msg_1","text":"hello"}'),
+        (
+            AgentText("thought_1", "hm", thought=True, discarded=True, interrupted=True),
+            EventKind.AGENT_THOUGHT,
+            '{"messageId":"thought_1","text":"hm","discarded":true,"interrupted":true}',
         ),
         (Notice("Stopped."), EventKind.NOTICE, '{"severity":"warning","title":"Stopped."}'),
         (Notice("fyi", NoticeSeverity.INFO), EventKind.NOTICE, '{"severity":"info","title":"fyi"}'),
