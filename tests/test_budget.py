@@ -14,12 +14,11 @@ from server.loop.budget import (
     BudgetState,
     BudgetStop,
     BudgetStopKind,
-    CheckpointResult,
     check_budget,
-    checkpoint_budget_exhaustion,
     grace_decision,
     render_budget_stop,
 )
+from server.loop.checkpoint import CheckpointResult, checkpoint_budget_exhaustion
 from server.providers.base import Usage
 
 WIP = "wip: budget exhausted — checkpointed mid-task"

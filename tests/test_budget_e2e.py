@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from server.config import PermissionMode
-from server.loop.budget import BudgetStop, BudgetStopKind, CheckpointConfig, render_budget_stop
+from server.loop.budget import BudgetStop, BudgetStopKind, render_budget_stop
+from server.loop.checkpoint import CheckpointConfig
 from server.loop.react import GRACE_TEXT
 from tests.acp_schema import AcpValidator
 from tests.client import WsClient, text_prompt

@@ -33,15 +33,13 @@ from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.loop.goal import (
     CONTINUATION_TAG,
-    EVALUATOR_SYSTEM,
     WRAP_UP_TEXT,
     GoalLimits,
     GoalState,
     GoalStatus,
     after_evaluation,
-    evaluate,
-    parse_verdict,
 )
+from server.loop.goal_eval import EVALUATOR_SYSTEM, evaluate, parse_verdict
 from server.providers.base import ProviderRequest
 from tests.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.conftest import scripted

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from server.loop.goal import EVALUATOR_SYSTEM
+from server.loop.goal_eval import EVALUATOR_SYSTEM
 from server.providers.base import ProviderRequest
 from tests.client import WsClient, text_prompt
 from tests.conftest import scripted

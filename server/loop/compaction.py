@@ -11,10 +11,19 @@ from __future__ import annotations
 import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from enum import StrEnum
 
 from server.core.conversation import Message
 from server.core.provider import Provider, ProviderRequest, TextDelta
+from server.core.updates import CompactionCompleted
+
+
+class CompactionReason(StrEnum):
+    """Why the history was folded (on the `compaction` event and the turn summary)."""
+
+    THRESHOLD = "threshold"  # the request neared the context window
+    REQUESTED = "requested"  # `/compact`, or the client asked
+    CONTEXT_OVERFLOW = "context_overflow"  # the provider refused the request as too long
 
 
 @dataclass(frozen=True)
@@ -103,25 +112,16 @@ class Compaction:
         summary = Message(role="user", content=f"{SUMMARY_HEADER}\n\n{self.summary}", tag=SUMMARY_TAG)
         return [summary, *self.kept]
 
-    def to_event(self, reason: str) -> dict[str, Any]:
-        """The durable `compaction` event: the ACP update clients see, plus the replaced
-        messages, so the pre-compaction transcript stays in the store."""
-        return {
-            "update": {
-                "sessionUpdate": "compaction_update",
-                "compactionId": self.id,
-                "status": "completed",
-                "summary": [{"type": "text", "text": self.summary}],
-                "_meta": {
-                    "agentd": {
-                        "reason": reason,
-                        "replacedMessages": len(self.replaced),
-                        "keptMessages": len(self.kept),
-                    }
-                },
-            },
-            "replaced": [m.model_dump(mode="json") for m in self.replaced],
-        }
+    def to_update(self, reason: CompactionReason) -> CompactionCompleted:
+        """The durable `compaction` event, with the replaced messages so the pre-compaction
+        transcript stays in the store."""
+        return CompactionCompleted(
+            compaction_id=self.id,
+            summary=self.summary,
+            reason=reason.value,
+            replaced=[m.model_dump(mode="json") for m in self.replaced],
+            kept_messages=len(self.kept),
+        )
 
 
 def compactable(messages: list[Message], limits: CompactionLimits = DEFAULT_LIMITS) -> bool:

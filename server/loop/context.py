@@ -16,8 +16,9 @@ from typing import Any, Protocol, TypeVar
 from server.core.completion import CompletionRequirement
 from server.core.conversation import Message
 from server.core.events import EventKind
-from server.core.lane import Lane  # re-exported from here too
+from server.core.lane import Lane as Lane  # re-exported from here too
 from server.core.modes import PermissionMode
+from server.core.permission import PermissionAnswer as PermissionAnswer  # re-exported for the session
 from server.core.provider import Provider
 from server.loop.budget import BudgetLimits, BudgetState
 from server.loop.goal import GoalState
@@ -83,16 +84,6 @@ class EventSink(Protocol):
     async def flushed(self) -> None:
         """Wait until every event emitted so far reached the clients' queues."""
         ...
-
-
-@dataclass(frozen=True)
-class PermissionAnswer:
-    outcome: str  # "selected" | "cancelled" | "timeout"
-    option_kind: str | None = None  # allow_once | allow_always | reject_once | reject_always
-
-    @property
-    def allowed(self) -> bool:
-        return self.outcome == "selected" and self.option_kind in ("allow_once", "allow_always")
 
 
 class PermissionGate(Protocol):

@@ -113,7 +113,7 @@ class RetryLimits:
 
     def backoff_s(self, attempt: int) -> float:
         """Un-jittered exponential backoff for the nth attempt (1-based): min(base·2^(n-1), max)."""
-        return min(self.backoff_base_s * 2 ** max(attempt - 1, 0), self.backoff_max_s)
+        return min(self.backoff_base_s * (1 << max(attempt - 1, 0)), self.backoff_max_s)
 
 
 class Decision(StrEnum):

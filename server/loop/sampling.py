@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass, field
 
 from server.core.conversation import Message, ToolCall
-from server.core.events import EventKind
 from server.core.provider import (
     ProviderRequest,
     ReasoningDelta,
@@ -18,6 +17,7 @@ from server.core.provider import (
     ToolSpec,
     Usage,
 )
+from server.core.updates import AgentText, AgentTextChunk
 from server.loop.context import TurnContext
 from server.loop.detection import RepetitionDetector, RepetitionHit
 from server.loop.structured import SHIM_REMINDER
@@ -98,18 +98,14 @@ def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionD
         case TextDelta(text=text) if text:
             offset = len(sample.text)
             sample.text += text
-            ctx.events.emit_transient(
-                EventKind.AGENT_MESSAGE_CHUNK,
-                {"messageId": sample.message_id, "text": text, "offset": offset},
-            )
+            chunk = AgentTextChunk(sample.message_id, text, offset)
+            ctx.events.emit_transient(chunk.kind, chunk.payload())
             sample.degenerate = repetition.feed(text)
         case ReasoningDelta(text=text) if text:
             offset = len(sample.reasoning)
             sample.reasoning += text
-            ctx.events.emit_transient(
-                EventKind.AGENT_THOUGHT_CHUNK,
-                {"messageId": sample.thought_id, "text": text, "offset": offset},
-            )
+            chunk = AgentTextChunk(sample.thought_id, text, offset, thought=True)
+            ctx.events.emit_transient(chunk.kind, chunk.payload())
         case ToolCallComplete(id=call_id, name=name, arguments=arguments):
             call_id = unique_tool_call_id(call_id, ctx.used_tool_call_ids, sample.tool_calls)
             sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
@@ -138,15 +134,15 @@ def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) 
     provider failed mid-stream and the call is retried) keeps its events — clients saw
     the text — but stays out of the conversation; its text was cut off, so it is marked
     interrupted like any message that stopped mid-stream (R-E1)."""
-    extra = {"discarded": True, "interrupted": True} if discarded else {}
-    if sample.reasoning:
-        ctx.events.emit(
-            EventKind.AGENT_THOUGHT, {"messageId": sample.thought_id, "text": sample.reasoning, **extra}
-        )
-    if sample.text:
-        ctx.events.emit(
-            EventKind.AGENT_MESSAGE, {"messageId": sample.message_id, "text": sample.text, **extra}
-        )
+    finals = [
+        AgentText(
+            sample.thought_id, sample.reasoning, thought=True, discarded=discarded, interrupted=discarded
+        ),
+        AgentText(sample.message_id, sample.text, discarded=discarded, interrupted=discarded),
+    ]
+    for final in finals:
+        if final.text:
+            ctx.events.emit(final.kind, final.payload())
     if discarded:
         return
     if sample.text or sample.reasoning or sample.tool_calls:

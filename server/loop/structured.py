@@ -6,6 +6,9 @@ exactly once after all real work; the call's arguments are validated with `jsons
 and a validation error goes back as the tool result so the model can fix it. After
 `max_attempts` failures the turn still *completes*, carrying the error: a long task is
 not thrown away for a formatting slip, and the caller decides what to do.
+
+`judge_structured` is the one decision over an attempt (accept, retry, give up), whichever
+path — native JSON text or the shim call — produced the value.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 
 from server.core.provider import ToolSpec
 
@@ -105,3 +108,59 @@ def retry_text(
             f"{error}\nAnswer again with only JSON that matches the required schema ({left} attempt(s) left)."
         )
     return f"{error}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again ({left} attempt(s) left)."
+
+
+# ----------------------------------------------------------------------------- the decision
+
+
+@dataclass(frozen=True)
+class StructuredAccepted:
+    """The value matches the schema: the turn completes with it."""
+
+    value: Any
+
+    def output(self) -> dict[str, Any]:
+        return {"value": self.value}
+
+
+@dataclass(frozen=True)
+class StructuredRetry:
+    """The attempt failed; tell the model why and let it try again."""
+
+    error: str
+    attempts: int  # failed attempts so far, this one included
+
+
+@dataclass(frozen=True)
+class StructuredGaveUp:
+    """The last allowed attempt failed: the turn still completes, carrying the error."""
+
+    error: str
+    attempts: int
+
+    def output(self) -> dict[str, Any]:
+        return {"error": self.error}
+
+
+StructuredVerdict = StructuredAccepted | StructuredRetry | StructuredGaveUp
+
+
+def judge_structured(
+    value: Any, error: str | None, failed_before: int, limits: StructuredOutputLimits = DEFAULT_LIMITS
+) -> StructuredVerdict:
+    """Accept, retry or give up on one attempt; `failed_before` failed attempts came first."""
+    if error is None:
+        return StructuredAccepted(value)
+    attempts = failed_before + 1
+    if attempts >= limits.max_attempts:
+        return StructuredGaveUp(error, attempts)
+    return StructuredRetry(error, attempts)
+
+
+def parse_shim_arguments(schema: OutputSchema, arguments: str) -> tuple[Any, str | None]:
+    """Shim path: the `StructuredOutput` call's arguments, and why they are unacceptable."""
+    try:
+        value: Any = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return None, f"The arguments are not valid JSON ({exc.msg} at position {exc.pos})."
+    return value, schema.validate(value)

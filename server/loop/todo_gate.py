@@ -1,13 +1,14 @@
 """TodoGate (R-L3f): a model that stops with todo items still open is nudged to go on,
 at most `max_nudges` times per prompt; then it may stop and the turn records that todos
-remain. Never for refusals or structured-output turns."""
+remain. Never for refusals or structured-output turns.
+
+A pure decision: it returns a `TodoGateVerdict`; the loop counts the nudge and records the
+remaining items."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from server.loop.turn_state import TurnState
-from server.tools.todo import TodoList
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,14 @@ class TodoGateLimits:
 DEFAULT_LIMITS = TodoGateLimits()
 
 
-def todo_nudge_text(open_items: list[dict[str, str]]) -> str:
+@dataclass(frozen=True)
+class TodoGateVerdict:
+    nudge: str | None = None  # the message to inject; None lets the model stop
+    # Set when the gate let the model stop with items still open (nudges used up).
+    todos_remaining: int | None = None
+
+
+def todo_nudge_text(open_items: Sequence[dict[str, str]]) -> str:
     items = "\n".join(f"- [{i['status']}] {i['content']}" for i in open_items)
     return (
         "Your todo list still has unfinished items:\n"
@@ -28,21 +36,16 @@ def todo_nudge_text(open_items: list[dict[str, str]]) -> str:
 
 
 def todo_gate(
-    todos: TodoList,
-    state: TurnState,
+    open_items: Sequence[dict[str, str]],
+    nudges_given: int,
     *,
     refusal: bool,
     structured: bool,
     limits: TodoGateLimits = DEFAULT_LIMITS,
-) -> str | None:
-    """The nudge to inject, or None to let the model stop."""
-    if refusal or structured:
-        return None
-    open_items = todos.unfinished()
-    if not open_items:
-        return None
-    if state.todo_nudges >= limits.max_nudges:
-        state.todos_remaining = len(open_items)
-        return None
-    state.todo_nudges += 1
-    return todo_nudge_text(open_items)
+) -> TodoGateVerdict:
+    """Nudge about `open_items` (the unfinished todos), or let the model stop."""
+    if refusal or structured or not open_items:
+        return TodoGateVerdict()
+    if nudges_given >= limits.max_nudges:
+        return TodoGateVerdict(todos_remaining=len(open_items))
+    return TodoGateVerdict(nudge=todo_nudge_text(open_items))

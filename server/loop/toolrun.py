@@ -16,12 +16,21 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 
 from server.core.conversation import Message, ToolCall
-from server.core.events import EventKind
+from server.core.permission import PermissionOptionKind, PermissionOutcome
+from server.core.updates import (
+    PlanUpdated,
+    ToolCallAnnounced,
+    ToolCallFinished,
+    ToolCallProgress,
+    ToolCallStarted,
+    text_content,
+)
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.detection import NoProgress, with_no_progress_note
+from server.loop.outcome import EndReason
 from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
 from server.tools.hooks import HookDecision
 from server.tools.permissions import PERMISSION_OPTIONS, Decision, Remembered, decide, plan_mode_refuses
@@ -39,6 +48,17 @@ class BreakReason(StrEnum):
     @property
     def ends_turn(self) -> bool:
         return self is not BreakReason.INTERJECTED
+
+    @property
+    def end_reason(self) -> EndReason:
+        """The turn-end reason of a breaker that ends the turn."""
+        match self:
+            case BreakReason.PERMISSION_REJECTED:
+                return EndReason.PERMISSION_REJECTED
+            case BreakReason.USER_CANCELLED:
+                return EndReason.USER_CANCELLED
+            case BreakReason.INTERJECTED:
+                raise ValueError("an interjection does not end the turn")
 
 
 CANCELLED_EARLIER = "Not run: cancelled because an earlier tool call in this step was {why}."
@@ -88,49 +108,36 @@ def _parse(ctx: TurnContext, slot: _Slot) -> None:
     slot.args = args
 
 
-def _tool_call_event(ctx: TurnContext, slot: _Slot) -> dict[str, Any]:
-    ev: dict[str, Any] = {
-        "sessionUpdate": "tool_call",
-        "toolCallId": slot.call.id,
-        "title": slot.call.name,
-        "kind": "other",
-        "status": "pending",
-    }
+def _announcement(ctx: TurnContext, slot: _Slot) -> ToolCallAnnounced:
     raw: Any = slot.args
     if raw is None:
         try:
             raw = json.loads(slot.call.arguments or "{}")
         except json.JSONDecodeError:
             raw = {"arguments": slot.call.arguments}
-    ev["rawInput"] = raw
+    title, kind, locations = slot.call.name, "other", []
     if slot.tool is not None:
-        ev["kind"] = slot.tool.kind.value
+        kind = slot.tool.kind.value
         if slot.args is not None:
-            ev["title"] = slot.tool.title(slot.args)
+            title = slot.tool.title(slot.args)
             tool_ctx = ToolContext(cwd=ctx.cwd, session_id=ctx.session_id)
             try:
                 locations = slot.tool.locations(slot.args, tool_ctx)
             except ToolError:
                 locations = []
-            if locations:
-                ev["locations"] = locations
-    return ev
+    return ToolCallAnnounced(slot.call.id, title, kind, raw, locations)
 
 
-def _final_update(slot: _Slot) -> dict[str, Any]:
+def _final_update(slot: _Slot) -> ToolCallFinished:
     result = slot.result
     assert result is not None
-    content = [*result.content, {"type": "content", "content": {"type": "text", "text": result.output}}]
-    update: dict[str, Any] = {
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": slot.call.id,
-        "status": "failed" if result.is_error else "completed",
-        "content": content,
-        "rawOutput": result.raw_output if result.raw_output is not None else {"output": result.output},
-    }
-    if result.locations:
-        update["locations"] = result.locations
-    return update
+    return ToolCallFinished(
+        slot.call.id,
+        failed=result.is_error,
+        content=[*result.content, text_content(result.output)],
+        raw_output=result.raw_output if result.raw_output is not None else {"output": result.output},
+        locations=result.locations or (),
+    )
 
 
 async def _pre_tool_hooks(ctx: TurnContext, slot: _Slot) -> ToolResult | None:
@@ -154,7 +161,7 @@ async def _pre_tool_hooks(ctx: TurnContext, slot: _Slot) -> ToolResult | None:
 
 
 async def _approve(
-    ctx: TurnContext, slots: list[_Slot], announced: list[dict[str, Any]]
+    ctx: TurnContext, slots: list[_Slot], announced: list[ToolCallAnnounced]
 ) -> BreakReason | None:
     breaker: BreakReason | None = None
     gate = ctx.permissions
@@ -188,26 +195,33 @@ async def _approve(
                 msg = f"Refused: the user chose to always reject {slot.tool.name}."
             slot.result = ToolResult(msg, is_error=True)
             continue
-        request = {k: v for k, v in announcement.items() if k != "sessionUpdate"}
         try:
-            answer = await run_cancellable(gate.ask(request, PERMISSION_OPTIONS), ctx.cancel)
+            answer = await run_cancellable(
+                gate.ask(announcement.permission_request(), PERMISSION_OPTIONS), ctx.cancel
+            )
         except TurnCancelled:
             answer = None
-        if answer is None or answer.outcome == "cancelled":
+        if answer is None or answer.outcome is PermissionOutcome.CANCELLED:
             breaker = BreakReason.USER_CANCELLED
             slot.result = ToolResult("Cancelled by the user while waiting for permission.", is_error=True)
             continue
-        if answer.option_kind == "allow_always":
+        if answer.option_kind is PermissionOptionKind.ALLOW_ALWAYS:
             gate.remember(slot.tool.name, Remembered.ALLOW_ALWAYS)
-        elif answer.option_kind == "reject_always":
+        elif answer.option_kind is PermissionOptionKind.REJECT_ALWAYS:
             gate.remember(slot.tool.name, Remembered.REJECT_ALWAYS)
         if answer.allowed:
             slot.approved = True
             continue
         breaker = BreakReason.PERMISSION_REJECTED
-        why = "timed out" if answer.outcome == "timeout" else "was rejected by the user"
+        why = "timed out" if answer.outcome is PermissionOutcome.TIMEOUT else "was rejected by the user"
         slot.result = ToolResult(f"Permission {why}; the call was not run.", is_error=True)
     return breaker
+
+
+def _emit(
+    ctx: TurnContext, update: ToolCallAnnounced | ToolCallStarted | ToolCallFinished | PlanUpdated
+) -> None:
+    ctx.events.emit(update.kind, update.payload())
 
 
 def _write_paths(ctx: TurnContext, slot: _Slot) -> list[str]:
@@ -222,28 +236,16 @@ def _write_paths(ctx: TurnContext, slot: _Slot) -> list[str]:
 
 async def _execute(ctx: TurnContext, slot: _Slot) -> None:
     assert slot.tool is not None and slot.args is not None
-    ctx.events.emit(
-        EventKind.TOOL_CALL_UPDATE,
-        {"sessionUpdate": "tool_call_update", "toolCallId": slot.call.id, "status": "in_progress"},
-    )
+    _emit(ctx, ToolCallStarted(slot.call.id))
 
     async def progress(output_so_far: str) -> None:
         # Tools report everything so far (an ACP update replaces the shown content).
-        output_tail = output_so_far[-PROGRESS_TAIL_CHARS:]
-        ctx.events.emit_transient(
-            EventKind.TOOL_CALL_PROGRESS,
-            {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": slot.call.id,
-                "content": [{"type": "content", "content": {"type": "text", "text": output_tail}}],
-            },
-        )
+        update = ToolCallProgress.text(slot.call.id, output_so_far[-PROGRESS_TAIL_CHARS:])
+        ctx.events.emit_transient(update.kind, update.payload())
 
     async def content(blocks: list[dict[str, Any]]) -> None:
-        ctx.events.emit_transient(
-            EventKind.TOOL_CALL_PROGRESS,
-            {"sessionUpdate": "tool_call_update", "toolCallId": slot.call.id, "content": blocks},
-        )
+        update = ToolCallProgress(slot.call.id, blocks)
+        ctx.events.emit_transient(update.kind, update.payload())
         await ctx.events.flushed()  # in the clients' queues before the tool goes on
 
     tool_ctx = ToolContext(
@@ -278,7 +280,7 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
 
 def _announce(
     ctx: TurnContext, calls: list[ToolCall], presets: dict[str, ToolResult] | None = None
-) -> tuple[list[_Slot], list[dict[str, Any]]]:
+) -> tuple[list[_Slot], list[ToolCallAnnounced]]:
     slots = [_Slot(call) for call in calls]
     announced = []
     for slot in slots:
@@ -286,9 +288,9 @@ def _announce(
             slot.result = presets[slot.call.id]  # decided by the loop (e.g. StructuredOutput)
         else:
             _parse(ctx, slot)
-        announcement = _tool_call_event(ctx, slot)
+        announcement = _announcement(ctx, slot)
         announced.append(announcement)
-        ctx.events.emit(EventKind.TOOL_CALL, announcement)
+        _emit(ctx, announcement)
     return slots, announced
 
 
@@ -297,11 +299,11 @@ def _write_back(ctx: TurnContext, slots: list[_Slot], no_progress: NoProgress | 
         result = slot.result
         assert result is not None
         if result.plan is not None:
-            ctx.events.emit(EventKind.PLAN, {"sessionUpdate": "plan", "entries": result.plan})
+            _emit(ctx, PlanUpdated(result.plan))
         output = result.output
         if no_progress is not None and slot.approved and no_progress.observe(slot.call, output):
             output = with_no_progress_note(output)
-        ctx.events.emit(EventKind.TOOL_CALL_UPDATE, _final_update(slot))
+        _emit(ctx, _final_update(slot))
         ctx.conversation.append(Message.tool_result(slot.call, output, is_error=result.is_error))
 
 

@@ -21,24 +21,27 @@ from typing import Any
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.events import EventKind
+from server.core.updates import Notice
+from server.loop.compaction import CompactionReason
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.goal import (
     WRAP_UP_TEXT,
     GoalAction,
     GoalStatus,
-    after_evaluation,
-    after_verification,
-    budget_check,
     continuation_text,
-    evaluate,
-    run_verification,
+    decide_after_evaluation,
+    decide_after_verification,
+    decide_budget,
+    decide_refusal,
     with_continuation,
 )
-from server.loop.outcome import OutcomeKind, TurnOutcome
+from server.loop.goal_eval import evaluate, run_verification
+from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from server.loop.react import run_compaction, run_react
+from server.loop.stop_hooks import keep_working_text, run_stop_hooks
 from server.loop.structured import STRUCTURED_OUTPUT_TOOL
 from server.loop.turn_state import TurnState
-from server.tools.hooks import HookDecision, HookVerdict
+from server.tools.hooks import HookDecision
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ async def run_turn(ctx: TurnContext) -> TurnOutcome:
     try:
         return await _run_turn(ctx)
     except TurnCancelled:
-        return TurnOutcome.cancelled("user_cancelled")
+        return TurnOutcome.cancelled(EndReason.USER_CANCELLED)
     except HarnessError as err:
         return TurnOutcome.failed(err)
     except Exception as exc:  # a bug must end the turn readably, not kill the session
@@ -81,23 +84,19 @@ async def _turn_rounds(ctx: TurnContext, state: TurnState) -> TurnOutcome:
             _save_goal(ctx)
             return outcome
         if outcome.refusal:
-            if goal is not None and goal.active:
-                goal.status, goal.pause_reason = GoalStatus.PAUSED, "refusal"
-                goal.user_action = "The model refused; rephrase the objective or clear the goal."
+            if goal is not None:
+                goal.assign(decide_refusal(goal))
             _save_goal(ctx)
             return outcome
         if goal is not None and goal.status in (GoalStatus.ACTIVE, GoalStatus.BUDGET_LIMITED):
             if await goal_round_end(ctx, state):
                 continue
         if ctx.stop_hooks and reentries < ctx.limits.stop_hooks.max_reentries:
-            verdict = await run_stop_hooks(ctx, outcome, reentries)
+            verdict = await run_stop_hooks(ctx, reentries)
             if verdict.decision is HookDecision.BLOCK:
                 reentries += 1
                 state.stop_reentries = reentries
-                feedback = f"[stop hook] Keep working: {verdict.reason or 'the task is not finished'}"
-                if verdict.context:
-                    feedback += f"\n{verdict.context}"
-                ctx.conversation.append(Message.user(feedback))
+                ctx.conversation.append(Message.user(keep_working_text(verdict)))
                 continue
         return outcome
 
@@ -119,16 +118,11 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
     ):
         if attempt >= req.max_retries:
             state.auto_recovery_exhausted = True
-            ctx.events.emit(
-                EventKind.NOTICE,
-                {
-                    "severity": "warning",
-                    "title": f"The agent finished without calling {req.tool} ({attempt} reminders).",
-                },
-            )
+            notice = Notice(f"The agent finished without calling {req.tool} ({attempt} reminders).")
+            ctx.events.emit(notice.kind, notice.payload())
             return TurnOutcome(
                 outcome.kind,
-                reason="auto_recovery_exhausted",
+                reason=EndReason.AUTO_RECOVERY_EXHAUSTED,
                 refusal=outcome.refusal,
                 max_tokens=outcome.max_tokens,
                 tools_called=outcome.tools_called,
@@ -175,7 +169,10 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
     """Judge the goal after a completed round; True when the turn should continue."""
     goal = ctx.goal
     assert goal is not None
-    action = budget_check(goal)
+    budget = decide_budget(goal)
+    if budget is not None:
+        goal.assign(budget.goal)
+    action = budget.action if budget is not None else None
     if action is GoalAction.WRAP_UP:
         _save_goal(ctx)
         ctx.conversation.replace(with_continuation(ctx.conversation.messages, WRAP_UP_TEXT))
@@ -194,7 +191,9 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
             goal.tokens_used += usage.cache_write_tokens
     if ctx.goal is not goal:
         return False  # the goal was cleared or replaced while it was being judged
-    action = after_evaluation(goal, evaluation, ctx.limits.goal)
+    decision = decide_after_evaluation(goal, evaluation.verdict, ctx.limits.goal)
+    goal.assign(decision.goal)
+    action = decision.action
     verdict_event: dict[str, Any] = {"attempts": evaluation.attempts, "action": action.value}
     if evaluation.verdict is not None:
         verdict_event["verdict"] = evaluation.verdict.wire()
@@ -209,7 +208,9 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
         if ctx.goal is not goal:
             return False
         verdict_event["verification"] = {"command": goal.verify, "passed": passed, "output": output[-2000:]}
-        action = after_verification(goal, passed, output)
+        decision = decide_after_verification(goal, passed, output)
+        goal.assign(decision.goal)
+        action = decision.action
         verdict_event["action"] = action.value
     state.goal_verdicts.append(verdict_event)
     ctx.events.emit(EventKind.GOAL, {**goal.to_dict(), "verdictEvent": verdict_event})
@@ -220,54 +221,13 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
     return False
 
 
-# ----------------------------------------------------------------------------- stop hooks (R-L2d)
-
-
-async def run_stop_hooks(ctx: TurnContext, outcome: TurnOutcome, reentries: int) -> HookVerdict:
-    """Ask every stop hook; merge: prevent beats block beats allow. Failing hooks fail open."""
-    last = next(
-        (m.content for m in reversed(ctx.conversation.messages) if m.role == "assistant" and m.content), ""
-    )
-    payload = {
-        "event": "stop",
-        "sessionId": ctx.session_id,
-        "cwd": str(ctx.cwd),
-        "turnId": ctx.turn_id,
-        "lastMessage": last,
-        "reentries": reentries,
-    }
-    verdicts: list[HookVerdict] = []
-    for hook in ctx.stop_hooks:
-        try:
-            verdict = await run_cancellable(hook.stop(payload), ctx.cancel)
-        except TurnCancelled:
-            raise
-        except Exception as exc:  # a hook must never wedge the session
-            verdict = HookVerdict(
-                HookDecision.ALLOW, f"hook failed: {exc}", hook=getattr(hook, "name", "?"), failed_open=True
-            )
-        verdicts.append(verdict)
-    ctx.events.emit(
-        EventKind.STOP_HOOKS, {"reentries": reentries, "verdicts": [v.to_event() for v in verdicts]}
-    )
-    prevent = [v for v in verdicts if v.decision is HookDecision.PREVENT]
-    if prevent:
-        return prevent[0]
-    blocks = [v for v in verdicts if v.decision is HookDecision.BLOCK]
-    if blocks:
-        reason = "; ".join(v.reason for v in blocks if v.reason) or None
-        context = "\n".join(v.context for v in blocks if v.context) or None
-        return HookVerdict(HookDecision.BLOCK, reason, context, hook="merged")
-    return HookVerdict(HookDecision.ALLOW, hook="merged")
-
-
 async def run_compaction_job(ctx: TurnContext) -> TurnOutcome:
     """A queued `/compact`: fold the history without sampling the agent."""
     state = TurnState()
     try:
-        await run_compaction(ctx, state, "requested")
+        await run_compaction(ctx, state, CompactionReason.REQUESTED)
     except TurnCancelled:
-        return TurnOutcome.cancelled("user_cancelled")
+        return TurnOutcome.cancelled(EndReason.USER_CANCELLED)
     except Exception as exc:
         log.exception("compaction job %s crashed", ctx.turn_id)
         return TurnOutcome.failed(HarnessError(ErrorKind.INTERNAL, f"compaction failed: {exc}"))

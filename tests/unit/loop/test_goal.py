@@ -1,0 +1,206 @@
+"""The goal deciders (R-L2c) return a `GoalDecision` (action + the goal after it) and never
+change the goal they are given; table-driven, no server."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from server.loop.goal import (
+    GoalAction,
+    GoalLimits,
+    GoalState,
+    GoalStatus,
+    Verdict,
+    after_evaluation,
+    budget_check,
+    decide_after_evaluation,
+    decide_after_verification,
+    decide_budget,
+    decide_refusal,
+)
+
+
+def verdict(decision: str, blocker_key: str | None = None) -> Verdict:
+    return Verdict(decision=decision, evidence="seen", next_step="do x", blocker_key=blocker_key)  # type: ignore[arg-type]
+
+
+def goal(**fields: Any) -> GoalState:
+    return GoalState("ship it", **fields)
+
+
+@pytest.mark.parametrize(
+    ("before", "action", "changes"),
+    [
+        (goal(), None, None),
+        (goal(token_budget=100, tokens_used=99), None, None),
+        (
+            goal(token_budget=100, tokens_used=100),
+            GoalAction.WRAP_UP,
+            {
+                "status": GoalStatus.BUDGET_LIMITED,
+                "wrap_up_done": True,
+                "pause_reason": "token budget of 100 spent (100 used)",
+            },
+        ),
+        (
+            goal(
+                token_budget=100,
+                tokens_used=150,
+                status=GoalStatus.BUDGET_LIMITED,
+                wrap_up_done=True,
+                pause_reason="x",
+            ),
+            GoalAction.STOP,
+            {},
+        ),
+    ],
+    ids=["no budget", "under budget", "spent: wrap up once", "spent: then stop"],
+)
+def test_decide_budget(before: GoalState, action: GoalAction | None, changes: dict[str, Any] | None) -> None:
+    snapshot = before.copy()
+    decision = decide_budget(before)
+    assert before == snapshot  # the input is never changed
+    if action is None:
+        assert decision is None
+        return
+    assert decision is not None and decision.action is action
+    assert decision.goal == dataclasses.replace(snapshot, **(changes or {}))
+
+
+LIMITS = GoalLimits(blocked_repeats=3)
+
+
+@pytest.mark.parametrize(
+    ("before", "judged", "action", "changes"),
+    [
+        (
+            goal(),
+            None,
+            GoalAction.PAUSE,
+            {"rounds": 1, "status": GoalStatus.PAUSED, "pause_reason": "infra", "user_action": "*"},
+        ),
+        (goal(), verdict("continue"), GoalAction.CONTINUE, {"rounds": 1, "last_verdict": "*"}),
+        (
+            goal(blocked_key="k", blocked_count=2),
+            verdict("continue"),
+            GoalAction.CONTINUE,
+            {"rounds": 1, "last_verdict": "*", "blocked_key": None, "blocked_count": 0},
+        ),
+        (
+            goal(),
+            verdict("blocked", "no_access"),
+            GoalAction.CONTINUE,
+            {"rounds": 1, "last_verdict": "*", "blocked_key": "no_access", "blocked_count": 1},
+        ),
+        (
+            goal(blocked_key="other", blocked_count=2),
+            verdict("blocked", "no_access"),
+            GoalAction.CONTINUE,
+            {"rounds": 1, "last_verdict": "*", "blocked_key": "no_access", "blocked_count": 1},
+        ),
+        (
+            goal(blocked_key="no_access", blocked_count=2),
+            verdict("blocked", "no_access"),
+            GoalAction.PAUSE,
+            {
+                "rounds": 1,
+                "last_verdict": "*",
+                "blocked_count": 3,
+                "status": GoalStatus.PAUSED,
+                "pause_reason": "blocked: no_access",
+                "user_action": "do x",
+            },
+        ),
+        (
+            goal(),
+            verdict("candidate_complete"),
+            GoalAction.COMPLETE,
+            {"rounds": 1, "last_verdict": "*", "status": GoalStatus.COMPLETE},
+        ),
+        (
+            goal(verify="make test"),
+            verdict("candidate_complete"),
+            GoalAction.VERIFY,
+            {"rounds": 1, "last_verdict": "*"},
+        ),
+    ],
+    ids=[
+        "infra",
+        "continue",
+        "continue clears blocker",
+        "blocked once",
+        "new blocker",
+        "blocked thrice",
+        "complete",
+        "verify",
+    ],
+)
+def test_decide_after_evaluation(
+    before: GoalState, judged: Verdict | None, action: GoalAction, changes: dict[str, Any]
+) -> None:
+    snapshot = before.copy()
+    decision = decide_after_evaluation(before, judged, LIMITS)
+    assert before == snapshot
+    assert decision.action is action
+    for name, value in changes.items():
+        got = getattr(decision.goal, name)
+        if value == "*":
+            assert got, name  # set to something (wording is the message's business)
+        else:
+            assert got == value, name
+    untouched = {f.name for f in dataclasses.fields(GoalState)} - set(changes)
+    for name in untouched:
+        assert getattr(decision.goal, name) == getattr(snapshot, name), name
+    if judged is not None:
+        assert decision.goal.last_verdict == judged.wire()
+
+
+@pytest.mark.parametrize(
+    ("passed", "output", "action", "status", "gaps"),
+    [
+        (True, "ok", GoalAction.COMPLETE, GoalStatus.COMPLETE, []),
+        (
+            False,
+            "  2 failed \n",
+            GoalAction.CONTINUE,
+            GoalStatus.ACTIVE,
+            ["verification `make test` failed: 2 failed"],
+        ),
+        (False, "", GoalAction.CONTINUE, GoalStatus.ACTIVE, ["verification `make test` failed: (no output)"]),
+    ],
+)
+def test_decide_after_verification(
+    passed: bool, output: str, action: GoalAction, status: GoalStatus, gaps: list[str]
+) -> None:
+    before = goal(verify="make test")
+    decision = decide_after_verification(before, passed, output)
+    assert before.gaps == []
+    assert (decision.action, decision.goal.status, decision.goal.gaps) == (action, status, gaps)
+
+
+@pytest.mark.parametrize(
+    ("status", "paused"),
+    [(GoalStatus.ACTIVE, True), (GoalStatus.BUDGET_LIMITED, False), (GoalStatus.COMPLETE, False)],
+)
+def test_decide_refusal(status: GoalStatus, paused: bool) -> None:
+    before = goal(status=status)
+    after = decide_refusal(before)
+    assert before.status is status
+    assert (after.status is GoalStatus.PAUSED) is paused
+    assert (after.pause_reason == "refusal") is paused
+
+
+def test_wrappers_apply_the_decision_in_place() -> None:
+    live = goal(token_budget=10, tokens_used=10)
+    assert budget_check(live) is GoalAction.WRAP_UP
+    assert live.wrap_up_done and live.status is GoalStatus.BUDGET_LIMITED
+
+    class Judged:
+        verdict = None
+
+    same = goal()
+    assert after_evaluation(same, Judged()) is GoalAction.PAUSE
+    assert same.status is GoalStatus.PAUSED and same.rounds == 1

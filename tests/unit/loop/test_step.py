@@ -1,0 +1,398 @@
+"""The L3 step's post-sample decisions (`resolve_step`, `resolve_after_tools`, `shim_presets`),
+table-driven, with no server: each row is one branch of the loop."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from server.core.conversation import ToolCall
+from server.core.errors import ErrorKind, HarnessError
+from server.core.provider import StopReason
+from server.loop.detection import (
+    NUDGE_TEXT,
+    DegenerationReason,
+    Nudge,
+    RepetitionHit,
+    StationarityReason,
+    Stop,
+)
+from server.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
+from server.loop.outcome import EndReason, OutcomeKind
+from server.loop.step import (
+    ContinueReason,
+    NextStepContinue,
+    NextStepFinalOutput,
+    NextStepRunTools,
+    NextStepStop,
+    SchemaMode,
+    StepCounters,
+    StepObservation,
+    StepPolicy,
+    ToolRoundObservation,
+    resolve_after_tools,
+    resolve_step,
+    shim_presets,
+)
+from server.loop.structured import (
+    ACCEPTED_TEXT,
+    MISSING_CALL_TEXT,
+    MIXED_CALL_TEXT,
+    STRUCTURED_OUTPUT_TOOL,
+    OutputSchema,
+    StructuredOutputLimits,
+)
+from server.loop.todo_gate import TodoGateLimits
+from server.loop.toolrun import BreakReason
+
+SCHEMA = OutputSchema.check({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+NATIVE = StepPolicy(schema=SCHEMA, mode=SchemaMode.NATIVE)
+SHIM = StepPolicy(schema=SCHEMA, mode=SchemaMode.SHIM)
+PLAIN = StepPolicy()
+CALL = ToolCall(id="c1", name="read_file", arguments='{"path": "a"}')
+TODO = {"content": "write tests", "status": "pending"}
+
+
+def shim_call(args: Any, call_id: str = "s1") -> ToolCall:
+    return ToolCall(id=call_id, name=STRUCTURED_OUTPUT_TOOL, arguments=json.dumps(args))
+
+
+C0 = StepCounters()
+
+# (id, observation, counters, policy, expected next step, expected counters)
+CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCounters]] = [
+    (
+        "plain answer completes",
+        StepObservation(text="done", stop=StopReason.END_TURN),
+        C0,
+        PLAIN,
+        NextStepFinalOutput(),
+        C0,
+    ),
+    (
+        "refusal completes flagged, even with a schema",
+        StepObservation(text="no", stop=StopReason.REFUSAL),
+        C0,
+        NATIVE,
+        NextStepFinalOutput(refusal=True),
+        C0,
+    ),
+    (
+        "degenerate stream stops first, dropping its tool calls",
+        StepObservation(
+            text="ababab", tool_calls=(CALL,), degenerate=RepetitionHit("ab", 40), stop=StopReason.MAX_TOKENS
+        ),
+        C0,
+        PLAIN,
+        NextStepStop(
+            OutcomeKind.STATIONARITY_ENDED,
+            DegenerationReason.REPETITIVE_TEXT,
+            nudge=RepetitionHit("ab", 40).as_data(),
+            drop_tool_calls=True,
+        ),
+        C0,
+    ),
+    (
+        "cut-off answer is continued",
+        StepObservation(text="half", stop=StopReason.MAX_TOKENS),
+        C0,
+        PLAIN,
+        NextStepContinue(ContinueReason.MAX_TOKENS, CONTINUE_TEXT),
+        StepCounters(max_token_continuations=1),
+    ),
+    (
+        "cut-off answer with continuations used up completes flagged",
+        StepObservation(text="half", stop=StopReason.MAX_TOKENS),
+        StepCounters(max_token_continuations=2),
+        PLAIN,
+        NextStepFinalOutput(max_tokens=True),
+        StepCounters(max_token_continuations=2),
+    ),
+    (
+        "empty cut-off answer is nudged",
+        StepObservation(stop=StopReason.MAX_TOKENS),
+        C0,
+        PLAIN,
+        NextStepContinue(ContinueReason.EMPTY_OUTPUT, EMPTY_NUDGE_TEXT),
+        StepCounters(empty_retries=1),
+    ),
+    (
+        "empty cut-off answer that stays empty fails readably",
+        StepObservation(stop=StopReason.MAX_TOKENS),
+        StepCounters(empty_retries=2),
+        PLAIN,
+        NextStepStop(
+            OutcomeKind.FAILED,
+            EndReason.EMPTY_MAX_TOKENS,
+            error=HarnessError(ErrorKind.INVALID_REQUEST, "placeholder"),
+        ),
+        StepCounters(empty_retries=2),
+    ),
+    (
+        "pending user input is answered before anything else",
+        StepObservation(text="done", interjections_pending=True, open_todos=(TODO,)),
+        C0,
+        NATIVE,
+        NextStepContinue(ContinueReason.INTERJECTION),
+        C0,
+    ),
+    (
+        "native: valid JSON completes with the value",
+        StepObservation(text='{"n": 3}', stop=StopReason.END_TURN),
+        C0,
+        NATIVE,
+        NextStepFinalOutput(structured_output={"value": {"n": 3}}),
+        C0,
+    ),
+    (
+        "native: invalid JSON is retried",
+        StepObservation(text="three", stop=StopReason.END_TURN),
+        C0,
+        NATIVE,
+        "retry",
+        StepCounters(structured_attempts=1),
+    ),
+    (
+        "native: last attempt fails → completes carrying the error",
+        StepObservation(text="{}", stop=StopReason.END_TURN),
+        StepCounters(structured_attempts=2),
+        NATIVE,
+        "gave_up",
+        StepCounters(structured_attempts=3),
+    ),
+    (
+        "shim: stopping without the call is retried",
+        StepObservation(text="the answer is 3", stop=StopReason.END_TURN),
+        C0,
+        SHIM,
+        NextStepContinue(
+            ContinueReason.STRUCTURED_RETRY,
+            f"{MISSING_CALL_TEXT}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again "
+            "(2 attempt(s) left).",
+        ),
+        StepCounters(structured_attempts=1),
+    ),
+    (
+        "todo gate nudges while todos are open",
+        StepObservation(text="done", open_todos=(TODO,)),
+        StepCounters(todo_nudges=1),
+        PLAIN,
+        "todo_nudge",
+        StepCounters(todo_nudges=2),
+    ),
+    (
+        "todo gate lets go after its nudges and records what remains",
+        StepObservation(text="done", open_todos=(TODO, TODO)),
+        StepCounters(todo_nudges=2),
+        PLAIN,
+        NextStepFinalOutput(),
+        StepCounters(todo_nudges=2, todos_remaining=2),
+    ),
+    (
+        "todo gate stays quiet for structured turns",
+        StepObservation(text='{"n": 1}', open_todos=(TODO,)),
+        C0,
+        NATIVE,
+        NextStepFinalOutput(structured_output={"value": {"n": 1}}),
+        C0,
+    ),
+    (
+        "tool calls run",
+        StepObservation(tool_calls=(CALL,), stop=StopReason.TOOL_USE),
+        C0,
+        PLAIN,
+        NextStepRunTools(),
+        C0,
+    ),
+    (
+        "repetition stop ends the run before max_turns, skipping the calls",
+        StepObservation(tool_calls=(CALL,), stationarity=Stop(20, noop=False), tool_rounds=5),
+        C0,
+        StepPolicy(max_turns=5),
+        NextStepStop(
+            OutcomeKind.STATIONARITY_ENDED,
+            StationarityReason.IDENTICAL_STEPS,
+            nudge=Stop(20, noop=False).as_data(),
+            skip_tools="Not run: the same step was repeated 20 times.",
+        ),
+        C0,
+    ),
+    (
+        "max_turns reached skips the calls",
+        StepObservation(tool_calls=(CALL,), tool_rounds=3),
+        C0,
+        StepPolicy(max_turns=3),
+        NextStepStop(
+            OutcomeKind.MAX_TURNS_REACHED,
+            EndReason.MAX_TURNS_REACHED,
+            skip_tools="Not run: the turn reached its limit of 3 tool rounds.",
+        ),
+        C0,
+    ),
+    (
+        "a repetition nudge rides along with the round",
+        StepObservation(tool_calls=(CALL,), stationarity=Nudge(8), tool_rounds=2),
+        C0,
+        StepPolicy(max_turns=3),
+        NextStepRunTools(nudge=Nudge(8)),
+        C0,
+    ),
+    (
+        "native mode never presets tool results",
+        StepObservation(tool_calls=(shim_call({"n": 1}),)),
+        C0,
+        NATIVE,
+        NextStepRunTools(),
+        C0,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("obs", "counters", "policy", "expected", "after"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_resolve_step(
+    obs: StepObservation, counters: StepCounters, policy: StepPolicy, expected: Any, after: StepCounters
+) -> None:
+    resolution = resolve_step(obs, counters, policy)
+    step = resolution.step
+    assert resolution.counters == after
+    if expected == "retry":
+        assert isinstance(step, NextStepContinue) and step.reason is ContinueReason.STRUCTURED_RETRY
+        assert step.message is not None and "Answer again with only JSON" in step.message
+    elif expected == "gave_up":
+        assert isinstance(step, NextStepFinalOutput)
+        assert step.structured_output is not None and "error" in step.structured_output
+    elif expected == "todo_nudge":
+        assert isinstance(step, NextStepContinue) and step.reason is ContinueReason.TODO_GATE
+        assert step.message is not None and "- [pending] write tests" in step.message
+    elif isinstance(expected, NextStepStop) and expected.error is not None:
+        assert isinstance(step, NextStepStop)
+        assert (step.kind, step.reason, step.error is not None) == (expected.kind, expected.reason, True)
+        assert step.error is not None and step.error.kind is ErrorKind.INVALID_REQUEST
+        assert "3 times in a row" in step.error.message
+    else:
+        assert step == expected
+
+
+def test_resolve_step_is_pure() -> None:
+    """Same input, same answer; the counters passed in are never changed."""
+    obs = StepObservation(text="half", stop=StopReason.MAX_TOKENS)
+    counters = StepCounters()
+    first = resolve_step(obs, counters, PLAIN)
+    assert resolve_step(obs, counters, PLAIN) == first
+    assert counters == StepCounters()
+
+
+def test_policy_limits_are_the_ones_used() -> None:
+    policy = StepPolicy(
+        max_tokens=MaxTokensLimits(max_continuations=0), todo_gate=TodoGateLimits(max_nudges=0)
+    )
+    cut = resolve_step(StepObservation(text="half", stop=StopReason.MAX_TOKENS), C0, policy)
+    assert cut.step == NextStepFinalOutput(max_tokens=True)
+    gated = resolve_step(StepObservation(text="done", open_todos=(TODO,)), C0, policy)
+    assert gated.step == NextStepFinalOutput() and gated.counters.todos_remaining == 1
+    one_try = StepPolicy(
+        schema=SCHEMA, mode=SchemaMode.NATIVE, structured=StructuredOutputLimits(max_attempts=1)
+    )
+    gave_up = resolve_step(StepObservation(text="x"), C0, one_try)
+    assert isinstance(gave_up.step, NextStepFinalOutput) and gave_up.counters.structured_attempts == 1
+
+
+# ----------------------------------------------------------------------------- the shim's calls
+
+LIMITS = StructuredOutputLimits()
+
+
+@pytest.mark.parametrize(
+    ("calls", "failed_before", "results", "output", "attempts"),
+    [
+        ([CALL], 0, {}, None, 0),
+        ([shim_call({"n": 1}), CALL], 0, {"s1": (MIXED_CALL_TEXT, True)}, None, 0),
+        ([shim_call({"n": 1})], 1, {"s1": (ACCEPTED_TEXT, False)}, {"value": {"n": 1}}, 1),
+        (
+            [shim_call({"n": 1}), shim_call({"n": 2}, "s2")],
+            0,
+            {
+                "s1": (ACCEPTED_TEXT, False),
+                "s2": (f"Rejected: call {STRUCTURED_OUTPUT_TOOL} only once.", True),
+            },
+            {"value": {"n": 1}},
+            0,
+        ),
+        ([shim_call({"n": "x"})], 0, {"s1": ("retry", True)}, None, 1),
+        ([shim_call({"n": "x"})], 2, {"s1": ("error", True)}, "error", 3),
+        (
+            [ToolCall(id="s1", name=STRUCTURED_OUTPUT_TOOL, arguments="{")],
+            0,
+            {"s1": ("retry", True)},
+            None,
+            1,
+        ),
+    ],
+    ids=["no shim", "mixed", "accepted", "twice", "invalid retried", "invalid given up", "bad json"],
+)
+def test_shim_presets(
+    calls: list[ToolCall],
+    failed_before: int,
+    results: dict[str, tuple[str, bool]],
+    output: Any,
+    attempts: int,
+) -> None:
+    presets, structured, after = shim_presets(SCHEMA, calls, failed_before, LIMITS)
+    assert set(presets) == set(results)
+    for call_id, (text, is_error) in results.items():
+        assert presets[call_id].is_error is is_error
+        if text == "retry":
+            assert "attempt(s) left" in presets[call_id].output
+        elif text != "error":
+            assert presets[call_id].output == text
+    if output == "error":
+        assert structured is not None and set(structured) == {"error"}
+        assert structured["error"] == presets["s1"].output
+    else:
+        assert structured == output
+    assert after == attempts
+
+
+# ----------------------------------------------------------------------------- after the tools ran
+
+FAILURE = HarnessError(ErrorKind.TOOL_EXECUTION, "boom")
+
+
+@pytest.mark.parametrize(
+    ("run", "round_", "expected"),
+    [
+        (NextStepRunTools(), ToolRoundObservation(), NextStepContinue(ContinueReason.TOOLS_RAN)),
+        (
+            NextStepRunTools(structured_output={"value": 1}),
+            ToolRoundObservation(failure=FAILURE),
+            NextStepStop(OutcomeKind.FAILED, ErrorKind.TOOL_EXECUTION, error=FAILURE),
+        ),
+        (
+            NextStepRunTools(structured_output={"value": 1}),
+            ToolRoundObservation(break_reason=BreakReason.PERMISSION_REJECTED),
+            NextStepStop(OutcomeKind.CANCELLED, EndReason.PERMISSION_REJECTED),
+        ),
+        (
+            NextStepRunTools(),
+            ToolRoundObservation(break_reason=BreakReason.USER_CANCELLED),
+            NextStepStop(OutcomeKind.CANCELLED, EndReason.USER_CANCELLED),
+        ),
+        (
+            NextStepRunTools(structured_output={"value": 1}),
+            ToolRoundObservation(break_reason=BreakReason.INTERJECTED),
+            NextStepFinalOutput(structured_output={"value": 1}),
+        ),
+        (
+            NextStepRunTools(nudge=Nudge(8)),
+            ToolRoundObservation(break_reason=BreakReason.INTERJECTED),
+            NextStepContinue(ContinueReason.STATIONARITY_NUDGE, NUDGE_TEXT, nudge=Nudge(8).as_data()),
+        ),
+    ],
+    ids=["continue", "crash beats structured", "rejected", "cancelled", "interjection does not end", "nudge"],
+)
+def test_resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation, expected: Any) -> None:
+    assert resolve_after_tools(run, round_) == expected
