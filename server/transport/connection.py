@@ -23,6 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from protocol.acp import ClientCapabilities
 from protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
+from protocol.methods import CANCEL_REQUEST, Served
 from server.transport.outgoing import OutgoingQueue
 from server.transport.rpc import CallContext, Dispatcher, parse_envelope, raw_id, response_problem
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
     from server.app import AppState
 
 log = logging.getLogger(__name__)
-
-CANCEL_REQUEST = "$/cancel_request"
 
 _CLOSE = object()
 
@@ -228,7 +227,7 @@ class Connection:
 
     async def _dispatch(self, raw: Any) -> dict[str, Any] | None:
         parsed = parse_envelope(raw)
-        if not isinstance(parsed, RpcError) and not self.initialized and parsed.method != "initialize":
+        if not isinstance(parsed, RpcError) and not self.initialized and parsed.method != Served.INITIALIZE:
             if parsed.is_notification:
                 return None
             err = RpcError(

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from protocol.jsonrpc import ErrorCode, RpcError, error_response
+from protocol.methods import Served
 from server.auth import CHALLENGE, AuthError
 from server.metrics import CONTENT_TYPE_LATEST
 from server.transport.rpc import CallContext
@@ -25,7 +26,14 @@ _RPC_MESSAGE = {
     "properties": {
         "jsonrpc": {"const": "2.0"},
         "id": {"type": ["integer", "string"], "description": "absent for a notification"},
-        "method": {"type": "string", "examples": ["session/new", "session/prompt", "session/list"]},
+        "method": {
+            "type": "string",
+            "examples": [
+                Served.SESSION_NEW.value,
+                Served.SESSION_PROMPT.value,
+                Served.SESSION_LIST.value,
+            ],
+        },
         "params": {"type": "object"},
     },
 }
@@ -53,7 +61,7 @@ RPC_OPENAPI: dict[str, Any] = {
                 "example": {
                     "jsonrpc": "2.0",
                     "id": 1,
-                    "method": "session/new",
+                    "method": Served.SESSION_NEW.value,
                     "params": {"cwd": "/home/me/project", "mcpServers": []},
                 },
             }

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
+from protocol.methods import Served
 from server.config import AuthMode
 from server.overload import overload_error
 from server.transport.guards import check_depth, limit_exceeded, rate_key
@@ -145,7 +146,7 @@ class Dispatcher:
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
         # A cancel is never rate-limited: it is how a client stops the work it started.
-        wait = None if parsed.method == "session/cancel" else ctx.state.rate_limiter.allow(ctx.rate_key)
+        wait = None if parsed.method == Served.SESSION_CANCEL else ctx.state.rate_limiter.allow(ctx.rate_key)
         if wait is not None:
             err = limit_exceeded(
                 "rate",

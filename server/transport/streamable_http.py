@@ -30,6 +30,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocketDisconnect
 
+from protocol.methods import Served
 from server.auth import CHALLENGE, AuthError
 from server.transport.connection import Connection
 
@@ -155,7 +156,7 @@ async def acp_post(request: Request) -> Response:
             msg = orjson.loads(body)
         except orjson.JSONDecodeError:
             return _error(400, "the first message must be a JSON-RPC initialize request")
-        if not (isinstance(msg, dict) and msg.get("method") == "initialize" and "id" in msg):
+        if not (isinstance(msg, dict) and msg.get("method") == Served.INITIALIZE and "id" in msg):
             return _error(400, f"no {CONNECTION_HEADER}: the first message must be an initialize request")
         entry = registry.open(state, principal)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
