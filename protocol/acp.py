@@ -278,7 +278,9 @@ def chunk_update(kind: str, text: str, message_id: str | None = None) -> dict[st
     return update
 
 
-def session_notification(session_id: str, update: dict[str, Any], meta: dict[str, Any] | None) -> dict:
+def session_notification(
+    session_id: str, update: dict[str, Any], meta: dict[str, Any] | None
+) -> dict[str, Any]:
     params: dict[str, Any] = {"sessionId": session_id, "update": update}
     if meta:
         params["_meta"] = meta

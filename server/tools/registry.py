@@ -11,7 +11,7 @@ from server.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from server.tools.search import Glob, Grep
 from server.tools.todo import TodoWrite
 
-BUILTIN_TOOLS: tuple[type, ...] = (
+BUILTIN_TOOLS: tuple[type[Tool], ...] = (
     ReadFile,
     WriteFile,
     EditFile,

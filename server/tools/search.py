@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-import regex
+import regex  # type: ignore[import-untyped]  # no stubs published (types-regex is not a dependency)
 
 from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult

@@ -16,10 +16,10 @@ import contextlib
 import itertools
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect
 
 from protocol.acp import ClientCapabilities
 from protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
@@ -35,8 +35,18 @@ log = logging.getLogger(__name__)
 _CLOSE = object()
 
 
+class Channel(Protocol):
+    """What a transport gives a Connection: a starlette WebSocket, or an adapter with the same
+    two calls (stdio lines, Streamable HTTP). `receive_text` raises `WebSocketDisconnect` at
+    the end, and `KeyError` for a frame that is not text."""
+
+    async def receive_text(self) -> str: ...
+
+    async def send_text(self, data: str, /) -> None: ...
+
+
 class Connection:
-    def __init__(self, ws: WebSocket, state: AppState, dispatcher: Dispatcher, principal: str) -> None:
+    def __init__(self, ws: Channel, state: AppState, dispatcher: Dispatcher, principal: str) -> None:
         self.id = f"conn_{uuid.uuid4().hex[:12]}"
         self.ws = ws
         self.state = state

@@ -22,8 +22,9 @@ from pydantic import BaseModel, ValidationError
 from protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
 from protocol.methods import Served
 from server.config import AuthMode
+from server.core.input_limits import limit_exceeded
 from server.overload import overload_error
-from server.transport.guards import check_depth, limit_exceeded, rate_key
+from server.transport.guards import check_depth, rate_key
 
 if TYPE_CHECKING:
     from server.app import AppState
@@ -214,8 +215,8 @@ class Dispatcher:
                 log.warning("method %s: %s (%s)", parsed.method, overloaded.message, exc)
             else:
                 log.exception("method %s failed", parsed.method)
-            err = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
-            return None if parsed.is_notification else error_response(parsed.id, err)
+            failure = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
+            return None if parsed.is_notification else error_response(parsed.id, failure)
         if parsed.is_notification:
             return None
         return response(parsed.id, {} if result is None else result)
