@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.acp import session_notification
 from protocol.methods import ClientRequest, Notification
 
 
@@ -110,7 +111,4 @@ def agentd_event(session_id: str, kind: str, event: Any, meta: dict[str, Any]) -
 
 
 def session_update(session_id: str, update: dict[str, Any], meta: dict[str, Any] | None) -> Outgoing:
-    params: dict[str, Any] = {"sessionId": session_id, "update": update}
-    if meta:
-        params["_meta"] = meta
-    return Outgoing(Notification.SESSION_UPDATE, params)
+    return Outgoing(Notification.SESSION_UPDATE, session_notification(session_id, update, meta))
