@@ -113,7 +113,9 @@ def test_every_client_request_has_a_builder() -> None:
 
 
 # session/cancel is ACP's one client→agent notification; the rest of ACP's served methods are requests.
-ACP_SIDES = [(m, "agent", "Request") for m in Served if not m.startswith("_") and m != Served.SESSION_CANCEL]
+ACP_SIDES: list[tuple[str, str, str]] = [
+    (m, "agent", "Request") for m in Served if not m.startswith("_") and m != Served.SESSION_CANCEL
+]
 ACP_SIDES += [(m, "agent", "Request") for m in Unsupported]
 ACP_SIDES += [(m, "client", "Request") for m in ClientRequest if not m.startswith("_")]
 ACP_SIDES += [(Notification.SESSION_UPDATE, "client", "Notification")]
