@@ -197,24 +197,6 @@ class SetModeParams(Wire):
     mode_id: str
 
 
-class SessionMode(Wire):
-    id: str
-    name: str
-    description: str | None = None
-
-
-class SessionModeState(Wire):
-    current_mode_id: str
-    available_modes: list[SessionMode]
-
-
-class SessionInfo(Wire):
-    session_id: str
-    cwd: str
-    title: str | None = None
-    updated_at: str | None = None
-
-
 class StopReason(StrEnum):
     END_TURN = "end_turn"
     MAX_TOKENS = "max_tokens"
@@ -223,27 +205,7 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
-# ---------------------------------------------------------------------------- tool calls
-
-
-class ToolCallStatus(StrEnum):
-    PENDING = "pending"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-
-class PermissionOptionKind(StrEnum):
-    ALLOW_ONCE = "allow_once"
-    ALLOW_ALWAYS = "allow_always"
-    REJECT_ONCE = "reject_once"
-    REJECT_ALWAYS = "reject_always"
-
-
-class PermissionOption(Wire):
-    option_id: str
-    name: str
-    kind: PermissionOptionKind
+# ---------------------------------------------------------------------------- permissions
 
 
 class SelectedOutcome(Wire):
@@ -278,7 +240,9 @@ def chunk_update(kind: str, text: str, message_id: str | None = None) -> dict[st
     return update
 
 
-def session_notification(session_id: str, update: dict[str, Any], meta: dict[str, Any] | None) -> dict:
+def session_notification(
+    session_id: str, update: dict[str, Any], meta: dict[str, Any] | None
+) -> dict[str, Any]:
     params: dict[str, Any] = {"sessionId": session_id, "update": update}
     if meta:
         params["_meta"] = meta

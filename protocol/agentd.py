@@ -1,12 +1,27 @@
-"""agentd's `_agentd/` extension methods (R-P3): params models and method names."""
+"""agentd's `_agentd/` extension methods (R-P3): params models. The method names live in
+`protocol/methods.py`; the short aliases below keep the names clients and tests import."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
 from protocol.acp import ContentBlock, Wire
+from protocol.methods import QueueOp, Served
 
-INTERJECT = "_agentd/interject"
+INTERJECT = Served.INTERJECT
+COMPACT = Served.COMPACT
+USAGE_GET = Served.USAGE_GET
+GOAL_SET = Served.GOAL_SET
+GOAL_GET = Served.GOAL_GET
+GOAL_CLEAR = Served.GOAL_CLEAR
+HOOKS_REGISTER = Served.HOOKS_REGISTER
+ATTACH = Served.ATTACH
+DETACH = Served.DETACH
+FORK = Served.FORK
+ENQUEUE = Served.ENQUEUE
+SEND_NOW = Served.SEND_NOW
+PERMISSION_RESPOND = Served.PERMISSION_RESPOND
+QUEUE_OPS: tuple[str, ...] = tuple(op.value for op in QueueOp)
 
 
 class InterjectParams(Wire):
@@ -16,30 +31,12 @@ class InterjectParams(Wire):
     expected_turn_id: str | None = None
 
 
-COMPACT = "_agentd/session/compact"
-USAGE_GET = "_agentd/usage/get"
-GOAL_SET = "_agentd/goal/set"
-GOAL_GET = "_agentd/goal/get"
-GOAL_CLEAR = "_agentd/goal/clear"
-HOOKS_REGISTER = "_agentd/hooks/register"
-
-
 class GoalSetParams(Wire):
     session_id: str
     objective: str = Field(min_length=1, max_length=20_000)
     token_budget: int | None = Field(default=None, ge=1)
     # A shell command run in the workspace when the evaluator thinks the goal is met; exit 0 = done.
     verify: str | None = Field(default=None, min_length=1)
-
-
-ATTACH = "_agentd/session/attach"
-DETACH = "_agentd/session/detach"
-
-
-FORK = "_agentd/session/fork"
-ENQUEUE = "_agentd/prompt/enqueue"
-SEND_NOW = "_agentd/prompt/send_now"
-QUEUE_OPS = ("list", "remove", "edit", "move", "combine", "hold", "release", "clear", "interject")
 
 
 class EnqueueParams(Wire):
@@ -69,9 +66,6 @@ class AttachParams(Wire):
 class HooksRegisterParams(Wire):
     session_id: str
     events: list[str] = Field(default_factory=lambda: ["stop"])
-
-
-PERMISSION_RESPOND = "_agentd/permission/respond"
 
 
 class PermissionRespondParams(Wire):

@@ -190,6 +190,7 @@ SessionCommand = (
     | QueueOp
     | ResumeQueue
     | SetAgent
+    | SetModel
     | SetMode
     | Attach
     | AttachComplete

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from protocol import outgoing
 from protocol.jsonrpc import ErrorCode, RpcError
+from protocol.methods import ClientRequest
+from protocol.outgoing import Outgoing
 from server.tools.base import ToolError
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -35,18 +38,21 @@ class ClientBridge:
     can_write: bool = False
     can_terminal: bool = False
 
-    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+    async def _call(self, call: Outgoing) -> Any:
         try:
-            return await self.request(method, {"sessionId": self.session_id, **params})
+            return await self.request(call.method, call.params)
         except RpcError as exc:
             if exc.code == ErrorCode.RESOURCE_NOT_FOUND:
-                raise ClientFileMissing(f"the client has no {params.get('path', 'such file')}") from None
-            raise ToolError(f"the client could not {method}: {exc}") from None
+                raise ClientFileMissing(f"the client has no {call.params.get('path', 'such file')}") from None
+            raise ToolError(f"the client could not {call.method}: {exc}") from None
         except Exception as exc:  # the client refused or went away: the model reads why
-            raise ToolError(f"the client could not {method}: {exc}") from None
+            raise ToolError(f"the client could not {call.method}: {exc}") from None
+
+    def _terminal(self, method: ClientRequest, terminal_id: str) -> Outgoing:
+        return outgoing.terminal_call(method, self.session_id, terminal_id)
 
     async def read_text_file(self, path: Path) -> str:
-        result = await self._call("fs/read_text_file", {"path": str(path)})
+        result = await self._call(outgoing.read_text_file(self.session_id, str(path)))
         content = result.get("content") if isinstance(result, dict) else None
         if not isinstance(content, str):
             raise ToolError("the client answered fs/read_text_file without content")
@@ -61,7 +67,7 @@ class ClientBridge:
             return None
 
     async def write_text_file(self, path: Path, content: str) -> None:
-        await self._call("fs/write_text_file", {"path": str(path), "content": content})
+        await self._call(outgoing.write_text_file(self.session_id, str(path), content))
 
     async def run_command(
         self,
@@ -73,28 +79,22 @@ class ClientBridge:
     ) -> tuple[str, int | None, bool]:
         """Run `command` in the client's terminal; (output, exit code or None, timed out)."""
         created = await self._call(
-            "terminal/create",
-            {
-                "command": "/bin/bash",
-                "args": ["-c", command],
-                "cwd": str(cwd),
-                "outputByteLimit": output_limit,
-            },
+            outgoing.create_terminal(self.session_id, "/bin/bash", ["-c", command], str(cwd), output_limit)
         )
-        terminal = {"terminalId": created["terminalId"]}
+        terminal = created["terminalId"]  # sent back as the client spelled it
         timed_out = False
         try:
             if on_terminal is not None:  # the editor shows its live output in the tool call
-                await on_terminal(str(created["terminalId"]))
+                await on_terminal(str(terminal))
             try:
                 async with asyncio.timeout(limit_s):
-                    await self._call("terminal/wait_for_exit", terminal)
+                    await self._call(self._terminal(ClientRequest.TERMINAL_WAIT_FOR_EXIT, terminal))
             except TimeoutError:
                 timed_out = True
-                await self._call("terminal/kill", terminal)
-            out = await self._call("terminal/output", terminal)
+                await self._call(self._terminal(ClientRequest.TERMINAL_KILL, terminal))
+            out = await self._call(self._terminal(ClientRequest.TERMINAL_OUTPUT, terminal))
         finally:
             with contextlib.suppress(Exception):  # cancelled or not, the client frees it
-                await asyncio.shield(self._call("terminal/release", terminal))
+                await asyncio.shield(self._call(self._terminal(ClientRequest.TERMINAL_RELEASE, terminal)))
         status = out.get("exitStatus") or {}
         return str(out.get("output", "")), status.get("exitCode"), timed_out

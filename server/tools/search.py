@@ -1,20 +1,10 @@
-"""Search tools: `glob` (find files by name pattern) and `grep` (regex over file contents), R-T5.
-
-Both walk the workspace (or a directory inside it) without following symlinked
-directories, skip `.git`, and list a symlinked file only when it resolves inside the
-workspace, so a search never reports or reads anything outside the root. The walk runs in
-a worker of the tools' own pool (`server.tools.offload`) with a deadline; a cancelled call
-tells the worker to stop.
+"""The `grep` tool (R-T5): regex over file contents; `glob` lives in `glob_tool.py` and the
+confined walk both use in `walk.py`.
 
 grep never matches with `re`, which holds the GIL while it backtracks: patterns are
 checked and compiled with the `regex` module (re-compatible syntax, VERSION0; see
 `server.tools.regexguard`), and lines are matched by ripgrep when installed, else by
-`regex` with a per-line timeout (`server.tools.grepengine`). Glob patterns are matched
-without regular expressions (`server.tools.globmatch`).
-
-Glob patterns: `*` and `?` stay within one path segment, `[abc]` / `[!abc]` are character
-classes, `**` as a whole segment matches any number of directories (zero included), and
-`{a,b}` alternatives are expanded. `*` also matches names starting with a dot.
+`regex` with a per-line timeout (`server.tools.grepengine`).
 """
 
 from __future__ import annotations
@@ -23,230 +13,40 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-import regex
+import regex  # type: ignore[import-untyped]  # no stubs published (types-regex is not a dependency)
 
 from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.glob_tool import GLOB_MAX_RESULTS, Glob
 from server.tools.globmatch import GlobMatcher as _GlobMatcher
 from server.tools.grepengine import Engine, FileLines, PythonEngine, RgEngine, SearchStopped, find_rg
-from server.tools.offload import Pool, run_blocking
+from server.tools.walk import (
+    MAX_SCANNED_FILES,
+    SEARCH_DEADLINE,  # read from this module at call time (tests shorten it here)
+    Walk,
+    in_thread,
+    joined,
+    pattern_arg,
+    safe_locations,
+    search_dir,
+)
 from server.tools.workspace import display_path, resolve_in_workspace
 
-GLOB_MAX_RESULTS = 500
+__all__ = ["GLOB_MAX_RESULTS", "MAX_SCANNED_FILES", "SEARCH_DEADLINE", "Glob", "Grep"]
+
 GREP_DEFAULT_RESULTS = 200
 GREP_MAX_RESULTS = 1000
 GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
 GREP_MAX_LINE_CHARS = 300
 GREP_OUTPUT_CAP = 30_000  # characters of result lines the model sees
-MAX_SCANNED_FILES = 100_000  # a walk stops here (huge trees, vendored dependencies)
-# A search's time budget: past it, grep returns what it found so far with a note.
-SEARCH_DEADLINE = 30.0
 # One line may not take longer than this to match: a pattern that does is backtracking
 # catastrophically (e.g. `(a*)*b`) and is refused with an explanation.
 GREP_LINE_BUDGET = 1.0
 _BINARY_SNIFF_BYTES = 8192
-_SKIP_NAMES = frozenset({".git"})
-
-_T = TypeVar("_T")
-
-
-# --- walking ---
-
-
-class _Walk:
-    """Files below `start`, as paths relative to it ('a/b.py'), confined to `root`."""
-
-    def __init__(
-        self,
-        root: Path,
-        start: Path,
-        stop: threading.Event,
-        prune: Callable[[str], bool] | None = None,
-    ) -> None:
-        self.root = root
-        self.start = start
-        self.stop = stop
-        self.prune = prune  # False -> skip that directory
-        self.scanned = 0
-        self.capped = False
-
-    def files(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        stack: list[tuple[str, str]] = [(str(self.start), "")]
-        while stack:
-            path, rel = stack.pop()
-            try:
-                it = os.scandir(path)
-            except OSError:
-                continue  # unreadable or vanished directory: skip it, keep searching
-            with it:
-                for entry in it:
-                    if self.stop.is_set():
-                        return
-                    if entry.name in _SKIP_NAMES:
-                        continue
-                    rel_entry = rel + entry.name
-                    try:
-                        if entry.is_symlink():
-                            # Listed only if it is a file inside the workspace; symlinked
-                            # directories are never descended (no escapes, no loops).
-                            target = Path(entry.path).resolve(strict=False)
-                            if not target.is_relative_to(self.root) or not target.is_file():
-                                continue
-                        elif entry.is_dir(follow_symlinks=False):
-                            if self.prune is None or self.prune(rel_entry):
-                                stack.append((entry.path, rel_entry + "/"))
-                            continue
-                        elif not entry.is_file(follow_symlinks=False):
-                            continue  # sockets, fifos, devices
-                    except (OSError, RuntimeError):
-                        continue
-                    self.scanned += 1
-                    if self.scanned > MAX_SCANNED_FILES:
-                        self.capped = True
-                        return
-                    yield rel_entry, entry
-
-
-async def _in_thread(fn: Callable[[threading.Event], _T], what: str) -> _T:
-    """Run `fn(stop)` on the tool pool; cancelling the call (or the deadline) sets `stop`.
-    The backstop deadline is a little longer than the search's own, which ends cleanly."""
-    return await run_blocking(fn, what=what, deadline=SEARCH_DEADLINE + 5.0, pool=Pool.SEARCH)
-
-
-def _search_dir(args: dict[str, Any], ctx: ToolContext) -> Path:
-    value = args.get("path")
-    if value is None or (isinstance(value, str) and not value.strip()):
-        value = "."
-    if not isinstance(value, str):
-        raise ToolError(f"argument 'path' must be a string, got {type(value).__name__}")
-    return resolve_in_workspace(ctx.cwd, value)
-
-
-def _joined(prefix: str, rel: str) -> str:
-    return rel if prefix == "." else f"{prefix}/{rel}"
-
-
-def _safe_locations(args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
-    try:
-        return [{"path": str(_search_dir(args, ctx))}]
-    except ToolError:
-        return []
-
-
-def _pattern_arg(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if value is None:
-        raise ToolError(f"missing required argument {key!r}")
-    if not isinstance(value, str):
-        raise ToolError(f"argument {key!r} must be a string, got {type(value).__name__}")
-    if not value:
-        raise ToolError(f"argument {key!r} must not be empty")
-    return value
-
-
-# --- glob ---
-
-
-class Glob:
-    name: ClassVar[str] = "glob"
-    kind: ClassVar[ToolKind] = ToolKind.SEARCH
-    access: ClassVar[Access] = Access.READ
-    description: ClassVar[str] = (
-        "Find files by glob pattern (e.g. '**/*.py'); newest first, paths relative to the workspace."
-    )
-    guidance: ClassVar[str] = (
-        "Use glob to find files by name: the pattern is matched against paths relative to path (default "
-        "the workspace root), `*` stays within one directory, `**` spans any number of directories and "
-        "`{a,b}` gives alternatives, so `*.py` only looks at the top level while `**/*.py` searches "
-        "everything below. Results are files only, sorted by modification time with the most recently "
-        f"changed first, and capped at {GLOB_MAX_RESULTS}; the paths are relative to the workspace root "
-        "and can be passed straight to read_file. `.git` is skipped and symlinks that lead outside the "
-        "workspace are never followed; to search file contents use grep."
-    )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Glob pattern relative to path, e.g. 'src/**/*.ts' or '**/test_*.py'.",
-            },
-            "path": {
-                "type": "string",
-                "description": "Directory to search in, relative to the workspace root (default '.').",
-            },
-        },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
-
-    def title(self, args: dict[str, Any]) -> str:
-        pattern = args.get("pattern", "?")
-        path = args.get("path")
-        if isinstance(path, str) and path not in ("", "."):
-            return f"Find {pattern} in {path}"
-        return f"Find {pattern}"
-
-    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
-        return _safe_locations(args, ctx)
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        pattern = _pattern_arg(args, "pattern")
-        matcher = _GlobMatcher(pattern)
-        start = _search_dir(args, ctx)
-        root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
-        disp = display_path(root, start)
-
-        def work(stop: threading.Event) -> tuple[list[tuple[float, str]], _Walk]:
-            if not start.exists():
-                raise ToolError(f"directory not found: {disp}")
-            if not start.is_dir():
-                raise ToolError(f"{disp} is a file, not a directory; pass a directory as path")
-            walk = _Walk(root, start, stop, prune=matcher.may_contain)
-            found: list[tuple[float, str]] = []
-            for rel, entry in walk.files():
-                if matcher.matches(rel):
-                    try:
-                        mtime = entry.stat().st_mtime  # follows an (in-workspace) symlink
-                    except OSError:
-                        continue
-                    found.append((mtime, _joined(disp, rel)))
-            return found, walk
-
-        found, walk = await _in_thread(work, f"glob {pattern!r}")
-        found.sort(key=lambda item: (-item[0], item[1]))
-        shown = [p for _, p in found[:GLOB_MAX_RESULTS]]
-        if shown:
-            output = "\n".join(shown)
-        else:
-            output = f"No files match {pattern!r} in {disp}"
-            if not matcher.has_slash_or_globstar:
-                output += f" (only its top level was searched; use '**/{pattern}' to search below it)"
-        if len(found) > len(shown):
-            output += (
-                f"\n[... {len(found) - len(shown)} more matches not shown (showing the "
-                f"{GLOB_MAX_RESULTS} most recently modified); narrow the pattern or path]"
-            )
-        if walk.capped:
-            output += (
-                f"\n[search stopped after scanning {MAX_SCANNED_FILES} files; results may be "
-                "incomplete, narrow the pattern or path]"
-            )
-        return ToolResult(
-            output=output,
-            locations=[{"path": str(start)}],
-            raw_output={
-                "matches": len(found),
-                "truncated": len(found) > len(shown) or walk.capped,
-            },
-        )
-
-
-# --- grep ---
 
 
 class Grep:
@@ -306,10 +106,10 @@ class Grep:
         return f"Search for /{pattern}/{suffix}"
 
     def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
-        return _safe_locations(args, ctx)
+        return safe_locations(args, ctx)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        pattern = _pattern_arg(args, "pattern")
+        pattern = pattern_arg(args, "pattern")
         ci = args.get("case_insensitive", False)
         if ci is None:
             ci = False
@@ -333,13 +133,15 @@ class Grep:
         file_filter: _GlobMatcher | None = None
         glob = args.get("glob")
         if glob is not None and not (isinstance(glob, str) and not glob.strip()):
-            file_filter = _GlobMatcher(_pattern_arg(args, "glob"), "glob")
-        start = _search_dir(args, ctx)
+            file_filter = _GlobMatcher(pattern_arg(args, "glob"), "glob")
+        start = search_dir(args, ctx)
         root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
         disp = display_path(root, start)
 
-        result = await _in_thread(
-            lambda stop: _grep(root, start, disp, compiled, ci, file_filter, limit, stop), f"grep /{pattern}/"
+        result = await in_thread(
+            lambda stop: _grep(root, start, disp, compiled, ci, file_filter, limit, stop),
+            f"grep /{pattern}/",
+            SEARCH_DEADLINE,
         )
         lines, stats = result
         if lines:
@@ -430,7 +232,7 @@ def _grep(
             raise ToolError(why)
         targets = [(disp, str(start))]
     else:
-        walk = _Walk(root, start, stop)
+        walk = Walk(root, start, stop)
         targets = []
         for rel, entry in walk.files():
             if file_filter is not None:
@@ -440,7 +242,7 @@ def _grep(
             # A symlink was checked to resolve inside the workspace: open its target, so
             # the open itself can refuse to follow anything (O_NOFOLLOW).
             fs_path = str(Path(entry.path).resolve()) if entry.is_symlink() else entry.path
-            targets.append((_joined(disp, rel), fs_path))
+            targets.append((joined(disp, rel), fs_path))
         stats["scan_capped"] = walk.capped
         targets.sort()
 

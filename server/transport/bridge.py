@@ -22,7 +22,9 @@ import orjson
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from protocol.jsonrpc import ErrorCode
+from protocol import outgoing
+from protocol.jsonrpc import ErrorCode, notification
+from protocol.methods import Notification, Served
 from server.transport.relay import RelayState, Verdict
 
 log = logging.getLogger(__name__)
@@ -77,8 +79,8 @@ class Bridge:
                     "content": {"type": "text", "text": f"\n[{title}]\n"},
                     "messageId": f"bridge_{uuid.uuid4().hex[:12]}",
                 }
-            params = {"sessionId": session_id, "update": update}
-            await self.to_editor({"jsonrpc": "2.0", "method": "session/update", "params": params})
+            frame = outgoing.session_update(session_id, update, None)
+            await self.to_editor(notification(frame.method, frame.params))
 
     async def fail(self, req_id: Any, message: str) -> None:
         err = {"code": int(ErrorCode.CONNECTION_CLOSED), "message": message}
@@ -106,13 +108,13 @@ class Bridge:
         params = params if isinstance(params, dict) else {}
         session_id = params.get("sessionId")
         changed = False
-        if method == "initialize":
+        if method == Served.INITIALIZE:
             self.init_params = params
             caps = params.get("clientCapabilities") or {}
             self.notices = bool(isinstance(caps, dict) and (caps.get("session") or {}).get("notices"))
-        elif method == "session/load" and isinstance(session_id, str):
+        elif method == Served.SESSION_LOAD and isinstance(session_id, str):
             self.state.reload(session_id)
-        elif method == "session/prompt" and isinstance(session_id, str):
+        elif method == Served.SESSION_PROMPT and isinstance(session_id, str):
             meta = params.setdefault("_meta", {})
             agentd = meta.setdefault("agentd", {}) if isinstance(meta, dict) else None
             if isinstance(agentd, dict) and not agentd.get("requestId"):
@@ -120,7 +122,7 @@ class Bridge:
                 agentd["requestId"] = f"bridge_{uuid.uuid4().hex}"
                 msg["params"] = params
                 changed = True
-        if isinstance(session_id, str) and method != "session/new":
+        if isinstance(session_id, str) and method != Served.SESSION_NEW:
             self.state.track(session_id)
         if method is not None and "id" in msg:
             self.pending[msg["id"]] = (msg, NOT_SENT)
@@ -170,7 +172,7 @@ class Bridge:
             elif editor_id:
                 await self.to_editor({**msg, "id": editor_id})
         else:
-            if method == "_agentd/resync_required":
+            if method == Notification.RESYNC_REQUIRED:
                 self._spawn_attach(str((msg.get("params") or {}).get("sessionId", "")))
             verdict, params = self.state.notification(method, msg.get("params") or {})
             if verdict is Verdict.FORWARD:
@@ -184,7 +186,7 @@ class Bridge:
                 fut.set_result(msg)
             return
         sent = self.pending.pop(req_id, None)
-        if sent is not None and sent[0].get("method") == "session/new":
+        if sent is not None and sent[0].get("method") == Served.SESSION_NEW:
             session_id = (msg.get("result") or {}).get("sessionId")
             if isinstance(session_id, str):
                 self.state.track(session_id)
@@ -206,7 +208,7 @@ class Bridge:
             with contextlib.suppress(Exception):
                 after = self.state.last_seq.get(session_id, 0)
                 params = {"sessionId": session_id, "afterSeq": after}
-                await self.call_internal("_agentd/session/attach", params)
+                await self.call_internal(Served.ATTACH, params)
 
         if session_id:
             asyncio.get_running_loop().create_task(attach())
@@ -215,17 +217,15 @@ class Bridge:
         """After a reconnect: the same client again, every session from where it was."""
         self.state.reconnected()
         if self.init_params is not None:
-            await self.call_internal("initialize", self.init_params)
+            await self.call_internal(Served.INITIALIZE, self.init_params)
         for session_id, after in list(self.state.last_seq.items()):
-            answer = await self.call_internal(
-                "_agentd/session/attach", {"sessionId": session_id, "afterSeq": after}
-            )
+            answer = await self.call_internal(Served.ATTACH, {"sessionId": session_id, "afterSeq": after})
             if "error" in answer:
                 log.warning("could not re-attach %s: %s", session_id, answer["error"])
         for req_id, (msg, generation) in list(self.pending.items()):
             if generation in (self.state.generation, NOT_SENT):
                 continue  # held ones go out with the rest of the held messages
-            if msg.get("method") == "session/prompt":  # same requestId: joins or gets its outcome
+            if msg.get("method") == Served.SESSION_PROMPT:  # same requestId: joins or gets its outcome
                 self.pending[req_id] = (msg, self.state.generation)
                 await self.ws.send(orjson.dumps(msg).decode())
             else:

@@ -6,10 +6,12 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from protocol import outgoing
+from protocol.methods import ClientRequest
 from server.tools.hooks import HookDecision, HookVerdict
 from server.transport.connection import Connection
 
-STOP_HOOK_METHOD = "_agentd/hooks/stop"
+STOP_HOOK_METHOD = ClientRequest.HOOKS_STOP
 
 
 @dataclass
@@ -28,7 +30,8 @@ class ClientStopHook:
     async def stop(self, payload: dict[str, Any]) -> HookVerdict:
         try:
             async with asyncio.timeout(self.timeout):
-                answer = await self.connection.request(STOP_HOOK_METHOD, payload)
+                call = outgoing.stop_hook(payload)
+                answer = await self.connection.request(call.method, call.params)
         except TimeoutError:
             return HookVerdict(
                 HookDecision.ALLOW, f"no answer within {self.timeout:g}s", hook=self.name, failed_open=True

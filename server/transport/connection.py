@@ -16,28 +16,37 @@ import contextlib
 import itertools
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect
 
 from protocol.acp import ClientCapabilities
 from protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
+from protocol.methods import CANCEL_REQUEST
 from server.transport.outgoing import OutgoingQueue
-from server.transport.rpc import CallContext, Dispatcher, parse_envelope, raw_id, response_problem
+from server.transport.rpc import CallContext, Dispatcher, read_message, response_problem
 
 if TYPE_CHECKING:
     from server.app import AppState
 
 log = logging.getLogger(__name__)
 
-CANCEL_REQUEST = "$/cancel_request"
-
 _CLOSE = object()
 
 
+class Channel(Protocol):
+    """What a transport gives a Connection: a starlette WebSocket, or an adapter with the same
+    two calls (stdio lines, Streamable HTTP). `receive_text` raises `WebSocketDisconnect` at
+    the end, and `KeyError` for a frame that is not text."""
+
+    async def receive_text(self) -> str: ...
+
+    async def send_text(self, data: str, /) -> None: ...
+
+
 class Connection:
-    def __init__(self, ws: WebSocket, state: AppState, dispatcher: Dispatcher, principal: str) -> None:
+    def __init__(self, ws: Channel, state: AppState, dispatcher: Dispatcher, principal: str) -> None:
         self.id = f"conn_{uuid.uuid4().hex[:12]}"
         self.ws = ws
         self.state = state
@@ -141,15 +150,11 @@ class Connection:
             )
             self.send_message(error_response(None, err))
             return
-        try:
-            raw = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            self.send_message(error_response(None, RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")))
+        raw = read_message(text)
+        if isinstance(raw, RpcError):  # not JSON, or an empty batch
+            self.send_message(error_response(None, raw))
             return
         if isinstance(raw, list):
-            if not raw:
-                self.send_message(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, "empty batch")))
-                return
             self._spawn(self._handle_batch(raw))
             return
         if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
@@ -192,9 +197,7 @@ class Connection:
             return
         if raw.get("error") is not None:
             err = raw["error"]
-            fut.set_exception(
-                RpcError(int(err["code"]), str(err.get("message", "error")), err.get("data"))
-            )
+            fut.set_exception(RpcError(int(err["code"]), str(err.get("message", "error")), err.get("data")))
         else:
             fut.set_result(raw.get("result"))
 
@@ -205,14 +208,13 @@ class Connection:
         return task
 
     async def _handle_batch(self, items: list[Any]) -> None:
-        responses = await asyncio.gather(*(self._dispatch(item) for item in items))
-        out = [r for r in responses if r is not None]
+        out = await self.dispatcher.handle_batch(items, self._context())
         if out and not self.closed:
             await self._out.put(orjson.dumps(out).decode())
 
     async def _handle_one(self, raw: Any, req_id: int | str | None = None) -> None:
         try:
-            resp = await self._dispatch(raw)
+            resp = await self.dispatcher.handle(raw, self._context())
         except asyncio.CancelledError:
             if req_id is None or req_id not in self._cancelled or self.closed:
                 raise
@@ -226,17 +228,8 @@ class Connection:
             # A response is never dropped: it awaits room (it may follow a long replay).
             await self._out.put(orjson.dumps(resp).decode())
 
-    async def _dispatch(self, raw: Any) -> dict[str, Any] | None:
-        parsed = parse_envelope(raw)
-        if not isinstance(parsed, RpcError) and not self.initialized and parsed.method != "initialize":
-            if parsed.is_notification:
-                return None
-            err = RpcError(
-                ErrorCode.INVALID_REQUEST, "Invalid Request: `initialize` must be the first request"
-            )
-            return error_response(raw_id(raw), err)
-        ctx = CallContext(state=self.state, principal=self.principal, connection=self)
-        return await self.dispatcher.handle(raw, ctx)
+    def _context(self) -> CallContext:
+        return CallContext(state=self.state, principal=self.principal, connection=self)
 
     async def _close(self, writer: asyncio.Task[None]) -> None:
         self.closed = True

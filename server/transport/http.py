@@ -6,14 +6,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from protocol.jsonrpc import ErrorCode, RpcError, error_response
+from protocol.methods import Served
 from server.auth import CHALLENGE, AuthError
 from server.metrics import CONTENT_TYPE_LATEST
-from server.transport.rpc import CallContext
+from server.transport.rpc import CallContext, read_message
 
 router = APIRouter()
 
@@ -25,7 +25,14 @@ _RPC_MESSAGE = {
     "properties": {
         "jsonrpc": {"const": "2.0"},
         "id": {"type": ["integer", "string"], "description": "absent for a notification"},
-        "method": {"type": "string", "examples": ["session/new", "session/prompt", "session/list"]},
+        "method": {
+            "type": "string",
+            "examples": [
+                Served.SESSION_NEW.value,
+                Served.SESSION_PROMPT.value,
+                Served.SESSION_LIST.value,
+            ],
+        },
         "params": {"type": "object"},
     },
 }
@@ -53,7 +60,7 @@ RPC_OPENAPI: dict[str, Any] = {
                 "example": {
                     "jsonrpc": "2.0",
                     "id": 1,
-                    "method": "session/new",
+                    "method": Served.SESSION_NEW.value,
                     "params": {"cwd": "/home/me/project", "mcpServers": []},
                 },
             }
@@ -92,20 +99,13 @@ async def rpc(request: Request) -> Response:
     if len(body) > state.settings.max_frame_bytes:
         err = RpcError(ErrorCode.INVALID_REQUEST, "request body too large")
         return JSONResponse(error_response(None, err), status_code=413)
-    try:
-        raw = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        return JSONResponse(error_response(None, RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")))
+    raw = read_message(body)
+    if isinstance(raw, RpcError):  # not JSON, or an empty batch
+        return JSONResponse(error_response(None, raw))
     remote = request.client.host if request.client else None
     ctx = CallContext(state=state, principal=principal, remote=remote)
-    if isinstance(raw, list):
-        if not raw:
-            return JSONResponse(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, "empty batch")))
-        results = await asyncio.gather(*(state.dispatcher.handle(item, ctx) for item in raw))
-        out = [r for r in results if r is not None]
-        return JSONResponse(out) if out else Response(status_code=204)
-    resp = await state.dispatcher.handle(raw, ctx)
-    if resp is None:
+    resp = await state.dispatcher.answer(raw, ctx)
+    if resp is None:  # only notifications
         return Response(status_code=204)
     return JSONResponse(resp)
 

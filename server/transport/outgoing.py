@@ -44,13 +44,13 @@ class OutgoingQueue(asyncio.Queue[Any]):
 
     # asyncio.Queue's storage hooks: remember which items are replay frames.
     def _put(self, item: Any) -> None:
-        super()._put(item)  # type: ignore[misc]
+        super()._put(item)
         self._is_replay.append(self._adding_replay)
         if self._adding_replay:
             self._replayed += 1
 
     def _get(self) -> Any:
-        item = super()._get()  # type: ignore[misc]
+        item = super()._get()
         if self._is_replay.popleft():
             self._replayed -= 1
             self._room.set()

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from protocol.methods import ClientRequest, Notification
+
 CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
-PERMISSION = "session/request_permission"
+PERMISSION = ClientRequest.REQUEST_PERMISSION
 # Frames the bridge consumes itself: they describe its own subscription, not the session.
-INTERNAL = frozenset({"_agentd/session/snapshot", "_agentd/resync_required"})
+INTERNAL = frozenset({Notification.SESSION_SNAPSHOT, Notification.RESYNC_REQUIRED})
 
 
 class Verdict(Enum):
@@ -80,7 +82,7 @@ class RelayState:
             if seq <= self.last_seq.get(session_id, 0):
                 return Verdict.DROP, params
             self.last_seq[session_id] = seq
-        update = params.get("update") if method == "session/update" else None
+        update = params.get("update") if method == Notification.SESSION_UPDATE else None
         if not isinstance(update, dict) or update.get("sessionUpdate") not in CHUNKS:
             return Verdict.FORWARD, params
         return self._chunk(str(session_id), params, update, meta)

@@ -1,23 +1,30 @@
-"""JSON-RPC dispatch shared by the WebSocket and HTTP transports (R-P4).
+"""The one JSON-RPC path every transport uses (R-P4): decode → (batch) → initialize gate →
+depth → envelope → rate limit → params → handler → error mapping.
 
 A method is a params model plus an async handler. The dispatcher validates the
 envelope and the params (pydantic → -32602 with readable `data`), calls the handler
-and turns every failure into an error response; it never raises.
+and turns every failure into an error response; it never raises. Transports are adapters:
+they frame bytes (size limits, WebSocket/SSE/lines/HTTP bodies) and call `read_message`
+then `Dispatcher.answer` (POST /rpc) or `Dispatcher.handle` per message (`Connection`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
+from protocol.methods import Served
 from server.config import AuthMode
+from server.core.input_limits import limit_exceeded
 from server.overload import overload_error
-from server.transport.guards import check_depth, limit_exceeded, rate_key
+from server.transport.guards import check_depth, rate_key
 
 if TYPE_CHECKING:
     from server.app import AppState
@@ -62,6 +69,18 @@ def describe(exc: ValidationError) -> str:
     return f"Invalid params: {first['path']}: {first['message']}{more}"
 
 
+def read_message(data: str | bytes) -> Any:
+    """A frame's JSON: a message, a non-empty batch, or the RpcError to answer (with id null)
+    when it is not JSON or an empty batch."""
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")
+    if isinstance(raw, list) and not raw:
+        return RpcError(ErrorCode.INVALID_REQUEST, "empty batch")
+    return raw
+
+
 def parse_envelope(raw: Any) -> Request | RpcError:
     if not isinstance(raw, dict):
         return RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
@@ -96,6 +115,18 @@ def response_problem(raw: dict[str, Any]) -> str | None:
     if not isinstance(code, int) or isinstance(code, bool):
         return "Invalid Request: a response's error code must be an integer"
     return None
+
+
+def _before_initialize(raw: Any, ctx: CallContext) -> Request | None:
+    """On a connection `initialize` must come first: the well-formed request (or notification)
+    that comes before it, else None. Over `POST /rpc` (no connection) there is no such rule."""
+    conn = ctx.connection
+    if conn is None or conn.initialized:
+        return None
+    parsed = parse_envelope(raw)
+    if isinstance(parsed, RpcError) or parsed.method == Served.INITIALIZE:
+        return None
+    return parsed
 
 
 class Dispatcher:
@@ -135,8 +166,28 @@ class Dispatcher:
                 raise RpcError.invalid_params(describe(exc), validation_data(exc)) from None
         return await method.handler(ctx, params)
 
+    async def answer(self, raw: Any, ctx: CallContext) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """A decoded message or batch (see `read_message`) → its response, the list of a
+        batch's responses, or None when nothing is to be answered (only notifications)."""
+        if isinstance(raw, list):
+            return await self.handle_batch(raw, ctx) or None
+        return await self.handle(raw, ctx)
+
+    async def handle_batch(self, items: list[Any], ctx: CallContext) -> list[dict[str, Any]]:
+        """A batch's items run concurrently; the responses keep the batch's order."""
+        responses = await asyncio.gather(*(self.handle(item, ctx) for item in items))
+        return [r for r in responses if r is not None]
+
     async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None:
         """One incoming message → its response (None for notifications)."""
+        early = _before_initialize(raw, ctx)
+        if early is not None:  # refused; a notification silently
+            if early.is_notification:
+                return None
+            err = RpcError(
+                ErrorCode.INVALID_REQUEST, "Invalid Request: `initialize` must be the first request"
+            )
+            return error_response(raw_id(raw), err)
         settings = ctx.state.settings
         too_deep = check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
@@ -145,7 +196,7 @@ class Dispatcher:
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
         # A cancel is never rate-limited: it is how a client stops the work it started.
-        wait = None if parsed.method == "session/cancel" else ctx.state.rate_limiter.allow(ctx.rate_key)
+        wait = None if parsed.method == Served.SESSION_CANCEL else ctx.state.rate_limiter.allow(ctx.rate_key)
         if wait is not None:
             err = limit_exceeded(
                 "rate",
@@ -164,8 +215,8 @@ class Dispatcher:
                 log.warning("method %s: %s (%s)", parsed.method, overloaded.message, exc)
             else:
                 log.exception("method %s failed", parsed.method)
-            err = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
-            return None if parsed.is_notification else error_response(parsed.id, err)
+            failure = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
+            return None if parsed.is_notification else error_response(parsed.id, failure)
         if parsed.is_notification:
             return None
         return response(parsed.id, {} if result is None else result)

@@ -21,9 +21,10 @@ import orjson
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 
+from protocol import outgoing
 from protocol.jsonrpc import RpcError
+from protocol.methods import Notification
 from server.auth import CHALLENGE, AuthError
-from server.session.hub import RESYNC_REQUIRED
 from server.transport.outgoing import OutgoingQueue
 from server.transport.revocation import CloseReason
 
@@ -31,7 +32,8 @@ router = APIRouter()
 log = logging.getLogger(__name__)
 
 _END = object()
-TOKEN_REVOKED = "_agentd/token_revoked"  # the last frame of a stream whose token was revoked
+RESYNC_REQUIRED = Notification.RESYNC_REQUIRED
+TOKEN_REVOKED = Notification.TOKEN_REVOKED  # the last frame of a stream whose token was revoked
 _REVOKED_FRAME = f"event: {TOKEN_REVOKED}\n".encode()
 
 
@@ -141,7 +143,8 @@ async def session_events(
 
     async def end_revoked() -> None:  # the last frame says why the stream ends
         revoked.set()
-        sink.send_urgent(TOKEN_REVOKED, {"reason": CloseReason.TOKEN_REVOKED.value})
+        frame = outgoing.token_revoked(CloseReason.TOKEN_REVOKED.value)
+        sink.send_urgent(frame.method, frame.params)
 
     forget = state.live_tokens.register(identity.token_hash, end_revoked)
 

@@ -104,7 +104,7 @@ async def running_app(app: Any, listen: tuple[str, int] | None) -> AsyncIterator
     from server.serve import server_for
 
     server = server_for(app, host=listen[0], port=listen[1], log_level="warning")
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(server.serve())
     try:
         while not server.started:

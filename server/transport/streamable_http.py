@@ -30,6 +30,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocketDisconnect
 
+from protocol.methods import Served
 from server.auth import CHALLENGE, AuthError
 from server.transport.connection import Connection
 
@@ -96,7 +97,7 @@ class HttpConnections:
 
     def open(self, state: Any, principal: str) -> HttpConnection:
         channel = HttpChannel()
-        conn = Connection(channel, state, state.dispatcher, principal=principal)  # type: ignore[arg-type]
+        conn = Connection(channel, state, state.dispatcher, principal=principal)
         cid = f"acp_{uuid.uuid4().hex}"
         task = asyncio.create_task(conn.serve(), name=f"http-acp-{cid}")
         entry = HttpConnection(cid, principal, channel, conn, task)
@@ -125,7 +126,7 @@ def _connections(state: Any) -> HttpConnections:
     if found is None:
         found = HttpConnections()
         state.http_connections = found
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -155,23 +156,23 @@ async def acp_post(request: Request) -> Response:
             msg = orjson.loads(body)
         except orjson.JSONDecodeError:
             return _error(400, "the first message must be a JSON-RPC initialize request")
-        if not (isinstance(msg, dict) and msg.get("method") == "initialize" and "id" in msg):
+        if not (isinstance(msg, dict) and msg.get("method") == Served.INITIALIZE and "id" in msg):
             return _error(400, f"no {CONNECTION_HEADER}: the first message must be an initialize request")
-        entry = registry.open(state, principal)
+        opened = registry.open(state, principal)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        entry.channel.waiting[msg["id"]] = answer
-        await entry.channel.inbox.put(body.decode())
+        opened.channel.waiting[msg["id"]] = answer
+        await opened.channel.inbox.put(body.decode())
         try:
             async with asyncio.timeout(30):
                 text = await answer
         except TimeoutError:
-            entry.close()
+            opened.close()
             return _error(504, "initialize was not answered")
         reply = orjson.loads(text)
         if "error" in reply:
-            entry.close()
+            opened.close()
             return JSONResponse(reply, status_code=200)
-        return Response(text, media_type="application/json", headers={CONNECTION_HEADER: entry.id})
+        return Response(text, media_type="application/json", headers={CONNECTION_HEADER: opened.id})
     entry = registry.find(cid, principal)
     if entry is None:
         return _error(404, f"no connection {cid} (closed, expired, or never opened)")

@@ -1,0 +1,123 @@
+"""The `glob` tool (R-T5): find files by name pattern, newest first.
+
+Glob patterns are matched without regular expressions (`server.tools.globmatch`): `*` and `?`
+stay within one path segment, `[abc]` / `[!abc]` are character classes, `**` as a whole
+segment matches any number of directories (zero included), and `{a,b}` alternatives are
+expanded. `*` also matches names starting with a dot.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.globmatch import GlobMatcher as _GlobMatcher
+from server.tools.walk import (
+    MAX_SCANNED_FILES,
+    SEARCH_DEADLINE,
+    Walk,
+    in_thread,
+    joined,
+    pattern_arg,
+    safe_locations,
+    search_dir,
+)
+from server.tools.workspace import display_path, resolve_in_workspace
+
+GLOB_MAX_RESULTS = 500
+
+
+class Glob:
+    name: ClassVar[str] = "glob"
+    kind: ClassVar[ToolKind] = ToolKind.SEARCH
+    access: ClassVar[Access] = Access.READ
+    description: ClassVar[str] = (
+        "Find files by glob pattern (e.g. '**/*.py'); newest first, paths relative to the workspace."
+    )
+    guidance: ClassVar[str] = (
+        "Use glob to find files by name: the pattern is matched against paths relative to path (default "
+        "the workspace root), `*` stays within one directory, `**` spans any number of directories and "
+        "`{a,b}` gives alternatives, so `*.py` only looks at the top level while `**/*.py` searches "
+        "everything below. Results are files only, sorted by modification time with the most recently "
+        f"changed first, and capped at {GLOB_MAX_RESULTS}; the paths are relative to the workspace root "
+        "and can be passed straight to read_file. `.git` is skipped and symlinks that lead outside the "
+        "workspace are never followed; to search file contents use grep."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Glob pattern relative to path, e.g. 'src/**/*.ts' or '**/test_*.py'.",
+            },
+            "path": {
+                "type": "string",
+                "description": "Directory to search in, relative to the workspace root (default '.').",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        pattern = args.get("pattern", "?")
+        path = args.get("path")
+        if isinstance(path, str) and path not in ("", "."):
+            return f"Find {pattern} in {path}"
+        return f"Find {pattern}"
+
+    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+        return safe_locations(args, ctx)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        pattern = pattern_arg(args, "pattern")
+        matcher = _GlobMatcher(pattern)
+        start = search_dir(args, ctx)
+        root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
+        disp = display_path(root, start)
+
+        def work(stop: threading.Event) -> tuple[list[tuple[float, str]], Walk]:
+            if not start.exists():
+                raise ToolError(f"directory not found: {disp}")
+            if not start.is_dir():
+                raise ToolError(f"{disp} is a file, not a directory; pass a directory as path")
+            walk = Walk(root, start, stop, prune=matcher.may_contain)
+            found: list[tuple[float, str]] = []
+            for rel, entry in walk.files():
+                if matcher.matches(rel):
+                    try:
+                        mtime = entry.stat().st_mtime  # follows an (in-workspace) symlink
+                    except OSError:
+                        continue
+                    found.append((mtime, joined(disp, rel)))
+            return found, walk
+
+        found, walk = await in_thread(work, f"glob {pattern!r}", SEARCH_DEADLINE)
+        found.sort(key=lambda item: (-item[0], item[1]))
+        shown = [p for _, p in found[:GLOB_MAX_RESULTS]]
+        if shown:
+            output = "\n".join(shown)
+        else:
+            output = f"No files match {pattern!r} in {disp}"
+            if not matcher.has_slash_or_globstar:
+                output += f" (only its top level was searched; use '**/{pattern}' to search below it)"
+        if len(found) > len(shown):
+            output += (
+                f"\n[... {len(found) - len(shown)} more matches not shown (showing the "
+                f"{GLOB_MAX_RESULTS} most recently modified); narrow the pattern or path]"
+            )
+        if walk.capped:
+            output += (
+                f"\n[search stopped after scanning {MAX_SCANNED_FILES} files; results may be "
+                "incomplete, narrow the pattern or path]"
+            )
+        return ToolResult(
+            output=output,
+            locations=[{"path": str(start)}],
+            raw_output={
+                "matches": len(found),
+                "truncated": len(found) > len(shown) or walk.capped,
+            },
+        )

@@ -1,0 +1,70 @@
+"""What a connected client subscribes to and answers: `_agentd/session/attach|detach`, client
+stop hooks (`_agentd/hooks/register`) and permission answers (`_agentd/permission/respond`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.agentd import AttachParams, HooksRegisterParams, PermissionRespondParams, SessionParams
+from protocol.jsonrpc import RpcError
+from protocol.methods import ClientRequest
+from server.session.commands import RegisterHook
+from server.transport.client_hooks import ClientStopHook
+from server.transport.handlers.common import attach_with_replay, session_for
+from server.transport.rpc import CallContext
+
+
+async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:
+    """R-E3: a snapshot (also sent first as `_agentd/session/snapshot`), every durable event
+    after `afterSeq`, the text of a message still streaming, then live traffic."""
+    actor = await session_for(ctx, params.session_id)
+    assert ctx.connection is not None
+    sub = await ctx.state.attach(actor, ctx.connection, replay="attach", after_seq=params.after_seq)
+    return {"snapshot": sub.snapshot}
+
+
+async def session_detach(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    assert ctx.connection is not None
+    if params.session_id in ctx.connection.sessions:
+        ctx.connection.sessions.discard(params.session_id)
+        await ctx.state.detach(params.session_id, ctx.connection.id)
+        return {"detached": True}
+    return {"detached": False}
+
+
+async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[str, Any]:
+    unknown = [e for e in params.events if e != "stop"]
+    if unknown:
+        msg = f"unknown hook events {unknown} (only 'stop')"
+        raise RpcError.invalid_params(f"Invalid params: events: {msg}", [{"path": "events", "message": msg}])
+    actor = await session_for(ctx, params.session_id)
+    assert ctx.connection is not None
+    if actor.id not in ctx.connection.sessions:
+        await attach_with_replay(ctx, actor, replay=False)
+    reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    hook = ClientStopHook(ctx.connection, ctx.state.settings.client_hook_timeout_s)
+    actor.send(RegisterHook(hook, reply))
+    await reply
+    return {"registered": ["stop"], "method": ClientRequest.HOOKS_STOP.value}
+
+
+async def permission_respond(ctx: CallContext, params: PermissionRespondParams) -> dict[str, Any]:
+    """First answer wins, as among WebSocket clients; every client then gets
+    `_agentd/permission/resolved`."""
+    actor = await session_for(ctx, params.session_id)
+    won = actor.answer_permission(params.request_id, params.option_id)
+    if won is None:
+        offered = ", ".join(actor.permission_options(params.request_id) or [])
+        raise RpcError.invalid_params(
+            f"Invalid params: optionId {params.option_id!r} is not offered by {params.request_id} "
+            f"(one of {offered})",
+            [{"path": "optionId", "message": f"one of {offered}"}],
+        )
+    if not won:
+        raise RpcError.invalid_params(
+            f"Invalid params: no pending permission request {params.request_id} in this session "
+            "(already answered, cancelled, or never asked)",
+            [{"path": "requestId", "message": "not pending"}],
+        )
+    return {"outcome": "selected", "optionId": params.option_id}

@@ -1,0 +1,72 @@
+"""Shared by the method handlers: the caller's session (or "not found"), cwd checks against
+the workspace policy, attaching a connection, `_meta.agentd`, modes and config options."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from protocol.jsonrpc import RpcError
+from server.config import AuthMode
+from server.session.actor import SessionActor
+from server.session.config_options import MODES
+from server.transport.rpc import CallContext
+from server.transport.workspace_policy import check_contained
+
+
+def modes_state(actor: SessionActor) -> dict[str, Any]:
+    return {"currentModeId": actor.mode().value, "availableModes": MODES}
+
+
+async def session_for(ctx: CallContext, session_id: str) -> SessionActor:
+    actor = await ctx.state.manager.get(session_id)
+    if actor is None or actor.owner != ctx.principal:
+        # Someone else's session looks exactly like a missing one (R-X2).
+        raise RpcError.not_found(f"session {session_id}")
+    return actor
+
+
+async def check_cwd(ctx: CallContext, cwd: str) -> str:
+    return await asyncio.to_thread(_check_cwd_sync, ctx, cwd)
+
+
+def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
+    resolved = check_contained(ctx.state.settings, ctx.principal, cwd)  # per principal with auth
+    if not resolved.is_dir():
+        msg = f"{cwd} is not an existing directory"
+        raise RpcError.invalid_params(f"Invalid params: cwd: {msg}", [{"path": "cwd", "message": msg}])
+    return str(resolved)
+
+
+async def check_loaded_cwd(ctx: CallContext, actor: SessionActor, cwd: str | Path) -> None:
+    """With auth, neither the session's own cwd (a grant may have been withdrawn since)
+    nor the one asked for may lie outside the principal's roots."""
+    if ctx.state.settings.auth is not AuthMode.NONE:
+        for path in (actor.cwd, cwd):
+            await asyncio.to_thread(check_contained, ctx.state.settings, ctx.principal, path)
+
+
+async def attach_with_replay(ctx: CallContext, actor: SessionActor, *, replay: bool) -> None:
+    """Subscribe this connection; replay history first if asked, with no gap or duplicate."""
+    conn = ctx.connection
+    assert conn is not None
+    await ctx.state.attach(actor, conn, replay="acp" if replay else "none")
+
+
+def agentd_meta(meta: Any) -> dict[str, Any]:
+    inner = meta.get("agentd") if isinstance(meta, dict) else None
+    return inner if isinstance(inner, dict) else {}
+
+
+def config_options(ctx: CallContext, actor: SessionActor) -> list[dict[str, Any]]:
+    """Mode, model and agent as ACP config options (ACP v1 has no set_model)."""
+    return actor.config_options()
+
+
+def known_agent(ctx: CallContext, name: Any, path: str) -> str:
+    if not isinstance(name, str) or name not in ctx.state.agents:
+        known = ", ".join(sorted(ctx.state.agents))
+        msg = f"unknown agent {name!r} (one of {known})"
+        raise RpcError.invalid_params(f"Invalid params: {path}: {msg}", [{"path": path, "message": msg}])
+    return name

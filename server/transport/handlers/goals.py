@@ -1,0 +1,57 @@
+"""Goals, usage and compaction: `_agentd/goal/set|get|clear`, `_agentd/usage/get`,
+`_agentd/session/compact`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.agentd import GoalSetParams, SessionParams
+from server.session.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone
+from server.transport.handlers.common import session_for
+from server.transport.rpc import CallContext
+
+
+async def goal_set(ctx: CallContext, params: GoalSetParams) -> dict[str, Any]:
+    actor = await session_for(ctx, params.session_id)
+    reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    actor.send(GoalSet(params.objective, params.token_budget, params.verify, reply))
+    return {"goal": await reply}
+
+
+async def goal_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    actor = await session_for(ctx, params.session_id)
+    reply: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+    actor.send(GoalGet(reply))
+    goal = await reply
+    return {"goal": goal} if goal else {}
+
+
+async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    actor = await session_for(ctx, params.session_id)
+    reply: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+    actor.send(GoalClear(reply))
+    previous = await reply
+    return {"cleared": previous} if previous else {}
+
+
+async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    """The session's usage ledger (R-R4): tokens, cost, per lane; `dirty` when some call's
+    final usage could not be read."""
+    actor = await session_for(ctx, params.session_id)
+    return {"sessionId": actor.id, "session": actor.usage.to_dict()}
+
+
+async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
+    actor = await session_for(ctx, params.session_id)
+    reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    actor.send(Compact(reply))
+    done = await reply
+    if not isinstance(done, PromptDone):
+        return {"status": "scheduled"}  # a turn is running: it compacts before its next request
+    out: dict[str, Any] = {"status": done.outcome.kind.value}
+    if done.turn_id:
+        out["turnId"] = done.turn_id
+    compactions = done.outcome.turn.get("compactions", [])
+    out["compacted"] = any("replacedMessages" in c for c in compactions)
+    return out

@@ -1,0 +1,58 @@
+"""A session's settings: `session/set_mode` and `session/set_config_option` (mode, model, agent)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from protocol.acp import SetConfigOptionParams, SetModeParams
+from protocol.jsonrpc import RpcError
+from server.core.modes import PermissionMode
+from server.session.commands import SetAgent, SetMode, SetModel
+from server.transport.handlers.common import config_options, known_agent, session_for
+from server.transport.rpc import CallContext
+
+
+async def session_set_config_option(ctx: CallContext, params: SetConfigOptionParams) -> dict[str, Any]:
+    actor = await session_for(ctx, params.session_id)
+    loop = asyncio.get_running_loop()
+    if params.config_id == "mode":
+        await session_set_mode(ctx, SetModeParams(session_id=params.session_id, mode_id=str(params.value)))
+    elif params.config_id == "model":
+        choices = next(o for o in actor.config_options() if o["id"] == "model")["options"]
+        known = [c["value"] for c in choices]
+        if params.value not in known:
+            msg = f"unknown model {params.value!r} (one of {', '.join(known)})"
+            data = [{"path": "value", "message": msg}]
+            raise RpcError.invalid_params(f"Invalid params: value: {msg}", data)
+        reply_model: asyncio.Future[None] = loop.create_future()
+        actor.send(SetModel(str(params.value), reply_model))
+        await reply_model
+    elif params.config_id == "agent":
+        name = known_agent(ctx, params.value, "value")
+        reply: asyncio.Future[None] = loop.create_future()
+        actor.send(SetAgent(name, reply))
+        await reply
+    else:
+        msg = f"unknown config option {params.config_id!r} (mode, model, agent)"
+        raise RpcError.invalid_params(
+            f"Invalid params: configId: {msg}", [{"path": "configId", "message": msg}]
+        )
+    await ctx.state.writer.barrier()  # every client sees config_option_update before the answer
+    return {"configOptions": config_options(ctx, actor)}
+
+
+async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str, Any]:
+    try:
+        mode = PermissionMode(params.mode_id)
+    except ValueError:
+        known = ", ".join(m.value for m in PermissionMode)
+        raise RpcError.invalid_params(
+            f"Invalid params: unknown mode {params.mode_id!r} (one of {known})"
+        ) from None
+    actor = await session_for(ctx, params.session_id)
+    reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    actor.send(SetMode(mode, reply))
+    await reply
+    await ctx.state.writer.barrier()  # clients see current_mode_update before the response
+    return {}
