@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.acp import ContentBlock
-from server.config import PermissionMode
+from server.core.modes import PermissionMode
 from server.loop.outcome import TurnOutcome
-from server.session.hub import FrameSink, Subscriber
+from server.session.hub import Subscriber
+from server.session.sinks import FrameSink
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from server.config import PermissionMode
+from server.core.modes import PermissionMode
 
 MODES: list[dict[str, str]] = [
     {"id": PermissionMode.DEFAULT.value, "name": "Default", "description": "Ask before edits and commands"},

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from server.core.events import Event, EventKind
 from server.session.render import Frame, acp_replay_frames, for_client, live_frames
+from server.session.sinks import FrameSink, filtering, urgent
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
 RESYNC_REQUIRED = "_agentd/resync_required"
@@ -22,21 +23,6 @@ DEFAULT_BUFFER_LIMIT = 10_000  # events; the server sets it to `client_buffer_fr
 _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
 
 log = logging.getLogger(__name__)
-
-
-class FrameSink(Protocol):
-    """The outgoing side of a client connection."""
-
-    id: str
-
-    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
-        """Queue a notification; False when the client's buffer is full."""
-        ...
-
-    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
-        """Queue a replay notification, awaiting room (paced by the client, never
-        dropped); False once the client is gone."""
-        ...
 
 
 class Subscriber:
@@ -192,9 +178,9 @@ class Subscriber:
         return self._for_client(event, live_frames(event, self.last_seq))
 
     def _for_client(self, event: Event, frames: list[Frame]) -> list[Frame]:
-        supports = getattr(self.sink, "supports_update", None)
-        if supports is not None:
-            frames = for_client(frames, event, supports, self.last_seq)
+        client = filtering(self.sink)
+        if client is not None:
+            frames = for_client(frames, event, client.supports_update, self.last_seq)
         return frames
 
     def _emit(self, frames: list[Frame], delivered: int) -> None:
@@ -202,10 +188,10 @@ class Subscriber:
             if not self.sink.send_notification(method, params):
                 self.dropped = True
                 log.warning("client %s fell behind; it is told to resync", self.sink.id)
-                resync = getattr(self.sink, "send_urgent", None)
+                resync = urgent(self.sink)
                 if resync is not None:
                     # `delivered`: the last durable event this client really got.
-                    resync(
+                    resync.send_urgent(
                         RESYNC_REQUIRED,
                         {"sessionId": self.session_id, "lastSeq": delivered, "reason": "client_too_slow"},
                     )
@@ -243,10 +229,10 @@ class EventHub:
         """End every subscription, telling each client to resync from the last durable
         event it got (the session's live stream ends here, e.g. its actor failed)."""
         for sub in self._subscribers.values():
-            resync = getattr(sub.sink, "send_urgent", None)
+            resync = urgent(sub.sink)
             if resync is not None:
                 params = {"sessionId": sub.session_id, "lastSeq": sub.last_seq, "reason": reason}
-                resync(RESYNC_REQUIRED, params)
+                resync.send_urgent(RESYNC_REQUIRED, params)
         self._subscribers.clear()
 
     @property

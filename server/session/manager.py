@@ -14,9 +14,9 @@ import uuid
 from typing import Any
 
 from protocol.jsonrpc import ErrorCode, RpcError
-from server.config import PermissionMode
 from server.core.conversation import Message
 from server.core.events import EventKind
+from server.core.modes import PermissionMode
 from server.loop.outcome import TurnOutcome
 from server.overload import RetryReason, session_stopping
 from server.session.actor import ActorServices, SessionActor

@@ -14,7 +14,7 @@ from typing import Any
 from protocol.acp import RequestPermissionResult
 from server.loop.context import PermissionAnswer
 from server.session.events import EventKind
-from server.session.hub import FrameSink
+from server.session.sinks import FrameSink, requesting
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ class PermissionGate:
         return answer
 
     def ask_sink(self, sink: FrameSink, pending: PendingPermission) -> None:
-        request = getattr(sink, "request", None)
-        if request is None or sink.id in pending.asked:
+        client = requesting(sink)
+        if client is None or sink.id in pending.asked:
             return  # this client cannot answer (e.g. an SSE viewer)
         params = {
             "sessionId": self._session_id,
@@ -91,7 +91,7 @@ class PermissionGate:
 
         async def ask_one() -> None:
             try:
-                result = await request("session/request_permission", params)
+                result = await client.request("session/request_permission", params)
                 parsed = RequestPermissionResult.model_validate(result)
             except Exception as exc:  # the client went away or answered nonsense: others may answer
                 log.info("permission request to %s got no usable answer: %s", sink.id, exc)
@@ -118,6 +118,13 @@ class PermissionGate:
             return None
         pending.future.set_result(PermissionAnswer("selected", kind))
         return True
+
+    def forget_sink(self, sink_id: str) -> None:
+        """A client detached: its unanswered questions are withdrawn (others may answer)."""
+        for pending in self.pending.values():
+            task = pending.asked.pop(sink_id, None)
+            if task:
+                task.cancel()
 
     def options(self, request_id: str) -> list[str] | None:
         pending = self.pending.get(request_id)

@@ -19,12 +19,14 @@ HOLD_SECONDS = 600.0  # a hold (a user editing an entry) expires after 10 minute
 
 class Entry(Protocol):
     id: str
-    kind: str
     version: int
     owner: str
     last_editor: str
     held_until: float | None
     send_now: bool
+
+    @property
+    def kind(self) -> str: ...  # read-only here: a `QueueKind` is a str
 
     @property
     def text(self) -> str: ...

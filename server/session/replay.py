@@ -17,8 +17,9 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from server.core.events import Event, EventKind
-from server.session.hub import FrameSink, Subscriber
+from server.session.hub import Subscriber
 from server.session.render import Frame, acp_replay_frames, attach_frames, for_client
+from server.session.sinks import FrameSink, filtering
 from server.store.db import Store
 
 PAGE_SIZE = 500  # events per store read: enough to amortise a query, small enough to hold
@@ -52,7 +53,8 @@ async def replay(
     switch `sub` to live delivery. Returns the last seq the replay covered; raises
     ReplayAborted."""
     render = attach_frames if mode is ReplayMode.ATTACH else acp_replay_frames
-    supports: Callable[[str], bool] = getattr(sink, "supports_update", lambda kind: True)
+    client = filtering(sink)
+    supports: Callable[[str], bool] = client.supports_update if client is not None else _every_update
     if mode is ReplayMode.ATTACH:
         await _send(sink, sub, [(SNAPSHOT, sub.snapshot)])
     upto = after_seq
@@ -86,6 +88,10 @@ async def replay(
             await _send(sink, sub, seeds)
             for event in buffered:
                 await _send(sink, sub, sub.render(event))
+
+
+def _every_update(session_update: str) -> bool:
+    return True
 
 
 async def _send(sink: FrameSink, sub: Subscriber, frames: list[Frame]) -> None:

@@ -1,0 +1,82 @@
+"""What the session needs from a client connection, as typed protocols.
+
+Every connection is a `FrameSink`. Some can do more — answer server→client requests
+(permission questions, the client's files and terminal), filter updates the client did
+not ask for, take an urgent frame ahead of a full buffer, track the sessions they are
+attached to. Each extra is its own runtime-checkable protocol, so the session asks
+"can this sink do X?" with a typed `isinstance` instead of probing attribute names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from protocol.acp import ClientCapabilities
+
+
+class FrameSink(Protocol):
+    """The outgoing side of a client connection."""
+
+    id: str
+
+    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
+        """Queue a notification; False when the client's buffer is full."""
+        ...
+
+    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
+        """Queue a replay notification, awaiting room (paced by the client, never
+        dropped); False once the client is gone."""
+        ...
+
+
+@runtime_checkable
+class UrgentSink(Protocol):
+    def send_urgent(self, method: str, params: dict[str, Any]) -> None:
+        """Goes out ahead of a full buffer (a `resync_required`)."""
+        ...
+
+
+@runtime_checkable
+class FilteringSink(Protocol):
+    def supports_update(self, session_update: str) -> bool:
+        """Whether the client asked for this kind of `session/update`."""
+        ...
+
+
+@runtime_checkable
+class RequestingSink(Protocol):
+    """A client that answers server→client requests (not an SSE viewer)."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
+
+
+@runtime_checkable
+class CapableSink(RequestingSink, Protocol):
+    """A client that told us what it offers (its files, a terminal) at `initialize`."""
+
+    client_capabilities: ClientCapabilities
+
+
+@runtime_checkable
+class TrackingSink(Protocol):
+    sessions: set[str]  # the session ids the connection is attached to (detached on close)
+
+
+def urgent(sink: object) -> UrgentSink | None:
+    return sink if isinstance(sink, UrgentSink) else None
+
+
+def filtering(sink: object) -> FilteringSink | None:
+    return sink if isinstance(sink, FilteringSink) else None
+
+
+def requesting(sink: object) -> RequestingSink | None:
+    return sink if isinstance(sink, RequestingSink) else None
+
+
+def capable(sink: object) -> CapableSink | None:
+    return sink if isinstance(sink, CapableSink) else None
+
+
+def tracked_sessions(sink: object) -> set[str] | None:
+    return sink.sessions if isinstance(sink, TrackingSink) else None
