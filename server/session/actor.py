@@ -16,32 +16,21 @@ crash repair (journal.py), local commands (local_commands.py), the permission ga
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from protocol.acp import TextContent, dump
-from server.agents import DEFAULT_AGENT, AgentDefinition
-from server.config import Settings
+from server.agents import DEFAULT_AGENT
 from server.core.conversation import Message
 from server.core.events import EventKind
-from server.core.lane import Lane
 from server.core.modes import PermissionMode
-from server.core.provider import Provider
-from server.loop.budget import BudgetLimits
-from server.loop.context import Conversation, PermissionAnswer
+from server.loop.context import Conversation
 from server.loop.goal import GoalState
-from server.loop.limits import LoopLimits
 from server.loop.outcome import OutcomeKind, TurnOutcome
-from server.loop.prompt import prompt_text
 from server.loop.retry import RetryState
-from server.loop.usage import Price, UsageLedger
-from server.metrics import Metrics
+from server.loop.usage import UsageLedger
 from server.session import queue_ops
 from server.session.commands import (
     Attach,
@@ -66,12 +55,11 @@ from server.session.commands import (
     Shutdown,
     TurnFinished,
 )
-from server.session.config_options import config_options, model_choices
+from server.session.config_options import session_config_options
 from server.session.errors import session_failed, session_stopping, shutting_down
-from server.session.eventlog import EventWriter
 from server.session.hub import EventHub
-from server.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal, Partial
-from server.session.local_commands import Skill, available_commands
+from server.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
+from server.session.local_commands import available_commands
 from server.session.permission_gate import PermissionGate
 from server.session.prompt_queue import (
     DEFERRED_BY_SHUTDOWN,
@@ -81,49 +69,38 @@ from server.session.prompt_queue import (
     new_id,
     request_id_of,
 )
-from server.session.queue_sync import QueuedBytes, answer_all
-from server.session.sinks import FrameSink, capable
+from server.session.queue_sync import answer_all
+from server.session.services import ActorServices
+from server.session.sinks import FrameSink
 from server.session.snapshot import Running, build_snapshot
-from server.session.turn_launch import RunningTurn, launch, title_from
+from server.session.turn_launch import RunningTurn, answer_turn, launch, stop_turn
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
-from server.tools.base import Tool
-from server.tools.client_bridge import ClientBridge
-from server.tools.hooks import HooksConfig, StopHook
+from server.tools.hooks import StopHook
 from server.tools.mcp import McpConnections
-from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
 
 __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "SessionActor", "new_id"]
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class ActorServices:
-    settings: Settings
-    writer: EventWriter
-    provider: Provider
-    tools: dict[str, Tool]
-    hooks: HooksConfig = field(default_factory=HooksConfig)
-    fallbacks: list[Lane] = field(default_factory=list)  # the provider chain after `provider`
-    agents: dict[str, AgentDefinition] = field(default_factory=lambda: {DEFAULT_AGENT.name: DEFAULT_AGENT})
-
-    limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
-    skills: dict[str, Skill] = field(default_factory=dict)
-    metrics: Metrics | None = None
-    queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
-
-    def budget_limits(self) -> BudgetLimits:
-        return self.limits.budget
-
-    def prices(self) -> dict[str, Price]:
-        return {
-            m: Price(p.input, p.output, p.cache_read, p.cache_write) for m, p in self.settings.prices.items()
-        }
+C = TypeVar("C")
 
 
-Handler = Callable[[Any], Awaitable[bool]]  # True: the actor stops
+# One handler per mailbox command, registered with `@_handles(CommandType)` below.
+_HANDLERS: dict[type[Any], Callable[[SessionActor, Any], Awaitable[None]]] = {}
+
+
+def _handles(
+    kind: type[C],
+) -> Callable[[Callable[[SessionActor, C], Awaitable[None]]], Callable[[SessionActor, C], Awaitable[None]]]:
+    def register(
+        handler: Callable[[SessionActor, C], Awaitable[None]],
+    ) -> Callable[[SessionActor, C], Awaitable[None]]:
+        _HANDLERS[kind] = handler
+        return handler
+
+    return register
 
 
 class SessionActor:
@@ -140,7 +117,6 @@ class SessionActor:
         self.model = record.model
         self.title = record.title
         self._mode = PermissionMode(record.mode)
-        self._memory: dict[str, str] = dict(record.permission_memory)
         # Persisted so a crash-restart loop can never reset them into endless retries.
         retry_limits = services.limits.retry
         self.retry = (
@@ -164,16 +140,20 @@ class SessionActor:
         )
         self.mailbox: asyncio.Queue[SessionCommand] = asyncio.Queue()
         self._turn: RunningTurn | None = None
-        self._gate = PermissionGate(
+        # The running turn asks and remembers permissions here (its `PermissionGate`).
+        self.permissions = PermissionGate(
             self.id,
-            lambda kind, payload: self.journal.emit(kind, payload),
-            self.journal.flushed,
+            self.journal,
             lambda: self.hub.sinks,
             lambda: self.services.settings.permission_timeout_s,
+            mode=lambda: self._mode,
+            memory=dict(record.permission_memory),
         )
+        self._gate = self.permissions
         self.todos = TodoList()
         self._idle_since: float | None = None
         self._stopped = False
+        self._exited = False  # the actor's task ends (after a shutdown)
         self._desk = PromptQueue(self)
         self.queue = self._desk.entries  # waiting prompts, front first (the running one is not here)
         self._desk.restore(record.queue or [])
@@ -183,27 +163,6 @@ class SessionActor:
         self._closing = False
         self._server_stopping = False  # the whole server shuts down (not just an eviction)
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
-        self._handlers: dict[type[Any], Handler] = {
-            Prompt: self._on_prompt,
-            QueueOp: self._on_queue_op,
-            ResumeQueue: self._on_resume_queue,
-            Interject: self._on_interject,
-            GoalSet: self._on_goal_set,
-            GoalGet: self._on_goal_get,
-            GoalClear: self._on_goal_clear,
-            SetAgent: self._on_set_agent,
-            SetModel: self._on_set_model,
-            SetMode: self._on_set_mode,
-            AttachMcp: self._on_attach_mcp,
-            RegisterHook: self._on_register_hook,
-            Compact: self._on_compact,
-            Cancel: self._on_cancel,
-            Attach: self._on_attach,
-            AttachComplete: self._on_attach_complete,
-            Detach: self._on_detach,
-            TurnFinished: self._on_turn_finished,
-            Shutdown: self._on_shutdown,
-        }
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -270,11 +229,10 @@ class SessionActor:
         return len(self.queue)
 
     async def _run(self) -> None:
-        while True:
+        while not self._exited:
             cmd = await self.mailbox.get()
             try:
-                if await self._handlers[type(cmd)](cmd):
-                    break
+                await _HANDLERS[type(cmd)](self, cmd)
             except Exception:  # one bad command must not kill the session
                 log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
         while not self.mailbox.empty():  # arrived while it was stopping
@@ -282,67 +240,68 @@ class SessionActor:
 
     # ------------------------------------------------------------------ command handlers
 
-    async def _on_prompt(self, cmd: Prompt) -> bool:
+    @_handles(Prompt)
+    async def _on_prompt(self, cmd: Prompt) -> None:
         self._desk.submit(cmd)
-        return False
 
-    async def _on_queue_op(self, cmd: QueueOp) -> bool:
+    @_handles(QueueOp)
+    async def _on_queue_op(self, cmd: QueueOp) -> None:
         self._desk.operate(cmd)
-        return False
 
-    async def _on_resume_queue(self, cmd: ResumeQueue) -> bool:
+    @_handles(ResumeQueue)
+    async def _on_resume_queue(self, cmd: ResumeQueue) -> None:
         self.start_next_turn()
-        return False
 
-    async def _on_interject(self, cmd: Interject) -> bool:
+    @_handles(Interject)
+    async def _on_interject(self, cmd: Interject) -> None:
         self._desk.interject(cmd)
-        return False
 
-    async def _on_goal_set(self, cmd: GoalSet) -> bool:
+    @_handles(GoalSet)
+    async def _on_goal_set(self, cmd: GoalSet) -> None:
         self.set_goal(GoalState(cmd.objective, token_budget=cmd.token_budget, verify=cmd.verify))
         assert self.goal is not None
         cmd.reply.set_result(self.goal.to_dict())
-        return False
 
-    async def _on_goal_get(self, cmd: GoalGet) -> bool:
+    @_handles(GoalGet)
+    async def _on_goal_get(self, cmd: GoalGet) -> None:
         cmd.reply.set_result(self.goal.to_dict() if self.goal else None)
-        return False
 
-    async def _on_goal_clear(self, cmd: GoalClear) -> bool:
+    @_handles(GoalClear)
+    async def _on_goal_clear(self, cmd: GoalClear) -> None:
         previous = self.goal
         self.set_goal(None)
         cmd.reply.set_result(previous.to_dict() if previous else None)
-        return False
 
-    async def _on_set_agent(self, cmd: SetAgent) -> bool:
+    @_handles(SetAgent)
+    async def _on_set_agent(self, cmd: SetAgent) -> None:
         self.agent = self.services.agents[cmd.name]
         self.model = self.agent.model or self.services.settings.model
         self.journal.persist_fields({"agent": cmd.name, "model": self.model})
         self._config_changed()
         cmd.reply.set_result(None)
-        return False
 
-    async def _on_set_model(self, cmd: SetModel) -> bool:
+    @_handles(SetModel)
+    async def _on_set_model(self, cmd: SetModel) -> None:
         self.set_model(cmd.model)
         cmd.reply.set_result(None)
-        return False
 
-    async def _on_set_mode(self, cmd: SetMode) -> bool:
+    @_handles(SetMode)
+    async def _on_set_mode(self, cmd: SetMode) -> None:
         self.set_mode(cmd.mode)
         cmd.reply.set_result(None)
-        return False
 
-    async def _on_attach_mcp(self, cmd: AttachMcp) -> bool:
+    @_handles(AttachMcp)
+    async def _on_attach_mcp(self, cmd: AttachMcp) -> None:
         previous, self.mcp = self.mcp, cmd.connections
         cmd.reply.set_result(previous)  # the caller closes it, off the actor's step
-        return False
 
-    async def _on_register_hook(self, cmd: RegisterHook) -> bool:
+    @_handles(RegisterHook)
+    async def _on_register_hook(self, cmd: RegisterHook) -> None:
         self.client_hooks[cmd.hook.connection_id] = cmd.hook
         cmd.reply.set_result(None)
-        return False
 
-    async def _on_compact(self, cmd: Compact) -> bool:
+    @_handles(Compact)
+    async def _on_compact(self, cmd: Compact) -> None:
         if self._turn is not None:
             # Compaction happens inside the running turn, before its next request.
             self._turn.ctx.compact_requested = True
@@ -351,52 +310,52 @@ class SessionActor:
             job = QueuedPrompt(new_id("compact"), Prompt([], cmd.reply), kind=QueueKind.COMPACT)
             self.queue.appendleft(job)
             self.start_next_turn()
-        return False
 
-    async def _on_cancel(self, cmd: Cancel) -> bool:
+    @_handles(Cancel)
+    async def _on_cancel(self, cmd: Cancel) -> None:
         # ACP cancel targets the running turn; queued prompts stay queued.
         if self._turn is not None:
             self._turn.cancel.set()
-        return False
 
-    async def _on_attach(self, cmd: Attach) -> bool:
+    @_handles(Attach)
+    async def _on_attach(self, cmd: Attach) -> None:
         sub = self.hub.subscribe(cmd.sink, self.id)
         sub.attached_seq = self.journal.seq
         # Taken in the same step as the subscription, so nothing falls between them.
         sub.snapshot = self.snapshot()
         sub.partials = [(kind, mid, text) for mid, (kind, text) in self.journal.partial.items()]
         cmd.reply.set_result(sub)
-        return False
 
-    async def _on_attach_complete(self, cmd: AttachComplete) -> bool:
+    @_handles(AttachComplete)
+    async def _on_attach_complete(self, cmd: AttachComplete) -> None:
         if cmd.send_commands:
             self.send_available_commands(cmd.sink)
         for pending in self._gate.pending.values():
             self._gate.ask_sink(cmd.sink, pending)
-        return False
 
-    async def _on_detach(self, cmd: Detach) -> bool:
+    @_handles(Detach)
+    async def _on_detach(self, cmd: Detach) -> None:
         self.hub.unsubscribe(cmd.sink_id)
         self.client_hooks.pop(cmd.sink_id, None)
         self._gate.forget_sink(cmd.sink_id)
-        return False
 
-    async def _on_turn_finished(self, cmd: TurnFinished) -> bool:
+    @_handles(TurnFinished)
+    async def _on_turn_finished(self, cmd: TurnFinished) -> None:
         self._finish_turn(cmd.turn_id)
         self.start_next_turn()
-        return False
 
-    async def _on_shutdown(self, cmd: Shutdown) -> bool:
+    @_handles(Shutdown)
+    async def _on_shutdown(self, cmd: Shutdown) -> None:
         if cmd.only_if_idle and (self.idle_since() is None or not self.mailbox.empty()):
             cmd.reply.set_result(False)  # work arrived since the sweep looked
-            return False
+            return
         if cmd.on_stop is not None:
             cmd.on_stop()
         self._server_stopping = cmd.server_stopping
         self._stopped = True
         await self._shutdown(cmd.grace)
         cmd.reply.set_result(True)
-        return True
+        self._exited = True
 
     async def _shutdown(self, grace: float) -> None:
         self._closing = True
@@ -405,23 +364,7 @@ class SessionActor:
         await self.background.close()
         turn = self._turn
         if turn is not None:
-            # Shutdown is the first budget gate: the turn stops at its next round. If it
-            # does not finish within the grace period it is cancelled, then killed.
-            turn.ctx.budget.request_shutdown()
-            for step in ("gate", "cancel"):
-                try:
-                    await asyncio.wait_for(asyncio.shield(turn.task), timeout=grace / 2)
-                    break
-                except TimeoutError:
-                    if step == "gate":
-                        turn.cancelled_by = "server_shutdown"
-                        turn.cancel.set()
-            else:
-                turn.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await turn.task
-                if turn.outcome is None:  # a local command or `!cmd` has no handler of its own
-                    self.end_killed_turn(turn.id, turn.prompt)
+            await stop_turn(self, turn, grace)
             self._finish_turn(turn.id)
         # Queued prompts (and input the last turn never drained) stay queued in the store
         # and run after the restart; once that is committed their requests are answered
@@ -446,46 +389,16 @@ class SessionActor:
         self._desk.changed()  # it left the visible queue (if it was ever in it)
         self._turn = launch(self, queued, new_id("turn"))
 
-    def announce_prompt(self, queued: QueuedPrompt) -> None:
-        """The prompt as a user message on the wire; the first one names the session."""
-        cmd = queued.command
-        self.journal.emit(
-            EventKind.USER_MESSAGE,
-            {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]},
-            origin=cmd.origin,
-        )
-        if self.title is None:
-            self.title = title_from(prompt_text(cmd.blocks))
-            self.journal.persist_fields({"title": self.title})
-            if self.title:
-                now = datetime.now(UTC).isoformat()
-                self.journal.emit(EventKind.SESSION_INFO, {"title": self.title, "updatedAt": now})
-
-    def announce_turn(self, turn_id: str, queued: QueuedPrompt) -> None:
-        started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind.value}
-        if (request_id := request_id_of(queued.command.meta)) is not None:
-            started["requestId"] = request_id  # so a restart can still answer its retry
-        self.journal.emit(EventKind.TURN_STARTED, started)
-
     def _finish_turn(self, turn_id: str) -> None:
         turn = self._turn
         if turn is None or turn.id != turn_id:
             return
         self._turn = None
-        outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
-        result = PromptDone(turn.prompt.id, turn.id, outcome)
-        turn.prompt.result = result
         # Its events were refused by the database (and discarded): no success to report.
         failed = session_failed(self.id) if self.services.writer.failed(self.id) else None
-        for done in (turn.prompt.command.reply, *turn.prompt.waiters):
-            if not done.done():
-                done.set_result(result) if failed is None else done.set_exception(failed)
         # Input that arrived after the turn's last drain is never lost: it becomes the
         # next prompt, ahead of everything queued (R-S4).
-        for item in reversed(turn.ctx.take_interjections()):
-            reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
-            blocks: list[Any] = [TextContent(text=item.text)]
-            self.queue.appendleft(QueuedPrompt(new_id("prompt"), Prompt(blocks, reply, origin=item.origin)))
+        self.queue.extendleft(answer_turn(turn, failed))
 
     def record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None:
         if self._turn is not None and self._turn.id == turn_id:
@@ -495,58 +408,22 @@ class SessionActor:
             if cancelled_by and outcome.kind is OutcomeKind.CANCELLED and outcome.reason == "user_cancelled":
                 outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
             self._turn.outcome = outcome
-        self._emit_turn_ended(turn_id, queued.id, outcome, request_id_of(queued.command.meta))
+        request_id = request_id_of(queued.command.meta)
+        self.journal.emit_turn_ended(
+            turn_id, queued.id, outcome, request_id, usage=self.usage, conversation=self.conversation
+        )
 
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None:
         """The turn's task was killed (shutdown grace exceeded): its tool calls end failed
         for the clients watching and in the conversation, then the turn ends interrupted."""
-        self.close_dangling_tool_calls()
+        self.journal.close_dangling_tool_calls()
         self.record_turn_end(turn_id, queued, TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown"))
 
-    def _emit_turn_ended(
-        self, turn_id: str, prompt_id: str | None, outcome: TurnOutcome, request_id: str | None
-    ) -> None:
-        self.journal.emit_turn_ended(
-            turn_id, prompt_id, outcome, request_id, usage=self.usage, conversation=self.conversation
-        )
-
-    def client_bridge(self, origin: str | None) -> ClientBridge | None:
-        """The prompting client's files and terminal, if it offered them (R-T6); a prompt
-        from no attached client (HTTP, a restart) works on the server's own."""
-        sink = next((s for s in self.hub.sinks if s.id == origin), None) if origin else None
-        client = capable(sink)
-        if client is None:
-            return None
-        caps = client.client_capabilities
-        bridge = ClientBridge(
-            client.request,
-            self.id,
-            can_read=caps.fs.read_text_file,
-            can_write=caps.fs.write_text_file,
-            can_terminal=caps.terminal,
-        )
-        return bridge if bridge.can_read or bridge.can_write or bridge.can_terminal else None
-
-    # ------------------------------------------------------------------ recovery (from the manager)
-
-    def finish_interrupted_messages(self, partials: list[tuple[str, Partial]]) -> None:
-        self.journal.finish_interrupted_messages(partials, self.conversation)
-
-    def close_dangling_tool_calls(self) -> None:
-        self.journal.close_dangling_tool_calls()
+    # ------------------------------------------------------------------ after a restart
 
     def remember_outcome(self, request_id: str, done: PromptDone) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
         self._desk.requests.remember_outcome(request_id, done)
-
-    def close_interrupted_turn(self, started: dict[str, Any]) -> None:
-        """The turn that was running when the server died ends `interrupted` (R-E6)."""
-        outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_restarted")
-        request_id = started.get("requestId")
-        self._emit_turn_ended(started["turnId"], started.get("promptId"), outcome, request_id)
-        if isinstance(request_id, str):
-            done = PromptDone(started.get("promptId") or "", started["turnId"], outcome)
-            self.remember_outcome(request_id, done)
 
     def resume_queue(self) -> None:
         """Start the next queued prompt, if any (after a restart)."""
@@ -615,40 +492,16 @@ class SessionActor:
         self._config_changed()
 
     def config_options(self) -> list[dict[str, Any]]:
-        services = self.services
-        models = model_choices(
-            services.settings.model,
-            (lane.model for lane in services.fallbacks),
-            (a.model for a in services.agents.values()),
-            self.model,
-        )
-        return config_options(
-            mode=self._mode.value,
-            model=self.model,
-            agent=self.agent.name,
-            agents={name: a.description for name, a in services.agents.items()},
-            models=models,
-        )
+        return session_config_options(self.services, self._mode.value, self.model, self.agent.name)
 
     def _config_changed(self) -> None:
         """Every client's pickers follow a change made by any client (or `/mode`, `/model`)."""
         self.journal.emit(EventKind.CONFIG_OPTIONS, {"configOptions": self.config_options()})
 
-    # ------------------------------------------------------------------ PermissionGate (loop side)
+    # ------------------------------------------------------------------ permissions
 
     def mode(self) -> PermissionMode:
         return self._mode
-
-    def remembered(self, tool_name: str) -> Remembered | None:
-        value = self._memory.get(tool_name)
-        return Remembered(value) if value else None
-
-    def remember(self, tool_name: str, answer: Remembered) -> None:
-        self._memory[tool_name] = answer.value
-        self.journal.persist_fields({"permission_memory": dict(self._memory)})
-
-    async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer:
-        return await self._gate.ask(tool_call, options)
 
     def answer_permission(self, request_id: str, option_id: str) -> bool | None:
         """An answer to a pending permission request, from any client (WebSocket, or

@@ -9,13 +9,16 @@ prompt never hangs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from protocol.acp import TextContent
+from protocol.acp import ContentBlock, TextContent, dump
 from server.agents import AgentDefinition
 from server.core.conversation import Message, ToolCall
 from server.core.errors import ErrorKind, HarnessError
@@ -27,7 +30,7 @@ from server.loop.prompt import prompt_images, prompt_text
 from server.loop.structured import OutputSchema
 from server.loop.toolrun import execute_tool_round
 from server.loop.turn import run_compaction_job, run_turn
-from server.session.commands import TurnFinished
+from server.session.commands import Prompt, PromptDone, TurnFinished
 from server.session.local_commands import (
     LocalCommand,
     Skill,
@@ -36,7 +39,9 @@ from server.session.local_commands import (
     parse_local,
     run_local_command,
 )
-from server.session.prompt_queue import QueuedPrompt, QueueKind, new_id
+from server.session.prompt_queue import QueuedPrompt, QueueKind, new_id, request_id_of
+from server.session.sinks import FrameSink, capable
+from server.tools.client_bridge import ClientBridge
 
 if TYPE_CHECKING:  # the actor hands itself to the runners (same package)
     from server.session.actor import SessionActor
@@ -107,6 +112,24 @@ def goal_lanes(provider: Provider, model: str, evaluator_model: str | None) -> l
     return [*lanes, (provider, model)]
 
 
+def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | None) -> ClientBridge | None:
+    """The prompting client's files and terminal, if it offered them (R-T6); a prompt
+    from no attached client (HTTP, a restart) works on the server's own."""
+    sink = next((s for s in sinks if s.id == origin), None) if origin else None
+    client = capable(sink)
+    if client is None:
+        return None
+    caps = client.client_capabilities
+    bridge = ClientBridge(
+        client.request,
+        session_id,
+        can_read=caps.fs.read_text_file,
+        can_write=caps.fs.write_text_file,
+        can_terminal=caps.terminal,
+    )
+    return bridge if bridge.can_read or bridge.can_write or bridge.can_terminal else None
+
+
 def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> TurnContext:
     """Everything the turn reads: the session's state and services at this instant."""
     services = actor.services
@@ -124,7 +147,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         tools={**agent.select_tools(services.tools), **mcp_tools},
         conversation=actor.conversation,
         events=actor.journal,
-        permissions=actor,
+        permissions=actor.permissions,
         cancel=asyncio.Event(),
         todos=actor.todos,
         background=actor.background,
@@ -144,8 +167,32 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         limits=services.limits,
         stop_hooks=[*services.hooks.stop, *actor.client_hooks.values()],
         used_tool_call_ids=actor.journal.tool_call_ids,
-        client=actor.client_bridge(cmd.origin),
+        client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
     )
+
+
+def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
+    """The prompt as a user message on the wire; the first one names the session."""
+    cmd = queued.command
+    journal = actor.journal
+    journal.emit(
+        EventKind.USER_MESSAGE,
+        {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]},
+        origin=cmd.origin,
+    )
+    if actor.title is None:
+        actor.title = title_from(prompt_text(cmd.blocks))
+        journal.persist_fields({"title": actor.title})
+        if actor.title:
+            now = datetime.now(UTC).isoformat()
+            journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
+
+
+def _announce_turn(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> None:
+    started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind.value}
+    if (request_id := request_id_of(queued.command.meta)) is not None:
+        started["requestId"] = request_id  # so a restart can still answer its retry
+    actor.journal.emit(EventKind.TURN_STARTED, started)
 
 
 def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
@@ -156,10 +203,10 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
     if plan.shown_to_clients:
-        actor.announce_prompt(queued)
+        _announce_prompt(actor, queued)
         if plan.joins_conversation:
             actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
-    actor.announce_turn(turn_id, queued)
+    _announce_turn(actor, turn_id, queued)
     ctx = build_context(actor, turn_id, queued)
     if plan.local is not None:
         command, arg = plan.local
@@ -231,3 +278,43 @@ async def _run_bang(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt,
         await actor.journal.flushed()
     finally:
         actor.send(TurnFinished(ctx.turn_id))
+
+
+async def stop_turn(actor: SessionActor, turn: RunningTurn, grace: float) -> None:
+    """Shutdown is the first budget gate: the turn stops at its next round. If it does
+    not finish within the grace period it is cancelled, then killed."""
+    turn.ctx.budget.request_shutdown()
+    for step in ("gate", "cancel"):
+        try:
+            await asyncio.wait_for(asyncio.shield(turn.task), timeout=grace / 2)
+            return
+        except TimeoutError:
+            if step == "gate":
+                turn.cancelled_by = "server_shutdown"
+                turn.cancel.set()
+    turn.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await turn.task
+    if turn.outcome is None:  # a local command or `!cmd` has no handler of its own
+        actor.end_killed_turn(turn.id, turn.prompt)
+
+
+def answer_turn(turn: RunningTurn, failed: Exception | None) -> list[QueuedPrompt]:
+    """Answer everyone waiting for the turn (its prompt, repeats, absorbed entries) with
+    how it ended — or `failed`; returns the input it never drained as new prompts, in
+    the order they must run (for `extendleft`: last first)."""
+    outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
+    result = PromptDone(turn.prompt.id, turn.id, outcome)
+    turn.prompt.result = result
+    for done in (turn.prompt.command.reply, *turn.prompt.waiters):
+        if not done.done():
+            if failed is None:
+                done.set_result(result)
+            else:
+                done.set_exception(failed)
+    leftovers: list[QueuedPrompt] = []
+    for item in reversed(turn.ctx.take_interjections()):
+        reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
+        blocks: list[ContentBlock] = [TextContent(text=item.text)]
+        leftovers.append(QueuedPrompt(new_id("prompt"), Prompt(blocks, reply, origin=item.origin)))
+    return leftovers
