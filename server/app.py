@@ -45,6 +45,7 @@ from server.transport.guards import RateLimiter
 from server.transport.handlers import METHODS, UNSUPPORTED
 from server.transport.http import router
 from server.transport.origin import OriginGuard
+from server.transport.render import ACP_RENDERER
 from server.transport.revocation import LiveTokens
 from server.transport.rpc import Dispatcher
 from server.transport.sse import router as sse_router
@@ -151,6 +152,7 @@ def create_app(
             writer=writer,
             provider=prov,
             tools=tools or builtin_tools(),
+            render=ACP_RENDERER,
             hooks=hooks,
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
             agents=agents,

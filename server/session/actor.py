@@ -68,6 +68,7 @@ from server.session.prompt_queue import (
     QueueKind,
     new_id,
     request_id_of,
+    resolve,
 )
 from server.session.queue_sync import answer_all
 from server.session.services import ActorServices
@@ -131,7 +132,8 @@ class SessionActor:
         if self.agent.model:
             self.model = self.agent.model
         self.services = services
-        self.hub = EventHub(on_drop=services.metrics.resyncs.inc if services.metrics else None)
+        on_drop = services.metrics.resyncs.inc if services.metrics else None
+        self.hub = EventHub(render=services.render, on_drop=on_drop)
         self.journal = Journal(
             self.id, services.writer, self.hub.publish, last_seq, conversation, services.metrics
         )
@@ -198,9 +200,9 @@ class SessionActor:
                 return
             case Shutdown(reply=stopped):
                 if self._task is not None:  # already stopping: done when the actor is
-                    self._task.add_done_callback(lambda _t: stopped.done() or stopped.set_result(True))
-                elif not stopped.done():
-                    stopped.set_result(True)
+                    self._task.add_done_callback(lambda _t: resolve(stopped, True))
+                else:
+                    resolve(stopped, True)
                 return
             case ResumeQueue() | AttachComplete() | Detach() | TurnFinished():
                 return  # nobody waits for an answer
@@ -448,17 +450,8 @@ class SessionActor:
         )
 
     def send_available_commands(self, sink: FrameSink) -> None:
-        sink.send_notification(
-            "session/update",
-            {
-                "sessionId": self.id,
-                "update": {
-                    "sessionUpdate": "available_commands_update",
-                    "availableCommands": available_commands(self.services.skills),
-                },
-                "_meta": {"agentd": {"seq": self.journal.seq, "transient": True}},
-            },
-        )
+        commands = available_commands(self.services.skills)
+        sink.send_notification(*self.services.render.available_commands(self.id, commands, self.journal.seq))
 
     def idle_since(self) -> float | None:
         """When the actor became evictable (no clients, no work), or None while it is not."""

@@ -1,12 +1,13 @@
 """Local commands (R-S6): a prompt that starts with `/` and names a builtin runs here,
 without sampling the model, and ends the turn; `!cmd` and skills are recognised here too.
-They are advertised to clients with ACP `available_commands_update` (rendered at the edge)."""
+They are advertised to clients (`available_commands`; the transport renders them as ACP
+`available_commands_update`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from server.core.modes import PermissionMode
 from server.loop.context import TurnContext
@@ -98,15 +99,18 @@ def parse_local(text: str) -> tuple[LocalCommand, str] | None:
     return (command, arg.strip()) if command else None
 
 
-def available_commands(skills: dict[str, Skill] | None = None) -> list[dict[str, Any]]:
-    out = []
-    for s in (skills or {}).values():
-        out.append({"name": s.name, "description": s.description, "input": {"hint": "what to apply it to"}})
-    for c in BUILTINS.values():
-        entry: dict[str, Any] = {"name": c.name, "description": c.description}
-        if c.hint:
-            entry["input"] = {"hint": c.hint}
-        out.append(entry)
+@dataclass(frozen=True)
+class Advertised:
+    """A command clients may offer their user (skills first, then the builtins)."""
+
+    name: str
+    description: str
+    hint: str | None = None  # what the text after the name means
+
+
+def available_commands(skills: dict[str, Skill] | None = None) -> list[Advertised]:
+    out = [Advertised(s.name, s.description, "what to apply it to") for s in (skills or {}).values()]
+    out += [Advertised(c.name, c.description, c.hint) for c in BUILTINS.values()]
     return out
 
 

@@ -12,6 +12,7 @@ queue_sync.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections import deque
@@ -271,7 +272,7 @@ class PromptQueue:
             index = next((i for i, e in enumerate(self.entries) if e is entry), None)
             running = self._actor.running is not None
             answer = EnqueueAck(entry.id, 0 if index is None else index + running)
-        self._after_commit.then(lambda: _answer(ack, answer))
+        self._after_commit.then(lambda: resolve(ack, answer))
 
     # ------------------------------------------------------------------ interjections (R-S4)
 
@@ -292,7 +293,7 @@ class PromptQueue:
         self._actor.start_next_turn()
         self.changed()
         answer = InterjectResult("queued", None, queued.id)  # once it is committed
-        self._after_commit.then(lambda: _answer(cmd.reply, answer))
+        self._after_commit.then(lambda: resolve(cmd.reply, answer))
 
     # ------------------------------------------------------------------ queue operations
 
@@ -303,7 +304,7 @@ class PromptQueue:
             cmd.reply.set_exception(exc)
             return
         # Answered once the change is committed (a crash cannot undo what was said).
-        self._after_commit.then(lambda: _answer(cmd.reply, answer))
+        self._after_commit.then(lambda: resolve(cmd.reply, answer))
 
     def _operate(self, cmd: QueueOp) -> dict[str, Any]:
         args, who, q = cmd.args, cmd.principal, self.entries
@@ -375,7 +376,7 @@ class PromptQueue:
             e.result = result
             self._sync.leaving[e.id] = LeftQueue.REMOVED
             waiters = [e.command.reply, *e.waiters]
-            self._after_commit.then(lambda ws=waiters, r=result: answer_all(ws, r))
+            self._after_commit.then(functools.partial(answer_all, waiters, result))
 
     # ------------------------------------------------------------------ publishing
 
@@ -393,7 +394,8 @@ class PromptQueue:
         self._sync.forget()
 
 
-def _answer(future: asyncio.Future[T], value: T) -> None:
+def resolve(future: asyncio.Future[T], value: T) -> None:
+    """Set the result unless the waiter already has one (or gave up)."""
     if not future.done():
         future.set_result(value)
 

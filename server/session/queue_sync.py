@@ -181,12 +181,12 @@ class QueueSync:
         changes: list[dict[str, Any]] = []
         write = QueueWrite()
         for gone in [i for i in self._order if i not in present]:
-            shown = self._shown.pop(gone)
-            self.bytes -= shown.size
-            self._ledger.add(shown.owner, -shown.size)
+            left = self._shown.pop(gone)
+            self.bytes -= left.size
+            self._ledger.add(left.owner, -left.size)
             reason = self.leaving.pop(gone, LeftQueue.STARTED)
             changes.append({"change": Change.REMOVED.value, "id": gone, "reason": reason.value})
-            if shown.position is not None:
+            if left.position is not None:
                 write.deletes.append(gone)
         self.leaving.clear()
         survivors = [i for i in self._order if i in present]

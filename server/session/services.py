@@ -17,6 +17,7 @@ from server.metrics import Metrics
 from server.session.eventlog import EventWriter
 from server.session.local_commands import Skill
 from server.session.queue_sync import QueuedBytes
+from server.session.sinks import Renderer
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig
 
@@ -27,6 +28,7 @@ class ActorServices:
     writer: EventWriter
     provider: Provider
     tools: dict[str, Tool]
+    render: Renderer  # the wire shape of events (server/transport/render.py, injected)
     hooks: HooksConfig = field(default_factory=HooksConfig)
     fallbacks: list[Lane] = field(default_factory=list)  # the provider chain after `provider`
     agents: dict[str, AgentDefinition] = field(default_factory=lambda: {DEFAULT_AGENT.name: DEFAULT_AGENT})

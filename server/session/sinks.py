@@ -9,9 +9,16 @@ attached to. Each extra is its own runtime-checkable protocol, so the session as
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from protocol.acp import ClientCapabilities
+from server.core.events import Event
+
+if TYPE_CHECKING:
+    from server.session.local_commands import Advertised
+
+Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification
 
 
 class FrameSink(Protocol):
@@ -26,6 +33,41 @@ class FrameSink(Protocol):
     async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
         """Queue a replay notification, awaiting room (paced by the client, never
         dropped); False once the client is gone."""
+        ...
+
+
+class Renderer(Protocol):
+    """How events and the session's notices become frames for a client — the wire shape,
+    which lives at the edge (server/transport/render.py) and is injected into the session."""
+
+    def live(self, event: Event, last_seq: int) -> list[Frame]:
+        """The frames of an event for a client watching live."""
+        ...
+
+    def whole(self, event: Event) -> list[Frame]:
+        """The conversation in ACP form, final texts whole (`session/load`, a missed start)."""
+        ...
+
+    def attach(self, event: Event) -> list[Frame]:
+        """Every durable event as an attach/SSE replay sends it."""
+        ...
+
+    def for_client(
+        self, frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
+    ) -> list[Frame]:
+        """`frames` as a client that supports only some updates may receive them."""
+        ...
+
+    def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
+        """Tells a client to resync from the last durable event it got."""
+        ...
+
+    def snapshot(self, snapshot: dict[str, Any]) -> Frame:
+        """The live state an attaching client renders first."""
+        ...
+
+    def available_commands(self, session_id: str, commands: list[Advertised], seq: int) -> Frame:
+        """The commands a client may offer its user."""
         ...
 
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from protocol.acp import ContentBlock, TextContent, dump
 from server.agents import AgentDefinition
@@ -41,7 +41,9 @@ from server.session.local_commands import (
 )
 from server.session.prompt_queue import QueuedPrompt, QueueKind, new_id, request_id_of
 from server.session.sinks import FrameSink, capable
+from server.tools.base import Tool
 from server.tools.client_bridge import ClientBridge
+from server.tools.hooks import PreToolHook, StopHook
 
 if TYPE_CHECKING:  # the actor hands itself to the runners (same package)
     from server.session.actor import SessionActor
@@ -136,7 +138,12 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
     settings = services.settings
     cmd = queued.command
     agent = actor.agent
-    mcp_tools = actor.mcp.tools if actor.mcp is not None else {}
+    # McpTool has the shape of a `Tool`, but as instance fields where the protocol names
+    # ClassVars, which mypy does not accept as the same; likewise CommandHook's `name`.
+    mcp_tools = cast("dict[str, Tool]", actor.mcp.tools if actor.mcp is not None else {})
+    hooks = services.hooks
+    pre_tool = cast("list[PreToolHook]", list(hooks.pre_tool))
+    stop_hooks = [*cast("list[StopHook]", hooks.stop), *actor.client_hooks.values()]
     return TurnContext(
         session_id=actor.id,
         turn_id=turn_id,
@@ -154,7 +161,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         output_schema=output_schema(cmd.meta, agent),
         max_turns=agent.max_turns if agent.max_turns is not None else settings.max_turns,
         path_locks=actor.path_locks,
-        pre_tool_hooks=list(services.hooks.pre_tool),
+        pre_tool_hooks=pre_tool,
         context_window=settings.context_window_for(actor.model),
         fallbacks=list(services.fallbacks),
         prices=services.prices(),
@@ -165,7 +172,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         goal=actor.goal,
         goal_lanes=goal_lanes(services.provider, actor.model, settings.goal_evaluator_model),
         limits=services.limits,
-        stop_hooks=[*services.hooks.stop, *actor.client_hooks.values()],
+        stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,
         client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
     )

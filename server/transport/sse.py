@@ -24,8 +24,8 @@ from fastapi.responses import StreamingResponse
 from protocol.jsonrpc import RpcError
 from server.auth import CHALLENGE, AuthError
 from server.session.errors import SessionError
-from server.session.hub import RESYNC_REQUIRED
 from server.transport.outgoing import OutgoingQueue
+from server.transport.render import RESYNC_REQUIRED
 from server.transport.revocation import CloseReason
 
 router = APIRouter()
