@@ -65,11 +65,11 @@ from server.session.prompt_queue import (
     DEFERRED_BY_SHUTDOWN,
     PromptQueue,
     QueuedPrompt,
-    QueueKind,
     new_id,
     request_id_of,
     resolve,
 )
+from server.session.queue_ops import QueueKind
 from server.session.queue_sync import answer_all
 from server.session.services import ActorServices
 from server.session.sinks import FrameSink

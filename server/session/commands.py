@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from protocol.acp import ContentBlock
@@ -62,15 +63,21 @@ class ResumeQueue:
 class QueueOp:
     """One of the queue operations of R-S3 (see server/session/queue_ops.py)."""
 
-    op: str  # list | remove | edit | move | combine | hold | release | clear | interject
+    op: str  # a `QueueOpName` (server/session/queue_ops.py); anything else is answered unknown
     args: dict[str, Any]
     principal: str
     reply: asyncio.Future[dict[str, Any]]
 
 
+class InterjectStatus(StrEnum):
+    INTERJECTED = "interjected"  # it reached the running turn
+    QUEUED = "queued"  # no turn ran: it is the next prompt
+    TURN_NOT_ACTIVE = "turn_not_active"  # the turn it named is no longer running
+
+
 @dataclass(frozen=True)
 class InterjectResult:
-    status: str  # "interjected" | "queued" | "turn_not_active"
+    status: InterjectStatus
     turn_id: str | None
     prompt_id: str | None = None
 

@@ -32,12 +32,14 @@ from server.session.commands import (
     EnqueueAck,
     Interject,
     InterjectResult,
+    InterjectStatus,
     Prompt,
     PromptDone,
     QueueOp,
     ResumeQueue,
 )
 from server.session.errors import SessionError
+from server.session.queue_ops import OpRefusal, QueueKind, QueueOpName
 from server.session.queue_sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size
 
 if TYPE_CHECKING:  # the desk works for its actor (same package)
@@ -52,15 +54,6 @@ DEFERRED_BY_SHUTDOWN = "deferred_by_shutdown"
 T = TypeVar("T")
 
 CONTENT_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
-
-
-class QueueKind(StrEnum):
-    """What a queue entry runs as (the `kind` on the wire and in the store)."""
-
-    PROMPT = "prompt"  # an ordinary prompt: sampled by the model
-    COMPACT = "compact"  # a compaction job (`_agentd/session/compact` while idle)
-    LOCAL = "local"  # a builtin `/command` (decided when it starts)
-    BANG = "bang"  # `!cmd` run in the shell (decided when it starts)
 
 
 @dataclass
@@ -279,12 +272,12 @@ class PromptQueue:
     def interject(self, cmd: Interject) -> None:
         turn = self._actor.running
         if cmd.expected_turn_id is not None and (turn is None or turn.id != cmd.expected_turn_id):
-            cmd.reply.set_result(InterjectResult("turn_not_active", turn.id if turn else None))
+            cmd.reply.set_result(InterjectResult(InterjectStatus.TURN_NOT_ACTIVE, turn.id if turn else None))
             return
         if turn is not None:
             turn.ctx.interjections.append(Interjection(prompt_text(cmd.blocks), cmd.origin))
             turn.ctx.interrupted.set()
-            cmd.reply.set_result(InterjectResult("interjected", turn.id))
+            cmd.reply.set_result(InterjectResult(InterjectStatus.INTERJECTED, turn.id))
             return
         # No running turn: an interjection is simply the next prompt.
         reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
@@ -292,7 +285,7 @@ class PromptQueue:
         self.entries.append(queued)
         self._actor.start_next_turn()
         self.changed()
-        answer = InterjectResult("queued", None, queued.id)  # once it is committed
+        answer = InterjectResult(InterjectStatus.QUEUED, None, queued.id)  # once it is committed
         self._after_commit.then(lambda: resolve(cmd.reply, answer))
 
     # ------------------------------------------------------------------ queue operations
@@ -309,30 +302,30 @@ class PromptQueue:
     def _operate(self, cmd: QueueOp) -> dict[str, Any]:
         args, who, q = cmd.args, cmd.principal, self.entries
         match cmd.op:
-            case "list":
+            case QueueOpName.LIST:
                 return {"applied": True, "queue": queue_ops.view(q)}
-            case "remove":
+            case QueueOpName.REMOVE:
                 result = queue_ops.remove(q, args["id"], args["expectedVersion"])
-            case "edit":
+            case QueueOpName.EDIT:
                 if refusal := self._sync.check_edit(self._settings, q, args["id"], args["text"]):
                     raise refusal
                 result = queue_ops.edit(q, args["id"], args["expectedVersion"], args["text"], who)
-            case "move":
+            case QueueOpName.MOVE:
                 result = queue_ops.move(q, args["order"])
-            case "combine":
+            case QueueOpName.COMBINE:
                 result = queue_ops.combine(q, who)
-            case "hold":
+            case QueueOpName.HOLD:
                 hold_s = self._settings.queue_hold_s
                 result = queue_ops.hold(q, args["id"], who, seconds=hold_s)
                 if result.applied:
                     # Nothing else may wake the actor when the hold runs out: a timer does
                     # (a little late: the loop may run callbacks a clock tick early).
                     asyncio.get_running_loop().call_later(hold_s + 0.05, self._actor.send, ResumeQueue())
-            case "release":
+            case QueueOpName.RELEASE:
                 result = queue_ops.release(q, args["id"])
-            case "clear":
+            case QueueOpName.CLEAR:
                 result = queue_ops.clear(q)
-            case "interject":
+            case QueueOpName.INTERJECT:
                 result = self._interject_entry(args["id"])
             case _:
                 return {
@@ -355,7 +348,7 @@ class PromptQueue:
         entry = next((e for e in q if e.id == entry_id), None)
         turn = self._actor.running
         if entry is None or entry.kind is not QueueKind.PROMPT:
-            return queue_ops.OpResult(False, [], "not_found")
+            return queue_ops.OpResult(False, [], OpRefusal.NOT_FOUND)
         q.remove(entry)
         if turn is None:
             q.appendleft(entry)  # no running turn: it simply runs now

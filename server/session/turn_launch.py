@@ -39,7 +39,8 @@ from server.session.local_commands import (
     parse_local,
     run_local_command,
 )
-from server.session.prompt_queue import QueuedPrompt, QueueKind, new_id, request_id_of
+from server.session.prompt_queue import QueuedPrompt, new_id, request_id_of
+from server.session.queue_ops import QueueKind
 from server.session.sinks import FrameSink, capable
 from server.tools.base import Tool
 from server.tools.client_bridge import ClientBridge

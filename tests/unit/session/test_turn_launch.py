@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from server.session.local_commands import Skill
-from server.session.prompt_queue import QueueKind
+from server.session.queue_ops import QueueKind
 from server.session.turn_launch import classify, goal_lanes, title_from
 
 SKILLS = {"review": Skill("review", "Review code", "Review this: $ARGUMENTS")}
