@@ -149,6 +149,7 @@ class SessionActor:
             lambda: self.hub.sinks,
             lambda: self.services.settings.permission_timeout_s,
             mode=lambda: self._mode,
+            render=services.render,
             memory=dict(record.permission_memory),
         )
         self._gate = self.permissions

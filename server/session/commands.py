@@ -4,6 +4,7 @@ session state only by sending one of these."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -13,6 +14,7 @@ from server.core.modes import PermissionMode
 from server.loop.outcome import TurnOutcome
 from server.session.hub import Subscriber
 from server.session.sinks import FrameSink
+from server.tools.mcp import McpConnections
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class Prompt:
 class AttachMcp:
     """Give the session its MCP servers; the reply is the set it had before (to close)."""
 
-    connections: Any
-    reply: asyncio.Future[Any]
+    connections: McpConnections
+    reply: asyncio.Future[McpConnections | None]
 
 
 @dataclass
@@ -180,7 +182,7 @@ class Shutdown:
     # Eviction: stop only if still idle with nothing waiting; `on_stop` runs first, in the
     # actor's own step, so no new command can reach it afterwards.
     only_if_idle: bool = False
-    on_stop: Any = None
+    on_stop: Callable[[], None] | None = None
     # The whole server is stopping: late prompts end `server_shutting_down` (R-S5).
     server_stopping: bool = False
 

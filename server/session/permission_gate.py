@@ -17,7 +17,7 @@ from server.core.events import EventKind
 from server.core.modes import PermissionMode
 from server.loop.context import PermissionAnswer
 from server.session.journal import Journal
-from server.session.sinks import FrameSink, requesting
+from server.session.sinks import FrameSink, Renderer, requesting
 from server.tools.permissions import Remembered
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class PermissionGate:
         timeout_s: Callable[[], float],
         *,
         mode: Callable[[], PermissionMode],
+        render: Renderer,
         memory: dict[str, str] | None = None,
     ) -> None:
         self._session_id = session_id
@@ -54,6 +55,7 @@ class PermissionGate:
         self._sinks = sinks
         self._timeout_s = timeout_s
         self._mode = mode
+        self._render = render  # the question's wire shape (server/transport/render.py)
         self._memory = memory or {}  # tool name → a remembered answer (persisted with the session)
         self.pending: dict[str, PendingPermission] = {}
 
@@ -102,18 +104,13 @@ class PermissionGate:
         client = requesting(sink)
         if client is None or sink.id in pending.asked:
             return  # this client cannot answer (e.g. an SSE viewer)
-        params = {
-            "sessionId": self._session_id,
-            "toolCall": pending.tool_call,
-            "options": pending.options,
-            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
-            # another client answered first.
-            "_meta": {"agentd": {"requestId": pending.id}},
-        }
+        method, params = self._render.permission_request(
+            self._session_id, pending.id, pending.tool_call, pending.options
+        )
 
         async def ask_one() -> None:
             try:
-                result = await client.request("session/request_permission", params)
+                result = await client.request(method, params)
                 parsed = RequestPermissionResult.model_validate(result)
             except Exception as exc:  # the client went away or answered nonsense: others may answer
                 log.info("permission request to %s got no usable answer: %s", sink.id, exc)

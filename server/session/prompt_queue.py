@@ -120,9 +120,11 @@ class RequestLedger:
         # requestId → how its prompt ended in an earlier run of the server (from the log).
         self._answered: dict[str, PromptDone] = {}
 
-    def remember(self, request_id: str, entry: QueuedPrompt) -> None:
+    def remember(self, request_id: str, entry: QueuedPrompt, *, bounded: bool = True) -> None:
+        """`bounded=False` for a restored queue: every waiting prompt keeps its requestId."""
         self._requests[request_id] = entry
-        _bounded(self._requests)
+        if bounded:
+            _bounded(self._requests)
 
     def remember_outcome(self, request_id: str, done: PromptDone) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
@@ -191,7 +193,7 @@ class PromptQueue:
             self.entries.append(restored.entry)
             positions[restored.entry.id] = restored.position
             if restored.request_id is not None:
-                self.requests.remember(restored.request_id, restored.entry)
+                self.requests.remember(restored.request_id, restored.entry, bounded=False)
         self._sync.restore(self.entries, positions)
 
     # ------------------------------------------------------------------ prompts

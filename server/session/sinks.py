@@ -70,6 +70,12 @@ class Renderer(Protocol):
         """The commands a client may offer its user."""
         ...
 
+    def permission_request(
+        self, session_id: str, request_id: str, tool_call: dict[str, Any], options: list[dict[str, str]]
+    ) -> Frame:
+        """The server→client request asking one client to answer a permission question."""
+        ...
+
 
 @runtime_checkable
 class UrgentSink(Protocol):

@@ -192,5 +192,17 @@ class AcpRenderer:
     def available_commands(self, session_id: str, commands: list[Advertised], seq: int) -> Frame:
         return available_commands_frame(session_id, commands, seq)
 
+    def permission_request(
+        self, session_id: str, request_id: str, tool_call: dict[str, Any], options: list[dict[str, str]]
+    ) -> Frame:
+        return "session/request_permission", {
+            "sessionId": session_id,
+            "toolCall": tool_call,
+            "options": options,
+            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
+            # another client answered first.
+            "_meta": {"agentd": {"requestId": request_id}},
+        }
+
 
 ACP_RENDERER = AcpRenderer()

@@ -33,3 +33,17 @@ def test_resync_and_snapshot_frames() -> None:
         {"sessionId": "s1", "lastSeq": 4, "reason": "client_too_slow"},
     )
     assert ACP_RENDERER.snapshot({"sessionId": "s1"}) == ("_agentd/session/snapshot", {"sessionId": "s1"})
+
+
+def test_permission_request() -> None:
+    call = {"toolCallId": "c1", "title": "bash"}
+    options = [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}]
+    assert ACP_RENDERER.permission_request("s1", "perm_1", call, options) == (
+        "session/request_permission",
+        {
+            "sessionId": "s1",
+            "toolCall": call,
+            "options": options,
+            "_meta": {"agentd": {"requestId": "perm_1"}},
+        },
+    )
