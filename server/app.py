@@ -14,7 +14,6 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from protocol.jsonrpc import ErrorCode, RpcError
 from server import __version__
 from server.agents import AgentDefinition, default_definitions
 from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
@@ -29,13 +28,14 @@ from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
 from server.providers.factory import close_providers, make_lanes, make_provider
 from server.session.actor import ActorServices, SessionActor
-from server.session.commands import Attach, AttachComplete, Detach
+from server.session.attach import attach as attach_client
+from server.session.attach import check_cursor
+from server.session.commands import Detach
 from server.session.eventlog import EventWriter
-from server.session.hub import FrameSink, Subscriber
+from server.session.hub import Subscriber
 from server.session.local_commands import load_skills
 from server.session.manager import SessionManager
-from server.session.replay import ReplayAborted, ReplayMode
-from server.session.replay import replay as replay_log
+from server.session.sinks import FrameSink
 from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
@@ -45,6 +45,7 @@ from server.transport.guards import RateLimiter
 from server.transport.handlers import METHODS, UNSUPPORTED
 from server.transport.http import router
 from server.transport.origin import OriginGuard
+from server.transport.render import ACP_RENDERER
 from server.transport.revocation import LiveTokens
 from server.transport.rpc import Dispatcher
 from server.transport.sse import router as sse_router
@@ -81,61 +82,22 @@ class AppState:
         return await self.auth.principal(headers, query)
 
     def check_cursor(self, actor: SessionActor, after_seq: int) -> None:
-        """An attach cursor beyond the log cannot be served (`-32017`). Checked before any
-        subscription is touched, so a failed attach changes nothing; seqs only grow, so a
-        cursor valid now stays valid."""
-        last = actor.last_seq
-        if not 0 <= after_seq <= last:
-            raise RpcError(
-                ErrorCode.RESYNC_REQUIRED,
-                f"resync_required: cursor {after_seq} cannot be served (the session is at {last})",
-                {"reason": "resync_required", "lastSeq": last},
-            )
+        """Raises when an attach cursor is beyond the log (server/session/attach.py)."""
+        check_cursor(actor, after_seq)
 
     async def attach(
         self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
     ) -> Subscriber:
-        """Subscribe `sink` to the session (R-E3). `replay`: "none" (from now on), "acp"
-        (`session/load`: the whole history in ACP form), or "attach" (a snapshot, then every
-        durable event after `after_seq`). Then the text of a message still streaming, then
-        live traffic, with no gap and no duplicate. The replay is paced by the client and
-        streams from the store (server/session/replay.py); it returns once it is done, so
-        the caller's response follows it."""
-        if replay == "attach":
-            self.check_cursor(actor, after_seq)
-        fut: asyncio.Future[Subscriber] = asyncio.get_running_loop().create_future()
-        actor.send(Attach(sink, fut))
-        sub = await fut
-        sub.buffer_limit = self.settings.client_buffer_frames
-        sessions = getattr(sink, "sessions", None)
-        if sessions is not None:
-            sessions.add(actor.id)
-        if replay == "none":
-            sub.go_live(sub.attached_seq)
-            actor.send(AttachComplete(sink, send_commands=True))
-            return sub
-        try:
-            await replay_log(
-                self.store,
-                sub,
-                sink,
-                mode=ReplayMode(replay),
-                after_seq=after_seq if replay == "attach" else 0,
-            )
-        except BaseException as exc:
-            if not sub.detached:  # not already replaced by a newer attach of this client
-                actor.send(Detach(sink.id))
-                if sessions is not None:
-                    sessions.discard(actor.id)
-            if isinstance(exc, ReplayAborted):
-                code = ErrorCode.CONNECTION_CLOSED if exc.closed else ErrorCode.INVALID_REQUEST
-                raise RpcError(code, f"replay stopped: {exc}") from None
-            raise
-        # With a replay the client knows the session: tell it the commands before the
-        # response. A brand-new session learns them right after `session/new` answers.
-        actor.send_available_commands(sink)
-        actor.send(AttachComplete(sink, send_commands=False))
-        return sub
+        """Subscribe `sink` to the session, with the replay asked for (R-E3; see
+        server/session/attach.py)."""
+        return await attach_client(
+            self.store,
+            actor,
+            sink,
+            replay=replay,
+            after_seq=after_seq,
+            buffer_limit=self.settings.client_buffer_frames,
+        )
 
     async def detach(self, session_id: str, conn_id: str) -> None:
         actor = self.manager.live_actor(session_id)  # an unloaded actor has no subscribers
@@ -190,6 +152,7 @@ def create_app(
             writer=writer,
             provider=prov,
             tools=tools or builtin_tools(),
+            render=ACP_RENDERER,
             hooks=hooks,
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
             agents=agents,

@@ -72,6 +72,7 @@ def test_a_client_dropped_for_falling_behind_is_counted() -> None:
     from server.metrics import Metrics
     from server.session.events import Event, EventKind
     from server.session.hub import EventHub
+    from server.transport.render import ACP_RENDERER
 
     class FullSink:
         id = "slow"
@@ -80,7 +81,7 @@ def test_a_client_dropped_for_falling_behind_is_counted() -> None:
             return False  # its buffer is full
 
     metrics = Metrics()
-    hub = EventHub(on_drop=metrics.resyncs.inc)
+    hub = EventHub(render=ACP_RENDERER, on_drop=metrics.resyncs.inc)
     hub.subscribe(FullSink(), "s1").go_live(0)
     hub.publish(Event("s1", EventKind.MODE_CHANGED, {"modeId": "plan"}, seq=1))
     assert len(hub) == 0

@@ -15,6 +15,7 @@ from server.session.actor import PARTIAL_CHECKPOINT_INTERVAL_S
 from server.session.events import Event, EventKind
 from server.session.hub import Subscriber
 from server.store.db import Store
+from server.transport.render import ACP_RENDERER
 from tests.client import text_prompt
 from tests.conftest import scripted
 
@@ -133,7 +134,7 @@ def test_a_final_text_the_client_never_saw_stream_is_sent_whole() -> None:
     """A live client gets the whole text of a message that ended without streaming to it
     (a message recovered after a crash), not just the end marker."""
     sink = ListSink()
-    sub = Subscriber(sink, "s1")
+    sub = Subscriber(sink, "s1", render=ACP_RENDERER)
     sub.go_live(0)
     sub.deliver(
         Event(

@@ -28,6 +28,7 @@ from server.session.eventlog import EventWriter
 from server.session.manager import SessionManager
 from server.store.db import Batch, Store
 from server.tools.registry import builtin_tools
+from server.transport.render import ACP_RENDERER
 from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
 
@@ -453,7 +454,8 @@ async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
     writer = EventWriter(store, flush_interval=0)
     writer.start()
     services = ActorServices(
-        settings=Settings(home=tmp_path / "home"), writer=writer, provider=scripted(), tools=builtin_tools()
+        settings=Settings(home=tmp_path / "home"), writer=writer, provider=scripted(), tools=builtin_tools(),
+        render=ACP_RENDERER,
     )
     manager = SessionManager(store, services)
     try:

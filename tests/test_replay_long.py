@@ -22,9 +22,9 @@ import websockets
 from server.auth import LOCAL_PRINCIPAL
 from server.session.events import Event, EventKind
 from server.session.hub import Subscriber
-from server.session.render import acp_replay_frames
 from server.store.db import Batch, Store, StoredEvent
 from server.transport.outgoing import OutgoingQueue
+from server.transport.render import ACP_RENDERER, acp_replay_frames
 from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
 from tests.test_attach import ATTACH, SNAPSHOT, agentd_meta, durable_seqs, message_text, response_index, until
@@ -344,7 +344,7 @@ def test_text_after_discarded_chunks_waits_for_the_final_text() -> None:
     held back and the final event brings the whole text, so no client assembles text
     with a hole in it."""
     sink = ListSink()
-    sub = Subscriber(sink, "s1")
+    sub = Subscriber(sink, "s1", render=ACP_RENDERER)
     sub.partials = [(EventKind.AGENT_MESSAGE_CHUNK, "m1", "Hello")]
     sub.go_live(0)  # seeds "Hello"
 

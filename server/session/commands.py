@@ -4,13 +4,17 @@ session state only by sending one of these."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from protocol.acp import ContentBlock
-from server.config import PermissionMode
+from server.core.modes import PermissionMode
 from server.loop.outcome import TurnOutcome
-from server.session.hub import FrameSink, Subscriber
+from server.session.hub import Subscriber
+from server.session.sinks import FrameSink
+from server.tools.mcp import McpConnections
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,8 @@ class Prompt:
 class AttachMcp:
     """Give the session its MCP servers; the reply is the set it had before (to close)."""
 
-    connections: Any
-    reply: asyncio.Future[Any]
+    connections: McpConnections
+    reply: asyncio.Future[McpConnections | None]
 
 
 @dataclass
@@ -61,15 +65,21 @@ class ResumeQueue:
 class QueueOp:
     """One of the queue operations of R-S3 (see server/session/queue_ops.py)."""
 
-    op: str  # list | remove | edit | move | combine | hold | release | clear | interject
+    op: str  # a `QueueOpName` (server/session/queue_ops.py); anything else is answered unknown
     args: dict[str, Any]
     principal: str
     reply: asyncio.Future[dict[str, Any]]
 
 
+class InterjectStatus(StrEnum):
+    INTERJECTED = "interjected"  # it reached the running turn
+    QUEUED = "queued"  # no turn ran: it is the next prompt
+    TURN_NOT_ACTIVE = "turn_not_active"  # the turn it named is no longer running
+
+
 @dataclass(frozen=True)
 class InterjectResult:
-    status: str  # "interjected" | "queued" | "turn_not_active"
+    status: InterjectStatus
     turn_id: str | None
     prompt_id: str | None = None
 
@@ -172,7 +182,7 @@ class Shutdown:
     # Eviction: stop only if still idle with nothing waiting; `on_stop` runs first, in the
     # actor's own step, so no new command can reach it afterwards.
     only_if_idle: bool = False
-    on_stop: Any = None
+    on_stop: Callable[[], None] | None = None
     # The whole server is stopping: late prompts end `server_shutting_down` (R-S5).
     server_stopping: bool = False
 

@@ -5,9 +5,12 @@ configuration; shared by the method answers and the `config_option_update` event
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from server.config import PermissionMode
+from server.core.modes import PermissionMode
+
+if TYPE_CHECKING:
+    from server.session.services import ActorServices
 
 MODES: list[dict[str, str]] = [
     {"id": PermissionMode.DEFAULT.value, "name": "Default", "description": "Ask before edits and commands"},
@@ -61,3 +64,17 @@ def config_options(
             "options": [{"value": name, "name": text or name} for name, text in agents.items()],
         },
     ]
+
+
+def session_config_options(
+    services: ActorServices, mode: str, model: str, agent: str
+) -> list[dict[str, Any]]:
+    """A session's options: its state, with the choices the server's configuration offers."""
+    models = model_choices(
+        services.settings.model,
+        (lane.model for lane in services.fallbacks),
+        (a.model for a in services.agents.values()),
+        model,
+    )
+    agents = {name: a.description for name, a in services.agents.items()}
+    return config_options(mode=mode, model=model, agent=agent, agents=agents, models=models)

@@ -213,7 +213,6 @@ class EventWriter:
                     break
         return dropped
 
-
     def _fail(self, batch: Batch, exc: BaseException) -> None:
         seqs = [e.seq for e in batch.events]
         log.error(

@@ -1,6 +1,7 @@
 """Fan-out of one session's events to its attached clients (R-E4).
 
-A `Subscriber` renders events into frames and puts them on its connection's bounded
+A `Subscriber` renders events into frames (with the injected `Renderer`: the wire shape
+lives in server/transport/render.py) and puts them on its connection's bounded
 outgoing queue without ever awaiting, so a slow client cannot slow the actor or the
 other clients. While a subscriber is catching up from the store (server/session/replay.py)
 it buffers live events — at most `buffer_limit`; past that the buffer is discarded and
@@ -11,38 +12,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from server.core.events import Event, EventKind
-from server.session.render import Frame, acp_replay_frames, for_client, live_frames
+from server.session.sinks import Frame, FrameSink, Renderer, filtering, urgent
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
-RESYNC_REQUIRED = "_agentd/resync_required"
 DEFAULT_BUFFER_LIMIT = 10_000  # events; the server sets it to `client_buffer_frames`
 _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
 
 log = logging.getLogger(__name__)
 
 
-class FrameSink(Protocol):
-    """The outgoing side of a client connection."""
-
-    id: str
-
-    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
-        """Queue a notification; False when the client's buffer is full."""
-        ...
-
-    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
-        """Queue a replay notification, awaiting room (paced by the client, never
-        dropped); False once the client is gone."""
-        ...
-
-
 class Subscriber:
-    def __init__(self, sink: FrameSink, session_id: str = "") -> None:
+    def __init__(self, sink: FrameSink, session_id: str = "", *, render: Renderer) -> None:
         self.sink = sink
         self.session_id = session_id
+        self.renderer = render  # the wire shape (server/transport/render.py)
         self._buffer: list[Event] | None = []  # None once live
         self.last_seq = 0
         self.attached_seq = 0  # the session's last seq when it subscribed (set by the actor)
@@ -153,7 +139,7 @@ class Subscriber:
             return [], delivered  # the sender already has its own prompt
         if event.kind in _CHUNKS:
             return self._render_chunk(event, event.payload["messageId"]), self.last_seq
-        frames = live_frames(event, self.last_seq)
+        frames = self.renderer.live(event, self.last_seq)
         if event.kind in _FINALS:
             mid = event.payload["messageId"]
             seen = self._delivered.pop(mid, None) is not None
@@ -161,7 +147,7 @@ class Subscriber:
                 # The client has none (or not the start) of this text — a message that
                 # ended without streaming to it (e.g. recovered after a crash): send it whole.
                 self._missed.discard(mid)
-                frames = acp_replay_frames(event) + frames
+                frames = self.renderer.whole(event) + frames
         return self._for_client(event, frames), delivered
 
     def _render_chunk(self, event: Event, mid: str) -> list[Frame]:
@@ -189,12 +175,12 @@ class Subscriber:
                 {**event.payload, "text": text[already:], "offset": offset + already},
             )
         self._delivered[mid] = offset + len(text)
-        return self._for_client(event, live_frames(event, self.last_seq))
+        return self._for_client(event, self.renderer.live(event, self.last_seq))
 
     def _for_client(self, event: Event, frames: list[Frame]) -> list[Frame]:
-        supports = getattr(self.sink, "supports_update", None)
-        if supports is not None:
-            frames = for_client(frames, event, supports, self.last_seq)
+        client = filtering(self.sink)
+        if client is not None:
+            frames = self.renderer.for_client(frames, event, client.supports_update, self.last_seq)
         return frames
 
     def _emit(self, frames: list[Frame], delivered: int) -> None:
@@ -202,23 +188,21 @@ class Subscriber:
             if not self.sink.send_notification(method, params):
                 self.dropped = True
                 log.warning("client %s fell behind; it is told to resync", self.sink.id)
-                resync = getattr(self.sink, "send_urgent", None)
+                resync = urgent(self.sink)
                 if resync is not None:
                     # `delivered`: the last durable event this client really got.
-                    resync(
-                        RESYNC_REQUIRED,
-                        {"sessionId": self.session_id, "lastSeq": delivered, "reason": "client_too_slow"},
-                    )
+                    resync.send_urgent(*self.renderer.resync(self.session_id, delivered, "client_too_slow"))
                 return
 
 
 class EventHub:
-    def __init__(self, on_drop: Callable[[], None] | None = None) -> None:
+    def __init__(self, *, render: Renderer, on_drop: Callable[[], None] | None = None) -> None:
+        self._render = render
         self._subscribers: dict[str, Subscriber] = {}
         self._on_drop = on_drop  # a client fell behind and was told to resync
 
     def subscribe(self, sink: FrameSink, session_id: str = "") -> Subscriber:
-        sub = Subscriber(sink, session_id)
+        sub = Subscriber(sink, session_id, render=self._render)
         self.unsubscribe(sink.id)  # a re-attach replaces the connection's subscription
         self._subscribers[sink.id] = sub
         return sub
@@ -243,10 +227,9 @@ class EventHub:
         """End every subscription, telling each client to resync from the last durable
         event it got (the session's live stream ends here, e.g. its actor failed)."""
         for sub in self._subscribers.values():
-            resync = getattr(sub.sink, "send_urgent", None)
+            resync = urgent(sub.sink)
             if resync is not None:
-                params = {"sessionId": sub.session_id, "lastSeq": sub.last_seq, "reason": reason}
-                resync(RESYNC_REQUIRED, params)
+                resync.send_urgent(*self._render.resync(sub.session_id, sub.last_seq, reason))
         self._subscribers.clear()
 
     @property
@@ -266,7 +249,3 @@ def _covered(buffered: list[Event], replayed_up_to: int) -> int:
         if ev.seq is not None and ev.seq <= replayed_up_to:
             cut = i + 1
     return cut
-
-
-def frames_for(event: Event) -> list[Frame]:  # re-export for tests
-    return live_frames(event, event.seq or 0)

@@ -1,12 +1,23 @@
 """Local commands (R-S6): a prompt that starts with `/` and names a builtin runs here,
-without sampling the model, and ends the turn. They are advertised to clients with ACP
-`available_commands_update`."""
+without sampling the model, and ends the turn; `!cmd` and skills are recognised here too.
+They are advertised to clients (`available_commands`; the transport renders them as ACP
+`available_commands_update`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+from server.core.modes import PermissionMode
+from server.loop.context import TurnContext
+from server.loop.goal import GoalState
+from server.loop.prompt import prompt_text
+from server.loop.react import run_compaction
+from server.loop.turn_state import TurnState
+
+if TYPE_CHECKING:  # the actor runs its builtins here (same package)
+    from server.session.actor import SessionActor
 
 
 @dataclass(frozen=True)
@@ -88,18 +99,80 @@ def parse_local(text: str) -> tuple[LocalCommand, str] | None:
     return (command, arg.strip()) if command else None
 
 
-def available_commands(skills: dict[str, Skill] | None = None) -> list[dict[str, Any]]:
-    out = []
-    for s in (skills or {}).values():
-        out.append({"name": s.name, "description": s.description, "input": {"hint": "what to apply it to"}})
-    for c in BUILTINS.values():
-        entry: dict[str, Any] = {"name": c.name, "description": c.description}
-        if c.hint:
-            entry["input"] = {"hint": c.hint}
-        out.append(entry)
+@dataclass(frozen=True)
+class Advertised:
+    """A command clients may offer their user (skills first, then the builtins)."""
+
+    name: str
+    description: str
+    hint: str | None = None  # what the text after the name means
+
+
+def available_commands(skills: dict[str, Skill] | None = None) -> list[Advertised]:
+    out = [Advertised(s.name, s.description, "what to apply it to") for s in (skills or {}).values()]
+    out += [Advertised(c.name, c.description, c.hint) for c in BUILTINS.values()]
     return out
 
 
 def help_text() -> str:
     lines = [f"/{c.name}{' <' + c.hint + '>' if c.hint else ''} — {c.description}" for c in BUILTINS.values()]
     return "Commands:\n" + "\n".join(lines)
+
+
+def describe_goal(goal: GoalState | None) -> str:
+    if goal is None:
+        return "No goal is set. Use /goal <objective> to set one."
+    text = f"Goal ({goal.status.value}): {goal.objective}"
+    if goal.pause_reason:
+        text += f"\nPaused: {goal.pause_reason}"
+    if goal.user_action:
+        text += f"\nNeeded from you: {goal.user_action}"
+    return text
+
+
+async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, arg: str) -> str:
+    """Run builtin `/name arg` on the session; the text answered. A ValueError's message
+    is answered too (a bad argument, an unknown command)."""
+    match name:
+        case "help":
+            return help_text()
+        case "mode":
+            if arg:
+                try:
+                    actor.set_mode(PermissionMode(arg))
+                except ValueError:
+                    known = ", ".join(m.value for m in PermissionMode)
+                    raise ValueError(f"Unknown mode {arg!r}; one of {known}.") from None
+            return f"Permission mode: {actor.mode().value}"
+        case "model":
+            if arg:
+                actor.set_model(arg)
+            return f"Model: {actor.model}"
+        case "goal":
+            if arg in ("", "status"):
+                return describe_goal(actor.goal)
+            if arg == "clear":
+                actor.set_goal(None)
+                return "Goal cleared."
+            actor.set_goal(GoalState(arg))
+            return f"Goal set: {arg}\nSend a prompt to start working on it."
+        case "queue":
+            if not actor.queue:
+                return "The queue is empty."
+            lines = [f"{i}. {prompt_text(q.command.blocks)[:80]}" for i, q in enumerate(actor.queue, 1)]
+            return "Queued prompts:\n" + "\n".join(lines)
+        case "usage":
+            u = actor.usage.total
+            return (
+                f"Tokens: {u.input_tokens} in, {u.output_tokens} out, {u.cache_read_tokens} cache read, "
+                f"{u.cache_write_tokens} cache write; cost ${u.cost:.4f} over {u.calls} calls"
+                + (" (some usage could not be read)" if u.dirty else "")
+            )
+        case "clear":
+            actor.conversation.replace([])
+            actor.todos.replace([])
+            return "Context cleared. The session log keeps the history."
+        case "compact":
+            changed = await run_compaction(ctx, TurnState(), "requested")
+            return "Compacted the conversation." if changed else "Nothing old enough to compact."
+    raise ValueError(f"Unknown command /{name}.")

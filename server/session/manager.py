@@ -3,7 +3,7 @@ the store; two concurrent requests for the same session get the same actor.
 
 At most one actor per session exists, ever: an actor that is stopping (close, delete,
 eviction, a failed write) stays registered until its task has really ended, and a
-request for its session waits for that (bounded, then a retryable -32019) instead of
+request for its session waits for that (bounded, then a retryable `session_stopping`) instead of
 loading a second actor that would write the same seqs."""
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ import logging
 import uuid
 from typing import Any
 
-from protocol.jsonrpc import ErrorCode, RpcError
-from server.config import PermissionMode
 from server.core.conversation import Message
-from server.core.events import EventKind
-from server.loop.outcome import TurnOutcome
-from server.overload import RetryReason, session_stopping
+from server.core.modes import PermissionMode
 from server.session.actor import ActorServices, SessionActor
-from server.session.commands import PromptDone, Shutdown
+from server.session.commands import Shutdown
+from server.session.errors import (
+    RETRY_SESSION_FAILED,
+    SessionError,
+    SessionErrorKind,
+    session_stopping,
+    shutting_down,
+)
+from server.session.recovery import recover
 from server.store.db import SessionRecord, Store
 
 log = logging.getLogger(__name__)
-
-CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
-# How many recent turns' requestIds a reloaded session still answers retries for.
-REMEMBERED_TURNS = 200
 
 
 class SessionManager:
@@ -35,7 +35,7 @@ class SessionManager:
         self._store = store
         self._services = services
         self._actors: dict[str, SessionActor] = {}
-        self._loading: dict[str, asyncio.Future[SessionActor]] = {}
+        self._loading: dict[str, asyncio.Future[SessionActor | None]] = {}
         # Sessions whose actor was taken out of service and has not ended yet → resolved
         # when its task is done. No new actor is made for them meanwhile.
         self._stopping: dict[str, asyncio.Future[None]] = {}
@@ -77,7 +77,7 @@ class SessionManager:
     async def get(self, session_id: str) -> SessionActor | None:
         """The live actor, recreated from the store if needed; None if no such session.
         While the session's previous actor is still stopping this waits for it (at most
-        `session_stop_wait_s`, then a retryable -32019)."""
+        `session_stop_wait_s`, then a retryable `session_stopping` error)."""
         while True:
             actor = self._actors.get(session_id)
             if actor is not None:
@@ -89,12 +89,12 @@ class SessionManager:
                 return await asyncio.shield(self._loading[session_id])
             break
         self._refuse_if_closing()
-        fut: asyncio.Future[SessionActor] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[SessionActor | None] = asyncio.get_running_loop().create_future()
         self._loading[session_id] = fut
         try:
             record = await self._store.get_session(session_id)
             if record is None:
-                fut.set_result(None)  # type: ignore[arg-type]
+                fut.set_result(None)
                 return None
             actor = await self._load(record)
             self._actors[session_id] = actor
@@ -111,9 +111,7 @@ class SessionManager:
     def _refuse_if_closing(self) -> None:
         # An actor created now would outlive the drain that stops all the others.
         if self.closing:
-            raise RpcError(
-                ErrorCode.SHUTTING_DOWN, "server_shutting_down: the server is stopping; retry shortly"
-            )
+            raise shutting_down("server_shutting_down: the server is stopping; retry shortly")
 
     async def record(self, session_id: str) -> SessionRecord | None:
         return await self._store.get_session(session_id)
@@ -129,56 +127,16 @@ class SessionManager:
         messages = [Message.model_validate(m) for m in raw]
         last_seq = await self._store.last_seq(record.id)
         actor = SessionActor(record, messages, last_seq, self._services)
-        # The server died mid-tool: those calls end "interrupted", in the conversation and
-        # for clients replaying the log.
-        actor.close_dangling_tool_calls()
-        if record.partial:
-            await self._recover_partial_text(actor, record.partial)
-        await self._recover_interrupted_turn(actor)
+        await recover(self._store, actor, record)
         # Recovery is committed before anyone can attach: it replays like any history.
         await writer.barrier()
         if writer.failed(record.id):
             writer.clear_failure(record.id)
-            raise RpcError.internal(f"session {record.id}: the database refused its recovery writes")
+            raise SessionError(
+                SessionErrorKind.INTERNAL, f"session {record.id}: the database refused its recovery writes"
+            )
         actor.start()
         return actor
-
-    async def _recover_partial_text(self, actor: SessionActor, checkpoint: dict[str, Any]) -> None:
-        """Messages that were streaming when the server died end with their checkpointed
-        text (R-E1) — unless their final event made it to the log after all."""
-        after = int(checkpoint.get("seq", 0))
-        finished = {
-            e.payload.get("messageId")
-            for e in await self._store.read_events(actor.id, after_seq=after)
-            if e.kind in (EventKind.AGENT_MESSAGE.value, EventKind.AGENT_THOUGHT.value)
-        }
-        partials = []
-        for m in checkpoint.get("messages", []):
-            if m.get("messageId") in finished or m.get("kind") not in CHUNK_KINDS:
-                continue
-            partials.append((m["messageId"], (EventKind(m["kind"]), str(m.get("text", "")))))
-        actor.finish_interrupted_messages(partials)
-        self._services.writer.submit(actor.id, session_fields={"partial": None})
-
-    async def _recover_interrupted_turn(self, actor: SessionActor) -> None:
-        """A turn that was running when the server died ends `interrupted` (R-E6); the
-        requestIds of recent turns are remembered so a client's retry learns their end."""
-        ends = await self._store.latest_events(
-            actor.id,
-            [EventKind.TURN_STARTED.value, EventKind.TURN_ENDED.value],
-            limit=REMEMBERED_TURNS,
-        )
-        for ev in ends:
-            request_id = ev.payload.get("requestId")
-            if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
-                try:
-                    outcome = TurnOutcome.from_event(ev.payload)
-                except (KeyError, ValueError):
-                    continue
-                prompt_id = ev.payload.get("promptId") or ""
-                actor.remember_outcome(request_id, PromptDone(prompt_id, ev.payload.get("turnId"), outcome))
-        if ends and ends[-1].kind == EventKind.TURN_STARTED.value:
-            actor.close_interrupted_turn(ends[-1].payload)
 
     async def resume_queued(self) -> list[str]:
         """At start-up: load every session with queued prompts and let it run them."""
@@ -224,7 +182,7 @@ class SessionManager:
     async def evict(self, session_id: str, grace: float = 5.0) -> None:
         """Stop a session's actor (its state is in the store; it is recreated on demand).
         Returns once the actor has really ended; when that takes longer than `grace` +
-        `session_stop_wait_s` a retryable -32019 — the actor goes on stopping, and the
+        `session_stop_wait_s` a retryable `session_stopping` error — the actor goes on stopping, and the
         session is not loaded again before it has."""
         actor = self._actors.get(session_id)
         if actor is not None:
@@ -275,7 +233,7 @@ class SessionManager:
 
     async def _wait_stopped(self, session_id: str, within: float, *, holds: bool) -> None:
         """Wait until the session has no stopping actor (and, with `holds`, no delete
-        running); a retryable -32019 after `within` seconds."""
+        running); a retryable `session_stopping` error after `within` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         while True:
@@ -299,7 +257,7 @@ class SessionManager:
         )
         self._begin_stop(actor)
         # Its clients hear no more from this actor: they resync from what they have.
-        actor.hub.resync_all(RetryReason.SESSION_FAILED.value)
+        actor.hub.resync_all(RETRY_SESSION_FAILED)
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord | None:

@@ -1,20 +1,24 @@
-"""The permission gate of one session: pending requests, asking every client that can
-answer, first answer wins, timeout and cancellation. Owned by the `SessionActor`, which
-delegates `ask`, `answer_permission` and `permission_options` here."""
+"""The permission gate of one session: the answers remembered per tool, pending requests,
+asking every client that can answer, first answer wins, timeout and cancellation. Owned by
+the `SessionActor`; the running turn uses it as its `PermissionGate` (server/loop/context.py)
+and the transport's answers reach it through `answer_permission`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from protocol.acp import RequestPermissionResult
+from server.core.events import EventKind
+from server.core.modes import PermissionMode
 from server.loop.context import PermissionAnswer
-from server.session.events import EventKind
-from server.session.hub import FrameSink
+from server.session.journal import Journal
+from server.session.sinks import FrameSink, Renderer, requesting
+from server.tools.permissions import Remembered
 
 log = logging.getLogger(__name__)
 
@@ -36,17 +40,37 @@ class PermissionGate:
     def __init__(
         self,
         session_id: str,
-        emit: Callable[[EventKind, dict[str, Any]], None],
-        flushed: Callable[[], Awaitable[Any]],
+        journal: Journal,
         sinks: Callable[[], Iterable[FrameSink]],
         timeout_s: Callable[[], float],
+        *,
+        mode: Callable[[], PermissionMode],
+        render: Renderer,
+        memory: dict[str, str] | None = None,
     ) -> None:
         self._session_id = session_id
-        self._emit = emit
-        self._flushed = flushed
+        self._journal = journal
+        self._emit = journal.emit
+        self._flushed = journal.flushed
         self._sinks = sinks
         self._timeout_s = timeout_s
+        self._mode = mode
+        self._render = render  # the question's wire shape (server/transport/render.py)
+        self._memory = memory or {}  # tool name → a remembered answer (persisted with the session)
         self.pending: dict[str, PendingPermission] = {}
+
+    # ------------------------------------------------------------------ the loop's PermissionGate
+
+    def mode(self) -> PermissionMode:
+        return self._mode()
+
+    def remembered(self, tool_name: str) -> Remembered | None:
+        value = self._memory.get(tool_name)
+        return Remembered(value) if value else None
+
+    def remember(self, tool_name: str, answer: Remembered) -> None:
+        self._memory[tool_name] = answer.value
+        self._journal.persist_fields({"permission_memory": dict(self._memory)})
 
     async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer:
         loop = asyncio.get_running_loop()
@@ -77,21 +101,16 @@ class PermissionGate:
         return answer
 
     def ask_sink(self, sink: FrameSink, pending: PendingPermission) -> None:
-        request = getattr(sink, "request", None)
-        if request is None or sink.id in pending.asked:
+        client = requesting(sink)
+        if client is None or sink.id in pending.asked:
             return  # this client cannot answer (e.g. an SSE viewer)
-        params = {
-            "sessionId": self._session_id,
-            "toolCall": pending.tool_call,
-            "options": pending.options,
-            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
-            # another client answered first.
-            "_meta": {"agentd": {"requestId": pending.id}},
-        }
+        method, params = self._render.permission_request(
+            self._session_id, pending.id, pending.tool_call, pending.options
+        )
 
         async def ask_one() -> None:
             try:
-                result = await request("session/request_permission", params)
+                result = await client.request(method, params)
                 parsed = RequestPermissionResult.model_validate(result)
             except Exception as exc:  # the client went away or answered nonsense: others may answer
                 log.info("permission request to %s got no usable answer: %s", sink.id, exc)
@@ -118,6 +137,13 @@ class PermissionGate:
             return None
         pending.future.set_result(PermissionAnswer("selected", kind))
         return True
+
+    def forget_sink(self, sink_id: str) -> None:
+        """A client detached: its unanswered questions are withdrawn (others may answer)."""
+        for pending in self.pending.values():
+            task = pending.asked.pop(sink_id, None)
+            if task:
+                task.cancel()
 
     def options(self, request_id: str) -> list[str] | None:
         pending = self.pending.get(request_id)

@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 HOLD_SECONDS = 600.0  # a hold (a user editing an entry) expires after 10 minutes
@@ -19,7 +20,6 @@ HOLD_SECONDS = 600.0  # a hold (a user editing an entry) expires after 10 minute
 
 class Entry(Protocol):
     id: str
-    kind: str
     version: int
     owner: str
     last_editor: str
@@ -27,16 +27,53 @@ class Entry(Protocol):
     send_now: bool
 
     @property
+    def kind(self) -> str: ...  # read-only here: a `QueueKind` is a str
+
+    @property
     def text(self) -> str: ...
 
     def set_text(self, text: str) -> None: ...
+
+
+class QueueKind(StrEnum):
+    """What a queue entry runs as (the `kind` on the wire and in the store)."""
+
+    PROMPT = "prompt"  # an ordinary prompt: sampled by the model
+    COMPACT = "compact"  # a compaction job (`_agentd/session/compact` while idle)
+    LOCAL = "local"  # a builtin `/command` (decided when it starts)
+    BANG = "bang"  # `!cmd` run in the shell (decided when it starts)
+
+
+class QueueOpName(StrEnum):
+    """The queue operations of `_agentd/queue/*` (R-S3)."""
+
+    LIST = "list"
+    REMOVE = "remove"
+    EDIT = "edit"
+    MOVE = "move"
+    COMBINE = "combine"
+    HOLD = "hold"
+    RELEASE = "release"
+    CLEAR = "clear"
+    INTERJECT = "interject"
+
+
+class OpRefusal(StrEnum):
+    """Why an operation changed nothing (the answer's `reason`)."""
+
+    NOT_FOUND = "not_found"
+    STALE_VERSION = "stale_version"
+    NOT_EDITABLE = "not_editable"
+    UNCHANGED = "unchanged"
+    NOTHING_TO_COMBINE = "nothing_to_combine"
+    NOT_HELD = "not_held"
 
 
 @dataclass(frozen=True)
 class OpResult:
     applied: bool
     removed: list[Any]  # entries that left the queue without running
-    reason: str | None = None
+    reason: OpRefusal | None = None
 
 
 def view(queue: Iterable[Entry], now: float | None = None, *, with_text: bool = True) -> list[dict[str, Any]]:
@@ -67,9 +104,9 @@ def _find(queue: deque[Any], entry_id: str) -> Any | None:
 def remove(queue: deque[Any], entry_id: str, expected_version: int) -> OpResult:
     e = _find(queue, entry_id)
     if e is None:
-        return OpResult(False, [], "not_found")
+        return OpResult(False, [], OpRefusal.NOT_FOUND)
     if e.version != expected_version:
-        return OpResult(False, [], "stale_version")
+        return OpResult(False, [], OpRefusal.STALE_VERSION)
     queue.remove(e)
     return OpResult(True, [e])
 
@@ -77,11 +114,11 @@ def remove(queue: deque[Any], entry_id: str, expected_version: int) -> OpResult:
 def edit(queue: deque[Any], entry_id: str, expected_version: int, text: str, editor: str) -> OpResult:
     e = _find(queue, entry_id)
     if e is None:
-        return OpResult(False, [], "not_found")
+        return OpResult(False, [], OpRefusal.NOT_FOUND)
     if e.version != expected_version:
-        return OpResult(False, [], "stale_version")
-    if e.kind != "prompt":
-        return OpResult(False, [], "not_editable")
+        return OpResult(False, [], OpRefusal.STALE_VERSION)
+    if e.kind != QueueKind.PROMPT:
+        return OpResult(False, [], OpRefusal.NOT_EDITABLE)
     e.set_text(text)
     e.version += 1
     e.last_editor = editor
@@ -96,7 +133,7 @@ def move(queue: deque[Any], order: list[str]) -> OpResult:
     rest = [e for e in queue if id(e) not in seen]
     new = named + rest
     if [e.id for e in new] == [e.id for e in queue]:
-        return OpResult(False, [], "unchanged")
+        return OpResult(False, [], OpRefusal.UNCHANGED)
     queue.clear()
     queue.extend(new)
     return OpResult(True, [])
@@ -105,16 +142,16 @@ def move(queue: deque[Any], order: list[str]) -> OpResult:
 def combine(queue: deque[Any], editor: str) -> OpResult:
     """Merge the consecutive plain-text prompts at the front into the first one, joined by
     a blank line; the merged followers leave the queue."""
-    if not queue or queue[0].kind != "prompt":
-        return OpResult(False, [], "nothing_to_combine")
+    if not queue or queue[0].kind != QueueKind.PROMPT:
+        return OpResult(False, [], OpRefusal.NOTHING_TO_COMBINE)
     head = queue[0]
     merged = []
     for e in list(queue)[1:]:
-        if e.kind != "prompt" or e.held_until is not None:
+        if e.kind != QueueKind.PROMPT or e.held_until is not None:
             break
         merged.append(e)
     if not merged:
-        return OpResult(False, [], "nothing_to_combine")
+        return OpResult(False, [], OpRefusal.NOTHING_TO_COMBINE)
     head.set_text("\n\n".join([head.text, *(e.text for e in merged)]))
     head.version += 1
     head.last_editor = editor
@@ -128,7 +165,7 @@ def hold(
 ) -> OpResult:
     e = _find(queue, entry_id)
     if e is None:
-        return OpResult(False, [], "not_found")
+        return OpResult(False, [], OpRefusal.NOT_FOUND)
     e.held_until = (time.monotonic() if now is None else now) + seconds
     e.last_editor = editor
     return OpResult(True, [])
@@ -137,7 +174,7 @@ def hold(
 def release(queue: deque[Any], entry_id: str) -> OpResult:
     e = _find(queue, entry_id)
     if e is None or e.held_until is None:
-        return OpResult(False, [], "not_found" if e is None else "not_held")
+        return OpResult(False, [], OpRefusal.NOT_FOUND if e is None else OpRefusal.NOT_HELD)
     e.held_until = None
     return OpResult(True, [])
 

@@ -13,16 +13,17 @@ shared by all live sessions) that the input limits of R-X3 check.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from protocol.acp import dump
-from protocol.jsonrpc import ErrorCode, RpcError
 from server.config import Settings
-from server.core.input_limits import limit_exceeded, prompt_bytes
+from server.core.input_limits import prompt_bytes
 from server.session import queue_ops
+from server.session.commands import Prompt
+from server.session.errors import SessionError, limit_exceeded
 from server.store.queue_rows import QueueWrite
 
 
@@ -39,6 +40,13 @@ class Change(StrEnum):
     REMOVED = "removed"
     UPDATED = "updated"
     MOVED = "moved"
+
+
+class QueueEntry(queue_ops.Entry, Protocol):
+    """A queue entry as the sync sees it: an `Entry` holding its `Prompt`."""
+
+    @property
+    def command(self) -> Prompt: ...
 
 
 @dataclass
@@ -69,12 +77,12 @@ class _Shown:
     position: int | None  # None: not a row in the store (only plain prompts are)
 
 
-def entry_size(entry: Any) -> int:
+def entry_size(entry: QueueEntry | Prompt) -> int:
     """The bytes a queued entry (or a `Prompt` command) holds."""
-    return prompt_bytes(getattr(entry, "command", entry).blocks)
+    return prompt_bytes(entry.blocks if isinstance(entry, Prompt) else entry.command.blocks)
 
 
-def _row(entry: Any, position: int) -> dict[str, Any]:
+def _row(entry: QueueEntry, position: int) -> dict[str, Any]:
     meta = entry.command.meta
     request_id = meta.get("requestId")
     return {
@@ -99,13 +107,13 @@ class QueueSync:
         self.bytes = 0  # this session's queued bytes as last published
         self.leaving: dict[str, LeftQueue] = {}  # set by whoever takes an entry out
 
-    def restore(self, queue: Iterable[Any], positions: dict[str, int]) -> None:
+    def restore(self, queue: Iterable[QueueEntry], positions: dict[str, int]) -> None:
         """Entries read back from the store: already published and stored."""
         for e in queue:
             self._remember(e, positions.get(e.id))
             self._order.append(e.id)
 
-    def _remember(self, e: Any, position: int | None, size: int | None = None) -> None:
+    def _remember(self, e: QueueEntry, position: int | None, size: int | None = None) -> None:
         size = entry_size(e) if size is None else size
         old = self._shown.get(e.id)
         delta = size - (old.size if old else 0)
@@ -123,18 +131,16 @@ class QueueSync:
         self._order.clear()
         self.bytes = 0
 
-    def refusal(self, settings: Settings, length: int, principal: str, size: int) -> RpcError | None:
+    def refusal(self, settings: Settings, length: int, principal: str, size: int) -> SessionError | None:
         """May one more prompt of `size` bytes wait behind `length` others? (R-X3)"""
         limit = settings.max_queue_length
         if limit and length >= limit:
-            return RpcError(
-                ErrorCode.LIMIT_EXCEEDED,
-                f"queue full: {limit} prompts are waiting (remove some or wait)",
-                {"limit": "queue_length", "max": limit},
+            return limit_exceeded(
+                "queue_length", limit, f"queue full: {limit} prompts are waiting (remove some or wait)"
             )
         return self.check_room(settings, principal, size)
 
-    def check_room(self, settings: Settings, principal: str, extra: int) -> RpcError | None:
+    def check_room(self, settings: Settings, principal: str, extra: int) -> SessionError | None:
         """Would `extra` more queued bytes break a limit? (R-X3; nothing is changed.)"""
         per_session = settings.max_queued_bytes_per_session
         if per_session and self.bytes + extra > per_session:
@@ -158,8 +164,8 @@ class QueueSync:
         return None
 
     def check_edit(
-        self, settings: Settings, queue: Iterable[Any], entry_id: str, text: str
-    ) -> RpcError | None:
+        self, settings: Settings, queue: Iterable[QueueEntry], entry_id: str, text: str
+    ) -> SessionError | None:
         """An edit that makes a queued prompt larger must fit too."""
         entry = next((e for e in queue if e.id == entry_id), None)
         if entry is None:
@@ -167,7 +173,7 @@ class QueueSync:
         grows = len(text.encode()) - entry_size(entry)
         return self.check_room(settings, entry.owner, grows) if grows > 0 else None
 
-    def diff(self, queue: list[Any]) -> tuple[dict[str, Any] | None, QueueWrite | None]:
+    def diff(self, queue: Sequence[QueueEntry]) -> tuple[dict[str, Any] | None, QueueWrite | None]:
         """The changes since the last call: (queue_update payload, store write), each
         None when nothing changed."""
         ids = [e.id for e in queue]
@@ -175,12 +181,12 @@ class QueueSync:
         changes: list[dict[str, Any]] = []
         write = QueueWrite()
         for gone in [i for i in self._order if i not in present]:
-            shown = self._shown.pop(gone)
-            self.bytes -= shown.size
-            self._ledger.add(shown.owner, -shown.size)
+            left = self._shown.pop(gone)
+            self.bytes -= left.size
+            self._ledger.add(left.owner, -left.size)
             reason = self.leaving.pop(gone, LeftQueue.STARTED)
             changes.append({"change": Change.REMOVED.value, "id": gone, "reason": reason.value})
-            if shown.position is not None:
+            if left.position is not None:
                 write.deletes.append(gone)
         self.leaving.clear()
         survivors = [i for i in self._order if i in present]
@@ -189,7 +195,7 @@ class QueueSync:
         floor = min((s.position for s in self._shown.values() if s.position is not None), default=0)
         for index, e in enumerate(queue):
             shown = self._shown.get(e.id)
-            stored = e.kind == "prompt"
+            stored = e.kind == queue_ops.QueueKind.PROMPT
             position: int | None = None
             if stored:
                 old = shown.position if shown is not None else None

@@ -17,12 +17,11 @@ from collections.abc import Callable
 from enum import StrEnum
 
 from server.core.events import Event, EventKind
-from server.session.hub import FrameSink, Subscriber
-from server.session.render import Frame, acp_replay_frames, attach_frames, for_client
+from server.session.hub import Subscriber
+from server.session.sinks import Frame, FrameSink, filtering
 from server.store.db import Store
 
 PAGE_SIZE = 500  # events per store read: enough to amortise a query, small enough to hold
-SNAPSHOT = "_agentd/session/snapshot"
 _FINALS = (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT)
 
 
@@ -51,10 +50,12 @@ async def replay(
     """Send every durable event after `after_seq`, then what went live meanwhile, then
     switch `sub` to live delivery. Returns the last seq the replay covered; raises
     ReplayAborted."""
-    render = attach_frames if mode is ReplayMode.ATTACH else acp_replay_frames
-    supports: Callable[[str], bool] = getattr(sink, "supports_update", lambda kind: True)
+    renderer = sub.renderer
+    render = renderer.attach if mode is ReplayMode.ATTACH else renderer.whole
+    client = filtering(sink)
+    supports: Callable[[str], bool] = client.supports_update if client is not None else _every_update
     if mode is ReplayMode.ATTACH:
-        await _send(sink, sub, [(SNAPSHOT, sub.snapshot)])
+        await _send(sink, sub, [renderer.snapshot(sub.snapshot)])
     upto = after_seq
     # Messages streaming when it subscribed whose final text the replay carried (their
     # partial text is then not sent); only those are remembered, so memory stays bounded.
@@ -69,7 +70,7 @@ async def replay(
                 event = Event(sub.session_id, EventKind(stored.kind), stored.payload, seq=stored.seq)
                 if event.kind in _FINALS and event.payload["messageId"] in streaming:
                     finished.add(event.payload["messageId"])
-                await _send(sink, sub, for_client(render(event), event, supports, stored.seq))
+                await _send(sink, sub, renderer.for_client(render(event), event, supports, stored.seq))
                 upto = stored.seq
             if len(page) < page_size:
                 break
@@ -86,6 +87,10 @@ async def replay(
             await _send(sink, sub, seeds)
             for event in buffered:
                 await _send(sink, sub, sub.render(event))
+
+
+def _every_update(session_update: str) -> bool:
+    return True
 
 
 async def _send(sink: FrameSink, sub: Subscriber, frames: list[Frame]) -> None:

@@ -24,6 +24,8 @@ from protocol.methods import Served
 from server.config import AuthMode
 from server.core.input_limits import limit_exceeded
 from server.overload import overload_error
+from server.session.errors import SessionError
+from server.transport.errors import rpc_error
 from server.transport.guards import check_depth, rate_key
 
 if TYPE_CHECKING:
@@ -209,6 +211,8 @@ class Dispatcher:
             result = await self.call(parsed, ctx)
         except RpcError as err:
             return None if parsed.is_notification else error_response(parsed.id, err)
+        except SessionError as exc:  # the session's own errors get their wire codes here
+            return None if parsed.is_notification else error_response(parsed.id, rpc_error(exc))
         except Exception as exc:
             overloaded = overload_error(exc)  # a saturated database: retryable, not a bug
             if overloaded is not None:

@@ -25,7 +25,9 @@ from protocol import outgoing
 from protocol.jsonrpc import RpcError
 from protocol.methods import Notification
 from server.auth import CHALLENGE, AuthError
+from server.session.errors import SessionError
 from server.transport.outgoing import OutgoingQueue
+from server.transport.render import RESYNC_REQUIRED
 from server.transport.revocation import CloseReason
 
 router = APIRouter()
@@ -121,7 +123,7 @@ async def session_events(
     principal = identity.principal
     try:
         actor = await state.manager.get(session_id)
-    except RpcError as err:  # draining for a shutdown
+    except (RpcError, SessionError) as err:  # draining for a shutdown
         raise HTTPException(status_code=503, detail=err.message) from None
     if actor is None or actor.owner != principal:
         raise HTTPException(status_code=404, detail=f"no session {session_id}")
@@ -135,7 +137,7 @@ async def session_events(
                 raise HTTPException(status_code=400, detail="Last-Event-ID must be a seq (integer)") from None
     try:
         state.check_cursor(actor, cursor or 0)
-    except RpcError as err:
+    except (RpcError, SessionError) as err:
         raise HTTPException(status_code=409, detail=err.message) from None
     sink = SseSink(state.settings.client_buffer_frames)
 

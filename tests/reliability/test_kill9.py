@@ -36,8 +36,8 @@ import pytest
 
 from protocol.agentd import ATTACH, ENQUEUE
 from server.session.events import Event, EventKind
-from server.session.render import attach_frames, for_client, live_frames
 from server.store.db import Store, StoredEvent
+from server.transport.render import attach_frames, for_client, live_frames
 from tests.client import WsClient, text_prompt
 from tests.conftest import postgres_database
 from tests.reliability.proc import AgentdProcess, agentd_serve, write_script

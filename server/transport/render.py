@@ -1,4 +1,6 @@
-"""How an event looks on the wire, live and in replay.
+"""How a session event looks on the wire (ACP frames), live and in replay — rendered
+here at the edge; the session layer gets `ACP_RENDERER` injected (server/session/sinks.py
+`Renderer`) and never builds a frame itself.
 
 Live, agent text arrives as chunks; the durable "final text" event then only marks the
 message's end (as an `_agentd/event`), so a live client never gets the text twice. In
@@ -13,11 +15,15 @@ from typing import Any
 
 from protocol.acp import chunk_update, session_notification
 from server.core.events import Event, EventKind
+from server.session.local_commands import Advertised
+from server.session.sinks import Frame
 
-Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification
+__all__ = ["ACP_RENDERER", "AcpRenderer", "Frame"]
 
 EXT_EVENT = "_agentd/event"
 EXT_PERMISSION_RESOLVED = "_agentd/permission/resolved"
+RESYNC_REQUIRED = "_agentd/resync_required"
+SNAPSHOT = "_agentd/session/snapshot"
 
 
 def _meta(event: Event, last_seq: int) -> dict[str, Any]:
@@ -142,3 +148,61 @@ def attach_frames(event: Event) -> list[Frame]:
     if frames is not None:
         return frames
     return live_frames(event, event.seq or 0)
+
+
+def available_commands_frame(session_id: str, commands: list[Advertised], seq: int) -> Frame:
+    """ACP `available_commands_update` for one client (transient: at the session's last seq)."""
+    entries: list[dict[str, Any]] = []
+    for c in commands:
+        entry: dict[str, Any] = {"name": c.name, "description": c.description}
+        if c.hint:
+            entry["input"] = {"hint": c.hint}
+        entries.append(entry)
+    update = {"sessionUpdate": "available_commands_update", "availableCommands": entries}
+    return "session/update", {
+        "sessionId": session_id,
+        "update": update,
+        "_meta": {"agentd": {"seq": seq, "transient": True}},
+    }
+
+
+class AcpRenderer:
+    """The session's `Renderer`: events and notices as ACP (and `_agentd/…`) frames."""
+
+    def live(self, event: Event, last_seq: int) -> list[Frame]:
+        return live_frames(event, last_seq)
+
+    def whole(self, event: Event) -> list[Frame]:
+        return acp_replay_frames(event)
+
+    def attach(self, event: Event) -> list[Frame]:
+        return attach_frames(event)
+
+    def for_client(
+        self, frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
+    ) -> list[Frame]:
+        return for_client(frames, event, supports, last_seq)
+
+    def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
+        return RESYNC_REQUIRED, {"sessionId": session_id, "lastSeq": last_seq, "reason": reason}
+
+    def snapshot(self, snapshot: dict[str, Any]) -> Frame:
+        return SNAPSHOT, snapshot
+
+    def available_commands(self, session_id: str, commands: list[Advertised], seq: int) -> Frame:
+        return available_commands_frame(session_id, commands, seq)
+
+    def permission_request(
+        self, session_id: str, request_id: str, tool_call: dict[str, Any], options: list[dict[str, str]]
+    ) -> Frame:
+        return "session/request_permission", {
+            "sessionId": session_id,
+            "toolCall": tool_call,
+            "options": options,
+            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
+            # another client answered first.
+            "_meta": {"agentd": {"requestId": request_id}},
+        }
+
+
+ACP_RENDERER = AcpRenderer()

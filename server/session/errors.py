@@ -1,0 +1,64 @@
+"""The errors the session layer raises (and sets on the futures it answers). They say what
+went wrong in the session's terms; the transport maps each kind to its JSON-RPC error
+(server/transport/errors.py), so nothing here knows a wire code."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class SessionErrorKind(StrEnum):
+    SHUTTING_DOWN = "shutting_down"  # the server is draining: retry against its successor
+    SESSION_STOPPING = "session_stopping"  # the session's actor is stopping: retry (it reloads)
+    SESSION_FAILED = "session_failed"  # the database refused its events: reloaded, retry
+    LIMIT = "limit"  # a queue limit (R-X3): `data` says which
+    RESYNC_REQUIRED = "resync_required"  # an attach cursor beyond the log
+    CONNECTION_CLOSED = "connection_closed"  # the client went away (mid-replay)
+    REPLAY_DETACHED = "replay_detached"  # the subscription was replaced or detached mid-replay
+    INTERNAL = "internal"  # a bug or a store that refused the session's recovery
+
+
+class SessionError(Exception):
+    def __init__(self, kind: SessionErrorKind, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.data = data
+
+
+# Why a request should be retried (the `reason` in a retryable error's data).
+RETRY_SESSION_STOPPING = "session_stopping"
+RETRY_SESSION_FAILED = "session_failed"
+
+
+def shutting_down(message: str) -> SessionError:
+    return SessionError(SessionErrorKind.SHUTTING_DOWN, message)
+
+
+def session_stopping(session_id: str, waited: float | None = None) -> SessionError:
+    """The session's actor is stopping (`waited`: how long the request waited for it)."""
+    data: dict[str, Any] = {
+        "limit": "session_stopping",
+        "reason": RETRY_SESSION_STOPPING,
+        "retryable": True,
+        "retryAfter": round(0.5 if waited is None else max(0.1, min(waited, 1.0)), 3),
+    }
+    if waited is not None:
+        data["max"] = waited
+    return SessionError(SessionErrorKind.SESSION_STOPPING, f"session {session_id} is stopping; retry", data)
+
+
+def session_failed(session_id: str) -> SessionError:
+    """The database refused the session's events for good: what the turn did after its
+    last committed event is lost; the next request reloads the session from the store."""
+    return SessionError(
+        SessionErrorKind.SESSION_FAILED,
+        f"session_failed: the database refused the events of session {session_id}; "
+        "it was reloaded from its last saved event — retry",
+        {"reason": RETRY_SESSION_FAILED, "retryable": True},
+    )
+
+
+def limit_exceeded(what: str, maximum: float, message: str, **extra: Any) -> SessionError:
+    return SessionError(SessionErrorKind.LIMIT, message, {"limit": what, "max": maximum, **extra})

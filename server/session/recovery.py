@@ -1,0 +1,85 @@
+"""Crash repair when a session's actor is loaded from the store (R-E1, R-E6, R-L3c): what
+the server was doing when it died is closed durably before anyone can attach — tool calls
+without a result, messages cut off mid-stream, the turn that never ended — and the recent
+turns' requestIds are remembered so a client's retry learns how they ended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.core.events import EventKind
+from server.loop.outcome import OutcomeKind, TurnOutcome
+from server.session.actor import SessionActor
+from server.session.commands import PromptDone
+from server.session.journal import Partial
+from server.store.db import SessionRecord, Store
+
+CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
+# How many recent turns' requestIds a reloaded session still answers retries for.
+REMEMBERED_TURNS = 200
+
+
+async def recover(store: Store, actor: SessionActor, record: SessionRecord) -> None:
+    """Repair what the log of a session loaded from the store left open (before it starts)."""
+    # The server died mid-tool: those calls end "interrupted", in the conversation and
+    # for clients replaying the log.
+    actor.journal.close_dangling_tool_calls()
+    if record.partial:
+        await _recover_partial_text(store, actor, record.partial)
+    await _recover_interrupted_turn(store, actor)
+
+
+async def _recover_partial_text(store: Store, actor: SessionActor, checkpoint: dict[str, Any]) -> None:
+    """Messages that were streaming when the server died end with their checkpointed
+    text (R-E1) — unless their final event made it to the log after all."""
+    after = int(checkpoint.get("seq", 0))
+    finished = {
+        e.payload.get("messageId")
+        for e in await store.read_events(actor.id, after_seq=after)
+        if e.kind in (EventKind.AGENT_MESSAGE.value, EventKind.AGENT_THOUGHT.value)
+    }
+    partials: list[tuple[str, Partial]] = []
+    for m in checkpoint.get("messages", []):
+        if m.get("messageId") in finished or m.get("kind") not in CHUNK_KINDS:
+            continue
+        partials.append((m["messageId"], (EventKind(m["kind"]), str(m.get("text", "")))))
+    actor.journal.finish_interrupted_messages(partials, actor.conversation)
+    actor.journal.persist_fields({"partial": None})
+
+
+async def _recover_interrupted_turn(store: Store, actor: SessionActor) -> None:
+    """A turn that was running when the server died ends `interrupted` (R-E6); the
+    requestIds of recent turns are remembered so a client's retry learns their end."""
+    ends = await store.latest_events(
+        actor.id,
+        [EventKind.TURN_STARTED.value, EventKind.TURN_ENDED.value],
+        limit=REMEMBERED_TURNS,
+    )
+    for ev in ends:
+        request_id = ev.payload.get("requestId")
+        if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
+            try:
+                outcome = TurnOutcome.from_event(ev.payload)
+            except (KeyError, ValueError):
+                continue
+            prompt_id = ev.payload.get("promptId") or ""
+            actor.remember_outcome(request_id, PromptDone(prompt_id, ev.payload.get("turnId"), outcome))
+    if ends and ends[-1].kind == EventKind.TURN_STARTED.value:
+        _close_interrupted_turn(actor, ends[-1].payload)
+
+
+def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> None:
+    """The turn that was running when the server died ends `interrupted` (R-E6)."""
+    outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_restarted")
+    request_id = started.get("requestId")
+    actor.journal.emit_turn_ended(
+        started["turnId"],
+        started.get("promptId"),
+        outcome,
+        request_id,
+        usage=actor.usage,
+        conversation=actor.conversation,
+    )
+    if isinstance(request_id, str):
+        done = PromptDone(started.get("promptId") or "", started["turnId"], outcome)
+        actor.remember_outcome(request_id, done)

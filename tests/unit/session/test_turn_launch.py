@@ -1,0 +1,71 @@
+"""What a queue entry runs as, the title a first prompt gives a session, who judges a goal."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.session.local_commands import Skill
+from server.session.queue_ops import QueueKind
+from server.session.turn_launch import classify, goal_lanes, title_from
+
+SKILLS = {"review": Skill("review", "Review code", "Review this: $ARGUMENTS")}
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "expected_kind", "local", "bang", "expanded"),
+    [
+        (QueueKind.PROMPT, "hello", QueueKind.PROMPT, None, None, None),
+        (QueueKind.PROMPT, "/help", QueueKind.LOCAL, ("help", ""), None, None),
+        (QueueKind.PROMPT, "  /mode plan ", QueueKind.LOCAL, ("mode", "plan"), None, None),
+        (QueueKind.PROMPT, "!ls -la", QueueKind.BANG, None, "ls -la", None),
+        (QueueKind.PROMPT, "!", QueueKind.PROMPT, None, None, None),  # nothing to run: a prompt
+        (QueueKind.PROMPT, "/review main.py", QueueKind.PROMPT, None, None, "Review this: main.py"),
+        (QueueKind.PROMPT, "/nosuch x", QueueKind.PROMPT, None, None, None),  # unknown: plain text
+        (QueueKind.COMPACT, "/help", QueueKind.COMPACT, None, None, None),  # a job is never parsed
+    ],
+)
+def test_what_an_entry_runs_as(
+    kind: QueueKind,
+    text: str,
+    expected_kind: QueueKind,
+    local: tuple[str, str] | None,
+    bang: str | None,
+    expanded: str | None,
+) -> None:
+    launch = classify(kind, text, SKILLS)
+    assert launch.kind is expected_kind
+    assert (None if launch.local is None else (launch.local[0].name, launch.local[1])) == local
+    assert launch.bang == bang
+    assert launch.expanded == expanded
+    assert launch.shown_to_clients is (expected_kind is not QueueKind.COMPACT)
+    assert launch.joins_conversation is (expected_kind is QueueKind.PROMPT)
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("Fix the bug", "Fix the bug"),
+        ("  many   spaces\nand lines ", "many spaces and lines"),
+        ("nul\x00byte", "nul byte"),
+        ("x" * 100, "x" * 80),
+        ("\x00\x01", None),
+        ("", None),
+    ],
+)
+def test_title_from_the_first_prompt(text: str, title: str | None) -> None:
+    assert title_from(text) == title
+
+
+@pytest.mark.parametrize(
+    ("model", "evaluator", "expected"),
+    [
+        ("big", None, ["big"]),
+        ("big", "small", ["small", "big"]),
+        ("big", "big", ["big"]),  # the same model is asked once
+    ],
+)
+def test_goal_lanes(model: str, evaluator: str | None, expected: list[str]) -> None:
+    provider = object()
+    lanes = goal_lanes(provider, model, evaluator)  # type: ignore[arg-type]
+    assert [m for _, m in lanes] == expected
+    assert all(p is provider for p, _ in lanes)
