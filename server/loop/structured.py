@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 
 from server.core.provider import ToolSpec
 

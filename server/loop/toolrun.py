@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 
 from server.core.conversation import Message, ToolCall
 from server.core.permission import PermissionOptionKind, PermissionOutcome

@@ -25,10 +25,11 @@ from typing import Any, TypeVar
 from server.agents import DEFAULT_AGENT
 from server.core.conversation import Message
 from server.core.events import EventKind
+from server.core.log_context import bind_log_context
 from server.core.modes import PermissionMode
 from server.loop.context import Conversation
 from server.loop.goal import GoalState
-from server.loop.outcome import OutcomeKind, TurnOutcome
+from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from server.loop.retry import RetryState
 from server.loop.usage import UsageLedger
 from server.session import queue_ops
@@ -170,7 +171,9 @@ class SessionActor:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
+        # The actor's task (and every task it starts) logs with this session's id as a field.
+        with bind_log_context(session_id=self.id):
+            self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -408,7 +411,8 @@ class SessionActor:
             if self._turn.outcome is not None:
                 return
             cancelled_by = self._turn.cancelled_by
-            if cancelled_by and outcome.kind is OutcomeKind.CANCELLED and outcome.reason == "user_cancelled":
+            by_user = outcome.kind is OutcomeKind.CANCELLED and outcome.reason == EndReason.USER_CANCELLED
+            if cancelled_by and by_user:
                 outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
             self._turn.outcome = outcome
         request_id = request_id_of(queued.command.meta)
@@ -420,7 +424,8 @@ class SessionActor:
         """The turn's task was killed (shutdown grace exceeded): its tool calls end failed
         for the clients watching and in the conversation, then the turn ends interrupted."""
         self.journal.close_dangling_tool_calls()
-        self.record_turn_end(turn_id, queued, TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown"))
+        interrupted = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_SHUTDOWN)
+        self.record_turn_end(turn_id, queued, interrupted)
 
     # ------------------------------------------------------------------ after a restart
 

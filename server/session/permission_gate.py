@@ -15,7 +15,7 @@ from typing import Any
 from protocol.acp import RequestPermissionResult
 from server.core.events import EventKind
 from server.core.modes import PermissionMode
-from server.loop.context import PermissionAnswer
+from server.core.permission import PermissionAnswer, PermissionOptionKind, PermissionOutcome
 from server.session.journal import Journal
 from server.session.sinks import FrameSink, Renderer, requesting
 from server.tools.permissions import Remembered
@@ -84,12 +84,12 @@ class PermissionGate:
         await self._flushed()
         for sink in self._sinks():
             self.ask_sink(sink, pending)
-        answer = PermissionAnswer("cancelled")
+        answer = PermissionAnswer(PermissionOutcome.CANCELLED)
         try:
             async with asyncio.timeout(self._timeout_s()):
                 answer = await pending.future
         except TimeoutError:
-            answer = PermissionAnswer("timeout")
+            answer = PermissionAnswer(PermissionOutcome.TIMEOUT)
         finally:
             self.pending.pop(pending.id, None)
             for task in pending.asked.values():
@@ -116,9 +116,9 @@ class PermissionGate:
                 log.info("permission request to %s got no usable answer: %s", sink.id, exc)
                 return
             outcome = parsed.outcome
-            if outcome.outcome == "cancelled":
+            if outcome.outcome == "cancelled":  # the ACP model's literal
                 if not pending.future.done():
-                    pending.future.set_result(PermissionAnswer("cancelled"))
+                    pending.future.set_result(PermissionAnswer(PermissionOutcome.CANCELLED))
                 return
             if self.answer(pending.id, outcome.option_id) is None:
                 log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
@@ -135,7 +135,7 @@ class PermissionGate:
         kind = kinds.get(option_id)
         if kind is None:
             return None
-        pending.future.set_result(PermissionAnswer("selected", kind))
+        pending.future.set_result(PermissionAnswer(PermissionOutcome.SELECTED, PermissionOptionKind(kind)))
         return True
 
     def forget_sink(self, sink_id: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.core.events import EventKind
-from server.loop.outcome import OutcomeKind, TurnOutcome
+from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from server.session.actor import SessionActor
 from server.session.commands import PromptDone
 from server.session.journal import Partial
@@ -70,7 +70,7 @@ async def _recover_interrupted_turn(store: Store, actor: SessionActor) -> None:
 
 def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
-    outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_restarted")
+    outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_RESTARTED)
     request_id = started.get("requestId")
     actor.journal.emit_turn_ended(
         started["turnId"],

@@ -23,9 +23,10 @@ from server.agents import AgentDefinition
 from server.core.conversation import Message, ToolCall
 from server.core.errors import ErrorKind, HarnessError
 from server.core.events import EventKind
+from server.core.log_context import bind_log_context
 from server.core.provider import Provider
 from server.loop.context import Conversation, TurnContext
-from server.loop.outcome import OutcomeKind, TurnOutcome
+from server.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
 from server.loop.prompt import prompt_images, prompt_text
 from server.loop.structured import OutputSchema
 from server.loop.toolrun import execute_tool_round
@@ -59,7 +60,7 @@ class RunningTurn:
     task: asyncio.Task[None]
     ctx: TurnContext
     outcome: TurnOutcome | None = None
-    cancelled_by: str | None = None  # who set `cancel` when it was not a user (e.g. shutdown)
+    cancelled_by: EndReason | None = None  # who set `cancel` when it was not a user (e.g. shutdown)
 
     @property
     def cancel(self) -> asyncio.Event:
@@ -216,13 +217,17 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
             actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
     _announce_turn(actor, turn_id, queued)
     ctx = build_context(actor, turn_id, queued)
-    if plan.local is not None:
-        command, arg = plan.local
-        task = asyncio.create_task(_run_local(actor, ctx, queued, command.name, arg), name=f"local-{turn_id}")
-    elif plan.bang is not None:
-        task = asyncio.create_task(_run_bang(actor, ctx, queued, plan.bang), name=f"bang-{turn_id}")
-    else:
-        task = asyncio.create_task(_run_model(actor, ctx, queued), name=f"turn-{turn_id}")
+    # The task copies the context: every record it logs carries this turn's id.
+    with bind_log_context(turn_id=turn_id):
+        if plan.local is not None:
+            command, arg = plan.local
+            task = asyncio.create_task(
+                _run_local(actor, ctx, queued, command.name, arg), name=f"local-{turn_id}"
+            )
+        elif plan.bang is not None:
+            task = asyncio.create_task(_run_bang(actor, ctx, queued, plan.bang), name=f"bang-{turn_id}")
+        else:
+            task = asyncio.create_task(_run_model(actor, ctx, queued), name=f"turn-{turn_id}")
     return RunningTurn(turn_id, queued, task, ctx)
 
 
@@ -255,7 +260,7 @@ async def _run_local(
             text = await run_local_command(actor, ctx, name, arg)
         except ValueError as exc:
             text = str(exc)
-        outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=f"local_command:{name}")
+        outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
         message_id = new_id("msg")
         journal = actor.journal
         journal.emit_transient(
@@ -281,7 +286,9 @@ async def _run_bang(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt,
         if result.break_reason is not None:
             outcome = TurnOutcome.cancelled(result.break_reason.value, tools_called=result.executed)
         else:
-            outcome = TurnOutcome(OutcomeKind.COMPLETED, reason="shell_command", tools_called=result.executed)
+            outcome = TurnOutcome(
+                OutcomeKind.COMPLETED, reason=EndReason.SHELL_COMMAND, tools_called=result.executed
+            )
         actor.record_turn_end(ctx.turn_id, queued, outcome)
         await actor.journal.flushed()
     finally:
@@ -298,7 +305,7 @@ async def stop_turn(actor: SessionActor, turn: RunningTurn, grace: float) -> Non
             return
         except TimeoutError:
             if step == "gate":
-                turn.cancelled_by = "server_shutdown"
+                turn.cancelled_by = EndReason.SERVER_SHUTDOWN
                 turn.cancel.set()
     turn.task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
@@ -311,7 +318,7 @@ def answer_turn(turn: RunningTurn, failed: Exception | None) -> list[QueuedPromp
     """Answer everyone waiting for the turn (its prompt, repeats, absorbed entries) with
     how it ended — or `failed`; returns the input it never drained as new prompts, in
     the order they must run (for `extendleft`: last first)."""
-    outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason="server_shutdown")
+    outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_SHUTDOWN)
     result = PromptDone(turn.prompt.id, turn.id, outcome)
     turn.prompt.result = result
     for done in (turn.prompt.command.reply, *turn.prompt.waiters):

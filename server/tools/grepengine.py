@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-import regex  # type: ignore[import-untyped]  # no stubs published (types-regex is not a dependency)
+import regex  # no stubs published; pyproject tells mypy to ignore it
 
 from server.tools.base import ToolError
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-import regex  # type: ignore[import-untyped]  # no stubs published (types-regex is not a dependency)
+import regex  # no stubs published; pyproject tells mypy to ignore it
 
 from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult

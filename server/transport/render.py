@@ -14,16 +14,17 @@ from collections.abc import Callable
 from typing import Any
 
 from protocol.acp import chunk_update, session_notification
+from protocol.methods import Notification
 from server.core.events import Event, EventKind
 from server.session.local_commands import Advertised
 from server.session.sinks import Frame
 
 __all__ = ["ACP_RENDERER", "AcpRenderer", "Frame"]
 
-EXT_EVENT = "_agentd/event"
-EXT_PERMISSION_RESOLVED = "_agentd/permission/resolved"
-RESYNC_REQUIRED = "_agentd/resync_required"
-SNAPSHOT = "_agentd/session/snapshot"
+EXT_EVENT = Notification.EVENT
+EXT_PERMISSION_RESOLVED = Notification.PERMISSION_RESOLVED
+RESYNC_REQUIRED = Notification.RESYNC_REQUIRED
+SNAPSHOT = Notification.SESSION_SNAPSHOT
 
 
 def _meta(event: Event, last_seq: int) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def _meta(event: Event, last_seq: int) -> dict[str, Any]:
 
 
 def _update(event: Event, update: dict[str, Any], last_seq: int) -> Frame:
-    return "session/update", session_notification(event.session_id, update, _meta(event, last_seq))
+    return Notification.SESSION_UPDATE, session_notification(event.session_id, update, _meta(event, last_seq))
 
 
 def _ext(event: Event, last_seq: int) -> Frame:
@@ -113,7 +114,7 @@ def for_client(
     goes to a client that did not advertise it as an `_agentd/event` instead."""
     out: list[Frame] = []
     for method, params in frames:
-        if method == "session/update" and not supports(params["update"]["sessionUpdate"]):
+        if method == Notification.SESSION_UPDATE and not supports(params["update"]["sessionUpdate"]):
             ext = _ext(event, last_seq)
             if ext not in out:
                 out.append(ext)
@@ -159,7 +160,7 @@ def available_commands_frame(session_id: str, commands: list[Advertised], seq: i
             entry["input"] = {"hint": c.hint}
         entries.append(entry)
     update = {"sessionUpdate": "available_commands_update", "availableCommands": entries}
-    return "session/update", {
+    return Notification.SESSION_UPDATE, {
         "sessionId": session_id,
         "update": update,
         "_meta": {"agentd": {"seq": seq, "transient": True}},

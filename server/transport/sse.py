@@ -27,7 +27,6 @@ from protocol.methods import Notification
 from server.auth import CHALLENGE, AuthError
 from server.session.errors import SessionError
 from server.transport.outgoing import OutgoingQueue
-from server.transport.render import RESYNC_REQUIRED
 from server.transport.revocation import CloseReason
 
 router = APIRouter()
