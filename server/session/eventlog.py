@@ -213,6 +213,7 @@ class EventWriter:
                     break
         return dropped
 
+
     def _fail(self, batch: Batch, exc: BaseException) -> None:
         seqs = [e.seq for e in batch.events]
         log.error(
