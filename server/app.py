@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Literal
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from server import __version__
-from server.agents import AgentDefinition, default_definitions
+from server.agents import default_definitions
 from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
 from server.config import AuthMode, Settings
 from server.core.lane import Lane
@@ -27,15 +25,10 @@ from server.loop.limits import LoopLimits
 from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
 from server.providers.factory import close_providers, make_lanes, make_provider
-from server.session.actor import ActorServices, SessionActor
-from server.session.attach import attach as attach_client
-from server.session.attach import check_cursor
-from server.session.commands import Detach
+from server.session.actor import ActorServices
 from server.session.eventlog import EventWriter
-from server.session.hub import Subscriber
 from server.session.local_commands import load_skills
 from server.session.manager import SessionManager
-from server.session.sinks import FrameSink
 from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
@@ -49,60 +42,12 @@ from server.transport.render import ACP_RENDERER
 from server.transport.revocation import LiveTokens
 from server.transport.rpc import Dispatcher
 from server.transport.sse import router as sse_router
+from server.transport.state import AppState
 from server.transport.streamable_http import close_all as close_http_connections
 from server.transport.streamable_http import router as streamable_router
 from server.transport.websocket import acp_endpoint
 
 log = logging.getLogger(__name__)
-
-Replay = Literal["none", "acp", "attach"]
-
-
-@dataclass
-class AppState:
-    settings: Settings
-    store: Store
-    writer: EventWriter
-    manager: SessionManager
-    provider: Provider
-    dispatcher: Dispatcher
-    agents: dict[str, AgentDefinition]
-    auth: Authenticator
-    rate_limiter: RateLimiter
-    metrics: Metrics
-    live_tokens: LiveTokens = field(default_factory=LiveTokens)  # streams to end on revocation
-
-    async def drain(self) -> None:
-        """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
-        await self.manager.shutdown(self.settings.shutdown_grace_s)
-        await self.writer.barrier()
-
-    async def principal_for(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
-        """Who a request acts as (R-X1); raises AuthError when auth is on and fails."""
-        return await self.auth.principal(headers, query)
-
-    def check_cursor(self, actor: SessionActor, after_seq: int) -> None:
-        """Raises when an attach cursor is beyond the log (server/session/attach.py)."""
-        check_cursor(actor, after_seq)
-
-    async def attach(
-        self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
-    ) -> Subscriber:
-        """Subscribe `sink` to the session, with the replay asked for (R-E3; see
-        server/session/attach.py)."""
-        return await attach_client(
-            self.store,
-            actor,
-            sink,
-            replay=replay,
-            after_seq=after_seq,
-            buffer_limit=self.settings.client_buffer_frames,
-        )
-
-    async def detach(self, session_id: str, conn_id: str) -> None:
-        actor = self.manager.live_actor(session_id)  # an unloaded actor has no subscribers
-        if actor is not None:
-            actor.send(Detach(conn_id))
 
 
 def loop_limits(settings: Settings) -> LoopLimits:

@@ -337,6 +337,7 @@ def acp(
 
     from server.app import create_app
     from server.auth import insecure_bind
+    from server.serve import running_app
     from server.transport.stdio import serve_stdio
 
     address = _host_port(listen) if listen else None
@@ -349,7 +350,7 @@ def acp(
         check_provider(settings)  # a missing key is one line on stderr, not a dead editor pane
     except StartupError as exc:
         _fail(exc)
-    raise typer.Exit(_run(lambda: serve_stdio(create_app(settings), listen=address)))
+    raise typer.Exit(_run(lambda: serve_stdio(running_app(create_app(settings), address))))
 
 
 def main() -> None:

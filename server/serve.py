@@ -9,12 +9,18 @@ while the sockets are still open.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
 
 from server.config import Settings
+
+log = logging.getLogger(__name__)
 
 
 class AgentdServer(uvicorn.Server):
@@ -65,3 +71,31 @@ def server_for(
         ws_max_size=ws_ceiling(max_frame_bytes),
     )
     return AgentdServer(config, app)
+
+
+@contextlib.asynccontextmanager
+async def running_app(app: Any, listen: tuple[str, int] | None) -> AsyncIterator[Any]:
+    """The app's state with its lifespan running; with `listen`, also served over HTTP and
+    WebSocket (a web page or `agentd chat` can watch the editor's sessions)."""
+    if listen is None:
+        async with app.router.lifespan_context(app):
+            yield app.state.agentd
+            # Answer what is waiting and flush the log before leaving (served over HTTP too,
+            # the server's own shutdown drains).
+            await app.state.agentd.drain()
+        return
+    server = server_for(app, host=listen[0], port=listen[1], log_level="warning")
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError(f"could not listen on {listen[0]}:{listen[1]}")
+            await asyncio.sleep(0.01)  # uvicorn offers no start-up event to await
+        log.info("also listening on http://%s:%d", listen[0], server.servers[0].sockets[0].getsockname()[1])
+        yield app.state.agentd
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

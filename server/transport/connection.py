@@ -28,7 +28,7 @@ from server.transport.outgoing import OutgoingQueue
 from server.transport.rpc import CallContext, Dispatcher, read_message, response_problem
 
 if TYPE_CHECKING:
-    from server.app import AppState
+    from server.transport.state import AppState
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from server.transport.errors import rpc_error
 from server.transport.guards import check_depth, rate_key
 
 if TYPE_CHECKING:
-    from server.app import AppState
     from server.transport.connection import Connection
+    from server.transport.state import AppState
 
 log = logging.getLogger(__name__)
 

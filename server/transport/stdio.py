@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
 
 from starlette.websockets import WebSocketDisconnect
@@ -93,37 +92,12 @@ async def stdio_pipes(out: BinaryIO, limit: int) -> tuple[asyncio.StreamReader, 
     return reader, writer
 
 
-@contextlib.asynccontextmanager
-async def running_app(app: Any, listen: tuple[str, int] | None) -> AsyncIterator[Any]:
-    """The app's state with its lifespan running; with `listen`, also served over HTTP and
-    WebSocket (a web page or `agentd chat` can watch the editor's sessions)."""
-    if listen is None:
-        async with app.router.lifespan_context(app):
-            yield app.state.agentd
-        return
-    from server.serve import server_for
-
-    server = server_for(app, host=listen[0], port=listen[1], log_level="warning")
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError(f"could not listen on {listen[0]}:{listen[1]}")
-            await asyncio.sleep(0.01)  # uvicorn offers no start-up event to await
-        log.info("also listening on http://%s:%d", listen[0], server.servers[0].sockets[0].getsockname()[1])
-        yield app.state.agentd
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-async def serve_stdio(app: Any, *, listen: tuple[str, int] | None = None) -> int:
-    """Serve one editor on stdin/stdout until it closes stdin (or SIGTERM/SIGINT)."""
+async def serve_stdio(running: contextlib.AbstractAsyncContextManager[Any]) -> int:
+    """Serve one editor on stdin/stdout until it closes stdin (or SIGTERM/SIGINT). `running`
+    yields the app's state with its lifespan running (the composition root's `running_app`,
+    which may also serve HTTP: the transport does not import the server runner)."""
     out = protocol_stdout()
-    async with running_app(app, listen) as state:
+    async with running as state:
         reader, writer = await stdio_pipes(out, state.settings.max_frame_bytes * _LINE_SLACK)
         channel = StdioChannel(reader, writer)
         conn = StdioConnection(channel, state, state.dispatcher, principal=LOCAL_PRINCIPAL)
@@ -133,8 +107,6 @@ async def serve_stdio(app: Any, *, listen: tuple[str, int] | None = None) -> int
             loop.add_signal_handler(sig, serving.cancel)
         with contextlib.suppress(asyncio.CancelledError):
             await serving
-        if listen is None:
-            await state.drain()  # answer what is waiting and flush the log before leaving
     return 0
 
 

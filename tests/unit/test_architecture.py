@@ -62,18 +62,7 @@ LAYERS: dict[str, int] = {
 }
 
 # (importer module, imported module) edges allowed to go up, each with why it is still there.
-KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # Type-only: the dispatcher and the connection are handed the AppState the composition root
-        # builds; moving AppState below the transport means splitting app.py (being reworked
-        # separately), so the annotation still names it.
-        ("server.transport.connection", "server.app"),
-        ("server.transport.rpc", "server.app"),
-        # `agentd acp --listen` also serves HTTP from the stdio process: a deferred import of the
-        # server runner (composition root) from the stdio transport.
-        ("server.transport.stdio", "server.serve"),
-    }
-)
+KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()  # none left: keep it empty
 
 
 def _modules() -> dict[str, Path]:

@@ -1,0 +1,76 @@
+"""The server's state as the transport sees it: one `AppState` per app, built by the composition
+root (`server/app.py`) and handed to every connection and handler. It lives in the transport layer
+so the transport names it without importing upward."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from server.agents import AgentDefinition
+from server.auth import Authenticator
+from server.config import Settings
+from server.core.provider import Provider
+from server.metrics import Metrics
+from server.session.actor import SessionActor
+from server.session.attach import attach as attach_client
+from server.session.attach import check_cursor
+from server.session.commands import Detach
+from server.session.eventlog import EventWriter
+from server.session.hub import Subscriber
+from server.session.manager import SessionManager
+from server.session.sinks import FrameSink
+from server.store.db import Store
+from server.transport.guards import RateLimiter
+from server.transport.revocation import LiveTokens
+from server.transport.rpc import Dispatcher
+
+Replay = Literal["none", "acp", "attach"]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    store: Store
+    writer: EventWriter
+    manager: SessionManager
+    provider: Provider
+    dispatcher: Dispatcher
+    agents: dict[str, AgentDefinition]
+    auth: Authenticator
+    rate_limiter: RateLimiter
+    metrics: Metrics
+    live_tokens: LiveTokens = field(default_factory=LiveTokens)  # streams to end on revocation
+
+    async def drain(self) -> None:
+        """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
+        await self.manager.shutdown(self.settings.shutdown_grace_s)
+        await self.writer.barrier()
+
+    async def principal_for(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+        """Who a request acts as (R-X1); raises AuthError when auth is on and fails."""
+        return await self.auth.principal(headers, query)
+
+    def check_cursor(self, actor: SessionActor, after_seq: int) -> None:
+        """Raises when an attach cursor is beyond the log (server/session/attach.py)."""
+        check_cursor(actor, after_seq)
+
+    async def attach(
+        self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
+    ) -> Subscriber:
+        """Subscribe `sink` to the session, with the replay asked for (R-E3; see
+        server/session/attach.py)."""
+        return await attach_client(
+            self.store,
+            actor,
+            sink,
+            replay=replay,
+            after_seq=after_seq,
+            buffer_limit=self.settings.client_buffer_frames,
+        )
+
+    async def detach(self, session_id: str, conn_id: str) -> None:
+        actor = self.manager.live_actor(session_id)  # an unloaded actor has no subscribers
+        if actor is not None:
+            actor.send(Detach(conn_id))
