@@ -63,7 +63,6 @@ from server.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
 from server.session.local_commands import available_commands
 from server.session.permission_gate import PermissionGate
 from server.session.prompt_queue import (
-    DEFERRED_BY_SHUTDOWN,
     PromptQueue,
     QueuedPrompt,
     new_id,
@@ -196,7 +195,8 @@ class SessionActor:
                 reply = ack
             case Prompt(reply=done) if self._server_stopping:
                 if not done.done():
-                    done.set_result(PromptDone("", None, TurnOutcome.cancelled("server_shutting_down")))
+                    refused = TurnOutcome.cancelled(EndReason.SERVER_SHUTTING_DOWN)
+                    done.set_result(PromptDone("", None, refused))
                 return
             case Cancel():
                 if self._turn is not None:  # still honoured: the drain may be waiting on it
@@ -383,7 +383,7 @@ class SessionActor:
             await self.mcp.close()
         await self.services.writer.barrier()
         for queued in deferred_entries:
-            deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(DEFERRED_BY_SHUTDOWN))
+            deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(EndReason.DEFERRED_BY_SHUTDOWN))
             answer_all((queued.command.reply, *queued.waiters), deferred)
 
     # ------------------------------------------------------------------ turns

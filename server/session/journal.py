@@ -15,6 +15,7 @@ from typing import Any
 
 from server.core.conversation import Message
 from server.core.events import Event, EventKind
+from server.core.updates import ToolCallFinished, text_content
 from server.loop.context import Conversation
 from server.loop.outcome import TurnOutcome, stop_reason
 from server.loop.repair import INTERRUPTED_RESULT, repair_dangling_tool_calls
@@ -33,13 +34,12 @@ def interrupted_tool_call_update(call_id: str) -> dict[str, Any]:
     """The stored payload that ends a tool call which never got its result (the same
     ACP-shaped `tool_call_update` the loop stores for a failed call, so old logs replay
     identically)."""
-    return {
-        "sessionUpdate": "tool_call_update",
-        "toolCallId": call_id,
-        "status": "failed",
-        "content": [{"type": "content", "content": {"type": "text", "text": INTERRUPTED_RESULT}}],
-        "rawOutput": {"output": INTERRUPTED_RESULT, "interrupted": True},
-    }
+    return ToolCallFinished(
+        call_id,
+        failed=True,
+        content=[text_content(INTERRUPTED_RESULT)],
+        raw_output={"output": INTERRUPTED_RESULT, "interrupted": True},
+    ).payload()
 
 
 def turn_ended_payload(
@@ -60,7 +60,7 @@ def turn_ended_payload(
     if request_id is not None:
         payload["requestId"] = request_id
     if outcome.reason:
-        payload["reason"] = outcome.reason
+        payload["reason"] = outcome.wire_reason
     if outcome.error is not None:
         payload["error"] = {"kind": outcome.error.kind.value, "message": outcome.error.message}
     if outcome.structured_output is not None:

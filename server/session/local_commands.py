@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from server.core.modes import PermissionMode
+from server.loop.compaction import CompactionReason
 from server.loop.context import TurnContext
 from server.loop.goal import GoalState
 from server.loop.prompt import prompt_text
@@ -173,6 +174,6 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
             actor.todos.replace([])
             return "Context cleared. The session log keeps the history."
         case "compact":
-            changed = await run_compaction(ctx, TurnState(), "requested")
+            changed = await run_compaction(ctx, TurnState(), CompactionReason.REQUESTED)
             return "Compacted the conversation." if changed else "Nothing old enough to compact."
     raise ValueError(f"Unknown command /{name}.")

@@ -25,7 +25,7 @@ from pydantic import TypeAdapter
 from protocol.acp import ContentBlock, TextContent
 from server.core.events import EventKind
 from server.loop.context import Interjection
-from server.loop.outcome import TurnOutcome
+from server.loop.outcome import EndReason, TurnOutcome
 from server.loop.prompt import prompt_text
 from server.session import queue_ops
 from server.session.commands import (
@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_REQUESTS = 1000
 # Deferred by a graceful shutdown: the prompt stays queued and runs after the restart.
-DEFERRED_BY_SHUTDOWN = "deferred_by_shutdown"
 
 T = TypeVar("T")
 
@@ -367,7 +366,7 @@ class PromptQueue:
     def _removed(self, entries: list[QueuedPrompt]) -> None:
         """Answered `removed_from_queue` once the removal is committed."""
         for e in entries:
-            result = PromptDone(e.id, None, TurnOutcome.cancelled(LeftQueue.REMOVED.value))
+            result = PromptDone(e.id, None, TurnOutcome.cancelled(EndReason.REMOVED_FROM_QUEUE))
             e.result = result
             self._sync.leaving[e.id] = LeftQueue.REMOVED
             waiters = [e.command.reply, *e.waiters]

@@ -284,7 +284,7 @@ async def _run_bang(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt,
         output = scratch[-1].content if scratch else ""
         actor.conversation.append(Message.user(f"I ran `{command}` myself:\n{output}"))
         if result.break_reason is not None:
-            outcome = TurnOutcome.cancelled(result.break_reason.value, tools_called=result.executed)
+            outcome = TurnOutcome.cancelled(result.break_reason.end_reason, tools_called=result.executed)
         else:
             outcome = TurnOutcome(
                 OutcomeKind.COMPLETED, reason=EndReason.SHELL_COMMAND, tools_called=result.executed

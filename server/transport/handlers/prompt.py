@@ -45,7 +45,7 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
     if done.turn_id:
         meta["turnId"] = done.turn_id
     if outcome.reason:
-        meta["reason"] = outcome.reason
+        meta["reason"] = outcome.wire_reason
     if outcome.structured_output is not None:
         meta["structuredOutput"] = outcome.structured_output
     if "usage" in outcome.turn:
@@ -94,7 +94,7 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
     if answer.done.turn_id:
         ended["turnId"] = answer.done.turn_id
     if outcome.reason:
-        ended["reason"] = outcome.reason
+        ended["reason"] = outcome.wire_reason
     return ended
 
 
