@@ -22,6 +22,7 @@ import websockets
 from rich.console import Console
 from rich.text import Text
 
+from protocol.methods import ClientRequest, Notification, Served
 from server.terminal import Screen
 
 console = Console(highlight=False, soft_wrap=True)
@@ -69,16 +70,16 @@ class ChatClient:
                 fut = self._pending.pop(msg.get("id"), None)
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
-            elif msg["method"] == "session/request_permission" and "id" in msg:
+            elif msg["method"] == ClientRequest.REQUEST_PERMISSION and "id" in msg:
                 task = asyncio.create_task(self._ask_permission(msg))
                 self._asking.add(task)
                 task.add_done_callback(self._asking.discard)
-            elif msg["method"] == "session/update":
+            elif msg["method"] == Notification.SESSION_UPDATE:
                 show_update(msg["params"]["update"])
-            elif msg["method"] == "_agentd/permission/resolved" and self.permission is not None:
+            elif msg["method"] == Notification.PERMISSION_RESOLVED and self.permission is not None:
                 if not self.permission.done():  # another client answered first
                     self.permission.set_result("")
-            elif msg["method"] == "_agentd/event" and msg["params"]["kind"] == "turn_ended":
+            elif msg["method"] == Notification.EVENT and msg["params"]["kind"] == "turn_ended":
                 ev = msg["params"]["event"]
                 screen.line(f"turn ended: {ev['outcome']} ({ev['stopReason']})", style="dim")
             sys.stdout.flush()
@@ -141,10 +142,12 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
         info = init["agentInfo"]
         console.print(Text(f"connected to {info['name']} {info['version']}", style="dim"))
         if session_id:
-            await client.call("session/load", {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []})
+            await client.call(
+                Served.SESSION_LOAD, {"sessionId": session_id, "cwd": str(cwd), "mcpServers": []}
+            )
             client.session_id = session_id
         else:
-            new = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+            new = await client.call(Served.SESSION_NEW, {"cwd": str(cwd), "mcpServers": []})
             client.session_id = new["sessionId"]
         screen.line(f"session {client.session_id} — /quit to leave, /cancel stops a turn", style="dim")
         sys.stdout.flush()
@@ -194,16 +197,18 @@ async def _repl(client: ChatClient, lines: asyncio.Queue[str | None]) -> int:
             if turn is None:
                 screen.line("no turn is running", style="dim")
             else:
-                await client.send({"method": "session/cancel", "params": {"sessionId": client.session_id}})
+                await client.send(
+                    {"method": Served.SESSION_CANCEL, "params": {"sessionId": client.session_id}}
+                )
         elif turn is None:
-            turn = asyncio.create_task(client.call("session/prompt", params))
+            turn = asyncio.create_task(client.call(Served.SESSION_PROMPT, params))
         elif command.startswith(("/", "!")):
             # A local command or a shell line is not words for the running turn: it runs
             # on its own once the turn is over.
-            queued = await client.call("_agentd/prompt/enqueue", params)
+            queued = await client.call(Served.ENQUEUE, params)
             screen.line(
                 f"queued {command.split()[0]} (position {queued.get('position')}): runs after this turn",
                 style="dim",
             )
         else:
-            await client.call("_agentd/interject", params)
+            await client.call(Served.INTERJECT, params)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from protocol import outgoing
 from protocol.acp import chunk_update, session_notification
 from protocol.methods import Notification
 from server.core.events import Event, EventKind
@@ -185,7 +186,8 @@ class AcpRenderer:
         return for_client(frames, event, supports, last_seq)
 
     def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
-        return RESYNC_REQUIRED, {"sessionId": session_id, "lastSeq": last_seq, "reason": reason}
+        out = outgoing.resync_required(session_id, last_seq, reason)
+        return out.method, out.params
 
     def snapshot(self, snapshot: dict[str, Any]) -> Frame:
         return SNAPSHOT, snapshot
@@ -196,14 +198,8 @@ class AcpRenderer:
     def permission_request(
         self, session_id: str, request_id: str, tool_call: dict[str, Any], options: list[dict[str, str]]
     ) -> Frame:
-        return "session/request_permission", {
-            "sessionId": session_id,
-            "toolCall": tool_call,
-            "options": options,
-            # Matches `_agentd/permission/resolved`: a client can dismiss its dialog when
-            # another client answered first.
-            "_meta": {"agentd": {"requestId": request_id}},
-        }
+        out = outgoing.request_permission(session_id, tool_call, options, request_id)
+        return out.method, out.params
 
 
 ACP_RENDERER = AcpRenderer()
