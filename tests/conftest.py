@@ -19,7 +19,7 @@ from server.config import PermissionMode, ProviderName, Settings
 from server.embedded import serve_in_background
 from server.providers.base import Provider
 from server.providers.scripted import ScriptedProvider
-from tests.client import WsClient
+from tests.support.client import WsClient
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 

@@ -65,7 +65,7 @@ def schema_path() -> Path:
     override = os.environ.get(SCHEMA_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent / "support" / "acp" / "schema-v1.json"
+    return Path(__file__).resolve().parent / "acp" / "schema-v1.json"
 
 
 def _join(path: str, part: str | int) -> str:

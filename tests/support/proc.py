@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
 
 
 @dataclass

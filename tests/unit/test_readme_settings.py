@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from server.config import Settings
+from tests.support.paths import REPO_ROOT
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO_ROOT / "README.md"
 HEADER = "| variable | default | meaning |"
 
 

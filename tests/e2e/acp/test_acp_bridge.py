@@ -20,10 +20,10 @@ from acp import text_block
 from acp.schema import AgentMessageChunk
 from acp.stdio import spawn_agent_process
 
-from tests.client import WsClient
-from tests.test_acp_sdk import RecordingClient
-from tests.test_acp_stdio import SCRIPT, Recorder, whole_session
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.acp.test_acp_sdk import RecordingClient
+from tests.e2e.acp.test_acp_stdio import SCRIPT, Recorder, whole_session
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.client import WsClient
 
 WORDS = " ".join(f"w{i:03d}" for i in range(120))  # ~600 characters, streamed over ~4 s
 

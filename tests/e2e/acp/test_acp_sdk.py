@@ -31,8 +31,8 @@ from acp.schema import (
 )
 from acp.ws import create_websocket_stream
 
-from tests.acp_schema import AcpValidator
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
 
 # ---------------------------------------------------------------------------- helpers
 

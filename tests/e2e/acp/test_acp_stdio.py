@@ -21,10 +21,10 @@ from acp.connection import StreamDirection, StreamEvent
 from acp.schema import AgentMessageChunk, UserMessageChunk
 from acp.stdio import spawn_agent_process
 
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, agent_text, text_prompt
-from tests.test_acp_sdk import RecordingClient
-from tests.test_attach import until
+from tests.e2e.acp.test_acp_sdk import RecordingClient
+from tests.e2e.session.test_attach import until
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, agent_text, text_prompt
 
 SCRIPT = {
     "steps": [

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from server.transport.handlers import METHODS, UNSUPPORTED
-from tests.acp_schema import schema_path
 from tests.conftest import scripted
+from tests.support.acp_schema import schema_path
+from tests.support.paths import REPO_ROOT
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
+DOC = REPO_ROOT / "docs" / "protocol.md"
 
 
 def schema_methods() -> dict[str, str]:
@@ -99,8 +100,8 @@ async def test_unsupported_methods_answer_method_not_found_with_the_reason(
 async def test_cancel_request_abandons_a_request_and_the_turn_goes_on(
     server_factory: Any, workspace: Path
 ) -> None:
-    from tests.client import agent_text, text_prompt
-    from tests.test_attach import has_turn_ended, until
+    from tests.e2e.session.test_attach import has_turn_ended, until
+    from tests.support.client import agent_text, text_prompt
 
     provider = scripted({"text": "slow but sure", "delay": 1.0, "chunk_size": 2, "chunk_delay": 0.05})
     async with server_factory(provider) as server:

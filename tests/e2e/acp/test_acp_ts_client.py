@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_acp_stdio import agentd_env, write_script
+from tests.e2e.acp.test_acp_stdio import agentd_env, write_script
+from tests.support.paths import SUPPORT_DIR
 
-CLIENT_DIR = Path(__file__).resolve().parent / "support" / "ts_client"
+CLIENT_DIR = SUPPORT_DIR / "ts_client"
 
 
 async def installed_sdk() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from server.config import PermissionMode
-from tests.client import AnswerError, WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.client import AnswerError, WsClient, text_prompt
 
 EDITOR_CAPS = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 

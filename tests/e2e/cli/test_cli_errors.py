@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_cli import Run, agentd, clean_env
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.cli.test_cli import Run, agentd, clean_env
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
 
 UNREACHABLE_PG = "postgresql+asyncpg://postgres@127.0.0.1:1/agentd"  # nothing listens on port 1
 BAD_URLS = [

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from server.config import PermissionMode, Settings
-from tests.client import WsClient, agent_text, text_prompt
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.client import WsClient, agent_text, text_prompt
 
 
 @pytest.fixture

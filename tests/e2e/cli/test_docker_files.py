@@ -15,9 +15,10 @@ import yaml
 
 from server.config import Settings
 from tests.conftest import scripted
-from tests.test_persistence import _free_port
+from tests.e2e.store.test_persistence import _free_port
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def instructions() -> list[tuple[str, str]]:

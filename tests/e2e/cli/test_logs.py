@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
 
 
 async def serve_and_read_log(tmp_path: Path, log_format: str) -> str:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import clean_env
+from tests.e2e.cli.test_cli import clean_env
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 SOURCES = ["pyproject.toml", "setup.py", "README.md", "protocol", "server", "migrations"]
 
 

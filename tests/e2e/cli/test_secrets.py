@@ -11,7 +11,7 @@ import httpx
 
 from server.config import redact_url
 from tests.conftest import postgres_database
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
 
 
 def test_passwords_in_urls_are_redacted() -> None:

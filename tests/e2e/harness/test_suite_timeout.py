@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.support.paths import REPO_ROOT
+
 HUNG = textwrap.dedent(
     """
     import asyncio
@@ -27,7 +29,7 @@ HUNG = textwrap.dedent(
 
 def test_a_hung_async_test_is_ended_by_the_timeout(tmp_path: Path) -> None:
     (tmp_path / "test_hung.py").write_text(HUNG)
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=2",
          "--rootdir", str(tmp_path), "-c", str(root / "pyproject.toml"), str(tmp_path / "test_hung.py")],

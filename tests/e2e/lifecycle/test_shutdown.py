@@ -27,16 +27,16 @@ from server.config import PermissionMode
 from server.store.db import Store, StoredEvent
 from server.tools.base import Access, ToolContext, ToolKind, ToolResult
 from server.tools.registry import builtin_tools
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import Server, scripted
-from tests.test_persistence import (
+from tests.e2e.store.test_persistence import (
     _free_port,
     _pids_with_cwd,
     agentd_process,
     conversation_view,
     wait_healthy,
 )
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, agent_text, text_prompt
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion
 

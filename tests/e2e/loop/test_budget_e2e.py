@@ -29,9 +29,9 @@ import pytest
 from server.config import PermissionMode
 from server.loop.budget import BudgetStop, BudgetStopKind, CheckpointConfig, render_budget_stop
 from server.loop.react import GRACE_TEXT
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, text_prompt
 
 # ---------------------------------------------------------------------------- helpers
 

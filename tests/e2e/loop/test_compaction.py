@@ -29,9 +29,9 @@ from server.loop.compaction import (
 from server.loop.conversation import Message
 from server.providers.base import ProviderRequest
 from server.store.db import Store
-from tests.acp_schema import AcpValidator
-from tests.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 
 # The system prompt and tool guidance alone are ~5,000 characters (~1,250 tokens), so the
 # window is sized for the conversation to matter: the threshold is 8,500 tokens (~34,000

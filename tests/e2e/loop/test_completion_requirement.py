@@ -25,9 +25,9 @@ from server.loop.structured import STRUCTURED_OUTPUT_TOOL
 from server.loop.turn import RECOVERY_TEXT
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
-from tests.acp_schema import AcpValidator
-from tests.client import RpcFailed, WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RpcFailed, WsClient, text_prompt
 
 NEVER = {"text": "this step must never be sampled"}
 REMINDER = RECOVERY_TEXT.format(tool="todo_write")

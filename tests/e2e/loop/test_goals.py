@@ -43,8 +43,8 @@ from server.loop.goal import (
     parse_verdict,
 )
 from server.providers.base import ProviderRequest
-from tests.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 
 SESSION_MODEL = "gpt-4o-mini"  # Settings.model's default
 SMALL_MODEL = "tiny-judge"

@@ -15,11 +15,11 @@ from server.loop.conversation import Image, Message
 from server.loop.prompt import prompt_images, prompt_text
 from server.providers.anthropic import _content_blocks
 from server.providers.openai import _translate_message
-from tests.client import text_prompt
 from tests.conftest import scripted
-from tests.fakes.mcp_calc import PNG_1PX
-from tests.test_actor import assert_valid_frames
-from tests.test_mcp import calc_stdio, call
+from tests.e2e.session.test_actor import assert_valid_frames
+from tests.e2e.tools.test_mcp import calc_stdio, call
+from tests.support.client import text_prompt
+from tests.support.fakes.mcp_calc import PNG_1PX
 
 IMAGE = {"type": "image", "mimeType": "image/png", "data": PNG_1PX}
 
@@ -115,8 +115,8 @@ async def test_images_reach_the_real_provider_wire_formats(server_factory: Any, 
     formats (the Anthropic fake validates image blocks as the real API does)."""
     from server.providers.anthropic import AnthropicProvider
     from server.providers.openai import OpenAIProvider
-    from tests.fakes.anthropic_server import FakeAnthropic, StreamedMessage
-    from tests.fakes.openai_server import Completion, FakeOpenAI
+    from tests.support.fakes.anthropic_server import FakeAnthropic, StreamedMessage
+    from tests.support.fakes.openai_server import Completion, FakeOpenAI
 
     async with FakeOpenAI() as openai_fake, FakeAnthropic() as anthropic_fake:
         openai_fake.enqueue(Completion.from_text("An OpenAI pixel."))

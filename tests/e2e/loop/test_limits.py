@@ -12,8 +12,8 @@ from server.app import loop_limits
 from server.config import Settings
 from server.loop.limits import LoopLimits
 from server.loop.retry import Bucket
-from tests.client import text_prompt
 from tests.conftest import scripted
+from tests.support.client import text_prompt
 
 
 def test_the_seed_defaults_are_visible_in_one_object():

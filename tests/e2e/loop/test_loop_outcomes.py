@@ -30,9 +30,9 @@ from server.loop.conversation import Message
 from server.loop.detection import NUDGE_TEXT
 from server.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT
 from server.providers.base import ProviderRequest
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, agent_text, text_prompt
 
 # ---------------------------------------------------------------------------- helpers
 

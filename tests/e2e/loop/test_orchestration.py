@@ -32,9 +32,9 @@ from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.registry import builtin_tools
-from tests.acp_schema import AcpValidator
-from tests.client import RequestHandler, WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RequestHandler, WsClient, text_prompt
 
 # A bound on how long a probe waits for another one: only reached when the server runs
 # calls serially that it should run concurrently (the test then fails, it does not hang).

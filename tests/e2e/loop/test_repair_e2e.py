@@ -21,9 +21,9 @@ from server.loop.conversation import Message, ToolCall
 from server.loop.repair import DEFAULT_LIMITS, INTERRUPTED_RESULT, MISSING_RESULT_TEXT, normalize_tool_call_id
 from server.providers.scripted import ScriptedProvider
 from server.store.db import Batch, Store
-from tests.acp_schema import AcpValidator
-from tests.client import text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import text_prompt
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CONTINUE = "please continue"

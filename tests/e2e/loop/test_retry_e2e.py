@@ -23,9 +23,9 @@ from protocol.jsonrpc import ErrorCode
 from server.providers.anthropic import AnthropicProvider
 from server.providers.openai import OpenAIProvider
 from server.store.db import Store
-from tests.client import WsClient, agent_text, text_prompt
-from tests.fakes import anthropic_server as anth
-from tests.fakes import openai_server as oai
+from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.fakes import anthropic_server as anth
+from tests.support.fakes import openai_server as oai
 
 MODEL = "test-model"
 

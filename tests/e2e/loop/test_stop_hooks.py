@@ -31,9 +31,9 @@ from typing import Any
 
 import pytest
 
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, text_prompt
 
 NEVER = {"text": "this step must never be sampled"}
 PAYLOAD_KEYS = {"event", "sessionId", "cwd", "turnId", "lastMessage", "reentries"}

@@ -25,9 +25,9 @@ from server.loop.structured import (
 )
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
-from tests.acp_schema import AcpValidator
-from tests.client import RpcFailed, WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RpcFailed, WsClient, text_prompt
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

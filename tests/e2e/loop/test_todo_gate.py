@@ -22,9 +22,9 @@ from server.config import PermissionMode
 from server.loop.structured import MISSING_CALL_TEXT, STRUCTURED_OUTPUT_TOOL
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, text_prompt
 from tests.conftest import Server, scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, text_prompt
 
 # ---------------------------------------------------------------------------- helpers
 

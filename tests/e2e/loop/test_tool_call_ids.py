@@ -10,8 +10,8 @@ from pathlib import Path
 from server.config import PermissionMode
 from server.loop.conversation import ToolCall
 from server.loop.sampling import unique_tool_call_id
-from tests.client import text_prompt
 from tests.conftest import scripted
+from tests.support.client import text_prompt
 
 
 def _ls(call_id: str) -> dict:

@@ -27,8 +27,8 @@ import pytest
 
 from server.loop.goal import EVALUATOR_SYSTEM
 from server.providers.base import ProviderRequest
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.client import WsClient, text_prompt
 
 NEVER = {"text": "this step must never be sampled"}
 

@@ -24,9 +24,9 @@ from server.loop.usage import Price
 from server.providers.base import Usage
 from server.providers.openai import OpenAIProvider
 from server.store.db import Store
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
-from tests.fakes import openai_server as oai
+from tests.support.client import WsClient, text_prompt
+from tests.support.fakes import openai_server as oai
 
 MODEL = "test-model"
 # $3 / $15 per million input / output tokens, cache reads at a tenth, cache writes at 1.25x.

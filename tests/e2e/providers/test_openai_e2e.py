@@ -12,9 +12,9 @@ import pytest
 
 from protocol.jsonrpc import ErrorCode
 from server.providers.openai import OpenAIProvider
-from tests.acp_schema import AcpValidator
-from tests.client import RpcFailed, agent_text, text_prompt
-from tests.fakes.openai_server import Completion, ErrorResponse, FakeOpenAI, ToolCallScript
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RpcFailed, agent_text, text_prompt
+from tests.support.fakes.openai_server import Completion, ErrorResponse, FakeOpenAI, ToolCallScript
 
 README = "# Demo project\n\nIt prints a greeting.\n"
 

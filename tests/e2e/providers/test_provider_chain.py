@@ -28,9 +28,9 @@ from server.loop.usage import Price
 from server.providers.anthropic import AnthropicProvider
 from server.providers.base import ProviderRequest, StreamEvent, TextDelta, Usage
 from server.providers.openai import OpenAIProvider
-from tests.client import WsClient, agent_text, text_prompt
-from tests.fakes import anthropic_server as anth
-from tests.fakes import openai_server as oai
+from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.fakes import anthropic_server as anth
+from tests.support.fakes import openai_server as oai
 
 PRIMARY = "test-model"
 FALLBACK = "model-b"

@@ -38,9 +38,9 @@ from protocol.agentd import ATTACH, ENQUEUE
 from server.session.events import Event, EventKind
 from server.session.render import attach_frames, for_client, live_frames
 from server.store.db import Store, StoredEvent
-from tests.client import WsClient, text_prompt
 from tests.conftest import postgres_database
-from tests.reliability.proc import AgentdProcess, agentd_serve, write_script
+from tests.support.client import WsClient, text_prompt
+from tests.support.proc import AgentdProcess, agentd_serve, write_script
 
 ITERATIONS = int(os.environ.get("RELIABILITY_KILL9_ITERATIONS", "4"))
 SEED = int(os.environ.get("RELIABILITY_SEED", "9"))

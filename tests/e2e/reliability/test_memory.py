@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.client import WsClient, text_prompt
-from tests.reliability.proc import agentd_serve, write_script
+from tests.support.client import WsClient, text_prompt
+from tests.support.proc import agentd_serve, write_script
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
 

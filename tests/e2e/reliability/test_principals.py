@@ -29,8 +29,8 @@ from server.config import AuthMode
 from server.loop.conversation import Message
 from server.providers.base import ProviderRequest
 from server.transport.handlers import METHODS
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.client import WsClient, text_prompt
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
 

@@ -22,9 +22,9 @@ from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.providers.base import ProviderRequest, StreamEvent
 from server.providers.scripted import ScriptedProvider
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, agent_text, allow, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, agent_text, allow, text_prompt
 
 # ---------------------------------------------------------------------------- helpers
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from server.config import PermissionMode
-from tests.client import RpcFailed, WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.client import RpcFailed, WsClient, text_prompt
 
 ATTACH = "_agentd/session/attach"
 DETACH = "_agentd/session/detach"

@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.providers.base import ProviderRequest
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, agent_text, text_prompt
 
 T = TypeVar("T")
 

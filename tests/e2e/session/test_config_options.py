@@ -11,10 +11,10 @@ from typing import Any
 
 from server.loop.context import Lane
 from server.session.config_options import model_choices
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
-from tests.test_actor import assert_valid_frames
-from tests.test_attach import attach, until
+from tests.e2e.session.test_actor import assert_valid_frames
+from tests.e2e.session.test_attach import attach, until
+from tests.support.client import WsClient, text_prompt
 
 SET = "session/set_config_option"
 

@@ -26,9 +26,9 @@ from typing import Any
 import websockets
 
 from server.config import PermissionMode
-from tests.acp_schema import AcpValidator
-from tests.client import WsClient, allow, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import WsClient, allow, text_prompt
 
 READ_PAUSE = 0.002  # the slow client's pause after each frame it reads
 

@@ -14,9 +14,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from tests.client import text_prompt
 from tests.conftest import scripted
-from tests.test_attach import (
+from tests.e2e.session.test_attach import (
     ATTACH,
     durable_seqs,
     has_turn_ended,
@@ -26,6 +25,7 @@ from tests.test_attach import (
     stored_seqs,
     until,
 )
+from tests.support.client import text_prompt
 
 RESYNC = "_agentd/resync_required"
 BIG = "".join(f"<{i:05d}:{'x' * 250}>" for i in range(24000))  # ~6 MB

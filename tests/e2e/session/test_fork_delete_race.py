@@ -11,8 +11,8 @@ from pathlib import Path
 from sqlalchemy import text
 
 from server.store.db import Store
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.client import WsClient, text_prompt
 
 ROUNDS = 20
 RESOURCE_NOT_FOUND = -32002

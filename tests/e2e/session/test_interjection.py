@@ -32,9 +32,9 @@ from server.providers.base import ProviderRequest, StreamEvent
 from server.providers.scripted import ScriptedProvider
 from server.session.commands import Prompt
 from server.tools.background import INTERRUPTED_TEXT
-from tests.acp_schema import AcpValidator
-from tests.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 
 # ---------------------------------------------------------------------------- helpers
 

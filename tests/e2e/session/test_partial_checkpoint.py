@@ -2,7 +2,7 @@
 is checkpointed to the store at most every second; the checkpoint is cleared in the same
 commit as the message's final text. A message cut off by a stop ends durably with the
 text clients were shown, marked interrupted. (The `kill -9` case is in
-tests/test_persistence.py.)"""
+tests/e2e/store/test_persistence.py.)"""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from server.session.actor import PARTIAL_CHECKPOINT_INTERVAL_S
 from server.session.events import Event, EventKind
 from server.session.hub import Subscriber
 from server.store.db import Store
-from tests.client import text_prompt
 from tests.conftest import scripted
+from tests.support.client import text_prompt
 
 TEXT = "".join(f"tok{i:03d} " for i in range(120))  # 840 characters
 

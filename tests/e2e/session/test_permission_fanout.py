@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 
 from server.config import PermissionMode
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
-from tests.test_attach import attach, has_turn_ended, new_session, until
-from tests.test_sse import sse
+from tests.e2e.session.test_attach import attach, has_turn_ended, new_session, until
+from tests.e2e.transport.test_sse import sse
+from tests.support.client import WsClient, text_prompt
 
 ASK = "session/request_permission"
 RESOLVED = "_agentd/permission/resolved"

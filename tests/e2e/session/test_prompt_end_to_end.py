@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.acp_schema import AcpValidator
-from tests.client import agent_text, allow, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import agent_text, allow, text_prompt
 
 
 async def test_prompt_streams_text_runs_tool_with_permission_and_ends_turn(server_factory, workspace: Path):

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.client import WsClient, agent_text, text_prompt
 
 GATE_STEP = {"text": "working", "delay": 30}  # the first turn runs until cancelled
 

@@ -19,9 +19,9 @@ from alembic import command
 from sqlalchemy import text
 
 from server.store.db import Store, alembic_config
-from tests.client import RpcFailed, WsClient, text_prompt
 from tests.conftest import scripted
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.client import RpcFailed, WsClient, text_prompt
 
 GATE_STEP = {"text": "working", "delay": 30}  # runs until cancelled
 BOUND_S = 30

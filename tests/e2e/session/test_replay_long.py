@@ -25,10 +25,18 @@ from server.session.hub import Subscriber
 from server.session.render import acp_replay_frames
 from server.store.db import Batch, Store, StoredEvent
 from server.transport.outgoing import OutgoingQueue
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
-from tests.test_attach import ATTACH, SNAPSHOT, agentd_meta, durable_seqs, message_text, response_index, until
-from tests.test_sse import durable_ids, sse
+from tests.e2e.session.test_attach import (
+    ATTACH,
+    SNAPSHOT,
+    agentd_meta,
+    durable_seqs,
+    message_text,
+    response_index,
+    until,
+)
+from tests.e2e.transport.test_sse import durable_ids, sse
+from tests.support.client import WsClient, text_prompt
 
 BUFFER = 64  # the live buffer (client_buffer_frames) of every server here
 LOAD = "session/load"

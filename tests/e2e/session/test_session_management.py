@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.acp_schema import AcpValidator
-from tests.client import RpcFailed, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RpcFailed, agent_text, text_prompt
 
 
 async def _new(client, workspace: Path) -> str:

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acp_schema import AcpValidator
-from tests.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 
 INVALID_PARAMS = -32602
 

@@ -29,8 +29,8 @@ from sqlalchemy import text
 from server.overload import overload_error
 from server.session.actor import SessionActor
 from server.store.db import Store
-from tests.client import WsClient, text_prompt
 from tests.conftest import Server, scripted
+from tests.support.client import WsClient, text_prompt
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion
 STOPPING = -32019

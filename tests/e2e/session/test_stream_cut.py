@@ -19,10 +19,10 @@ import pytest
 
 from server.session.events import EventKind
 from server.store.db import Store
-from tests.client import WsClient, text_prompt
 from tests.conftest import scripted
-from tests.test_partial_checkpoint import SubmitSpy
-from tests.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.e2e.session.test_partial_checkpoint import SubmitSpy
+from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.client import WsClient, text_prompt
 
 TEXT = "".join(f"tok{i:03d} " for i in range(120))  # 840 characters
 CUT_AFTER = 40  # chunks of 7 characters: 280 characters, ~2 s of streaming at 50 ms a chunk

@@ -28,8 +28,8 @@ from server.session.eventlog import EventWriter
 from server.session.manager import SessionManager
 from server.store.db import Batch, Store
 from server.tools.registry import builtin_tools
-from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.client import WsClient, agent_text, text_prompt
 
 CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
 

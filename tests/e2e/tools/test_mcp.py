@@ -15,12 +15,13 @@ import httpx
 import pytest
 
 from server.config import PermissionMode
-from tests.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 from tests.conftest import scripted
-from tests.test_persistence import _free_port
+from tests.e2e.store.test_persistence import _free_port
+from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
+from tests.support.paths import SUPPORT_DIR
 
 # Run as a separate process only: importing the SDK's server side configures logging.
-CALC = str(Path(__file__).resolve().parent / "fakes" / "mcp_calc.py")
+CALC = str(SUPPORT_DIR / "fakes" / "mcp_calc.py")
 
 
 def calc_stdio(*extra: str, **env: str) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 from server.config import PermissionMode
 from server.loop.conversation import Message
-from tests.acp_schema import AcpValidator
-from tests.client import RequestHandler, WsClient, allow, text_prompt
 from tests.conftest import scripted
+from tests.support.acp_schema import AcpValidator
+from tests.support.client import RequestHandler, WsClient, allow, text_prompt
 
 # ---------------------------------------------------------------------------- helpers
 

@@ -14,10 +14,10 @@ from server.auth import create_token
 from server.config import AuthMode, Settings
 from server.tools.mcp import McpHttp, McpStdio
 from server.tools.mcp_policy import check_mcp_specs, url_allowed
-from tests.client import RpcFailed, WsClient, text_prompt
 from tests.conftest import scripted
-from tests.test_auth import ws_client
-from tests.test_mcp import calc_stdio
+from tests.e2e.tools.test_mcp import calc_stdio
+from tests.e2e.transport.test_auth import ws_client
+from tests.support.client import RpcFailed, WsClient, text_prompt
 
 WORKSPACE_DENIED = -32015
 INVALID_PARAMS = -32602

@@ -25,9 +25,8 @@ import pytest
 
 from server.config import PermissionMode
 from server.tools import search
-from tests.client import WsClient, text_prompt
 from tests.conftest import Server, scripted
-from tests.test_cancel import (
+from tests.e2e.session.test_cancel import (
     cancel,
     final_tool_updates,
     is_update,
@@ -37,6 +36,7 @@ from tests.test_cancel import (
     read_pid,
     shown_text,
 )
+from tests.support.client import WsClient, text_prompt
 
 CANARY_BOUND = 10.0  # seconds; a frozen server needs far longer (the issue measured 22.7 s)
 TURN_BOUND = 60.0  # a hang guard for A's own turn

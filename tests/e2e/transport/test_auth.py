@@ -21,8 +21,8 @@ from websockets.exceptions import InvalidStatus
 from server.auth import bearer_token, chosen_subprotocol, create_token, insecure_bind
 from server.config import AuthMode
 from server.store.db import Store
-from tests.client import RpcFailed, WsClient, text_prompt
 from tests.conftest import scripted
+from tests.support.client import RpcFailed, WsClient, text_prompt
 
 
 def ws_url(base: str) -> str:

@@ -15,8 +15,8 @@ import pytest
 from server.app import create_app
 from server.config import Settings
 from server.serve import WS_CEILING_FACTOR, server_for
-from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.client import WsClient, agent_text, text_prompt
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602

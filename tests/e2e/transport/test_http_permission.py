@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 
 from tests.conftest import scripted
-from tests.test_attach import attach, until
-from tests.test_permission_fanout import RESOLVED, answer, asked, resolutions, write
-from tests.test_sse import sse
+from tests.e2e.session.test_attach import attach, until
+from tests.e2e.session.test_permission_fanout import RESOLVED, answer, asked, resolutions, write
+from tests.e2e.transport.test_sse import sse
 
 RESPOND = "_agentd/permission/respond"
 

@@ -1,5 +1,5 @@
 """R-X3: input limits — JSON depth, request rate, prompt size, queue length, sessions per
-principal (frame size: tests/test_protocol_errors.py). A violation gets a clear
+principal (frame size: tests/e2e/transport/test_protocol_errors.py). A violation gets a clear
 JSON-RPC error (-32019 `limit_exceeded` with `data.limit`) and leaves the connection,
 the session and the data intact."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from protocol.acp import EmbeddedResource, EmbeddedResourceBody, ImageContent, TextContent
 from server.transport.guards import RateLimiter, json_depth, prompt_bytes
-from tests.client import RpcFailed, text_prompt
 from tests.conftest import scripted
+from tests.support.client import RpcFailed, text_prompt
 
 LIMIT_EXCEEDED = -32019
 

@@ -10,8 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from server.auth import create_token
 from server.config import AuthMode
-from tests.client import text_prompt
 from tests.conftest import scripted
+from tests.support.client import text_prompt
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

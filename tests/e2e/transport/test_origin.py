@@ -14,8 +14,8 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from server.transport.origin import normalize_origin, origin_allowed
-from tests.client import WsClient
 from tests.conftest import scripted
+from tests.support.client import WsClient
 
 EVIL = "https://evil.example"
 APP = "https://app.example.com"

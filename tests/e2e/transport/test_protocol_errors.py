@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from protocol.jsonrpc import ErrorCode
-from tests.client import WsClient, agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.client import WsClient, agent_text, text_prompt
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 
-from tests.client import text_prompt
 from tests.conftest import scripted
-from tests.test_attach import new_session, stored_seqs
+from tests.e2e.session.test_attach import new_session, stored_seqs
+from tests.support.client import text_prompt
 
 SNAPSHOT = "_agentd/session/snapshot"
 

@@ -18,9 +18,9 @@ from server.config import AuthMode
 from server.store.db import Store
 from server.transport.revocation import CloseCode
 from server.transport.sse import TOKEN_REVOKED
-from tests.client import RpcFailed, WsClient
 from tests.conftest import scripted
-from tests.test_auth import ws_client, ws_url
+from tests.e2e.transport.test_auth import ws_client, ws_url
+from tests.support.client import RpcFailed, WsClient
 
 LIMIT_EXCEEDED = -32019
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from server.config import PermissionMode
-from tests.client import agent_text, text_prompt
 from tests.conftest import scripted
+from tests.support.client import agent_text, text_prompt
 
 playwright_api = pytest.importorskip("playwright.async_api")
 

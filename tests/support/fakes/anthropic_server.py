@@ -1,6 +1,6 @@
 """A real local HTTP server speaking the Anthropic Messages streaming wire format.
 
-Same design as `tests.fakes.openai_server.FakeOpenAI`: uvicorn on 127.0.0.1 (a free port)
+Same design as `tests.support.fakes.openai_server.FakeOpenAI`: uvicorn on 127.0.0.1 (a free port)
 in a background thread, so clients exercise real sockets, real chunked transfer and real
 connection drops. Responses are scripted in order:
 
@@ -34,8 +34,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.openai_server import RawStream, RecordedRequest, _BlockStream, split
-from tests.fakes.threaded import ThreadedServer
+from tests.support.fakes.openai_server import RawStream, RecordedRequest, _BlockStream, split
+from tests.support.fakes.threaded import ThreadedServer
 
 __all__ = [
     "ErrorResponse",

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests.fakes.threaded import ThreadedServer
+from tests.support.fakes.threaded import ThreadedServer
 
 # -- scripted responses ------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.acp_schema import (
+from tests.support.acp_schema import (
     SCHEMA_ENV,
     AcpSchemaError,
     AcpValidator,

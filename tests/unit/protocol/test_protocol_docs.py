@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from server.transport.handlers import METHODS
+from tests.support.paths import REPO_ROOT
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
+DOC = REPO_ROOT / "docs" / "protocol.md"
 
 
 def example_messages() -> list[dict]:

@@ -25,7 +25,7 @@ from server.providers.base import (
     ToolSpec,
     Usage,
 )
-from tests.fakes.anthropic_server import (
+from tests.support.fakes.anthropic_server import (
     ErrorResponse,
     FakeAnthropic,
     RawStream,

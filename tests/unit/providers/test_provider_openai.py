@@ -26,7 +26,7 @@ from server.providers.base import (
     Usage,
 )
 from server.providers.openai import OpenAIProvider, classify_http_error, parse_retry_after
-from tests.fakes.openai_server import (
+from tests.support.fakes.openai_server import (
     Completion,
     ErrorResponse,
     FakeOpenAI,

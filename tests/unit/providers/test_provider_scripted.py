@@ -25,6 +25,7 @@ from server.providers.base import (
     Usage,
 )
 from server.providers.scripted import EXHAUSTED_TEXT, Script, ScriptedProvider, parse_script
+from tests.support.paths import REPO_ROOT
 
 
 def request(user: str = "hi", *, system: str = "sys") -> ProviderRequest:
@@ -373,7 +374,7 @@ def test_from_file(tmp_path: Path) -> None:
 
 
 def test_demo_file_validates() -> None:
-    raw = json.loads((Path(__file__).resolve().parents[1] / "server/demo/demo_script.json").read_text())
+    raw = json.loads((REPO_ROOT / "server/demo/demo_script.json").read_text())
     assert parse_script(raw) == ScriptedProvider.demo().script
 
 

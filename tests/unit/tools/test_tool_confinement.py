@@ -1,7 +1,7 @@
 """Pure and tool-level parts of tool isolation (issue 9): the linear glob matcher, grep's
 time limits, the tool pool's deadline, safe file I/O (FIFOs, hard links, symlink swaps)
 and killing processes that left the shell's process group. The end-to-end canary is in
-tests/test_tool_isolation.py."""
+tests/e2e/tools/test_tool_isolation.py."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from server.tools.globmatch import compile_path, compile_segment, match_path, ma
 from server.tools.hooks import CommandHook
 from server.tools.search import Glob, Grep
 from server.tools.workspace import resolve_in_workspace
-from tests.test_cancel import poll_until, process_alive, read_pid
+from tests.e2e.session.test_cancel import poll_until, process_alive, read_pid
 
 
 @pytest.fixture
