@@ -166,3 +166,14 @@ def text_prompt(session_id: str, text: str, **meta: Any) -> dict[str, Any]:
 
 def agent_text(updates: list[dict[str, Any]]) -> str:
     return "".join(u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk")
+
+
+def ws_url(base: str) -> str:
+    return base.replace("http://", "ws://") + "/acp"
+
+
+async def ws_client(base: str, **connect_kw: Any) -> WsClient:
+    ws = await websockets.connect(ws_url(base), max_size=None, **connect_kw)
+    client = WsClient(ws)
+    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    return client

@@ -20,10 +20,10 @@ from acp import text_block
 from acp.schema import AgentMessageChunk
 from acp.stdio import spawn_agent_process
 
-from tests.e2e.acp.test_acp_sdk import RecordingClient
-from tests.e2e.acp.test_acp_stdio import SCRIPT, Recorder, whole_session
-from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.acp_sdk import RecordingClient
+from tests.support.acp_stdio import SCRIPT, Recorder, whole_session
 from tests.support.client import WsClient
+from tests.support.proc import agentd_process, free_port, wait_healthy
 
 WORDS = " ".join(f"w{i:03d}" for i in range(120))  # ~600 characters, streamed over ~4 s
 
@@ -68,7 +68,7 @@ async def bridged_editor(
 
 
 async def test_an_editor_runs_a_whole_session_through_the_bridge(tmp_path: Path, workspace: Path) -> None:
-    port = _free_port()
+    port = free_port()
     async with agentd_serve(tmp_path, port, SCRIPT):
         await whole_session(lambda: bridged_editor(tmp_path, port), workspace)
     assert (workspace / "out.txt").read_text() == "stdio\n"
@@ -87,7 +87,7 @@ def durable_seqs(recorder: Recorder, session_id: str) -> list[int]:
 
 
 async def test_server_killed_and_restarted_mid_turn(tmp_path: Path, workspace: Path) -> None:
-    port = _free_port()
+    port = free_port()
     script = {"loop": True, "steps": [{"text": WORDS, "chunk_size": 5, "chunk_delay": 0.03}]}
     async with contextlib.AsyncExitStack() as stack:
         first = await stack.enter_async_context(agentd_serve(tmp_path, port, script))

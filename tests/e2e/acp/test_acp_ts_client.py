@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.acp.test_acp_stdio import agentd_env, write_script
+from tests.support.acp_stdio import agentd_env, write_script
 from tests.support.paths import SUPPORT_DIR
 
 CLIENT_DIR = SUPPORT_DIR / "ts_client"

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.cli.test_cli import Run, agentd, clean_env
-from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.cli import Run, agentd, clean_env
+from tests.support.proc import agentd_process, free_port, wait_healthy
 
 UNREACHABLE_PG = "postgresql+asyncpg://postgres@127.0.0.1:1/agentd"  # nothing listens on port 1
 BAD_URLS = [
@@ -37,7 +37,7 @@ def one_line_error(run: Run, *fragments: str) -> None:
 @pytest.mark.parametrize(("url", "message"), BAD_URLS)
 async def test_serve_with_a_bad_database_url(tmp_path: Path, url: str, message: str) -> None:
     env = clean_env(tmp_path, AGENTD_DATABASE_URL=url)
-    run = await agentd("serve", "--port", str(_free_port()), env=env, cwd=tmp_path)
+    run = await agentd("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     one_line_error(run, "AGENTD_DATABASE_URL", message)
 
 
@@ -50,7 +50,7 @@ async def test_migrate_with_a_bad_database_url(tmp_path: Path, url: str, message
 async def test_a_missing_script_file(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     env = clean_env(tmp_path, AGENTD_SCRIPT=str(missing))
-    run = await agentd("serve", "--port", str(_free_port()), env=env, cwd=tmp_path)
+    run = await agentd("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     one_line_error(run, "AGENTD_SCRIPT", str(missing))
     assert not (tmp_path / ".agentd").exists()  # refused before the database
 
@@ -59,7 +59,7 @@ async def test_an_invalid_script_file(tmp_path: Path) -> None:
     script = tmp_path / "bad.json"
     script.write_text('{"steps": [{"txt": "typo"}]}')
     env = clean_env(tmp_path, AGENTD_SCRIPT=str(script))
-    run = await agentd("serve", "--port", str(_free_port()), env=env, cwd=tmp_path)
+    run = await agentd("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     one_line_error(run, "AGENTD_SCRIPT", "steps[0].txt")
 
 
@@ -70,7 +70,7 @@ async def test_a_provider_without_its_key_refuses_to_start(
     tmp_path: Path, provider: str, variable: str
 ) -> None:
     env = clean_env(tmp_path, AGENTD_PROVIDER=provider)
-    run = await agentd("serve", "--port", str(_free_port()), env=env, cwd=tmp_path)
+    run = await agentd("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     one_line_error(run, variable, f"AGENTD_PROVIDER={provider}")
     assert not (tmp_path / ".agentd").exists()
 
@@ -103,7 +103,7 @@ async def test_debug_shows_the_traceback(tmp_path: Path, how: str) -> None:
 
 
 async def test_token_auth_without_a_token_starts_and_says_how_to_create_one(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = clean_env(tmp_path, AGENTD_AUTH="token", AGENTD_HOME=str(tmp_path / "home"))
     log = tmp_path / "serve.log"
     base = f"http://127.0.0.1:{port}"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from server.config import PermissionMode, Settings
-from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.proc import agentd_process, free_port, wait_healthy
 
 
 @pytest.fixture
@@ -71,7 +71,7 @@ def test_a_missing_file_is_a_clear_error(tmp_path: Path, clean_env: pytest.Monke
 
 
 async def test_agentd_serve_runs_from_a_config_file(tmp_path: Path, workspace: Path) -> None:
-    port = _free_port()
+    port = free_port()
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": [{"text": "configured by TOML"}]}))
     db = tmp_path / "from-config.db"

@@ -15,8 +15,8 @@ import yaml
 
 from server.config import Settings
 from tests.conftest import scripted
-from tests.e2e.store.test_persistence import _free_port
 from tests.support.paths import REPO_ROOT
+from tests.support.proc import free_port
 
 ROOT = REPO_ROOT
 
@@ -147,7 +147,7 @@ async def run_healthcheck(port: int) -> int:
 @pytest.mark.parametrize("serving", [True, False])
 async def test_the_healthcheck_follows_the_configured_port(server_factory, serving: bool) -> None:
     if not serving:
-        assert await run_healthcheck(_free_port()) != 0  # nothing listens there: unhealthy
+        assert await run_healthcheck(free_port()) != 0  # nothing listens there: unhealthy
         return
     async with server_factory(scripted({"text": "ok"})) as server:
         port = int(server.base_url.rsplit(":", 1)[1])

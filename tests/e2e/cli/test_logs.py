@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.proc import agentd_process, free_port, wait_healthy
 
 
 async def serve_and_read_log(tmp_path: Path, log_format: str) -> str:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path), AGENTD_LOG_FORMAT=log_format)
     log = tmp_path / f"serve-{log_format}.log"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli.test_cli import clean_env
+from tests.support.cli import clean_env
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT

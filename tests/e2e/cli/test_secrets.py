@@ -11,7 +11,7 @@ import httpx
 
 from server.config import redact_url
 from tests.conftest import postgres_database
-from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
+from tests.support.proc import agentd_process, free_port, wait_healthy
 
 
 def test_passwords_in_urls_are_redacted() -> None:
@@ -27,7 +27,7 @@ async def test_serve_logs_no_secret(tmp_path: Path, workspace: Path) -> None:
     async with postgres_database() as url:
         # Trust auth accepts any password, so the server really runs with this one.
         with_password = url.replace("postgres@", "postgres:db-s3cret-pw@", 1)
-        port = _free_port()
+        port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
         env.update(
             AGENTD_HOME=str(tmp_path / "home"),

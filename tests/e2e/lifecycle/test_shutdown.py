@@ -28,15 +28,11 @@ from server.store.db import Store, StoredEvent
 from server.tools.base import Access, ToolContext, ToolKind, ToolResult
 from server.tools.registry import builtin_tools
 from tests.conftest import Server, scripted
-from tests.e2e.store.test_persistence import (
-    _free_port,
-    _pids_with_cwd,
-    agentd_process,
-    conversation_view,
-    wait_healthy,
-)
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.frames import conversation_view
+from tests.support.polling import until
+from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
+from tests.support.session import assert_valid_frames, is_update, new_session
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion
 
@@ -68,7 +64,7 @@ class Hold:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         self.started.set()
-        await poll(self.release, bound=BOUND_S * 2)
+        await until(self.release, BOUND_S * 2)
         self.finished = True
         return ToolResult("released")
 
@@ -154,20 +150,6 @@ async def background(cm: Any) -> AsyncIterator[tuple[Server, Background]]:
         await bg.close()
 
 
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def is_update(session_id: str, kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
-    def predicate(msg: dict[str, Any]) -> bool:
-        if msg.get("method") != "session/update" or msg["params"]["sessionId"] != session_id:
-            return False
-        update = msg["params"]["update"]
-        return update["sessionUpdate"] == kind and all(update.get(k) == v for k, v in fields.items())
-
-    return predicate
-
-
 def queue_of_length(session_id: str, n: int) -> Callable[[dict[str, Any]], bool]:
     def predicate(msg: dict[str, Any]) -> bool:
         return (
@@ -195,24 +177,6 @@ async def stored(db_url: str, session_id: str) -> tuple[list[StoredEvent], Any]:
         return await store.read_events(session_id), await store.get_session(session_id)
     finally:
         await store.close()
-
-
-async def poll(predicate: Callable[[], Any], *, bound: float = BOUND_S) -> None:
-    """Wait until `predicate()` (sync or async) is true; `bound` only stops a hang."""
-    async with asyncio.timeout(bound):
-        while True:
-            value = predicate()
-            if asyncio.iscoroutine(value):
-                value = await value
-            if value:
-                return
-            await asyncio.sleep(0.02)
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 def tools_with(*extra: Any) -> dict[str, Any]:
@@ -304,7 +268,7 @@ async def test_shutdown_answers_the_running_and_queued_prompts_and_restart_resum
         async def resumed_turn_ended() -> bool:
             return len(kinds(await store.read_events(sid), "turn_ended")) == 2
 
-        await poll(resumed_turn_ended)
+        await until(resumed_turn_ended)
         assert len(second.requests) == 1
         resumed = kinds(await store.read_events(sid), "turn_ended")[-1]
         assert (resumed["outcome"], resumed.get("requestId"), resumed["promptId"]) == (
@@ -385,7 +349,7 @@ async def test_a_tool_ignoring_the_gate_is_cancelled_within_the_grace_period(
                 is_update(sid, "tool_call_update", toolCallId="call_sleep", status="in_progress"),
                 within=BOUND_S,
             )
-            await poll(lambda: _pids_with_cwd(workspace))  # the shell really runs
+            await until(lambda: pids_with_cwd(workspace))  # the shell really runs
             bg.shutdown()
             # A hang here (the drain never giving up on the sleeping tool) fails the test.
             async with asyncio.timeout(20):
@@ -406,7 +370,7 @@ async def test_a_tool_ignoring_the_gate_is_cancelled_within_the_grace_period(
         ]
         assert len(final) == 1
         # The shell's process group did not outlive the turn.
-        await poll(lambda: not _pids_with_cwd(workspace))
+        await until(lambda: not pids_with_cwd(workspace))
 
         events, _ = await stored(db_url, sid)
         ended = kinds(events, "turn_ended")
@@ -414,7 +378,7 @@ async def test_a_tool_ignoring_the_gate_is_cancelled_within_the_grace_period(
             (result["_meta"]["agentd"]["turnId"], outcome, "req-sleep")
         ]
     finally:
-        for pid in _pids_with_cwd(workspace):
+        for pid in pids_with_cwd(workspace):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 
@@ -548,7 +512,7 @@ async def test_input_interjected_into_a_turn_stopped_by_shutdown_is_kept_and_run
         async def resumed() -> bool:
             return len(kinds(await store.read_events(sid), "turn_ended")) == 2
 
-        await poll(resumed)
+        await until(resumed)
     assert len(second.requests) == 1
 
 
@@ -587,7 +551,7 @@ async def test_while_draining_readyz_is_503_and_new_sessions_are_refused(
         async def draining() -> bool:
             return (await http.get("/readyz")).status_code == 503
 
-        await poll(draining)
+        await until(draining)
         resp = await http.get("/readyz")
         assert resp.status_code == 503
         assert resp.json()["status"] == "draining"
@@ -638,7 +602,7 @@ async def test_a_prompt_sent_to_a_live_session_while_draining_is_answered_shutti
         running = prompt_request(client, sid, "hold on", requestId="req-hold")
         await asyncio.wait_for(hold.started.wait(), BOUND_S)
         bg.shutdown()
-        await poll(lambda: server.app.state.agentd.manager.closing)
+        await until(lambda: server.app.state.agentd.manager.closing)
         try:
             late = await asyncio.wait_for(
                 client.request("session/prompt", text_prompt(sid, "too late", requestId="req-late")), 10
@@ -685,7 +649,7 @@ async def test_sigterm_drains_a_real_agentd_serve_process_and_the_session_surviv
             "--script", str(script), "--permission-mode", "bypass", "--log-level", "warning",
         ]  # fmt: skip
 
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     try:
@@ -697,7 +661,7 @@ async def test_sigterm_drains_a_real_agentd_serve_process_and_the_session_surviv
             await client.wait_notification(
                 is_update(sid, "tool_call_update", toolCallId="call_s", status="in_progress"), within=BOUND_S
             )
-            await poll(lambda: _pids_with_cwd(workspace))  # the shell really runs
+            await until(lambda: pids_with_cwd(workspace))  # the shell really runs
 
             os.kill(proc.pid, signal.SIGTERM)
             async with asyncio.timeout(BOUND_S):
@@ -716,7 +680,7 @@ async def test_sigterm_drains_a_real_agentd_serve_process_and_the_session_surviv
             # (uvicorn's convention, which process managers read as a clean stop).
             assert returncode == -signal.SIGTERM, f"agentd serve exited with {returncode}:\n{output}"
     finally:
-        for pid in _pids_with_cwd(workspace):
+        for pid in pids_with_cwd(workspace):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 
@@ -727,7 +691,7 @@ async def test_sigterm_drains_a_real_agentd_serve_process_and_the_session_surviv
     assert row is not None and not row.queue
 
     # Restart the process on the same database: the session loads with the same history.
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     async with agentd_process(args(port), env=env, log=tmp_path / "serve2.log") as proc:
         await wait_healthy(base, proc, tmp_path / "serve2.log")

@@ -32,23 +32,10 @@ from server.loop.react import GRACE_TEXT
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, text_prompt
+from tests.support.session import events as ext_events
+from tests.support.session import new_session
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, cwd: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(cwd), "mcpServers": []}))["sessionId"]
-
-
-def ext_events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:

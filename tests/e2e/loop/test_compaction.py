@@ -32,6 +32,7 @@ from server.store.db import Store
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
+from tests.support.session import new_session
 
 # The system prompt and tool guidance alone are ~5,000 characters (~1,250 tokens), so the
 # window is sized for the conversation to matter: the threshold is 8,500 tokens (~34,000
@@ -103,10 +104,6 @@ async def read_store(db_url: str, sid: str) -> tuple[list[Any], list[Message]]:
 
 def compaction_events(events: list[Any]) -> list[dict[str, Any]]:
     return [e.payload for e in events if e.kind == "compaction"]
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
 
 
 def pairs(messages: list[Message]) -> list[tuple[str, str]]:

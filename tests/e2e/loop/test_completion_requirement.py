@@ -26,8 +26,8 @@ from server.loop.turn import RECOVERY_TEXT
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.session import assert_valid_frames, events, open_session
 
 NEVER = {"text": "this step must never be sampled"}
 REMINDER = RECOVERY_TEXT.format(tool="todo_write")
@@ -85,31 +85,6 @@ def agents_dir(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------------------- helpers
 
 
-async def new_session(client: WsClient, workspace: Path, agent: str | None = None) -> dict[str, Any]:
-    params: dict[str, Any] = {"cwd": str(workspace), "mcpServers": []}
-    if agent is not None:
-        params["_meta"] = {"agentd": {"agent": agent}}
-    return await client.call("session/new", params)
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    """Every frame the server sent is valid ACP (extension frames: envelope and camelCase)."""
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
-
-
 def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
     ended = events(client, session_id, "turn_ended")
     assert len(ended) == 1, ended
@@ -148,7 +123,7 @@ async def test_missing_completion_tool_reminds_backs_off_reruns_and_exhausts(
     provider = scripted(*({"text": f"answer {i}"} for i in range(1, 6)), NEVER)
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        created = await new_session(client, workspace, agent="planner")
+        created = await open_session(client, workspace, agent="planner")
         sid = created["sessionId"]
         assert agent_option(created["configOptions"])["currentValue"] == "planner"
 
@@ -195,7 +170,7 @@ async def test_calling_the_tool_in_a_recovery_round_ends_normally(
     )
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        sid = (await new_session(client, workspace, agent="planner"))["sessionId"]
+        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
 
         result = await client.call("session/prompt", text_prompt(sid, "plan the work"))
 
@@ -220,7 +195,7 @@ async def test_calling_the_tool_in_the_first_round_needs_no_recovery(
     )
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        sid = (await new_session(client, workspace, agent="planner"))["sessionId"]
+        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
 
         result = await client.call("session/prompt", text_prompt(sid, "plan the work"))
 
@@ -236,7 +211,7 @@ async def test_default_agent_has_no_completion_requirement(server_factory, works
     provider = scripted({"text": "Just an answer."}, NEVER)
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        created = await new_session(client, workspace)
+        created = await open_session(client, workspace)
         sid = created["sessionId"]
         assert agent_option(created["configOptions"])["currentValue"] == "default"
 
@@ -271,7 +246,7 @@ async def test_recovery_rounds_do_not_force_the_output_schema(
     )
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        sid = (await new_session(client, workspace, agent="extractor"))["sessionId"]
+        sid = (await open_session(client, workspace, agent="extractor"))["sessionId"]
 
         result = await client.call("session/prompt", text_prompt(sid, "summarise"))
 
@@ -312,7 +287,7 @@ async def test_a_valid_structured_output_satisfies_a_structured_output_requireme
     provider = ScriptedProvider.from_dict({"steps": [step, NEVER, NEVER]}, supports_native_schema=native)
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        sid = (await new_session(client, workspace, agent="extractor"))["sessionId"]
+        sid = (await open_session(client, workspace, agent="extractor"))["sessionId"]
 
         result = await client.call("session/prompt", text_prompt(sid, "summarise"))
 
@@ -335,7 +310,7 @@ async def test_max_turns_reached_never_enters_recovery(server_factory, workspace
     )
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        sid = (await new_session(client, workspace, agent="capped"))["sessionId"]
+        sid = (await open_session(client, workspace, agent="capped"))["sessionId"]
 
         result = await client.call("session/prompt", text_prompt(sid, "look around"))
 
@@ -352,7 +327,7 @@ async def test_stationarity_stop_never_enters_recovery(server_factory, workspace
     provider = scripted(*({"tool_calls": [list_dir_call(f"call_{i}")]} for i in range(16)), NEVER)
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        sid = (await new_session(client, workspace, agent="planner"))["sessionId"]
+        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
 
         result = await client.call("session/prompt", text_prompt(sid, "look around"))
 
@@ -369,7 +344,7 @@ async def test_refusal_never_enters_recovery(server_factory, workspace: Path, ag
     provider = scripted({"text": "I can't help with that.", "stop": "refusal"}, NEVER)
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        sid = (await new_session(client, workspace, agent="planner"))["sessionId"]
+        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
 
         result = await client.call("session/prompt", text_prompt(sid, "do something bad"))
 
@@ -390,7 +365,7 @@ async def test_unknown_agent_on_session_new_is_invalid_params(
         client = await server.client()
 
         with pytest.raises(RpcFailed) as info:
-            await new_session(client, workspace, agent="nobody")
+            await open_session(client, workspace, agent="nobody")
 
         assert info.value.code == -32602
         assert "nobody" in info.value.error["message"]
@@ -412,7 +387,7 @@ async def test_set_config_option_switches_the_agent_and_its_requirement(
     )
     async with server_factory(provider, agents_dir=agents_dir) as server:
         client = await server.client()
-        created = await new_session(client, workspace)
+        created = await open_session(client, workspace)
         sid = created["sessionId"]
         option = agent_option(created["configOptions"])
         assert option["currentValue"] == "default"

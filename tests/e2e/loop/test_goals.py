@@ -45,27 +45,12 @@ from server.loop.goal import (
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
+from tests.support.session import events, new_session
 
 SESSION_MODEL = "gpt-4o-mini"  # Settings.model's default
 SMALL_MODEL = "tiny-judge"
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    """Payloads of every `_agentd/event` of `kind` for the session, in order."""
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def verdict_events(client: WsClient, session_id: str) -> list[dict[str, Any]]:

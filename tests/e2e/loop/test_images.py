@@ -16,10 +16,11 @@ from server.loop.prompt import prompt_images, prompt_text
 from server.providers.anthropic import _content_blocks
 from server.providers.openai import _translate_message
 from tests.conftest import scripted
-from tests.e2e.session.test_actor import assert_valid_frames
-from tests.e2e.tools.test_mcp import calc_stdio, call
 from tests.support.client import text_prompt
 from tests.support.fakes.mcp_calc import PNG_1PX
+from tests.support.mcp import calc_stdio
+from tests.support.session import assert_valid_frames
+from tests.support.session import tool_call as call
 
 IMAGE = {"type": "image", "mimeType": "image/png", "data": PNG_1PX}
 

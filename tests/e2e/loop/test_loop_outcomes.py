@@ -31,43 +31,16 @@ from server.loop.detection import NUDGE_TEXT
 from server.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.session import assert_valid_frames, events, is_update, new_session, shown_text
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    """Payloads of every `_agentd/event` of `kind` for the session, in order."""
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
     ended = events(client, session_id, "turn_ended")
     assert len(ended) == 1, ended
     return ended[0]
-
-
-def is_update(session_id: str, kind: str) -> Any:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "session/update"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["update"]["sessionUpdate"] == kind
-        )
-
-    return predicate
 
 
 def tool_updates(client: WsClient, session_id: str) -> list[dict[str, Any]]:
@@ -88,10 +61,6 @@ def started_tool_calls(client: WsClient, session_id: str) -> list[str]:
     return [u["toolCallId"] for u in tool_updates(client, session_id) if u.get("status") == "in_progress"]
 
 
-def shown_text(update: dict[str, Any]) -> str:
-    return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
-
-
 def assert_well_formed(messages: list[Message]) -> None:
     """Every assistant tool call is answered right after its message; no orphan results."""
     i = 0
@@ -110,12 +79,6 @@ def assert_well_formed(messages: list[Message]) -> None:
 def assert_all_requests_well_formed(requests: list[ProviderRequest]) -> None:
     for request in requests:
         assert_well_formed(request.messages)
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 def list_dir_call(call_id: str | None = None, path: str = ".") -> dict[str, Any]:

@@ -33,8 +33,8 @@ from server.loop.conversation import Message
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.registry import builtin_tools
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import RequestHandler, WsClient, text_prompt
+from tests.support.session import assert_valid_frames, events, new_session, shown_text, tool_call
 
 # A bound on how long a probe waits for another one: only reached when the server runs
 # calls serially that it should run concurrently (the test then fails, it does not hang).
@@ -127,25 +127,6 @@ class WriteProbe(Probe):
 # ---------------------------------------------------------------------------- helpers
 
 
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments, "id": call_id}
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
-
-
 def final_tool_updates(client: WsClient, session_id: str) -> dict[str, dict[str, Any]]:
     """The completed/failed tool_call_update per call id, in the order they were sent."""
     out: dict[str, dict[str, Any]] = {}
@@ -153,10 +134,6 @@ def final_tool_updates(client: WsClient, session_id: str) -> dict[str, dict[str,
         if u["sessionUpdate"] == "tool_call_update" and u.get("status") in ("completed", "failed"):
             out[u["toolCallId"]] = u
     return out
-
-
-def shown_text(update: dict[str, Any]) -> str:
-    return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
 
 
 def tool_messages(messages: list[Message]) -> list[Message]:
@@ -174,12 +151,6 @@ def answer_by_call(answers: dict[str, str]) -> RequestHandler:
         return {"outcome": {"outcome": "selected", "optionId": option}}
 
     return handler
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 def write_hooks_file(tmp_path: Path, hook_source: str, *, timeout: float | None = None) -> Path:
@@ -205,7 +176,9 @@ async def test_read_calls_of_one_step_run_concurrently(server_factory, workspace
         {
             "text": "Probing three times at once.",
             "tool_calls": [
-                call("probe", f"call_{label}", label=label, after_start=[o for o in labels if o != label])
+                tool_call(
+                    "probe", f"call_{label}", label=label, after_start=[o for o in labels if o != label]
+                )
                 for label in labels
             ],
         },
@@ -246,9 +219,9 @@ async def test_writes_to_the_same_path_are_serialised_while_another_path_runs_al
                 # Both same-path writes hold until the other-path write started; that one
                 # holds until both same-path writes started. Only a per-path lock (and
                 # parallel execution otherwise) lets all three finish without timing out.
-                call("write_probe", "call_same1", label="same1", path="same.txt", after_start=["other"]),
-                call("write_probe", "call_same2", label="same2", path="same.txt", after_start=["other"]),
-                call(
+                tool_call("write_probe", "call_same1", label="same1", path="same.txt", after_start=["other"]),
+                tool_call("write_probe", "call_same2", label="same2", path="same.txt", after_start=["other"]),
+                tool_call(
                     "write_probe",
                     "call_other",
                     label="other",
@@ -301,9 +274,9 @@ async def test_results_are_written_back_in_call_order_when_the_first_call_finish
     provider = scripted(
         {
             "tool_calls": [
-                call("probe", "call_slow", label="slow", after_end=["fast1", "fast2"]),
-                call("probe", "call_fast1", label="fast1"),
-                call("probe", "call_fast2", label="fast2"),
+                tool_call("probe", "call_slow", label="slow", after_end=["fast1", "fast2"]),
+                tool_call("probe", "call_fast1", label="fast1"),
+                tool_call("probe", "call_fast2", label="fast2"),
             ]
         },
         {"text": "Got all three."},
@@ -341,9 +314,11 @@ async def test_a_tool_that_raises_becomes_a_failed_call_and_the_loop_goes_on(ser
     provider = scripted(
         {
             "tool_calls": [
-                call("probe", "call_crash", label="crash", fail="raise", message="disk on fire"),
-                call("probe", "call_readable", label="readable", fail="tool_error", message="no such widget"),
-                call("probe", "call_fine", label="fine"),
+                tool_call("probe", "call_crash", label="crash", fail="raise", message="disk on fire"),
+                tool_call(
+                    "probe", "call_readable", label="readable", fail="tool_error", message="no such widget"
+                ),
+                tool_call("probe", "call_fine", label="fine"),
             ]
         },
         {"text": "One crashed, one failed, one worked; carrying on."},
@@ -383,9 +358,9 @@ async def test_a_rejection_mid_step_cancels_later_calls_and_ends_the_turn(server
     provider = scripted(
         {
             "tool_calls": [
-                call("write_file", "call_a", path="a.txt", content="a"),
-                call("write_file", "call_b", path="b.txt", content="b"),
-                call("write_file", "call_c", path="c.txt", content="c"),
+                tool_call("write_file", "call_a", path="a.txt", content="a"),
+                tool_call("write_file", "call_b", path="b.txt", content="b"),
+                tool_call("write_file", "call_c", path="c.txt", content="c"),
             ]
         },
         {"text": "should not be sampled in this turn"},
@@ -443,9 +418,9 @@ async def test_a_hook_denial_skips_only_that_call(server_factory, workspace: Pat
     provider = scripted(
         {
             "tool_calls": [
-                call("write_file", "call_a", path="a.txt", content="a"),
-                call("write_file", "call_b", path="b.txt", content="b"),
-                call("write_file", "call_c", path="c.txt", content="c"),
+                tool_call("write_file", "call_a", path="a.txt", content="a"),
+                tool_call("write_file", "call_b", path="b.txt", content="b"),
+                tool_call("write_file", "call_c", path="c.txt", content="c"),
             ]
         },
         {"text": "b was blocked; a and c are written."},
@@ -519,7 +494,7 @@ async def test_a_failing_or_slow_hook_fails_open(
 ):
     hooks = write_hooks_file(tmp_path, hook_source, timeout=hook_timeout)
     provider = scripted(
-        {"tool_calls": [call("write_file", "call_a", path="a.txt", content="a")]},
+        {"tool_calls": [tool_call("write_file", "call_a", path="a.txt", content="a")]},
         {"text": "Written."},
     )
     async with server_factory(provider, permission_mode=PermissionMode.BYPASS, hooks_file=hooks) as server:

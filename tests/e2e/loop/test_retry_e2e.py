@@ -26,6 +26,8 @@ from server.store.db import Store
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_server as oai
+from tests.support.session import events as ext_events
+from tests.support.session import new_session
 
 MODEL = "test-model"
 
@@ -40,21 +42,6 @@ async def fake() -> AsyncIterator[oai.FakeOpenAI]:
 
 def openai_provider(fake: oai.FakeOpenAI) -> OpenAIProvider:
     return OpenAIProvider(base_url=fake.base_url, api_key="sk-test", model=MODEL)
-
-
-async def new_session(client: WsClient, cwd: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(cwd), "mcpServers": []}))["sessionId"]
-
-
-def ext_events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def retries(client: WsClient, session_id: str) -> list[dict[str, Any]]:

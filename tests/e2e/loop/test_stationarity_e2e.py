@@ -27,25 +27,10 @@ from server.loop.conversation import Message
 from server.loop.detection import NO_PROGRESS_NOTE, NUDGE_TEXT
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.session import assert_valid_frames, events, new_session, shown_text
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def tool_updates(client: WsClient, session_id: str, call_id: str) -> list[dict[str, Any]]:
@@ -61,10 +46,6 @@ def statuses(client: WsClient, session_id: str, call_id: str) -> list[str]:
     return [u["status"] for u in tool_updates(client, session_id, call_id) if "status" in u]
 
 
-def shown_text(update: dict[str, Any]) -> str:
-    return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
-
-
 def nudges_in(request: ProviderRequest) -> list[int]:
     """Indices of the stationarity nudge among the request's messages."""
     return [i for i, m in enumerate(request.messages) if m.role == "user" and m.content == NUDGE_TEXT]
@@ -78,12 +59,6 @@ def tool_result(request: ProviderRequest, call_id: str) -> Message:
 
 def last_user_text(request: ProviderRequest) -> str:
     return next(m.content for m in reversed(request.messages) if m.role == "user")
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 def step(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:

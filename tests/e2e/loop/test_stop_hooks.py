@@ -21,46 +21,23 @@ is no longer consulted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, text_prompt
+from tests.support.polling import until
+from tests.support.session import assert_valid_frames, events, new_session
 
 NEVER = {"text": "this step must never be sampled"}
 PAYLOAD_KEYS = {"event", "sessionId", "cwd", "turnId", "lastMessage", "reentries"}
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    """Every frame the server sent is valid ACP (extension frames: envelope and camelCase)."""
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
@@ -106,15 +83,6 @@ def block_first(verdict: dict[str, Any]) -> str:
         f"verdict = {verdict!r} if payload['reentries'] == 0 else {{'decision': 'allow'}}\n"
         "print(json.dumps(verdict))"
     )
-
-
-async def wait_until(predicate: Callable[[], bool], *, bound: float = 10) -> None:
-    """Poll `predicate`; `bound` only stops a hang, it is not a timing assertion."""
-    for _ in range(int(bound / 0.01)):
-        if predicate():
-            return
-        await asyncio.sleep(0.01)
-    pytest.fail("condition never became true")
 
 
 def hooks_file(tmp_path: Path, *hooks: CommandHook) -> Path:
@@ -385,7 +353,7 @@ async def test_client_hook_is_not_consulted_after_its_client_disconnects(server_
         # Wait (bounded) until the server has processed the disconnect: the session has no
         # attached client left. Not a timing assertion — only the order of things matters.
         actor = await server.app.state.agentd.manager.get(sid)
-        await wait_until(lambda: len(actor.hub) == 0)
+        await until(lambda: len(actor.hub) == 0)
 
         other = await server.client()
         result = await other.call("session/prompt", text_prompt(sid, "two"))

@@ -23,8 +23,8 @@ from server.loop.structured import MISSING_CALL_TEXT, STRUCTURED_OUTPUT_TOOL
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import Server, scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, text_prompt
+from tests.support.session import assert_valid_frames, events, new_session
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -39,29 +39,8 @@ def serve(server_factory) -> ServeFn:
     return start
 
 
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
-
-
 def plans(client: WsClient, session_id: str) -> list[list[dict[str, Any]]]:
     return [u["entries"] for u in client.updates(session_id) if u["sessionUpdate"] == "plan"]
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 NUDGE_MARK = "Your todo list still has unfinished items"

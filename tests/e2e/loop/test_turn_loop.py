@@ -29,26 +29,11 @@ from server.loop.goal import EVALUATOR_SYSTEM
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.session import events, is_update, new_session
 
 NEVER = {"text": "this step must never be sampled"}
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    """Payloads of every `_agentd/event` of `kind` for the session, in order."""
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def all_events(client: WsClient, session_id: str) -> list[tuple[str, dict[str, Any]]]:
@@ -77,17 +62,6 @@ def verdict(decision: str, evidence: str, next_step: str) -> dict[str, Any]:
 
 def list_dir_call(call_id: str) -> dict[str, Any]:
     return {"name": "list_dir", "arguments": {"path": "."}, "id": call_id}
-
-
-def is_update(session_id: str, kind: str) -> Any:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "session/update"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["update"]["sessionUpdate"] == kind
-        )
-
-    return predicate
 
 
 def blocking_stop_hook_file(tmp_path: Path) -> tuple[Path, Path]:

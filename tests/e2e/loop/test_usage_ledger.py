@@ -27,6 +27,8 @@ from server.store.db import Store
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.fakes import openai_server as oai
+from tests.support.session import events as ext_events
+from tests.support.session import is_update, new_session
 
 MODEL = "test-model"
 # $3 / $15 per million input / output tokens, cache reads at a tenth, cache writes at 1.25x.
@@ -34,32 +36,6 @@ PRICES = {MODEL: {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write"
 PRICE = Price(3.0, 15.0, 0.3, 3.75)
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, cwd: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(cwd), "mcpServers": []}))["sessionId"]
-
-
-def ext_events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
-
-
-def is_update(session_id: str, kind: str) -> Any:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "session/update"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["update"]["sessionUpdate"] == kind
-        )
-
-    return predicate
 
 
 def tokens(ledger: dict[str, Any]) -> tuple[int, int, int, int]:

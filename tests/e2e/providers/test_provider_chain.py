@@ -28,9 +28,11 @@ from server.loop.usage import Price
 from server.providers.anthropic import AnthropicProvider
 from server.providers.base import ProviderRequest, StreamEvent, TextDelta, Usage
 from server.providers.openai import OpenAIProvider
-from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.client import agent_text, text_prompt
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_server as oai
+from tests.support.session import events as ext_events
+from tests.support.session import new_session
 
 PRIMARY = "test-model"
 FALLBACK = "model-b"
@@ -66,21 +68,6 @@ def openai_provider(fake: oai.FakeOpenAI, model: str) -> OpenAIProvider:
 
 def fallback_lane(provider: Any, model: str = FALLBACK) -> Lane:
     return Lane(provider, model, "fallback1")
-
-
-async def new_session(client: WsClient, cwd: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(cwd), "mcpServers": []}))["sessionId"]
-
-
-def ext_events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def lane_tokens(lane: dict[str, Any]) -> tuple[int, int, int, int]:

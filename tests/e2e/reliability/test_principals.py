@@ -31,6 +31,7 @@ from server.providers.base import ProviderRequest
 from server.transport.handlers import METHODS
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.session import new_session
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
 
@@ -218,7 +219,7 @@ async def test_no_method_or_endpoint_lets_one_principal_touch_anothers_session(
             # from the app's own route table as OpenAPI describes it.
             paths = {p: ops for p, ops in server.app.openapi()["paths"].items() if "{session_id}" in p}
             assert paths, "no HTTP route with {session_id}: the route matrix would be vacuous"
-            twin = await new_session(bob, workspace)
+            twin = await bounded(new_session(bob, workspace))
             for path, operations in paths.items():
                 for verb in sorted(operations):
                     refused = await http.request(verb, path.replace("{session_id}", sid_a), headers=bob_http)
@@ -240,10 +241,6 @@ async def test_no_method_or_endpoint_lets_one_principal_touch_anothers_session(
             await http.aclose()
             await alice.close()
             await bob.close()
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await bounded(client.call("session/new", {"cwd": str(workspace), "mcpServers": []})))["sessionId"]
 
 
 async def probe(
@@ -284,7 +281,7 @@ async def probe(
             )
     # The control: the same params on a session B owns are accepted, so the refusal above
     # came from the ownership check.
-    twin = await new_session(bob, workspace)
+    twin = await bounded(new_session(bob, workspace))
     own = await bounded(bob.request(method, params_for(method, twin, workspace)))
     error = own.get("error", {})
     # `_agentd/permission/respond` on B's own session names a request that is not pending:

@@ -23,14 +23,10 @@ from server.loop.conversation import Message
 from server.providers.base import ProviderRequest, StreamEvent
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, agent_text, allow, text_prompt
+from tests.support.session import assert_valid_frames, is_event, new_session
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
 
 
 def turn_events(client: WsClient, session_id: str) -> list[tuple[int, str, dict[str, Any]]]:
@@ -57,25 +53,8 @@ def response_index(client: WsClient, request_id: Any) -> int:
     return matches[0]
 
 
-def is_event(session_id: str, kind: str) -> Any:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "_agentd/event"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["kind"] == kind
-        )
-
-    return predicate
-
-
 def last_user_text(request: ProviderRequest) -> str:
     return next(m.content for m in reversed(request.messages) if m.role == "user")
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 class RoutedProvider:

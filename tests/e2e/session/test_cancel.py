@@ -6,8 +6,6 @@ conversation."""
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,65 +13,23 @@ from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
-from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.client import agent_text, text_prompt
+from tests.support.polling import until, value_of
+from tests.support.proc import process_alive, read_pid
+from tests.support.session import (
+    assert_valid_frames,
+    cancel,
+    events,
+    final_tool_updates,
+    is_event,
+    is_update,
+    new_session,
+    shown_text,
+)
 
 T = TypeVar("T")
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-async def cancel(client: WsClient, session_id: str) -> None:
-    await client.notify("session/cancel", {"sessionId": session_id})
-
-
-def is_update(session_id: str, kind: str, **fields: Any) -> Any:
-    def predicate(msg: dict[str, Any]) -> bool:
-        if msg.get("method") != "session/update" or msg["params"]["sessionId"] != session_id:
-            return False
-        update = msg["params"]["update"]
-        return update["sessionUpdate"] == kind and all(update.get(k) == v for k, v in fields.items())
-
-    return predicate
-
-
-def is_event(session_id: str, kind: str) -> Any:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "_agentd/event"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["kind"] == kind
-        )
-
-    return predicate
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
-
-
-def final_tool_updates(client: WsClient, session_id: str) -> dict[str, dict[str, Any]]:
-    """The last status-carrying tool_call_update per tool call id."""
-    out: dict[str, dict[str, Any]] = {}
-    for u in client.updates(session_id):
-        if u["sessionUpdate"] == "tool_call_update" and "status" in u:
-            out[u["toolCallId"]] = u
-    return out
-
-
-def shown_text(update: dict[str, Any]) -> str:
-    return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
 
 
 def assert_well_formed(messages: list[Message]) -> None:
@@ -96,49 +52,6 @@ def assert_well_formed(messages: list[Message]) -> None:
 def assert_all_requests_well_formed(requests: list[ProviderRequest]) -> None:
     for request in requests:
         assert_well_formed(request.messages)
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
-
-
-def read_pid(path: Path) -> int | None:
-    """The pid in `path` once it is completely written, else None."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    return int(text) if text.endswith("\n") and text.strip().isdigit() else None
-
-
-async def poll_until(check: Callable[[], T | None], what: str, timeout_s: float = 15) -> T:
-    """Poll an outside condition (a file, a process) until `check` returns a value."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            while True:
-                value = check()
-                if value is not None:
-                    return value
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout_s} s waiting for {what}") from None
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state != "Z"  # a killed child nobody reaped yet is dead
 
 
 # ---------------------------------------------------------------------------- streaming
@@ -208,7 +121,7 @@ async def test_cancel_while_bash_runs_kills_the_command_and_its_children(server_
 
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "run the job")))
         await client.wait_notification(is_update(sid, "tool_call_update", status="in_progress"))
-        pid = await poll_until(lambda: read_pid(workspace / "child.pid"), "child.pid")
+        pid = await value_of(lambda: read_pid(workspace / "child.pid"), what="child.pid")
         assert process_alive(pid)
         await cancel(client, sid)
         resp = await prompt
@@ -216,7 +129,7 @@ async def test_cancel_while_bash_runs_kills_the_command_and_its_children(server_
         assert "error" not in resp, resp
         assert resp["result"]["stopReason"] == "cancelled"
         assert resp["result"]["_meta"]["agentd"]["reason"] == "user_cancelled"
-        await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
+        await until(lambda: not process_alive(pid), what=f"process {pid} to die")
         final = final_tool_updates(client, sid)["call_sleep"]
         assert final["status"] == "failed"
         assert "Cancelled by the user" in shown_text(final)

@@ -12,9 +12,10 @@ from typing import Any
 from server.loop.context import Lane
 from server.session.config_options import model_choices
 from tests.conftest import scripted
-from tests.e2e.session.test_actor import assert_valid_frames
-from tests.e2e.session.test_attach import attach, until
 from tests.support.client import WsClient, text_prompt
+from tests.support.frames import attach
+from tests.support.polling import until
+from tests.support.session import assert_valid_frames
 
 SET = "session/set_config_option"
 

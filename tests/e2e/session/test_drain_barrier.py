@@ -28,7 +28,8 @@ import websockets
 from server.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
-from tests.support.client import WsClient, allow, text_prompt
+from tests.support.client import allow, text_prompt
+from tests.support.session import is_event, new_session
 
 READ_PAUSE = 0.002  # the slow client's pause after each frame it reads
 
@@ -95,21 +96,6 @@ class SlowClient:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient | SlowClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def is_event(session_id: str, kind: str) -> Callable[[dict[str, Any]], bool]:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "_agentd/event"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["kind"] == kind
-        )
-
-    return predicate
 
 
 def timeline(frames: list[dict[str, Any]], session_id: str) -> list[tuple[Any, ...]]:

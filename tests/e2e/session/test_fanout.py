@@ -15,17 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import scripted
-from tests.e2e.session.test_attach import (
-    ATTACH,
-    durable_seqs,
-    has_turn_ended,
-    is_durable,
-    message_text,
-    new_session,
-    stored_seqs,
-    until,
-)
 from tests.support.client import text_prompt
+from tests.support.frames import ATTACH, durable_seqs, has_turn_ended, is_durable, message_text, stored_seqs
+from tests.support.polling import until
+from tests.support.session import new_session
 
 RESYNC = "_agentd/resync_required"
 BIG = "".join(f"<{i:05d}:{'x' * 250}>" for i in range(24000))  # ~6 MB

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,8 @@ from server.providers.scripted import ScriptedProvider
 from server.session.commands import Prompt
 from server.tools.background import INTERRUPTED_TEXT
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
+from tests.support.session import assert_valid_frames, events, is_event, is_update, new_session, shown_text
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -74,48 +74,11 @@ class GatedProvider:
                     await gate.wait()
 
 
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
 def interject_params(session_id: str, text: str, expected_turn_id: str | None = None) -> dict[str, Any]:
     params: dict[str, Any] = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
     if expected_turn_id is not None:
         params["expectedTurnId"] = expected_turn_id
     return params
-
-
-def is_update(session_id: str, kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
-    def predicate(msg: dict[str, Any]) -> bool:
-        if msg.get("method") != "session/update" or msg["params"]["sessionId"] != session_id:
-            return False
-        update = msg["params"]["update"]
-        return update["sessionUpdate"] == kind and all(update.get(k) == v for k, v in fields.items())
-
-    return predicate
-
-
-def is_event(session_id: str, kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "_agentd/event"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["kind"] == kind
-            and all(msg["params"]["event"].get(k) == v for k, v in fields.items())
-        )
-
-    return predicate
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 def final_update(client: WsClient, session_id: str, call_id: str) -> dict[str, Any]:
@@ -130,22 +93,12 @@ def final_update(client: WsClient, session_id: str, call_id: str) -> dict[str, A
     return finals[0]
 
 
-def shown_text(update: dict[str, Any]) -> str:
-    return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
-
-
 def user_texts(request: ProviderRequest) -> list[str]:
     return [m.content for m in request.messages if m.role == "user"]
 
 
 def roles(messages: list[Message]) -> list[str]:
     return [m.role for m in messages]
-
-
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 def watch_prompts(actor: Any) -> asyncio.Event:

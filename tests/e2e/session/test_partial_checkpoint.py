@@ -17,28 +17,9 @@ from server.session.hub import Subscriber
 from server.store.db import Store
 from tests.conftest import scripted
 from tests.support.client import text_prompt
+from tests.support.spies import SubmitSpy
 
 TEXT = "".join(f"tok{i:03d} " for i in range(120))  # 840 characters
-
-
-class SubmitSpy:
-    """Records what the session actors hand the event writer, in order, with the loop time."""
-
-    def __init__(self, writer: Any) -> None:
-        self.calls: list[tuple[float, dict[str, Any]]] = []
-        self._submit = writer.submit
-        writer.submit = self
-
-    def __call__(self, session_id: str, **kw: Any) -> None:
-        self.calls.append((asyncio.get_running_loop().time(), kw))
-        self._submit(session_id, **kw)
-
-    def checkpoints(self) -> list[tuple[float, dict[str, Any] | None]]:
-        return [
-            (t, kw["session_fields"]["partial"])
-            for t, kw in self.calls
-            if "partial" in (kw.get("session_fields") or {})
-        ]
 
 
 async def test_partial_text_is_checkpointed_at_most_every_second_and_cleared_with_the_final_text(

@@ -14,7 +14,6 @@ SQLite and on Postgres (R-E5).
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,62 +21,25 @@ import httpx
 
 from server.config import PermissionMode
 from tests.conftest import scripted
-from tests.e2e.session.test_attach import attach, has_turn_ended, new_session, until
-from tests.e2e.transport.test_sse import sse
 from tests.support.client import WsClient, text_prompt
-
-ASK = "session/request_permission"
-RESOLVED = "_agentd/permission/resolved"
+from tests.support.frames import attach, has_turn_ended
+from tests.support.permissions import (
+    ASK,
+    RESOLVED,
+    answer,
+    asked,
+    asks,
+    bash,
+    resolutions,
+    resolved,
+    round_trip,
+    write,
+)
+from tests.support.polling import until
+from tests.support.session import events, new_session, shown_text
+from tests.support.sse import sse
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def asks(client: WsClient) -> list[dict[str, Any]]:
-    """The `session/request_permission` requests the server sent this client, in order."""
-    return [r for r in client.server_requests if r["method"] == ASK]
-
-
-async def asked(client: WsClient, n: int = 1) -> dict[str, Any]:
-    """Wait until the client has been asked `n` times; the n-th request."""
-    await until(lambda: len(asks(client)) >= n, within=30)
-    return asks(client)[n - 1]
-
-
-async def answer(client: WsClient, request: dict[str, Any], option_id: str) -> None:
-    """The client's user picks `option_id` in the dialog of `request`."""
-    result = {"outcome": {"outcome": "selected", "optionId": option_id}}
-    await client.ws.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}))
-
-
-async def round_trip(client: WsClient) -> None:
-    """A request/response on the client's connection: the server has read every frame the
-    client sent before it (one socket, read in order)."""
-    await client.call("session/list", {})
-
-
-def resolutions(client: WsClient, session_id: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]
-        for f in client.frames
-        if isinstance(f, dict) and f.get("method") == RESOLVED and f["params"]["sessionId"] == session_id
-    ]
-
-
-async def resolved(client: WsClient, session_id: str) -> dict[str, Any]:
-    """Wait for the client's (single) `_agentd/permission/resolved` notification."""
-    await until(lambda: bool(resolutions(client, session_id)), within=30)
-    return resolutions(client, session_id)[0]
-
-
-def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]["event"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/event"
-        and f["params"]["sessionId"] == session_id
-        and f["params"]["kind"] == kind
-    ]
 
 
 async def stored(server: Any, session_id: str, kind: str) -> list[dict[str, Any]]:
@@ -105,18 +67,6 @@ def final_status(client: WsClient, session_id: str, tool_call_id: str) -> dict[s
                 last = u
     assert last is not None, f"no status for {tool_call_id}"
     return last
-
-
-def shown_text(update: dict[str, Any]) -> str:
-    return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
-
-
-def bash(call_id: str, command: str) -> dict[str, Any]:
-    return {"name": "bash", "arguments": {"command": command}, "id": call_id}
-
-
-def write(call_id: str, path: str, content: str) -> dict[str, Any]:
-    return {"name": "write_file", "arguments": {"path": path, "content": content}, "id": call_id}
 
 
 async def enqueue_over_http(base_url: str, session_id: str, text: str) -> dict[str, Any]:

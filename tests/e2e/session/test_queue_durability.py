@@ -20,8 +20,8 @@ from sqlalchemy import text
 
 from server.store.db import Store, alembic_config
 from tests.conftest import scripted
-from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
 from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.proc import agentd_process, free_port, wait_healthy
 
 GATE_STEP = {"text": "working", "delay": 30}  # runs until cancelled
 BOUND_S = 30
@@ -91,7 +91,7 @@ async def test_every_acknowledged_enqueue_survives_kill_9(
 ) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": [GATE_STEP, {"text": "never reached"}]}))
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
     args = [

@@ -26,17 +26,10 @@ from server.session.render import acp_replay_frames
 from server.store.db import Batch, Store, StoredEvent
 from server.transport.outgoing import OutgoingQueue
 from tests.conftest import scripted
-from tests.e2e.session.test_attach import (
-    ATTACH,
-    SNAPSHOT,
-    agentd_meta,
-    durable_seqs,
-    message_text,
-    response_index,
-    until,
-)
-from tests.e2e.transport.test_sse import durable_ids, sse
 from tests.support.client import WsClient, text_prompt
+from tests.support.frames import ATTACH, SNAPSHOT, agentd_meta, durable_seqs, message_text, response_index
+from tests.support.polling import until
+from tests.support.sse import durable_ids, sse
 
 BUFFER = 64  # the live buffer (client_buffer_frames) of every server here
 LOAD = "session/load"

@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
+from tests.support.session import new_session
 
 INVALID_PARAMS = -32602
 
@@ -73,10 +74,6 @@ def replayed_updates(client: WsClient, session_id: str) -> list[dict[str, Any]]:
         and f["params"]["sessionId"] == session_id
         and f["params"]["update"]["sessionUpdate"] != "available_commands_update"
     ]
-
-
-async def new_session(client: WsClient, cwd: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(cwd), "mcpServers": []}))["sessionId"]
 
 
 # ---------------------------------------------------------------------------- session/list

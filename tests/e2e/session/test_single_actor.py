@@ -31,6 +31,7 @@ from server.session.actor import SessionActor
 from server.store.db import Store
 from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.polling import until
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion
 STOPPING = -32019
@@ -163,15 +164,6 @@ async def _until_ok(client: WsClient, method: str, params: dict[str, Any], attem
     raise AssertionError(f"{method} never succeeded")
 
 
-async def _wait_for(condition: Callable[[], bool]) -> None:
-    """In-process state the test cannot be told about otherwise; BOUND_S only stops a hang."""
-    async with asyncio.timeout(BOUND_S):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0.01)
-
-
 def _seen_seqs(client: WsClient, sid: str) -> dict[int, str | None]:
     """seq → kind (for `_agentd/event`s) of every durable event the client was shown."""
     seen: dict[int, str | None] = {}
@@ -289,9 +281,9 @@ async def test_idle_eviction_on_a_locked_database_never_starts_a_second_actor(
             # clients, no work) and takes the change at once.
             set_mode = {"sessionId": sid, "modeId": "plan"}
             mode = asyncio.create_task(client.request("session/set_mode", set_mode))
-            await _wait_for(lambda: manager.live_actor(sid).mode().value == "plan")
+            await until(lambda: manager.live_actor(sid).mode().value == "plan")
             sweep = asyncio.create_task(manager.evict_idle(0.0))
-            await _wait_for(lambda: manager.live_actor(sid) is None)
+            await until(lambda: manager.live_actor(sid) is None)
             _assert_stopping(await other.request("session/load", _load_params(sid, workspace)))
             assert census.running[sid] == 1
             await release()

@@ -20,9 +20,9 @@ import pytest
 from server.session.events import EventKind
 from server.store.db import Store
 from tests.conftest import scripted
-from tests.e2e.session.test_partial_checkpoint import SubmitSpy
-from tests.e2e.store.test_persistence import _free_port, agentd_process, wait_healthy
 from tests.support.client import WsClient, text_prompt
+from tests.support.proc import agentd_process, free_port, wait_healthy
+from tests.support.spies import SubmitSpy
 
 TEXT = "".join(f"tok{i:03d} " for i in range(120))  # 840 characters
 CUT_AFTER = 40  # chunks of 7 characters: 280 characters, ~2 s of streaming at 50 ms a chunk
@@ -130,7 +130,7 @@ async def test_after_a_cut_and_a_kill_9_the_message_has_one_interrupted_final(
     script = tmp_path / "script.json"
     # The retried call hangs (30 s before its first token): the server dies waiting on it.
     script.write_text(json.dumps({"steps": [cut_step(0.05), {"delay": 30, "text": "never reached"}]}))
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
     args = [

@@ -8,16 +8,11 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
-import sys
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from server.config import PermissionMode, Settings
@@ -30,49 +25,9 @@ from server.store.db import Batch, Store
 from server.tools.registry import builtin_tools
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
-
-CHUNK_KINDS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
-
-
-def conversation_view(updates: list[dict[str, Any]]) -> list[Any]:
-    """The updates with chunk boundaries erased: consecutive chunks of one messageId become
-    one `[(kind, messageId), text]` entry; everything else is kept as is. Live chunking and
-    replay chunking differ (R-E3 only promises the same assembled text). User messages are
-    left out: the client that sent a prompt is not echoed its own message live."""
-    out: list[Any] = []
-    for u in updates:
-        kind = u["sessionUpdate"]
-        if kind == "user_message_chunk":
-            continue
-        if kind in CHUNK_KINDS:
-            key = (kind, u.get("messageId"))
-            if out and isinstance(out[-1], list) and out[-1][0] == key:
-                out[-1][1] += u["content"]["text"]
-            else:
-                out.append([key, u["content"]["text"]])
-        else:
-            out.append(u)
-    return out
-
-
-def texts_by_message(updates: list[dict[str, Any]], kind: str = "agent_message_chunk") -> dict[str, str]:
-    joined: dict[str, str] = {}
-    for u in updates:
-        if u["sessionUpdate"] == kind:
-            joined[u["messageId"]] = joined.get(u["messageId"], "") + u["content"]["text"]
-    return joined
-
-
-def notification_seqs(client: WsClient) -> list[int]:
-    """The `seq` of every durable notification the client received, in order."""
-    out = []
-    for f in client.frames:
-        if isinstance(f, dict) and "method" in f and "id" not in f:
-            meta = f["params"]["_meta"]["agentd"]
-            if not meta.get("transient"):
-                out.append(meta["seq"])
-    return out
-
+from tests.support.frames import conversation_view, notification_seqs, texts_by_message
+from tests.support.polling import until
+from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
 
 # --------------------------------------------------------------------------------------------
 # Clean restart, both databases
@@ -192,62 +147,6 @@ async def test_restart_replays_the_same_history_and_continues_with_full_context(
 # kill -9 of a real `agentd serve` process, SQLite
 
 
-def _agentd_command() -> list[str]:
-    exe = shutil.which("agentd", path=os.path.dirname(sys.executable)) or shutil.which("agentd")
-    return [exe] if exe else [sys.executable, "-m", "server.cli"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _pids_with_cwd(directory: Path) -> list[int]:
-    """Processes (ours: the bash tool's children) whose working directory is `directory`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if Path(os.readlink(f"/proc/{entry}/cwd")) == directory:
-                found.append(int(entry))
-    return found
-
-
-@contextlib.asynccontextmanager
-async def agentd_process(args: list[str], *, env: dict[str, str], log: Path) -> AsyncIterator[Any]:
-    out = await asyncio.to_thread(log.open, "wb")
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *_agentd_command(), *args, env=env, stdout=out, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-    finally:
-        out.close()  # the child has its own copy of the descriptor
-    try:
-        yield proc
-    finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-
-
-async def wait_healthy(base_url: str, proc: Any, log: Path) -> None:
-    async with httpx.AsyncClient() as http:
-        for _ in range(600):  # up to ~30 s for the interpreter to import and migrate
-            if proc.returncode is not None:
-                output = await asyncio.to_thread(log.read_text)
-                pytest.fail(f"agentd serve exited with {proc.returncode}:\n{output}")
-            with contextlib.suppress(httpx.TransportError):
-                if (await http.get(f"{base_url}/healthz", timeout=2)).status_code == 200:
-                    return
-            await asyncio.sleep(0.05)
-    output = await asyncio.to_thread(log.read_text)
-    pytest.fail(f"agentd serve never became healthy:\n{output}")
-
-
 @dataclass
 class Crashed:
     session_id: str
@@ -277,7 +176,7 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
             }
         )
     )
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
     args = [
@@ -302,7 +201,7 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
         )
         # Let the shell actually start (the update is emitted just before the spawn).
         for _ in range(200):
-            if _pids_with_cwd(workspace):
+            if pids_with_cwd(workspace):
                 break
             await asyncio.sleep(0.05)
         crashed = Crashed(sid, db_url, client.updates(sid), max(notification_seqs(client)))
@@ -310,7 +209,7 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
         os.kill(proc.pid, signal.SIGKILL)
         assert await proc.wait() == -signal.SIGKILL
         # The bash tool runs in its own process group, which outlives the server: end it.
-        for pid in _pids_with_cwd(workspace):
+        for pid in pids_with_cwd(workspace):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         prompt_task.cancel()
@@ -388,15 +287,6 @@ def commit_failed(caplog: pytest.LogCaptureFixture) -> bool:
     return any("event log commit failed" in r.getMessage() for r in caplog.records)
 
 
-async def wait_until(predicate: Callable[[], bool], *, bound: float = 30) -> None:
-    """Poll `predicate`; `bound` only stops a hang, it is not a timing assertion."""
-    for _ in range(int(bound / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    pytest.fail("condition never became true")
-
-
 async def test_after_kill_9_replay_shows_the_dangling_tool_call_finished(
     server_factory, workspace: Path, tmp_path: Path
 ) -> None:
@@ -428,7 +318,7 @@ async def test_a_prompt_containing_a_nul_character_does_not_wedge_the_event_log(
         sid_b = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
         bad = asyncio.create_task(client.request("session/prompt", text_prompt(sid_a, "a\x00b")))
         try:
-            await wait_until(lambda: bad.done() or commit_failed(caplog))
+            await until(lambda: bad.done() or commit_failed(caplog))
             assert not commit_failed(caplog)
             # Answered one way or the other (accepted, or refused as invalid params)...
             response = bad.result()
@@ -474,7 +364,7 @@ async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
         in_memory = actor.conversation.messages
         assert {m.tool_call_id for m in in_memory if m.role == "tool"} == {"c1", "c2"}
         barrier = asyncio.ensure_future(writer.barrier())
-        await wait_until(lambda: barrier.done() or commit_failed(caplog))
+        await until(lambda: barrier.done() or commit_failed(caplog))
         assert not commit_failed(caplog)
         persisted = [Message.model_validate(m) for m in await store.load_messages("sess_x")]
         assert persisted == in_memory  # what a restart would load is what the model saw
@@ -518,7 +408,7 @@ async def crash_mid_stream(workspace: Path, tmp_path: Path) -> CrashedMidStream:
     # ~20 s of streaming: the server is killed long before the message could end.
     step = {"reasoning": "Let me think.", "text": STREAMED, "chunk_size": 8, "chunk_delay": 0.1}
     script.write_text(json.dumps({"steps": [step, {"text": "never reached"}]}))
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
     args = [

@@ -16,25 +16,12 @@ import pytest
 
 from server.config import PermissionMode
 from tests.conftest import scripted
-from tests.e2e.store.test_persistence import _free_port
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
-from tests.support.paths import SUPPORT_DIR
+from tests.support.mcp import CALC, calc_stdio
+from tests.support.proc import free_port
+from tests.support.session import tool_call
 
 # Run as a separate process only: importing the SDK's server side configures logging.
-CALC = str(SUPPORT_DIR / "fakes" / "mcp_calc.py")
-
-
-def calc_stdio(*extra: str, **env: str) -> dict[str, Any]:
-    return {
-        "name": "calc",
-        "command": sys.executable,
-        "args": [CALC, *extra],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
-    }
-
-
-def call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": args, "id": call_id}
 
 
 def statuses(client: WsClient, sid: str) -> dict[str, str]:
@@ -47,8 +34,13 @@ def statuses(client: WsClient, sid: str) -> dict[str, str]:
 
 async def test_stdio_server_tools_run_with_permissions_and_events(server_factory, workspace: Path) -> None:
     provider = scripted(
-        {"tool_calls": [call("mcp__calc__add", "c_add", a=2, b=3), call("mcp__calc__peek", "c_peek")]},
-        {"tool_calls": [call("mcp__calc__boom", "c_boom")]},
+        {
+            "tool_calls": [
+                tool_call("mcp__calc__add", "c_add", a=2, b=3),
+                tool_call("mcp__calc__peek", "c_peek"),
+            ]
+        },
+        {"tool_calls": [tool_call("mcp__calc__boom", "c_boom")]},
         {"text": "2 + 3 = 5"},
     )
     async with server_factory(provider, permission_mode=PermissionMode.DEFAULT) as server:
@@ -84,8 +76,8 @@ async def test_stdio_server_tools_run_with_permissions_and_events(server_factory
 
 async def test_plan_mode_refuses_mcp_tools_that_are_not_read_only(server_factory, workspace: Path) -> None:
     provider = scripted(
-        {"tool_calls": [call("mcp__calc__peek", "c_peek")]},
-        {"tool_calls": [call("mcp__calc__add", "c_add", a=1, b=1)]},
+        {"tool_calls": [tool_call("mcp__calc__peek", "c_peek")]},
+        {"tool_calls": [tool_call("mcp__calc__add", "c_add", a=1, b=1)]},
         {"text": "done"},
     )
     async with server_factory(provider, permission_mode=PermissionMode.PLAN) as server:
@@ -134,8 +126,8 @@ async def subprocess_running(argv: list[str], log: Path) -> AsyncIterator[Any]:
 
 
 async def test_streamable_http_server_with_headers(server_factory, workspace: Path, tmp_path: Path) -> None:
-    provider = scripted({"tool_calls": [call("mcp__web__add", "c_add", a=20, b=22)]}, {"text": "42"})
-    port = _free_port()
+    provider = scripted({"tool_calls": [tool_call("mcp__web__add", "c_add", a=20, b=22)]}, {"text": "42"})
+    port = free_port()
     mcp_base = f"http://127.0.0.1:{port}"
     async with subprocess_running([sys.executable, CALC, "--http", str(port)], tmp_path / "mcp.log"):
         async with httpx.AsyncClient() as http:  # wait until it listens (bounded, not timed)
@@ -172,7 +164,7 @@ async def test_load_with_servers_gives_a_restarted_session_its_tools(
         ]
         await client.call("session/prompt", text_prompt(sid, "hi"))
         await client.close()
-    after = scripted({"tool_calls": [call("mcp__calc__add", "c1", a=1, b=2)]}, {"text": "3"})
+    after = scripted({"tool_calls": [tool_call("mcp__calc__add", "c1", a=1, b=2)]}, {"text": "3"})
     async with server_factory(after, database_url=db, permission_mode=PermissionMode.BYPASS) as server:
         client = await server.client()
         client.on_request = allow()  # the session keeps the mode it was created with

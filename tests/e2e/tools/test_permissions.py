@@ -9,36 +9,16 @@ from typing import Any
 from server.config import PermissionMode
 from server.loop.conversation import Message
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import RequestHandler, WsClient, allow, text_prompt
+from tests.support.session import assert_valid_frames, final_tool_updates, new_session, shown_text, tool_call
 
 # ---------------------------------------------------------------------------- helpers
-
-
-async def new_session(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
-def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments, "id": call_id}
 
 
 def asked(client: WsClient) -> list[str]:
     """Tool call ids the server asked permission for, in order."""
     assert all(r["method"] == "session/request_permission" for r in client.server_requests)
     return [r["params"]["toolCall"]["toolCallId"] for r in client.server_requests]
-
-
-def final_tool_updates(client: WsClient, session_id: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for u in client.updates(session_id):
-        if u["sessionUpdate"] == "tool_call_update" and "status" in u:
-            out[u["toolCallId"]] = u
-    return out
-
-
-def shown_text(update: dict[str, Any]) -> str:
-    return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
 
 
 def statuses(client: WsClient, session_id: str) -> dict[str, str]:
@@ -62,12 +42,6 @@ def assert_well_formed(messages: list[Message]) -> None:
             assert c.id in answered, f"tool call {c.id} has no result"
 
 
-def assert_valid_frames(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
-
-
 # ---------------------------------------------------------------------------- default mode
 
 
@@ -76,12 +50,12 @@ async def test_default_mode_asks_for_writes_and_commands_but_not_reads(server_fa
     provider = scripted(
         {
             "tool_calls": [
-                call("read_file", "call_read", path="readme.txt"),
-                call("list_dir", "call_list", path="."),
+                tool_call("read_file", "call_read", path="readme.txt"),
+                tool_call("list_dir", "call_list", path="."),
             ]
         },
-        {"tool_calls": [call("write_file", "call_write", path="new.txt", content="new\n")]},
-        {"tool_calls": [call("bash", "call_bash", command="echo ran > ran.txt")]},
+        {"tool_calls": [tool_call("write_file", "call_write", path="new.txt", content="new\n")]},
+        {"tool_calls": [tool_call("bash", "call_bash", command="echo ran > ran.txt")]},
         {"text": "done"},
     )
     async with server_factory(provider, permission_mode=PermissionMode.DEFAULT) as server:
@@ -117,10 +91,10 @@ async def test_default_mode_asks_for_writes_and_commands_but_not_reads(server_fa
 
 async def test_allow_once_runs_the_call_and_asks_again_next_time(server_factory, workspace: Path):
     provider = scripted(
-        {"tool_calls": [call("write_file", "call_1", path="a.txt", content="a")]},
-        {"tool_calls": [call("write_file", "call_2", path="b.txt", content="b")]},
+        {"tool_calls": [tool_call("write_file", "call_1", path="a.txt", content="a")]},
+        {"tool_calls": [tool_call("write_file", "call_2", path="b.txt", content="b")]},
         {"text": "first turn done"},
-        {"tool_calls": [call("write_file", "call_3", path="c.txt", content="c")]},
+        {"tool_calls": [tool_call("write_file", "call_3", path="c.txt", content="c")]},
         {"text": "second turn done"},
     )
     async with server_factory(provider) as server:
@@ -144,16 +118,16 @@ async def test_allow_always_stops_asking_for_that_tool_in_the_session(server_fac
         # the answer for the first call already covers the second call of the same step
         {
             "tool_calls": [
-                call("write_file", "call_1", path="a.txt", content="a"),
-                call("write_file", "call_1b", path="a2.txt", content="a2"),
+                tool_call("write_file", "call_1", path="a.txt", content="a"),
+                tool_call("write_file", "call_1b", path="a2.txt", content="a2"),
             ]
         },
-        {"tool_calls": [call("write_file", "call_2", path="b.txt", content="b")]},
+        {"tool_calls": [tool_call("write_file", "call_2", path="b.txt", content="b")]},
         # edit_file is another tool: "always" for write_file does not cover it
-        {"tool_calls": [call("edit_file", "call_3", path="b.txt", old_string="b", new_string="B")]},
-        {"tool_calls": [call("bash", "call_4", command="true")]},
+        {"tool_calls": [tool_call("edit_file", "call_3", path="b.txt", old_string="b", new_string="B")]},
+        {"tool_calls": [tool_call("bash", "call_4", command="true")]},
         {"text": "first turn done"},
-        {"tool_calls": [call("write_file", "call_5", path="c.txt", content="c")]},
+        {"tool_calls": [tool_call("write_file", "call_5", path="c.txt", content="c")]},
         {"text": "second turn done"},
     )
     async with server_factory(provider) as server:
@@ -179,9 +153,9 @@ async def test_allow_always_stops_asking_for_that_tool_in_the_session(server_fac
 
 async def test_allow_always_is_per_session(server_factory, workspace: Path):
     provider = scripted(
-        {"tool_calls": [call("write_file", "call_1", path="a.txt", content="a")]},
+        {"tool_calls": [tool_call("write_file", "call_1", path="a.txt", content="a")]},
         {"text": "done in session one"},
-        {"tool_calls": [call("write_file", "call_2", path="b.txt", content="b")]},
+        {"tool_calls": [tool_call("write_file", "call_2", path="b.txt", content="b")]},
         {"text": "done in session two"},
     )
     async with server_factory(provider) as server:
@@ -202,9 +176,9 @@ async def test_reject_once_stops_the_step_but_keeps_what_was_approved_before(ser
         {
             "text": "Writing three files.",
             "tool_calls": [
-                call("write_file", "call_a", path="a.txt", content="a"),
-                call("write_file", "call_b", path="b.txt", content="b"),
-                call("write_file", "call_c", path="c.txt", content="c"),
+                tool_call("write_file", "call_a", path="a.txt", content="a"),
+                tool_call("write_file", "call_b", path="b.txt", content="b"),
+                tool_call("write_file", "call_c", path="c.txt", content="c"),
             ],
         },
         {"text": "should not be reached in this turn"},
@@ -253,8 +227,8 @@ async def test_reject_once_stops_the_step_but_keeps_what_was_approved_before(ser
 
 async def test_reject_always_refuses_that_tool_without_asking_again(server_factory, workspace: Path):
     provider = scripted(
-        {"tool_calls": [call("bash", "call_1", command="touch one.txt")]},  # rejection ends turn one
-        {"tool_calls": [call("bash", "call_2", command="touch two.txt")]},
+        {"tool_calls": [tool_call("bash", "call_1", command="touch one.txt")]},  # rejection ends turn one
+        {"tool_calls": [tool_call("bash", "call_2", command="touch two.txt")]},
         {"text": "turn two over"},
     )
     async with server_factory(provider) as server:
@@ -279,7 +253,7 @@ async def test_reject_always_refuses_that_tool_without_asking_again(server_facto
 
 async def test_client_cancelling_the_permission_request_cancels_the_turn(server_factory, workspace: Path):
     provider = scripted(
-        {"tool_calls": [call("write_file", "call_w", path="w.txt", content="w")]},
+        {"tool_calls": [tool_call("write_file", "call_w", path="w.txt", content="w")]},
         {"text": "not reached"},
     )
 
@@ -310,13 +284,13 @@ async def test_bypass_asks_nothing_and_runs_writes_and_commands(server_factory, 
     provider = scripted(
         {
             "tool_calls": [
-                call("write_file", "call_w", path="w.txt", content="written\n"),
-                call("bash", "call_b", command="echo from-bash > b.txt && echo ok"),
+                tool_call("write_file", "call_w", path="w.txt", content="written\n"),
+                tool_call("bash", "call_b", command="echo from-bash > b.txt && echo ok"),
             ]
         },
         {
             "tool_calls": [
-                call("edit_file", "call_e", path="w.txt", old_string="written", new_string="edited")
+                tool_call("edit_file", "call_e", path="w.txt", old_string="written", new_string="edited")
             ]
         },
         {"text": "done"},
@@ -338,9 +312,9 @@ async def test_bypass_asks_nothing_and_runs_writes_and_commands(server_factory, 
 
 async def test_accept_edits_writes_without_asking_but_asks_for_commands(server_factory, workspace: Path):
     provider = scripted(
-        {"tool_calls": [call("write_file", "call_w", path="w.txt", content="w\n")]},
-        {"tool_calls": [call("edit_file", "call_e", path="w.txt", old_string="w", new_string="v")]},
-        {"tool_calls": [call("bash", "call_b", command="echo hi > b.txt")]},
+        {"tool_calls": [tool_call("write_file", "call_w", path="w.txt", content="w\n")]},
+        {"tool_calls": [tool_call("edit_file", "call_e", path="w.txt", old_string="w", new_string="v")]},
+        {"tool_calls": [tool_call("bash", "call_b", command="echo hi > b.txt")]},
         {"text": "done"},
     )
     async with server_factory(provider, permission_mode=PermissionMode.ACCEPT_EDITS) as server:
@@ -360,11 +334,13 @@ async def test_plan_mode_refuses_changes_readably_and_still_reads(server_factory
     provider = scripted(
         {
             "tool_calls": [
-                call("write_file", "call_w", path="new.txt", content="x"),
-                call("edit_file", "call_e", path="keep.txt", old_string="original", new_string="changed"),
-                call("bash", "call_b", command="touch made.txt"),
-                call("read_file", "call_r", path="keep.txt"),
-                call("list_dir", "call_l", path="."),
+                tool_call("write_file", "call_w", path="new.txt", content="x"),
+                tool_call(
+                    "edit_file", "call_e", path="keep.txt", old_string="original", new_string="changed"
+                ),
+                tool_call("bash", "call_b", command="touch made.txt"),
+                tool_call("read_file", "call_r", path="keep.txt"),
+                tool_call("list_dir", "call_l", path="."),
             ]
         },
         {"text": "Here is my plan."},
@@ -399,11 +375,11 @@ async def test_plan_mode_refuses_changes_readably_and_still_reads(server_factory
 
 async def test_plan_mode_refuses_writes_even_after_allow_always(server_factory, workspace: Path):
     provider = scripted(
-        {"tool_calls": [call("write_file", "call_1", path="a.txt", content="a")]},
+        {"tool_calls": [tool_call("write_file", "call_1", path="a.txt", content="a")]},
         {"text": "wrote a"},
-        {"tool_calls": [call("write_file", "call_2", path="b.txt", content="b")]},
+        {"tool_calls": [tool_call("write_file", "call_2", path="b.txt", content="b")]},
         {"text": "could not write b"},
-        {"tool_calls": [call("write_file", "call_3", path="c.txt", content="c")]},
+        {"tool_calls": [tool_call("write_file", "call_3", path="c.txt", content="c")]},
         {"text": "wrote c"},
     )
     async with server_factory(provider, permission_mode=PermissionMode.DEFAULT) as server:

@@ -15,9 +15,9 @@ from server.config import AuthMode, Settings
 from server.tools.mcp import McpHttp, McpStdio
 from server.tools.mcp_policy import check_mcp_specs, url_allowed
 from tests.conftest import scripted
-from tests.e2e.tools.test_mcp import calc_stdio
-from tests.e2e.transport.test_auth import ws_client
-from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
+from tests.support.mcp import calc_stdio
+from tests.support.session import new_session
 
 WORKSPACE_DENIED = -32015
 INVALID_PARAMS = -32602
@@ -30,11 +30,6 @@ def bearer(token: str) -> dict[str, str]:
 async def as_principal(server: Any, principal: str) -> WsClient:
     token, _ = await create_token(server.app.state.agentd.store, principal)
     return await ws_client(server.base_url, additional_headers=bearer(token))
-
-
-async def new_session(client: WsClient, cwd: Path | str, **extra: Any) -> str:
-    params = {"cwd": str(cwd), "mcpServers": [], **extra}
-    return (await client.call("session/new", params))["sessionId"]
 
 
 async def refused(client: WsClient, method: str, params: dict[str, Any]) -> RpcFailed:

@@ -26,17 +26,10 @@ import pytest
 from server.config import PermissionMode
 from server.tools import search
 from tests.conftest import Server, scripted
-from tests.e2e.session.test_cancel import (
-    cancel,
-    final_tool_updates,
-    is_update,
-    new_session,
-    poll_until,
-    process_alive,
-    read_pid,
-    shown_text,
-)
 from tests.support.client import WsClient, text_prompt
+from tests.support.polling import until, value_of
+from tests.support.proc import process_alive, read_pid
+from tests.support.session import cancel, final_tool_updates, is_update, new_session, shown_text
 
 CANARY_BOUND = 10.0  # seconds; a frozen server needs far longer (the issue measured 22.7 s)
 TURN_BOUND = 60.0  # a hang guard for A's own turn
@@ -148,7 +141,7 @@ async def test_a_long_search_runs_beside_other_sessions_and_cancel_frees_its_wor
         resp = await asyncio.wait_for(prompt, TURN_BOUND)
         assert resp["result"]["stopReason"] == "cancelled"
         # The worker thread itself stops (it checks between lines), not just the call.
-        await poll_until(lambda: True if worker_done.is_set() else None, "the grep worker to stop")
+        await until(lambda: worker_done.is_set(), what="the grep worker to stop")
         await a.close()
 
 
@@ -235,12 +228,12 @@ async def test_cancel_kills_a_child_that_left_the_process_group(server_factory, 
     call = {"name": "bash", "arguments": {"command": command}, "id": "call_setsid"}
     async with server_factory(hostile_provider(call), permission_mode=PermissionMode.BYPASS) as server:
         a, sid_a, prompt = await start_hostile_turn(server, workspace)
-        pid = await poll_until(lambda: read_pid(workspace / "child.pid"), "child.pid")
+        pid = await value_of(lambda: read_pid(workspace / "child.pid"), what="child.pid")
         assert os.getsid(pid) == pid  # really in a session (and group) of its own
         await canary(server, workspace)
         assert process_alive(pid)
         await cancel(a, sid_a)
         resp = await asyncio.wait_for(prompt, TURN_BOUND)
         assert resp["result"]["stopReason"] == "cancelled"
-        await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
+        await until(lambda: not process_alive(pid), what=f"process {pid} to die")
         await a.close()

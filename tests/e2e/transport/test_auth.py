@@ -22,18 +22,7 @@ from server.auth import bearer_token, chosen_subprotocol, create_token, insecure
 from server.config import AuthMode
 from server.store.db import Store
 from tests.conftest import scripted
-from tests.support.client import RpcFailed, WsClient, text_prompt
-
-
-def ws_url(base: str) -> str:
-    return base.replace("http://", "ws://") + "/acp"
-
-
-async def ws_client(base: str, **connect_kw: Any) -> WsClient:
-    ws = await websockets.connect(ws_url(base), max_size=None, **connect_kw)
-    client = WsClient(ws)
-    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-    return client
+from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client, ws_url
 
 
 def rpc_body(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -17,13 +17,10 @@ from server.config import Settings
 from server.serve import WS_CEILING_FACTOR, server_for
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.session import new_session
 
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
-
-
-async def new_session(client: WsClient, cwd: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(cwd), "mcpServers": []}))["sessionId"]
 
 
 async def assert_still_usable(client: WsClient, session_id: str) -> None:

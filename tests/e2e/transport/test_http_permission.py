@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 
 from tests.conftest import scripted
-from tests.e2e.session.test_attach import attach, until
-from tests.e2e.session.test_permission_fanout import RESOLVED, answer, asked, resolutions, write
-from tests.e2e.transport.test_sse import sse
+from tests.support.frames import attach
+from tests.support.permissions import RESOLVED, answer, asked, resolutions, write
+from tests.support.polling import until
+from tests.support.sse import sse
 
 RESPOND = "_agentd/permission/respond"
 

@@ -13,6 +13,7 @@ import pytest
 from protocol.jsonrpc import ErrorCode
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.session import new_session
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -23,11 +24,6 @@ RESOURCE_NOT_FOUND = -32002
 
 def ok_provider() -> Any:
     return scripted({"text": "ok"}, loop=True)
-
-
-async def new_session(client: WsClient, cwd: Path) -> str:
-    result = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
-    return result["sessionId"]
 
 
 async def exchange(client: WsClient, frame: str | bytes) -> Any:

@@ -19,7 +19,7 @@ from acp.schema import UserMessageChunk
 from server.auth import create_token
 from server.config import AuthMode, PermissionMode
 from tests.conftest import scripted
-from tests.e2e.acp.test_acp_sdk import RecordingClient, RecordingTransport
+from tests.support.acp_sdk import RecordingClient, RecordingTransport
 
 
 @contextlib.asynccontextmanager

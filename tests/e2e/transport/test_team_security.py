@@ -19,8 +19,7 @@ from server.store.db import Store
 from server.transport.revocation import CloseCode
 from server.transport.sse import TOKEN_REVOKED
 from tests.conftest import scripted
-from tests.e2e.transport.test_auth import ws_client, ws_url
-from tests.support.client import RpcFailed, WsClient
+from tests.support.client import RpcFailed, WsClient, ws_client, ws_url
 
 LIMIT_EXCEEDED = -32019
 

@@ -28,7 +28,7 @@ async def store(db_url: str) -> AsyncIterator[Store]:
         await s.close()
 
 
-async def new_session(store: Store, sid: str, *, owner: str = "alice", cwd: str = "/w") -> SessionRecord:
+async def add_session(store: Store, sid: str, *, owner: str = "alice", cwd: str = "/w") -> SessionRecord:
     return await store.create_session(id=sid, owner=owner, cwd=cwd, mode="default", model="m")
 
 
@@ -85,7 +85,7 @@ async def test_migrate_twice_is_a_noop_and_keeps_data(db_url: str) -> None:
     store = await Store.open(db_url)
     try:
         await store.migrate()
-        await new_session(store, "s1")
+        await add_session(store, "s1")
         await store.commit([Batch("s1", events=[ev(1)], messages=[(0, {"role": "user", "content": "hi"})])])
         await store.migrate()  # same engine
         assert await store.migration_status() == (HEAD, HEAD)
@@ -121,11 +121,11 @@ async def test_create_and_get_session(store: Store) -> None:
     assert await store.get_session("sess_missing") is None
     # The id is the primary key.
     with pytest.raises(IntegrityError):
-        await new_session(store, "sess_1")
+        await add_session(store, "sess_1")
 
 
 async def test_session_fields_update_title_mode_and_permission_memory(store: Store) -> None:
-    await new_session(store, "s1")
+    await add_session(store, "s1")
     await store.commit(
         [
             Batch(
@@ -147,8 +147,8 @@ async def test_session_fields_update_title_mode_and_permission_memory(store: Sto
 
 
 async def test_commit_batches_of_two_sessions_in_one_call(store: Store) -> None:
-    await new_session(store, "a")
-    await new_session(store, "b")
+    await add_session(store, "a")
+    await add_session(store, "b")
     payload = {"messageId": "m1", "text": "héllo ✓", "nested": {"list": [1, 2, {"x": None}]}}
     await store.commit(
         [
@@ -173,8 +173,8 @@ async def test_commit_batches_of_two_sessions_in_one_call(store: Store) -> None:
 
 
 async def test_duplicate_seq_is_rejected_and_the_whole_group_commit_rolls_back(store: Store) -> None:
-    await new_session(store, "a")
-    await new_session(store, "b")
+    await add_session(store, "a")
+    await add_session(store, "b")
     await store.commit([Batch("a", events=[ev(1), ev(2)]), Batch("b", events=[ev(1)])])
     # The same seq in another session is fine (the constraint is per session)...
     await store.commit([Batch("b", events=[ev(2)])])
@@ -197,8 +197,8 @@ async def test_duplicate_seq_is_rejected_and_the_whole_group_commit_rolls_back(s
 
 
 async def test_read_events_after_seq_and_limit(store: Store) -> None:
-    await new_session(store, "a")
-    await new_session(store, "other")
+    await add_session(store, "a")
+    await add_session(store, "other")
     # Committed out of order and interleaved with another session: reads are by seq.
     await store.commit([Batch("a", events=[ev(s) for s in (3, 1, 2)]), Batch("other", events=[ev(1)])])
     await store.commit([Batch("a", events=[ev(s) for s in range(4, 11)])])
@@ -213,7 +213,7 @@ async def test_read_events_after_seq_and_limit(store: Store) -> None:
 
 
 async def test_last_seq(store: Store) -> None:
-    await new_session(store, "a")
+    await add_session(store, "a")
     assert await store.last_seq("a") == 0
     assert await store.last_seq("missing") == 0
     await store.commit([Batch("a", events=[ev(1), ev(2)])])
@@ -223,8 +223,8 @@ async def test_last_seq(store: Store) -> None:
 
 
 async def test_load_messages_in_idx_order(store: Store) -> None:
-    await new_session(store, "a")
-    await new_session(store, "b")
+    await add_session(store, "a")
+    await add_session(store, "b")
     await store.commit(
         [
             Batch("a", messages=[(2, {"i": 2}), (0, {"i": 0})]),
@@ -242,8 +242,8 @@ async def test_load_messages_in_idx_order(store: Store) -> None:
 
 
 async def test_truncate_from_drops_the_tail_then_writes(store: Store) -> None:
-    await new_session(store, "a")
-    await new_session(store, "b")
+    await add_session(store, "a")
+    await add_session(store, "b")
     await store.commit(
         [
             Batch("a", messages=[(i, {"i": i}) for i in range(5)]),
@@ -270,7 +270,7 @@ async def test_list_sessions_filters_by_owner_and_cwd_newest_first(store: Store)
     for i, (sid, owner, cwd) in enumerate(
         [("s1", "alice", "/p"), ("s2", "bob", "/p"), ("s3", "alice", "/q"), ("s4", "alice", "/p")]
     ):
-        await new_session(store, sid, owner=owner, cwd=cwd)
+        await add_session(store, sid, owner=owner, cwd=cwd)
         await set_updated_at(store, sid, base + timedelta(minutes=i))
     assert [r.id for r in await store.list_sessions(owner="alice")] == ["s4", "s3", "s1"]
     assert [r.id for r in await store.list_sessions(owner="bob")] == ["s2"]
@@ -299,9 +299,9 @@ async def test_list_sessions_before_cursor_pages_without_gaps_or_duplicates(stor
         "s_e": base + timedelta(seconds=1),
     }
     for sid, at in stamps.items():
-        await new_session(store, sid)
+        await add_session(store, sid)
         await set_updated_at(store, sid, at)
-    await new_session(store, "s_bob", owner="bob")
+    await add_session(store, "s_bob", owner="bob")
     expected = ["s_a", "s_c", "s_b", "s_d", "s_e"]  # newest first, then id descending
     assert [r.id for r in await store.list_sessions(owner="alice")] == expected
 
@@ -324,7 +324,7 @@ async def test_list_sessions_before_cursor_pages_without_gaps_or_duplicates(stor
 
 async def test_updated_at_round_trips_as_the_same_instant(store: Store) -> None:
     at = datetime(2024, 2, 3, 4, 5, 6, 789000, tzinfo=UTC)
-    await new_session(store, "s1")
+    await add_session(store, "s1")
     await set_updated_at(store, "s1", at)
     got = await store.get_session("s1")
     assert got is not None
@@ -333,7 +333,7 @@ async def test_updated_at_round_trips_as_the_same_instant(store: Store) -> None:
 
 async def test_session_timestamps_read_back_timezone_aware(store: Store) -> None:
     # Regression: SQLite hands back naive datetimes; records must be aware UTC on every backend.
-    created = await new_session(store, "s1")
+    created = await add_session(store, "s1")
     assert created.updated_at.tzinfo is not None  # what create_session returns is aware...
     got = await store.get_session("s1")
     assert got is not None

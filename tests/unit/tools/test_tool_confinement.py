@@ -26,7 +26,8 @@ from server.tools.globmatch import compile_path, compile_segment, match_path, ma
 from server.tools.hooks import CommandHook
 from server.tools.search import Glob, Grep
 from server.tools.workspace import resolve_in_workspace
-from tests.e2e.session.test_cancel import poll_until, process_alive, read_pid
+from tests.support.polling import until, value_of
+from tests.support.proc import process_alive, read_pid
 
 
 @pytest.fixture
@@ -221,12 +222,12 @@ async def test_cancelled_grep_stops_its_worker(
 
     monkeypatch.setattr(search, "_grep", observed)
     call = asyncio.create_task(Grep().run({"pattern": "(a|aa)+$b"}, ctx))
-    await poll_until(lambda: True if started.is_set() else None, "grep to start")
+    await until(lambda: started.is_set(), what="grep to start")
     assert not finished.is_set()
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    await poll_until(lambda: True if finished.is_set() else None, "the worker to stop")
+    await until(lambda: finished.is_set(), what="the worker to stop")
 
 
 @pytest.mark.parametrize(
@@ -321,7 +322,7 @@ async def test_run_blocking_deadline_is_a_tool_error_and_stops_the_worker() -> N
 
     with pytest.raises(ToolError, match=r"slow thing did not finish within 0\.1 s"):
         await offload.run_blocking(work, what="slow thing", deadline=0.1)
-    await poll_until(lambda: True if stopped.is_set() else None, "the worker to see stop")
+    await until(lambda: stopped.is_set(), what="the worker to see stop")
 
 
 async def test_run_blocking_cancel_sets_stop() -> None:
@@ -333,11 +334,11 @@ async def test_run_blocking_cancel_sets_stop() -> None:
         stopped.set()
 
     call = asyncio.create_task(offload.run_blocking(work, what="w"))
-    await poll_until(lambda: True if running.is_set() else None, "the worker to start")
+    await until(lambda: running.is_set(), what="the worker to start")
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    await poll_until(lambda: True if stopped.is_set() else None, "the worker to see stop")
+    await until(lambda: stopped.is_set(), what="the worker to see stop")
 
 
 def test_read_stops_when_the_call_is_gone(ws: Path) -> None:
@@ -450,7 +451,7 @@ async def test_bash_kills_a_setsid_child_left_behind_when_it_exits(ctx: ToolCont
     await asyncio.wait_for(Bash().run({"command": command}, ctx), 30)
     pid = read_pid(ws / "orphan.pid")
     assert pid is not None
-    await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
+    await until(lambda: not process_alive(pid), what=f"process {pid} to die")
 
 
 async def test_bash_timeout_kills_a_setsid_child(ctx: ToolContext, ws: Path) -> None:
@@ -459,16 +460,16 @@ async def test_bash_timeout_kills_a_setsid_child(ctx: ToolContext, ws: Path) -> 
     assert result.is_error and result.raw_output is not None and result.raw_output["timedOut"]
     pid = read_pid(ws / "child.pid")
     assert pid is not None
-    await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
+    await until(lambda: not process_alive(pid), what=f"process {pid} to die")
 
 
 async def test_background_task_kill_reaches_a_setsid_child(ws: Path) -> None:
     bg = BackgroundTasks()
     try:
         task_id = bg.start("setsid sh -c 'echo $$ > bg.pid; exec sleep 1000' & wait", ws)
-        pid = await poll_until(lambda: read_pid(ws / "bg.pid"), "bg.pid")
+        pid = await value_of(lambda: read_pid(ws / "bg.pid"), what="bg.pid")
         assert bg.kill(task_id)
-        await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
+        await until(lambda: not process_alive(pid), what=f"process {pid} to die")
     finally:
         await bg.close()
 
@@ -479,4 +480,4 @@ async def test_hook_timeout_kills_a_setsid_child(ws: Path) -> None:
     assert answer == "timed out after 1s"
     pid = read_pid(ws / "hook.pid")
     assert pid is not None
-    await poll_until(lambda: True if not process_alive(pid) else None, f"process {pid} to die")
+    await until(lambda: not process_alive(pid), what=f"process {pid} to die")

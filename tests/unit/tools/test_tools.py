@@ -16,6 +16,7 @@ from server.tools.bash import OUTPUT_CAP, Bash
 from server.tools.files import READ_MAX_LINES, EditFile, ListDir, ReadFile, WriteFile
 from server.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
 from server.tools.workspace import display_path, resolve_in_workspace
+from tests.support.proc import process_alive, wait_dead, wait_pid
 
 # --- fixtures and helpers ---
 
@@ -40,48 +41,8 @@ def ctx(ws: Path) -> ToolContext:
     return ToolContext(cwd=ws, session_id="s-test")
 
 
-def _alive(pid: int) -> bool:
-    """True if `pid` runs; a zombie counts as dead (PID 1 in a container may never reap it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
-async def _wait_dead(pid: int, within: float = 5.0) -> bool:
-    deadline = asyncio.get_running_loop().time() + within
-    while asyncio.get_running_loop().time() < deadline:
-        if not _alive(pid):
-            return True
-        await asyncio.sleep(0.02)
-    return not _alive(pid)
-
-
-def _pid_in(path: Path) -> int | None:
-    """The pid written to `path`, once the whole line is there."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    return int(text) if text.endswith("\n") else None
-
-
 def _names(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir())
-
-
-async def _read_pid(path: Path, within: float = 10.0) -> int:
-    deadline = asyncio.get_running_loop().time() + within
-    while asyncio.get_running_loop().time() < deadline:
-        if (pid := _pid_in(path)) is not None:
-            return pid
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{path} never appeared")
 
 
 # --- confinement ---
@@ -444,27 +405,27 @@ async def test_bash_timeout_kills_process_group(ctx: ToolContext, ws: Path) -> N
     assert "[timed out after 0.5 s" in res.output
     assert res.raw_output is not None and res.raw_output["timedOut"] is True
     child = int((ws / "child.pid").read_text())
-    assert await _wait_dead(child), f"background child {child} survived the timeout"
+    await wait_dead(child)
 
 
 async def test_bash_sigterm_ignoring_child_gets_sigkill(ctx: ToolContext, ws: Path) -> None:
     cmd = "trap '' TERM; (trap '' TERM; sleep 30) & echo $! > child.pid; wait"
     res = await Bash().run({"command": cmd, "timeout": 0.3}, ctx)
     assert res.is_error is True and "timed out" in res.output
-    assert await _wait_dead(int((ws / "child.pid").read_text()))
+    await wait_dead(int((ws / "child.pid").read_text()))
 
 
 async def test_bash_cancellation_kills_process_group(ctx: ToolContext, ws: Path) -> None:
     cmd = "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"
     task = asyncio.create_task(Bash().run({"command": cmd}, ctx))
-    child = await _read_pid(ws / "child.pid")
-    shell = await _read_pid(ws / "shell.pid")
-    assert _alive(child) and _alive(shell)
+    child = await wait_pid(ws / "child.pid")
+    shell = await wait_pid(ws / "shell.pid")
+    assert process_alive(child) and process_alive(shell)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await _wait_dead(child), f"grandchild {child} survived cancellation"
-    assert await _wait_dead(shell), f"shell {shell} survived cancellation"
+    await wait_dead(child)
+    await wait_dead(shell)
 
 
 async def test_bash_background_leftovers_are_stopped(ctx: ToolContext, ws: Path) -> None:
@@ -473,7 +434,7 @@ async def test_bash_background_leftovers_are_stopped(ctx: ToolContext, ws: Path)
     res = await Bash().run({"command": "sleep 30 & echo $! > bg.pid; echo launched"}, ctx)
     assert loop.time() - started < 5  # didn't wait for the background sleep's pipe to close
     assert res.output == "launched"
-    assert await _wait_dead(int((ws / "bg.pid").read_text()))
+    await wait_dead(int((ws / "bg.pid").read_text()))
 
 
 async def test_bash_streams_progress(ws: Path) -> None:

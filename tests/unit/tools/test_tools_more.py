@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import jsonschema
@@ -18,6 +18,8 @@ from server.tools.bash import Bash
 from server.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
 from server.tools.search import GLOB_MAX_RESULTS, GREP_MAX_FILE_BYTES, Glob, Grep
 from server.tools.todo import TodoList, TodoWrite
+from tests.support.polling import until
+from tests.support.proc import process_alive, wait_dead, wait_pid
 
 # --- fixtures and helpers ---
 
@@ -75,55 +77,6 @@ def _write(path: Path, text: str, mtime: float | None = None) -> None:
     path.write_text(text)
     if mtime is not None:
         os.utime(path, (mtime, mtime))
-
-
-def _alive(pid: int) -> bool:
-    """True if `pid` runs; a zombie counts as dead (PID 1 in a container may never reap it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
-async def _wait_dead(pid: int, within: float = 5.0) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        if not _alive(pid):
-            return True
-        await asyncio.sleep(0.02)
-    return not _alive(pid)
-
-
-def _pid_in(path: Path) -> int | None:
-    """The pid written to `path`, once the whole line is there."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    return int(text) if text.endswith("\n") else None
-
-
-async def _until(pred: Callable[[], object], within: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        if pred():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition never became true")
-
-
-async def _read_pid(path: Path) -> int:
-    await _until(lambda: _pid_in(path) is not None)
-    pid = _pid_in(path)
-    assert pid is not None
-    return pid
 
 
 # --- glob ---
@@ -373,7 +326,7 @@ async def test_background_wait_any_returns_unreported_finished_task(bg: Backgrou
     slow = bg.start("sleep 30", ws, None)
     await bg.wait(quick, 30)  # reported: the next wait on "any" must not return it again
     third = bg.start("echo x", ws, None)
-    await _until(lambda: third not in bg.running())
+    await until(lambda: third not in bg.running())
     result = await bg.wait(None, 30)  # `third` finished unnoticed: returned at once
     assert (result.reason, result.task_id, result.running) == ("done", third, [slow])
 
@@ -429,7 +382,7 @@ async def test_task_output_without_and_with_wait(bg: BackgroundTasks, bg_ctx: To
     marker = ws / "go"
     task_id = bg.start(f"echo first; while [ ! -e {marker} ]; do sleep 0.01; done; echo second", ws, None)
     # Without wait: the output so far and "still running" once "first" is out.
-    await _until(lambda: "first" in bg.output(task_id)[0])
+    await until(lambda: "first" in bg.output(task_id)[0])
     res = await TaskOutput().run({"task_id": task_id}, bg_ctx)
     assert res.output == f"first\n[task {task_id} is still running]"
     assert res.raw_output == {"taskId": task_id, "done": False, "exitCode": None}
@@ -461,12 +414,12 @@ async def test_task_output_wait_is_preemptible(bg: BackgroundTasks, ws: Path) ->
 async def test_background_close_kills_process_groups(ws: Path) -> None:
     tasks = BackgroundTasks()
     task_id = tasks.start("echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait", ws, None)
-    shell = await _read_pid(ws / "shell.pid")
-    child = await _read_pid(ws / "child.pid")
-    assert _alive(shell) and _alive(child)
+    shell = await wait_pid(ws / "shell.pid")
+    child = await wait_pid(ws / "child.pid")
+    assert process_alive(shell) and process_alive(child)
     await tasks.close()
-    assert await _wait_dead(child), f"sleep {child} survived close()"
-    assert await _wait_dead(shell), f"shell {shell} survived close()"
+    await wait_dead(child)
+    await wait_dead(shell)
     _, done, rc = tasks.output(task_id)
     assert done and rc == -9
     assert tasks.status(task_id) == f"task {task_id} was killed by signal SIGKILL"
@@ -492,10 +445,10 @@ async def test_bash_run_in_background(bg: BackgroundTasks, bg_ctx: ToolContext, 
     assert res.output == f"started background task {task_id}"
     assert res.raw_output == {"taskId": task_id}
     assert bg.running() == [task_id]  # returned while the command still runs
-    pid = await _read_pid(ws / "bg.pid")
-    assert _alive(pid)
+    pid = await wait_pid(ws / "bg.pid")
+    assert process_alive(pid)
     await bg.close()
-    assert await _wait_dead(pid)
+    await wait_dead(pid)
 
     with pytest.raises(ToolError, match="not available"):
         await Bash().run({"command": "true", "run_in_background": True}, ToolContext(cwd=ws, session_id="s"))
