@@ -98,3 +98,17 @@ def final_tool_updates(client: WsClient, session_id: str) -> dict[str, dict[str,
 def shown_text(update: dict[str, Any]) -> str:
     """The text content blocks of a tool call update, as a client shows them."""
     return " ".join(c["content"]["text"] for c in update.get("content") or [] if c["type"] == "content")
+
+
+def queue_of_length(session_id: str, n: int) -> Callable[[dict[str, Any]], bool]:
+    """Matches the session's `queue_update` event once the queue holds `n` entries."""
+
+    def predicate(msg: dict[str, Any]) -> bool:
+        return (
+            msg.get("method") == "_agentd/event"
+            and msg["params"]["sessionId"] == session_id
+            and msg["params"]["kind"] == "queue_update"
+            and msg["params"]["event"]["length"] == n
+        )
+
+    return predicate

@@ -12,6 +12,7 @@ from typing import Any
 from server.auth import create_token
 from server.config import AuthMode
 from tests.conftest import scripted
+from tests.support.polling import until
 
 
 class Terminal:
@@ -99,9 +100,7 @@ async def test_chat_cancels_a_running_turn_and_leaves_at_end_of_input(
         await term.wait_for("/quit to leave")
         await term.type("a long job")
         manager = server.app.state.agentd.manager
-        async with asyncio.timeout(30):
-            while not any(a.running_turn_id for a in manager.live()):  # noqa: ASYNC110 - polls server state
-                await asyncio.sleep(0.02)
+        await until(lambda: any(a.running_turn_id for a in manager.live()), what="the turn to start")
         await term.type("/cancel")
         await term.wait_for("stopReason: cancelled")
         term.proc.stdin.close()  # end of input: chat leaves
@@ -178,9 +177,7 @@ async def test_chat_cancel_without_a_turn_and_commands_during_a_turn(server_fact
         assert not [e for e in await store.read_events(sid, after_seq=0) if e.kind == "turn_started"]
         await term.type("a long job")
         manager = server.app.state.agentd.manager
-        async with asyncio.timeout(30):
-            while not any(a.running_turn_id for a in manager.live()):  # noqa: ASYNC110 - polls server state
-                await asyncio.sleep(0.02)
+        await until(lambda: any(a.running_turn_id for a in manager.live()), what="the turn to start")
         await term.type("/usage")
         await term.wait_for("queued /usage")
         actor = manager.live_actor(sid)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 
 import httpx
@@ -49,7 +50,10 @@ async def test_serve_logs_no_secret(tmp_path: Path, workspace: Path) -> None:
                     "/rpc", json=body, headers={"Authorization": "Bearer agentd_tok-s3cret"}
                 )
                 assert resp.status_code == 401
-            await asyncio.sleep(0.2)  # let the log reach the file
+            # A clean stop: everything the server logged has reached the file when it exits.
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(30):
+                await proc.wait()
         output = await asyncio.to_thread(log.read_text)
     assert "database: postgresql+asyncpg://postgres:***@" in output  # it did log the URL...
     assert "openai-compatible at http://proxyuser:***@127.0.0.1:9/v1" in output

@@ -32,7 +32,7 @@ from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.frames import conversation_view
 from tests.support.polling import until
 from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
-from tests.support.session import assert_valid_frames, is_update, new_session
+from tests.support.session import assert_valid_frames, is_update, new_session, queue_of_length
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion
 
@@ -148,18 +148,6 @@ async def background(cm: Any) -> AsyncIterator[tuple[Server, Background]]:
         yield await bg.started(), bg
     finally:
         await bg.close()
-
-
-def queue_of_length(session_id: str, n: int) -> Callable[[dict[str, Any]], bool]:
-    def predicate(msg: dict[str, Any]) -> bool:
-        return (
-            msg.get("method") == "_agentd/event"
-            and msg["params"]["sessionId"] == session_id
-            and msg["params"]["kind"] == "queue_update"
-            and msg["params"]["event"]["length"] == n
-        )
-
-    return predicate
 
 
 def prompt_request(client: WsClient, session_id: str, text: str, **meta: Any) -> asyncio.Task[dict]:

@@ -31,6 +31,7 @@ from server.providers.base import ProviderRequest
 from server.transport.handlers import METHODS
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.polling import value_of
 from tests.support.session import new_session
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(300)]
@@ -188,13 +189,12 @@ async def test_no_method_or_endpoint_lets_one_principal_touch_anothers_session(
                 stored = {k: getattr(record, k) for k in fields} if record else None
                 return {"snapshot": snapshot, "stored": stored, "lastSeq": last}
 
-            async with asyncio.timeout(CALL_BOUND_S):  # bounds the wait for the setup to settle
-                while True:
-                    before = await a_state()
-                    snap = before["snapshot"]["snapshot"]
-                    if snap["status"] == "running" and len(snap["queue"]) == 2:
-                        break
-                    await asyncio.sleep(0.05)
+            async def settled() -> dict[str, Any] | None:
+                current = await a_state()
+                snap = current["snapshot"]["snapshot"]
+                return current if snap["status"] == "running" and len(snap["queue"]) == 2 else None
+
+            before = await value_of(settled, CALL_BOUND_S, what="the setup to settle")
 
             called: set[str] = set()
             problems: list[str] = []

@@ -24,7 +24,8 @@ from server.providers.base import ProviderRequest, StreamEvent
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, allow, text_prompt
-from tests.support.session import assert_valid_frames, is_event, new_session
+from tests.support.gated import GatedProvider
+from tests.support.session import assert_valid_frames, is_event, new_session, queue_of_length
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -79,10 +80,9 @@ class RoutedProvider:
 
 
 async def test_prompts_on_one_session_run_one_turn_at_a_time_in_fifo_order(server_factory, workspace: Path):
-    provider = scripted(
-        {"text": "answer one", "delay": 1.0},  # slow: the other prompts arrive while it runs
-        {"text": "answer two"},
-        {"text": "answer three"},
+    # The first turn is held until the other two prompts are queued behind it.
+    provider = GatedProvider(
+        scripted({"text": "answer one"}, {"text": "answer two"}, {"text": "answer three"}), hold={0}
     )
     async with server_factory(provider) as server:
         client = await server.client()
@@ -93,6 +93,9 @@ async def test_prompts_on_one_session_run_one_turn_at_a_time_in_fifo_order(serve
             asyncio.create_task(client.request("session/prompt", text_prompt(sid, f"prompt number {n}")))
             for n in (1, 2, 3)
         ]
+        await provider.held(0)
+        await client.wait_notification(queue_of_length(sid, 2))
+        provider.release(0)
         responses = await asyncio.gather(*tasks)
 
         for resp in responses:

@@ -18,8 +18,6 @@ test releases it (`GatedProvider`): the test acts while the model is provably mi
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,50 +26,15 @@ import pytest
 from protocol.jsonrpc import ErrorCode
 from server.config import PermissionMode
 from server.loop.conversation import Message
-from server.providers.base import ProviderRequest, StreamEvent
-from server.providers.scripted import ScriptedProvider
+from server.providers.base import ProviderRequest
 from server.session.commands import Prompt
 from server.tools.background import INTERRUPTED_TEXT
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
+from tests.support.gated import GatedProvider
 from tests.support.session import assert_valid_frames, events, is_event, is_update, new_session, shown_text
 
 # ---------------------------------------------------------------------------- helpers
-
-
-class GatedProvider:
-    """A scripted provider whose calls listed in `hold` (0-based call numbers) pause right
-    after their first delta until `release(n)`; `held(n)` is set once call n paused."""
-
-    name = "gated"
-
-    def __init__(self, inner: ScriptedProvider, hold: set[int]) -> None:
-        self.inner = inner
-        self.supports_native_schema = inner.supports_native_schema
-        self._gates = {n: asyncio.Event() for n in hold}
-        self._held = {n: asyncio.Event() for n in hold}
-
-    @property
-    def requests(self) -> list[ProviderRequest]:
-        return self.inner.requests
-
-    def release(self, n: int) -> None:
-        self._gates[n].set()
-
-    async def held(self, n: int, within: float = 15) -> None:
-        await asyncio.wait_for(self._held[n].wait(), within)
-
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        n = len(self.inner.requests)  # this call's number (the inner provider appends it)
-        gate = self._gates.get(n)
-        first = True
-        async with contextlib.aclosing(self.inner.stream(request)) as events:  # type: ignore[type-var]
-            async for ev in events:
-                yield ev
-                if first and gate is not None:
-                    first = False
-                    self._held[n].set()
-                    await gate.wait()
 
 
 def interject_params(session_id: str, text: str, expected_turn_id: str | None = None) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from tests.support.permissions import (
     round_trip,
     write,
 )
-from tests.support.polling import until
+from tests.support.polling import until, value_of
 from tests.support.session import events, new_session, shown_text
 from tests.support.sse import sse
 
@@ -50,12 +50,12 @@ async def stored(server: Any, session_id: str, kind: str) -> list[dict[str, Any]
 
 async def until_stored(server: Any, session_id: str, kind: str, n: int = 1) -> list[dict[str, Any]]:
     """Poll the store (the log is written behind the live stream) until `n` are there."""
-    async with asyncio.timeout(30):
-        while True:
-            found = await stored(server, session_id, kind)
-            if len(found) >= n:
-                return found
-            await asyncio.sleep(0.02)
+
+    async def enough() -> list[dict[str, Any]] | None:
+        found = await stored(server, session_id, kind)
+        return found if len(found) >= n else None
+
+    return await value_of(enough, what=f"{n} stored {kind} event(s)")
 
 
 def final_status(client: WsClient, session_id: str, tool_call_id: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import httpx
 
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.polling import until
 
 GATE_STEP = {"text": "working", "delay": 30}  # the first turn runs until cancelled
 
@@ -252,11 +253,12 @@ async def test_queued_prompts_survive_a_restart_and_resume_by_themselves(
     second = scripted({"text": "done one"}, {"text": "done two"})
     async with server_factory(second, database_url=db_url) as server:
         store = server.app.state.agentd.store
-        for _ in range(200):  # bounded wait for the resumed turns, not a timing assertion
-            kinds = [e.payload.get("outcome") for e in await store.read_events(sid) if e.kind == "turn_ended"]
-            if kinds.count("completed") == 2:
-                break
-            await asyncio.sleep(0.05)
+
+        async def both_completed() -> bool:
+            ended = [e.payload.get("outcome") for e in await store.read_events(sid) if e.kind == "turn_ended"]
+            return ended.count("completed") == 2
+
+        await until(both_completed, what="the two resumed turns")
         assert [m.content for m in second.requests[0].messages if m.role == "user"][-1] == "queued one"
         assert [m.content for m in second.requests[1].messages if m.role == "user"][-1] == "queued two"
         record = await store.get_session(sid)

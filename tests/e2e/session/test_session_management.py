@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, agent_text, text_prompt
+from tests.support.polling import until
 
 
 async def _new(client, workspace: Path) -> str:
@@ -156,11 +157,8 @@ async def test_idle_actors_are_evicted_and_recreated_transparently(server_factor
         # Attached client: never evicted, however long it idles.
         assert await manager.evict_idle(0.0) == []
         await client.call("_agentd/session/detach", {"sessionId": sid})
-        for _ in range(200):  # the background sweep evicts it (bounded wait, not a timing assert)
-            if sid not in {a.id for a in manager.live()}:
-                break
-            await asyncio.sleep(0.05)
-        assert sid not in {a.id for a in manager.live()}
+        # The background sweep evicts it.
+        await until(lambda: sid not in {a.id for a in manager.live()}, what="the idle session's eviction")
         # ...and the next request recreates it from the store with its full context.
         result = await client.call("session/prompt", text_prompt(sid, "two"))
         assert result["stopReason"] == "end_turn"

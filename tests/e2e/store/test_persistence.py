@@ -200,10 +200,7 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
             within=30,
         )
         # Let the shell actually start (the update is emitted just before the spawn).
-        for _ in range(200):
-            if pids_with_cwd(workspace):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: pids_with_cwd(workspace), what="the shell to start")
         crashed = Crashed(sid, db_url, client.updates(sid), max(notification_seqs(client)))
 
         os.kill(proc.pid, signal.SIGKILL)
@@ -436,15 +433,13 @@ async def crash_mid_stream(workspace: Path, tmp_path: Path) -> CrashedMidStream:
             {"sessionId": sid, "prompt": [queued], "_meta": {"agentd": {"requestId": "req-queued"}}},
         )
         # Wait (not a timing assertion) until a checkpoint holding some answer text is stored.
-        checkpoint: dict[str, Any] | None = None
-        for _ in range(600):
+
+        async def checkpointed() -> bool:
             checkpoint = await stored_partial(db_url, sid)
             texts = [m["text"] for m in (checkpoint or {}).get("messages", [])]
-            if any(t.startswith("word000 word001") for t in texts):
-                break
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail(f"no partial-text checkpoint was stored: {checkpoint}")
+            return any(t.startswith("word000 word001") for t in texts)
+
+        await until(checkpointed, what="a partial-text checkpoint holding answer text")
 
         os.kill(proc.pid, signal.SIGKILL)
         assert await proc.wait() == -signal.SIGKILL

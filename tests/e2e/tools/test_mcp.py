@@ -18,6 +18,7 @@ from server.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 from tests.support.mcp import CALC, calc_stdio
+from tests.support.polling import until
 from tests.support.proc import free_port
 from tests.support.session import tool_call
 
@@ -130,12 +131,15 @@ async def test_streamable_http_server_with_headers(server_factory, workspace: Pa
     port = free_port()
     mcp_base = f"http://127.0.0.1:{port}"
     async with subprocess_running([sys.executable, CALC, "--http", str(port)], tmp_path / "mcp.log"):
-        async with httpx.AsyncClient() as http:  # wait until it listens (bounded, not timed)
-            for _ in range(600):
+        async with httpx.AsyncClient() as http:
+
+            async def listening() -> bool:
                 with contextlib.suppress(httpx.TransportError):
                     await http.get(f"{mcp_base}/mcp", timeout=1)
-                    break
-                await asyncio.sleep(0.05)
+                    return True
+                return False
+
+            await until(listening, what="the MCP server to listen")
         async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
             client = await server.client()
             spec = {

@@ -20,6 +20,7 @@ from server.auth import create_token
 from server.config import AuthMode, PermissionMode
 from tests.conftest import scripted
 from tests.support.acp_sdk import RecordingClient, RecordingTransport
+from tests.support.polling import until
 
 
 @contextlib.asynccontextmanager
@@ -84,9 +85,7 @@ async def test_the_sdk_http_client_runs_a_whole_session(server_factory: Any, wor
             assert client.agent_text(sid).endswith("after cancel")
             transport.assert_all_frames_valid()
         # The connections are closed (DELETE) and forgotten.
-        async with asyncio.timeout(10):
-            while server.app.state.agentd.http_connections.by_id:  # noqa: ASYNC110 - polls server state
-                await asyncio.sleep(0.02)
+        await until(lambda: not server.app.state.agentd.http_connections.by_id, what="the connections to go")
 
 
 async def test_bad_requests_get_readable_errors(server_factory: Any, workspace: Path) -> None:

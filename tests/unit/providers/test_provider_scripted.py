@@ -26,6 +26,7 @@ from server.providers.base import (
 )
 from server.providers.scripted import EXHAUSTED_TEXT, Script, ScriptedProvider, parse_script
 from tests.support.paths import REPO_ROOT
+from tests.support.polling import until
 
 
 def request(user: str = "hi", *, system: str = "sys") -> ProviderRequest:
@@ -318,7 +319,7 @@ async def test_delays_are_applied_and_cancellable() -> None:
 
     slow = ScriptedProvider.from_dict({"steps": [{"text": "x", "delay": 60}]})
     task = asyncio.create_task(collect(slow))
-    await asyncio.sleep(0.01)
+    await until(lambda: slow.requests, what="the call to start its delay")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
