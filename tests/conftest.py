@@ -20,6 +20,7 @@ from server.embedded import serve_in_background
 from server.providers.base import Provider
 from server.providers.scripted import ScriptedProvider
 from tests.support.client import WsClient
+from tests.support.xdist_stderr import pytest_configure  # noqa: F401 - a hook: timeout stacks under xdist
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
