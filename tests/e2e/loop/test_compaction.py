@@ -30,9 +30,8 @@ from server.loop.conversation import Message
 from server.providers.base import ProviderRequest
 from server.store.db import Store
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
-from tests.support.session import new_session
+from tests.support.session import assert_valid_frames, new_session
 
 # The system prompt and tool guidance alone are ~5,000 characters (~1,250 tokens), so the
 # window is sized for the conversation to matter: the threshold is 8,500 tokens (~34,000
@@ -61,12 +60,6 @@ async def connect(server: Any, *, compaction_capable: bool = True) -> WsClient:
     if compaction_capable:
         return await server.client(session={"compaction": {}})
     return await server.client()
-
-
-def assert_frames_valid(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 def is_summariser(request: ProviderRequest) -> bool:
@@ -139,7 +132,7 @@ async def test_crossing_the_threshold_compacts_before_the_next_request(
     provider = scripted(*THRESHOLD_SCRIPT)
     async with server_factory(provider, database_url=db_url, context_window=WINDOW) as server:
         client, sid = await grow_past_the_threshold(server, workspace)
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
     requests = provider.requests
@@ -215,7 +208,7 @@ async def test_after_a_restart_load_replays_the_compaction_and_the_next_request_
             Message(role="assistant", content="Noted C."),
             Message.user("where were we?"),
         ]
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -237,7 +230,7 @@ async def test_compaction_updates_go_only_to_clients_that_advertised_the_capabil
         )
         assert_one_completed_compaction(capable, sid, reason="threshold")
         assert compaction_updates(plain, sid) == []
-        assert_frames_valid(plain)
+        assert_valid_frames(plain)
         await capable.close()
         await plain.close()
 
@@ -293,7 +286,7 @@ async def test_a_context_overflow_compacts_and_retries_once(
         result = await client.call("session/prompt", text_prompt(sid, P3))
         assert result["stopReason"] == "end_turn"
         assert_one_completed_compaction(client, sid, reason="context_overflow")
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
     requests = provider.requests
@@ -333,7 +326,7 @@ async def test_a_second_context_overflow_fails_the_prompt(server_factory, worksp
         assert [is_summariser(r) for r in provider.requests] == [False, False, False, True, False]
         assert provider.requests[4].messages[0] == SUMMARY_MESSAGE
         assert_one_completed_compaction(client, sid, reason="context_overflow")
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -351,7 +344,7 @@ async def test_a_context_overflow_with_nothing_to_compact_fails_the_prompt(
         # A one-turn conversation has nothing old enough to fold: no summariser call, no retry.
         assert len(provider.requests) == 1 and not is_summariser(provider.requests[0])
         assert [u for u in compaction_updates(client, sid) if u["status"] == "completed"] == []
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         # The session keeps working.
         result = await client.call("session/prompt", text_prompt(sid, P2))
         assert result["stopReason"] == "end_turn"
@@ -400,7 +393,7 @@ async def test_compact_on_an_idle_session_forces_a_compaction(
         result = await client.call("session/prompt", text_prompt(sid, "fourth question"))
         assert result["stopReason"] == "end_turn"
         assert provider.requests[4].messages == [*compacted, Message.user("fourth question")]
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -422,7 +415,7 @@ async def test_compact_with_too_little_history_changes_nothing(
         assert result["compacted"] is False
         assert len(provider.requests) == turns  # no summariser call
         assert [u for u in compaction_updates(client, sid) if u["status"] == "completed"] == []
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
     events, after = await read_store(db_url, sid)
     assert after == before and len(after) == 2 * turns
@@ -473,7 +466,7 @@ async def test_compact_during_a_turn_happens_before_its_next_request(server_fact
         assert msgs[5].role == "tool" and msgs[5].tool_call_id == "call_w" and not msgs[5].is_error
         assert len(msgs) == 6
         assert_one_completed_compaction(client, sid, reason="requested")
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 

@@ -26,8 +26,8 @@ from server.loop.structured import (
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
-from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.session import assert_valid_frames
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -55,12 +55,6 @@ async def open_session(server: Any, workspace: Path) -> tuple[WsClient, str]:
     client = await server.client()
     session = await client.call("session/new", {"cwd": str(workspace), "mcpServers": []})
     return client, session["sessionId"]
-
-
-def assert_frames_valid(client: WsClient) -> None:
-    validator = AcpValidator.default()
-    for frame in client.frames:
-        validator.assert_valid_agent_frame(frame, client.sent_methods)
 
 
 def tool_updates(client: WsClient, sid: str, call_id: str) -> list[dict[str, Any]]:
@@ -100,7 +94,7 @@ async def test_shim_offers_the_schema_as_a_tool_and_a_valid_call_completes_the_t
         assert updates[0]["sessionUpdate"] == "tool_call"
         assert updates[-1]["status"] == "completed"
         assert ACCEPTED_TEXT in json.dumps(updates[-1]["content"])
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -131,7 +125,7 @@ async def test_shim_invalid_call_gets_the_validation_error_as_its_result_and_the
         assert tool_named(retry, STRUCTURED_OUTPUT_TOOL).parameters == SCHEMA
         assert tool_updates(client, sid, "call_bad")[-1]["status"] == "failed"
         assert tool_updates(client, sid, "call_good")[-1]["status"] == "completed"
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -163,7 +157,7 @@ async def test_shim_three_invalid_calls_complete_the_turn_with_the_error(
         second_error = provider.requests[2].messages[-1]
         assert "at confidence: 7 is greater than the maximum of 1" in second_error.content
         assert "1 attempt(s) left" in second_error.content
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -193,7 +187,7 @@ async def test_shim_call_mixed_with_a_real_tool_is_rejected_while_the_real_tool_
         assert shim_result.content == MIXED_CALL_TEXT  # readable: says why and what to do
         assert tool_updates(client, sid, "call_w")[-1]["status"] == "completed"
         assert tool_updates(client, sid, "call_so_early")[-1]["status"] == "failed"
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -215,7 +209,7 @@ async def test_shim_a_model_that_stops_without_calling_gets_a_reminder(
         assert reminder.role == "user"
         assert reminder.content.startswith(MISSING_CALL_TEXT)
         assert "2 attempt(s) left" in reminder.content  # it counted as an attempt
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -236,7 +230,7 @@ async def test_shim_stopping_without_the_call_counts_towards_the_three_attempts(
         assert result["_meta"]["agentd"]["structuredOutput"] == {"error": MISSING_CALL_TEXT}
         assert len(provider.requests) == 3
         assert "1 attempt(s) left" in provider.requests[2].messages[-1].content
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -278,7 +272,7 @@ async def test_an_invalid_user_schema_short_circuits_every_attempt(
             last = request.messages[-1]
             assert last.role == "tool" and last.tool_call_id == f"call_{n}" and last.is_error
             assert expected in last.content
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -298,7 +292,7 @@ async def test_a_non_object_output_schema_is_invalid_params(
         result = await client.call("session/prompt", text_prompt(sid, "plain"))
         assert result["stopReason"] == "end_turn"
         assert "structuredOutput" not in result["_meta"]["agentd"]
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -326,7 +320,7 @@ async def test_native_request_carries_the_schema_and_valid_json_completes(
         assert tool_named(request, STRUCTURED_OUTPUT_TOOL) is None
         assert SHIM_REMINDER not in request.system
         assert tool_named(request, "read_file") is not None
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -355,7 +349,7 @@ async def test_native_invalid_answers_are_retried_with_the_error_message(
         wrong = provider.requests[2].messages[-1]
         assert wrong.role == "user"
         assert "at answer: 42 is not of type 'string'" in wrong.content
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 
@@ -370,7 +364,7 @@ async def test_native_three_invalid_answers_complete_with_the_error(server_facto
         assert set(structured) == {"error"}
         assert "None is not of type 'string'" in structured["error"]
         assert len(provider.requests) == 3
-        assert_frames_valid(client)
+        assert_valid_frames(client)
         await client.close()
 
 

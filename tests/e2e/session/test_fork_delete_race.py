@@ -12,14 +12,11 @@ from sqlalchemy import text
 
 from server.store.db import Store
 from tests.conftest import scripted
-from tests.support.client import WsClient, text_prompt
+from tests.support.client import text_prompt
+from tests.support.session import new_session
 
 ROUNDS = 20
 RESOURCE_NOT_FOUND = -32002
-
-
-async def _new(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
 
 
 async def test_fork_racing_delete_is_a_clean_success_or_not_found(
@@ -32,7 +29,7 @@ async def test_fork_racing_delete_is_a_clean_success_or_not_found(
         forks: dict[str, str] = {}  # fork id → source id
         outcomes: list[str] = []
         for i in range(ROUNDS):
-            sid = await _new(forker, workspace)
+            sid = await new_session(forker, workspace)
             await forker.call("session/prompt", text_prompt(sid, f"round {i}"))
             sources.append(sid)
             fork = forker.request("_agentd/session/fork", {"sessionId": sid})

@@ -12,10 +12,7 @@ from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, agent_text, text_prompt
 from tests.support.polling import until
-
-
-async def _new(client, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+from tests.support.session import new_session
 
 
 async def test_initialize_advertises_resume_close_delete(server_factory):
@@ -33,7 +30,7 @@ async def test_resume_attaches_without_replaying(server_factory, workspace: Path
     provider = scripted({"text": "first"}, {"text": "second"})
     async with server_factory(provider) as server:
         a = await server.client()
-        sid = await _new(a, workspace)
+        sid = await new_session(a, workspace)
         await a.call("session/prompt", text_prompt(sid, "one"))
         b = await server.client()
         result = await b.call("session/resume", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
@@ -54,7 +51,7 @@ async def test_close_cancels_the_running_turn_and_the_session_stays_loadable(ser
     provider = scripted({"text": "x" * 200, "chunk_size": 2, "chunk_delay": 0.05}, {"text": "again"})
     async with server_factory(provider) as server:
         client = await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "talk")))
         await client.wait_notification(
             lambda m: (
@@ -77,7 +74,7 @@ async def test_close_cancels_the_running_turn_and_the_session_stays_loadable(ser
 async def test_delete_removes_the_session_everywhere(server_factory, workspace: Path):
     async with server_factory(scripted({"text": "hi"})) as server:
         client = await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         await client.call("session/prompt", text_prompt(sid, "hello"))
         assert await client.call("session/delete", {"sessionId": sid}) == {}
         assert (await client.call("session/list", {}))["sessions"] == []
@@ -92,7 +89,7 @@ async def test_fork_copies_history_up_to_a_seq(server_factory, workspace: Path):
     provider = scripted({"text": "answer one"}, {"text": "answer two"}, {"text": "forked answer"})
     async with server_factory(provider) as server:
         client = await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         await client.call("session/prompt", text_prompt(sid, "question one"))
         await server.app.state.agentd.writer.barrier()
         cut = max(e.seq for e in await server.app.state.agentd.store.read_events(sid))
@@ -122,7 +119,7 @@ async def test_a_retried_request_id_never_runs_twice(server_factory, workspace: 
     provider = scripted({"text": "slow answer", "delay": 0.3}, {"text": "other"})
     async with server_factory(provider) as server:
         client = await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         params = text_prompt(sid, "do it once", requestId="req-42")
         first = asyncio.create_task(client.request("session/prompt", params))
         await client.wait_notification(
@@ -152,7 +149,7 @@ async def test_idle_actors_are_evicted_and_recreated_transparently(server_factor
     async with server_factory(provider, idle_evict_s=0.2) as server:
         manager = server.app.state.agentd.manager
         client = await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         await client.call("session/prompt", text_prompt(sid, "one"))
         # Attached client: never evicted, however long it idles.
         assert await manager.evict_idle(0.0) == []

@@ -32,6 +32,7 @@ from server.store.db import Store
 from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until
+from tests.support.session import new_session
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion
 STOPPING = -32019
@@ -138,10 +139,6 @@ def census(monkeypatch: pytest.MonkeyPatch) -> Census:
     return c
 
 
-async def _new(client: WsClient, workspace: Path) -> str:
-    return (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-
-
 def _load_params(sid: str, workspace: Path) -> dict[str, Any]:
     return {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
 
@@ -221,7 +218,7 @@ async def test_close_on_a_locked_database_never_starts_a_second_actor(
     async with _server(server_factory, db_url) as server:
         store = server.app.state.agentd.store
         client, other = await server.client(), await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         prompt = await _start_streaming_turn(client, sid)
         async with database_write_lock(db_url) as release:
             # The cancelled turn's last events cannot commit: the actor cannot finish
@@ -249,7 +246,7 @@ async def test_delete_on_a_locked_database_never_starts_a_second_actor(
     async with _server(server_factory, db_url) as server:
         store = server.app.state.agentd.store
         client, other = await server.client(), await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         prompt = await _start_streaming_turn(client, sid)
         async with database_write_lock(db_url) as release:
             _assert_stopping(await client.request("session/delete", {"sessionId": sid}))
@@ -274,7 +271,7 @@ async def test_idle_eviction_on_a_locked_database_never_starts_a_second_actor(
         state = server.app.state.agentd
         manager, store = state.manager, state.store
         client, other = await server.client(), await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         await client.call("_agentd/session/detach", {"sessionId": sid})
         async with database_write_lock(db_url) as release:
             # A mode change whose event cannot commit yet; the actor stays idle (no
@@ -336,8 +333,8 @@ async def test_a_refused_batch_fails_the_session_loudly_and_it_reloads_without_a
         state = server.app.state.agentd
         store = state.store
         client, watcher = await server.client(), await server.client()
-        sid = await _new(client, workspace)
-        bystander = await _new(watcher, workspace)
+        sid = await new_session(client, workspace)
+        bystander = await new_session(watcher, workspace)
         assert (await client.call("session/prompt", text_prompt(sid, "hello")))["stopReason"] == "end_turn"
         before = [e.seq for e in await store.read_events(sid)]
         await _refuse_poison(store)
@@ -382,7 +379,7 @@ async def test_an_exhausted_pool_answers_a_retryable_overload_error_and_recovers
     ) as server:
         store = server.app.state.agentd.store
         client = await server.client()
-        sid = await _new(client, workspace)
+        sid = await new_session(client, workspace)
         # Every pooled connection is busy (as under a flood of requests).
         held = [await store.engine.connect() for _ in range(2)]
         try:
@@ -405,7 +402,7 @@ async def test_an_exhausted_pool_answers_a_retryable_overload_error_and_recovers
                 await conn.close()
         # Afterwards everything works again, the existing session included.
         assert (await client.call("session/prompt", text_prompt(sid, "hi")))["stopReason"] == "end_turn"
-        assert await _new(client, workspace)
+        assert await new_session(client, workspace)
         await client.close()
 
 
