@@ -28,7 +28,7 @@ from server.app import create_app
 from server.config import PermissionMode, ProviderName, Settings
 from server.embedded import serve_in_background
 from server.providers.scripted import ScriptedProvider
-from tests.client import WsClient, text_prompt
+from tests.support.client import WsClient, text_prompt
 
 
 def rss_mib() -> float:

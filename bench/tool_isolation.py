@@ -27,7 +27,7 @@ from server.config import PermissionMode, ProviderName, Settings
 from server.embedded import serve_in_background
 from server.providers.scripted import ScriptedProvider
 from server.tools.grepengine import find_rg
-from tests.client import WsClient, text_prompt
+from tests.support.client import WsClient, text_prompt
 
 
 def setup_grep(ws: Path) -> list[dict[str, Any]]:

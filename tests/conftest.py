@@ -19,7 +19,8 @@ from server.config import PermissionMode, ProviderName, Settings
 from server.embedded import serve_in_background
 from server.providers.base import Provider
 from server.providers.scripted import ScriptedProvider
-from tests.client import WsClient
+from tests.support.client import WsClient
+from tests.support.xdist_stderr import pytest_configure  # noqa: F401 - a hook: timeout stacks under xdist
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 

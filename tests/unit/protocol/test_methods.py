@@ -17,7 +17,7 @@ from protocol.methods import (
     served_methods,
 )
 from server.transport.handlers import METHODS, UNSUPPORTED
-from tests.acp_schema import AcpValidator
+from tests.support.acp_schema import AcpValidator
 
 # The wire strings are the contract: a renamed member must not change what goes on the wire.
 WIRE = [

@@ -11,7 +11,7 @@ from protocol import outgoing
 from protocol.jsonrpc import notification, request
 from protocol.methods import ClientRequest, Notification
 from protocol.outgoing import Outgoing
-from tests.acp_schema import AcpValidator
+from tests.support.acp_schema import AcpValidator
 
 TOOL_CALL = {"toolCallId": "call_1", "title": "Write a.txt", "kind": "edit", "status": "pending"}
 OPTIONS = [

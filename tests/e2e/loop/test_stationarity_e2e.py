@@ -1,0 +1,342 @@
+"""Stationarity and degeneration detection over the real server (R-L3b).
+
+Driven by scripted model steps over a real WebSocket:
+
+- 8 identical consecutive steps (same tool call, same raw arguments): a one-time "stop
+  polling" nudge is written after the 8th step's tool results, so the 9th request carries it;
+- 16 identical steps: the turn ends (stopReason `end_turn`, `_meta.agentd.reason
+  == "identical_steps"`), the 16th step's calls are announced but never run, and the stop
+  is final — no further provider request in that turn;
+- true no-op steps (`bash` running exactly `true`, whatever its other arguments) share one
+  signature and stop at 4 (`noop_steps`);
+- a different step in between resets the count;
+- no progress: the same call returning the same result 3 times in a row gets a
+  "[no progress]" note on the 3rd result the model sees;
+- repetitive text: a stream whose tail is one 20-char pattern repeated is cut and ends the
+  turn (`repetitive_text`); the stored text is the cut text;
+- what the turn went through (nudges, stops) is data on the `turn_ended` event.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from server.config import PermissionMode
+from server.loop.conversation import Message
+from server.loop.detection import NO_PROGRESS_NOTE, NUDGE_TEXT
+from server.providers.base import ProviderRequest
+from tests.conftest import scripted
+from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.session import assert_valid_frames, events, new_session, shown_text
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def tool_updates(client: WsClient, session_id: str, call_id: str) -> list[dict[str, Any]]:
+    """Every `tool_call` / `tool_call_update` of one call, in order."""
+    return [
+        u
+        for u in client.updates(session_id)
+        if u["sessionUpdate"] in ("tool_call", "tool_call_update") and u["toolCallId"] == call_id
+    ]
+
+
+def statuses(client: WsClient, session_id: str, call_id: str) -> list[str]:
+    return [u["status"] for u in tool_updates(client, session_id, call_id) if "status" in u]
+
+
+def nudges_in(request: ProviderRequest) -> list[int]:
+    """Indices of the stationarity nudge among the request's messages."""
+    return [i for i, m in enumerate(request.messages) if m.role == "user" and m.content == NUDGE_TEXT]
+
+
+def tool_result(request: ProviderRequest, call_id: str) -> Message:
+    found = [m for m in request.messages if m.role == "tool" and m.tool_call_id == call_id]
+    assert len(found) == 1, f"expected one tool result for {call_id}, got {found}"
+    return found[0]
+
+
+def last_user_text(request: ProviderRequest) -> str:
+    return next(m.content for m in reversed(request.messages) if m.role == "user")
+
+
+def step(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    """One model step with a single tool call."""
+    return {"tool_calls": [{"name": name, "arguments": arguments, "id": call_id}]}
+
+
+def list_steps(n: int, *, first: int = 1, prefix: str = "call_ls") -> list[dict[str, Any]]:
+    """`n` identical steps (same tool, same raw arguments); only the call ids differ."""
+    return [step("list_dir", {"path": "."}, f"{prefix}_{i}") for i in range(first, first + n)]
+
+
+NOOP_A = {"command": "true", "timeout": 5}
+NOOP_B = {"command": "true"}
+
+
+# ---------------------------------------------------------------------------- nudge at 8
+
+
+async def test_eight_identical_steps_get_one_nudge_after_the_eighth_steps_results(
+    server_factory, workspace: Path
+):
+    (workspace / "notes.txt").write_text("hello\n")
+    provider = scripted(*list_steps(8), {"text": "I will stop polling and change my approach."})
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "watch the directory"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert len(provider.requests) == 9
+        # Requests 1..8 carry no nudge; the 9th (after the 8th step) carries exactly one.
+        for request in provider.requests[:8]:
+            assert nudges_in(request) == []
+        request = provider.requests[8]
+        assert len(nudges_in(request)) == 1
+        assert "stop polling" in NUDGE_TEXT
+        # It comes after the 8th step's tool result, as the last message before sampling.
+        nudge_at = nudges_in(request)[0]
+        result_at = request.messages.index(tool_result(request, "call_ls_8"))
+        assert result_at < nudge_at == len(request.messages) - 1
+        # Every one of the 8 calls really ran (a nudge never skips calls).
+        for i in range(1, 9):
+            assert statuses(client, sid, f"call_ls_{i}") == ["pending", "in_progress", "completed"]
+            assert not tool_result(request, f"call_ls_{i}").is_error
+        assert_valid_frames(client)
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- stop at 16
+
+
+async def test_sixteen_identical_steps_end_the_turn_and_the_sixteenth_step_never_runs(
+    server_factory, workspace: Path
+):
+    provider = scripted(*list_steps(16), {"text": "answer to the next prompt"})
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "poll until it changes"))
+
+        assert result["stopReason"] == "end_turn"
+        meta = result["_meta"]["agentd"]
+        assert meta["reason"] == "identical_steps"
+        assert meta["outcome"] == "stationarity_ended"
+        ended = events(client, sid, "turn_ended")
+        assert len(ended) == 1
+        assert ended[0]["outcome"] == "stationarity_ended" and ended[0]["reason"] == "identical_steps"
+        assert ended[0]["toolsCalled"] == 15
+
+        # The stop is final: the loop asked the model exactly 16 times, never a 17th.
+        assert len(provider.requests) == 16
+        # One nudge (at 8) and only one, however long the streak went on.
+        assert len(nudges_in(provider.requests[8])) == 1
+        assert len(nudges_in(provider.requests[15])) == 1
+
+        # Steps 1..15 ran; the 16th was announced and closed without running.
+        for i in range(1, 16):
+            assert statuses(client, sid, f"call_ls_{i}") == ["pending", "in_progress", "completed"]
+        assert statuses(client, sid, "call_ls_16") == ["pending", "failed"]
+        final = tool_updates(client, sid, "call_ls_16")[-1]
+        assert "Not run" in shown_text(final) and "16" in shown_text(final)
+
+        # Nothing reopens it later: the next prompt is the very next provider call, and the
+        # conversation it carries closes the 16th call with its "not run" result.
+        second = await client.call("session/prompt", text_prompt(sid, "what now?"))
+        assert second["stopReason"] == "end_turn"
+        assert len(provider.requests) == 17
+        follow_up = provider.requests[16]
+        assert last_user_text(follow_up) == "what now?"
+        skipped = tool_result(follow_up, "call_ls_16")
+        assert skipped.is_error and "Not run" in skipped.content
+        assert len(events(client, sid, "turn_started")) == 2
+        assert_valid_frames(client)
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- no-op steps
+
+
+async def test_alternating_true_commands_are_noop_steps_and_stop_at_four(server_factory, workspace: Path):
+    provider = scripted(
+        step("bash", NOOP_A, "call_noop_1"),
+        step("bash", NOOP_B, "call_noop_2"),
+        step("bash", NOOP_A, "call_noop_3"),
+        step("bash", NOOP_B, "call_noop_4"),
+        {"text": "never sampled in this turn"},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "keep checking"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["reason"] == "noop_steps"
+        assert result["_meta"]["agentd"]["outcome"] == "stationarity_ended"
+        assert len(provider.requests) == 4
+        for i in (1, 2, 3):
+            assert statuses(client, sid, f"call_noop_{i}") == ["pending", "in_progress", "completed"]
+        assert statuses(client, sid, "call_noop_4") == ["pending", "failed"]
+        assert "Not run" in shown_text(tool_updates(client, sid, "call_noop_4")[-1])
+        # No nudge before a no-op stop (the nudge threshold is 8).
+        assert all(nudges_in(r) == [] for r in provider.requests)
+        assert_valid_frames(client)
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- reset
+
+
+async def test_a_different_step_in_between_resets_the_noop_count(server_factory, workspace: Path):
+    provider = scripted(
+        step("bash", NOOP_A, "call_t1"),
+        step("bash", NOOP_B, "call_t2"),
+        step("bash", NOOP_A, "call_t3"),
+        step("bash", {"command": "echo something else"}, "call_other"),
+        step("bash", NOOP_B, "call_t4"),
+        step("bash", NOOP_A, "call_t5"),
+        step("bash", NOOP_B, "call_t6"),
+        {"text": "All checks done."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "check a few times"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert "reason" not in result["_meta"]["agentd"]
+        assert len(provider.requests) == 8
+        for call_id in ("call_t1", "call_t2", "call_t3", "call_other", "call_t4", "call_t5", "call_t6"):
+            assert statuses(client, sid, call_id) == ["pending", "in_progress", "completed"], call_id
+        assert agent_text(client.updates(sid)) == "All checks done."
+        await client.close()
+
+
+async def test_a_different_step_in_between_resets_the_identical_count(server_factory, workspace: Path):
+    # 7 + 1 + 7: neither streak reaches the nudge at 8.
+    provider = scripted(
+        *list_steps(7, prefix="call_a"),
+        step("glob", {"pattern": "*.txt"}, "call_glob"),
+        *list_steps(7, prefix="call_b"),
+        {"text": "Done watching."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "watch it"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert len(provider.requests) == 16
+        assert all(nudges_in(r) == [] for r in provider.requests)
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- no progress
+
+
+async def test_same_call_same_result_three_times_gets_a_no_progress_note(server_factory, workspace: Path):
+    provider = scripted(
+        step("bash", {"command": "echo still waiting"}, "call_p1"),
+        step("bash", {"command": "echo still waiting"}, "call_p2"),
+        step("bash", {"command": "echo still waiting"}, "call_p3"),
+        {"text": "Nothing changes; giving up on polling."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "wait for the job"))
+
+        assert result["stopReason"] == "end_turn"
+        assert len(provider.requests) == 4
+        first = tool_result(provider.requests[1], "call_p1")
+        second = tool_result(provider.requests[2], "call_p2")
+        third = tool_result(provider.requests[3], "call_p3")
+        assert first.content == second.content == "still waiting"
+        assert "[no progress]" not in first.content and "[no progress]" not in second.content
+        assert third.content.startswith("still waiting")
+        assert third.content.endswith(NO_PROGRESS_NOTE)
+        assert NO_PROGRESS_NOTE.startswith("[no progress]")
+        # A hint, not a stop: the call ran and the loop went on.
+        assert not third.is_error
+        assert statuses(client, sid, "call_p3") == ["pending", "in_progress", "completed"]
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- repetitive text
+
+PATTERN = "abcdefghij0123456789"  # 20 chars, all distinct
+DEGENERATE = PATTERN * 30  # 600 chars
+
+
+async def test_repetitive_text_is_cut_and_ends_the_turn(server_factory, workspace: Path):
+    assert len(PATTERN) == 20 and len(DEGENERATE) > 200
+    provider = scripted({"text": DEGENERATE}, {"text": "answer to the next prompt"})
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "say something"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["reason"] == "repetitive_text"
+        assert result["_meta"]["agentd"]["outcome"] == "stationarity_ended"
+        assert len(provider.requests) == 1  # final: no further request in that turn
+
+        # The stored text is the cut stream: a strict prefix, shorter than the script's.
+        stored = [e["text"] for e in events(client, sid, "agent_message")]
+        assert len(stored) == 1
+        cut = stored[0]
+        assert 200 < len(cut) < len(DEGENERATE)
+        assert DEGENERATE.startswith(cut)
+        assert agent_text(client.updates(sid)) == cut
+
+        # The conversation holds the cut text, not the whole degenerate answer.
+        second = await client.call("session/prompt", text_prompt(sid, "try again"))
+        assert second["stopReason"] == "end_turn"
+        assert len(provider.requests) == 2
+        assert [(m.role, m.content) for m in provider.requests[1].messages] == [
+            ("user", "say something"),
+            ("assistant", cut),
+            ("user", "try again"),
+        ]
+        assert_valid_frames(client)
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- turn data
+
+
+async def test_turn_ended_records_the_nudge_and_the_stop(server_factory, workspace: Path):
+    provider = scripted(
+        *list_steps(8),
+        {"text": "Changing approach."},
+        step("bash", NOOP_A, "call_n1"),
+        step("bash", NOOP_B, "call_n2"),
+        step("bash", NOOP_A, "call_n3"),
+        step("bash", NOOP_B, "call_n4"),
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        first = await client.call("session/prompt", text_prompt(sid, "watch the directory"))
+        assert first["stopReason"] == "end_turn"
+        second = await client.call("session/prompt", text_prompt(sid, "keep checking"))
+        assert second["_meta"]["agentd"]["reason"] == "noop_steps"
+
+        ended = events(client, sid, "turn_ended")
+        assert len(ended) == 2
+        assert ended[0]["turn"]["nudges"] == [{"action": "nudge", "reason": "identical_steps", "count": 8}]
+        assert ended[1]["turn"]["nudges"] == [{"action": "stop", "reason": "noop_steps", "count": 4}]
+        await client.close()

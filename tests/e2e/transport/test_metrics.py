@@ -1,0 +1,88 @@
+"""R-O: Prometheus metrics at `/metrics` — sessions, clients, turns by outcome, retry
+decisions, event fan-out lag and the event log's flush latency."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from server.auth import create_token
+from server.config import AuthMode
+from tests.conftest import scripted
+from tests.support.client import text_prompt
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+async def scrape(base_url: str, **headers: str) -> dict:
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+        resp = await http.get("/metrics", headers=headers)
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"].startswith("text/plain")
+    return samples(resp.text)
+
+
+async def test_metrics_count_sessions_turns_retries_and_time_the_log(server_factory, workspace: Path) -> None:
+    provider = scripted(
+        {"error": {"kind": "rate_limited", "message": "slow down", "retry_after": 0.01}},
+        {"text": "answered after a retry"},
+        {"text": "second answer"},
+    )
+    async with server_factory(provider) as server:
+        before = await scrape(server.base_url)
+        assert before[("agentd_sessions_live", ())] == 0
+        assert before.get(("agentd_turns_total", (("outcome", "completed"),)), 0) == 0
+
+        client = await server.client()
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+        await client.call("session/prompt", text_prompt(sid, "one"))
+        await client.call("session/prompt", text_prompt(sid, "two"))
+        after = await scrape(server.base_url)
+        assert after[("agentd_sessions_live", ())] == 1
+        assert after[("agentd_clients_attached", ())] == 1
+        assert after[("agentd_turns_running", ())] == 0
+        assert after[("agentd_turns_total", (("outcome", "completed"),))] == 2
+        retried = {labels: v for (name, labels), v in after.items() if name == "agentd_retry_decisions_total"}
+        assert retried == {(("bucket", "rate_limited"), ("decision", "continue")): 1}  # retried, went on
+        assert after[("agentd_events_total", ())] >= 10
+        # Every durable event was committed and delivered: both latencies were measured.
+        assert after[("agentd_db_flush_seconds_count", ())] >= 1
+        assert after[("agentd_event_fanout_lag_seconds_count", ())] >= after[("agentd_events_total", ())]
+        await client.close()
+
+
+async def test_metrics_need_a_token_when_auth_is_on(server_factory) -> None:
+    async with server_factory(scripted(), auth=AuthMode.TOKEN) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+            assert (await http.get("/metrics")).status_code == 401
+        token, _ = await create_token(server.app.state.agentd.store, "prometheus")
+        got = await scrape(server.base_url, Authorization=f"Bearer {token}")
+        assert ("agentd_sessions_live", ()) in got
+
+
+def test_a_client_dropped_for_falling_behind_is_counted() -> None:
+    from server.metrics import Metrics
+    from server.session.events import Event, EventKind
+    from server.session.hub import EventHub
+    from server.transport.render import ACP_RENDERER
+
+    class FullSink:
+        id = "slow"
+
+        def send_notification(self, method: str, params: dict) -> bool:
+            return False  # its buffer is full
+
+    metrics = Metrics()
+    hub = EventHub(render=ACP_RENDERER, on_drop=metrics.resyncs.inc)
+    hub.subscribe(FullSink(), "s1").go_live(0)
+    hub.publish(Event("s1", EventKind.MODE_CHANGED, {"modeId": "plan"}, seq=1))
+    assert len(hub) == 0
+    assert samples(metrics.render().decode())[("agentd_client_resyncs_total", ())] == 1

@@ -1,0 +1,125 @@
+"""An editor driving `agentd acp` over stdio through the ACP SDK: script, recorder, the whole-session walk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from acp import text_block
+from acp.connection import StreamDirection, StreamEvent
+from acp.schema import UserMessageChunk
+from acp.stdio import spawn_agent_process
+
+from tests.support.acp_schema import AcpValidator
+from tests.support.acp_sdk import RecordingClient
+
+SCRIPT = {
+    "steps": [
+        {
+            "text": "Writing it.",
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "stdio\n"}}],
+        },
+        {"text": "Done over stdio [ok]."},
+        {"text": "x" * 400, "chunk_size": 2, "chunk_delay": 0.05, "delay": 0.1},
+        {"text": "after cancel"},
+    ]
+}
+
+
+class Recorder:
+    """An SDK stream observer: every message agentd wrote, and our requests' methods."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.request_methods: dict[Any, str] = {}
+
+    def __call__(self, event: StreamEvent) -> None:
+        msg = event.message
+        if event.direction is StreamDirection.INCOMING:
+            self.received.append(msg)
+        elif "method" in msg and "id" in msg:
+            self.request_methods[msg["id"]] = msg["method"]
+
+    def assert_all_frames_valid(self) -> None:
+        assert self.received
+        validator = AcpValidator.default()
+        for frame in self.received:
+            validator.assert_valid_agent_frame(frame, self.request_methods)
+
+
+def agentd_env(home: Path, script: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    env.update(AGENTD_HOME=str(home), AGENTD_PROVIDER="scripted", AGENTD_SCRIPT=str(script))
+    return env
+
+
+@asynccontextmanager
+async def editor(
+    home: Path, script: Path, *args: str
+) -> AsyncIterator[tuple[Any, RecordingClient, Recorder, Any]]:
+    """An editor's view: the SDK's client connection to a spawned `agentd acp`."""
+    client = RecordingClient()
+    recorder = Recorder()
+    async with spawn_agent_process(
+        client,
+        sys.executable,
+        "-m",
+        "server.cli",
+        "acp",
+        *args,
+        env=agentd_env(home, script),
+        observers=[recorder],
+    ) as (conn, process):
+        init = await asyncio.wait_for(conn.initialize(protocol_version=1), 60)
+        assert init.protocol_version == 1 and init.agent_capabilities.load_session is True
+        yield conn, client, recorder, process
+
+
+def write_script(tmp_path: Path) -> Path:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(SCRIPT))
+    return path
+
+
+async def whole_session(open_editor: Any, workspace: Path) -> None:
+    """Initialize, new, a prompt with a permission answered, cancel, another prompt; then a
+    new editor process lists and loads the session with replay. `open_editor()` spawns one."""
+    async with open_editor() as (conn, client, recorder, _):
+        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        done = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("write out.txt")]), 60
+        )
+        assert done.stop_reason == "end_turn"
+        assert len(client.permission_requests) == 1  # asked, and the SDK client allowed it
+        assert (workspace / "out.txt").read_text() == "stdio\n"
+        assert client.agent_text(sid) == "Writing it.Done over stdio [ok]."
+
+        # Cancel a streaming turn; the session goes on.
+        client.update_seen.clear()
+        before = client.agent_text(sid)
+        slow = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("talk slowly")]))
+        await asyncio.wait_for(client.update_seen.wait(), 30)
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(slow, 30)).stop_reason == "cancelled"
+        streamed = client.agent_text(sid)[len(before) :]
+        assert 0 < len(streamed) < 400
+        again = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("again")]), 60)
+        assert again.stop_reason == "end_turn"
+        recorder.assert_all_frames_valid()
+
+    # The editor comes back later (a new process): the session is listed and loads with replay.
+    async with open_editor() as (conn, client, recorder, _):
+        listed = await conn.list_sessions()
+        assert [s.session_id for s in listed.sessions] == [sid]
+        await asyncio.wait_for(conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=[]), 60)
+        users = [u.content.text for u in client.of(sid, UserMessageChunk)]
+        assert users == ["write out.txt", "talk slowly", "again"]
+        assert client.agent_text(sid).startswith("Writing it.Done over stdio [ok].")
+        assert client.agent_text(sid).endswith("after cancel")
+        recorder.assert_all_frames_valid()
