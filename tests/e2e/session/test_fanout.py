@@ -142,7 +142,9 @@ async def read_until_answer(ws: RawWs, request_id: int) -> list[dict[str, Any]]:
 
 async def test_stalled_client_does_not_slow_others_and_resyncs(server_factory: Any, workspace: Path) -> None:
     provider = scripted(
-        {"text": BIG, "chunk_size": 20000, "chunk_delay": 0.002},
+        # Paced so a healthy client on a loaded machine (CI runs tests in parallel) stays
+        # within its 20-frame buffer; the stalled one never reads, so it overflows whatever the pace.
+        {"text": BIG, "chunk_size": 20000, "chunk_delay": 0.01},
         {"text": "After the resync."},
     )
     async with server_factory(provider, client_buffer_frames=20) as server:
