@@ -160,7 +160,9 @@ async def test_move_combine_hold_release_clear(server_factory, workspace: Path):
         # The running turn ends; the held front is not promoted.
         await client.notify("session/cancel", {"sessionId": sid})
         await running
-        await asyncio.sleep(0.2)  # give a (wrong) promotion the chance to happen
+        # A mailbox round trip: the actor has handled the turn's end (and any promotion) first.
+        listed = await client.call("_agentd/queue/list", {"sessionId": sid})
+        assert [e["id"] for e in listed["queue"]] == [ids[2]] and listed["queue"][0]["held"] is True
         assert len(provider.requests) == 1
         released = await client.call("_agentd/queue/release", {"sessionId": sid, "id": ids[2]})
         assert released["applied"] is True
