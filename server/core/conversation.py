@@ -6,7 +6,7 @@ on restart. Providers translate it into their own wire format.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -26,10 +26,23 @@ class Image(BaseModel):
     data: str
 
 
+class ReasoningBlock(BaseModel):
+    """A provider's own record of the model's reasoning, kept verbatim so it can be sent
+    back on the next call as that API requires (Anthropic's signed `thinking` /
+    `redacted_thinking` blocks, a Responses API `reasoning` item with its
+    `encrypted_content`). `provider` names the wire format it belongs to; another provider
+    skips it (a signature is only valid where it was made)."""
+
+    provider: str  # e.g. "anthropic", "openai-responses"
+    data: dict[str, Any]
+
+
 class Message(BaseModel):
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
     reasoning: str = ""
+    # role == "assistant": opaque reasoning records in the order the provider sent them.
+    reasoning_blocks: list[ReasoningBlock] = Field(default_factory=list)
     tool_calls: list[ToolCall] = Field(default_factory=list)
     images: list[Image] = Field(default_factory=list)  # role == "user": sent in the provider's format
     tool_call_id: str | None = None  # role == "tool"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from server.core.conversation import Message
+from server.core.conversation import Message, ReasoningBlock
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,14 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningBlockComplete:
+    """A finished reasoning record to keep in the conversation and send back verbatim
+    (its readable text, if any, already streamed as `ReasoningDelta`s)."""
+
+    block: ReasoningBlock
+
+
+@dataclass(frozen=True)
 class ToolCallDelta:
     """A fragment of a tool call as it streams (for live UI); `index` orders parallel calls."""
 
@@ -84,7 +92,9 @@ class Stop:
     reason: StopReason
 
 
-StreamEvent = TextDelta | ReasoningDelta | ToolCallDelta | ToolCallComplete | Usage | Stop
+StreamEvent = (
+    TextDelta | ReasoningDelta | ReasoningBlockComplete | ToolCallDelta | ToolCallComplete | Usage | Stop
+)
 
 
 class Provider(Protocol):

@@ -6,9 +6,10 @@ import contextlib
 import uuid
 from dataclasses import dataclass, field
 
-from server.core.conversation import Message, ToolCall
+from server.core.conversation import Message, ReasoningBlock, ToolCall
 from server.core.provider import (
     ProviderRequest,
+    ReasoningBlockComplete,
     ReasoningDelta,
     Stop,
     StopReason,
@@ -32,6 +33,7 @@ class Sample:
     thought_id: str = field(default_factory=lambda: f"thought_{uuid.uuid4().hex[:16]}")
     text: str = ""
     reasoning: str = ""
+    reasoning_blocks: list[ReasoningBlock] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage | None = None
     stop: StopReason | None = None
@@ -106,6 +108,8 @@ def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionD
             sample.reasoning += text
             chunk = AgentTextChunk(sample.thought_id, text, offset, thought=True)
             ctx.events.emit_transient(chunk.kind, chunk.payload())
+        case ReasoningBlockComplete(block=block):
+            sample.reasoning_blocks.append(block)
         case ToolCallComplete(id=call_id, name=name, arguments=arguments):
             call_id = unique_tool_call_id(call_id, ctx.used_tool_call_ids, sample.tool_calls)
             sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
@@ -145,12 +149,13 @@ def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) 
             ctx.events.emit(final.kind, final.payload())
     if discarded:
         return
-    if sample.text or sample.reasoning or sample.tool_calls:
+    if sample.text or sample.reasoning or sample.reasoning_blocks or sample.tool_calls:
         ctx.conversation.append(
             Message(
                 role="assistant",
                 content=sample.text,
                 reasoning=sample.reasoning,
+                reasoning_blocks=list(sample.reasoning_blocks),
                 tool_calls=list(sample.tool_calls),
             )
         )
