@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -145,6 +145,10 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     anthropic_base_url: str = "https://api.anthropic.com"
     anthropic_api_key: SecretStr | None = None
+    # Prompt caching (cache_control breakpoints on tools, system prompt and conversation tail).
+    anthropic_prompt_cache: bool = True
+    # Extended thinking budget in tokens (0: off; the API's minimum is 1024).
+    anthropic_thinking_budget: int = Field(default=0, ge=0)
     script: Path | None = None  # scripted-provider script; default: the built-in demo
 
     permission_mode: PermissionMode = PermissionMode.DEFAULT
@@ -233,6 +237,13 @@ class Settings(BaseSettings):
     # Requests per principal (without auth: per connection, or per address over HTTP)...
     rate_limit_per_s: float = 50.0  # ...on average...
     rate_limit_burst: int = 200  # ...with bursts up to this
+
+    @field_validator("anthropic_thinking_budget")
+    @classmethod
+    def _thinking_budget(cls, value: int) -> int:
+        if 0 < value < 1024:
+            raise ValueError("must be 0 (off) or at least 1024 tokens, the API's minimum")
+        return value
 
     @classmethod
     def settings_customise_sources(

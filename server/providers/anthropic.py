@@ -10,7 +10,8 @@ Usage is reported the way Anthropic counts it: `input_tokens` are the uncached i
 tokens, cache reads and cache writes are separate, so input + output + cache read + cache
 write is the whole spend (R-B1); see `anthropic_stream.py`.
 
-The request side is in `anthropic_messages.py`, the stream side in `anthropic_stream.py`, the
+The request side is in `anthropic_request.py` (body, prompt caching, extended thinking) and
+`anthropic_messages.py` (the conversation), the stream side in `anthropic_stream.py`, the
 error classification in `anthropic_errors.py`.
 """
 
@@ -25,7 +26,7 @@ from pydantic import SecretStr
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
 from server.providers.anthropic_errors import classify_http_error
-from server.providers.anthropic_messages import translate_messages
+from server.providers.anthropic_request import AnthropicOptions, build_body
 from server.providers.anthropic_stream import Assembler, SSEDecoder, parse_json
 from server.providers.http_common import default_ssl_context, guard, open_stream
 
@@ -53,11 +54,14 @@ class AnthropicProvider:
         connect_timeout: float = 10.0,
         first_token_timeout: float | None = None,
         client: httpx.AsyncClient | None = None,
+        prompt_cache: bool = True,
+        thinking_budget: int = 0,
     ) -> None:
         # The SDKs' base URL has no /v1; tolerate one given OpenAI-style.
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.model = model
         self.max_tokens = max_tokens
+        self.options = AnthropicOptions(model, max_tokens, prompt_cache, thinking_budget)
         # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
         self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
         self._url = f"{self.base_url}/v1/messages"
@@ -77,25 +81,7 @@ class AnthropicProvider:
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
-        # Anthropic has no system role inside `messages`: system messages join the prompt.
-        system = [request.system] if request.system else []
-        system += [m.content for m in request.messages if m.role == "system" and m.content]
-        body: dict[str, Any] = {
-            "model": request.model or self.model,
-            "max_tokens": request.max_output_tokens or self.max_tokens,
-            "messages": translate_messages(request.messages),
-            "stream": True,
-        }
-        if system:
-            body["system"] = "\n\n".join(system)
-        if request.tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
-        # `output_schema` is ignored (supports_native_schema = False): the loop's
-        # StructuredOutput tool shim handles it.
-        return body
+        return build_body(request, self.options)
 
     def _headers(self) -> dict[str, str]:
         headers = {

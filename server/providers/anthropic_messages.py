@@ -1,25 +1,32 @@
 """Conversation → Anthropic Messages API `messages`: strict user/assistant alternation,
-tool results as `tool_result` blocks, images as base64 blocks."""
+tool results as `tool_result` blocks, images as base64 blocks, signed thinking blocks first
+in their assistant message."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from server.core.conversation import Message
+from server.core.conversation import Message, ReasoningBlock
+
+# The `ReasoningBlock.provider` of blocks this API made (and only it can verify).
+PROVIDER = "anthropic"
+# Content block types that hold the model's reasoning; they go back verbatim, unmarked.
+REASONING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 # An empty tool_result is rejected ("content cannot be empty if `is_error` is true").
 EMPTY_TOOL_RESULT = "(no output)"
 
 
-def translate_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def translate_messages(messages: list[Message], *, with_reasoning: bool = False) -> list[dict[str, Any]]:
     """Conversation → Anthropic `messages`: strict user/assistant alternation, where
-    consecutive same-role messages (e.g. several tool results) become one message."""
+    consecutive same-role messages (e.g. several tool results) become one message.
+    `with_reasoning` sends back the assistant messages' signed thinking blocks."""
     out: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system":
             continue  # folded into `system` by build_body
-        role, blocks = content_blocks(message)
+        role, blocks = content_blocks(message, with_reasoning=with_reasoning)
         if not blocks:
             continue  # "all messages must have non-empty content"
         if out and out[-1]["role"] == role:
@@ -33,7 +40,7 @@ def translate_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def content_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+def content_blocks(message: Message, *, with_reasoning: bool = False) -> tuple[str, list[dict[str, Any]]]:
     if message.role == "tool":
         content = message.content if message.content.strip() else EMPTY_TOOL_RESULT
         block = {
@@ -51,7 +58,10 @@ def content_blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     if message.role == "assistant":
-        # `reasoning` is dropped: thinking blocks may only be sent back with their signature.
+        # The plain `reasoning` text is never sent: thinking goes back only as the signed
+        # blocks, first in the message as the API requires.
+        if with_reasoning:
+            blocks[:0] = [dict(b.data) for b in message.reasoning_blocks if is_ours(b)]
         blocks += [
             {"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)}
             for c in message.tool_calls
@@ -69,3 +79,9 @@ def _tool_input(arguments: str) -> dict[str, Any]:
     except ValueError:
         return {"_raw": arguments}
     return value if isinstance(value, dict) else {"_raw": arguments}
+
+
+def is_ours(block: ReasoningBlock) -> bool:
+    """An Anthropic thinking / redacted_thinking block (another provider's records are skipped:
+    their signatures mean nothing here)."""
+    return block.provider == PROVIDER and block.data.get("type") in REASONING_TYPES

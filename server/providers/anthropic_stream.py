@@ -4,6 +4,10 @@ provider-neutral `StreamEvent`s (`Assembler`), and a non-streamed Message replay
 Usage is reported the way Anthropic counts it: `input_tokens` are the uncached input
 tokens, cache reads and cache writes are separate, so input + output + cache read + cache
 write is the whole spend (R-B1).
+
+Thinking streams as `thinking_delta`s (surfaced as `ReasoningDelta`s) and one
+`signature_delta`; at its `content_block_stop` the whole signed block — and any
+`redacted_thinking` block — leaves as a `ReasoningBlockComplete`, verbatim, to be sent back.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.core.conversation import ReasoningBlock
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import (
+    ReasoningBlockComplete,
     ReasoningDelta,
     Stop,
     StopReason,
@@ -25,6 +31,7 @@ from server.core.provider import (
     Usage,
 )
 from server.providers.anthropic_errors import classify_http_error
+from server.providers.anthropic_messages import PROVIDER
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": StopReason.END_TURN,
@@ -84,11 +91,27 @@ def parse_json(data: str) -> dict[str, Any]:
 
 @dataclass
 class _Block:
-    kind: str  # "text", "thinking", "tool_use", or a type we ignore
+    kind: str  # "text", "thinking", "redacted_thinking", "tool_use", or a type we ignore
     tool_index: int = 0
     id: str = ""
     name: str = ""
-    arguments: list[str] = field(default_factory=list)
+    arguments: list[str] = field(default_factory=list)  # tool_use input / thinking text pieces
+    signature: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)  # reasoning blocks: the start block, verbatim
+
+    def reasoning(self) -> ReasoningBlockComplete | None:
+        """The finished signed block; None when it cannot be sent back (no signature)."""
+        if self.kind == "redacted_thinking":
+            if not self.data.get("data"):
+                return None
+            return ReasoningBlockComplete(ReasoningBlock(provider=PROVIDER, data=self.data))
+        if self.kind != "thinking":
+            return None
+        signature = "".join(self.signature)
+        if not signature:
+            return None  # the API would refuse it back; its text already streamed
+        data = {**self.data, "thinking": "".join(self.arguments), "signature": signature}
+        return ReasoningBlockComplete(ReasoningBlock(provider=PROVIDER, data=data))
 
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -123,6 +146,8 @@ class Assembler:
             block = self.blocks.pop(_index(event), None)
             if block is not None and block.kind == "tool_use":
                 return [_complete(block)]
+            if block is not None and (reasoning := block.reasoning()) is not None:
+                return [reasoning]
         elif kind == "message_delta":
             reason = (event.get("delta") or {}).get("stop_reason")
             if reason:
@@ -142,9 +167,18 @@ class Assembler:
             text = block.get("text") or ""
             return [TextDelta(text)] if text else []
         if block_type == "thinking":
-            self.blocks[index] = _Block("thinking")
-            thinking = block.get("thinking") or ""
+            thinking = str(block.get("thinking") or "")
+            # A non-streamed message carries the whole text and signature in its start block.
+            self.blocks[index] = _Block(
+                "thinking",
+                arguments=[thinking],
+                signature=[str(block.get("signature") or "")],
+                data=dict(block),
+            )
             return [ReasoningDelta(thinking)] if thinking else []
+        if block_type == "redacted_thinking":
+            self.blocks[index] = _Block("redacted_thinking", data=dict(block))
+            return []
         if block_type == "tool_use":
             call = _Block(
                 "tool_use",
@@ -162,7 +196,7 @@ class Assembler:
             return [
                 ToolCallDelta(index=call.tool_index, id=call.id, name=call.name, arguments_delta=arguments)
             ]
-        # redacted_thinking, server_tool_use, web_search_tool_result, ...: not ours to surface.
+        # server_tool_use, web_search_tool_result, ...: not ours to surface.
         self.blocks[index] = _Block(block_type)
         return []
 
@@ -173,7 +207,15 @@ class Assembler:
             return [TextDelta(text)] if text else []
         if delta_type == "thinking_delta":
             thinking = str(delta["thinking"])
+            block = self.blocks.get(index)
+            if block is not None and block.kind == "thinking":
+                block.arguments.append(thinking)
             return [ReasoningDelta(thinking)] if thinking else []
+        if delta_type == "signature_delta":
+            block = self.blocks.get(index)
+            if block is not None and block.kind == "thinking":
+                block.signature.append(str(delta["signature"]))
+            return []
         if delta_type == "input_json_delta":
             block = self.blocks.get(index)
             if block is None:
@@ -183,7 +225,7 @@ class Assembler:
                 return []  # server_tool_use input, or the usual empty first fragment
             block.arguments.append(fragment)
             return [ToolCallDelta(index=block.tool_index, arguments_delta=fragment)]
-        # signature_delta (only needed to send thinking back), citations_delta, ...
+        # citations_delta, ...
         return []
 
     def _merge_usage(self, usage: Any) -> None:
@@ -211,7 +253,10 @@ class Assembler:
 
     def finish(self) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        # Tool blocks left open (no content_block_stop) still complete, in order.
+        # Blocks left open (no content_block_stop) still complete, reasoning first, in order.
+        for index in sorted(self.blocks):
+            if (reasoning := self.blocks[index].reasoning()) is not None:
+                events.append(reasoning)
         open_calls = sorted(
             (b for b in self.blocks.values() if b.kind == "tool_use"), key=lambda b: b.tool_index
         )

@@ -44,7 +44,11 @@ def make_provider(settings: Settings) -> Provider:
         base = redact_url(settings.anthropic_base_url)
         log.info("provider: anthropic at %s, model %s", base, settings.model)
         return AnthropicProvider(
-            base_url=settings.anthropic_base_url, api_key=settings.anthropic_api_key, model=settings.model
+            base_url=settings.anthropic_base_url,
+            api_key=settings.anthropic_api_key,
+            model=settings.model,
+            prompt_cache=settings.anthropic_prompt_cache,
+            thinking_budget=settings.anthropic_thinking_budget,
         )
     from server.providers.scripted import ScriptedProvider
 

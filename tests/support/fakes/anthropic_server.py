@@ -10,15 +10,19 @@ connection drops. Responses are scripted in order:
         ...
         fake.requests[0].body["messages"]
 
-Script types: `StreamedMessage` (a normal event stream of text / thinking / tool_use
-blocks, optionally with delays, a cut, a malformed event or an in-stream `error` event),
+Script types: `StreamedMessage` (a normal event stream of text / thinking /
+redacted_thinking / tool_use blocks, optionally with delays, a cut, a malformed event or an
+in-stream `error` event),
 `ErrorResponse` (an HTTP error with Anthropic's JSON error body and headers) and
 `RawStream` (verbatim bytes, for wire-format edge cases).
 
 Like the real API, the fake rejects requests without `x-api-key` (401) or
 `anthropic-version` (400), and — unless `strict=False` — bodies the real API would refuse
 (missing fields, broken user/assistant alternation, empty text blocks, a tool_result whose
-tool_use is not in the previous assistant message), so translation bugs fail loudly.
+tool_use is not in the previous assistant message, anything the official `anthropic`
+package's request types refuse, too many cache breakpoints, a thinking block edited, made up
+or missing where thinking requires it — see `anthropic_validation.py`), so translation bugs
+fail loudly.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.support.fakes.anthropic_validation import REDACTED_PREFIX, sign, validate_body
 from tests.support.fakes.openai_server import RawStream, RecordedRequest, _BlockStream, split
 from tests.support.fakes.threaded import ThreadedServer
 
@@ -42,6 +47,7 @@ __all__ = [
     "FakeAnthropic",
     "RawStream",
     "RecordedRequest",
+    "RedactedThinkingBlock",
     "StreamedMessage",
     "TextBlock",
     "ThinkingBlock",
@@ -67,10 +73,28 @@ class TextBlock:
 
 @dataclass
 class ThinkingBlock:
-    """An extended-thinking block: `thinking_delta`s then one `signature_delta`, as the API does."""
+    """An extended-thinking block: `thinking_delta`s then one `signature_delta`, as the API
+    does. The default signature is the one the fake accepts back for this text."""
 
     pieces: list[str]
-    signature: str = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"
+    signature: str | None = None
+
+    def signed(self) -> str:
+        return sign("".join(self.pieces)) if self.signature is None else self.signature
+
+    def wire(self) -> dict[str, str]:
+        """The block as the API returns it (and wants it back)."""
+        return {"type": "thinking", "thinking": "".join(self.pieces), "signature": self.signed()}
+
+
+@dataclass
+class RedactedThinkingBlock:
+    """Thinking the safety systems encrypted: one `content_block_start` with opaque `data`."""
+
+    data: str = REDACTED_PREFIX + "FakeEncryptedThinking"
+
+    def wire(self) -> dict[str, str]:
+        return {"type": "redacted_thinking", "data": self.data}
 
 
 @dataclass
@@ -87,7 +111,7 @@ class ToolUseBlock:
         return ["", *split(self.input_json, max(1, self.fragment_size))]
 
 
-Block = TextBlock | ThinkingBlock | ToolUseBlock
+Block = TextBlock | ThinkingBlock | RedactedThinkingBlock | ToolUseBlock
 
 
 @dataclass
@@ -211,7 +235,9 @@ def _block_events(index: int, block: Block) -> list[tuple[str, dict[str, Any]]]:
     elif isinstance(block, ThinkingBlock):
         start = {"type": "thinking", "thinking": "", "signature": ""}
         deltas = [{"type": "thinking_delta", "thinking": piece} for piece in block.pieces]
-        deltas.append({"type": "signature_delta", "signature": block.signature})
+        deltas.append({"type": "signature_delta", "signature": block.signed()})
+    elif isinstance(block, RedactedThinkingBlock):
+        start, deltas = block.wire(), []
     else:
         start = {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
         deltas = [{"type": "input_json_delta", "partial_json": piece} for piece in block.fragments()]
@@ -325,92 +351,6 @@ def sse_event(name: str, data: str) -> bytes:
     return f"event: {name}\ndata: {data}\n\n".encode()
 
 
-# -- request validation (what the real API refuses) ---------------------------------------
-
-
-def _validate_body(body: Any) -> str | None:
-    """The reason the real Messages API would answer 400, or None."""
-    if not isinstance(body, dict):
-        return "request body must be a JSON object"
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "model: Field required"
-    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
-        return "max_tokens: Field required"
-    if "system" in body and not isinstance(body["system"], str | list):
-        return "system: Input should be a valid string"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "messages: Field required"
-    previous_tool_ids: set[str] = set()
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
-        if i == 0 and message["role"] != "user":
-            return 'messages: first message must use the "user" role'
-        if i > 0 and message["role"] == messages[i - 1]["role"]:
-            return 'messages: roles must alternate between "user" and "assistant"'
-        content = message.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        if not isinstance(content, list) or not content:
-            return f"messages.{i}: all messages must have non-empty content"
-        tool_ids: set[str] = set()
-        seen_non_result = False
-        for j, block in enumerate(content):
-            problem = _validate_block(block, message["role"], previous_tool_ids)
-            if problem:
-                return f"messages.{i}.content.{j}: {problem}"
-            if block["type"] == "tool_result" and seen_non_result:
-                return f"messages.{i}.content.{j}: tool_result blocks must come first"
-            seen_non_result = seen_non_result or block["type"] != "tool_result"
-            if block["type"] == "tool_use":
-                tool_ids.add(block["id"])
-        previous_tool_ids = tool_ids
-    for tool in body.get("tools") or []:
-        if (
-            not isinstance(tool, dict)
-            or not tool.get("name")
-            or not isinstance(tool.get("input_schema"), dict)
-        ):
-            return "tools: each tool needs name and input_schema"
-    return None
-
-
-def _validate_block(block: Any, role: str, previous_tool_ids: set[str]) -> str | None:
-    if not isinstance(block, dict):
-        return "content block must be an object"
-    kind = block.get("type")
-    if kind == "text":
-        if not isinstance(block.get("text"), str) or not block["text"].strip():
-            return "text content blocks must contain non-whitespace text"
-    elif kind == "tool_use":
-        if role != "assistant":
-            return "tool_use blocks are only allowed in assistant messages"
-        if not block.get("id") or not block.get("name") or not isinstance(block.get("input"), dict):
-            return "tool_use: id, name and input (an object) are required"
-    elif kind == "image":
-        source = block.get("source")
-        if role != "user":
-            return "image blocks are only allowed in user messages"
-        if not isinstance(source, dict) or source.get("type") != "base64" or not source.get("data"):
-            return "image.source: a base64 source with data is required"
-        if source.get("media_type") not in ("image/jpeg", "image/png", "image/gif", "image/webp"):
-            return f"image.source.media_type: {source.get('media_type')!r} is not supported"
-    elif kind == "tool_result":
-        if role != "user":
-            return "tool_result blocks are only allowed in user messages"
-        if block.get("tool_use_id") not in previous_tool_ids:
-            return (
-                f"tool_result: unexpected tool_use_id {block.get('tool_use_id')!r}: each tool_result "
-                "must have a corresponding tool_use block in the previous message"
-            )
-        if block.get("is_error") and not block.get("content"):
-            return "tool_result: content cannot be empty if `is_error` is true"
-    else:
-        return f"unsupported content block type {kind!r}"
-    return None
-
-
 def _error(status: int, err_type: str, message: str) -> JSONResponse:
     return JSONResponse(
         {"type": "error", "error": {"type": err_type, "message": message}, "request_id": "req_fake_rejected"},
@@ -474,7 +414,7 @@ class FakeAnthropic(ThreadedServer):
         if not request.headers.get("anthropic-version"):
             return _error(400, "invalid_request_error", "anthropic-version: header is required")
         if self.strict:
-            problem = _validate_body(body)
+            problem = validate_body(body)
             if problem is None and body.get("stream") is not True:
                 problem = "FakeAnthropic only serves stream: true"
             if problem is not None:

@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from server.core.conversation import ReasoningBlock
+from server.core.provider import ReasoningBlockComplete
 from server.loop.conversation import Message, ToolCall
 from server.loop.errors import ErrorKind, HarnessError
 from server.providers.anthropic import AnthropicProvider, classify_http_error
@@ -102,17 +104,18 @@ async def test_text_streaming_in_order_with_usage_and_end_turn(fake: FakeAnthrop
     ]
 
 
-async def test_thinking_becomes_reasoning_and_signature_is_ignored(fake: FakeAnthropic) -> None:
+async def test_thinking_becomes_reasoning_and_a_signed_block(fake: FakeAnthropic) -> None:
+    thinking = ThinkingBlock(["Let me ", "think."])
     fake.enqueue(
         StreamedMessage(
-            [ThinkingBlock(["Let me ", "think."]), TextBlock(["4", "2"])],
-            usage=UsageScript(input_tokens=3, output_tokens=30),
+            [thinking, TextBlock(["4", "2"])], usage=UsageScript(input_tokens=3, output_tokens=30)
         )
     )
     events = await collect(make_provider(fake))
     assert events == [
         ReasoningDelta("Let me "),
         ReasoningDelta("think."),
+        ReasoningBlockComplete(ReasoningBlock(provider="anthropic", data=thinking.wire())),
         TextDelta("4"),
         TextDelta("2"),
         Usage(input_tokens=3, output_tokens=30),
@@ -294,7 +297,8 @@ def conversation_request() -> ProviderRequest:
 
 async def test_request_translation_exact_body_and_headers(fake: FakeAnthropic) -> None:
     fake.enqueue(StreamedMessage.from_text("ok"))
-    events = await collect(make_provider(fake), conversation_request())
+    # Caching off: the plain body (test_anthropic_request.py covers the breakpoints).
+    events = await collect(make_provider(fake, prompt_cache=False), conversation_request())
     assert events[0] == TextDelta("ok")  # the strict fake accepted the body
 
     [recorded] = fake.requests
@@ -355,7 +359,11 @@ async def test_request_translation_exact_body_and_headers(fake: FakeAnthropic) -
 async def test_minimal_request_uses_defaults(fake: FakeAnthropic) -> None:
     fake.enqueue(StreamedMessage.from_text("ok"))
     provider = AnthropicProvider(
-        base_url=fake.base_url + "/v1/", api_key="k", model="claude-default", max_tokens=1000
+        base_url=fake.base_url + "/v1/",
+        api_key="k",
+        model="claude-default",
+        max_tokens=1000,
+        prompt_cache=False,
     )
     await collect(provider, ProviderRequest(model="", system="", messages=[Message.user("hi")]))
     [recorded] = fake.requests
@@ -369,7 +377,7 @@ async def test_minimal_request_uses_defaults(fake: FakeAnthropic) -> None:
 
 
 def test_build_body_puts_tool_results_first_and_drops_blank_text() -> None:
-    provider = AnthropicProvider(api_key=None, model="m")
+    provider = AnthropicProvider(api_key=None, model="m", prompt_cache=False)
     call = ToolCall(id="t1", name="ls", arguments="[1, 2]")  # valid JSON, but not an object
     body = provider.build_body(
         ProviderRequest(
@@ -443,7 +451,15 @@ async def test_unknown_events_and_blocks_are_ignored(fake: FakeAnthropic) -> Non
         )
     )
     events = await collect(make_provider(fake))
-    assert events == [TextDelta("x"), Usage(input_tokens=1, output_tokens=2), Stop(StopReason.END_TURN)]
+    assert events == [
+        # redacted_thinking is kept (verbatim) to be sent back, never shown.
+        ReasoningBlockComplete(
+            ReasoningBlock(provider="anthropic", data={"type": "redacted_thinking", "data": "x"})
+        ),
+        TextDelta("x"),
+        Usage(input_tokens=1, output_tokens=2),
+        Stop(StopReason.END_TURN),
+    ]
 
 
 async def test_tool_block_left_open_still_completes(fake: FakeAnthropic) -> None:
@@ -491,6 +507,11 @@ async def test_non_streamed_json_message_is_accepted(fake: FakeAnthropic) -> Non
     events = await collect(make_provider(fake))
     assert events == [
         ReasoningDelta("hmm"),
+        ReasoningBlockComplete(
+            ReasoningBlock(
+                provider="anthropic", data={"type": "thinking", "thinking": "hmm", "signature": "sig"}
+            )
+        ),
         TextDelta("Listing."),
         ToolCallDelta(index=0, id="toolu_7", name="ls", arguments_delta='{"path": "."}'),
         ToolCallComplete(0, "toolu_7", "ls", '{"path": "."}'),

@@ -47,3 +47,25 @@ async def test_fallback_lanes_come_from_settings(monkeypatch: pytest.MonkeyPatch
     ]
     for lane in lanes:
         await lane.provider.aclose()
+
+
+async def test_anthropic_caching_and_thinking_come_from_settings(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AGENTD_PROVIDER", "anthropic")
+    monkeypatch.setenv("AGENTD_ANTHROPIC_API_KEY", "sk-ant-test")
+    default = make_provider(Settings())
+    assert isinstance(default, AnthropicProvider)
+    assert (default.options.prompt_cache, default.options.thinking_budget) == (True, 0)  # on / off
+    monkeypatch.setenv("AGENTD_ANTHROPIC_PROMPT_CACHE", "false")
+    monkeypatch.setenv("AGENTD_ANTHROPIC_THINKING_BUDGET", "4096")
+    tuned = make_provider(Settings())
+    assert isinstance(tuned, AnthropicProvider)
+    assert (tuned.options.prompt_cache, tuned.options.thinking_budget) == (False, 4096)
+    # A fallback lane on Anthropic gets the same request settings.
+    monkeypatch.setenv("AGENTD_FALLBACKS", '[{"provider": "anthropic", "model": "claude-b", "api_key": "k"}]')
+    [lane] = make_lanes(Settings())
+    assert isinstance(lane.provider, AnthropicProvider) and lane.provider.options.thinking_budget == 4096
+    monkeypatch.setenv("AGENTD_ANTHROPIC_THINKING_BUDGET", "1000")  # below the API's minimum
+    with pytest.raises(ValueError, match="1024"):
+        Settings()
+    for provider in (default, tuned, lane.provider):
+        await provider.aclose()
