@@ -12,14 +12,13 @@ a thinking block; a thinking block's signature must be the one this fake issued 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, get_args
 
 import typing_extensions
-from anthropic.types import TextBlockParam, ToolParam
-from anthropic.types.message_create_params import MessageCreateParamsStreaming
-from anthropic.types.user_message_param import UserMessageParam
 from pydantic import TypeAdapter, ValidationError
 
 __all__ = ["REDACTED_PREFIX", "sdk_problem", "sign", "validate_body"]
@@ -41,33 +40,47 @@ def validate_body(body: Any) -> str | None:
 
 # -- the official request types ----------------------------------------------------------------
 
-_REQUEST: TypeAdapter[Any] = TypeAdapter(MessageCreateParamsStreaming)
-_REQUEST_KEYS = frozenset(typing_extensions.get_type_hints(MessageCreateParamsStreaming))
-_SYSTEM_BLOCK: TypeAdapter[Any] = TypeAdapter(TextBlockParam)
-_TOOL: TypeAdapter[Any] = TypeAdapter(ToolParam)
+
+@dataclass(frozen=True)
+class _Types:
+    request: TypeAdapter[Any]
+    request_keys: frozenset[str]
+    system_block: TypeAdapter[Any]
+    tool: TypeAdapter[Any]
+    blocks: dict[str, TypeAdapter[Any]]  # content block `type` → its *BlockParam
 
 
-def _block_adapters() -> dict[str, TypeAdapter[Any]]:
+@functools.cache
+def _types() -> _Types:
+    # Imported on first use: the package takes seconds to import, most test modules never need it.
+    from anthropic.types import TextBlockParam, ToolParam
+    from anthropic.types.message_create_params import MessageCreateParamsStreaming
+    from anthropic.types.user_message_param import UserMessageParam
+
     content = typing_extensions.get_type_hints(UserMessageParam)["content"]
     union = get_args(get_args(content)[1])[0]  # Union[str, Iterable[Union[...]]] → the block union
-    adapters: dict[str, TypeAdapter[Any]] = {}
+    blocks: dict[str, TypeAdapter[Any]] = {}
     for member in get_args(union):
         if typing_extensions.is_typeddict(member):  # the *Param request types, not response models
             [kind] = get_args(typing_extensions.get_type_hints(member)["type"])
-            adapters[kind] = TypeAdapter(member)
-    return adapters
-
-
-_BLOCKS = _block_adapters()
+            blocks[kind] = TypeAdapter(member)
+    return _Types(
+        TypeAdapter(MessageCreateParamsStreaming),
+        frozenset(typing_extensions.get_type_hints(MessageCreateParamsStreaming)),
+        TypeAdapter(TextBlockParam),
+        TypeAdapter(ToolParam),
+        blocks,
+    )
 
 
 def sdk_problem(body: Any) -> str | None:
     """Why `body` is not a valid `MessageCreateParamsStreaming`, or None."""
+    types = _types()
     try:
-        validated = _REQUEST.validate_python(body)
+        validated = types.request.validate_python(body)
     except ValidationError as exc:
         return _first_error(exc, "")
-    if unknown := sorted(set(body) - _REQUEST_KEYS):
+    if unknown := sorted(set(body) - types.request_keys):
         return f"{unknown[0]}: Extra inputs are not permitted"
     # Each block against its own type first, for a precise message...
     for i, message in enumerate(body["messages"]):
@@ -75,16 +88,16 @@ def sdk_problem(body: Any) -> str | None:
             return f"messages.{i}.{extra[0]}: Extra inputs are not permitted"
         if isinstance(message["content"], list):
             for j, block in enumerate(message["content"]):
-                adapter = _BLOCKS.get(str(block.get("type"))) if isinstance(block, dict) else None
+                adapter = types.blocks.get(str(block.get("type"))) if isinstance(block, dict) else None
                 if adapter is None:
                     return f"messages.{i}.content.{j}: not a known content block"
                 if problem := _strict(adapter, block, f"messages.{i}.content.{j}"):
                     return problem
     for j, block in enumerate(body["system"] if isinstance(body.get("system"), list) else []):
-        if problem := _strict(_SYSTEM_BLOCK, block, f"system.{j}"):
+        if problem := _strict(types.system_block, block, f"system.{j}"):
             return problem
     for j, tool in enumerate(body.get("tools") or []):
-        if problem := _strict(_TOOL, tool, f"tools.{j}"):
+        if problem := _strict(types.tool, tool, f"tools.{j}"):
             return problem
     # ...then the whole request, its lazily validated iterables consumed.
     try:
