@@ -38,7 +38,7 @@ def _consume(value: Any) -> None:
 
 def _check(adapter: pydantic.TypeAdapter[Any], body: Any) -> str | None:
     try:
-        _consume(adapter.validate_python(body, strict=False))
+        _consume(adapter.validate_python(body, strict=True))
     except pydantic.ValidationError as exc:
         return str(exc)
     return None
