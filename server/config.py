@@ -31,9 +31,29 @@ def redact_url(url: str) -> str:
 
 
 class ProviderName(StrEnum):
-    OPENAI = "openai"
+    OPENAI = "openai"  # Chat Completions (OpenAI and the compatible servers)
+    OPENAI_RESPONSES = "openai-responses"  # OpenAI's Responses API
     ANTHROPIC = "anthropic"
     SCRIPTED = "scripted"
+
+
+class TokenField(StrEnum):
+    """Which Chat Completions field carries the output-token cap."""
+
+    AUTO = "auto"  # max_completion_tokens on api.openai.com and for reasoning models, else max_tokens
+    MAX_TOKENS = "max_tokens"
+    MAX_COMPLETION_TOKENS = "max_completion_tokens"
+
+
+class ReasoningEffort(StrEnum):
+    """OpenAI's `reasoning_effort` / `reasoning.effort`; sent to reasoning models only."""
+
+    NONE = "none"
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    XHIGH = "xhigh"
 
 
 class AuthMode(StrEnum):
@@ -143,6 +163,12 @@ class Settings(BaseSettings):
     model: str = "gpt-4o-mini"
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: SecretStr | None = None
+    # Chat Completions: the output-token cap's field name (a 400 naming it switches once).
+    openai_token_field: TokenField = TokenField.AUTO
+    reasoning_effort: ReasoningEffort | None = None  # None: the model's default
+    # Stream timeouts (seconds, 0 = off): until the first token, then between two reads.
+    first_token_timeout_s: float = Field(default=300.0, ge=0)
+    stream_idle_timeout_s: float = Field(default=120.0, ge=0)
     anthropic_base_url: str = "https://api.anthropic.com"
     anthropic_api_key: SecretStr | None = None
     # Prompt caching (cache_control breakpoints on tools, system prompt and conversation tail).

@@ -66,12 +66,14 @@ def check_provider(settings: Settings) -> None:
     if settings.provider is ProviderName.ANTHROPIC and not settings.anthropic_api_key:
         raise StartupError("AGENTD_PROVIDER=anthropic needs a key: set AGENTD_ANTHROPIC_API_KEY")
     if (
-        settings.provider is ProviderName.OPENAI
+        settings.provider in (ProviderName.OPENAI, ProviderName.OPENAI_RESPONSES)
         and not settings.openai_api_key
         and settings.openai_base_url.startswith(OPENAI_DEFAULT_BASE)
     ):
         # A self-hosted OpenAI-compatible server (AGENTD_OPENAI_BASE_URL) may take no key.
-        raise StartupError("AGENTD_PROVIDER=openai needs a key: set AGENTD_OPENAI_API_KEY")
+        raise StartupError(
+            f"AGENTD_PROVIDER={settings.provider.value} needs a key: set AGENTD_OPENAI_API_KEY"
+        )
     for i, lane in enumerate(settings.fallbacks):
         key = lane.api_key or (
             settings.anthropic_api_key if lane.provider is ProviderName.ANTHROPIC else settings.openai_api_key

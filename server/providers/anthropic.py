@@ -28,7 +28,7 @@ from server.core.provider import ProviderRequest, StreamEvent
 from server.providers.anthropic_errors import classify_http_error
 from server.providers.anthropic_request import AnthropicOptions, build_body
 from server.providers.anthropic_stream import Assembler, SSEDecoder, parse_json
-from server.providers.http_common import default_ssl_context, guard, open_stream
+from server.providers.http_common import default_ssl_context, drain, guard, open_stream
 
 __all__ = ["API_VERSION", "AnthropicProvider", "classify_http_error"]
 
@@ -53,6 +53,7 @@ class AnthropicProvider:
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         first_token_timeout: float | None = None,
+        stream_idle_timeout: float | None = None,
         client: httpx.AsyncClient | None = None,
         prompt_cache: bool = True,
         thinking_budget: int = 0,
@@ -69,6 +70,7 @@ class AnthropicProvider:
         # applied per request so it also holds for a caller-supplied client.
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._first_token_timeout = first_token_timeout
+        self._idle_timeout = stream_idle_timeout
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
 
@@ -133,20 +135,27 @@ class AnthropicProvider:
     ) -> AsyncIterator[StreamEvent]:
         decoder = SSEDecoder()
         lines = response.aiter_lines()
+        started = False  # real output seen: the idle timeout applies from now on
         while True:
-            line = await self._guard(anext(lines, None), deadline)
+            line = await self._guard(anext(lines, None), deadline, idle=started)
             item = decoder.flush() if line is None else decoder.feed(line)
             if item is not None:
                 event_name, data = item
                 for event in assembler.feed(parse_json(data), event_name):
-                    deadline = None  # the first token arrived; from now on only `timeout` applies
+                    deadline, started = None, True  # the first token arrived
                     yield event
                 if assembler.stopped:
-                    return  # message_stop: anything after it is not ours to read
+                    # message_stop: read the body's end so the connection is reused.
+                    await drain(lines, limit_s=self._idle_timeout)
+                    return
             if line is None:
                 return
 
-    async def _guard(self, awaitable: Awaitable[_T], deadline: float | None) -> _T:
+    async def _guard(self, awaitable: Awaitable[_T], deadline: float | None, *, idle: bool = False) -> _T:
         return await guard(
-            awaitable, deadline, base_url=self.base_url, first_token_timeout=self._first_token_timeout
+            awaitable,
+            deadline,
+            base_url=self.base_url,
+            first_token_timeout=self._first_token_timeout,
+            idle_timeout=self._idle_timeout if idle else None,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TypedDict
 
 from server.config import ProviderName, Settings, redact_url
 from server.core.lane import Lane
@@ -29,6 +30,19 @@ def make_lanes(settings: Settings) -> list[Lane]:
     return lanes
 
 
+class StreamTimeouts(TypedDict):
+    first_token_timeout: float | None
+    stream_idle_timeout: float | None
+
+
+def stream_timeouts(settings: Settings) -> StreamTimeouts:
+    """The stream timeouts every HTTP provider takes (0 in the settings: off)."""
+    return StreamTimeouts(
+        first_token_timeout=settings.first_token_timeout_s or None,
+        stream_idle_timeout=settings.stream_idle_timeout_s or None,
+    )
+
+
 def make_provider(settings: Settings) -> Provider:
     if settings.provider is ProviderName.OPENAI:
         from server.providers.openai import OpenAIProvider
@@ -36,7 +50,24 @@ def make_provider(settings: Settings) -> Provider:
         base = redact_url(settings.openai_base_url)
         log.info("provider: openai-compatible at %s, model %s", base, settings.model)
         return OpenAIProvider(
-            base_url=settings.openai_base_url, api_key=settings.openai_api_key, model=settings.model
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            model=settings.model,
+            token_field=settings.openai_token_field,
+            reasoning_effort=settings.reasoning_effort,
+            **stream_timeouts(settings),
+        )
+    if settings.provider is ProviderName.OPENAI_RESPONSES:
+        from server.providers.openai_responses import OpenAIResponsesProvider
+
+        base = redact_url(settings.openai_base_url)
+        log.info("provider: openai responses API at %s, model %s", base, settings.model)
+        return OpenAIResponsesProvider(
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            model=settings.model,
+            reasoning_effort=settings.reasoning_effort,
+            **stream_timeouts(settings),
         )
     if settings.provider is ProviderName.ANTHROPIC:
         from server.providers.anthropic import AnthropicProvider
@@ -49,6 +80,7 @@ def make_provider(settings: Settings) -> Provider:
             model=settings.model,
             prompt_cache=settings.anthropic_prompt_cache,
             thinking_budget=settings.anthropic_thinking_budget,
+            **stream_timeouts(settings),
         )
     from server.providers.scripted import ScriptedProvider
 

@@ -8,7 +8,7 @@ import asyncio
 import functools
 import json
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
@@ -27,17 +27,35 @@ def default_ssl_context() -> ssl.SSLContext:
 
 
 async def guard(
-    awaitable: Awaitable[T], deadline: float | None, *, base_url: str, first_token_timeout: float | None
+    awaitable: Awaitable[T],
+    deadline: float | None,
+    *,
+    base_url: str,
+    first_token_timeout: float | None,
+    idle_timeout: float | None = None,
 ) -> T:
-    """Await one network step, translating httpx failures and the first-token deadline."""
+    """Await one network step, translating httpx failures and the stream timeouts: the
+    absolute first-token `deadline` (until real output arrived), `idle_timeout` for this one
+    step (callers pass it once output is flowing). Both are `TIMEOUT` errors, so the loop's
+    timeout bucket retries them."""
     try:
-        if deadline is None:
-            return await awaitable
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await awaitable
-        except TimeoutError as exc:
-            raise HarnessError(ErrorKind.TIMEOUT, f"no first token within {first_token_timeout}s") from exc
+        if deadline is not None:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    return await awaitable
+            except TimeoutError as exc:
+                raise HarnessError(
+                    ErrorKind.TIMEOUT, f"no first token within {first_token_timeout}s"
+                ) from exc
+        if idle_timeout is not None:
+            try:
+                async with asyncio.timeout(idle_timeout):
+                    return await awaitable
+            except TimeoutError as exc:
+                raise HarnessError(
+                    ErrorKind.TIMEOUT, f"the stream stalled: nothing received for {idle_timeout}s"
+                ) from exc
+        return await awaitable
     except httpx.TimeoutException as exc:
         raise HarnessError(ErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}") from exc
     except httpx.ConnectError as exc:
@@ -45,6 +63,27 @@ async def guard(
     except httpx.RequestError as exc:
         # RemoteProtocolError (peer dropped the connection mid-body), ReadError, ...
         raise HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"{type(exc).__name__}: {exc}") from exc
+
+
+# After the end marker ([DONE], message_stop) only the body's terminator is left; a server
+# that keeps talking past this much is not worth the wait (the connection is dropped instead).
+_DRAIN_MAX_LINES = 256
+_DRAIN_TIMEOUT_S = 5.0
+
+
+async def drain(lines: AsyncIterator[str], *, limit_s: float | None = None) -> None:
+    """Read a stream body to its end after the end marker, so httpx hands the connection
+    back to the pool: closing a half-read body closes the TCP connection, and every call
+    would pay a new handshake. Bounded in lines and time; a failure here costs only the
+    connection, never the (already complete) answer."""
+    limit = min(limit_s, _DRAIN_TIMEOUT_S) if limit_s is not None else _DRAIN_TIMEOUT_S
+    try:
+        async with asyncio.timeout(limit):
+            for _ in range(_DRAIN_MAX_LINES):
+                if await anext(lines, None) is None:
+                    return
+    except (TimeoutError, httpx.HTTPError, httpx.StreamError):
+        return
 
 
 async def error_body(response: httpx.Response, *, base_url: str) -> Any:

@@ -32,6 +32,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tests.support.fakes.threaded import ThreadedServer
+from tests.support.openai_types import chat_body_error
 
 # -- scripted responses ------------------------------------------------------------------
 
@@ -78,8 +79,9 @@ class Completion:
 
     Chunk order: role chunk, reasoning, content, refusal, tool-call fragments, the
     finish_reason chunk, then (if the request asked for `include_usage`) the usage chunk,
-    then `data: [DONE]`. Faults: `cut_after=N` sends only the first N chunks and ends the
-    body (`cut_abruptly=True` drops the TCP connection instead of ending cleanly);
+    then `data: [DONE]`. Faults: `stall_after=N` goes silent for `stall_s` after N blocks;
+    `cut_after=N` sends only the first N chunks and ends the body (`cut_abruptly=True`
+    drops the TCP connection instead of ending cleanly);
     `malformed_after=N` sends a non-JSON `data:` line after N chunks.
     """
 
@@ -99,6 +101,8 @@ class Completion:
     malformed_after: int | None = None
     send_done: bool = True
     model: str = "fake-model"
+    stall_after: int | None = None  # after N blocks, go silent for `stall_s` (a stalled stream)
+    stall_s: float = 30.0
 
     @classmethod
     def from_text(cls, text: str, *, chunk_size: int = 4, **kwargs: Any) -> Completion:
@@ -287,6 +291,7 @@ class _BlockStream(Response):
         first_delay: float = 0.0,
         delay: float = 0.0,
         abort: bool = False,
+        pauses: dict[int, float] | None = None,
     ) -> None:
         self.blocks = blocks
         self.status_code = status
@@ -294,6 +299,7 @@ class _BlockStream(Response):
         self.first_delay = first_delay
         self.delay = delay
         self.abort = abort
+        self.pauses = pauses or {}  # block index → seconds of silence before it
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -318,7 +324,7 @@ class _BlockStream(Response):
                 }
             )
             for i, block in enumerate(self.blocks):
-                pause = self.first_delay if i == 0 else self.delay
+                pause = self.pauses.get(i, self.first_delay if i == 0 else self.delay)
                 if pause > 0:
                     try:
                         await asyncio.wait_for(disconnected.wait(), pause)
@@ -337,11 +343,18 @@ class FakeOpenAI(ThreadedServer):
 
     `responses` are consumed in order, one per request; when the queue is empty the
     `default` response is served (if any), else a 500 explaining that the script ran out.
+    A body the official `openai` package's request types reject gets a 400, as from the
+    real API (`validate=False` switches that off).
     """
 
     def __init__(
-        self, responses: list[ScriptedResponse] | None = None, *, default: ScriptedResponse | None = None
+        self,
+        responses: list[ScriptedResponse] | None = None,
+        *,
+        default: ScriptedResponse | None = None,
+        validate: bool = True,
     ) -> None:
+        self.validate = validate
         self._queue: collections.deque[ScriptedResponse] = collections.deque(responses or [])
         self._lock = threading.Lock()
         self.default = default
@@ -374,6 +387,12 @@ class FakeOpenAI(ThreadedServer):
         except ValueError:
             body = raw.decode(errors="replace")
         self.requests.append(RecordedRequest(request.url.path, dict(request.headers.items()), body))
+        problem = chat_body_error(body) if self.validate else None
+        if problem is not None:
+            return JSONResponse(
+                {"error": {"message": f"FakeOpenAI: invalid body: {problem}", "type": "invalid_request"}},
+                status_code=400,
+            )
         script = self._next()
         if script is None:
             return JSONResponse(
@@ -403,6 +422,7 @@ class FakeOpenAI(ThreadedServer):
             first_delay=script.first_chunk_delay,
             delay=script.chunk_delay,
             abort=script.cut_after is not None and script.cut_abruptly,
+            pauses={script.stall_after: script.stall_s} if script.stall_after is not None else None,
         )
 
     thread_name = "fake-openai"

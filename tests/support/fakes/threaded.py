@@ -24,6 +24,25 @@ class ThreadedServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
+        self._clients: set[tuple[str, int]] = set()
+        self._clients_lock = threading.Lock()
+
+    @property
+    def connections(self) -> int:
+        """Distinct TCP connections that carried a request (keyed by the client's address
+        and port: a reused connection keeps its port, a new one gets another)."""
+        with self._clients_lock:
+            return len(self._clients)
+
+    def _counting(self, app: Any) -> Any:
+        async def counted(scope: Any, receive: Any, send: Any) -> None:
+            client = scope.get("client")
+            if scope["type"] == "http" and client:
+                with self._clients_lock:
+                    self._clients.add((str(client[0]), int(client[1])))
+            await app(scope, receive, send)
+
+        return counted
 
     def start(self) -> None:
         """Bind a free port and serve in a background thread; returns once it accepts."""
@@ -33,7 +52,11 @@ class ThreadedServer:
         self._socket = sock
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, lifespan="off", log_level="warning", access_log=False, timeout_graceful_shutdown=2
+            self._counting(self.app),
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

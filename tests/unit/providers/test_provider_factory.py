@@ -69,3 +69,32 @@ async def test_anthropic_caching_and_thinking_come_from_settings(monkeypatch: py
         Settings()
     for provider in (default, tuned, lane.provider):
         await provider.aclose()
+
+
+async def test_openai_responses_and_the_provider_settings(monkeypatch: pytest.MonkeyPatch):
+    from server.config import ReasoningEffort, TokenField
+    from server.providers.openai_responses import OpenAIResponsesProvider
+
+    monkeypatch.setenv("AGENTD_PROVIDER", "openai-responses")
+    monkeypatch.setenv("AGENTD_REASONING_EFFORT", "high")
+    provider = make_provider(Settings())
+    assert isinstance(provider, OpenAIResponsesProvider)
+    assert provider.reasoning_effort is ReasoningEffort.HIGH
+    # The stream timeouts are on by default, for every HTTP provider.
+    assert (provider._first_token_timeout, provider._idle_timeout) == (300.0, 120.0)
+    await provider.aclose()
+
+    monkeypatch.setenv("AGENTD_PROVIDER", "openai")
+    monkeypatch.setenv("AGENTD_OPENAI_TOKEN_FIELD", "max_tokens")
+    monkeypatch.setenv("AGENTD_FIRST_TOKEN_TIMEOUT_S", "0")  # 0: off
+    monkeypatch.setenv("AGENTD_STREAM_IDLE_TIMEOUT_S", "7")
+    chat = make_provider(Settings())
+    assert isinstance(chat, OpenAIProvider) and chat.token_field is TokenField.MAX_TOKENS
+    assert (chat._first_token_timeout, chat._idle_timeout) == (None, 7.0)
+    await chat.aclose()
+
+    monkeypatch.setenv("AGENTD_PROVIDER", "anthropic")
+    monkeypatch.setenv("AGENTD_ANTHROPIC_API_KEY", "sk-ant-test")
+    anthropic = make_provider(Settings())
+    assert isinstance(anthropic, AnthropicProvider) and anthropic._idle_timeout == 7.0
+    await anthropic.aclose()

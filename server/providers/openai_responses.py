@@ -1,0 +1,195 @@
+"""OpenAI Responses API provider (`POST {base_url}/responses`, streaming SSE over httpx).
+
+Stateless on purpose: every call sends the whole conversation with `store: false`, so
+nothing lives on OpenAI's side and a session survives restarts and provider rotation. A
+reasoning model's reasoning items come back encrypted (`include:
+["reasoning.encrypted_content"]`); they are kept on the assistant message as
+`ReasoningBlock`s and sent back verbatim before that message's function calls, which is how
+the model keeps its chain of thought across a tool round. Readable reasoning summaries
+stream as thought chunks. The stream side is in `openai_responses_stream.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from server.config import ReasoningEffort
+from server.core.conversation import Message
+from server.core.errors import ErrorKind, HarnessError
+from server.core.provider import ProviderRequest, StreamEvent
+from server.providers.http_common import default_ssl_context, guard, open_stream
+from server.providers.openai_errors import classify_http_error
+from server.providers.openai_models import is_reasoning_model
+from server.providers.openai_responses_stream import PROVIDER_TAG, TERMINAL_EVENTS, ResponsesAssembler
+from server.providers.sse import SSEReader, parse_json
+
+__all__ = ["OpenAIResponsesProvider", "translate_input"]
+
+
+class OpenAIResponsesProvider:
+    """One Responses API endpoint + model. `stream()` performs one sampling call."""
+
+    name = "openai-responses"
+    supports_native_schema = True
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: SecretStr | str | None,
+        model: str,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        first_token_timeout: float | None = None,
+        stream_idle_timeout: float | None = None,
+        reasoning_effort: ReasoningEffort | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.reasoning_effort = reasoning_effort
+        # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
+        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
+        self._url = f"{self.base_url}/responses"
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self._first_token_timeout = first_token_timeout
+        self._idle_timeout = stream_idle_timeout
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
+        model = request.model or self.model
+        body: dict[str, Any] = {
+            "model": model,
+            "input": translate_input(request.messages),
+            "stream": True,
+            "store": False,
+        }
+        if request.system:
+            body["instructions"] = request.system
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    # Strict mode rejects optional properties; the tools validate their input.
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
+        if request.output_schema is not None:
+            body["text"] = {
+                "format": {
+                    "type": "json_schema",
+                    "name": "output",
+                    "schema": request.output_schema,
+                    "strict": False,
+                }
+            }
+        if request.max_output_tokens is not None:
+            body["max_output_tokens"] = request.max_output_tokens
+        if is_reasoning_model(model):
+            # Other models refuse encrypted reasoning ("not supported with this model").
+            body["include"] = ["reasoning.encrypted_content"]
+            reasoning: dict[str, Any] = {"summary": "auto"}
+            if self.reasoning_effort is not None:
+                reasoning["effort"] = self.reasoning_effort.value
+            body["reasoning"] = reasoning
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
+        return headers
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Yield the events of one streamed response; raise `HarnessError` on any failure."""
+        response, deadline = await open_stream(
+            self._client,
+            self._url,
+            self.build_body(request),
+            self._headers(),
+            self._timeout,
+            base_url=self.base_url,
+            first_token_timeout=self._first_token_timeout,
+            classify=classify_http_error,
+        )
+        try:
+            assembler = ResponsesAssembler()
+            content_type = response.headers.get("content-type", "")
+            if "json" in content_type and "event-stream" not in content_type:
+                # A server that ignored `stream: true` and answered with one Response object.
+                raw = await guard(
+                    response.aread(),
+                    deadline,
+                    base_url=self.base_url,
+                    first_token_timeout=self._first_token_timeout,
+                )
+                for out in assembler.feed_response(parse_json(raw.decode(errors="replace"))):
+                    yield out
+            else:
+                reader = SSEReader(
+                    response,
+                    deadline,
+                    base_url=self.base_url,
+                    first_token_timeout=self._first_token_timeout,
+                    idle_timeout=self._idle_timeout,
+                )
+                async for name, data in reader.events():
+                    chunk = parse_json(data)
+                    chunk.setdefault("type", name)
+                    for out in assembler.feed(chunk):
+                        reader.first_token()
+                        yield out
+                    if chunk["type"] in TERMINAL_EVENTS:
+                        reader.end()  # the rest of the body is read, so the connection is reused
+            if not assembler.ended:
+                raise HarnessError(
+                    ErrorKind.PROVIDER_UNAVAILABLE,
+                    "stream cut: the server closed the stream before response.completed",
+                )
+            for out in assembler.finish():
+                yield out
+        finally:
+            await response.aclose()
+
+
+def translate_input(messages: list[Message]) -> list[dict[str, Any]]:
+    """The conversation as Responses API input items."""
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            output = {"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.content}
+            items.append(output)
+        elif m.role == "assistant":
+            # Reasoning first, as the model produced it, then the text, then the calls it led to.
+            items += [dict(b.data) for b in m.reasoning_blocks if b.provider == PROVIDER_TAG]
+            if m.content:
+                items.append({"role": "assistant", "content": m.content})
+            items += [
+                {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in m.tool_calls
+            ]
+        elif m.images:
+            parts: list[dict[str, Any]] = [{"type": "input_text", "text": m.content}] if m.content else []
+            parts += [
+                {"type": "input_image", "image_url": f"data:{i.mime_type};base64,{i.data}", "detail": "auto"}
+                for i in m.images
+            ]
+            items.append({"type": "message", "role": m.role, "content": parts})
+        else:
+            items.append({"role": m.role, "content": m.content})
+    return items

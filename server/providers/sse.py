@@ -1,0 +1,106 @@
+"""Reading a Server-Sent Events body under the stream timeouts: lines → (event name, data),
+the first-token deadline until the provider saw real output, the idle timeout after it, and
+the body drained after the end marker so the connection is reused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from server.core.errors import ErrorKind, HarnessError
+from server.providers.http_common import drain, guard
+
+
+class SSEDecoder:
+    """Line-level SSE decoding: (`event:` name, joined `data:` lines) per event."""
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> tuple[str, str] | None:
+        if line == "":
+            return self.flush()
+        if line.startswith(":"):  # comment / keep-alive (e.g. ": OPENROUTER PROCESSING")
+            return None
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        return None  # id:, retry: carry nothing we need
+
+    def flush(self) -> tuple[str, str] | None:
+        event, self._event = self._event, ""
+        if not self._data:
+            return None
+        data, self._data = "\n".join(self._data), []
+        return event, data
+
+
+def parse_json(data: str) -> dict[str, Any]:
+    """One event's JSON object; anything else is a broken stream (PROVIDER_UNAVAILABLE)."""
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise HarnessError(
+            ErrorKind.PROVIDER_UNAVAILABLE, f"malformed chunk in stream: {data[:200]!r}"
+        ) from exc
+    if not isinstance(chunk, dict):
+        raise HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"malformed chunk in stream: {data[:200]!r}")
+    return chunk
+
+
+class SSEReader:
+    """The events of one streamed response. The caller calls `first_token()` once real
+    output arrived (keep-alives and bookkeeping events do not count) and `end()` at the end
+    marker ([DONE], response.completed): the iteration then reads the body's remainder
+    without yielding it, and stops."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        deadline: float | None,
+        *,
+        base_url: str,
+        first_token_timeout: float | None,
+        idle_timeout: float | None,
+    ) -> None:
+        self._lines = response.aiter_lines()
+        self.deadline = deadline
+        self._base_url = base_url
+        self._first_token_timeout = first_token_timeout
+        self._idle_timeout = idle_timeout
+        self._ended = False
+        self._started = False  # real output seen: the idle timeout applies from now on
+
+    def first_token(self) -> None:
+        self.deadline = None  # from now on only the idle timeout applies
+        self._started = True
+
+    async def events(self) -> AsyncIterator[tuple[str, str]]:
+        """(event name, data) until the body ends; transport failures raise `HarnessError`."""
+        decoder = SSEDecoder()
+        while True:
+            line = await guard(
+                anext(self._lines, None),
+                self.deadline,
+                base_url=self._base_url,
+                first_token_timeout=self._first_token_timeout,
+                idle_timeout=self._idle_timeout if self._started else None,
+            )
+            item = decoder.flush() if line is None else decoder.feed(line)
+            if item is not None:
+                yield item
+                if self._ended:
+                    await drain(self._lines, limit_s=self._idle_timeout)
+                    return
+            if line is None:
+                return
+
+    def end(self) -> None:
+        self._ended = True
