@@ -54,6 +54,11 @@ def estimate_tokens(
         chars += len(m.content) + len(m.reasoning) + limits.per_message_overhead_chars
         for call in m.tool_calls:
             chars += len(call.name) + len(call.arguments) + len(call.id)
+        for block in m.reasoning_blocks:
+            # Readable thinking is already in `m.reasoning`; what a block adds to the context
+            # is its opaque part (a redacted block's `data`, a Responses item's encrypted_content).
+            opaque = block.data.get("encrypted_content") or block.data.get("data") or ""
+            chars += len(opaque) if isinstance(opaque, str) else 0
     return (chars + 3) // 4
 
 
