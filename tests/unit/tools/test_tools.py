@@ -141,7 +141,9 @@ async def test_read_offset_and_limit(ctx: ToolContext, ws: Path) -> None:
     (ws / "n.txt").write_text("".join(f"line{i}\n" for i in range(1, 11)))
     tool = ReadFile()
     res = await tool.run({"path": "n.txt", "offset": 3, "limit": 2}, ctx)
-    assert res.output == "     3\tline3\n     4\tline4\n[showing lines 3-4 of 10; the file continues at line 5]"
+    assert res.output == (
+        "     3\tline3\n     4\tline4\n[showing lines 3-4 of 10; the file continues at line 5]"
+    )
     assert res.locations == [{"path": str(ws / "n.txt"), "line": 3}]
     assert tool.locations({"path": "n.txt", "offset": 3}, ctx) == [{"path": str(ws / "n.txt"), "line": 3}]
     assert tool.title({"path": "n.txt", "offset": 3, "limit": 2}) == "Read n.txt (lines 3-4)"
