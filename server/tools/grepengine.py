@@ -130,7 +130,8 @@ class RgEngine:
     def _run(self, cwd: Path, batch: list[tuple[str, str]]) -> Generator[Match, None, None]:
         shown_of = {os.fsencode(rel): shown for shown, rel in batch}
         argv = [
-            self.rg, "--no-config", "--text", "--crlf", "--line-number", "--with-filename", "--null",
+            self.rg, "--no-config", "--text", "--crlf", "--encoding", "none", "--line-number",
+            "--with-filename", "--null",
             "--color", "never", "--threads", "1",  # one thread: files come out in the given order
             *self.pattern_args, "--", *(rel for _, rel in batch),
         ]  # fmt: skip

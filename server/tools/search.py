@@ -246,7 +246,8 @@ def _grep(
             if use_rg:
                 assert rg is not None
                 listing = (rg, [
-                    "--files-with-matches", "--max-filesize", str(GREP_MAX_FILE_BYTES),
+                    "--files-with-matches", "--max-filesize", str(GREP_MAX_FILE_BYTES), "--crlf",
+                    "--encoding", "none",  # no UTF-16 transcoding: such files are binary here too
                     *(["--ignore-case"] if ignore_case else []), "--regexp", compiled.pattern,
                 ])  # fmt: skip
             targets = select_files(root, start, disp, file_filter, stop, deadline_at, listing)

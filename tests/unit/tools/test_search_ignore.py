@@ -33,6 +33,7 @@ REPO: dict[str, tuple[str | bytes, int]] = {
     ".venv/lib/site.py": ("def main(): vendored\n", 9000),
     "node_modules/a/index.py": ("def main(): js land\n", 9000),
     "blob.py": (b"def main\x00\x01\x02 binary\n", 9000),
+    "pkg/utf16.txt": ("\ufeffdef main(): UTF-16\n".encode("utf-16-le"), 9000),  # NULs: binary to both
     ".hidden/conf.py": ("def main(): hidden but not ignored\n", 2000),
 }
 

@@ -259,6 +259,7 @@ GREP_CORPUS = {
     "a.py": "import os\r\ndef main():\n    return os.getcwd()  # cwd\n\n",
     "b.txt": "Alpha beta\nalpha\tgamma\n" + "x" * 5000 + "alpha\n" + "ünïcode wörd\nlast line no newline",
     "sub/c.md": "# Title\n\nalpha and omega\n",
+    "crlf.txt": "call()\r\nalpha()\r\n",  # rg lists it only if `$` matches before \r\n too
 }
 
 
