@@ -4,7 +4,9 @@ confined walk both use in `walk.py`.
 grep never matches with `re`, which holds the GIL while it backtracks: patterns are
 checked and compiled with the `regex` module (re-compatible syntax, VERSION0; see
 `server.tools.regexguard`), and lines are matched by ripgrep when installed, else by
-`regex` with a per-line timeout (`server.tools.grepengine`).
+`regex` with a per-line timeout (`server.tools.grepengine`). The files searched skip what git
+ignores and come newest first (`server.tools.grepfiles`); matches are pulled one at a time and
+the search stops at the cap, so a million matches cost no more than `max_results`.
 """
 
 from __future__ import annotations
