@@ -147,6 +147,3 @@ class RgEngine:
                 line = body.removesuffix(b"\r").decode("utf-8", errors="replace")
                 cut = max(0, len(line) - self.max_chars) + dropped
                 yield Match(shown, int(number), line[: self.max_chars], cut)
-
-
-__all__ += ["time_left"]
