@@ -20,10 +20,12 @@ from typing import Any, ClassVar
 from server.tools import safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.fileargs import opt_int_arg, os_error, safe_locations, str_arg
+from server.tools.filekind import BINARY_SNIFF_BYTES, count_lines, describe_binary, is_binary, mime_type
 from server.tools.filetext import (
     READ_MAX_BYTES,
     READ_MAX_LINE_CHARS,
     READ_MAX_LINES,
+    bounded_lines,
     render_lines,
     replace_once,
     until_stopped,
@@ -42,13 +44,6 @@ __all__ = [
     "ReadFile",
     "WriteFile",
 ]
-
-_BINARY_SNIFF_BYTES = 8192
-
-
-def _is_binary(data: bytes) -> bool:
-    return b"\0" in data[:_BINARY_SNIFF_BYTES]
-
 
 def _diff(path: Path, old: str | None, new: str) -> dict[str, Any]:
     """ACP diff content; `oldText` is omitted for a newly created file."""
@@ -70,8 +65,10 @@ class ReadFile:
         "Use read_file to look at a file before editing it or whenever you need its exact text; "
         "each output line starts with its line number and a tab, which are not part of the file. "
         f"For large files read a range with offset (1-based first line) and limit (number of lines); "
-        f"output is capped at {READ_MAX_LINES} lines / {READ_MAX_BYTES // 1024} KiB and says where to "
-        "continue. Prefer it over cat/head/sed in bash."
+        f"output is capped at {READ_MAX_LINES} lines / {READ_MAX_BYTES // 1024} KiB (lines over "
+        f"{READ_MAX_LINE_CHARS} characters are shortened) and then says how many lines the file has and "
+        "where to continue; a binary file is described by its type and size instead. Prefer it over "
+        "cat/head/sed in bash."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -105,7 +102,9 @@ class ReadFile:
         disp = display_path(ctx.cwd, path)
         if ctx.client is not None and ctx.client.can_read:  # the editor's buffer, saved or not
             text = await ctx.client.read_text_file(path)
-            output, raw = render_lines(io.StringIO(text, newline=""), disp, offset, limit, user_limit)
+            total = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+            lines = bounded_lines(io.StringIO(text, newline=""))
+            output, raw = render_lines(lines, disp, offset, limit, user_limit, total=lambda: total)
         else:
             output, raw = await run_blocking(
                 lambda stop: self._read(ctx.cwd, path, disp, offset, limit, user_limit, stop),
@@ -129,13 +128,21 @@ class ReadFile:
             with safefs.parent_dir(root, path, disp) as (dir_fd, name):
                 fd = safefs.open_for_read(dir_fd, name, disp)
             with os.fdopen(fd, "rb") as fb:
-                if _is_binary(fb.read(_BINARY_SNIFF_BYTES)):
-                    raise ToolError(f"{disp} looks like a binary file; read_file only reads text")
+                head = fb.read(BINARY_SNIFF_BYTES)
+                size = os.fstat(fd).st_size
+                if is_binary(head):
+                    mime = mime_type(path.name, head)
+                    raw = {"lines": 0, "binary": True, "bytes": size, "mime": mime}
+                    return describe_binary(disp, path.name, head, size), raw
                 fb.seek(0)
                 # newline="" keeps "\r\n" intact so we can strip exactly the terminator.
                 f = io.TextIOWrapper(fb, encoding="utf-8", newline="")
                 try:
-                    return render_lines(until_stopped(f, stop, disp), disp, offset, limit, user_limit)
+                    lines = until_stopped(bounded_lines(f), stop, disp)
+                    return render_lines(
+                        lines, disp, offset, limit, user_limit,
+                        total=lambda: count_lines(lambda at, n: os.pread(fd, n, at), size, stop),
+                    )  # fmt: skip
                 finally:
                     f.detach()  # fb's own `with` closes the descriptor
         except FileNotFoundError:
@@ -293,7 +300,7 @@ class EditFile:
         raw = safefs.read_existing(dir_fd, name, disp)
         if raw is None:
             raise ToolError(f"file not found: {disp}; to create a file use write_file")
-        if _is_binary(raw):
+        if is_binary(raw):
             raise ToolError(f"{disp} looks like a binary file; edit_file only edits text")
         try:
             text = raw.decode("utf-8")

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple, TextIO, TypeVar
 
 from server.tools.base import ToolError
 
 READ_MAX_LINES = 2000
 READ_MAX_BYTES = 256 * 1024
 READ_MAX_LINE_CHARS = 2000  # minified files: one "line" can be megabytes
+_SKIP_CHUNK = 64 * 1024  # characters read at a time while skipping the rest of a long line
+
+_L = TypeVar("_L")
 
 # read_file's `     1\t` prefix pasted back into edit_file's old_string is a common mistake.
 _LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t", re.MULTILINE)
 
 
-def until_stopped(lines: Iterable[str], stop: threading.Event, disp: str) -> Iterator[str]:
+def until_stopped(lines: Iterable[_L], stop: threading.Event, disp: str) -> Iterator[_L]:
     """Lines until the call is cancelled or out of time: skipping to a far offset in a
     huge file must not keep a worker busy after the caller has gone."""
     for n, line in enumerate(lines):
@@ -27,11 +30,47 @@ def until_stopped(lines: Iterable[str], stop: threading.Event, disp: str) -> Ite
         yield line
 
 
+class Cut(NamedTuple):
+    """A line whose end was not kept: its first characters (no terminator), and how many more."""
+
+    text: str
+    more: int
+
+
+def bounded_lines(f: TextIO, max_chars: int = READ_MAX_LINE_CHARS) -> Iterator[str | Cut]:
+    """`f`'s lines, never holding more than about `max_chars` characters of one: a line longer
+    than that (a minified bundle, a sparse file's zeros) comes as a `Cut`, its rest skipped."""
+    while True:
+        line = f.readline(max_chars + 1)
+        if not line:
+            return
+        if len(line) <= max_chars or line.endswith(("\n", "\r")):
+            yield line
+            continue
+        more = 0
+        while True:
+            rest = f.readline(_SKIP_CHUNK)
+            more += len(rest)
+            if not rest or rest.endswith(("\n", "\r")):
+                break
+        if rest.endswith("\r\n"):
+            more -= 2
+        elif rest.endswith(("\n", "\r")):
+            more -= 1
+        yield Cut(line, more)
+
+
 def render_lines(
-    lines: Iterable[str], disp: str, offset: int, limit: int, user_limit: int | None
+    lines: Iterable[str | Cut],
+    disp: str,
+    offset: int,
+    limit: int,
+    user_limit: int | None,
+    total: Callable[[], int | None] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """read_file's output: numbered lines from `offset`, within the line and byte caps,
-    with a note saying where to go on. Shared by disk reads and the client's buffers."""
+    with a note saying where to go on (and, given `total`, how many lines there are).
+    Shared by disk reads and the client's buffers."""
     out: list[str] = []
     size = 0
     lineno = 0
@@ -42,9 +81,10 @@ def render_lines(
         if len(out) >= limit:
             stopped = "limit"
             break
-        text = line.rstrip("\r\n")
-        if len(text) > READ_MAX_LINE_CHARS:
-            extra = len(text) - READ_MAX_LINE_CHARS
+        cut = line.more if isinstance(line, Cut) else 0
+        text = line.text if isinstance(line, Cut) else line.rstrip("\r\n")
+        if cut or len(text) > READ_MAX_LINE_CHARS:
+            extra = len(text) - READ_MAX_LINE_CHARS + cut
             text = f"{text[:READ_MAX_LINE_CHARS]} [... line truncated, {extra} more characters]"
         rendered = f"{lineno:6d}\t{text}"
         cost = len(rendered.encode("utf-8")) + 1
@@ -62,17 +102,22 @@ def render_lines(
     first = offset
     last = offset + len(out) - 1
     text = "\n".join(out)
+    meta: dict[str, Any] = {"lines": len(out), "truncated": stopped is not None}
     if stopped is not None:
         nxt = last + 1
+        count = total() if total is not None else None
+        of = "" if count is None else f" of {count}"
+        if count is not None:
+            meta["total_lines"] = count
         if stopped == "limit" and user_limit is not None and user_limit <= READ_MAX_LINES:
-            text += f"\n[showing lines {first}-{last}; the file continues at line {nxt}]"
+            text += f"\n[showing lines {first}-{last}{of}; the file continues at line {nxt}]"
         else:
             cap = f"{READ_MAX_LINES} lines" if stopped == "limit" else f"{READ_MAX_BYTES // 1024} KiB"
             text += (
-                f"\n[output truncated at {cap}: showing lines {first}-{last}; "
+                f"\n[output truncated at {cap}: showing lines {first}-{last}{of}; "
                 f"call read_file with offset={nxt} to read more]"
             )
-    return text, {"lines": len(out), "truncated": stopped is not None}
+    return text, meta
 
 
 def line_of(text: str, index: int) -> int:

@@ -8,15 +8,21 @@ expanded. `*` also matches names starting with a dot.
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
+import time
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.globmatch import GlobMatcher as _GlobMatcher
+from server.tools.rgrun import SearchStopped, find_rg, list_files
 from server.tools.walk import (
     MAX_SCANNED_FILES,
     SEARCH_DEADLINE,
     Walk,
+    ignore_rules,
     in_thread,
     joined,
     pattern_arg,
@@ -26,6 +32,20 @@ from server.tools.walk import (
 from server.tools.workspace import display_path, resolve_in_workspace
 
 GLOB_MAX_RESULTS = 500
+_WILDCARDS = frozenset("*?[]{}\\")
+
+
+def literal_prefix(pattern: str) -> str:
+    """The leading directories of `pattern` without wildcards: '.venv/lib' for '.venv/lib/**/*.py'."""
+    segs = pattern.split("/")[:-1]
+    out: list[str] = []
+    for seg in segs:
+        if seg in ("", "."):
+            continue
+        if seg == ".." or any(ch in _WILDCARDS for ch in seg):
+            break
+        out.append(seg)
+    return "/".join(out)
 
 
 class Glob:
@@ -40,9 +60,11 @@ class Glob:
         "the workspace root), `*` stays within one directory, `**` spans any number of directories and "
         "`{a,b}` gives alternatives, so `*.py` only looks at the top level while `**/*.py` searches "
         "everything below. Results are files only, sorted by modification time with the most recently "
-        f"changed first, and capped at {GLOB_MAX_RESULTS}; the paths are relative to the workspace root "
-        "and can be passed straight to read_file. `.git` is skipped and symlinks that lead outside the "
-        "workspace are never followed; to search file contents use grep."
+        f"changed first, and capped at {GLOB_MAX_RESULTS} with a note of how many more matched; the paths "
+        "are relative to the workspace root and can be passed straight to read_file. Like ripgrep it skips "
+        "what git ignores (.gitignore files, .git/info/exclude, the global excludes file), `.git` and "
+        "symlinks; to look inside an ignored directory, name it: as path, or as the pattern's literal "
+        "start (`.venv/**/*.py`). To search file contents use grep."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -78,23 +100,52 @@ class Glob:
         root = resolve_in_workspace(ctx.cwd, ".")  # the real root, symlinks resolved
         disp = display_path(root, start)
 
-        def work(stop: threading.Event) -> tuple[list[tuple[float, str]], Walk]:
+        def work(stop: threading.Event) -> tuple[list[tuple[float, str]], bool]:
             if not start.exists():
                 raise ToolError(f"directory not found: {disp}")
             if not start.is_dir():
                 raise ToolError(f"{disp} is a file, not a directory; pass a directory as path")
-            walk = Walk(root, start, stop, prune=matcher.may_contain)
+            # A pattern that starts with literal directories ('.venv/lib/**') is walked from
+            # there: fewer files, and naming an ignored directory searches it.
+            base = literal_prefix(pattern)
+            walk_start = start / base if base else start
+            if not base or walk_start.is_symlink() or not walk_start.is_dir():
+                base, walk_start = "", start
+            ignore = ignore_rules(root, start, base)
             found: list[tuple[float, str]] = []
-            for rel, entry in walk.files():
-                if matcher.matches(rel):
+            capped = False
+            deadline_at = time.monotonic() + SEARCH_DEADLINE
+            rg = find_rg()
+            listed: Iterator[str]
+            walk: Walk | None = None
+            if rg is not None:
+                listed = list_files(rg, walk_start, [], ignore is not None, stop, deadline_at)
+            else:
+                def prune(d: str) -> bool:
+                    return matcher.may_contain(f"{base}/{d}" if base else d)
+
+                walk = Walk(root, walk_start, stop, prune=prune, ignore=ignore)
+                listed = (rel for rel, _ in walk.files())
+            for n, rel in enumerate(listed, 1):
+                if n > MAX_SCANNED_FILES:
+                    capped = True
+                    break
+                rel_start = f"{base}/{rel}" if base else rel
+                if matcher.matches(rel_start):
                     try:
-                        mtime = entry.stat().st_mtime  # follows an (in-workspace) symlink
+                        st = os.lstat(walk_start / rel)
                     except OSError:
                         continue
-                    found.append((mtime, joined(disp, rel)))
-            return found, walk
+                    if stat.S_ISREG(st.st_mode):
+                        found.append((st.st_mtime, joined(disp, rel_start)))
+            return found, capped or (walk is not None and walk.capped)
 
-        found, walk = await in_thread(work, f"glob {pattern!r}", SEARCH_DEADLINE)
+        try:
+            found, capped = await in_thread(work, f"glob {pattern!r}", SEARCH_DEADLINE)
+        except SearchStopped:
+            raise ToolError(
+                f"glob {pattern!r} took over {SEARCH_DEADLINE:g} s; narrow the pattern or path"
+            ) from None
         found.sort(key=lambda item: (-item[0], item[1]))
         shown = [p for _, p in found[:GLOB_MAX_RESULTS]]
         if shown:
@@ -108,7 +159,7 @@ class Glob:
                 f"\n[... {len(found) - len(shown)} more matches not shown (showing the "
                 f"{GLOB_MAX_RESULTS} most recently modified); narrow the pattern or path]"
             )
-        if walk.capped:
+        if capped:
             output += (
                 f"\n[search stopped after scanning {MAX_SCANNED_FILES} files; results may be "
                 "incomplete, narrow the pattern or path]"
@@ -118,6 +169,6 @@ class Glob:
             locations=[{"path": str(start)}],
             raw_output={
                 "matches": len(found),
-                "truncated": len(found) > len(shown) or walk.capped,
+                "truncated": len(found) > len(shown) or capped,
             },
         )

@@ -1,86 +1,79 @@
 """How grep matches lines: ripgrep when it is installed, else the `regex` module.
 
-Both engines take files already read and checked by grep (regular, single-link, small,
-text) as lists of lines, and yield the matching lines in order. Neither can stall the
-server:
+Both engines get the files to search in order (newest first, already filtered for ignore
+rules, globs, links, size and binary content) and yield `Match`es in that order, lazily:
+grep stops pulling at its cap, so neither the server's memory nor the work done grows with
+the number of matches.
 
-- `RgEngine` pipes the lines to `rg` on stdin (rg never opens a path itself, so it
-  cannot be redirected by a symlink swapped in after grep's checks). rg's engine is
-  linear-time; the process is killed on cancellation or at the deadline. Used only for
-  patterns rg accepts: Python-only syntax (look-arounds, backreferences) falls back.
-- `PythonEngine` matches with the `regex` module, which releases the GIL while matching
-  and takes a timeout: a line that needs more than `line_budget` is refused as
-  catastrophic backtracking.
+- `RgEngine` runs `rg` over the files (a few hundred per process, one thread so the order
+  holds), streaming its output (`server.tools.rgrun`); rg's engine is linear-time. Used only
+  for patterns rg accepts: Python-only syntax (look-arounds, backreferences) falls back.
+- `PythonEngine` matches with the `regex` module, which releases the GIL while matching and
+  takes a timeout: a line that needs more than `line_budget` is refused as catastrophic
+  backtracking.
 
-`AGENTD_GREP_ENGINE=python` forces the `regex` engine.
+`AGENTD_GREP_ENGINE=python` forces the `regex` engine and the pathspec walk.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
-import shutil
 import subprocess
 import threading
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
 
 import regex  # no stubs published; pyproject tells mypy to ignore it
 
 from server.tools.base import ToolError
+from server.tools.rgrun import RgStream, SearchStopped, find_rg, time_left
 
-RG_BATCH_BYTES = 8 * 1024 * 1024  # text per rg process
-_POLL = 0.2  # seconds between checks for cancellation while rg runs
+__all__ = ["Match", "PythonEngine", "RgEngine", "SearchStopped", "find_rg", "text_lines"]
 
-
-class SearchStopped(Exception):
-    """The search ran out of time (`deadline`) or its caller went away."""
-
-    def __init__(self, deadline: bool) -> None:
-        super().__init__("deadline" if deadline else "stopped")
-        self.deadline = deadline
+RG_FILES_PER_RUN = 256  # explicit paths per rg process (argv stays far below its limit)
 
 
-@dataclass
-class FileLines:
-    shown: str
-    lines: list[str]  # without terminators; a final "" after a trailing newline included
+@dataclass(frozen=True)
+class Match:
+    shown: str  # the file as shown to the model
+    line: int  # 1-based
+    text: str  # the line without its terminator, at most `max_chars` characters
+    more: int  # characters cut from the end of a long line
 
 
-class Engine(Protocol):
-    def matches(self, files: Iterable[FileLines]) -> Iterator[tuple[FileLines, int]]:
-        """(file, 0-based line index) of every matching line, in file and line order."""
-        ...
-
-
-def find_rg() -> str | None:
-    if os.environ.get("AGENTD_GREP_ENGINE", "").lower() == "python":
-        return None
-    return shutil.which("rg")
-
-
-def _time_left(deadline_at: float, stop: threading.Event) -> float:
-    remaining = deadline_at - time.monotonic()
-    if stop.is_set() or remaining <= 0:
-        raise SearchStopped(deadline=not stop.is_set())
-    return remaining
+def text_lines(text: str) -> Iterator[str]:
+    """`text`'s lines without terminators ("\\r\\n" too), one at a time (no list of a
+    million strings); like rg, no empty line after a final newline."""
+    pos, n = 0, len(text)
+    while pos < n:
+        end = text.find("\n", pos)
+        if end < 0:
+            end = n
+        yield text[pos:end].removesuffix("\r")
+        pos = end + 1
 
 
 class PythonEngine:
     def __init__(
-        self, compiled: regex.Pattern[str], deadline_at: float, stop: threading.Event, line_budget: float
+        self,
+        compiled: regex.Pattern[str],
+        deadline_at: float,
+        stop: threading.Event,
+        line_budget: float,
+        max_chars: int,
     ) -> None:
         self.compiled = compiled
         self.deadline_at = deadline_at
         self.stop = stop
         self.line_budget = line_budget
+        self.max_chars = max_chars
 
-    def matches(self, files: Iterable[FileLines]) -> Iterator[tuple[FileLines, int]]:
-        for f in files:
-            for i, line in enumerate(f.lines):
-                budget = min(_time_left(self.deadline_at, self.stop), self.line_budget)
+    def matches(self, files: Iterable[tuple[str, str]]) -> Generator[Match, None, None]:
+        """`files`: (shown path, text) pairs, read lazily."""
+        for shown, text in files:
+            for i, line in enumerate(text_lines(text), 1):
+                budget = min(time_left(self.deadline_at, self.stop), self.line_budget)
                 try:
                     # concurrent=True releases the GIL while matching: the event loop keeps running.
                     found = self.compiled.search(line, timeout=budget, concurrent=True)
@@ -89,26 +82,29 @@ class PythonEngine:
                         raise SearchStopped(deadline=True) from None
                     raise ToolError(
                         f"the pattern /{self.compiled.pattern}/ took over {self.line_budget:g} s on one "
-                        f"line ({f.shown}:{i + 1}), so the search was stopped: it backtracks "
+                        f"line ({shown}:{i}), so the search was stopped: it backtracks "
                         "catastrophically. Avoid nested or overlapping quantifiers such as (a*)* or (a|a)*"
                     ) from None
                 if found is not None:
-                    yield f, i
+                    cut = max(0, len(line) - self.max_chars)
+                    yield Match(shown, i, line[: self.max_chars], cut)
 
 
 class RgEngine:
     def __init__(
-        self, rg: str, pattern: str, ignore_case: bool, limit: int, deadline_at: float, stop: threading.Event
+        self,
+        rg: str,
+        pattern: str,
+        ignore_case: bool,
+        deadline_at: float,
+        stop: threading.Event,
+        max_chars: int,
     ) -> None:
+        self.rg = rg
         self.deadline_at = deadline_at
         self.stop = stop
-        self.argv = [
-            rg, "--no-config", "--text", "--line-number", "--no-filename", "--color", "never",
-            "--max-columns", "1",  # only line numbers are needed: long lines print as a short note
-            "--max-count", str(limit + 1),
-            *(["--ignore-case"] if ignore_case else []),
-            "--regexp", pattern, "-",
-        ]  # fmt: skip
+        self.max_chars = max_chars
+        self.pattern_args = [*(["--ignore-case"] if ignore_case else []), "--regexp", pattern]
 
     @staticmethod
     def accepts(rg: str, pattern: str, ignore_case: bool) -> bool:
@@ -120,52 +116,34 @@ class RgEngine:
             return False
         return done.returncode in (0, 1)
 
-    def matches(self, files: Iterable[FileLines]) -> Iterator[tuple[FileLines, int]]:
-        batch: list[FileLines] = []
-        size = 0
-        for f in files:
-            batch.append(f)
-            size += sum(len(line) + 1 for line in f.lines)
-            if size >= RG_BATCH_BYTES:
-                yield from self._run(batch)
-                batch, size = [], 0
+    def matches(self, cwd: Path, files: Iterable[tuple[str, str]]) -> Generator[Match, None, None]:
+        """`files`: (shown path, path relative to `cwd`) pairs, searched in that order."""
+        batch: list[tuple[str, str]] = []
+        for item in files:
+            batch.append(item)
+            if len(batch) >= RG_FILES_PER_RUN:
+                yield from self._run(cwd, batch)
+                batch = []
         if batch:
-            yield from self._run(batch)
+            yield from self._run(cwd, batch)
 
-    def _run(self, batch: list[FileLines]) -> Iterator[tuple[FileLines, int]]:
-        starts: list[int] = []  # 1-based stream line number of each file's first line
-        n = 1
-        for f in batch:
-            starts.append(n)
-            n += len(f.lines)
-        data = "".join("\n".join(f.lines) + "\n" for f in batch).encode("utf-8", errors="replace")
-        proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            out, err = self._communicate(proc, data)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        if proc.returncode not in (0, 1):
-            raise ToolError(f"rg failed: {err.decode(errors='replace').strip()[:500]}")
-        for raw in out.splitlines():
-            number, sep, _ = raw.partition(b":")
-            if not sep or not number.isdigit():
-                continue
-            k = bisect.bisect_right(starts, int(number)) - 1
-            yield batch[k], int(number) - starts[k]
-
-    def _communicate(self, proc: subprocess.Popen[bytes], data: bytes) -> tuple[bytes, bytes]:
-        pending: bytes | None = data
-        while True:
-            wait = min(_time_left(self.deadline_at, self.stop), _POLL)
-            try:
-                return proc.communicate(pending, timeout=wait)
-            except subprocess.TimeoutExpired:
-                pending = None  # the rest of the input is still being sent
+    def _run(self, cwd: Path, batch: list[tuple[str, str]]) -> Generator[Match, None, None]:
+        shown_of = {os.fsencode(rel): shown for shown, rel in batch}
+        argv = [
+            self.rg, "--no-config", "--text", "--crlf", "--encoding", "none", "--line-number",
+            "--with-filename", "--null",
+            "--color", "never", "--threads", "1",  # one thread: files come out in the given order
+            *self.pattern_args, "--", *(rel for _, rel in batch),
+        ]  # fmt: skip
+        # A record is "path\0number:line"; the line's first max_chars*4 bytes are plenty.
+        max_bytes = 4096 + 4 * self.max_chars
+        with RgStream(argv, cwd, self.stop, self.deadline_at) as stream:
+            for raw, dropped in stream.records(b"\n", max_bytes):
+                path, sep, rest = raw.partition(b"\0")
+                number, sep2, body = rest.partition(b":")
+                shown = shown_of.get(path)
+                if not sep or not sep2 or not number.isdigit() or shown is None:
+                    continue
+                line = body.removesuffix(b"\r").decode("utf-8", errors="replace")
+                cut = max(0, len(line) - self.max_chars) + dropped
+                yield Match(shown, int(number), line[: self.max_chars], cut)

@@ -4,16 +4,17 @@ confined walk both use in `walk.py`.
 grep never matches with `re`, which holds the GIL while it backtracks: patterns are
 checked and compiled with the `regex` module (re-compatible syntax, VERSION0; see
 `server.tools.regexguard`), and lines are matched by ripgrep when installed, else by
-`regex` with a per-line timeout (`server.tools.grepengine`).
+`regex` with a per-line timeout (`server.tools.grepengine`). The files searched skip what git
+ignores and come newest first (`server.tools.grepfiles`); matches are pulled one at a time and
+the search stops at the cap, so a million matches cost no more than `max_results`.
 """
 
 from __future__ import annotations
 
-import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,13 +24,12 @@ from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.glob_tool import GLOB_MAX_RESULTS, Glob
 from server.tools.globmatch import GlobMatcher as _GlobMatcher
-from server.tools.grepengine import Engine, FileLines, PythonEngine, RgEngine, SearchStopped, find_rg
+from server.tools.grepengine import Match, PythonEngine, RgEngine, SearchStopped, find_rg
+from server.tools.grepfiles import Skipped, Targets, read_checked, select_files
 from server.tools.walk import (
     MAX_SCANNED_FILES,
     SEARCH_DEADLINE,  # read from this module at call time (tests shorten it here)
-    Walk,
     in_thread,
-    joined,
     pattern_arg,
     safe_locations,
     search_dir,
@@ -46,7 +46,6 @@ GREP_OUTPUT_CAP = 30_000  # characters of result lines the model sees
 # One line may not take longer than this to match: a pattern that does is backtracking
 # catastrophically (e.g. `(a*)*b`) and is refused with an explanation.
 GREP_LINE_BUDGET = 1.0
-_BINARY_SNIFF_BYTES = 8192
 
 
 class Grep:
@@ -61,12 +60,14 @@ class Grep:
         "matched against each line separately (escape metacharacters such as `(` or `.` to match them "
         "literally), path limits the search to a directory or a single file, glob filters file names "
         "(e.g. `*.py`, or `src/**/*.ts` for paths), and case_insensitive ignores case. Results are lines "
-        "`path:line: text` in path order with paths relative to the workspace root, at most "
-        f"max_results (default {GREP_DEFAULT_RESULTS}) matches and long lines shortened. Binary files, "
-        f"files over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB, hard-linked files and `.git` are skipped; "
-        f"a search stops after {SEARCH_DEADLINE:g} s with what it found, and a pattern that needs over "
-        f"{GREP_LINE_BUDGET:g} s for one line (nested quantifiers such as `(a*)*`) is refused. Prefer grep "
-        "over running grep or rg in bash."
+        "`path:line: text` with paths relative to the workspace root, files most recently modified first, "
+        f"at most max_results (default {GREP_DEFAULT_RESULTS}) matches and long lines shortened; like "
+        "ripgrep it skips what git ignores (.gitignore files, .git/info/exclude, the global excludes file), "
+        f"`.git`, symlinks, binary files, files over {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB and "
+        "hard-linked files; to search an ignored directory such as `.venv` or `node_modules`, name it (or a "
+        f"path inside it) as path. A search stops after {SEARCH_DEADLINE:g} s with what it found, and a "
+        f"pattern that needs over {GREP_LINE_BUDGET:g} s for one line (nested quantifiers such as `(a*)*`) "
+        "is refused. Prefer grep over running grep or rg in bash."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -152,11 +153,16 @@ class Grep:
                 output += f" (files matching {file_filter.pattern!r})"
         notes: list[str] = []
         if stats["limited"]:
+            more = "" if limit >= GREP_MAX_RESULTS else f", or raise max_results (up to {GREP_MAX_RESULTS})"
             notes.append(
-                f"[stopped at {limit} matches; narrow the pattern, path or glob, or raise max_results]"
+                f"[stopped at {limit} matches ({stats['files_with_matches']} file(s), newest first); more "
+                f"exist: narrow the pattern, path or glob{more}]"
             )
         if stats["output_capped"]:
-            notes.append(f"[output stopped at {GREP_OUTPUT_CAP} characters; narrow the search]")
+            notes.append(
+                f"[output stopped at {GREP_OUTPUT_CAP} characters after {stats['matches']} matches; "
+                "there are more: narrow the pattern, path or glob]"
+            )
         if stats["scan_capped"]:
             notes.append(
                 f"[search stopped after scanning {MAX_SCANNED_FILES} files; results may be incomplete]"
@@ -209,15 +215,13 @@ def _grep(
         "matches": 0,
         "files_with_matches": 0,
         "files": 0,
-        "binary": 0,
-        "large": 0,
-        "linked": 0,
         "limited": False,
         "output_capped": False,
         "scan_capped": False,
         "deadline": False,
         "engine": "python",
     }
+    skipped = Skipped()
     deadline_at = time.monotonic() + SEARCH_DEADLINE
     try:
         start_st = start.stat()
@@ -225,96 +229,83 @@ def _grep(
         raise ToolError(f"path not found: {disp}") from None
     except OSError as exc:
         raise ToolError(f"cannot search {disp}: {exc.strerror or exc}") from None
-    targets: list[tuple[str, str]]  # (shown path, filesystem path)
-    if not stat.S_ISDIR(start_st.st_mode):
-        why = safefs.refusal(start_st, disp)  # FIFOs, devices, hard-linked files
-        if why is not None:
-            raise ToolError(why)
-        targets = [(disp, str(start))]
-    else:
-        walk = Walk(root, start, stop)
-        targets = []
-        for rel, entry in walk.files():
-            if file_filter is not None:
-                name_or_path = rel if file_filter.has_slash_or_globstar else entry.name
-                if not file_filter.matches(name_or_path):
-                    continue
-            # A symlink was checked to resolve inside the workspace: open its target, so
-            # the open itself can refuse to follow anything (O_NOFOLLOW).
-            fs_path = str(Path(entry.path).resolve()) if entry.is_symlink() else entry.path
-            targets.append((joined(disp, rel), fs_path))
-        stats["scan_capped"] = walk.capped
-        targets.sort()
-
-    def readable() -> Iterator[FileLines]:
-        for shown, fs_path in targets:
-            if stop.is_set():
-                return
-            data = _read_checked(fs_path, stats)
-            if data is None:
-                continue
-            stats["files"] += 1
-            text = data.decode("utf-8", errors="replace")
-            yield FileLines(shown, [line.removesuffix("\r") for line in text.split("\n")])
-
-    engine: Engine
     rg = find_rg()
-    if rg is not None and RgEngine.accepts(rg, compiled.pattern, ignore_case):
-        engine = RgEngine(rg, compiled.pattern, ignore_case, limit, deadline_at, stop)
-        stats["engine"] = "rg"
-    else:
-        engine = PythonEngine(compiled, deadline_at, stop, GREP_LINE_BUDGET)
+    use_rg = rg is not None and RgEngine.accepts(rg, compiled.pattern, ignore_case)
+    stats["engine"] = "rg" if use_rg else "python"
     out: list[str] = []
-    size = 0
-    last: FileLines | None = None
+    matches: Generator[Match, None, None] | None = None
     try:
-        for f, i in engine.matches(readable()):
-            if stats["matches"] >= limit:
-                stats["limited"] = True
-                break
-            line = f.lines[i]
-            if len(line) > GREP_MAX_LINE_CHARS:
-                line = f"{line[:GREP_MAX_LINE_CHARS]} [... {len(line) - GREP_MAX_LINE_CHARS} more characters]"
-            rendered = f"{f.shown}:{i + 1}: {line}"
-            if size + len(rendered) + 1 > GREP_OUTPUT_CAP and out:
-                stats["output_capped"] = True
-                break
-            out.append(rendered)
-            size += len(rendered) + 1
-            stats["matches"] += 1
-            if f is not last:
-                last = f
-                stats["files_with_matches"] += 1
+        if not stat.S_ISDIR(start_st.st_mode):
+            why = safefs.refusal(start_st, disp)  # FIFOs, devices, hard-linked files
+            if why is not None:
+                raise ToolError(why)
+            targets = Targets(cwd=start.parent, files=[(disp, start.name)])
+            # A named file is checked here for both engines (rg would search a binary one).
+            if use_rg and read_checked(str(start), skipped, GREP_MAX_FILE_BYTES) is None:
+                targets.files = []
+        else:
+            listing: tuple[str, list[str]] | None = None
+            if use_rg:
+                assert rg is not None
+                listing = (rg, [
+                    "--files-with-matches", "--max-filesize", str(GREP_MAX_FILE_BYTES), "--crlf",
+                    "--encoding", "none",  # no UTF-16 transcoding: such files are binary here too
+                    *(["--ignore-case"] if ignore_case else []), "--regexp", compiled.pattern,
+                ])  # fmt: skip
+            targets = select_files(root, start, disp, file_filter, stop, deadline_at, listing)
+            stats["scan_capped"] = targets.scan_capped
+            skipped.linked += targets.linked
+
+        if use_rg:
+            assert rg is not None
+            # rg's walk does not report what it searched or skipped: those counts are unknown.
+            stats["files"] = None if stat.S_ISDIR(start_st.st_mode) else len(targets.files)
+            engine = RgEngine(rg, compiled.pattern, ignore_case, deadline_at, stop, GREP_MAX_LINE_CHARS)
+            matches = engine.matches(targets.cwd, targets.files)
+        else:
+
+            def texts() -> Iterator[tuple[str, str]]:
+                for shown, rel in targets.files:
+                    if stop.is_set():
+                        return
+                    data = read_checked(str(targets.cwd / rel), skipped, GREP_MAX_FILE_BYTES)
+                    if data is not None:
+                        stats["files"] += 1
+                        yield shown, data.decode("utf-8", errors="replace")
+
+            py = PythonEngine(compiled, deadline_at, stop, GREP_LINE_BUDGET, GREP_MAX_LINE_CHARS)
+            matches = py.matches(texts())
+        _collect(matches, limit, out, stats)
     except SearchStopped as stopped:
         stats["deadline"] = stopped.deadline
+    finally:
+        if matches is not None:
+            matches.close()  # stops rg now, not when the generator is collected
+    unknown = stats["files"] is None
+    stats.update(
+        binary=None if unknown else skipped.binary,
+        large=None if unknown else skipped.large,
+        linked=skipped.linked,
+    )
     return out, stats
 
 
-def _read_checked(fs_path: str, stats: dict[str, Any]) -> bytes | None:
-    """The file's bytes if grep should search it; skipped kinds are counted in `stats`."""
-    try:
-        # O_NONBLOCK: a FIFO swapped in after the walk must not block this worker.
-        fd = os.open(fs_path, safefs.READ_FLAGS)
-    except OSError:
-        return None  # vanished, unreadable or now a symlink: not worth failing the search
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        if st.st_nlink > 1:
-            stats["linked"] += 1
-            return None
-        if st.st_size > GREP_MAX_FILE_BYTES:
-            stats["large"] += 1
-            return None
-        try:
-            data = f.read(GREP_MAX_FILE_BYTES + 1)
-        except OSError:
-            return None
-    if len(data) > GREP_MAX_FILE_BYTES:
-        stats["large"] += 1
-        return None
-    if b"\0" in data[:_BINARY_SNIFF_BYTES]:
-        stats["binary"] += 1
-        return None
-    return data
+def _collect(matches: Iterable[Match], limit: int, out: list[str], stats: dict[str, Any]) -> None:
+    """Render matches into `out` until the match or output cap; stops pulling there."""
+    size = 0
+    last: str | None = None
+    for m in matches:
+        if stats["matches"] >= limit:
+            stats["limited"] = True
+            return
+        more = f" [... {m.more} more characters]" if m.more else ""
+        rendered = f"{m.shown}:{m.line}: {m.text}{more}"
+        if size + len(rendered) + 1 > GREP_OUTPUT_CAP and out:
+            stats["output_capped"] = True
+            return
+        out.append(rendered)
+        size += len(rendered) + 1
+        stats["matches"] += 1
+        if m.shown != last:
+            last = m.shown
+            stats["files_with_matches"] += 1

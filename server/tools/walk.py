@@ -1,9 +1,9 @@
 """The workspace walk shared by `glob` and `grep` (R-T5), and their common arguments.
 
-The walk does not follow symlinked directories, skips `.git`, and lists a symlinked file only
-when it resolves inside the workspace, so a search never reports or reads anything outside
-the root. It runs in a worker of the tools' own pool (`server.tools.offload`) with a
-deadline; a cancelled call tells the worker to stop.
+The walk skips `.git`, what git ignores (`server.tools.ignore`; it never descends into an
+ignored directory) and symlinks (as ripgrep does without `--follow`), so a search never
+reports or reads anything outside the root. It runs in a worker of the tools' own pool
+(`server.tools.offload`) with a deadline; a cancelled call tells the worker to stop.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from server.tools.base import ToolContext, ToolError
+from server.tools.ignore import IgnoreRules
 from server.tools.offload import Pool, run_blocking
 from server.tools.workspace import resolve_in_workspace
 
@@ -35,11 +36,16 @@ class Walk:
         start: Path,
         stop: threading.Event,
         prune: Callable[[str], bool] | None = None,
+        ignore: IgnoreRules | None = None,
     ) -> None:
         self.root = root
         self.start = start
         self.stop = stop
         self.prune = prune  # False -> skip that directory
+        self.ignore = ignore
+        # Where `start` sits below `root`, for the ignore rules ("" at the root).
+        rel_start = start.relative_to(root).as_posix()
+        self._base = "" if rel_start == "." else rel_start + "/"
         self.scanned = 0
         self.capped = False
 
@@ -60,18 +66,17 @@ class Walk:
                     rel_entry = rel + entry.name
                     try:
                         if entry.is_symlink():
-                            # Listed only if it is a file inside the workspace; symlinked
-                            # directories are never descended (no escapes, no loops).
-                            target = Path(entry.path).resolve(strict=False)
-                            if not target.is_relative_to(self.root) or not target.is_file():
-                                continue
-                        elif entry.is_dir(follow_symlinks=False):
-                            if self.prune is None or self.prune(rel_entry):
-                                stack.append((entry.path, rel_entry + "/"))
-                            continue
-                        elif not entry.is_file(follow_symlinks=False):
+                            continue  # never followed: no escapes, no loops (ripgrep's default)
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                        if not is_dir and not entry.is_file(follow_symlinks=False):
                             continue  # sockets, fifos, devices
-                    except (OSError, RuntimeError):
+                    except OSError:
+                        continue
+                    if self.ignore is not None and self.ignore.ignored(self._base + rel_entry, is_dir):
+                        continue
+                    if is_dir:
+                        if self.prune is None or self.prune(rel_entry):
+                            stack.append((entry.path, rel_entry + "/"))
                         continue
                     self.scanned += 1
                     if self.scanned > MAX_SCANNED_FILES:
@@ -85,6 +90,18 @@ async def in_thread(fn: Callable[[threading.Event], _T], what: str, deadline: fl
     The backstop deadline is a little longer than the search's own (`deadline`), which ends
     cleanly."""
     return await run_blocking(fn, what=what, deadline=deadline + 5.0, pool=Pool.SEARCH)
+
+
+def ignore_rules(root: Path, start: Path, explicit: str = "") -> IgnoreRules | None:
+    """The rules a search below `start` honours; None when the caller named an ignored path
+    (`start` itself, or `explicit`, a literal path prefix such as a glob's `.venv/lib`):
+    asking for it by name means searching it."""
+    rules = IgnoreRules(root)
+    rel = start.relative_to(root).as_posix()
+    named = "/".join(p for p in (rel, explicit) if p and p != ".")
+    if named and rules.path_ignored(named, is_dir=(root / named).is_dir()):
+        return None
+    return rules
 
 
 def search_dir(args: dict[str, Any], ctx: ToolContext) -> Path:

@@ -259,6 +259,7 @@ GREP_CORPUS = {
     "a.py": "import os\r\ndef main():\n    return os.getcwd()  # cwd\n\n",
     "b.txt": "Alpha beta\nalpha\tgamma\n" + "x" * 5000 + "alpha\n" + "ünïcode wörd\nlast line no newline",
     "sub/c.md": "# Title\n\nalpha and omega\n",
+    "crlf.txt": "call()\r\nalpha()\r\n",  # rg lists it only if `$` matches before \r\n too
 }
 
 
@@ -268,7 +269,7 @@ GREP_CORPUS = {
     [
         ("alpha", False),
         ("alpha", True),
-        (r"^\s*$", False),  # empty lines, the one after a final newline included
+        (r"^\s*$", False),  # empty lines (none after a final newline, as in rg)
         (r"\)$", False),  # `$` before a stripped \r
         (r"w\w+d", False),  # Unicode word characters
         (r"(a|aa)+$b", False),
@@ -290,7 +291,8 @@ async def test_rg_and_python_engines_agree(
     assert by_rg.raw_output is not None and by_rg.raw_output["engine"] == "rg"
     assert by_python.raw_output is not None and by_python.raw_output["engine"] == "python"
     assert by_rg.output == by_python.output
-    assert {**by_rg.raw_output, "engine": ""} == {**by_python.raw_output, "engine": ""}
+    uncounted = {"engine": "", "filesSearched": 0, "skippedBinary": 0, "skippedLarge": 0}  # rg's walk
+    assert {**by_rg.raw_output, **uncounted} == {**by_python.raw_output, **uncounted}
 
 
 @needs_rg
@@ -304,9 +306,9 @@ async def test_rg_limit_and_stop(ctx: ToolContext, ws: Path, monkeypatch: pytest
     stop.set()
     rg = grepengine.find_rg()
     assert rg is not None
-    engine = grepengine.RgEngine(rg, "hit", False, 10, time.monotonic() + 60, stop)
+    engine = grepengine.RgEngine(rg, "hit", False, time.monotonic() + 60, stop, 300)
     with pytest.raises(grepengine.SearchStopped) as stopped:
-        list(engine.matches([grepengine.FileLines("f.txt", ["hit"])]))
+        list(engine.matches(ws, [("f.txt", "f.txt")]))
     assert stopped.value.deadline is False
 
 

@@ -141,7 +141,9 @@ async def test_read_offset_and_limit(ctx: ToolContext, ws: Path) -> None:
     (ws / "n.txt").write_text("".join(f"line{i}\n" for i in range(1, 11)))
     tool = ReadFile()
     res = await tool.run({"path": "n.txt", "offset": 3, "limit": 2}, ctx)
-    assert res.output == "     3\tline3\n     4\tline4\n[showing lines 3-4; the file continues at line 5]"
+    assert res.output == (
+        "     3\tline3\n     4\tline4\n[showing lines 3-4 of 10; the file continues at line 5]"
+    )
     assert res.locations == [{"path": str(ws / "n.txt"), "line": 3}]
     assert tool.locations({"path": "n.txt", "offset": 3}, ctx) == [{"path": str(ws / "n.txt"), "line": 3}]
     assert tool.title({"path": "n.txt", "offset": 3, "limit": 2}) == "Read n.txt (lines 3-4)"
@@ -162,7 +164,8 @@ async def test_read_caps_lines_with_marker(ctx: ToolContext, ws: Path) -> None:
     assert len(lines) == READ_MAX_LINES + 1
     assert lines[-2] == f"{READ_MAX_LINES:6d}\t{READ_MAX_LINES}"
     assert f"offset={READ_MAX_LINES + 1}" in lines[-1] and "truncated" in lines[-1]
-    assert res.raw_output == {"lines": READ_MAX_LINES, "truncated": True}
+    assert f"showing lines 1-{READ_MAX_LINES} of {READ_MAX_LINES + 500};" in lines[-1]
+    assert res.raw_output == {"lines": READ_MAX_LINES, "truncated": True, "total_lines": READ_MAX_LINES + 500}
 
 
 async def test_read_caps_bytes(ctx: ToolContext, ws: Path) -> None:
@@ -179,8 +182,9 @@ async def test_read_errors(ctx: ToolContext, ws: Path) -> None:
     (ws / "d").mkdir()
     (ws / "empty.txt").write_text("")
     tool = ReadFile()
-    with pytest.raises(ToolError, match="binary"):
-        await tool.run({"path": "bin.dat"}, ctx)
+    binary = await tool.run({"path": "bin.dat"}, ctx)  # described, not dumped
+    assert binary.output.startswith("bin.dat is a binary file (application/x-executable, 7 bytes)")
+    assert binary.raw_output == {"lines": 0, "binary": True, "bytes": 7, "mime": "application/x-executable"}
     with pytest.raises(ToolError, match="not valid UTF-8"):
         await tool.run({"path": "latin1.txt"}, ctx)
     with pytest.raises(ToolError, match=re.escape("file not found: missing.txt")):
@@ -340,7 +344,7 @@ async def test_list_dir(ctx: ToolContext, ws: Path) -> None:
     (ws / "a_dir").mkdir()
     res = await ListDir().run({}, ctx)
     assert res.output == ".hidden\na_dir/\nb.txt\nsrc/"
-    assert res.raw_output == {"entries": 4, "truncated": False}
+    assert res.raw_output == {"entries": 4, "ignored": 0, "truncated": False}
     assert res.locations == [{"path": str(ws)}]
     assert (await ListDir().run({"path": "src"}, ctx)).output == "m.py"
     (ws / "empty").mkdir()
@@ -358,7 +362,7 @@ async def test_list_dir_caps_entries(ctx: ToolContext, ws: Path) -> None:
     lines = res.output.split("\n")
     assert lines[0] == "f0000" and lines[999] == "f0999"
     assert lines[-1] == "[... 5 more entries not shown]"
-    assert res.raw_output == {"entries": 1005, "truncated": True}
+    assert res.raw_output == {"entries": 1005, "ignored": 0, "truncated": True}
 
 
 # --- bash ---
