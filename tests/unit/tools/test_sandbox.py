@@ -77,7 +77,7 @@ def test_preflight_refuses_auto_off_loopback_when_bwrap_is_not_on_the_path(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # a real lookup that finds no bwrap
     token_public = {"host": "0.0.0.0", "auth": AuthMode.TOKEN, "home": tmp_path}
-    with pytest.raises(StartupError, match="AGENTD_SANDBOX: refusing to serve on 0.0.0.0"):
+    with pytest.raises(StartupError, match=r"AGENTD_SANDBOX: refusing to serve on 0\.0\.0\.0"):
         check_sandbox(Settings(**token_public))
     check_sandbox(Settings(**token_public, sandbox=SandboxSetting.NONE))  # explicit: accepted
     check_sandbox(Settings(home=tmp_path))  # loopback: auto falls back with a warning
