@@ -201,5 +201,5 @@ def bwrap_argv(policy: SandboxPolicy, workspace: Path, command: str) -> list[str
 def in_cgroup(procs_file: Path, argv: Sequence[str]) -> list[str]:
     """`argv` started inside the cgroup whose `cgroup.procs` is `procs_file`: a shell moves
     itself in, then execs (so every descendant is counted from the first fork on)."""
-    script = f"echo $$ > {shlex.quote(str(procs_file))} || exit 126; exec \"$@\""
+    script = f'echo $$ > {shlex.quote(str(procs_file))} || exit 126; exec "$@"'
     return ["/bin/sh", "-c", script, "agentd-cgroup", *argv]

@@ -105,9 +105,7 @@ class ShellOutput(CappedOutput):
         """Lines for the model after the output: the limit, and where the full output is."""
         lines = []
         if self.over_limit:
-            lines.append(
-                f"[the command printed more than {self.limit} bytes of output and was stopped]"
-            )
+            lines.append(f"[the command printed more than {self.limit} bytes of output and was stopped]")
         spill = self.spill
         if self.truncated and spill is not None:
             if spill.path is not None:
