@@ -102,12 +102,14 @@ def create(parent: Path, tag: str, max_pids: int) -> Path:
     return group / "cgroup.procs"
 
 
-def remove(procs_file: Path) -> None:
-    """Remove the command's cgroup once it is empty; a leftover is swept at next start."""
+def remove(procs_file: Path) -> bool:
+    """Remove the command's cgroup once it is empty; False while processes remain in it."""
     group = procs_file.parent
     try:
         group.rmdir()
     except FileNotFoundError:
         pass
     except OSError as exc:
-        log.debug("pids cgroup %s not removed: %s", group, exc)
+        log.debug("pids cgroup %s not removed yet: %s", group, exc)
+        return False
+    return True

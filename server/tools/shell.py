@@ -8,6 +8,8 @@ command (and a cgroup to remove when it has ended). `bash` and background tasks 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_LIMIT = 256 * MIB
 _PROBE_TIMEOUT = 15.0
+_RELEASE_RETRIES = 5
+_RELEASE_DELAY = 2.0  # seconds between tries to remove a command's pids cgroup
 
 
 @dataclass
@@ -49,8 +53,17 @@ class Launch:
 
     def release(self) -> None:
         if self.procs_file is not None:
-            pidlimit.remove(self.procs_file)
+            _remove_cgroup(self.procs_file, _RELEASE_RETRIES)
             self.procs_file = None
+
+
+def _remove_cgroup(procs_file: Path, retries: int) -> None:
+    # After a cancel the kill is still under way: try again shortly (and a crash leaves it
+    # to the sweep at the next start).
+    if pidlimit.remove(procs_file) or not retries:
+        return
+    with contextlib.suppress(RuntimeError):  # no running loop: the sweep will do
+        asyncio.get_running_loop().call_later(_RELEASE_DELAY, _remove_cgroup, procs_file, retries - 1)
 
 
 @dataclass
