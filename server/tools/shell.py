@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_LIMIT = 256 * MIB
 _PROBE_TIMEOUT = 15.0
+SANDBOX_ENV = {"XDG_CACHE_HOME": "/tmp/.cache", "npm_config_cache": "/tmp/.npm"}
 _RELEASE_RETRIES = 5
 _RELEASE_DELAY = 2.0  # seconds between tries to remove a command's pids cgroup
 
@@ -79,13 +80,15 @@ class ShellLauncher:
             return Launch([SHELL, "-c", command], env)
         # The server's own settings (API keys, the database URL) are not the command's business.
         env = {k: v for k, v in env.items() if not k.startswith("AGENTD_") or k == TAG_VAR}
+        # $HOME is read-only in there: caches (pip, go, npm) go to the sandbox's private /tmp.
+        env.update(SANDBOX_ENV)
         # Only what exists now can be mounted over (a SQLite journal comes and goes).
         policy = replace(
             self.policy,
             hidden_dirs=tuple(p for p in self.policy.hidden_dirs if p.is_dir()),
             hidden_files=tuple(p for p in self.policy.hidden_files if p.is_file()),
         )
-        argv = bwrap_argv(policy, Path(cwd), command)
+        argv = bwrap_argv(policy, Path(os.path.realpath(cwd)), command)
         procs = self.policy.limits.procs
         if self.pids_parent is None or not procs:
             return Launch(argv, env)

@@ -196,7 +196,8 @@ async def test_ordinary_work_git_python_and_builds(world: World) -> None:
         (world.ws / "Makefile").write_text("out.txt: app.py\n\tpython3 app.py > out.txt\n")
         res = await run(shell, world.ws, "make && cat out.txt")
         assert "42" in res.output and not res.is_error
-    res = await run(shell, world.ws, "echo scratch > /tmp/t && cat /tmp/t")  # a private /tmp works
+    # A private /tmp works, and tools' caches go there ($HOME is read-only).
+    res = await run(shell, world.ws, 'echo scratch > /tmp/t && cat /tmp/t && mkdir -p "$XDG_CACHE_HOME/x"')
     assert res.output == "scratch"
 
 
