@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from server.tools.background import BackgroundTasks, TaskOutput
 from server.tools.base import ToolContext
 from server.tools.bash import OUTPUT_CAP, Bash
 from server.tools.shell import ShellLauncher
@@ -129,3 +130,16 @@ async def test_yes_is_stopped_by_the_output_limit(ctx: ToolContext) -> None:
     assert res.output.startswith("y\ny\n")
     log = ctx.cwd / res.raw_output["outputFile"]
     assert log.stat().st_size == limit  # exactly what was taken in, under the 64 MiB cap
+
+
+async def test_a_background_tasks_long_output_names_its_log(tmp_path: Path) -> None:
+    bg = BackgroundTasks()
+    ctx = ToolContext(cwd=tmp_path, session_id="s", background=bg)
+    task_id = bg.start("seq 1 100000; echo LAST", tmp_path)
+    assert (await bg.wait(task_id, 60)).reason == "done"
+    res = await TaskOutput().run({"task_id": task_id}, ctx)
+    [log] = logs(tmp_path)
+    assert f"is in {log.relative_to(tmp_path).as_posix()}" in res.output
+    assert log.read_text().endswith("100000\nLAST\n")
+    assert res.output.endswith(f"[task {task_id} finished with exit code 0]")
+    await bg.close()
