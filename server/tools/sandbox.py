@@ -4,8 +4,9 @@ On Linux `bash` runs under bubblewrap, as Codex does: the whole file system read
 the session's workspace writable, a private /tmp, `$AGENTD_HOME`, the database file and
 the root of every session's workspaces hidden behind empty tmpfs (the session's own
 workspace is bound back on top), no capabilities, its own pid namespace, optionally no
-network. Resource limits are rlimits set by a small bash prologue inside the sandbox
-(the hard limit too, which a process without CAP_SYS_RESOURCE cannot raise again).
+network (then /run, where daemons keep their Unix sockets, is hidden too). Resource
+limits are rlimits set by a small bash prologue inside the sandbox (the hard limit too,
+which a process without CAP_SYS_RESOURCE cannot raise again).
 
 `RLIMIT_NPROC` does not bind uid 0 (the kernel exempts root), so when the server runs as
 root the process limit comes from a pids cgroup instead (`server.tools.pidlimit`); this
@@ -166,6 +167,10 @@ def bwrap_argv(policy: SandboxPolicy, workspace: Path, command: str) -> list[str
         (1, _Order.BASE, ["--proc", "/proc"]),
         (1, _Order.BASE, ["--tmpfs", "/tmp"]),
     ]
+    if not policy.network:
+        # Daemons' Unix sockets (a database's, Docker's) live in /run: a way out of a sandbox
+        # without a network namespace's reach, so they go with the network.
+        mounts.append((1, _Order.BASE, ["--tmpfs", "/run"]))
     hidden = [Path(d) for d in policy.hidden_dirs]
 
     def covered(p: Path) -> bool:

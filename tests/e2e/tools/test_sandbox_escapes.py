@@ -165,6 +165,9 @@ async def test_network_off_cuts_the_network_and_on_keeps_it(world: World, listen
     assert "connected" in on.output
     off = await run(launcher(world, sandbox_network=SandboxNetwork.OFF), world.ws, probe)
     assert "connected" not in off.output and "Connection refused" in off.output
+    # Nor through a daemon's Unix socket: /run is empty in there.
+    sockets = await run(launcher(world, sandbox_network=SandboxNetwork.OFF), world.ws, "ls -A /run | wc -l")
+    assert sockets.output == "0"
 
 
 async def test_the_servers_secrets_and_processes_are_out_of_sight(

@@ -157,9 +157,12 @@ def test_argv_files_under_tmp_are_already_gone_unless_in_the_workspace() -> None
     assert m.index(("--tmpfs", "/tmp")) < m.index(("--bind", str(ws)))
 
 
-def test_argv_network_off_unshares_the_network() -> None:
+def test_argv_network_off_unshares_the_network_and_hides_daemon_sockets() -> None:
     argv = bwrap_argv(SandboxPolicy(network=False), Path("/w"), "curl x")
     assert "--unshare-net" in argv[: argv.index("--")]
+    assert ("--tmpfs", "/run") in mounts(argv)
+    on = bwrap_argv(SandboxPolicy(), Path("/w"), "curl x")
+    assert "--unshare-net" not in on and ("--tmpfs", "/run") not in mounts(on)
 
 
 def test_limits_prologue_sets_each_limit_and_skips_zero() -> None:
