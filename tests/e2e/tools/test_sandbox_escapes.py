@@ -10,6 +10,7 @@ only when it is not installed at all.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import socket
@@ -26,6 +27,7 @@ from server.tools.background import BackgroundTasks
 from server.tools.base import ToolContext, ToolResult
 from server.tools.bash import Bash
 from server.tools.proctrack import TAG_VAR
+from server.tools.sandbox import SandboxMode
 from server.tools.shell import ShellLauncher
 from tests.conftest import scripted
 from tests.support.client import text_prompt
@@ -127,10 +129,11 @@ async def test_a_fork_bomb_is_bounded_by_the_process_limit(world: World) -> None
     res = await run(shell, world.ws, counter)
     forked = int(res.output.split("forked ")[1].split()[0])
     assert 0 < forked < 32
-    # The real thing: it hits the limit, is ended with the command, and the tool returns.
-    res = await run(shell, world.ws, "timeout 3 bash -c ':(){ :|:& };:'; echo survived", limit_s=30)
+    # The real thing: it hits the limit (the shell that started it keeps forking `sleep`,
+    # which then fails), and the whole of it is ended at the tool's timeout.
+    res = await run(shell, world.ws, ":(){ :|:& };:; while :; do sleep 0.2; done", limit_s=3)
     assert "Resource temporarily unavailable" in res.output
-    assert "survived" in res.output
+    assert res.is_error and "the command and its processes were killed" in res.output
 
 
 async def test_yes_is_bounded_by_the_output_cap(world: World) -> None:
@@ -282,3 +285,20 @@ async def test_cancel_kills_every_process_in_the_sandbox(server_factory, workspa
         assert resp["result"]["stopReason"] == "cancelled"
         await until(lambda: not marked(marker) or None, what="every sandboxed process to die")
         await client.close()
+
+
+def test_start_up_says_in_one_line_what_commands_run_under(
+    world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="server.tools.shell")
+    shell = ShellLauncher.from_settings(Settings(home=world.home, sandbox_procs=50))
+    assert shell.mode is SandboxMode.BWRAP
+    [line] = [r for r in caplog.records if r.getMessage().startswith("sandbox:")]
+    assert line.levelno == logging.INFO
+    assert "run under" in line.getMessage() and "50 processes" in line.getMessage()
+    caplog.clear()
+    missing = str(tmp_path / "no-bwrap")  # auto on loopback: unconfined, with a warning
+    shell = ShellLauncher.from_settings(Settings(home=world.home), bwrap=missing)
+    assert shell.mode is SandboxMode.NONE
+    [line] = [r for r in caplog.records if r.getMessage().startswith("sandbox:")]
+    assert line.levelno == logging.WARNING and "unconfined" in line.getMessage()
