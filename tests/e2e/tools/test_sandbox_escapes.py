@@ -143,7 +143,10 @@ async def test_yes_is_bounded_by_the_output_cap(world: World) -> None:
     assert (world.ws / res.raw_output["outputFile"]).stat().st_size == 2 * 1024 * 1024
 
 
-async def test_memory_and_file_size_limits_hold(world: World) -> None:
+async def test_cpu_memory_and_file_size_limits_hold(world: World) -> None:
+    res = await run(launcher(world, sandbox_cpu_s=1), world.ws, "python3 -c 'while True: pass'; echo rc=$?")
+    # Soft and hard limit are one: SIGXCPU (152) or, reaching the hard limit, SIGKILL (137).
+    assert "rc=137" in res.output or "rc=152" in res.output, res.output
     shell = launcher(world, sandbox_memory_mb=256, sandbox_file_mb=1)
     res = await run(shell, world.ws, "python3 -c 'bytearray(1024 ** 3)'")
     assert "MemoryError" in res.output
