@@ -13,9 +13,13 @@ RUN pip wheel --no-cache-dir --no-deps -w /wheels .
 
 FROM python:3.11-slim
 # git: the WIP checkpoint of a turn stopped by a budget gate; ripgrep: the grep tool;
-# nodejs/npm: `npx` MCP servers; tini: PID 1 that forwards SIGTERM (graceful drain) and reaps.
+# nodejs/npm: `npx` MCP servers; tini: PID 1 that forwards SIGTERM (graceful drain) and reaps;
+# bubblewrap: bash's sandbox. It needs user namespaces, which Docker's default seccomp profile
+# forbids: run with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined`, or
+# set AGENTD_SANDBOX=none to rely on the container alone (with AGENTD_AUTH=token off loopback,
+# agentd refuses to start unsandboxed unless told so).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git ripgrep nodejs npm tini ca-certificates \
+    && apt-get install -y --no-install-recommends git ripgrep nodejs npm tini bubblewrap ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     # Bind-mounted workspaces belong to the host's user: let git work in them anyway.
     && git config --system --add safe.directory '*'

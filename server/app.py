@@ -33,6 +33,8 @@ from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
 from server.tools.registry import builtin_tools
+from server.tools.sandbox import SandboxError
+from server.tools.shell import ShellLauncher
 from server.transport.docs import router as docs_router
 from server.transport.guards import RateLimiter
 from server.transport.handlers import METHODS, UNSUPPORTED
@@ -86,17 +88,24 @@ def create_app(
             sqlite_synchronous=settings.sqlite_synchronous,
         )
         await store.migrate()
+        # After the database exists, so its files are among those the sandbox hides.
+        try:
+            shell = await asyncio.to_thread(ShellLauncher.from_settings, settings)
+        except SandboxError as exc:
+            await store.close()
+            raise RuntimeError(str(exc)) from None
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
         writer.start()
         prov = provider or make_provider(settings)
         hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
-        agents = default_definitions(settings.agents_dir, known_tools=list((tools or builtin_tools()).keys()))
+        tools_in_use = tools or builtin_tools(shell)
+        agents = default_definitions(settings.agents_dir, known_tools=list(tools_in_use))
         services = ActorServices(
             settings=settings,
             writer=writer,
             provider=prov,
-            tools=tools or builtin_tools(),
+            tools=tools_in_use,
             render=ACP_RENDERER,
             hooks=hooks,
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),

@@ -137,7 +137,7 @@ def serve(
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
     from server.auth import insecure_bind
     from server.logs import configure_logging
-    from server.preflight import StartupError, check_database, check_provider, listen_socket
+    from server.preflight import StartupError, check_database, check_provider, check_sandbox, listen_socket
 
     _use_config(config)
     settings = _settings(
@@ -161,6 +161,7 @@ def serve(
     # The cheap checks first: a port in use is reported before migrations and imports.
     try:
         check_provider(settings)
+        check_sandbox(settings)
         sock = listen_socket(settings.host, settings.port)
     except StartupError as exc:
         _fail(exc)

@@ -74,6 +74,17 @@ class LogFormat(StrEnum):
     JSON = "json"  # one JSON object per line (structlog)
 
 
+class SandboxSetting(StrEnum):
+    AUTO = "auto"  # bwrap when it is installed and works, else none (with a warning)
+    BWRAP = "bwrap"  # bubblewrap or refuse to start
+    NONE = "none"  # shell commands run unconfined
+
+
+class SandboxNetwork(StrEnum):
+    ON = "on"
+    OFF = "off"  # sandboxed commands get a network namespace of their own: no network
+
+
 class FallbackLane(BaseModel):
     """One more provider lane to rotate to (R-R3)."""
 
@@ -212,6 +223,15 @@ class Settings(BaseSettings):
     fallbacks: list[FallbackLane] = Field(default_factory=list)
     # Prices per model for the usage ledger's cost (R-R4), as JSON in AGENTD_PRICES.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # The OS sandbox of `bash` (server/tools/sandbox.py) and its limits per command (0: none).
+    sandbox: SandboxSetting = SandboxSetting.AUTO
+    sandbox_network: SandboxNetwork = SandboxNetwork.ON
+    sandbox_cpu_s: int = Field(default=3600, ge=0)  # CPU seconds per process
+    sandbox_memory_mb: int = Field(default=8192, ge=0)  # data segment per process
+    sandbox_file_mb: int = Field(default=4096, ge=0)  # largest file a command may write
+    sandbox_procs: int = Field(default=1024, ge=0)  # processes (and threads) per command
+    # A command whose output passes this is stopped (its first 64 MiB stay in a log file).
+    bash_output_mb: int = Field(default=256, gt=0)
     # TOML file of pre-tool and stop hooks (see server/tools/hooks.py).
     hooks_file: Path | None = None
 

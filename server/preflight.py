@@ -61,6 +61,22 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def check_sandbox(settings: Settings) -> None:
+    """The configured sandbox of `bash` can be had (AGENTD_SANDBOX), or a readable refusal
+    (e.g. token auth off loopback and no bubblewrap, unless AGENTD_SANDBOX=none is set)."""
+    import shutil
+
+    from server.config import SandboxNetwork
+    from server.tools.sandbox import SandboxError, resolve_sandbox
+    from server.tools.shell import probe_bwrap
+
+    probe = probe_bwrap(shutil.which("bwrap"), settings.sandbox_network is SandboxNetwork.OFF)
+    try:
+        resolve_sandbox(settings.sandbox, probe, settings.host, settings.auth)
+    except SandboxError as exc:
+        raise StartupError(f"AGENTD_SANDBOX: {exc}") from None
+
+
 def check_provider(settings: Settings) -> None:
     """A provider that cannot work is refused before start-up, naming the variable."""
     if settings.provider is ProviderName.ANTHROPIC and not settings.anthropic_api_key:

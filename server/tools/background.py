@@ -25,19 +25,18 @@ from typing import Any, ClassVar, Literal
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.bash import (
-    DRAIN_GRACE,
-    KILL_GRACE,
-    OUTPUT_CAP,
-    _CappedOutput,
-    _ShellProtocol,
+    Stopped,
     _signal_name,
     _Spawn,
-    _terminate_group,
-    end_command,
     end_command_now,
     kill_spawned_callback,
+    new_output,
+    run_to_end,
+    spawn_shell,
 )
-from server.tools.proctrack import kill_all_now, new_tag, tagged_env
+from server.tools.proctrack import kill_all_now, new_tag
+from server.tools.shell import ShellLauncher
+from server.tools.shellout import ShellOutput
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +69,14 @@ class _Task:
     id: str
     command: str
     timeout: float | None
-    out: _CappedOutput
+    out: ShellOutput
+    shell: ShellLauncher
     finished: asyncio.Future[None]
     runner: asyncio.Task[None] | None = None
     pid: int | None = None
     tag: str = field(default_factory=new_tag)  # finds processes that left the group (setsid)
     returncode: int | None = None
-    timed_out: bool = False
+    stopped: Stopped | None = None  # ended early by its timeout or the output limit
     killed: bool = False
     error: str | None = None  # could not start
     reported: bool = False  # its completion was shown to the model (wait / output)
@@ -101,8 +101,11 @@ class BackgroundTasks:
 
     # --- lifecycle ---
 
-    def start(self, command: str, cwd: Path, timeout: float | None = None) -> str:
-        """Start `command` and return its task id; the process spawns on the running loop."""
+    def start(
+        self, command: str, cwd: Path, timeout: float | None = None, *, shell: ShellLauncher | None = None
+    ) -> str:
+        """Start `command` and return its task id; the process spawns on the running loop.
+        `shell`: how it starts (the sandbox); unconfined by default."""
         if self._closed:
             raise ToolError("the session is closing; no new background tasks can be started")
         if not isinstance(command, str) or not command.strip():
@@ -114,11 +117,13 @@ class BackgroundTasks:
                 "wait for one to finish before starting another"
             )
         loop = asyncio.get_running_loop()
+        shell = shell or ShellLauncher()
         task = _Task(
             id=f"bg-{next(self._ids)}",
             command=command,
             timeout=timeout,
-            out=_CappedOutput(OUTPUT_CAP),
+            out=new_output(Path(cwd), shell),
+            shell=shell,
             finished=loop.create_future(),
         )
         self._tasks[task.id] = task
@@ -131,21 +136,13 @@ class BackgroundTasks:
         if t.killed:  # killed before it ever ran
             _mark_finished(t)
             return
-        loop = asyncio.get_running_loop()
-        spawn: _Spawn = asyncio.ensure_future(
-            loop.subprocess_exec(
-                lambda: _ShellProtocol(t.out),
-                "/bin/bash",
-                "-c",
-                t.command,
-                cwd=cwd,
-                env=tagged_env(t.tag),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # own process group: one killpg reaches every descendant
-            )
-        )
+        try:
+            launch = t.shell.prepare(t.command, cwd, t.tag)
+        except ToolError as exc:
+            t.error = str(exc)
+            _mark_finished(t)
+            return
+        spawn: _Spawn = asyncio.ensure_future(spawn_shell(t.out, launch, cwd))
         try:
             try:
                 transport, proto = await asyncio.shield(spawn)
@@ -156,19 +153,12 @@ class BackgroundTasks:
             except OSError as exc:
                 t.error = f"cannot start /bin/bash in {cwd}: {exc}"
                 return
-            t.pid = pid = transport.get_pid()
+            t.pid = transport.get_pid()
             if t.killed:  # kill() came while the process was being spawned
                 end_command_now(transport, t.tag)
             try:
-                done, _ = await asyncio.wait({proto.exited}, timeout=t.timeout)
-                if not done:
-                    t.timed_out = True
-                    await _terminate_group(pid, proto.exited, t.tag)
-                # As in bash: a moment for leftover output, then nothing of the group survives.
-                done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
-                await end_command(transport, t.tag)
-                if not done:
-                    await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
+                # As in bash: time and output limits, then nothing of the group survives.
+                t.stopped = await run_to_end(transport, proto, t.tag, t.timeout)
             except BaseException:
                 end_command_now(transport, t.tag)
                 t.killed = True
@@ -176,10 +166,12 @@ class BackgroundTasks:
             finally:
                 transport.close()
                 t.returncode = transport.get_returncode()
+                t.out.finish()
         except Exception:  # never leave a waiter hanging on an unexpected failure
             log.exception("background task %s failed", t.id)
             t.error = t.error or "internal error while running the task"
         finally:
+            launch.release()
             _mark_finished(t)
 
     def kill(self, task_id: str) -> bool:
@@ -234,6 +226,10 @@ class BackgroundTasks:
             t.reported = True
         return t.out.render(), t.done, t.returncode
 
+    def notes(self, task_id: str) -> list[str]:
+        """Lines after the output: the output limit, the log with the full output."""
+        return self._get(task_id).out.notes()
+
     def status(self, task_id: str) -> str:
         """One line for the model: running, exit code, signal, timeout or start failure."""
         t = self._get(task_id)
@@ -241,8 +237,10 @@ class BackgroundTasks:
             return f"task {t.id} is still running"
         if t.error is not None:
             return f"task {t.id} failed: {t.error}"
-        if t.timed_out:
+        if t.stopped is Stopped.TIMEOUT:
             return f"task {t.id} timed out after {t.timeout:g} s and was killed"
+        if t.stopped is Stopped.OUTPUT:
+            return f"task {t.id} was stopped for printing too much output"
         rc = t.returncode
         if rc is not None and rc < 0:
             how = "was killed" if t.killed else "was terminated"
@@ -332,7 +330,8 @@ def _report(bg: BackgroundTasks, task_id: str) -> tuple[str, dict[str, Any]]:
     text, done, rc = bg.output(task_id)
     body = text.rstrip("\n") or ("(no output)" if done else "(no output yet)")
     raw: dict[str, Any] = {"taskId": task_id, "done": done, "exitCode": rc}
-    return f"{body}\n[{bg.status(task_id)}]", raw
+    notes = bg.notes(task_id) if done else []  # where the full output is, once it is complete
+    return "\n".join([body, *notes, f"[{bg.status(task_id)}]"]), raw
 
 
 def _still_running(result: WaitResult) -> str:

@@ -20,7 +20,6 @@ Lifecycle of a call:
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import functools
 import logging
@@ -28,10 +27,16 @@ import math
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from pathlib import Path
 from typing import Any, ClassVar
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
-from server.tools.proctrack import kill_all, kill_all_now, new_tag, signal_all, tagged_env
+from server.tools.proctrack import kill_all, kill_all_now, new_tag, signal_all
+from server.tools.shell import Launch, ShellLauncher
+from server.tools.shellout import CappedOutput as _CappedOutput
+from server.tools.shellout import ShellOutput
+from server.tools.spill import Spill
 
 log = logging.getLogger(__name__)
 
@@ -41,49 +46,7 @@ OUTPUT_CAP = 30_000  # characters the model sees
 PROGRESS_INTERVAL = 0.25
 KILL_GRACE = 2.0  # SIGTERM -> SIGKILL on timeout
 DRAIN_GRACE = 0.5  # after bash exits, time for leftover output before the group is killed
-
-
-class _CappedOutput:
-    """Keeps the first and last `cap // 2` characters; memory stays O(cap) for any output."""
-
-    def __init__(self, cap: int) -> None:
-        self._half = cap // 2
-        self._head: list[str] = []
-        self._head_len = 0
-        self._tail = ""
-        self._dropped = 0
-        self.total = 0
-
-    def add(self, s: str) -> None:
-        if not s:
-            return
-        self.total += len(s)
-        if self._head_len < self._half:
-            take = s[: self._half - self._head_len]
-            self._head.append(take)
-            self._head_len += len(take)
-            s = s[len(take) :]
-        if s:
-            self._tail += s
-            # Trim only past 2x so long streams of small chunks don't re-copy on every add.
-            if len(self._tail) > 2 * self._half:
-                cut = len(self._tail) - self._half
-                self._dropped += cut
-                self._tail = self._tail[cut:]
-
-    @property
-    def truncated(self) -> bool:
-        return self._dropped > 0 or len(self._tail) > self._half
-
-    def render(self) -> str:
-        head = "".join(self._head)
-        tail, dropped = self._tail, self._dropped
-        if len(tail) > self._half:
-            dropped += len(tail) - self._half
-            tail = tail[-self._half :]
-        if not dropped:
-            return head + tail
-        return f"{head}\n[... {dropped} characters of output omitted ...]\n{tail}"
+SPILL_THRESHOLD = 4 * OUTPUT_CAP  # bytes: more than this many cannot fit in OUTPUT_CAP characters
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -93,32 +56,84 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 class _ShellProtocol(asyncio.SubprocessProtocol):
-    """Collects output and reports the shell's exit and the pipe's EOF separately.
+    """Collects output and reports the shell's exit, the pipe's EOF and too much output
+    separately.
 
     Used instead of `asyncio.subprocess.Process` because on Python 3.11 `Process.wait()`
     returns only once every pipe is closed, so a background grandchild holding stdout
     would keep it waiting long after the shell itself exited.
     """
 
-    def __init__(self, out: _CappedOutput) -> None:
+    def __init__(self, out: ShellOutput) -> None:
         loop = asyncio.get_running_loop()
         self.out = out
         self.exited: asyncio.Future[None] = loop.create_future()
         self.eof: asyncio.Future[None] = loop.create_future()
-        # Incremental decoding: a character split across reads must not become U+FFFD.
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.overflow: asyncio.Future[None] = loop.create_future()  # output passed its limit
+        out.on_limit = self._overflowed
+
+    def _overflowed(self) -> None:
+        if not self.overflow.done():
+            self.overflow.set_result(None)
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        self.out.add(self._decoder.decode(data) if isinstance(data, bytes) else data)
+        self.out.feed(data.encode() if isinstance(data, str) else data)
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if not self.eof.done():  # only stdout is a pipe (stderr is merged into it)
-            self.out.add(self._decoder.decode(b"", final=True))
+            self.out.finish()
             self.eof.set_result(None)
 
     def process_exited(self) -> None:
         if not self.exited.done():
             self.exited.set_result(None)
+
+
+def new_output(cwd: Path, shell: ShellLauncher) -> ShellOutput:
+    """The output collector of one command: head and tail for the model, the rest in a log."""
+    return ShellOutput(OUTPUT_CAP, spill=Spill(cwd, threshold=SPILL_THRESHOLD), limit=shell.output_limit)
+
+
+async def spawn_shell(
+    out: ShellOutput, launch: Launch, cwd: Path
+) -> tuple[asyncio.SubprocessTransport, _ShellProtocol]:
+    """Start a prepared command in its own session, output into `out`."""
+    return await asyncio.get_running_loop().subprocess_exec(
+        lambda: _ShellProtocol(out),
+        *launch.argv,
+        cwd=cwd,
+        env=launch.env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # own process group: one killpg reaches every descendant
+    )
+
+
+class Stopped(StrEnum):
+    """Why a command was ended before it finished by itself."""
+
+    TIMEOUT = "timeout"
+    OUTPUT = "output"  # it printed more than the output limit
+
+
+async def run_to_end(
+    transport: asyncio.SubprocessTransport, proto: _ShellProtocol, tag: str, limit_s: float | None
+) -> Stopped | None:
+    """Wait for the command (time limit, output limit), then end whatever it left behind."""
+    stopped: Stopped | None = None
+    # asyncio.wait rather than wait_for: a timeout must not cancel the `exited` future.
+    await asyncio.wait({proto.exited, proto.overflow}, timeout=limit_s, return_when=asyncio.FIRST_COMPLETED)
+    if not proto.exited.done():
+        stopped = Stopped.OUTPUT if proto.overflow.done() else Stopped.TIMEOUT
+        await _terminate_group(transport.get_pid(), proto.exited, tag)
+    # The shell is gone, but background children may still hold the pipe open: give them a
+    # moment to flush, then end the rest of the group so EOF arrives.
+    done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
+    await end_command(transport, tag)
+    if not done:
+        await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
+    return stopped
 
 
 _Spawn = asyncio.Future[tuple[asyncio.SubprocessTransport, _ShellProtocol]]
@@ -221,6 +236,8 @@ def _parse_timeout(args: dict[str, Any]) -> float:
 
 
 class Bash:
+    """`shell`: how commands start (the sandbox chosen at start-up); unconfined by default."""
+
     name: ClassVar[str] = "bash"
     kind: ClassVar[ToolKind] = ToolKind.EXECUTE
     access: ClassVar[Access] = Access.EXECUTE
@@ -256,6 +273,9 @@ class Bash:
         "additionalProperties": False,
     }
 
+    def __init__(self, shell: ShellLauncher | None = None) -> None:
+        self.shell = shell or ShellLauncher()
+
     def title(self, args: dict[str, Any]) -> str:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -283,29 +303,16 @@ class Bash:
                 )
             # A background task has no timeout unless one was given explicitly.
             task_id = ctx.background.start(
-                command, ctx.cwd, timeout if args.get("timeout") is not None else None
+                command, ctx.cwd, timeout if args.get("timeout") is not None else None, shell=self.shell
             )
             return ToolResult(output=f"started background task {task_id}", raw_output={"taskId": task_id})
         if ctx.client is not None and ctx.client.can_terminal:
             return await _in_client_terminal(command, ctx, timeout)
 
-        out = _CappedOutput(OUTPUT_CAP)
-        loop = asyncio.get_running_loop()
         tag = new_tag()
-        spawn: _Spawn = asyncio.ensure_future(
-            loop.subprocess_exec(
-                lambda: _ShellProtocol(out),
-                "/bin/bash",
-                "-c",
-                command,
-                cwd=ctx.cwd,
-                env=tagged_env(tag),  # inherited by every descendant, setsid or not
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # own process group: one killpg reaches every descendant
-            )
-        )
+        launch = self.shell.prepare(command, ctx.cwd, tag)
+        out = new_output(ctx.cwd, self.shell)
+        spawn: _Spawn = asyncio.ensure_future(spawn_shell(out, launch, ctx.cwd))
         try:
             # Shielded so a cancel during the spawn can't leave a started bash without a handle.
             transport, proto = await asyncio.shield(spawn)
@@ -313,27 +320,16 @@ class Bash:
             spawn.add_done_callback(kill_spawned_callback(tag))
             raise
         except OSError as exc:
+            launch.release()
             raise ToolError(f"cannot start /bin/bash in {ctx.cwd}: {exc}") from None
 
-        pid = transport.get_pid()
         reporter = (
             asyncio.create_task(_report_loop(out, ctx.report_progress))
             if ctx.report_progress is not None
             else None
         )
-        timed_out = False
         try:
-            # asyncio.wait rather than wait_for: a timeout must not cancel the `exited` future.
-            done, _ = await asyncio.wait({proto.exited}, timeout=timeout)
-            if not done:
-                timed_out = True
-                await _terminate_group(pid, proto.exited, tag)
-            # bash is gone, but background children may still hold the pipe open: give them a
-            # moment to flush, then end the rest of the group so EOF arrives.
-            done, _ = await asyncio.wait({proto.eof}, timeout=DRAIN_GRACE)
-            await end_command(transport, tag)
-            if not done:
-                await asyncio.wait({proto.eof}, timeout=KILL_GRACE)
+            stopped = await run_to_end(transport, proto, tag, timeout)
         except BaseException:
             # Cancellation (or anything unexpected): nothing of the command may survive.
             end_command_now(transport, tag)
@@ -342,21 +338,33 @@ class Bash:
             if reporter is not None:
                 reporter.cancel()
             transport.close()  # releases the pipe; would also kill bash were it still running
+            out.finish()
+            launch.release()
+        return shell_result(out, transport.get_returncode(), stopped, timeout)
 
-        rc = transport.get_returncode()
-        body = out.render().rstrip("\n") or "(no output)"
-        raw: dict[str, Any] = {"exitCode": rc, "truncated": out.truncated}
-        if timed_out:
-            raw["timedOut"] = True
-            return ToolResult(
-                output=f"{body}\n[timed out after {timeout:g} s; the command and its processes were killed]",
-                is_error=True,
-                raw_output=raw,
-            )
-        if rc is not None and rc < 0:  # bash itself died from a signal (e.g. an external kill)
-            raw["exitCode"] = None
-            raw["signal"] = _signal_name(-rc)
-            body += f"\n[terminated by signal {raw['signal']}]"
-        elif rc:
-            body += f"\n[exit code {rc}]"
-        return ToolResult(output=body, raw_output=raw)
+
+def shell_result(
+    out: ShellOutput, rc: int | None, stopped: Stopped | None, timeout: float | None
+) -> ToolResult:
+    """What the model sees of a finished command: output, notes, and how it ended."""
+    body = "\n".join([out.render().rstrip("\n") or "(no output)", *out.notes()])
+    raw: dict[str, Any] = {"exitCode": rc, "truncated": out.truncated}
+    if out.spill is not None and out.spill.path is not None:
+        raw["outputFile"] = out.spill.path.as_posix()
+    if stopped is Stopped.TIMEOUT:
+        raw["timedOut"] = True
+        return ToolResult(
+            output=f"{body}\n[timed out after {timeout:g} s; the command and its processes were killed]",
+            is_error=True,
+            raw_output=raw,
+        )
+    if stopped is Stopped.OUTPUT:
+        raw["outputLimit"] = True
+        return ToolResult(output=body, is_error=True, raw_output=raw)
+    if rc is not None and rc < 0:  # bash itself died from a signal (e.g. an external kill)
+        raw["exitCode"] = None
+        raw["signal"] = _signal_name(-rc)
+        body += f"\n[terminated by signal {raw['signal']}]"
+    elif rc:
+        body += f"\n[exit code {rc}]"
+    return ToolResult(output=body, raw_output=raw)

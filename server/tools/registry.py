@@ -9,6 +9,7 @@ from server.tools.base import Tool
 from server.tools.bash import Bash
 from server.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from server.tools.search import Glob, Grep
+from server.tools.shell import ShellLauncher
 from server.tools.todo import TodoWrite
 
 BUILTIN_TOOLS: tuple[type[Tool], ...] = (
@@ -25,9 +26,12 @@ BUILTIN_TOOLS: tuple[type[Tool], ...] = (
 )
 
 
-def builtin_tools() -> dict[str, Tool]:
-    """Fresh instances of the built-in tools, keyed by name (in `BUILTIN_TOOLS` order)."""
-    return {cls.name: cls() for cls in BUILTIN_TOOLS}
+def builtin_tools(shell: ShellLauncher | None = None) -> dict[str, Tool]:
+    """Fresh instances of the built-in tools, keyed by name (in `BUILTIN_TOOLS` order);
+    `shell`: how `bash` starts commands (the sandbox chosen at start-up)."""
+    tools: dict[str, Tool] = {cls.name: cls() for cls in BUILTIN_TOOLS}
+    tools[Bash.name] = Bash(shell)
+    return tools
 
 
 def system_prompt_guidance(tools: Mapping[str, Tool] | Iterable[Tool]) -> str:

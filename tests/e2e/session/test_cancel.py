@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any, TypeVar
 
-from server.config import PermissionMode
+from server.config import PermissionMode, SandboxSetting
 from server.loop.conversation import Message
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
@@ -115,7 +115,11 @@ async def test_cancel_while_bash_runs_kills_the_command_and_its_children(server_
         },
         {"text": "Okay, stopped."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+    # Unconfined: the pid the command writes is a host pid only outside the sandbox's pid
+    # namespace (the sandboxed case: tests/e2e/tools/test_sandbox_escapes.py).
+    async with server_factory(
+        provider, permission_mode=PermissionMode.BYPASS, sandbox=SandboxSetting.NONE
+    ) as server:
         client = await server.client()
         sid = await new_session(client, workspace)
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.config import PermissionMode
+from server.config import PermissionMode, SandboxSetting
 from server.tools import search
 from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
@@ -226,7 +226,11 @@ async def test_hard_links_to_outside_files_are_neither_read_nor_written(
 async def test_cancel_kills_a_child_that_left_the_process_group(server_factory, workspace: Path):
     command = "setsid sh -c 'echo $$ > child.pid; exec sleep 1000' & wait"
     call = {"name": "bash", "arguments": {"command": command}, "id": "call_setsid"}
-    async with server_factory(hostile_provider(call), permission_mode=PermissionMode.BYPASS) as server:
+    # Unconfined: the pid the command writes is a host pid only outside the sandbox's pid
+    # namespace (the sandboxed case: tests/e2e/tools/test_sandbox_escapes.py).
+    async with server_factory(
+        hostile_provider(call), permission_mode=PermissionMode.BYPASS, sandbox=SandboxSetting.NONE
+    ) as server:
         a, sid_a, prompt = await start_hostile_turn(server, workspace)
         pid = await value_of(lambda: read_pid(workspace / "child.pid"), what="child.pid")
         assert os.getsid(pid) == pid  # really in a session (and group) of its own

@@ -391,9 +391,13 @@ async def test_bash_caps_output_keeping_head_and_tail(ctx: ToolContext) -> None:
     cmd = "echo START; head -c 200000 /dev/zero | tr '\\0' x; echo; echo END"
     res = await Bash().run({"command": cmd}, ctx)
     assert res.output.startswith("START\n")
-    assert res.output.endswith("\nEND")
-    assert "characters of output omitted" in res.output
-    assert len(res.output) < OUTPUT_CAP + 200
+    body, note = res.output.rsplit("\n", 1)
+    assert body.endswith("\nEND")
+    assert "characters of output omitted" in body
+    assert len(body) < OUTPUT_CAP + 200
+    assert res.raw_output is not None
+    log = res.raw_output.pop("outputFile")  # the full output, for the model (test_spill.py)
+    assert log in note
     assert res.raw_output == {"exitCode": 0, "truncated": True}
 
 
