@@ -134,7 +134,7 @@ async def test_serve_help_lists_every_provider_and_the_defaults(tmp_path: Path) 
     run = await agentd("serve", "--help", env=clean_env(tmp_path), cwd=tmp_path)
     assert run.code == 0, run.text
     text = " ".join(run.out.split())  # rich wraps and boxes the help
-    assert "openai | anthropic | scripted" in text
+    assert "openai | openai-responses | anthropic | scripted" in text
     for shown in (
         "env AGENTD_HOST; default 127.0.0.1",
         "env AGENTD_PORT; default 8765",
