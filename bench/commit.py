@@ -79,7 +79,7 @@ def pct(values: list[float], q: float) -> float:
 async def run(kind: str, sessions: int, window: int, args: argparse.Namespace) -> None:
     async with database(kind) as url:
         base = await Store.open(url)
-        store = TimedStore(base.engine, base.write_engine, base.sync_writer)
+        store = TimedStore(base.engine, base.write_engine, base.sqlite_writer)
         store.commit_s = []
         await store.migrate()
         ids = [f"s{i:04d}" for i in range(sessions)]

@@ -9,10 +9,8 @@ The records it hands out are in `records.py`; opening the engines and migrations
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Collection
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +30,7 @@ from server.store.engine import (
 )
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
 from server.store.records import Batch, SessionRecord, StoredEvent, TokenRecord, session_record, utc
+from server.store.sqlite_writer import SqliteWriter
 
 __all__ = [
     "MIGRATIONS_DIR",
@@ -50,15 +49,14 @@ class Store:
         self,
         engine: AsyncEngine,
         write_engine: AsyncEngine | None = None,
-        sync_writer: Engine | None = None,
+        sqlite_writer: SqliteWriter | None = None,
     ) -> None:
         self.engine = engine
         # The group commits get their own connection: a flood of requests holding every
         # pooled connection cannot hold up the events of all sessions. On a SQLite file it
-        # is a synchronous one (`sync_writer`), used from one thread of its own.
+        # is a synchronous one used from a thread of its own (`sqlite_writer`).
         self.write_engine = write_engine or engine
-        self.sync_writer = sync_writer
-        self._writer_thread = ThreadPoolExecutor(1, "store-writer") if sync_writer is not None else None
+        self.sqlite_writer = sqlite_writer
 
     @classmethod
     async def open(
@@ -73,15 +71,16 @@ class Store:
     @property
     def commit_engine(self) -> Engine:
         """The engine the group commits run on (for its events, e.g. in tests)."""
-        return self.sync_writer if self.sync_writer is not None else self.write_engine.sync_engine
+        if self.sqlite_writer is not None:
+            return self.sqlite_writer.engine
+        return self.write_engine.sync_engine
 
     async def close(self) -> None:
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()
-        if self.sync_writer is not None and self._writer_thread is not None:
-            await asyncio.get_running_loop().run_in_executor(self._writer_thread, self.sync_writer.dispose)
-            self._writer_thread.shutdown(wait=False)
+        if self.sqlite_writer is not None:
+            await self.sqlite_writer.close()
 
     # -------------------------------------------------------------- migrations / health
 
@@ -181,18 +180,11 @@ class Store:
     async def commit(self, batches: list[Batch]) -> None:
         """Apply several sessions' batches in one transaction (the group commit)."""
         now = utcnow()
-        if self.sync_writer is not None and self._writer_thread is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                self._writer_thread, self._commit_sync, self.sync_writer, batches, now
-            )
+        if self.sqlite_writer is not None:
+            await self.sqlite_writer.commit(batches, now)
             return
         async with self.write_engine.begin() as conn:
             await conn.run_sync(apply_batches, batches, now)
-
-    @staticmethod
-    def _commit_sync(engine: Engine, batches: list[Batch], now: datetime) -> None:
-        with engine.begin() as conn:
-            apply_batches(conn, batches, now)
 
     async def sessions_with_queued_prompts(self) -> list[str]:
         """Sessions whose queue is not empty (to resume them at start-up)."""

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from server.core.modes import SqliteSynchronous
+from server.store.sqlite_writer import SqliteWriter
 
 if TYPE_CHECKING:  # Alembic is imported only when the schema is behind (start-up time)
     from alembic.config import Config
@@ -93,12 +94,14 @@ class PoolLimits:
         return kw
 
 
-def _sqlite_pragmas(synchronous: str) -> Any:
+def _sqlite_pragmas(synchronous: str, *, writer: bool = False) -> Any:
     def pragmas(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA synchronous={synchronous}")
         cur.execute("PRAGMA busy_timeout=5000")
+        if writer:
+            cur.execute("PRAGMA wal_autocheckpoint=0")  # SqliteWriter checkpoints beside it
         cur.close()
 
     return pragmas
@@ -106,9 +109,9 @@ def _sqlite_pragmas(synchronous: str) -> Any:
 
 async def open_engines(
     url: str, limits: PoolLimits, sqlite_synchronous: SqliteSynchronous
-) -> tuple[AsyncEngine, AsyncEngine, Engine | None]:
+) -> tuple[AsyncEngine, AsyncEngine, SqliteWriter | None]:
     """(the engine for requests, the event writer's own engine, and for a SQLite file the
-    writer's synchronous engine); one shared engine for an in-memory SQLite database.
+    writer's synchronous one); one shared engine for an in-memory SQLite database.
     SQLite connections get WAL, `synchronous` and a busy timeout."""
     synchronous = SqliteSynchronous(sqlite_synchronous).value.upper()  # an enum value, never raw SQL
     parsed = make_url(url)
@@ -117,20 +120,19 @@ async def open_engines(
         await asyncio.to_thread(Path(parsed.database).parent.mkdir, parents=True, exist_ok=True)
     json_kw: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
     engine = create_async_engine(url, **json_kw, **limits.engine_kw(url))
-    write_engine, sync_writer = engine, None
+    write_engine, sqlite_writer = engine, None
     if is_sqlite and not limits.in_memory(url):
-        # The writer's SQLite connection is a plain (pysqlite) one, driven from its own
-        # thread: a whole group commit is one thread hop, not three per statement
-        # (aiosqlite hands every cursor call to its thread and back).
+        assert parsed.database is not None
         sync_writer = create_engine(
             parsed.set(drivername="sqlite+pysqlite"),
             **json_kw,
             **limits.engine_kw(url, writer=True),
             connect_args={"check_same_thread": False},  # the writer thread, not the opener
         )
-        event.listen(sync_writer, "connect", _sqlite_pragmas(synchronous))
+        event.listen(sync_writer, "connect", _sqlite_pragmas(synchronous, writer=True))
+        sqlite_writer = SqliteWriter(sync_writer, parsed.database)
     elif not is_sqlite:
         write_engine = create_async_engine(url, **json_kw, **limits.engine_kw(url, writer=True))
     if is_sqlite:
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas(synchronous))
-    return engine, write_engine, sync_writer
+    return engine, write_engine, sqlite_writer

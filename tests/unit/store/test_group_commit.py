@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from sqlalchemy import event, update
 from server.store.db import Batch, Store, StoredEvent, alembic_config
 from server.store.engine import SCHEMA_HEAD
 from server.store.models import SessionRow
+from server.store.sqlite_writer import CHECKPOINT_EVERY
+from tests.support.polling import until
 
 SESSIONS = 40
 OLD = datetime(2020, 1, 1, tzinfo=UTC)
@@ -104,5 +107,22 @@ async def test_migrate_at_head_leaves_the_database_alone(db_url: str) -> None:
         assert await store.migration_status() == (SCHEMA_HEAD, SCHEMA_HEAD)
         # Only reads of the revision: no DDL, no Alembic bookkeeping writes.
         assert statements and all(s.lstrip().upper().startswith(("SELECT", "PRAGMA")) for s in statements)
+    finally:
+        await store.close()
+
+
+async def test_sqlite_checkpoints_the_wal_beside_the_commits_not_inside_them(tmp_path: Path) -> None:
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentd.db'}")
+    try:
+        await store.migrate()
+        await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
+        writer = store.sqlite_writer
+        assert writer is not None
+        with store.commit_engine.connect() as conn:  # the writer's own connection never does
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+        for seq in range(1, 2 * CHECKPOINT_EVERY + 1):
+            await store.commit([Batch("s0", events=[StoredEvent(seq, "plan", {"n": seq})])])
+        await until(lambda: writer.checkpoints >= 1)  # a PASSIVE one, on a connection of its own
+        assert await store.last_seq("s0") == 2 * CHECKPOINT_EVERY
     finally:
         await store.close()
