@@ -235,8 +235,9 @@ class Settings(BaseSettings):
     # TOML file of pre-tool and stop hooks (see server/tools/hooks.py).
     hooks_file: Path | None = None
 
-    # Group commit of the event log (R-E2): how long the writer waits to batch events.
-    flush_interval_ms: float = 5.0
+    # Group commit of the event log (R-E2): an idle writer commits at once; under load
+    # (writes queued behind the last commit) it may linger this long for larger batches.
+    flush_interval_ms: float = 0.0
     # A permission request nobody answers is rejected after this long (seconds).
     permission_timeout_s: float = 3600.0
     # An actor with no clients, no queued or running work is evicted after this (R-S5);

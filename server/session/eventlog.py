@@ -60,7 +60,7 @@ class _Item:
 
 class EventWriter:
     def __init__(
-        self, store: Store, *, flush_interval: float = 0.005, metrics: Metrics | None = None
+        self, store: Store, *, flush_interval: float = 0.0, metrics: Metrics | None = None
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -128,14 +128,19 @@ class EventWriter:
     # ------------------------------------------------------------------ writer
 
     async def _run(self) -> None:
+        busy = False  # the last batch found more queued behind it: the writer is under load
         while True:
             items = [await self._queue.get()]
-            if items[0].needs_commit and self._flush_interval > 0:
-                # Linger briefly so concurrent sessions share one commit.
-                await asyncio.sleep(self._flush_interval)
+            if items[0].needs_commit:
+                # Adaptive linger: an idle writer commits at once (one loop turn lets the
+                # producers woken with this one add theirs); under load the batch grows by
+                # itself while the previous commit is in flight, and `flush_interval` is an
+                # optional extra wait for still larger batches.
+                await asyncio.sleep(self._flush_interval if busy else 0)
             while not self._queue.empty():
                 items.append(self._queue.get_nowait())
             dropped = await self._commit(items)
+            busy = not self._queue.empty()
             now = asyncio.get_running_loop().time()
             for item in items:
                 if item.session_id in dropped and item.event is not None:

@@ -14,17 +14,23 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from alembic import command
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import Engine, delete, func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.core.modes import SqliteSynchronous
 from server.store import queue_rows
-from server.store.engine import MIGRATIONS_DIR, PoolLimits, alembic_config, open_engines
+from server.store.batch_write import apply_batches
+from server.store.engine import (
+    MIGRATIONS_DIR,
+    SCHEMA_HEAD,
+    PoolLimits,
+    alembic_config,
+    current_revision,
+    open_engines,
+)
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
 from server.store.records import Batch, SessionRecord, StoredEvent, TokenRecord, session_record, utc
+from server.store.sqlite_writer import SqliteWriter
 
 __all__ = [
     "MIGRATIONS_DIR",
@@ -39,11 +45,18 @@ __all__ = [
 
 
 class Store:
-    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        write_engine: AsyncEngine | None = None,
+        sqlite_writer: SqliteWriter | None = None,
+    ) -> None:
         self.engine = engine
         # The group commits get their own connection: a flood of requests holding every
-        # pooled connection cannot hold up the events of all sessions.
+        # pooled connection cannot hold up the events of all sessions. On a SQLite file it
+        # is a synchronous one used from a thread of its own (`sqlite_writer`).
         self.write_engine = write_engine or engine
+        self.sqlite_writer = sqlite_writer
 
     @classmethod
     async def open(
@@ -53,26 +66,39 @@ class Store:
         *,
         sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL,
     ) -> Store:
-        engine, write_engine = await open_engines(url, pool or PoolLimits(), sqlite_synchronous)
-        return cls(engine, write_engine)
+        return cls(*await open_engines(url, pool or PoolLimits(), sqlite_synchronous))
+
+    @property
+    def commit_engine(self) -> Engine:
+        """The engine the group commits run on (for its events, e.g. in tests)."""
+        if self.sqlite_writer is not None:
+            return self.sqlite_writer.engine
+        return self.write_engine.sync_engine
 
     async def close(self) -> None:
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()
+        if self.sqlite_writer is not None:
+            await self.sqlite_writer.close()
 
     # -------------------------------------------------------------- migrations / health
 
     async def migrate(self) -> None:
+        """Upgrade the schema to the newest migration. A database already there costs one
+        query: Alembic (a few hundred ms of imports) loads only when the schema is behind."""
+        if (await self.migration_status())[0] == SCHEMA_HEAD:
+            return
+        from alembic import command
+
         async with self.engine.begin() as conn:
             await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
 
     async def migration_status(self) -> tuple[str | None, str | None]:
         """(current revision in the database, head revision of the scripts)."""
-        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
         async with self.engine.connect() as conn:
-            current = await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
-        return current, head
+            current = await conn.run_sync(current_revision)
+        return current, SCHEMA_HEAD
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:
@@ -154,41 +180,11 @@ class Store:
     async def commit(self, batches: list[Batch]) -> None:
         """Apply several sessions' batches in one transaction (the group commit)."""
         now = utcnow()
+        if self.sqlite_writer is not None:
+            await self.sqlite_writer.commit(batches, now)
+            return
         async with self.write_engine.begin() as conn:
-            for b in batches:
-                if b.events:
-                    await conn.execute(
-                        insert(EventRow),
-                        [
-                            {
-                                "session_id": b.session_id,
-                                "seq": e.seq,
-                                "kind": e.kind,
-                                "payload": e.payload,
-                                "created_at": now,
-                            }
-                            for e in b.events
-                        ],
-                    )
-                if b.truncate_from is not None:
-                    await conn.execute(
-                        delete(MessageRow).where(
-                            MessageRow.session_id == b.session_id, MessageRow.idx >= b.truncate_from
-                        )
-                    )
-                if b.messages:
-                    await conn.execute(
-                        insert(MessageRow),
-                        [{"session_id": b.session_id, "idx": i, "data": m} for i, m in b.messages],
-                    )
-                if b.queue:
-                    await queue_rows.apply(conn, b.session_id, b.queue)
-                fields = dict(b.session_fields)
-                if b.events or fields:
-                    fields["updated_at"] = now
-                    await conn.execute(
-                        update(SessionRow).where(SessionRow.id == b.session_id).values(**fields)
-                    )
+            await conn.run_sync(apply_batches, batches, now)
 
     async def sessions_with_queued_prompts(self) -> list[str]:
         """Sessions whose queue is not empty (to resume them at start-up)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from server.store.models import QueuedPromptRow
@@ -27,16 +27,17 @@ class QueueWrite:
         return not (self.upserts or self.deletes or self.updates)
 
 
-async def apply(conn: AsyncConnection, session_id: str, writes: list[QueueWrite]) -> None:
-    """Apply one session's queue writes in order, inside the caller's transaction."""
+def apply(conn: Connection, session_id: str, writes: list[QueueWrite]) -> None:
+    """Apply one session's queue writes in order, inside the caller's transaction (the
+    group commit's synchronous code)."""
     for w in writes:
         gone = [*w.deletes, *(r["id"] for r in w.upserts)]
         if gone:
-            await conn.execute(delete(QueuedPromptRow).where(QueuedPromptRow.id.in_(gone)))
+            conn.execute(delete(QueuedPromptRow).where(QueuedPromptRow.id.in_(gone)))
         if w.upserts:
-            await conn.execute(insert(QueuedPromptRow), [{**r, "session_id": session_id} for r in w.upserts])
+            conn.execute(insert(QueuedPromptRow), [{**r, "session_id": session_id} for r in w.upserts])
         for prompt_id, values in w.updates:
-            await conn.execute(
+            conn.execute(
                 update(QueuedPromptRow).where(QueuedPromptRow.id == prompt_id).values(**values)
             )
 

@@ -12,14 +12,14 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+
+if TYPE_CHECKING:  # the SDK itself is imported only when a session names an MCP server
+    from mcp import ClientSession
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,11 @@ class McpConnections:
                 log.warning("MCP connections ended: %s", _reason(exc))
 
     async def _connect(self, stack: contextlib.AsyncExitStack, spec: McpStdio | McpHttp) -> ClientSession:
+        # Imported here, not at start-up: the SDK costs about a second of imports.
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         if isinstance(spec, McpStdio):
             self.log_dir.mkdir(parents=True, exist_ok=True)
             # The server's stderr goes to a file: diagnostics kept, the server's log clean.

@@ -3,6 +3,7 @@ and a batch the database refuses never wedges the other sessions."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -110,4 +111,49 @@ async def test_truncate_then_rewrite_keeps_the_newest_messages(store: Store, tmp
     writer.submit("a", truncate_from=0, messages=[(0, {"v": "summary"}), (1, {"v": "kept"})])
     await writer.barrier()
     assert await store.load_messages("a") == [{"v": "summary"}, {"v": "kept"}]
+    await writer.stop()
+
+
+class GatedStore:
+    """The real store, whose commits wait for the test to open the gate: it holds a
+    commit "in flight" and records the sessions each commit carried."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.batches: list[list[str]] = []
+
+    async def commit(self, batches):  # type: ignore[no-untyped-def]
+        self.batches.append([b.session_id for b in batches])
+        self.entered.set()
+        await self.gate.wait()
+        await self.inner.commit(batches)
+
+
+async def test_an_idle_writer_commits_at_once_whatever_the_linger(store: Store):
+    # An hour of linger: if an idle writer waited for it, the delivery below would time out.
+    writer = EventWriter(store, flush_interval=3600)
+    writer.start()
+    delivered = asyncio.Event()
+    writer.submit("a", event=_event("a", 1, "only"), publish=lambda _e: delivered.set())
+    async with asyncio.timeout(30):
+        await delivered.wait()
+    assert [e.seq for e in await store.read_events("a")] == [1]
+    await writer.stop()
+
+
+async def test_writes_made_while_a_commit_is_in_flight_share_the_next_commit(store: Store):
+    gated = GatedStore(store)
+    writer = EventWriter(gated, flush_interval=0)  # type: ignore[arg-type]
+    writer.start()
+    writer.submit("a", event=_event("a", 1, "first"))
+    await gated.entered.wait()  # the first commit is in flight
+    for seq in range(2, 12):
+        writer.submit("a" if seq % 2 else "b", event=_event("a" if seq % 2 else "b", seq, f"e{seq}"))
+    gated.gate.set()
+    await writer.barrier()
+    # One commit for the first event, one for all ten written meanwhile (both sessions).
+    assert [sorted(sessions) for sessions in gated.batches] == [["a"], ["a", "b"]]
+    assert writer.commits == 2
     await writer.stop()

@@ -1,0 +1,51 @@
+"""One group commit's SQL: the statements scale with the tables touched, not the sessions.
+
+All sessions' events go in one multi-row INSERT, all their messages in another, and the
+`updated_at` of every session that only logged events in one UPDATE; only the rare writes
+(a truncation, session fields, queued prompts) cost a statement per session. Each statement
+is a round trip (three thread hops through aiosqlite), which is what a batch of many
+sessions paid for before. Synchronous code: it runs in the SQLite writer's thread, or
+through `AsyncConnection.run_sync` on Postgres.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, insert, update
+
+from server.store import queue_rows
+from server.store.models import EventRow, MessageRow, SessionRow
+from server.store.records import Batch
+
+
+def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None:
+    """Apply the batches inside the caller's transaction. A session's truncation runs
+    before its messages are inserted (the batch already dropped the writes it overrides)."""
+    events = [
+        {"session_id": b.session_id, "seq": e.seq, "kind": e.kind, "payload": e.payload, "created_at": now}
+        for b in batches
+        for e in b.events
+    ]
+    messages = [{"session_id": b.session_id, "idx": i, "data": m} for b in batches for i, m in b.messages]
+    for b in batches:
+        if b.truncate_from is not None:
+            tail = (MessageRow.session_id == b.session_id) & (MessageRow.idx >= b.truncate_from)
+            conn.execute(delete(MessageRow).where(tail))
+    # executemany of one cached statement: one driver call each (sqlite3's executemany,
+    # asyncpg's pipelined executemany), nothing recompiled per batch size.
+    if events:
+        conn.execute(insert(EventRow), events)
+    if messages:
+        conn.execute(insert(MessageRow), messages)
+    touched: list[str] = []
+    for b in batches:
+        if b.queue:
+            queue_rows.apply(conn, b.session_id, b.queue)
+        if b.session_fields:
+            values = {**b.session_fields, "updated_at": now}
+            conn.execute(update(SessionRow).where(SessionRow.id == b.session_id).values(**values))
+        elif b.events:
+            touched.append(b.session_id)
+    if touched:
+        conn.execute(update(SessionRow).where(SessionRow.id.in_(touched)).values(updated_at=now))

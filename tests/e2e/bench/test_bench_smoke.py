@@ -1,0 +1,36 @@
+"""CI runs each issue-14 benchmark once in its short smoke mode: the script exits 0 and
+prints its figure lines (the figures themselves are not judged — timing is no test)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.support.paths import REPO_ROOT
+
+
+def _run(script: str) -> str:
+    out = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / script), "--smoke"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_commit_bench_smoke_prints_rate_and_p99_per_session_count() -> None:
+    out = _run("commit.py")
+    for sessions in (1, 4):
+        line = rf"^sqlite +sessions={sessions} +window=4 +events/s= *\d+ .*commit p50=[\d.]+ ms p99=[\d.]+ ms"
+        assert re.search(line, out, re.M), out
+    # Postgres runs too when it is reachable (the store tests need it anyway).
+    assert re.search(r"^postgres +sessions=4 |^postgres skipped", out, re.M), out
+
+
+def test_startup_bench_smoke_prints_healthz_time_rss_and_import_breakdown() -> None:
+    out = _run("startup.py")
+    assert re.search(r"^start -> /healthz \(existing database\): median \d+ ms", out, re.M), out
+    assert re.search(r"^idle RSS: median [\d.]+ MiB", out, re.M), out
+    assert re.search(r"^import server.app \(cumulative, -X importtime\): \d+ ms", out, re.M), out
+    assert "imports mcp: no" in out and "imports alembic: no" in out, out

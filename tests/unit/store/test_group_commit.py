@@ -1,0 +1,128 @@
+"""The group commit's cost scales with the tables it touches, not with the sessions in it
+(issue 14), and a schema already at head needs no Alembic. Real SQLite and Postgres."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import event, update
+
+from server.store.db import Batch, Store, StoredEvent, alembic_config
+from server.store.engine import SCHEMA_HEAD
+from server.store.models import SessionRow
+from server.store.sqlite_writer import CHECKPOINT_EVERY
+from tests.support.polling import until
+
+SESSIONS = 40
+OLD = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    s = await Store.open(db_url)
+    await s.migrate()
+    for i in range(SESSIONS):
+        await s.create_session(id=f"s{i}", owner="o", cwd="/w", mode="default", model="m")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def _batch(i: int, seq: int) -> Batch:
+    return Batch(
+        f"s{i}",
+        events=[StoredEvent(seq, "agent_message", {"text": f"{i}-{seq}"}), StoredEvent(seq + 1, "plan", {})],
+        messages=[(seq, {"role": "assistant", "content": f"{i}-{seq}"})],
+    )
+
+
+def test_the_schema_head_known_at_build_time_is_the_scripts_head() -> None:
+    assert SCHEMA_HEAD == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def test_a_batch_of_many_sessions_costs_one_statement_per_table(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statements: list[str] = []
+    rollbacks: list[Any] = []
+
+    def on_execute(_conn: Any, _cursor: Any, sql: str, *_args: Any) -> None:
+        statements.append(sql.split()[0].upper())
+
+    await store.commit([Batch("s0", session_fields={"title": "warm"})])  # the first connect
+    event.listen(store.commit_engine, "before_cursor_execute", on_execute)
+    dialect = store.commit_engine.dialect
+    real_rollback = dialect.do_rollback
+    monkeypatch.setattr(dialect, "do_rollback", lambda c: (rollbacks.append(c), real_rollback(c)))
+    await store.commit([_batch(i, 1) for i in range(SESSIONS)])
+    await store.commit([_batch(i, 3) for i in range(SESSIONS // 2)])
+    # Events, messages and every session's updated_at: three statements per batch
+    # (each of 40 and of 20 sessions).
+    assert sorted(statements) == ["INSERT"] * 4 + ["UPDATE"] * 2
+    assert rollbacks == []  # nor a rollback when the connection goes back to the pool
+    for i in (0, SESSIONS - 1):
+        assert [(e.seq, e.payload) for e in await store.read_events(f"s{i}")] == [
+            (1, {"text": f"{i}-1"}),
+            (2, {}),
+        ] + ([(3, {"text": f"{i}-3"}), (4, {})] if i == 0 else [])
+        assert len(await store.load_messages(f"s{i}")) == (2 if i == 0 else 1)
+
+
+async def test_rare_writes_in_a_shared_batch_land_on_their_own_session_only(store: Store) -> None:
+    await store.commit([_batch(i, 1) for i in range(3)])
+    async with store.engine.begin() as conn:
+        await conn.execute(update(SessionRow).values(updated_at=OLD))
+    await store.commit(
+        [
+            Batch("s0", truncate_from=0, messages=[(0, {"v": "summary"})]),
+            Batch("s1", events=[StoredEvent(3, "plan", {})], session_fields={"title": "named"}),
+            _batch(2, 3),
+        ]
+    )
+    assert await store.load_messages("s0") == [{"v": "summary"}]
+    assert await store.load_messages("s1") == [{"role": "assistant", "content": "1-1"}]
+    assert len(await store.load_messages("s2")) == 2
+    s1 = await store.get_session("s1")
+    assert s1 is not None and s1.title == "named"
+    assert (await store.get_session("s2")).title is None  # type: ignore[union-attr]
+    # Sessions that logged events or changed fields are touched; the others are not.
+    touched = {sid for sid in ("s0", "s1", "s2", "s3") if (await store.get_session(sid)).updated_at > OLD}  # type: ignore[union-attr]
+    assert touched == {"s1", "s2"}
+
+
+async def test_migrate_at_head_leaves_the_database_alone(db_url: str) -> None:
+    store = await Store.open(db_url)
+    try:
+        await store.migrate()
+        statements: list[str] = []
+        sync_engine = store.engine.sync_engine
+        event.listen(sync_engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: statements.append(sql))
+        await store.migrate()
+        assert await store.migration_status() == (SCHEMA_HEAD, SCHEMA_HEAD)
+        # Only reads of the revision: no DDL, no Alembic bookkeeping writes.
+        assert statements and all(s.lstrip().upper().startswith(("SELECT", "PRAGMA")) for s in statements)
+    finally:
+        await store.close()
+
+
+async def test_sqlite_checkpoints_the_wal_beside_the_commits_not_inside_them(tmp_path: Path) -> None:
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentd.db'}")
+    try:
+        await store.migrate()
+        await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
+        writer = store.sqlite_writer
+        assert writer is not None
+        with store.commit_engine.connect() as conn:  # the writer's own connection never does
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+        for seq in range(1, 2 * CHECKPOINT_EVERY + 1):
+            await store.commit([Batch("s0", events=[StoredEvent(seq, "plan", {"n": seq})])])
+        await until(lambda: writer.checkpoints >= 1)  # a PASSIVE one, on a connection of its own
+        assert await store.last_seq("s0") == 2 * CHECKPOINT_EVERY
+    finally:
+        await store.close()

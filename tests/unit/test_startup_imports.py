@@ -1,0 +1,26 @@
+"""Start-up (issue 14): the server app imports nothing a request may never need — the
+`mcp` SDK loads when a session names an MCP server, Alembic when the schema is behind.
+Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.support.paths import REPO_ROOT
+
+LAZY = ("mcp", "alembic")
+
+
+def test_importing_the_server_loads_neither_mcp_nor_alembic() -> None:
+    code = (
+        "import json, sys\n"
+        "import server.app, server.cli, server.serve\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {LAZY!r})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(out.stdout) == []
+
