@@ -31,6 +31,10 @@ class ProviderRequest:
     # JSON Schema the final answer must satisfy, for providers with native support.
     output_schema: dict[str, Any] | None = None
     max_output_tokens: int | None = None
+    # False for agentd's own auxiliary calls (the compaction summary, the goal evaluator):
+    # providers leave extended thinking off — it would spend the small output cap, and a
+    # small evaluator model may not support it at all.
+    extended_reasoning: bool = True
     # The session the call is for (None: not for one, e.g. a test's direct call). Real
     # providers ignore it; the scripted one keeps a script position per session.
     session_id: str | None = None

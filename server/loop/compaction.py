@@ -96,6 +96,7 @@ async def summarise(
         system=SUMMARY_SYSTEM,
         messages=[Message.user("Summarise this conversation:\n\n" + _transcript(older))],
         max_output_tokens=limits.summary_max_tokens,
+        extended_reasoning=False,
     )
     parts: list[str] = []
     async with contextlib.aclosing(provider.stream(request)) as stream:  # type: ignore[type-var]

@@ -104,6 +104,7 @@ def evaluator_request(
         tools=[],
         output_schema=VERDICT_SCHEMA if native else None,
         max_output_tokens=1024,
+        extended_reasoning=False,
     )
 
 

@@ -53,7 +53,7 @@ def build_body(request: ProviderRequest, options: AnthropicOptions) -> dict[str,
     # Anthropic has no system role inside `messages`: system messages join the prompt.
     system_parts = [request.system] if request.system else []
     system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
-    budget = options.thinking_budget
+    budget = options.thinking_budget if request.extended_reasoning else 0
     messages = translate_messages(request.messages, with_reasoning=budget > 0)
     if budget and not _loop_thinks(messages):
         budget = 0

@@ -257,3 +257,27 @@ def test_the_api_rules_reject_what_the_types_allow(body: dict[str, Any], reason:
     assert validate_body(good_body()) is None
     problem = validate_body(body)
     assert problem is not None and reason in problem, problem
+
+
+async def test_auxiliary_calls_go_without_thinking() -> None:
+    """The compaction summary and the goal evaluator ask for no extended reasoning: with a
+    thinking budget configured their Anthropic bodies still carry no `thinking`, and keep
+    their own small output cap."""
+    from server.loop.compaction import summarise
+    from server.loop.goal import GoalState
+    from server.loop.goal_eval import evaluator_request
+    from server.providers.scripted import ScriptedProvider
+
+    scripted = ScriptedProvider.from_dict({"steps": [{"text": "summary"}]})
+    assert await summarise(scripted, "m", [Message.user("hi"), Message(role="assistant", content="yo")]) == "summary"
+    [summary] = scripted.requests
+    verdict = evaluator_request("m", GoalState(objective="ship"), [], [Message.user("hi")], None, False)
+    provider = AnthropicProvider(api_key=None, model="m", thinking_budget=2048)
+    for request in (summary, verdict):
+        assert request.extended_reasoning is False
+        body = provider.build_body(request)
+        assert "thinking" not in body and body["max_tokens"] == request.max_output_tokens
+        assert validate_body(body) is None
+    # The same request with reasoning allowed would think (the flag is what turns it off).
+    summary.extended_reasoning = True
+    assert provider.build_body(summary)["thinking"] == {"type": "enabled", "budget_tokens": 2048}
