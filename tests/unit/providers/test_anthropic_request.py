@@ -269,7 +269,8 @@ async def test_auxiliary_calls_go_without_thinking() -> None:
     from server.providers.scripted import ScriptedProvider
 
     scripted = ScriptedProvider.from_dict({"steps": [{"text": "summary"}]})
-    assert await summarise(scripted, "m", [Message.user("hi"), Message(role="assistant", content="yo")]) == "summary"
+    older = [Message.user("hi"), Message(role="assistant", content="yo")]
+    assert await summarise(scripted, "m", older) == "summary"
     [summary] = scripted.requests
     verdict = evaluator_request("m", GoalState(objective="ship"), [], [Message.user("hi")], None, False)
     provider = AnthropicProvider(api_key=None, model="m", thinking_budget=2048)
