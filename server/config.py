@@ -186,6 +186,8 @@ class Settings(BaseSettings):
     anthropic_prompt_cache: bool = True
     # Extended thinking budget in tokens (0: off; the API's minimum is 1024).
     anthropic_thinking_budget: int = Field(default=0, ge=0)
+    # Adaptive thinking (the model decides how much; newer models take only this kind).
+    anthropic_adaptive_thinking: bool = False
     script: Path | None = None  # scripted-provider script; default: the built-in demo
 
     permission_mode: PermissionMode = PermissionMode.DEFAULT

@@ -57,12 +57,13 @@ class AnthropicProvider:
         client: httpx.AsyncClient | None = None,
         prompt_cache: bool = True,
         thinking_budget: int = 0,
+        adaptive_thinking: bool = False,
     ) -> None:
         # The SDKs' base URL has no /v1; tolerate one given OpenAI-style.
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.model = model
         self.max_tokens = max_tokens
-        self.options = AnthropicOptions(model, max_tokens, prompt_cache, thinking_budget)
+        self.options = AnthropicOptions(model, max_tokens, prompt_cache, thinking_budget, adaptive_thinking)
         # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
         self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
         self._url = f"{self.base_url}/v1/messages"

@@ -14,6 +14,8 @@ restricts. Signed thinking blocks come back first in their assistant message, ve
 tool-use loop must run in one thinking mode: when the open loop has an assistant message
 without thinking (written while thinking was off, or by another provider), this call goes
 without thinking rather than be refused; thinking resumes with the next user turn.
+Adaptive thinking (`{"type": "adaptive"}`, the only kind newer models take) lets the model
+decide how much to think; it has no budget and leaves `max_tokens` alone.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class AnthropicOptions:
     max_tokens: int = 8192
     prompt_cache: bool = True
     thinking_budget: int = 0  # tokens; 0 = no extended thinking
+    adaptive_thinking: bool = False  # {"type": "adaptive"}; takes precedence over the budget
 
     def __post_init__(self) -> None:
         if self.thinking_budget and self.thinking_budget < MIN_THINKING_BUDGET:
@@ -53,11 +56,12 @@ def build_body(request: ProviderRequest, options: AnthropicOptions) -> dict[str,
     # Anthropic has no system role inside `messages`: system messages join the prompt.
     system_parts = [request.system] if request.system else []
     system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
-    budget = options.thinking_budget if request.extended_reasoning else 0
-    messages = translate_messages(request.messages, with_reasoning=budget > 0)
-    if budget and not _loop_thinks(messages):
-        budget = 0
+    thinks = request.extended_reasoning and (options.adaptive_thinking or options.thinking_budget > 0)
+    messages = translate_messages(request.messages, with_reasoning=thinks)
+    if thinks and not _loop_thinks(messages):
+        thinks = False
         messages = translate_messages(request.messages, with_reasoning=False)
+    budget = options.thinking_budget if thinks and not options.adaptive_thinking else 0
     cap = request.max_output_tokens or options.max_tokens
     body: dict[str, Any] = {
         "model": request.model or options.model,
@@ -65,8 +69,9 @@ def build_body(request: ProviderRequest, options: AnthropicOptions) -> dict[str,
         "messages": messages,
         "stream": True,
     }
-    if budget:
-        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if thinks:
+        enabled = {"type": "enabled", "budget_tokens": budget}
+        body["thinking"] = {"type": "adaptive"} if options.adaptive_thinking else enabled
     if system_parts:
         system = "\n\n".join(system_parts)
         body["system"] = [{"type": "text", "text": system}] if options.prompt_cache else system

@@ -80,6 +80,7 @@ def make_provider(settings: Settings) -> Provider:
             model=settings.model,
             prompt_cache=settings.anthropic_prompt_cache,
             thinking_budget=settings.anthropic_thinking_budget,
+            adaptive_thinking=settings.anthropic_adaptive_thinking,
             **stream_timeouts(settings),
         )
     from server.providers.scripted import ScriptedProvider

@@ -282,3 +282,18 @@ async def test_auxiliary_calls_go_without_thinking() -> None:
     # The same request with reasoning allowed would think (the flag is what turns it off).
     summary.extended_reasoning = True
     assert provider.build_body(summary)["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+def test_adaptive_thinking_has_no_budget_and_keeps_the_signed_blocks() -> None:
+    provider = AnthropicProvider(api_key=None, model="m", thinking_budget=4096, adaptive_thinking=True)
+    request = ProviderRequest(
+        model="m", system="s", messages=conversation(), tools=TOOLS, max_output_tokens=2000
+    )
+    body = provider.build_body(request)
+    assert body["thinking"] == {"type": "adaptive"}  # it takes precedence over the budget
+    assert body["max_tokens"] == 2000  # no budget to make room for
+    assistant = body["messages"][-2]
+    assert assistant["content"][0]["type"] == "thinking"  # the signed block still goes back first
+    assert validate_body(body) is None
+    request.extended_reasoning = False
+    assert "thinking" not in provider.build_body(request)

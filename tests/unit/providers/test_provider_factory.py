@@ -64,6 +64,10 @@ async def test_anthropic_caching_and_thinking_come_from_settings(monkeypatch: py
     monkeypatch.setenv("AGENTD_FALLBACKS", '[{"provider": "anthropic", "model": "claude-b", "api_key": "k"}]')
     [lane] = make_lanes(Settings())
     assert isinstance(lane.provider, AnthropicProvider) and lane.provider.options.thinking_budget == 4096
+    monkeypatch.setenv("AGENTD_ANTHROPIC_ADAPTIVE_THINKING", "true")
+    adaptive = make_provider(Settings())
+    assert isinstance(adaptive, AnthropicProvider) and adaptive.options.adaptive_thinking
+    await adaptive.aclose()
     monkeypatch.setenv("AGENTD_ANTHROPIC_THINKING_BUDGET", "1000")  # below the API's minimum
     with pytest.raises(ValueError, match="1024"):
         Settings()
