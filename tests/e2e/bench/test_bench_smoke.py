@@ -34,3 +34,22 @@ def test_startup_bench_smoke_prints_healthz_time_rss_and_import_breakdown() -> N
     assert re.search(r"^idle RSS: median [\d.]+ MiB", out, re.M), out
     assert re.search(r"^import server.app \(cumulative, -X importtime\): \d+ ms", out, re.M), out
     assert "imports mcp: no" in out and "imports alembic: no" in out, out
+
+
+def test_turn_bench_smoke_prints_cpu_latency_and_server_added_time_per_turn_kind() -> None:
+    out = _run("turn.py")
+    assert re.search(r"^fake model alone: p50=[\d.]+ ms p99=[\d.]+ ms", out, re.M), out
+    for kind in ("trivial ", "one-tool"):
+        line = (
+            rf"^sqlite +{kind} turns=5 cpu/turn=[\d.]+ ms.* p50=[\d.]+ ms p99=[\d.]+ ms "
+            r"server-added p50=-?[\d.]+ ms"
+        )
+        assert re.search(line, out, re.M), out
+    assert re.search(r"^postgres +trivial +turns=5 |^postgres skipped", out, re.M), out
+
+
+def test_concurrency_bench_smoke_prints_latency_rate_and_errors() -> None:
+    out = _run("concurrency.py")
+    line = r"^sqlite +sessions=8 +turns=\d+ p50=[\d.]+ ms.* p99=[\d.]+ ms turns/s=\d+ .*errors=0 "
+    assert re.search(line, out, re.M), out
+    assert re.search(r"^postgres +sessions=8 |^postgres skipped", out, re.M), out
