@@ -173,8 +173,10 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def agentd_server(kind: str, model_url: str) -> AsyncIterator[Server]:
-    """`agentd serve` in a subprocess, the OpenAI provider pointed at the fake model."""
+async def agentd_server(kind: str, model_url: str, *, prelude: str = "") -> AsyncIterator[Server]:
+    """`agentd serve` in a subprocess, the OpenAI provider pointed at the fake model.
+
+    `prelude`: Python run in the server process before the server starts (profiling hooks)."""
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
     workspace = home / "ws"
     workspace.mkdir()
@@ -189,7 +191,8 @@ async def agentd_server(kind: str, model_url: str) -> AsyncIterator[Server]:
             AGENTD_PERMISSION_MODE="bypass", AGENTD_RATE_LIMIT_PER_S="0",
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         )  # fmt: skip
-        cmd = [sys.executable, "-c", "from server.cli import main; main()", "serve", "--log-level", "warning"]
+        code = prelude + "\nfrom server.cli import main; main()"
+        cmd = [sys.executable, "-c", code, "serve", "--log-level", "warning"]
         proc = subprocess.Popen(  # noqa: ASYNC220 - once per run, before anything is measured
             cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
         )
