@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -178,6 +179,15 @@ async def agentd_server(kind: str, model_url: str, *, prelude: str = "") -> Asyn
 
     `prelude`: Python run in the server process before the server starts (profiling hooks)."""
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-"))
+    try:
+        async with _served(kind, model_url, prelude, home) as server:
+            yield server
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@asynccontextmanager
+async def _served(kind: str, model_url: str, prelude: str, home: Path) -> AsyncIterator[Server]:
     workspace = home / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Bench\n\nA small file for read_file.\n")
