@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import os
 import pstats
+import shutil
 import signal
 import tempfile
 import time
@@ -100,6 +101,7 @@ def package(file: str) -> str:
 
 def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     stats = pstats.Stats(str(out))
+    shutil.rmtree(out.parent, ignore_errors=True)
     entries = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in entries.values())
     sniff = "hidden (failed imports)" if args.hide_sniffio else "installed"
