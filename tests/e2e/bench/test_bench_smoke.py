@@ -34,3 +34,29 @@ def test_startup_bench_smoke_prints_healthz_time_rss_and_import_breakdown() -> N
     assert re.search(r"^idle RSS: median [\d.]+ MiB", out, re.M), out
     assert re.search(r"^import server.app \(cumulative, -X importtime\): \d+ ms", out, re.M), out
     assert "imports mcp: no" in out and "imports alembic: no" in out, out
+
+
+def test_turn_bench_smoke_prints_cpu_latency_and_server_added_time_per_turn_kind() -> None:
+    out = _run("turn.py")
+    assert re.search(r"^fake model alone: p50=[\d.]+ ms p99=[\d.]+ ms", out, re.M), out
+    for kind in ("trivial ", "one-tool"):
+        line = (
+            rf"^sqlite +{kind} turns=6 cpu/turn=[\d.]+ ms.* p50=[\d.]+ ms p99=[\d.]+ ms "
+            r"server-added p50=-?[\d.]+ ms"
+        )
+        assert re.search(line, out, re.M), out
+    assert re.search(r"^postgres +trivial +turns=6 |^postgres skipped", out, re.M), out
+
+
+def test_concurrency_bench_smoke_prints_latency_rate_and_errors() -> None:
+    out = _run("concurrency.py")
+    line = r"^sqlite +sessions=8 +turns=\d+ p50=[\d.]+ ms.* p99=[\d.]+ ms turns/s=\d+ .*errors=0 "
+    assert re.search(line, out, re.M), out
+    assert re.search(r"^postgres +sessions=8 |^postgres skipped", out, re.M), out
+
+
+def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None:
+    out = _run("profile_turn.py")
+    assert re.search(r"^turns=5 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
+    assert re.search(r"^httpcore current_async_library: [\d.]+ calls/turn", out, re.M), out
+    assert len(re.findall(r"^ +\d+ µs +[\d.]+ % ", out, re.M)) >= 10, out

@@ -1,0 +1,141 @@
+"""Where a warm trivial turn spends the server's CPU (prints a profile; no asserts).
+
+    .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--hide-sniffio] [--smoke]
+
+The set-up of bench/turn.py (SQLite): `agentd serve` in a subprocess with cProfile hooked to
+SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the server's main thread — its event
+loop — is profiled (thread CPU time, not wall time), only over the measured turns, with no
+client code in the figures. Printed: the top self-time (tottime) functions per turn, self
+time summed per package, and how often httpcore asks which async library runs
+(`current_async_library`, which imports `sniffio` each time).
+
+`--hide-sniffio` makes `import sniffio` fail in the server after a real path search (as in
+an install without it: sniffio is no dependency of httpcore or of recent anyio), to price the
+failed imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pstats
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from turnkit import agentd_server, model_process
+
+from tests.support.client import WsClient, text_prompt
+
+HOOK = """
+import cProfile, signal, time
+_prof = cProfile.Profile(time.thread_time)  # CPU of the loop's thread: waiting is not cost
+signal.signal(signal.SIGUSR1, lambda *_: _prof.enable())
+def _dump(*_):
+    _prof.disable()
+    _prof.dump_stats({out!r})
+signal.signal(signal.SIGUSR2, _dump)
+"""
+
+# A failed import walks every sys.path entry; this finder does that walk for a name that
+# does not exist, then fails the import the way a missing sniffio does.
+HIDE_SNIFFIO = """
+import sys, importlib.machinery
+class _HideSniffio:
+    calls = 0
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "sniffio":
+            return None
+        cls.calls += 1
+        importlib.machinery.PathFinder.find_spec("sniffio_not_installed")
+        raise ModuleNotFoundError("No module named 'sniffio'", name="sniffio")
+sys.modules.pop("sniffio", None)
+sys.meta_path.insert(0, _HideSniffio)
+"""
+
+
+async def profile(args: argparse.Namespace) -> tuple[float, Path]:
+    """(server CPU seconds over the measured turns, the profile file)."""
+    out = Path(tempfile.mkdtemp(prefix="agentd-prof-")) / "turn.prof"
+    prelude = (HIDE_SNIFFIO if args.hide_sniffio else "") + HOOK.format(out=str(out))
+    with model_process() as model_url:
+        async with agentd_server("sqlite", model_url, prelude=prelude) as server:
+            client = await WsClient.connect(server.base)
+            new = {"cwd": str(server.workspace), "mcpServers": []}
+            # Short sessions, as bench/turn.py: 10 turns each, every one warmed by one turn.
+            sids = [(await client.call("session/new", new))["sessionId"] for _ in range(-(-args.turns // 10))]
+            for sid in sids:
+                await client.call("session/prompt", text_prompt(sid, "hi"))
+            os.kill(server.pid, signal.SIGUSR1)
+            cpu0 = server.cpu_s()
+            for i in range(args.turns):
+                await client.call("session/prompt", text_prompt(sids[i // 10], "hi"))
+                client.frames.clear()
+                while not client.notifications.empty():
+                    client.notifications.get_nowait()
+            cpu = server.cpu_s() - cpu0
+            os.kill(server.pid, signal.SIGUSR2)
+            deadline = time.monotonic() + 30
+            while not out.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - another process
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # the dump is written in one go; let it finish
+            await client.close()
+    return cpu, out
+
+
+def package(file: str) -> str:
+    """Where a function lives, coarsely: server.<part>, a third-party package, the stdlib module."""
+    if "site-packages/" in file:
+        return file.split("site-packages/")[1].split("/")[0]
+    if "/server/" in file:
+        part = file.split("/server/")[1].split("/")[0]
+        return "server." + part.removesuffix(".py")
+    if file.startswith("~") or file.startswith("<"):
+        return "builtins / frozen importlib"
+    return "stdlib " + Path(file).parent.name if Path(file).parent.name != "python3.11" else Path(file).stem
+
+
+def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
+    stats = pstats.Stats(str(out))
+    shutil.rmtree(out.parent, ignore_errors=True)
+    entries = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in entries.values())
+    sniff = "hidden (failed imports)" if args.hide_sniffio else "installed"
+    print(f"turns={args.turns} sniffio={sniff} server CPU/turn={cpu * 1000 / args.turns:.2f} ms "
+          f"(its main thread's CPU as profiled, with cProfile's overhead: "
+          f"{total * 1000 / args.turns:.2f} ms)")  # fmt: skip
+    calls = sum(v[1] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
+    cum = sum(v[3] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
+    print(f"httpcore current_async_library: {calls / args.turns:.1f} calls/turn, "
+          f"{cum * 1e6 / args.turns:.0f} µs/turn cumulative ({cum / total * 100:.1f} % of profiled time)")
+    print(f"top {args.top} by self time (per turn):")
+    top = sorted(entries.items(), key=lambda kv: kv[1][2], reverse=True)[: args.top]
+    for (file, line, func), (_cc, nc, tt, _ct, _callers) in top:
+        where = file.replace(str(Path(__file__).resolve().parents[1]) + "/", "")
+        where = where.split("site-packages/")[-1]
+        print(f"  {tt * 1e6 / args.turns:7.0f} µs {tt / total * 100:5.1f} %  {nc / args.turns:6.1f} calls  "
+              f"{func}  {where}:{line}")  # fmt: skip
+    by_package: dict[str, float] = {}
+    for (file, _line, _func), v in entries.items():
+        by_package[package(file)] = by_package.get(package(file), 0.0) + v[2]
+    print(f"top {args.top} packages by self time (per turn):")
+    for name, tt in sorted(by_package.items(), key=lambda kv: kv[1], reverse=True)[: args.top]:
+        print(f"  {tt * 1e6 / args.turns:7.0f} µs {tt / total * 100:5.1f} %  {name}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=300)
+    parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--hide-sniffio", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
+    ns = parser.parse_args()
+    if ns.smoke:
+        ns.turns = 5
+    report(ns, *asyncio.run(profile(ns)))
