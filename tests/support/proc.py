@@ -153,7 +153,7 @@ def process_alive(pid: int) -> bool:
         return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # it was reaped between open and read
         return False
     state = stat.rsplit(")", 1)[1].split()[0]
     return state != "Z"  # a killed child nobody reaped yet is dead
