@@ -40,7 +40,7 @@ def _own_paths(proc_cgroup: str) -> tuple[str | None, str | None]:
 def _usable(parent: Path) -> bool:
     """Can a child with a pids limit be made here? Tried for real: permissions on cgroupfs
     (read-only mounts, delegation) are not knowable from the mode bits."""
-    probe = parent / f"{PREFIX}probe-{os.getpid()}"
+    probe = parent / f"{PREFIX}{os.getpid()}-probe"
     try:
         probe.mkdir()
     except FileExistsError:
@@ -81,17 +81,33 @@ def find_parent(root: Path = CGROUP_FS) -> Path | None:
 
 
 def sweep(parent: Path) -> None:
-    """Remove empty cgroups left by an earlier run (a crash between start and cleanup)."""
+    """Remove empty cgroups left by an earlier run (a crash between start and cleanup).
+    Only those whose owner — the server process named in them — is gone: other agentd
+    servers share this parent (replicas, test workers), and their freshly made cgroup is
+    empty until its command enters it."""
     with contextlib.suppress(OSError):
         for child in parent.iterdir():
-            if child.name.startswith(PREFIX):
+            if child.name.startswith(PREFIX) and not _owner_alive(child.name):
                 with contextlib.suppress(OSError):
                     child.rmdir()  # fails, as it should, while processes remain in it
 
 
+def _owner_alive(name: str) -> bool:
+    owner = name.removeprefix(PREFIX).split("-", 1)[0]
+    if not owner.isdigit():
+        return False  # an older run's name without an owner: a leftover
+    try:
+        os.kill(int(owner), 0)
+    except PermissionError:
+        return True  # alive, just not ours to signal
+    except (ProcessLookupError, OverflowError):  # gone, or no pid at all
+        return False
+    return True
+
+
 def create(parent: Path, tag: str, max_pids: int) -> Path:
     """A new cgroup limited to `max_pids` processes; returns its `cgroup.procs` file."""
-    group = parent / f"{PREFIX}{tag}"
+    group = parent / f"{PREFIX}{os.getpid()}-{tag}"  # the owner's pid: see `sweep`
     group.mkdir()
     try:
         (group / "pids.max").write_text(f"{max_pids}\n")

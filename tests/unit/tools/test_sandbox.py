@@ -184,3 +184,25 @@ def test_own_cgroup_paths_from_proc_self_cgroup() -> None:
     v1 = "9:name=systemd:/\n8:pids:/user.slice\n4:memory:/x\n0::/\n"
     assert _own_paths(v1) == ("/user.slice", "/")
     assert _own_paths("0::/system.slice/agentd.service\n") == (None, "/system.slice/agentd.service")
+
+
+def test_the_cgroup_sweep_spares_the_groups_of_live_servers(tmp_path: Path) -> None:
+    """Servers sharing a cgroup parent (replicas, test workers) must not remove each other's
+    freshly made, still empty cgroup; leftovers of dead servers and unowned names go."""
+    import os
+    import subprocess
+
+    from server.tools.pidlimit import sweep
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    mine = tmp_path / f"agentd-{os.getpid()}-abc"
+    probe = tmp_path / f"agentd-{os.getpid()}-probe"
+    leftover = tmp_path / f"agentd-{dead.pid}-def"
+    unowned = tmp_path / "agentd-b79e0570f6f554fca06fc10c"
+    huge = tmp_path / "agentd-123456789012345678901234"
+    other = tmp_path / "not-ours"
+    for d in (mine, probe, leftover, unowned, huge, other):
+        d.mkdir()
+    sweep(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (mine, probe, other))
