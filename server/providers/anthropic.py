@@ -27,8 +27,9 @@ from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
 from server.providers.anthropic_errors import classify_http_error
 from server.providers.anthropic_request import AnthropicOptions, build_body
-from server.providers.anthropic_stream import Assembler, SSEDecoder, parse_json
-from server.providers.http_common import default_ssl_context, drain, guard, open_stream
+from server.providers.anthropic_stream import Assembler
+from server.providers.http_common import default_ssl_context, guard, open_stream
+from server.providers.sse import SSEReader, parse_json
 
 __all__ = ["API_VERSION", "AnthropicProvider", "classify_http_error"]
 
@@ -134,23 +135,19 @@ class AnthropicProvider:
     async def _read_sse(
         self, response: httpx.Response, assembler: Assembler, deadline: float | None
     ) -> AsyncIterator[StreamEvent]:
-        decoder = SSEDecoder()
-        lines = response.aiter_lines()
-        started = False  # real output seen: the idle timeout applies from now on
-        while True:
-            line = await self._guard(anext(lines, None), deadline, idle=started)
-            item = decoder.flush() if line is None else decoder.feed(line)
-            if item is not None:
-                event_name, data = item
-                for event in assembler.feed(parse_json(data), event_name):
-                    deadline, started = None, True  # the first token arrived
-                    yield event
-                if assembler.stopped:
-                    # message_stop: read the body's end so the connection is reused.
-                    await drain(lines, limit_s=self._idle_timeout)
-                    return
-            if line is None:
-                return
+        reader = SSEReader(
+            response,
+            deadline,
+            base_url=self.base_url,
+            first_token_timeout=self._first_token_timeout,
+            idle_timeout=self._idle_timeout,
+        )
+        async for event_name, data in reader.events():
+            for event in assembler.feed(parse_json(data), event_name):
+                reader.first_token()
+                yield event
+            if assembler.stopped:
+                reader.end()  # message_stop: the reader drains the body so the connection is reused
 
     async def _guard(self, awaitable: Awaitable[_T], deadline: float | None, *, idle: bool = False) -> _T:
         return await guard(

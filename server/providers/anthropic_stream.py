@@ -1,4 +1,4 @@
-"""Reading an Anthropic event stream: Server-Sent Events lines → JSON events → the
+"""Reading an Anthropic event stream: JSON events (decoded by `sse.py`) → the
 provider-neutral `StreamEvent`s (`Assembler`), and a non-streamed Message replayed the same way.
 
 Usage is reported the way Anthropic counts it: `input_tokens` are the uncached input
@@ -46,47 +46,9 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
-class SSEDecoder:
-    """Line-level Server-Sent Events decoding: (`event:` name, joined `data:` lines) per event."""
-
-    def __init__(self) -> None:
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, line: str) -> tuple[str, str] | None:
-        if line == "":
-            return self.flush()
-        if line.startswith(":"):  # comment / keep-alive
-            return None
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
-        return None  # id:, retry: carry nothing we need
-
-    def flush(self) -> tuple[str, str] | None:
-        event, self._event = self._event, ""
-        if not self._data:
-            return None
-        data, self._data = "\n".join(self._data), []
-        return event, data
-
-
 def _malformed(data: Any) -> HarnessError:
     text = data if isinstance(data, str) else json.dumps(data)
     return HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"malformed chunk in stream: {text[:200]!r}")
-
-
-def parse_json(data: str) -> dict[str, Any]:
-    try:
-        chunk = json.loads(data)
-    except ValueError as exc:
-        raise _malformed(data) from exc
-    if not isinstance(chunk, dict):
-        raise _malformed(data)
-    return chunk
 
 
 @dataclass
