@@ -14,6 +14,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 
 from server.core.errors import ErrorKind, HarnessError
 
@@ -71,10 +72,10 @@ _DRAIN_MAX_LINES = 256
 _DRAIN_TIMEOUT_S = 5.0
 
 
-async def drain(lines: AsyncIterator[str], *, limit_s: float | None = None) -> None:
+async def drain(lines: AsyncIterator[Any], *, limit_s: float | None = None) -> None:
     """Read a stream body to its end after the end marker, so httpx hands the connection
     back to the pool: closing a half-read body closes the TCP connection, and every call
-    would pay a new handshake. Bounded in lines and time; a failure here costs only the
+    would pay a new handshake. Bounded in items (lines or chunks) and time; a failure here costs only the
     connection, never the (already complete) answer."""
     limit = min(limit_s, _DRAIN_TIMEOUT_S) if limit_s is not None else _DRAIN_TIMEOUT_S
     try:
@@ -118,7 +119,16 @@ async def open_stream(
     if first_token_timeout is not None:
         deadline = asyncio.get_running_loop().time() + first_token_timeout
     try:
-        request = client.build_request("POST", url, json=body, headers=headers, timeout=http_timeout)
+        # orjson rather than httpx's `json=` (the stdlib encoder): the body carries the whole
+        # conversation, encoded on every model call. The URL is parsed once per provider URL.
+        content = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        request = client.build_request(
+            "POST",
+            _parse_url(url),
+            content=content,
+            headers={"Content-Type": "application/json", **headers},
+            timeout=http_timeout,
+        )
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, TypeError, ValueError) as exc:
         # A bad base_url or a schema that is not JSON-serialisable: retrying cannot help.
         raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc
@@ -136,6 +146,11 @@ async def open_stream(
         finally:
             await response.aclose()
     return response, deadline
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_url(url: str) -> httpx.URL:
+    return httpx.URL(url)
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:

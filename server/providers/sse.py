@@ -55,11 +55,40 @@ def parse_json(data: str) -> dict[str, Any]:
     return chunk
 
 
+class LineSplitter:
+    """Bytes as they arrive → complete lines (without their ending: LF, CRLF or CR, as SSE
+    allows), decoded as UTF-8. Splitting before decoding is safe: CR and LF never occur
+    inside a multi-byte UTF-8 sequence."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        data = self._rest + chunk if self._rest else chunk
+        parts = data.splitlines(keepends=True)
+        # An unterminated last part waits for more; so does a trailing CR, which may be
+        # the first half of a CRLF split across two reads.
+        self._rest = parts.pop() if parts and not parts[-1].endswith(b"\n") else b""
+        return [_decode(p) for p in parts]
+
+    def close(self) -> list[str]:
+        rest, self._rest = self._rest, b""
+        return [_decode(rest)] if rest else []
+
+
+def _decode(line: bytes) -> str:
+    return line.rstrip(b"\r\n").decode(errors="replace")
+
+
 class SSEReader:
     """The events of one streamed response. The caller calls `first_token()` once real
     output arrived (keep-alives and bookkeeping events do not count) and `end()` at the end
     marker ([DONE], response.completed): the iteration then reads the body's remainder
-    without yielding it, and stops."""
+    without yielding it, and stops.
+
+    The body is read a network chunk at a time (each read under the stream timeouts) and
+    split into lines here: one chunk usually holds several events, so this is one timed
+    read per chunk rather than one per line through httpx's text and line decoders."""
 
     def __init__(
         self,
@@ -70,7 +99,7 @@ class SSEReader:
         first_token_timeout: float | None,
         idle_timeout: float | None,
     ) -> None:
-        self._lines = response.aiter_lines()
+        self._chunks = response.aiter_bytes()
         self.deadline = deadline
         self._base_url = base_url
         self._first_token_timeout = first_token_timeout
@@ -85,21 +114,26 @@ class SSEReader:
     async def events(self) -> AsyncIterator[tuple[str, str]]:
         """(event name, data) until the body ends; transport failures raise `HarnessError`."""
         decoder = SSEDecoder()
+        splitter = LineSplitter()
         while True:
-            line = await guard(
-                anext(self._lines, None),
+            chunk = await guard(
+                anext(self._chunks, None),
                 self.deadline,
                 base_url=self._base_url,
                 first_token_timeout=self._first_token_timeout,
                 idle_timeout=self._idle_timeout if self._started else None,
             )
-            item = decoder.flush() if line is None else decoder.feed(line)
-            if item is not None:
-                yield item
-                if self._ended:
-                    await drain(self._lines, limit_s=self._idle_timeout)
-                    return
-            if line is None:
+            for line in splitter.feed(chunk) if chunk is not None else splitter.close():
+                item = decoder.feed(line)
+                if item is not None:
+                    yield item
+                    if self._ended:
+                        await drain(self._chunks, limit_s=self._idle_timeout)
+                        return
+            if chunk is None:
+                item = decoder.flush()
+                if item is not None:
+                    yield item
                 return
 
     def end(self) -> None:

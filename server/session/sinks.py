@@ -9,8 +9,9 @@ attached to. Each extra is its own runtime-checkable protocol, so the session as
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from protocol.acp import ClientCapabilities
 from server.core.events import Event
@@ -110,12 +111,20 @@ class TrackingSink(Protocol):
     sessions: set[str]  # the session ids the connection is attached to (detached on close)
 
 
+# `isinstance` against a runtime-checkable Protocol walks the protocol's members on every
+# call (typing._get_protocol_attrs); the hub asks once per frame sent. The method-only
+# protocols are answered once per class instead: a sink's methods live on its class.
+@functools.cache
+def _class_has(cls: type, method: str) -> bool:
+    return callable(getattr(cls, method, None))
+
+
 def urgent(sink: object) -> UrgentSink | None:
-    return sink if isinstance(sink, UrgentSink) else None
+    return cast(UrgentSink, sink) if _class_has(type(sink), "send_urgent") else None
 
 
 def filtering(sink: object) -> FilteringSink | None:
-    return sink if isinstance(sink, FilteringSink) else None
+    return cast(FilteringSink, sink) if _class_has(type(sink), "supports_update") else None
 
 
 def requesting(sink: object) -> RequestingSink | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from server.tools.background import TaskOutput, Wait
@@ -38,5 +39,12 @@ def system_prompt_guidance(tools: Mapping[str, Tool] | Iterable[Tool]) -> str:
     """The "## Tools" section of the system prompt: one `- name: guidance` line per tool."""
     items = tools.values() if isinstance(tools, Mapping) else tools
     lines = ["## Tools"]
-    lines += [f"- {tool.name}: {' '.join(tool.guidance.split())}" for tool in items]
+    lines += [_guidance_line(tool.name, tool.guidance) for tool in items]
     return "\n".join(lines)
+
+
+# Built every model request (the system prompt), from the same few texts each time:
+# collapsing a long guidance text's whitespace is done once per distinct text.
+@functools.lru_cache(maxsize=512)
+def _guidance_line(name: str, guidance: str) -> str:
+    return f"- {name}: {' '.join(guidance.split())}"
