@@ -12,11 +12,21 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, insert, update
+from sqlalchemy import Connection, bindparam, delete, insert, update
 
 from server.store import queue_rows
 from server.store.models import EventRow, MessageRow, SessionRow
 from server.store.records import Batch
+
+# Built once: a statement made per commit pays its construction and its cache-key walk
+# (to find the compiled form) on every group commit; these carry their key memoised.
+_INSERT_EVENTS = insert(EventRow)
+_INSERT_MESSAGES = insert(MessageRow)
+_TOUCH_SESSIONS = (
+    update(SessionRow)
+    .where(SessionRow.id.in_(bindparam("touched_ids", expanding=True)))
+    .values(updated_at=bindparam("touched_at"))
+)
 
 
 def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None:
@@ -35,9 +45,9 @@ def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None
     # executemany of one cached statement: one driver call each (sqlite3's executemany,
     # asyncpg's pipelined executemany), nothing recompiled per batch size.
     if events:
-        conn.execute(insert(EventRow), events)
+        conn.execute(_INSERT_EVENTS, events)
     if messages:
-        conn.execute(insert(MessageRow), messages)
+        conn.execute(_INSERT_MESSAGES, messages)
     touched: list[str] = []
     for b in batches:
         if b.queue:
@@ -48,4 +58,4 @@ def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None
         elif b.events:
             touched.append(b.session_id)
     if touched:
-        conn.execute(update(SessionRow).where(SessionRow.id.in_(touched)).values(updated_at=now))
+        conn.execute(_TOUCH_SESSIONS, {"touched_ids": touched, "touched_at": now})

@@ -200,9 +200,7 @@ class Store:
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 
-    async def fork_session(
-        self, source: SessionRecord, new_id: str, up_to_seq: int
-    ) -> SessionRecord | None:
+    async def fork_session(self, source: SessionRecord, new_id: str, up_to_seq: int) -> SessionRecord | None:
         """A new session with the source's settings, its events up to `up_to_seq`, and the
         conversation as it stood then (messages record the seq they were written at).
         None, with nothing created, when the source was deleted meanwhile."""

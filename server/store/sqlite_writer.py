@@ -16,7 +16,7 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from server.store.batch_write import apply_batches
 from server.store.records import Batch
@@ -36,6 +36,7 @@ class SqliteWriter:
         self._checkpointing: asyncio.Future[None] | None = None
         self._since_checkpoint = 0
         self.checkpoints = 0  # for tests
+        self._conn: Connection | None = None  # the writer thread's own, kept between commits
 
     async def commit(self, batches: list[Batch], now: datetime) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self._commit, batches, now)
@@ -49,8 +50,25 @@ class SqliteWriter:
             )
 
     def _commit(self, batches: list[Batch], now: datetime) -> None:
-        with self.engine.begin() as conn:
-            apply_batches(conn, batches, now)
+        # One connection held by the writer thread (the only one that writes): checking one
+        # out of the pool and back in (with its reset) per commit was a good part of a
+        # commit's CPU. A failed commit drops it, so the next one starts on a fresh one.
+        if self._conn is None:
+            self._conn = self.engine.connect()
+        try:
+            with self._conn.begin():
+                apply_batches(self._conn, batches, now)
+        except BaseException:
+            self._drop_connection()
+            raise
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception as exc:  # already broken: the pool discards it
+                log.warning("closing the writer's connection failed: %s", exc)
 
     def _checkpoint(self) -> None:
         try:
@@ -67,6 +85,7 @@ class SqliteWriter:
             await self._checkpointing
         if self._checkpoint_conn is not None:
             await loop.run_in_executor(self._checkpoint_thread, self._checkpoint_conn.close)
+        await loop.run_in_executor(self._thread, self._drop_connection)
         await loop.run_in_executor(self._thread, self.engine.dispose)
         self._thread.shutdown(wait=False)
         self._checkpoint_thread.shutdown(wait=False)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, update
+from sqlalchemy.exc import OperationalError
 
 from server.store.db import Batch, Store, StoredEvent, alembic_config
 from server.store.engine import SCHEMA_HEAD
@@ -124,5 +126,38 @@ async def test_sqlite_checkpoints_the_wal_beside_the_commits_not_inside_them(tmp
             await store.commit([Batch("s0", events=[StoredEvent(seq, "plan", {"n": seq})])])
         await until(lambda: writer.checkpoints >= 1)  # a PASSIVE one, on a connection of its own
         assert await store.last_seq("s0") == 2 * CHECKPOINT_EVERY
+    finally:
+        await store.close()
+
+
+async def test_sqlite_writer_keeps_one_connection_and_replaces_it_after_a_failed_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'agentd.db'}")
+    try:
+        await store.migrate()
+        await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
+        checkouts: list[Any] = []
+        event.listen(store.commit_engine, "checkout", lambda *a: checkouts.append(a))
+        for seq in (1, 2, 3):
+            await store.commit([Batch("s0", events=[StoredEvent(seq, "plan", {"n": seq})])])
+        assert len(checkouts) <= 1  # held between commits, not checked out per commit
+        dialect = store.commit_engine.dialect
+        real = dialect.do_execute
+        failures: list[int] = []
+
+        def fail_once(*args: Any) -> None:
+            if not failures:
+                failures.append(1)
+                raise sqlite3.OperationalError("disk I/O error")
+            real(*args)
+
+        monkeypatch.setattr(dialect, "do_execute", fail_once)
+        with pytest.raises(OperationalError):
+            await store.commit([Batch("s0", events=[StoredEvent(4, "plan", {"n": 4})])])
+        before = len(checkouts)
+        await store.commit([Batch("s0", events=[StoredEvent(4, "plan", {"n": 4})])])
+        assert len(checkouts) == before + 1  # a fresh connection after the failure
+        assert [e.seq for e in await store.read_events("s0")] == [1, 2, 3, 4]
     finally:
         await store.close()
