@@ -9,13 +9,15 @@ The records it hands out are in `records.py`; opening the engines and migrations
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, delete, func, insert, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.core.modes import SqliteSynchronous
 from server.store import queue_rows
@@ -57,6 +59,11 @@ class Store:
         # is a synchronous one used from a thread of its own (`sqlite_writer`).
         self.write_engine = write_engine or engine
         self.sqlite_writer = sqlite_writer
+        # The write engine's one connection, held between group commits (Postgres): a pool
+        # checkout and check-in per commit was a good part of its CPU. Dropped on any
+        # failure, so the retry starts on a fresh connection.
+        self._write_conn: AsyncConnection | None = None
+        self._write_lock = asyncio.Lock()
 
     @classmethod
     async def open(
@@ -76,6 +83,7 @@ class Store:
         return self.write_engine.sync_engine
 
     async def close(self) -> None:
+        await self._drop_write_conn()
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()
@@ -183,8 +191,26 @@ class Store:
         if self.sqlite_writer is not None:
             await self.sqlite_writer.commit(batches, now)
             return
-        async with self.write_engine.begin() as conn:
-            await conn.run_sync(apply_batches, batches, now)
+        if self.write_engine is self.engine:  # one shared engine (in-memory SQLite)
+            async with self.write_engine.begin() as conn:
+                await conn.run_sync(apply_batches, batches, now)
+            return
+        async with self._write_lock:
+            if self._write_conn is None:
+                self._write_conn = await self.write_engine.connect()
+            conn = self._write_conn
+            try:
+                async with conn.begin():
+                    await conn.run_sync(apply_batches, batches, now)
+            except BaseException:
+                await self._drop_write_conn()
+                raise
+
+    async def _drop_write_conn(self) -> None:
+        conn, self._write_conn = self._write_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # already broken: the pool discards it
+                await conn.close()
 
     async def sessions_with_queued_prompts(self) -> list[str]:
         """Sessions whose queue is not empty (to resume them at start-up)."""
