@@ -10,7 +10,9 @@ through `AsyncConnection.run_sync` on Postgres.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, insert, update
 
@@ -53,9 +55,25 @@ def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None
         if b.queue:
             queue_rows.apply(conn, b.session_id, b.queue)
         if b.session_fields:
-            values = {**b.session_fields, "updated_at": now}
-            conn.execute(update(SessionRow).where(SessionRow.id == b.session_id).values(**values))
+            _update_session(conn, b.session_id, {**b.session_fields, "updated_at": now})
         elif b.events:
             touched.append(b.session_id)
     if touched:
         conn.execute(_TOUCH_SESSIONS, {"touched_ids": touched, "touched_at": now})
+
+
+def _update_session(conn: Connection, session_id: str, values: dict[str, Any]) -> None:
+    # Bound as `.values(**values)` bound them (each column's type; a None on a JSON column
+    # is JSON null either way), through one statement per set of columns.
+    params = {f"v_{k}": v for k, v in values.items()}
+    conn.execute(_session_update(tuple(sorted(values))), {"sid": session_id, **params})
+
+
+@functools.lru_cache(maxsize=64)
+def _session_update(columns: tuple[str, ...]) -> Any:
+    """One statement per set of columns a turn updates (a handful): built and keyed once."""
+    return (
+        update(SessionRow)
+        .where(SessionRow.id == bindparam("sid"))
+        .values({c: bindparam(f"v_{c}") for c in columns})
+    )

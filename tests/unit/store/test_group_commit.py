@@ -161,3 +161,17 @@ async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_co
         assert [e.seq for e in await store.read_events("s0")] == [1, 2, 3, 4]
     finally:
         await store.close()
+
+
+async def test_session_fields_through_the_cached_statement(store: Store) -> None:
+    # The same set of columns twice (the second through the statement built once), then
+    # another set with a None.
+    for n in (1, 2):
+        await store.commit([Batch("s0", session_fields={"goal": {"n": n}, "title": f"t{n}"})])
+        got = await store.get_session("s0")
+        assert got is not None and (got.goal, got.title) == ({"n": n}, f"t{n}")
+    await store.commit([Batch("s0", session_fields={"goal": None, "usage": {"in": 3}})])
+    got = await store.get_session("s0")
+    assert got is not None and (got.goal, got.usage, got.title) == (None, {"in": 3}, "t2")
+    other = await store.get_session("s1")
+    assert other is not None and (other.goal, other.title) == (None, None)  # only its own row
