@@ -14,16 +14,20 @@ with the history it carries — `--long-session` shows by how much):
 Reported per kind: server CPU per turn (user + system time of the server process from
 /proc over the measured turns / turns), latency p50/p99 as the client sees it, the fake
 model's own time (a direct streaming request, p50) and the server-added latency
-(turn p50 − model calls × model p50). Targets: ≤ 3 ms CPU per trivial turn, server-added
-p50 ≤ 3 ms.
+(turn p50 − model calls × model p50); and per turn the WebSocket frames the client got
+(the reply included), durable events appended and group commits (both from /metrics: all
+sessions, but only this client's turns run). Targets: ≤ 3 ms CPU per trivial turn,
+server-added p50 ≤ 3 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import time
+import urllib.request
 
 from turnkit import TOOL_MARK, Server, agentd_server, backends, model_process, model_time, pct
 
@@ -33,11 +37,25 @@ CPU_TARGET_MS = 3.0
 ADDED_TARGET_MS = 3.0
 
 
+def counters(server: Server) -> tuple[float, float]:
+    """(durable events appended, group commits) so far, from the server's /metrics."""
+    with urllib.request.urlopen(f"{server.base}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+
+    def value(name: str) -> float:
+        found = re.search(rf"^{name} (\S+)$", text, re.M)
+        return float(found.group(1)) if found else float("nan")
+
+    return value("agentd_events_total"), value("agentd_db_flush_seconds_count")
+
+
 async def run_turns(
     server: Server, client: WsClient, sids: list[str], text: str, per_session: int
-) -> tuple[list[float], float]:
-    """`per_session` sequential turns in each session in turn; (latencies in s, server CPU s)."""
+) -> tuple[list[float], float, int]:
+    """`per_session` sequential turns in each session in turn; (latencies in s, server CPU s,
+    frames the server sent)."""
     latencies = []
+    frames = 0
     cpu0 = server.cpu_s()
     for sid in sids:
         for _ in range(per_session):
@@ -48,8 +66,9 @@ async def run_turns(
                 raise SystemExit(f"turn ended with {result}")
             while not client.notifications.empty():  # bounded: the figures need no updates
                 client.notifications.get_nowait()
-        client.frames.clear()
-    return latencies, server.cpu_s() - cpu0
+            frames += len(client.frames)
+            client.frames.clear()
+    return latencies, server.cpu_s() - cpu0, frames
 
 
 async def new_sessions(server: Server, client: WsClient, n: int) -> list[str]:
@@ -65,8 +84,10 @@ async def bench(kind: str, model_url: str, model_p50_ms: float, args: argparse.N
             # fresh sessions every `per_session` turns keep the figure about a short session.
             sids = await new_sessions(server, client, -(-args.turns // args.per_session))
             await run_turns(server, client, sids, text, 1)  # warm: each session loaded, once prompted
-            lat, cpu = await run_turns(server, client, sids, text, args.per_session)
+            events0, commits0 = counters(server)
+            lat, cpu, frames = await run_turns(server, client, sids, text, args.per_session)
             turns = len(lat)
+            events1, commits1 = counters(server)
             cpu_ms = cpu * 1000 / turns
             added = statistics.median(lat) * 1000 - calls * model_p50_ms
             target = f" (target ≤ {CPU_TARGET_MS:.0f})" if label == "trivial" else ""
@@ -74,9 +95,12 @@ async def bench(kind: str, model_url: str, model_p50_ms: float, args: argparse.N
             print(f"{kind:<8} {label:<8} turns={turns} cpu/turn={cpu_ms:.2f} ms{target} "
                   f"p50={pct(lat, 50):.2f} ms p99={pct(lat, 99):.2f} ms "
                   f"server-added p50={added:.2f} ms{added_target}", flush=True)  # fmt: skip
+            print(f"{'':<8} {label:<8} per turn: frames sent={frames / turns:.1f} "
+                  f"durable events={(events1 - events0) / turns:.1f} "
+                  f"group commits={(commits1 - commits0) / turns:.2f}", flush=True)  # fmt: skip
         if args.long_session:
             sid = (await new_sessions(server, client, 1))[0]
-            lat, cpu = await run_turns(server, client, [sid], "hi", args.long_session)
+            lat, cpu, _ = await run_turns(server, client, [sid], "hi", args.long_session)
             print(f"{kind:<8} one session, {args.long_session} trivial turns: "
                   f"cpu/turn={cpu * 1000 / len(lat):.2f} ms, first 10 p50={pct(lat[:10], 50):.2f} ms, "
                   f"last 10 p50={pct(lat[-10:], 50):.2f} ms", flush=True)  # fmt: skip
