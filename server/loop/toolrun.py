@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 import jsonschema
+import orjson
 
 from server.core.conversation import Message, ToolCall
 from server.core.permission import PermissionOptionKind, PermissionOutcome
@@ -99,13 +101,40 @@ def _parse(ctx: TurnContext, slot: _Slot) -> None:
     if not isinstance(args, dict):
         slot.result = ToolResult("Arguments must be a JSON object.", is_error=True)
         return
-    try:
-        jsonschema.validate(args, tool.parameters)
-    except jsonschema.ValidationError as exc:
+    exc = argument_error(args, tool.parameters)
+    if exc is not None:
         where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
         slot.result = ToolResult(f"Invalid arguments for {tool.name} ({where}): {exc.message}", is_error=True)
         return
     slot.args = args
+
+
+def argument_error(args: dict[str, Any], schema: dict[str, Any]) -> jsonschema.ValidationError | None:
+    """The error `jsonschema.validate(args, schema)` would raise (its best match), or None.
+    `validate` checks the schema against its metaschema and builds a validator on every
+    call — ~2 ms per tool call; the checked validator is kept per schema instead (keyed by
+    its JSON text, so a tool whose schema changes gets a new one). An invalid schema still
+    raises `SchemaError`, every time."""
+    try:
+        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON-serialisable (no tool's schema is): the uncached way
+        try:
+            jsonschema.validate(args, schema)
+        except jsonschema.ValidationError as exc:
+            return exc
+        return None
+    error: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(
+        _validator(key).iter_errors(args)
+    )
+    return error
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: bytes) -> Any:
+    schema = orjson.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def _announcement(ctx: TurnContext, slot: _Slot) -> ToolCallAnnounced:
