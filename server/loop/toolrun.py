@@ -101,10 +101,12 @@ def _parse(ctx: TurnContext, slot: _Slot) -> None:
     if not isinstance(args, dict):
         slot.result = ToolResult("Arguments must be a JSON object.", is_error=True)
         return
-    exc = argument_error(args, tool.parameters)
-    if exc is not None:
-        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-        slot.result = ToolResult(f"Invalid arguments for {tool.name} ({where}): {exc.message}", is_error=True)
+    error = argument_error(args, tool.parameters)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        slot.result = ToolResult(
+            f"Invalid arguments for {tool.name} ({where}): {error.message}", is_error=True
+        )
         return
     slot.args = args
 

@@ -9,7 +9,6 @@ attached to. Each extra is its own runtime-checkable protocol, so the session as
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
@@ -114,9 +113,15 @@ class TrackingSink(Protocol):
 # `isinstance` against a runtime-checkable Protocol walks the protocol's members on every
 # call (typing._get_protocol_attrs); the hub asks once per frame sent. The method-only
 # protocols are answered once per class instead: a sink's methods live on its class.
-@functools.cache
+_CLASS_HAS: dict[tuple[type, str], bool] = {}  # bounded: a few sink classes × two methods
+
+
 def _class_has(cls: type, method: str) -> bool:
-    return callable(getattr(cls, method, None))
+    key = (cls, method)
+    found = _CLASS_HAS.get(key)
+    if found is None:
+        found = _CLASS_HAS[key] = callable(getattr(cls, method, None))
+    return found
 
 
 def urgent(sink: object) -> UrgentSink | None:
