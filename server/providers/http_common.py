@@ -126,7 +126,9 @@ async def open_stream(
             "POST",
             _parse_url(url),
             content=content,
-            headers={"Content-Type": "application/json", **headers},
+            headers=headers
+            if _has_content_type(headers)
+            else {**headers, "Content-Type": "application/json"},
             timeout=http_timeout,
         )
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, TypeError, ValueError) as exc:
@@ -146,6 +148,10 @@ async def open_stream(
         finally:
             await response.aclose()
     return response, deadline
+
+
+def _has_content_type(headers: Mapping[str, str]) -> bool:
+    return any(name.lower() == "content-type" for name in headers)
 
 
 @functools.lru_cache(maxsize=64)
