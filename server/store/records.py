@@ -68,6 +68,7 @@ class Batch:
         )
 
 
+
 def utc(value: datetime) -> datetime:
     # SQLite hands back naive datetimes; everything agentd stores is UTC.
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
