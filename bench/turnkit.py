@@ -35,16 +35,20 @@ MODEL = "bench-model"
 TOOL_MARK = "USE_A_TOOL"  # a prompt containing this gets a read_file call, then the answer
 ANSWER = "Hello there, all is well."
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+CHUNK_WIDTH = 7  # digits of a numbered chunk
 
 
 # -- the fake model (own process) ----------------------------------------------------------
 
 
-def serve_model() -> None:
-    """Run the fake model until stdin closes; prints its base URL first."""
+def serve_model(chunks: int = 0) -> None:
+    """Run the fake model until stdin closes; prints its base URL first. `chunks` > 0: the
+    answer is that many numbered chunks instead (`numbered_answer`, bench/fanout.py)."""
     from tests.support.fakes.openai_server import Completion, FakeOpenAI, ToolCallScript
 
-    text = Completion.from_text(ANSWER, chunk_size=6)
+    text = (
+        Completion(content=numbered_answer(chunks)) if chunks else Completion.from_text(ANSWER, chunk_size=6)
+    )
     call = ToolCallScript(id="call_1", name="read_file", arguments='{"path": "README.md"}')
     tool = Completion(tool_calls=[call])
 
@@ -66,11 +70,17 @@ def serve_model() -> None:
         sys.stdin.read()
 
 
+def numbered_answer(chunks: int) -> list[str]:
+    """An answer of `chunks` chunks, chunk i being `i` in CHUNK_WIDTH digits: a client can
+    tell which chunk it got (order, loss, duplicates) without any other bookkeeping."""
+    return [f"{i:0{CHUNK_WIDTH}d}" for i in range(chunks)]
+
+
 @contextmanager
-def model_process() -> Iterator[str]:
+def model_process(chunks: int = 0) -> Iterator[str]:
     """The fake model in a subprocess; yields its base URL (…/v1)."""
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__)), "--serve-model"],
+        [sys.executable, str(Path(__file__)), "--serve-model", str(chunks)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     try:
@@ -246,4 +256,4 @@ def pct(values: list[float], p: float) -> float:
 
 
 if __name__ == "__main__" and "--serve-model" in sys.argv:
-    serve_model()
+    serve_model(int(sys.argv[2]) if len(sys.argv) > 2 else 0)

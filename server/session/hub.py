@@ -6,6 +6,9 @@ outgoing queue without ever awaiting, so a slow client cannot slow the actor or 
 other clients. While a subscriber is catching up from the store (server/session/replay.py)
 it buffers live events — at most `buffer_limit`; past that the buffer is discarded and
 the replay reads the store further — and then goes live without gap or duplicate.
+
+A published event is rendered and encoded once for all the live subscribers that get the
+same frames (`Shared`): each client's connection queues the same text (`EncodedSink`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from server.core.events import Event, EventKind
-from server.session.sinks import Frame, FrameSink, Renderer, filtering, urgent
+from server.session.sinks import Frame, FrameSink, Renderer, encoded, filtering, urgent
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
 DEFAULT_BUFFER_LIMIT = 10_000  # events; the server sets it to `client_buffer_frames`
@@ -24,11 +27,46 @@ _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
 log = logging.getLogger(__name__)
 
 
+class Shared:
+    """One published event's frames, rendered for a client at `last_seq`, and their encoded
+    text: made by the first subscriber that needs them and reused by every other one that
+    gets the very same frames (the same event and cursor, no per-client change)."""
+
+    __slots__ = ("event", "frames", "last_seq", "texts")
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        self.last_seq = -1
+        self.frames: list[Frame] = []
+        self.texts: list[str | None] = []
+
+    def live(self, renderer: Renderer, last_seq: int) -> list[Frame]:
+        if last_seq != self.last_seq:  # all live clients normally share one cursor
+            self.frames = renderer.live(self.event, last_seq)
+            self.texts = [None] * len(self.frames)
+            self.last_seq = last_seq
+        return self.frames
+
+    def text(self, renderer: Renderer, frame: Frame) -> str | None:
+        """The encoded text of `frame` if it is one of the shared frames (by identity:
+        a client-specific frame is never mistaken for a shared one), else None."""
+        for i, (_, params) in enumerate(self.frames):
+            if params is frame[1]:
+                text = self.texts[i]
+                if text is None:
+                    text = self.texts[i] = renderer.encode(self.frames[i])
+                return text
+        return None
+
+
 class Subscriber:
     def __init__(self, sink: FrameSink, session_id: str = "", *, render: Renderer) -> None:
         self.sink = sink
         self.session_id = session_id
         self.renderer = render  # the wire shape (server/transport/render.py)
+        self._encoded = encoded(sink)  # takes frames encoded once for all clients
+        self._filtering = filtering(sink)  # once: a Protocol isinstance costs µs per frame
+        self._shared: Shared | None = None  # the publish being delivered (`_send`)
         self._buffer: list[Event] | None = []  # None once live
         self.last_seq = 0
         self.attached_seq = 0  # the session's last seq when it subscribed (set by the actor)
@@ -47,7 +85,7 @@ class Subscriber:
         self.snapshot: dict[str, Any] = {}
         self.partials: list[tuple[EventKind, str, str]] = []
 
-    def deliver(self, event: Event) -> None:
+    def deliver(self, event: Event, shared: Shared | None = None) -> None:
         if self.dropped:
             return
         if self._buffer is not None:
@@ -56,7 +94,7 @@ class Subscriber:
                 self._overflowed = True
             self._buffer.append(event)
             return
-        self._send(event)
+        self._send(event, shared)
 
     @property
     def replaying(self) -> bool:
@@ -124,8 +162,17 @@ class Subscriber:
         for ev in buffered[_covered(buffered, replayed_up_to) :]:
             self._send(ev)
 
-    def _send(self, event: Event) -> None:
-        self._emit(*self._render(event))
+    def _send(self, event: Event, shared: Shared | None = None) -> None:
+        self._shared = shared if shared is not None and shared.event is event else None
+        try:
+            self._emit(*self._render(event))
+        finally:
+            self._shared = None
+
+    def _live(self, event: Event) -> list[Frame]:
+        if self._shared is not None and event is self._shared.event:
+            return self._shared.live(self.renderer, self.last_seq)
+        return self.renderer.live(event, self.last_seq)
 
     def _render(self, event: Event) -> tuple[list[Frame], int]:
         """The frames for `event` (updating what this client has been sent), and the
@@ -139,7 +186,7 @@ class Subscriber:
             return [], delivered  # the sender already has its own prompt
         if event.kind in _CHUNKS:
             return self._render_chunk(event, event.payload["messageId"]), self.last_seq
-        frames = self.renderer.live(event, self.last_seq)
+        frames = self._live(event)
         if event.kind in _FINALS:
             mid = event.payload["messageId"]
             seen = self._delivered.pop(mid, None) is not None
@@ -175,17 +222,25 @@ class Subscriber:
                 {**event.payload, "text": text[already:], "offset": offset + already},
             )
         self._delivered[mid] = offset + len(text)
-        return self._for_client(event, self.renderer.live(event, self.last_seq))
+        return self._for_client(event, self._live(event))
 
     def _for_client(self, event: Event, frames: list[Frame]) -> list[Frame]:
-        client = filtering(self.sink)
+        client = self._filtering
         if client is not None:
             frames = self.renderer.for_client(frames, event, client.supports_update, self.last_seq)
         return frames
 
     def _emit(self, frames: list[Frame], delivered: int) -> None:
         for method, params in frames:
-            if not self.sink.send_notification(method, params):
+            text = None
+            if self._shared is not None and self._encoded is not None:
+                text = self._shared.text(self.renderer, (method, params))
+            if text is None:
+                sent = self.sink.send_notification(method, params)
+            else:
+                assert self._encoded is not None
+                sent = self._encoded.send_encoded(text)
+            if not sent:
                 self.dropped = True
                 log.warning("client %s fell behind; it is told to resync", self.sink.id)
                 resync = urgent(self.sink)
@@ -216,8 +271,9 @@ class EventHub:
         return self._subscribers.get(sink_id)
 
     def publish(self, event: Event) -> None:
+        shared = Shared(event)  # rendered and encoded once for every client that gets the same
         for sid, sub in list(self._subscribers.items()):
-            sub.deliver(event)
+            sub.deliver(event, shared)
             if sub.dropped:
                 self._subscribers.pop(sid, None)
                 if self._on_drop is not None:

@@ -58,6 +58,10 @@ class Renderer(Protocol):
         """`frames` as a client that supports only some updates may receive them."""
         ...
 
+    def encode(self, frame: Frame) -> str:
+        """The notification's JSON-RPC text, as an `EncodedSink` sends it."""
+        ...
+
     def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
         """Tells a client to resync from the last durable event it got."""
         ...
@@ -81,6 +85,14 @@ class Renderer(Protocol):
 class UrgentSink(Protocol):
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:
         """Goes out ahead of a full buffer (a `resync_required`)."""
+        ...
+
+
+@runtime_checkable
+class EncodedSink(Protocol):
+    def send_encoded(self, text: str) -> bool:
+        """`send_notification` of a frame already encoded (`Renderer.encode`), the same
+        text for every client: one encoding per event, not one per client."""
         ...
 
 
@@ -126,6 +138,10 @@ def _class_has(cls: type, method: str) -> bool:
 
 def urgent(sink: object) -> UrgentSink | None:
     return cast(UrgentSink, sink) if _class_has(type(sink), "send_urgent") else None
+
+
+def encoded(sink: object) -> EncodedSink | None:
+    return sink if isinstance(sink, EncodedSink) else None
 
 
 def filtering(sink: object) -> FilteringSink | None:

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CLOSE = object()
+# Frames a writer sends in a row before letting the other writers run: a session's burst
+# then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
+WRITER_SLICE = 16
 
 
 class Channel(Protocol):
@@ -82,6 +85,17 @@ class Connection:
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
         return self.send_message(notification(method, params))
 
+    def send_encoded(self, text: str) -> bool:
+        """A notification already encoded once for every client of the session
+        (`render.encode_notification`, the same text `send_notification` would queue)."""
+        if self.closed:
+            return False
+        try:
+            self._out.put_nowait(text)
+            return True
+        except asyncio.QueueFull:
+            return False
+
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:
         """Goes out ahead of the (full) outgoing buffer: a `resync_required` must reach a
         client that fell behind even though nothing else fits any more."""
@@ -112,11 +126,24 @@ class Connection:
             self._pending.pop(req_id, None)
 
     async def _writer(self) -> None:
+        burst = 0  # frames sent since this task last let others run
         while True:
-            frame = self._urgent.popleft() if self._urgent else await self._out.get()
+            if self._urgent:
+                frame = self._urgent.popleft()
+            elif self._out.empty():
+                burst = 0  # the get below waits: the other writers run meanwhile
+                frame = await self._out.get()
+            else:
+                frame = self._out.get_nowait()
             if frame is _CLOSE:
                 return
-            await self.ws.send_text(frame)
+            await self.ws.send_text(frame)  # returns without waiting while the socket takes it
+            burst += 1
+            if burst >= WRITER_SLICE:
+                # Let the other clients' writers send theirs: a session's burst of frames
+                # then reaches all its clients together instead of one client after another.
+                burst = 0
+                await asyncio.sleep(0)
 
     # ------------------------------------------------------------------ incoming
 

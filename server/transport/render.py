@@ -13,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from protocol import outgoing
 from protocol.acp import chunk_update, session_notification
+from protocol.jsonrpc import notification
 from protocol.methods import Notification
 from server.core.events import Event, EventKind
 from server.session.local_commands import Advertised
@@ -152,6 +155,11 @@ def attach_frames(event: Event) -> list[Frame]:
     return live_frames(event, event.seq or 0)
 
 
+def encode_notification(method: str, params: dict[str, Any]) -> str:
+    """A notification as the JSON-RPC text a WebSocket (or stdio) connection sends."""
+    return orjson.dumps(notification(method, params)).decode()
+
+
 def available_commands_frame(session_id: str, commands: list[Advertised], seq: int) -> Frame:
     """ACP `available_commands_update` for one client (transient: at the session's last seq)."""
     entries: list[dict[str, Any]] = []
@@ -184,6 +192,9 @@ class AcpRenderer:
         self, frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
     ) -> list[Frame]:
         return for_client(frames, event, supports, last_seq)
+
+    def encode(self, frame: Frame) -> str:
+        return encode_notification(*frame)
 
     def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
         out = outgoing.resync_required(session_id, last_seq, reason)

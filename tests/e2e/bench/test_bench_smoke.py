@@ -60,3 +60,15 @@ def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None
     assert re.search(r"^turns=5 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
     assert re.search(r"^httpcore current_async_library: [\d.]+ calls/turn", out, re.M), out
     assert len(re.findall(r"^ +\d+ µs +[\d.]+ % ", out, re.M)) >= 10, out
+
+
+def test_fanout_bench_smoke_prints_rate_spread_cpu_and_no_lost_frames() -> None:
+    out = _run("fanout.py")
+    for clients in (1, 3):
+        line = (
+            rf"^sqlite +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
+            r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
+            r"lost=0 duplicated=0 out_of_order=0 "
+        )
+        assert re.search(line, out, re.M), out
+    assert re.search(r"^postgres +clients=3 |^postgres skipped", out, re.M), out

@@ -209,3 +209,51 @@ async def _exercise(server: Any, alice: Any, bob: Any, stalled: RawWs, sid: str)
     assert durable_seqs(frames[start:], sid) == [s for s in await stored_seqs(server, sid) if s > last]
     assert not any(f.get("method") == RESYNC for f in frames[start:])
     assert all(is_durable(f) or "seq" not in (f.get("params") or {}) for f in frames)
+
+
+async def _watch_raw(base_url: str, session_id: str, attached: asyncio.Event) -> list[str]:
+    """A client attached to the session that keeps the raw text of every frame it gets
+    after the attach's answer, up to the end of the turn."""
+    from websockets.asyncio.client import connect
+
+    async with connect(base_url.replace("http://", "ws://") + "/acp", max_size=None) as ws:
+        await ws.send(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+        )
+        params = {"sessionId": session_id, "afterSeq": 0}
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": ATTACH, "params": params}))
+        while (msg := json.loads(await ws.recv())).get("id") != 2 or "method" in msg:
+            pass
+        attached.set()
+        texts: list[str] = []
+        async with asyncio.timeout(60):
+            while '"turn_ended"' not in (text := str(await ws.recv())):
+                texts.append(text)
+        return texts
+
+
+async def test_two_clients_of_one_session_receive_identical_frames(
+    server_factory: Any, workspace: Path
+) -> None:
+    """Each event is encoded once for all clients: both watchers get the same text, frame
+    for frame (the streamed chunks and everything else of the turn)."""
+    answer = "".join(f"[{i:03d}]" for i in range(60))
+    provider = scripted({"text": answer, "chunk_size": 5})
+    async with server_factory(provider) as server:
+        alice = await server.client()
+        try:
+            sid = await new_session(alice, workspace)
+            ready = [asyncio.Event(), asyncio.Event()]
+            watchers = [asyncio.create_task(_watch_raw(server.base_url, sid, r)) for r in ready]
+            async with asyncio.timeout(30):
+                await asyncio.gather(*(r.wait() for r in ready))
+            result = await asyncio.wait_for(alice.call("session/prompt", text_prompt(sid, "go")), 60)
+            assert result["stopReason"] == "end_turn"
+            first, second = await asyncio.gather(*watchers)
+        finally:
+            await alice.close()
+    live = [t for t in first if '"available_commands_update"' not in t]  # sent per attach
+    chunks = [json.loads(t) for t in live if '"agent_message_chunk"' in t]
+    assert "".join(c["params"]["update"]["content"]["text"] for c in chunks) == answer
+    assert len(chunks) == len(answer) // 5
+    assert [t for t in second if '"available_commands_update"' not in t] == live

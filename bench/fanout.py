@@ -1,0 +1,248 @@
+"""Fan-out: one session streaming a long answer to N WebSocket clients (prints figures; no asserts).
+
+    .venv/bin/python bench/fanout.py [--clients 1,10,50,200] [--chunks 2000] [--turns 2]
+                                     [--procs 4] [--db sqlite,postgres] [--smoke]
+
+A real `agentd serve` subprocess (SQLite, then a fresh Postgres database when reachable)
+with the OpenAI provider pointed at a fake model in its own process that streams a
+`--chunks`-chunk answer (chunk i is the number i: turnkit.numbered_answer). N WebSocket
+clients run in `--procs` client processes of their own (neither the server nor the prompting
+process), each a lean raw `websockets` client that attaches to the session
+(`_agentd/session/attach`), and on every frame only looks for `agent_message_chunk` (then
+reads the chunk's number) or the `turn_ended` event. The prompt goes over `POST /rpc` from
+this process, which is not attached: every delivery counted is one to a measured client.
+
+Reported per N (over `--turns` turns after a warm-up turn; the figures of all turns together):
+- deliveries/s: chunk frames received by all clients / (last delivery − first delivery);
+- spread p50/p99: per chunk, last client's arrival − first client's arrival
+  (time.monotonic() is CLOCK_MONOTONIC, comparable across processes on Linux);
+- server CPU per delivery (user + system time of the server process over the turns /
+  deliveries; includes the turn itself, which is small beside N × chunks);
+- lost / duplicated / out-of-order chunks over all clients (must all be 0).
+Targets: ≥ 50,000 deliveries/s at 50 clients, spread p99 ≤ 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from turnkit import CHUNK_WIDTH, CLK_TCK, Server, agentd_server, backends, model_process, pct
+
+RATE_TARGET = 50_000  # deliveries/s at 50 clients
+SPREAD_TARGET_MS = 50.0
+
+
+# -- a client process: n lean WebSocket clients ---------------------------------------------
+
+
+class Counter:
+    """What one client received during one turn."""
+
+    def __init__(self, chunks: int) -> None:
+        self.times = [0.0] * chunks  # arrival time of chunk i (0: not received)
+        self.next = 0  # the chunk expected next
+        self.received = self.duplicated = self.out_of_order = 0
+        self.ended = asyncio.Event()
+
+    def chunk(self, text: str, now: float) -> None:
+        for at in range(0, len(text), CHUNK_WIDTH):  # one chunk normally; more if coalesced
+            i = int(text[at : at + CHUNK_WIDTH])
+            self.received += 1
+            if self.times[i]:
+                self.duplicated += 1
+                continue
+            if i != self.next:
+                self.out_of_order += 1
+            self.times[i] = now
+            self.next = i + 1
+
+
+async def _client(url: str, sid: str, counters: list[Counter], slot: int, ready: asyncio.Event) -> None:
+    import orjson
+    from websockets.asyncio.client import connect
+
+    async with connect(url, max_size=None, compression=None) as ws:
+        for i, (method, params) in enumerate(
+            (("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
+             ("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0}))
+        ):  # fmt: skip
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
+            while '"id":' + str(i) not in (reply := str(await ws.recv())) or '"method"' in reply:
+                pass  # the attach's snapshot and replay come before its response
+        ready.set()
+        async for text in ws:
+            if '"agent_message_chunk"' in text:
+                now = time.monotonic()
+                msg = orjson.loads(text)
+                counters[slot].chunk(msg["params"]["update"]["content"]["text"], now)
+            elif '"turn_ended"' in text:
+                counters[slot].ended.set()
+
+
+async def client_process(url: str, sid: str, n: int, chunks: int) -> None:
+    """Stdin: one line per turn ("turn": reset and answer "armed"; then the turn's figures
+    as one JSON line once every client saw it end). EOF ends the process."""
+    counters = [Counter(chunks) for _ in range(n)]
+    readies = [asyncio.Event() for _ in range(n)]
+    tasks = [asyncio.create_task(_client(url, sid, counters, k, readies[k])) for k in range(n)]
+    await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 120)
+    print("ready", flush=True)
+    while (await asyncio.to_thread(sys.stdin.readline)).strip() == "turn":
+        counters[:] = [Counter(chunks) for _ in range(n)]
+        print("armed", flush=True)
+        await asyncio.wait_for(asyncio.gather(*(c.ended.wait() for c in counters)), 600)
+        first = [min((c.times[i] for c in counters if c.times[i]), default=0.0) for i in range(chunks)]
+        last = [max((c.times[i] for c in counters), default=0.0) for i in range(chunks)]
+        out = {
+            "first": first,
+            "last": last,
+            "received": sum(c.received for c in counters),
+            "lost": sum(chunks - sum(1 for t in c.times if t) for c in counters),
+            "duplicated": sum(c.duplicated for c in counters),
+            "out_of_order": sum(c.out_of_order for c in counters),
+        }
+        print(json.dumps(out), flush=True)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+# -- the driver ----------------------------------------------------------------------------
+
+
+def loadavg() -> str:
+    """The 1-minute load average (the machine may be shared: figures go with it)."""
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+def sys_cpu_s(server: Server) -> float:
+    """The server's system (kernel) CPU so far: the socket writes, one per frame per client."""
+    return int(Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()[12]) / CLK_TCK
+
+
+def _spawn(url: str, sid: str, n: int, chunks: int) -> subprocess.Popen[str]:
+    cmd = [sys.executable, str(Path(__file__)), "--client-process", url, sid, str(n), str(chunks)]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+async def _line(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    line = await asyncio.to_thread(proc.stdout.readline)
+    if not line:
+        raise SystemExit(f"a client process ended (exit {proc.wait()})")
+    return line
+
+
+async def rpc(http: Any, method: str, params: dict[str, Any]) -> Any:
+    resp = await http.post("/rpc", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    body = resp.json()
+    if "result" not in body:
+        raise SystemExit(f"{method} failed: {body}")
+    return body["result"]
+
+
+async def one_count(server: Server, http: Any, n: int, args: argparse.Namespace) -> str:
+    sid = (await rpc(http, "session/new", {"cwd": str(server.workspace), "mcpServers": []}))["sessionId"]
+    procs = min(args.procs, n)
+    url = server.base.replace("http://", "ws://") + "/acp"
+    workers = [_spawn(url, sid, n // procs + (k < n % procs), args.chunks) for k in range(procs)]
+    try:
+        for w in workers:
+            if (await _line(w)).strip() != "ready":
+                raise SystemExit("a client process did not get ready")
+        spreads: list[float] = []
+        totals = {"received": 0, "lost": 0, "duplicated": 0, "out_of_order": 0}
+        cpu = sys_cpu = elapsed = 0.0
+        for turn in range(args.turns + 1):  # the first warms up (loads the session, connects the model)
+            for w in workers:
+                assert w.stdin is not None
+                w.stdin.write("turn\n")
+                w.stdin.flush()
+            for w in workers:
+                if (await _line(w)).strip() != "armed":
+                    raise SystemExit("a client process did not arm")
+            cpu0, sys0 = server.cpu_s(), sys_cpu_s(server)
+            result = await rpc(
+                http, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+            )
+            if result.get("stopReason") != "end_turn":
+                raise SystemExit(f"turn ended with {result}")
+            outs = [json.loads(await _line(w)) for w in workers]
+            if turn == 0:
+                continue
+            cpu += server.cpu_s() - cpu0
+            sys_cpu += sys_cpu_s(server) - sys0
+            for key in totals:
+                totals[key] += sum(o[key] for o in outs)
+            firsts = [min((t for o in outs if (t := o["first"][i])), default=0.0) for i in range(args.chunks)]
+            lasts = [max(o["last"][i] for o in outs) for i in range(args.chunks)]
+            spreads += [b - a for a, b in zip(firsts, lasts, strict=True) if a]
+            seen = [t for t in firsts if t]
+            elapsed += max(lasts) - min(seen) if seen else 0.0
+    finally:
+        for w in workers:
+            if w.stdin:
+                w.stdin.close()
+        for w in workers:
+            try:
+                await asyncio.to_thread(w.wait, 10)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    got = totals["received"]
+    rate = got / elapsed if elapsed else 0.0
+    target = f" (target ≥ {RATE_TARGET:,})" if n == 50 else ""
+    spread_target = f" (target ≤ {SPREAD_TARGET_MS:.0f})" if n == 50 else ""
+    return (
+        f"clients={n:<4} procs={procs} deliveries={got} deliveries/s={rate:,.0f}{target} "
+        f"spread p50={pct(spreads, 50):.2f} ms p99={pct(spreads, 99):.2f} ms{spread_target} "
+        f"server CPU/delivery={cpu * 1e6 / max(got, 1):.1f} µs (system {sys_cpu * 1e6 / max(got, 1):.1f}) "
+        f"lost={totals['lost']} duplicated={totals['duplicated']} out_of_order={totals['out_of_order']}"
+    )
+
+
+async def bench(kind: str, model_url: str, args: argparse.Namespace) -> None:
+    import httpx
+
+    async with agentd_server(kind, model_url) as server:
+        async with httpx.AsyncClient(base_url=server.base, timeout=600) as http:
+            for n in args.clients:
+                line = await one_count(server, http, n, args)
+                print(f"{kind:<8} {line} load={loadavg()}", flush=True)
+
+
+async def main(args: argparse.Namespace) -> None:
+    kinds = [k for k in await backends() if k in args.db]
+    with model_process(args.chunks) as model_url:
+        print(f"chunks/turn={args.chunks} turns={args.turns}", flush=True)
+        for kind in kinds:
+            await bench(kind, model_url, args)
+    if "postgres" in args.db and "postgres" not in kinds:
+        print("postgres skipped (not reachable)")
+
+
+if __name__ == "__main__" and "--client-process" in sys.argv:
+    _, _, c_url, c_sid, c_n, c_chunks = sys.argv
+    asyncio.run(client_process(c_url, c_sid, int(c_n), int(c_chunks)))
+elif __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", default="1,10,50,200", help="client counts, comma-separated")
+    parser.add_argument("--chunks", type=int, default=2000, help="chunks per answer")
+    parser.add_argument("--turns", type=int, default=2, help="turns per client count")
+    parser.add_argument("--procs", type=int, default=4, help="client processes (at most one per client)")
+    parser.add_argument("--db", default="sqlite,postgres", help="backends to run (postgres if reachable)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
+    ns = parser.parse_args()
+    if ns.smoke:
+        ns.clients, ns.chunks, ns.turns, ns.procs = "1,3", 200, 1, 2
+    ns.clients = [int(c) for c in ns.clients.split(",")]
+    ns.db = ns.db.split(",")
+    asyncio.run(main(ns))

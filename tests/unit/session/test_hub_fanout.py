@@ -1,0 +1,168 @@
+"""The hub renders and encodes a published event once for all the live clients that get the
+same frames (issue 14, item 6), and still gives each client what is its own: a cursor of
+its own, an update it cannot take, text it already has, a full buffer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.core.events import Event, EventKind
+from server.session.hub import EventHub
+from server.session.sinks import Frame
+from server.transport.render import AcpRenderer, encode_notification
+
+SID = "sess_1"
+MID = "msg_1"
+
+
+class CountingRenderer(AcpRenderer):
+    """The real ACP renderer, counting how often it renders and encodes."""
+
+    def __init__(self) -> None:
+        self.renders = 0
+        self.encodes = 0
+
+    def live(self, event: Event, last_seq: int) -> list[Frame]:
+        self.renders += 1
+        return super().live(event, last_seq)
+
+    def encode(self, frame: Frame) -> str:
+        self.encodes += 1
+        return super().encode(frame)
+
+
+class PlainSink:
+    """A client that takes (method, params) only (an SSE viewer's shape)."""
+
+    def __init__(self, sink_id: str, capacity: int = 1000, unsupported: frozenset[str] = frozenset()) -> None:
+        self.id = sink_id
+        self.capacity = capacity
+        self.unsupported = unsupported
+        self.texts: list[str] = []  # what went to the client, encoded as a connection would
+        self.urgent: list[tuple[str, dict[str, Any]]] = []
+
+    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
+        return self._queue(encode_notification(method, params))
+
+    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
+        return self._queue(encode_notification(method, params))
+
+    def send_urgent(self, method: str, params: dict[str, Any]) -> None:
+        self.urgent.append((method, params))
+
+    def supports_update(self, session_update: str) -> bool:
+        return session_update not in self.unsupported
+
+    def _queue(self, text: str) -> bool:
+        if len(self.texts) >= self.capacity:
+            return False
+        self.texts.append(text)
+        return True
+
+
+class EncodedSink(PlainSink):
+    """A client connection that also takes text encoded once for everyone (`Connection`)."""
+
+    def __init__(self, sink_id: str, capacity: int = 1000, unsupported: frozenset[str] = frozenset()) -> None:
+        super().__init__(sink_id, capacity, unsupported)
+        self.encoded: list[str] = []  # the subset that came pre-encoded
+
+    def send_encoded(self, text: str) -> bool:
+        if not self._queue(text):
+            return False
+        self.encoded.append(text)
+        return True
+
+
+def turn() -> list[Event]:
+    """A user message, three streamed chunks, the final text, a notice."""
+    text = "Hello there, world"
+    chunks = [
+        Event(SID, EventKind.AGENT_MESSAGE_CHUNK, {"messageId": MID, "text": text[i : i + 6], "offset": i})
+        for i in range(0, len(text), 6)
+    ]
+    user = {"messageId": "u1", "content": [{"type": "text", "text": "hi"}]}
+    return [
+        Event(SID, EventKind.USER_MESSAGE, user, seq=1),
+        *chunks,
+        Event(SID, EventKind.AGENT_MESSAGE, {"messageId": MID, "text": text}, seq=2),
+        Event(SID, EventKind.NOTICE, {"severity": "info", "title": "done"}, seq=3),
+    ]
+
+
+def live_hub(renderer: AcpRenderer, *sinks: PlainSink) -> EventHub:
+    hub = EventHub(render=renderer)
+    for sink in sinks:
+        hub.subscribe(sink, SID).go_live(0)
+    return hub
+
+
+def test_each_frame_is_rendered_and_encoded_once_for_all_clients() -> None:
+    renderer = CountingRenderer()
+    sinks = [EncodedSink(f"conn_{i}") for i in range(10)]
+    hub = live_hub(renderer, *sinks)
+    events = turn()
+
+    for event in events:
+        hub.publish(event)
+
+    # One render per event and one encoding per frame, whatever the number of clients.
+    assert renderer.renders == len(events)
+    assert renderer.encodes == len(sinks[0].texts) == 6  # user, 3 chunks, final marker, notice
+    assert all(s.encoded == s.texts == sinks[0].texts for s in sinks)
+
+
+def test_the_shared_text_is_what_each_client_would_have_encoded_itself() -> None:
+    renderer = CountingRenderer()
+    shared, plain = EncodedSink("conn_a"), PlainSink("conn_b")
+    hub = live_hub(renderer, shared, plain)
+
+    for event in turn():
+        hub.publish(event)
+
+    assert shared.encoded == plain.texts  # byte for byte
+    assert renderer.encodes == len(plain.texts)
+
+
+def test_client_specific_frames_are_never_taken_from_the_shared_ones() -> None:
+    renderer = CountingRenderer()
+    a, b = EncodedSink("conn_a"), EncodedSink("conn_b")
+    no_notice = EncodedSink("conn_c", unsupported=frozenset({"notice"}))
+    hub = live_hub(renderer, a, b, no_notice)
+    # conn_b attached mid-message: it was sent the first 9 characters already.
+    hub_sub = hub.get("conn_b")
+    assert hub_sub is not None
+    hub_sub.seed_partial(EventKind.AGENT_MESSAGE_CHUNK, MID, "Hello the")
+    b.texts.clear()
+    b.encoded.clear()
+
+    for event in turn():
+        hub.publish(event)
+
+    def chunks(sink: PlainSink) -> list[str]:
+        return [t for t in sink.texts if '"agent_message_chunk"' in t]
+
+    assert [c.split('"text":"')[1].split('"')[0] for c in chunks(a)] == ["Hello ", "there,", " world"]
+    # Only the part it lacks, with its own offset — rendered for it, not the shared frame.
+    assert [c.split('"text":"')[1].split('"')[0] for c in chunks(b)] == ["re,", " world"]
+    assert chunks(b)[1:] == chunks(a)[2:]  # from there on it shares the others' frames
+    # The client that cannot take a `notice` update gets it as an `_agentd/event`.
+    assert a.texts[-1].startswith('{"jsonrpc":"2.0","method":"session/update"')
+    assert no_notice.texts[-1].startswith('{"jsonrpc":"2.0","method":"_agentd/event"')
+    assert no_notice.texts[-1] not in no_notice.encoded
+    assert no_notice.texts[:-1] == a.texts[:-1]
+
+
+def test_a_full_client_is_told_to_resync_and_the_others_get_everything() -> None:
+    renderer = CountingRenderer()
+    slow, fast = EncodedSink("conn_slow", capacity=2), EncodedSink("conn_fast")
+    hub = live_hub(renderer, slow, fast)
+
+    for event in turn():
+        hub.publish(event)
+
+    assert len(slow.texts) == 2  # bounded: nothing past its capacity
+    assert [m for m, _ in slow.urgent] == ["_agentd/resync_required"]
+    assert slow.urgent[0][1]["lastSeq"] == 1  # the last durable event it really got
+    assert len(fast.texts) == 6
+    assert len(hub) == 1
