@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from server.core.conversation import Message
+from server.core.conversation import Message, common_prefix, extends
 from server.loop.compaction import DEFAULT_LIMITS as ESTIMATE_LIMITS
 from server.loop.compaction import CompactionLimits, chars_to_tokens, message_chars
 from server.loop.repair import (
@@ -38,11 +38,6 @@ from server.loop.repair import (
     repair_normalized,
     truncate_old_result,
 )
-
-
-def extends(new: list[Message], old: list[Message]) -> bool:
-    """Whether `new` starts with `old` (C-speed: identical elements are equal at once)."""
-    return len(new) >= len(old) and (not old or new[: len(old)] == old)
 
 
 class _RepairState:
@@ -109,7 +104,9 @@ class RequestMemo:
         self._chars: list[int] = [0]  # _chars[i]: characters of _estimated[:i]
         self._estimate_limits: CompactionLimits = ESTIMATE_LIMITS
 
-    def repair(self, messages: list[Message], limits: RepairLimits) -> tuple[list[Message], list[RepairReason]]:
+    def repair(
+        self, messages: list[Message], limits: RepairLimits
+    ) -> tuple[list[Message], list[RepairReason]]:
         """`repair_conversation(messages, limits)`, reusing the work done for the last call."""
         state = self._repair
         if state is None or state.limits != limits or not extends(messages, state.inputs):
@@ -126,18 +123,10 @@ class RequestMemo:
             self._estimated, self._chars, self._estimate_limits = [], [0], limits
         known = self._estimated
         if not extends(messages, known):
-            keep = _common_prefix(messages, known)
+            keep = common_prefix(messages, known)
             del known[keep:], self._chars[keep + 1 :]
         chars = self._chars
         for msg in messages[len(known) :]:
             known.append(msg)
             chars.append(chars[-1] + message_chars(msg, limits))
         return chars_to_tokens(len(system) + chars[len(messages)])
-
-
-def _common_prefix(a: list[Message], b: list[Message]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] is not b[i] and a[i] != b[i]:
-            return i
-    return n

@@ -102,7 +102,7 @@ async def error_body(response: httpx.Response, *, base_url: str) -> Any:
 async def open_stream(
     client: httpx.AsyncClient,
     url: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     headers: dict[str, str],
     http_timeout: httpx.Timeout,
     *,
@@ -113,12 +113,18 @@ async def open_stream(
     """POST `body` for a streamed answer. Returns the open response (the caller closes
     it) and the first-token deadline, which is absolute from the start of the call: it
     covers connecting, the response headers and every keep-alive until real output. An
-    HTTP error status is read, classified and raised."""
+    HTTP error status is read, classified and raised. `body` may come encoded already
+    (the providers' `encode_body`, which reuses the conversation's bytes)."""
     deadline = None
     if first_token_timeout is not None:
         deadline = asyncio.get_running_loop().time() + first_token_timeout
     try:
-        request = client.build_request("POST", url, json=body, headers=headers, timeout=http_timeout)
+        if isinstance(body, bytes):
+            if not any(name.lower() == "content-type" for name in headers):
+                headers = {**headers, "Content-Type": "application/json"}
+            request = client.build_request("POST", url, content=body, headers=headers, timeout=http_timeout)
+        else:
+            request = client.build_request("POST", url, json=body, headers=headers, timeout=http_timeout)
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, TypeError, ValueError) as exc:
         # A bad base_url or a schema that is not JSON-serialisable: retrying cannot help.
         raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc

@@ -13,7 +13,9 @@ from server.loop.compaction import CompactionLimits, estimate_tokens
 from server.loop.repair import RepairLimits, RepairReason, repair_conversation
 from server.loop.request_memo import RequestMemo
 
-_SMALL = RepairLimits(keep_recent_tool_results=2, oversized_tool_result_chars=150, truncated_tool_result_chars=100)
+_SMALL = RepairLimits(
+    keep_recent_tool_results=2, oversized_tool_result_chars=150, truncated_tool_result_chars=100
+)
 _ID_POOL = ["a", "b", "call_0", "toolu:1", "x/y", "", "z" * 70]
 _id = st.sampled_from(_ID_POOL)
 _message = st.one_of(
@@ -46,7 +48,11 @@ def _well_formed_round(i: int, calls: int, size: int) -> list[Message]:
     ids = [f"call_{i}_{k}" for k in range(calls)]
     step = Message(role="assistant", tool_calls=[ToolCall(id=c, name="bash") for c in ids])
     results = [Message(role="tool", content="x" * size, tool_call_id=c, name="bash") for c in ids]
-    return [Message.user(f"u{i}"), *([step, *results] if calls else []), Message(role="assistant", content="ok")]
+    return [
+        Message.user(f"u{i}"),
+        *([step, *results] if calls else []),
+        Message(role="assistant", content="ok"),
+    ]
 
 
 _edit = st.one_of(
@@ -86,7 +92,9 @@ def _check(memo: RequestMemo, history: list[Message], limits: RepairLimits) -> N
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_edit, min_size=1, max_size=12), st.sampled_from([_SMALL, RepairLimits()]))
-def test_memo_matches_the_whole_history_passes_after_every_edit(edits: list[tuple], limits: RepairLimits) -> None:
+def test_memo_matches_the_whole_history_passes_after_every_edit(
+    edits: list[tuple], limits: RepairLimits
+) -> None:
     memo = RequestMemo()
     history: list[Message] = []
     for step, edit in enumerate(edits):
