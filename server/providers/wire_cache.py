@@ -56,7 +56,8 @@ class EncodedMessages:
         """`[encode(m) for m in messages]`, encoding only what the session's last call did not."""
         if session_id is None:
             return [encode(m) for m in messages]
-        known, parts = self._sessions.pop(session_id, None) or ([], [])
+        entry = self._sessions.pop(session_id, None)
+        known, parts = entry if entry is not None else ([], [])
         if not extends(messages, known):
             keep = common_prefix(messages, known)
             del known[keep:], parts[keep:]

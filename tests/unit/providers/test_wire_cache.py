@@ -18,6 +18,7 @@ from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, ToolSpec
 from server.providers import openai as openai_module
 from server.providers import openai_responses as responses_module
+from server.providers.anthropic import AnthropicProvider
 from server.providers.openai import OpenAIProvider
 from server.providers.openai_responses import OpenAIResponsesProvider
 from server.providers.wire_cache import EncodedMessages
@@ -100,6 +101,9 @@ def _providers() -> list[Any]:
     return [
         OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k", model="gpt-test"),
         OpenAIResponsesProvider(base_url="http://127.0.0.1:9/v1", api_key="k", model="o4-mini"),
+        AnthropicProvider(api_key="k", model="claude-test"),
+        AnthropicProvider(api_key="k", model="claude-test", thinking_budget=2048),
+        AnthropicProvider(api_key="k", model="claude-test", prompt_cache=False, adaptive_thinking=True),
     ]
 
 
@@ -111,9 +115,14 @@ def _check(provider: Any, request: ProviderRequest) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(_edit, min_size=1, max_size=10), st.sampled_from(["", "You are terse."]))
+@given(
+    st.lists(_edit, min_size=1, max_size=10),
+    st.sampled_from(["", "You are terse."]),
+    st.sampled_from([TOOLS, []]),
+    st.booleans(),
+)
 def test_encoded_bodies_equal_the_plain_bodies_after_every_edit(
-    edits: list[tuple[Any, ...]], system: str
+    edits: list[tuple[Any, ...]], system: str, tools: list[ToolSpec], reasoning: bool
 ) -> None:
     providers = _providers()
     history: list[Message] = []
@@ -121,7 +130,12 @@ def test_encoded_bodies_equal_the_plain_bodies_after_every_edit(
         history = _apply(history, edit)
         for session in ("s1", None):
             request = ProviderRequest(
-                model="", system=system, messages=list(history), tools=TOOLS, session_id=session
+                model="",
+                system=system,
+                messages=list(history),
+                tools=tools,
+                session_id=session,
+                extended_reasoning=reasoning,
             )
             for provider in providers:
                 _check(provider, request)
@@ -175,3 +189,40 @@ def test_orjson_escapes_strings_as_the_stdlib_did() -> None:
     for start in range(0, 0x110000, 0x800):
         chars = "".join(chr(c) for c in range(start, start + 0x800) if not 0xD800 <= c <= 0xDFFF)
         assert orjson.dumps(chars) == json.dumps(chars, ensure_ascii=False).encode()
+
+
+def test_anthropic_translates_only_the_new_messages_through_tool_loops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from server.providers import anthropic_wire
+
+    translated: list[Message] = []
+    real = anthropic_wire.content_blocks
+    monkeypatch.setattr(
+        anthropic_wire, "content_blocks", lambda m, **kw: translated.append(m) or real(m, **kw)
+    )
+    provider = AnthropicProvider(api_key="k", model="claude-test", thinking_budget=2048)
+    thinking = ReasoningBlock(
+        provider="anthropic", data={"type": "thinking", "thinking": "t", "signature": "s"}
+    )
+    history: list[Message] = []
+    for i in range(40):
+        call = ToolCall(id=f"toolu_{i}", name="bash", arguments='{"command": "ls"}')
+        # Every 5th step was written without thinking (thinking off, another provider).
+        blocks = [] if i % 5 == 4 else [thinking]
+        steps = [
+            Message.user(f"task {i}"),
+            Message(role="assistant", reasoning_blocks=blocks, tool_calls=[call]),
+            Message.tool_result(call, f"output {i}"),
+            Message(role="assistant", content=f"done {i}", reasoning_blocks=[thinking]),
+        ]
+        for message in steps:
+            history.append(message)
+            request = ProviderRequest(
+                model="", system="s", messages=list(history), tools=TOOLS, session_id="s1"
+            )
+            _check(provider, request)
+            # Each message is translated once per thinking mode over the whole session
+            # (a mode's cache catches up when it is used again), never per request.
+            assert len(translated) <= 2 * len(history)
+    assert len(translated) > len(history)  # both modes were used
