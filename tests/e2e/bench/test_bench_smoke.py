@@ -60,3 +60,14 @@ def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None
     assert re.search(r"^turns=5 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
     assert re.search(r"^httpcore current_async_library: [\d.]+ calls/turn", out, re.M), out
     assert len(re.findall(r"^ +\d+ µs +[\d.]+ % ", out, re.M)) >= 10, out
+
+
+def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() -> None:
+    out = _run("history.py")
+    for kind in ("trivial ", "one-tool"):
+        line = (
+            rf"^sqlite +{kind} history=2 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
+            r"history=12 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
+            r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
+        )
+        assert re.search(line, out, re.M), out
