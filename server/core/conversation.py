@@ -63,3 +63,20 @@ class Message(BaseModel):
     @classmethod
     def tool_result(cls, call: ToolCall, output: str, *, is_error: bool = False) -> Message:
         return cls(role="tool", content=output, tool_call_id=call.id, name=call.name, is_error=is_error)
+
+
+def extends(new: list[Message], old: list[Message]) -> bool:
+    """Whether `new` starts with `old` — the test the per-conversation caches (repair, the
+    estimate, the providers' encoded messages) use to reuse their work. One C-level list
+    comparison: identical messages are equal without a look inside (messages are treated
+    as immutable once in a conversation), and an equal copy gives the same result anyway."""
+    return len(new) >= len(old) and (not old or new[: len(old)] == old)
+
+
+def common_prefix(a: list[Message], b: list[Message]) -> int:
+    """How many leading messages `a` and `b` share (after an edit: what a cache keeps)."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] is not b[i] and a[i] != b[i]:
+            return i
+    return n

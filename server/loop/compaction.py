@@ -49,17 +49,25 @@ SUMMARY_TAG = "compaction_summary"
 def estimate_tokens(
     messages: list[Message], system: str = "", limits: CompactionLimits = DEFAULT_LIMITS
 ) -> int:
-    chars = len(system)
-    for m in messages:
-        chars += len(m.content) + len(m.reasoning) + limits.per_message_overhead_chars
-        for call in m.tool_calls:
-            chars += len(call.name) + len(call.arguments) + len(call.id)
-        for block in m.reasoning_blocks:
-            # Readable thinking is already in `m.reasoning`; what a block adds to the context
-            # is its opaque part (a redacted block's `data`, a Responses item's encrypted_content).
-            opaque = block.data.get("encrypted_content") or block.data.get("data") or ""
-            chars += len(opaque) if isinstance(opaque, str) else 0
+    return chars_to_tokens(len(system) + sum(message_chars(m, limits) for m in messages))
+
+
+def chars_to_tokens(chars: int) -> int:
     return (chars + 3) // 4
+
+
+def message_chars(m: Message, limits: CompactionLimits = DEFAULT_LIMITS) -> int:
+    """What one message adds to `estimate_tokens`'s character count (`RequestMemo` sums
+    it once per message)."""
+    chars = len(m.content) + len(m.reasoning) + limits.per_message_overhead_chars
+    for call in m.tool_calls:
+        chars += len(call.name) + len(call.arguments) + len(call.id)
+    for block in m.reasoning_blocks:
+        # Readable thinking is already in `m.reasoning`; what a block adds to the context
+        # is its opaque part (a redacted block's `data`, a Responses item's encrypted_content).
+        opaque = block.data.get("encrypted_content") or block.data.get("data") or ""
+        chars += len(opaque) if isinstance(opaque, str) else 0
+    return chars
 
 
 def should_compact(estimate: int, context_window: int, limits: CompactionLimits = DEFAULT_LIMITS) -> bool:

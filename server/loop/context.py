@@ -23,6 +23,7 @@ from server.core.provider import Provider
 from server.loop.budget import BudgetLimits, BudgetState
 from server.loop.goal import GoalState
 from server.loop.limits import LoopLimits
+from server.loop.request_memo import RequestMemo
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
 from server.loop.usage import Price
@@ -109,6 +110,9 @@ class Conversation:
         self._messages = messages
         self._persist = persist
         self._rewrite = rewrite
+        # What the last request's repair and estimate made of this transcript (per session,
+        # so a turn's requests cost the new messages, not the whole history).
+        self.memo = RequestMemo()
 
     def replace(self, messages: list[Message]) -> None:
         self._messages[:] = messages

@@ -27,10 +27,9 @@ from server.loop.budget import (
     render_budget_stop,
 )
 from server.loop.checkpoint import checkpoint_budget_exhaustion
-from server.loop.compaction import CompactionReason, compact, compactable, estimate_tokens, should_compact
+from server.loop.compaction import CompactionReason, compact, compactable, should_compact
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
-from server.loop.repair import repair_conversation
 from server.loop.retry import PROVIDER_BUCKETS, Bucket, Decision, LoopDecision
 from server.loop.sampling import Sample, build_request, commit_sample, stream_sample, uses_native_schema
 from server.loop.step import (
@@ -359,16 +358,17 @@ async def _build_request(
 ) -> ProviderRequest:
     """Pre-sampling maintenance. The request carries a repaired copy; the stored
     conversation stays exactly as it happened. May compact first (raises TurnCancelled)."""
-    messages, repairs = repair_conversation(ctx.conversation.messages, ctx.limits.repair)
+    memo = ctx.conversation.memo
+    messages, repairs = memo.repair(ctx.conversation.messages, ctx.limits.repair)
     state.record_repairs(repairs)
     request = build_request(ctx, messages, force_schema=force_schema, offer_shim=offer_shim)
-    estimate = max(estimate_tokens(request.messages, request.system), state.context_tokens)
+    estimate = max(memo.estimate(request.messages, request.system), state.context_tokens)
     forced = ctx.compact_requested
     if forced or should_compact(estimate, ctx.context_window, ctx.limits.compaction):
         ctx.compact_requested = False
         reason = CompactionReason.REQUESTED if forced else CompactionReason.THRESHOLD
         if await run_compaction(ctx, state, reason):
-            messages, repairs = repair_conversation(ctx.conversation.messages, ctx.limits.repair)
+            messages, repairs = memo.repair(ctx.conversation.messages, ctx.limits.repair)
             state.record_repairs(repairs)
             request = build_request(ctx, messages, force_schema=force_schema, offer_shim=offer_shim)
     return request

@@ -80,47 +80,58 @@ def normalize_tool_call_id(call_id: str, limits: RepairLimits = DEFAULT_LIMITS) 
 # --------------------------------------------------------------------------- (a) ids
 
 
-def _normalize_ids(messages: list[Message], limits: RepairLimits) -> tuple[list[Message], bool]:
-    """Safe, conversation-unique call ids; each result follows its call's new id.
+class IdNormalizer:
+    """Step (a) as a left-to-right stream: a message's output depends only on the messages
+    before it, so `RequestMemo` feeds it just the new tail of a growing conversation.
 
-    A result belongs to the oldest unanswered call with its original id, so duplicated ids
-    (one provider reusing `call_0` every step) pair up positionally.
+    Safe, conversation-unique call ids; each result follows its call's new id. A result
+    belongs to the oldest unanswered call with its original id, so duplicated ids (one
+    provider reusing `call_0` every step) pair up positionally.
     """
-    used: set[str] = set()
-    pending: dict[str, deque[str]] = {}  # original id -> new ids of calls not yet answered
-    latest: dict[str, str] = {}  # original id -> new id of its most recent call
-    out: list[Message] = []
-    changed = False
-    for msg in messages:
+
+    def __init__(self, limits: RepairLimits) -> None:
+        self.limits = limits
+        self.used: set[str] = set()
+        self.pending: dict[str, deque[str]] = {}  # original id -> new ids of calls not yet answered
+        self.latest: dict[str, str] = {}  # original id -> new id of its most recent call
+        self.changed = False  # some message so far came out changed
+
+    def feed(self, msg: Message) -> Message:
+        limits = self.limits
         if msg.role == "assistant" and msg.tool_calls:
             calls: list[ToolCall] = []
             for call in msg.tool_calls:
                 new_id = normalize_tool_call_id(call.id, limits)
                 attempt = 0
-                while new_id in used:
+                while new_id in self.used:
                     attempt += 1
                     new_id = _hashed_id(f"{call.id}\x00{attempt}", limits)
-                used.add(new_id)
-                pending.setdefault(call.id, deque()).append(new_id)
-                latest[call.id] = new_id
+                self.used.add(new_id)
+                self.pending.setdefault(call.id, deque()).append(new_id)
+                self.latest[call.id] = new_id
                 calls.append(call if new_id == call.id else call.model_copy(update={"id": new_id}))
             if any(new is not old for new, old in zip(calls, msg.tool_calls, strict=True)):
-                changed = True
+                self.changed = True
                 msg = msg.model_copy(update={"tool_calls": calls})
         elif msg.role == "tool" and msg.tool_call_id is not None:
             old_id = msg.tool_call_id
-            queue = pending.get(old_id)
+            queue = self.pending.get(old_id)
             if queue:
                 new_id = queue.popleft()
-            elif old_id in latest:
-                new_id = latest[old_id]  # a second result for one call; (d) drops it
+            elif old_id in self.latest:
+                new_id = self.latest[old_id]  # a second result for one call; (d) drops it
             else:
                 new_id = normalize_tool_call_id(old_id, limits)  # an orphan; (d) drops it
             if new_id != old_id:
-                changed = True
+                self.changed = True
                 msg = msg.model_copy(update={"tool_call_id": new_id})
-        out.append(msg)
-    return out, changed
+        return msg
+
+
+def _normalize_ids(messages: list[Message], limits: RepairLimits) -> tuple[list[Message], bool]:
+    normalizer = IdNormalizer(limits)
+    out = [normalizer.feed(msg) for msg in messages]
+    return out, normalizer.changed
 
 
 # --------------------------------------------------------------------------- (b) system
@@ -240,6 +251,11 @@ def _truncate_text(text: str, target: int) -> str:
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
 
+def truncate_old_result(msg: Message, limits: RepairLimits) -> Message:
+    """The cut copy of an old tool result longer than `oversized_tool_result_chars`."""
+    return msg.model_copy(update={"content": _truncate_text(msg.content, limits.truncated_tool_result_chars)})
+
+
 def _truncate_old_results(messages: list[Message], limits: RepairLimits) -> tuple[list[Message], bool]:
     tool_positions = [i for i, m in enumerate(messages) if m.role == "tool"]
     old = tool_positions[: max(0, len(tool_positions) - max(0, limits.keep_recent_tool_results))]
@@ -248,8 +264,7 @@ def _truncate_old_results(messages: list[Message], limits: RepairLimits) -> tupl
     for i in old:
         msg = messages[i]
         if len(msg.content) > limits.oversized_tool_result_chars:
-            text = _truncate_text(msg.content, limits.truncated_tool_result_chars)
-            out[i] = msg.model_copy(update={"content": text})
+            out[i] = truncate_old_result(msg, limits)
             changed = True
     return out, changed
 
@@ -261,9 +276,16 @@ def repair_conversation(
     messages: list[Message], limits: RepairLimits = DEFAULT_LIMITS
 ) -> tuple[list[Message], list[RepairReason]]:
     """Apply (a)–(f) in order; return the repaired list and each repair that changed something."""
-    reasons: list[RepairReason] = []
     msgs, changed = _normalize_ids(messages, limits)
-    if changed:
+    return repair_normalized(msgs, changed, limits)
+
+
+def repair_normalized(
+    msgs: list[Message], ids_changed: bool, limits: RepairLimits = DEFAULT_LIMITS
+) -> tuple[list[Message], list[RepairReason]]:
+    """(b)–(f) on the output of (a) (`ids_changed`: whether (a) changed anything)."""
+    reasons: list[RepairReason] = []
+    if ids_changed:
         reasons.append(RepairReason.TOOL_CALL_IDS_NORMALIZED)
     steps = (
         (_merge_system, RepairReason.SYSTEM_MESSAGES_MERGED),

@@ -123,11 +123,17 @@ def unique_tool_call_id(call_id: str, used: set[str], pending: list[ToolCall]) -
     """The provider's id, or — if the session already used it — the id with a suffix.
     The conversation carries the new id both ways, so the provider sees a consistent
     history; clients never see two different calls under one toolCallId."""
-    taken = used | {c.id for c in pending}
-    if call_id not in taken:
+    # No union of the sets: `used` holds every id of the session, and copying it per call
+    # made a tool call's cost grow with the history.
+    pending_ids = {c.id for c in pending}
+
+    def taken(candidate: str) -> bool:
+        return candidate in used or candidate in pending_ids
+
+    if not taken(call_id):
         return call_id
     n = 2
-    while f"{call_id}_{n}" in taken:
+    while taken(f"{call_id}_{n}"):
         n += 1
     return f"{call_id}_{n}"
 

@@ -28,6 +28,7 @@ from server.core.provider import ProviderRequest, StreamEvent
 from server.providers.anthropic_errors import classify_http_error
 from server.providers.anthropic_request import AnthropicOptions, build_body
 from server.providers.anthropic_stream import Assembler
+from server.providers.anthropic_wire import AnthropicWire
 from server.providers.http_common import default_ssl_context, guard, open_stream
 from server.providers.sse import SSEReader, parse_json
 
@@ -73,6 +74,7 @@ class AnthropicProvider:
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._first_token_timeout = first_token_timeout
         self._idle_timeout = stream_idle_timeout
+        self._wire = AnthropicWire()  # per session: the conversation's wire bytes
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
 
@@ -86,6 +88,11 @@ class AnthropicProvider:
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
         return build_body(request, self.options)
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """`build_body(request)` encoded, the conversation's bytes reused from the session's
+        previous call (`anthropic_wire`)."""
+        return self._wire.encode_body(request, self.options)
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -104,7 +111,7 @@ class AnthropicProvider:
         response, deadline = await open_stream(
             self._client,
             self._url,
-            self.build_body(request),
+            self.encode_body(request),
             self._headers(),
             self._timeout,
             base_url=self.base_url,

@@ -51,16 +51,34 @@ class AnthropicOptions:
             raise ValueError(f"thinking budget must be 0 (off) or at least {MIN_THINKING_BUDGET} tokens")
 
 
+def wants_thinking(request: ProviderRequest, options: AnthropicOptions) -> bool:
+    return request.extended_reasoning and (options.adaptive_thinking or options.thinking_budget > 0)
+
+
 def build_body(request: ProviderRequest, options: AnthropicOptions) -> dict[str, Any]:
     """The JSON body for one streamed `POST /v1/messages`."""
     # Anthropic has no system role inside `messages`: system messages join the prompt.
     system_parts = [request.system] if request.system else []
     system_parts += [m.content for m in request.messages if m.role == "system" and m.content]
-    thinks = request.extended_reasoning and (options.adaptive_thinking or options.thinking_budget > 0)
+    thinks = wants_thinking(request, options)
     messages = translate_messages(request.messages, with_reasoning=thinks)
-    if thinks and not _loop_thinks(messages):
+    if thinks and not loop_thinks(messages):
         thinks = False
         messages = translate_messages(request.messages, with_reasoning=False)
+    body = compose_body(request, options, messages, system_parts, thinks)
+    if options.prompt_cache:
+        place_cache_breakpoints(body)
+    return body
+
+
+def compose_body(
+    request: ProviderRequest,
+    options: AnthropicOptions,
+    messages: list[dict[str, Any]],
+    system_parts: list[str],
+    thinks: bool,
+) -> dict[str, Any]:
+    """The body around its `messages` (no cache marks yet); `anthropic_wire` shares it."""
     budget = options.thinking_budget if thinks and not options.adaptive_thinking else 0
     cap = request.max_output_tokens or options.max_tokens
     body: dict[str, Any] = {
@@ -82,9 +100,12 @@ def build_body(request: ProviderRequest, options: AnthropicOptions) -> dict[str,
         ]
     # `output_schema` is ignored (supports_native_schema = False): the loop's
     # StructuredOutput tool shim handles it.
-    if options.prompt_cache:
-        place_cache_breakpoints(body)
     return body
+
+
+def mark_cached(block: dict[str, Any]) -> dict[str, Any]:
+    block["cache_control"] = _ephemeral()
+    return block
 
 
 def place_cache_breakpoints(body: dict[str, Any]) -> None:
@@ -92,7 +113,7 @@ def place_cache_breakpoints(body: dict[str, Any]) -> None:
     the previous user turn — at most `MAX_CACHE_BREAKPOINTS` marks."""
     targets: list[dict[str, Any]] = []
     messages: list[dict[str, Any]] = body["messages"]
-    if messages and (tail := _last_cacheable(messages[-1])) is not None:
+    if messages and (tail := last_cacheable(messages[-1])) is not None:
         targets.append(tail)
     if body.get("tools"):
         targets.append(body["tools"][-1])
@@ -100,10 +121,10 @@ def place_cache_breakpoints(body: dict[str, Any]) -> None:
         targets.append(body["system"][-1])
     users = [m for m in messages if m["role"] == "user"]
     previous = users[-2] if messages and messages[-1]["role"] == "user" and len(users) > 1 else None
-    if previous is not None and (block := _last_cacheable(previous)) is not None:
+    if previous is not None and (block := last_cacheable(previous)) is not None:
         targets.append(block)
     for target in targets[:MAX_CACHE_BREAKPOINTS]:
-        target["cache_control"] = _ephemeral()
+        mark_cached(target)
 
 
 def count_cache_breakpoints(body: dict[str, Any]) -> int:
@@ -117,7 +138,7 @@ def count_cache_breakpoints(body: dict[str, Any]) -> int:
     return sum(1 for block in blocks if isinstance(block, dict) and "cache_control" in block)
 
 
-def _last_cacheable(message: dict[str, Any]) -> dict[str, Any] | None:
+def last_cacheable(message: dict[str, Any]) -> dict[str, Any] | None:
     # Thinking blocks cannot carry cache_control themselves (they are cached as part of the prefix).
     for block in reversed(message["content"]):
         if block.get("type") not in REASONING_TYPES:
@@ -134,7 +155,7 @@ def _has_tool_result(message: dict[str, Any]) -> bool:
     return any(block.get("type") == "tool_result" for block in message["content"])
 
 
-def _loop_thinks(messages: list[dict[str, Any]]) -> bool:
+def loop_thinks(messages: list[dict[str, Any]]) -> bool:
     """Whether every assistant message of the open tool-use loop (the trailing run of
     assistant messages each answered by tool results) starts with a thinking block."""
     i = len(messages) - 1

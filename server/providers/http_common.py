@@ -103,7 +103,7 @@ async def error_body(response: httpx.Response, *, base_url: str) -> Any:
 async def open_stream(
     client: httpx.AsyncClient,
     url: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     headers: dict[str, str],
     http_timeout: httpx.Timeout,
     *,
@@ -114,14 +114,18 @@ async def open_stream(
     """POST `body` for a streamed answer. Returns the open response (the caller closes
     it) and the first-token deadline, which is absolute from the start of the call: it
     covers connecting, the response headers and every keep-alive until real output. An
-    HTTP error status is read, classified and raised."""
+    HTTP error status is read, classified and raised. `body` may come encoded already
+    (the providers' `encode_body`, which reuses the conversation's bytes)."""
     deadline = None
     if first_token_timeout is not None:
         deadline = asyncio.get_running_loop().time() + first_token_timeout
     try:
         # orjson rather than httpx's `json=` (the stdlib encoder): the body carries the whole
-        # conversation, encoded on every model call. The URL is parsed once per provider URL.
-        content = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        # conversation, encoded on every model call. Providers that keep per-message encodings
+        # (wire_cache) pass bytes already. The URL is parsed once per provider URL.
+        content = (
+            body if isinstance(body, bytes) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        )
         request = client.build_request(
             "POST",
             _parse_url(url),

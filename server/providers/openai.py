@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import orjson
 from pydantic import SecretStr
 
 from server.config import ReasoningEffort, TokenField
@@ -36,6 +37,7 @@ from server.providers.openai_errors import classify_http_error
 from server.providers.openai_models import Amendments, is_reasoning_model, token_field
 from server.providers.openai_stream import ChatAssembler, non_stream_as_chunk
 from server.providers.sse import SSEReader, parse_json
+from server.providers.wire_cache import EncodedMessages, as_array, encode_items, wire_body
 
 __all__ = ["OpenAIProvider", "classify_http_error", "parse_retry_after"]
 
@@ -73,6 +75,7 @@ class OpenAIProvider:
         self._first_token_timeout = first_token_timeout
         self._idle_timeout = stream_idle_timeout
         self._amendments: dict[str, Amendments] = {}  # per model
+        self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
 
@@ -85,11 +88,27 @@ class OpenAIProvider:
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
-        model = request.model or self.model
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
         messages.extend(_translate_message(m) for m in request.messages)
+        return self._compose(request, messages)
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """`build_body(request)` encoded, the conversation's bytes reused from the session's
+        previous call (`wire_cache`)."""
+        return wire_body(
+            lambda: self._compose(request, self._messages_fragment(request)), lambda: self.build_body(request)
+        )
+
+    def _messages_fragment(self, request: ProviderRequest) -> orjson.Fragment:
+        parts = self._encoded.parts(request.session_id, request.messages, _encode_message)
+        if request.system:
+            parts = [encode_items([{"role": "system", "content": request.system}]), *parts]
+        return as_array(parts)
+
+    def _compose(self, request: ProviderRequest, messages: Any) -> dict[str, Any]:
+        model = request.model or self.model
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -128,13 +147,13 @@ class OpenAIProvider:
     # -- streaming -----------------------------------------------------------------------
 
     async def _open(self, request: ProviderRequest) -> tuple[httpx.Response, float | None]:
-        body = self.build_body(request)
+        model = request.model or self.model
         for attempt in range(2):
             try:
                 return await open_stream(
                     self._client,
                     self._url,
-                    body,
+                    self.encode_body(request),  # with what the server refused so far amended
                     self._headers(),
                     self._timeout,
                     base_url=self.base_url,
@@ -142,10 +161,9 @@ class OpenAIProvider:
                     classify=classify_http_error,
                 )
             except HarnessError as err:
-                amendments = self._amendments.setdefault(body["model"], Amendments())
-                if attempt or not amendments.learn(body, err):
+                amendments = self._amendments.setdefault(model, Amendments())
+                if attempt or not amendments.learn(self._compose(request, []), err):
                     raise
-                body = amendments.apply(body)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
@@ -209,6 +227,10 @@ _TRANSPORT_KINDS = frozenset({ErrorKind.TIMEOUT, ErrorKind.NETWORK, ErrorKind.PR
 
 
 # -- message translation -----------------------------------------------------------------
+
+
+def _encode_message(message: Message) -> bytes:
+    return encode_items([_translate_message(message)])
 
 
 def _translate_message(message: Message) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from server.providers.openai_errors import classify_http_error
 from server.providers.openai_models import is_reasoning_model
 from server.providers.openai_responses_stream import PROVIDER_TAG, TERMINAL_EVENTS, ResponsesAssembler
 from server.providers.sse import SSEReader, parse_json
+from server.providers.wire_cache import EncodedMessages, as_array, encode_items, wire_body
 
 __all__ = ["OpenAIResponsesProvider", "translate_input"]
 
@@ -58,6 +59,7 @@ class OpenAIResponsesProvider:
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._first_token_timeout = first_token_timeout
         self._idle_timeout = stream_idle_timeout
+        self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
 
@@ -68,10 +70,23 @@ class OpenAIResponsesProvider:
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
+        return self._compose(request, translate_input(request.messages))
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """`build_body(request)` encoded, the conversation's bytes reused from the session's
+        previous call (`wire_cache`)."""
+        return wire_body(
+            lambda: self._compose(
+                request, as_array(self._encoded.parts(request.session_id, request.messages, _encode_message))
+            ),
+            lambda: self.build_body(request),
+        )
+
+    def _compose(self, request: ProviderRequest, items: Any) -> dict[str, Any]:
         model = request.model or self.model
         body: dict[str, Any] = {
             "model": model,
-            "input": translate_input(request.messages),
+            "input": items,
             "stream": True,
             "store": False,
         }
@@ -120,7 +135,7 @@ class OpenAIResponsesProvider:
         response, deadline = await open_stream(
             self._client,
             self._url,
-            self.build_body(request),
+            self.encode_body(request),
             self._headers(),
             self._timeout,
             base_url=self.base_url,
@@ -169,27 +184,32 @@ class OpenAIResponsesProvider:
 
 def translate_input(messages: list[Message]) -> list[dict[str, Any]]:
     """The conversation as Responses API input items."""
-    items: list[dict[str, Any]] = []
-    for m in messages:
-        if m.role == "tool":
-            output = {"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.content}
-            items.append(output)
-        elif m.role == "assistant":
-            # Reasoning first, as the model produced it, then the text, then the calls it led to.
-            items += [dict(b.data) for b in m.reasoning_blocks if b.provider == PROVIDER_TAG]
-            if m.content:
-                items.append({"role": "assistant", "content": m.content})
-            items += [
-                {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
-                for c in m.tool_calls
-            ]
-        elif m.images:
-            parts: list[dict[str, Any]] = [{"type": "input_text", "text": m.content}] if m.content else []
-            parts += [
-                {"type": "input_image", "image_url": f"data:{i.mime_type};base64,{i.data}", "detail": "auto"}
-                for i in m.images
-            ]
-            items.append({"type": "message", "role": m.role, "content": parts})
-        else:
-            items.append({"role": m.role, "content": m.content})
-    return items
+    return [item for m in messages for item in message_items(m)]
+
+
+def _encode_message(message: Message) -> bytes:
+    return encode_items(message_items(message))
+
+
+def message_items(m: Message) -> list[dict[str, Any]]:
+    """One message's input items (none, one or several)."""
+    if m.role == "tool":
+        return [{"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.content}]
+    if m.role == "assistant":
+        # Reasoning first, as the model produced it, then the text, then the calls it led to.
+        items = [dict(b.data) for b in m.reasoning_blocks if b.provider == PROVIDER_TAG]
+        if m.content:
+            items.append({"role": "assistant", "content": m.content})
+        items += [
+            {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}
+            for c in m.tool_calls
+        ]
+        return items
+    if m.images:
+        parts: list[dict[str, Any]] = [{"type": "input_text", "text": m.content}] if m.content else []
+        parts += [
+            {"type": "input_image", "image_url": f"data:{i.mime_type};base64,{i.data}", "detail": "auto"}
+            for i in m.images
+        ]
+        return [{"type": "message", "role": m.role, "content": parts}]
+    return [{"role": m.role, "content": m.content}]

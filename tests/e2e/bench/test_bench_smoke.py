@@ -72,3 +72,14 @@ def test_fanout_bench_smoke_prints_rate_spread_cpu_and_no_lost_frames() -> None:
         )
         assert re.search(line, out, re.M), out
     assert re.search(r"^postgres +clients=3 |^postgres skipped", out, re.M), out
+
+
+def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() -> None:
+    out = _run("history.py")
+    for kind in ("trivial ", "one-tool"):
+        line = (
+            rf"^sqlite +{kind} history=2 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
+            r"history=12 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
+            r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
+        )
+        assert re.search(line, out, re.M), out

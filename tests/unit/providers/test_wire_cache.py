@@ -1,0 +1,228 @@
+"""The providers' encoded request bodies (`encode_body`, the conversation's bytes reused
+per session) are byte for byte what the plain body encoded as before gives — httpx's
+`json=` (the stdlib, compact, ensure_ascii=False) — request after request while the
+history grows, is edited or compacted; and only the new messages are encoded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from server.core.conversation import Image, Message, ReasoningBlock, ToolCall
+from server.core.errors import ErrorKind, HarnessError
+from server.core.provider import ProviderRequest, ToolSpec
+from server.providers import openai as openai_module
+from server.providers import openai_responses as responses_module
+from server.providers.anthropic import AnthropicProvider
+from server.providers.openai import OpenAIProvider
+from server.providers.openai_responses import OpenAIResponsesProvider
+from server.providers.wire_cache import EncodedMessages
+
+_TEXT = st.sampled_from(
+    ["", "hi", "  ", 'quote " back \\ slash', "tab\tnew\nline\x00\x1f\x7f", "é ü 漢字 🙂 \u2028"]
+)
+_ID = st.sampled_from(["call_1", "call_2", "toolu_x"])
+_message = st.one_of(
+    st.builds(Message.system, _TEXT),
+    st.builds(
+        Message.user,
+        _TEXT,
+        st.lists(st.builds(Image, mime_type=st.just("image/png"), data=st.just("iVBORw0=")), max_size=2),
+    ),
+    st.builds(
+        lambda text, calls, blocks: Message(
+            role="assistant", content=text, reasoning="thought", tool_calls=calls, reasoning_blocks=blocks
+        ),
+        _TEXT,
+        st.lists(
+            st.builds(
+                ToolCall, id=_ID, name=st.just("bash"), arguments=st.sampled_from(["{}", '{"a": 1.5}', "x"])
+            ),
+            max_size=2,
+        ),
+        st.lists(
+            st.sampled_from(
+                [
+                    ReasoningBlock(
+                        provider="openai-responses", data={"type": "reasoning", "encrypted_content": "e"}
+                    ),
+                    ReasoningBlock(
+                        provider="anthropic", data={"type": "thinking", "thinking": "t", "signature": "s"}
+                    ),
+                    ReasoningBlock(provider="anthropic", data={"type": "redacted_thinking", "data": "d"}),
+                ]
+            ),
+            max_size=2,
+        ),
+    ),
+    st.builds(
+        lambda cid, text, err: Message(
+            role="tool", content=text, tool_call_id=cid, name="bash", is_error=err
+        ),
+        _ID,
+        _TEXT,
+        st.booleans(),
+    ),
+)
+_edit = st.one_of(
+    st.tuples(st.just("append"), st.lists(_message, min_size=1, max_size=4)),
+    st.tuples(st.just("replace"), st.integers(0, 20), st.lists(_message, max_size=3)),
+    st.tuples(st.just("compact"), st.integers(0, 20)),
+    st.tuples(st.just("copy")),
+)
+TOOLS = [
+    ToolSpec("bash", "Run a command.", {"type": "object", "properties": {"command": {"type": "string"}}})
+]
+
+
+def _apply(history: list[Message], edit: tuple[Any, ...]) -> list[Message]:
+    match edit:
+        case ("append", extra):
+            return [*history, *extra]
+        case ("replace", k, extra):
+            return [*history[:k], *extra]
+        case ("compact", k):
+            return [Message(role="user", content="summary", tag="compaction_summary"), *history[k:]]
+        case _:
+            return [m.model_copy() for m in history]
+
+
+def _as_before(body: dict[str, Any]) -> bytes:
+    """How httpx's `json=` encoded the plain body."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _providers() -> list[Any]:
+    return [
+        OpenAIProvider(base_url="http://127.0.0.1:9/v1", api_key="k", model="gpt-test"),
+        OpenAIResponsesProvider(base_url="http://127.0.0.1:9/v1", api_key="k", model="o4-mini"),
+        AnthropicProvider(api_key="k", model="claude-test"),
+        AnthropicProvider(api_key="k", model="claude-test", thinking_budget=2048),
+        AnthropicProvider(api_key="k", model="claude-test", prompt_cache=False, adaptive_thinking=True),
+    ]
+
+
+def _check(provider: Any, request: ProviderRequest) -> None:
+    wire = provider.encode_body(request)
+    plain = provider.build_body(request)
+    assert wire == _as_before(plain)
+    assert wire == orjson.dumps(plain)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(_edit, min_size=1, max_size=10),
+    st.sampled_from(["", "You are terse."]),
+    st.sampled_from([TOOLS, []]),
+    st.booleans(),
+)
+def test_encoded_bodies_equal_the_plain_bodies_after_every_edit(
+    edits: list[tuple[Any, ...]], system: str, tools: list[ToolSpec], reasoning: bool
+) -> None:
+    providers = _providers()
+    history: list[Message] = []
+    for edit in edits:
+        history = _apply(history, edit)
+        for session in ("s1", None):
+            request = ProviderRequest(
+                model="",
+                system=system,
+                messages=list(history),
+                tools=tools,
+                session_id=session,
+                extended_reasoning=reasoning,
+            )
+            for provider in providers:
+                _check(provider, request)
+                _check(provider, request)  # the same request again (a retry)
+
+
+@pytest.mark.parametrize("module", [openai_module, responses_module])
+def test_only_the_new_messages_are_encoded(module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    encoded: list[Message] = []
+    real = module._encode_message
+    monkeypatch.setattr(module, "_encode_message", lambda m: encoded.append(m) or real(m))
+    provider = _providers()[0 if module is openai_module else 1]
+    history = [Message.user(f"u{i}") for i in range(200)]
+    provider.encode_body(ProviderRequest(model="", system="s", messages=list(history), session_id="s1"))
+    assert len(encoded) == 200
+    encoded.clear()
+    history += [Message(role="assistant", content="a"), Message.user("next")]
+    request = ProviderRequest(model="", system="s", messages=list(history), session_id="s1")
+    _check(provider, request)
+    assert encoded[:2] == history[-2:] and all(m in history[-2:] for m in encoded)
+    encoded.clear()
+    other = ProviderRequest(model="", system="s", messages=history[:3], session_id="s2")
+    _check(provider, other)  # another session has its own entry
+    assert encoded == history[:3]
+
+
+def test_the_cache_keeps_a_bounded_number_of_sessions() -> None:
+    cache = EncodedMessages(max_sessions=2)
+    calls: list[Message] = []
+    msgs = [Message.user("a")]
+    for session in ("s1", "s2", "s3", "s1"):
+        cache.parts(session, msgs, lambda m: calls.append(m) or b"x,")
+    assert len(calls) == 4  # s1 was dropped for s3, so it is encoded again
+    assert len(cache._sessions) == 2
+
+
+def test_what_orjson_refuses_takes_the_stdlib_path_as_before() -> None:
+    provider = _providers()[0]
+    huge = [ToolSpec("t", "d", {"type": "object", "maximum": 2**70})]  # beyond orjson's 64 bits
+    request = ProviderRequest(model="", system="", messages=[Message.user("hi")], tools=huge, session_id="s1")
+    assert provider.encode_body(request) == _as_before(provider.build_body(request))
+    broken = ProviderRequest(model="", system="", messages=[Message.user("lone \ud800")], session_id="s1")
+    with pytest.raises(HarnessError) as err:
+        provider.encode_body(broken)
+    assert err.value.kind is ErrorKind.INVALID_REQUEST
+    # The failed message left nothing behind: the session's next request still encodes.
+    _check(provider, ProviderRequest(model="", system="", messages=[Message.user("hi")], session_id="s1"))
+
+
+def test_orjson_escapes_strings_as_the_stdlib_did() -> None:
+    for start in range(0, 0x110000, 0x800):
+        chars = "".join(chr(c) for c in range(start, start + 0x800) if not 0xD800 <= c <= 0xDFFF)
+        assert orjson.dumps(chars) == json.dumps(chars, ensure_ascii=False).encode()
+
+
+def test_anthropic_translates_only_the_new_messages_through_tool_loops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from server.providers import anthropic_wire
+
+    translated: list[Message] = []
+    real = anthropic_wire.content_blocks
+    monkeypatch.setattr(
+        anthropic_wire, "content_blocks", lambda m, **kw: translated.append(m) or real(m, **kw)
+    )
+    provider = AnthropicProvider(api_key="k", model="claude-test", thinking_budget=2048)
+    thinking = ReasoningBlock(
+        provider="anthropic", data={"type": "thinking", "thinking": "t", "signature": "s"}
+    )
+    history: list[Message] = []
+    for i in range(40):
+        call = ToolCall(id=f"toolu_{i}", name="bash", arguments='{"command": "ls"}')
+        # Every 5th step was written without thinking (thinking off, another provider).
+        blocks = [] if i % 5 == 4 else [thinking]
+        steps = [
+            Message.user(f"task {i}"),
+            Message(role="assistant", reasoning_blocks=blocks, tool_calls=[call]),
+            Message.tool_result(call, f"output {i}"),
+            Message(role="assistant", content=f"done {i}", reasoning_blocks=[thinking]),
+        ]
+        for message in steps:
+            history.append(message)
+            request = ProviderRequest(
+                model="", system="s", messages=list(history), tools=TOOLS, session_id="s1"
+            )
+            _check(provider, request)
+            # Each message is translated once per thinking mode over the whole session
+            # (a mode's cache catches up when it is used again), never per request.
+            assert len(translated) <= 2 * len(history)
+    assert len(translated) > len(history)  # both modes were used
