@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-import jsonschema
-
 from server.core.conversation import Message, ToolCall
 from server.core.permission import PermissionOptionKind, PermissionOutcome
 from server.core.updates import (
@@ -99,6 +97,8 @@ def _parse(ctx: TurnContext, slot: _Slot) -> None:
     if not isinstance(args, dict):
         slot.result = ToolResult("Arguments must be a JSON object.", is_error=True)
         return
+    import jsonschema  # loaded at the first tool call, not at start-up (idle memory)
+
     try:
         jsonschema.validate(args, tool.parameters)
     except jsonschema.ValidationError as exc:
