@@ -14,7 +14,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, insert, select, text, update
+from sqlalchemy import Engine, Select, delete, func, insert, literal, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.core.modes import SqliteSynchronous
@@ -29,7 +29,15 @@ from server.store.engine import (
     open_engines,
 )
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
-from server.store.records import Batch, SessionRecord, StoredEvent, TokenRecord, session_record, utc
+from server.store.records import (
+    Batch,
+    SessionRecord,
+    SessionSummary,
+    StoredEvent,
+    TokenRecord,
+    session_record,
+    utc,
+)
 from server.store.sqlite_writer import SqliteWriter
 
 __all__ = [
@@ -37,6 +45,7 @@ __all__ = [
     "Batch",
     "PoolLimits",
     "SessionRecord",
+    "SessionSummary",
     "Store",
     "StoredEvent",
     "TokenRecord",
@@ -160,20 +169,12 @@ class Store:
         cwd: str | None = None,
         before: tuple[datetime, str] | None = None,
         limit: int = 50,
-    ) -> list[SessionRecord]:
+    ) -> list[SessionSummary]:
         """Newest first; `before` is the (updated_at, id) of the last row of the previous page."""
-        q = select(SessionRow).where(SessionRow.owner == owner)
-        if cwd is not None:
-            q = q.where(SessionRow.cwd == cwd)
-        if before is not None:
-            at, sid = before
-            q = q.where(
-                (SessionRow.updated_at < at) | ((SessionRow.updated_at == at) & (SessionRow.id < sid))
-            )
-        q = q.order_by(SessionRow.updated_at.desc(), SessionRow.id.desc()).limit(limit)
+        q = session_list_query(owner=owner, cwd=cwd, before=before, limit=limit)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
-        return [session_record(r) for r in rows]  # type: ignore[arg-type]
+        return [SessionSummary(r.id, r.cwd, r.title, utc(r.updated_at)) for r in rows]
 
     # -------------------------------------------------------------- events and messages
 
@@ -354,3 +355,21 @@ class Store:
         q = select(MessageRow.data).where(MessageRow.session_id == session_id).order_by(MessageRow.idx)
         async with self.engine.connect() as conn:
             return [r.data for r in (await conn.execute(q)).all()]
+
+
+def session_list_query(
+    *, owner: str, cwd: str | None, before: tuple[datetime, str] | None, limit: int
+) -> Select[str, str, str | None, datetime]:
+    """One `session/list` page. Only the listed columns are read, and the row-value
+    comparison in this order is one range of the (owner[, cwd], updated_at, id) indexes
+    (migration 0007): a page costs the same first or last, with or without the cwd filter."""
+    q = select(SessionRow.id, SessionRow.cwd, SessionRow.title, SessionRow.updated_at).where(
+        SessionRow.owner == owner
+    )
+    if cwd is not None:
+        q = q.where(SessionRow.cwd == cwd)
+    if before is not None:
+        at, sid = before
+        bound = tuple_(literal(at, SessionRow.updated_at.type), literal(sid, SessionRow.id.type))
+        q = q.where(tuple_(SessionRow.updated_at, SessionRow.id) < bound)
+    return q.order_by(SessionRow.updated_at.desc(), SessionRow.id.desc()).limit(limit)

@@ -60,3 +60,13 @@ def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None
     assert re.search(r"^turns=5 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
     assert re.search(r"^httpcore current_async_library: [\d.]+ calls/turn", out, re.M), out
     assert len(re.findall(r"^ +\d+ µs +[\d.]+ % ", out, re.M)) >= 10, out
+
+
+def test_memory_bench_smoke_prints_list_attach_latency_and_rss_per_session() -> None:
+    out = _run("memory.py")
+    for what in ("session/list first page", "session/list cwd paging", "attach cold \\(afterSeq 0\\)"):
+        assert re.search(rf"^sqlite +{what} +n=\d+ +p50= *[\d.]+ ms p99= *[\d.]+ ms", out, re.M), out
+    assert re.search(r"^sqlite +RSS per idle loaded stored session: -?[\d.]+ KiB", out, re.M), out
+    assert re.search(r"^sqlite +RSS per loaded 3-turn session: -?[\d.]+ KiB", out, re.M), out
+    assert re.search(r"^sqlite +disk per stored 3-turn session: [\d.]+ KiB", out, re.M), out
+    assert re.search(r"^postgres +session/list first page |^postgres skipped", out, re.M), out
