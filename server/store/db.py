@@ -9,8 +9,7 @@ The records it hands out are in `records.py`; opening the engines and migrations
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +17,7 @@ from sqlalchemy import Engine, Select, delete, func, insert, literal, select, te
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from server.core.modes import SqliteSynchronous
-from server.store import queue_rows
+from server.store import queue_rows, session_load
 from server.store.batch_write import apply_batches
 from server.store.engine import (
     MIGRATIONS_DIR,
@@ -38,11 +37,13 @@ from server.store.records import (
     session_record,
     utc,
 )
+from server.store.session_load import LoadedSession
 from server.store.sqlite_writer import SqliteWriter
 
 __all__ = [
     "MIGRATIONS_DIR",
     "Batch",
+    "LoadedSession",
     "PoolLimits",
     "SessionRecord",
     "SessionSummary",
@@ -156,11 +157,14 @@ class Store:
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session with its queued prompts (in order; None when there are none)."""
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(SessionRow).where(SessionRow.id == session_id))).first()
-            if row is None:
-                return None
-            queue = await queue_rows.load(conn, session_id)
-        return dataclasses.replace(session_record(row), queue=queue or None)  # type: ignore[arg-type]
+            return await session_load.record(conn, session_id)
+
+    async def load_session(
+        self, session_id: str, *, recent_kinds: Sequence[str], recent_limit: int
+    ) -> LoadedSession | None:
+        """Everything an actor is made from, read in one connection (session_load.py)."""
+        async with self.engine.connect() as conn:
+            return await session_load.load(conn, session_id, recent_kinds, recent_limit)
 
     async def list_sessions(
         self,
@@ -283,22 +287,12 @@ class Store:
 
     async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
         """The newest `limit` events of the given kinds, oldest first."""
-        q = (
-            select(EventRow.seq, EventRow.kind, EventRow.payload)
-            .where(EventRow.session_id == session_id, EventRow.kind.in_(kinds))
-            .order_by(EventRow.seq.desc())
-            .limit(limit)
-        )
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(q)).all()
-        return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in reversed(rows)]
+            return await session_load.latest(conn, session_id, kinds, limit)
 
     async def last_seq(self, session_id: str) -> int:
         async with self.engine.connect() as conn:
-            value = (
-                await conn.execute(select(func.max(EventRow.seq)).where(EventRow.session_id == session_id))
-            ).scalar()
-        return int(value or 0)
+            return await session_load.last_seq(conn, session_id)
 
     # -------------------------------------------------------------- api tokens (R-X1)
 
@@ -352,9 +346,8 @@ class Store:
         return bool(result.rowcount)
 
     async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
-        q = select(MessageRow.data).where(MessageRow.session_id == session_id).order_by(MessageRow.idx)
         async with self.engine.connect() as conn:
-            return [r.data for r in (await conn.execute(q)).all()]
+            return await session_load.messages(conn, session_id)
 
 
 def session_list_query(
