@@ -274,16 +274,8 @@ class Store:
     async def read_events(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
-        q = (
-            select(EventRow.seq, EventRow.kind, EventRow.payload)
-            .where(EventRow.session_id == session_id, EventRow.seq > after_seq)
-            .order_by(EventRow.seq)
-        )
-        if limit is not None:
-            q = q.limit(limit)
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(q)).all()
-        return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in rows]
+            return await session_load.events(conn, session_id, after_seq, limit)
 
     async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
         """The newest `limit` events of the given kinds, oldest first."""

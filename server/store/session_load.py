@@ -27,6 +27,13 @@ LATEST = (
     .limit(bindparam("limit"))
 )
 
+EVENTS = (
+    select(EventRow.seq, EventRow.kind, EventRow.payload)
+    .where(EventRow.session_id == bindparam("sid"), EventRow.seq > bindparam("after"))
+    .order_by(EventRow.seq)
+)
+EVENTS_PAGE = EVENTS.limit(bindparam("limit"))  # replay reads the log in pages
+
 
 @dataclasses.dataclass(frozen=True)
 class LoadedSession:
@@ -60,6 +67,19 @@ async def latest(
     params = {"sid": session_id, "kinds": list(kinds), "limit": limit}
     rows = (await conn.execute(LATEST, params)).all()
     return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in reversed(rows)]
+
+
+async def events(
+    conn: AsyncConnection, session_id: str, after_seq: int, limit: int | None
+) -> list[StoredEvent]:
+    """Events after `after_seq` in seq order (at most `limit`)."""
+    if limit is None:
+        rows = (await conn.execute(EVENTS, {"sid": session_id, "after": after_seq})).all()
+    else:
+        rows = (
+            await conn.execute(EVENTS_PAGE, {"sid": session_id, "after": after_seq, "limit": limit})
+        ).all()
+    return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in rows]
 
 
 async def load(
