@@ -9,8 +9,6 @@ import re
 from collections.abc import MutableMapping
 from typing import IO, Any
 
-import structlog
-
 from server.config import LogFormat
 from server.core.log_context import LOG_CONTEXT_FIELDS, LogContextFilter
 
@@ -69,6 +67,10 @@ def log_handler(fmt: LogFormat, stream: IO[str] | None = None) -> logging.Handle
     handler = logging.StreamHandler(stream)
     handler.addFilter(LogContextFilter())
     if fmt is LogFormat.JSON:
+        # Imported here: structlog loads rich and pygments (~100 modules, several MiB
+        # resident) that the default text format never needs.
+        import structlog
+
         handler.setFormatter(
             structlog.stdlib.ProcessorFormatter(
                 foreign_pre_chain=[

@@ -38,8 +38,11 @@ def _reason(exc: BaseException) -> str:
 def listen_socket(host: str, port: int) -> socket.socket:
     """Bind the server's address now, before any slow start-up work, so a port in use is
     reported at once; uvicorn then serves on this very socket (no window for a race)."""
+    # An ASCII name goes as bytes: a str is IDNA-encoded first, which loads the `idna` codec
+    # and `unicodedata` (~0.4 MiB resident for good) for an address like 127.0.0.1.
+    name: str | bytes = host.encode("ascii") if host.isascii() else host
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise StartupError(f"AGENTD_HOST: cannot resolve {host!r} ({exc.strerror})") from None
     family, kind, proto, _, address = infos[0]

@@ -12,8 +12,6 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any, TypeGuard
 
-import jsonschema
-
 from server.agents.definition import (
     NAME_PATTERN,
     NAME_RE,
@@ -145,6 +143,8 @@ class AgentBuilder:
             if not isinstance(schema, dict):
                 bad("output_schema", f"must be a JSON object (a dict), got {type(schema).__name__}")
             else:
+                import jsonschema  # only for a definition with a schema (idle memory)
+
                 try:
                     jsonschema.Draft202012Validator.check_schema(schema)
                 except jsonschema.SchemaError as exc:

@@ -17,8 +17,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
 from server.core.provider import ToolSpec
 
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
@@ -57,6 +55,8 @@ class OutputSchema:
 
     @classmethod
     def check(cls, schema: dict[str, Any]) -> OutputSchema:
+        import jsonschema  # loaded by the first structured turn, not at start-up (idle memory)
+
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
@@ -77,6 +77,8 @@ class OutputSchema:
         """None when `value` is acceptable, else a readable reason."""
         if self.error is not None:
             return self.error
+        import jsonschema
+
         errors = sorted(
             jsonschema.Draft202012Validator(self.schema).iter_errors(value), key=lambda e: list(e.path)
         )

@@ -15,10 +15,12 @@ import json
 import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import orjson
+
+if TYPE_CHECKING:
+    import jsonschema
 
 from server.core.conversation import Message, ToolCall
 from server.core.permission import PermissionOptionKind, PermissionOutcome
@@ -117,6 +119,8 @@ def argument_error(args: dict[str, Any], schema: dict[str, Any]) -> jsonschema.V
     call — ~2 ms per tool call; the checked validator is kept per schema instead (keyed by
     its JSON text, so a tool whose schema changes gets a new one). An invalid schema still
     raises `SchemaError`, every time."""
+    import jsonschema  # loaded at the first tool call, not at start-up (idle memory)
+
     try:
         key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON-serialisable (no tool's schema is): the uncached way
@@ -133,6 +137,8 @@ def argument_error(args: dict[str, Any], schema: dict[str, Any]) -> jsonschema.V
 
 @functools.lru_cache(maxsize=256)
 def _validator(schema_json: bytes) -> Any:
+    import jsonschema
+
     schema = orjson.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)

@@ -24,8 +24,8 @@ from server.session.errors import (
     session_stopping,
     shutting_down,
 )
-from server.session.recovery import recover
-from server.store.db import SessionRecord, Store
+from server.session.recovery import REMEMBERED_TURNS, TURN_BOUNDARIES, recover
+from server.store.db import LoadedSession, SessionRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,19 @@ class SessionManager:
         fut: asyncio.Future[SessionActor | None] = asyncio.get_running_loop().create_future()
         self._loading[session_id] = fut
         try:
-            record = await self._store.get_session(session_id)
-            if record is None:
+            writer = self._services.writer
+            if writer.failed(session_id):
+                # The failed actor has ended; once its last writes are through (discarded),
+                # the new actor continues from what the store really holds.
+                await writer.barrier()
+                writer.clear_failure(session_id)
+            loaded = await self._store.load_session(
+                session_id, recent_kinds=TURN_BOUNDARIES, recent_limit=REMEMBERED_TURNS
+            )
+            if loaded is None:
                 fut.set_result(None)
                 return None
-            actor = await self._load(record)
+            actor = await self._load(loaded)
             self._actors[session_id] = actor
             fut.set_result(actor)
             return actor
@@ -116,18 +124,13 @@ class SessionManager:
     async def record(self, session_id: str) -> SessionRecord | None:
         return await self._store.get_session(session_id)
 
-    async def _load(self, record: SessionRecord) -> SessionActor:
+    async def _load(self, loaded: LoadedSession) -> SessionActor:
+        """The actor of a session read from the store (one read: `Store.load_session`)."""
         writer = self._services.writer
-        if writer.failed(record.id):
-            # The failed actor has ended; once its last writes are through (discarded),
-            # the new actor continues from what the store really holds.
-            await writer.barrier()
-            writer.clear_failure(record.id)
-        raw = await self._store.load_messages(record.id)
-        messages = [Message.model_validate(m) for m in raw]
-        last_seq = await self._store.last_seq(record.id)
-        actor = SessionActor(record, messages, last_seq, self._services)
-        await recover(self._store, actor, record)
+        record = loaded.record
+        messages = [Message.model_validate(m) for m in loaded.messages]
+        actor = SessionActor(record, messages, loaded.last_seq, self._services)
+        await recover(self._store, actor, record, loaded.recent)
         # Recovery is committed before anyone can attach: it replays like any history.
         await writer.barrier()
         if writer.failed(record.id):

@@ -12,21 +12,26 @@ from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from server.session.actor import SessionActor
 from server.session.commands import PromptDone
 from server.session.journal import Partial
-from server.store.db import SessionRecord, Store
+from server.store.db import SessionRecord, Store, StoredEvent
 
 CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
-# How many recent turns' requestIds a reloaded session still answers retries for.
+# How many recent turns' requestIds a reloaded session still answers retries for; the
+# store reads these boundaries with the session (`Store.load_session`).
 REMEMBERED_TURNS = 200
+TURN_BOUNDARIES = (EventKind.TURN_STARTED.value, EventKind.TURN_ENDED.value)
 
 
-async def recover(store: Store, actor: SessionActor, record: SessionRecord) -> None:
-    """Repair what the log of a session loaded from the store left open (before it starts)."""
+async def recover(
+    store: Store, actor: SessionActor, record: SessionRecord, recent: list[StoredEvent]
+) -> None:
+    """Repair what the log of a session loaded from the store left open (before it starts).
+    `recent`: its newest REMEMBERED_TURNS events of the TURN_BOUNDARIES kinds, oldest first."""
     # The server died mid-tool: those calls end "interrupted", in the conversation and
     # for clients replaying the log.
     actor.journal.close_dangling_tool_calls()
     if record.partial:
         await _recover_partial_text(store, actor, record.partial)
-    await _recover_interrupted_turn(store, actor)
+    _recover_interrupted_turn(actor, recent)
 
 
 async def _recover_partial_text(store: Store, actor: SessionActor, checkpoint: dict[str, Any]) -> None:
@@ -47,14 +52,9 @@ async def _recover_partial_text(store: Store, actor: SessionActor, checkpoint: d
     actor.journal.persist_fields({"partial": None})
 
 
-async def _recover_interrupted_turn(store: Store, actor: SessionActor) -> None:
+def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> None:
     """A turn that was running when the server died ends `interrupted` (R-E6); the
     requestIds of recent turns are remembered so a client's retry learns their end."""
-    ends = await store.latest_events(
-        actor.id,
-        [EventKind.TURN_STARTED.value, EventKind.TURN_ENDED.value],
-        limit=REMEMBERED_TURNS,
-    )
     for ev in ends:
         request_id = ev.payload.get("requestId")
         if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):

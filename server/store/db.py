@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, insert, select, text, update
+from sqlalchemy import Engine, Select, delete, func, insert, literal, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.core.modes import SqliteSynchronous
-from server.store import queue_rows
+from server.store import queue_rows, session_load
 from server.store.batch_write import apply_batches
 from server.store.engine import (
     MIGRATIONS_DIR,
@@ -31,14 +31,25 @@ from server.store.engine import (
     open_engines,
 )
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
-from server.store.records import Batch, SessionRecord, StoredEvent, TokenRecord, session_record, utc
+from server.store.records import (
+    Batch,
+    SessionRecord,
+    SessionSummary,
+    StoredEvent,
+    TokenRecord,
+    session_record,
+    utc,
+)
+from server.store.session_load import LoadedSession
 from server.store.sqlite_writer import SqliteWriter
 
 __all__ = [
     "MIGRATIONS_DIR",
     "Batch",
+    "LoadedSession",
     "PoolLimits",
     "SessionRecord",
+    "SessionSummary",
     "Store",
     "StoredEvent",
     "TokenRecord",
@@ -155,11 +166,14 @@ class Store:
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session with its queued prompts (in order; None when there are none)."""
         async with self.engine.connect() as conn:
-            row = (await conn.execute(select(SessionRow).where(SessionRow.id == session_id))).first()
-            if row is None:
-                return None
-            queue = await queue_rows.load(conn, session_id)
-        return dataclasses.replace(session_record(row), queue=queue or None)  # type: ignore[arg-type]
+            return await session_load.record(conn, session_id)
+
+    async def load_session(
+        self, session_id: str, *, recent_kinds: Sequence[str], recent_limit: int
+    ) -> LoadedSession | None:
+        """Everything an actor is made from, read in one connection (session_load.py)."""
+        async with self.engine.connect() as conn:
+            return await session_load.load(conn, session_id, recent_kinds, recent_limit)
 
     async def list_sessions(
         self,
@@ -168,20 +182,12 @@ class Store:
         cwd: str | None = None,
         before: tuple[datetime, str] | None = None,
         limit: int = 50,
-    ) -> list[SessionRecord]:
+    ) -> list[SessionSummary]:
         """Newest first; `before` is the (updated_at, id) of the last row of the previous page."""
-        q = select(SessionRow).where(SessionRow.owner == owner)
-        if cwd is not None:
-            q = q.where(SessionRow.cwd == cwd)
-        if before is not None:
-            at, sid = before
-            q = q.where(
-                (SessionRow.updated_at < at) | ((SessionRow.updated_at == at) & (SessionRow.id < sid))
-            )
-        q = q.order_by(SessionRow.updated_at.desc(), SessionRow.id.desc()).limit(limit)
+        q = session_list_query(owner=owner, cwd=cwd, before=before, limit=limit)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
-        return [session_record(r) for r in rows]  # type: ignore[arg-type]
+        return [SessionSummary(r.id, r.cwd, r.title, utc(r.updated_at)) for r in rows]
 
     # -------------------------------------------------------------- events and messages
 
@@ -293,35 +299,17 @@ class Store:
     async def read_events(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
-        q = (
-            select(EventRow.seq, EventRow.kind, EventRow.payload)
-            .where(EventRow.session_id == session_id, EventRow.seq > after_seq)
-            .order_by(EventRow.seq)
-        )
-        if limit is not None:
-            q = q.limit(limit)
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(q)).all()
-        return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in rows]
+            return await session_load.events(conn, session_id, after_seq, limit)
 
     async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
         """The newest `limit` events of the given kinds, oldest first."""
-        q = (
-            select(EventRow.seq, EventRow.kind, EventRow.payload)
-            .where(EventRow.session_id == session_id, EventRow.kind.in_(kinds))
-            .order_by(EventRow.seq.desc())
-            .limit(limit)
-        )
         async with self.engine.connect() as conn:
-            rows = (await conn.execute(q)).all()
-        return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in reversed(rows)]
+            return await session_load.latest(conn, session_id, kinds, limit)
 
     async def last_seq(self, session_id: str) -> int:
         async with self.engine.connect() as conn:
-            value = (
-                await conn.execute(select(func.max(EventRow.seq)).where(EventRow.session_id == session_id))
-            ).scalar()
-        return int(value or 0)
+            return await session_load.last_seq(conn, session_id)
 
     # -------------------------------------------------------------- api tokens (R-X1)
 
@@ -375,6 +363,23 @@ class Store:
         return bool(result.rowcount)
 
     async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
-        q = select(MessageRow.data).where(MessageRow.session_id == session_id).order_by(MessageRow.idx)
         async with self.engine.connect() as conn:
-            return [r.data for r in (await conn.execute(q)).all()]
+            return await session_load.messages(conn, session_id)
+
+
+def session_list_query(
+    *, owner: str, cwd: str | None, before: tuple[datetime, str] | None, limit: int
+) -> Select[str, str, str | None, datetime]:
+    """One `session/list` page. Only the listed columns are read, and the row-value
+    comparison in this order is one range of the (owner[, cwd], updated_at, id) indexes
+    (migration 0007): a page costs the same first or last, with or without the cwd filter."""
+    q = select(SessionRow.id, SessionRow.cwd, SessionRow.title, SessionRow.updated_at).where(
+        SessionRow.owner == owner
+    )
+    if cwd is not None:
+        q = q.where(SessionRow.cwd == cwd)
+    if before is not None:
+        at, sid = before
+        bound = tuple_(literal(at, SessionRow.updated_at.type), literal(sid, SessionRow.id.type))
+        q = q.where(tuple_(SessionRow.updated_at, SessionRow.id) < bound)
+    return q.order_by(SessionRow.updated_at.desc(), SessionRow.id.desc()).limit(limit)

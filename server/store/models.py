@@ -22,7 +22,7 @@ class SessionRow(Base):
     __tablename__ = "sessions"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    owner: Mapped[str] = mapped_column(String(128), index=True)
+    owner: Mapped[str] = mapped_column(String(128))
     cwd: Mapped[str] = mapped_column(Text)
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
     mode: Mapped[str] = mapped_column(String(32))
@@ -38,7 +38,7 @@ class SessionRow(Base):
     # a crash loses at most a second of what clients were shown; NULL when none.
     partial: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class EventRow(Base):
@@ -101,5 +101,9 @@ class ApiTokenRow(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
-Index("ix_sessions_owner_updated", SessionRow.owner, SessionRow.updated_at)
+# `session/list` pages (migration 0007): newest first, the id breaking ties, optionally one cwd.
+Index("ix_sessions_owner_updated_id", SessionRow.owner, SessionRow.updated_at, SessionRow.id)
+Index(
+    "ix_sessions_owner_cwd_updated_id", SessionRow.owner, SessionRow.cwd, SessionRow.updated_at, SessionRow.id
+)
 Index("ix_queued_prompts_session", QueuedPromptRow.session_id, QueuedPromptRow.position)

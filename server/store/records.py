@@ -31,6 +31,16 @@ class SessionRecord:
 
 
 @dataclass(frozen=True)
+class SessionSummary:
+    """One row of `session/list`: only the columns it shows (no JSON state to decode)."""
+
+    id: str
+    cwd: str
+    title: str | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
 class TokenRecord:
     id: str
     principal: str

@@ -23,8 +23,10 @@ import threading
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import regex  # no stubs published; pyproject tells mypy to ignore it
+if TYPE_CHECKING:  # only annotations here; search.py imports `regex` when it compiles
+    import regex
 
 from server.tools.base import ToolError
 from server.tools.rgrun import RgStream, SearchStopped, find_rg, time_left

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:  # pathspec (~30 modules) loads with the first walk, not at start-up
+    from pathspec import GitIgnoreSpec
 
 MAX_IGNORE_FILE_BYTES = 1024 * 1024  # a hostile giant .gitignore is read only this far
 
-_Chain = tuple[tuple[str, GitIgnoreSpec], ...]  # (dir prefix relative to top, its rules), shallow first
+_Chain = tuple[tuple[str, "GitIgnoreSpec"], ...]  # (dir prefix relative to top, its rules), shallow first
 
 
 def _read_spec(path: Path) -> GitIgnoreSpec | None:
+    from pathspec import GitIgnoreSpec
+
     try:
         with open(path, "rb") as f:  # one bounded read
             data = f.read(MAX_IGNORE_FILE_BYTES)
@@ -38,6 +42,8 @@ def _read_spec(path: Path) -> GitIgnoreSpec | None:
 
 
 def _valid(line: str) -> bool:
+    from pathspec import GitIgnoreSpec
+
     try:
         GitIgnoreSpec.from_lines([line])
     except ValueError:

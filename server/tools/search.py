@@ -16,9 +16,10 @@ import threading
 import time
 from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import regex  # no stubs published; pyproject tells mypy to ignore it
+if TYPE_CHECKING:  # `regex` loads with the first grep, not at start-up (idle memory)
+    import regex
 
 from server.tools import regexguard, safefs
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
@@ -125,6 +126,8 @@ class Grep:
         why = regexguard.refusal(pattern)
         if why is not None:
             raise ToolError(f"invalid regular expression {pattern!r}: {why}")
+        import regex  # no stubs published; pyproject tells mypy to ignore it
+
         try:
             compiled = regex.compile(pattern, regex.VERSION0 | (regex.IGNORECASE if ci else 0))
         except regex.error as exc:

@@ -135,8 +135,10 @@ async def metrics(request: Request) -> Response:
 
 
 @router.get("/healthz", summary="Liveness")
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+async def healthz() -> JSONResponse:
+    # A Response, not a dict: FastAPI's serializer would first import `pydantic.v1` (1.3 MiB
+    # resident for good) to rule out a v1 model.
+    return JSONResponse({"status": "ok"})
 
 
 @router.get("/readyz", summary="Readiness: database reachable and migrations current")

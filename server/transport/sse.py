@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from protocol import outgoing
@@ -108,12 +108,41 @@ def _frame(method: str, params: dict[str, Any]) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-@router.get("/sessions/{session_id}/events", summary="The session's events as Server-Sent Events")
-async def session_events(
-    request: Request,
-    session_id: str,
-    after: int | None = Query(default=None, ge=0, description="resume after this seq"),
-) -> StreamingResponse:
+# The parameters are read from the request and described here by hand: a typed parameter
+# makes FastAPI import `pydantic.v1` (1.3 MiB resident for good) to rule out a v1 model.
+_PARAMETERS = [
+    {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}},
+    {
+        "name": "after",
+        "in": "query",
+        "required": False,
+        "description": "resume after this seq",
+        "schema": {"type": "integer", "minimum": 0},
+    },
+]
+
+
+def _after(request: Request) -> int | None:
+    raw = request.query_params.get("after")
+    if raw is None:
+        return None
+    try:
+        after = int(raw)
+    except ValueError:
+        raise HTTPException(status_code=422, detail="after must be a seq (integer)") from None
+    if after < 0:
+        raise HTTPException(status_code=422, detail="after must be ≥ 0")
+    return after
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    summary="The session's events as Server-Sent Events",
+    openapi_extra={"parameters": _PARAMETERS},
+)
+async def session_events(request: Request) -> StreamingResponse:
+    session_id: str = request.path_params["session_id"]
+    after = _after(request)
     state = request.app.state.agentd
     try:
         identity = await state.auth.identify(request.headers, request.query_params)

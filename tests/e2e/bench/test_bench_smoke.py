@@ -83,3 +83,13 @@ def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() 
             r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
         )
         assert re.search(line, out, re.M), out
+
+
+def test_memory_bench_smoke_prints_list_attach_latency_and_rss_per_session() -> None:
+    out = _run("memory.py")
+    for what in ("session/list first page", "session/list cwd paging", "attach cold \\(afterSeq 0\\)"):
+        assert re.search(rf"^sqlite +{what} +n=\d+ +p50= *[\d.]+ ms p99= *[\d.]+ ms", out, re.M), out
+    assert re.search(r"^sqlite +RSS per idle loaded stored session: -?[\d.]+ KiB", out, re.M), out
+    assert re.search(r"^sqlite +RSS per loaded 3-turn session: -?[\d.]+ KiB", out, re.M), out
+    assert re.search(r"^sqlite +disk per stored 3-turn session: [\d.]+ KiB", out, re.M), out
+    assert re.search(r"^postgres +session/list first page |^postgres skipped", out, re.M), out

@@ -125,3 +125,15 @@ async def test_live_events_of_a_websocket_prompt(server_factory: Any, workspace:
                 if "id" in f:
                     assert int(f["id"]) == frame_seq(f)
         await alice.close()
+
+
+async def test_after_must_be_a_seq_and_is_described(server_factory: Any, workspace: Path) -> None:
+    async with server_factory(scripted({"text": "hi"})) as server:
+        sid = await finished_session(server, workspace, "hello")
+        async with httpx.AsyncClient(base_url=server.base_url) as http:
+            for bad in ("-1", "abc"):
+                resp = await http.get(f"/sessions/{sid}/events", params={"after": bad})
+                assert resp.status_code == 422, (bad, resp.text)
+            spec = (await http.get("/openapi.json")).json()
+        params = spec["paths"]["/sessions/{session_id}/events"]["get"]["parameters"]
+        assert {(p["name"], p["in"]) for p in params} == {("session_id", "path"), ("after", "query")}

@@ -75,7 +75,7 @@ async def test_migrate_creates_the_schema_and_reports_head(db_url: str) -> None:
         assert schema["columns"]["messages"] >= {"id", "session_id", "idx", "data"}
         assert ("session_id", "seq") in schema["uniques"]["events"]
         assert ("session_id", "idx") in schema["uniques"]["messages"]
-        assert ("owner", "updated_at") in schema["indexes"]
+        assert ("owner", "updated_at", "id") in schema["indexes"]
         await store.ping()
     finally:
         await store.close()
