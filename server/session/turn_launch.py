@@ -88,8 +88,11 @@ class Launch:
 
 
 def classify(kind: QueueKind, text: str, skills: dict[str, Skill]) -> Launch:
-    """A plain prompt may turn out to be a builtin `/command`, a `!cmd`, or a skill."""
-    if kind is not QueueKind.PROMPT:
+    """What an entry runs as: a builtin `/command`, a `!cmd`, a skill or a plain prompt.
+    Entries are classified when queued (`prompt_kind`); the text is parsed again here for
+    the command's parts, which gives the same answer (combining only ever appends plain
+    text to a plain prompt) and also covers input that never waited in the queue."""
+    if kind is QueueKind.COMPACT:
         return Launch(kind)
     if (local := parse_local(text)) is not None:
         return Launch(QueueKind.LOCAL, local=local)
