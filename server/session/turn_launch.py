@@ -26,6 +26,7 @@ from server.core.events import EventKind
 from server.core.log_context import bind_log_context
 from server.core.provider import Provider
 from server.loop.context import Conversation, TurnContext
+from server.loop.goal_eval import evaluator_lanes
 from server.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
 from server.loop.prompt import prompt_images, prompt_text
 from server.loop.structured import OutputSchema
@@ -113,10 +114,13 @@ def output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema 
     return OutputSchema.check(schema) if isinstance(schema, dict) else None
 
 
-def goal_lanes(provider: Provider, model: str, evaluator_model: str | None) -> list[tuple[Provider, str]]:
-    """Who judges a goal: the small evaluator model first (when set and different), then the session's."""
-    lanes = [(provider, evaluator_model)] if evaluator_model and evaluator_model != model else []
-    return [*lanes, (provider, model)]
+def goal_lanes(
+    provider: Provider, model: str, evaluator_model: str | None, attempts: int = 2
+) -> list[tuple[Provider, str]]:
+    """Who judges a goal, attempt by attempt: the small evaluator model first (when set and
+    different), then the session's; with none the session's model is asked twice."""
+    small = (provider, evaluator_model) if evaluator_model and evaluator_model != model else None
+    return evaluator_lanes((provider, model), small, attempts)
 
 
 def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | None) -> ClientBridge | None:
@@ -175,7 +179,9 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         budget_limits=services.budget_limits(),
         completion=agent.completion,
         goal=actor.goal,
-        goal_lanes=goal_lanes(services.provider, actor.model, settings.goal_evaluator_model),
+        goal_lanes=goal_lanes(
+            services.provider, actor.model, settings.goal_evaluator_model, services.limits.goal.attempts
+        ),
         limits=services.limits,
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,

@@ -59,9 +59,9 @@ def test_title_from_the_first_prompt(text: str, title: str | None) -> None:
 @pytest.mark.parametrize(
     ("model", "evaluator", "expected"),
     [
-        ("big", None, ["big"]),
+        ("big", None, ["big", "big"]),  # no small model: the session's model, twice
         ("big", "small", ["small", "big"]),
-        ("big", "big", ["big"]),  # the same model is asked once
+        ("big", "big", ["big", "big"]),  # the same model: asked twice as well
     ],
 )
 def test_goal_lanes(model: str, evaluator: str | None, expected: list[str]) -> None:
