@@ -77,7 +77,7 @@ def load_skills(folder: Path | None) -> dict[str, Skill]:
     return skills
 
 
-def expand_skill(text: str, skills: dict[str, Skill]) -> str | None:
+def expand_skill(text: str, skills: Mapping[str, Skill]) -> str | None:
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
