@@ -70,7 +70,7 @@ class RunningTurn:
 
 @dataclass(frozen=True)
 class Launch:
-    """What a queue entry runs as, decided when it starts."""
+    """What a queue entry runs as (its kind is decided when queued; the parts when it starts)."""
 
     kind: QueueKind
     local: tuple[LocalCommand, str] | None = None  # a builtin and its argument text

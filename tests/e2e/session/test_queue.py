@@ -395,3 +395,30 @@ async def test_an_edit_classifies_the_entry_again(server_factory, workspace: Pat
         await client.notify("session/cancel", {"sessionId": sid})
         await running
         await client.close()
+
+
+async def test_a_queued_command_is_stored_and_comes_back_a_command(
+    server_factory, db_url: str, workspace: Path
+):
+    """Classified when queued, a `!cmd` is still stored with the queue (only compaction jobs
+    are not) and still a command after a restart: combine leaves it alone there too.
+
+    SPEC R-S3: "combine (merge consecutive plain-text prompts into the front …)".
+    """
+    first = scripted(GATE_STEP)
+    async with server_factory(first, database_url=db_url) as server:
+        client, sid, _running = await _setup(server, workspace)
+        await _enqueue(client, sid, "plain")
+        await _enqueue(client, sid, "!echo after-restart")
+        await client.close()
+    second = scripted(loop=False)
+    async with server_factory(second, database_url=db_url, auto_resume=False) as server:
+        client = await server.client()
+        listed = (await client.call("_agentd/queue/list", {"sessionId": sid}))["queue"]
+        assert [(e["kind"], e["text"]) for e in listed] == [
+            ("prompt", "plain"),
+            ("bang", "!echo after-restart"),
+        ]
+        refused = await client.call("_agentd/queue/combine", {"sessionId": sid})
+        assert refused["applied"] is False and refused["queue"] == listed
+        await client.close()
