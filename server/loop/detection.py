@@ -3,9 +3,10 @@
 Three detectors, all pure over small typed state so the loop (and a test) can drive them
 step by step and put every verdict on an event as data:
 
-- `Stationarity`: consecutive identical model *steps* (all tool calls of one step). A nudge
-  once at `nudge_at`, a final stop at `stop_at`; true no-op steps (`bash` running `true`, or
-  a tool that declares itself a no-op) share one signature and stop sooner.
+- `Stationarity`: consecutive identical model *steps* (all tool calls of one step), counted
+  per L3 run. A nudge when a streak reaches `nudge_at` (each new streak earns its own), a
+  final stop at `stop_at`; true no-op steps (`bash` running `true`, or a tool that declares
+  itself a no-op) share one signature and stop sooner.
 - `NoProgress`: the same call returning the same result several times in a row earns a
   "[no progress]" note on its result, a hint rather than a stop.
 - `detect_repetitive_text` / `RepetitionDetector`: a streamed text whose tail is one short
@@ -27,7 +28,7 @@ from server.core.conversation import ToolCall
 class StationarityLimits:
     """Every threshold of this module; operators override it, tests read it."""
 
-    nudge_at: int = 8  # identical consecutive steps before the one-time nudge
+    nudge_at: int = 8  # identical consecutive steps before the streak's nudge
     stop_at: int = 16  # identical consecutive steps before the final stop
     noop_stop_at: int = 4  # consecutive true no-op steps before the final stop
     no_progress_after: int = 3  # same call, same result, this many times in a row
@@ -147,20 +148,29 @@ def step_signature(calls: list[ToolCall], noop_tools: frozenset[str] = frozenset
 
 @dataclass
 class Stationarity:
-    """Consecutive-identical-step counter for one run of the L3 loop."""
+    """Consecutive-identical-step counter for one run of the L3 loop.
+
+    Seed 001: "连续相同 tool call 约 8 次 → 注入 nudge … 16 次 → 硬停". The loop feeds it
+    every step (one without tool calls too) and `reset`s it when an L3 run starts: a
+    completion-recovery, goal or stop-hook re-entry is a new run whose count starts at 0.
+    """
 
     limits: StationarityLimits = DEFAULT_LIMITS
     noop_tools: frozenset[str] = frozenset()
     last_signature: str | None = None
     count: int = 0
     noop: bool = False
-    nudged: bool = False  # the nudge is given once per run, not once per streak
+
+    def reset(self) -> None:
+        """A new L3 run: no streak yet."""
+        self.last_signature, self.count, self.noop = None, 0, False
 
     def observe(self, step_calls: list[ToolCall]) -> StationarityDecision | None:
         """Record one step; return the decision it triggers, if any."""
         if not step_calls:
-            # A step without tool calls is not polling; the next tool step starts afresh.
-            self.last_signature, self.count, self.noop = None, 0, False
+            # A step without tool calls breaks the run of consecutive identical calls (the
+            # model answered in text); the next tool step starts a new streak.
+            self.reset()
             return None
         signature = step_signature(step_calls, self.noop_tools)
         if signature == self.last_signature:
@@ -171,8 +181,8 @@ class Stationarity:
         stop_at = self.limits.noop_stop_at if self.noop else self.limits.stop_at
         if self.count >= stop_at:
             return Stop(self.count, noop=self.noop)
-        if self.count == self.limits.nudge_at and not self.nudged:
-            self.nudged = True
+        # Exactly at the threshold: once per streak, and every new streak earns its own.
+        if self.count == self.limits.nudge_at:
             return Nudge(self.count, noop=self.noop)
         return None
 

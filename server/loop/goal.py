@@ -33,6 +33,7 @@ CONTINUATION_TAG = "goal_continuation"
 @dataclass(frozen=True)
 class GoalLimits:
     attempt_timeout_s: float = 30.0
+    attempts: int = 2  # evaluator calls per judgement: small model first, then the session's
     item_max_bytes: int = 4 * 1024
     transcript_max_bytes: int = 32 * 1024
     blocked_repeats: int = 3

@@ -2,8 +2,8 @@
 
 After each normal L3 completion a *hidden* evaluator call — no tools, a forced JSON verdict —
 judges the objective against the plan and a bounded, newest-first transcript (which is
-untrusted input: a confident claim in it is not proof). One attempt per lane, each bounded by
-a timeout; what to do with the answer is `goal.decide_after_evaluation`'s call.
+untrusted input: a confident claim in it is not proof). Two attempts (`evaluator_lanes`), each
+bounded by a timeout; what to do with the answer is `goal.decide_after_evaluation`'s call.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -49,6 +49,19 @@ EVALUATOR_SYSTEM = (
     "Use candidate_complete only when the evidence shows the objective is met; blocked only when "
     "progress is impossible without the user (missing access, a decision only they can make)."
 )
+
+
+Lane = TypeVar("Lane")
+
+
+def evaluator_lanes(session: Lane, small: Lane | None, attempts: int = DEFAULT_LIMITS.attempts) -> list[Lane]:
+    """Who is asked, attempt by attempt: the small model first when one is configured, then
+    the session's model; without one the session's model gets every attempt. Seed 001: "超时
+    30s；最多试 2 次（先小模型，失败再退到当前会话模型）" — a single transient failure must not
+    pause a goal as `infra`."""
+    if attempts <= 0:
+        return []
+    return [small if small is not None else session, *[session] * (attempts - 1)]
 
 
 # ----------------------------------------------------------------------------- evaluator input
@@ -153,7 +166,8 @@ async def evaluate(
     messages: list[Message],
     limits: GoalLimits | None = None,
 ) -> Evaluation:
-    """One attempt per lane (small model first when configured), each bounded by a timeout."""
+    """One attempt per lane (`evaluator_lanes`), each bounded by a timeout; the first valid
+    verdict wins."""
     limits = limits or DEFAULT_LIMITS
     attempts: list[dict[str, Any]] = []
     spent: list[tuple[str, Usage | None]] = []

@@ -282,10 +282,10 @@ def _policy(ctx: TurnContext, *, force_schema: bool, offer_shim: bool) -> StepPo
 
 
 def _observe(ctx: TurnContext, state: TurnState, sample: Sample) -> StepObservation:
-    """What the resolver needs to know about this sample. The repetition detector is asked
-    only for a step with tool calls whose stream was not cut (it counts what it sees)."""
+    """What the resolver needs to know about this sample. The repetition detector sees every
+    step whose stream was not cut (a step without tool calls ends a streak)."""
     stationarity = None
-    if sample.degenerate is None and sample.tool_calls:
+    if sample.degenerate is None:
         stationarity = state.stationarity.observe(sample.tool_calls)
     return StepObservation(
         text=sample.text,
@@ -379,6 +379,7 @@ async def run_react(
 ) -> TurnOutcome:
     """One L3 run. `force_schema=False` drops the output schema (completion recovery rounds)."""
     state = state or TurnState.for_limits(ctx.limits)
+    state.stationarity.reset()  # counted per L3 run: a re-entry starts with no streak
     policy = _policy(ctx, force_schema=force_schema, offer_shim=offer_shim)
 
     while True:

@@ -76,8 +76,8 @@ class StepPolicy:
 @dataclass(frozen=True)
 class StepObservation:
     """What the loop saw after one sample. `stationarity` is the repetition detector's verdict
-    on this step's tool calls (the detector is stateful, so the loop asks it, only when the
-    step has tool calls and its stream was not cut as degenerate)."""
+    on this step's tool calls (the detector is stateful, so the loop asks it for every step
+    whose stream was not cut as degenerate; a step without tool calls gets no verdict)."""
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()

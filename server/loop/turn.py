@@ -35,7 +35,7 @@ from server.loop.goal import (
     decide_refusal,
     with_continuation,
 )
-from server.loop.goal_eval import evaluate, run_verification
+from server.loop.goal_eval import evaluate, evaluator_lanes, run_verification
 from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from server.loop.react import run_compaction, run_react
 from server.loop.stop_hooks import keep_working_text, run_stop_hooks
@@ -180,7 +180,7 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
     if action is GoalAction.STOP or goal.status is not GoalStatus.ACTIVE:
         _save_goal(ctx)
         return False
-    lanes = list(ctx.goal_lanes) or [(ctx.provider, ctx.model)]
+    lanes = list(ctx.goal_lanes) or evaluator_lanes((ctx.provider, ctx.model), None, ctx.limits.goal.attempts)
     evaluation = await run_cancellable(
         evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages, ctx.limits.goal), ctx.cancel
     )

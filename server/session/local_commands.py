@@ -5,6 +5,7 @@ They are advertised to clients (`available_commands`; the transport renders them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from server.loop.goal import GoalState
 from server.loop.prompt import prompt_text
 from server.loop.react import run_compaction
 from server.loop.turn_state import TurnState
+from server.session.queue_ops import QueueKind
 
 if TYPE_CHECKING:  # the actor runs its builtins here (same package)
     from server.session.actor import SessionActor
@@ -75,7 +77,7 @@ def load_skills(folder: Path | None) -> dict[str, Skill]:
     return skills
 
 
-def expand_skill(text: str, skills: dict[str, Skill]) -> str | None:
+def expand_skill(text: str, skills: Mapping[str, Skill]) -> str | None:
     stripped = text.strip()
     if not stripped.startswith("/"):
         return None
@@ -98,6 +100,20 @@ def parse_local(text: str) -> tuple[LocalCommand, str] | None:
     name, _, arg = stripped[1:].partition(" ")
     command = BUILTINS.get(name)
     return (command, arg.strip()) if command else None
+
+
+def prompt_kind(text: str, skills: Mapping[str, Skill]) -> QueueKind:
+    """What a prompt's text runs as, decided when it is queued (and again when it is
+    edited): a builtin `/command`, a `!cmd`, a skill, or plain text. Queue operations
+    read it — only plain prompts may be combined (R-S3) — so a command that waits in the
+    queue stays a command."""
+    if parse_local(text) is not None:
+        return QueueKind.LOCAL
+    if parse_bang(text) is not None:
+        return QueueKind.BANG
+    if expand_skill(text, skills) is not None:
+        return QueueKind.SKILL
+    return QueueKind.PROMPT
 
 
 @dataclass(frozen=True)

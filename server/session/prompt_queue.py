@@ -39,6 +39,7 @@ from server.session.commands import (
     ResumeQueue,
 )
 from server.session.errors import SessionError
+from server.session.local_commands import Skill, prompt_kind
 from server.session.queue_ops import OpRefusal, QueueKind, QueueOpName
 from server.session.queue_sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size
 
@@ -144,9 +145,12 @@ class Restored:
     request_id: str | None
 
 
-def restore_entries(session_id: str, stored: list[dict[str, Any]]) -> list[Restored]:
+def restore_entries(
+    session_id: str, stored: list[dict[str, Any]], skills: dict[str, Skill] | None = None
+) -> list[Restored]:
     """Queued prompts of a previous run, with their stored positions; their original
-    requests are gone, so their ends are reported as events only. Unreadable rows are dropped."""
+    requests are gone, so their ends are reported as events only. Unreadable rows are dropped.
+    Each is classified from its text again (`prompt_kind`), as when it was queued."""
     loop = asyncio.get_running_loop()
     out: list[Restored] = []
     for item in stored:
@@ -160,6 +164,7 @@ def restore_entries(session_id: str, stored: list[dict[str, Any]]) -> list[Resto
         entry = QueuedPrompt(
             item["id"],
             cmd,
+            kind=prompt_kind(prompt_text(blocks), skills or {}),
             version=int(item.get("version", 1)),
             owner=owner,
             last_editor=item.get("lastEditor", "local"),
@@ -184,11 +189,12 @@ class PromptQueue:
         self._sync = QueueSync(services.queued_bytes)  # what clients and the store were told
         self._after_commit = AfterCommit(services.writer.barrier)
         self._settings = services.settings
+        self._skills = services.skills
 
     def restore(self, stored: list[dict[str, Any]]) -> None:
         """The queue of a previous run (already published and stored)."""
         positions: dict[str, int] = {}
-        for restored in restore_entries(self._actor.id, stored):
+        for restored in restore_entries(self._actor.id, stored, self._skills):
             self.entries.append(restored.entry)
             positions[restored.entry.id] = restored.position
             if restored.request_id is not None:
@@ -206,8 +212,15 @@ class PromptQueue:
             _refuse_prompt(cmd, refusal)
             return
         actor = self._actor
+        # Classified now, not when it starts: what it is decides what queue operations
+        # may do with it while it waits (only plain prompts combine, R-S3).
         queued = QueuedPrompt(
-            new_id("prompt"), cmd, owner=cmd.principal, last_editor=cmd.principal, send_now=cmd.send_now
+            new_id("prompt"),
+            cmd,
+            kind=prompt_kind(prompt_text(cmd.blocks), self._skills),
+            owner=cmd.principal,
+            last_editor=cmd.principal,
+            send_now=cmd.send_now,
         )
         if (request_id := request_id_of(cmd.meta)) is not None:
             self.requests.remember(request_id, queued)
@@ -282,7 +295,8 @@ class PromptQueue:
             return
         # No running turn: an interjection is simply the next prompt.
         reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
-        queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin))
+        kind = prompt_kind(prompt_text(cmd.blocks), self._skills)
+        queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin), kind=kind)
         self.entries.append(queued)
         self._actor.start_next_turn()
         self.changed()
@@ -311,6 +325,9 @@ class PromptQueue:
                 if refusal := self._sync.check_edit(self._settings, q, args["id"], args["text"]):
                     raise refusal
                 result = queue_ops.edit(q, args["id"], args["expectedVersion"], args["text"], who)
+                if result.applied:  # new text, perhaps a new kind (`!cmd` → plain text)
+                    edited = next(e for e in q if e.id == args["id"])
+                    edited.kind = prompt_kind(edited.text, self._skills)
             case QueueOpName.MOVE:
                 result = queue_ops.move(q, args["order"])
             case QueueOpName.COMBINE:

@@ -38,10 +38,11 @@ class Entry(Protocol):
 class QueueKind(StrEnum):
     """What a queue entry runs as (the `kind` on the wire and in the store)."""
 
-    PROMPT = "prompt"  # an ordinary prompt: sampled by the model
+    PROMPT = "prompt"  # plain text: sampled by the model as it is
     COMPACT = "compact"  # a compaction job (`_agentd/session/compact` while idle)
-    LOCAL = "local"  # a builtin `/command` (decided when it starts)
-    BANG = "bang"  # `!cmd` run in the shell (decided when it starts)
+    LOCAL = "local"  # a builtin `/command`
+    BANG = "bang"  # `!cmd` run in the shell
+    SKILL = "skill"  # `/skill args`: expanded into an ordinary prompt when it starts
 
 
 class QueueOpName(StrEnum):
@@ -117,9 +118,9 @@ def edit(queue: deque[Any], entry_id: str, expected_version: int, text: str, edi
         return OpResult(False, [], OpRefusal.NOT_FOUND)
     if e.version != expected_version:
         return OpResult(False, [], OpRefusal.STALE_VERSION)
-    if e.kind != QueueKind.PROMPT:
+    if e.kind == QueueKind.COMPACT:
         return OpResult(False, [], OpRefusal.NOT_EDITABLE)
-    e.set_text(text)
+    e.set_text(text)  # the caller classifies the new text again (it may be a command now)
     e.version += 1
     e.last_editor = editor
     return OpResult(True, [])
@@ -141,7 +142,9 @@ def move(queue: deque[Any], order: list[str]) -> OpResult:
 
 def combine(queue: deque[Any], editor: str) -> OpResult:
     """Merge the consecutive plain-text prompts at the front into the first one, joined by
-    a blank line; the merged followers leave the queue."""
+    a blank line; the merged followers leave the queue. Only `PROMPT` entries are plain
+    text: a `/command`, `!cmd` or skill (classified when queued) is never merged, so it
+    still runs as what it is."""
     if not queue or queue[0].kind != QueueKind.PROMPT:
         return OpResult(False, [], OpRefusal.NOTHING_TO_COMBINE)
     head = queue[0]

@@ -26,6 +26,7 @@ from server.core.events import EventKind
 from server.core.log_context import bind_log_context
 from server.core.provider import Provider
 from server.loop.context import Conversation, TurnContext
+from server.loop.goal_eval import evaluator_lanes
 from server.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
 from server.loop.prompt import prompt_images, prompt_text
 from server.loop.structured import OutputSchema
@@ -69,7 +70,7 @@ class RunningTurn:
 
 @dataclass(frozen=True)
 class Launch:
-    """What a queue entry runs as, decided when it starts."""
+    """What a queue entry runs as (its kind is decided when queued; the parts when it starts)."""
 
     kind: QueueKind
     local: tuple[LocalCommand, str] | None = None  # a builtin and its argument text
@@ -88,8 +89,11 @@ class Launch:
 
 
 def classify(kind: QueueKind, text: str, skills: dict[str, Skill]) -> Launch:
-    """A plain prompt may turn out to be a builtin `/command`, a `!cmd`, or a skill."""
-    if kind is not QueueKind.PROMPT:
+    """What an entry runs as: a builtin `/command`, a `!cmd`, a skill or a plain prompt.
+    Entries are classified when queued (`prompt_kind`); the text is parsed again here for
+    the command's parts, which gives the same answer (combining only ever appends plain
+    text to a plain prompt) and also covers input that never waited in the queue."""
+    if kind is QueueKind.COMPACT:
         return Launch(kind)
     if (local := parse_local(text)) is not None:
         return Launch(QueueKind.LOCAL, local=local)
@@ -110,10 +114,13 @@ def output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema 
     return OutputSchema.check(schema) if isinstance(schema, dict) else None
 
 
-def goal_lanes(provider: Provider, model: str, evaluator_model: str | None) -> list[tuple[Provider, str]]:
-    """Who judges a goal: the small evaluator model first (when set and different), then the session's."""
-    lanes = [(provider, evaluator_model)] if evaluator_model and evaluator_model != model else []
-    return [*lanes, (provider, model)]
+def goal_lanes(
+    provider: Provider, model: str, evaluator_model: str | None, attempts: int = 2
+) -> list[tuple[Provider, str]]:
+    """Who judges a goal, attempt by attempt: the small evaluator model first (when set and
+    different), then the session's; with none the session's model is asked twice."""
+    small = (provider, evaluator_model) if evaluator_model and evaluator_model != model else None
+    return evaluator_lanes((provider, model), small, attempts)
 
 
 def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | None) -> ClientBridge | None:
@@ -172,7 +179,9 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         budget_limits=services.budget_limits(),
         completion=agent.completion,
         goal=actor.goal,
-        goal_lanes=goal_lanes(services.provider, actor.model, settings.goal_evaluator_model),
+        goal_lanes=goal_lanes(
+            services.provider, actor.model, settings.goal_evaluator_model, services.limits.goal.attempts
+        ),
         limits=services.limits,
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,

@@ -657,10 +657,50 @@ async def test_provider_errors_in_both_lanes_pause_with_infra(server_factory, wo
         await client.close()
 
 
-async def test_without_a_small_model_the_session_model_is_the_only_lane(server_factory, workspace: Path):
+async def test_without_a_small_model_a_transient_failure_is_retried_on_the_session_model(
+    server_factory, workspace: Path
+):
+    """With no small model configured the session's model gets both attempts, so one
+    transient failure does not pause the goal.
+
+    Seed 001 (goal evaluation): "超时 30s；最多试 2 次（先小模型，失败再退到当前会话模型）" — at
+    most 2 attempts, the small model first, then the session's model.
+    """
+    provider = scripted(
+        {"text": "Done."},
+        {"error": {"kind": "network", "message": "connection reset"}},  # attempt 1
+        verdict("candidate_complete", "the tests pass", "none"),  # attempt 2: same model
+        {"text": "should never be sampled"},
+    )
+    async with server_factory(provider) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+        await set_goal(client, sid, "Do the thing")
+
+        result = await client.call("session/prompt", text_prompt(sid, "go"))
+
+        assert result["stopReason"] == "end_turn"
+        assert kinds(provider.requests) == ["agent", "eval", "eval"]
+        assert [r.model for r in evaluator_requests(provider.requests)] == [SESSION_MODEL, SESSION_MODEL]
+        (ve,) = verdict_events(client, sid)
+        assert ve["attempts"] == [
+            {"model": SESSION_MODEL, "error": "network: connection reset"},
+            {"model": SESSION_MODEL, "decision": "candidate_complete"},
+        ]
+        goal = (await get_goal(client, sid))["goal"]
+        assert goal["status"] == "complete" and "pauseReason" not in goal
+        await client.close()
+
+
+async def test_without_a_small_model_two_failures_pause_with_infra(server_factory, workspace: Path):
+    """Both attempts (the session's model twice) failing pauses the goal, never completes it.
+
+    Seed 001: "最多试 2 次（先小模型，失败再退到当前会话模型）".
+    """
     provider = scripted(
         {"text": "Done."},
         {"text": "not a verdict"},
+        {"text": "still not a verdict"},
         {"text": "should never be sampled"},
     )
     async with server_factory(provider) as server:
@@ -670,9 +710,9 @@ async def test_without_a_small_model_the_session_model_is_the_only_lane(server_f
 
         await client.call("session/prompt", text_prompt(sid, "go"))
 
-        assert kinds(provider.requests) == ["agent", "eval"]
+        assert kinds(provider.requests) == ["agent", "eval", "eval"]
         (ve,) = verdict_events(client, sid)
-        assert [a["model"] for a in ve["attempts"]] == [SESSION_MODEL]
+        assert [a["model"] for a in ve["attempts"]] == [SESSION_MODEL, SESSION_MODEL]
         assert (await get_goal(client, sid))["goal"]["pauseReason"] == "infra"
         await client.close()
 

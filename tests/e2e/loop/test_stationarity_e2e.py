@@ -2,14 +2,17 @@
 
 Driven by scripted model steps over a real WebSocket:
 
-- 8 identical consecutive steps (same tool call, same raw arguments): a one-time "stop
-  polling" nudge is written after the 8th step's tool results, so the 9th request carries it;
+- 8 identical consecutive steps (same tool call, same raw arguments): a "stop polling"
+  nudge is written after the 8th step's tool results, so the 9th request carries it; each
+  new streak earns its own nudge;
 - 16 identical steps: the turn ends (stopReason `end_turn`, `_meta.agentd.reason
   == "identical_steps"`), the 16th step's calls are announced but never run, and the stop
   is final — no further provider request in that turn;
 - true no-op steps (`bash` running exactly `true`, whatever its other arguments) share one
   signature and stop at 4 (`noop_steps`);
-- a different step in between resets the count;
+- a different step in between resets the count, and so does a step without tool calls;
+- the count belongs to one L3 run: a stop-hook, goal or completion-recovery re-entry starts
+  at 0 (7 + 9 identical steps across a re-entry never stop);
 - no progress: the same call returning the same result 3 times in a row gets a
   "[no progress]" note on the 3rd result the model sees;
 - repetitive text: a stream whose tail is one 20-char pattern repeated is cut and ends the
@@ -19,6 +22,7 @@ Driven by scripted model steps over a real WebSocket:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -339,4 +343,159 @@ async def test_turn_ended_records_the_nudge_and_the_stop(server_factory, workspa
         assert len(ended) == 2
         assert ended[0]["turn"]["nudges"] == [{"action": "nudge", "reason": "identical_steps", "count": 8}]
         assert ended[1]["turn"]["nudges"] == [{"action": "stop", "reason": "noop_steps", "count": 4}]
+        await client.close()
+
+
+# ---------------------------------------------------------------------------- per streak, per run
+
+
+async def test_a_second_streak_of_eight_gets_its_own_nudge(server_factory, workspace: Path):
+    """Seed 001 (动作停滞): "连续相同 tool call | 约 8 次 | 注入 nudge reminder，提示停止空转轮询"
+    — every streak of 8 identical steps is nudged, not only the first one of the turn."""
+    provider = scripted(
+        *list_steps(8, prefix="call_a"),
+        step("glob", {"pattern": "*.txt"}, "call_glob"),
+        *list_steps(8, prefix="call_b"),
+        {"text": "Changing approach now."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "watch it"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert len(provider.requests) == 18
+        # After the 8th step of each streak the next request carries one more nudge.
+        assert [len(nudges_in(r)) for r in provider.requests] == [0] * 8 + [1] * 9 + [2]
+        last = provider.requests[17]
+        assert nudges_in(last)[-1] == len(last.messages) - 1
+        nudge = {"action": "nudge", "reason": "identical_steps", "count": 8}
+        assert events(client, sid, "turn_ended")[0]["turn"]["nudges"] == [nudge, nudge]
+        await client.close()
+
+
+async def test_a_text_step_between_two_streaks_resets_the_count(server_factory, workspace: Path):
+    """Seed 001: "连续相同 tool call | 16 次 | 硬停" counts *consecutive* identical calls; a step
+    that answers in text (here a cut-off answer the loop continues) breaks the run, as the
+    unit test `test_a_step_without_tool_calls_resets_the_count` says: 15 + text + 15 never stops."""
+    provider = scripted(
+        *list_steps(15, prefix="call_a"),
+        {"text": "Still checking, let me", "stop": "max_tokens"},
+        *list_steps(15, prefix="call_b"),
+        {"text": "It never changed; stopping."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "watch it"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert len(provider.requests) == 32
+        assert statuses(client, sid, "call_b_15") == ["pending", "in_progress", "completed"]
+        nudge = {"action": "nudge", "reason": "identical_steps", "count": 8}
+        assert events(client, sid, "turn_ended")[0]["turn"]["nudges"] == [nudge, nudge]
+        await client.close()
+
+
+async def test_a_stop_hook_reentry_starts_a_new_count(server_factory, workspace: Path):
+    """Seed 001: the stationarity count belongs to one L3 run ("做动作停滞统计" among "本段"
+    tool calls; "圈头：若同一 tool+参数已连打满 16 次 → … 整 turn 停"); a stop hook that keeps
+    the agent working re-enters L3 ("塞 feedback 再跑"), so 7 + 9 identical steps do not stop."""
+    provider = scripted(
+        *list_steps(7, prefix="call_a"),
+        {"text": "First answer."},
+        *list_steps(9, prefix="call_b"),
+        {"text": "Second answer."},
+    )
+    asked: list[dict[str, Any]] = []
+
+    async def on_request(msg: dict[str, Any]) -> dict[str, Any]:
+        asked.append(msg["params"])
+        if len(asked) == 1:
+            return {"decision": "block", "reason": "check again"}
+        return {"decision": "allow"}
+
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+        client.on_request = on_request
+        await client.call("_agentd/hooks/register", {"sessionId": sid})
+
+        result = await client.call("session/prompt", text_prompt(sid, "watch it"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert len(asked) == 2
+        assert len(provider.requests) == 18
+        assert statuses(client, sid, "call_b_9") == ["pending", "in_progress", "completed"]
+        # The second run's 8th step is a streak of 8 of its own: nudged.
+        ended = events(client, sid, "turn_ended")[0]
+        assert ended["turn"]["nudges"] == [{"action": "nudge", "reason": "identical_steps", "count": 8}]
+        assert ended["turn"]["stopReentries"] == 1
+        await client.close()
+
+
+async def test_a_goal_reentry_starts_a_new_count(server_factory, workspace: Path):
+    """Seed 001: "goal 还 Active 且要 Continue → 塞 continuation → 再开 L2" — a new L3 run, whose
+    stationarity count ("连续相同 tool call … 16 次 硬停") starts at 0: 7 + 9 steps do not stop."""
+
+    def verdict(decision: str) -> dict[str, Any]:
+        return {"text": json.dumps({"decision": decision, "evidence": "seen", "next_step": "go on"})}
+
+    provider = scripted(
+        *list_steps(7, prefix="call_a"),
+        {"text": "First round."},
+        verdict("continue"),
+        *list_steps(9, prefix="call_b"),
+        {"text": "Second round."},
+        verdict("candidate_complete"),
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+        await client.call("_agentd/goal/set", {"sessionId": sid, "objective": "Watch the directory"})
+
+        result = await client.call("session/prompt", text_prompt(sid, "go"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert statuses(client, sid, "call_b_9") == ["pending", "in_progress", "completed"]
+        goal = (await client.call("_agentd/goal/get", {"sessionId": sid}))["goal"]
+        assert goal["status"] == "complete"
+        await client.close()
+
+
+async def test_a_completion_recovery_reentry_starts_a_new_count(
+    server_factory, workspace: Path, tmp_path: Path
+):
+    """Seed 001: completion recovery "塞 reminder、退避、再跑整段 L2" — a new L3 run whose
+    stationarity count ("连续相同 tool call … 16 次 硬停") starts at 0: 7 + 9 steps do not stop."""
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "planner.toml").write_text(
+        'name = "planner"\ndescription = "Plans"\ntools = ["list_dir", "todo_write"]\n'
+        '[completion]\ntool = "todo_write"\nmax_retries = 2\nbase_delay_ms = 10\nmax_delay_ms = 20\n'
+    )
+    todos = [{"content": "watch", "status": "completed"}]
+    provider = scripted(
+        *list_steps(7, prefix="call_a"),
+        {"text": "Forgot the plan."},
+        *list_steps(9, prefix="call_b"),
+        step("todo_write", {"todos": todos}, "call_plan"),
+        {"text": "Planned."},
+    )
+    async with server_factory(provider, agents_dir=agents, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace, agent="planner")
+
+        result = await client.call("session/prompt", text_prompt(sid, "watch it"))
+
+        assert result["stopReason"] == "end_turn"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert statuses(client, sid, "call_b_9") == ["pending", "in_progress", "completed"]
+        assert events(client, sid, "turn_ended")[0]["turn"]["completionRecoveries"] == 1
         await client.close()

@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 
 from tests.conftest import scripted
-from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.client import WsClient, agent_text, allow, text_prompt
 from tests.support.polling import until
+from tests.support.session import events as events_of
 
 GATE_STEP = {"text": "working", "delay": 30}  # the first turn runs until cancelled
 
@@ -312,4 +313,112 @@ async def test_a_held_prompt_runs_by_itself_when_its_hold_expires(server_factory
         assert ended["params"]["event"]["outcome"] == "completed"
         assert [m.content for m in provider.requests[-1].messages if m.role == "user"][-1] == "held one"
         assert agent_text(client.updates(sid)).endswith("ran after the hold")
+        await client.close()
+
+
+async def test_combine_never_merges_a_queued_command_into_plain_text(server_factory, workspace: Path):
+    """A `!cmd` or `/command` waiting in the queue is not plain text: combine leaves it
+    alone, and it still runs as a command when its turn comes.
+
+    SPEC R-S3: "combine (merge consecutive plain-text prompts into the front, joined by a
+    blank line …)"; seed 001 lists it among the L0 queue edits — "改队列（删/改/重排/hold
+    combine）" — and decides a prompt's kind from its text: "/ 命令？· 多数 builtin → 本地做完，
+    本 turn 结束 … · 普通文字 → 往下". A prompt's kind is fixed when it is queued, so combine
+    sees it.
+    """
+    provider = scripted(GATE_STEP, {"text": "answered the plain prompts"}, loop=False)
+    async with server_factory(provider) as server:
+        client, sid, running = await _setup(server, workspace)
+        client.on_request = allow()
+        plain = (await _enqueue(client, sid, "first plain"))["promptId"]
+        bang = (await _enqueue(client, sid, "!echo bang-ran-in-the-shell"))["promptId"]
+        local = (await _enqueue(client, sid, "/usage"))["promptId"]
+        listed = (await client.call("_agentd/queue/list", {"sessionId": sid}))["queue"]
+
+        # Nothing plain follows the plain front: nothing to combine, nothing changed.
+        refused = await client.call("_agentd/queue/combine", {"sessionId": sid})
+        assert refused["applied"] is False and refused["reason"] == "nothing_to_combine"
+        assert refused["queue"] == listed
+        assert [(e["id"], e["kind"]) for e in listed] == [(plain, "prompt"), (bang, "bang"), (local, "local")]
+        # Moved to the front, the command is not merged into either.
+        await client.call("_agentd/queue/move", {"sessionId": sid, "order": [bang, plain]})
+        refused = await client.call("_agentd/queue/combine", {"sessionId": sid})
+        assert refused["applied"] is False
+        assert [e["text"] for e in refused["queue"]] == [
+            "!echo bang-ran-in-the-shell",
+            "first plain",
+            "/usage",
+        ]
+
+        await client.notify("session/cancel", {"sessionId": sid})
+        await running
+        await until(lambda: len(events_of(client, sid, "turn_ended")) == 4)
+        ended = events_of(client, sid, "turn_ended")
+        # The shell command ran as one (no sampling), the plain prompt was sampled, the
+        # builtin answered locally.
+        assert [e.get("reason") for e in ended[1:]] == ["shell_command", None, "local_command:usage"]
+        outputs = [u for u in client.updates(sid) if u["sessionUpdate"] == "tool_call_update"]
+        assert outputs and outputs[-1]["status"] == "completed"
+        assert len(provider.requests) == 2
+        users = [m.content for m in provider.requests[1].messages if m.role == "user"]
+        assert users[-1] == "first plain"
+        assert users[-2].startswith("I ran `echo bang-ran-in-the-shell` myself:")
+        assert not any("!echo" in u for u in users)
+        await client.close()
+
+
+async def test_an_edit_classifies_the_entry_again(server_factory, workspace: Path):
+    """A queued plain prompt edited into `!cmd` is a command from then on (and back):
+    combine reads the kind the current text has.
+
+    SPEC R-S3: "combine (merge consecutive plain-text prompts into the front …)".
+    """
+    provider = scripted(GATE_STEP, loop=False)
+    async with server_factory(provider) as server:
+        client, sid, running = await _setup(server, workspace)
+        first = (await _enqueue(client, sid, "first"))["promptId"]
+        second = (await _enqueue(client, sid, "second"))["promptId"]
+        edited = await client.call(
+            "_agentd/queue/edit", {"sessionId": sid, "id": second, "expectedVersion": 1, "text": "!ls"}
+        )
+        assert edited["applied"] is True and edited["queue"][1]["kind"] == "bang"
+        refused = await client.call("_agentd/queue/combine", {"sessionId": sid})
+        assert refused["applied"] is False
+        back = await client.call(
+            "_agentd/queue/edit",
+            {"sessionId": sid, "id": second, "expectedVersion": 2, "text": "plain again"},
+        )
+        assert back["queue"][1]["kind"] == "prompt"
+        combined = await client.call("_agentd/queue/combine", {"sessionId": sid})
+        assert [(e["id"], e["text"]) for e in combined["queue"]] == [(first, "first\n\nplain again")]
+        await client.call("_agentd/queue/clear", {"sessionId": sid})
+        await client.notify("session/cancel", {"sessionId": sid})
+        await running
+        await client.close()
+
+
+async def test_a_queued_command_is_stored_and_comes_back_a_command(
+    server_factory, db_url: str, workspace: Path
+):
+    """Classified when queued, a `!cmd` is still stored with the queue (only compaction jobs
+    are not) and still a command after a restart: combine leaves it alone there too.
+
+    SPEC R-S3: "combine (merge consecutive plain-text prompts into the front …)".
+    """
+    first = scripted(GATE_STEP)
+    async with server_factory(first, database_url=db_url) as server:
+        client, sid, _running = await _setup(server, workspace)
+        await _enqueue(client, sid, "plain")
+        await _enqueue(client, sid, "!echo after-restart")
+        await client.close()
+    second = scripted(loop=False)
+    async with server_factory(second, database_url=db_url, auto_resume=False) as server:
+        client = await server.client()
+        listed = (await client.call("_agentd/queue/list", {"sessionId": sid}))["queue"]
+        assert [(e["kind"], e["text"]) for e in listed] == [
+            ("prompt", "plain"),
+            ("bang", "!echo after-restart"),
+        ]
+        refused = await client.call("_agentd/queue/combine", {"sessionId": sid})
+        assert refused["applied"] is False and refused["queue"] == listed
         await client.close()

@@ -21,6 +21,7 @@ from server.loop.goal import (
     decide_budget,
     decide_refusal,
 )
+from server.loop.goal_eval import evaluator_lanes
 
 
 def verdict(decision: str, blocker_key: str | None = None) -> Verdict:
@@ -204,3 +205,23 @@ def test_wrappers_apply_the_decision_in_place() -> None:
     same = goal()
     assert after_evaluation(same, Judged()) is GoalAction.PAUSE
     assert same.status is GoalStatus.PAUSED and same.rounds == 1
+
+
+@pytest.mark.parametrize(
+    ("small", "attempts", "expected"),
+    [
+        (None, 2, ["session", "session"]),  # no small model: the session's model twice
+        ("small", 2, ["small", "session"]),  # small model first, then fall back
+        ("small", 1, ["small"]),
+        (None, 3, ["session", "session", "session"]),
+        ("small", 0, []),
+    ],
+)
+def test_evaluator_lanes(small: str | None, attempts: int, expected: list[str]) -> None:
+    """Seed 001: "超时 30s；最多试 2 次（先小模型，失败再退到当前会话模型）"."""
+    assert evaluator_lanes("session", small, attempts) == expected
+
+
+def test_two_evaluator_attempts_by_default() -> None:
+    assert GoalLimits().attempts == 2
+    assert evaluator_lanes("session", None) == ["session", "session"]

@@ -167,13 +167,33 @@ def test_a_different_step_resets_the_count() -> None:
 
 
 def test_a_step_without_tool_calls_resets_the_count() -> None:
+    """Seed 001: "连续相同 tool call … 16 次 硬停" — *consecutive* identical calls; a step that
+    answers in text breaks the run (the loop feeds it every step, see the e2e twin
+    `test_a_text_step_between_two_streaks_resets_the_count`)."""
     steps = [[call()] for _ in range(15)] + [[]] + [[call()] for _ in range(15)]
-    assert [d for _, d in run(Stationarity(), steps) if isinstance(d, Stop)] == []
+    decisions = run(Stationarity(), steps)
+    assert [d for _, d in decisions if isinstance(d, Stop)] == []
+    assert decisions == [(8, Nudge(8)), (24, Nudge(8))]  # each streak has its own nudge
 
 
-def test_nudge_is_given_once_per_run() -> None:
+def test_each_new_streak_gets_its_own_nudge() -> None:
+    """Seed 001: "连续相同 tool call 约 8 次 → 注入 nudge reminder" — per streak, not once per run."""
     steps = [[call()] for _ in range(8)] + [[call(args={"command": "pwd"})]] + [[call()] for _ in range(16)]
-    assert run(Stationarity(), steps) == [(8, Nudge(8)), (25, Stop(16, noop=False))]
+    assert run(Stationarity(), steps) == [(8, Nudge(8)), (17, Nudge(8)), (25, Stop(16, noop=False))]
+
+
+def test_a_long_streak_is_nudged_once() -> None:
+    decisions = run(Stationarity(limits=StationarityLimits(stop_at=100)), [[call()] for _ in range(40)])
+    assert decisions == [(8, Nudge(8))]
+
+
+def test_reset_starts_a_new_run() -> None:
+    """Counted per L3 run: 7 steps, a re-entry (reset), 9 more steps never reach 16."""
+    state = Stationarity()
+    assert run(state, [[call()] for _ in range(7)]) == []
+    state.reset()
+    assert (state.last_signature, state.count, state.noop) == (None, 0, False)
+    assert run(state, [[call()] for _ in range(9)]) == [(8, Nudge(8))]
 
 
 def test_noop_variants_share_one_signature_and_stop_at_4() -> None:

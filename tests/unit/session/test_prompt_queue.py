@@ -101,3 +101,16 @@ async def test_a_stored_queue_is_read_back_in_order_dropping_unreadable_rows() -
     assert (second.owner, second.last_editor, second.version, second.send_now) == ("alice", "bob", 3, True)
     assert second.command.principal == "alice" and second.text == "two"
     assert second.kind is QueueKind.PROMPT and second.kind == "prompt"  # the wire string
+
+
+async def test_a_stored_command_is_classified_again_when_read_back() -> None:
+    stored = [
+        {"id": "p1", "blocks": [{"type": "text", "text": "!echo hi"}]},
+        {"id": "p2", "blocks": [{"type": "text", "text": "/usage"}]},
+        {"id": "p3", "blocks": [{"type": "text", "text": "plain"}]},
+    ]
+    assert [r.entry.kind for r in restore_entries("s1", stored)] == [
+        QueueKind.BANG,
+        QueueKind.LOCAL,
+        QueueKind.PROMPT,
+    ]

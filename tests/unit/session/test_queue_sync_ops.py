@@ -8,6 +8,8 @@ import json
 from collections import deque
 from typing import Any
 
+import pytest
+
 from protocol.acp import TextContent
 from server.config import Settings
 from server.session import queue_ops
@@ -127,3 +129,46 @@ def test_queued_bytes_limits_per_session_and_principal() -> None:
     assert two.check_room(settings, "bob", 11) is None  # another principal's budget
     unlimited = Settings(max_queued_bytes_per_session=0, max_queued_bytes_per_principal=0)
     assert one.check_room(unlimited, "alice", 10**9) is None
+
+
+def _kinded(i: int, text: str, kind: queue_ops.QueueKind) -> QueuedPrompt:
+    e = entry(i, text)
+    e.kind = kind
+    return e
+
+
+def test_combine_merges_only_consecutive_plain_prompts() -> None:
+    K = queue_ops.QueueKind
+    q = deque(
+        [
+            _kinded(1, "a", K.PROMPT),
+            _kinded(2, "b", K.PROMPT),
+            _kinded(3, "!echo hi", K.BANG),
+            _kinded(4, "c", K.PROMPT),
+        ]
+    )
+    result = queue_ops.combine(q, "bob")
+    assert result.applied and [e.id for e in result.removed] == ["p2"]
+    assert [(e.id, e.text) for e in q] == [("p1", "a\n\nb"), ("p3", "!echo hi"), ("p4", "c")]
+
+
+@pytest.mark.parametrize("kind", ["bang", "local", "skill", "compact"])
+def test_combine_never_merges_a_command(kind: str) -> None:
+    K = queue_ops.QueueKind
+    # A command at the front is not merged into, and one behind it is not merged in.
+    for q in (
+        deque([_kinded(1, "x", K(kind)), _kinded(2, "a", K.PROMPT)]),
+        deque([_kinded(1, "a", K.PROMPT), _kinded(2, "x", K(kind))]),
+    ):
+        before = [(e.id, e.text) for e in q]
+        result = queue_ops.combine(q, "bob")
+        assert (result.applied, result.reason) == (False, queue_ops.OpRefusal.NOTHING_TO_COMBINE)
+        assert [(e.id, e.text) for e in q] == before
+
+
+def test_a_queued_command_is_editable_but_a_compaction_job_is_not() -> None:
+    K = queue_ops.QueueKind
+    q = deque([_kinded(1, "!echo hi", K.BANG), _kinded(2, "", K.COMPACT)])
+    assert queue_ops.edit(q, "p1", 1, "plain now", "bob").applied
+    refused = queue_ops.edit(q, "p2", 1, "x", "bob")
+    assert (refused.applied, refused.reason) == (False, queue_ops.OpRefusal.NOT_EDITABLE)

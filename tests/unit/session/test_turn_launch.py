@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.session.local_commands import Skill
+from server.session.local_commands import Skill, prompt_kind
 from server.session.queue_ops import QueueKind
 from server.session.turn_launch import classify, goal_lanes, title_from
 
@@ -59,9 +59,9 @@ def test_title_from_the_first_prompt(text: str, title: str | None) -> None:
 @pytest.mark.parametrize(
     ("model", "evaluator", "expected"),
     [
-        ("big", None, ["big"]),
+        ("big", None, ["big", "big"]),  # no small model: the session's model, twice
         ("big", "small", ["small", "big"]),
-        ("big", "big", ["big"]),  # the same model is asked once
+        ("big", "big", ["big", "big"]),  # the same model: asked twice as well
     ],
 )
 def test_goal_lanes(model: str, evaluator: str | None, expected: list[str]) -> None:
@@ -69,3 +69,54 @@ def test_goal_lanes(model: str, evaluator: str | None, expected: list[str]) -> N
     lanes = goal_lanes(provider, model, evaluator)  # type: ignore[arg-type]
     assert [m for _, m in lanes] == expected
     assert all(p is provider for p, _ in lanes)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("hello", QueueKind.PROMPT),
+        ("/help", QueueKind.LOCAL),
+        ("  /mode plan ", QueueKind.LOCAL),
+        ("!echo hi", QueueKind.BANG),
+        (" ! ls", QueueKind.BANG),
+        ("!", QueueKind.PROMPT),  # nothing to run: plain text
+        ("/review main.py", QueueKind.SKILL),
+        ("/nosuch x", QueueKind.PROMPT),  # unknown command: plain text
+        ("/usr/bin is odd", QueueKind.PROMPT),
+    ],
+)
+def test_a_prompt_is_classified_when_queued(text: str, kind: QueueKind) -> None:
+    assert prompt_kind(text, SKILLS) is kind
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["plain", "more plain"],
+        ["   ", "after blanks"],  # a blank head: the merged text starts with the follower
+        ["/nosuch", "tail"],  # appending a paragraph never makes a command name
+        ["/usr/bin is odd", "a ! inside"],
+    ],
+)
+def test_combining_plain_prompts_gives_a_plain_prompt(texts: list[str]) -> None:
+    # The queue merges only entries classified plain; the merged text must still be plain
+    # when it starts, or combine would have turned text into a command.
+    assert all(prompt_kind(t, SKILLS) is QueueKind.PROMPT for t in texts)
+    merged = "\n\n".join(texts)
+    assert prompt_kind(merged, SKILLS) is QueueKind.PROMPT
+    assert classify(QueueKind.PROMPT, merged, SKILLS).kind is QueueKind.PROMPT
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "expected_kind", "bang", "expanded"),
+    [
+        (QueueKind.BANG, "!echo hi", QueueKind.BANG, "echo hi", None),
+        (QueueKind.LOCAL, "/usage", QueueKind.LOCAL, None, None),
+        (QueueKind.SKILL, "/review x", QueueKind.PROMPT, None, "Review this: x"),
+    ],
+)
+def test_a_classified_entry_starts_as_its_kind(
+    kind: QueueKind, text: str, expected_kind: QueueKind, bang: str | None, expanded: str | None
+) -> None:
+    launch = classify(kind, text, SKILLS)
+    assert (launch.kind, launch.bang, launch.expanded) == (expected_kind, bang, expanded)
