@@ -26,7 +26,7 @@ def test_the_seed_defaults_are_visible_in_one_object():
     assert limits.stationarity.no_progress_after == 3
     assert limits.stationarity.pattern_lengths == (20, 40, 60, 100)
     assert (limits.max_tokens.max_continuations, limits.max_tokens.max_empty_retries) == (2, 2)
-    assert limits.structured.max_attempts == 3
+    assert limits.structured.max_retries == 3
     assert limits.todo_gate.max_nudges == 2
     assert limits.compaction.threshold == 0.85
     assert limits.stop_hooks.max_reentries == 8

@@ -155,12 +155,20 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         StepCounters(structured_attempts=1),
     ),
     (
-        "native: last attempt fails → completes carrying the error",
+        "native: the third retry is still given",
         StepObservation(text="{}", stop=StopReason.END_TURN),
         StepCounters(structured_attempts=2),
         NATIVE,
-        "gave_up",
+        "retry",
         StepCounters(structured_attempts=3),
+    ),
+    (
+        "native: last attempt (the third retry) fails → completes carrying the error",
+        StepObservation(text="{}", stop=StopReason.END_TURN),
+        StepCounters(structured_attempts=3),
+        NATIVE,
+        "gave_up",
+        StepCounters(structured_attempts=4),
     ),
     (
         "shim: stopping without the call is retried",
@@ -170,7 +178,7 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         NextStepContinue(
             ContinueReason.STRUCTURED_RETRY,
             f"{MISSING_CALL_TEXT}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again "
-            "(2 attempt(s) left).",
+            "(3 attempt(s) left).",
         ),
         StepCounters(structured_attempts=1),
     ),
@@ -295,7 +303,7 @@ def test_policy_limits_are_the_ones_used() -> None:
     gated = resolve_step(StepObservation(text="done", open_todos=(TODO,)), C0, policy)
     assert gated.step == NextStepFinalOutput() and gated.counters.todos_remaining == 1
     one_try = StepPolicy(
-        schema=SCHEMA, mode=SchemaMode.NATIVE, structured=StructuredOutputLimits(max_attempts=1)
+        schema=SCHEMA, mode=SchemaMode.NATIVE, structured=StructuredOutputLimits(max_retries=0)
     )
     gave_up = resolve_step(StepObservation(text="x"), C0, one_try)
     assert isinstance(gave_up.step, NextStepFinalOutput) and gave_up.counters.structured_attempts == 1
@@ -323,7 +331,8 @@ LIMITS = StructuredOutputLimits()
             0,
         ),
         ([shim_call({"n": "x"})], 0, {"s1": ("retry", True)}, None, 1),
-        ([shim_call({"n": "x"})], 2, {"s1": ("error", True)}, "error", 3),
+        ([shim_call({"n": "x"})], 2, {"s1": ("retry", True)}, None, 3),
+        ([shim_call({"n": "x"})], 3, {"s1": ("error", True)}, "error", 4),
         (
             [ToolCall(id="s1", name=STRUCTURED_OUTPUT_TOOL, arguments="{")],
             0,
@@ -332,7 +341,16 @@ LIMITS = StructuredOutputLimits()
             1,
         ),
     ],
-    ids=["no shim", "mixed", "accepted", "twice", "invalid retried", "invalid given up", "bad json"],
+    ids=[
+        "no shim",
+        "mixed",
+        "accepted",
+        "twice",
+        "invalid retried",
+        "third retry given",
+        "invalid given up",
+        "bad json",
+    ],
 )
 def test_shim_presets(
     calls: list[ToolCall],
