@@ -320,11 +320,12 @@ class ToolRoundObservation:
 
 
 def resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation) -> NextStep:
-    """What to do once the step's tools ran: a crash or a circuit breaker ends the run, an
+    """What to do once the step's tools ran: a crash or a circuit breaker (any of them: the
+    user's will stops the turn) ends the run, an
     accepted (or given-up) structured answer completes it, otherwise sample again."""
     if round_.failure is not None:
         return NextStepStop(OutcomeKind.FAILED, round_.failure.kind, error=round_.failure)
-    if round_.break_reason is not None and round_.break_reason.ends_turn:
+    if round_.break_reason is not None:
         return NextStepStop(OutcomeKind.CANCELLED, round_.break_reason.end_reason)
     if run.structured_output is not None:
         return NextStepFinalOutput(structured_output=run.structured_output)

@@ -402,15 +402,45 @@ FAILURE = HarnessError(ErrorKind.TOOL_EXECUTION, "boom")
         (
             NextStepRunTools(structured_output={"value": 1}),
             ToolRoundObservation(break_reason=BreakReason.INTERJECTED),
-            NextStepFinalOutput(structured_output={"value": 1}),
+            NextStepStop(OutcomeKind.CANCELLED, EndReason.INTERJECTED),
         ),
         (
             NextStepRunTools(nudge=Nudge(8)),
             ToolRoundObservation(break_reason=BreakReason.INTERJECTED),
+            NextStepStop(OutcomeKind.CANCELLED, EndReason.INTERJECTED),
+        ),
+        (
+            NextStepRunTools(nudge=Nudge(8)),
+            ToolRoundObservation(),
             NextStepContinue(ContinueReason.STATIONARITY_NUDGE, NUDGE_TEXT, nudge=Nudge(8).as_data()),
         ),
     ],
-    ids=["continue", "crash beats structured", "rejected", "cancelled", "interjection does not end", "nudge"],
+    ids=[
+        "continue",
+        "crash beats structured",
+        "rejected",
+        "cancelled",
+        "interjection ends beating structured",
+        "interjection ends beating a nudge",
+        "nudge",
+    ],
 )
 def test_resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation, expected: Any) -> None:
     assert resolve_after_tools(run, round_) == expected
+
+
+@pytest.mark.parametrize(
+    ("breaker", "reason"),
+    [
+        (BreakReason.PERMISSION_REJECTED, EndReason.PERMISSION_REJECTED),
+        (BreakReason.USER_CANCELLED, EndReason.USER_CANCELLED),
+        (BreakReason.INTERJECTED, EndReason.INTERJECTED),
+    ],
+)
+def test_every_approval_breaker_ends_the_turn_cancelled(breaker: BreakReason, reason: EndReason) -> None:
+    """000: "一旦出现权限拒绝、用户取消或插话…后续调用不再执行…拒绝点之前已批准的调用仍会进入
+    并行阶段执行完毕并回填结果，turn 才以 Cancelled 收尾" — all three failures of the user's
+    will end the turn `Cancelled`, each with its own reason."""
+    assert breaker.end_reason is reason
+    step = resolve_after_tools(NextStepRunTools(), ToolRoundObservation(break_reason=breaker))
+    assert step == NextStepStop(OutcomeKind.CANCELLED, reason)
