@@ -6,9 +6,10 @@ counters so far, and says what happens next: a `NextStep*` value plus the update
 I/O or touches the turn: `run_react` gathers the observation, calls them and acts on the
 answer, so every branch of the loop is a row in a table-driven test.
 
-The order of the checks is the loop's contract: a degenerate stream first, then the output
-limit, then (no tool calls) pending user input, structured output and the TodoGate, then
-(tool calls) repetition before `max_turns` before the structured-output shim.
+The order of the checks is the loop's contract: the output limit first, then (no tool
+calls) pending user input, structured output and the TodoGate, then (tool calls)
+repetition before `max_turns` before the structured-output shim. (A stream cut as
+repetitive text never gets here: it goes back to the call retry ladder in `react`.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from server.core.conversation import ToolCall
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import StopReason
-from server.loop.detection import NUDGE_TEXT, Nudge, RepetitionHit, StationarityDecision, Stop
+from server.loop.detection import NUDGE_TEXT, Nudge, StationarityDecision, Stop
 from server.loop.max_tokens import (
     CONTINUE_TEXT,
     EMPTY_FAILURE_TEXT,
@@ -77,12 +78,11 @@ class StepPolicy:
 class StepObservation:
     """What the loop saw after one sample. `stationarity` is the repetition detector's verdict
     on this step's tool calls (the detector is stateful, so the loop asks it, only when the
-    step has tool calls and its stream was not cut as degenerate)."""
+    step has tool calls)."""
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     stop: StopReason | None = None
-    degenerate: RepetitionHit | None = None
     stationarity: StationarityDecision | None = None
     interjections_pending: bool = False  # the user spoke while the model was answering
     open_todos: tuple[dict[str, str], ...] = ()
@@ -134,15 +134,13 @@ class NextStepFinalOutput:
 @dataclass(frozen=True)
 class NextStepStop:
     """The run ends without completing. `skip_tools` (a final stop with tool calls pending)
-    announces the calls and closes each with that text without running them; `drop_tool_calls`
-    (a degenerate stream) commits the sample without its calls."""
+    announces the calls and closes each with that text without running them."""
 
     kind: OutcomeKind
     reason: Reason
     error: HarnessError | None = None
     nudge: dict[str, Any] | None = None  # the detector verdict to record on the turn
     skip_tools: str | None = None
-    drop_tool_calls: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,14 +167,6 @@ class Resolution:
 
 def resolve_step(obs: StepObservation, counters: StepCounters, policy: StepPolicy) -> Resolution:
     """What to do after one sample."""
-    if obs.degenerate is not None:
-        stop = NextStepStop(
-            OutcomeKind.STATIONARITY_ENDED,
-            obs.degenerate.reason,
-            nudge=obs.degenerate.as_data(),
-            drop_tool_calls=True,
-        )
-        return Resolution(stop, counters)
     refusal = obs.stop is StopReason.REFUSAL
     if obs.stop is StopReason.MAX_TOKENS and not obs.tool_calls:
         cut = _on_max_tokens(obs, counters, policy)

@@ -50,7 +50,7 @@ def test_the_seed_defaults_are_visible_in_one_object():
         "rate_limited": 5, "context_overflow": 2, "authentication": 1, "quota": 1, "invalid_request": 2,
         "content_filtered": 1, "provider_unavailable": 4, "network": 4, "timeout": 3, "tool_execution": 5,
         "mcp_spawn": 2, "mcp_timeout": 3, "mcp_protocol": 2, "delegate_depth_exceeded": 1, "internal": 1,
-        "shell_spiral": 1,
+        "shell_spiral": 1, "degenerate_output": 3,
     }  # fmt: skip
     assert {b.value: limits.retry.limit(b) for b in Bucket} == expected
 

@@ -13,9 +13,7 @@ from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import StopReason
 from server.loop.detection import (
     NUDGE_TEXT,
-    DegenerationReason,
     Nudge,
-    RepetitionHit,
     StationarityReason,
     Stop,
 )
@@ -77,21 +75,6 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         C0,
         NATIVE,
         NextStepFinalOutput(refusal=True),
-        C0,
-    ),
-    (
-        "degenerate stream stops first, dropping its tool calls",
-        StepObservation(
-            text="ababab", tool_calls=(CALL,), degenerate=RepetitionHit("ab", 40), stop=StopReason.MAX_TOKENS
-        ),
-        C0,
-        PLAIN,
-        NextStepStop(
-            OutcomeKind.STATIONARITY_ENDED,
-            DegenerationReason.REPETITIVE_TEXT,
-            nudge=RepetitionHit("ab", 40).as_data(),
-            drop_tool_calls=True,
-        ),
         C0,
     ),
     (
