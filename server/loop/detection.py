@@ -9,8 +9,9 @@ step by step and put every verdict on an event as data:
   itself a no-op) share one signature and stop sooner.
 - `NoProgress`: the same call returning the same result several times in a row earns a
   "[no progress]" note on its result, a hint rather than a stop.
-- `detect_repetitive_text` / `RepetitionDetector`: a streamed text whose tail is one short
-  pattern repeated over and over is a degenerate response and should be cut off.
+- `detect_repetitive_text` / `RepetitionDetector`: a streamed text whose tail is a short
+  pattern that keeps occurring is a degenerate response: the stream is cut off and the
+  call goes back to the retry ladder (`react`, the `degenerate_output` bucket).
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ class DegenerationReason(StrEnum):
 @dataclass(frozen=True)
 class RepetitionHit:
     pattern: str
-    repeats: int  # consecutive copies of `pattern` ending the stream (within the window)
+    repeats: int  # occurrences of `pattern` (the stream's last chars) within the window
     reason: DegenerationReason = DegenerationReason.REPETITIVE_TEXT
 
     def as_data(self) -> dict[str, Any]:
@@ -275,20 +276,23 @@ def _detect_in_tail(window: str, total_chars: int, limits: StationarityLimits) -
     for length in limits.pattern_lengths:
         if length <= 0 or length * limits.min_repeats > len(window):
             continue
-        repeats = _trailing_repeats(window, length)
+        pattern = window[-length:]
+        # The seeds' rule (003, `is_repetitive_output`): the trailing pattern's occurrences
+        # anywhere in the window, not only back-to-back copies — a model looping over the
+        # same line with a changing counter in front of it is just as stuck.
+        repeats = window.count(pattern)  # non-overlapping, like the seed's `matches().count()`
         if repeats < limits.min_repeats:
             continue
-        pattern = window[-length:]
         if len(set(pattern)) < limits.min_pattern_distinct_chars:
             # Low-diversity run: degenerate only once no other text fits in the window.
-            if len(window) - repeats * length >= length:
+            if len(window) - _trailing_repeats(window, length) * length >= length:
                 continue
         return RepetitionHit(pattern, repeats)
     return None
 
 
 def detect_repetitive_text(text: str, limits: StationarityLimits = DEFAULT_LIMITS) -> RepetitionHit | None:
-    """The tail of `text` is one 20/40/60/100-char pattern repeated ≥ 4 times (shortest first).
+    """The last 20/40/60/100 chars of `text` occur ≥ 4 times in its tail (shortest first).
 
     Only streams longer than `min_stream_chars` are judged, and only their last
     `text_window` chars are looked at.

@@ -37,6 +37,7 @@ class EndReason(StrEnum):
 
     USER_CANCELLED = "user_cancelled"
     PERMISSION_REJECTED = "permission_rejected"
+    INTERJECTED = "interjected"  # new user input broke the approval of a step's tool calls
     SERVER_SHUTDOWN = "server_shutdown"  # the server stopped the running turn
     SERVER_SHUTTING_DOWN = "server_shutting_down"  # a prompt arrived while the server stopped
     SERVER_RESTARTED = "server_restarted"  # the turn was found unfinished at startup

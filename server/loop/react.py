@@ -175,11 +175,46 @@ def _record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision,
     ctx.events.emit(EventKind.RETRY, data)
 
 
+DEGENERATE_TEXT = "[This response kept repeating itself; it was cut off and discarded.]"
+
+
+async def _retry_degenerate(ctx: TurnContext, state: TurnState, sample: Sample) -> TurnOutcome | None:
+    """A response cut as repetitive text goes back to the call retry ladder (003:
+    `is_repetitive_output` → "响应层回到调用重试梯"), as octos does: its content is replaced
+    (the stored final text says what happened, and the discarded attempt never enters the
+    conversation), its tool calls go with it (the cut response is incomplete), and the call
+    is made again after a backoff. None: sample again; an outcome once the
+    `degenerate_output` bucket is exhausted (a degeneration stop, R-L3b)."""
+    hit = sample.degenerate
+    assert hit is not None
+    state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))  # spent all the same
+    state.nudges.append(hit.as_data())
+    sample.text, sample.tool_calls = DEGENERATE_TEXT, []
+    commit_sample(ctx, sample, discarded=True)
+    decision = ctx.retry.observe_degenerate_output()
+    ctx.persist({"retry_state": ctx.retry.to_dict()})
+    data = {**decision.to_event(), "degenerate": hit.as_data(), "lane": ctx.lane}
+    state.retries.append(data)
+    ctx.events.emit(EventKind.RETRY, data)
+    if not decision.retries:
+        notice = Notice(
+            f"The model kept repeating itself ({decision.attempt} responses in a row); the turn stopped."
+        )
+        ctx.events.emit(notice.kind, notice.payload())
+        return _ended(state, OutcomeKind.STATIONARITY_ENDED, hit.reason)
+    try:
+        await run_cancellable(asyncio.sleep(decision.delay_s), ctx.cancel)
+    except TurnCancelled:
+        return _cancelled(state)
+    return None
+
+
 async def _sample_with_recovery(
     ctx: TurnContext, state: TurnState, request: ProviderRequest
 ) -> Sample | TurnOutcome | _Rebuild:
     """Sample once; typed provider errors go through the retry buckets, which decide:
-    retry after a delay, rotate to the next lane, compact and rebuild, or give up."""
+    retry after a delay, rotate to the next lane, compact and rebuild, or give up. So does
+    a response cut as repetitive text (`_retry_degenerate`)."""
     while True:
         sample = Sample()
         try:
@@ -222,6 +257,11 @@ async def _sample_with_recovery(
                     return _ended(state, OutcomeKind.FAILED, err.kind, error=err)
                 case _:
                     return _ended(state, OutcomeKind.FAILED, err.kind, error=err)
+        if sample.degenerate is not None:
+            degenerate = await _retry_degenerate(ctx, state, sample)
+            if degenerate is None:
+                continue
+            return degenerate
         state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))
         if sample.usage is not None:
             ctx.budget.record_usage(sample.usage)
@@ -291,7 +331,6 @@ def _observe(ctx: TurnContext, state: TurnState, sample: Sample) -> StepObservat
         text=sample.text,
         tool_calls=tuple(sample.tool_calls),
         stop=sample.stop,
-        degenerate=sample.degenerate,
         stationarity=stationarity,
         interjections_pending=bool(ctx.interjections),
         open_todos=tuple(ctx.todos.unfinished()),
@@ -414,10 +453,6 @@ async def run_react(
         resolution = resolve_step(_observe(ctx, state, sample), _counters(state), policy)
         _set_counters(state, resolution.counters)
         step = resolution.step
-        if isinstance(step, NextStepStop) and step.drop_tool_calls:
-            sample.tool_calls.clear()  # a degenerate stream: keep its text, run nothing
-            commit_sample(ctx, sample)
-            return _finish(state, step)
         commit_sample(ctx, sample)
         if sample.usage is not None:
             u = sample.usage

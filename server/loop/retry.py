@@ -21,7 +21,8 @@ from server.core.errors import ErrorKind, HarnessError, RecoveryHint, hint
 
 
 class Bucket(StrEnum):
-    """The 15 error kinds plus `shell_spiral` (a detected shell-retry degeneration)."""
+    """The 15 error kinds plus two detected degenerations: `shell_spiral` (shell retries) and
+    `degenerate_output` (a response cut as repetitive text, sent back to the retry ladder)."""
 
     RATE_LIMITED = "rate_limited"
     CONTEXT_OVERFLOW = "context_overflow"
@@ -39,6 +40,7 @@ class Bucket(StrEnum):
     DELEGATE_DEPTH_EXCEEDED = "delegate_depth_exceeded"
     INTERNAL = "internal"
     SHELL_SPIRAL = "shell_spiral"
+    DEGENERATE_OUTPUT = "degenerate_output"
 
     @classmethod
     def of(cls, kind: ErrorKind | HarnessError | Bucket) -> Bucket:
@@ -62,6 +64,7 @@ PROVIDER_BUCKETS: frozenset[Bucket] = frozenset(
         Bucket.INVALID_REQUEST,
         Bucket.CONTENT_FILTERED,
         Bucket.INTERNAL,
+        Bucket.DEGENERATE_OUTPUT,  # a clean response ends the model's repetition streak
     }
 )
 
@@ -86,6 +89,8 @@ def _default_bucket_limits() -> Mapping[Bucket, int]:
             Bucket.DELEGATE_DEPTH_EXCEEDED: 1,
             Bucket.INTERNAL: 1,
             Bucket.SHELL_SPIRAL: 1,
+            # The seeds' call-level retry of a retriable response (octos LLM_RETRY_MAX = 3).
+            Bucket.DEGENERATE_OUTPUT: 3,
         }
     )
 
@@ -240,6 +245,19 @@ class RetryState:
         decision = Decision.EXHAUSTED if attempt > limit else Decision.ESCALATE
         reason = "shell_spiral: the shell retries are spiralling"
         return LoopDecision(decision, Bucket.SHELL_SPIRAL, attempt, limit, 0.0, reason)
+
+    def observe_degenerate_output(self, rng: random.Random | None = None) -> LoopDecision:
+        """A response cut as repetitive text (003: `is_repetitive_output` → back to the call
+        retry ladder): sample again after a jittered backoff, until the bucket is exhausted."""
+        attempt, limit = self._bump(Bucket.DEGENERATE_OUTPUT)
+        bucket = Bucket.DEGENERATE_OUTPUT
+        if attempt > limit:
+            reason = f"{bucket.value}: {attempt} failures exceed the limit of {limit}"
+            return LoopDecision(Decision.EXHAUSTED, bucket, attempt, limit, 0.0, reason)
+        base, j = self.limits.backoff_s(attempt), self.limits.jitter
+        delay = max(0.0, base * (1 + (rng or _SYSTEM_RNG).uniform(-j, j)))
+        reason = f"{bucket.value}: repetitive output discarded, retrying after backoff {base:g}s ±{j:.0%}"
+        return LoopDecision(Decision.CONTINUE, bucket, attempt, limit, delay, reason)
 
     def record_success(self, bucket: Bucket | ErrorKind) -> None:
         """A call of this kind succeeded: its bucket starts over. Other buckets keep their counts."""

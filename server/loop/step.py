@@ -6,9 +6,10 @@ counters so far, and says what happens next: a `NextStep*` value plus the update
 I/O or touches the turn: `run_react` gathers the observation, calls them and acts on the
 answer, so every branch of the loop is a row in a table-driven test.
 
-The order of the checks is the loop's contract: a degenerate stream first, then the output
-limit, then (no tool calls) pending user input, structured output and the TodoGate, then
-(tool calls) repetition before `max_turns` before the structured-output shim.
+The order of the checks is the loop's contract: the output limit first, then (no tool
+calls) pending user input, structured output and the TodoGate, then (tool calls)
+repetition before `max_turns` before the structured-output shim. (A stream cut as
+repetitive text never gets here: it goes back to the call retry ladder in `react`.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from server.core.conversation import ToolCall
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import StopReason
-from server.loop.detection import NUDGE_TEXT, Nudge, RepetitionHit, StationarityDecision, Stop
+from server.loop.detection import NUDGE_TEXT, Nudge, StationarityDecision, Stop
 from server.loop.max_tokens import (
     CONTINUE_TEXT,
     EMPTY_FAILURE_TEXT,
@@ -82,7 +83,6 @@ class StepObservation:
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     stop: StopReason | None = None
-    degenerate: RepetitionHit | None = None
     stationarity: StationarityDecision | None = None
     interjections_pending: bool = False  # the user spoke while the model was answering
     open_todos: tuple[dict[str, str], ...] = ()
@@ -134,15 +134,13 @@ class NextStepFinalOutput:
 @dataclass(frozen=True)
 class NextStepStop:
     """The run ends without completing. `skip_tools` (a final stop with tool calls pending)
-    announces the calls and closes each with that text without running them; `drop_tool_calls`
-    (a degenerate stream) commits the sample without its calls."""
+    announces the calls and closes each with that text without running them."""
 
     kind: OutcomeKind
     reason: Reason
     error: HarnessError | None = None
     nudge: dict[str, Any] | None = None  # the detector verdict to record on the turn
     skip_tools: str | None = None
-    drop_tool_calls: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,14 +167,6 @@ class Resolution:
 
 def resolve_step(obs: StepObservation, counters: StepCounters, policy: StepPolicy) -> Resolution:
     """What to do after one sample."""
-    if obs.degenerate is not None:
-        stop = NextStepStop(
-            OutcomeKind.STATIONARITY_ENDED,
-            obs.degenerate.reason,
-            nudge=obs.degenerate.as_data(),
-            drop_tool_calls=True,
-        )
-        return Resolution(stop, counters)
     refusal = obs.stop is StopReason.REFUSAL
     if obs.stop is StopReason.MAX_TOKENS and not obs.tool_calls:
         cut = _on_max_tokens(obs, counters, policy)
@@ -320,11 +310,12 @@ class ToolRoundObservation:
 
 
 def resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation) -> NextStep:
-    """What to do once the step's tools ran: a crash or a circuit breaker ends the run, an
+    """What to do once the step's tools ran: a crash or a circuit breaker (any of them: the
+    user's will stops the turn) ends the run, an
     accepted (or given-up) structured answer completes it, otherwise sample again."""
     if round_.failure is not None:
         return NextStepStop(OutcomeKind.FAILED, round_.failure.kind, error=round_.failure)
-    if round_.break_reason is not None and round_.break_reason.ends_turn:
+    if round_.break_reason is not None:
         return NextStepStop(OutcomeKind.CANCELLED, round_.break_reason.end_reason)
     if run.structured_output is not None:
         return NextStepFinalOutput(structured_output=run.structured_output)

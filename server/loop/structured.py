@@ -3,9 +3,10 @@
 Providers with native schema support get it on the request. For the rest the schema
 becomes the parameters of a pseudo-tool, `StructuredOutput`, which the model must call
 exactly once after all real work; the call's arguments are validated with `jsonschema`
-and a validation error goes back as the tool result so the model can fix it. After
-`max_attempts` failures the turn still *completes*, carrying the error: a long task is
-not thrown away for a formatting slip, and the caller decides what to do.
+and a validation error goes back as the tool result so the model can fix it, up to
+`max_retries` times (`STRUCTURED_OUTPUT_MAX_RETRIES = 3`: the first attempt plus three
+retries). When the retries are used up the turn still *completes*, carrying the error: a
+long task is not thrown away for a formatting slip, and the caller decides what to do.
 
 `judge_structured` is the one decision over an attempt (accept, retry, give up), whichever
 path — native JSON text or the shim call — produced the value.
@@ -24,7 +25,9 @@ STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 
 @dataclass(frozen=True)
 class StructuredOutputLimits:
-    max_attempts: int = 3
+    # Retries after the first failed attempt (the seeds' STRUCTURED_OUTPUT_MAX_RETRIES): a
+    # model gets `max_retries + 1` attempts in all before the turn completes with the error.
+    max_retries: int = 3
 
 
 DEFAULT_LIMITS = StructuredOutputLimits()
@@ -104,7 +107,7 @@ class OutputSchema:
 def retry_text(
     error: str, attempt: int, limits: StructuredOutputLimits = DEFAULT_LIMITS, *, native: bool = False
 ) -> str:
-    left = limits.max_attempts - attempt
+    left = limits.max_retries + 1 - attempt  # attempts still allowed, the next one included
     if native:  # no pseudo-tool on this path: the answer itself must be the JSON
         return (
             f"{error}\nAnswer again with only JSON that matches the required schema ({left} attempt(s) left)."
@@ -135,7 +138,8 @@ class StructuredRetry:
 
 @dataclass(frozen=True)
 class StructuredGaveUp:
-    """The last allowed attempt failed: the turn still completes, carrying the error."""
+    """The retries are used up (this failure was the last allowed attempt): the turn still
+    completes, carrying the error."""
 
     error: str
     attempts: int
@@ -150,11 +154,13 @@ StructuredVerdict = StructuredAccepted | StructuredRetry | StructuredGaveUp
 def judge_structured(
     value: Any, error: str | None, failed_before: int, limits: StructuredOutputLimits = DEFAULT_LIMITS
 ) -> StructuredVerdict:
-    """Accept, retry or give up on one attempt; `failed_before` failed attempts came first."""
+    """Accept, retry or give up on one attempt; `failed_before` failed attempts came first.
+    A failure is retried while retries remain: the first failure is not a retry yet, so
+    `max_retries` retries give up on failure number `max_retries + 1`."""
     if error is None:
         return StructuredAccepted(value)
     attempts = failed_before + 1
-    if attempts >= limits.max_attempts:
+    if attempts > limits.max_retries:
         return StructuredGaveUp(error, attempts)
     return StructuredRetry(error, attempts)
 

@@ -1,7 +1,10 @@
 """Tool execution for one model step (R-T1, R-T3, R-T8).
 
-Phase 1 approves calls serially, in order. A permission rejection or a user cancel is a
-circuit breaker: later calls are not run and say why. Phase 2 runs the approved calls
+Phase 1 approves calls serially, in order. A permission rejection, a user cancel or an
+interjection (new user input) is a circuit breaker: later calls are not run and say why,
+calls approved before it still run, and the turn then ends `Cancelled` — failures of the
+user's will stop the work, while environment failures (a hook denial, a tool error) are
+fed back to the model. Phase 2 runs the approved calls
 concurrently; results are written back by original index so the conversation order
 never depends on which call finished first. A tool that raises becomes an error result.
 """
@@ -45,28 +48,28 @@ PROGRESS_TAIL_CHARS = 4000
 
 
 class BreakReason(StrEnum):
+    """A circuit breaker of the approval phase; every one ends the turn `Cancelled`."""
+
     PERMISSION_REJECTED = "permission_rejected"
     USER_CANCELLED = "user_cancelled"
-    INTERJECTED = "interjected"  # new user input: later calls wait for the model to read it
-
-    @property
-    def ends_turn(self) -> bool:
-        return self is not BreakReason.INTERJECTED
+    # New user input arrived during approval; it is not lost: once the turn has ended it
+    # runs as the next prompt, ahead of the queue (R-S4).
+    INTERJECTED = "interjected"
 
     @property
     def end_reason(self) -> EndReason:
-        """The turn-end reason of a breaker that ends the turn."""
+        """The reason the turn ends with."""
         match self:
             case BreakReason.PERMISSION_REJECTED:
                 return EndReason.PERMISSION_REJECTED
             case BreakReason.USER_CANCELLED:
                 return EndReason.USER_CANCELLED
             case BreakReason.INTERJECTED:
-                raise ValueError("an interjection does not end the turn")
+                return EndReason.INTERJECTED
 
 
 CANCELLED_EARLIER = "Not run: cancelled because an earlier tool call in this step was {why}."
-INTERJECTED_TEXT = "Not run: new user input arrived first; read it and decide again."
+INTERJECTED_TEXT = "Not run: cancelled because new user input arrived before it was approved."
 
 
 @dataclass

@@ -230,14 +230,15 @@ async def test_default_agent_has_no_completion_requirement(server_factory, works
 async def test_recovery_rounds_do_not_force_the_output_schema(
     server_factory, workspace: Path, agents_dir: Path, native: bool
 ):
-    # The first L3 run never produces the structured answer (3 failed attempts), so it
-    # completes without StructuredOutput and recovery starts.
+    # The first L3 run never produces the structured answer (4 failed attempts: the first
+    # and three retries), so it completes without StructuredOutput and recovery starts.
     provider = ScriptedProvider.from_dict(
         {
             "steps": [
                 {"text": "no json here"},
                 {"text": "still none"},
                 {"text": "nope"},
+                {"text": "not yet"},
                 {"text": "ok"},
                 NEVER,
             ]
@@ -250,8 +251,8 @@ async def test_recovery_rounds_do_not_force_the_output_schema(
 
         result = await client.call("session/prompt", text_prompt(sid, "summarise"))
 
-        assert len(provider.requests) == 4
-        forced, recovery = provider.requests[:3], provider.requests[3]
+        assert len(provider.requests) == 5
+        forced, recovery = provider.requests[:4], provider.requests[4]
         for request in forced:
             if native:
                 assert request.output_schema is not None

@@ -26,7 +26,7 @@ def test_the_seed_defaults_are_visible_in_one_object():
     assert limits.stationarity.no_progress_after == 3
     assert limits.stationarity.pattern_lengths == (20, 40, 60, 100)
     assert (limits.max_tokens.max_continuations, limits.max_tokens.max_empty_retries) == (2, 2)
-    assert limits.structured.max_attempts == 3
+    assert limits.structured.max_retries == 3
     assert limits.todo_gate.max_nudges == 2
     assert limits.compaction.threshold == 0.85
     assert limits.stop_hooks.max_reentries == 8
@@ -50,7 +50,7 @@ def test_the_seed_defaults_are_visible_in_one_object():
         "rate_limited": 5, "context_overflow": 2, "authentication": 1, "quota": 1, "invalid_request": 2,
         "content_filtered": 1, "provider_unavailable": 4, "network": 4, "timeout": 3, "tool_execution": 5,
         "mcp_spawn": 2, "mcp_timeout": 3, "mcp_protocol": 2, "delegate_depth_exceeded": 1, "internal": 1,
-        "shell_spiral": 1,
+        "shell_spiral": 1, "degenerate_output": 3,
     }  # fmt: skip
     assert {b.value: limits.retry.limit(b) for b in Bucket} == expected
 

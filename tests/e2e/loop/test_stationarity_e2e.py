@@ -15,8 +15,10 @@ Driven by scripted model steps over a real WebSocket:
   at 0 (7 + 9 identical steps across a re-entry never stop);
 - no progress: the same call returning the same result 3 times in a row gets a
   "[no progress]" note on the 3rd result the model sees;
-- repetitive text: a stream whose tail is one 20-char pattern repeated is cut and ends the
-  turn (`repetitive_text`); the stored text is the cut text;
+- repetitive text: a stream whose 20-char tail keeps occurring is cut and goes back to
+  the call retry ladder (a `retry` event in the `degenerate_output` bucket): its text is
+  replaced and kept out of the conversation, and the call is sampled again; when the
+  bucket is exhausted the turn ends (`repetitive_text`);
 - what the turn went through (nudges, stops) is data on the `turn_ended` event.
 """
 
@@ -26,9 +28,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.loop.detection import NO_PROGRESS_NOTE, NUDGE_TEXT
+from server.loop.react import DEGENERATE_TEXT
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
@@ -283,35 +288,107 @@ PATTERN = "abcdefghij0123456789"  # 20 chars, all distinct
 DEGENERATE = PATTERN * 30  # 600 chars
 
 
-async def test_repetitive_text_is_cut_and_ends_the_turn(server_factory, workspace: Path):
-    assert len(PATTERN) == 20 and len(DEGENERATE) > 200
-    provider = scripted({"text": DEGENERATE}, {"text": "answer to the next prompt"})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+FAST_RETRY = {"retry": {"backoff_base_s": 0.01, "jitter": 0.0}}
+# A loop that is not back-to-back copies: the same line behind a changing counter. The seed
+# counts the trailing pattern's occurrences in the window, so this is degenerate too.
+COUNTER_LOOP = "Let me check the build.\n" + "".join(
+    f"[{n}] still waiting for the build to finish, checking again.\n" for n in range(12)
+)
+
+
+@pytest.mark.parametrize("degenerate", [DEGENERATE, COUNTER_LOOP], ids=["back-to-back", "counter-loop"])
+async def test_repetitive_text_is_cut_and_the_call_is_retried(
+    server_factory, workspace: Path, degenerate: str
+):
+    """003: "is_repetitive_output（L111，重复文本检测）… 检测命中后的动作都已类型化：响应层回到
+    调用重试梯" — a repetitive response does not end the turn: as in octos, its content is
+    replaced and the call goes back to the retry ladder; the next (clean) answer completes
+    the turn. Its tool calls go with it: the cut response is never acted on."""
+    assert len(PATTERN) == 20 and len(degenerate) > 200
+    provider = scripted(
+        {
+            "text": degenerate,
+            "tool_calls": [{"name": "write_file", "arguments": {"path": "x", "content": "x"}}],
+        },
+        {"text": "A clean answer."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY) as server:
         client = await server.client()
         sid = await new_session(client, workspace)
 
         result = await client.call("session/prompt", text_prompt(sid, "say something"))
 
         assert result["stopReason"] == "end_turn"
-        assert result["_meta"]["agentd"]["reason"] == "repetitive_text"
+        assert result["_meta"]["agentd"]["outcome"] == "completed"
+        assert "reason" not in result["_meta"]["agentd"]
+        assert len(provider.requests) == 2
+        # The same call again: the degenerate attempt is not in the conversation.
+        assert provider.requests[1].messages == provider.requests[0].messages
+        assert not (workspace / "x").exists()  # the cut response's tool call never ran
+        assert not [u for u in client.updates(sid) if u["sessionUpdate"] == "tool_call"]
+
+        retries = events(client, sid, "retry")
+        assert [(r["decision"], r["bucket"], r["attempt"]) for r in retries] == [
+            ("continue", "degenerate_output", 1)
+        ]
+        assert retries[0]["degenerate"]["reason"] == "repetitive_text"
+        assert retries[0]["degenerate"]["repeats"] >= 4
+        # The stored text of the discarded attempt is the replacement, not the loop.
+        stored = events(client, sid, "agent_message")
+        assert [(e["text"], e.get("discarded", False)) for e in stored] == [
+            (DEGENERATE_TEXT, True),
+            ("A clean answer.", False),
+        ]
+        ended = events(client, sid, "turn_ended")
+        assert ended[0]["turn"]["nudges"][0]["reason"] == "repetitive_text"
+
+        # The next prompt's conversation holds the clean answer only.
+        second = await client.call("session/prompt", text_prompt(sid, "and again"))
+        assert second["stopReason"] == "end_turn"
+        assert [(m.role, m.content) for m in provider.requests[2].messages] == [
+            ("user", "say something"),
+            ("assistant", "A clean answer."),
+            ("user", "and again"),
+        ]
+        assert_valid_frames(client)
+        await client.close()
+
+
+async def test_repetitive_text_retries_are_bounded_by_their_bucket(server_factory, workspace: Path):
+    """003: "响应层回到调用重试梯" bounded like every retry (octos `LLM_RETRY_MAX = 3`): the
+    first attempt and three retries, then the turn ends as a degeneration stop
+    (`repetitive_text`) with a notice — no degenerate text in the conversation."""
+    provider = scripted({"text": DEGENERATE}, loop=True)
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "say something"))
+
+        assert result["stopReason"] == "end_turn"
         assert result["_meta"]["agentd"]["outcome"] == "stationarity_ended"
-        assert len(provider.requests) == 1  # final: no further request in that turn
+        assert result["_meta"]["agentd"]["reason"] == "repetitive_text"
+        assert len(provider.requests) == 4
+        retries = events(client, sid, "retry")
+        assert [(r["decision"], r["attempt"], r["limit"]) for r in retries] == [
+            ("continue", 1, 3),
+            ("continue", 2, 3),
+            ("continue", 3, 3),
+            ("exhausted", 4, 3),
+        ]
+        assert {r["bucket"] for r in retries} == {"degenerate_output"}
+        notices = events(client, sid, "notice")  # this client did not advertise ACP notices
+        assert len(notices) == 1 and "repeating itself" in notices[0]["title"]
+        stored = events(client, sid, "agent_message")
+        assert [e["text"] for e in stored] == [DEGENERATE_TEXT] * 4
+        assert all(e["discarded"] for e in stored)
+        assert agent_text(client.updates(sid)).startswith(PATTERN * 10)  # what was streamed live
 
-        # The stored text is the cut stream: a strict prefix, shorter than the script's.
-        stored = [e["text"] for e in events(client, sid, "agent_message")]
-        assert len(stored) == 1
-        cut = stored[0]
-        assert 200 < len(cut) < len(DEGENERATE)
-        assert DEGENERATE.startswith(cut)
-        assert agent_text(client.updates(sid)) == cut
-
-        # The conversation holds the cut text, not the whole degenerate answer.
+        provider.script.steps[0] = provider.script.steps[0].model_copy(update={"text": "Fine now."})
         second = await client.call("session/prompt", text_prompt(sid, "try again"))
         assert second["stopReason"] == "end_turn"
-        assert len(provider.requests) == 2
-        assert [(m.role, m.content) for m in provider.requests[1].messages] == [
+        assert [(m.role, m.content) for m in provider.requests[-1].messages] == [
             ("user", "say something"),
-            ("assistant", cut),
             ("user", "try again"),
         ]
         assert_valid_frames(client)

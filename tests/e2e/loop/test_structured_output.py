@@ -2,8 +2,8 @@
 answer, over a real WebSocket with the scripted provider.
 
 Shim path (provider without native schema support): the schema becomes the parameters of
-a `StructuredOutput` pseudo-tool, validation errors go back as its tool result, three
-failed attempts complete the turn with `structuredOutput: {"error": ...}`. Native path:
+a `StructuredOutput` pseudo-tool, validation errors go back as its tool result; after three
+retries (four failed attempts) the turn completes with `structuredOutput: {"error": ...}`. Native path:
 the request carries the schema and the final text is validated as JSON.
 """
 
@@ -27,7 +27,7 @@ from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
-from tests.support.session import assert_valid_frames
+from tests.support.session import assert_valid_frames, events
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -120,7 +120,7 @@ async def test_shim_invalid_call_gets_the_validation_error_as_its_result_and_the
         assert result_msg.name == STRUCTURED_OUTPUT_TOOL and result_msg.is_error
         assert "does not match the schema" in result_msg.content
         assert "at answer: 42 is not of type 'string'" in result_msg.content
-        assert "2 attempt(s) left" in result_msg.content
+        assert "3 attempt(s) left" in result_msg.content
         # The retry still offers the shim with the same schema.
         assert tool_named(retry, STRUCTURED_OUTPUT_TOOL).parameters == SCHEMA
         assert tool_updates(client, sid, "call_bad")[-1]["status"] == "failed"
@@ -129,12 +129,16 @@ async def test_shim_invalid_call_gets_the_validation_error_as_its_result_and_the
         await client.close()
 
 
-async def test_shim_three_invalid_calls_complete_the_turn_with_the_error(
+async def test_shim_three_retries_then_the_turn_completes_with_the_error(
     server_factory, workspace: Path
 ) -> None:
+    """000: "STRUCTURED_OUTPUT_MAX_RETRIES = 3 （turn.rs:10）用尽后，turn 仍以 Completed 结束，
+    只是结果里携带 structured_output: Some(Err(..))" — three *retries* after the first attempt,
+    so the model gets four attempts before the turn completes carrying the error."""
     provider = scripted(
         {"tool_calls": [so_call({})]},  # missing required
         {"tool_calls": [so_call({"answer": "x", "confidence": 7})]},  # out of range
+        {"tool_calls": [so_call({"answer": "x", "confidence": -1})]},  # below the minimum
         {"tool_calls": [so_call({"answer": "x", "extra": True})]},  # additional property
         {"text": "never requested"},
     )
@@ -150,13 +154,17 @@ async def test_shim_three_invalid_calls_complete_the_turn_with_the_error(
         assert set(structured) == {"error"}
         assert "does not match the schema" in structured["error"]
         assert "extra" in structured["error"]  # the last attempt's problem
-        assert len(provider.requests) == 3  # no fourth request after the third failure
+        assert len(provider.requests) == 4  # the first attempt and three retries, no fifth
         first_error = provider.requests[1].messages[-1]
         assert "'answer' is a required property" in first_error.content
-        assert "2 attempt(s) left" in first_error.content
+        assert "3 attempt(s) left" in first_error.content
         second_error = provider.requests[2].messages[-1]
         assert "at confidence: 7 is greater than the maximum of 1" in second_error.content
-        assert "1 attempt(s) left" in second_error.content
+        assert "2 attempt(s) left" in second_error.content
+        third_error = provider.requests[3].messages[-1]
+        assert "at confidence: -1 is less than the minimum of 0" in third_error.content
+        assert "1 attempt(s) left" in third_error.content
+        assert [e["turn"]["structuredAttempts"] for e in events(client, sid, "turn_ended")] == [4]
         assert_valid_frames(client)
         await client.close()
 
@@ -208,18 +216,19 @@ async def test_shim_a_model_that_stops_without_calling_gets_a_reminder(
         assert stopped.role == "assistant" and stopped.content == "The answer is 42."
         assert reminder.role == "user"
         assert reminder.content.startswith(MISSING_CALL_TEXT)
-        assert "2 attempt(s) left" in reminder.content  # it counted as an attempt
+        assert "3 attempt(s) left" in reminder.content  # it counted as an attempt
         assert_valid_frames(client)
         await client.close()
 
 
-async def test_shim_stopping_without_the_call_counts_towards_the_three_attempts(
+async def test_shim_stopping_without_the_call_counts_towards_the_four_attempts(
     server_factory, workspace: Path
 ) -> None:
     provider = scripted(
         {"text": "Plain answer."},
         {"tool_calls": [so_call({"answer": 1})]},
         {"text": "Still plain."},
+        {"text": "Plain again."},
         {"text": "never requested"},
     )
     async with server_factory(provider) as server:
@@ -228,8 +237,8 @@ async def test_shim_stopping_without_the_call_counts_towards_the_three_attempts(
 
         assert result["stopReason"] == "end_turn"
         assert result["_meta"]["agentd"]["structuredOutput"] == {"error": MISSING_CALL_TEXT}
-        assert len(provider.requests) == 3
-        assert "1 attempt(s) left" in provider.requests[2].messages[-1].content
+        assert len(provider.requests) == 4
+        assert "1 attempt(s) left" in provider.requests[3].messages[-1].content
         assert_valid_frames(client)
         await client.close()
 
@@ -247,7 +256,7 @@ async def test_an_invalid_user_schema_short_circuits_every_attempt(
     server_factory, workspace: Path, schema: dict[str, Any], expected: str, native: bool
 ) -> None:
     provider = ScriptedProvider.from_dict(
-        {"steps": [{"tool_calls": [so_call({"answer": "x"}, f"call_{i}")]} for i in range(3)]},
+        {"steps": [{"tool_calls": [so_call({"answer": "x"}, f"call_{i}")]} for i in range(4)]},
         supports_native_schema=native,
     )
     async with server_factory(provider) as server:
@@ -260,7 +269,7 @@ async def test_an_invalid_user_schema_short_circuits_every_attempt(
         error = meta["structuredOutput"]["error"]
         assert set(meta["structuredOutput"]) == {"error"}
         assert expected in error
-        assert len(provider.requests) == 3
+        assert len(provider.requests) == 4
         for request in provider.requests:
             # A broken schema never goes to the provider, neither natively nor as tool parameters.
             assert request.output_schema is None
@@ -345,7 +354,7 @@ async def test_native_invalid_answers_are_retried_with_the_error_message(
         not_json = provider.requests[1].messages[-1]
         assert not_json.role == "user"
         assert "The answer is not valid JSON" in not_json.content
-        assert "2 attempt(s) left" in not_json.content
+        assert "3 attempt(s) left" in not_json.content
         wrong = provider.requests[2].messages[-1]
         assert wrong.role == "user"
         assert "at answer: 42 is not of type 'string'" in wrong.content
@@ -353,8 +362,10 @@ async def test_native_invalid_answers_are_retried_with_the_error_message(
         await client.close()
 
 
-async def test_native_three_invalid_answers_complete_with_the_error(server_factory, workspace: Path) -> None:
-    provider = native({"text": "no"}, {"text": "[1, 2]"}, {"text": '{"answer": null}'}, {"text": "unused"})
+async def test_native_four_invalid_answers_complete_with_the_error(server_factory, workspace: Path) -> None:
+    provider = native(
+        {"text": "no"}, {"text": "[1, 2]"}, {"text": "{}"}, {"text": '{"answer": null}'}, {"text": "unused"}
+    )
     async with server_factory(provider) as server:
         client, sid = await open_session(server, workspace)
         result = await prompt_with_schema(client, sid, "What is the answer?")
@@ -363,7 +374,7 @@ async def test_native_three_invalid_answers_complete_with_the_error(server_facto
         structured = result["_meta"]["agentd"]["structuredOutput"]
         assert set(structured) == {"error"}
         assert "None is not of type 'string'" in structured["error"]
-        assert len(provider.requests) == 3
+        assert len(provider.requests) == 4
         assert_valid_frames(client)
         await client.close()
 

@@ -289,10 +289,12 @@ def test_repetition_hit_for_each_pattern_length(length: int) -> None:
     pattern = pattern_of(length)
     hit = detect_repetitive_text(varied(250) + pattern * 4)
     assert hit is not None
-    assert hit.pattern == pattern
+    # The shortest length is tried first, and the 20-char tail of a longer period occurs as
+    # often as the period itself: that is the hit reported.
+    assert hit.pattern == pattern[-20:]
     assert hit.repeats == 4
     assert hit.as_data()["reason"] == "repetitive_text"
-    assert hit.as_data()["patternLength"] == length
+    assert hit.as_data()["patternLength"] == 20
 
 
 @pytest.mark.parametrize("length", [20, 40, 60, 100])
@@ -305,6 +307,30 @@ def test_shortest_pattern_wins_and_repeats_are_counted_in_the_window() -> None:
     assert hit is not None
     assert hit.pattern == "ab" * 10
     assert hit.repeats == 25  # the whole 500-char window
+
+
+def test_occurrences_in_the_window_count_not_only_back_to_back_copies() -> None:
+    """003: `is_repetitive_output` (重复文本检测) counts the trailing pattern's occurrences in
+    the last 500 chars (`check_region.matches(&pattern).count() >= 4`): a model looping over
+    the same line with a changing counter in front of it is caught too."""
+    line = "still waiting for the build to finish, checking again.\n"  # 55 chars
+    looping = varied(250) + "".join(f"[{n}] {line}" for n in range(4))
+    hit = detect_repetitive_text(looping)
+    assert hit is not None
+    assert hit.pattern == line[-20:] and hit.repeats == 4
+    # Back-to-back copies of that 20-char tail: none — the old rule saw nothing here.
+    assert not looping.endswith(line[-20:] * 2)
+    # Three occurrences are not enough, and neither are four outside the window.
+    assert detect_repetitive_text(varied(250) + "".join(f"[{n}] {line}" for n in range(3))) is None
+    far_apart = "".join(f"[{n}] {line}" + varied(150) for n in range(3)) + f"[3] {line}"
+    assert detect_repetitive_text(far_apart) is None
+
+
+def test_overlapping_occurrences_are_not_counted() -> None:
+    # "aaab" * k: the 20-char tail occurs only at period-aligned offsets, as `str::matches` counts.
+    text = varied(300) + "xyz" + "aaab" * 30
+    hit = detect_repetitive_text(text)
+    assert hit is not None and hit.repeats == text[-500:].count(hit.pattern)
 
 
 def test_no_hit_for_varied_text() -> None:
@@ -333,7 +359,7 @@ def test_streaming_keeps_a_bounded_tail() -> None:
     assert detector.feed(varied(1_000_000)) is None
     assert len(detector.tail) == LIMITS.text_window
     hit = detector.feed(pattern_of(40) * 4)
-    assert hit is not None and hit.pattern == pattern_of(40)
+    assert hit is not None and hit.pattern == pattern_of(40)[-20:] and hit.repeats == 4
     assert detector.total_chars == 1_000_000 + 160
 
 

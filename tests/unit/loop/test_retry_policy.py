@@ -8,7 +8,7 @@ import random
 import pytest
 
 from server.loop.errors import ErrorKind, HarnessError, RecoveryHint, hint
-from server.loop.retry import Bucket, Decision, LoopDecision, RetryLimits, RetryState
+from server.loop.retry import PROVIDER_BUCKETS, Bucket, Decision, LoopDecision, RetryLimits, RetryState
 
 LIMITS = {
     "rate_limited": 5,
@@ -27,6 +27,7 @@ LIMITS = {
     "delegate_depth_exceeded": 1,
     "internal": 1,
     "shell_spiral": 1,
+    "degenerate_output": 3,
 }
 
 
@@ -75,10 +76,10 @@ def test_authentication_never_switches_provider() -> None:
 # --- buckets and limits -----------------------------------------------------------------------
 
 
-def test_sixteen_buckets_with_spec_defaults() -> None:
+def test_seventeen_buckets_with_spec_defaults() -> None:
     assert {b.value for b in Bucket} == set(LIMITS)
-    assert len(Bucket) == 16
-    assert {b.value for b in Bucket} - {k.value for k in ErrorKind} == {"shell_spiral"}
+    assert len(Bucket) == 17
+    assert {b.value for b in Bucket} - {k.value for k in ErrorKind} == {"shell_spiral", "degenerate_output"}
     limits = RetryLimits()
     assert {b.value: limits.limit(b) for b in Bucket} == LIMITS
     assert (limits.backoff_base_s, limits.backoff_max_s, limits.retry_after_cap_s) == (1.0, 60.0, 120.0)
@@ -99,6 +100,32 @@ def test_each_error_bucket_exhausts_exactly_after_its_limit(kind: ErrorKind) -> 
     assert not d.retries
     # Only its own bucket moved.
     assert {b for b, n in state.counts.items() if n} == {Bucket(kind.value)}
+
+
+def test_degenerate_output_goes_back_to_the_retry_ladder_bounded_by_its_bucket() -> None:
+    """003: "检测命中后的动作都已类型化：响应层回到调用重试梯" — a repetitive response is
+    retried like a retriable one (after a backoff), three times, then the bucket is exhausted."""
+    state = RetryState(RetryLimits(jitter=0.0))
+    decisions = [state.observe_degenerate_output(rng()) for _ in range(4)]
+    assert [(d.decision, d.bucket, d.attempt, d.limit) for d in decisions] == [
+        (Decision.CONTINUE, Bucket.DEGENERATE_OUTPUT, 1, 3),
+        (Decision.CONTINUE, Bucket.DEGENERATE_OUTPUT, 2, 3),
+        (Decision.CONTINUE, Bucket.DEGENERATE_OUTPUT, 3, 3),
+        (Decision.EXHAUSTED, Bucket.DEGENERATE_OUTPUT, 4, 3),
+    ]
+    assert [d.delay_s for d in decisions] == [1.0, 2.0, 4.0, 0.0]
+    assert [d.retries for d in decisions] == [True, True, True, False]
+    assert {b for b, n in state.counts.items() if n} == {Bucket.DEGENERATE_OUTPUT}
+    # A clean response resets the streak: it is a provider-call bucket.
+    assert Bucket.DEGENERATE_OUTPUT in PROVIDER_BUCKETS
+    state.record_success(Bucket.DEGENERATE_OUTPUT)
+    assert state.observe_degenerate_output(rng()).attempt == 1
+
+
+def test_degenerate_output_backoff_is_jittered_within_bounds() -> None:
+    limits = RetryLimits(backoff_base_s=2.0, jitter=0.25)
+    delay = RetryState(limits).observe_degenerate_output(rng()).delay_s
+    assert 1.5 <= delay <= 2.5
 
 
 def test_shell_spiral_bucket() -> None:

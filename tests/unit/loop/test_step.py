@@ -13,9 +13,7 @@ from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import StopReason
 from server.loop.detection import (
     NUDGE_TEXT,
-    DegenerationReason,
     Nudge,
-    RepetitionHit,
     StationarityReason,
     Stop,
 )
@@ -80,21 +78,6 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         C0,
     ),
     (
-        "degenerate stream stops first, dropping its tool calls",
-        StepObservation(
-            text="ababab", tool_calls=(CALL,), degenerate=RepetitionHit("ab", 40), stop=StopReason.MAX_TOKENS
-        ),
-        C0,
-        PLAIN,
-        NextStepStop(
-            OutcomeKind.STATIONARITY_ENDED,
-            DegenerationReason.REPETITIVE_TEXT,
-            nudge=RepetitionHit("ab", 40).as_data(),
-            drop_tool_calls=True,
-        ),
-        C0,
-    ),
-    (
         "cut-off answer is continued",
         StepObservation(text="half", stop=StopReason.MAX_TOKENS),
         C0,
@@ -155,12 +138,20 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         StepCounters(structured_attempts=1),
     ),
     (
-        "native: last attempt fails → completes carrying the error",
+        "native: the third retry is still given",
         StepObservation(text="{}", stop=StopReason.END_TURN),
         StepCounters(structured_attempts=2),
         NATIVE,
-        "gave_up",
+        "retry",
         StepCounters(structured_attempts=3),
+    ),
+    (
+        "native: last attempt (the third retry) fails → completes carrying the error",
+        StepObservation(text="{}", stop=StopReason.END_TURN),
+        StepCounters(structured_attempts=3),
+        NATIVE,
+        "gave_up",
+        StepCounters(structured_attempts=4),
     ),
     (
         "shim: stopping without the call is retried",
@@ -170,7 +161,7 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         NextStepContinue(
             ContinueReason.STRUCTURED_RETRY,
             f"{MISSING_CALL_TEXT}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again "
-            "(2 attempt(s) left).",
+            "(3 attempt(s) left).",
         ),
         StepCounters(structured_attempts=1),
     ),
@@ -295,7 +286,7 @@ def test_policy_limits_are_the_ones_used() -> None:
     gated = resolve_step(StepObservation(text="done", open_todos=(TODO,)), C0, policy)
     assert gated.step == NextStepFinalOutput() and gated.counters.todos_remaining == 1
     one_try = StepPolicy(
-        schema=SCHEMA, mode=SchemaMode.NATIVE, structured=StructuredOutputLimits(max_attempts=1)
+        schema=SCHEMA, mode=SchemaMode.NATIVE, structured=StructuredOutputLimits(max_retries=0)
     )
     gave_up = resolve_step(StepObservation(text="x"), C0, one_try)
     assert isinstance(gave_up.step, NextStepFinalOutput) and gave_up.counters.structured_attempts == 1
@@ -323,7 +314,8 @@ LIMITS = StructuredOutputLimits()
             0,
         ),
         ([shim_call({"n": "x"})], 0, {"s1": ("retry", True)}, None, 1),
-        ([shim_call({"n": "x"})], 2, {"s1": ("error", True)}, "error", 3),
+        ([shim_call({"n": "x"})], 2, {"s1": ("retry", True)}, None, 3),
+        ([shim_call({"n": "x"})], 3, {"s1": ("error", True)}, "error", 4),
         (
             [ToolCall(id="s1", name=STRUCTURED_OUTPUT_TOOL, arguments="{")],
             0,
@@ -332,7 +324,16 @@ LIMITS = StructuredOutputLimits()
             1,
         ),
     ],
-    ids=["no shim", "mixed", "accepted", "twice", "invalid retried", "invalid given up", "bad json"],
+    ids=[
+        "no shim",
+        "mixed",
+        "accepted",
+        "twice",
+        "invalid retried",
+        "third retry given",
+        "invalid given up",
+        "bad json",
+    ],
 )
 def test_shim_presets(
     calls: list[ToolCall],
@@ -384,15 +385,45 @@ FAILURE = HarnessError(ErrorKind.TOOL_EXECUTION, "boom")
         (
             NextStepRunTools(structured_output={"value": 1}),
             ToolRoundObservation(break_reason=BreakReason.INTERJECTED),
-            NextStepFinalOutput(structured_output={"value": 1}),
+            NextStepStop(OutcomeKind.CANCELLED, EndReason.INTERJECTED),
         ),
         (
             NextStepRunTools(nudge=Nudge(8)),
             ToolRoundObservation(break_reason=BreakReason.INTERJECTED),
+            NextStepStop(OutcomeKind.CANCELLED, EndReason.INTERJECTED),
+        ),
+        (
+            NextStepRunTools(nudge=Nudge(8)),
+            ToolRoundObservation(),
             NextStepContinue(ContinueReason.STATIONARITY_NUDGE, NUDGE_TEXT, nudge=Nudge(8).as_data()),
         ),
     ],
-    ids=["continue", "crash beats structured", "rejected", "cancelled", "interjection does not end", "nudge"],
+    ids=[
+        "continue",
+        "crash beats structured",
+        "rejected",
+        "cancelled",
+        "interjection ends beating structured",
+        "interjection ends beating a nudge",
+        "nudge",
+    ],
 )
 def test_resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation, expected: Any) -> None:
     assert resolve_after_tools(run, round_) == expected
+
+
+@pytest.mark.parametrize(
+    ("breaker", "reason"),
+    [
+        (BreakReason.PERMISSION_REJECTED, EndReason.PERMISSION_REJECTED),
+        (BreakReason.USER_CANCELLED, EndReason.USER_CANCELLED),
+        (BreakReason.INTERJECTED, EndReason.INTERJECTED),
+    ],
+)
+def test_every_approval_breaker_ends_the_turn_cancelled(breaker: BreakReason, reason: EndReason) -> None:
+    """000: "一旦出现权限拒绝、用户取消或插话…后续调用不再执行…拒绝点之前已批准的调用仍会进入
+    并行阶段执行完毕并回填结果，turn 才以 Cancelled 收尾" — all three failures of the user's
+    will end the turn `Cancelled`, each with its own reason."""
+    assert breaker.end_reason is reason
+    step = resolve_after_tools(NextStepRunTools(), ToolRoundObservation(break_reason=breaker))
+    assert step == NextStepStop(OutcomeKind.CANCELLED, reason)
