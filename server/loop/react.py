@@ -29,6 +29,7 @@ from server.loop.budget import (
 from server.loop.checkpoint import checkpoint_budget_exhaustion
 from server.loop.compaction import CompactionReason, compact, compactable, estimate_tokens, should_compact
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
+from server.loop.drain import DrainResult, drain_barrier
 from server.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
 from server.loop.repair import repair_conversation
 from server.loop.retry import PROVIDER_BUCKETS, Bucket, Decision, LoopDecision
@@ -47,7 +48,7 @@ from server.loop.step import (
     resolve_after_tools,
     resolve_step,
 )
-from server.loop.toolrun import execute_tool_round, skip_tool_round
+from server.loop.toolrun import BreakReason, execute_tool_round, skip_tool_round
 from server.loop.turn_state import TurnState
 
 
@@ -103,6 +104,8 @@ async def run_compaction(ctx: TurnContext, state: TurnState, reason: CompactionR
     state.context_tokens = 0  # the provider's last report no longer describes the request
     return True
 
+
+CANCELLED_BEFORE_TOOLS = "Not run: the user cancelled the turn before its tools started."
 
 GRACE_TEXT = (
     "{message} You get one more step to wrap up: finish or checkpoint what you are doing, "
@@ -341,7 +344,9 @@ def _continue(ctx: TurnContext, state: TurnState, step: NextStepContinue) -> Non
 
 async def _run_tools(ctx: TurnContext, state: TurnState, sample: Sample, run: NextStepRunTools) -> NextStep:
     # Drain barrier (R-L3h): clients see the message that asked for the tools first.
-    await ctx.events.flushed()
+    if await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain) is DrainResult.CANCELLED:
+        skip_tool_round(ctx, sample.tool_calls, CANCELLED_BEFORE_TOOLS)
+        return resolve_after_tools(run, ToolRoundObservation(None, BreakReason.USER_CANCELLED))
     state.tool_rounds += 1
     round_result = await execute_tool_round(
         ctx, sample.tool_calls, no_progress=state.no_progress, presets=run.presets
@@ -428,7 +433,7 @@ async def run_react(
         if isinstance(step, NextStepRunTools):
             step = await _run_tools(ctx, state, sample, step)
         elif isinstance(step, NextStepStop) and step.skip_tools is not None:
-            await ctx.events.flushed()
+            await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain)
             skip_tool_round(ctx, sample.tool_calls, step.skip_tools)
         match step:
             case NextStepContinue():
