@@ -32,7 +32,7 @@ from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.drain import DrainResult, drain_barrier
 from server.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
 from server.loop.repair import repair_conversation
-from server.loop.retry import PROVIDER_BUCKETS, Bucket, Decision, LoopDecision
+from server.loop.retry import Bucket, Decision, LoopDecision
 from server.loop.sampling import Sample, build_request, commit_sample, stream_sample, uses_native_schema
 from server.loop.step import (
     NextStep,
@@ -157,17 +157,6 @@ def _emit_usage(ctx: TurnContext, state: TurnState) -> None:
     ctx.events.emit(EventKind.USAGE, payload)
 
 
-def _provider_buckets_succeeded(ctx: TurnContext) -> None:
-    """A successful call resets the buckets of the provider-side error kinds (R-R2)."""
-    changed = False
-    for bucket in PROVIDER_BUCKETS:
-        if ctx.retry.count(bucket):
-            ctx.retry.record_success(bucket)
-            changed = True
-    if changed:
-        ctx.persist({"retry_state": ctx.retry.to_dict()})
-
-
 def _record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision, err: HarnessError) -> None:
     ctx.persist({"retry_state": ctx.retry.to_dict()})
     data = {
@@ -230,7 +219,8 @@ async def _sample_with_recovery(
         if sample.usage is not None:
             ctx.budget.record_usage(sample.usage)
         ctx.budget.mark_progress()
-        _provider_buckets_succeeded(ctx)
+        # A success resets no provider bucket: a storm spread over turns must still exhaust
+        # it (seed 003); the buckets' sliding window forgives old failures instead (retry.py).
         return sample
 
 

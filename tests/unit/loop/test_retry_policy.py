@@ -9,6 +9,7 @@ import pytest
 
 from server.loop.errors import ErrorKind, HarnessError, RecoveryHint, hint
 from server.loop.retry import Bucket, Decision, LoopDecision, RetryLimits, RetryState
+from tests.support.clock import START, FakeClock
 
 LIMITS = {
     "rate_limited": 5,
@@ -259,24 +260,34 @@ def test_success_resets_only_that_bucket() -> None:
 
 
 def test_json_round_trip_preserves_counters_and_keeps_counting() -> None:
-    state = RetryState()
+    clock = FakeClock()
+    state = RetryState(clock=clock)
     for _ in range(4):
         state.observe(err(ErrorKind.RATE_LIMITED), has_fallback=False, rng=rng())
+        clock.advance(1)
     state.observe(err(ErrorKind.TIMEOUT), has_fallback=False, rng=rng())
     state.observe_shell_spiral()
 
     text = state.to_json()
     data = json.loads(text)
-    assert data == {"version": 1, "counts": {"rate_limited": 4, "timeout": 1, "shell_spiral": 1}}
+    t0 = START
+    assert data == {
+        "version": 2,
+        "failures": {
+            "rate_limited": [t0, t0 + 1, t0 + 2, t0 + 3],
+            "timeout": [t0 + 4],
+            "shell_spiral": [t0 + 4],
+        },
+    }
 
-    restored = RetryState.from_json(text)
+    restored = RetryState.from_json(text, clock=clock)
     assert dict(restored.counts) == dict(state.counts)
     # A restart does not buy a fresh allowance: the 5th continues, the 6th is exhausted.
     fifth = restored.observe(err(ErrorKind.RATE_LIMITED), has_fallback=False, rng=rng())
     assert (fifth.decision, fifth.attempt) == (Decision.CONTINUE, 5)
     sixth = restored.observe(err(ErrorKind.RATE_LIMITED), has_fallback=False, rng=rng())
     assert (sixth.decision, sixth.attempt) == (Decision.EXHAUSTED, 6)
-    assert RetryState.from_json(restored.to_json()).count(Bucket.RATE_LIMITED) == 6
+    assert RetryState.from_json(restored.to_json(), clock=clock).count(Bucket.RATE_LIMITED) == 6
 
 
 def test_from_json_tolerates_unknown_and_missing_buckets_rejects_garbage() -> None:
