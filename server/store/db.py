@@ -107,7 +107,15 @@ class Store:
     # -------------------------------------------------------------- sessions
 
     async def create_session(
-        self, *, id: str, owner: str, cwd: str, mode: str, model: str, agent: str = "default"
+        self,
+        *,
+        id: str,
+        owner: str,
+        cwd: str,
+        mode: str,
+        model: str,
+        agent: str = "default",
+        plan: bool = False,
     ) -> SessionRecord:
         now = utcnow()
         row = SessionRow(
@@ -116,6 +124,7 @@ class Store:
             cwd=cwd,
             title=None,
             mode=mode,
+            plan=plan,
             model=model,
             agent=agent,
             permission_memory={},
@@ -130,6 +139,7 @@ class Store:
                     cwd=row.cwd,
                     title=None,
                     mode=row.mode,
+                    plan=plan,
                     model=row.model,
                     agent=row.agent,
                     permission_memory={},
@@ -200,9 +210,7 @@ class Store:
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 
-    async def fork_session(
-        self, source: SessionRecord, new_id: str, up_to_seq: int
-    ) -> SessionRecord | None:
+    async def fork_session(self, source: SessionRecord, new_id: str, up_to_seq: int) -> SessionRecord | None:
         """A new session with the source's settings, its events up to `up_to_seq`, and the
         conversation as it stood then (messages record the seq they were written at).
         None, with nothing created, when the source was deleted meanwhile."""
@@ -215,6 +223,7 @@ class Store:
                     cwd=source.cwd,
                     title=f"fork of {source.title or source.id}",
                     mode=source.mode,
+                    plan=source.plan,
                     model=source.model,
                     agent=source.agent,
                     permission_memory=source.permission_memory,
