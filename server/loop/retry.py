@@ -235,7 +235,8 @@ class RetryState:
             return LoopDecision(decision, bucket, attempt, limit, delay, f"{bucket.value}: {reason}")
 
         if attempt > limit:
-            return decide(Decision.EXHAUSTED, f"{attempt} failures exceed the limit of {limit}")
+            window = f"{self.limits.window_s / 3600:g} h"  # why a new prompt may fail at once
+            return decide(Decision.EXHAUSTED, f"{attempt} failures exceed the limit of {limit} in {window}")
 
         match hint(kind):
             case RecoveryHint.BACKOFF_RETRY:

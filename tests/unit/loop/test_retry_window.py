@@ -27,7 +27,9 @@ def test_yesterdays_three_network_retries_still_count_today() -> None:
     today = RetryState.from_dict(state.to_dict(), clock=clock)
     assert today.count(Bucket.NETWORK) == 3
     assert network(today) is Decision.CONTINUE  # the 4th of 4
-    assert network(today) is Decision.EXHAUSTED  # the 5th in two days
+    fifth = today.observe(HarnessError(ErrorKind.NETWORK, "reset"), has_fallback=False)
+    assert fifth.decision is Decision.EXHAUSTED  # the 5th in two days
+    assert fifth.reason == "network: 5 failures exceed the limit of 4 in 48 h"
 
 
 def test_a_burst_spread_over_turns_exhausts_its_bucket() -> None:
