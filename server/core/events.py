@@ -28,7 +28,8 @@ class EventKind(StrEnum):
     GOAL = "goal"  # the goal's state after a change or a verdict
     STOP_HOOKS = "stop_hooks"  # {reentries, verdicts}
     QUEUE_UPDATE = "queue_update"  # {queue: [entries]} — the whole visible queue after a change
-    MODE_CHANGED = "mode_changed"  # {modeId}
+    MODE_CHANGED = "mode_changed"  # {modeId, permissionMode, plan}
+    PLAN_MODE = "plan_mode"  # {plan}: the plan gate turned on or off
     CONFIG_OPTIONS = "config_options"  # {configOptions}: the full set after mode/model/agent changed
     SESSION_INFO = "session_info"  # {title, updatedAt}
     TURN_STARTED = "turn_started"  # {turnId, promptId}

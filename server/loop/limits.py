@@ -16,6 +16,7 @@ from typing import Any
 from server.loop.budget import BudgetLimits
 from server.loop.compaction import CompactionLimits
 from server.loop.detection import StationarityLimits
+from server.loop.drain import DrainLimits
 from server.loop.goal import GoalLimits
 from server.loop.max_tokens import MaxTokensLimits
 from server.loop.repair import RepairLimits
@@ -37,6 +38,7 @@ class LoopLimits:
     retry: RetryLimits = field(default_factory=RetryLimits)
     goal: GoalLimits = field(default_factory=GoalLimits)
     stop_hooks: StopHookLimits = field(default_factory=StopHookLimits)
+    drain: DrainLimits = field(default_factory=DrainLimits)
 
     def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]]) -> LoopLimits:
         sections = {f.name for f in dataclasses.fields(self)}

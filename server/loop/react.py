@@ -29,8 +29,9 @@ from server.loop.budget import (
 from server.loop.checkpoint import checkpoint_budget_exhaustion
 from server.loop.compaction import CompactionReason, compact, compactable, should_compact
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
+from server.loop.drain import DrainResult, drain_barrier
 from server.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
-from server.loop.retry import PROVIDER_BUCKETS, Bucket, Decision, LoopDecision
+from server.loop.retry import Bucket, Decision, LoopDecision
 from server.loop.sampling import Sample, build_request, commit_sample, stream_sample, uses_native_schema
 from server.loop.step import (
     NextStep,
@@ -46,7 +47,7 @@ from server.loop.step import (
     resolve_after_tools,
     resolve_step,
 )
-from server.loop.toolrun import execute_tool_round, skip_tool_round
+from server.loop.toolrun import BreakReason, execute_tool_round, skip_tool_round
 from server.loop.turn_state import TurnState
 
 
@@ -103,6 +104,8 @@ async def run_compaction(ctx: TurnContext, state: TurnState, reason: CompactionR
     return True
 
 
+CANCELLED_BEFORE_TOOLS = "Not run: the user cancelled the turn before its tools started."
+
 GRACE_TEXT = (
     "{message} You get one more step to wrap up: finish or checkpoint what you are doing, "
     "then summarise the state of the work for the user."
@@ -151,17 +154,6 @@ def _emit_usage(ctx: TurnContext, state: TurnState) -> None:
     if state.usage.total.cost:
         payload["cost"] = {"amount": round(state.usage.total.cost, 6), "currency": "USD"}
     ctx.events.emit(EventKind.USAGE, payload)
-
-
-def _provider_buckets_succeeded(ctx: TurnContext) -> None:
-    """A successful call resets the buckets of the provider-side error kinds (R-R2)."""
-    changed = False
-    for bucket in PROVIDER_BUCKETS:
-        if ctx.retry.count(bucket):
-            ctx.retry.record_success(bucket)
-            changed = True
-    if changed:
-        ctx.persist({"retry_state": ctx.retry.to_dict()})
 
 
 def _record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision, err: HarnessError) -> None:
@@ -266,7 +258,12 @@ async def _sample_with_recovery(
         if sample.usage is not None:
             ctx.budget.record_usage(sample.usage)
         ctx.budget.mark_progress()
-        _provider_buckets_succeeded(ctx)
+        # A success resets no provider bucket: a storm spread over turns must still exhaust
+        # it (seed 003); the buckets' sliding window forgives old failures instead (retry.py).
+        # Only the repetition streak ends with a clean response (octos' per-call retry).
+        if ctx.retry.count(Bucket.DEGENERATE_OUTPUT):
+            ctx.retry.record_success(Bucket.DEGENERATE_OUTPUT)
+            ctx.persist({"retry_state": ctx.retry.to_dict()})
         return sample
 
 
@@ -379,7 +376,9 @@ def _continue(ctx: TurnContext, state: TurnState, step: NextStepContinue) -> Non
 
 async def _run_tools(ctx: TurnContext, state: TurnState, sample: Sample, run: NextStepRunTools) -> NextStep:
     # Drain barrier (R-L3h): clients see the message that asked for the tools first.
-    await ctx.events.flushed()
+    if await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain) is DrainResult.CANCELLED:
+        skip_tool_round(ctx, sample.tool_calls, CANCELLED_BEFORE_TOOLS)
+        return resolve_after_tools(run, ToolRoundObservation(None, BreakReason.USER_CANCELLED))
     state.tool_rounds += 1
     round_result = await execute_tool_round(
         ctx, sample.tool_calls, no_progress=state.no_progress, presets=run.presets
@@ -464,7 +463,7 @@ async def run_react(
         if isinstance(step, NextStepRunTools):
             step = await _run_tools(ctx, state, sample, step)
         elif isinstance(step, NextStepStop) and step.skip_tools is not None:
-            await ctx.events.flushed()
+            await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain)
             skip_tool_round(ctx, sample.tool_calls, step.skip_tools)
         match step:
             case NextStepContinue():

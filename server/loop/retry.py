@@ -3,16 +3,25 @@
 A shared "retried N times" counter lets a 429 storm eat the budget a real 401 needed, and
 lets a bad key spin until the iteration cap. Here every class has its own bucket, every
 bucket its own limit, and `RetryState.observe` turns an error into a named `LoopDecision`
-the loop acts on. Counts survive restarts (`to_json`/`from_json`), so a crash cannot reset a
-failing session into an endless retry.
+the loop acts on.
+
+Counts survive success, turns and restarts (`to_dict`/`from_dict` with the session). Seed
+003: "PersistentRetryStateGuard…让桶计数跨 turn 存活，同一 session 里昨天烧掉的三次 network
+重试今天仍然计入桶" — a storm spread over many turns must still exhaust its bucket, so a
+successful call does not reset the provider buckets. What keeps a long-lived session from
+being poisoned for ever is a sliding window: a bucket counts the failures of the last
+`window_s` (48 h by default: yesterday's failures still count today, last week's no longer
+do). Each bucket keeps the times of its newest `limit + 1` failures — all a decision needs.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -50,25 +59,6 @@ class Bucket(StrEnum):
         return cls(kind.value)
 
 
-# The buckets a successful provider call resets ("a bucket resets after a successful call
-# of the same kind"); tool and MCP buckets reset on their own successes.
-PROVIDER_BUCKETS: frozenset[Bucket] = frozenset(
-    {
-        Bucket.RATE_LIMITED,
-        Bucket.NETWORK,
-        Bucket.TIMEOUT,
-        Bucket.PROVIDER_UNAVAILABLE,
-        Bucket.QUOTA,
-        Bucket.CONTEXT_OVERFLOW,
-        Bucket.AUTHENTICATION,
-        Bucket.INVALID_REQUEST,
-        Bucket.CONTENT_FILTERED,
-        Bucket.INTERNAL,
-        Bucket.DEGENERATE_OUTPUT,  # a clean response ends the model's repetition streak
-    }
-)
-
-
 def _default_bucket_limits() -> Mapping[Bucket, int]:
     # Deliberately low: structural failures get (almost) no retries, transient ones a few.
     return MappingProxyType(
@@ -104,6 +94,9 @@ class RetryLimits:
     backoff_max_s: float = 60.0
     retry_after_cap_s: float = 120.0  # a provider asking for an hour gets two minutes, then a new try
     jitter: float = 0.2  # ± fraction of the backoff, so many sessions don't retry in lockstep
+    # A failure counts in its bucket this long (sliding window): across turns and restarts, but
+    # a session that hit its limits days ago gets its allowance back.
+    window_s: float = 48 * 3600.0
 
     def __post_init__(self) -> None:
         merged = {**_default_bucket_limits(), **{Bucket(b): int(n) for b, n in self.bucket_limits.items()}}
@@ -111,6 +104,8 @@ class RetryLimits:
             raise ValueError("bucket limits must be >= 0")
         if not 0 <= self.jitter < 1:
             raise ValueError("jitter must be in [0, 1)")
+        if self.window_s <= 0:
+            raise ValueError("window_s must be > 0")
         object.__setattr__(self, "bucket_limits", MappingProxyType(merged))
 
     def limit(self, bucket: Bucket) -> int:
@@ -160,28 +155,56 @@ _TOOL_SCOPED = frozenset({ErrorKind.TOOL_EXECUTION, ErrorKind.MCP_SPAWN, ErrorKi
 
 _SYSTEM_RNG = random.Random()
 
-_JSON_VERSION = 1
+_JSON_VERSION = 2  # 1: bare counts (no times); read as failures at load time
+
+Clock = Callable[[], float]  # wall-clock seconds (epoch): the window spans restarts
 
 
 class RetryState:
-    """Per-session bucket counters; `observe` is the one place a failure becomes a decision."""
+    """Per-session buckets of failure times; `observe` is the one place a failure becomes a
+    decision. `clock` is injectable so tests move time instead of sleeping."""
 
-    def __init__(self, limits: RetryLimits | None = None, counts: Mapping[Bucket, int] | None = None) -> None:
+    def __init__(
+        self,
+        limits: RetryLimits | None = None,
+        counts: Mapping[Bucket, int] | None = None,
+        *,
+        failures: Mapping[Bucket, list[float]] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.limits = limits or RetryLimits()
-        self._counts: dict[Bucket, int] = dict.fromkeys(Bucket, 0)
-        for bucket, n in (counts or {}).items():
-            self._counts[Bucket(bucket)] = int(n)
+        self._clock: Clock = clock or time.time
+        now = self._clock()
+        self._failures: dict[Bucket, list[float]] = {b: [] for b in Bucket}
+        for bucket, times in (failures or {}).items():
+            self._failures[Bucket(bucket)] = sorted(float(t) for t in times)
+        for bucket, n in (counts or {}).items():  # counts without times: failures of "now"
+            self._failures[Bucket(bucket)] = [now] * int(n)
+        for bucket in Bucket:
+            self._prune(bucket, now)
+
+    def _prune(self, bucket: Bucket, now: float) -> None:
+        keep = self.limits.limit(bucket) + 1
+        horizon = now - self.limits.window_s
+        self._failures[bucket] = [t for t in self._failures[bucket] if t > horizon][-keep:]
 
     @property
     def counts(self) -> Mapping[Bucket, int]:
-        return MappingProxyType(self._counts)
+        now = self._clock()
+        for bucket in Bucket:
+            self._prune(bucket, now)
+        return MappingProxyType({b: len(t) for b, t in self._failures.items()})
 
     def count(self, bucket: Bucket | ErrorKind) -> int:
-        return self._counts[Bucket.of(bucket)]
+        bucket = Bucket.of(bucket)
+        self._prune(bucket, self._clock())
+        return len(self._failures[bucket])
 
     def _bump(self, bucket: Bucket) -> tuple[int, int]:
-        self._counts[bucket] += 1
-        return self._counts[bucket], self.limits.limit(bucket)
+        now = self._clock()
+        self._failures[bucket].append(now)
+        self._prune(bucket, now)
+        return len(self._failures[bucket]), self.limits.limit(bucket)
 
     def _delay(self, err: HarnessError, attempt: int, rng: random.Random) -> tuple[float, str]:
         if err.retry_after is not None:
@@ -216,7 +239,8 @@ class RetryState:
             return LoopDecision(decision, bucket, attempt, limit, delay, f"{bucket.value}: {reason}")
 
         if attempt > limit:
-            return decide(Decision.EXHAUSTED, f"{attempt} failures exceed the limit of {limit}")
+            window = f"{self.limits.window_s / 3600:g} h"  # why a new prompt may fail at once
+            return decide(Decision.EXHAUSTED, f"{attempt} failures exceed the limit of {limit} in {window}")
 
         match hint(kind):
             case RecoveryHint.BACKOFF_RETRY:
@@ -260,36 +284,78 @@ class RetryState:
         return LoopDecision(Decision.CONTINUE, bucket, attempt, limit, delay, reason)
 
     def record_success(self, bucket: Bucket | ErrorKind) -> None:
-        """A call of this kind succeeded: its bucket starts over. Other buckets keep their counts."""
-        self._counts[Bucket.of(bucket)] = 0
+        """A call of this kind succeeded: its bucket starts over. Only the tool bucket uses it
+        (a productive tool call); provider buckets are not reset by success (seed 003)."""
+        self._failures[Bucket.of(bucket)] = []
+
+    def snapshot(self) -> dict[str, Any]:
+        """What `_agentd/usage/get` shows: each non-empty bucket's count in the window, its
+        limit, its last failure and when its oldest counted failure leaves the window."""
+        now = self._clock()
+        buckets: dict[str, Any] = {}
+        for bucket in Bucket:
+            self._prune(bucket, now)
+            times = self._failures[bucket]
+            if times:
+                buckets[bucket.value] = {
+                    "count": len(times),
+                    "limit": self.limits.limit(bucket),
+                    "exhausted": len(times) > self.limits.limit(bucket),
+                    "lastFailureAt": _iso(times[-1]),
+                    "oldestExpiresAt": _iso(times[0] + self.limits.window_s),
+                }
+        return {"windowSeconds": self.limits.window_s, "buckets": buckets}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": _JSON_VERSION, "counts": {b.value: n for b, n in self._counts.items() if n}}
+        return {
+            "version": _JSON_VERSION,
+            "failures": {b.value: list(t) for b, t in self._failures.items() if t},
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], limits: RetryLimits | None = None) -> RetryState:
-        """Restore persisted counts. Unknown buckets (from a newer build) are dropped; missing
-        ones start at 0. Limits are configuration, not state, so they are not persisted."""
-        raw = data.get("counts", {})
-        if not isinstance(raw, Mapping):
-            raise ValueError("retry state: 'counts' must be an object")
+    def from_dict(
+        cls, data: Mapping[str, Any], limits: RetryLimits | None = None, *, clock: Clock | None = None
+    ) -> RetryState:
+        """Restore persisted buckets. Unknown buckets (from a newer build) are dropped; missing
+        ones start empty. Limits are configuration, not state, so they are not persisted."""
         known = {b.value for b in Bucket}
+        raw_times = data.get("failures", {})
+        raw_counts = data.get("counts", {})
+        if not isinstance(raw_times, Mapping) or not isinstance(raw_counts, Mapping):
+            raise ValueError("retry state: 'failures' and 'counts' must be objects")
+        failures: dict[Bucket, list[float]] = {}
+        for name, times in raw_times.items():
+            if name not in known:
+                continue
+            if not isinstance(times, list) or not all(_is_time(t) for t in times):
+                raise ValueError(f"retry state: bad failure times for {name!r}: {times!r}")
+            failures[Bucket(name)] = [float(t) for t in times]
         counts: dict[Bucket, int] = {}
-        for name, n in raw.items():
+        for name, n in raw_counts.items():  # version 1
             if name not in known:
                 continue
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise ValueError(f"retry state: bad count for {name!r}: {n!r}")
             counts[Bucket(name)] = n
-        return cls(limits, counts)
+        return cls(limits, counts, failures=failures, clock=clock)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str, limits: RetryLimits | None = None) -> RetryState:
-        return cls.from_dict(json.loads(text), limits)
+    def from_json(
+        cls, text: str, limits: RetryLimits | None = None, *, clock: Clock | None = None
+    ) -> RetryState:
+        return cls.from_dict(json.loads(text), limits, clock=clock)
 
     def __repr__(self) -> str:
-        nonzero = {b.value: n for b, n in self._counts.items() if n}
+        nonzero = {b.value: n for b, n in self.counts.items() if n}
         return f"RetryState({nonzero})"
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()

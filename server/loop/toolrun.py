@@ -40,7 +40,14 @@ from server.loop.detection import NoProgress, with_no_progress_note
 from server.loop.outcome import EndReason
 from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
 from server.tools.hooks import HookDecision
-from server.tools.permissions import PERMISSION_OPTIONS, Decision, Remembered, decide, plan_mode_refuses
+from server.tools.permissions import (
+    PERMISSION_OPTIONS,
+    Decision,
+    Remembered,
+    decide,
+    plan_gate_refuses,
+    plan_mode_refuses,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,7 @@ class BreakReason(StrEnum):
 
 CANCELLED_EARLIER = "Not run: cancelled because an earlier tool call in this step was {why}."
 INTERJECTED_TEXT = "Not run: cancelled because new user input arrived before it was approved."
+PLAN_REFUSAL = "Refused: plan mode is read-only, {tool} would change the workspace."
 
 
 @dataclass
@@ -222,6 +230,9 @@ async def _approve(
         if denial is not None:
             slot.result = denial  # a hook denial skips only this call
             continue
+        if plan_gate_refuses(gate.plan(), slot.tool.access):  # before, and whatever, the permission layer
+            slot.result = ToolResult(PLAN_REFUSAL.format(tool=slot.tool.name), is_error=True)
+            continue
         mode = gate.mode()
         remembered = gate.remembered(slot.tool.name)
         decision = decide(mode, slot.tool.access, remembered)
@@ -230,7 +241,7 @@ async def _approve(
             continue
         if decision is Decision.DENY:
             if plan_mode_refuses(mode, slot.tool.access):
-                msg = f"Refused: plan mode is read-only, {slot.tool.name} would change the workspace."
+                msg = PLAN_REFUSAL.format(tool=slot.tool.name)
             else:
                 msg = f"Refused: the user chose to always reject {slot.tool.name}."
             slot.result = ToolResult(msg, is_error=True)

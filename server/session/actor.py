@@ -26,7 +26,7 @@ from server.agents import DEFAULT_AGENT
 from server.core.conversation import Message
 from server.core.events import EventKind
 from server.core.log_context import bind_log_context
-from server.core.modes import PermissionMode
+from server.core.modes import PermissionMode, SessionModes
 from server.loop.context import Conversation
 from server.loop.goal import GoalState
 from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
@@ -53,6 +53,7 @@ from server.session.commands import (
     SetAgent,
     SetMode,
     SetModel,
+    SetPlan,
     Shutdown,
     TurnFinished,
 )
@@ -72,6 +73,7 @@ from server.session.prompt_queue import (
 from server.session.queue_ops import QueueKind
 from server.session.queue_sync import answer_all
 from server.session.services import ActorServices
+from server.session.session_modes import record_modes_change
 from server.session.sinks import FrameSink
 from server.session.snapshot import Running, build_snapshot
 from server.session.turn_launch import RunningTurn, answer_turn, launch, stop_turn
@@ -117,7 +119,7 @@ class SessionActor:
         self.cwd = Path(record.cwd)
         self.model = record.model
         self.title = record.title
-        self._mode = PermissionMode(record.mode)
+        self._modes = SessionModes.of(record.mode, record.plan)
         # Persisted so a crash-restart loop can never reset them into endless retries.
         retry_limits = services.limits.retry
         self.retry = (
@@ -148,7 +150,8 @@ class SessionActor:
             self.journal,
             lambda: self.hub.sinks,
             lambda: self.services.settings.permission_timeout_s,
-            mode=lambda: self._mode,
+            mode=lambda: self._modes.permission,
+            plan=lambda: self._modes.plan,
             render=services.render,
             memory=dict(record.permission_memory),
         )
@@ -294,6 +297,11 @@ class SessionActor:
     @_handles(SetMode)
     async def _on_set_mode(self, cmd: SetMode) -> None:
         self.set_mode(cmd.mode)
+        cmd.reply.set_result(None)
+
+    @_handles(SetPlan)
+    async def _on_set_plan(self, cmd: SetPlan) -> None:
+        self.set_plan(cmd.on)
         cmd.reply.set_result(None)
 
     @_handles(AttachMcp)
@@ -445,7 +453,7 @@ class SessionActor:
         return build_snapshot(
             session_id=self.id,
             last_seq=self.journal.seq,
-            mode=self._mode.value,
+            mode=self._modes.mode_id.value,
             model=self.model,
             agent=self.agent.name,
             queue=self.queue,
@@ -476,12 +484,16 @@ class SessionActor:
         self.journal.emit(EventKind.GOAL, goal.to_dict() if goal else {"status": "cleared"})
 
     def set_mode(self, mode: PermissionMode) -> None:
-        if mode is self._mode:
-            return
-        self._mode = mode
-        self.journal.persist_fields({"mode": mode.value})
-        self.journal.emit(EventKind.MODE_CHANGED, {"modeId": mode.value})
-        self._config_changed()
+        """`plan` turns the plan gate on; another id sets the permission mode under it."""
+        self._change_modes(self._modes.select(mode))
+
+    def set_plan(self, on: bool) -> None:
+        self._change_modes(self._modes.with_plan(on))
+
+    def _change_modes(self, new: SessionModes) -> None:
+        old, self._modes = self._modes, new
+        if record_modes_change(self.journal, old, new):
+            self._config_changed()
 
     def set_model(self, model: str) -> None:
         if model == self.model:
@@ -491,7 +503,9 @@ class SessionActor:
         self._config_changed()
 
     def config_options(self) -> list[dict[str, Any]]:
-        return session_config_options(self.services, self._mode.value, self.model, self.agent.name)
+        return session_config_options(
+            self.services, self._modes.mode_id.value, self.model, self.agent.name, plan=self._modes.plan
+        )
 
     def _config_changed(self) -> None:
         """Every client's pickers follow a change made by any client (or `/mode`, `/model`)."""
@@ -500,7 +514,8 @@ class SessionActor:
     # ------------------------------------------------------------------ permissions
 
     def mode(self) -> PermissionMode:
-        return self._mode
+        """The mode id clients are shown (`plan` while the plan gate is on)."""
+        return self._modes.mode_id
 
     def answer_permission(self, request_id: str, option_id: str) -> bool | None:
         """An answer to a pending permission request, from any client (WebSocket, or

@@ -152,6 +152,14 @@ class SetMode:
 
 
 @dataclass
+class SetPlan:
+    """Turn the plan gate on or off (apart from the permission mode)."""
+
+    on: bool
+    reply: asyncio.Future[None]
+
+
+@dataclass
 class Attach:
     sink: FrameSink
     reply: asyncio.Future[Subscriber]
@@ -202,6 +210,7 @@ SessionCommand = (
     | SetAgent
     | SetModel
     | SetMode
+    | SetPlan
     | Attach
     | AttachComplete
     | Detach

@@ -1,5 +1,5 @@
-"""A session's ACP config options (R-P2): permission mode, model and agent, as `select`
-options an editor renders as pickers. Built from the session's state and the server's
+"""A session's ACP config options (R-P2): permission mode, plan gate, model and agent, as
+`select` options an editor renders as pickers. Built from the session's state and the server's
 configuration; shared by the method answers and the `config_option_update` event."""
 
 from __future__ import annotations
@@ -20,8 +20,14 @@ MODES: list[dict[str, str]] = [
         "description": "Edit freely, ask for commands",
     },
     {"id": PermissionMode.BYPASS.value, "name": "Bypass", "description": "Approve everything"},
-    {"id": PermissionMode.PLAN.value, "name": "Plan", "description": "Read-only: no edits, no commands"},
+    {
+        "id": PermissionMode.PLAN.value,
+        "name": "Plan",
+        "description": "Read-only whatever the permission mode (clear with /plan off)",
+    },
 ]
+
+PLAN_OFF, PLAN_ON = "off", "on"  # the `plan` option's values: the only way besides `/plan off` to clear it
 
 
 def model_choices(
@@ -36,7 +42,7 @@ def model_choices(
 
 
 def config_options(
-    *, mode: str, model: str, agent: str, agents: Mapping[str, str], models: list[str]
+    *, mode: str, model: str, agent: str, agents: Mapping[str, str], models: list[str], plan: bool = False
 ) -> list[dict[str, Any]]:
     """`agents`: name → description."""
     return [
@@ -47,6 +53,15 @@ def config_options(
             "type": "select",
             "currentValue": mode,
             "options": [{"value": m["id"], "name": m["name"]} for m in MODES],
+        },
+        {
+            # The plan gate on its own: picking another mode above never clears it.
+            "id": "plan",
+            "name": "Plan (read-only)",
+            "description": "No edits and no commands, whatever the permission mode",
+            "type": "select",
+            "currentValue": PLAN_ON if plan else PLAN_OFF,
+            "options": [{"value": PLAN_OFF, "name": "Off"}, {"value": PLAN_ON, "name": "On"}],
         },
         {
             "id": "model",
@@ -67,7 +82,7 @@ def config_options(
 
 
 def session_config_options(
-    services: ActorServices, mode: str, model: str, agent: str
+    services: ActorServices, mode: str, model: str, agent: str, *, plan: bool = False
 ) -> list[dict[str, Any]]:
     """A session's options: its state, with the choices the server's configuration offers."""
     models = model_choices(
@@ -77,4 +92,4 @@ def session_config_options(
         model,
     )
     agents = {name: a.description for name, a in services.agents.items()}
-    return config_options(mode=mode, model=model, agent=agent, agents=agents, models=models)
+    return config_options(mode=mode, model=model, agent=agent, agents=agents, models=models, plan=plan)

@@ -36,6 +36,7 @@ BUILTINS: dict[str, LocalCommand] = {
         LocalCommand("help", "List the available commands"),
         LocalCommand("compact", "Summarise older history now to free context"),
         LocalCommand("mode", "Show or set the permission mode", "default | accept_edits | bypass | plan"),
+        LocalCommand("plan", "Turn plan mode (read-only, whatever the mode) on or off", "on | off | status"),
         LocalCommand("model", "Show or set the session's model", "model name"),
         LocalCommand("goal", "Set, show or clear the session's goal", "objective | status | clear"),
         LocalCommand("queue", "Show the prompts waiting in the queue"),
@@ -136,6 +137,12 @@ def help_text() -> str:
     return "Commands:\n" + "\n".join(lines)
 
 
+def describe_plan(mode_id: PermissionMode) -> str:
+    if mode_id is PermissionMode.PLAN:
+        return "Plan mode is on: no edits and no commands, whatever the permission mode. /plan off ends it."
+    return f"Plan mode is off (permission mode: {mode_id.value})."
+
+
 def describe_goal(goal: GoalState | None) -> str:
     if goal is None:
         return "No goal is set. Use /goal <objective> to set one."
@@ -161,6 +168,12 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
                     known = ", ".join(m.value for m in PermissionMode)
                     raise ValueError(f"Unknown mode {arg!r}; one of {known}.") from None
             return f"Permission mode: {actor.mode().value}"
+        case "plan":
+            if arg in ("", "on", "off"):
+                actor.set_plan(arg != "off")
+            elif arg != "status":
+                raise ValueError(f"Unknown argument {arg!r}; /plan on, off or status.")
+            return describe_plan(actor.mode())
         case "model":
             if arg:
                 actor.set_model(arg)

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 from server.core.conversation import Message
-from server.core.modes import PermissionMode
+from server.core.modes import PermissionMode, SessionModes
 from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Shutdown
 from server.session.errors import (
@@ -58,11 +58,13 @@ class SessionManager:
     ) -> SessionActor:
         self._refuse_if_closing()
         settings = self._services.settings
+        modes = SessionModes.of(mode or settings.permission_mode)  # `plan`: the gate over default
         record = await self._store.create_session(
             id=f"sess_{uuid.uuid4().hex}",
             owner=owner,
             cwd=cwd,
-            mode=(mode or settings.permission_mode).value,
+            mode=modes.permission.value,
+            plan=modes.plan,
             model=settings.model,
             agent=agent,
         )

@@ -45,6 +45,7 @@ class PermissionGate:
         timeout_s: Callable[[], float],
         *,
         mode: Callable[[], PermissionMode],
+        plan: Callable[[], bool],
         render: Renderer,
         memory: dict[str, str] | None = None,
     ) -> None:
@@ -55,6 +56,7 @@ class PermissionGate:
         self._sinks = sinks
         self._timeout_s = timeout_s
         self._mode = mode
+        self._plan = plan
         self._render = render  # the question's wire shape (server/transport/render.py)
         self._memory = memory or {}  # tool name → a remembered answer (persisted with the session)
         self.pending: dict[str, PendingPermission] = {}
@@ -63,6 +65,9 @@ class PermissionGate:
 
     def mode(self) -> PermissionMode:
         return self._mode()
+
+    def plan(self) -> bool:
+        return self._plan()
 
     def remembered(self, tool_name: str) -> Remembered | None:
         value = self._memory.get(tool_name)

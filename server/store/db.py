@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
@@ -126,7 +125,15 @@ class Store:
     # -------------------------------------------------------------- sessions
 
     async def create_session(
-        self, *, id: str, owner: str, cwd: str, mode: str, model: str, agent: str = "default"
+        self,
+        *,
+        id: str,
+        owner: str,
+        cwd: str,
+        mode: str,
+        model: str,
+        agent: str = "default",
+        plan: bool = False,
     ) -> SessionRecord:
         now = utcnow()
         row = SessionRow(
@@ -135,6 +142,7 @@ class Store:
             cwd=cwd,
             title=None,
             mode=mode,
+            plan=plan,
             model=model,
             agent=agent,
             permission_memory={},
@@ -149,6 +157,7 @@ class Store:
                     cwd=row.cwd,
                     title=None,
                     mode=row.mode,
+                    plan=plan,
                     model=row.model,
                     agent=row.agent,
                     permission_memory={},
@@ -245,6 +254,7 @@ class Store:
                     cwd=source.cwd,
                     title=f"fork of {source.title or source.id}",
                     mode=source.mode,
+                    plan=source.plan,
                     model=source.model,
                     agent=source.agent,
                     permission_memory=source.permission_memory,

@@ -6,7 +6,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -25,7 +36,9 @@ class SessionRow(Base):
     owner: Mapped[str] = mapped_column(String(128))
     cwd: Mapped[str] = mapped_column(Text)
     title: Mapped[str | None] = mapped_column(Text, nullable=True)
-    mode: Mapped[str] = mapped_column(String(32))
+    mode: Mapped[str] = mapped_column(String(32))  # the permission mode
+    # The plan gate (read-only), independent of the permission mode (issue 16 item 8).
+    plan: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     model: Mapped[str] = mapped_column(String(128))
     agent: Mapped[str] = mapped_column(String(128), default="default")
     # Tool names the user answered "always allow" / "always reject" for (R-T4).

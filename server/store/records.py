@@ -28,6 +28,7 @@ class SessionRecord:
     usage: dict[str, Any] | None = None
     queue: list[dict[str, Any]] | None = None
     partial: dict[str, Any] | None = None
+    plan: bool = False  # the plan gate, apart from `mode`
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,6 @@ class Batch:
         )
 
 
-
 def utc(value: datetime) -> datetime:
     # SQLite hands back naive datetimes; everything agentd stores is UTC.
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
@@ -100,4 +100,5 @@ def session_record(row: SessionRow) -> SessionRecord:
         retry_state=row.retry_state,
         usage=row.usage,
         partial=row.partial,
+        plan=bool(row.plan),
     )

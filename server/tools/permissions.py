@@ -1,7 +1,9 @@
-"""Permission policy (R-T4): a pure decision over mode, access and remembered answers.
+"""Permission policy (R-T4): a pure decision over mode, access and remembered answers —
+and, apart from it, the plan gate.
 
-Plan mode's write refusal is checked first and owns its invariant: no remembered
-"always allow" and no other mode setting can open it.
+The plan gate (`plan_gate_refuses`) is checked before the permission layer and owns its
+invariant: no remembered "always allow" and no permission mode (not even bypass) can open
+it. Seed 000: "两个都能说“不”的系统串联时，各自把守各自的不变量".
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ class Decision(StrEnum):
 class Remembered(StrEnum):
     ALLOW_ALWAYS = "allow_always"
     REJECT_ALWAYS = "reject_always"
+
+
+def plan_gate_refuses(plan: bool, access: Access) -> bool:
+    """The plan gate: while it is on, nothing that changes the workspace runs."""
+    return plan and access is not Access.READ
 
 
 def plan_mode_refuses(mode: PermissionMode, access: Access) -> bool:

@@ -37,9 +37,9 @@ async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 
 async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
     """The session's usage ledger (R-R4): tokens, cost, per lane; `dirty` when some call's
-    final usage could not be read."""
+    final usage could not be read. `retry`: the retry buckets' counts in their window (R-R2)."""
     actor = await session_for(ctx, params.session_id)
-    return {"sessionId": actor.id, "session": actor.usage.to_dict()}
+    return {"sessionId": actor.id, "session": actor.usage.to_dict(), "retry": actor.retry.snapshot()}
 
 
 async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, Any]:

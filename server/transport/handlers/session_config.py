@@ -1,4 +1,5 @@
-"""A session's settings: `session/set_mode` and `session/set_config_option` (mode, model, agent)."""
+"""A session's settings: `session/set_mode` and `session/set_config_option` (mode, plan, model,
+agent). `plan` is the plan gate, apart from the permission mode: `on` / `off`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 from protocol.acp import SetConfigOptionParams, SetModeParams
 from protocol.jsonrpc import RpcError
 from server.core.modes import PermissionMode
-from server.session.commands import SetAgent, SetMode, SetModel
+from server.session.commands import SetAgent, SetMode, SetModel, SetPlan
+from server.session.config_options import PLAN_OFF, PLAN_ON
 from server.transport.handlers.common import config_options, known_agent, session_for
 from server.transport.rpc import CallContext
 
@@ -18,6 +20,14 @@ async def session_set_config_option(ctx: CallContext, params: SetConfigOptionPar
     loop = asyncio.get_running_loop()
     if params.config_id == "mode":
         await session_set_mode(ctx, SetModeParams(session_id=params.session_id, mode_id=str(params.value)))
+    elif params.config_id == "plan":
+        if params.value not in (PLAN_ON, PLAN_OFF):
+            msg = f"plan is {PLAN_ON!r} or {PLAN_OFF!r}, not {params.value!r}"
+            data = [{"path": "value", "message": msg}]
+            raise RpcError.invalid_params(f"Invalid params: value: {msg}", data)
+        reply_plan: asyncio.Future[None] = loop.create_future()
+        actor.send(SetPlan(params.value == PLAN_ON, reply_plan))
+        await reply_plan
     elif params.config_id == "model":
         choices = next(o for o in actor.config_options() if o["id"] == "model")["options"]
         known = [c["value"] for c in choices]
@@ -34,7 +44,7 @@ async def session_set_config_option(ctx: CallContext, params: SetConfigOptionPar
         actor.send(SetAgent(name, reply))
         await reply
     else:
-        msg = f"unknown config option {params.config_id!r} (mode, model, agent)"
+        msg = f"unknown config option {params.config_id!r} (mode, plan, model, agent)"
         raise RpcError.invalid_params(
             f"Invalid params: configId: {msg}", [{"path": "configId", "message": msg}]
         )

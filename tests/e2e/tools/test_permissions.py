@@ -399,8 +399,8 @@ async def test_plan_mode_refuses_writes_even_after_allow_always(server_factory, 
         assert final["status"] == "failed"
         assert "plan mode is read-only" in shown_text(final)
 
-        # Leaving plan mode restores what was remembered: no question, the write runs.
-        await client.call("session/set_mode", {"sessionId": sid, "modeId": "default"})
+        # Leaving plan mode (clearing the gate) restores what was remembered: no question.
+        await client.call("session/set_config_option", {"sessionId": sid, "configId": "plan", "value": "off"})
         assert (await client.call("session/prompt", text_prompt(sid, "write c")))["stopReason"] == "end_turn"
         assert asked(client) == ["call_1"]
         assert (workspace / "c.txt").read_text() == "c"

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from server.loop.errors import ErrorKind, HarnessError, RecoveryHint, hint
-from server.loop.retry import PROVIDER_BUCKETS, Bucket, Decision, LoopDecision, RetryLimits, RetryState
+from server.loop.retry import Bucket, Decision, LoopDecision, RetryLimits, RetryState
+from tests.support.clock import START, FakeClock
 
 LIMITS = {
     "rate_limited": 5,
@@ -116,8 +117,7 @@ def test_degenerate_output_goes_back_to_the_retry_ladder_bounded_by_its_bucket()
     assert [d.delay_s for d in decisions] == [1.0, 2.0, 4.0, 0.0]
     assert [d.retries for d in decisions] == [True, True, True, False]
     assert {b for b, n in state.counts.items() if n} == {Bucket.DEGENERATE_OUTPUT}
-    # A clean response resets the streak: it is a provider-call bucket.
-    assert Bucket.DEGENERATE_OUTPUT in PROVIDER_BUCKETS
+    # A clean response resets the streak (react calls record_success for this bucket only).
     state.record_success(Bucket.DEGENERATE_OUTPUT)
     assert state.observe_degenerate_output(rng()).attempt == 1
 
@@ -286,24 +286,34 @@ def test_success_resets_only_that_bucket() -> None:
 
 
 def test_json_round_trip_preserves_counters_and_keeps_counting() -> None:
-    state = RetryState()
+    clock = FakeClock()
+    state = RetryState(clock=clock)
     for _ in range(4):
         state.observe(err(ErrorKind.RATE_LIMITED), has_fallback=False, rng=rng())
+        clock.advance(1)
     state.observe(err(ErrorKind.TIMEOUT), has_fallback=False, rng=rng())
     state.observe_shell_spiral()
 
     text = state.to_json()
     data = json.loads(text)
-    assert data == {"version": 1, "counts": {"rate_limited": 4, "timeout": 1, "shell_spiral": 1}}
+    t0 = START
+    assert data == {
+        "version": 2,
+        "failures": {
+            "rate_limited": [t0, t0 + 1, t0 + 2, t0 + 3],
+            "timeout": [t0 + 4],
+            "shell_spiral": [t0 + 4],
+        },
+    }
 
-    restored = RetryState.from_json(text)
+    restored = RetryState.from_json(text, clock=clock)
     assert dict(restored.counts) == dict(state.counts)
     # A restart does not buy a fresh allowance: the 5th continues, the 6th is exhausted.
     fifth = restored.observe(err(ErrorKind.RATE_LIMITED), has_fallback=False, rng=rng())
     assert (fifth.decision, fifth.attempt) == (Decision.CONTINUE, 5)
     sixth = restored.observe(err(ErrorKind.RATE_LIMITED), has_fallback=False, rng=rng())
     assert (sixth.decision, sixth.attempt) == (Decision.EXHAUSTED, 6)
-    assert RetryState.from_json(restored.to_json()).count(Bucket.RATE_LIMITED) == 6
+    assert RetryState.from_json(restored.to_json(), clock=clock).count(Bucket.RATE_LIMITED) == 6
 
 
 def test_from_json_tolerates_unknown_and_missing_buckets_rejects_garbage() -> None:

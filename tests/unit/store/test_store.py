@@ -3,13 +3,16 @@ and once on Postgres (the `db_url` fixture gives a fresh, empty database each ti
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect, update
+from sqlalchemy import create_engine, inspect, update
 from sqlalchemy.exc import IntegrityError
 
 from server.store.db import Batch, SessionRecord, Store, StoredEvent, alembic_config
@@ -341,3 +344,25 @@ async def test_session_timestamps_read_back_timezone_aware(store: Store) -> None
     # ...and so must be what is read back, on every backend.
     for value in (got.created_at, got.updated_at, listed.updated_at):
         assert value.utcoffset() == timedelta(0), value
+
+
+async def test_migration_0008_turns_a_plan_mode_row_into_the_plan_gate(tmp_path: Path) -> None:
+    """Issue 16 item 8: a row stored with mode `plan` (one mode for two things) becomes the
+    plan gate over the `default` permission mode; other rows get the gate off."""
+    path = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0006")
+    with sqlite3.connect(path) as db:
+        for sid, mode in (("s_plan", "plan"), ("s_bypass", "bypass")):
+            db.execute(
+                "INSERT INTO sessions (id, owner, cwd, mode, model, agent, permission_memory, created_at,"
+                " updated_at) VALUES (?, 'o', '/w', ?, 'm', 'default', '{}', '2026-01-01', '2026-01-01')",
+                (sid, mode),
+            )
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0008")
+    engine.dispose()
+    with sqlite3.connect(path) as db:
+        rows = dict((r[0], (r[1], r[2])) for r in db.execute("SELECT id, mode, plan FROM sessions"))
+    assert rows == {"s_plan": ("default", 1), "s_bypass": ("bypass", 0)}

@@ -1,0 +1,67 @@
+"""The drain barrier's three ends (issue 16 item 9). Seed 000: "等待最多 5 秒…超时则告警放行"."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from server.loop.drain import DrainLimits, DrainResult, drain_barrier
+from server.loop.limits import LoopLimits
+
+
+async def _instant() -> None:
+    return None
+
+
+class _Stalled:
+    """An event log that never delivers; records whether its waiter was let go."""
+
+    def __init__(self) -> None:
+        self.abandoned = False
+
+    async def __call__(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.abandoned = True
+            raise
+
+
+def test_the_default_bound_is_the_seeds_five_seconds() -> None:
+    assert LoopLimits().drain.timeout_s == 5.0
+    assert LoopLimits().with_overrides({"drain": {"timeout_s": 0.5}}).drain.timeout_s == 0.5
+    with pytest.raises(ValueError):
+        DrainLimits(timeout_s=0)
+
+
+async def test_delivered_events_pass_the_barrier() -> None:
+    assert await drain_barrier(_instant, asyncio.Event(), DrainLimits()) is DrainResult.DRAINED
+
+
+async def test_a_stalled_log_is_waited_for_at_most_the_bound_then_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="server.loop.drain")
+    stalled = _Stalled()
+    result = await drain_barrier(stalled, asyncio.Event(), DrainLimits(timeout_s=0.01))
+    assert result is DrainResult.TIMED_OUT
+    assert stalled.abandoned
+    assert any("drain barrier" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+
+
+async def test_a_cancel_ends_the_wait_at_once() -> None:
+    cancel = asyncio.Event()
+    stalled = _Stalled()
+    waiting = asyncio.create_task(drain_barrier(stalled, cancel, DrainLimits(timeout_s=3600)))
+    await asyncio.sleep(0)  # let it start waiting (ordering only; nothing is timed)
+    cancel.set()
+    assert await waiting is DrainResult.CANCELLED
+    assert stalled.abandoned
+
+
+async def test_an_already_cancelled_turn_does_not_wait() -> None:
+    cancel = asyncio.Event()
+    cancel.set()
+    assert await drain_barrier(_Stalled(), cancel, DrainLimits(timeout_s=3600)) is DrainResult.CANCELLED
