@@ -44,7 +44,7 @@ async def measure(
     cpu = 0.0
     while done < count:
         batch = sids[: count - done]
-        _, spent = await run_turns(server, client, batch, text, 1)
+        _, spent, _ = await run_turns(server, client, batch, text, 1)
         cpu += spent
         done += len(batch)
     return cpu * 1000 / done, done

@@ -34,11 +34,12 @@ from tests.support.frames import (
 )
 from tests.support.polling import until
 from tests.support.session import new_session
+from tests.support.text import distinct_words
 
 # ---------------------------------------------------------------------------- helpers
 
 
-LONG = "".join(f"[{i:03d} the quick brown fox jumps over the lazy dog] " for i in range(40))
+LONG = distinct_words(2000)  # ~2 kB streamed answer (not repetitive: the detector would cut it)
 
 
 # ---------------------------------------------------------------------------- tests
@@ -296,8 +297,8 @@ async def test_random_attach_moments_reconstruct_the_replay(server_factory: Any,
     (workspace / "notes.txt").write_text("some notes\n")
     steps = [
         {
-            "reasoning": "Look first. " * 10,
-            "text": "Looking around. " * 20,
+            "reasoning": "Look first. " + distinct_words(110, start=1000),
+            "text": "Looking around. " + distinct_words(300, start=2000),
             "chunk_size": 4,
             "chunk_delay": 0.001,
             "tool_calls": [
@@ -306,12 +307,12 @@ async def test_random_attach_moments_reconstruct_the_replay(server_factory: Any,
             ],
         },
         {
-            "text": "Running a command now. " * 15,
+            "text": "Running a command now. " + distinct_words(320, start=3000),
             "chunk_size": 4,
             "chunk_delay": 0.001,
             "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi && echo there"}}],
         },
-        {"text": "All done, here is the summary. " * 20, "chunk_size": 4, "chunk_delay": 0.001},
+        {"text": "All done, here is the summary. " + distinct_words(600, start=4000), "chunk_size": 4, "chunk_delay": 0.001},
     ]
     for seed in (1, 2, 3):
         rng = random.Random(seed)

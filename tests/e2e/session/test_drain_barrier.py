@@ -30,6 +30,7 @@ from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import allow, text_prompt
 from tests.support.session import is_event, new_session
+from tests.support.text import distinct_words
 
 READ_PAUSE = 0.002  # the slow client's pause after each frame it reads
 
@@ -163,7 +164,7 @@ def assert_valid_frames(frames: list[dict[str, Any]], sent_methods: dict[Any, st
         validator.assert_valid_agent_frame(frame, sent_methods)
 
 
-REQUESTING = "Let me look around the workspace before changing anything. " * 6  # ~360 chars
+REQUESTING = "Let me look around the workspace. " + distinct_words(330)  # ~360 chars, not repetitive
 CALLS = [
     {"name": "list_dir", "arguments": {"path": "."}, "id": "call_ls"},
     {"name": "bash", "arguments": {"command": "echo hello"}, "id": "call_echo"},

@@ -30,6 +30,7 @@ from tests.support.client import WsClient, text_prompt
 from tests.support.frames import ATTACH, SNAPSHOT, agentd_meta, durable_seqs, message_text, response_index
 from tests.support.polling import until
 from tests.support.sse import durable_ids, sse
+from tests.support.text import distinct_words
 
 BUFFER = 64  # the live buffer (client_buffer_frames) of every server here
 LOAD = "session/load"
@@ -226,7 +227,7 @@ async def test_a_stalled_replay_keeps_live_events_bounded_then_delivers_all(
     server_factory: Any, workspace: Path, tmp_path: Path, method: str
 ) -> None:
     n = 30_000  # with 1 kB answers ~11 MB of frames: far more than the socket buffers hold
-    text = "".join(f"[{i:04d} streamed while the replaying client was not reading] " for i in range(150))
+    text = distinct_words(9300)  # ~9 kB streamed while the replaying client was not reading
     provider = scripted(
         {"text": text, "chunk_size": 20, "chunk_delay": 0.001}, {"text": "And live afterwards."}
     )
