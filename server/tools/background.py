@@ -85,8 +85,7 @@ class _Task:
     stopped: Stopped | None = None  # ended early by its timeout or the output limit
     killed: bool = False
     error: str | None = None  # could not start
-    reported: bool = False  # its completion was shown to the model (wait / output)
-    announced: bool = False  # handed out by take_completions (at most once)
+    reported: bool = False  # its completion was shown to the model (wait / output / reminder)
 
     @property
     def done(self) -> bool:
@@ -210,11 +209,8 @@ class BackgroundTasks:
         model already saw through `wait` / `task_output` is not announced again."""
         out: list[TaskCompletion] = []
         for t in self._tasks.values():
-            if not t.done or t.announced:
-                continue
-            t.announced = True
-            if not t.reported:
-                t.reported = True  # `wait` for any task will not return it again
+            if t.done and not t.reported:
+                t.reported = True  # announced: never again, and `wait` for any task skips it
                 out.append(self.completion(t.id))
         return out
 
