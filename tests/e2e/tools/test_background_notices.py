@@ -26,6 +26,7 @@ from server.config import PermissionMode
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.frames import attach
 from tests.support.gated import GatedProvider
 from tests.support.session import assert_valid_frames, events, is_event, is_update, new_session
 
@@ -151,8 +152,13 @@ async def test_task_finishing_while_idle_is_in_the_next_turns_first_request(serv
         assert len(events(client, sid, "turn_started")) == 3
         assert len(provider.requests) == 4
         assert len(events(client, sid, "background_task")) == 1
+        # Durable: a client attaching later replays it from the store, once.
+        late = await server.client()
+        await attach(late, sid, 0)
+        assert len(events(late, sid, "background_task")) == 1
         assert_valid_frames(client)
         await client.close()
+        await late.close()
 
 
 async def test_task_the_model_waited_for_gets_the_event_but_no_reminder(server_factory, workspace: Path):
