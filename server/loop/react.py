@@ -47,6 +47,7 @@ from server.loop.step import (
     resolve_after_tools,
     resolve_step,
 )
+from server.loop.task_notices import drain_task_notices
 from server.loop.toolrun import BreakReason, execute_tool_round, skip_tool_round
 from server.loop.turn_state import TurnState
 
@@ -437,6 +438,7 @@ async def run_react(
         state.iteration += 1
 
         state.interjections += drain_interjections(ctx)
+        drain_task_notices(ctx)  # background tasks that finished unseen: one reminder
         try:
             request = await _build_request(ctx, state, force_schema=force_schema, offer_shim=offer_shim)
         except TurnCancelled:

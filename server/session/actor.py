@@ -55,6 +55,7 @@ from server.session.commands import (
     SetModel,
     SetPlan,
     Shutdown,
+    TaskFinished,
     TurnFinished,
 )
 from server.session.config_options import session_config_options
@@ -164,7 +165,7 @@ class SessionActor:
         self.queue = self._desk.entries  # waiting prompts, front first (the running one is not here)
         self._desk.restore(record.queue or [])
         self.path_locks: dict[str, asyncio.Lock] = {}
-        self.background = BackgroundTasks()
+        self.background = BackgroundTasks(on_finished=lambda task_id: self.send(TaskFinished(task_id)))
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._server_stopping = False  # the whole server shuts down (not just an eviction)
@@ -211,7 +212,7 @@ class SessionActor:
                 else:
                     resolve(stopped, True)
                 return
-            case ResumeQueue() | AttachComplete() | Detach() | TurnFinished():
+            case ResumeQueue() | AttachComplete() | Detach() | TurnFinished() | TaskFinished():
                 return  # nobody waits for an answer
             case _:
                 reply = command.reply
@@ -324,6 +325,12 @@ class SessionActor:
             job = QueuedPrompt(new_id("compact"), Prompt([], cmd.reply), kind=QueueKind.COMPACT)
             self.queue.appendleft(job)
             self.start_next_turn()
+
+    @_handles(TaskFinished)
+    async def _on_task_finished(self, cmd: TaskFinished) -> None:
+        # Clients learn it now, idle or not; the model at its next sampling round (react).
+        done = self.background.completion(cmd.task_id)
+        self.journal.emit(done.kind, done.payload())
 
     @_handles(Cancel)
     async def _on_cancel(self, cmd: Cancel) -> None:

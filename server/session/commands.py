@@ -184,6 +184,13 @@ class TurnFinished:
 
 
 @dataclass
+class TaskFinished:
+    """A background task of this session finished (announced to clients once)."""
+
+    task_id: str
+
+
+@dataclass
 class Shutdown:
     grace: float
     reply: asyncio.Future[bool]  # True when the actor stopped
@@ -213,6 +220,7 @@ SessionCommand = (
     | SetPlan
     | Attach
     | AttachComplete
+    | TaskFinished
     | Detach
     | TurnFinished
     | Shutdown

@@ -7,6 +7,10 @@ When the shell exits, leftovers in its group get a short drain and are then kill
 with `bash`. An optional timeout ends the group with SIGTERM, then SIGKILL. `close()` kills
 every group; the session calls it when it ends.
 
+Each finished task is announced once (server/core/task_notice.py): `on_finished` tells the
+session at once (its clients get an event), and `take_completions` hands the turn the ones
+the model has not seen yet, for the reminder before its next sampling round.
+
 Waits are preemptible (R-T7): `wait()` returns early with reason `interrupted` as soon as
 the session's `interrupted` event is set (also when it is already set), so user input
 waiting to be interjected is never stuck behind a long wait.
@@ -19,10 +23,12 @@ import contextlib
 import itertools
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.bash import (
     Stopped,
@@ -79,25 +85,36 @@ class _Task:
     stopped: Stopped | None = None  # ended early by its timeout or the output limit
     killed: bool = False
     error: str | None = None  # could not start
-    reported: bool = False  # its completion was shown to the model (wait / output)
+    reported: bool = False  # its completion was shown to the model (wait / output / reminder)
 
     @property
     def done(self) -> bool:
         return self.finished.done()
 
 
-def _mark_finished(t: _Task) -> None:
-    if not t.finished.done():
-        t.finished.set_result(None)
+def _mark_finished(t: _Task, on_finished: Callable[[str], None] | None = None) -> None:
+    if t.finished.done():
+        return  # the runner's body and its done-callback both get here: report once
+    t.finished.set_result(None)
+    if on_finished is not None:
+        try:
+            on_finished(t.id)
+        except Exception:  # the task's end stands whatever the listener does
+            log.exception("background task %s: on_finished failed", t.id)
 
 
 class BackgroundTasks:
     """The background shell tasks of one session."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_finished: Callable[[str], None] | None = None) -> None:
         self._tasks: dict[str, _Task] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        # Called once per task, right after it finished (the session emits the event).
+        self.on_finished = on_finished
+
+    def _finished(self, t: _Task) -> None:
+        _mark_finished(t, self.on_finished)
 
     # --- lifecycle ---
 
@@ -129,18 +146,18 @@ class BackgroundTasks:
         self._tasks[task.id] = task
         task.runner = loop.create_task(self._run(task, Path(cwd)), name=f"background {task.id}")
         # Also covers a runner cancelled before its first step, whose body never runs.
-        task.runner.add_done_callback(lambda _: _mark_finished(task))
+        task.runner.add_done_callback(lambda _: self._finished(task))
         return task.id
 
     async def _run(self, t: _Task, cwd: Path) -> None:
         if t.killed:  # killed before it ever ran
-            _mark_finished(t)
+            self._finished(t)
             return
         try:
             launch = t.shell.prepare(t.command, cwd, t.tag)
         except ToolError as exc:
             t.error = str(exc)
-            _mark_finished(t)
+            self._finished(t)
             return
         spawn: _Spawn = asyncio.ensure_future(spawn_shell(t.out, launch, cwd))
         try:
@@ -172,7 +189,30 @@ class BackgroundTasks:
             t.error = t.error or "internal error while running the task"
         finally:
             launch.release()
-            _mark_finished(t)
+            self._finished(t)
+
+    def completion(self, task_id: str) -> TaskCompletion:
+        """The finished task as announced to the model and to clients."""
+        t = self._get(task_id)
+        rc = t.returncode
+        if t.error is None and t.stopped is None and rc == 0:
+            end = TaskEnd.COMPLETED
+        elif t.error is None and t.stopped is None and (rc is None or rc < 0):
+            end = TaskEnd.KILLED
+        else:
+            end = TaskEnd.FAILED
+        read_with = f'task_output (task_id "{t.id}")'
+        return TaskCompletion(t.id, TaskKind.BASH, t.command, end, self.status(t.id), rc, read_with)
+
+    def take_completions(self) -> list[TaskCompletion]:
+        """Finished tasks not yet announced, each handed out once. A task whose end the
+        model already saw through `wait` / `task_output` is not announced again."""
+        out: list[TaskCompletion] = []
+        for t in self._tasks.values():
+            if t.done and not t.reported:
+                t.reported = True  # announced: never again, and `wait` for any task skips it
+                out.append(self.completion(t.id))
+        return out
 
     def kill(self, task_id: str) -> bool:
         """SIGKILL the task's process group; False if it had already finished."""

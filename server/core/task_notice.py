@@ -1,0 +1,97 @@
+"""Background-task notifications: what the model and the clients are told when a task
+that runs beside the conversation (a background `bash` today, a background sub-agent
+later) finishes.
+
+The seed (000) treats a finished background job as news the agent must get without asking:
+a "后台通知" (background notification) is one of the sources of input the loop knows
+(001: "根据 prompt_id 判断这条输入从哪来（用户、定时任务、后台通知、goal 等）"), and the
+loop's answer to "the model did not notice" is always the same — "注入一条提醒消息"
+(inject a reminder message), because "契约违约的主因是模型没注意到要求" (the model failed
+to notice, not to reason). So a finished task becomes a system reminder written into the
+conversation before the next sampling round (L3 step 2, beside pending interjections),
+and a `background_task` event for the clients as soon as it finishes.
+
+Pure: the record of one completion, the reminder text and the event payload. Where the
+completions come from is a `CompletionSource` (`server/tools/background.py` for shell
+tasks); a sub-agent registry plugs in by implementing the same two methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar, Protocol
+
+from server.core.events import EventKind
+
+
+class TaskKind(StrEnum):
+    BASH = "bash"  # `bash` with run_in_background
+    AGENT = "agent"  # a background sub-agent (R-T11; not built yet)
+
+
+class TaskEnd(StrEnum):
+    """How the task ended, for clients (the model reads `status`)."""
+
+    COMPLETED = "completed"  # exit code 0
+    FAILED = "failed"  # non-zero exit, could not start, stopped by its timeout or output cap
+    KILLED = "killed"  # killed or terminated by a signal
+
+
+@dataclass(frozen=True)
+class TaskCompletion:
+    """One finished background task, as announced once to the model and to clients."""
+
+    kind: ClassVar[EventKind] = EventKind.BACKGROUND_TASK
+
+    task_id: str
+    task_kind: TaskKind
+    summary: str  # the command (or, for a sub-agent, its description)
+    end: TaskEnd
+    status: str  # one line for the model: "task bg-1 finished with exit code 3"
+    exit_code: int | None
+    read_with: str  # how the model reads the output: a tool call it can make
+
+    def payload(self) -> dict[str, Any]:
+        """The `background_task` event (rendered as `_agentd/event`, docs/protocol.md)."""
+        return {
+            "taskId": self.task_id,
+            "taskKind": self.task_kind.value,
+            "summary": self.summary,
+            "status": self.end.value,
+            "exitCode": self.exit_code,
+            "message": self.status,
+        }
+
+
+class CompletionSource(Protocol):
+    """Where finished tasks are taken from. `take_completions` hands each finished task
+    out at most once, and leaves out a task whose end the model already saw (a `wait` or
+    `task_output` that returned it): that is the model learning it too."""
+
+    def take_completions(self) -> list[TaskCompletion]: ...
+
+
+MAX_SUMMARY = 200  # characters of the command shown in the reminder
+
+
+def _short(text: str) -> str:
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= MAX_SUMMARY else one_line[: MAX_SUMMARY - 1] + "…"
+
+
+def render_reminder(completions: Sequence[TaskCompletion]) -> str:
+    """The system reminder the model reads before its next sampling round: which task,
+    what it ran, how it ended, and the call that shows its output."""
+    lines = ["<system-reminder>"]
+    for c in completions:
+        noun = "Background task" if c.task_kind is TaskKind.BASH else "Background agent"
+        lines.append(f"{noun} {c.task_id} has finished: {c.status}.")
+        lines.append(f"  Command: {_short(c.summary)}")
+        lines.append(f"  Read its output with {c.read_with}.")
+    lines.append(
+        "This is an automatic notice, not a message from the user; each finished task is announced once."
+    )
+    lines.append("</system-reminder>")
+    return "\n".join(lines)
