@@ -52,7 +52,7 @@ def _column_sql_type(column: str) -> tuple[str, bool]:
     col_type = SessionRow.__table__.c[column].type
     if isinstance(col_type, JSON):
         return "text", True
-    return col_type.compile(dialect=postgresql.dialect()), False
+    return col_type.compile(dialect=postgresql.dialect()), False  # type: ignore[no-untyped-call]
 
 
 @functools.lru_cache(maxsize=64)

@@ -14,7 +14,10 @@ import sys
 
 from tests.support.paths import REPO_ROOT
 
-LAZY = ("mcp", "alembic", "structlog", "rich", "pygments", "jsonschema", "pathspec", "regex", "pydantic.v1", "watchfiles")
+LAZY = (
+    "mcp", "alembic", "structlog", "rich", "pygments", "jsonschema", "pathspec", "regex", "pydantic.v1",
+    "watchfiles",
+)  # fmt: skip
 
 
 def test_importing_the_server_loads_none_of_the_lazy_packages() -> None:
