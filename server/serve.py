@@ -13,12 +13,32 @@ import asyncio
 import contextlib
 import logging
 import socket
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
-
 from server.config import Settings
+
+
+def _import_uvicorn_without_reloader() -> None:
+    """Import uvicorn without `watchfiles` (idle memory, issue 14: ~1.2 MiB, a Rust
+    extension). uvicorn's package imports its `--reload` supervisor, which imports
+    watchfiles when it is installed; agentd never reloads, and uvicorn falls back to its
+    stat-based reloader when the import fails. The block is lifted at once, so anything
+    that really wants watchfiles later still gets it."""
+    if "uvicorn" in sys.modules or "watchfiles" in sys.modules:
+        return
+    sys.modules["watchfiles"] = None  # type: ignore[assignment]  # makes the import fail
+    try:
+        import uvicorn  # noqa: F401
+    finally:
+        if sys.modules.get("watchfiles", ...) is None:
+            del sys.modules["watchfiles"]
+
+
+_import_uvicorn_without_reloader()
+
+import uvicorn  # noqa: E402  (after the function above chose how it loads)
 
 log = logging.getLogger(__name__)
 

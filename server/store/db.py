@@ -19,7 +19,7 @@ from sqlalchemy import Engine, Select, delete, func, insert, literal, select, te
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.core.modes import SqliteSynchronous
-from server.store import queue_rows, session_load
+from server.store import pg_commit, queue_rows, session_load
 from server.store.batch_write import apply_batches
 from server.store.engine import (
     MIGRATIONS_DIR,
@@ -212,11 +212,24 @@ class Store:
             return
         async with self._write_lock:
             if self._write_conn is None:
-                self._write_conn = await self.write_engine.connect()
+                conn = await self.write_engine.connect()
+                if conn.dialect.name == "postgresql":  # one autocommitted statement a commit
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                self._write_conn = conn
             conn = self._write_conn
             try:
+                one = pg_commit.one_statement(batches, now) if conn.dialect.name == "postgresql" else None
+                if one is not None:
+                    await conn.exec_driver_sql(*one)
+                    await conn.commit()  # SQLAlchemy's autobegun bookkeeping: no round trip
+                    return
+                autocommit = conn.dialect.name == "postgresql"
+                if autocommit:  # the rare writes: several statements, one transaction
+                    await conn.execution_options(isolation_level=conn.default_isolation_level)
                 async with conn.begin():
                     await conn.run_sync(apply_batches, batches, now)
+                if autocommit:
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
             except BaseException:
                 await self._drop_write_conn()
                 raise

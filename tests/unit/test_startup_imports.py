@@ -2,7 +2,8 @@
 `mcp` SDK loads when a session names an MCP server, Alembic when the schema is behind,
 structlog (with rich and pygments) only for JSON logs, jsonschema at the first tool call or
 structured output, pathspec and `regex` at the first file walk or grep, `pydantic.v1` never
-(FastAPI imports it for typed route parameters: the routes take the request) (idle memory).
+(FastAPI imports it for typed route parameters: the routes take the request), `watchfiles`
+never (uvicorn's `--reload` supervisor; agentd does not reload) (idle memory).
 Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import sys
 
 from tests.support.paths import REPO_ROOT
 
-LAZY = ("mcp", "alembic", "structlog", "rich", "pygments", "jsonschema", "pathspec", "regex", "pydantic.v1")
+LAZY = (
+    "mcp", "alembic", "structlog", "rich", "pygments", "jsonschema", "pathspec", "regex", "pydantic.v1",
+    "watchfiles",
+)  # fmt: skip
 
 
 def test_importing_the_server_loads_none_of_the_lazy_packages() -> None:

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
-from sqlalchemy import event, update
+from sqlalchemy import event, select, update
+from sqlalchemy.exc import IntegrityError
 
 from server.store.db import Batch, Store, StoredEvent, alembic_config
 from server.store.engine import SCHEMA_HEAD
-from server.store.models import SessionRow
+from server.store.models import EventRow, SessionRow
 from server.store.sqlite_writer import CHECKPOINT_EVERY
 from tests.support.polling import until
 
@@ -62,9 +63,14 @@ async def test_a_batch_of_many_sessions_costs_one_statement_per_table(
     monkeypatch.setattr(dialect, "do_rollback", lambda c: (rollbacks.append(c), real_rollback(c)))
     await store.commit([_batch(i, 1) for i in range(SESSIONS)])
     await store.commit([_batch(i, 3) for i in range(SESSIONS // 2)])
-    # Events, messages and every session's updated_at: three statements per batch
-    # (each of 40 and of 20 sessions).
-    assert sorted(statements) == ["INSERT"] * 4 + ["UPDATE"] * 2
+    if store.commit_engine.dialect.name == "postgresql":
+        # Events, messages and the updated_at of every session in one statement (CTEs over
+        # arrays), autocommitted: no BEGIN / COMMIT either.
+        assert statements == ["WITH", "WITH"]
+    else:
+        # Events, messages and every session's updated_at: three statements per batch
+        # (each of 40 and of 20 sessions).
+        assert sorted(statements) == ["INSERT"] * 4 + ["UPDATE"] * 2
     assert rollbacks == []  # nor a rollback when the connection goes back to the pool
     for i in (0, SESSIONS - 1):
         assert [(e.seq, e.payload) for e in await store.read_events(f"s{i}")] == [
@@ -175,3 +181,100 @@ async def test_session_fields_through_the_cached_statement(store: Store) -> None
     assert got is not None and (got.goal, got.usage, got.title) == (None, {"in": 3}, "t2")
     other = await store.get_session("s1")
     assert other is not None and (other.goal, other.title) == (None, None)  # only its own row
+
+
+async def test_a_postgres_commit_opens_no_transaction_of_its_own(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("Postgres: the one-statement commit")
+    import asyncpg.transaction
+
+    store = await Store.open(db_url)
+    try:
+        await store.migrate()
+        await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
+        await store.commit([Batch("s0", session_fields={"title": "warm"})])  # the first connect
+        begins: list[Any] = []
+        real_start = asyncpg.transaction.Transaction.start
+
+        async def counted_start(self: Any) -> None:
+            begins.append(self)
+            await real_start(self)
+
+        monkeypatch.setattr(asyncpg.transaction.Transaction, "start", counted_start)
+        for seq in (1, 2):
+            await store.commit(
+                [Batch("s0", events=[StoredEvent(seq, "plan", {})], session_fields={"title": "t"})]
+            )
+        assert begins == []  # each commit was one autocommitted statement
+        # The rare writes still share one transaction, and the connection autocommits after.
+        await store.commit(
+            [Batch("s0", truncate_from=0, messages=[(0, {"v": 1})], session_fields={"title": "u"})]
+        )
+        assert len(begins) == 1
+        await store.commit([Batch("s0", events=[StoredEvent(3, "plan", {})])])
+        assert len(begins) == 1
+        assert [e.seq for e in await store.read_events("s0")] == [1, 2, 3]
+        assert (await store.get_session("s0")).title == "u"  # type: ignore[union-attr]
+    finally:
+        await store.close()
+
+
+async def test_a_failed_commit_changes_nothing(store: Store) -> None:
+    await store.commit([_batch(0, 1)])
+    async with store.engine.begin() as conn:
+        await conn.execute(update(SessionRow).values(updated_at=OLD))
+    bad = [
+        Batch("s1", events=[StoredEvent(1, "plan", {})], session_fields={"title": "lost", "goal": {"g": 1}}),
+        Batch("s2", events=[StoredEvent(1, "plan", {})], messages=[(0, {"m": 1})]),
+        Batch("s0", events=[StoredEvent(1, "plan", {"again": True})]),  # seq 1 is taken
+    ]
+    with pytest.raises(IntegrityError):
+        await store.commit(bad)
+    for sid in ("s1", "s2"):
+        assert await store.read_events(sid) == []
+        got = await store.get_session(sid)
+        assert got is not None and (got.title, got.goal, got.updated_at) == (None, None, OLD)
+    assert await store.load_messages("s2") == []
+    assert [(e.seq, e.payload) for e in await store.read_events("s0")] == [(1, {"text": "0-1"}), (2, {})]
+    await store.commit(bad[:2])  # the writer recovers: the same good batches land whole
+    assert [e.seq for e in await store.read_events("s1")] == [1]
+    assert (await store.get_session("s1")).title == "lost"  # type: ignore[union-attr]
+
+
+async def test_events_land_in_batch_order_without_gaps(store: Store) -> None:
+    for seq in range(1, 30, 3):
+        await store.commit(
+            [
+                Batch(f"s{i}", events=[StoredEvent(seq + k, "plan", {"n": seq + k}) for k in range(3)])
+                for i in range(5)
+            ]
+        )
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(select(EventRow.session_id, EventRow.seq).order_by(EventRow.id))).all()
+    for i in range(5):
+        # Row ids follow the batch's order: by id, each session's seqs are 1..30, no gap.
+        assert [seq for sid, seq in rows if sid == f"s{i}"] == list(range(1, 31))
+        assert [e.payload["n"] for e in await store.read_events(f"s{i}")] == list(range(1, 31))
+
+
+async def test_sessions_changing_different_columns_in_one_commit(store: Store) -> None:
+    await store.commit(
+        [
+            Batch("s0", session_fields={"title": "a", "plan": True, "usage": {"in": 1}}),
+            Batch("s1", session_fields={"title": "b", "plan": False, "usage": None}),
+            Batch("s2", session_fields={"goal": {"g": 2}, "partial": None}),
+            Batch(
+                "s3", events=[StoredEvent(1, "plan", {})], session_fields={"title": None, "goal": {"g": 3}}
+            ),
+        ]
+    )
+    got = {sid: await store.get_session(sid) for sid in ("s0", "s1", "s2", "s3", "s4")}
+    assert [(r.title, r.plan, r.usage, r.goal) for r in got.values() if r is not None] == [
+        ("a", True, {"in": 1}, None),
+        ("b", False, None, None),
+        (None, False, None, {"g": 2}),
+        (None, False, None, {"g": 3}),
+        (None, False, None, None),
+    ]

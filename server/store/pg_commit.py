@@ -1,0 +1,119 @@
+"""A Postgres group commit in one round trip.
+
+The common group commit (events, messages, session fields, every touched session's
+`updated_at`) is one statement: data-modifying CTEs over arrays (`unnest`), run on the
+writer's connection in autocommit. One statement is one implicit transaction, committed
+as an explicit COMMIT would be (same `synchronous_commit`), all or nothing — so BEGIN and
+COMMIT, two of the five round trips a commit paid, go, and the three statements become
+one. The statement's text depends only on which sets of session columns change (one CTE
+each), so asyncpg keeps it prepared: a commit is a single Bind/Execute/Sync.
+
+The rare writes (a truncation, queued prompts) or a batch naming one session twice go the
+general way (`batch_write.apply_batches` in a transaction): a truncation and the inserts
+after it would touch the same rows in one statement, which Postgres does not order.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import JSON
+
+from server.store.models import SessionRow
+from server.store.records import Batch
+
+# WITH ORDINALITY … ORDER BY: rows get their ids in the batch's order, as executemany gave.
+_HEAD = """\
+WITH ev AS (
+  INSERT INTO events (session_id, seq, kind, payload, created_at)
+  SELECT s, q, k, p::json, $1 FROM unnest($2::varchar[], $3::int8[], $4::varchar[], $5::text[])
+    WITH ORDINALITY AS t(s, q, k, p, n) ORDER BY n
+), msg AS (
+  INSERT INTO messages (session_id, idx, data)
+  SELECT s, i, d::json FROM unnest($6::varchar[], $7::int4[], $8::text[])
+    WITH ORDINALITY AS t(s, i, d, n) ORDER BY n
+)"""
+_TOUCH = "UPDATE sessions SET updated_at = $1 WHERE id = ANY($9::varchar[])"
+_FIRST_FIELD_PARAM = 10
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+@functools.lru_cache(maxsize=32)
+def _column_sql_type(column: str) -> tuple[str, bool]:
+    """(the Postgres array element type a column's values are sent as, whether it is JSON)."""
+    from sqlalchemy.dialects import postgresql
+
+    col_type = SessionRow.__table__.c[column].type
+    if isinstance(col_type, JSON):
+        return "text", True
+    return col_type.compile(dialect=postgresql.dialect()), False  # type: ignore[no-untyped-call]
+
+
+@functools.lru_cache(maxsize=64)
+def _statement(field_sets: tuple[tuple[str, ...], ...]) -> str:
+    """The statement for these sets of session columns (each set: one UPDATE … FROM
+    unnest of one array per column, for all the sessions that change exactly those)."""
+    ctes = [_HEAD]
+    param = _FIRST_FIELD_PARAM
+    for g, columns in enumerate(field_sets):
+        arrays = [f"${param}::varchar[]"]
+        sets = []
+        for i, c in enumerate(columns):
+            sql_type, is_json = _column_sql_type(c)
+            arrays.append(f"${param + 1 + i}::{sql_type}[]")
+            sets.append(f'"{c}" = u.c{i}' + ("::json" if is_json else ""))
+        param += 1 + len(columns)
+        names = ", ".join(["id", *(f"c{i}" for i in range(len(columns)))])
+        ctes.append(
+            f", f{g} AS (\n  UPDATE sessions SET {', '.join(sets)}, updated_at = $1 "
+            f"FROM unnest({', '.join(arrays)}) AS u({names}) WHERE sessions.id = u.id\n)"
+        )
+    return "".join(ctes) + "\n" + _TOUCH
+
+
+def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, ...]] | None:
+    """The statement and its parameters, or None when these batches need the general way."""
+    if len({b.session_id for b in batches}) != len(batches):
+        return None
+    if any(b.truncate_from is not None or b.queue for b in batches):
+        return None
+    ev_sid: list[str] = []
+    ev_seq: list[int] = []
+    ev_kind: list[str] = []
+    ev_payload: list[str] = []
+    msg_sid: list[str] = []
+    msg_idx: list[int] = []
+    msg_data: list[str] = []
+    touched: list[str] = []
+    groups: dict[tuple[str, ...], list[Batch]] = {}
+    for b in batches:
+        for e in b.events:
+            ev_sid.append(b.session_id)
+            ev_seq.append(e.seq)
+            ev_kind.append(e.kind)
+            ev_payload.append(_dumps(e.payload))
+        for i, m in b.messages:
+            msg_sid.append(b.session_id)
+            msg_idx.append(i)
+            msg_data.append(_dumps(m))
+        # `updated_at` is the commit's time whatever the fields say (as the general way).
+        columns = tuple(sorted(c for c in b.session_fields if c != "updated_at"))
+        if columns:
+            groups.setdefault(columns, []).append(b)
+        elif b.events or b.session_fields:
+            touched.append(b.session_id)
+    params: list[Any] = [now, ev_sid, ev_seq, ev_kind, ev_payload, msg_sid, msg_idx, msg_data, touched]
+    field_sets = tuple(sorted(groups))
+    for columns in field_sets:
+        members = groups[columns]
+        params.append([b.session_id for b in members])
+        for c in columns:
+            is_json = _column_sql_type(c)[1]
+            params.append([_dumps(b.session_fields[c]) if is_json else b.session_fields[c] for b in members])
+    return _statement(field_sets), tuple(params)
