@@ -312,7 +312,11 @@ async def test_random_attach_moments_reconstruct_the_replay(server_factory: Any,
             "chunk_delay": 0.001,
             "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi && echo there"}}],
         },
-        {"text": "All done, here is the summary. " + distinct_words(600, start=4000), "chunk_size": 4, "chunk_delay": 0.001},
+        {
+            "text": "All done, here is the summary. " + distinct_words(600, start=4000),
+            "chunk_size": 4,
+            "chunk_delay": 0.001,
+        },
     ]
     for seed in (1, 2, 3):
         rng = random.Random(seed)
