@@ -263,9 +263,7 @@ async def test_an_empty_answer_goes_back_to_the_retry_ladder(server_factory, wor
         await client.close()
 
 
-async def test_a_filtered_empty_answer_is_retried_and_then_ends_as_a_refusal(
-    server_factory, workspace: Path
-):
+async def test_a_filtered_empty_answer_is_retried_and_then_ends_as_a_refusal(server_factory, workspace: Path):
     """003 `is_retriable_response` counts a content-filtered response among the retriable
     ones: retried through the ladder; still filtered once the bucket is exhausted, the turn
     ends as a refusal with a notice — never an empty `end_turn`."""
