@@ -23,8 +23,10 @@ from typing import Any
 from server.config import PermissionMode
 from server.loop.loop_detector import CHURN_NUDGE_TEXT
 from server.providers.base import ProviderRequest
+from server.providers.openai import OpenAIProvider
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.fakes import openai_server as oai
 from tests.support.session import assert_valid_frames, events, new_session, shown_text
 
 FAST_RETRY = {"retry": {"backoff_base_s": 0.01, "jitter": 0.0}}
@@ -297,3 +299,28 @@ async def test_empty_answers_end_readably_when_the_bucket_is_exhausted(server_fa
         assert len(provider.requests) == 4
         assert len(events(client, sid, "notice")) == 1
         await client.close()
+
+
+async def test_an_openai_content_filter_with_nothing_in_it_is_retried(server_factory, workspace: Path):
+    """003 `is_retriable_response` (空响应 … content filter) over real HTTP: the OpenAI provider
+    against the local fake; `finish_reason: content_filter` with no content is retried, and
+    the next completion's answer completes the turn (not a silent empty refusal)."""
+    async with oai.FakeOpenAI() as fake:
+        fake.enqueue(
+            oai.Completion(finish_reason="content_filter"), oai.Completion.from_text("Clean answer.")
+        )
+        provider = OpenAIProvider(base_url=fake.base_url, api_key="sk-test", model="test-model")
+        async with server_factory(provider, model="test-model", limits=FAST_RETRY) as server:
+            client = await server.client()
+            sid = await new_session(client, workspace)
+
+            result = await client.call("session/prompt", text_prompt(sid, "answer me"))
+
+            assert result["stopReason"] == "end_turn"
+            assert len(fake.requests) == 2
+            assert agent_text(client.updates(sid)) == "Clean answer."
+            retries = events(client, sid, "retry")
+            assert [(r["bucket"], r["degenerate"]["reason"]) for r in retries] == [
+                ("degenerate_output", "filtered_response")
+            ]
+            await client.close()
