@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from server.core.conversation import ToolCall
+from server.core.provider import StopReason
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,10 @@ def with_no_progress_note(result_text: str) -> str:
 
 class DegenerationReason(StrEnum):
     REPETITIVE_TEXT = "repetitive_text"
+    # `retriable_response`: answers that say nothing, sent back to the call retry ladder.
+    EMPTY_RESPONSE = "empty_response"
+    FILTERED_RESPONSE = "filtered_response"
+    TOOL_USE_WITHOUT_CALLS = "tool_use_without_calls"
 
 
 @dataclass(frozen=True)
@@ -317,3 +322,36 @@ class RepetitionDetector:
         joined = self.tail + delta[max(0, len(delta) - window) :]
         self.tail = joined[max(0, len(joined) - window) :]
         return _detect_in_tail(self.tail, self.total_chars, self.limits)
+
+
+# --------------------------------------------------------------------------- retriable responses
+
+
+@dataclass(frozen=True)
+class RetriableHit:
+    """A response that answered nothing (seed 003 `is_retriable_response`)."""
+
+    reason: DegenerationReason
+
+    def as_data(self) -> dict[str, Any]:
+        return {"reason": self.reason.value}
+
+
+def retriable_response(
+    text: str, has_reasoning: bool, tool_calls: int, stop: StopReason | None
+) -> RetriableHit | None:
+    """Seed 003: "is_retriable_response（空响应等可在调用层重试的形态）": no text, no tool
+    call and no reasoning; a content filter that left nothing (a refusal *with* text stays a
+    refusal, R-L3a); or "tool use" announced without any call. An empty answer cut by the
+    output limit is not one of them: R-L3g nudges it (`max_tokens.py`)."""
+    if tool_calls:
+        return None
+    if stop is StopReason.TOOL_USE:
+        return RetriableHit(DegenerationReason.TOOL_USE_WITHOUT_CALLS)
+    if text:
+        return None
+    if stop is StopReason.REFUSAL:
+        return RetriableHit(DegenerationReason.FILTERED_RESPONSE)
+    if stop is StopReason.MAX_TOKENS or has_reasoning:
+        return None
+    return RetriableHit(DegenerationReason.EMPTY_RESPONSE)

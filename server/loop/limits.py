@@ -18,6 +18,7 @@ from server.loop.compaction import CompactionLimits
 from server.loop.detection import StationarityLimits
 from server.loop.drain import DrainLimits
 from server.loop.goal import GoalLimits
+from server.loop.loop_detector import LoopDetectorLimits
 from server.loop.max_tokens import MaxTokensLimits
 from server.loop.repair import RepairLimits
 from server.loop.retry import Bucket, RetryLimits
@@ -30,6 +31,7 @@ from server.tools.hooks import StopHookLimits
 class LoopLimits:
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     stationarity: StationarityLimits = field(default_factory=StationarityLimits)
+    loop_detector: LoopDetectorLimits = field(default_factory=LoopDetectorLimits)
     repair: RepairLimits = field(default_factory=RepairLimits)
     max_tokens: MaxTokensLimits = field(default_factory=MaxTokensLimits)
     structured: StructuredOutputLimits = field(default_factory=StructuredOutputLimits)

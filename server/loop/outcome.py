@@ -20,6 +20,7 @@ from protocol.acp import StopReason
 from server.core.errors import ErrorKind, HarnessError
 from server.loop.budget import BudgetStopKind
 from server.loop.detection import DegenerationReason, StationarityReason
+from server.loop.loop_detector import LoopReason
 
 
 class OutcomeKind(StrEnum):
@@ -72,7 +73,15 @@ class LocalCommandReason(str):
         return f"LocalCommandReason({self.command!r})"
 
 
-Reason = EndReason | ErrorKind | BudgetStopKind | StationarityReason | DegenerationReason | LocalCommandReason
+Reason = (
+    EndReason
+    | ErrorKind
+    | BudgetStopKind
+    | StationarityReason
+    | DegenerationReason
+    | LoopReason
+    | LocalCommandReason
+)
 
 # Tried in order by `parse_reason`; no wire string belongs to two of them.
 _REASON_ENUMS: tuple[type[StrEnum], ...] = (
@@ -81,6 +90,7 @@ _REASON_ENUMS: tuple[type[StrEnum], ...] = (
     BudgetStopKind,
     StationarityReason,
     DegenerationReason,
+    LoopReason,
 )
 
 

@@ -29,7 +29,9 @@ from server.loop.budget import (
 from server.loop.checkpoint import checkpoint_budget_exhaustion
 from server.loop.compaction import CompactionReason, compact, compactable, should_compact
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
+from server.loop.detection import DegenerationReason, RepetitionHit, RetriableHit, retriable_response
 from server.loop.drain import DrainResult, drain_barrier
+from server.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
 from server.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
 from server.loop.retry import Bucket, Decision, LoopDecision
 from server.loop.sampling import Sample, build_request, commit_sample, stream_sample, uses_native_schema
@@ -171,18 +173,20 @@ def _record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision,
 DEGENERATE_TEXT = "[This response kept repeating itself; it was cut off and discarded.]"
 
 
-async def _retry_degenerate(ctx: TurnContext, state: TurnState, sample: Sample) -> TurnOutcome | None:
+async def _retry_degenerate(
+    ctx: TurnContext, state: TurnState, sample: Sample, hit: RepetitionHit | RetriableHit
+) -> TurnOutcome | None:
     """A response cut as repetitive text goes back to the call retry ladder (003:
     `is_repetitive_output` → "响应层回到调用重试梯"), as octos does: its content is replaced
     (the stored final text says what happened, and the discarded attempt never enters the
     conversation), its tool calls go with it (the cut response is incomplete), and the call
     is made again after a backoff. None: sample again; an outcome once the
     `degenerate_output` bucket is exhausted (a degeneration stop, R-L3b)."""
-    hit = sample.degenerate
-    assert hit is not None
     state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))  # spent all the same
     state.nudges.append(hit.as_data())
-    sample.text, sample.tool_calls = DEGENERATE_TEXT, []
+    if isinstance(hit, RepetitionHit):
+        sample.text = DEGENERATE_TEXT
+    sample.tool_calls = []
     commit_sample(ctx, sample, discarded=True)
     decision = ctx.retry.observe_degenerate_output()
     ctx.persist({"retry_state": ctx.retry.to_dict()})
@@ -190,10 +194,11 @@ async def _retry_degenerate(ctx: TurnContext, state: TurnState, sample: Sample) 
     state.retries.append(data)
     ctx.events.emit(EventKind.RETRY, data)
     if not decision.retries:
-        notice = Notice(
-            f"The model kept repeating itself ({decision.attempt} responses in a row); the turn stopped."
-        )
+        what = "kept repeating itself" if isinstance(hit, RepetitionHit) else "kept answering nothing"
+        notice = Notice(f"The model {what} ({decision.attempt} responses in a row); the turn stopped.")
         ctx.events.emit(notice.kind, notice.payload())
+        if hit.reason is DegenerationReason.FILTERED_RESPONSE:  # still filtered: it is a refusal
+            return _ended(state, OutcomeKind.COMPLETED, refusal=True)
         return _ended(state, OutcomeKind.STATIONARITY_ENDED, hit.reason)
     try:
         await run_cancellable(asyncio.sleep(decision.delay_s), ctx.cancel)
@@ -250,8 +255,14 @@ async def _sample_with_recovery(
                     return _ended(state, OutcomeKind.FAILED, err.kind, error=err)
                 case _:
                     return _ended(state, OutcomeKind.FAILED, err.kind, error=err)
-        if sample.degenerate is not None:
-            degenerate = await _retry_degenerate(ctx, state, sample)
+        hit = sample.degenerate or retriable_response(
+            sample.text,
+            bool(sample.reasoning or sample.reasoning_blocks),
+            len(sample.tool_calls),
+            sample.stop,
+        )
+        if hit is not None:  # 003: "响应层回到调用重试梯"
+            degenerate = await _retry_degenerate(ctx, state, sample, hit)
             if degenerate is None:
                 continue
             return degenerate
@@ -322,14 +333,16 @@ def _policy(ctx: TurnContext, *, force_schema: bool, offer_shim: bool) -> StepPo
 def _observe(ctx: TurnContext, state: TurnState, sample: Sample) -> StepObservation:
     """What the resolver needs to know about this sample. The repetition detector sees every
     step whose stream was not cut (a step without tool calls ends a streak)."""
-    stationarity = None
+    stationarity = cycle = None
     if sample.degenerate is None:
         stationarity = state.stationarity.observe(sample.tool_calls)
+        cycle = state.loops.observe_step(sample.tool_calls)
     return StepObservation(
         text=sample.text,
         tool_calls=tuple(sample.tool_calls),
         stop=sample.stop,
         stationarity=stationarity,
+        cycle=cycle,
         interjections_pending=bool(ctx.interjections),
         open_todos=tuple(ctx.todos.unfinished()),
         tool_rounds=state.tool_rounds,
@@ -389,7 +402,27 @@ async def _run_tools(ctx: TurnContext, state: TurnState, sample: Sample, run: Ne
         ctx.budget.record_productive_tool_call()
     ctx.budget.mark_progress()
     failure = _observe_tool_crashes(ctx, state, round_result.crashed, round_result.succeeded)
-    return resolve_after_tools(run, ToolRoundObservation(failure, round_result.break_reason))
+    loops = _observe_loops(ctx, state, state.loops.observe_round(round_result.records))
+    return resolve_after_tools(run, ToolRoundObservation(failure, round_result.break_reason, loops))
+
+
+def _observe_loops(
+    ctx: TurnContext, state: TurnState, verdicts: list[LoopVerdict]
+) -> tuple[LoopVerdict, ...]:
+    """Act on the sequence layer's round verdicts: a shell spiral counts in the `shell_spiral`
+    bucket (003: "observe_shell_spiral…第一次螺旋就 Escalate（停住 shell 重试、上抛最近输出），超限则
+    Exhausted"; both stop), and every stop surfaces what it saw as a notice."""
+    for verdict in verdicts:
+        if verdict.reason is LoopReason.SHELL_SPIRAL:
+            decision = ctx.retry.observe_shell_spiral()
+            ctx.persist({"retry_state": ctx.retry.to_dict()})
+            data = {**decision.to_event(), "loop": verdict.as_data(), "lane": ctx.lane}
+            state.retries.append(data)
+            ctx.events.emit(EventKind.RETRY, data)
+        if verdict.action is LoopAction.STOP and verdict.message:
+            notice = Notice(verdict.message)
+            ctx.events.emit(notice.kind, notice.payload())
+    return tuple(verdicts)
 
 
 async def _build_request(
@@ -419,6 +452,7 @@ async def run_react(
     """One L3 run. `force_schema=False` drops the output schema (completion recovery rounds)."""
     state = state or TurnState.for_limits(ctx.limits)
     state.stationarity.reset()  # counted per L3 run: a re-entry starts with no streak
+    state.loops.reset()
     policy = _policy(ctx, force_schema=force_schema, offer_shim=offer_shim)
 
     while True:

@@ -24,6 +24,7 @@ from server.core.conversation import ToolCall
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import StopReason
 from server.loop.detection import NUDGE_TEXT, Nudge, StationarityDecision, Stop
+from server.loop.loop_detector import LoopAction, LoopVerdict
 from server.loop.max_tokens import (
     CONTINUE_TEXT,
     EMPTY_FAILURE_TEXT,
@@ -84,6 +85,7 @@ class StepObservation:
     tool_calls: tuple[ToolCall, ...] = ()
     stop: StopReason | None = None
     stationarity: StationarityDecision | None = None
+    cycle: LoopVerdict | None = None  # the sequence layer's verdict on this step (a cycle stop)
     interjections_pending: bool = False  # the user spoke while the model was answering
     open_todos: tuple[dict[str, str], ...] = ()
     tool_rounds: int = 0  # steps whose tools already ran this turn
@@ -110,6 +112,7 @@ class ContinueReason(StrEnum):
     STRUCTURED_RETRY = "structured_retry"
     TODO_GATE = "todo_gate"
     STATIONARITY_NUDGE = "stationarity_nudge"
+    LOOP_NUDGE = "loop_nudge"  # the sequence layer (file churn) asks for a change of approach
     TOOLS_RAN = "tools_ran"  # the ordinary case: the model reads the results
 
 
@@ -255,6 +258,12 @@ def _tool_calls(obs: StepObservation, counters: StepCounters, policy: StepPolicy
             skip_tools=f"Not run: the same step was repeated {decision.count} times.",
         )
         return Resolution(stop, counters)
+    if obs.cycle is not None and obs.cycle.action is LoopAction.STOP:
+        cycle = obs.cycle
+        stop = NextStepStop(
+            OutcomeKind.STATIONARITY_ENDED, cycle.reason, nudge=cycle.as_data(), skip_tools=cycle.message
+        )
+        return Resolution(stop, counters)
     if policy.max_turns is not None and obs.tool_rounds >= policy.max_turns:
         stop = NextStepStop(
             OutcomeKind.MAX_TURNS_REACHED,
@@ -307,6 +316,7 @@ class ToolRoundObservation:
 
     failure: HarnessError | None = None  # a tool kept crashing (the retry bucket is exhausted)
     break_reason: BreakReason | None = None
+    loops: tuple[LoopVerdict, ...] = ()  # the sequence layer's verdicts on the round
 
 
 def resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation) -> NextStep:
@@ -319,6 +329,14 @@ def resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation) -> 
         return NextStepStop(OutcomeKind.CANCELLED, round_.break_reason.end_reason)
     if run.structured_output is not None:
         return NextStepFinalOutput(structured_output=run.structured_output)
+    stop = next((v for v in round_.loops if v.action is LoopAction.STOP), None)
+    if stop is not None:  # file churn, malformed calls or a shell spiral: final, like stationarity
+        return NextStepStop(OutcomeKind.STATIONARITY_ENDED, stop.reason, nudge=stop.as_data())
+    nudge = next((v for v in round_.loops if v.action is LoopAction.NUDGE), None)
+    if nudge is not None:
+        texts = [t for t in (nudge.message, NUDGE_TEXT if run.nudge else None) if t]
+        data = nudge.as_data()
+        return NextStepContinue(ContinueReason.LOOP_NUDGE, "\n\n".join(texts), nudge=data)
     if run.nudge is not None:
         return NextStepContinue(ContinueReason.STATIONARITY_NUDGE, NUDGE_TEXT, nudge=run.nudge.as_data())
     return NextStepContinue(ContinueReason.TOOLS_RAN)

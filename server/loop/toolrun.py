@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -37,6 +39,7 @@ from server.core.updates import (
 )
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.detection import NoProgress, with_no_progress_note
+from server.loop.loop_detector import CallRecord, shell_failed
 from server.loop.outcome import EndReason
 from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
 from server.tools.hooks import HookDecision
@@ -96,6 +99,7 @@ class RoundResult:
     break_reason: BreakReason | None
     succeeded: int = 0  # ran and returned a non-error result (productive calls)
     crashed: list[str] = field(default_factory=list)  # error texts of tools that raised
+    records: list[CallRecord] = field(default_factory=list)  # every call, for the loop detector
 
 
 def _parse(ctx: TurnContext, slot: _Slot) -> None:
@@ -395,4 +399,35 @@ async def execute_tool_round(
         break_reason=breaker,
         succeeded=sum(1 for s in approved if s.result is not None and not s.result.is_error),
         crashed=[s.result.output for s in approved if s.crashed and s.result is not None],
+        records=[await _record(ctx, slot, presets or {}) for slot in slots],
     )
+
+
+async def _record(ctx: TurnContext, slot: _Slot, presets: dict[str, ToolResult]) -> CallRecord:
+    """What the loop detector needs to know about one call; a successful write also says
+    what the files hold now (their digests: file churn is content going back and forth)."""
+    result = slot.result
+    assert result is not None
+    malformed = slot.call.id not in presets and (slot.tool is None or slot.args is None)
+    writes: tuple[tuple[str, str], ...] = ()
+    if slot.approved and not result.is_error and slot.tool is not None and slot.tool.access is Access.WRITE:
+        writes = await asyncio.to_thread(file_digests, _write_paths(ctx, slot))
+    return CallRecord(
+        slot.call.name,
+        malformed=malformed,
+        ran=slot.approved,
+        failed=shell_failed(result.is_error, result.raw_output),
+        output=result.output,
+        writes=writes,
+    )
+
+
+def file_digests(paths: list[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for path in paths:
+        try:
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            digest = "absent"  # deleted (or unreadable): a state of its own
+        out.append((path, digest))
+    return tuple(out)

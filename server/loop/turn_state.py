@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.loop.detection import NoProgress, Stationarity
+from server.loop.loop_detector import LoopDetector
 from server.loop.repair import RepairReason
 from server.loop.usage import UsageLedger
 
@@ -22,6 +23,7 @@ class TurnState:
     nudges: list[dict[str, Any]] = field(default_factory=list)
     stationarity: Stationarity = field(default_factory=Stationarity)
     no_progress: NoProgress = field(default_factory=NoProgress)
+    loops: LoopDetector = field(default_factory=LoopDetector)  # cycles, churn, spirals, malformed
     interjections: int = 0  # user inputs written into this turn
     todo_nudges: int = 0
     tool_rounds: int = 0  # steps whose tool calls were executed (max_turns counts these)
@@ -47,6 +49,7 @@ class TurnState:
         return cls(
             stationarity=Stationarity(limits=limits.stationarity),
             no_progress=NoProgress(limits=limits.stationarity),
+            loops=LoopDetector(limits.loop_detector),
         )
 
     def record_repairs(self, reasons: list[RepairReason]) -> None:

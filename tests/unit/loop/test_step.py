@@ -17,6 +17,7 @@ from server.loop.detection import (
     StationarityReason,
     Stop,
 )
+from server.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
 from server.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
 from server.loop.outcome import EndReason, OutcomeKind
 from server.loop.step import (
@@ -427,3 +428,69 @@ def test_every_approval_breaker_ends_the_turn_cancelled(breaker: BreakReason, re
     assert breaker.end_reason is reason
     step = resolve_after_tools(NextStepRunTools(), ToolRoundObservation(break_reason=breaker))
     assert step == NextStepStop(OutcomeKind.CANCELLED, reason)
+
+
+# ----------------------------------------------------------------------------- the sequence layer
+
+CYCLE_STOP = LoopVerdict(LoopReason.TOOL_CYCLE, LoopAction.STOP, 6, {"cycleLength": 2}, "Not run: cycle")
+CHURN_NUDGE = LoopVerdict(LoopReason.FILE_CHURN, LoopAction.NUDGE, 2, {"path": "x"}, "[file churn] x")
+SPIRAL_STOP = LoopVerdict(LoopReason.SHELL_SPIRAL, LoopAction.STOP, 4, {}, "kept failing")
+
+
+def test_a_cycle_stop_skips_the_steps_tools_before_max_turns() -> None:
+    obs = StepObservation(tool_calls=(CALL,), cycle=CYCLE_STOP, tool_rounds=10)
+    step = resolve_step(obs, C0, StepPolicy(max_turns=1)).step
+    assert step == NextStepStop(
+        OutcomeKind.STATIONARITY_ENDED,
+        LoopReason.TOOL_CYCLE,
+        nudge=CYCLE_STOP.as_data(),
+        skip_tools="Not run: cycle",
+    )
+
+
+def test_a_stationarity_stop_wins_over_a_cycle_stop() -> None:
+    obs = StepObservation(tool_calls=(CALL,), stationarity=Stop(16, noop=False), cycle=CYCLE_STOP)
+    step = resolve_step(obs, C0, PLAIN).step
+    assert isinstance(step, NextStepStop) and step.reason is StationarityReason.IDENTICAL_STEPS
+
+
+@pytest.mark.parametrize(
+    ("run", "loops", "expected"),
+    [
+        (
+            NextStepRunTools(),
+            (CHURN_NUDGE, SPIRAL_STOP),
+            NextStepStop(
+                OutcomeKind.STATIONARITY_ENDED, LoopReason.SHELL_SPIRAL, nudge=SPIRAL_STOP.as_data()
+            ),
+        ),
+        (
+            NextStepRunTools(),
+            (CHURN_NUDGE,),
+            NextStepContinue(ContinueReason.LOOP_NUDGE, "[file churn] x", nudge=CHURN_NUDGE.as_data()),
+        ),
+        (
+            NextStepRunTools(nudge=Nudge(8)),
+            (CHURN_NUDGE,),
+            NextStepContinue(
+                ContinueReason.LOOP_NUDGE, f"[file churn] x\n\n{NUDGE_TEXT}", nudge=CHURN_NUDGE.as_data()
+            ),
+        ),
+        (
+            NextStepRunTools(structured_output={"value": 1}),
+            (SPIRAL_STOP,),
+            NextStepFinalOutput(structured_output={"value": 1}),
+        ),
+    ],
+    ids=["stop-wins", "churn-nudge", "with-stationarity-nudge", "structured-output-first"],
+)
+def test_resolve_after_tools_acts_on_loop_verdicts(
+    run: NextStepRunTools, loops: tuple[LoopVerdict, ...], expected: Any
+) -> None:
+    assert resolve_after_tools(run, ToolRoundObservation(loops=loops)) == expected
+
+
+def test_a_cancel_wins_over_a_loop_stop() -> None:
+    round_ = ToolRoundObservation(break_reason=BreakReason.USER_CANCELLED, loops=(SPIRAL_STOP,))
+    step = resolve_after_tools(NextStepRunTools(), round_)
+    assert isinstance(step, NextStepStop) and step.kind is OutcomeKind.CANCELLED
