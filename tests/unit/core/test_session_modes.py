@@ -32,7 +32,7 @@ def test_selecting_a_mode_id(start: SessionModes, selected: PermissionMode, expe
     assert start.select(selected) == expected
 
 
-@pytest.mark.parametrize(("permission", "plan"), itertools.product(LAYER, (False, True)))
+@pytest.mark.parametrize(("permission", "plan"), list(itertools.product(LAYER, (False, True))))
 def test_the_shown_mode_id_is_plan_while_the_gate_is_on(permission: PermissionMode, plan: bool) -> None:
     modes = SessionModes(permission, plan)
     assert modes.mode_id is (P if plan else permission)
@@ -54,6 +54,6 @@ def test_of_normalises_a_stored_plan_mode(stored: str, plan: bool, expected: Ses
     assert expected.permission is not P
 
 
-@pytest.mark.parametrize(("plan", "access"), itertools.product((False, True), Access))
+@pytest.mark.parametrize(("plan", "access"), list(itertools.product((False, True), Access)))
 def test_the_plan_gate_refuses_every_change_and_only_when_on(plan: bool, access: Access) -> None:
     assert plan_gate_refuses(plan, access) is (plan and access is not Access.READ)
