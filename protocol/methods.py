@@ -30,6 +30,7 @@ class Served(StrEnum):
     DETACH = "_agentd/session/detach"
     FORK = "_agentd/session/fork"
     COMPACT = "_agentd/session/compact"
+    REWIND = "_agentd/session/rewind"
     ENQUEUE = "_agentd/prompt/enqueue"
     SEND_NOW = "_agentd/prompt/send_now"
     INTERJECT = "_agentd/interject"

@@ -36,6 +36,7 @@ class EventKind(StrEnum):
     TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}
     PERMISSION_REQUESTED = "permission_requested"  # {requestId, toolCall, options}
     PERMISSION_RESOLVED = "permission_resolved"  # {requestId, outcome, optionId?}
+    REWOUND = "rewound"  # {turnId, files, restored, removed, notRestored, messages, turnsUndone}
     # transient
     AGENT_MESSAGE_CHUNK = "agent_message_chunk"  # {messageId, text}
     AGENT_THOUGHT_CHUNK = "agent_thought_chunk"  # {messageId, text}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Iterable
@@ -186,6 +187,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,
         client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
+        before_write=functools.partial(actor.files.before_write, turn_id),
     )
 
 
@@ -217,6 +219,7 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
     """Announce the entry (its user message, the title, `turn_started`) and start its runner."""
     cmd = queued.command
     plan = classify(queued.kind, prompt_text(cmd.blocks), actor.services.skills)
+    before = len(actor.conversation)  # where a rewind of this turn cuts the conversation
     queued.kind = plan.kind
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
@@ -225,6 +228,8 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
         if plan.joins_conversation:
             actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
     _announce_turn(actor, turn_id, queued)
+    if plan.local is None and queued.kind is not QueueKind.COMPACT:  # a turn a rewind can undo
+        actor.files.mark_turn(turn_id, actor.journal.seq, before)
     ctx = build_context(actor, turn_id, queued)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):

@@ -13,6 +13,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -120,3 +121,31 @@ Index(
     "ix_sessions_owner_cwd_updated_id", SessionRow.owner, SessionRow.cwd, SessionRow.updated_at, SessionRow.id
 )
 Index("ix_queued_prompts_session", QueuedPromptRow.session_id, QueuedPromptRow.position)
+
+
+class TurnMarkRow(Base):
+    """Where a turn began (R-T12): its `turn_started` seq and the conversation's length before
+    its prompt joined, so a rewind can cut the conversation back to that point."""
+
+    __tablename__ = "turn_marks"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    turn_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger)
+    message_idx: Mapped[int] = mapped_column(Integer)
+
+
+class FileSnapshotRow(Base):
+    """A file's content before a turn first changed it (R-T12, seed 003 "变更类工具执行前留底"):
+    `state` is `present` (content kept), `absent` (the turn created it) or `too_large` (over
+    the cap: recorded, not restorable)."""
+
+    __tablename__ = "file_snapshots"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    turn_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, primary_key=True)  # relative to the session's cwd
+    state: Mapped[str] = mapped_column(String(16))
+    size: Mapped[int] = mapped_column(BigInteger)
+    content: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,115 @@
+"""Snapshots before edits (R-T12, issue 16 item 14).
+
+Seed 003: "快照（snapshot_before_mutating_tools，变更类工具执行前留底）" — before a mutating
+tool runs, the files it will change are kept. Here: the first time a turn's write tool
+(`Access.WRITE`: `write_file`, `edit_file`, any tool whose locations name the paths it
+writes) is about to change a path, the file's bytes (or "absent" when the turn creates it)
+are committed to the store, then the tool runs. `bash` and other commands are not tracked:
+what a shell command changes cannot be known before it runs.
+
+A turn mark (its `turn_started` seq and the conversation's length before its prompt) is
+written at launch so a rewind can also cut the conversation there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from server.store import snapshots as rows
+from server.store.db import Store
+from server.store.snapshots import FileSnapshot, TurnMark
+from server.tools import safefs
+from server.tools.base import ToolError
+
+log = logging.getLogger(__name__)
+
+PRESENT, ABSENT, TOO_LARGE = "present", "absent", "too_large"
+
+
+def read_prior(root: Path, path: Path) -> bytes | None:
+    """The file's bytes, None when it does not exist; reached from the workspace root
+    without following a symlink (raises `ToolError` for one, as the tool itself would)."""
+    disp = str(path)
+    try:
+        with safefs.parent_dir(root, path, disp) as (dir_fd, name):
+            return safefs.read_existing(dir_fd, name, disp)
+    except FileNotFoundError:  # a missing directory on the way: the file is new
+        return None
+
+
+class FileHistory:
+    """One session's snapshot recorder (owned by its actor)."""
+
+    def __init__(
+        self, session_id: str, cwd: Path, store: Store | None, max_file: int, max_session: int
+    ) -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self.store = store
+        self.max_file = max_file
+        self.max_session = max_session
+        self._seen: dict[str, set[str]] = {}  # turn id → paths already snapshotted
+        self._bytes: int | None = None  # bytes kept for this session (read once, then counted)
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def mark_turn(self, turn_id: str, seq: int, message_idx: int) -> None:
+        """Record where a turn began; written in the background, awaited by `settle`."""
+        if self.store is None:
+            return
+        task = asyncio.create_task(
+            rows.add_mark(self.store.engine, self.session_id, TurnMark(turn_id, seq, message_idx))
+        )
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def settle(self) -> None:
+        """Every mark written (before a rewind reads them)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    def end_turn(self, turn_id: str) -> None:
+        self._seen.pop(turn_id, None)
+
+    async def before_write(self, turn_id: str, paths: list[str]) -> None:
+        """Snapshot each path this turn has not changed yet, committed before the change."""
+        if self.store is None:
+            return
+        seen = self._seen.setdefault(turn_id, set())
+        for raw in paths:
+            path = Path(raw)
+            try:
+                rel = path.relative_to(self.cwd).as_posix()
+            except ValueError:
+                continue  # outside the workspace: the tool refuses it anyway
+            if rel in seen:
+                continue
+            try:
+                prior = await asyncio.to_thread(read_prior, self.cwd, path)
+            except (ToolError, OSError) as exc:  # a symlink or unreadable: the tool fails too
+                log.info("no snapshot of %s: %s", rel, exc)
+                continue
+            seen.add(rel)
+            if self._bytes is None:
+                self._bytes = await rows.stored_bytes(self.store.engine, self.session_id)
+            size = 0 if prior is None else len(prior)
+            if prior is None:
+                snap = FileSnapshot(turn_id, rel, ABSENT, None)
+            elif size > self.max_file or self._bytes + size > self.max_session:
+                snap = FileSnapshot(turn_id, rel, TOO_LARGE, None)
+            else:
+                snap = FileSnapshot(turn_id, rel, PRESENT, prior)
+            kept = size if snap.state == PRESENT else 0
+            await rows.add_snapshot(self.store.engine, self.session_id, snap, kept)
+            self._bytes += kept
+
+    async def conversation_cleared(self) -> None:
+        """`/clear` emptied the conversation: a rewind to an earlier turn cuts it to empty."""
+        if self.store is not None:
+            await self.settle()
+            await rows.clear_marks(self.store.engine, self.session_id)
+
+    def forget(self, released: int) -> None:
+        if self._bytes is not None:
+            self._bytes = max(0, self._bytes - released)
