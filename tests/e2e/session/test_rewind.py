@@ -185,3 +185,48 @@ async def test_rewind_local_command_undoes_the_last_turn(server_factory, workspa
         assert not (workspace / "sub/new.txt").exists()
         assert events(client, sid, "rewound")[-1]["turnsUndone"] == [second]
         await client.close()
+
+
+async def test_a_file_over_the_cap_is_reported_not_restorable(server_factory, workspace: Path):
+    (workspace / "big.txt").write_text("x" * 64)
+    provider = scripted(
+        {"tool_calls": [tool_call("write_file", "c1", path="big.txt", content="small\n")]},
+        {"text": "shrunk it"},
+    )
+    async with server_factory(
+        provider, permission_mode=PermissionMode.BYPASS, snapshot_max_file_bytes=32
+    ) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+        await client.call("session/prompt", text_prompt(sid, "shrink big.txt"))
+        (turn,) = _turn_ids(client, sid)
+
+        done = await client.call(REWIND, {"sessionId": sid, "toTurnId": turn})
+
+        assert done["notRestored"] == ["big.txt"] and done["restored"] == []
+        assert (workspace / "big.txt").read_text() == "small\n"  # said so, not silently skipped
+        await client.close()
+
+
+async def test_rewind_never_follows_a_symlink_out_of_the_workspace(server_factory, workspace: Path):
+    provider = scripted(*_two_editing_turns())
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+        await client.call("session/prompt", text_prompt(sid, "first request"))
+        await client.call("session/prompt", text_prompt(sid, "second request"))
+        _, second = _turn_ids(client, sid)
+        # sub/ (where turn 2 created new.txt) becomes a link to a directory outside.
+        outside = workspace.parent / "outside"
+        outside.mkdir()
+        (outside / "new.txt").write_text("not yours\n")
+        for p in (workspace / "sub").iterdir():
+            p.unlink()
+        (workspace / "sub").rmdir()
+        (workspace / "sub").symlink_to(outside)
+
+        done = await client.call(REWIND, {"sessionId": sid, "toTurnId": second})
+
+        assert (outside / "new.txt").read_text() == "not yours\n"
+        assert done["notRestored"] == ["sub/new.txt"] and done["restored"] == ["a.txt"]
+        await client.close()
