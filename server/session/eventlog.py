@@ -59,7 +59,9 @@ class _Item:
 
 
 class EventWriter:
-    def __init__(self, store: Store, *, flush_interval: float = 0.0, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, store: Store, *, flush_interval: float = 0.0, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
         self._metrics = metrics
         self._flush_interval = flush_interval
@@ -215,6 +217,7 @@ class EventWriter:
                     dropped.add(batch.session_id)
                     break
         return dropped
+
 
     def _fail(self, batch: Batch, exc: BaseException) -> None:
         seqs = [e.seq for e in batch.events]

@@ -37,7 +37,9 @@ def apply(conn: Connection, session_id: str, writes: list[QueueWrite]) -> None:
         if w.upserts:
             conn.execute(insert(QueuedPromptRow), [{**r, "session_id": session_id} for r in w.upserts])
         for prompt_id, values in w.updates:
-            conn.execute(update(QueuedPromptRow).where(QueuedPromptRow.id == prompt_id).values(**values))
+            conn.execute(
+                update(QueuedPromptRow).where(QueuedPromptRow.id == prompt_id).values(**values)
+            )
 
 
 async def load(conn: AsyncConnection, session_id: str) -> list[dict[str, Any]]:

@@ -45,7 +45,6 @@ __all__ = [
     "WriteFile",
 ]
 
-
 def _diff(path: Path, old: str | None, new: str) -> dict[str, Any]:
     """ACP diff content; `oldText` is omitted for a newly created file."""
     item: dict[str, Any] = {"type": "diff", "path": str(path)}
