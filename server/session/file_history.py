@@ -5,7 +5,9 @@ tool runs, the files it will change are kept. Here: the first time a turn's writ
 (`Access.WRITE`: `write_file`, `edit_file`, any tool whose locations name the paths it
 writes) is about to change a path, the file's bytes (or "absent" when the turn creates it)
 are committed to the store, then the tool runs. `bash` and other commands are not tracked:
-what a shell command changes cannot be known before it runs.
+what a shell command changes cannot be known before it runs. When the editor writes the file
+(ACP `fs/write_text_file`), the snapshot is still the file on disk, not an unsaved buffer.
+A snapshot that cannot be stored fails the tool call: no change goes unguarded.
 
 A turn mark (its `turn_started` seq and the conversation's length before its prompt) is
 written at launch so a rewind can also cut the conversation there.
@@ -62,7 +64,13 @@ class FileHistory:
             rows.add_mark(self.store.engine, self.session_id, TurnMark(turn_id, seq, message_idx))
         )
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(self._mark_written)
+
+    def _mark_written(self, task: asyncio.Task[None]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # The turn runs on; only a rewind to it will answer "unknown turn".
+            log.warning("turn mark of session %s not saved: %s", self.session_id, exc)
 
     async def settle(self) -> None:
         """Every mark written (before a rewind reads them)."""
@@ -101,7 +109,11 @@ class FileHistory:
             else:
                 snap = FileSnapshot(turn_id, rel, PRESENT, prior)
             kept = size if snap.state == PRESENT else 0
-            await rows.add_snapshot(self.store.engine, self.session_id, snap, kept)
+            try:
+                await rows.add_snapshot(self.store.engine, self.session_id, snap, kept)
+            except Exception as exc:  # no unguarded change: the tool call fails instead
+                seen.discard(rel)
+                raise ToolError(f"could not save a snapshot of {rel} before changing it: {exc}") from None
             self._bytes += kept
 
     async def conversation_cleared(self) -> None:
