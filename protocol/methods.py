@@ -118,6 +118,7 @@ EXTENSIONS: tuple[str, ...] = tuple(
         Notification.RESYNC_REQUIRED,
         Served.INTERJECT,
         Served.COMPACT,
+        Served.REWIND,
         Served.USAGE_GET,
         Served.GOAL_SET,
         Served.GOAL_GET,
