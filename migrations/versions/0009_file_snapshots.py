@@ -1,4 +1,4 @@
-"""file snapshots and turn marks: what rewind restores (R-T12, issue 16 item 14)
+"""file snapshots and turn cuts: what rewind restores (R-T12, issue 16 item 14)
 
 Revision ID: 0009
 Revises: 0008
@@ -18,12 +18,14 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     op.create_table(
-        "turn_marks",
-        sa.Column("session_id", sa.String(64), primary_key=True),
-        sa.Column("turn_id", sa.String(64), primary_key=True),
-        sa.Column("seq", sa.BigInteger(), nullable=False),
-        sa.Column("message_idx", sa.Integer(), nullable=False),
+        "turn_cuts",
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True),
+        sa.Column("session_id", sa.String(64), nullable=False),
+        sa.Column("from_seq", sa.BigInteger(), nullable=False),
+        sa.Column("to_seq", sa.BigInteger(), nullable=False),
+        sa.Column("message_idx", sa.Integer(), nullable=True),
     )
+    op.create_index("ix_turn_cuts_session", "turn_cuts", ["session_id"])
     op.create_table(
         "file_snapshots",
         sa.Column("session_id", sa.String(64), primary_key=True),
@@ -38,4 +40,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("file_snapshots")
-    op.drop_table("turn_marks")
+    op.drop_index("ix_turn_cuts_session", table_name="turn_cuts")
+    op.drop_table("turn_cuts")

@@ -32,7 +32,7 @@ class EventKind(StrEnum):
     PLAN_MODE = "plan_mode"  # {plan}: the plan gate turned on or off
     CONFIG_OPTIONS = "config_options"  # {configOptions}: the full set after mode/model/agent changed
     SESSION_INFO = "session_info"  # {title, updatedAt}
-    TURN_STARTED = "turn_started"  # {turnId, promptId}
+    TURN_STARTED = "turn_started"  # {turnId, promptId, kind, requestId?, messageIndex?}
     TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}
     PERMISSION_REQUESTED = "permission_requested"  # {requestId, toolCall, options}
     PERMISSION_RESOLVED = "permission_resolved"  # {requestId, outcome, optionId?}

@@ -9,8 +9,9 @@ what a shell command changes cannot be known before it runs. When the editor wri
 (ACP `fs/write_text_file`), the snapshot is still the file on disk, not an unsaved buffer.
 A snapshot that cannot be stored fails the tool call: no change goes unguarded.
 
-A turn mark (its `turn_started` seq and the conversation's length before its prompt) is
-written at launch so a rewind can also cut the conversation there.
+A turn's mark is its `turn_started` event, which carries the conversation's length before
+its prompt (`messageIndex`): it rides the turn's group commit, so a turn that changes no
+file costs no store write here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from server.store import snapshots as rows
 from server.store.db import Store
-from server.store.snapshots import FileSnapshot, TurnMark
+from server.store.snapshots import FileSnapshot, TurnCut
 from server.tools import safefs
 from server.tools.base import ToolError
 
@@ -54,28 +55,6 @@ class FileHistory:
         self.max_session = max_session
         self._seen: dict[str, set[str]] = {}  # turn id → paths already snapshotted
         self._bytes: int | None = None  # bytes kept for this session (read once, then counted)
-        self._pending: set[asyncio.Task[None]] = set()
-
-    def mark_turn(self, turn_id: str, seq: int, message_idx: int) -> None:
-        """Record where a turn began; written in the background, awaited by `settle`."""
-        if self.store is None:
-            return
-        task = asyncio.create_task(
-            rows.add_mark(self.store.engine, self.session_id, TurnMark(turn_id, seq, message_idx))
-        )
-        self._pending.add(task)
-        task.add_done_callback(self._mark_written)
-
-    def _mark_written(self, task: asyncio.Task[None]) -> None:
-        self._pending.discard(task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            # The turn runs on; only a rewind to it will answer "unknown turn".
-            log.warning("turn mark of session %s not saved: %s", self.session_id, exc)
-
-    async def settle(self) -> None:
-        """Every mark written (before a rewind reads them)."""
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
 
     def end_turn(self, turn_id: str) -> None:
         self._seen.pop(turn_id, None)
@@ -116,11 +95,11 @@ class FileHistory:
                 raise ToolError(f"could not save a snapshot of {rel} before changing it: {exc}") from None
             self._bytes += kept
 
-    async def conversation_cleared(self) -> None:
-        """`/clear` emptied the conversation: a rewind to an earlier turn cuts it to empty."""
+    async def conversation_cleared(self, up_to_seq: int) -> None:
+        """`/clear` emptied the conversation: a rewind to a turn started up to `up_to_seq`
+        cuts it to empty (a rare write, only at this moment)."""
         if self.store is not None:
-            await self.settle()
-            await rows.clear_marks(self.store.engine, self.session_id)
+            await rows.add_cut(self.store.engine, self.session_id, TurnCut(0, up_to_seq, 0))
 
     def forget(self, released: int) -> None:
         if self._bytes is not None:

@@ -206,7 +206,7 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
         case "clear":
             actor.conversation.replace([])
             actor.todos.replace([])
-            await actor.files.conversation_cleared()
+            await actor.files.conversation_cleared(actor.journal.seq)
             return "Context cleared. The session log keeps the history."
         case "compact":
             changed = await run_compaction(ctx, TurnState(), CompactionReason.REQUESTED)

@@ -36,12 +36,24 @@ def invalid(message: str) -> SessionError:
     return SessionError(SessionErrorKind.INVALID, message)
 
 
-async def rewindable_turns(actor: SessionActor) -> list[TurnMark]:
+async def _compacted_at(actor: SessionActor) -> int:
+    """The seq of the session's last compaction (0: none); no turn before it can be rewound."""
+    store = actor.services.store
+    assert store is not None
+    found = await store.latest_events(actor.id, [EventKind.COMPACTION.value], limit=1)
+    return found[0].seq if found else 0
+
+
+async def rewindable_turns(actor: SessionActor, after_seq: int | None = None) -> list[TurnMark]:
+    """The turns a rewind can reach, oldest first: the session's `turn_started` events after
+    its last compaction (read once they are committed), less those rewinds undid."""
     store = actor.services.store
     if store is None:
         return []
-    await actor.files.settle()
-    return await rows.marks(store.engine, actor.id)
+    await actor.journal.flushed()
+    if after_seq is None:
+        after_seq = await _compacted_at(actor)
+    return await rows.marks(store.engine, actor.id, EventKind.TURN_STARTED.value, after_seq)
 
 
 async def rewind(actor: SessionActor, turn_id: str, *, files: bool) -> dict[str, Any]:
@@ -49,19 +61,18 @@ async def rewind(actor: SessionActor, turn_id: str, *, files: bool) -> dict[str,
     store = actor.services.store
     if store is None:
         raise invalid("rewind is not available: this server keeps no snapshots")
-    marks = await rewindable_turns(actor)
+    compacted = await _compacted_at(actor)
+    marks = await rewindable_turns(actor, compacted)
     at = next((i for i, m in enumerate(marks) if m.turn_id == turn_id), None)
     if at is None:
         known = [m.turn_id for m in marks[-5:]]
+        why = " (or one before the last compaction)" if compacted else ""
         raise SessionError(
             SessionErrorKind.INVALID,
-            f"unknown turn {turn_id!r}: not a turn of this session that can be rewound",
+            f"unknown turn {turn_id!r}: not a turn of this session that can be rewound{why}",
             {"turnId": turn_id, "recentTurns": known},
         )
     target, undone = marks[at], marks[at:]
-    compacted = await store.latest_events(actor.id, [EventKind.COMPACTION.value], limit=1)
-    if compacted and compacted[0].seq > target.seq:
-        raise invalid(f"the conversation was compacted after turn {turn_id}; it cannot be rewound past that")
     if target.message_idx > len(actor.conversation):
         raise invalid(f"the conversation no longer reaches turn {turn_id} (it was cleared)")
     result: dict[str, Any] = {
@@ -83,8 +94,9 @@ async def rewind(actor: SessionActor, turn_id: str, *, files: bool) -> dict[str,
         actor.files.forget(sum(len(s.content or b"") for s in snaps))
     actor.conversation.replace(actor.conversation.messages[: target.message_idx])
     result["messages"] = target.message_idx
-    result["turnsUndone"] = [m.turn_id for m in undone]
-    await rows.drop_turns(store.engine, actor.id, [m.turn_id for m in undone])
+    result["turnsUndone"] = undone_ids = [m.turn_id for m in undone]
+    # The turns started in [target, now] are undone: one rare row, with their snapshots gone.
+    await rows.drop_turns(store.engine, actor.id, undone_ids, target.seq, actor.journal.seq)
     actor.journal.emit(EventKind.REWOUND, result)
     await actor.journal.flushed()
     return result

@@ -208,8 +208,12 @@ def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
             journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
 
 
-def _announce_turn(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> None:
+def _announce_turn(
+    actor: SessionActor, turn_id: str, queued: QueuedPrompt, message_index: int | None
+) -> None:
     started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind.value}
+    if message_index is not None:  # a turn a rewind can undo: where it cuts the conversation
+        started["messageIndex"] = message_index
     if (request_id := request_id_of(queued.command.meta)) is not None:
         started["requestId"] = request_id  # so a restart can still answer its retry
     actor.journal.emit(EventKind.TURN_STARTED, started)
@@ -227,9 +231,8 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
             actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
-    _announce_turn(actor, turn_id, queued)
-    if plan.local is None and queued.kind is not QueueKind.COMPACT:  # a turn a rewind can undo
-        actor.files.mark_turn(turn_id, actor.journal.seq, before)
+    rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
+    _announce_turn(actor, turn_id, queued, before if rewindable else None)
     ctx = build_context(actor, turn_id, queued)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):

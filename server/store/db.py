@@ -290,6 +290,7 @@ class Store:
                         for e in events
                     ],
                 )
+            await snapshots.fork_cut(conn, new_id, up_to_seq)
             messages = (
                 await conn.execute(
                     select(MessageRow.idx, MessageRow.data)

@@ -123,16 +123,23 @@ Index(
 Index("ix_queued_prompts_session", QueuedPromptRow.session_id, QueuedPromptRow.position)
 
 
-class TurnMarkRow(Base):
-    """Where a turn began (R-T12): its `turn_started` seq and the conversation's length before
-    its prompt joined, so a rewind can cut the conversation back to that point."""
+class TurnCutRow(Base):
+    """A rare change to which turns a rewind can reach (R-T12). Turn marks themselves are the
+    `turn_started` events (`messageIndex`), written by the group commit: a turn costs no write
+    here. A row covers the turns whose `turn_started` seq is in [`from_seq`, `to_seq`]:
+    `message_idx` None — they were undone by a rewind (or copied into a fork, which has no
+    snapshots); a number — the conversation was cut (`/clear` → 0), none of them starts later."""
 
-    __tablename__ = "turn_marks"
+    __tablename__ = "turn_cuts"
 
-    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    turn_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    seq: Mapped[int] = mapped_column(BigInteger)
-    message_idx: Mapped[int] = mapped_column(Integer)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    from_seq: Mapped[int] = mapped_column(BigInteger)
+    to_seq: Mapped[int] = mapped_column(BigInteger)
+    message_idx: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+Index("ix_turn_cuts_session", TurnCutRow.session_id)
 
 
 class FileSnapshotRow(Base):

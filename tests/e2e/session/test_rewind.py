@@ -230,3 +230,31 @@ async def test_rewind_never_follows_a_symlink_out_of_the_workspace(server_factor
         assert (outside / "new.txt").read_text() == "not yours\n"
         assert done["notRestored"] == ["sub/new.txt"] and done["restored"] == ["a.txt"]
         await client.close()
+
+
+async def test_turn_marks_ride_turn_started_and_clear_and_rewind_cut_them(server_factory, workspace: Path):
+    """A turn's mark is its `turn_started` event (`messageIndex`), no row of its own; `/clear`
+    and a rewind are the only writes that change which turns a rewind reaches."""
+    provider = scripted({"text": "r0"}, {"text": "r1"}, {"text": "r2"}, {"text": "r3"})
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+        for prompt in ("zero request", "first request", "/clear", "second request"):
+            await client.call("session/prompt", text_prompt(sid, prompt))
+        started = events(client, sid, "turn_started")
+        assert [e.get("messageIndex") for e in started] == [0, 2, None, 0]  # /clear: no mark
+        zero, first, _, _ = (e["turnId"] for e in started)
+
+        done = await client.call(REWIND, {"sessionId": sid, "toTurnId": first, "files": False})
+
+        # The first turn began at message 2, but /clear emptied the conversation since.
+        assert done["messages"] == 0
+        assert done["turnsUndone"] == [first, started[3]["turnId"]]
+        again = await client.request(REWIND, {"sessionId": sid, "toTurnId": first})
+        assert "unknown turn" in again["error"]["message"]  # already undone
+        await client.call("session/prompt", text_prompt(sid, "third request"))
+        assert _said(provider, "third request") and not _said(provider, "second request")
+        third = events(client, sid, "turn_started")[-1]["turnId"]
+        nope = await client.request(REWIND, {"sessionId": sid, "toTurnId": "turn_nope"})
+        assert nope["error"]["data"]["recentTurns"] == [zero, third]
+        await client.close()
