@@ -79,3 +79,12 @@ class PermissionRespondParams(Wire):
 
 class SessionParams(Wire):
     session_id: str
+
+
+class RewindParams(Wire):
+    """`_agentd/session/rewind` (R-T12): back to the state before `turnId`; `files: false`
+    rewinds only the conversation."""
+
+    session_id: str
+    to_turn_id: str = Field(min_length=1, max_length=64)
+    files: bool = True

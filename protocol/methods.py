@@ -30,6 +30,7 @@ class Served(StrEnum):
     DETACH = "_agentd/session/detach"
     FORK = "_agentd/session/fork"
     COMPACT = "_agentd/session/compact"
+    REWIND = "_agentd/session/rewind"
     ENQUEUE = "_agentd/prompt/enqueue"
     SEND_NOW = "_agentd/prompt/send_now"
     INTERJECT = "_agentd/interject"
@@ -117,6 +118,7 @@ EXTENSIONS: tuple[str, ...] = tuple(
         Notification.RESYNC_REQUIRED,
         Served.INTERJECT,
         Served.COMPACT,
+        Served.REWIND,
         Served.USAGE_GET,
         Served.GOAL_SET,
         Served.GOAL_GET,

@@ -113,6 +113,7 @@ def create_app(
             limits=loop_limits(settings),
             skills=await asyncio.to_thread(load_skills, settings.skills_dir),
             metrics=metrics,
+            store=store,
         )
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         metrics.track_sessions(manager.live)

@@ -274,6 +274,10 @@ class Settings(BaseSettings):
     client_buffer_frames: int = 10_000
     # Largest accepted WebSocket text frame / HTTP body (bytes).
     max_frame_bytes: int = 4 * 1024 * 1024
+    # File snapshots before tool edits (R-T12): a file over the per-file cap, or past the
+    # session's total, is recorded as not restorable (rewind reports it) instead of kept.
+    snapshot_max_file_bytes: int = 2 * 1024 * 1024
+    snapshot_max_session_bytes: int = 64 * 1024 * 1024
     # Input limits (R-X3); 0 switches one off. Violations get -32019 limit_exceeded.
     max_json_depth: int = 64
     max_prompt_bytes: int = 1024 * 1024

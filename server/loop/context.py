@@ -185,6 +185,8 @@ class TurnContext:
     # (`call_0` every step) must not make two ACP tool calls look like one.
     used_tool_call_ids: set[str] = field(default_factory=set)
     client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
+    # Called with the paths a write tool is about to change, before it runs (R-T12 snapshots).
+    before_write: Callable[[list[str]], Awaitable[None]] | None = None
 
     def rotate_lane(self) -> bool:
         """Move to the next provider lane; False when there is none."""

@@ -316,8 +316,11 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
     try:
         if slot.tool.access is Access.WRITE:
             async with contextlib.AsyncExitStack() as stack:
-                for path in _write_paths(ctx, slot):
+                paths = _write_paths(ctx, slot)
+                for path in paths:
                     await stack.enter_async_context(ctx.path_locks.setdefault(path, asyncio.Lock()))
+                if ctx.before_write is not None:  # snapshots before edits (R-T12)
+                    await ctx.before_write(paths)
                 # File edits are short and run in a worker thread that a cancel cannot
                 # stop; let them finish so the result tells the model what really happened.
                 slot.result = await slot.tool.run(slot.args, tool_ctx)

@@ -49,6 +49,7 @@ from server.session.commands import (
     QueueOp,
     RegisterHook,
     ResumeQueue,
+    Rewind,
     SessionCommand,
     SetAgent,
     SetMode,
@@ -59,7 +60,14 @@ from server.session.commands import (
     TurnFinished,
 )
 from server.session.config_options import session_config_options
-from server.session.errors import session_failed, session_stopping, shutting_down
+from server.session.errors import (
+    SessionError,
+    SessionErrorKind,
+    session_failed,
+    session_stopping,
+    shutting_down,
+)
+from server.session.file_history import FileHistory
 from server.session.hub import EventHub
 from server.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
 from server.session.local_commands import available_commands
@@ -73,6 +81,7 @@ from server.session.prompt_queue import (
 )
 from server.session.queue_ops import QueueKind
 from server.session.queue_sync import answer_all
+from server.session.rewind import rewind
 from server.session.services import ActorServices
 from server.session.session_modes import record_modes_change
 from server.session.sinks import FrameSink
@@ -170,6 +179,10 @@ class SessionActor:
         self._closing = False
         self._server_stopping = False  # the whole server shuts down (not just an eviction)
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
+        s = services.settings
+        self.files = FileHistory(
+            self.id, self.cwd, services.store, s.snapshot_max_file_bytes, s.snapshot_max_session_bytes
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -332,6 +345,20 @@ class SessionActor:
         done = self.background.completion(cmd.task_id)
         self.journal.emit(done.kind, done.payload())
 
+    @_handles(Rewind)
+    async def _on_rewind(self, cmd: Rewind) -> None:
+        # In the actor's step: no turn can start while files and conversation go back.
+        if self._turn is not None:
+            busy = SessionError(
+                SessionErrorKind.BUSY, "session_busy: a turn is running; cancel it, then rewind"
+            )
+            cmd.reply.set_exception(busy)
+            return
+        try:
+            cmd.reply.set_result(await rewind(self, cmd.turn_id, files=cmd.files))
+        except SessionError as exc:
+            cmd.reply.set_exception(exc)
+
     @_handles(Cancel)
     async def _on_cancel(self, cmd: Cancel) -> None:
         # ACP cancel targets the running turn; queued prompts stay queued.
@@ -415,6 +442,7 @@ class SessionActor:
         if turn is None or turn.id != turn_id:
             return
         self._turn = None
+        self.files.end_turn(turn_id)
         # Its events were refused by the database (and discarded): no success to report.
         failed = session_failed(self.id) if self.services.writer.failed(self.id) else None
         # Input that arrived after the turn's last drain is never lost: it becomes the

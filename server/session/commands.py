@@ -140,6 +140,15 @@ class Compact:
 
 
 @dataclass
+class Rewind:
+    """Files and/or the conversation back to before `turn_id` (R-T12); idle sessions only."""
+
+    turn_id: str
+    files: bool
+    reply: asyncio.Future[dict[str, Any]]
+
+
+@dataclass
 class SetModel:
     model: str
     reply: asyncio.Future[None]
@@ -208,6 +217,7 @@ SessionCommand = (
     | Interject
     | Cancel
     | Compact
+    | Rewind
     | GoalSet
     | GoalGet
     | GoalClear

@@ -16,6 +16,8 @@ class SessionErrorKind(StrEnum):
     RESYNC_REQUIRED = "resync_required"  # an attach cursor beyond the log
     CONNECTION_CLOSED = "connection_closed"  # the client went away (mid-replay)
     REPLAY_DETACHED = "replay_detached"  # the subscription was replaced or detached mid-replay
+    BUSY = "session_busy"  # needs an idle session (a rewind while a turn runs)
+    INVALID = "invalid"  # a request the session cannot apply (an unknown turn to rewind to)
     INTERNAL = "internal"  # a bug or a store that refused the session's recovery
 
 

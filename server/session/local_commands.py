@@ -17,7 +17,9 @@ from server.loop.goal import GoalState
 from server.loop.prompt import prompt_text
 from server.loop.react import run_compaction
 from server.loop.turn_state import TurnState
+from server.session.errors import SessionError
 from server.session.queue_ops import QueueKind
+from server.session.rewind import rewind, rewindable_turns
 
 if TYPE_CHECKING:  # the actor runs its builtins here (same package)
     from server.session.actor import SessionActor
@@ -42,6 +44,9 @@ BUILTINS: dict[str, LocalCommand] = {
         LocalCommand("queue", "Show the prompts waiting in the queue"),
         LocalCommand("usage", "Show token usage and cost of this session"),
         LocalCommand("clear", "Start a fresh context (the history stays in the session log)"),
+        LocalCommand(
+            "rewind", "Undo the last turns' file edits and conversation", "N turns back (default 1) | turn id"
+        ),
     )
 }
 
@@ -201,8 +206,32 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
         case "clear":
             actor.conversation.replace([])
             actor.todos.replace([])
+            await actor.files.conversation_cleared(actor.journal.seq)
             return "Context cleared. The session log keeps the history."
         case "compact":
             changed = await run_compaction(ctx, TurnState(), CompactionReason.REQUESTED)
             return "Compacted the conversation." if changed else "Nothing old enough to compact."
+        case "rewind":
+            return await rewind_command(actor, arg)
     raise ValueError(f"Unknown command /{name}.")
+
+
+async def rewind_command(actor: SessionActor, arg: str) -> str:
+    """`/rewind [N | turn id]`: files and conversation back to before the Nth last turn."""
+    marks = await rewindable_turns(actor)
+    if arg and not arg.isdigit():
+        target = arg
+    else:
+        back = int(arg or "1")
+        if not 1 <= back <= len(marks):
+            raise ValueError(f"Cannot rewind {back} turn(s): {len(marks)} turn(s) can be rewound.")
+        target = marks[-back].turn_id
+    try:
+        done = await rewind(actor, target, files=True)
+    except SessionError as exc:
+        raise ValueError(exc.message) from None
+    lines = [f"Rewound to before turn {target} ({len(done['turnsUndone'])} turn(s) undone)."]
+    for key, label in (("restored", "Restored"), ("removed", "Removed"), ("notRestored", "Not restorable")):
+        if done[key]:
+            lines.append(f"{label}: {', '.join(done[key])}")
+    return "\n".join(lines)

@@ -18,6 +18,7 @@ from server.session.eventlog import EventWriter
 from server.session.local_commands import Skill
 from server.session.queue_sync import QueuedBytes
 from server.session.sinks import Renderer
+from server.store.db import Store
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig
 
@@ -37,6 +38,7 @@ class ActorServices:
     skills: dict[str, Skill] = field(default_factory=dict)
     metrics: Metrics | None = None
     queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
+    store: Store | None = None  # file snapshots and turn marks (R-T12); None: not kept
 
     def budget_limits(self) -> BudgetLimits:
         return self.limits.budget

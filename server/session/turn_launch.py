@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Iterable
@@ -186,6 +187,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,
         client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
+        before_write=functools.partial(actor.files.before_write, turn_id),
     )
 
 
@@ -206,8 +208,12 @@ def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
             journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
 
 
-def _announce_turn(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> None:
+def _announce_turn(
+    actor: SessionActor, turn_id: str, queued: QueuedPrompt, message_index: int | None
+) -> None:
     started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind.value}
+    if message_index is not None:  # a turn a rewind can undo: where it cuts the conversation
+        started["messageIndex"] = message_index
     if (request_id := request_id_of(queued.command.meta)) is not None:
         started["requestId"] = request_id  # so a restart can still answer its retry
     actor.journal.emit(EventKind.TURN_STARTED, started)
@@ -217,6 +223,7 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
     """Announce the entry (its user message, the title, `turn_started`) and start its runner."""
     cmd = queued.command
     plan = classify(queued.kind, prompt_text(cmd.blocks), actor.services.skills)
+    before = len(actor.conversation)  # where a rewind of this turn cuts the conversation
     queued.kind = plan.kind
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
@@ -224,7 +231,8 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
             actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
-    _announce_turn(actor, turn_id, queued)
+    rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
+    _announce_turn(actor, turn_id, queued, before if rewindable else None)
     ctx = build_context(actor, turn_id, queued)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):

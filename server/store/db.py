@@ -19,7 +19,7 @@ from sqlalchemy import Engine, Select, delete, func, insert, literal, select, te
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.core.modes import SqliteSynchronous
-from server.store import pg_commit, queue_rows, session_load
+from server.store import pg_commit, queue_rows, session_load, snapshots
 from server.store.batch_write import apply_batches
 from server.store.engine import (
     MIGRATIONS_DIR,
@@ -251,6 +251,7 @@ class Store:
             await conn.execute(delete(EventRow).where(EventRow.session_id == session_id))
             await conn.execute(delete(MessageRow).where(MessageRow.session_id == session_id))
             await queue_rows.delete_session(conn, session_id)
+            await snapshots.delete_session(conn, session_id)
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 
@@ -302,6 +303,7 @@ class Store:
                         for e in events
                     ],
                 )
+            await snapshots.fork_cut(conn, new_id, up_to_seq)
             messages = (
                 await conn.execute(
                     select(MessageRow.idx, MessageRow.data)

@@ -13,6 +13,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -120,3 +121,38 @@ Index(
     "ix_sessions_owner_cwd_updated_id", SessionRow.owner, SessionRow.cwd, SessionRow.updated_at, SessionRow.id
 )
 Index("ix_queued_prompts_session", QueuedPromptRow.session_id, QueuedPromptRow.position)
+
+
+class TurnCutRow(Base):
+    """A rare change to which turns a rewind can reach (R-T12). Turn marks themselves are the
+    `turn_started` events (`messageIndex`), written by the group commit: a turn costs no write
+    here. A row covers the turns whose `turn_started` seq is in [`from_seq`, `to_seq`]:
+    `message_idx` None — they were undone by a rewind (or copied into a fork, which has no
+    snapshots); a number — the conversation was cut (`/clear` → 0), none of them starts later."""
+
+    __tablename__ = "turn_cuts"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    from_seq: Mapped[int] = mapped_column(BigInteger)
+    to_seq: Mapped[int] = mapped_column(BigInteger)
+    message_idx: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+Index("ix_turn_cuts_session", TurnCutRow.session_id)
+
+
+class FileSnapshotRow(Base):
+    """A file's content before a turn first changed it (R-T12, seed 003 "变更类工具执行前留底"):
+    `state` is `present` (content kept), `absent` (the turn created it) or `too_large` (over
+    the cap: recorded, not restorable)."""
+
+    __tablename__ = "file_snapshots"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    turn_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, primary_key=True)  # relative to the session's cwd
+    state: Mapped[str] = mapped_column(String(16))
+    size: Mapped[int] = mapped_column(BigInteger)
+    content: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -15,6 +15,8 @@ CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.RESYNC_REQUIRED: ErrorCode.RESYNC_REQUIRED,
     SessionErrorKind.CONNECTION_CLOSED: ErrorCode.CONNECTION_CLOSED,
     SessionErrorKind.REPLAY_DETACHED: ErrorCode.INVALID_REQUEST,
+    SessionErrorKind.BUSY: ErrorCode.SESSION_BUSY,
+    SessionErrorKind.INVALID: ErrorCode.INVALID_PARAMS,
     SessionErrorKind.INTERNAL: ErrorCode.INTERNAL_ERROR,
 }
 

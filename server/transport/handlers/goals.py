@@ -1,13 +1,13 @@
-"""Goals, usage and compaction: `_agentd/goal/set|get|clear`, `_agentd/usage/get`,
-`_agentd/session/compact`."""
+"""Goals, usage, compaction and rewind: `_agentd/goal/set|get|clear`, `_agentd/usage/get`,
+`_agentd/session/compact`, `_agentd/session/rewind`."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from protocol.agentd import GoalSetParams, SessionParams
-from server.session.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone
+from protocol.agentd import GoalSetParams, RewindParams, SessionParams
+from server.session.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone, Rewind
 from server.transport.handlers.common import session_for
 from server.transport.rpc import CallContext
 
@@ -55,3 +55,11 @@ async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, 
     compactions = done.outcome.turn.get("compactions", [])
     out["compacted"] = any("replacedMessages" in c for c in compactions)
     return out
+
+
+async def session_rewind(ctx: CallContext, params: RewindParams) -> dict[str, Any]:
+    """Files and/or conversation back to before a turn (R-T12); `session_busy` while one runs."""
+    actor = await session_for(ctx, params.session_id)
+    reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    actor.send(Rewind(params.to_turn_id, params.files, reply))
+    return await reply

@@ -22,6 +22,7 @@ from protocol.agentd import (
     HooksRegisterParams,
     InterjectParams,
     PermissionRespondParams,
+    RewindParams,
     SessionParams,
 )
 from protocol.methods import QueueOp, Served, Unsupported
@@ -31,7 +32,14 @@ from server.transport.handlers.clients import (
     session_attach,
     session_detach,
 )
-from server.transport.handlers.goals import goal_clear, goal_get, goal_set, session_compact, usage_get
+from server.transport.handlers.goals import (
+    goal_clear,
+    goal_get,
+    goal_set,
+    session_compact,
+    session_rewind,
+    usage_get,
+)
 from server.transport.handlers.lifecycle import (
     authenticate,
     initialize,
@@ -78,6 +86,7 @@ METHODS: dict[str, Method] = {
     Served.SESSION_SET_CONFIG_OPTION: Method(SetConfigOptionParams, session_set_config_option),
     Served.USAGE_GET: Method(SessionParams, usage_get),
     Served.COMPACT: Method(SessionParams, session_compact),
+    Served.REWIND: Method(RewindParams, session_rewind),
     Served.INTERJECT: Method(InterjectParams, interject),
     Served.PERMISSION_RESPOND: Method(PermissionRespondParams, permission_respond),
     Served.INITIALIZE: Method(InitializeParams, initialize),

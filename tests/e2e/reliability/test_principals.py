@@ -284,9 +284,11 @@ async def probe(
     twin = await bounded(new_session(bob, workspace))
     own = await bounded(bob.request(method, params_for(method, twin, workspace)))
     error = own.get("error", {})
-    # `_agentd/permission/respond` on B's own session names a request that is not pending:
-    # answered only after the session was found and is B's, so it proves the check too.
-    past_the_check = "no pending permission request" in str(error.get("message", ""))
+    # `_agentd/permission/respond` on B's own session names a request that is not pending,
+    # `_agentd/session/rewind` a turn that is not one of the session's: answered only after
+    # the session was found and is B's, so it proves the check too.
+    message = str(error.get("message", ""))
+    past_the_check = "no pending permission request" in message or "not a turn of this session" in message
     if error.get("code") in (NOT_FOUND, -32602, -32600) and not past_the_check:
         problems.append(f"{method}: the control on B's own session failed, the probe proves nothing: {own}")
     return problems

@@ -27,6 +27,9 @@ from tests.support.polling import until
 from tests.support.session import new_session
 
 WRITE = {"name": "write_file", "arguments": {"path": "out.txt", "content": "written"}, "id": "call_w"}
+# A command, not write_file: write_file first commits a snapshot (R-T12), which the stalled
+# store would hold up, and the barrier's bound is what this test is about.
+BASH = {"name": "bash", "arguments": {"command": "printf written > out.txt"}, "id": "call_w"}
 
 
 @contextmanager
@@ -60,7 +63,7 @@ async def test_a_stalled_event_log_delays_the_tools_at_most_the_bound_then_warns
     """Seed 000: "等待最多 5 秒…超时则告警放行" — (the bound shortened to 0.2 s here). Today the
     barrier has no bound: the tool never runs while the log is stalled."""
     caplog.set_level(logging.WARNING, logger="server.loop.drain")
-    provider = scripted({"text": "Writing it.", "tool_calls": [WRITE]}, {"text": "Done."})
+    provider = scripted({"text": "Writing it.", "tool_calls": [BASH]}, {"text": "Done."})
     limits = {"drain": {"timeout_s": 0.2}}
     async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=limits) as server:
         client = await server.client()

@@ -28,7 +28,18 @@ async def test_builtins_answer_locally_without_sampling(server_factory, workspac
             )
         )
         names = [c["name"] for c in advertised["params"]["update"]["availableCommands"]]
-        assert names == ["help", "compact", "mode", "plan", "model", "goal", "queue", "usage", "clear"]
+        assert names == [
+            "help",
+            "compact",
+            "mode",
+            "plan",
+            "model",
+            "goal",
+            "queue",
+            "usage",
+            "clear",
+            "rewind",
+        ]
 
         result, text = await _run(client, sid, "/help")
         assert result["stopReason"] == "end_turn"

@@ -37,6 +37,7 @@ WIRE = [
     (Served.DETACH, "_agentd/session/detach"),
     (Served.FORK, "_agentd/session/fork"),
     (Served.COMPACT, "_agentd/session/compact"),
+    (Served.REWIND, "_agentd/session/rewind"),
     (Served.ENQUEUE, "_agentd/prompt/enqueue"),
     (Served.SEND_NOW, "_agentd/prompt/send_now"),
     (Served.INTERJECT, "_agentd/interject"),
