@@ -88,7 +88,9 @@ class Journal:
         self.seq = last_seq
         # The conversation's backing list (the actor's `Conversation` wraps the same list).
         self._messages = messages
-        self.partial: dict[str, Partial] = {}  # in-flight message id → text so far
+        # In-flight message id → its chunks so far: appended, joined only when read (a
+        # long answer re-copied per chunk would cost O(n²)).
+        self._parts: dict[str, tuple[EventKind, list[str]]] = {}
         self._checkpointed = False  # the store holds a partial-text checkpoint
         self._checkpoint_timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = float("-inf")
@@ -96,11 +98,21 @@ class Journal:
         self.open_tool_calls: dict[str, None] = {}  # toolCallIds announced and not finished
         self.tool_call_ids = {c.id for m in messages for c in m.tool_calls}  # used on the wire
 
+    @property
+    def partial(self) -> dict[str, Partial]:
+        """In-flight message id → (chunk kind, text streamed so far)."""
+        out: dict[str, Partial] = {}
+        for mid, (kind, parts) in self._parts.items():
+            if len(parts) > 1:
+                parts[:] = ["".join(parts)]  # later reads start from the joined text
+            out[mid] = (kind, parts[0])
+        return out
+
     # ------------------------------------------------------------------ EventSink
 
     def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
         ended_partial = kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT) and (
-            self.partial.pop(payload["messageId"], None) is not None
+            self._parts.pop(payload["messageId"], None) is not None
         )
         if kind is EventKind.TOOL_CALL:
             self.open_tool_calls[payload["toolCallId"]] = None
@@ -120,8 +132,11 @@ class Journal:
         if kind in (EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK):
             # The text streamed so far, for clients that attach mid-message (R-E3).
             mid = payload["messageId"]
-            _, so_far = self.partial.get(mid, (kind, ""))
-            self.partial[mid] = (kind, so_far + payload["text"])
+            entry = self._parts.get(mid)
+            if entry is None:
+                self._parts[mid] = (kind, [payload["text"]])
+            else:
+                entry[1].append(payload["text"])
             self._schedule_checkpoint()
         event = Event(self._session_id, kind, payload)
         self._writer.submit(self._session_id, event=event, publish=self._publish)
@@ -164,10 +179,10 @@ class Journal:
         if from_timer:  # the periodic checkpoint (else: a final text just cleared one)
             self._checkpoint_timer = None
             self._last_checkpoint = asyncio.get_running_loop().time()
-        if not self.partial and not self._checkpointed:
+        if not self._parts and not self._checkpointed:
             return
         record = None
-        if self.partial:
+        if self._parts:
             record = {
                 "seq": self.seq,
                 "messages": [

@@ -365,8 +365,10 @@ class PromptQueue:
         q = self.entries
         entry = next((e for e in q if e.id == entry_id), None)
         turn = self._actor.running
-        if entry is None or entry.kind is not QueueKind.PROMPT:
+        if entry is None:
             return queue_ops.OpResult(False, [], OpRefusal.NOT_FOUND)
+        if entry.kind is not QueueKind.PROMPT:
+            return queue_ops.OpResult(False, [], OpRefusal.NOT_PLAIN)
         q.remove(entry)
         if turn is None:
             q.appendleft(entry)  # no running turn: it simply runs now

@@ -68,6 +68,7 @@ class OpRefusal(StrEnum):
     UNCHANGED = "unchanged"
     NOTHING_TO_COMBINE = "nothing_to_combine"
     NOT_HELD = "not_held"
+    NOT_PLAIN = "not_plain"  # interject: only a plain-text prompt can join a running turn
 
 
 @dataclass(frozen=True)

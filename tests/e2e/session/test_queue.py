@@ -208,6 +208,16 @@ async def test_interject_a_queued_entry_and_send_now(server_factory, workspace: 
                 and m["params"]["update"].get("toolCallId") == "call_2"
             )
         )
+        # Only plain text can join a running turn: a queued `!cmd` is refused as such
+        # (not "not found": it is there) and stays queued, unchanged.
+        bang = await _enqueue(client, sid, "!echo hi")
+        refused = await client.call("_agentd/queue/interject", {"sessionId": sid, "id": bang["promptId"]})
+        assert refused["applied"] is False and refused["reason"] == "not_plain", refused
+        assert [e["id"] for e in refused["queue"]] == [bang["promptId"]]
+        version = refused["queue"][0]["version"]
+        await client.call(
+            "_agentd/queue/remove", {"sessionId": sid, "id": bang["promptId"], "expectedVersion": version}
+        )
         entry = await _enqueue(client, sid, "steer: look at the logs")
         moved = await client.call("_agentd/queue/interject", {"sessionId": sid, "id": entry["promptId"]})
         assert moved["applied"] is True and moved["queue"] == []
