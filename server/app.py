@@ -16,6 +16,7 @@ from server import __version__
 from server.agents import default_definitions
 from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
 from server.config import AuthMode, Settings
+from server.core import tracing
 from server.core.lane import Lane
 from server.core.provider import Provider
 from server.logs import redact_tokens_in_server_logs
@@ -82,6 +83,7 @@ def create_app(
             raise RuntimeError(problem)
         if settings.memory_trim_s > 0:
             limit_arenas()  # before the database driver's threads allocate
+        traced = tracing.start()  # OpenTelemetry, when the OTEL_* variables ask for it
         store = await Store.open(
             settings.resolved_database_url(),
             settings.pool_limits(),
@@ -151,6 +153,8 @@ def create_app(
             await writer.stop()
             await close_providers([prov, *(lane.provider for lane in services.fallbacks)])
             await store.close()
+            if traced:
+                await asyncio.to_thread(tracing.stop)  # exports the spans still pending
 
     redact_tokens_in_server_logs()
     # The API description needs a token when auth is on: our own routes (server.transport.docs).

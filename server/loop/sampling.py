@@ -6,6 +6,7 @@ import contextlib
 import uuid
 from dataclasses import dataclass, field
 
+from server.core import tracing
 from server.core.conversation import Message, ReasoningBlock, ToolCall
 from server.core.provider import (
     ProviderRequest,
@@ -87,11 +88,13 @@ def uses_native_schema(ctx: TurnContext) -> bool:
 
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
     repetition = RepetitionDetector(ctx.limits.stationarity)
-    async with contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
-        async for ev in stream:
-            _apply(ctx, sample, ev, repetition)
-            if sample.degenerate is not None:
-                return  # a degenerate stream: stop reading it (closing the provider stream)
+    attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
+    with tracing.span("agentd.sampling", attributes):
+        async with contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
+            async for ev in stream:
+                _apply(ctx, sample, ev, repetition)
+                if sample.degenerate is not None:
+                    return  # a degenerate stream: stop reading it (closing the provider stream)
 
 
 def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionDetector) -> None:

@@ -27,6 +27,7 @@ import orjson
 if TYPE_CHECKING:
     import jsonschema
 
+from server.core import tracing
 from server.core.conversation import Message, ToolCall
 from server.core.permission import PermissionOptionKind, PermissionOutcome
 from server.core.updates import (
@@ -313,6 +314,18 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         todos=ctx.todos,
         client=ctx.client,
     )
+    attributes = {
+        "agentd.session_id": ctx.session_id,
+        "agentd.turn_id": ctx.turn_id,
+        "agentd.tool": slot.call.name,
+        "agentd.tool_call_id": slot.call.id,
+    }
+    with tracing.span("agentd.tool_call", attributes):
+        await _run_tool(ctx, slot, tool_ctx)
+
+
+async def _run_tool(ctx: TurnContext, slot: _Slot, tool_ctx: ToolContext) -> None:
+    assert slot.tool is not None and slot.args is not None
     try:
         if slot.tool.access is Access.WRITE:
             async with contextlib.AsyncExitStack() as stack:

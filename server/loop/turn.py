@@ -18,6 +18,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from server.core import tracing
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.events import EventKind
@@ -52,6 +53,15 @@ RECOVERY_TEXT = (
 
 
 async def run_turn(ctx: TurnContext) -> TurnOutcome:
+    attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
+    with tracing.span("agentd.turn", attributes) as span:
+        outcome = await _guarded_turn(ctx)
+        if span is not None:
+            span.set_attribute("agentd.outcome", outcome.kind.value)
+        return outcome
+
+
+async def _guarded_turn(ctx: TurnContext) -> TurnOutcome:
     try:
         return await _run_turn(ctx)
     except TurnCancelled:

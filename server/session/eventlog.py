@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
+from server.core import tracing
 from server.core.events import Event
 from server.metrics import Metrics
 from server.store.db import Batch, Store, StoredEvent
@@ -32,6 +33,16 @@ from server.store.queue_rows import QueueWrite
 log = logging.getLogger(__name__)
 
 Publish = Callable[[Event], None]
+
+
+def _commit_attributes(batches: dict[str, Batch]) -> dict[str, Any]:
+    if not tracing.enabled():
+        return {}
+    return {
+        "agentd.session_ids": sorted(batches),
+        "agentd.events": sum(len(b.events) for b in batches.values()),
+        "agentd.messages": sum(len(b.messages) for b in batches.values()),
+    }
 SessionFailed = Callable[[str, BaseException], None]
 
 
@@ -184,7 +195,8 @@ class EventWriter:
         while True:
             try:
                 started = asyncio.get_running_loop().time()
-                await self._store.commit(list(batches.values()))
+                with tracing.span("agentd.commit", _commit_attributes(batches)):
+                    await self._store.commit(list(batches.values()))
                 self.commits += 1
                 if self._metrics is not None:
                     self._metrics.flush_seconds.observe(asyncio.get_running_loop().time() - started)
