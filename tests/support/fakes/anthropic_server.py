@@ -27,9 +27,7 @@ fail loudly.
 
 from __future__ import annotations
 
-import collections
 import json
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +37,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.support.fakes.anthropic_validation import REDACTED_PREFIX, sign, validate_body
-from tests.support.fakes.openai_server import RawStream, RecordedRequest, _BlockStream, split
-from tests.support.fakes.threaded import ThreadedServer
+from tests.support.fakes.openai_server import RawStream, _BlockStream, split
+from tests.support.fakes.threaded import RecordedRequest, ScriptedServer
 
 __all__ = [
     "ErrorResponse",
@@ -361,7 +359,7 @@ def _error(status: int, err_type: str, message: str) -> JSONResponse:
 # -- the server -----------------------------------------------------------------------------
 
 
-class FakeAnthropic(ThreadedServer):
+class FakeAnthropic(ScriptedServer[ScriptedResponse]):
     """A scripted Anthropic Messages server. Sync (`with`) and async (`async with`) usable.
 
     `responses` are consumed in order, one per accepted request; when the queue is empty
@@ -376,39 +374,16 @@ class FakeAnthropic(ThreadedServer):
         default: ScriptedResponse | None = None,
         strict: bool = True,
     ) -> None:
-        self._queue: collections.deque[ScriptedResponse] = collections.deque(responses or [])
-        self._lock = threading.Lock()
-        self.default = default
         self.strict = strict
-        self.requests: list[RecordedRequest] = []
-        super().__init__()
+        super().__init__(responses, default=default)
         self.app = Starlette(routes=[Route("/v1/messages", self._handle, methods=["POST"])])
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def enqueue(self, *responses: ScriptedResponse) -> None:
-        with self._lock:
-            self._queue.extend(responses)
-
-    @property
-    def pending(self) -> int:
-        """Scripted responses not yet served."""
-        with self._lock:
-            return len(self._queue)
-
-    def _next(self) -> ScriptedResponse | None:
-        with self._lock:
-            return self._queue.popleft() if self._queue else self.default
-
     async def _handle(self, request: Request) -> Response:
-        raw = await request.body()
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode(errors="replace")
-        self.requests.append(RecordedRequest(request.url.path, dict(request.headers.items()), body))
+        body = await self._record(request)
         if not request.headers.get("x-api-key"):
             return _error(401, "authentication_error", "x-api-key header is required")
         if not request.headers.get("anthropic-version"):

@@ -13,9 +13,7 @@ with the Chat Completions fake, `ErrorResponse` and `RawStream`.
 
 from __future__ import annotations
 
-import collections
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.support.fakes.openai_server import ErrorResponse, RawStream, RecordedRequest, _BlockStream, split
-from tests.support.fakes.threaded import ThreadedServer
+from tests.support.fakes.openai_server import ErrorResponse, RawStream, _BlockStream, split
+from tests.support.fakes.threaded import ScriptedServer
 from tests.support.openai_types import responses_body_error
 
 __all__ = [
@@ -220,7 +218,7 @@ def _item_events(index: int, item: Item) -> tuple[list[tuple[str, dict[str, Any]
 ScriptedResponse = ResponseStream | ErrorResponse | RawStream
 
 
-class FakeResponses(ThreadedServer):
+class FakeResponses(ScriptedServer[ScriptedResponse]):
     """A scripted Responses API server (`with` / `async with`); see the module docstring."""
 
     thread_name = "fake-openai-responses"
@@ -228,37 +226,15 @@ class FakeResponses(ThreadedServer):
     def __init__(
         self, responses: list[ScriptedResponse] | None = None, *, default: ScriptedResponse | None = None
     ) -> None:
-        self._queue: collections.deque[ScriptedResponse] = collections.deque(responses or [])
-        self._lock = threading.Lock()
-        self.default = default
-        self.requests: list[RecordedRequest] = []
-        super().__init__()
+        super().__init__(responses, default=default)
         self.app = Starlette(routes=[Route("/v1/responses", self._handle, methods=["POST"])])
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def enqueue(self, *responses: ScriptedResponse) -> None:
-        with self._lock:
-            self._queue.extend(responses)
-
-    @property
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    def _next(self) -> ScriptedResponse | None:
-        with self._lock:
-            return self._queue.popleft() if self._queue else self.default
-
     async def _handle(self, request: Request) -> Response:
-        raw = await request.body()
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode(errors="replace")
-        self.requests.append(RecordedRequest(request.url.path, dict(request.headers.items()), body))
+        body = await self._record(request)
         problem = responses_body_error(body)
         if problem is not None:
             error = {"message": f"FakeResponses: invalid body: {problem}", "type": "invalid_request_error"}

@@ -18,9 +18,7 @@ chunk), `ErrorResponse` (an HTTP error with OpenAI's JSON error body) and `RawSt
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests.support.fakes.threaded import ThreadedServer
+from tests.support.fakes.threaded import ScriptedServer
 from tests.support.openai_types import chat_body_error
 
 # -- scripted responses ------------------------------------------------------------------
@@ -268,11 +266,6 @@ def sse(data: str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
-@dataclass
-class RecordedRequest:
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    body: Any
 
 
 # -- the ASGI side ------------------------------------------------------------------------
@@ -338,7 +331,7 @@ class _BlockStream(Response):
             watcher.cancel()
 
 
-class FakeOpenAI(ThreadedServer):
+class FakeOpenAI(ScriptedServer[ScriptedResponse]):
     """A scripted OpenAI-compatible server. Sync (`with`) and async (`async with`) usable.
 
     `responses` are consumed in order, one per request; when the queue is empty the
@@ -355,38 +348,15 @@ class FakeOpenAI(ThreadedServer):
         validate: bool = True,
     ) -> None:
         self.validate = validate
-        self._queue: collections.deque[ScriptedResponse] = collections.deque(responses or [])
-        self._lock = threading.Lock()
-        self.default = default
-        self.requests: list[RecordedRequest] = []
-        super().__init__()
+        super().__init__(responses, default=default)
         self.app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def enqueue(self, *responses: ScriptedResponse) -> None:
-        with self._lock:
-            self._queue.extend(responses)
-
-    @property
-    def pending(self) -> int:
-        """Scripted responses not yet served."""
-        with self._lock:
-            return len(self._queue)
-
-    def _next(self) -> ScriptedResponse | None:
-        with self._lock:
-            return self._queue.popleft() if self._queue else self.default
-
     async def _handle(self, request: Request) -> Response:
-        raw = await request.body()
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode(errors="replace")
-        self.requests.append(RecordedRequest(request.url.path, dict(request.headers.items()), body))
+        body = await self._record(request)
         problem = chat_body_error(body) if self.validate else None
         if problem is not None:
             return JSONResponse(

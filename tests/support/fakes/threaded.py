@@ -4,13 +4,19 @@ lifecycle of the fake provider servers (usable with `with` and `async with`)."""
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 import uvicorn
+from starlette.requests import Request
+
+R = TypeVar("R")
 
 
 class ThreadedServer:
@@ -96,3 +102,46 @@ class ThreadedServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await asyncio.to_thread(self.stop)
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: Any
+
+
+class ScriptedServer(ThreadedServer, Generic[R]):
+    """A fake provider: scripted responses served in order, one per accepted request; when
+    they run out, `default` (if any). Every request is recorded (`requests`)."""
+
+    def __init__(self, responses: list[R] | None = None, *, default: R | None = None) -> None:
+        self._queue: collections.deque[R] = collections.deque(responses or [])
+        self._lock = threading.Lock()
+        self.default = default
+        self.requests: list[RecordedRequest] = []
+        super().__init__()
+
+    def enqueue(self, *responses: R) -> None:
+        with self._lock:
+            self._queue.extend(responses)
+
+    @property
+    def pending(self) -> int:
+        """Scripted responses not yet served."""
+        with self._lock:
+            return len(self._queue)
+
+    def _next(self) -> R | None:
+        with self._lock:
+            return self._queue.popleft() if self._queue else self.default
+
+    async def _record(self, request: Request) -> Any:
+        """Read, parse (JSON, else the text) and record the request; returns its body."""
+        raw = await request.body()
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode(errors="replace")
+        self.requests.append(RecordedRequest(request.url.path, dict(request.headers.items()), body))
+        return body
