@@ -121,6 +121,7 @@ class Glob:
             if rg is not None:
                 listed = list_files(rg, walk_start, [], ignore is not None, stop, deadline_at)
             else:
+
                 def prune(d: str) -> bool:
                     return matcher.may_contain(f"{base}/{d}" if base else d)
 

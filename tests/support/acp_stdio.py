@@ -92,9 +92,7 @@ async def whole_session(open_editor: Any, workspace: Path) -> None:
     new editor process lists and loads the session with replay. `open_editor()` spawns one."""
     async with open_editor() as (conn, client, recorder, _):
         sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
-        done = await asyncio.wait_for(
-            conn.prompt(session_id=sid, prompt=[text_block("write out.txt")]), 60
-        )
+        done = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("write out.txt")]), 60)
         assert done.stop_reason == "end_turn"
         assert len(client.permission_requests) == 1  # asked, and the SDK client allowed it
         assert (workspace / "out.txt").read_text() == "stdio\n"

@@ -124,9 +124,7 @@ async def test_server_killed_and_restarted_mid_turn(tmp_path: Path, workspace: P
 
     seqs = durable_seqs(recorder, sid)
     assert seqs == sorted(set(seqs)), "the editor got a durable event twice or out of order"
-    texts = [
-        u.content.text for s, u in client.updates if s == sid and isinstance(u, AgentMessageChunk)
-    ]
+    texts = [u.content.text for s, u in client.updates if s == sid and isinstance(u, AgentMessageChunk)]
     notices = [t for t in texts if t.startswith("\n[agentd: ")]
     assert any("lost the connection" in t for t in notices), texts
     assert any("reconnected" in t for t in notices), texts

@@ -72,6 +72,7 @@ async def test_model_is_a_config_option_and_changes_reach_every_client(
             )
             # A local command changes the model too.
             await editor.call("session/prompt", text_prompt(sid, "/model main-model"))
+
             def latest_model() -> str:
                 latest = updates_of(watcher, sid, "config_option_update")[-1]["configOptions"]
                 return str(option(latest, "model")["currentValue"])

@@ -22,7 +22,9 @@ async def test_two_sessions_each_play_the_whole_demo(tmp_path: Path) -> None:
     ws_b.mkdir()
     # provider=None: the server builds its provider from the settings (the demo script).
     async with running_server(
-        home=tmp_path / "home", provider=None, permission_mode=PermissionMode.BYPASS  # type: ignore[arg-type]
+        home=tmp_path / "home",
+        provider=None,
+        permission_mode=PermissionMode.BYPASS,  # type: ignore[arg-type]
     ) as server:
         client = await server.client()
         try:
@@ -33,10 +35,12 @@ async def test_two_sessions_each_play_the_whole_demo(tmp_path: Path) -> None:
             first = asyncio.create_task(client.request("session/prompt", text_prompt(a, "hello please")))
             # Session b starts while a is mid-script (a's first tool call has run).
             await client.wait_notification(
-                lambda m: m["method"] == "session/update"
-                and m["params"]["sessionId"] == a
-                and m["params"]["update"]["sessionUpdate"] == "tool_call_update"
-                and m["params"]["update"].get("status") == "completed",
+                lambda m: (
+                    m["method"] == "session/update"
+                    and m["params"]["sessionId"] == a
+                    and m["params"]["update"]["sessionUpdate"] == "tool_call_update"
+                    and m["params"]["update"].get("status") == "completed"
+                ),
                 within=30,
             )
             second = asyncio.create_task(client.request("session/prompt", text_prompt(b, "hello too")))

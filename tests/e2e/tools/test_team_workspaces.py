@@ -65,8 +65,9 @@ async def test_each_principal_gets_its_own_root_and_cannot_reach_anothers(
         for cwd in (root / "alice", root, root / "bob" / "to-alice", tmp_path):
             err = await refused(bob, "session/new", {"cwd": str(cwd), "mcpServers": []})
             assert err.code == WORKSPACE_DENIED, cwd
-            assert "outside your workspace" in err.error["message"] and "AGENTD_WORKSPACE_GRANTS" in (
-                err.error["message"]
+            assert (
+                "outside your workspace" in err.error["message"]
+                and "AGENTD_WORKSPACE_GRANTS" in (err.error["message"])
             )
         # Nor by loading his own session with her directory as the cwd.
         load = {"sessionId": bob_sid, "cwd": str(root / "alice"), "mcpServers": []}

@@ -197,13 +197,26 @@ async def test_hard_links_to_outside_files_are_neither_read_nor_written(
     os.link(outside, workspace / "alias.txt")
     calls = [
         {"name": "read_file", "arguments": {"path": "alias.txt"}, "id": "call_read"},
-        {"name": "edit_file", "arguments": {"path": "alias.txt", "old_string": "outside", "new_string": "x"},
-         "id": "call_edit"},
+        {
+            "name": "edit_file",
+            "arguments": {"path": "alias.txt", "old_string": "outside", "new_string": "x"},
+            "id": "call_edit",
+        },
         {"name": "grep", "arguments": {"pattern": "secret"}, "id": "call_grep"},
     ]
-    provider = scripted({"tool_calls": calls}, {"tool_calls": [
-        {"name": "write_file", "arguments": {"path": "alias.txt", "content": "pwned\n"}, "id": "call_write"}
-    ]}, {"text": "done"})
+    provider = scripted(
+        {"tool_calls": calls},
+        {
+            "tool_calls": [
+                {
+                    "name": "write_file",
+                    "arguments": {"path": "alias.txt", "content": "pwned\n"},
+                    "id": "call_write",
+                }
+            ]
+        },
+        {"text": "done"},
+    )
     async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
         a = await server.client()
         sid = await new_session(a, workspace)

@@ -9,9 +9,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ImageContent, ResourceLink, TextContent, ToolAnnotations
 
-PNG_1PX = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-)
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
 server = MCPServer("calc")
 

@@ -266,8 +266,6 @@ def sse(data: str) -> bytes:
     return f"data: {data}\n\n".encode()
 
 
-
-
 # -- the ASGI side ------------------------------------------------------------------------
 
 
