@@ -1,0 +1,117 @@
+"""Postgres LISTEN/NOTIFY for replicas (R-C1, issue 15): one listening connection per
+process, wake-ups only.
+
+A notification says "session S has events up to seq N" (or, on other channels, "look at
+the routing table"); it never carries the data, which is read from the log. NOTIFY is not
+durable: a notification sent while the listener was disconnected is lost, so after every
+(re)connect `on_connect` runs and the consumers catch up from the store by themselves.
+Payloads are parsed defensively — anything on the channel may have been sent by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+log = logging.getLogger(__name__)
+
+EVENTS_CHANNEL = "agentd_events"
+MAX_SESSION_ID = 200  # longer ids are not ours: ignored
+
+
+def events_payload(session_id: str, seq: int) -> str:
+    return f"{seq} {session_id}"
+
+
+def parse_events_payload(payload: str) -> tuple[str, int] | None:
+    """(session id, seq) of an events notification, or None for anything malformed."""
+    seq_text, _, session_id = payload.partition(" ")
+    if not session_id or len(session_id) > MAX_SESSION_ID or not seq_text.isdigit():
+        return None
+    return session_id, int(seq_text)
+
+
+def asyncpg_dsn(database_url: str) -> str:
+    """The libpq form of a SQLAlchemy `postgresql+asyncpg://` URL."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        raise ValueError("LISTEN/NOTIFY needs a Postgres database")
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class PgListener:
+    """Keeps one connection LISTENing on `handlers`' channels; reconnects with backoff.
+
+    Handlers run on the event loop and must not block (they wake tasks up). `on_connect`
+    runs after each successful LISTEN — the first one included — so consumers re-read what
+    they may have missed."""
+
+    def __init__(
+        self,
+        database_url: str,
+        handlers: Mapping[str, Callable[[str], None]],
+        *,
+        on_connect: Callable[[], Awaitable[None]] | None = None,
+        connect_timeout_s: float = 10.0,
+        backoff_max_s: float = 5.0,
+    ) -> None:
+        self._dsn = asyncpg_dsn(database_url)
+        self._handlers = dict(handlers)
+        self._on_connect = on_connect
+        self._connect_timeout = connect_timeout_s
+        self._backoff_max = backoff_max_s
+        self.connected = asyncio.Event()
+        self.connects = 0  # successful LISTENs so far (a metric, and for tests)
+
+    async def run(self) -> None:
+        """Listen until cancelled."""
+        delay = 0.1
+        while True:
+            lost = asyncio.Event()
+            try:
+                conn = await self._connect(lost)
+            except (OSError, TimeoutError, Exception) as exc:  # asyncpg raises many kinds
+                log.warning("LISTEN connection failed (%s); retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._backoff_max)
+                continue
+            delay = 0.1
+            try:
+                self.connects += 1
+                self.connected.set()
+                if self._on_connect is not None:
+                    await self._on_connect()
+                await lost.wait()
+                log.warning("LISTEN connection lost; reconnecting")
+            finally:
+                self.connected.clear()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.close(), 2)
+
+    async def _connect(self, lost: asyncio.Event) -> Any:
+        import asyncpg  # type: ignore[import-untyped]
+
+        conn = await asyncpg.connect(self._dsn, timeout=self._connect_timeout)
+        try:
+            conn.add_termination_listener(lambda _conn: lost.set())
+            for channel, handler in self._handlers.items():
+                await conn.add_listener(channel, _dispatch(channel, handler))
+        except BaseException:
+            conn.terminate()
+            raise
+        return conn
+
+
+def _dispatch(channel: str, handler: Callable[[str], None]) -> Callable[[Any, int, str, str], None]:
+    def on_notification(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        try:
+            handler(payload)
+        except Exception:  # one bad payload or consumer must not stop the listener
+            log.exception("handling a notification on %s failed", channel)
+
+    return on_notification
