@@ -5,14 +5,16 @@ turns' requestIds are remembered so a client's retry learns how they ended."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.core.events import EventKind
 from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
-from server.session.actor import SessionActor
 from server.session.commands import PromptDone
-from server.session.journal import Partial
 from server.store.db import SessionRecord, Store, StoredEvent
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
+    from server.session.journal import Partial
 
 CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
 # How many recent turns' requestIds a reloaded session still answers retries for; the

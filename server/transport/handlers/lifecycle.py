@@ -7,7 +7,7 @@ import asyncio
 import base64
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,7 +25,6 @@ from protocol.jsonrpc import RpcError
 from protocol.methods import EXTENSIONS
 from server import __version__
 from server.core.input_limits import limit_exceeded
-from server.session.actor import SessionActor
 from server.session.commands import AttachMcp, Cancel, QueueOp
 from server.tools.mcp import McpConnections, McpError, parse_specs
 from server.tools.mcp_policy import check_mcp_specs
@@ -40,6 +39,9 @@ from server.transport.handlers.common import (
     session_for,
 )
 from server.transport.rpc import CallContext
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
 
 
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
