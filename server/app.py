@@ -94,7 +94,6 @@ def create_app(
             raise RuntimeError(str(exc)) from None
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
-        writer.start()
         prov = provider or make_provider(settings)
         services = ActorServices(
             settings=settings,
@@ -107,7 +106,12 @@ def create_app(
             store=store,
         )
         if _reads_files(settings):  # a mistake in a configured file stops the server now
-            await asyncio.to_thread(lambda: services.kit)
+            try:
+                await asyncio.to_thread(lambda: services.kit)
+            except Exception:
+                await store.close()
+                raise
+        writer.start()
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         metrics.track_sessions(manager.live)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
