@@ -32,24 +32,28 @@ LAZY = (
 FIRST_SESSION = (
     "prometheus_client", "server.session.actor", "server.session.turn_kit", "server.session.local_commands",
     "server.session.journal", "server.loop.react", "server.loop.context", "server.loop.limits",
-    "server.tools.registry", "server.tools.bash", "server.tools.files", "server.tools.search", "server.agents",
+    "server.tools.registry", "server.tools.bash", "server.tools.files", "server.tools.search",
+    "server.agents",
 )  # fmt: skip
 
 
-def loaded(code: str, watch: tuple[str, ...]) -> list[str]:
-    """The modules of `watch` (or below them) that `code` leaves imported."""
-    code += f"\nprint(json.dumps(sorted(m for m in sys.modules if m in {watch!r} or m.split('.')[0] in {watch!r})))\n"
+def among(watch: tuple[str, ...]) -> str:
+    """Python source: the JSON list of the loaded modules that are in `watch` or below one."""
+    return f"json.dumps(sorted(m for m in sys.modules if m in {watch!r} or m.split('.')[0] in {watch!r}))"
+
+
+def printed(code: str) -> list[list[str]]:
+    """The JSON lines `code` prints, run in a fresh interpreter."""
     out = subprocess.run(
         [sys.executable, "-c", "import json, sys\n" + code],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
-    found: list[str] = json.loads(out.stdout.splitlines()[-1])
-    return found
+    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def test_importing_the_server_loads_none_of_the_lazy_packages() -> None:
-    code = "import server.app, server.cli, server.serve\nserver.app.create_app()\n"
-    assert loaded(code, LAZY) == []
+    code = f"import server.app, server.cli, server.serve\nserver.app.create_app()\nprint({among(LAZY)})\n"
+    assert printed(code) == [[]]
 
 
 # Start-up as `agentd serve` runs it on an existing database (the app's lifespan: store,
@@ -64,8 +68,7 @@ app = create_app(Settings(home={home!r}, provider="scripted"))
 
 async def main() -> None:
     async with app.router.lifespan_context(app):
-        idle = sorted(m for m in sys.modules if m in {watch!r} or m.split('.')[0] in {watch!r})
-        print(json.dumps(idle))
+        print({idle})
         {then}
 
 asyncio.run(main())
@@ -85,27 +88,15 @@ def migrated_home(tmp_path: Path) -> Path:
 
 
 def test_a_started_idle_server_has_not_loaded_the_turn_machinery_or_prometheus(tmp_path: Path) -> None:
-    watch = LAZY + FIRST_SESSION
-    code = STARTED.format(home=str(migrated_home(tmp_path)), watch=watch, then="pass")
-    out = subprocess.run(
-        [sys.executable, "-c", "import json, sys\n" + code],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    idle = json.loads(out.stdout.splitlines()[0])
-    assert idle == []
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(LAZY + FIRST_SESSION), then="pass")
+    assert printed(code) == [[]]
 
 
 def test_the_first_session_loads_the_turn_machinery(tmp_path: Path) -> None:
     """The other half: the laziness is real (these are the modules a session uses)."""
     then = (
-        "await app.state.agentd.manager.create(cwd={cwd!r}, owner='local')\n"
-        "        print(json.dumps(sorted(m for m in {watch!r} if m in sys.modules)))"
-    ).format(cwd=str(tmp_path), watch=FIRST_SESSION)
-    code = STARTED.format(home=str(tmp_path / "home"), watch=FIRST_SESSION, then=then)
-    out = subprocess.run(
-        [sys.executable, "-c", "import json, sys\n" + code],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    idle, after_first = (json.loads(line) for line in out.stdout.splitlines()[:2])
-    assert idle == []
-    assert after_first == sorted(FIRST_SESSION)
+        f"await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        f"        print(json.dumps(sorted(m for m in {FIRST_SESSION!r} if m in sys.modules)))"
+    )
+    code = STARTED.format(home=str(tmp_path / "home"), idle=among(FIRST_SESSION), then=then)
+    assert printed(code) == [[], sorted(FIRST_SESSION)]

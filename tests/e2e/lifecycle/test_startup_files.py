@@ -44,7 +44,7 @@ async def test_a_mistake_in_a_configured_file_stops_the_start_up(tmp_path: Path,
 async def test_a_configured_agent_is_known_from_the_first_session(tmp_path: Path) -> None:
     folder = tmp_path / "agents"
     folder.mkdir()
-    (folder / "reviewer.toml").write_text('name = "reviewer"\ndescription = "Reviews"\ntools = ["read_file"]\n')
+    (folder / "reviewer.toml").write_text('name = "reviewer"\ndescription = "R"\ntools = ["read_file"]\n')
     app = create_app(Settings(home=tmp_path / "home", provider="scripted", agents_dir=folder))
     async with app.router.lifespan_context(app):
         state = app.state.agentd
