@@ -27,7 +27,6 @@ from server.session.eventlog import EventWriter
 from server.session.manager import SessionManager
 from server.session.services import ActorServices
 from server.store.db import Store
-from server.tools.base import Tool
 from server.tools.sandbox import SandboxError
 from server.tools.shell import ShellLauncher
 from server.transport.docs import router as docs_router
@@ -46,6 +45,7 @@ from server.transport.websocket import acp_endpoint
 
 if TYPE_CHECKING:
     from server.session.turn_kit import TurnKit
+    from server.tools.base import Tool
 
 log = logging.getLogger(__name__)
 

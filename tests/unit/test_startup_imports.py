@@ -7,7 +7,8 @@ never (uvicorn's `--reload` supervisor; agentd does not reload) (idle memory).
 
 A started server that has created or loaded no session has not imported the turn machinery
 either — the session actor, the loop, the tool implementations, the agent definitions
-(`ActorServices` makes its `TurnKit` on first use, server/session/services.py) — nor
+(`ActorServices` makes its `TurnKit` on first use, server/session/services.py), not even a
+turn's outcome type or the MCP client — nor
 `prometheus_client` (server/metrics.py: the instruments are made at the first observation
 or scrape); the first session brings them in.
 Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
@@ -33,7 +34,7 @@ FIRST_SESSION = (
     "prometheus_client", "server.session.actor", "server.session.turn_kit", "server.session.local_commands",
     "server.session.journal", "server.loop.react", "server.loop.context", "server.loop.limits",
     "server.tools.registry", "server.tools.bash", "server.tools.files", "server.tools.search",
-    "server.agents",
+    "server.agents", "server.loop.outcome", "server.tools.mcp",
 )  # fmt: skip
 
 

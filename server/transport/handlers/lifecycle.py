@@ -26,8 +26,6 @@ from protocol.methods import EXTENSIONS
 from server import __version__
 from server.core.input_limits import limit_exceeded
 from server.session.commands import AttachMcp, Cancel, QueueOp
-from server.tools.mcp import McpConnections, McpError, parse_specs
-from server.tools.mcp_policy import check_mcp_specs
 from server.transport.handlers.common import (
     agentd_meta,
     attach_with_replay,
@@ -42,6 +40,7 @@ from server.transport.rpc import CallContext
 
 if TYPE_CHECKING:
     from server.session.actor import SessionActor
+    from server.tools.mcp import McpConnections
 
 
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
@@ -96,6 +95,9 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]]) -> McpConnecti
     start is an invalid-params error naming it."""
     if not raw:
         return None
+    from server.tools.mcp import McpConnections, McpError, parse_specs  # (idle memory: issue 14)
+    from server.tools.mcp_policy import check_mcp_specs
+
     try:
         specs = parse_specs(raw)
         check_mcp_specs(specs, ctx.state.settings)  # with auth: only what the operator allowed
