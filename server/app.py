@@ -4,36 +4,30 @@ session manager into a FastAPI app (routes in `server.transport`)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from server import __version__
-from server.agents import default_definitions
 from server.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
 from server.config import AuthMode, Settings
 from server.core import tracing
 from server.core.lane import Lane
 from server.core.provider import Provider
 from server.logs import redact_tokens_in_server_logs
-from server.loop.budget import BudgetLimits
-from server.loop.goal import GoalLimits
-from server.loop.limits import LoopLimits
 from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
 from server.providers.factory import close_providers, make_lanes, make_provider
-from server.session.actor import ActorServices
 from server.session.eventlog import EventWriter
-from server.session.local_commands import load_skills
 from server.session.manager import SessionManager
+from server.session.services import ActorServices
 from server.store.db import Store
-from server.tools.base import Tool
-from server.tools.hooks import HooksConfig, load_hooks
-from server.tools.registry import builtin_tools
 from server.tools.sandbox import SandboxError
 from server.tools.shell import ShellLauncher
 from server.transport.docs import router as docs_router
@@ -50,21 +44,25 @@ from server.transport.streamable_http import close_all as close_http_connections
 from server.transport.streamable_http import router as streamable_router
 from server.transport.websocket import acp_endpoint
 
+if TYPE_CHECKING:
+    from server.session.turn_kit import TurnKit
+    from server.tools.base import Tool
+
 log = logging.getLogger(__name__)
 
 
-def loop_limits(settings: Settings) -> LoopLimits:
-    """The seed defaults, the budget and goal settings, then `AGENTD_LIMITS` overrides."""
-    base = LoopLimits(
-        budget=BudgetLimits(
-            max_iterations=settings.max_iterations,
-            idle_progress_s=settings.idle_progress_s,
-            activity_timeout_s=settings.activity_timeout_s,
-            token_budget=settings.token_budget,
-        ),
-        goal=GoalLimits(attempt_timeout_s=settings.goal_attempt_timeout_s),
-    )
-    return base.with_overrides(settings.limits)
+# The turn machinery (loop, tools, agents) loads with the first session, not at start-up
+# (issue 14: idle RSS; tests/unit/test_startup_imports.py): server/session/turn_kit.py.
+def _build_kit(settings: Settings, shell: ShellLauncher, tools: dict[str, Tool] | None) -> TurnKit:
+    from server.session.turn_kit import build_kit
+
+    return build_kit(settings, shell, tools)
+
+
+def _reads_files(settings: Settings) -> bool:
+    """Whether making the kit reads configured files or overrides (which may be wrong)."""
+    paths = (settings.hooks_file, settings.agents_dir, settings.skills_dir)
+    return any(p is not None for p in paths) or bool(settings.limits)
 
 
 def create_app(
@@ -98,25 +96,24 @@ def create_app(
             raise RuntimeError(str(exc)) from None
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
-        writer.start()
         prov = provider or make_provider(settings)
-        hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
-        tools_in_use = tools or builtin_tools(shell)
-        agents = default_definitions(settings.agents_dir, known_tools=list(tools_in_use))
         services = ActorServices(
             settings=settings,
             writer=writer,
             provider=prov,
-            tools=tools_in_use,
             render=ACP_RENDERER,
-            hooks=hooks,
+            make_kit=functools.partial(_build_kit, settings, shell, tools),
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
-            agents=agents,
-            limits=loop_limits(settings),
-            skills=await asyncio.to_thread(load_skills, settings.skills_dir),
             metrics=metrics,
             store=store,
         )
+        if _reads_files(settings):  # a mistake in a configured file stops the server now
+            try:
+                await asyncio.to_thread(lambda: services.kit)
+            except Exception:
+                await store.close()
+                raise
+        writer.start()
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
         metrics.track_sessions(manager.live)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
@@ -136,7 +133,7 @@ def create_app(
             manager,
             prov,
             Dispatcher(METHODS, UNSUPPORTED),
-            agents,
+            services,
             authenticator,
             limiter,
             metrics,

@@ -3,27 +3,33 @@ retry decisions, event fan-out lag and the event log's flush latency.
 
 One registry per app (tests run several apps in one process). The server's parts report
 through the small methods below; nothing else here knows about them.
+
+`prometheus_client` (with `http.server`, `wsgiref`, `urllib.request`) loads at the first
+observation or scrape, not at start-up (idle memory, issue 14): every instrument is created
+then, in one registry, so nothing observed is lost and a scrape shows every series.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from typing import TYPE_CHECKING, Any
 
 from server.core.events import EventKind
 
-__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+__all__ = ["Metrics"]
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
-class Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
+class _Instruments:
+    def __init__(self, live: Callable[[], list[Any]] | None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = r = CollectorRegistry()
         self.sessions_live = Gauge("agentd_sessions_live", "Session actors in memory", registry=r)
         self.clients = Gauge("agentd_clients_attached", "Client subscriptions over all sessions", registry=r)
         self.turns_running = Gauge("agentd_turns_running", "Turns running now", registry=r)
@@ -49,20 +55,67 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        if live is not None:
+            self.track(live)
 
-    def track_sessions(self, live: Callable[[], list[Any]]) -> None:
-        """Gauges read from the live actors at scrape time."""
+    def track(self, live: Callable[[], list[Any]]) -> None:
         self.sessions_live.set_function(lambda: len(live()))
         self.clients.set_function(lambda: sum(len(a.hub) for a in live()))
         self.turns_running.set_function(lambda: sum(1 for a in live() if a.running_turn_id))
         self.queued.set_function(lambda: sum(a.queued for a in live()))
 
+
+class Metrics:
+    def __init__(self) -> None:
+        self._live: Callable[[], list[Any]] | None = None
+
+    @functools.cached_property
+    def _m(self) -> _Instruments:
+        return _Instruments(self._live)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the instruments (and `prometheus_client`) exist yet."""
+        return "_m" in self.__dict__
+
+    def track_sessions(self, live: Callable[[], list[Any]]) -> None:
+        """Gauges read from the live actors at scrape time."""
+        self._live = live
+        if self.loaded:
+            self._m.track(live)
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self._m.registry
+
+    @property
+    def resyncs(self) -> Counter:
+        return self._m.resyncs
+
+    @property
+    def flush_seconds(self) -> Histogram:
+        return self._m.flush_seconds
+
+    @property
+    def fanout_lag_seconds(self) -> Histogram:
+        return self._m.fanout_lag_seconds
+
     def observe_event(self, kind: EventKind, payload: dict[str, Any]) -> None:
-        self.events.inc()
+        m = self._m
+        m.events.inc()
         if kind is EventKind.TURN_ENDED:
-            self.turns.labels(str(payload.get("outcome", "unknown"))).inc()
+            m.turns.labels(str(payload.get("outcome", "unknown"))).inc()
         elif kind is EventKind.RETRY:
-            self.retries.labels(str(payload.get("decision", "")), str(payload.get("bucket", ""))).inc()
+            m.retries.labels(str(payload.get("decision", "")), str(payload.get("bucket", ""))).inc()
+
+    @property
+    def content_type(self) -> str:
+        """The exposition format's media type (`render()`'s)."""
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        return CONTENT_TYPE_LATEST
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        from prometheus_client import generate_latest
+
+        return generate_latest(self._m.registry)

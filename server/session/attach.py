@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from server.session.actor import SessionActor
 from server.session.commands import Attach, AttachComplete, Detach
 from server.session.errors import SessionError, SessionErrorKind
 from server.session.hub import Subscriber
@@ -15,6 +15,9 @@ from server.session.replay import ReplayAborted, ReplayMode
 from server.session.replay import replay as replay_log
 from server.session.sinks import FrameSink, tracked_sessions
 from server.store.db import Store
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
 
 
 class Replay(StrEnum):

@@ -7,14 +7,16 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.acp import ContentBlock
 from server.core.modes import PermissionMode
-from server.loop.outcome import TurnOutcome
 from server.session.hub import Subscriber
 from server.session.sinks import FrameSink
-from server.tools.mcp import McpConnections
+
+if TYPE_CHECKING:  # the loop and MCP load with the first session (issue 14: idle memory)
+    from server.loop.outcome import TurnOutcome
+    from server.tools.mcp import McpConnections
 
 
 @dataclass(frozen=True)

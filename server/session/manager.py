@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.core.conversation import Message
 from server.core.modes import PermissionMode, SessionModes
-from server.session.actor import ActorServices, SessionActor
 from server.session.commands import Shutdown
 from server.session.errors import (
     RETRY_SESSION_FAILED,
@@ -25,9 +24,21 @@ from server.session.errors import (
     shutting_down,
 )
 from server.session.recovery import REMEMBERED_TURNS, TURN_BOUNDARIES, recover
+from server.session.services import ActorServices
 from server.store.db import LoadedSession, SessionRecord, Store
 
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
+
 log = logging.getLogger(__name__)
+
+
+def _actor_class() -> type[SessionActor]:
+    # The actor (with the loop and the tools) loads with the first session, not at start-up
+    # (issue 14: idle RSS; tests/unit/test_startup_imports.py).
+    from server.session.actor import SessionActor
+
+    return SessionActor
 
 
 class SessionManager:
@@ -68,7 +79,7 @@ class SessionManager:
             model=settings.model,
             agent=agent,
         )
-        actor = SessionActor(record, [], 0, self._services)
+        actor = _actor_class()(record, [], 0, self._services)
         actor.start()
         self._actors[record.id] = actor
         return actor
@@ -131,7 +142,7 @@ class SessionManager:
         writer = self._services.writer
         record = loaded.record
         messages = [Message.model_validate(m) for m in loaded.messages]
-        actor = SessionActor(record, messages, loaded.last_seq, self._services)
+        actor = _actor_class()(record, messages, loaded.last_seq, self._services)
         await recover(self._store, actor, record, loaded.recent)
         # Recovery is committed before anyone can attach: it replays like any history.
         await writer.barrier()

@@ -5,14 +5,15 @@ turns' requestIds are remembered so a client's retry learns how they ended."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.core.events import EventKind
-from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
-from server.session.actor import SessionActor
 from server.session.commands import PromptDone
-from server.session.journal import Partial
 from server.store.db import SessionRecord, Store, StoredEvent
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
+    from server.session.journal import Partial
 
 CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
 # How many recent turns' requestIds a reloaded session still answers retries for; the
@@ -58,6 +59,8 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> N
     for ev in ends:
         request_id = ev.payload.get("requestId")
         if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
+            from server.loop.outcome import TurnOutcome  # loaded with the actor
+
             try:
                 outcome = TurnOutcome.from_event(ev.payload)
             except (KeyError, ValueError):
@@ -70,6 +73,8 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> N
 
 def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
+    from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome  # loaded with the actor
+
     outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_RESTARTED)
     request_id = started.get("requestId")
     actor.journal.emit_turn_ended(

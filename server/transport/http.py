@@ -12,7 +12,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from protocol.jsonrpc import ErrorCode, RpcError, error_response
 from protocol.methods import Served
 from server.auth import CHALLENGE, AuthError
-from server.metrics import CONTENT_TYPE_LATEST
 from server.transport.rpc import CallContext, read_message
 
 router = APIRouter()
@@ -131,7 +130,7 @@ async def metrics(request: Request) -> Response:
         await state.principal_for(request.headers, request.query_params)  # a token, when auth is on
     except AuthError as exc:
         return JSONResponse({"error": "unauthorized", "detail": str(exc)}, status_code=401, headers=CHALLENGE)
-    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    return Response(state.metrics.render(), media_type=state.metrics.content_type)
 
 
 @router.get("/healthz", summary="Liveness")

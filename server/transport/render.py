@@ -11,7 +11,7 @@ text. Either way the assembled text is identical (R-E3).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -20,8 +20,10 @@ from protocol.acp import chunk_update, session_notification
 from protocol.jsonrpc import notification
 from protocol.methods import Notification
 from server.core.events import Event, EventKind
-from server.session.local_commands import Advertised
 from server.session.sinks import Frame
+
+if TYPE_CHECKING:
+    from server.session.local_commands import Advertised
 
 __all__ = ["ACP_RENDERER", "AcpRenderer", "Frame"]
 

@@ -6,25 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from server.agents import AgentDefinition
 from server.auth import Authenticator
 from server.config import Settings
 from server.core.provider import Provider
 from server.metrics import Metrics
-from server.session.actor import SessionActor
 from server.session.attach import attach as attach_client
 from server.session.attach import check_cursor
 from server.session.commands import Detach
 from server.session.eventlog import EventWriter
 from server.session.hub import Subscriber
 from server.session.manager import SessionManager
+from server.session.services import ActorServices
 from server.session.sinks import FrameSink
 from server.store.db import Store
 from server.transport.guards import RateLimiter
 from server.transport.revocation import LiveTokens
 from server.transport.rpc import Dispatcher
+
+if TYPE_CHECKING:
+    from server.agents import AgentDefinition
+    from server.session.actor import SessionActor
 
 Replay = Literal["none", "acp", "attach"]
 
@@ -37,11 +40,15 @@ class AppState:
     manager: SessionManager
     provider: Provider
     dispatcher: Dispatcher
-    agents: dict[str, AgentDefinition]
+    services: ActorServices
     auth: Authenticator
     rate_limiter: RateLimiter
     metrics: Metrics
     live_tokens: LiveTokens = field(default_factory=LiveTokens)  # streams to end on revocation
+
+    @property
+    def agents(self) -> dict[str, AgentDefinition]:
+        return self.services.agents  # the first call loads the turn machinery (services.py)
 
     async def drain(self) -> None:
         """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""

@@ -4,30 +4,100 @@ structlog (with rich and pygments) only for JSON logs, jsonschema at the first t
 structured output, pathspec and `regex` at the first file walk or grep, `pydantic.v1` never
 (FastAPI imports it for typed route parameters: the routes take the request), `watchfiles`
 never (uvicorn's `--reload` supervisor; agentd does not reload) (idle memory).
+
+A started server that has created or loaded no session has not imported the turn machinery
+either — the session actor, the loop, the tool implementations, the agent definitions
+(`ActorServices` makes its `TurnKit` on first use, server/session/services.py), not even a
+turn's outcome type or the MCP client — nor
+`prometheus_client` (server/metrics.py: the instruments are made at the first observation
+or scrape); the first session brings them in.
 Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+from server.config import Settings
+from server.preflight import open_store
 from tests.support.paths import REPO_ROOT
 
 LAZY = (
     "mcp", "alembic", "structlog", "rich", "pygments", "jsonschema", "pathspec", "regex", "pydantic.v1",
     "watchfiles",
 )  # fmt: skip
+# Loaded with the first session (or metric), not by a started, idle server.
+FIRST_SESSION = (
+    "prometheus_client", "server.session.actor", "server.session.turn_kit", "server.session.local_commands",
+    "server.session.journal", "server.loop.react", "server.loop.context", "server.loop.limits",
+    "server.tools.registry", "server.tools.bash", "server.tools.files", "server.tools.search",
+    "server.agents", "server.loop.outcome", "server.tools.mcp",
+)  # fmt: skip
+
+
+def among(watch: tuple[str, ...]) -> str:
+    """Python source: the JSON list of the loaded modules that are in `watch` or below one."""
+    return f"json.dumps(sorted(m for m in sys.modules if m in {watch!r} or m.split('.')[0] in {watch!r}))"
+
+
+def printed(code: str) -> list[list[str]]:
+    """The JSON lines `code` prints, run in a fresh interpreter."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import json, sys\n" + code],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def test_importing_the_server_loads_none_of_the_lazy_packages() -> None:
-    code = (
-        "import json, sys\n"
-        "import server.app, server.cli, server.serve\n"
-        "server.app.create_app()\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m in {LAZY!r} or m.split('.')[0] in {LAZY!r})))\n"
+    code = f"import server.app, server.cli, server.serve\nserver.app.create_app()\nprint({among(LAZY)})\n"
+    assert printed(code) == [[]]
+
+
+# Start-up as `agentd serve` runs it on an existing database (the app's lifespan: store,
+# sandbox check, event writer, provider, manager), then one session: the turn machinery
+# arrives with it.
+STARTED = """
+import asyncio
+from server.app import create_app
+from server.config import Settings
+
+app = create_app(Settings(home={home!r}, provider="scripted"))
+
+async def main() -> None:
+    async with app.router.lifespan_context(app):
+        print({idle})
+        {then}
+
+asyncio.run(main())
+"""
+
+
+def migrated_home(tmp_path: Path) -> Path:
+    """An AGENTD_HOME whose database exists at the newest schema (Alembic: `agentd migrate`)."""
+    home = tmp_path / "home"
+
+    async def migrate() -> None:
+        async with open_store(Settings(home=home).resolved_database_url()):
+            pass
+
+    asyncio.run(migrate())
+    return home
+
+
+def test_a_started_idle_server_has_not_loaded_the_turn_machinery_or_prometheus(tmp_path: Path) -> None:
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(LAZY + FIRST_SESSION), then="pass")
+    assert printed(code) == [[]]
+
+
+def test_the_first_session_loads_the_turn_machinery(tmp_path: Path) -> None:
+    """The other half: the laziness is real (these are the modules a session uses)."""
+    then = (
+        f"await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        f"        print(json.dumps(sorted(m for m in {FIRST_SESSION!r} if m in sys.modules)))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True
-    )
-    assert json.loads(out.stdout) == []
+    code = STARTED.format(home=str(tmp_path / "home"), idle=among(FIRST_SESSION), then=then)
+    assert printed(code) == [[], sorted(FIRST_SESSION)]

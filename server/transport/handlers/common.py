@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.jsonrpc import RpcError
 from server.config import AuthMode
-from server.session.actor import SessionActor
 from server.session.config_options import MODES
 from server.transport.rpc import CallContext
 from server.transport.workspace_policy import check_contained
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
 
 
 def modes_state(actor: SessionActor) -> dict[str, Any]:

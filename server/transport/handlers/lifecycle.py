@@ -7,7 +7,7 @@ import asyncio
 import base64
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,10 +25,7 @@ from protocol.jsonrpc import RpcError
 from protocol.methods import EXTENSIONS
 from server import __version__
 from server.core.input_limits import limit_exceeded
-from server.session.actor import SessionActor
 from server.session.commands import AttachMcp, Cancel, QueueOp
-from server.tools.mcp import McpConnections, McpError, parse_specs
-from server.tools.mcp_policy import check_mcp_specs
 from server.transport.handlers.common import (
     agentd_meta,
     attach_with_replay,
@@ -40,6 +37,10 @@ from server.transport.handlers.common import (
     session_for,
 )
 from server.transport.rpc import CallContext
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
+    from server.tools.mcp import McpConnections
 
 
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
@@ -94,6 +95,9 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]]) -> McpConnecti
     start is an invalid-params error naming it."""
     if not raw:
         return None
+    from server.tools.mcp import McpConnections, McpError, parse_specs  # (idle memory: issue 14)
+    from server.tools.mcp_policy import check_mcp_specs
+
     try:
         specs = parse_specs(raw)
         check_mcp_specs(specs, ctx.state.settings)  # with auth: only what the operator allowed

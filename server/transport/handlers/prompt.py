@@ -9,7 +9,6 @@ from typing import Any
 from protocol.acp import PromptParams, SessionIdParams
 from protocol.agentd import EnqueueParams, InterjectParams, QueueOpParams
 from protocol.jsonrpc import ErrorCode, RpcError
-from server.loop.outcome import OutcomeKind, stop_reason
 from server.session.commands import Cancel, EnqueueAck, Interject, InterjectResult, Prompt, QueueOp
 from server.transport.guards import check_prompt_size
 from server.transport.handlers.common import agentd_meta, attach_with_replay, session_for
@@ -50,6 +49,8 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
         meta["structuredOutput"] = outcome.structured_output
     if "usage" in outcome.turn:
         meta["usage"] = outcome.turn["usage"]  # this prompt's tokens and cost (R-R4)
+    from server.loop.outcome import OutcomeKind, stop_reason  # loaded with the actor (issue 14)
+
     if outcome.kind is OutcomeKind.FAILED:
         err = outcome.error
         raise RpcError(
@@ -85,6 +86,8 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
     if answer.done is None:
         return {"promptId": answer.prompt_id, "position": answer.position}
     # A repeated requestId whose prompt already ended: how it ended.
+    from server.loop.outcome import stop_reason  # loaded with the actor (issue 14)
+
     outcome = answer.done.outcome
     ended: dict[str, Any] = {
         "promptId": answer.prompt_id,

@@ -18,9 +18,10 @@ import pytest
 from server.config import PermissionMode, Settings
 from server.loop.conversation import Message, ToolCall
 from server.loop.repair import INTERRUPTED_RESULT
-from server.session.actor import ActorServices
 from server.session.eventlog import EventWriter
 from server.session.manager import SessionManager
+from server.session.services import ActorServices
+from server.session.turn_kit import TurnKit
 from server.store.db import Batch, Store
 from server.tools.registry import builtin_tools
 from server.transport.render import ACP_RENDERER
@@ -341,8 +342,11 @@ async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
     writer = EventWriter(store, flush_interval=0)
     writer.start()
     services = ActorServices(
-        settings=Settings(home=tmp_path / "home"), writer=writer, provider=scripted(), tools=builtin_tools(),
+        settings=Settings(home=tmp_path / "home"),
+        writer=writer,
+        provider=scripted(),
         render=ACP_RENDERER,
+        make_kit=lambda: TurnKit(builtin_tools()),
     )
     manager = SessionManager(store, services)
     try:

@@ -86,3 +86,45 @@ def test_a_client_dropped_for_falling_behind_is_counted() -> None:
     hub.publish(Event("s1", EventKind.MODE_CHANGED, {"modeId": "plan"}, seq=1))
     assert len(hub) == 0
     assert samples(metrics.render().decode())[("agentd_client_resyncs_total", ())] == 1
+
+
+async def test_what_happens_before_the_first_scrape_is_counted(server_factory, workspace: Path) -> None:
+    """The instruments (and prometheus_client) are made at the first observation, not at
+    start-up (server/metrics.py): a server scraped only after its first turns counts them all."""
+    async with server_factory(scripted({"text": "one"}, {"text": "two"})) as server:
+        assert not server.app.state.agentd.metrics.loaded  # started, nothing observed yet
+        client = await server.client()
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+        await client.call("session/prompt", text_prompt(sid, "one"))
+        await client.call("session/prompt", text_prompt(sid, "two"))
+        first = await scrape(server.base_url)
+        assert first[("agentd_sessions_live", ())] == 1
+        assert first[("agentd_clients_attached", ())] == 1
+        assert first[("agentd_turns_total", (("outcome", "completed"),))] == 2
+        assert first[("agentd_events_total", ())] >= 10
+        assert first[("agentd_db_flush_seconds_count", ())] >= 1
+        await client.close()
+
+
+def test_the_session_gauges_work_whichever_comes_first() -> None:
+    from server.core.events import EventKind
+    from server.metrics import Metrics
+
+    class Actor:
+        hub = (1, 2)
+        running_turn_id = "t1"
+        queued = 3
+
+    early = Metrics()  # instruments made before the gauges are told where to read
+    early.observe_event(EventKind.TURN_ENDED, {"outcome": "completed"})
+    early.track_sessions(lambda: [Actor()])
+    late = Metrics()
+    late.track_sessions(lambda: [Actor()])
+    assert not late.loaded
+    for m in (early, late):
+        got = samples(m.render().decode())
+        assert got[("agentd_sessions_live", ())] == 1
+        assert got[("agentd_clients_attached", ())] == 2
+        assert got[("agentd_turns_running", ())] == 1
+        assert got[("agentd_prompts_queued", ())] == 3
+    assert samples(early.render().decode())[("agentd_turns_total", (("outcome", "completed"),))] == 1
