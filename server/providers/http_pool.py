@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from httpcore._async.connection_pool import AsyncPoolRequest
     from httpcore._async.interfaces import AsyncConnectionInterface
 
-# Many sessions stream at once, each holding a connection for its whole answer; enough
-# kept alive that a busy server does not reconnect per turn. httpx's keep-alive expiry.
-LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=256, keepalive_expiry=5.0)
+# Many sessions stream at once, each holding a connection for its whole answer: enough
+# kept alive that a busy server does not reconnect per turn. An idle connection is dropped
+# after 4 s, under the 5 s keep-alive timeout of common servers (uvicorn, Node): one reused
+# just as the server closes it fails the request (a reset, httpx's ReadError).
+LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=256, keepalive_expiry=4.0)
 SWEEP_EVERY_S = 1.0
 
 _Key = tuple[bytes, bytes, int]
