@@ -76,7 +76,8 @@ async def profile(args: argparse.Namespace) -> tuple[float, Path]:
                 cpu, threads = await concurrent_turns(server, args)
             else:
                 # Short sessions, as bench/turn.py: 10 turns each, every one warmed by one turn.
-                sids = [(await client.call("session/new", new))["sessionId"] for _ in range(-(-args.turns // 10))]
+                n = -(-args.turns // 10)
+                sids = [(await client.call("session/new", new))["sessionId"] for _ in range(n)]
                 for sid in sids:
                     await client.call("session/prompt", text_prompt(sid, "hi"))
                 os.kill(server.pid, signal.SIGUSR1)
@@ -105,7 +106,8 @@ async def concurrent_turns(server: Server, args: argparse.Namespace) -> tuple[fl
     new = {"cwd": str(server.workspace), "mcpServers": []}
     clients = [await WsClient.connect(server.base) for _ in range(args.sessions)]
     sids = [(await c.call("session/new", new))["sessionId"] for c in clients]
-    await asyncio.gather(*(c.call("session/prompt", text_prompt(s, "hi")) for c, s in zip(clients, sids)))
+    pairs = list(zip(clients, sids, strict=True))
+    await asyncio.gather(*(c.call("session/prompt", text_prompt(s, "hi")) for c, s in pairs))
     per = -(-args.turns // args.sessions)
 
     async def run(client: WsClient, sid: str) -> None:
@@ -117,7 +119,7 @@ async def concurrent_turns(server: Server, args: argparse.Namespace) -> tuple[fl
 
     os.kill(server.pid, signal.SIGUSR1)
     cpu0, threads0 = server.cpu_s(), thread_cpu(server.pid)
-    await asyncio.gather(*(run(c, s) for c, s in zip(clients, sids)))
+    await asyncio.gather(*(run(c, s) for c, s in pairs))
     cpu, threads = server.cpu_s() - cpu0, diff_threads(threads0, thread_cpu(server.pid))
     args.turns = per * args.sessions
     for c in clients:
@@ -163,7 +165,8 @@ def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     entries = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in entries.values())
     sniff = "hidden (failed imports)" if args.hide_sniffio else "installed"
-    print(f"turns={args.turns} sessions={args.sessions} sniffio={sniff} server CPU/turn={cpu * 1000 / args.turns:.2f} ms "
+    print(f"turns={args.turns} sessions={args.sessions} sniffio={sniff} "
+          f"server CPU/turn={cpu * 1000 / args.turns:.2f} ms "
           f"(its main thread's CPU as profiled, with cProfile's overhead: "
           f"{total * 1000 / args.turns:.2f} ms)")  # fmt: skip
     calls = sum(v[1] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
