@@ -1,6 +1,7 @@
 """Where a warm trivial turn spends the server's CPU (prints a profile; no asserts).
 
-    .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--hide-sniffio] [--smoke]
+    .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--sessions 1] [--save F]
+                                           [--hide-sniffio] [--smoke]
 
 The set-up of bench/turn.py (SQLite): `agentd serve` in a subprocess with cProfile hooked to
 SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the server's main thread — its event
@@ -8,6 +9,11 @@ loop — is profiled (thread CPU time, not wall time), only over the measured tu
 client code in the figures. Printed: the top self-time (tottime) functions per turn, self
 time summed per package, and how often httpcore asks which async library runs
 (`current_async_library`, which imports `sniffio` each time).
+
+`--sessions N` (N > 1): N sessions, each on its own WebSocket, prompt `--turns` turns in all
+at the same time (the set-up of bench/concurrency.py) — what grows with the number of live
+sessions. Also printed: the server's CPU per turn by thread (the event loop, the SQLite
+writer, …), from /proc. `--save F` keeps the profile (pstats) for a closer look.
 
 `--hide-sniffio` makes `import sniffio` fail in the server after a real path search (as in
 an install without it: sniffio is no dependency of httpcore or of recent anyio), to price the
@@ -26,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from turnkit import agentd_server, model_process
+from turnkit import CLK_TCK, Server, agentd_server, model_process
 
 from tests.support.client import WsClient, text_prompt
 
@@ -66,25 +72,77 @@ async def profile(args: argparse.Namespace) -> tuple[float, Path]:
         async with agentd_server("sqlite", model_url, prelude=prelude) as server:
             client = await WsClient.connect(server.base)
             new = {"cwd": str(server.workspace), "mcpServers": []}
-            # Short sessions, as bench/turn.py: 10 turns each, every one warmed by one turn.
-            sids = [(await client.call("session/new", new))["sessionId"] for _ in range(-(-args.turns // 10))]
-            for sid in sids:
-                await client.call("session/prompt", text_prompt(sid, "hi"))
-            os.kill(server.pid, signal.SIGUSR1)
-            cpu0 = server.cpu_s()
-            for i in range(args.turns):
-                await client.call("session/prompt", text_prompt(sids[i // 10], "hi"))
-                client.frames.clear()
-                while not client.notifications.empty():
-                    client.notifications.get_nowait()
-            cpu = server.cpu_s() - cpu0
+            if args.sessions > 1:
+                cpu, threads = await concurrent_turns(server, args)
+            else:
+                # Short sessions, as bench/turn.py: 10 turns each, every one warmed by one turn.
+                n = -(-args.turns // 10)
+                sids = [(await client.call("session/new", new))["sessionId"] for _ in range(n)]
+                for sid in sids:
+                    await client.call("session/prompt", text_prompt(sid, "hi"))
+                os.kill(server.pid, signal.SIGUSR1)
+                cpu0, threads0 = server.cpu_s(), thread_cpu(server.pid)
+                for i in range(args.turns):
+                    await client.call("session/prompt", text_prompt(sids[i // 10], "hi"))
+                    client.frames.clear()
+                    while not client.notifications.empty():
+                        client.notifications.get_nowait()
+                cpu = server.cpu_s() - cpu0
+                threads = diff_threads(threads0, thread_cpu(server.pid))
             os.kill(server.pid, signal.SIGUSR2)
             deadline = time.monotonic() + 30
             while not out.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - another process
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5)  # the dump is written in one go; let it finish
             await client.close()
+    for name, seconds in sorted(threads.items(), key=lambda kv: kv[1], reverse=True):
+        print(f"thread {name:<20} {seconds * 1000 / args.turns:6.2f} ms CPU/turn")
     return cpu, out
+
+
+async def concurrent_turns(server: Server, args: argparse.Namespace) -> tuple[float, dict[str, float]]:
+    """`args.sessions` sessions on their own WebSockets, warmed, then `args.turns` turns in all
+    at once; (server CPU seconds, CPU seconds by thread) over those turns."""
+    new = {"cwd": str(server.workspace), "mcpServers": []}
+    clients = [await WsClient.connect(server.base) for _ in range(args.sessions)]
+    sids = [(await c.call("session/new", new))["sessionId"] for c in clients]
+    pairs = list(zip(clients, sids, strict=True))
+    await asyncio.gather(*(c.call("session/prompt", text_prompt(s, "hi")) for c, s in pairs))
+    per = -(-args.turns // args.sessions)
+
+    async def run(client: WsClient, sid: str) -> None:
+        for _ in range(per):
+            await client.call("session/prompt", text_prompt(sid, "hi"))
+            client.frames.clear()
+            while not client.notifications.empty():
+                client.notifications.get_nowait()
+
+    os.kill(server.pid, signal.SIGUSR1)
+    cpu0, threads0 = server.cpu_s(), thread_cpu(server.pid)
+    await asyncio.gather(*(run(c, s) for c, s in pairs))
+    cpu, threads = server.cpu_s() - cpu0, diff_threads(threads0, thread_cpu(server.pid))
+    args.turns = per * args.sessions
+    for c in clients:
+        await c.close()
+    return cpu, threads
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds so far of each of the process's threads, by name (same names summed)."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        key = f"{name}[{task.name}]"
+        out[key] = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
+def diff_threads(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0) > 0}
 
 
 def package(file: str) -> str:
@@ -101,11 +159,14 @@ def package(file: str) -> str:
 
 def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     stats = pstats.Stats(str(out))
+    if args.save:
+        shutil.copy(out, args.save)
     shutil.rmtree(out.parent, ignore_errors=True)
     entries = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in entries.values())
     sniff = "hidden (failed imports)" if args.hide_sniffio else "installed"
-    print(f"turns={args.turns} sniffio={sniff} server CPU/turn={cpu * 1000 / args.turns:.2f} ms "
+    print(f"turns={args.turns} sessions={args.sessions} sniffio={sniff} "
+          f"server CPU/turn={cpu * 1000 / args.turns:.2f} ms "
           f"(its main thread's CPU as profiled, with cProfile's overhead: "
           f"{total * 1000 / args.turns:.2f} ms)")  # fmt: skip
     calls = sum(v[1] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
@@ -133,6 +194,8 @@ if __name__ == "__main__":
     )
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--sessions", type=int, default=1, help="> 1: that many sessions at once")
+    parser.add_argument("--save", help="keep the profile (pstats) in this file")
     parser.add_argument("--hide-sniffio", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     ns = parser.parse_args()

@@ -25,6 +25,7 @@ from pydantic import SecretStr
 
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
+from server.providers import http_pool
 from server.providers.anthropic_errors import classify_http_error
 from server.providers.anthropic_request import AnthropicOptions, build_body
 from server.providers.anthropic_stream import Assembler
@@ -76,7 +77,7 @@ class AnthropicProvider:
         self._idle_timeout = stream_idle_timeout
         self._wire = AnthropicWire()  # per session: the conversation's wire bytes
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
+        self._client = client or http_pool.client(self._timeout, default_ssl_context())
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""

@@ -27,6 +27,7 @@ from server.config import ReasoningEffort, TokenField
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
+from server.providers import http_pool
 from server.providers.http_common import (  # parse_retry_after: re-exported, tests import it here
     default_ssl_context,
     guard,
@@ -77,7 +78,7 @@ class OpenAIProvider:
         self._amendments: dict[str, Amendments] = {}  # per model
         self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
+        self._client = client or http_pool.client(self._timeout, default_ssl_context())
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""

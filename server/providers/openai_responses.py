@@ -21,6 +21,7 @@ from server.config import ReasoningEffort
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
+from server.providers import http_pool
 from server.providers.http_common import default_ssl_context, guard, open_stream
 from server.providers.openai_errors import classify_http_error
 from server.providers.openai_models import is_reasoning_model
@@ -61,7 +62,7 @@ class OpenAIResponsesProvider:
         self._idle_timeout = stream_idle_timeout
         self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=self._timeout, verify=default_ssl_context())
+        self._client = client or http_pool.client(self._timeout, default_ssl_context())
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""

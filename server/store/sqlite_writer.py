@@ -18,6 +18,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
+from server.store import sqlite_commit
 from server.store.batch_write import apply_batches
 from server.store.records import Batch
 
@@ -56,8 +57,10 @@ class SqliteWriter:
         if self._conn is None:
             self._conn = self.engine.connect()
         try:
-            with self._conn.begin():
-                apply_batches(self._conn, batches, now)
+            # The common commit straight through the driver; the rare writes the general way.
+            if not sqlite_commit.commit(self._conn, batches, now):
+                with self._conn.begin():
+                    apply_batches(self._conn, batches, now)
         except BaseException:
             self._drop_connection()
             raise

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, select, update
 from sqlalchemy.exc import IntegrityError
 
+from server.store import sqlite_commit
 from server.store.db import Batch, Store, StoredEvent, alembic_config
 from server.store.engine import SCHEMA_HEAD
 from server.store.models import EventRow, SessionRow
@@ -58,6 +60,12 @@ async def test_a_batch_of_many_sessions_costs_one_statement_per_table(
 
     await store.commit([Batch("s0", session_fields={"title": "warm"})])  # the first connect
     event.listen(store.commit_engine, "before_cursor_execute", on_execute)
+    real_execute = sqlite_commit._execute  # SQLite's common commit goes to the driver directly
+    monkeypatch.setattr(
+        sqlite_commit,
+        "_execute",
+        lambda cur, sql, rows: (on_execute(None, cur, sql), real_execute(cur, sql, rows)),
+    )
     dialect = store.commit_engine.dialect
     real_rollback = dialect.do_rollback
     monkeypatch.setattr(dialect, "do_rollback", lambda c: (rollbacks.append(c), real_rollback(c)))
@@ -68,7 +76,7 @@ async def test_a_batch_of_many_sessions_costs_one_statement_per_table(
         # arrays), autocommitted: no BEGIN / COMMIT either.
         assert statements == ["WITH", "WITH"]
     else:
-        # Events, messages and every session's updated_at: three statements per batch
+        # Events, messages and every session's updated_at: three driver calls per batch
         # (each of 40 and of 20 sessions).
         assert sorted(statements) == ["INSERT"] * 4 + ["UPDATE"] * 2
     assert rollbacks == []  # nor a rollback when the connection goes back to the pool
@@ -159,6 +167,15 @@ async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_co
             real(*args)
 
         monkeypatch.setattr(dialect, "do_execute", fail_once)
+        real_sqlite = sqlite_commit._execute
+
+        def sqlite_fail_once(*args: Any) -> None:
+            if not failures:
+                failures.append(1)
+                raise RuntimeError("the connection broke")
+            real_sqlite(*args)
+
+        monkeypatch.setattr(sqlite_commit, "_execute", sqlite_fail_once)
         with pytest.raises(RuntimeError):
             await store.commit([Batch("s0", events=[StoredEvent(4, "plan", {"n": 4})])])
         before = len(checkouts)
@@ -278,3 +295,70 @@ async def test_sessions_changing_different_columns_in_one_commit(store: Store) -
         (None, False, None, {"g": 3}),
         (None, False, None, None),
     ]
+
+
+async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The common SQLite commit bypasses SQLAlchemy Core (issue 14): the same batches, through
+    # it and through `apply_batches`, must leave byte-identical rows (JSON text, datetimes,
+    # booleans, JSON null) in the same order.
+    import sqlite3
+
+    import server.store.db as db_module
+
+    def batches() -> list[Batch]:
+        return [
+            Batch(
+                "s0",
+                events=[StoredEvent(1, "agent_message", {"text": "é ✓", "n": [1, 2.5, None]})],
+                messages=[(0, {"role": "user", "content": "hi"}), (1, {"role": "assistant"})],
+                session_fields={
+                    "title": "t",
+                    "plan": True,
+                    "usage": None,
+                    "goal": {"g": 1},
+                    "updated_at": OLD,
+                },
+            ),
+            Batch("s1", events=[StoredEvent(1, "plan", {}), StoredEvent(2, "usage", {"in": 3})]),
+            Batch("s2", messages=[(0, {"m": 1})], session_fields={"partial": None}),
+            Batch("s3", session_fields={"title": None, "plan": False}),
+        ]
+
+    fixed = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
+    monkeypatch.setattr(db_module, "utcnow", lambda: fixed)
+    driver_calls: list[str] = []
+    real_execute = sqlite_commit._execute
+    monkeypatch.setattr(
+        sqlite_commit,
+        "_execute",
+        lambda cur, sql, rows: (driver_calls.append(sql), real_execute(cur, sql, rows)),
+    )
+    real_commit = sqlite_commit.commit
+    dumps: dict[bool, dict[str, list[Any]]] = {}
+    for fast in (True, False):
+        monkeypatch.setattr(sqlite_commit, "commit", real_commit if fast else lambda *a: False)
+        path = tmp_path / f"{fast}.db"
+        store = await Store.open(f"sqlite+aiosqlite:///{path}")
+        try:
+            await store.migrate()
+            for i in range(4):
+                await store.create_session(id=f"s{i}", owner="o", cwd="/w", mode="default", model="m")
+            calls_before = len(driver_calls)
+            await store.commit(batches())
+            await store.commit([Batch("s1", events=[StoredEvent(3, "plan", {"again": True})])])
+            assert (len(driver_calls) > calls_before) == fast  # the way under test was taken
+        finally:
+            await store.close()
+        with contextlib.closing(sqlite3.connect(path)) as raw:
+            dumps[fast] = {
+                table: raw.execute(f"SELECT *, {types} FROM {table} ORDER BY 1").fetchall()
+                for table, types in (
+                    ("events", "typeof(payload), typeof(created_at)"),
+                    ("messages", "typeof(data)"),
+                    ("sessions", "typeof(plan), typeof(usage), typeof(updated_at)"),
+                )
+            }
+    assert dumps[True] == dumps[False]
+    assert len(dumps[True]["events"]) == 4 and len(dumps[True]["messages"]) == 3
