@@ -20,7 +20,8 @@ from server.transport.sse import SseSink
 
 async def session_share(ctx: CallContext, params: ShareParams) -> dict[str, Any]:
     actor = await session_for(ctx, params.session_id, Access.OWNER)
-    if params.team not in ctx.teams:
+    # Any share may be closed; one may be opened only to a team the owner's token is in.
+    if params.access != "none" and params.team not in ctx.teams:
         mine = ", ".join(sorted(ctx.teams)) or "none: create the token with --team"
         msg = f"you can share only with a team your token is in ({mine})"
         raise RpcError.invalid_params(f"Invalid params: team: {msg}", [{"path": "team", "message": msg}])

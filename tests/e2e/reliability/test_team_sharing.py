@@ -301,6 +301,16 @@ async def test_only_the_owner_shares_and_only_with_its_own_teams(
             assert gone["error"]["code"] == NOT_FOUND
             assert sid not in await listed(wendy)
 
+            # The owner may close a share from a token in no team (not open one).
+            await alice.call(SHARE, {"sessionId": sid, "team": "core", "access": "watch"})
+            plain, _ = await create_token(state.store, "alice")
+            alice_plain = await ws_as(server.base_url, plain)
+            refused = await alice_plain.request(SHARE, {"sessionId": sid, "team": "ops", "access": "watch"})
+            assert refused["error"]["code"] == -32602
+            closed = await alice_plain.call(SHARE, {"sessionId": sid, "team": "core", "access": "none"})
+            assert closed["shares"] == []
+            await alice_plain.close()
+
             # Deleting the session drops its shares with it.
             await alice.call(SHARE, {"sessionId": sid, "team": "core", "access": "watch"})
             await alice.call("session/delete", {"sessionId": sid})
