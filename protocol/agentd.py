@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from protocol.acp import ContentBlock, Wire
@@ -18,6 +20,7 @@ HOOKS_REGISTER = Served.HOOKS_REGISTER
 ATTACH = Served.ATTACH
 DETACH = Served.DETACH
 FORK = Served.FORK
+SHARE = Served.SHARE
 ENQUEUE = Served.ENQUEUE
 SEND_NOW = Served.SEND_NOW
 PERMISSION_RESPOND = Served.PERMISSION_RESPOND
@@ -88,3 +91,12 @@ class RewindParams(Wire):
     session_id: str
     to_turn_id: str = Field(min_length=1, max_length=64)
     files: bool = True
+
+
+class ShareParams(Wire):
+    """`_agentd/session/share` (R-X2): the owner opens its session to one of its teams —
+    `watch` (read), `drive` (also command it) — or closes it again (`none`)."""
+
+    session_id: str
+    team: str = Field(min_length=1, max_length=64)
+    access: Literal["none", "watch", "drive"]

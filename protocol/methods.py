@@ -29,6 +29,7 @@ class Served(StrEnum):
     ATTACH = "_agentd/session/attach"
     DETACH = "_agentd/session/detach"
     FORK = "_agentd/session/fork"
+    SHARE = "_agentd/session/share"
     COMPACT = "_agentd/session/compact"
     REWIND = "_agentd/session/rewind"
     ENQUEUE = "_agentd/prompt/enqueue"
@@ -127,5 +128,6 @@ EXTENSIONS: tuple[str, ...] = tuple(
         Notification.EVENT,
         Notification.PERMISSION_RESOLVED,
         Served.PERMISSION_RESPOND,
+        Served.SHARE,
     )
 )

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import re
 import secrets
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from server.config import AuthMode
 from server.store.db import Store, TokenRecord
@@ -27,7 +28,18 @@ SUBPROTOCOL_PREFIX = "agentd.bearer."
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # headers of every 401
 
 
-__all__ = ["AuthError", "AuthMode", "Authenticator", "Identity", "create_token", "insecure_bind"]
+__all__ = [
+    "AuthError",
+    "AuthMode",
+    "Authenticator",
+    "Identity",
+    "create_token",
+    "insecure_bind",
+    "team_names",
+]
+
+# A team name: what `--team` accepts (it is shown in listings and compared verbatim).
+_TEAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 class AuthError(Exception):
@@ -82,10 +94,12 @@ def insecure_bind(host: str, mode: AuthMode) -> str | None:
 @dataclass(frozen=True)
 class Identity:
     """Who a request acts as, and the hash of the token that said so (None without
-    auth): a long-lived connection keeps it to notice when that token is revoked."""
+    auth): a long-lived connection keeps it to notice when that token is revoked. `teams`
+    are the token's (R-X2): the sessions shared with them are open to the request too."""
 
     principal: str
     token_hash: str | None = None
+    teams: frozenset[str] = field(default_factory=frozenset)
 
 
 class Authenticator:
@@ -101,17 +115,38 @@ class Authenticator:
         if token is None:
             raise AuthError("authentication required: send Authorization: Bearer <token>")
         digest = hash_token(token)
-        principal = await self._store.principal_for_token(digest)
-        if principal is None:
+        found = await self._store.identity_for_token(digest)
+        if found is None:
             raise AuthError("invalid or revoked token")
-        return Identity(principal, digest)
+        principal, teams = found
+        return Identity(principal, digest, frozenset(teams))
 
     async def principal(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
         return (await self.identify(headers, query)).principal
 
 
-async def create_token(store: Store, principal: str, name: str | None = None) -> tuple[str, TokenRecord]:
-    """A new token for `principal`: (the token itself — shown once — and its record)."""
+def team_names(teams: Iterable[str]) -> tuple[str, ...]:
+    """`teams` checked and deduplicated (in order); ValueError names a bad one."""
+    out: list[str] = []
+    for team in teams:
+        if not _TEAM.fullmatch(team):
+            raise ValueError(
+                f"bad team name {team!r}: letters, digits, '.', '_' and '-', starting with a letter "
+                "or digit, at most 64 characters"
+            )
+        if team not in out:
+            out.append(team)
+    return tuple(out)
+
+
+async def create_token(
+    store: Store, principal: str, name: str | None = None, teams: Iterable[str] = ()
+) -> tuple[str, TokenRecord]:
+    """A new token for `principal`, a member of `teams`: (the token itself — shown once —
+    and its record)."""
+    checked = team_names(teams)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    record = await store.create_token(f"tok_{uuid.uuid4().hex[:16]}", principal, name, hash_token(token))
+    record = await store.create_token(
+        f"tok_{uuid.uuid4().hex[:16]}", principal, name, hash_token(token), checked
+    )
     return token, record

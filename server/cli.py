@@ -220,30 +220,46 @@ def _with_store(database_url: str | None, job: Any) -> Any:
 def token_create(
     principal: Annotated[str, typer.Option(help="Who the token acts as (owns its sessions)")],
     name: Annotated[str | None, typer.Option(help="A label, e.g. the device")] = None,
+    team: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A team the principal acts in with this token (repeatable); sessions "
+            "shared with the team are open to it"
+        ),
+    ] = None,
     database_url: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Create a token and print it — the only time it is shown."""
-    from server.auth import create_token
+    from server.auth import create_token, team_names
 
     _use_config(config)
     if not principal.strip():
         raise typer.BadParameter("must not be empty", param_hint="--principal")
-    token, record = _with_store(database_url, lambda store: create_token(store, principal.strip(), name))
+    try:
+        teams = team_names(t.strip() for t in team or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--team") from None
+    token, record = _with_store(
+        database_url, lambda store: create_token(store, principal.strip(), name, teams)
+    )
     typer.echo(token)
+    in_teams = f" in teams {', '.join(record.teams)}" if record.teams else ""
     typer.echo(
-        f"created {record.id} for principal {record.principal!r}; store it now, it is not kept", err=True
+        f"created {record.id} for principal {record.principal!r}{in_teams}; store it now, it is not kept",
+        err=True,
     )
 
 
 @token_app.command("list")
 def token_list(database_url: DbOption = None, config: ConfigOption = None) -> None:
-    """List tokens (ids, principals, names; never the tokens themselves)."""
+    """List tokens (ids, principals, names, states, teams; never the tokens themselves)."""
     _use_config(config)
     records = _with_store(database_url, lambda store: store.list_tokens())
     for r in records:
         state = f"revoked {r.revoked_at.isoformat()}" if r.revoked_at else "active"
-        typer.echo(f"{r.id}\t{r.principal}\t{r.name or ''}\t{r.created_at.isoformat()}\t{state}")
+        teams = ",".join(r.teams) or "-"
+        typer.echo(f"{r.id}\t{r.principal}\t{r.name or ''}\t{r.created_at.isoformat()}\t{state}\t{teams}")
 
 
 @token_app.command("revoke")

@@ -15,11 +15,11 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Select, delete, func, insert, literal, select, text, tuple_, update
+from sqlalchemy import Engine, Select, delete, func, insert, literal, or_, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.core.modes import SqliteSynchronous
-from server.store import pg_commit, queue_rows, session_load, snapshots
+from server.store import pg_commit, queue_rows, session_load, shares, snapshots
 from server.store.batch_write import apply_batches
 from server.store.engine import (
     MIGRATIONS_DIR,
@@ -191,12 +191,30 @@ class Store:
         cwd: str | None = None,
         before: tuple[datetime, str] | None = None,
         limit: int = 50,
+        teams: Collection[str] = (),
     ) -> list[SessionSummary]:
-        """Newest first; `before` is the (updated_at, id) of the last row of the previous page."""
-        q = session_list_query(owner=owner, cwd=cwd, before=before, limit=limit)
+        """Newest first; `before` is the (updated_at, id) of the last row of the previous page.
+        With `teams`, sessions shared with any of them are listed too (R-X2)."""
+        q = session_list_query(owner=owner, cwd=cwd, before=before, limit=limit, teams=teams)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
-        return [SessionSummary(r.id, r.cwd, r.title, utc(r.updated_at)) for r in rows]
+        return [SessionSummary(r.id, r.cwd, r.title, utc(r.updated_at), r.owner) for r in rows]
+
+    # ------------------------------------------------------------ team shares (R-X2)
+
+    async def session_shares(self, session_ids: Collection[str]) -> dict[str, dict[str, str]]:
+        """team -> access for each of the sessions that is shared with any team."""
+        async with self.engine.connect() as conn:
+            return await shares.of_sessions(conn, session_ids)
+
+    async def set_session_share(self, session_id: str, team: str, access: str | None) -> bool:
+        """`team`'s access to the session (None: not shared); False when there is no session."""
+        async with self.engine.begin() as conn:
+            found = await conn.execute(select(SessionRow.id).where(SessionRow.id == session_id))
+            if found.scalar() is None:
+                return False
+            await shares.set_access(conn, session_id, team, access)
+        return True
 
     # -------------------------------------------------------------- events and messages
 
@@ -252,6 +270,7 @@ class Store:
             await conn.execute(delete(MessageRow).where(MessageRow.session_id == session_id))
             await queue_rows.delete_session(conn, session_id)
             await snapshots.delete_session(conn, session_id)
+            await shares.delete_session(conn, session_id)
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 
@@ -338,15 +357,31 @@ class Store:
 
     # -------------------------------------------------------------- api tokens (R-X1)
 
-    async def create_token(self, id: str, principal: str, name: str | None, token_hash: str) -> TokenRecord:
+    async def create_token(
+        self, id: str, principal: str, name: str | None, token_hash: str, teams: Sequence[str] = ()
+    ) -> TokenRecord:
         now = utcnow()
         async with self.engine.begin() as conn:
             await conn.execute(
                 insert(ApiTokenRow).values(
-                    id=id, principal=principal, name=name, token_hash=token_hash, created_at=now
+                    id=id,
+                    principal=principal,
+                    name=name,
+                    token_hash=token_hash,
+                    created_at=now,
+                    teams=list(teams) or None,
                 )
             )
-        return TokenRecord(id, principal, name, now, None)
+        return TokenRecord(id, principal, name, now, None, tuple(teams))
+
+    async def identity_for_token(self, token_hash: str) -> tuple[str, tuple[str, ...]] | None:
+        """The principal and teams of a live (not revoked) token with this hash."""
+        q = select(ApiTokenRow.principal, ApiTokenRow.teams).where(
+            ApiTokenRow.token_hash == token_hash, ApiTokenRow.revoked_at.is_(None)
+        )
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(q)).first()
+        return None if row is None else (row.principal, tuple(row.teams or ()))
 
     async def principal_for_token(self, token_hash: str) -> str | None:
         """The principal of a live (not revoked) token with this hash."""
@@ -372,7 +407,12 @@ class Store:
             rows = (await conn.execute(q)).all()
         return [
             TokenRecord(
-                r.id, r.principal, r.name, utc(r.created_at), utc(r.revoked_at) if r.revoked_at else None
+                r.id,
+                r.principal,
+                r.name,
+                utc(r.created_at),
+                utc(r.revoked_at) if r.revoked_at else None,
+                tuple(r.teams or ()),
             )
             for r in rows
         ]
@@ -393,14 +433,21 @@ class Store:
 
 
 def session_list_query(
-    *, owner: str, cwd: str | None, before: tuple[datetime, str] | None, limit: int
-) -> Select[str, str, str | None, datetime]:
+    *,
+    owner: str,
+    cwd: str | None,
+    before: tuple[datetime, str] | None,
+    limit: int,
+    teams: Collection[str] = (),
+) -> Select[str, str, str | None, datetime, str]:
     """One `session/list` page. Only the listed columns are read, and the row-value
     comparison in this order is one range of the (owner[, cwd], updated_at, id) indexes
-    (migration 0007): a page costs the same first or last, with or without the cwd filter."""
-    q = select(SessionRow.id, SessionRow.cwd, SessionRow.title, SessionRow.updated_at).where(
-        SessionRow.owner == owner
-    )
+    (migration 0007): a page costs the same first or last, with or without the cwd filter.
+    With `teams` the sessions shared with them join in (R-X2)."""
+    mine = SessionRow.owner == owner
+    q = select(
+        SessionRow.id, SessionRow.cwd, SessionRow.title, SessionRow.updated_at, SessionRow.owner
+    ).where(or_(mine, SessionRow.id.in_(shares.shared_with(teams))) if teams else mine)
     if cwd is not None:
         q = q.where(SessionRow.cwd == cwd)
     if before is not None:

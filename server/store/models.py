@@ -111,6 +111,8 @@ class ApiTokenRow(Base):
     principal: Mapped[str] = mapped_column(String(128))
     name: Mapped[str | None] = mapped_column(Text, nullable=True)
     token_hash: Mapped[str] = mapped_column(String(64))
+    # The teams the token's principal acts in (R-X2); NULL: none.
+    teams: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
@@ -156,3 +158,16 @@ class FileSnapshotRow(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     content: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SessionShareRow(Base):
+    """A session its owner shared with a team (R-X2): `access` is `watch` or `drive`."""
+
+    __tablename__ = "session_shares"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    team: Mapped[str] = mapped_column(String(128), primary_key=True)
+    access: Mapped[str] = mapped_column(String(16))
+
+
+Index("ix_session_shares_team", SessionShareRow.team, SessionShareRow.session_id)

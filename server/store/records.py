@@ -39,6 +39,7 @@ class SessionSummary:
     cwd: str
     title: str | None
     updated_at: datetime
+    owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class TokenRecord:
     name: str | None
     created_at: datetime
     revoked_at: datetime | None
+    teams: tuple[str, ...] = ()  # the teams its principal acts in (R-X2)
 
 
 @dataclass(frozen=True)

@@ -49,12 +49,20 @@ class Channel(Protocol):
 
 
 class Connection:
-    def __init__(self, ws: Channel, state: AppState, dispatcher: Dispatcher, principal: str) -> None:
+    def __init__(
+        self,
+        ws: Channel,
+        state: AppState,
+        dispatcher: Dispatcher,
+        principal: str,
+        teams: frozenset[str] = frozenset(),
+    ) -> None:
         self.id = f"conn_{uuid.uuid4().hex[:12]}"
         self.ws = ws
         self.state = state
         self.dispatcher = dispatcher
         self.principal = principal
+        self.teams = teams
         self.initialized = False
         self.client_capabilities = ClientCapabilities()
         self.sessions: set[str] = set()  # attached session ids
@@ -256,7 +264,7 @@ class Connection:
             await self._out.put(orjson.dumps(resp).decode())
 
     def _context(self) -> CallContext:
-        return CallContext(state=self.state, principal=self.principal, connection=self)
+        return CallContext(state=self.state, principal=self.principal, connection=self, teams=self.teams)
 
     async def _close(self, writer: asyncio.Task[None]) -> None:
         self.closed = True

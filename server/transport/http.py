@@ -90,7 +90,7 @@ RPC_OPENAPI: dict[str, Any] = {
 async def rpc(request: Request) -> Response:
     state = request.app.state.agentd
     try:
-        principal = await state.principal_for(request.headers, request.query_params)
+        identity = await state.auth.identify(request.headers, request.query_params)
     except AuthError as exc:
         err = RpcError(ErrorCode.AUTH_REQUIRED, str(exc))
         return JSONResponse(error_response(None, err), status_code=401, headers=CHALLENGE)
@@ -102,7 +102,7 @@ async def rpc(request: Request) -> Response:
     if isinstance(raw, RpcError):  # not JSON, or an empty batch
         return JSONResponse(error_response(None, raw))
     remote = request.client.host if request.client else None
-    ctx = CallContext(state=state, principal=principal, remote=remote)
+    ctx = CallContext(state=state, principal=identity.principal, remote=remote, teams=identity.teams)
     resp = await state.dispatcher.answer(raw, ctx)
     if resp is None:  # only notifications
         return Response(status_code=204)

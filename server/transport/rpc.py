@@ -41,6 +41,7 @@ class CallContext:
     principal: str
     connection: Connection | None = None  # None over HTTP
     remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
+    teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
 
     @property
     def rate_key(self) -> str:

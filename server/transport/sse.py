@@ -24,10 +24,11 @@ from fastapi.responses import StreamingResponse
 from protocol import outgoing
 from protocol.jsonrpc import RpcError
 from protocol.methods import Notification
-from server.auth import CHALLENGE, AuthError
+from server.auth import CHALLENGE, AuthError, Identity
 from server.session.errors import SessionError
 from server.transport.outgoing import OutgoingQueue
 from server.transport.revocation import CloseReason
+from server.transport.sharing import Access, access_of
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class SseSink:
         self._urgent: list[tuple[str, dict[str, Any]]] = []
         self._wake = asyncio.Event()
         self.closed = False  # the response ended: a replay stops
+        self.principal: str | None = None  # who the stream is for (a share lowered ends it)
+        self.teams: frozenset[str] = frozenset()
         self._ended = False  # the replay failed: end the response
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
@@ -135,6 +138,16 @@ def _after(request: Request) -> int | None:
     return after
 
 
+async def _may_watch(state: Any, identity: Identity, session_id: str, owner: str) -> bool:
+    """The owner, or a member of a team the session is shared with (R-X2): SSE only reads."""
+    if owner == identity.principal:
+        return True
+    if not identity.teams:
+        return False
+    shares = (await state.store.session_shares([session_id])).get(session_id, {})
+    return access_of(identity.principal, identity.teams, owner, shares) is not Access.NONE
+
+
 @router.get(
     "/sessions/{session_id}/events",
     summary="The session's events as Server-Sent Events",
@@ -148,12 +161,11 @@ async def session_events(request: Request) -> StreamingResponse:
         identity = await state.auth.identify(request.headers, request.query_params)
     except AuthError as err:
         raise HTTPException(status_code=401, detail=str(err), headers=CHALLENGE) from None
-    principal = identity.principal
     try:
         actor = await state.manager.get(session_id)
     except (RpcError, SessionError) as err:  # draining for a shutdown
         raise HTTPException(status_code=503, detail=err.message) from None
-    if actor is None or actor.owner != principal:
+    if actor is None or not await _may_watch(state, identity, actor.id, actor.owner):
         raise HTTPException(status_code=404, detail=f"no session {session_id}")
     cursor = after
     if cursor is None:
@@ -168,6 +180,7 @@ async def session_events(request: Request) -> StreamingResponse:
     except (RpcError, SessionError) as err:
         raise HTTPException(status_code=409, detail=err.message) from None
     sink = SseSink(state.settings.client_buffer_frames)
+    sink.principal, sink.teams = identity.principal, identity.teams  # who watches (R-X2)
 
     revoked = asyncio.Event()
 

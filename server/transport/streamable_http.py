@@ -31,7 +31,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocketDisconnect
 
 from protocol.methods import Served
-from server.auth import CHALLENGE, AuthError
+from server.auth import CHALLENGE, AuthError, Identity
 from server.transport.connection import Connection
 
 router = APIRouter()
@@ -95,9 +95,9 @@ class HttpConnections:
         self.by_id: dict[str, HttpConnection] = {}
         self._sweeper: asyncio.Task[None] | None = None
 
-    def open(self, state: Any, principal: str) -> HttpConnection:
+    def open(self, state: Any, principal: str, teams: frozenset[str] = frozenset()) -> HttpConnection:
         channel = HttpChannel()
-        conn = Connection(channel, state, state.dispatcher, principal=principal)
+        conn = Connection(channel, state, state.dispatcher, principal=principal, teams=teams)
         cid = f"acp_{uuid.uuid4().hex}"
         task = asyncio.create_task(conn.serve(), name=f"http-acp-{cid}")
         entry = HttpConnection(cid, principal, channel, conn, task)
@@ -133,9 +133,11 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-async def _principal(request: Request) -> str | JSONResponse:
+async def _identity(request: Request) -> Identity | JSONResponse:
     try:
-        return str(await request.app.state.agentd.principal_for(request.headers, request.query_params))
+        state = request.app.state.agentd
+        identity: Identity = await state.auth.identify(request.headers, request.query_params)
+        return identity
     except AuthError as err:
         return JSONResponse({"error": "unauthorized", "detail": str(err)}, status_code=401, headers=CHALLENGE)
 
@@ -143,9 +145,10 @@ async def _principal(request: Request) -> str | JSONResponse:
 @router.post("/acp", summary="ACP Streamable HTTP: a client message (initialize opens a connection)")
 async def acp_post(request: Request) -> Response:
     state = request.app.state.agentd
-    principal = await _principal(request)
-    if isinstance(principal, JSONResponse):
-        return principal
+    identity = await _identity(request)
+    if isinstance(identity, JSONResponse):
+        return identity
+    principal = identity.principal
     body = await request.body()
     if len(body) > state.settings.max_frame_bytes:
         return _error(413, f"message larger than {state.settings.max_frame_bytes} bytes")
@@ -158,7 +161,7 @@ async def acp_post(request: Request) -> Response:
             return _error(400, "the first message must be a JSON-RPC initialize request")
         if not (isinstance(msg, dict) and msg.get("method") == Served.INITIALIZE and "id" in msg):
             return _error(400, f"no {CONNECTION_HEADER}: the first message must be an initialize request")
-        opened = registry.open(state, principal)
+        opened = registry.open(state, principal, identity.teams)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         opened.channel.waiting[msg["id"]] = answer
         await opened.channel.inbox.put(body.decode())
@@ -187,10 +190,10 @@ async def acp_post(request: Request) -> Response:
 @router.get("/acp", summary="ACP Streamable HTTP: the connection's server→client event stream")
 async def acp_stream(request: Request) -> Response:
     state = request.app.state.agentd
-    principal = await _principal(request)
-    if isinstance(principal, JSONResponse):
-        return principal
-    entry = _connections(state).find(request.headers.get(CONNECTION_HEADER), principal)
+    identity = await _identity(request)
+    if isinstance(identity, JSONResponse):
+        return identity
+    entry = _connections(state).find(request.headers.get(CONNECTION_HEADER), identity.principal)
     if entry is None:
         return _error(404, "no such connection: POST an initialize request first")
     session_scoped = request.headers.get(SESSION_HEADER) is not None
@@ -225,10 +228,11 @@ async def acp_stream(request: Request) -> Response:
 
 @router.delete("/acp", summary="ACP Streamable HTTP: close a connection")
 async def acp_delete(request: Request) -> Response:
-    principal = await _principal(request)
-    if isinstance(principal, JSONResponse):
-        return principal
-    entry = _connections(request.app.state.agentd).find(request.headers.get(CONNECTION_HEADER), principal)
+    identity = await _identity(request)
+    if isinstance(identity, JSONResponse):
+        return identity
+    state = request.app.state.agentd
+    entry = _connections(state).find(request.headers.get(CONNECTION_HEADER), identity.principal)
     if entry is None:
         return _error(404, "no such connection")
     entry.close()

@@ -23,7 +23,7 @@ async def acp_endpoint(ws: WebSocket) -> None:
         await ws.send_denial_response(JSONResponse(body, status_code=401, headers=CHALLENGE))
         return
     await ws.accept(subprotocol=chosen_subprotocol(ws.headers))
-    conn = Connection(ws, state, state.dispatcher, principal=identity.principal)
+    conn = Connection(ws, state, state.dispatcher, principal=identity.principal, teams=identity.teams)
 
     async def close_revoked() -> None:
         # The reader then sees the client's close and ends the connection as usual.

@@ -11,16 +11,16 @@ from protocol.jsonrpc import RpcError
 from protocol.methods import ClientRequest
 from server.session.commands import RegisterHook
 from server.transport.client_hooks import ClientStopHook
-from server.transport.handlers.common import attach_with_replay, session_for
+from server.transport.handlers.common import attach_with_replay, session_access, session_for, subscriber
 from server.transport.rpc import CallContext
+from server.transport.sharing import Access
 
 
 async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:
     """R-E3: a snapshot (also sent first as `_agentd/session/snapshot`), every durable event
     after `afterSeq`, the text of a message still streaming, then live traffic."""
-    actor = await session_for(ctx, params.session_id)
-    assert ctx.connection is not None
-    sub = await ctx.state.attach(actor, ctx.connection, replay="attach", after_seq=params.after_seq)
+    actor, access = await session_access(ctx, params.session_id, Access.WATCH)
+    sub = await ctx.state.attach(actor, subscriber(ctx, access), replay="attach", after_seq=params.after_seq)
     return {"snapshot": sub.snapshot}
 
 
@@ -38,7 +38,7 @@ async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[
     if unknown:
         msg = f"unknown hook events {unknown} (only 'stop')"
         raise RpcError.invalid_params(f"Invalid params: events: {msg}", [{"path": "events", "message": msg}])
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)  # the hook steers turns
     assert ctx.connection is not None
     if actor.id not in ctx.connection.sessions:
         await attach_with_replay(ctx, actor, replay=False)
@@ -52,7 +52,7 @@ async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[
 async def permission_respond(ctx: CallContext, params: PermissionRespondParams) -> dict[str, Any]:
     """First answer wins, as among WebSocket clients; every client then gets
     `_agentd/permission/resolved`."""
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     won = actor.answer_permission(params.request_id, params.option_id)
     if won is None:
         offered = ", ".join(actor.permission_options(params.request_id) or [])

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 from protocol.jsonrpc import RpcError
 from server.config import AuthMode
 from server.session.config_options import MODES
+from server.session.sinks import FrameSink
 from server.transport.rpc import CallContext
+from server.transport.sharing import Access, WatchSink, access_of, denied
 from server.transport.workspace_policy import check_contained
 
 if TYPE_CHECKING:
@@ -21,12 +23,37 @@ def modes_state(actor: SessionActor) -> dict[str, Any]:
     return {"currentModeId": actor.mode().value, "availableModes": MODES}
 
 
-async def session_for(ctx: CallContext, session_id: str) -> SessionActor:
+async def session_for(ctx: CallContext, session_id: str, needs: Access = Access.OWNER) -> SessionActor:
+    """The caller's session, or one shared with its team at `needs` or more (R-X2)."""
+    return (await session_access(ctx, session_id, needs))[0]
+
+
+async def session_access(
+    ctx: CallContext, session_id: str, needs: Access = Access.OWNER
+) -> tuple[SessionActor, Access]:
+    """The session and the caller's access to it, at least `needs`; a session the caller
+    may not see at all looks exactly like a missing one (R-X2)."""
     actor = await ctx.state.manager.get(session_id)
-    if actor is None or actor.owner != ctx.principal:
-        # Someone else's session looks exactly like a missing one (R-X2).
+    if actor is None:
         raise RpcError.not_found(f"session {session_id}")
-    return actor
+    if actor.owner == ctx.principal:
+        return actor, Access.OWNER
+    access = Access.NONE
+    if ctx.teams:
+        shares = (await ctx.state.store.session_shares([session_id])).get(session_id, {})
+        access = access_of(ctx.principal, ctx.teams, actor.owner, shares)
+    if access is Access.NONE:
+        raise RpcError.not_found(f"session {session_id}")
+    if access.rank < needs.rank:
+        raise denied(session_id, access, needs)
+    return actor, access
+
+
+def subscriber(ctx: CallContext, access: Access) -> FrameSink:
+    """What the connection subscribes as: a watcher is never asked anything."""
+    conn = ctx.connection
+    assert conn is not None
+    return WatchSink(conn) if access is Access.WATCH else conn
 
 
 async def check_cwd(ctx: CallContext, cwd: str) -> str:
@@ -43,17 +70,22 @@ def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
 
 async def check_loaded_cwd(ctx: CallContext, actor: SessionActor, cwd: str | Path) -> None:
     """With auth, neither the session's own cwd (a grant may have been withdrawn since)
-    nor the one asked for may lie outside the principal's roots."""
+    nor the one asked for may lie outside the principal's roots. A session shared with the
+    caller's team works where its owner may: its cwd is checked against the owner's roots,
+    and the caller's `cwd` is not used."""
     if ctx.state.settings.auth is not AuthMode.NONE:
+        if actor.owner != ctx.principal:
+            await asyncio.to_thread(check_contained, ctx.state.settings, actor.owner, actor.cwd)
+            return
         for path in (actor.cwd, cwd):
             await asyncio.to_thread(check_contained, ctx.state.settings, ctx.principal, path)
 
 
-async def attach_with_replay(ctx: CallContext, actor: SessionActor, *, replay: bool) -> None:
+async def attach_with_replay(
+    ctx: CallContext, actor: SessionActor, *, replay: bool, access: Access = Access.OWNER
+) -> None:
     """Subscribe this connection; replay history first if asked, with no gap or duplicate."""
-    conn = ctx.connection
-    assert conn is not None
-    await ctx.state.attach(actor, conn, replay="acp" if replay else "none")
+    await ctx.state.attach(actor, subscriber(ctx, access), replay="acp" if replay else "none")
 
 
 def agentd_meta(meta: Any) -> dict[str, Any]:

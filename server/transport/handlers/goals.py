@@ -10,17 +10,18 @@ from protocol.agentd import GoalSetParams, RewindParams, SessionParams
 from server.session.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone, Rewind
 from server.transport.handlers.common import session_for
 from server.transport.rpc import CallContext
+from server.transport.sharing import Access
 
 
 async def goal_set(ctx: CallContext, params: GoalSetParams) -> dict[str, Any]:
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     actor.send(GoalSet(params.objective, params.token_budget, params.verify, reply))
     return {"goal": await reply}
 
 
 async def goal_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.WATCH)
     reply: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
     actor.send(GoalGet(reply))
     goal = await reply
@@ -28,7 +29,7 @@ async def goal_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 
 
 async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     reply: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
     actor.send(GoalClear(reply))
     previous = await reply
@@ -38,12 +39,12 @@ async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
     """The session's usage ledger (R-R4): tokens, cost, per lane; `dirty` when some call's
     final usage could not be read. `retry`: the retry buckets' counts in their window (R-R2)."""
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.WATCH)
     return {"sessionId": actor.id, "session": actor.usage.to_dict(), "retry": actor.retry.snapshot()}
 
 
 async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     actor.send(Compact(reply))
     done = await reply
@@ -59,7 +60,7 @@ async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, 
 
 async def session_rewind(ctx: CallContext, params: RewindParams) -> dict[str, Any]:
     """Files and/or conversation back to before a turn (R-T12); `session_busy` while one runs."""
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     actor.send(Rewind(params.to_turn_id, params.files, reply))
     return await reply

@@ -34,9 +34,12 @@ from server.transport.handlers.common import (
     config_options,
     known_agent,
     modes_state,
+    session_access,
     session_for,
 )
+from server.transport.handlers.share import listing_meta
 from server.transport.rpc import CallContext
+from server.transport.sharing import Access, denied
 
 if TYPE_CHECKING:
     from server.session.actor import SessionActor
@@ -120,28 +123,30 @@ async def _attach_mcp(actor: SessionActor, conns: McpConnections) -> None:
 
 
 async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
-    actor = await session_for(ctx, params.session_id)
+    actor, access = await session_access(ctx, params.session_id, Access.WATCH)
+    if params.mcp_servers and access.rank < Access.DRIVE.rank:
+        raise denied(params.session_id, access, Access.DRIVE)  # new MCP servers change the session
     await check_loaded_cwd(ctx, actor, params.cwd)
     # New servers replace the session's; none keeps what another client connected.
     mcp = await _start_mcp(ctx, params.mcp_servers)
     if mcp is not None:
         await _attach_mcp(actor, mcp)
-    await attach_with_replay(ctx, actor, replay=True)
+    await attach_with_replay(ctx, actor, replay=True, access=access)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
 async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     """Like `session/load` without the replay: the client already has the history."""
-    actor = await session_for(ctx, params.session_id)
+    actor, access = await session_access(ctx, params.session_id, Access.WATCH)
     await check_loaded_cwd(ctx, actor, params.cwd)
-    await attach_with_replay(ctx, actor, replay=False)
+    await attach_with_replay(ctx, actor, replay=False, access=access)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
 async def session_close(ctx: CallContext, params: SessionIdParams) -> dict[str, Any]:
     """Cancel what runs and free the session's live resources; it stays stored and can be
     loaded or resumed again."""
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     cleared: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     actor.send(QueueOp("clear", {}, ctx.principal, cleared))  # a closed session runs nothing later
     actor.send(Cancel())
@@ -153,7 +158,7 @@ async def session_close(ctx: CallContext, params: SessionIdParams) -> dict[str, 
 
 
 async def session_delete(ctx: CallContext, params: SessionIdParams) -> dict[str, Any]:
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.OWNER)
     if ctx.connection is not None:
         ctx.connection.sessions.discard(actor.id)
     await ctx.state.manager.delete(actor.id)
@@ -162,7 +167,7 @@ async def session_delete(ctx: CallContext, params: SessionIdParams) -> dict[str,
 
 async def session_fork(ctx: CallContext, params: ForkParams) -> dict[str, Any]:
     """A new session with this one's history up to a seq (R-P3)."""
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.OWNER)
     await check_loaded_cwd(ctx, actor, actor.cwd)  # the fork works where the session does
     await ctx.state.writer.barrier()  # everything emitted so far is in the store
     last = actor.last_seq
@@ -198,8 +203,9 @@ async def session_list(ctx: CallContext, params: ListSessionsParams) -> dict[str
     # Sessions store their resolved cwd; filter by the same normal form.
     cwd = str(await asyncio.to_thread(Path(params.cwd).resolve)) if params.cwd else None
     rows = await ctx.state.manager.store.list_sessions(
-        owner=ctx.principal, cwd=cwd, before=before, limit=page + 1
+        owner=ctx.principal, cwd=cwd, before=before, limit=page + 1, teams=ctx.teams
     )
+    meta = await listing_meta(ctx, rows[:page])  # owner, access, shares (R-X2)
     result: dict[str, Any] = {
         "sessions": [
             {
@@ -207,6 +213,7 @@ async def session_list(ctx: CallContext, params: ListSessionsParams) -> dict[str
                 "cwd": r.cwd,
                 **({"title": r.title} if r.title else {}),
                 "updatedAt": r.updated_at.isoformat(),
+                **({"_meta": {"agentd": meta[r.id]}} if r.id in meta else {}),
             }
             for r in rows[:page]
         ]

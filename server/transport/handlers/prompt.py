@@ -13,6 +13,7 @@ from server.session.commands import Cancel, EnqueueAck, Interject, InterjectResu
 from server.transport.guards import check_prompt_size
 from server.transport.handlers.common import agentd_meta, attach_with_replay, session_for
 from server.transport.rpc import CallContext, Method
+from server.transport.sharing import Access
 
 
 async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, Any]:
@@ -25,7 +26,7 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
             [{"path": "_meta.agentd.outputSchema", "message": msg}],
         )
     check_prompt_size(params.prompt, ctx.state.settings.max_prompt_bytes)
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     conn = ctx.connection
     if conn is not None and actor.id not in conn.sessions:
         await attach_with_replay(ctx, actor, replay=False)
@@ -62,13 +63,13 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
 
 
 async def session_cancel(ctx: CallContext, params: SessionIdParams) -> None:
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     actor.send(Cancel())
 
 
 async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) -> dict[str, Any]:
     check_prompt_size(params.prompt, ctx.state.settings.max_prompt_bytes)
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     loop = asyncio.get_running_loop()
     ack: asyncio.Future[EnqueueAck] = loop.create_future()
     actor.send(
@@ -132,7 +133,9 @@ def queue_method(op: str) -> Method:
             raise RpcError.invalid_params(
                 f"Invalid params: {msg}", [{"path": m, "message": "required"} for m in missing]
             )
-        actor = await session_for(ctx, params.session_id)
+        # Reading the queue is watching; every other operation changes it (drive).
+        needs = Access.WATCH if op == "list" else Access.DRIVE
+        actor = await session_for(ctx, params.session_id, needs)
         reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         actor.send(QueueOp(op, args, ctx.principal, reply))
         return await reply
@@ -142,7 +145,7 @@ def queue_method(op: str) -> Method:
 
 async def interject(ctx: CallContext, params: InterjectParams) -> dict[str, Any]:
     check_prompt_size(params.prompt, ctx.state.settings.max_prompt_bytes)
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     reply: asyncio.Future[InterjectResult] = asyncio.get_running_loop().create_future()
     origin = ctx.connection.id if ctx.connection else None
     actor.send(Interject(list(params.prompt), reply, params.expected_turn_id, origin))

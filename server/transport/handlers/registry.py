@@ -24,6 +24,7 @@ from protocol.agentd import (
     PermissionRespondParams,
     RewindParams,
     SessionParams,
+    ShareParams,
 )
 from protocol.methods import QueueOp, Served, Unsupported
 from server.transport.handlers.clients import (
@@ -60,6 +61,7 @@ from server.transport.handlers.prompt import (
     session_prompt,
 )
 from server.transport.handlers.session_config import session_set_config_option, session_set_mode
+from server.transport.handlers.share import session_share
 from server.transport.rpc import Method
 
 # ACP methods of the pinned schema that agentd answers "not supported" (and does not
@@ -77,6 +79,7 @@ METHODS: dict[str, Method] = {
     Served.SESSION_CLOSE: Method(SessionIdParams, session_close),
     Served.SESSION_DELETE: Method(SessionIdParams, session_delete),
     Served.FORK: Method(ForkParams, session_fork),
+    Served.SHARE: Method(ShareParams, session_share),
     Served.ATTACH: Method(AttachParams, session_attach, needs_connection=True),
     Served.DETACH: Method(SessionParams, session_detach, needs_connection=True),
     Served.GOAL_SET: Method(GoalSetParams, goal_set),

@@ -13,10 +13,11 @@ from server.session.commands import SetAgent, SetMode, SetModel, SetPlan
 from server.session.config_options import PLAN_OFF, PLAN_ON
 from server.transport.handlers.common import config_options, known_agent, session_for
 from server.transport.rpc import CallContext
+from server.transport.sharing import Access
 
 
 async def session_set_config_option(ctx: CallContext, params: SetConfigOptionParams) -> dict[str, Any]:
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     loop = asyncio.get_running_loop()
     if params.config_id == "mode":
         await session_set_mode(ctx, SetModeParams(session_id=params.session_id, mode_id=str(params.value)))
@@ -60,7 +61,7 @@ async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str,
         raise RpcError.invalid_params(
             f"Invalid params: unknown mode {params.mode_id!r} (one of {known})"
         ) from None
-    actor = await session_for(ctx, params.session_id)
+    actor = await session_for(ctx, params.session_id, Access.DRIVE)
     reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     actor.send(SetMode(mode, reply))
     await reply

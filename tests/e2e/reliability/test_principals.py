@@ -95,6 +95,8 @@ def params_for(method: str, session_id: str, workspace: Path) -> dict[str, Any]:
         "events": ["stop"],
         "method_id": "none",
         "protocol_version": 1,
+        "team": "core",
+        "access": "drive",
     }
     model: type[BaseModel] | None = METHODS[method].params
     if model is None:
@@ -162,8 +164,9 @@ async def test_no_method_or_endpoint_lets_one_principal_touch_anothers_session(
         workspace_grants={"alice": [str(workspace)], "bob": [str(workspace)]},
     ) as server:
         state = server.app.state.agentd
-        alice_token, _ = await create_token(state.store, "alice")
-        bob_token, _ = await create_token(state.store, "bob")
+        # In teams, but not one team: nothing of alice's is shared with bob (R-X2).
+        alice_token, _ = await create_token(state.store, "alice", teams=["ops"])
+        bob_token, _ = await create_token(state.store, "bob", teams=["core"])
         alice = await ws_as(server.base_url, alice_token)
         bob = await ws_as(server.base_url, bob_token)
         http = httpx.AsyncClient(base_url=server.base_url, timeout=CALL_BOUND_S)

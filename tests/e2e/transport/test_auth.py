@@ -18,7 +18,7 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from server.auth import bearer_token, chosen_subprotocol, create_token, insecure_bind
+from server.auth import bearer_token, chosen_subprotocol, create_token, hash_token, insecure_bind
 from server.config import AuthMode
 from server.store.db import Store
 from tests.conftest import scripted
@@ -237,8 +237,8 @@ async def test_token_create_list_revoke_from_the_command_line(
     code, out, _ = await run_cli("token", "list", *db, env=env)
     assert code == 0
     (line,) = out.strip().splitlines()
-    token_id, principal, name, _created, state = line.split("\t")
-    assert (principal, name, state) == ("carol", "ci", "active")
+    token_id, principal, name, _created, state, teams = line.split("\t")
+    assert (principal, name, state, teams) == ("carol", "ci", "active", "-")
     assert token not in out  # never shown again
 
     # The printed token works against a server on that database...
@@ -264,3 +264,22 @@ async def test_token_create_list_revoke_from_the_command_line(
     assert code == 1 and "no active token" in err
     code, _, err = await run_cli("token", "create", "--principal", "  ", *db, env=env)
     assert code == 2 and "must not be empty" in err
+
+
+async def test_token_create_puts_the_principal_in_teams(tmp_path: Path, db_url: str) -> None:
+    env = cli_env(tmp_path)
+    db = ["--database-url", db_url]
+    teams = ["--team", "core", "--team", "ops", "--team", "core"]
+    code, out, err = await run_cli("token", "create", "--principal", "dave", *teams, *db, env=env)
+    assert code == 0, err
+    assert "in teams core, ops" in err
+    store = await Store.open(db_url)
+    try:
+        found = await store.identity_for_token(hash_token(out.strip()))
+    finally:
+        await store.close()
+    assert found == ("dave", ("core", "ops"))
+    code, out, _ = await run_cli("token", "list", *db, env=env)
+    assert code == 0 and out.strip().split("\t")[-1] == "core,ops"
+    code, _, err = await run_cli("token", "create", "--principal", "x", "--team", "a b", *db, env=env)
+    assert code == 2 and "bad team name" in err

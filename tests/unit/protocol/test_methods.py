@@ -36,6 +36,7 @@ WIRE = [
     (Served.ATTACH, "_agentd/session/attach"),
     (Served.DETACH, "_agentd/session/detach"),
     (Served.FORK, "_agentd/session/fork"),
+    (Served.SHARE, "_agentd/session/share"),
     (Served.COMPACT, "_agentd/session/compact"),
     (Served.REWIND, "_agentd/session/rewind"),
     (Served.ENQUEUE, "_agentd/prompt/enqueue"),

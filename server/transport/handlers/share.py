@@ -1,0 +1,79 @@
+"""`_agentd/session/share` (R-X2): the owner opens its session to one of its own teams, or
+closes it again; and what `session/list` says about sharing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.agentd import ShareParams
+from protocol.jsonrpc import RpcError
+from server.config import AuthMode
+from server.session.actor import SessionActor
+from server.session.sinks import requesting, tracked_sessions, urgent
+from server.store.records import SessionSummary
+from server.transport.handlers.common import session_for
+from server.transport.render import ACP_RENDERER
+from server.transport.rpc import CallContext
+from server.transport.sharing import ACCESS_CHANGED, Access, access_of, holder
+from server.transport.sse import SseSink
+
+
+async def session_share(ctx: CallContext, params: ShareParams) -> dict[str, Any]:
+    actor = await session_for(ctx, params.session_id, Access.OWNER)
+    # Any share may be closed; one may be opened only to a team the owner's token is in.
+    if params.access != "none" and params.team not in ctx.teams:
+        mine = ", ".join(sorted(ctx.teams)) or "none: create the token with --team"
+        msg = f"you can share only with a team your token is in ({mine})"
+        raise RpcError.invalid_params(f"Invalid params: team: {msg}", [{"path": "team", "message": msg}])
+    access = None if params.access == "none" else params.access
+    if not await ctx.state.store.set_session_share(actor.id, params.team, access):
+        raise RpcError.not_found(f"session {params.session_id}")  # deleted meanwhile
+    shares = (await ctx.state.store.session_shares([actor.id])).get(actor.id, {})
+    await _end_lost_access(ctx, actor, shares)
+    return {"sessionId": actor.id, "shares": share_list(shares)}
+
+
+async def _end_lost_access(ctx: CallContext, actor: SessionActor, shares: dict[str, str]) -> None:
+    """Members attached to the session who lost (some of) their access are detached now,
+    told `_agentd/resync_required` (`reason: access_changed`): re-attaching gets them what
+    they may still see — a watcher's view, or "not found". An SSE stream ends."""
+    for sink in list(actor.hub.sinks):
+        held = holder(sink)
+        if held is None or held[0] == actor.owner:
+            continue
+        now = access_of(held[0], held[1], actor.owner, shares)
+        # A watcher may keep a view that asks nothing (a WatchSink, an SSE stream).
+        if now is Access.NONE or (now is Access.WATCH and requesting(sink) is not None):
+            sub = actor.hub.get(sink.id)
+            frame = ACP_RENDERER.resync(actor.id, sub.last_seq if sub else 0, ACCESS_CHANGED)
+            # In order after what the client got; ahead of it only when its buffer is full
+            # (and on SSE, where the urgent resync is what ends the stream).
+            if isinstance(sink, SseSink) or not sink.send_notification(*frame):
+                tell = urgent(sink)
+                if tell is not None:
+                    tell.send_urgent(*frame)
+            tracked = tracked_sessions(sink)
+            if tracked is not None:
+                tracked.discard(actor.id)
+            await ctx.state.detach(actor.id, sink.id)
+
+
+def share_list(shares: dict[str, str]) -> list[dict[str, str]]:
+    return [{"team": team, "access": shares[team]} for team in sorted(shares)]
+
+
+async def listing_meta(ctx: CallContext, rows: list[SessionSummary]) -> dict[str, dict[str, Any]]:
+    """`_meta.agentd` of each listed session: its owner and the caller's access; the owner
+    also sees whom it shared the session with. One query for the page."""
+    # Without auth no token names a team, so nothing can be shared: no query.
+    ids = [r.id for r in rows] if ctx.state.settings.auth is not AuthMode.NONE else []
+    shares = await ctx.state.store.session_shares(ids) if ids else {}
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        of = shares.get(r.id, {})
+        access = access_of(ctx.principal, ctx.teams, r.owner, of)
+        meta: dict[str, Any] = {"owner": r.owner, "access": access.value}
+        if access is Access.OWNER:
+            meta["shares"] = share_list(of)
+        out[r.id] = meta
+    return out
