@@ -22,6 +22,7 @@ from server.logs import redact_tokens_in_server_logs
 from server.loop.budget import BudgetLimits
 from server.loop.goal import GoalLimits
 from server.loop.limits import LoopLimits
+from server.loop.subagent import TASK_TOOL
 from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
 from server.providers.factory import close_providers, make_lanes, make_provider
@@ -100,7 +101,7 @@ def create_app(
         prov = provider or make_provider(settings)
         hooks = load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig()
         tools_in_use = tools or builtin_tools(shell)
-        agents = default_definitions(settings.agents_dir, known_tools=list(tools_in_use))
+        agents = default_definitions(settings.agents_dir, known_tools=[*tools_in_use, TASK_TOOL])
         services = ActorServices(
             settings=settings,
             writer=writer,

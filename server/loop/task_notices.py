@@ -23,8 +23,12 @@ from server.loop.context import TurnContext
 
 
 def _sources(ctx: TurnContext) -> list[CompletionSource]:
-    # Background shell tasks today; background sub-agents (R-T11) join here.
-    return [ctx.background] if ctx.background is not None else []
+    # Background shell tasks and background sub-agents (R-T11), which only the session's
+    # agent hears about (a child has no background of its own).
+    sources: list[CompletionSource] = [ctx.background] if ctx.background is not None else []
+    if ctx.subagents is not None and ctx.depth == 0:
+        sources.append(ctx.subagents)
+    return sources
 
 
 def drain_task_notices(ctx: TurnContext) -> list[TaskCompletion]:

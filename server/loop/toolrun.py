@@ -312,6 +312,8 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         background=ctx.background,
         todos=ctx.todos,
         client=ctx.client,
+        agents=ctx.subagents,
+        tool_call_id=slot.call.id,
     )
     try:
         if slot.tool.access is Access.WRITE:
