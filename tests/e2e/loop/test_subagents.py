@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import scripted
 from tests.e2e.loop.test_stop_hooks import CommandHook, answer, block_first
-from tests.support.client import WsClient, text_prompt
+from tests.support.client import WsClient, allow, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.polling import until
 from tests.support.routed import RoutedProvider
@@ -52,6 +52,12 @@ description = "Works for a while"
 tools = []
 system_prompt = "You are the WAITER."
 """
+WRITER = """\
+name = "writer"
+description = "Writes files"
+tools = ["write_file"]
+system_prompt = "You are the WRITER."
+"""
 SLEEPER = """\
 name = "sleeper"
 description = "Works for a long while"
@@ -64,7 +70,13 @@ system_prompt = "You are the SLEEPER."
 def agents_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "agents"
     folder.mkdir()
-    for name, text in (("explorer", EXPLORER), ("nester", NESTER), ("waiter", WAITER), ("sleeper", SLEEPER)):
+    for name, text in (
+        ("explorer", EXPLORER),
+        ("nester", NESTER),
+        ("waiter", WAITER),
+        ("sleeper", SLEEPER),
+        ("writer", WRITER),
+    ):
         (folder / f"{name}.toml").write_text(text)
     return folder
 
@@ -396,4 +408,31 @@ async def test_a_spawn_beyond_the_concurrency_limit_is_refused(
         background.release(0)
         await until(lambda: events(client, sid, "background_task"), what="the first child's end")
         assert events(client, sid, "background_task")[0]["status"] == "completed"
+        await client.close()
+
+
+async def test_a_childs_permission_request_goes_through_the_sessions_permission_flow(
+    server_factory, workspace: Path, agents_dir: Path
+):
+    """R-T11 design: "permission requests of the child go through the parent session's
+    normal permission flow" — seed 000 pattern two: "审批熔断" holds for a child too."""
+    parent = scripted({"tool_calls": [task("t1", "writer", "write it")]}, {"text": "written"}, NEVER)
+    child = scripted(
+        {"tool_calls": [tool_call("write_file", "c1", path="out.txt", content="from the child\n")]},
+        {"text": "wrote out.txt"},
+        NEVER,
+    )
+    async with server_factory(RoutedProvider(parent, {"WRITER": child}), agents_dir=agents_dir) as server:
+        client = await server.client()
+        client.on_request = allow()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "go"))
+
+        assert result["stopReason"] == "end_turn"
+        (asked,) = [r for r in client.server_requests if r["method"] == "session/request_permission"]
+        assert asked["params"]["sessionId"] == sid
+        assert asked["params"]["toolCall"]["toolCallId"] == "c1"
+        assert (workspace / "out.txt").read_text() == "from the child\n"
+        assert tool_results(parent.requests[1]) == ["wrote out.txt"]
         await client.close()
