@@ -338,6 +338,7 @@ class Subagents:
         except Exception:  # the child's end stands whatever the listeners do
             log.exception("sub-agent %s: finishing failed", child.id)
         finally:
+            child.ctx = None  # its conversation is not kept once its answer is
             if not child.finished.done():
                 child.finished.set_result(None)
 

@@ -58,6 +58,17 @@ description = "Writes files"
 tools = ["write_file"]
 system_prompt = "You are the WRITER."
 """
+REPORTER = """\
+name = "reporter"
+description = "Reports in a schema"
+tools = []
+system_prompt = "You are the REPORTER."
+output_schema = { type = "object", properties = { n = { type = "integer" } }, required = ["n"] }
+
+[completion]
+tool = "StructuredOutput"
+max_retries = 1
+"""
 SLEEPER = """\
 name = "sleeper"
 description = "Works for a long while"
@@ -76,6 +87,7 @@ def agents_dir(tmp_path: Path) -> Path:
         ("waiter", WAITER),
         ("sleeper", SLEEPER),
         ("writer", WRITER),
+        ("reporter", REPORTER),
     ):
         (folder / f"{name}.toml").write_text(text)
     return folder
@@ -168,6 +180,16 @@ async def test_foreground_child_runs_its_own_loop_and_its_answer_is_the_tool_res
         assert session["byLane"]["subagent:explorer/primary"]["calls"] == 2
         assert "incomplete" not in session and not session["dirty"]
         assert_valid_frames(client)
+        # Durable: a client loading the session later sees the same nested events.
+        later = await server.client()
+        await later.call("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+        assert statuses(later, sid, "t1") == ["running", "completed"]
+        assert [n["event"]["kind"] for n in nested(later, sid, "t1") if "event" in n] == [
+            n["event"]["kind"]
+            for n in nested(client, sid, "t1")
+            if "event" in n and n["event"]["kind"] != "agent_message_chunk"
+        ]
+        await later.close()
         await client.close()
 
 
@@ -305,6 +327,7 @@ async def test_background_child_reports_through_task_output_and_its_live_usage_i
         assert second["stopReason"] == "end_turn"
         reminder = parent.requests[2].messages[-1].content
         assert "Background agent agent-1 has finished" in reminder and 'task_id "agent-1"' in reminder
+        assert "Task: compute" in reminder
         output = tool_results(parent.requests[3])[-1]
         assert output.startswith("Background result: 7") and "ended completed" in output
         assert statuses(client, sid, "t1") == ["running", "completed"]
@@ -435,4 +458,25 @@ async def test_a_childs_permission_request_goes_through_the_sessions_permission_
         assert asked["params"]["toolCall"]["toolCallId"] == "c1"
         assert (workspace / "out.txt").read_text() == "from the child\n"
         assert tool_results(parent.requests[1]) == ["wrote out.txt"]
+        await client.close()
+
+
+async def test_a_child_with_an_output_schema_answers_its_parent_in_that_schema(
+    server_factory, workspace: Path, agents_dir: Path
+):
+    """R-T11 with the definition's completion requirement and output schema; seed 000:
+    "完成契约多用于子代理" and "比如子代理必须调 StructuredOutput 汇报结果"."""
+    parent = scripted({"tool_calls": [task("t1", "reporter", "count")]}, {"text": "n is 7"}, NEVER)
+    child = scripted({"tool_calls": [tool_call("StructuredOutput", "c1", n=7)]}, NEVER)
+    async with server_factory(RoutedProvider(parent, {"REPORTER": child}), agents_dir=agents_dir) as server:
+        client = await server.client()
+        sid = await new_session(client, workspace)
+
+        result = await client.call("session/prompt", text_prompt(sid, "go"))
+
+        assert result["stopReason"] == "end_turn"
+        assert "StructuredOutput" in [t.name for t in child.requests[0].tools]
+        assert len(child.requests) == 1
+        assert tool_results(parent.requests[1]) == ['{"n": 7}']
+        assert "structuredOutput" not in result["_meta"]["agentd"]  # the child's, not the prompt's
         await client.close()
