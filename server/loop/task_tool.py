@@ -2,8 +2,9 @@
 definitions, picked by name — on a self-contained task (`server/loop/subagent.py`).
 
 It is a tool like any other on the wire (a `tool_call` the child's events then nest under)
-but it is built per turn, bound to the session's `Subagents` and to the tools a child may
-choose from; it finds its parent's `TurnContext` through the running call's tool context.
+but it is built per turn, bound (`bind`) to the `TurnContext` of the agent that may call it,
+to the session's `Subagents` and to the tools a child may choose from; the running call's id
+(`ToolContext.tool_call_id`) is where the child's events nest.
 """
 
 from __future__ import annotations
