@@ -209,6 +209,10 @@ class Settings(BaseSettings):
     # A small, cheap model tried first by the goal evaluator (R-L2c); then the session model.
     goal_evaluator_model: str | None = None
     goal_attempt_timeout_s: float = 30.0  # per evaluator attempt
+    # Sub-agents (R-T11, the `task` tool): how deep children may nest (1: only the session's
+    # agent starts them; 0: no `task` tool) and how many run at once per session.
+    subagent_max_depth: int = Field(default=1, ge=0)
+    subagent_max_concurrent: int = Field(default=4, ge=1)
     # A client-registered stop hook that does not answer within this is ignored (fails open).
     client_hook_timeout_s: float = 30.0
 

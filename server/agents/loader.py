@@ -42,6 +42,7 @@ from typing import Any, cast
 from server.agents.builder import AgentBuilder, join_names
 from server.agents.definition import DEFAULT_AGENT, AgentDefinition, AgentDefinitionError, Problem
 from server.agents.frontmatter import parse_markdown
+from server.loop.subagent import TASK_TOOL
 from server.tools.registry import BUILTIN_TOOLS
 
 DEFINITION_SUFFIXES = (".toml", ".md")
@@ -119,7 +120,7 @@ def default_definitions(
     override `default`). A missing folder, or `None`, just yields the built-in default.
     `known_tools` defaults to the built-in tool names."""
     if known_tools is None:
-        known_tools = [cls.name for cls in BUILTIN_TOOLS]
+        known_tools = [*(cls.name for cls in BUILTIN_TOOLS), TASK_TOOL]
     definitions = {DEFAULT_AGENT.name: DEFAULT_AGENT}
     if folder is not None and Path(folder).exists():
         definitions.update(load_definitions(Path(folder), known_tools=known_tools, known_models=known_models))

@@ -1,6 +1,5 @@
 """Background-task notifications: what the model and the clients are told when a task
-that runs beside the conversation (a background `bash` today, a background sub-agent
-later) finishes.
+that runs beside the conversation (a background `bash`, a background sub-agent) finishes.
 
 The seed (000) treats a finished background job as news the agent must get without asking:
 a "后台通知" (background notification) is one of the sources of input the loop knows
@@ -13,7 +12,7 @@ and a `background_task` event for the clients as soon as it finishes.
 
 Pure: the record of one completion, the reminder text and the event payload. Where the
 completions come from is a `CompletionSource` (`server/tools/background.py` for shell
-tasks); a sub-agent registry plugs in by implementing the same two methods.
+tasks; `server/loop/subagent.py` for background sub-agents).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from server.core.events import EventKind
 
 class TaskKind(StrEnum):
     BASH = "bash"  # `bash` with run_in_background
-    AGENT = "agent"  # a background sub-agent (R-T11; not built yet)
+    AGENT = "agent"  # a `task` sub-agent with run_in_background (R-T11)
 
 
 class TaskEnd(StrEnum):
@@ -88,7 +87,8 @@ def render_reminder(completions: Sequence[TaskCompletion]) -> str:
     for c in completions:
         noun = "Background task" if c.task_kind is TaskKind.BASH else "Background agent"
         lines.append(f"{noun} {c.task_id} has finished: {c.status}.")
-        lines.append(f"  Command: {_short(c.summary)}")
+        label = "Command" if c.task_kind is TaskKind.BASH else "Task"
+        lines.append(f"  {label}: {_short(c.summary)}")
         lines.append(f"  Read its output with {c.read_with}.")
     lines.append(
         "This is an automatic notice, not a message from the user; each finished task is announced once."

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from server.core.completion import CompletionRequirement
 from server.core.conversation import Message
@@ -26,13 +26,16 @@ from server.loop.limits import LoopLimits
 from server.loop.request_memo import RequestMemo
 from server.loop.retry import RetryState
 from server.loop.structured import OutputSchema
-from server.loop.usage import Price
+from server.loop.usage import Price, UsageLedger
 from server.tools.background import BackgroundTasks
 from server.tools.base import Tool
 from server.tools.client_bridge import ClientBridge
 from server.tools.hooks import PreToolHook, StopHook
 from server.tools.permissions import Remembered
 from server.tools.todo import TodoList
+
+if TYPE_CHECKING:
+    from server.loop.subagent import Subagents
 
 T = TypeVar("T")
 
@@ -187,6 +190,13 @@ class TurnContext:
     client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
     # Called with the paths a write tool is about to change, before it runs (R-T12 snapshots).
     before_write: Callable[[list[str]], Awaitable[None]] | None = None
+    # Sub-agents (R-T11): the session's registry; this agent's nesting depth (the session's
+    # agent is 0); extra fields of the stop-hook payload (a child's SubagentStop); and the
+    # usage of finished foreground children, rolled up into this turn's ledger at its end.
+    subagents: Subagents | None = None
+    depth: int = 0
+    stop_payload: dict[str, Any] = field(default_factory=dict)
+    child_usage: UsageLedger = field(default_factory=UsageLedger)
 
     def rotate_lane(self) -> bool:
         """Move to the next provider lane; False when there is none."""

@@ -48,6 +48,7 @@ async def run_stop_hooks(ctx: TurnContext, reentries: int) -> HookVerdict:
         "turnId": ctx.turn_id,
         "lastMessage": last,
         "reentries": reentries,
+        **ctx.stop_payload,  # a sub-agent's SubagentStop: "event": "subagent_stop", agent, taskId…
     }
     verdicts: list[HookVerdict] = []
     for hook in ctx.stop_hooks:

@@ -10,9 +10,10 @@ turn of its own (an unattended turn would spend tokens nobody asked for); the se
 clients have already been told by the `background_task` event.
 
 The seed does count a background notification among the inputs that can open a turn (001:
-"根据 prompt_id 判断这条输入从哪来（用户、定时任务、后台通知、goal 等）"); agentd leaves that
-to background sub-agents (R-T11), whose result is the point of the work — they would queue a
-turn of their own, and its first round picks the reminder up here like any other.
+"根据 prompt_id 判断这条输入从哪来（用户、定时任务、后台通知、goal 等）"). Background sub-agents
+(R-T11) follow the shell tasks' rule for now: a child that finishes while the session is idle
+starts no turn (its clients get the `background_task` event and may prompt); the next turn's
+first round picks the reminder up here like any other.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ from server.loop.context import TurnContext
 
 
 def _sources(ctx: TurnContext) -> list[CompletionSource]:
-    # Background shell tasks today; background sub-agents (R-T11) join here.
-    return [ctx.background] if ctx.background is not None else []
+    # Background shell tasks and background sub-agents (R-T11), which only the session's
+    # agent hears about (a child has no background of its own).
+    sources: list[CompletionSource] = [ctx.background] if ctx.background is not None else []
+    if ctx.subagents is not None and ctx.depth == 0:
+        sources.append(ctx.subagents)
+    return sources
 
 
 def drain_task_notices(ctx: TurnContext) -> list[TaskCompletion]:

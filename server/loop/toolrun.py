@@ -313,6 +313,8 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         background=ctx.background,
         todos=ctx.todos,
         client=ctx.client,
+        agents=ctx.subagents,
+        tool_call_id=slot.call.id,
     )
     attributes = {
         "agentd.session_id": ctx.session_id,

@@ -77,9 +77,17 @@ async def _guarded_turn(ctx: TurnContext) -> TurnOutcome:
 
 async def _run_turn(ctx: TurnContext) -> TurnOutcome:
     state = TurnState.for_limits(ctx.limits)
-    outcome = await _turn_rounds(ctx, state)
+    try:
+        outcome = await _turn_rounds(ctx, state)
+    finally:
+        state.usage.merge(ctx.child_usage)  # finished foreground sub-agents (R-T11)
     # The summary is taken at the very end so goal verdicts and hook rounds are on it.
-    return dataclasses.replace(outcome, turn=state.summary())
+    summary = state.summary()
+    if ctx.subagents is not None and ctx.subagents.live_from(ctx.turn_id):
+        # 000: a background child still running marks the report incomplete, not dirty:
+        # its spend is booked into the session's ledger when it finishes.
+        summary["usage"]["incomplete"] = True
+    return dataclasses.replace(outcome, turn=summary)
 
 
 async def _turn_rounds(ctx: TurnContext, state: TurnState) -> TurnOutcome:

@@ -10,7 +10,7 @@ it runs, and reaches everything else through the actor's `Journal` (events) and 
 Rooms next door: the queue's entries and idempotency (prompt_queue.py, queue_ops.py,
 queue_sync.py), starting a turn (turn_launch.py), the journal of events, checkpoints and
 crash repair (journal.py), local commands (local_commands.py), the permission gate
-(permission_gate.py), snapshots (snapshot.py).
+(permission_gate.py), snapshots (snapshot.py), sub-agents (subagents.py).
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ from server.session.services import ActorServices
 from server.session.session_modes import record_modes_change
 from server.session.sinks import FrameSink
 from server.session.snapshot import Running, build_snapshot
+from server.session.subagents import session_subagents
 from server.session.turn_launch import RunningTurn, answer_turn, launch, stop_turn
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
@@ -98,7 +99,6 @@ __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "Se
 log = logging.getLogger(__name__)
 
 C = TypeVar("C")
-
 
 # One handler per mailbox command, registered with `@_handles(CommandType)` below.
 _HANDLERS: dict[type[Any], Callable[[SessionActor, Any], Awaitable[None]]] = {}
@@ -165,7 +165,6 @@ class SessionActor:
             render=services.render,
             memory=dict(record.permission_memory),
         )
-        self._gate = self.permissions
         self.todos = TodoList()
         self._idle_since: float | None = None
         self._stopped = False
@@ -175,6 +174,7 @@ class SessionActor:
         self._desk.restore(record.queue or [])
         self.path_locks: dict[str, asyncio.Lock] = {}
         self.background = BackgroundTasks(on_finished=lambda task_id: self.send(TaskFinished(task_id)))
+        self.subagents = session_subagents(self)  # R-T11: the `task` tool's children
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._server_stopping = False  # the whole server shuts down (not just an eviction)
@@ -378,14 +378,14 @@ class SessionActor:
     async def _on_attach_complete(self, cmd: AttachComplete) -> None:
         if cmd.send_commands:
             self.send_available_commands(cmd.sink)
-        for pending in self._gate.pending.values():
-            self._gate.ask_sink(cmd.sink, pending)
+        for pending in self.permissions.pending.values():
+            self.permissions.ask_sink(cmd.sink, pending)
 
     @_handles(Detach)
     async def _on_detach(self, cmd: Detach) -> None:
         self.hub.unsubscribe(cmd.sink_id)
         self.client_hooks.pop(cmd.sink_id, None)
-        self._gate.forget_sink(cmd.sink_id)
+        self.permissions.forget_sink(cmd.sink_id)
 
     @_handles(TurnFinished)
     async def _on_turn_finished(self, cmd: TurnFinished) -> None:
@@ -409,7 +409,7 @@ class SessionActor:
         self._closing = True
         self.journal.stopped = True
         self.journal.cancel_checkpoints()
-        await self.background.close()
+        await asyncio.gather(self.background.close(), self.subagents.close())
         turn = self._turn
         if turn is not None:
             await stop_turn(self, turn, grace)
@@ -492,7 +492,7 @@ class SessionActor:
             model=self.model,
             agent=self.agent.name,
             queue=self.queue,
-            pending=self._gate.pending.values(),
+            pending=self.permissions.pending.values(),
             running=Running(turn.id, turn.prompt.id) if turn else None,
             goal=self.goal,
             title=self.title,
@@ -504,7 +504,7 @@ class SessionActor:
 
     def idle_since(self) -> float | None:
         """When the actor became evictable (no clients, no work), or None while it is not."""
-        if self._turn is not None or self.queue or len(self.hub) or self._gate.pending:
+        if self._turn is not None or self.queue or len(self.hub) or self.permissions.pending:
             self._idle_since = None
             return None
         if self._idle_since is None:
@@ -557,8 +557,8 @@ class SessionActor:
         `_agentd/permission/respond` over HTTP). The first answer wins: True if this one
         did, False if the request is unknown or already answered, None for an option the
         request does not offer (a bad answer, not an answer)."""
-        return self._gate.answer(request_id, option_id)
+        return self.permissions.answer(request_id, option_id)
 
     def permission_options(self, request_id: str) -> list[str] | None:
         """The option ids a pending request offers (None when it is not pending)."""
-        return self._gate.options(request_id)
+        return self.permissions.options(request_id)

@@ -16,6 +16,7 @@ from server.config import Settings
 from server.loop.budget import BudgetLimits
 from server.loop.goal import GoalLimits
 from server.loop.limits import LoopLimits
+from server.loop.subagent import TASK_TOOL
 from server.session.local_commands import Skill, load_skills
 from server.tools.base import Tool
 from server.tools.hooks import HooksConfig, load_hooks
@@ -54,7 +55,7 @@ def build_kit(
     return TurnKit(
         tools=tools_in_use,
         hooks=load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig(),
-        agents=default_definitions(settings.agents_dir, known_tools=list(tools_in_use)),
+        agents=default_definitions(settings.agents_dir, known_tools=[*tools_in_use, TASK_TOOL]),
         limits=loop_limits(settings),
         skills=load_skills(settings.skills_dir),
     )

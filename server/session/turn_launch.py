@@ -31,6 +31,7 @@ from server.loop.goal_eval import evaluator_lanes
 from server.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
 from server.loop.prompt import prompt_images, prompt_text
 from server.loop.structured import OutputSchema
+from server.loop.subagent import TASK_TOOL
 from server.loop.toolrun import execute_tool_round
 from server.loop.turn import run_compaction_job, run_turn
 from server.session.commands import Prompt, PromptDone, TurnFinished
@@ -45,6 +46,7 @@ from server.session.local_commands import (
 from server.session.prompt_queue import QueuedPrompt, new_id, request_id_of
 from server.session.queue_ops import QueueKind
 from server.session.sinks import FrameSink, capable
+from server.session.subagents import with_task_tool
 from server.tools.base import Tool
 from server.tools.client_bridge import ClientBridge
 from server.tools.hooks import PreToolHook, StopHook
@@ -154,7 +156,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
     hooks = services.hooks
     pre_tool = cast("list[PreToolHook]", list(hooks.pre_tool))
     stop_hooks = [*cast("list[StopHook]", hooks.stop), *actor.client_hooks.values()]
-    return TurnContext(
+    ctx = TurnContext(
         session_id=actor.id,
         turn_id=turn_id,
         cwd=actor.cwd,
@@ -189,6 +191,10 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
         before_write=functools.partial(actor.files.before_write, turn_id),
     )
+    ctx.subagents = actor.subagents
+    if agent.allows_tool(TASK_TOOL):  # sub-agents (R-T11)
+        with_task_tool(ctx, actor.subagents, {**services.tools, **mcp_tools})
+    return ctx
 
 
 def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind
+from server.tools.agent_tasks import AgentTasks
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.bash import (
     Stopped,
@@ -382,62 +383,17 @@ def _still_running(result: WaitResult) -> str:
     return "no background tasks are running"
 
 
-class Wait:
-    name: ClassVar[str] = "wait"
-    kind: ClassVar[ToolKind] = ToolKind.OTHER
-    access: ClassVar[Access] = Access.READ
-    description: ClassVar[str] = (
-        "Wait for a background task (or any of them) to finish, up to a timeout; returns its output."
+async def _agent_output(
+    agents: AgentTasks, task_id: str, args: dict[str, Any], interrupted: asyncio.Event | None
+) -> ToolResult:
+    reason = (
+        await agents.wait(task_id, _wait_timeout(args), interrupted) if args.get("wait") is True else None
     )
-    guidance: ClassVar[str] = (
-        "Use wait after starting commands with bash run_in_background when you have nothing else to do "
-        "until they finish: with task_id it waits for that task, without it for whichever task finishes "
-        f"first (one that finished unnoticed returns at once), for at most timeout seconds (default "
-        f"{DEFAULT_WAIT:g}, max {MAX_WAIT:g}). It returns the finished task's output and exit status, or "
-        "says what is still running when the time is up. It returns early with "
-        f'"{INTERRUPTED_TEXT}" when the user sends a message; read that message before waiting again.'
-    )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {
-            "task_id": {
-                "type": "string",
-                "description": "Task to wait for (from bash run_in_background); default: any task.",
-            },
-            "timeout": {
-                "type": "number",
-                "minimum": 0,
-                "maximum": MAX_WAIT,
-                "description": f"Seconds to wait at most (default {DEFAULT_WAIT:g}, max {MAX_WAIT:g}).",
-            },
-        },
-        "required": [],
-        "additionalProperties": False,
-    }
-
-    def title(self, args: dict[str, Any]) -> str:
-        task_id = args.get("task_id")
-        return f"Wait for {task_id}" if isinstance(task_id, str) and task_id else "Wait for background tasks"
-
-    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
-        return []
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        bg = _background(ctx)
-        task_id = _task_id_arg(args)
-        timeout = _wait_timeout(args)
-        result = await bg.wait(task_id, timeout, ctx.interrupted)
-        raw: dict[str, Any] = {"reason": result.reason, "taskId": result.task_id, "running": result.running}
-        if result.reason == "done" and result.task_id is not None:
-            output, task_raw = _report(bg, result.task_id)
-            raw.update(task_raw)
-        elif result.reason == "interrupted":
-            output = f"{INTERRUPTED_TEXT}; {_still_running(result)}"
-        elif result.reason == "idle":
-            output = "no background tasks are running and none finished since you last checked"
-        else:
-            output = f"{_still_running(result)} after waiting {timeout:g} s"
-        return ToolResult(output=output, raw_output=raw)
+    output, raw = agents.report(task_id)
+    if reason is not None:
+        raw["reason"] = reason
+    prefix = f"{INTERRUPTED_TEXT}; output so far:\n" if reason == "interrupted" else ""
+    return ToolResult(output=prefix + output, raw_output=raw)
 
 
 class TaskOutput:
@@ -448,7 +404,8 @@ class TaskOutput:
         "Show a background task's output so far and whether it is still running; optionally wait."
     )
     guidance: ClassVar[str] = (
-        "Use task_output to check on a command started with bash run_in_background: it shows the "
+        "Use task_output to check on a command started with bash run_in_background (or an agent started "
+        "with task run_in_background): it shows the "
         "output so far (long output keeps its beginning and end) followed by the status, running or "
         "the exit code. With wait=true it first waits for the task to finish, for at most timeout "
         f"seconds (default {DEFAULT_WAIT:g}, max {MAX_WAIT:g}), and like wait it returns early with "
@@ -477,10 +434,12 @@ class TaskOutput:
         return []
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        bg = _background(ctx)
         task_id = _task_id_arg(args)
         if task_id is None:
             raise ToolError("missing required argument 'task_id'")
+        if ctx.agents is not None and ctx.agents.knows(task_id):  # a background sub-agent (R-T11)
+            return await _agent_output(ctx.agents, task_id, args, ctx.interrupted)
+        bg = _background(ctx)
         bg._get(task_id)  # unknown id: a readable error before any waiting
         do_wait = args.get("wait", False)
         if do_wait is None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
+    from server.tools.agent_tasks import AgentTasks
     from server.tools.background import BackgroundTasks
     from server.tools.client_bridge import ClientBridge
     from server.tools.todo import TodoList
@@ -77,6 +78,9 @@ class ToolContext:
     todos: TodoList | None = None
     # The prompting editor's files and terminal, when it offered them (R-T6).
     client: ClientBridge | None = None
+    # The session's sub-agents (`task`, and `task_output` for `agent-N` ids; R-T11).
+    agents: AgentTasks | None = None
+    tool_call_id: str | None = None  # the running call's id (a sub-agent's events nest under it)
 
 
 class Tool(Protocol):

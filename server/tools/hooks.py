@@ -14,10 +14,16 @@ Config file (TOML, `AGENTD_HOOKS_FILE`):
     [[stop]]
     command = "./check_tests.sh"
 
+    [[subagent_stop]]         # asked when a sub-agent (R-T11) is about to stop
+    command = "./check_child.sh"
+
 pre-tool stdin:  {"event": "pre_tool", "sessionId", "cwd", "tool", "input"}
 pre-tool stdout: {"decision": "allow" | "deny", "reason": "..."}
 stop stdin:      {"event": "stop", "sessionId", "cwd", "turnId", "lastMessage", "reentries"}
 stop stdout:     {"decision": "allow" | "block" | "prevent", "reason": "...", "context": "..."}
+subagent_stop stdin: the stop payload with "event": "subagent_stop", plus "agent", "taskId",
+                 "parentTurnId", "parentToolCallId", "depth"; it answers like a stop hook
+                 (block: the child keeps working; its own ≤ 8 re-entries).
 """
 
 from __future__ import annotations
@@ -179,6 +185,7 @@ class CommandHook:
 class HooksConfig:
     pre_tool: list[CommandHook] = field(default_factory=list)
     stop: list[CommandHook] = field(default_factory=list)
+    subagent_stop: list[CommandHook] = field(default_factory=list)  # SubagentStop (R-T11)
 
 
 def load_hooks(path: Path) -> HooksConfig:
@@ -208,7 +215,9 @@ def load_hooks(path: Path) -> HooksConfig:
             hooks.append(CommandHook(entry["command"], frozenset(tools) if tools else None, float(timeout)))
         return hooks
 
-    unknown = set(data) - {"pre_tool", "stop"}
+    unknown = set(data) - {"pre_tool", "stop", "subagent_stop"}
     if unknown:
-        raise HookConfigError(f"hooks file {path}: unknown sections {sorted(unknown)} (use pre_tool, stop)")
-    return HooksConfig(parse("pre_tool"), parse("stop"))
+        raise HookConfigError(
+            f"hooks file {path}: unknown sections {sorted(unknown)} (use pre_tool, stop, subagent_stop)"
+        )
+    return HooksConfig(parse("pre_tool"), parse("stop"), parse("subagent_stop"))

@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 
-from server.tools.background import TaskOutput, Wait
+from server.tools.background import TaskOutput
 from server.tools.base import Tool
 from server.tools.bash import Bash
 from server.tools.files import EditFile, ListDir, ReadFile, WriteFile
 from server.tools.search import Glob, Grep
 from server.tools.shell import ShellLauncher
 from server.tools.todo import TodoWrite
+from server.tools.wait_tool import Wait
 
 BUILTIN_TOOLS: tuple[type[Tool], ...] = (
     ReadFile,

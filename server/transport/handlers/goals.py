@@ -38,9 +38,15 @@ async def goal_clear(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
 
 async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
     """The session's usage ledger (R-R4): tokens, cost, per lane; `dirty` when some call's
-    final usage could not be read. `retry`: the retry buckets' counts in their window (R-R2)."""
+    final usage could not be read; `incomplete` while a background sub-agent still runs (R-T11).
+    `retry`: the retry buckets' counts in their window (R-R2)."""
     actor = await session_for(ctx, params.session_id, Access.WATCH)
-    return {"sessionId": actor.id, "session": actor.usage.to_dict(), "retry": actor.retry.snapshot()}
+    session = actor.usage.to_dict()
+    if actor.subagents.running_background():
+        # 000 (background_live): a background sub-agent still runs — its spend is not in yet;
+        # the report is incomplete, not dirty (the ledger books it when the child ends).
+        session["incomplete"] = True
+    return {"sessionId": actor.id, "session": session, "retry": actor.retry.snapshot()}
 
 
 async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
