@@ -119,10 +119,11 @@ function renderQueue(queue) {
 
 function askPermission(id, p) {
   const requestId = ((p._meta || {}).agentd || {}).requestId || String(id);
-  showPermission(requestId, p, (optionId) => {
+  const answer = (optionId) => {
     ws.send(JSON.stringify({jsonrpc: "2.0", id, result: {outcome: {outcome: "selected", optionId}}}));
     dropPermission(requestId);
-  });
+  };
+  showPermission(requestId, p, answer, !p.sessionId || p.sessionId === current);
 }
 
 async function refreshSessions() {

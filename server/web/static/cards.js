@@ -101,9 +101,10 @@ export function onToolUpdate(u) {
 }
 
 // A `session/request_permission`: the card sits in its tool card, with the preview.
-export function showPermission(requestId, params, answer) {
+// A request of a session not on screen goes to the side panel, with its own preview.
+export function showPermission(requestId, params, answer, inline = true) {
   const call = params.toolCall || {};
-  const tool = toolCard(call.toolCallId || requestId);
+  const tool = inline ? toolCard(call.toolCallId || requestId) : detachedCard(call);
   if (call.title && !tool.querySelector(".title").textContent) tool.querySelector(".title").textContent = call.title;
   if (call.status && !tool.dataset.status) setStatus(tool, call.status, 0);
   showDetail(tool, call);
@@ -132,16 +133,29 @@ export function showPermission(requestId, params, answer) {
     answer(byKind.get(kind));
   };
   tool.querySelector(".ask-slot").append(card);
-  const ref = el("li", "pending-ref", call.title || "A tool call");
-  ref.dataset.requestId = requestId;
-  ref.onclick = () => card.focus();
-  const side = $("permissions");
-  if (side.querySelector(".muted")) side.replaceChildren();
-  side.append(ref);
+  if (inline) {  // the side panel lists it; a click brings its card into focus
+    const ref = el("li", "pending-ref", call.title || "A tool call");
+    ref.dataset.requestId = requestId;
+    ref.onclick = () => card.focus();
+    const side = $("permissions");
+    if (side.querySelector(".muted")) side.replaceChildren();
+    side.append(ref);
+  }
   const active = document.activeElement;
   const typing = active && active.id === "prompt" && active.value;
   if (!typing && !(active && active.classList && active.classList.contains("permission"))) card.focus();
   scrollDown();
+}
+
+function detachedCard(call) {
+  const card = el("div", "tool detached");
+  const head = el("div", "tool-head");
+  head.append(el("span", "state", "waiting"), el("span", "title", call.title || "A tool call"));
+  card.append(head, el("div", "tool-detail"), el("div", "ask-slot"));
+  const side = $("permissions");
+  if (side.querySelector(".muted")) side.replaceChildren();
+  side.append(card);
+  return card;
 }
 
 export function dropPermission(requestId) {
@@ -150,6 +164,7 @@ export function dropPermission(requestId) {
     const tool = card.closest(".tool");
     const hadFocus = card.contains(document.activeElement);
     card.remove();
+    if (tool && tool.classList.contains("detached")) tool.remove();
     if (tool && !tool.querySelector(".permission")) tool.classList.remove("asking");
     const next = document.querySelector(".permission");
     if (hadFocus && next) next.focus();

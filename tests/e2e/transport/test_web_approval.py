@@ -50,7 +50,8 @@ async def test_permission_cards_show_diffs_new_files_and_commands_and_answer_by_
         assert await edit.locator(".dl.del .code").all_inner_texts() == ["    return 'hi'"]
         assert await edit.locator(".dl.add .code").all_inner_texts() == ["    return 'hello'"]
         assert await edit.locator(".dl .sign").all_inner_texts() == [" ", "-", "+", " ", " "]
-        assert (await edit.locator(".diff-path").inner_text()).split() == [str(workspace / "app.py"), "+1", "−1"]
+        header = await edit.locator(".diff-path").inner_text()
+        assert header.split() == [str(workspace / "app.py"), "+1", "−1"]
         assert "return" in await edit.locator(".dl.add .tok-kw").all_inner_texts()
         assert "'hello'" in await edit.locator(".dl.add .tok-str").all_inner_texts()
         assert "return 'hi'" in (workspace / "app.py").read_text()  # still waiting
@@ -123,5 +124,6 @@ async def test_an_mcp_calls_arguments_are_shown_and_a_answers_always(
         await page.keyboard.press("a")  # always allow: the second call does not ask
         await page.wait_for_selector(".msg.agent >> text=The sum is 42.")
         assert len(cli.server_requests) == 1
-        await expect(page.locator('.tool[data-tool-call-id="c_add2"]')).to_have_attribute("data-status", "completed")
+        second = page.locator('.tool[data-tool-call-id="c_add2"]')
+        await expect(second).to_have_attribute("data-status", "completed")
         await cli.close()

@@ -57,7 +57,8 @@ async def test_markdown_is_rendered_sanitised_with_code_blocks_and_folded_reason
         page = await new_page(browser, errors)
         await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
         await open_session_page(page, server.base_url, sid)
-        assert (await cli.call("session/prompt", text_prompt(sid, "write the report")))["stopReason"] == "end_turn"
+        done = await cli.call("session/prompt", text_prompt(sid, "write the report"))
+        assert done["stopReason"] == "end_turn"
 
         msg = page.locator(".msg.agent")
         await msg.locator("h2").wait_for()
@@ -207,7 +208,8 @@ async def test_plan_usage_cost_goal_and_compaction_are_shown(
         assert await page.locator("#session-usage").inner_text() == "4800 tokens · $0.0240"
 
         # The goal another client sets shows with its state.
-        await cli.call("_agentd/goal/set", {"sessionId": sid, "objective": "Ship the parser", "tokenBudget": 50000})
+        goal = {"sessionId": sid, "objective": "Ship the parser", "tokenBudget": 50000}
+        await cli.call("_agentd/goal/set", goal)
         await expect(page.locator("#goal .goal-objective")).to_have_text("Ship the parser")
         assert await page.locator("#goal .goal-status").inner_text() == "active"
         assert "0 / 50.0k tokens" in await page.locator("#goal").inner_text()
