@@ -91,7 +91,7 @@ export function onToolUpdate(u) {
     const out = card.querySelector(".tool-out");
     out.hidden = false;
     out.querySelector(".output").textContent = text;
-    const lines = text.split("\n").length;
+    const lines = text.replace(/\n$/, "").split("\n").length;
     if (card.dataset.status === "in_progress" || lines <= OUTPUT_OPEN_LINES || card.dataset.status === "failed") out.open = true;
     else if (!out.dataset.touched) out.open = false;
     out.querySelector("summary").textContent = `output · ${lines} line${lines === 1 ? "" : "s"}`;
