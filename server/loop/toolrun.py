@@ -213,6 +213,24 @@ async def _pre_tool_hooks(ctx: TurnContext, slot: _Slot) -> ToolResult | None:
     return None
 
 
+async def _with_preview(ctx: TurnContext, slot: _Slot, tool_call: dict[str, Any]) -> dict[str, Any]:
+    """The permission request's `toolCall` with the tool's preview (what the call will do),
+    when it has one; a preview that fails leaves the request as announced."""
+    preview = getattr(slot.tool, "preview", None)
+    if preview is None or slot.args is None:
+        return tool_call
+    tool_ctx = ToolContext(cwd=ctx.cwd, session_id=ctx.session_id, client=ctx.client)
+    try:
+        shown = await run_cancellable(preview(slot.args, tool_ctx), ctx.cancel)
+    except TurnCancelled:
+        raise
+    except Exception as exc:  # a preview is a courtesy: never a reason not to ask
+        log.info("no preview for %s: %s", slot.call.name, exc)
+        return tool_call
+    with_preview: dict[str, Any] = shown.apply(tool_call)
+    return with_preview
+
+
 async def _approve(
     ctx: TurnContext, slots: list[_Slot], announced: list[ToolCallAnnounced]
 ) -> BreakReason | None:
@@ -252,9 +270,8 @@ async def _approve(
             slot.result = ToolResult(msg, is_error=True)
             continue
         try:
-            answer = await run_cancellable(
-                gate.ask(announcement.permission_request(), PERMISSION_OPTIONS), ctx.cancel
-            )
+            request = await _with_preview(ctx, slot, announcement.permission_request())
+            answer = await run_cancellable(gate.ask(request, PERMISSION_OPTIONS), ctx.cancel)
         except TurnCancelled:
             answer = None
         if answer is None or answer.outcome is PermissionOutcome.CANCELLED:

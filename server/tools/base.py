@@ -102,3 +102,6 @@ class Tool(Protocol):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Do the work. Raise `ToolError` for a readable failure; cancellation must clean up."""
         ...
+
+    # Optional: `async def preview(self, args, ctx) -> ToolPreview` (server/tools/preview.py)
+    # says what the call will do before it is approved — an edit's diff, a command's cwd.

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.preview import ToolPreview
 from server.tools.proctrack import kill_all, kill_all_now, new_tag, signal_all
 from server.tools.shell import Launch, ShellLauncher
 from server.tools.shellout import CappedOutput as _CappedOutput
@@ -287,6 +288,13 @@ class Bash:
 
     def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
         return []  # a command's paths can't be known without running it
+
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolPreview:
+        """The exact command and the directory it runs in (the workspace root)."""
+        meta: dict[str, Any] = {"command": args.get("command"), "cwd": str(ctx.cwd)}
+        if args.get("run_in_background") is True:
+            meta["background"] = True
+        return ToolPreview(meta=meta)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = args.get("command")

@@ -32,6 +32,7 @@ from server.tools.filetext import (
 )
 from server.tools.listdir import LIST_MAX_ENTRIES, ListDir
 from server.tools.offload import run_blocking
+from server.tools.preview import ToolPreview, diff_item, note, write_preview
 from server.tools.workspace import display_path, resolve_in_workspace
 
 __all__ = [
@@ -44,14 +45,6 @@ __all__ = [
     "ReadFile",
     "WriteFile",
 ]
-
-def _diff(path: Path, old: str | None, new: str) -> dict[str, Any]:
-    """ACP diff content; `oldText` is omitted for a newly created file."""
-    item: dict[str, Any] = {"type": "diff", "path": str(path)}
-    if old is not None:
-        item["oldText"] = old
-    item["newText"] = new
-    return item
 
 
 class ReadFile:
@@ -182,6 +175,11 @@ class WriteFile:
     def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
         return safe_locations(args, ctx)
 
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolPreview:
+        """The diff against the current file; a new file shows its whole content (no oldText)."""
+        path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
+        return await write_preview(ctx, path, display_path(ctx.cwd, path), str_arg(args, "content"))
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
         content = str_arg(args, "content")
@@ -200,7 +198,7 @@ class WriteFile:
         verb = "Created" if old is None else "Wrote"
         return ToolResult(
             output=f"{verb} {disp} ({len(data)} bytes)",
-            content=[_diff(path, old, content)],
+            content=[diff_item(path, old, content)],
             locations=[{"path": str(path)}],
             raw_output={"bytes": len(data), "created": old is None},
         )
@@ -256,6 +254,23 @@ class EditFile:
     def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
         return safe_locations(args, ctx)
 
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolPreview:
+        """The file before and after the replacement, as the edit would make it now."""
+        path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
+        disp = display_path(ctx.cwd, path)
+        shown = await write_preview(ctx, path, disp, "")
+        diff = shown.content[0] if shown.content else {}
+        if diff.get("type") != "diff":
+            return shown  # too large, binary, unreadable: the note says why
+        if diff.get("oldText") is None:
+            return ToolPreview([note(f"file not found: {disp}; this edit will fail")])
+        try:
+            old, new = str_arg(args, "old_string"), str_arg(args, "new_string")
+            new_text, _ = replace_once(diff["oldText"], disp, old, new)
+        except ToolError as exc:
+            return ToolPreview([note(f"this edit will fail: {exc}")])
+        return ToolPreview([diff_item(path, diff["oldText"], new_text)])
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
         old_string = str_arg(args, "old_string")
@@ -277,7 +292,7 @@ class EditFile:
             )
         return ToolResult(
             output=f"Edited {disp}: replaced 1 occurrence at line {line}",
-            content=[_diff(path, old_text, new_text)],
+            content=[diff_item(path, old_text, new_text)],
             locations=[{"path": str(path), "line": line}],
             raw_output={"replacements": 1, "line": line},
         )

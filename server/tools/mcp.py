@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from server.tools.preview import ToolPreview
 
 if TYPE_CHECKING:  # the SDK itself is imported only when a session names an MCP server
     from mcp import ClientSession
@@ -125,6 +126,10 @@ class McpTool:
 
     def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
         return []
+
+    async def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolPreview:
+        """Which server and tool get the arguments (the arguments are the call's rawInput)."""
+        return ToolPreview(meta={"mcpServer": self.server, "mcpTool": self.remote_name, "arguments": args})
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 
 from protocol.jsonrpc import ErrorCode, RpcError, error_response
 from protocol.methods import Served
 from server.auth import CHALLENGE, AuthError
 from server.transport.rpc import CallContext, read_message
+from server.transport.web import router as web_router
 
 router = APIRouter()
+router.include_router(web_router)  # `/` and the page's assets
 
 # The body is read raw (a batch, bad JSON and oversized bodies get JSON-RPC errors, not
 # FastAPI's 422), so the OpenAPI description of it is spelled out here.
@@ -107,20 +108,6 @@ async def rpc(request: Request) -> Response:
     if resp is None:  # only notifications
         return Response(status_code=204)
     return JSONResponse(resp)
-
-
-INDEX_HTML = (Path(__file__).resolve().parent.parent / "web" / "index.html").read_text()
-
-
-@router.get(
-    "/",
-    summary="agentd's web page: watch sessions, prompt, manage the queue, answer permissions",
-    response_class=HTMLResponse,
-    responses={200: {"description": "The page (HTML)", "content": {"text/html": {}}}},
-)
-async def index() -> HTMLResponse:
-    # Static: it holds no data; the page authenticates its own WebSocket.
-    return HTMLResponse(INDEX_HTML)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)

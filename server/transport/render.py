@@ -98,7 +98,11 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
             update = {"sessionUpdate": "usage_update", "used": p["used"], "size": p["size"]}
             if "cost" in p:
                 update["cost"] = p["cost"]
-            return [_update(event, update, last_seq)]
+            method, params = _update(event, update, last_seq)
+            if isinstance(p.get("prompt"), dict):  # this turn's tokens and cost so far
+                turn = {k: v for k, v in p["prompt"].items() if k != "byLane"}
+                params["_meta"]["agentd"]["turnUsage"] = turn
+            return [(method, params)]
         case EventKind.CONFIG_OPTIONS:
             update = {"sessionUpdate": "config_option_update", "configOptions": p["configOptions"]}
             return [_update(event, update, last_seq)]

@@ -47,6 +47,9 @@ def test_the_wheel_carries_every_migration(wheel: Path) -> None:
     assert scripts <= names, sorted(scripts - names)
     assert {"server/store/migrations/env.py", "server/store/migrations/script.py.mako"} <= names
     assert {"server/demo/demo_script.json", "server/web/index.html"} <= names  # other package data
+    # Every file of the web page (ES modules, styles, vendored modules and their licences).
+    web = {f"server/{p.relative_to(ROOT / 'server').as_posix()}" for p in (ROOT / "server/web").rglob("*.*")}
+    assert web <= names, sorted(web - names)
 
 
 def test_the_installed_package_migrates_and_runs_the_demo(wheel: Path, tmp_path: Path) -> None:

@@ -5,38 +5,15 @@ queue, answer permission requests — driven in headless Chromium (the machine's
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from server.config import PermissionMode
 from tests.conftest import scripted
+from tests.support.browser import expect
 from tests.support.client import agent_text, text_prompt
-
-playwright_api = pytest.importorskip("playwright.async_api")
-
-CHROMIUM = (
-    os.environ.get("AGENTD_TEST_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-)
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    if CHROMIUM is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is required in CI (apt-get install chromium)")
-        pytest.skip("no chromium on this machine")
-    async with playwright_api.async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            await b.close()
 
 
 async def test_the_page_is_served_at_the_root(server_factory) -> None:
@@ -112,7 +89,8 @@ async def test_the_page_watches_another_clients_session_and_manages_its_queue(
             await cli.call("_agentd/prompt/enqueue", text_prompt(sid, text))
         await page.wait_for_selector("#queue li >> text=queued two")
         await page.locator("#queue li", has_text="queued one").locator("button.remove").click()
-        await page.wait_for_function("document.querySelectorAll('#queue li').length === 1")
+        # (wait_for_function would need 'unsafe-eval', which the page's CSP refuses)
+        await expect(page.locator("#queue li")).to_have_count(1)
         listed = await cli.call("_agentd/queue/list", {"sessionId": sid})
         assert [e["text"] for e in listed["queue"]] == ["queued two"]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from server.core.events import Event, EventKind
 from server.session.local_commands import BUILTINS, Skill, available_commands
-from server.transport.render import ACP_RENDERER
+from server.transport.render import ACP_RENDERER, live_frames
 
 
 def test_available_commands_update() -> None:
@@ -47,3 +48,14 @@ def test_permission_request() -> None:
             "_meta": {"agentd": {"requestId": "perm_1"}},
         },
     )
+
+
+def test_usage_update_carries_the_turns_tokens_in_meta() -> None:
+    ledger = {"inputTokens": 10, "outputTokens": 2, "totalTokens": 12, "cost": 0.5, "calls": 1, "byLane": {}}
+    payload = {"used": 12, "size": 100, "cost": {"amount": 0.5, "currency": "USD"}, "prompt": ledger}
+    [(method, params)] = live_frames(Event("s1", EventKind.USAGE, payload, seq=3), 3)
+    assert method == "session/update"
+    update = {"sessionUpdate": "usage_update", "used": 12, "size": 100, "cost": payload["cost"]}
+    assert params["update"] == update
+    turn = {k: v for k, v in ledger.items() if k != "byLane"}
+    assert params["_meta"] == {"agentd": {"seq": 3, "turnUsage": turn}}
