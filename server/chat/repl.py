@@ -120,7 +120,10 @@ class Repl:
             await self.on_entry(word, rest)
         elif word == "/interject":
             await self.interject(rest)
-        elif word == "/now" and rest:
+        elif word == "/now":
+            if not rest:
+                screen.line("usage: /now N (a queued prompt) or /now TEXT", style="red")
+                return
             await chat.prompt(rest, now=True)
             screen.line("runs next", style="dim")
         else:

@@ -9,10 +9,8 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.gated import GatedProvider
-from tests.support.polling import until
 from tests.support.proc import agentd_command
 from tests.support.pty_term import PtyTerminal, pty_run
 
@@ -132,8 +130,15 @@ async def test_queue_commands_list_edit_drop_and_send_now(
         assert "1. second job" in term.screen[at:]
         await term.type("/edit 2")
         await term.wait_for("editing #2 (held): third job")
-        actor = server.app.state.agentd.manager.live_actor(sid)
-        assert actor is not None
+        other = await server.client()  # another client sees the entry held while it is edited
+        try:
+            listed = await other.call("_agentd/queue/list", {"sessionId": sid})
+        finally:
+            await other.close()
+        assert [(e["text"], bool(e.get("held"))) for e in listed["queue"]] == [
+            ("second job", False),
+            ("third job", True),
+        ]
         await term.type("third job, edited")
         await term.wait_for("#2 is now: third job, edited")
         await term.type("/drop 1")
@@ -182,19 +187,20 @@ async def test_interject_goes_into_the_running_turn_and_a_typed_line_waits(
         assert await user_texts(server, sid) == ["tidy up", "use tabs", "and then this"]
 
 
-async def test_a_line_typed_with_no_turn_running_just_runs(
+async def test_interject_with_no_turn_running_queues_and_end_of_input_waits(
     server_factory, workspace: Path, tmp_path: Path
 ) -> None:
-    """`/interject` with nothing running queues the words as a prompt, which then runs."""
+    """`/interject` with nothing running queues the words as a prompt, which runs; end of
+    input (Ctrl-D) leaves once it has."""
     async with (
-        server_factory(scripted({"text": "Ran it."})) as server,
+        server_factory(scripted({"text": "Ran it.", "chunk_size": 2, "chunk_delay": 0.01})) as server,
         chat(server.base_url, tmp_path, "--cwd", str(workspace)) as term,
     ):
         await term.wait_for("/quit to leave")
+        sid = session_of(term)
         await term.type("/interject hello")
-        await term.wait_for("no turn is running: queued as a prompt")
-        await term.wait_for("Ran it.")
         await term.end_input()
         assert await term.exit_code() == 0
-    await until(lambda: True)
-    assert isinstance(server.provider, ScriptedProvider)
+        assert "no turn is running: queued as a prompt" in term.screen
+        assert "Ran it." in term.screen and "stopReason: end_turn" in term.screen
+        assert await user_texts(server, sid) == ["hello"]
