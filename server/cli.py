@@ -288,7 +288,11 @@ def chat(
         _fail(ValueError(f"--cwd: {cwd} is not a directory"))
     if session is not None and not session.strip():
         _fail(ValueError("--session: give a session id (agentd chat prints it when it starts)"))
-    raise typer.Exit(asyncio.run(run_chat(url, token=token, cwd=cwd.resolve(), session_id=session)))
+    try:
+        code = asyncio.run(run_chat(url, token=token, cwd=cwd.resolve(), session_id=session))
+    except KeyboardInterrupt:  # Ctrl-C: leave at once (the session stays on the server)
+        code = 130
+    raise typer.Exit(code)
 
 
 @app.command()

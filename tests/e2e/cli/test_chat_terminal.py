@@ -160,8 +160,8 @@ async def test_interject_goes_into_the_running_turn_and_a_typed_line_waits(
     server_factory, workspace: Path, tmp_path: Path
 ) -> None:
     inner = scripted(
-        {"text": "Looking around.", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]},
-        {"text": "Using tabs then.", "expect": "use tabs"},
+        {"text": "Looking around."},
+        {"text": "Using tabs then."},
         {"text": "Queued one answered."},
     )
     provider = GatedProvider(inner, hold={0})
@@ -177,14 +177,26 @@ async def test_interject_goes_into_the_running_turn_and_a_typed_line_waits(
         await term.wait_for("sent into the running turn")
         await term.type("and then this")
         await term.wait_for("queued as #1")
+        await term.type("keep the tests green")
+        await term.wait_for("queued as #2")
+        await term.type("/interject 2")  # a queued prompt into the running turn
+        await term.wait_for("#2 went into the running turn")
         provider.release(0)
         await term.wait_for("Using tabs then.")
         await term.wait_for("Queued one answered.")
         await term.type("/quit")
         assert await term.exit_code() == 0
-        # The interjection was in the first turn's second request; the queued line was a turn of its own.
-        assert "use tabs" in str(inner.requests[1].messages[-1].content)
-        assert await user_texts(server, sid) == ["tidy up", "use tabs", "and then this"]
+        # Both went into the first turn's next request; the queued line was a turn of its own.
+        second = " ".join(str(m.content) for m in inner.requests[1].messages)
+        assert "use tabs" in second and "keep the tests green" in second and "and then this" not in second
+        assert await user_texts(server, sid) == [
+            "tidy up",
+            "use tabs",
+            "keep the tests green",
+            "and then this",
+        ]
+        events = await server.app.state.agentd.store.read_events(sid, after_seq=0)
+        assert len([e for e in events if e.kind == "turn_started"]) == 2
 
 
 async def test_interject_with_no_turn_running_queues_and_end_of_input_waits(
