@@ -288,14 +288,27 @@ def chat(
     cwd: Annotated[Path, typer.Option(help="Workspace of a new session")] = Path("."),
     config: ConfigOption = None,
 ) -> None:
-    """A terminal client: prompts, streamed answers, tool calls, permission questions."""
+    """A terminal client: prompts, streamed answers as markdown, tool calls, permission
+    questions with their diffs, the prompt queue (/queue, /edit N, /drop N, /now N),
+    /interject; it reconnects by itself."""
     from server.chat import run_chat
+    from server.transport.bridge import check_url
 
     _use_config(config)
     if url is None:
         settings = _settings()
         url = f"ws://{settings.host}:{settings.port}/acp"
-    raise typer.Exit(asyncio.run(run_chat(url, token=token, cwd=cwd.resolve(), session_id=session)))
+    if problem := check_url(url):
+        _fail(ValueError(problem.replace("--connect", "--url", 1)))
+    if not cwd.is_dir():
+        _fail(ValueError(f"--cwd: {cwd} is not a directory"))
+    if session is not None and not session.strip():
+        _fail(ValueError("--session: give a session id (agentd chat prints it when it starts)"))
+    try:
+        code = asyncio.run(run_chat(url, token=token, cwd=cwd.resolve(), session_id=session))
+    except KeyboardInterrupt:  # Ctrl-C: leave at once (the session stays on the server)
+        code = 130
+    raise typer.Exit(code)
 
 
 @app.command()

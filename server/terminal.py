@@ -48,11 +48,15 @@ class Screen:
         self._switch(Stream.NONE)
         self.console.print(text if isinstance(text, Text) else Text(text, style=style))
 
+    def message_text(self, text: str) -> None:
+        """A piece of the agent's answer, printed as it comes (the chat renders markdown)."""
+        self._switch(Stream.MESSAGE)
+        self.console.print(Text(text), end="")
+
     def update(self, update: dict[str, Any]) -> None:
         kind = update["sessionUpdate"]
         if kind == "agent_message_chunk":
-            self._switch(Stream.MESSAGE)
-            self.console.print(Text(update["content"].get("text", "")), end="")
+            self.message_text(update["content"].get("text", ""))
         elif kind == "agent_thought_chunk":
             self._switch(Stream.THOUGHT, "thinking: ")
             self.console.print(Text(update["content"].get("text", ""), style="dim italic"), end="")

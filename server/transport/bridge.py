@@ -46,8 +46,12 @@ class LinkDown(Exception):
 
 
 class Bridge:
-    def __init__(self, url: str, token: str | None, editor: Channel) -> None:
+    def __init__(self, url: str, token: str | None, editor: Channel, *, give_up_first: bool = False) -> None:
         self.url = url
+        # `agentd chat`: a server it cannot reach at all is an error, not something to wait for.
+        self.first_link: asyncio.Future[None] | None = None
+        if give_up_first:
+            self.first_link = asyncio.get_running_loop().create_future()
         self.headers = {"Authorization": f"Bearer {token}"} if token else None
         self.editor = editor
         self.state = RelayState()
@@ -111,10 +115,11 @@ class Bridge:
         if method == Served.INITIALIZE:
             self.init_params = params
             caps = params.get("clientCapabilities") or {}
-            self.notices = bool(isinstance(caps, dict) and (caps.get("session") or {}).get("notices"))
+            session_caps = caps.get("session") if isinstance(caps, dict) else None
+            self.notices = isinstance(session_caps, dict) and session_caps.get("notices") is not None
         elif method == Served.SESSION_LOAD and isinstance(session_id, str):
             self.state.reload(session_id)
-        elif method == Served.SESSION_PROMPT and isinstance(session_id, str):
+        elif method in (Served.SESSION_PROMPT, Served.ENQUEUE) and isinstance(session_id, str):
             meta = params.setdefault("_meta", {})
             agentd = meta.setdefault("agentd", {}) if isinstance(meta, dict) else None
             if isinstance(agentd, dict) and not agentd.get("requestId"):
@@ -225,7 +230,8 @@ class Bridge:
         for req_id, (msg, generation) in list(self.pending.items()):
             if generation in (self.state.generation, NOT_SENT):
                 continue  # held ones go out with the rest of the held messages
-            if msg.get("method") == Served.SESSION_PROMPT:  # same requestId: joins or gets its outcome
+            if msg.get("method") in (Served.SESSION_PROMPT, Served.ENQUEUE):
+                # Same requestId: a prompt joins or gets its outcome, an enqueue its position.
                 self.pending[req_id] = (msg, self.state.generation)
                 await self.ws.send(orjson.dumps(msg).decode())
             else:
@@ -241,11 +247,16 @@ class Bridge:
                     self.url, additional_headers=self.headers, max_size=None, open_timeout=10
                 )
             except (OSError, InvalidHandshake, TimeoutError) as exc:
+                if self.first_link is not None and not self.first_link.done():
+                    self.first_link.set_exception(exc)
+                    return
                 log.info("cannot reach %s (%s); retrying in %.1fs", self.url, exc, delay)
                 await asyncio.sleep(delay)  # backoff between attempts
                 delay = min(delay * 2, BACKOFF_MAX_S)
                 continue
             delay = BACKOFF_FIRST_S
+            if self.first_link is not None and not self.first_link.done():
+                self.first_link.set_result(None)
             reader = asyncio.create_task(self._read(self.ws))
             try:
                 if connected_before:

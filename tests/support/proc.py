@@ -79,6 +79,25 @@ async def agentd_serve(
         yield AgentdProcess(base, proc, log)
 
 
+@contextlib.asynccontextmanager
+async def agentd_serve_on(tmp_path: Path, port: int, script: dict[str, Any]) -> AsyncIterator[Any]:
+    """`agentd serve` on `port` with a scripted provider and a SQLite file shared by every
+    server started this way under `tmp_path` — so a test can kill one and start the next on
+    the same address and the same sessions."""
+    path = tmp_path / "script.json"
+    await asyncio.to_thread(path.write_text, json.dumps(script))
+    args = [
+        "serve", "--port", str(port), "--database-url", f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}",
+        "--provider", "scripted", "--script", str(path), "--log-level", "warning",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
+    env.update(AGENTD_HOME=str(tmp_path / "server-home"), HOME=str(tmp_path))
+    log = tmp_path / f"serve-{port}.log"
+    async with agentd_process(args, env=env, log=log) as proc:
+        await wait_healthy(f"http://127.0.0.1:{port}", proc, log)
+        yield proc
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -23,29 +22,10 @@ from acp.stdio import spawn_agent_process
 from tests.support.acp_sdk import RecordingClient
 from tests.support.acp_stdio import SCRIPT, Recorder, whole_session
 from tests.support.client import WsClient
-from tests.support.proc import agentd_process, free_port, wait_healthy
+from tests.support.proc import agentd_serve_on as agentd_serve
+from tests.support.proc import free_port
 
 WORDS = " ".join(f"w{i:03d}" for i in range(120))  # ~600 characters, streamed over ~4 s
-
-
-def server_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
-    env.update(AGENTD_HOME=str(tmp_path / "server-home"), HOME=str(tmp_path))
-    return env
-
-
-@asynccontextmanager
-async def agentd_serve(tmp_path: Path, port: int, script: dict[str, Any]) -> AsyncIterator[Any]:
-    path = tmp_path / "script.json"
-    path.write_text(json.dumps(script))
-    args = [
-        "serve", "--port", str(port), "--database-url", f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}",
-        "--provider", "scripted", "--script", str(path), "--log-level", "warning",
-    ]  # fmt: skip
-    log = tmp_path / f"serve-{port}.log"
-    async with agentd_process(args, env=server_env(tmp_path), log=log) as proc:
-        await wait_healthy(f"http://127.0.0.1:{port}", proc, log)
-        yield proc
 
 
 @asynccontextmanager

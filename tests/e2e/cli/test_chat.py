@@ -179,7 +179,7 @@ async def test_chat_cancel_without_a_turn_and_commands_during_a_turn(server_fact
         manager = server.app.state.agentd.manager
         await until(lambda: any(a.running_turn_id for a in manager.live()), what="the turn to start")
         await term.type("/usage")
-        await term.wait_for("queued /usage")
+        await term.wait_for("queued as #1")
         actor = manager.live_actor(sid)
         assert actor is not None and actor.queued == 1  # waiting behind the turn, not interjected
         await term.type("/cancel")
