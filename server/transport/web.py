@@ -98,8 +98,11 @@ async def index(request: Request) -> Response:
     return _respond(request, site().index, REVALIDATE, {"Content-Security-Policy": CSP})
 
 
+# The path parameters are read from the request, not declared: a typed parameter makes
+# FastAPI import `pydantic.v1` (1.3 MiB resident for good) to rule out a v1 model.
 @router.get("/static/{version}/{name:path}", include_in_schema=False)
-async def static(request: Request, version: str, name: str) -> Response:
+async def static(request: Request) -> Response:
+    version, name = request.path_params["version"], request.path_params["name"]
     current = site()
     asset = current.assets.get(name)
     if asset is None:

@@ -3,12 +3,11 @@ closes it again; and what `session/list` says about sharing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.agentd import ShareParams
 from protocol.jsonrpc import RpcError
 from server.config import AuthMode
-from server.session.actor import SessionActor
 from server.session.sinks import requesting, tracked_sessions, urgent
 from server.store.records import SessionSummary
 from server.transport.handlers.common import session_for
@@ -16,6 +15,9 @@ from server.transport.render import ACP_RENDERER
 from server.transport.rpc import CallContext
 from server.transport.sharing import ACCESS_CHANGED, Access, access_of, holder
 from server.transport.sse import SseSink
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
 
 
 async def session_share(ctx: CallContext, params: ShareParams) -> dict[str, Any]:
