@@ -8,7 +8,8 @@ Create Date: 2026-12-01
 on every acquisition) and the lease's expiry (the database's clock). Events, messages,
 queued prompts and session rows carry the token of the replica that wrote them (`fence`). On Postgres a
 statement-level trigger per table rejects a statement any of whose rows carries a token
-other than the session's current one (NULL matches only a session without a lease): a
+other than the session's current one (a row without a token — a tool, not a replica — is
+accepted only while nobody holds a live lease): a
 stale replica's late writes are refused by the database itself. The check locks the lease
 rows FOR KEY SHARE, so a takeover (which locks its row FOR UPDATE) waits for a write in
 flight, and a write after a takeover sees the new token. SQLite (one process) has the
@@ -35,9 +36,10 @@ BEGIN
   SELECT n.session_id INTO bad
   FROM (SELECT DISTINCT r.session_id, r.fence FROM agentd_new_rows r) n
   LEFT JOIN LATERAL (
-    SELECT l.token FROM session_leases l WHERE l.session_id = n.session_id FOR KEY SHARE
+    SELECT l.token, l.expires_at > now() AS live
+    FROM session_leases l WHERE l.session_id = n.session_id FOR KEY SHARE
   ) cur ON true
-  WHERE n.fence IS DISTINCT FROM cur.token
+  WHERE n.fence IS DISTINCT FROM cur.token AND NOT (n.fence IS NULL AND cur.live IS NOT TRUE)
   LIMIT 1;
   IF bad IS NOT NULL THEN
     RAISE EXCEPTION 'agentd_stale_fence: session % holds a stale fencing token', bad
@@ -65,9 +67,10 @@ BEGIN
   SELECT n.s INTO bad
   FROM unnest(sids, fences) AS n(s, f)
   LEFT JOIN LATERAL (
-    SELECT l.token FROM session_leases l WHERE l.session_id = n.s FOR KEY SHARE
+    SELECT l.token, l.expires_at > now() AS live
+    FROM session_leases l WHERE l.session_id = n.s FOR KEY SHARE
   ) cur ON true
-  WHERE n.f IS DISTINCT FROM cur.token
+  WHERE n.f IS DISTINCT FROM cur.token AND NOT (n.f IS NULL AND cur.live IS NOT TRUE)
   LIMIT 1;
   IF bad IS NOT NULL THEN
     RAISE EXCEPTION 'agentd_stale_fence: session % holds a stale fencing token', bad

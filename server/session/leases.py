@@ -123,6 +123,8 @@ class PostgresLeases(SessionLeases):
         )
         if isinstance(got, store_leases.Holder):
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
+        if got is None:
+            return  # no such session (the load that follows finds none either)
         self.fences[session_id] = got
         self._valid_until[session_id] = started + self.ttl_s
 

@@ -34,11 +34,14 @@ _CURRENT = text(
     "SELECT owner, token, EXTRACT(EPOCH FROM (expires_at - now())) AS left_s "
     "FROM session_leases WHERE session_id = :sid FOR UPDATE"
 )
+# Only for a session that exists: a request naming an unknown id leaves no row behind.
 _INSERT = text(
     "INSERT INTO session_leases (session_id, owner, token, expires_at) "
-    "VALUES (:sid, :owner, 1, now() + make_interval(secs => :ttl)) "
+    "SELECT CAST(:sid AS varchar), CAST(:owner AS varchar), 1, now() + make_interval(secs => :ttl) "
+    "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = :sid) "
     "ON CONFLICT (session_id) DO NOTHING RETURNING token"
 )
+_EXISTS = text("SELECT 1 FROM sessions WHERE id = :sid")
 _TAKE = text(
     "UPDATE session_leases SET owner = :owner, token = token + 1, "
     "expires_at = now() + make_interval(secs => :ttl) WHERE session_id = :sid RETURNING token"
@@ -56,8 +59,9 @@ _RELEASE = text(
 
 async def acquire(
     engine: AsyncEngine, session_id: str, owner: str, ttl_s: float, lock_wait_s: float
-) -> int | Holder:
-    """The new fencing token, or the other replica holding a live lease. Ours (same owner)
+) -> int | Holder | None:
+    """The new fencing token, or the other replica holding a live lease (None: there is no
+    such session). Ours (same owner)
     or expired: taken over with the next token. `lock_wait_s` bounds the wait for a write
     in flight (a paused replica mid-commit): then the lease counts as held."""
     try:
@@ -70,15 +74,17 @@ async def acquire(
 
 async def _acquire(
     engine: AsyncEngine, session_id: str, owner: str, ttl_s: float, lock_wait_s: float
-) -> int | Holder:
+) -> int | Holder | None:
     async with engine.begin() as conn:
         await conn.execute(text(f"SET LOCAL lock_timeout = '{int(lock_wait_s * 1000)}ms'"))
         row = (await conn.execute(_CURRENT, {"sid": session_id})).first()
         if row is None:
             token = (await conn.execute(_INSERT, {"sid": session_id, "owner": owner, "ttl": ttl_s})).scalar()
-            if token is None:  # another replica inserted it meanwhile
-                return Holder("another replica", ttl_s)
-            return int(token)
+            if token is not None:
+                return int(token)
+            if (await conn.execute(_EXISTS, {"sid": session_id})).first() is None:
+                return None  # no such session: nothing to own
+            return Holder("another replica", ttl_s)  # it inserted the lease meanwhile
         if row.owner != owner and float(row.left_s) > 0:
             return Holder(str(row.owner), float(row.left_s))
         token = (await conn.execute(_TAKE, {"sid": session_id, "owner": owner, "ttl": ttl_s})).scalar_one()

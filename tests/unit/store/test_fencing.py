@@ -62,6 +62,12 @@ async def test_tokens_grow_on_every_acquisition_and_a_live_lease_is_held(store: 
     assert await leases.acquire(store.engine, "s1", "B", TTL, 1.0) == 3  # released: B takes it
 
 
+async def test_an_unknown_session_gets_no_lease_row(store: Store) -> None:
+    assert await leases.acquire(store.engine, "nope", "A", TTL, 1.0) is None
+    async with store.engine.connect() as conn:
+        assert (await conn.execute(text("SELECT count(*) FROM session_leases"))).scalar() == 0
+
+
 async def test_a_stale_token_is_refused_by_the_one_statement_commit(store: Store) -> None:
     old = await leases.acquire(store.engine, "s1", "A", TTL, 1.0)
     assert isinstance(old, int)
@@ -77,6 +83,11 @@ async def test_a_stale_token_is_refused_by_the_one_statement_commit(store: Store
     assert leases.is_stale_fence(no_token.value)
     await store.commit([_events(2, new)])
     assert await _seqs(store) == [(1, old), (2, new)]
+    await leases.release(store.engine, "s1", "B", new)  # nobody owns it now: a tool may write
+    await store.commit([_events(3, None)])
+    with pytest.raises(Exception) as still_stale:
+        await store.commit([_events(4, old)])
+    assert leases.is_stale_fence(still_stale.value)
 
 
 async def test_a_stale_token_cannot_update_the_session_row(store: Store) -> None:
