@@ -25,7 +25,10 @@ class DatabaseInUse(Exception):
 
 def lock_path(url: str) -> Path | None:
     """The lock file of a SQLite database file; None for Postgres or in-memory SQLite."""
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except Exception:  # not a URL: the database check names the mistake
+        return None
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
     db = Path(parsed.database).resolve()
