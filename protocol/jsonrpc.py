@@ -32,6 +32,7 @@ class ErrorCode(IntEnum):
     RESYNC_REQUIRED = -32017  # an attach cursor that cannot be served: start over from a snapshot
     LIMIT_EXCEEDED = -32019  # an input limit (R-X3); `data`: {limit, max, retryAfter?}
     SHUTTING_DOWN = -32018  # the server is draining for a shutdown: retry against its successor
+    SESSION_ELSEWHERE = -32020  # another replica owns the session (R-C1): `data.owner`, retryAfter
 
 
 class RpcError(Exception):

@@ -25,6 +25,7 @@ from server.memory import limit_arenas, run_trimmer
 from server.metrics import Metrics
 from server.providers.factory import close_providers, make_lanes, make_provider
 from server.session.eventlog import EventWriter
+from server.session.leases import session_leases
 from server.session.manager import SessionManager
 from server.session.services import ActorServices
 from server.store.db import Store
@@ -114,7 +115,15 @@ def create_app(
                 await store.close()
                 raise
         writer.start()
-        manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL)
+        leases = session_leases(
+            store.engine,
+            postgres=store.engine.dialect.name == "postgresql",
+            replica_id=settings.replica_id,
+            ttl_s=settings.lease_ttl_s,
+            home=settings.home,
+        )
+        manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL, leases=leases)
+        leases.start(manager.lease_lost)
         metrics.track_sessions(manager.live)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
         trimmer = asyncio.create_task(run_trimmer(settings.memory_trim_s), name="memory-trim")
@@ -148,6 +157,7 @@ def create_app(
             close_http_connections(app.state.agentd)
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
             await writer.stop()
+            await leases.stop()
             await close_providers([prov, *(lane.provider for lane in services.fallbacks)])
             await store.close()
             if traced:

@@ -137,7 +137,14 @@ def serve(
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
     from server.auth import insecure_bind
     from server.logs import configure_logging
-    from server.preflight import StartupError, check_database, check_provider, check_sandbox, listen_socket
+    from server.preflight import (
+        StartupError,
+        check_database,
+        check_provider,
+        check_sandbox,
+        claim_database,
+        listen_socket,
+    )
 
     _use_config(config)
     settings = _settings(
@@ -166,6 +173,11 @@ def serve(
     except StartupError as exc:
         _fail(exc)
     try:
+        db_lock = claim_database(settings)  # held (open) until the process ends
+    except StartupError as exc:
+        sock.close()
+        _fail(exc)
+    try:
         _run(lambda: check_database(settings))
         logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
 
@@ -182,6 +194,8 @@ def serve(
         server.run(sockets=[sock])
     finally:
         sock.close()
+        if db_lock is not None:
+            db_lock.close()
 
 
 @app.command()

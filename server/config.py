@@ -258,6 +258,12 @@ class Settings(BaseSettings):
     # How long a request for a session whose previous actor is still stopping (close,
     # delete, eviction on a slow database) waits for it before a retryable -32019.
     session_stop_wait_s: float = 10.0
+    # Several replicas on one Postgres (R-C1): each session is owned by one replica at a
+    # time, under a lease renewed every third of `lease_ttl_s`; another replica takes the
+    # session over once it expired. `replica_id` names this process in the lease table
+    # (empty: hostname-pid-random). SQLite is single-process: no leases.
+    replica_id: str = ""
+    lease_ttl_s: float = Field(default=10.0, gt=0)
     # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
     # gets a retryable -32019 (overloaded); Postgres statements time out after
     # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).

@@ -11,9 +11,11 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import IO
 
 from server.config import AuthMode, ProviderName, Settings, redact_url
 from server.store.db import Store
+from server.store.file_lock import DatabaseInUse, lock_database
 
 log = logging.getLogger("agentd")
 
@@ -33,6 +35,17 @@ def _reason(exc: BaseException) -> str:
     kind = type(cause.__cause__ or cause).__name__  # the driver's own class, not the adapter's
     text = " ".join(str(cause).split())
     return f"{kind}: {text}" if text else kind
+
+
+def claim_database(settings: Settings) -> IO[str] | None:
+    """A SQLite file is served by one process: hold its lock while this one runs (keep the
+    returned file open); a second `agentd serve` on it stops here, naming the first."""
+    try:
+        return lock_database(settings.resolved_database_url())
+    except DatabaseInUse as exc:
+        raise StartupError(f"{DATABASE_VAR}: {exc}") from None
+    except OSError as exc:
+        raise StartupError(f"{DATABASE_VAR}: cannot lock the SQLite database ({exc.strerror})") from None
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

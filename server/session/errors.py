@@ -19,6 +19,7 @@ class SessionErrorKind(StrEnum):
     BUSY = "session_busy"  # needs an idle session (a rewind while a turn runs)
     INVALID = "invalid"  # a request the session cannot apply (an unknown turn to rewind to)
     INTERNAL = "internal"  # a bug or a store that refused the session's recovery
+    OWNED_ELSEWHERE = "owned_elsewhere"  # another replica holds the session's lease (R-C1)
 
 
 class SessionError(Exception):
@@ -32,6 +33,7 @@ class SessionError(Exception):
 # Why a request should be retried (the `reason` in a retryable error's data).
 RETRY_SESSION_STOPPING = "session_stopping"
 RETRY_SESSION_FAILED = "session_failed"
+RETRY_LEASE_LOST = "lease_lost"  # another replica took the session over (R-C1)
 
 
 def shutting_down(message: str) -> SessionError:

@@ -57,6 +57,7 @@ class _Item:
     publish: Publish | None = None
     done: asyncio.Future[None] | None = None
     submitted_at: float = 0.0
+    fence: int | None = None  # the session's lease token when it was submitted (R-C1)
 
     @property
     def needs_commit(self) -> bool:
@@ -84,6 +85,10 @@ class EventWriter:
         # `clear_failure` (a new actor, loaded from the store, takes over).
         self._failed: set[str] = set()
         self.on_session_failed: SessionFailed | None = None
+        # Session id → its lease's fencing token (R-C1), kept by `SessionLeases`: every
+        # write is stamped with the token current when it was submitted, and the database
+        # refuses it if the session was taken over since. Empty without leases (SQLite).
+        self.fences: dict[str, int] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="event-writer")
@@ -119,11 +124,17 @@ class EventWriter:
                 session_fields=session_fields or {},
                 queue=queue,
                 submitted_at=asyncio.get_running_loop().time() if self._metrics is not None else 0.0,
+                fence=self.fences.get(session_id),
             )
         )
 
     def failed(self, session_id: str) -> bool:
         return session_id in self._failed
+
+    def discard(self, session_id: str) -> None:
+        """The session's lease was lost: its writes not yet committed, and any it still
+        submits, are dropped (never shown) until `clear_failure`."""
+        self._failed.add(session_id)
 
     def clear_failure(self, session_id: str) -> None:
         """The failed session's actor is gone (and a barrier passed since): writes for it
@@ -173,7 +184,7 @@ class EventWriter:
         for item in items:
             if not item.needs_commit or item.session_id in failed:
                 continue
-            b = batches.setdefault(item.session_id, Batch(item.session_id))
+            b = batches.setdefault(item.session_id, Batch(item.session_id, fence=item.fence))
             if item.event is not None and item.event.durable:
                 assert item.event.seq is not None
                 b.events.append(StoredEvent(item.event.seq, item.event.kind.value, item.event.payload))

@@ -17,12 +17,14 @@ from server.core.conversation import Message
 from server.core.modes import PermissionMode, SessionModes
 from server.session.commands import Shutdown
 from server.session.errors import (
+    RETRY_LEASE_LOST,
     RETRY_SESSION_FAILED,
     SessionError,
     SessionErrorKind,
     session_stopping,
     shutting_down,
 )
+from server.session.leases import SessionLeases
 from server.session.recovery import REMEMBERED_TURNS, TURN_BOUNDARIES, recover
 from server.session.services import ActorServices
 from server.store.db import LoadedSession, SessionRecord, Store
@@ -42,9 +44,20 @@ def _actor_class() -> type[SessionActor]:
 
 
 class SessionManager:
-    def __init__(self, store: Store, services: ActorServices, *, owner_default: str = "local") -> None:
+    def __init__(
+        self,
+        store: Store,
+        services: ActorServices,
+        *,
+        owner_default: str = "local",
+        leases: SessionLeases | None = None,
+    ) -> None:
         self._store = store
         self._services = services
+        # Which sessions this replica owns (R-C1); a no-op on SQLite. The writer stamps
+        # every write with the session's token from `leases.fences`.
+        self.leases = leases or SessionLeases()
+        services.writer.fences = self.leases.fences
         self._actors: dict[str, SessionActor] = {}
         self._loading: dict[str, asyncio.Future[SessionActor | None]] = {}
         # Sessions whose actor was taken out of service and has not ended yet → resolved
@@ -79,6 +92,7 @@ class SessionManager:
             model=settings.model,
             agent=agent,
         )
+        await self.leases.acquire(record.id)  # new: nobody else holds it
         actor = _actor_class()(record, [], 0, self._services)
         actor.start()
         self._actors[record.id] = actor
@@ -111,13 +125,21 @@ class SessionManager:
                 # the new actor continues from what the store really holds.
                 await writer.barrier()
                 writer.clear_failure(session_id)
-            loaded = await self._store.load_session(
-                session_id, recent_kinds=TURN_BOUNDARIES, recent_limit=REMEMBERED_TURNS
-            )
-            if loaded is None:
-                fut.set_result(None)
-                return None
-            actor = await self._load(loaded)
+            # The lease first (owned elsewhere: a typed error — the seam for routing the
+            # request to the owner), so the read below sees all its last owner committed.
+            await self.leases.acquire(session_id)
+            try:
+                loaded = await self._store.load_session(
+                    session_id, recent_kinds=TURN_BOUNDARIES, recent_limit=REMEMBERED_TURNS
+                )
+                if loaded is None:
+                    self.leases.release(session_id)
+                    fut.set_result(None)
+                    return None
+                actor = await self._load(loaded)
+            except BaseException:
+                self.leases.release(session_id)
+                raise
             self._actors[session_id] = actor
             fut.set_result(actor)
             return actor
@@ -158,7 +180,12 @@ class SessionManager:
         """At start-up: load every session with queued prompts and let it run them."""
         resumed = []
         for session_id in await self._store.sessions_with_queued_prompts():
-            actor = await self.get(session_id)
+            try:
+                actor = await self.get(session_id)
+            except SessionError as exc:
+                if exc.kind is not SessionErrorKind.OWNED_ELSEWHERE:
+                    raise
+                continue  # another replica runs it
             if actor is not None:
                 actor.resume_queue()
                 resumed.append(session_id)
@@ -235,6 +262,8 @@ class SessionManager:
         self._stopping[actor.id] = ended
 
         def finished(_task: object = None) -> None:
+            # Before anything can load the session again: its actor wrote its last.
+            self.leases.release(actor.id)
             if self._stopping.get(actor.id) is ended:
                 del self._stopping[actor.id]
             if not ended.done():
@@ -276,6 +305,18 @@ class SessionManager:
         actor.hub.resync_all(RETRY_SESSION_FAILED)
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
+    def lease_lost(self, session_id: str) -> None:
+        """Another replica took the session over (or the lease ran out unrenewed): what
+        this actor has not committed yet is dropped, and so is the actor; its clients are
+        told to resync (re-attaching reaches whoever owns the session now)."""
+        self._services.writer.discard(session_id)
+        actor = self._actors.get(session_id)
+        if actor is None:
+            return
+        self._begin_stop(actor)
+        actor.hub.resync_all(RETRY_LEASE_LOST)
+        actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
+
     async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord | None:
         return await self._store.fork_session(record, f"sess_{uuid.uuid4().hex}", up_to_seq)
 
@@ -291,4 +332,6 @@ class SessionManager:
                 waits.append(actor.task)
         if waits:
             await asyncio.wait(waits, timeout=grace + 5)
+        for session_id in list(self._actors):  # another replica may take them over at once
+            self.leases.release(session_id)
         self._actors.clear()

@@ -27,7 +27,7 @@ _INSERT_MESSAGES = insert(MessageRow)
 _TOUCH_SESSIONS = (
     update(SessionRow)
     .where(SessionRow.id.in_(bindparam("touched_ids", expanding=True)))
-    .values(updated_at=bindparam("touched_at"))
+    .values(updated_at=bindparam("touched_at"), fence=bindparam("touched_fence"))
 )
 
 
@@ -35,11 +35,22 @@ def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None
     """Apply the batches inside the caller's transaction. A session's truncation runs
     before its messages are inserted (the batch already dropped the writes it overrides)."""
     events = [
-        {"session_id": b.session_id, "seq": e.seq, "kind": e.kind, "payload": e.payload, "created_at": now}
+        {
+            "session_id": b.session_id,
+            "seq": e.seq,
+            "kind": e.kind,
+            "payload": e.payload,
+            "created_at": now,
+            "fence": b.fence,
+        }
         for b in batches
         for e in b.events
     ]
-    messages = [{"session_id": b.session_id, "idx": i, "data": m} for b in batches for i, m in b.messages]
+    messages = [
+        {"session_id": b.session_id, "idx": i, "data": m, "fence": b.fence}
+        for b in batches
+        for i, m in b.messages
+    ]
     for b in batches:
         if b.truncate_from is not None:
             tail = (MessageRow.session_id == b.session_id) & (MessageRow.idx >= b.truncate_from)
@@ -50,16 +61,16 @@ def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None
         conn.execute(_INSERT_EVENTS, events)
     if messages:
         conn.execute(_INSERT_MESSAGES, messages)
-    touched: list[str] = []
+    touched: dict[int | None, list[str]] = {}  # by lease token: one statement without leases
     for b in batches:
         if b.queue:
-            queue_rows.apply(conn, b.session_id, b.queue)
+            queue_rows.apply(conn, b.session_id, b.queue, b.fence)
         if b.session_fields:
-            _update_session(conn, b.session_id, {**b.session_fields, "updated_at": now})
+            _update_session(conn, b.session_id, {**b.session_fields, "updated_at": now, "fence": b.fence})
         elif b.events:
-            touched.append(b.session_id)
-    if touched:
-        conn.execute(_TOUCH_SESSIONS, {"touched_ids": touched, "touched_at": now})
+            touched.setdefault(b.fence, []).append(b.session_id)
+    for fence, ids in touched.items():
+        conn.execute(_TOUCH_SESSIONS, {"touched_ids": ids, "touched_at": now, "touched_fence": fence})
 
 
 def _update_session(conn: Connection, session_id: str, values: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from server.store.engine import (
     current_revision,
     open_engines,
 )
-from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionRow, utcnow
+from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from server.store.records import (
     Batch,
     SessionRecord,
@@ -54,6 +54,14 @@ __all__ = [
     "TokenRecord",
     "alembic_config",
 ]
+
+
+# R-C1: refuses (SQLSTATE AGF01) a commit whose token is not the session's lease's.
+_FENCE_GUARD = text("SELECT agentd_fence_guard(CAST(:sids AS varchar[]), CAST(:fences AS int8[]))")
+
+
+def _fence_params(batches: list[Batch]) -> dict[str, Any]:
+    return {"sids": [b.session_id for b in batches], "fences": [b.fence for b in batches]}
 
 
 class Store:
@@ -245,6 +253,8 @@ class Store:
                 if autocommit:  # the rare writes: several statements, one transaction
                     await conn.execution_options(isolation_level=conn.default_isolation_level)
                 async with conn.begin():
+                    if autocommit:  # its deletes carry no token: the lease check comes first
+                        await conn.execute(_FENCE_GUARD, _fence_params(batches))
                     await conn.run_sync(apply_batches, batches, now)
                 if autocommit:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -271,6 +281,7 @@ class Store:
             await queue_rows.delete_session(conn, session_id)
             await snapshots.delete_session(conn, session_id)
             await shares.delete_session(conn, session_id)
+            await conn.execute(delete(SessionLeaseRow).where(SessionLeaseRow.session_id == session_id))
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
         return bool(result.rowcount)
 

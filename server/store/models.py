@@ -51,6 +51,8 @@ class SessionRow(Base):
     # The text of messages still streaming, checkpointed at most every second (R-E1), so
     # a crash loses at most a second of what clients were shown; NULL when none.
     partial: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The lease token (R-C1) of the replica that last wrote the row (the group commit).
+    fence: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -67,6 +69,7 @@ class EventRow(Base):
     kind: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    fence: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # the writer's lease token
 
 
 class MessageRow(Base):
@@ -79,6 +82,7 @@ class MessageRow(Base):
     session_id: Mapped[str] = mapped_column(String(64))
     idx: Mapped[int] = mapped_column(Integer)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fence: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class QueuedPromptRow(Base):
@@ -99,6 +103,7 @@ class QueuedPromptRow(Base):
     request_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     blocks: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    fence: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class ApiTokenRow(Base):
@@ -171,3 +176,20 @@ class SessionShareRow(Base):
 
 
 Index("ix_session_shares_team", SessionShareRow.team, SessionShareRow.session_id)
+
+
+class SessionLeaseRow(Base):
+    """Which replica owns a session (R-C1): `token` (the fencing token) grows by one on
+    every acquisition; `expires_at` is on the database's clock. Events, messages and queued
+    prompts carry the token they were written under (`fence`); on Postgres a trigger
+    rejects a stale one (migration 0010)."""
+
+    __tablename__ = "session_leases"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(128))
+    token: Mapped[int] = mapped_column(BigInteger)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+Index("ix_session_leases_owner", SessionLeaseRow.owner)

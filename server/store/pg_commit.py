@@ -28,16 +28,22 @@ from server.store.records import Batch
 # WITH ORDINALITY … ORDER BY: rows get their ids in the batch's order, as executemany gave.
 _HEAD = """\
 WITH ev AS (
-  INSERT INTO events (session_id, seq, kind, payload, created_at)
-  SELECT s, q, k, p::json, $1 FROM unnest($2::varchar[], $3::int8[], $4::varchar[], $5::text[])
-    WITH ORDINALITY AS t(s, q, k, p, n) ORDER BY n
+  INSERT INTO events (session_id, seq, kind, payload, created_at, fence)
+  SELECT s, q, k, p::json, $1, f
+  FROM unnest($2::varchar[], $3::int8[], $4::varchar[], $5::text[], $10::int8[])
+    WITH ORDINALITY AS t(s, q, k, p, f, n) ORDER BY n
 ), msg AS (
-  INSERT INTO messages (session_id, idx, data)
-  SELECT s, i, d::json FROM unnest($6::varchar[], $7::int4[], $8::text[])
-    WITH ORDINALITY AS t(s, i, d, n) ORDER BY n
+  INSERT INTO messages (session_id, idx, data, fence)
+  SELECT s, i, d::json, f FROM unnest($6::varchar[], $7::int4[], $8::text[], $11::int8[])
+    WITH ORDINALITY AS t(s, i, d, f, n) ORDER BY n
 )"""
-_TOUCH = "UPDATE sessions SET updated_at = $1 WHERE id = ANY($9::varchar[])"
-_FIRST_FIELD_PARAM = 10
+_TOUCH = (
+    "UPDATE sessions SET updated_at = $1, fence = u.f "
+    "FROM unnest($9::varchar[], $12::int8[]) AS u(id, f) WHERE sessions.id = u.id"
+)
+# $10, $11, $12: the lease token (R-C1) of each event, message and touched session row;
+# every row written carries its session's token, which the fence triggers check.
+_FIRST_FIELD_PARAM = 13
 
 
 def _dumps(value: Any) -> str:
@@ -68,10 +74,11 @@ def _statement(field_sets: tuple[tuple[str, ...], ...]) -> str:
             sql_type, is_json = _column_sql_type(c)
             arrays.append(f"${param + 1 + i}::{sql_type}[]")
             sets.append(f'"{c}" = u.c{i}' + ("::json" if is_json else ""))
-        param += 1 + len(columns)
-        names = ", ".join(["id", *(f"c{i}" for i in range(len(columns)))])
+        arrays.append(f"${param + 1 + len(columns)}::int8[]")
+        param += 2 + len(columns)
+        names = ", ".join(["id", *(f"c{i}" for i in range(len(columns))), "f"])
         ctes.append(
-            f", f{g} AS (\n  UPDATE sessions SET {', '.join(sets)}, updated_at = $1 "
+            f", f{g} AS (\n  UPDATE sessions SET {', '.join(sets)}, updated_at = $1, fence = u.f "
             f"FROM unnest({', '.join(arrays)}) AS u({names}) WHERE sessions.id = u.id\n)"
         )
     return "".join(ctes) + "\n" + _TOUCH
@@ -87,10 +94,13 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
     ev_seq: list[int] = []
     ev_kind: list[str] = []
     ev_payload: list[str] = []
+    ev_fence: list[int | None] = []
     msg_sid: list[str] = []
     msg_idx: list[int] = []
     msg_data: list[str] = []
+    msg_fence: list[int | None] = []
     touched: list[str] = []
+    touched_fence: list[int | None] = []
     groups: dict[tuple[str, ...], list[Batch]] = {}
     for b in batches:
         for e in b.events:
@@ -98,17 +108,23 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
             ev_seq.append(e.seq)
             ev_kind.append(e.kind)
             ev_payload.append(_dumps(e.payload))
+            ev_fence.append(b.fence)
         for i, m in b.messages:
             msg_sid.append(b.session_id)
             msg_idx.append(i)
             msg_data.append(_dumps(m))
+            msg_fence.append(b.fence)
         # `updated_at` is the commit's time whatever the fields say (as the general way).
         columns = tuple(sorted(c for c in b.session_fields if c != "updated_at"))
         if columns:
             groups.setdefault(columns, []).append(b)
         elif b.events or b.session_fields:
             touched.append(b.session_id)
-    params: list[Any] = [now, ev_sid, ev_seq, ev_kind, ev_payload, msg_sid, msg_idx, msg_data, touched]
+            touched_fence.append(b.fence)
+    params: list[Any] = [
+        *(now, ev_sid, ev_seq, ev_kind, ev_payload, msg_sid, msg_idx, msg_data, touched),
+        *(ev_fence, msg_fence, touched_fence),
+    ]
     field_sets = tuple(sorted(groups))
     for columns in field_sets:
         members = groups[columns]
@@ -116,4 +132,5 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
         for c in columns:
             is_json = _column_sql_type(c)[1]
             params.append([_dumps(b.session_fields[c]) if is_json else b.session_fields[c] for b in members])
+        params.append([b.fence for b in members])
     return _statement(field_sets), tuple(params)

@@ -27,18 +27,20 @@ class QueueWrite:
         return not (self.upserts or self.deletes or self.updates)
 
 
-def apply(conn: Connection, session_id: str, writes: list[QueueWrite]) -> None:
+def apply(conn: Connection, session_id: str, writes: list[QueueWrite], fence: int | None = None) -> None:
     """Apply one session's queue writes in order, inside the caller's transaction (the
-    group commit's synchronous code)."""
+    group commit's synchronous code); every row written carries `fence` (R-C1)."""
     for w in writes:
         gone = [*w.deletes, *(r["id"] for r in w.upserts)]
         if gone:
             conn.execute(delete(QueuedPromptRow).where(QueuedPromptRow.id.in_(gone)))
         if w.upserts:
-            conn.execute(insert(QueuedPromptRow), [{**r, "session_id": session_id} for r in w.upserts])
+            conn.execute(
+                insert(QueuedPromptRow), [{**r, "session_id": session_id, "fence": fence} for r in w.upserts]
+            )
         for prompt_id, values in w.updates:
             conn.execute(
-                update(QueuedPromptRow).where(QueuedPromptRow.id == prompt_id).values(**values)
+                update(QueuedPromptRow).where(QueuedPromptRow.id == prompt_id).values(**values, fence=fence)
             )
 
 

@@ -70,6 +70,8 @@ class Batch:
     truncate_from: int | None = None
     session_fields: dict[str, Any] = field(default_factory=dict)
     queue: list[QueueWrite] = field(default_factory=list)  # queued-prompt rows, in order
+    # The writer's lease token (R-C1), stamped on every row it writes; None without leases.
+    fence: int | None = None
 
     def empty(self) -> bool:
         return not (

@@ -18,6 +18,7 @@ CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.BUSY: ErrorCode.SESSION_BUSY,
     SessionErrorKind.INVALID: ErrorCode.INVALID_PARAMS,
     SessionErrorKind.INTERNAL: ErrorCode.INTERNAL_ERROR,
+    SessionErrorKind.OWNED_ELSEWHERE: ErrorCode.SESSION_ELSEWHERE,
 }
 
 

@@ -118,3 +118,24 @@ async def test_token_auth_without_a_token_starts_and_says_how_to_create_one(tmp_
     hints = [line for line in output.splitlines() if "agentd token create" in line]
     assert len(hints) == 1, output
     assert "AGENTD_AUTH=token" in hints[0] and "Traceback" not in output
+
+
+async def test_a_second_serve_on_the_same_sqlite_file_refuses_to_start(tmp_path: Path) -> None:
+    """SQLite is single-process (R-C1 needs Postgres): two real `agentd serve` on one file —
+    the second says so in one line and exits 2; the first goes on serving, and once it is
+    killed (-9: the kernel drops its lock) the file can be served again."""
+    env = clean_env(tmp_path, AGENTD_HOME=str(tmp_path / "home"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "first.log"
+    async with agentd_process(["serve", "--port", str(port)], env=env, log=log) as first:
+        await wait_healthy(base, first, log)
+        run = await agentd("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
+        one_line_error(run, "AGENTD_DATABASE_URL", "in use by another agentd process", f"pid {first.pid}")
+        async with httpx.AsyncClient(base_url=base) as http:
+            assert (await http.get("/readyz")).status_code == 200
+        first.kill()
+        await first.wait()
+    port = free_port()
+    async with agentd_process(["serve", "--port", str(port)], env=env, log=tmp_path / "again.log") as again:
+        await wait_healthy(f"http://127.0.0.1:{port}", again, tmp_path / "again.log")

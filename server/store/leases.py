@@ -1,0 +1,131 @@
+"""Session leases on Postgres (R-C1): which replica owns a session, until when, under which
+fencing token. Every time is the database's clock (`now()`), so replicas' clocks never
+disagree about an expiry. The token grows by one on every acquisition and is never reset
+(a released lease keeps its row, expired); the fence trigger of migration 0010 compares it
+with the `fence` of every event, message and queued-prompt row written.
+
+Lock order, so nothing deadlocks: a write's fence check locks lease rows FOR KEY SHARE;
+an acquisition locks its one row FOR UPDATE (it waits for a write in flight, and a write
+after it sees the new token); a renewal is a plain UPDATE (FOR NO KEY UPDATE), which
+never waits for writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+STALE_FENCE_SQLSTATE = "AGF01"  # raised by the fence trigger / guard (migration 0010)
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A live lease of another replica: who holds it, and for how much longer."""
+
+    owner: str
+    expires_in_s: float
+
+
+_CURRENT = text(
+    "SELECT owner, token, EXTRACT(EPOCH FROM (expires_at - now())) AS left_s "
+    "FROM session_leases WHERE session_id = :sid FOR UPDATE"
+)
+# Only for a session that exists: a request naming an unknown id leaves no row behind.
+_INSERT = text(
+    "INSERT INTO session_leases (session_id, owner, token, expires_at) "
+    "SELECT CAST(:sid AS varchar), CAST(:owner AS varchar), 1, now() + make_interval(secs => :ttl) "
+    "WHERE EXISTS (SELECT 1 FROM sessions WHERE id = :sid) "
+    "ON CONFLICT (session_id) DO NOTHING RETURNING token"
+)
+_EXISTS = text("SELECT 1 FROM sessions WHERE id = :sid")
+_TAKE = text(
+    "UPDATE session_leases SET owner = :owner, token = token + 1, "
+    "expires_at = now() + make_interval(secs => :ttl) WHERE session_id = :sid RETURNING token"
+)
+_RENEW = text(
+    "UPDATE session_leases AS l SET expires_at = now() + make_interval(secs => :ttl) "
+    "FROM unnest(CAST(:sids AS varchar[]), CAST(:tokens AS int8[])) AS u(s, t) "
+    "WHERE l.session_id = u.s AND l.token = u.t AND l.owner = :owner RETURNING l.session_id"
+)
+_RELEASE = text(
+    "UPDATE session_leases SET expires_at = now() "
+    "WHERE session_id = :sid AND owner = :owner AND token = :token"
+)
+
+
+async def acquire(
+    engine: AsyncEngine, session_id: str, owner: str, ttl_s: float, lock_wait_s: float
+) -> int | Holder | None:
+    """The new fencing token, or the other replica holding a live lease (None: there is no
+    such session). Ours (same owner)
+    or expired: taken over with the next token. `lock_wait_s` bounds the wait for a write
+    in flight (a paused replica mid-commit): then the lease counts as held."""
+    try:
+        return await _acquire(engine, session_id, owner, ttl_s, lock_wait_s)
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+            raise
+        return Holder("a replica with a write in flight", lock_wait_s)
+
+
+async def _acquire(
+    engine: AsyncEngine, session_id: str, owner: str, ttl_s: float, lock_wait_s: float
+) -> int | Holder | None:
+    async with engine.begin() as conn:
+        await conn.execute(text(f"SET LOCAL lock_timeout = '{int(lock_wait_s * 1000)}ms'"))
+        row = (await conn.execute(_CURRENT, {"sid": session_id})).first()
+        if row is None:
+            token = (await conn.execute(_INSERT, {"sid": session_id, "owner": owner, "ttl": ttl_s})).scalar()
+            if token is not None:
+                return int(token)
+            if (await conn.execute(_EXISTS, {"sid": session_id})).first() is None:
+                return None  # no such session: nothing to own
+            return Holder("another replica", ttl_s)  # it inserted the lease meanwhile
+        if row.owner != owner and float(row.left_s) > 0:
+            return Holder(str(row.owner), float(row.left_s))
+        token = (await conn.execute(_TAKE, {"sid": session_id, "owner": owner, "ttl": ttl_s})).scalar_one()
+        return int(token)
+
+
+async def renew(engine: AsyncEngine, owner: str, tokens: dict[str, int], ttl_s: float) -> set[str]:
+    """Extend all of `tokens`' leases in one statement; returns those still ours (a lease
+    another replica took over has a newer token and is not renewed)."""
+    if not tokens:
+        return set()
+    params = {"sids": list(tokens), "tokens": list(tokens.values()), "owner": owner, "ttl": ttl_s}
+    async with engine.begin() as conn:
+        return set((await conn.execute(_RENEW, params)).scalars())
+
+
+async def release(engine: AsyncEngine, session_id: str, owner: str, token: int) -> None:
+    """Let the lease expire now (the row and its token stay: tokens never go back)."""
+    async with engine.begin() as conn:
+        await conn.execute(_RELEASE, {"sid": session_id, "owner": owner, "token": token})
+
+
+def renewal_engine(engine: AsyncEngine, timeout_s: float) -> AsyncEngine:
+    """A connection of the renewals' own: a flood of requests holding every pooled
+    connection must not keep a replica from renewing its leases in time."""
+    return create_async_engine(
+        engine.url,
+        pool_size=1,
+        max_overflow=1,
+        pool_timeout=timeout_s,
+        connect_args={"command_timeout": timeout_s},
+    )
+
+
+def is_stale_fence(exc: BaseException) -> bool:
+    """A write the database refused because its fencing token is not the lease's."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # SQLAlchemy's wrapper → the driver's error → asyncpg's
+        if seen is None:
+            return False
+        if getattr(seen, "sqlstate", None) == STALE_FENCE_SQLSTATE or "agentd_stale_fence" in str(seen):
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False

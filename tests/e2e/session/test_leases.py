@@ -1,0 +1,128 @@
+"""Several replicas on one Postgres (R-C1, issue 15 item 1): a session is owned by one
+replica at a time, under a lease with a fencing token. Two real `agentd serve` processes
+share a database: the owner is paused (SIGSTOP) past its lease while a turn runs, the other
+replica takes the session over (R-E6 recovery), the first is resumed — it drops its actor,
+its client is told to resync, and nothing it wrote after losing the lease is in the log
+(the database refuses a stale token: tests/unit/store/test_fencing.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from protocol.agentd import ATTACH
+from protocol.methods import Notification
+from tests.conftest import postgres_database
+from tests.support.client import WsClient, text_prompt
+from tests.support.polling import until, value_of
+from tests.support.proc import agentd_serve, write_script
+from tests.support.session import new_session
+
+ELSEWHERE = -32020
+# A turn that goes on writing: every step streams a little and calls a tool (durable events).
+SCRIPT = [{"text": "Looking once more.", "chunk_size": 4, "chunk_delay": 0.02, "tool_calls": [
+    {"name": "list_dir", "arguments": {"path": "."}}]}]  # fmt: skip
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+async def _fences(dsn: str, sid: str) -> list[tuple[int, int | None]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch("SELECT seq, fence FROM events WHERE session_id = $1 ORDER BY seq", sid)
+    finally:
+        await conn.close()
+    return [(r["seq"], r["fence"]) for r in rows]
+
+
+async def _lease(dsn: str, sid: str) -> tuple[str, int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow("SELECT owner, token FROM session_leases WHERE session_id = $1", sid)
+    finally:
+        await conn.close()
+    assert row is not None
+    return str(row["owner"]), int(row["token"])
+
+
+def _tool_calls(client: WsClient, sid: str) -> int:
+    return sum(1 for u in client.updates(sid) if u["sessionUpdate"] == "tool_call")
+
+
+async def test_a_paused_owner_loses_the_session_and_none_of_its_late_writes_land(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    script = write_script(tmp_path / "script.json", SCRIPT, loop=True)
+    async with postgres_database() as url:
+        dsn = _asyncpg_dsn(url)
+        settings = {
+            "database_url": url,
+            "script": str(script),
+            "permission_mode": "bypass",
+            "lease_ttl_s": "1.5",
+        }
+        async with (
+            agentd_serve(tmp_path / "a", "a.log", replica_id="replica-a", **settings) as a,
+            agentd_serve(tmp_path / "b", "b.log", replica_id="replica-b", **settings) as b,
+        ):
+            ca = await WsClient.connect(a.base_url)
+            cb = await WsClient.connect(b.base_url)
+            sid = await new_session(ca, workspace)
+            assert await _lease(dsn, sid) == ("replica-a", 1)
+            # The seam for routing (item 2): B refuses a session A owns, with a typed error.
+            refused = await cb.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
+            assert refused["error"]["code"] == ELSEWHERE, refused
+            assert refused["error"]["data"]["owner"] == "replica-a"
+
+            prompt = asyncio.create_task(ca.request("session/prompt", text_prompt(sid, "go on")))
+            await until(lambda: _tool_calls(ca, sid) >= 2, what="A's turn writing")
+            os.kill(a.pid, signal.SIGSTOP)
+            try:
+
+                async def take_over() -> dict[str, Any] | None:
+                    resp = await cb.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
+                    if "error" in resp:
+                        assert resp["error"]["code"] == ELSEWHERE, resp  # until A's lease ran out
+                        return None
+                    return dict(resp["result"])
+
+                await value_of(take_over, what="B taking the session over")
+                assert await _lease(dsn, sid) == ("replica-b", 2)
+                at_takeover = await _fences(dsn, sid)
+            finally:
+                os.kill(a.pid, signal.SIGCONT)
+
+            # A finds out (its renewal, or the database refusing its next write): the actor
+            # is dropped and its client told to resync.
+            resync = await ca.wait_notification(
+                lambda m: m["method"] == Notification.RESYNC_REQUIRED and m["params"]["sessionId"] == sid,
+                within=60,
+            )
+            assert resync["params"]["reason"] in ("lease_lost", "session_failed")
+            await until(lambda: prompt.done(), what="A answering its prompt")
+            a_log = await a.output()
+            assert "lease was lost" in a_log or "agentd_stale_fence" in a_log, a_log[-3000:]
+            # Re-attaching to A now gets the typed error: B owns the session.
+            again = await ca.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
+            assert again["error"]["code"] == ELSEWHERE and again["error"]["data"]["owner"] == "replica-b"
+
+            final = await _fences(dsn, sid)
+            assert [s for s, _ in final] == list(range(1, len(final) + 1))  # one log, no gap
+            ours = [row for row in final if row[1] == 1]
+            assert ours == [row for row in at_takeover if row[1] == 1]  # nothing of A's after
+            assert {f for _, f in final[len(ours) :]} <= {2}  # the rest is B's
+            assert any(f == 2 for _, f in final)  # B recovered the interrupted turn (R-E6)
+            for client in (ca, cb):
+                with contextlib.suppress(Exception):
+                    await client.close()

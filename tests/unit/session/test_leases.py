@@ -1,0 +1,113 @@
+"""The lease keeper's own logic (R-C1), without a database: which sessions a renewal
+loses, our own clock when the database cannot be reached, the replica id kept in the home
+directory. The SQL itself runs against Postgres in tests/unit/store/test_fencing.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.session import leases as session_leases
+from server.session.errors import SessionError, SessionErrorKind
+from server.session.leases import PostgresLeases, SessionLeases, home_replica_id
+from server.store import leases as store_leases
+
+
+class _Engine:
+    async def dispose(self) -> None:
+        return None
+
+
+@pytest.fixture
+def db(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A stand-in for the lease table: session → (owner, token); `down` fails every call."""
+    state: dict[str, Any] = {"rows": {}, "down": False}
+
+    async def acquire(_e: Any, sid: str, owner: str, _ttl: float, _wait: float) -> int | store_leases.Holder:
+        holder, token = state["rows"].get(sid, (None, 0))
+        if holder not in (None, owner):
+            return store_leases.Holder(holder, 5.0)
+        state["rows"][sid] = (owner, token + 1)
+        return int(token + 1)
+
+    async def renew(_e: Any, owner: str, tokens: dict[str, int], _ttl: float) -> set[str]:
+        if state["down"]:
+            raise ConnectionError("database unreachable")
+        return {s for s, t in tokens.items() if state["rows"].get(s) == (owner, t)}
+
+    monkeypatch.setattr(store_leases, "acquire", acquire)
+    monkeypatch.setattr(store_leases, "renew", renew)
+    monkeypatch.setattr(store_leases, "renewal_engine", lambda *_a: _Engine())
+    return state
+
+
+async def test_a_session_taken_over_is_lost_and_reported(db: dict[str, Any]) -> None:
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    lost: list[str] = []
+    keeper._on_lost = lost.append
+    await keeper.acquire("s1")
+    await keeper.acquire("s2")
+    assert keeper.fences == {"s1": 1, "s2": 1}
+    db["rows"]["s2"] = ("B", 2)  # B took s2 over
+    assert await keeper.renew() == ["s2"]
+    assert lost == ["s2"] and keeper.fences == {"s1": 1}  # no more writes stamped for s2
+    with pytest.raises(SessionError) as err:
+        await keeper.acquire("s2")
+    assert err.value.kind is SessionErrorKind.OWNED_ELSEWHERE
+    assert err.value.data is not None and err.value.data["owner"] == "B"
+
+
+async def test_unreachable_database_loses_leases_only_once_they_ran_out(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    lost: list[str] = []
+    keeper._on_lost = lost.append
+    await keeper.acquire("s1")
+    db["down"] = True
+    assert await keeper.renew() == []  # still within its lease by our own clock
+    assert keeper.fences == {"s1": 1}
+    keeper._valid_until["s1"] = 0.0  # ...and now it has run out
+    assert await keeper.renew() == ["s1"]
+    assert lost == ["s1"] and keeper.fences == {}
+
+
+async def test_a_release_forgets_the_token_at_once(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    released: list[tuple[str, int]] = []
+
+    async def release(_e: Any, sid: str, _owner: str, token: int) -> None:
+        released.append((sid, token))
+
+    monkeypatch.setattr(store_leases, "release", release)
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    await keeper.acquire("s1")
+    keeper.release("s1")
+    assert keeper.fences == {}
+    await keeper.stop()
+    assert released == [("s1", 1)]
+
+
+async def test_without_leases_everything_is_ours() -> None:
+    keeper = SessionLeases()
+    await keeper.acquire("s1")
+    keeper.release("s1")
+    assert keeper.fences == {}
+    assert type(session_leases.session_leases(None, postgres=False, replica_id="", ttl_s=1, home=Path())) is (
+        SessionLeases
+    )
+
+
+def test_the_replica_id_is_kept_in_the_home_and_never_shared_by_live_processes(tmp_path: Path) -> None:
+    first, lock = home_replica_id(tmp_path)
+    assert lock is not None and first
+    second, other = home_replica_id(tmp_path)  # a second live holder: an id of its own
+    assert other is None and second != first
+    lock.close()  # the first process ended (even by kill -9: the kernel drops the lock)
+    again, lock = home_replica_id(tmp_path)
+    assert again == first
+    assert lock is not None
+    lock.close()
