@@ -26,6 +26,7 @@ def words_on(screen: str) -> list[str]:
     return re.findall(r"\bw\d{3}\b", screen)
 
 
+@pytest.mark.timeout(300)  # two server start-ups and three chat processes on a loaded machine
 async def test_chat_reconnects_after_a_server_restart_without_losing_or_repeating_lines(
     tmp_path: Path, workspace: Path
 ) -> None:
