@@ -98,10 +98,8 @@ async def index(request: Request) -> Response:
     return _respond(request, site().index, REVALIDATE, {"Content-Security-Policy": CSP})
 
 
-# The path parameters are read from the request, not declared: a typed parameter makes
-# FastAPI import `pydantic.v1` (1.3 MiB resident for good) to rule out a v1 model.
-@router.get("/static/{version}/{name:path}", include_in_schema=False)
 async def static(request: Request) -> Response:
+    # A plain Starlette route: FastAPI's parameter analysis would load `pydantic.v1` at import.
     version, name = request.path_params["version"], request.path_params["name"]
     current = site()
     asset = current.assets.get(name)
@@ -109,5 +107,7 @@ async def static(request: Request) -> Response:
         return Response("not found", status_code=404, media_type="text/plain", headers=SECURITY_HEADERS)
     return _respond(request, asset, IMMUTABLE if version == current.version else REVALIDATE)
 
+
+router.add_route("/static/{version}/{name:path}", static, methods=["GET"], include_in_schema=False)
 
 __all__ = ["CSP", "router", "site"]
