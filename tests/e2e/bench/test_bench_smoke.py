@@ -57,7 +57,7 @@ def test_concurrency_bench_smoke_prints_latency_rate_and_errors() -> None:
 
 def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None:
     out = _run("profile_turn.py")
-    assert re.search(r"^turns=5 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
+    assert re.search(r"^turns=5 sessions=1 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
     assert re.search(r"^httpcore current_async_library: [\d.]+ calls/turn", out, re.M), out
     assert len(re.findall(r"^ +\d+ µs +[\d.]+ % ", out, re.M)) >= 10, out
 
