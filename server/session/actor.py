@@ -504,7 +504,8 @@ class SessionActor:
 
     def idle_since(self) -> float | None:
         """When the actor became evictable (no clients, no work), or None while it is not."""
-        if self._turn is not None or self.queue or len(self.hub) or self.permissions.pending:
+        busy = self._turn is not None or self.queue or len(self.hub) or self.permissions.pending
+        if busy or self.subagents.running_background():  # eviction would cancel a child
             self._idle_since = None
             return None
         if self._idle_since is None:

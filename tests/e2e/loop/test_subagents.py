@@ -335,6 +335,37 @@ async def test_background_child_reports_through_task_output_and_its_live_usage_i
         await client.close()
 
 
+async def test_a_running_background_child_keeps_its_session_from_being_evicted(
+    server_factory, workspace: Path, agents_dir: Path
+):
+    """R-T11 background children: an idle session (no client, no turn) is evicted, which
+    would cancel its children — so a session whose background child still runs is not idle;
+    once the child has ended it is evicted as usual."""
+    parent = scripted(
+        {"tool_calls": [task("t1", "waiter", "compute", run_in_background=True)]},
+        {"text": "Started it."},
+        NEVER,
+    )
+    child = GatedProvider(scripted({"text": "Background result: 7"}, NEVER), hold={0})
+    async with server_factory(RoutedProvider(parent, {"WAITER": child}), agents_dir=agents_dir) as server:
+        manager = server.app.state.agentd.manager
+        client = await server.client()
+        sid = await new_session(client, workspace)
+        first = await client.call("session/prompt", text_prompt(sid, "start it"))
+        assert first["stopReason"] == "end_turn"
+        await child.held(0)
+        await client.call("_agentd/session/detach", {"sessionId": sid})
+
+        assert await manager.evict_idle(0.0) == []  # the child still runs
+        actor = manager.live_actor(sid)
+        assert actor is not None and actor.subagents.running_background() == ["agent-1"]
+
+        child.release(0)
+        await until(lambda: not actor.subagents.running_background(), what="the child's end")
+        assert await manager.evict_idle(0.0) == [sid]
+        await client.close()
+
+
 async def test_cancel_of_the_parent_cancels_foreground_and_background_children(
     server_factory, workspace: Path, agents_dir: Path
 ):
