@@ -17,6 +17,7 @@ tasks; `server/loop/subagent.py` for background sub-agents).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -95,3 +96,20 @@ def render_reminder(completions: Sequence[TaskCompletion]) -> str:
     )
     lines.append("</system-reminder>")
     return "\n".join(lines)
+
+
+async def wait_for_any(
+    futures: set[asyncio.Future[Any]], timeout_s: float, interrupted: asyncio.Event | None
+) -> None:
+    """Until one of `futures` is done, `interrupted` is set or `timeout_s` has passed (the
+    `wait`/`task_output` tools of background shells and sub-agents). `asyncio.wait` never
+    cancels what it watches, so the tasks' futures stay intact."""
+    watched = set(futures)
+    waiter = asyncio.ensure_future(interrupted.wait()) if interrupted is not None else None
+    if waiter is not None:
+        watched.add(waiter)
+    try:
+        await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if waiter is not None:
+            waiter.cancel()

@@ -47,7 +47,7 @@ from typing import Any, Protocol, cast
 
 from server.core.completion import CompletionRequirement
 from server.core.conversation import Message
-from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind
+from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, wait_for_any
 from server.loop.budget import BudgetState
 from server.loop.context import Conversation, TurnContext
 from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
@@ -393,15 +393,7 @@ class Subagents:
             return "done"
         if interrupted is not None and interrupted.is_set():
             return "interrupted"
-        watched: set[asyncio.Future[Any]] = {child.finished}
-        waiter = asyncio.ensure_future(interrupted.wait()) if interrupted is not None else None
-        if waiter is not None:
-            watched.add(waiter)
-        try:
-            await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if waiter is not None:
-                waiter.cancel()
+        await wait_for_any({child.finished}, timeout_s, interrupted)
         if child.done:
             return "done"
         return "interrupted" if interrupted is not None and interrupted.is_set() else "timeout"

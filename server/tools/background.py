@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind
+from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, wait_for_any
 from server.tools.agent_tasks import AgentTasks
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.bash import (
@@ -318,16 +318,7 @@ class BackgroundTasks:
             if not targets:
                 return WaitResult("idle", None, [])
 
-        watched: set[asyncio.Future[Any]] = {t.finished for t in targets}
-        interrupt_waiter = asyncio.ensure_future(interrupted.wait()) if interrupted is not None else None
-        if interrupt_waiter is not None:
-            watched.add(interrupt_waiter)
-        try:
-            # asyncio.wait never cancels what it watches, so the tasks' futures stay intact.
-            await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if interrupt_waiter is not None:
-                interrupt_waiter.cancel()
+        await wait_for_any({t.finished for t in targets}, timeout_s, interrupted)
         finished = [t for t in targets if t.done]
         if finished:  # a finished task is the more useful news, even if input is also pending
             finished[0].reported = True
