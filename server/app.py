@@ -125,6 +125,7 @@ def create_app(
         manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL, leases=leases)
         leases.start(manager.lease_lost)
         metrics.track_sessions(manager.live)
+        metrics.track_leases(leases.health)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
         trimmer = asyncio.create_task(run_trimmer(settings.memory_trim_s), name="memory-trim")
         live_tokens = LiveTokens()

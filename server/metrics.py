@@ -1,5 +1,7 @@
 """Prometheus metrics at `/metrics` (R-O): sessions, clients, turns and their outcomes,
-retry decisions, event fan-out lag and the event log's flush latency.
+retry decisions, event fan-out lag and the event log's flush latency; per replica (R-C1),
+the replica's id (`agentd_replica_info`) and its session leases — owned, renewals, renewal
+failures, losses — labelled `replica` (read from the leases at scrape time).
 
 One registry per app (tests run several apps in one process). The server's parts report
 through the small methods below; nothing else here knows about them.
@@ -12,7 +14,7 @@ then, in one registry, so nothing observed is lost and a scrape shows every seri
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from server.core.events import EventKind
@@ -25,8 +27,49 @@ __all__ = ["Metrics"]
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+class _LeaseCollector:
+    """Series read from `health()` (server/session/leases.py's `LeaseHealth`) per scrape:
+    the counters live in the leases, so nothing counted before the first scrape is lost."""
+
+    def __init__(self, health: Callable[[], Any]) -> None:
+        self._health = health
+
+    def describe(self) -> list[Any]:
+        return []  # series vary (no lease series on SQLite); nothing to check at register
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+
+        h = self._health()
+        info = InfoMetricFamily("agentd_replica", "This replica's id and how it owns sessions")
+        info.add_metric([], {"replica": h.replica_id, "leases": str(h.mode)})
+        yield info
+        if str(h.mode) == "single_process":  # SQLite: no leases, this process owns every session
+            return
+        labels = ["replica"]
+        gauge, counter = GaugeMetricFamily, CounterMetricFamily
+        series: list[tuple[type[Any], str, str, float | None]] = [
+            (gauge, "agentd_lease_owned_sessions", "Sessions whose lease this replica holds", h.owned),
+            (counter, "agentd_lease_renewals", "Lease renewal statements that went through", h.renewals),
+            (counter, "agentd_lease_renewal_failures", "Lease renewal rounds that failed",
+             h.renewal_failures),
+            (counter, "agentd_lease_losses",
+             "Session leases lost (taken over, run out unrenewed, or a write fenced out)", h.lost),
+            (gauge, "agentd_lease_renewal_age_seconds", "Since the last successful renewal round",
+             h.last_renewal_age_s),
+            (gauge, "agentd_lease_healthy", "1 while the lease renewer keeps up (/readyz)",
+             float(h.healthy)),
+        ]  # fmt: skip
+        for family, name, doc, value in series:
+            if value is None:
+                continue
+            metric = family(name, doc, labels=labels)
+            metric.add_metric([h.replica_id], value)
+            yield metric
+
+
 class _Instruments:
-    def __init__(self, live: Callable[[], list[Any]] | None) -> None:
+    def __init__(self, live: Callable[[], list[Any]] | None, leases: Callable[[], Any] | None) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = r = CollectorRegistry()
@@ -57,6 +100,8 @@ class _Instruments:
         )
         if live is not None:
             self.track(live)
+        if leases is not None:
+            self.track_leases(leases)
 
     def track(self, live: Callable[[], list[Any]]) -> None:
         self.sessions_live.set_function(lambda: len(live()))
@@ -64,14 +109,18 @@ class _Instruments:
         self.turns_running.set_function(lambda: sum(1 for a in live() if a.running_turn_id))
         self.queued.set_function(lambda: sum(a.queued for a in live()))
 
+    def track_leases(self, health: Callable[[], Any]) -> None:
+        self.registry.register(_LeaseCollector(health))
+
 
 class Metrics:
     def __init__(self) -> None:
         self._live: Callable[[], list[Any]] | None = None
+        self._leases: Callable[[], Any] | None = None
 
     @functools.cached_property
     def _m(self) -> _Instruments:
-        return _Instruments(self._live)
+        return _Instruments(self._live, self._leases)
 
     @property
     def loaded(self) -> bool:
@@ -83,6 +132,12 @@ class Metrics:
         self._live = live
         if self.loaded:
             self._m.track(live)
+
+    def track_leases(self, health: Callable[[], Any]) -> None:
+        """The replica's id and its leases' figures (a `LeaseHealth`), read at scrape time."""
+        self._leases = health
+        if self.loaded:
+            self._m.track_leases(health)
 
     @property
     def registry(self) -> CollectorRegistry:

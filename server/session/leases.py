@@ -13,6 +13,14 @@ is the seam `SessionManager.get` raises at).
 
 SQLite is single-process (a second `agentd serve` refuses to start: store/file_lock.py):
 `SessionLeases` itself is the no-op implementation behind the same interface.
+
+`health()` is what `/readyz` and `/metrics` report (issue 15 item 6): the leases owned,
+the renewals done and failed, the leases lost, and whether the renewer keeps up. It falls
+behind once two renewal rounds in a row have failed (two thirds of the lease time without
+one: the next failure loses every session this replica owns), or when no round has ended
+for a whole lease time (the renewer is stuck: its leases have run out by now). Then the
+replica is not ready, so a load balancer sends new clients elsewhere until a renewal
+succeeds again.
 """
 
 from __future__ import annotations
@@ -24,7 +32,10 @@ import logging
 import os
 import secrets
 import socket
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,6 +45,46 @@ from server.store import leases as store_leases
 log = logging.getLogger(__name__)
 
 LostLease = Callable[[str], None]
+
+# Renewals failed in a row from which the replica is not ready (see the module docstring).
+UNHEALTHY_AFTER_FAILURES = 2
+
+
+class LeaseMode(StrEnum):
+    SINGLE_PROCESS = "single_process"  # SQLite: no leases, every session is this process's
+    POSTGRES = "postgres"
+
+
+@dataclass(frozen=True)
+class LeaseHealth:
+    replica_id: str
+    mode: LeaseMode
+    owned: int = 0  # sessions whose lease this replica holds
+    ttl_s: float = 0.0
+    renewals: int = 0  # renewal statements that went through (rounds holding leases)
+    renewal_failures: int = 0  # rounds that failed (over the process's life)
+    consecutive_failures: int = 0
+    last_renewal_age_s: float | None = None  # since the last round that succeeded (None: none yet)
+    lost: int = 0  # leases lost: taken over, run out unrenewed, or a write fenced out
+    healthy: bool = True
+    detail: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"mode": self.mode.value, "healthy": self.healthy}
+        if self.mode is LeaseMode.POSTGRES:
+            age = self.last_renewal_age_s
+            body.update(
+                owned=self.owned,
+                ttlS=self.ttl_s,
+                lastRenewalAgeS=None if age is None else round(age, 3),
+                renewals=self.renewals,
+                renewalFailures=self.renewal_failures,
+                consecutiveFailures=self.consecutive_failures,
+                lost=self.lost,
+            )
+        if self.detail:
+            body["detail"] = self.detail
+        return body
 
 
 def default_replica_id() -> str:
@@ -82,9 +133,17 @@ def owned_elsewhere(session_id: str, owner: str, expires_in_s: float) -> Session
 class SessionLeases:
     """No leases (SQLite, one process): every session is this process's."""
 
-    def __init__(self) -> None:
+    def __init__(self, replica_id: str = "") -> None:
         # session id → fencing token; the event writer reads it on every submit.
         self.fences: dict[str, int] = {}
+        self.replica_id = replica_id or default_replica_id()
+
+    def health(self) -> LeaseHealth:
+        return LeaseHealth(self.replica_id, LeaseMode.SINGLE_PROCESS)
+
+    def fenced_out(self, session_id: str) -> None:
+        """The database refused one of the session's writes for a stale fencing token."""
+        return None
 
     async def acquire(self, session_id: str) -> None:
         return None
@@ -101,9 +160,8 @@ class SessionLeases:
 
 class PostgresLeases(SessionLeases):
     def __init__(self, engine: Any, replica_id: str, ttl_s: float, id_lock: IO[str] | None = None) -> None:
-        super().__init__()
+        super().__init__(replica_id)
         self._engine = engine
-        self.replica_id = replica_id
         self._id_lock = id_lock  # held while this process is that replica
         self.ttl_s = ttl_s
         # How long to wait for a write in flight on the lease row (a paused replica
@@ -115,6 +173,12 @@ class PostgresLeases(SessionLeases):
         self._on_lost: LostLease | None = None
         self._releasing: set[asyncio.Task[None]] = set()
         self.renewals = 0  # for tests and metrics
+        self.renewal_failures = 0
+        self.consecutive_failures = 0
+        self.lost = 0
+        self._last_ok: float | None = None  # time.monotonic() of the last round that succeeded
+        self._last_round: float | None = None  # … that ended, either way (or the start)
+        self._fenced_out: set[tuple[str, int]] = set()  # losses counted already (bounded by fences)
 
     async def acquire(self, session_id: str) -> None:
         started = asyncio.get_running_loop().time()
@@ -134,6 +198,7 @@ class PostgresLeases(SessionLeases):
         token = self.fences.pop(session_id, None)
         self._valid_until.pop(session_id, None)
         if token is not None:
+            self._fenced_out.discard((session_id, token))
             task = asyncio.get_running_loop().create_task(self._release(session_id, token))
             self._releasing.add(task)
             task.add_done_callback(self._releasing.discard)
@@ -151,7 +216,37 @@ class PostgresLeases(SessionLeases):
 
     def start(self, on_lost: LostLease) -> None:
         self._on_lost = on_lost
+        self._last_round = time.monotonic()
         self._task = asyncio.create_task(self._run(), name="lease-renewal")
+
+    def fenced_out(self, session_id: str) -> None:
+        token = self.fences.get(session_id)
+        if token is not None and (session_id, token) not in self._fenced_out:
+            self._fenced_out.add((session_id, token))
+            self.lost += 1
+
+    def health(self) -> LeaseHealth:
+        now = time.monotonic()
+        age = None if self._last_ok is None else now - self._last_ok
+        detail = ""
+        if self.consecutive_failures >= UNHEALTHY_AFTER_FAILURES:
+            detail = f"lease renewals failing: {self.consecutive_failures} in a row"
+        elif self._last_round is not None and now - self._last_round > self.ttl_s:
+            stuck = now - self._last_round
+            detail = f"no lease renewal round ended for {stuck:.1f}s (lease time {self.ttl_s:g}s)"
+        return LeaseHealth(
+            self.replica_id,
+            LeaseMode.POSTGRES,
+            owned=len(self.fences),
+            ttl_s=self.ttl_s,
+            renewals=self.renewals,
+            renewal_failures=self.renewal_failures,
+            consecutive_failures=self.consecutive_failures,
+            last_renewal_age_s=age,
+            lost=self.lost,
+            healthy=not detail,
+            detail=detail,
+        )
 
     async def stop(self) -> None:
         """After the actors have stopped: the releases go out, the renewal ends."""
@@ -174,21 +269,31 @@ class PostgresLeases(SessionLeases):
                 log.exception("renewing session leases failed")
 
     async def renew(self) -> list[str]:
-        """Renew every lease held (one statement); returns the sessions whose lease was lost."""
+        """Renew every lease held (one statement); returns the sessions whose lease was lost.
+        Holding none, the round still checks the renewals' connection (health)."""
         tokens = dict(self.fences)
-        if not tokens:
-            return []
         loop = asyncio.get_running_loop()
-        started = loop.time()
+        started, round_started = loop.time(), time.monotonic()
         try:
-            kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+            if tokens:
+                kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+            else:
+                await store_leases.ping(self._renew_engine)
+                kept = set()
         except Exception as exc:
             # Unknown whether it reached the database: a lease is lost once it has run out
             # by our own clock (another replica may have taken it over since).
             log.warning("renewing %d session lease(s) failed: %s", len(tokens), exc)
+            self.renewal_failures += 1
+            self.consecutive_failures += 1
+            self._last_round = time.monotonic()
             now = loop.time()
             lost = [s for s in tokens if self._valid_until.get(s, 0.0) <= now]
         else:
+            self._last_ok, self._last_round = round_started, time.monotonic()
+            self.consecutive_failures = 0
+            if not tokens:
+                return []
             self.renewals += 1
             for s in kept:
                 if self.fences.get(s) == tokens[s]:
@@ -198,6 +303,10 @@ class PostgresLeases(SessionLeases):
         for s in gone:
             del self.fences[s]
             self._valid_until.pop(s, None)
+            if (s, tokens[s]) in self._fenced_out:
+                self._fenced_out.discard((s, tokens[s]))  # counted when the write was refused
+            else:
+                self.lost += 1
             log.error(
                 "session %s: its lease was lost (taken over, or not renewable in time); dropping its actor", s
             )
@@ -211,7 +320,7 @@ def session_leases(
 ) -> SessionLeases:
     """`replica_id` empty: the one kept in `home` (see `home_replica_id`)."""
     if not postgres:
-        return SessionLeases()
+        return SessionLeases(replica_id)
     if replica_id:
         return PostgresLeases(engine, replica_id, ttl_s)
     kept, lock = home_replica_id(home)

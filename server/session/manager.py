@@ -28,6 +28,7 @@ from server.session.leases import SessionLeases
 from server.session.recovery import REMEMBERED_TURNS, TURN_BOUNDARIES, recover
 from server.session.services import ActorServices
 from server.store.db import LoadedSession, SessionRecord, Store
+from server.store.leases import is_stale_fence
 
 if TYPE_CHECKING:
     from server.session.actor import SessionActor
@@ -294,6 +295,8 @@ class SessionManager:
         """The database refused one of the session's batches (the writer discards its
         later writes): stop the actor; the next request reloads the session from the
         store and continues from its real last seq."""
+        if is_stale_fence(exc):  # another replica holds the session now (R-C1)
+            self.leases.fenced_out(session_id)
         actor = self._actors.get(session_id)
         if actor is None:
             return

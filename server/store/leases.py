@@ -101,6 +101,13 @@ async def renew(engine: AsyncEngine, owner: str, tokens: dict[str, int], ttl_s: 
         return set((await conn.execute(_RENEW, params)).scalars())
 
 
+async def ping(engine: AsyncEngine) -> None:
+    """A renewal round with no lease to renew: the lease table is still read on the
+    renewals' connection, so health reports whether a renewal could go through."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1 FROM session_leases LIMIT 1"))
+
+
 async def release(engine: AsyncEngine, session_id: str, owner: str, token: int) -> None:
     """Let the lease expire now (the row and its token stay: tokens never go back)."""
     async with engine.begin() as conn:

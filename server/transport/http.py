@@ -127,21 +127,33 @@ async def healthz() -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/readyz", summary="Readiness: database reachable and migrations current")
+@router.get(
+    "/readyz",
+    summary="Readiness: database reachable, migrations current, session leases renewed (R-C1)",
+)
 async def readyz(request: Request) -> JSONResponse:
+    """Also names the replica and reports its leases (server/session/leases.py, `health`):
+    a replica whose lease renewals fail is not ready — it could not keep a session."""
     state = request.app.state.agentd
+    leases = state.manager.leases.health()
+    replica: dict[str, Any] = {"replica": leases.replica_id, "leases": leases.as_json()}
     if state.manager.closing:
-        return JSONResponse({"status": "draining", "detail": "the server is shutting down"}, status_code=503)
+        return JSONResponse(
+            {"status": "draining", **replica, "detail": "the server is shutting down"}, status_code=503
+        )
     store = state.store
-    body: dict[str, Any] = {}
     try:
         await asyncio.wait_for(store.ping(), timeout=5)
         current, head = await store.migration_status()
     except Exception as exc:
-        return JSONResponse({"status": "unavailable", "database": f"unreachable: {exc}"}, status_code=503)
-    body = {"database": "ok", "migration": current, "head": head}
+        return JSONResponse(
+            {"status": "unavailable", "database": f"unreachable: {exc}", **replica}, status_code=503
+        )
+    body = {"database": "ok", "migration": current, "head": head, **replica}
     if current != head:
         return JSONResponse(
             {"status": "unavailable", **body, "detail": "migrations not current"}, status_code=503
         )
+    if not leases.healthy:
+        return JSONResponse({"status": "unavailable", **body, "detail": leases.detail}, status_code=503)
     return JSONResponse({"status": "ok", **body})
