@@ -1,0 +1,200 @@
+"""docker-compose.yml's `replicas` profile (R-C1, issue 15 item 6): two agentd replicas on one
+Postgres behind nginx. No container engine here: the compose file and deploy/nginx.conf are
+parsed and checked for what they promise (each replica its own id and home, the same database
+and workspace; the proxy passes WebSocket upgrades, does not buffer event streams, does not
+cut long-lived connections, pins Streamable HTTP clients). `nginx -t` and `docker compose
+config` run too where those programs are installed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from server.config import Settings
+from tests.support.paths import REPO_ROOT
+
+PROFILE = "replicas"
+
+
+@dataclass
+class Directive:
+    name: str
+    args: list[str]
+    block: list[Directive] = field(default_factory=list)
+
+    def all(self, name: str) -> list[Directive]:
+        return [d for d in self.block if d.name == name]
+
+    def one(self, name: str) -> Directive:
+        (found,) = self.all(name)
+        return found
+
+
+def parse_nginx(text: str) -> Directive:
+    """nginx's configuration syntax: `name args;` and `name args { … }`, `#` comments, quotes."""
+    tokens = re.findall(r"'[^']*'|\"[^\"]*\"|[{};]|[^\s{};'\"]+", re.sub(r"#[^\n]*", "", text))
+    root = Directive("", [])
+    stack: list[Directive] = [root]
+    words: list[str] = []
+    for tok in tokens:
+        if tok == ";":
+            stack[-1].block.append(Directive(words[0], words[1:]))
+            words = []
+        elif tok == "{":
+            d = Directive(words[0], words[1:])
+            stack[-1].block.append(d)
+            stack.append(d)
+            words = []
+        elif tok == "}":
+            assert not words, f"unterminated directive {words}"
+            stack.pop()
+        else:
+            words.append(tok.strip("'\""))
+    assert len(stack) == 1 and not words, "unbalanced braces"
+    return root
+
+
+def compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    return loaded
+
+
+def in_profile(service: dict[str, Any]) -> bool:
+    return PROFILE in service.get("profiles", [])
+
+
+def replicas() -> dict[str, dict[str, Any]]:
+    """The agentd services that run with the profile (built from this repository)."""
+    services = compose()["services"]
+    return {name: s for name, s in services.items() if s.get("build") == "." and (
+        not s.get("profiles") or in_profile(s))}  # fmt: skip
+
+
+def proxy() -> dict[str, Any]:
+    (found,) = [s for s in compose()["services"].values() if in_profile(s) and "image" in s]
+    return dict(found)
+
+
+def proxy_config() -> tuple[Path, Directive]:
+    mount = next(v for v in proxy()["volumes"] if "/etc/nginx/" in v)
+    source = REPO_ROOT / mount.split(":")[0]
+    assert source.is_file(), f"{source}: the proxy's configuration is not in the repository"
+    assert mount.split(":")[1].startswith("/etc/nginx/conf.d/") and mount.endswith(":ro")
+    return source, parse_nginx(source.read_text())
+
+
+def seconds(value: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "": 1}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|)", value))
+
+
+def test_the_profile_runs_two_replicas_with_their_own_ids_and_homes_on_one_database() -> None:
+    services = compose()["services"]
+    assert "profiles" not in services["postgres"]  # shared by the single replica and the profile
+    found = replicas()
+    assert len(found) == 2, list(found)
+    envs = [s["environment"] for s in found.values()]
+    ids = [env["AGENTD_REPLICA_ID"] for env in envs]
+    assert len(set(ids)) == 2 and all(ids), ids
+    assert len({env["AGENTD_DATABASE_URL"] for env in envs}) == 1
+    assert "@postgres:" in envs[0]["AGENTD_DATABASE_URL"]
+    for s in found.values():
+        assert s["depends_on"]["postgres"]["condition"] == "service_healthy"
+        assert s["environment"]["AGENTD_AUTH"] == "token"  # reachable beyond loopback (R-X1)
+        assert float(s["environment"]["AGENTD_LEASE_TTL_S"]) > 0
+    homes = [
+        next(v.split(":")[0] for v in s["volumes"] if v.endswith(":/var/lib/agentd")) for s in found.values()
+    ]
+    assert len(set(homes)) == 2, homes  # replica-id, logs: one home per replica
+    workspaces = [{v for v in s["volumes"] if ":/workspaces/" in v} for s in found.values()]
+    assert workspaces[0] == workspaces[1] and workspaces[0]  # either replica can run any session
+    # The single-replica default is unchanged: `docker compose up` starts only the first one.
+    assert [name for name, s in found.items() if not s.get("profiles")] == ["agentd"]
+
+
+def test_the_proxy_is_an_official_image_in_front_of_exactly_the_replicas() -> None:
+    p = proxy()
+    assert re.fullmatch(r"(nginx|caddy):[\w.-]+", p["image"]), p["image"]
+    assert set(p["depends_on"]) == set(replicas())
+    assert all(dep["condition"] == "service_healthy" for dep in p["depends_on"].values())
+    _, conf = proxy_config()
+    (server,) = conf.all("server")
+    (listen,) = server.one("listen").args
+    published = [str(port).rsplit(":", 1)[-1] for port in p["ports"]]
+    assert listen in published, (published, listen)  # the proxy's own port is the one published
+    want = {f"{name}:{s['environment']['AGENTD_PORT']}" for name, s in replicas().items()}
+    upstreams = conf.all("upstream")
+    assert len(upstreams) >= 1
+    for upstream in upstreams:
+        assert {d.args[0] for d in upstream.all("server")} == want, upstream.name
+
+
+def test_the_proxy_passes_websockets_and_streams_unbuffered_without_cutting_them() -> None:
+    _, conf = proxy_config()
+    (server,) = conf.all("server")
+    settings = Settings()
+
+    def value(name: str) -> list[str]:
+        return server.one(name).args
+
+    assert value("proxy_http_version") == ["1.1"]
+    headers = {d.args[0].lower(): d.args[1] for d in server.all("proxy_set_header")}
+    assert headers["upgrade"] == "$http_upgrade"
+    # Connection: `upgrade` for a handshake, empty otherwise (keep-alive to the replicas).
+    connection_map = next(m for m in conf.all("map") if m.args == ["$http_upgrade", headers["connection"]])
+    mapped = {d.name: d.args[0] if d.args else "" for d in connection_map.block}
+    assert mapped["default"] == "upgrade" and mapped[""] == ""
+    assert value("proxy_buffering") == ["off"] and value("proxy_request_buffering") == ["off"]
+    for timeout in ("proxy_read_timeout", "proxy_send_timeout"):
+        # Longer than a long turn, and many SSE keepalive periods.
+        assert seconds(value(timeout)[0]) >= max(600, 10 * settings.sse_heartbeat_s), timeout
+    assert seconds(value("client_max_body_size")[0].replace("m", "")) * 2**20 >= settings.max_frame_bytes
+    # Every location proxies to the replicas, and Streamable HTTP's connections stay on one.
+    locations = {tuple(d.args): d for d in server.all("location")}
+    assert set(locations) == {("=", "/acp"), ("/",)}
+    pinned = {u.args[0] for u in conf.all("upstream") if u.all("ip_hash") or u.all("hash")}
+    acp_target = locations[("=", "/acp")].one("proxy_pass").args[0].removeprefix("http://")
+    acp_map = next(m for m in conf.all("map") if m.args[1] == acp_target)
+    assert acp_map.args[0] == "$http_upgrade"
+    by_upgrade = {d.name: d.args[0] for d in acp_map.block}
+    assert by_upgrade[""] in pinned  # plain POST/GET/DELETE /acp: pinned to one replica
+    assert by_upgrade["default"] in {u.args[0] for u in conf.all("upstream")}  # WebSocket: any
+
+
+def test_nginx_accepts_the_configuration(tmp_path: Path) -> None:
+    nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
+    if nginx is None:
+        pytest.skip("nginx is not installed here")
+    source, _ = proxy_config()
+    site = re.sub(r"server ([\w-]+):(\d+)", r"server 127.0.0.1:\2", source.read_text())  # no DNS here
+    (tmp_path / "site.conf").write_text(site)
+    temp = " ".join(f"{kind}_temp_path {tmp_path / kind};" for kind in ("client_body", "proxy", "fastcgi",
+                                                                          "uwsgi", "scgi"))  # fmt: skip
+    (tmp_path / "main.conf").write_text(
+        f"pid {tmp_path / 'nginx.pid'}; error_log {tmp_path / 'error.log'}; events {{}}\n"
+        f"http {{ access_log off; {temp} include {tmp_path / 'site.conf'}; }}\n"
+    )
+    out = subprocess.run(
+        [nginx, "-t", "-c", str(tmp_path / "main.conf"), "-p", str(tmp_path)],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+
+
+def test_docker_compose_accepts_the_profile() -> None:
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "compose", "version"], capture_output=True).returncode != 0:
+        pytest.skip("docker compose is not installed here")
+    out = subprocess.run(
+        [docker, "compose", "--profile", PROFILE, "config", "--services"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert set(out.stdout.split()) == {"postgres", *replicas(), "proxy"}
