@@ -93,3 +93,21 @@ def test_memory_bench_smoke_prints_list_attach_latency_and_rss_per_session() -> 
     assert re.search(r"^sqlite +RSS per loaded 3-turn session: -?[\d.]+ KiB", out, re.M), out
     assert re.search(r"^sqlite +disk per stored 3-turn session: [\d.]+ KiB", out, re.M), out
     assert re.search(r"^postgres +session/list first page |^postgres skipped", out, re.M), out
+
+
+def test_replicas_bench_smoke_prints_rates_per_replica_count_and_the_takeover() -> None:
+    out = _run("replicas.py")
+    if re.search(r"^postgres skipped", out, re.M):
+        return  # replicas share a Postgres database: nothing to run without one
+    for n in (1, 2):
+        line = rf"^replicas={n} sessions=4 turns=8 events=\d+ events/s=\d+ turns/s=[\d.]+ .*errors=0$"
+        assert re.search(line, out, re.M), out
+    # The routing figures: measured once commands and events cross replicas, else said so.
+    figure = r"(p50=[\d.]+ ms p99=[\d.]+ ms.*|n/a \(needs routing\))$"
+    assert re.search(rf"^replicas=2 cross-replica event latency: {figure}", out, re.M), out
+    assert re.search(rf"^replicas=2 routed-command latency: {figure}", out, re.M), out
+    takeover = (
+        r"^replicas=2 takeover after kill -9: attach accepted after [\d.]+ s, "
+        r"prompt answered after [\d.]+ s \(end_turn"
+    )
+    assert re.search(takeover, out, re.M), out
