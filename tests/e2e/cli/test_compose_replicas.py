@@ -2,11 +2,14 @@
 Postgres behind nginx. No container engine here: the compose file and deploy/nginx.conf are
 parsed and checked for what they promise (each replica its own id and home, the same database
 and workspace; the proxy passes WebSocket upgrades, does not buffer event streams, does not
-cut long-lived connections, pins Streamable HTTP clients). `nginx -t` and `docker compose
-config` run too where those programs are installed."""
+cut long-lived connections, pins Streamable HTTP clients). Where nginx is installed, `nginx -t`
+checks the file and two real replicas on Postgres serve a WebSocket and a Streamable HTTP
+client through it; where docker compose is, `docker compose config` checks the profile."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import shutil
 import subprocess
@@ -14,11 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from acp import text_block
 
 from server.config import Settings
+from tests.conftest import postgres_database
+from tests.e2e.transport.test_streamable_http import http_sdk
+from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.paths import REPO_ROOT
+from tests.support.polling import value_of
+from tests.support.proc import agentd_serve, free_port, write_script
+from tests.support.session import new_session
 
 PROFILE = "replicas"
 
@@ -168,24 +179,109 @@ def test_the_proxy_passes_websockets_and_streams_unbuffered_without_cutting_them
     assert by_upgrade["default"] in {u.args[0] for u in conf.all("upstream")}  # WebSocket: any
 
 
-def test_nginx_accepts_the_configuration(tmp_path: Path) -> None:
+def nginx_binary() -> str:
     nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
     if nginx is None:
         pytest.skip("nginx is not installed here")
+    return nginx
+
+
+def local_nginx_conf(tmp_path: Path, replica_ports: dict[str, int], listen: int) -> Path:
+    """deploy/nginx.conf as it is, its replicas and port on loopback, in a minimal main file."""
     source, _ = proxy_config()
-    site = re.sub(r"server ([\w-]+):(\d+)", r"server 127.0.0.1:\2", source.read_text())  # no DNS here
+    site = re.sub(
+        r"server ([\w-]+):(\d+)",
+        lambda m: f"server 127.0.0.1:{replica_ports.get(m[1], m[2])}",
+        source.read_text(),
+    )
+    site = re.sub(r"listen \d+;", f"listen 127.0.0.1:{listen};", site)
     (tmp_path / "site.conf").write_text(site)
     temp = " ".join(f"{kind}_temp_path {tmp_path / kind};" for kind in ("client_body", "proxy", "fastcgi",
                                                                           "uwsgi", "scgi"))  # fmt: skip
-    (tmp_path / "main.conf").write_text(
-        f"pid {tmp_path / 'nginx.pid'}; error_log {tmp_path / 'error.log'}; events {{}}\n"
+    main = tmp_path / "main.conf"
+    main.write_text(
+        f"pid {tmp_path / 'nginx.pid'}; error_log {tmp_path / 'error.log'}; daemon off; events {{}}\n"
         f"http {{ access_log off; {temp} include {tmp_path / 'site.conf'}; }}\n"
     )
+    return main
+
+
+def test_nginx_accepts_the_configuration(tmp_path: Path) -> None:
+    nginx = nginx_binary()
+    main = local_nginx_conf(tmp_path, {}, free_port())
     out = subprocess.run(
-        [nginx, "-t", "-c", str(tmp_path / "main.conf"), "-p", str(tmp_path)],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        [nginx, "-t", "-c", str(main), "-p", str(tmp_path)], capture_output=True, text=True, timeout=30
+    )
     assert out.returncode == 0, out.stderr
+
+
+# A turn that waits on the client mid-stream: the permission request reaches the client only
+# if the proxy passes the event stream on as it comes (agentd also asks nginx not to buffer
+# its event streams, `X-Accel-Buffering: no`; the config says so for any proxy setting).
+WRITE = {
+    "text": "Writing.",
+    "tool_calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}}],
+}
+
+
+async def allow_once(request: dict[str, Any]) -> dict[str, Any]:
+    (option,) = [o for o in request["params"]["options"] if o["kind"] == "allow_once"]
+    return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+
+
+async def test_two_replicas_serve_websocket_and_streamable_http_clients_through_nginx(tmp_path: Path) -> None:
+    nginx = nginx_binary()
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    script = write_script(tmp_path / "script.json", [WRITE, {"text": "Done."}, {"text": "Hello."}], loop=True)
+    async with postgres_database() as url:
+        settings = {"database_url": url, "script": str(script)}
+        async with (
+            agentd_serve(tmp_path / "a", replica_id="agentd-1", **settings) as a,
+            agentd_serve(tmp_path / "b", replica_id="agentd-2", **settings) as b,
+        ):
+            ports = {name: int(r.base_url.rsplit(":", 1)[1]) for name, r in (("agentd", a), ("agentd-2", b))}
+            listen = free_port()
+            (tmp_path / "nginx").mkdir()
+            main = local_nginx_conf(tmp_path / "nginx", ports, listen)
+            log = (tmp_path / "nginx" / "out.log").open("wb")
+            proxy_proc = await asyncio.create_subprocess_exec(
+                nginx, "-c", str(main), "-p", str(tmp_path / "nginx"), stdout=log, stderr=log
+            )
+            log.close()
+            base = f"http://127.0.0.1:{listen}"
+            try:
+                async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+
+                    async def ready() -> dict[str, Any] | None:
+                        with contextlib.suppress(httpx.TransportError):
+                            resp = await http.get("/readyz")
+                            return dict(resp.json()) if resp.status_code == 200 else None
+                        return None
+
+                    assert (await value_of(ready, what="a replica ready through nginx"))["replica"] in (
+                        "agentd-1", "agentd-2"
+                    )  # fmt: skip
+                # A WebSocket through the proxy (the upgrade passed on): a whole streamed turn.
+                ws = await WsClient.connect(base)
+                sid = await new_session(ws, workspace)
+                ws.on_request = allow_once
+                result = await ws.call("session/prompt", text_prompt(sid, "write"))
+                assert result["stopReason"] == "end_turn" and agent_text(ws.updates(sid)) == "Writing.Done."
+                await ws.close()
+                # ACP Streamable HTTP: POSTs and the GET event stream reach the replica that
+                # holds the connection (round-robin would split them: the connection is unknown).
+                async with http_sdk(base) as (conn, client, _transport):
+                    hsid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+                    done = await asyncio.wait_for(
+                        conn.prompt(session_id=hsid, prompt=[text_block("write")]), 60
+                    )
+                    assert done.stop_reason == "end_turn"
+                    assert len(client.permission_requests) == 1 and client.agent_text(hsid) == "Writing.Done."
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    proxy_proc.kill()
+                await proxy_proc.wait()
 
 
 def test_docker_compose_accepts_the_profile() -> None:
