@@ -4,6 +4,7 @@ directory. The SQL itself runs against Postgres in tests/unit/store/test_fencing
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from server.session import leases as session_leases
 from server.session.errors import SessionError, SessionErrorKind
-from server.session.leases import PostgresLeases, SessionLeases, home_replica_id
+from server.session.leases import LeaseMode, PostgresLeases, SessionLeases, home_replica_id
 from server.store import leases as store_leases
 
 
@@ -37,8 +38,13 @@ def db(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             raise ConnectionError("database unreachable")
         return {s for s, t in tokens.items() if state["rows"].get(s) == (owner, t)}
 
+    async def ping(_e: Any) -> None:
+        if state["down"]:
+            raise ConnectionError("database unreachable")
+
     monkeypatch.setattr(store_leases, "acquire", acquire)
     monkeypatch.setattr(store_leases, "renew", renew)
+    monkeypatch.setattr(store_leases, "ping", ping)
     monkeypatch.setattr(store_leases, "renewal_engine", lambda *_a: _Engine())
     return state
 
@@ -72,6 +78,64 @@ async def test_unreachable_database_loses_leases_only_once_they_ran_out(
     keeper._valid_until["s1"] = 0.0  # ...and now it has run out
     assert await keeper.renew() == ["s1"]
     assert lost == ["s1"] and keeper.fences == {}
+
+
+async def test_health_counts_losses_once_and_turns_unready_after_two_failed_rounds(
+    db: dict[str, Any],
+) -> None:
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    keeper._on_lost = lambda _s: None
+    await keeper.acquire("s1")
+    await keeper.acquire("s2")
+    first = keeper.health()
+    assert (first.replica_id, first.mode, first.owned, first.healthy) == ("A", LeaseMode.POSTGRES, 2, True)
+    assert first.last_renewal_age_s is None  # no round yet
+    # s1: a write refused for its stale token, then the renewal finds it gone: one loss.
+    keeper.fenced_out("s1")
+    keeper.fenced_out("s1")
+    db["rows"]["s1"] = ("B", 2)
+    assert await keeper.renew() == ["s1"]
+    h = keeper.health()
+    assert (h.lost, h.owned, h.renewals, h.healthy) == (1, 1, 1, True)
+    assert h.last_renewal_age_s is not None and h.last_renewal_age_s >= 0
+    db["down"] = True
+    await keeper.renew()
+    assert keeper.health().healthy and keeper.health().consecutive_failures == 1  # one more to go
+    await keeper.renew()
+    h = keeper.health()
+    assert not h.healthy and h.consecutive_failures == 2 and "2 in a row" in h.detail
+    assert h.as_json()["healthy"] is False and h.as_json()["renewalFailures"] == 2
+    db["down"] = False
+    await keeper.renew()
+    h = keeper.health()
+    assert h.healthy and h.consecutive_failures == 0 and h.renewal_failures == 2
+
+
+async def test_health_without_leases_still_checks_the_connection(db: dict[str, Any]) -> None:
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    db["down"] = True
+    for _ in range(2):
+        assert await keeper.renew() == []
+    assert not keeper.health().healthy and keeper.health().owned == 0
+    db["down"] = False
+    await keeper.renew()
+    assert keeper.health().healthy
+
+
+async def test_a_renewer_with_no_round_ended_for_a_lease_time_is_unhealthy(db: dict[str, Any]) -> None:
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    await keeper.renew()
+    assert keeper.health().healthy
+    keeper._last_round = time.monotonic() - 10  # stuck in a round (or not scheduled) for 10 s
+    h = keeper.health()
+    assert not h.healthy and "no lease renewal round ended" in h.detail
+
+
+def test_one_process_reports_its_replica_and_no_leases() -> None:
+    h = SessionLeases("solo").health()
+    assert (h.replica_id, h.mode, h.healthy) == ("solo", LeaseMode.SINGLE_PROCESS, True)
+    assert h.as_json() == {"mode": "single_process", "healthy": True}
+    assert SessionLeases().replica_id  # hostname-pid-random when not configured
 
 
 async def test_a_release_forgets_the_token_at_once(
