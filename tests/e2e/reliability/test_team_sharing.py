@@ -72,6 +72,7 @@ NEEDS: dict[str, str] = {
     Served.INTERJECT: "drive",
     Served.GOAL_SET: "drive",
     Served.GOAL_CLEAR: "drive",
+    Served.RENAME: "drive",
     Served.COMPACT: "drive",
     Served.REWIND: "drive",
     Served.HOOKS_REGISTER: "drive",
