@@ -13,14 +13,17 @@ from protocol.agentd import RENAME, SHARE
 from server.auth import create_token
 from server.config import AuthMode, PermissionMode
 from tests.conftest import scripted
-from tests.e2e.reliability.test_principals import ws_as
-from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
 from tests.support.gated import GatedProvider
 from tests.support.permissions import asked
 from tests.support.polling import until
 from tests.support.session import is_update, new_session, tool_call
 
 INVALID_PARAMS, NOT_FOUND, DENIED = -32602, -32002, -32014
+
+
+async def as_principal(base_url: str, token: str) -> WsClient:
+    return await ws_client(base_url, additional_headers={"Authorization": f"Bearer {token}"})
 
 
 async def entry(client: WsClient, sid: str, **params: Any) -> dict[str, Any]:
@@ -168,9 +171,11 @@ async def test_a_watcher_may_not_rename_a_driver_may(server_factory, workspace: 
         workspace_grants={"alice": [str(workspace)]},
     ) as server:  # fmt: skip
         store = server.app.state.agentd.store
-        alice = await ws_as(server.base_url, (await create_token(store, "alice", teams=["core", "crew"]))[0])
-        wendy = await ws_as(server.base_url, (await create_token(store, "wendy", teams=["core"]))[0])
-        dave = await ws_as(server.base_url, (await create_token(store, "dave", teams=["crew"]))[0])
+        alice = await as_principal(
+            server.base_url, (await create_token(store, "alice", teams=["core", "crew"]))[0]
+        )
+        wendy = await as_principal(server.base_url, (await create_token(store, "wendy", teams=["core"]))[0])
+        dave = await as_principal(server.base_url, (await create_token(store, "dave", teams=["crew"]))[0])
         sid = await new_session(alice, workspace)
         await alice.call(SHARE, {"sessionId": sid, "team": "core", "access": "watch"})
         await alice.call(SHARE, {"sessionId": sid, "team": "crew", "access": "drive"})
@@ -191,4 +196,3 @@ async def test_a_watcher_may_not_rename_a_driver_may(server_factory, workspace: 
         assert (await entry(alice, sid))["title"] == "dave's"
         for c in (alice, wendy, dave):
             await c.close()
-
