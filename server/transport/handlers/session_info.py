@@ -47,7 +47,9 @@ def status_of(actor: SessionActor | None) -> SessionStatus:
         return SessionStatus.IDLE  # a session that is not loaded runs nothing
     if actor.permissions.pending:
         return SessionStatus.WAITING_PERMISSION
-    return SessionStatus.IDLE if actor.running is None else SessionStatus.RUNNING
+    turn = actor.running
+    # A turn whose `turn_ended` is out has ended, though the actor lets go of it a step later.
+    return SessionStatus.RUNNING if turn is not None and turn.outcome is None else SessionStatus.IDLE
 
 
 def live_listing(ctx: CallContext, rows: list[SessionSummary]) -> dict[str, dict[str, Any]]:

@@ -15,9 +15,9 @@ from server.config import AuthMode, PermissionMode
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
 from tests.support.gated import GatedProvider
-from tests.support.permissions import asked
+from tests.support.permissions import answer, asked
 from tests.support.polling import until
-from tests.support.session import is_update, new_session, tool_call
+from tests.support.session import is_event, is_update, new_session, tool_call
 
 INVALID_PARAMS, NOT_FOUND, DENIED = -32602, -32002, -32014
 
@@ -66,6 +66,16 @@ async def test_list_shows_running_queued_waiting_and_who_else_is_attached(
         gated.release(0)
         await asked(me)  # the second turn's bash call waits for an answer
         assert live(await entry(me, sid))[:2] == ("waiting_permission", 1)
+        await answer(me, await asked(me), "allow_once")
+        # Idle as soon as a client has seen the last turn end.
+        ended = [0]
+
+        def third_ended(m: dict[str, Any]) -> bool:
+            ended[0] += is_event(sid, "turn_ended")(m)
+            return ended[0] == 3
+
+        await me.wait_notification(third_ended)
+        assert live(await entry(me, sid))[:2] == ("idle", 0)
         await other.close()
         await until(lambda: _alone(me, sid), what="the other client's detach")
         await me.close()
