@@ -133,7 +133,7 @@ function askPermission(id, p) {
 
 const refreshSessions = () => S.refresh();  // the list: sessions.js
 S.initSessions({
-  rpc, open: openSession, current: () => current,
+  rpc, open: openSession, current: () => current, ready: () => !!ws && ws.readyState === WebSocket.OPEN,
   closed: () => { current = null; clearView(); $("session-title").textContent = "No session"; setStatus("idle"); },
 });
 

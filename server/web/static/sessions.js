@@ -9,13 +9,13 @@ const STATUS_EVENTS = new Set(["turn_started", "turn_ended", "queue_update"]);
 const POLL_MS = 5000;    // other sessions' status and attachments change without telling us
 const DEBOUNCE_MS = 150;
 
-let api = null;          // {rpc, open(sessionId), current() -> sessionId, closed()}
+let api = null;          // {rpc, open(sessionId), current() -> sessionId, ready() -> bool, closed()}
 let query = "";
 let pages = 1;           // pages of the list shown ("more" adds one)
 let nextCursor = null;
 let entries = [];        // the listed sessions, as session/list answered them
 let editing = null;      // the sessionId whose title is being edited (no re-render meanwhile)
-let busy = false, again = false, timer = 0;
+let generation = 0, timer = 0;
 
 export function initSessions(options) {
   api = options;
@@ -36,28 +36,24 @@ export function initSessions(options) {
   setInterval(() => { if (document.visibilityState !== "hidden") quietly(); }, POLL_MS);
 }
 
-// One refresh at a time; a request while one runs makes exactly one more afterwards.
+// The list as the server has it now. Refreshes may overlap (one may never be answered if
+// the socket drops): only the latest one started is shown.
 export async function refresh() {
-  if (busy) { again = true; return; }
-  busy = true;
-  try {
-    do {
-      again = false;
-      const got = [];
-      let cursor = null;
-      for (let i = 0; i < pages; i++) {
-        const params = {};
-        if (cursor) params.cursor = cursor;
-        if (query) params._meta = {agentd: {query}};
-        const res = await api.rpc("session/list", params);
-        got.push(...res.sessions);
-        cursor = res.nextCursor || null;
-        if (!cursor) break;
-      }
-      entries = got; nextCursor = cursor;
-      if (!editing) render();
-    } while (again);
-  } finally { busy = false; }
+  const mine = ++generation;
+  const got = [];
+  let cursor = null;
+  for (let i = 0; i < pages; i++) {
+    const params = {};
+    if (cursor) params.cursor = cursor;
+    if (query) params._meta = {agentd: {query}};
+    const res = await api.rpc("session/list", params);
+    if (mine !== generation) return;
+    got.push(...res.sessions);
+    cursor = res.nextCursor || null;
+    if (!cursor) break;
+  }
+  entries = got; nextCursor = cursor;
+  if (!editing) render();
 }
 
 export function scheduleRefresh() {
@@ -66,7 +62,7 @@ export function scheduleRefresh() {
 }
 
 // A background refresh that fails (the socket closed, say) leaves the list as it was.
-function quietly() { refresh().catch(() => {}); }
+function quietly() { if (api.ready()) refresh().catch(() => {}); }
 
 // Every notification passes here first: what changes a session's status refreshes the list.
 export function onNotification(msg) {
