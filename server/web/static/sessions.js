@@ -98,6 +98,8 @@ function item(s, isCurrent) {
   li.dataset.sessionId = s.sessionId; li.dataset.status = status;
   li.title = s.cwd;
   li.onclick = () => api.open(s.sessionId);
+  li.tabIndex = 0;  // reachable by keyboard: Enter opens it, its buttons follow in tab order
+  li.onkeydown = (e) => { if (e.key === "Enter" && e.target === li) api.open(s.sessionId); };
   li.append(el("div", "s-title", s.title || s.sessionId));
   const line = el("div", "s-line");
   const badge = el("span", "s-status", STATUS_LABEL[status] || status);
