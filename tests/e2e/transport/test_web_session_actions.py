@@ -149,5 +149,8 @@ async def test_delete_asks_for_confirmation_and_removes_the_session(
         await expect(item(page, keep)).to_have_count(1)
         await shot(page, tmp_path, "2-deleted")
         assert [s["sessionId"] for s in (await cli.call("session/list", {}))["sessions"]] == [keep]
+        await item(page, keep).focus()  # the keyboard opens the one left
+        await page.keyboard.press("Enter")
+        await expect(page.locator(f'#sessions li.current[data-session-id="{keep}"]')).to_have_count(1)
         assert errors == []
         await cli.close()
