@@ -35,8 +35,9 @@ def search_query(meta: Any) -> str | None:
     value = agentd_meta(meta).get("query")
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > QUERY_MAX:
-        msg = f"query is a string of at most {QUERY_MAX} characters"
+    # NUL or a line break matches no title, and Postgres refuses a NUL outright.
+    if not isinstance(value, str) or len(value) > QUERY_MAX or not value.isprintable():
+        msg = f"query is one line of at most {QUERY_MAX} printable characters"
         path = "_meta.agentd.query"
         raise RpcError.invalid_params(f"Invalid params: {path}: {msg}", [{"path": path, "message": msg}])
     return value.strip() or None

@@ -85,10 +85,10 @@ async def _alone(client: WsClient, sid: str) -> bool:
     return live(await entry(client, sid))[2] == []
 
 
-async def test_search_matches_title_or_cwd_in_any_case_and_pages(server_factory, workspace: Path) -> None:
+async def test_search_matches_title_or_cwd_in_any_case(server_factory, workspace: Path, db_url: str) -> None:
     for name in ("alpha_dir", "alphaxdir"):
         (workspace / name).mkdir()
-    async with server_factory(scripted({"text": "ok"}, loop=True)) as server:
+    async with server_factory(scripted({"text": "ok"}, loop=True), database_url=db_url) as server:
         client = await server.client()
         ids = [await new_session(client, workspace) for _ in range(3)]
         in_alpha = await new_session(client, workspace / "alpha_dir")
@@ -107,7 +107,7 @@ async def test_search_matches_title_or_cwd_in_any_case_and_pages(server_factory,
         assert await found("ALPHA") == {in_alpha, in_alphax}
         assert await found("nothing like it") == set()
         assert len(await found("   ")) == 5  # blank: everything
-        for bad in (7, "x" * 201):
+        for bad in (7, "x" * 201, "a\x00b", "two\nlines"):
             with pytest.raises(RpcFailed) as err:
                 await client.call("session/list", {"_meta": {"agentd": {"query": bad}}})
             assert err.value.error["code"] == INVALID_PARAMS
@@ -115,22 +115,26 @@ async def test_search_matches_title_or_cwd_in_any_case_and_pages(server_factory,
         await client.close()
 
 
-async def test_search_pages_with_the_cursor(server_factory, workspace: Path) -> None:
-    async with server_factory(scripted()) as server:
+async def test_search_pages_with_the_cursor(server_factory, workspace: Path, db_url: str) -> None:
+    async with server_factory(scripted(), database_url=db_url) as server:
         client = await server.client()
         store = server.app.state.agentd.store
-        for i in range(60):
+        matching = set()
+        for i in range(110):  # every other one in a folder the search names: 55 match
+            folder = workspace / ("Match_dir" if i % 2 else "other")
             await store.create_session(
-                id=f"sess_{i:03d}", owner="local", cwd=str(workspace), mode="default", model="m"
+                id=f"sess_{i:03d}", owner="local", cwd=str(folder), mode="default", model="m"
             )
-        for i in range(0, 60, 2):  # 30 match
-            await client.call(RENAME, {"sessionId": f"sess_{i:03d}", "title": f"match {i}"})
-        meta = {"agentd": {"query": "MATCH"}}
+            if i % 2:
+                matching.add(f"sess_{i:03d}")
+        meta = {"agentd": {"query": "match_DIR"}}
         first = await client.call("session/list", {"_meta": meta})
-        assert len(first["sessions"]) == 30 and "nextCursor" not in first
-        plain = await client.call("session/list", {})
-        rest = await client.call("session/list", {"cursor": plain["nextCursor"]})
-        assert len(plain["sessions"]) + len(rest["sessions"]) == 60
+        assert len(first["sessions"]) == 50 and "nextCursor" in first
+        rest = await client.call("session/list", {"_meta": meta, "cursor": first["nextCursor"]})
+        assert "nextCursor" not in rest
+        found = [s["sessionId"] for s in first["sessions"] + rest["sessions"]]
+        assert len(found) == 55 and set(found) == matching  # each once, only the matching
+        assert found == sorted(found, reverse=True)  # newest first (created in id order)
         await client.close()
 
 
