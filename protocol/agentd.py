@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from protocol.acp import ContentBlock, Wire
 from protocol.methods import QueueOp, Served
@@ -21,6 +21,7 @@ ATTACH = Served.ATTACH
 DETACH = Served.DETACH
 FORK = Served.FORK
 SHARE = Served.SHARE
+RENAME = Served.RENAME
 ENQUEUE = Served.ENQUEUE
 SEND_NOW = Served.SEND_NOW
 PERMISSION_RESPOND = Served.PERMISSION_RESPOND
@@ -100,3 +101,25 @@ class ShareParams(Wire):
     session_id: str
     team: str = Field(min_length=1, max_length=64)
     access: Literal["none", "watch", "drive"]
+
+
+TITLE_MAX = 200  # characters of a session's title
+
+
+class RenameParams(Wire):
+    """`_agentd/session/rename`: a session's title, shown by `session/list` and the page."""
+
+    session_id: str
+    title: str
+
+    @field_validator("title")
+    @classmethod
+    def _one_printable_line(cls, value: str) -> str:
+        title = value.strip()
+        if not title:
+            raise ValueError("a title is not empty")
+        if len(title) > TITLE_MAX:
+            raise ValueError(f"a title is at most {TITLE_MAX} characters, not {len(title)}")
+        if any(not ch.isprintable() for ch in title):
+            raise ValueError("a title is one line of printable characters")
+        return title

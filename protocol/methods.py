@@ -30,6 +30,7 @@ class Served(StrEnum):
     DETACH = "_agentd/session/detach"
     FORK = "_agentd/session/fork"
     SHARE = "_agentd/session/share"
+    RENAME = "_agentd/session/rename"
     COMPACT = "_agentd/session/compact"
     REWIND = "_agentd/session/rewind"
     ENQUEUE = "_agentd/prompt/enqueue"
@@ -129,5 +130,6 @@ EXTENSIONS: tuple[str, ...] = tuple(
         Notification.PERMISSION_RESOLVED,
         Served.PERMISSION_RESPOND,
         Served.SHARE,
+        Served.RENAME,
     )
 )

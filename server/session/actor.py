@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -55,6 +56,7 @@ from server.session.commands import (
     SetMode,
     SetModel,
     SetPlan,
+    SetTitle,
     Shutdown,
     TaskFinished,
     TurnFinished,
@@ -316,6 +318,14 @@ class SessionActor:
     @_handles(SetPlan)
     async def _on_set_plan(self, cmd: SetPlan) -> None:
         self.set_plan(cmd.on)
+        cmd.reply.set_result(None)
+
+    @_handles(SetTitle)
+    async def _on_set_title(self, cmd: SetTitle) -> None:
+        self.title = cmd.title
+        self.journal.persist_fields({"title": cmd.title})
+        now = datetime.now(UTC).isoformat()
+        self.journal.emit(EventKind.SESSION_INFO, {"title": cmd.title, "updatedAt": now})
         cmd.reply.set_result(None)
 
     @_handles(AttachMcp)

@@ -171,6 +171,14 @@ class SetPlan:
 
 
 @dataclass
+class SetTitle:
+    """Rename the session: stored, and a `session_info_update` to every attached client."""
+
+    title: str
+    reply: asyncio.Future[None]
+
+
+@dataclass
 class Attach:
     sink: FrameSink
     reply: asyncio.Future[Subscriber]
@@ -230,6 +238,7 @@ SessionCommand = (
     | SetModel
     | SetMode
     | SetPlan
+    | SetTitle
     | Attach
     | AttachComplete
     | TaskFinished

@@ -200,10 +200,14 @@ class Store:
         before: tuple[datetime, str] | None = None,
         limit: int = 50,
         teams: Collection[str] = (),
+        query: str | None = None,
     ) -> list[SessionSummary]:
         """Newest first; `before` is the (updated_at, id) of the last row of the previous page.
-        With `teams`, sessions shared with any of them are listed too (R-X2)."""
-        q = session_list_query(owner=owner, cwd=cwd, before=before, limit=limit, teams=teams)
+        With `teams`, sessions shared with any of them are listed too (R-X2); with `query`,
+        only those whose title or cwd contains it (case-insensitive)."""
+        q = session_list_query(
+            owner=owner, cwd=cwd, before=before, limit=limit, teams=teams, query=query
+        )
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
         return [SessionSummary(r.id, r.cwd, r.title, utc(r.updated_at), r.owner) for r in rows]
@@ -450,17 +454,28 @@ def session_list_query(
     before: tuple[datetime, str] | None,
     limit: int,
     teams: Collection[str] = (),
+    query: str | None = None,
 ) -> Select[str, str, str | None, datetime, str]:
     """One `session/list` page. Only the listed columns are read, and the row-value
     comparison in this order is one range of the (owner[, cwd], updated_at, id) indexes
     (migration 0007): a page costs the same first or last, with or without the cwd filter.
-    With `teams` the sessions shared with them join in (R-X2)."""
+    With `teams` the sessions shared with them join in (R-X2). A `query` filters the same
+    range (title or cwd contains it, any case; `%` and `_` are plain characters): a page
+    reads the principal's sessions newest first until it is full."""
     mine = SessionRow.owner == owner
     q = select(
         SessionRow.id, SessionRow.cwd, SessionRow.title, SessionRow.updated_at, SessionRow.owner
     ).where(or_(mine, SessionRow.id.in_(shares.shared_with(teams))) if teams else mine)
     if cwd is not None:
         q = q.where(SessionRow.cwd == cwd)
+    if query:
+        needle = query.lower()
+        q = q.where(
+            or_(
+                func.lower(SessionRow.title).contains(needle, autoescape=True),
+                func.lower(SessionRow.cwd).contains(needle, autoescape=True),
+            )
+        )
     if before is not None:
         at, sid = before
         bound = tuple_(literal(at, SessionRow.updated_at.type), literal(sid, SessionRow.id.type))

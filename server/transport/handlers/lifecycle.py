@@ -37,6 +37,7 @@ from server.transport.handlers.common import (
     session_access,
     session_for,
 )
+from server.transport.handlers.session_info import live_listing, search_query
 from server.transport.handlers.share import listing_meta
 from server.transport.rpc import CallContext
 from server.transport.sharing import Access, denied
@@ -202,10 +203,12 @@ async def session_list(ctx: CallContext, params: ListSessionsParams) -> dict[str
     before = _decode_cursor(params.cursor) if params.cursor else None
     # Sessions store their resolved cwd; filter by the same normal form.
     cwd = str(await asyncio.to_thread(Path(params.cwd).resolve)) if params.cwd else None
+    query = search_query(params.meta)  # `_meta.agentd.query`: title or cwd contains it
     rows = await ctx.state.manager.store.list_sessions(
-        owner=ctx.principal, cwd=cwd, before=before, limit=page + 1, teams=ctx.teams
+        owner=ctx.principal, cwd=cwd, before=before, limit=page + 1, teams=ctx.teams, query=query
     )
     meta = await listing_meta(ctx, rows[:page])  # owner, access, shares (R-X2)
+    live = live_listing(ctx, rows[:page])  # status, queued, attached (issue 17)
     result: dict[str, Any] = {
         "sessions": [
             {
@@ -213,7 +216,7 @@ async def session_list(ctx: CallContext, params: ListSessionsParams) -> dict[str
                 "cwd": r.cwd,
                 **({"title": r.title} if r.title else {}),
                 "updatedAt": r.updated_at.isoformat(),
-                **({"_meta": {"agentd": meta[r.id]}} if r.id in meta else {}),
+                "_meta": {"agentd": {**meta.get(r.id, {}), **live[r.id]}},
             }
             for r in rows[:page]
         ]

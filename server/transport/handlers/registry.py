@@ -22,6 +22,7 @@ from protocol.agentd import (
     HooksRegisterParams,
     InterjectParams,
     PermissionRespondParams,
+    RenameParams,
     RewindParams,
     SessionParams,
     ShareParams,
@@ -61,6 +62,7 @@ from server.transport.handlers.prompt import (
     session_prompt,
 )
 from server.transport.handlers.session_config import session_set_config_option, session_set_mode
+from server.transport.handlers.session_info import session_rename
 from server.transport.handlers.share import session_share
 from server.transport.rpc import Method
 
@@ -80,6 +82,7 @@ METHODS: dict[str, Method] = {
     Served.SESSION_DELETE: Method(SessionIdParams, session_delete),
     Served.FORK: Method(ForkParams, session_fork),
     Served.SHARE: Method(ShareParams, session_share),
+    Served.RENAME: Method(RenameParams, session_rename),
     Served.ATTACH: Method(AttachParams, session_attach, needs_connection=True),
     Served.DETACH: Method(SessionParams, session_detach, needs_connection=True),
     Served.GOAL_SET: Method(GoalSetParams, goal_set),

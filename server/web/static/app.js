@@ -1,6 +1,7 @@
 // agentd's own page: one WebSocket to /acp speaking ACP + the _agentd extensions.
 import { dropPermission, onToolUpdate, showPermission } from "./cards.js";
 import { $, el } from "./dom.js";
+import * as S from "./sessions.js";
 import * as T from "./transcript.js";
 
 const params = new URLSearchParams(location.search);
@@ -41,6 +42,7 @@ function onMessage(msg) {
     if (msg.error) { T.showError(msg.error.message); waiter.reject(msg.error); } else waiter.resolve(msg.result);
     return;
   }
+  S.onNotification(msg);
   const p = msg.params || {};
   if (msg.method === "session/request_permission") return askPermission(msg.id, p);
   if (p.sessionId && p.sessionId !== current) return;  // another session this socket watches
@@ -57,12 +59,14 @@ function onUpdate(u, meta) {
     const cls = kind === "user_message_chunk" ? "user" : kind === "agent_thought_chunk" ? "thought" : "agent";
     const text = u.content && u.content.type === "text" ? u.content.text : "[" + (u.content || {}).type + "]";
     T.onText(cls, u.messageId, text, !!meta.final);
+    if (kind === "agent_message_chunk" && meta.final) S.markForkPoint(u.messageId, meta.seq);
   } else if (kind === "tool_call" || kind === "tool_call_update") onToolUpdate(u);
   else if (kind === "plan") T.onPlan(u.entries);
   else if (kind === "usage_update") T.onUsage(u, meta);
   else if (kind === "compaction_update") T.onCompaction(u);
   else if (kind === "notice") T.onNotice(u);
-  else if (kind === "session_info_update" && u.title) $("session-title").textContent = u.title;
+  // A replayed title is history (a fork's is its source's): the snapshot's is the current one.
+  else if (kind === "session_info_update" && u.title && !(meta.seq <= snapshotSeq)) $("session-title").textContent = u.title;
   else if (kind === "current_mode_update") $("session-title").dataset.mode = u.currentModeId;
 }
 
@@ -72,10 +76,11 @@ function onEvent(kind, ev, seq) {
     const marker = T.onTurnStarted(ev);
     // Our own prompt is not echoed back: it shows here, when its turn starts (not when sent).
     if (ev.requestId && mine.has(ev.requestId)) { T.userMessage(mine.get(ev.requestId), marker); mine.delete(ev.requestId); }
-  } else if (kind === "turn_ended") { setStatus("idle"); T.onTurnEnded(ev); }
+  } else if (kind === "turn_ended") { setStatus("idle"); T.onTurnEnded(ev); S.onTurnEnded(seq); }
   else if (kind === "queue_update") { if (!(seq <= snapshotSeq)) applyQueueUpdate(ev); }
   else if ((kind === "agent_message" || kind === "agent_thought") && ev.text) {
     T.onFinalText(kind === "agent_thought" ? "thought" : "agent", ev.messageId, ev.text);
+    if (kind === "agent_message") S.markForkPoint(ev.messageId, seq);
   } else if (kind === "goal") T.onGoal(ev);
   else if (kind === "compaction") T.onCompaction(ev);
   else if (kind === "notice") T.onNotice(ev);
@@ -126,16 +131,11 @@ function askPermission(id, p) {
   showPermission(requestId, p, answer, !p.sessionId || p.sessionId === current);
 }
 
-async function refreshSessions() {
-  const res = await rpc("session/list", {});
-  const ul = $("sessions"); ul.replaceChildren();
-  for (const s of res.sessions) {
-    const li = el("li", s.sessionId === current ? "current" : "", s.title || s.sessionId);
-    li.dataset.sessionId = s.sessionId; li.title = s.cwd;
-    li.onclick = () => openSession(s.sessionId);
-    ul.append(li);
-  }
-}
+const refreshSessions = () => S.refresh();  // the list: sessions.js
+S.initSessions({
+  rpc, open: openSession, current: () => current, ready: () => !!ws && ws.readyState === WebSocket.OPEN,
+  closed: () => { current = null; clearView(); $("session-title").textContent = "No session"; setStatus("idle"); },
+});
 
 function clearView() {
   T.reset(); $("queue").replaceChildren(); queueState = []; snapshotSeq = 0;

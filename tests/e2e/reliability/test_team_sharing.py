@@ -72,6 +72,7 @@ NEEDS: dict[str, str] = {
     Served.INTERJECT: "drive",
     Served.GOAL_SET: "drive",
     Served.GOAL_CLEAR: "drive",
+    Served.RENAME: "drive",
     Served.COMPACT: "drive",
     Served.REWIND: "drive",
     Served.HOOKS_REGISTER: "drive",
@@ -221,7 +222,15 @@ async def test_listing_sse_and_metrics_show_each_principal_only_what_it_may_see(
                 assert (sid in seen) == (access != "none"), principal
             page = (await clients["wendy"].call("session/list", {}))["sessions"]
             (entry,) = [s for s in page if s["sessionId"] == sid]
-            assert entry["_meta"]["agentd"] == {"owner": "alice", "access": "watch"}
+            # What a member sees: owner and its own access, the session's state, and who
+            # else is attached — by principal only (issue 17); never the shares.
+            assert entry["_meta"]["agentd"] == {
+                "owner": "alice",
+                "access": "watch",
+                "status": "idle",
+                "queued": 0,
+                "attached": [{"principal": "alice", "clients": 1}],
+            }
             page = (await clients["dave"].call("session/list", {"cwd": str(workspace)}))["sessions"]
             assert [s["_meta"]["agentd"]["access"] for s in page if s["sessionId"] == sid] == ["drive"]
             page = (await alice.call("session/list", {}))["sessions"]
@@ -230,6 +239,9 @@ async def test_listing_sse_and_metrics_show_each_principal_only_what_it_may_see(
                 "owner": "alice",
                 "access": "owner",
                 "shares": [{"team": "core", "access": "watch"}, {"team": "crew", "access": "drive"}],
+                "status": "idle",
+                "queued": 0,
+                "attached": [],  # alice's own connection is not someone else
             }
 
             async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:

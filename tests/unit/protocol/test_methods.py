@@ -37,6 +37,7 @@ WIRE = [
     (Served.DETACH, "_agentd/session/detach"),
     (Served.FORK, "_agentd/session/fork"),
     (Served.SHARE, "_agentd/session/share"),
+    (Served.RENAME, "_agentd/session/rename"),
     (Served.COMPACT, "_agentd/session/compact"),
     (Served.REWIND, "_agentd/session/rewind"),
     (Served.ENQUEUE, "_agentd/prompt/enqueue"),

@@ -1,6 +1,7 @@
 """`session/list` among many stored sessions (issue 14, item 7): migration 0007's indexes
 exist after an upgrade and go away on a downgrade, and every page — first or later, with
-or without the cwd filter — is one index range with no sort, on SQLite and Postgres."""
+or without the cwd filter or a search — is one index range with no sort, on SQLite and
+Postgres (a search filters that range: a page stops reading once it has its rows)."""
 
 from __future__ import annotations
 
@@ -56,16 +57,17 @@ def explained(engine: Engine, prefix: str) -> Iterator[None]:
         event.remove(engine, "before_cursor_execute", explain)
 
 
+@pytest.mark.parametrize("query", [None, "notes"])  # the page's search (issue 17)
 @pytest.mark.parametrize("cwd", [None, "/w/3"])
 @pytest.mark.parametrize("paging", [False, True])
 async def test_a_list_page_is_one_index_range_without_a_sort(
-    db_url: str, cwd: str | None, paging: bool
+    db_url: str, cwd: str | None, paging: bool, query: str | None
 ) -> None:
     store = await Store.open(db_url)
     try:
         await store.migrate()
         before = (datetime(2026, 1, 1, tzinfo=UTC), "sess_x") if paging else None
-        q = session_list_query(owner="local", cwd=cwd, before=before, limit=51)
+        q = session_list_query(owner="local", cwd=cwd, before=before, limit=51, query=query)
         postgres = store.engine.dialect.name == "postgresql"
         index = "ix_sessions_owner_cwd_updated_id" if cwd else "ix_sessions_owner_updated_id"
         async with store.engine.connect() as conn:

@@ -32,7 +32,7 @@ def test_vendored_modules_are_the_published_files() -> None:
 def test_every_import_resolves_to_a_served_asset() -> None:
     served = site().assets
     modules = own_modules()
-    assert {"app.js", "cards.js", "transcript.js", "render/markdown.js"} <= {
+    assert {"app.js", "cards.js", "sessions.js", "transcript.js", "render/markdown.js"} <= {
         p.relative_to(STATIC_DIR).as_posix() for p in modules
     }
     for module in modules:
