@@ -128,7 +128,6 @@ export class QueueView {
     const ul = $("queue");
     const rows = this.entries.map((e) => this.editing.has(e.id) ? this.editorRow(e) : this.row(e));
     ul.replaceChildren(...rows);
-    if (!this.entries.length) ul.append(el("li", "muted empty", "empty"));
     $("queue-combine").disabled = this.entries.length < 2;
   }
 

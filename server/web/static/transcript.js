@@ -63,7 +63,12 @@ export function onText(kind, messageId, text, final) {
   if (kind === "user") { userMessage(text); return; }
   const b = agentBubble(kind, messageId);
   const id = b.dataset.messageId;
-  if (final) { finished.add(id); resync.delete(id); }
+  if (final) {
+    finished.add(id); resync.delete(id);
+    // After a server restart the stored text may lag what streamed here: never shrink it.
+    const have = texts.get(id) || "";
+    if (have.length > text.length && have.startsWith(text)) return;
+  }
   else if (resync.has(id)) {  // the server sends a streaming message again from its start
     const r = resync.get(id);
     r.got += text.length;
@@ -103,7 +108,8 @@ export function onTurnEnded(ev) {
   const line = el("div", "turn-end");
   line.dataset.turnId = ev.turnId || "";
   const parts = [];
-  if (ev.stopReason && ev.stopReason !== "end_turn") parts.push(ev.stopReason.replace(/_/g, " "));
+  if (ev.outcome === "interrupted") parts.push("interrupted" + (ev.reason ? ` (${ev.reason.replace(/_/g, " ")})` : ""));
+  else if (ev.stopReason && ev.stopReason !== "end_turn") parts.push(ev.stopReason.replace(/_/g, " "));
   if (turn && turn.usage) {
     const u = turn.usage;
     parts.push(`${formatTokens(u.inputTokens || 0)} in · ${formatTokens(u.outputTokens || 0)} out`);
