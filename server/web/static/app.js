@@ -55,6 +55,7 @@ async function start() {
   conn.start();
 }
 $("signout").onclick = () => { forgetToken(); location.reload(); };
+addEventListener("pagehide", () => queue.releaseAll());
 // ---- end of the issue 17 items 4-5 block
 
 function onMessage(msg) {

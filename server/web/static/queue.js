@@ -22,8 +22,15 @@ export class QueueView {
   }
 
   reset() {
-    this.entries = []; this.editing.clear(); this.note("");
+    this.releaseAll();
+    this.entries = []; this.note("");
     this.render();
+  }
+
+  // Another session, or the page goes away: let go of what this page holds.
+  releaseAll() {
+    for (const [id, st] of this.editing) this.rpc("_agentd/queue/release", {sessionId: st.session, id}).catch(() => {});
+    this.editing.clear();
   }
 
   // The whole queue (snapshot: `[{promptId, kind, version, text}]`).
@@ -89,7 +96,7 @@ export class QueueView {
     const res = await this.op("hold", {id: entry.id});
     if (!res || !res.applied) return;
     const now = (res.queue || []).map(entryOf).find((e) => e.id === entry.id) || entry;
-    this.editing.set(entry.id, {version: now.version, draft: now.text, conflict: null, li: null});
+    this.editing.set(entry.id, {session: this.session(), version: now.version, draft: now.text, conflict: null, li: null});
     this.render();
     const box = document.querySelector(`#queue li[data-prompt-id="${CSS.escape(entry.id)}"] textarea`);
     if (box) { box.focus(); box.setSelectionRange(box.value.length, box.value.length); }

@@ -15,6 +15,7 @@ from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider
+from tests.support.polling import until
 
 
 async def server_queue(cli: WsClient, sid: str) -> list[dict[str, Any]]:
@@ -24,6 +25,19 @@ async def server_queue(cli: WsClient, sid: str) -> list[dict[str, Any]]:
 
 async def texts_of(cli: WsClient, sid: str) -> list[str]:
     return [e["text"] for e in await server_queue(cli, sid)]
+
+
+def releases(cli: WsClient, sid: str) -> int:
+    """How many `queue_update` changes this client saw that left an entry not held."""
+    return sum(
+        1
+        for f in cli.frames
+        if f.get("method") == "_agentd/event"
+        and f["params"]["sessionId"] == sid
+        and f["params"]["kind"] == "queue_update"
+        for c in f["params"]["event"]["changes"]
+        if c["change"] == "updated" and not c["entry"].get("held")
+    )
 
 
 def entry(page: Any, text: str) -> Any:
@@ -170,8 +184,16 @@ async def test_a_conflicting_edit_from_another_client_is_shown_and_resolved(
         (queued,) = await server_queue(cli, sid)
         assert queued["text"] == "run the unit tests" and queued["version"] == 3 and not queued.get("held")
         await shot(page, tmp_path, "queue-conflict-resolved")
+
+        # Leaving the page while editing lets go of the hold.
+        await entry(page, "run the unit tests").locator("button.edit").click()
+        await editor.wait_for()
+        assert (await server_queue(cli, sid))[0]["held"] is True
+        holds_released = releases(cli, sid)
+        await page.goto(server.base_url + "/")
+        await until(lambda: releases(cli, sid) > holds_released, within=10)
+        assert not (await server_queue(cli, sid))[0].get("held")
         provider.release(0)
         await running
-        await page.wait_for_selector(".msg.agent >> text=ran the edit")
         assert errors == []
         await cli.close()
