@@ -5,7 +5,7 @@ import * as T from "./transcript.js";
 // ---- issue 17 items 4-5: queue, reconnect, sign-in (queue.js, connection.js, signin.js)
 import { CONNECTION_LOST, Connection } from "./connection.js";
 import { QueueView } from "./queue.js";
-import { checkToken, forgetToken, signIn, takeToken } from "./signin.js";
+import { REVOKED, checkToken, forgetToken, signIn, takeToken } from "./signin.js";
 
 const params = new URLSearchParams(location.search);
 let conn = null, current = null;
@@ -49,13 +49,25 @@ async function start() {
   const check = await checkToken(token);
   let ok = check.ok ? token : await signIn(token ? check.detail : "");
   conn = new Connection({
-    token: ok, onReady, onMessage, onStatus: setConnection,
-    onAuthLost: async (why) => { forgetToken(); setConnection("signed-out", why); ok = await signIn(why); conn.token = ok; conn.start(); },
+    token: ok, onReady, onMessage, onStatus: setConnection, checkToken,
+    onAuthLost: async () => {
+      forgetToken(); setConnection("signed-out", "signed out: the token was revoked");
+      ok = await signIn(REVOKED); conn.token = ok; conn.start();
+    },
   });
   conn.start();
 }
 $("signout").onclick = () => { forgetToken(); location.reload(); };
-addEventListener("pagehide", () => queue.releaseAll());
+// The page goes away while editing: release its holds over HTTP (a keepalive request
+// outlives the page; the socket may already be closing).
+addEventListener("pagehide", () => {
+  const holds = queue.takeHolds();
+  if (!holds.length) return;
+  const body = holds.map((params, i) => ({jsonrpc: "2.0", id: i + 1, method: "_agentd/queue/release", params}));
+  const headers = {"Content-Type": "application/json"};
+  if (conn && conn.token) headers.Authorization = "Bearer " + conn.token;
+  fetch("/rpc", {method: "POST", keepalive: true, headers, body: JSON.stringify(body)}).catch(() => {});
+});
 // ---- end of the issue 17 items 4-5 block
 
 function onMessage(msg) {

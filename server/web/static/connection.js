@@ -10,8 +10,9 @@ const TOKEN_REVOKED = 4401;  // server/transport/revocation.py
 export const CONNECTION_LOST = "connection lost";
 
 export class Connection {
-  constructor({token, onReady, onMessage, onStatus, onAuthLost}) {
-    this.token = token || "";
+  // checkToken(token) -> {ok, unreachable?}: asked when a socket with a token is refused.
+  constructor({token, onReady, onMessage, onStatus, onAuthLost, checkToken}) {
+    this.token = token || ""; this.checkToken = checkToken;
     this.onReady = onReady; this.onMessage = onMessage; this.onStatus = onStatus; this.onAuthLost = onAuthLost;
     this.ws = null; this.nextId = 1; this.pending = new Map(); this.retries = [];
     this.attempt = 0; this.everReady = false; this.stopped = false; this.timer = 0;
@@ -32,18 +33,29 @@ export class Connection {
     const url = location.origin.replace(/^http/, "ws") + "/acp";
     const ws = this.token ? new WebSocket(url, ["acp", "agentd.bearer." + this.token]) : new WebSocket(url);
     this.ws = ws; this.ready = false;
-    ws.onopen = () => this._initialize(ws);
+    let opened = false;
+    ws.onopen = () => { opened = true; this._initialize(ws); };
     ws.onmessage = (ev) => this._receive(JSON.parse(ev.data));
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
       this.ws = null; this.ready = false;
       this._failPending();
       if (this.stopped) return;
-      if (ev.code === TOKEN_REVOKED) { this.stopped = true; this.onAuthLost("the token was revoked"); return; }
+      if (ev.code === TOKEN_REVOKED) { this.stopped = true; this.onAuthLost(); return; }
+      if (!opened && this.token && this.checkToken) this._recheck();
       const wait = BACKOFF_MS[Math.min(this.attempt++, BACKOFF_MS.length - 1)];
       this.onStatus("reconnecting", `connection lost — reconnecting in ${(wait / 1000).toFixed(1)} s`);
       this.timer = setTimeout(() => this._open(), wait);
     };
+  }
+
+  // Refused at the handshake with a token: revoked while the page was away? (A refused
+  // handshake looks like a network failure to a page.)
+  async _recheck() {
+    const check = await this.checkToken(this.token);
+    if (check.ok || check.unreachable || this.stopped) return;
+    this.stopped = true; clearTimeout(this.timer);
+    this.onAuthLost();
   }
 
   async _initialize(ws) {

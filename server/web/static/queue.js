@@ -27,10 +27,16 @@ export class QueueView {
     this.render();
   }
 
-  // Another session, or the page goes away: let go of what this page holds.
+  // Another session: let go of what this page holds.
   releaseAll() {
-    for (const [id, st] of this.editing) this.rpc("_agentd/queue/release", {sessionId: st.session, id}).catch(() => {});
+    for (const params of this.takeHolds()) this.rpc("_agentd/queue/release", params).catch(() => {});
+  }
+
+  // The holds this page has, forgotten here ([{sessionId, id}]), for the caller to release.
+  takeHolds() {
+    const holds = [...this.editing].map(([id, st]) => ({sessionId: st.session, id}));
     this.editing.clear();
+    return holds;
   }
 
   // The whole queue (snapshot: `[{promptId, kind, version, text}]`).

@@ -5,6 +5,7 @@
 import { $ } from "./dom.js";
 
 const KEY = "agentd.token";
+export const REVOKED = "revoked";
 
 export function takeToken() {
   const url = new URL(location.href);
@@ -35,6 +36,7 @@ export async function checkToken(token) {
 
 function explain(detail) {
   if (!detail) return "";
+  if (detail === REVOKED) return "Your token was revoked while you were signed in: sign in with another.";
   if (/invalid|revoked/.test(detail)) return "That token was not accepted: it is unknown or has been revoked.";
   return detail;
 }

@@ -145,8 +145,9 @@ async def test_sign_in_screen_for_a_token_server(
         scripted({"text": "hello from a signed-in page"}),
         auth=AuthMode.TOKEN,
         workspace_grants={"erin": [workspace]},
+        token_recheck_s=0.1,
     ) as server:
-        token, _ = await create_token(server.app.state.agentd.store, "erin")
+        token, record = await create_token(server.app.state.agentd.store, "erin")
         errors: list[str] = []
         page = await new_page(browser, errors)
         await page.goto(server.base_url + "/")
@@ -194,6 +195,15 @@ async def test_sign_in_screen_for_a_token_server(
         await other.click("#signout")
         await expect(other.locator("#signin")).to_be_visible()
         assert await other.evaluate("sessionStorage.getItem('agentd.token')") is None
+
+        # A token revoked while signed in: back to the sign-in screen, saying so.
+        assert await server.app.state.agentd.store.revoke_token(record.id)
+        await expect(signin).to_be_visible()
+        await expect(page.locator("#signin-error")).to_have_text(
+            "Your token was revoked while you were signed in: sign in with another."
+        )
+        assert await page.evaluate("sessionStorage.getItem('agentd.token')") is None
+        await shot(page, tmp_path, "signin-revoked")
         assert errors == []
 
 
