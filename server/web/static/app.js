@@ -17,7 +17,15 @@ const rpc = (method, p, opts) => conn.rpc(method, p, opts).catch((e) => {
   T.showError(e.message === CONNECTION_LOST ? "not sent: the connection was lost" : e.message); throw e;
 });
 const notify = (method, p) => conn.notify(method, p);
-const queue = new QueueView({rpc: (m, p) => conn.rpc(m, p), session: () => current});
+const queue = new QueueView({rpc: (m, p) => conn.rpc(m, p), session: () => current, interjected});
+
+// A queued prompt of ours moved into the running turn: the server does not echo our own
+// text back, so it shows here (another client's comes as a user message).
+function interjected(entry) {
+  for (const [requestId, m] of mine) {
+    if (m.promptId === entry.id) { mine.delete(requestId); T.userMessage(entry.text).classList.add("interjected"); return; }
+  }
+}
 
 function setConnection(state, text) {
   $("connection").textContent = text; $("connection").dataset.state = state;

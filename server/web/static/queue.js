@@ -14,9 +14,10 @@ function entryOf(raw) {
 }
 
 export class QueueView {
-  // rpc(method, params) -> Promise; session() -> the session on screen.
-  constructor({rpc, session}) {
-    this.rpc = rpc; this.session = session;
+  // rpc(method, params) -> Promise; session() -> the session on screen; interjected(entry):
+  // an entry moved into the running turn.
+  constructor({rpc, session, interjected}) {
+    this.rpc = rpc; this.session = session; this.interjected = interjected;
     this.entries = []; this.editing = new Map(); this.recent = new Map(); this.dragId = null;
     $("queue-combine").onclick = () => this.op("combine", {});
   }
@@ -52,6 +53,7 @@ export class QueueView {
       if (c.change === "removed") {
         const gone = q.find((e) => e.id === c.id);
         if (gone) this.remember(gone);
+        if (gone && c.reason === "interjected") this.interjected(gone);
         q = q.filter((e) => e.id !== c.id);
         if (this.editing.has(c.id)) {
           this.editing.delete(c.id);

@@ -98,6 +98,7 @@ async def test_the_page_reattaches_after_the_server_is_killed_and_restarted(
     base = f"http://127.0.0.1:{port}"
     script = {"loop": True, "steps": [STREAM]}
     errors: list[str] = []
+    browser.expected_console_errors = REFUSED  # also for the fixture's own check
     async with contextlib.AsyncExitStack() as stack:
         first = await stack.enter_async_context(agentd_serve_on(tmp_path, port, script))
         cli = await WsClient.connect(base)

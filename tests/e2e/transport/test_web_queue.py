@@ -106,14 +106,19 @@ async def test_edit_reorder_remove_combine_interject_and_send_now_from_the_page(
         assert await texts_of(cli, sid) == ["gamma\n\nalpha, edited in place"]
         await shot(page, tmp_path, "queue-combined")
 
-        # Interject into the running turn: the model's next round sees it, in the same turn.
+        # Interject into the running turn, from the composer and a queued entry: the model's
+        # next round sees both, in the same turn.
         await page.fill("#prompt", "steer: mention the caveats")
         await page.click("#interject")
         await page.wait_for_selector(".msg.user.interjected >> text=steer: mention the caveats")
+        await enqueue_from_page(page, "steer: and the costs")
+        await entry(page, "steer: and the costs").locator("button.interject").click()
+        await page.wait_for_selector(".msg.user.interjected >> text=steer: and the costs")
+        await expect(page.locator("#queue .q-text")).to_have_text(["gamma\n\nalpha, edited in place"])
         provider.release(0)
         assert (await running)["result"]["stopReason"] == "end_turn"
         seen = [(m.role, m.content) for m in provider.requests[1].messages]
-        assert ("user", "steer: mention the caveats") in seen
+        assert seen[-2:] == [("user", "steer: mention the caveats"), ("user", "steer: and the costs")]
         await page.wait_for_selector(".msg.agent >> text=Noted the steer.")
         await shot(page, tmp_path, "queue-interjected")
 
@@ -130,6 +135,7 @@ async def test_edit_reorder_remove_combine_interject_and_send_now_from_the_page(
         assert users == [
             "the long job",
             "steer: mention the caveats",
+            "steer: and the costs",
             "gamma\n\nalpha, edited in place",
             "urgent",
             "later",
