@@ -146,7 +146,11 @@ function askPermission(id, p) {
     conn.send({jsonrpc: "2.0", id, result: {outcome: {outcome: "selected", optionId}}});
     dropPermission(requestId);
   };
+  // The same question asked again after a re-attach: the new card (and its id) replaces the old.
+  if (document.querySelector(`.permission[data-request-id="${CSS.escape(requestId)}"]`)) dropPermission(requestId);
   showPermission(requestId, p, answer, !p.sessionId || p.sessionId === current);
+  const card = document.querySelector(`.permission[data-request-id="${CSS.escape(requestId)}"]`);
+  if (card) card.dataset.connection = String(conn.generation);  // which socket asked
 }
 
 async function refreshSessions() {

@@ -16,7 +16,7 @@ export class Connection {
     this.onReady = onReady; this.onMessage = onMessage; this.onStatus = onStatus; this.onAuthLost = onAuthLost;
     this.ws = null; this.nextId = 1; this.pending = new Map(); this.retries = [];
     this.attempt = 0; this.everReady = false; this.stopped = false; this.timer = 0;
-    this.info = null;
+    this.info = null; this.generation = 0;  // how many times the socket was (re)opened
   }
 
   start() { this.stopped = false; this._open(); }
@@ -64,7 +64,7 @@ export class Connection {
       init = await this._request("initialize", {protocolVersion: 1, clientCapabilities: CAPABILITIES});
     } catch { return; }  // closed meanwhile: onclose retries
     if (this.ws !== ws) return;
-    this.attempt = 0; this.ready = true; this.info = init.agentInfo;
+    this.attempt = 0; this.ready = true; this.info = init.agentInfo; this.generation += 1;
     const reconnected = this.everReady; this.everReady = true;
     this.onStatus("connected", "connected to " + init.agentInfo.name + " " + init.agentInfo.version);
     try { await this.onReady(reconnected); } catch { /* shown by the app */ }

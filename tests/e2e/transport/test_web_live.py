@@ -276,3 +276,42 @@ async def test_auth_check_answers_the_sign_in_screen(server_factory, workspace: 
     async with server_factory(scripted()) as server, httpx.AsyncClient(base_url=server.base_url) as http:
         open_server = (await http.post("/auth/check")).json()
         assert open_server["required"] is False and open_server["ok"] is True
+
+
+async def test_a_permission_question_survives_a_dropped_connection_once(
+    server_factory, browser: Any, workspace: Path, tmp_path: Path
+) -> None:
+    provider = scripted(
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "kept\n"}}]},
+        {"text": "Wrote it."},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.DEFAULT) as server:
+        errors: list[str] = []
+        page = await new_page(browser, errors)
+        sockets: list[Any] = []
+
+        def route(ws: Any) -> None:
+            ws.connect_to_server()
+            sockets.append(ws)
+
+        await page.route_web_socket(re.compile(r"/acp$"), route)
+        cli = await server.client()
+        sid = (await cli.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+        await open_session_page(page, server.base_url, sid)
+        await page.fill("#prompt", "write the notes")
+        await page.press("#prompt", "Enter")
+        await page.locator(".permission").wait_for()
+
+        await expect(page.locator(".permission")).to_have_attribute("data-connection", "1")
+        await sockets[-1].close(code=4000, reason="network drop")
+        # Asked again on the new socket (answers go there): one card, the new question's.
+        await expect(page.locator(".permission")).to_have_attribute("data-connection", "2")
+        await expect(page.locator(".permission")).to_have_count(1)
+        assert len(sockets) == 2
+        await shot(page, tmp_path, "permission-after-drop")
+        await page.locator('.permission button[data-option-id="allow_once"]').click()
+        await page.wait_for_selector(".msg.agent >> text=Wrote it.")
+        assert (workspace / "notes.txt").read_text() == "kept\n"
+        assert await page.locator(".permission").count() == 0
+        assert errors == []
+        await cli.close()
