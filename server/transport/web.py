@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
+
+from server.auth import AuthError
+from server.config import AuthMode
 
 router = APIRouter()
 
@@ -109,5 +112,22 @@ async def static(request: Request) -> Response:
 
 
 router.add_route("/static/{version}/{name:path}", static, methods=["GET"], include_in_schema=False)
+
+
+async def auth_check(request: Request) -> Response:
+    """The page's sign-in: whether this server wants a token and whether the one in the
+    `Authorization` header (never the URL) is good. Always 200, with a readable `detail`,
+    so a wrong token is an answer on the sign-in screen, not a failed request."""
+    state = request.app.state.agentd
+    required = state.auth.mode is not AuthMode.NONE
+    headers = {"Cache-Control": "no-store", **SECURITY_HEADERS}
+    try:
+        identity = await state.auth.identify(request.headers, {})
+    except AuthError as exc:
+        return JSONResponse({"required": required, "ok": False, "detail": str(exc)}, headers=headers)
+    return JSONResponse({"required": required, "ok": True, "principal": identity.principal}, headers=headers)
+
+
+router.add_route("/auth/check", auth_check, methods=["POST"], include_in_schema=False)
 
 __all__ = ["CSP", "router", "site"]

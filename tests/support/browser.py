@@ -31,10 +31,31 @@ async def browser() -> AsyncIterator[Any]:
     playwright_api = pytest.importorskip("playwright.async_api")
     async with playwright_api.async_playwright() as pw:
         b = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        errors = watch_console(b)
         try:
             yield b
         finally:
             await b.close()
+        # Every page of every page test: no console errors (and no CSP violations, which
+        # Chromium reports there), except those a test declares it expects.
+        expected = getattr(b, "expected_console_errors", None)
+        unexpected = [e for e in errors if expected is None or not expected.search(e)]
+        assert unexpected == [], f"console errors on the page: {unexpected}"
+
+
+def watch_console(b: Any) -> list[str]:
+    """Collect the console errors and uncaught exceptions of every page `b` opens."""
+    errors: list[str] = []
+    original = b.new_page
+
+    async def new_page_watched(*args: Any, **kwargs: Any) -> Any:
+        page = await original(*args, **kwargs)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        return page
+
+    b.new_page = new_page_watched
+    return errors
 
 
 async def new_page(browser: Any, errors: list[str] | None = None) -> Any:

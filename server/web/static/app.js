@@ -3,50 +3,93 @@ import { dropPermission, onToolUpdate, showPermission } from "./cards.js";
 import { $, el } from "./dom.js";
 import * as S from "./sessions.js";
 import * as T from "./transcript.js";
+// ---- issue 17 items 4-5: queue, reconnect, sign-in (queue.js, connection.js, signin.js)
+import { CONNECTION_LOST, Connection } from "./connection.js";
+import { QueueView } from "./queue.js";
+import { REVOKED, checkToken, forgetToken, signIn, takeToken } from "./signin.js";
 
 const params = new URLSearchParams(location.search);
-let token = params.get("token") || localStorage.getItem("agentd.token") || "";
-$("token").value = token;
-let ws, nextId = 1, current = null;
-let queueState = [], snapshotSeq = 0;  // the shown queue; the lastSeq of the last snapshot
-const pending = new Map();             // request id -> {resolve, reject}
-const mine = new Map();                // requestId of a prompt this page sent -> its text
+let conn = null, current = null;
+let lastSeq = 0, snapshotSeq = 0;      // the last durable seq seen; the lastSeq of the last snapshot
+const mine = new Map();                // requestId of a prompt this page sent -> {text, promptId}
+const RESYNC_REQUIRED = -32017;
 
-const CAPABILITIES = {session: {compaction: {}, notices: {}}};
+const rpc = (method, p, opts) => conn.rpc(method, p, opts).catch((e) => {
+  T.showError(e.message === CONNECTION_LOST ? "not sent: the connection was lost" : e.message); throw e;
+});
+const notify = (method, p) => conn.notify(method, p);
+const queue = new QueueView({rpc: (m, p) => conn.rpc(m, p), session: () => current, interjected});
 
-function connect() {
-  const url = location.origin.replace(/^http/, "ws") + "/acp";
-  ws = token ? new WebSocket(url, ["acp", "agentd.bearer." + token]) : new WebSocket(url);
-  ws.onopen = async () => {
-    const init = await rpc("initialize", {protocolVersion: 1, clientCapabilities: CAPABILITIES});
-    $("connection").textContent = "connected to " + init.agentInfo.name + " " + init.agentInfo.version;
-    await refreshSessions();
-    const wanted = params.get("session");
-    if (wanted) openSession(wanted);
-  };
-  ws.onclose = () => { $("connection").textContent = "disconnected (reload to retry)"; };
-  ws.onmessage = (ev) => onMessage(JSON.parse(ev.data));
+// A queued prompt of ours moved into the running turn: the server does not echo our own
+// text back, so it shows here (another client's comes as a user message).
+function interjected(entry) {
+  for (const [requestId, m] of mine) {
+    if (m.promptId === entry.id) { mine.delete(requestId); T.userMessage(entry.text).classList.add("interjected"); return; }
+  }
 }
 
-function rpc(method, p) {
-  const id = nextId++;
-  ws.send(JSON.stringify({jsonrpc: "2.0", id, method, params: p}));
-  return new Promise((resolve, reject) => pending.set(id, {resolve, reject}));
+function setConnection(state, text) {
+  $("connection").textContent = text; $("connection").dataset.state = state;
+  document.body.dataset.connection = state;
 }
-function notify(method, p) { ws.send(JSON.stringify({jsonrpc: "2.0", method, params: p})); }
+
+async function onReady(reconnected) {
+  $("signout").hidden = !conn.token;
+  if (reconnected && current) { T.reconnected(); await attach(current, lastSeq); refreshSessions().catch(() => {}); return; }
+  await refreshSessions();
+  const wanted = params.get("session");
+  if (wanted && !current) openSession(wanted);
+}
+
+// (Re-)attach from `after`: a snapshot, the events after it, then live; a cursor the server
+// can no longer serve starts over from an empty view.
+async function attach(sessionId, after) {
+  try {
+    await conn.rpc("_agentd/session/attach", {sessionId, afterSeq: after});
+  } catch (e) {
+    if (e.code !== RESYNC_REQUIRED) { T.showError(e.message); return; }
+    clearView();
+    await rpc("_agentd/session/attach", {sessionId, afterSeq: 0});
+  }
+}
+
+async function start() {
+  const token = takeToken();
+  const check = await checkToken(token);
+  let ok = check.ok ? token : await signIn(token ? check.detail : "");
+  conn = new Connection({
+    token: ok, onReady, onMessage, onStatus: setConnection, checkToken,
+    onAuthLost: async () => {
+      forgetToken(); setConnection("signed-out", "signed out: the token was revoked");
+      ok = await signIn(REVOKED); conn.token = ok; conn.start();
+    },
+  });
+  conn.start();
+}
+$("signout").onclick = () => { forgetToken(); location.reload(); };
+// The page goes away while editing: release its holds over HTTP (a keepalive request
+// outlives the page; the socket may already be closing).
+addEventListener("pagehide", () => {
+  const holds = queue.takeHolds();
+  if (!holds.length) return;
+  const body = holds.map((params, i) => ({jsonrpc: "2.0", id: i + 1, method: "_agentd/queue/release", params}));
+  const headers = {"Content-Type": "application/json"};
+  if (conn && conn.token) headers.Authorization = "Bearer " + conn.token;
+  fetch("/rpc", {method: "POST", keepalive: true, headers, body: JSON.stringify(body)}).catch(() => {});
+});
+// ---- end of the issue 17 items 4-5 block
 
 function onMessage(msg) {
-  if (msg.id !== undefined && !msg.method) {
-    const waiter = pending.get(msg.id); pending.delete(msg.id);
-    if (!waiter) return;
-    if (msg.error) { T.showError(msg.error.message); waiter.reject(msg.error); } else waiter.resolve(msg.result);
-    return;
-  }
   S.onNotification(msg);
   const p = msg.params || {};
   if (msg.method === "session/request_permission") return askPermission(msg.id, p);
   if (p.sessionId && p.sessionId !== current) return;  // another session this socket watches
   const meta = (p._meta || {}).agentd || {};
+  if (msg.method === "_agentd/resync_required") { clearView(); return attach(current, 0); }
+  if (typeof meta.seq === "number" && !meta.transient && msg.method !== "_agentd/session/snapshot") {
+    if (meta.seq <= lastSeq) return;  // already shown (a re-attach replays from the cursor)
+    lastSeq = meta.seq;
+  }
   if (msg.method === "session/update") return onUpdate(p.update, meta);
   if (msg.method === "_agentd/session/snapshot") return onSnapshot(p);
   if (msg.method === "_agentd/permission/resolved") return dropPermission(p.requestId);
@@ -58,6 +101,7 @@ function onUpdate(u, meta) {
   if (kind === "user_message_chunk" || kind === "agent_message_chunk" || kind === "agent_thought_chunk") {
     const cls = kind === "user_message_chunk" ? "user" : kind === "agent_thought_chunk" ? "thought" : "agent";
     const text = u.content && u.content.type === "text" ? u.content.text : "[" + (u.content || {}).type + "]";
+    if (cls === "user") forgetMine(text);  // echoed after all (a re-attach on a new socket)
     T.onText(cls, u.messageId, text, !!meta.final);
     if (kind === "agent_message_chunk" && meta.final) S.markForkPoint(u.messageId, meta.seq);
   } else if (kind === "tool_call" || kind === "tool_call_update") onToolUpdate(u);
@@ -74,10 +118,14 @@ function onEvent(kind, ev, seq) {
   if (kind === "turn_started") {
     setStatus("running");
     const marker = T.onTurnStarted(ev);
-    // Our own prompt is not echoed back: it shows here, when its turn starts (not when sent).
-    if (ev.requestId && mine.has(ev.requestId)) { T.userMessage(mine.get(ev.requestId), marker); mine.delete(ev.requestId); }
+    // Our own prompt is not echoed back: it shows here, when its turn starts (not when sent),
+    // as last edited in the queue.
+    if (ev.requestId && mine.has(ev.requestId)) {
+      T.userMessage(queue.textOf(ev.promptId) ?? mine.get(ev.requestId).text, marker);
+      mine.delete(ev.requestId);
+    }
   } else if (kind === "turn_ended") { setStatus("idle"); T.onTurnEnded(ev); S.onTurnEnded(seq); }
-  else if (kind === "queue_update") { if (!(seq <= snapshotSeq)) applyQueueUpdate(ev); }
+  else if (kind === "queue_update") { if (!(seq <= snapshotSeq)) queue.apply(ev); }
   else if ((kind === "agent_message" || kind === "agent_thought") && ev.text) {
     T.onFinalText(kind === "agent_thought" ? "thought" : "agent", ev.messageId, ev.text);
     if (kind === "agent_message") S.markForkPoint(ev.messageId, seq);
@@ -92,53 +140,32 @@ function onSnapshot(s) {
   T.onGoal(s.goal);
   // The snapshot has the whole queue; replayed queue_update deltas up to it are history.
   snapshotSeq = s.lastSeq || 0;
-  queueState = s.queue.map((q) => ({id: q.promptId, version: q.version, text: q.text}));
-  renderQueue(queueState);
-}
-
-// A queue_update carries only what changed (docs/protocol.md): apply it in order.
-function applyQueueUpdate(ev) {
-  let q = queueState.slice();
-  for (const c of ev.changes || []) {
-    if (c.change === "removed") q = q.filter((e) => e.id !== c.id);
-    else if (c.change === "added") q.splice(c.index, 0, c.entry);
-    else if (c.change === "updated") q = q.map((e) => e.id === c.entry.id ? {text: e.text, ...c.entry} : e);
-    else if (c.change === "moved") { const byId = new Map(q.map((e) => [e.id, e])); q = c.order.map((id) => byId.get(id)).filter(Boolean); }
-  }
-  queueState = q;
-  renderQueue(queueState);
+  queue.replace(s.queue);
 }
 
 function setStatus(status) { $("status").textContent = status; $("status").className = status; }
 
-function renderQueue(queue) {
-  const ul = $("queue"); ul.replaceChildren();
-  for (const q of queue) {
-    const li = el("li"); li.dataset.promptId = q.id;
-    li.append(el("span", "", q.text + " "));
-    const rm = el("button", "remove", "remove");
-    rm.onclick = () => rpc("_agentd/queue/remove", {sessionId: current, id: q.id, expectedVersion: q.version || 1});
-    li.append(rm); ul.append(li);
-  }
-}
-
 function askPermission(id, p) {
   const requestId = ((p._meta || {}).agentd || {}).requestId || String(id);
   const answer = (optionId) => {
-    ws.send(JSON.stringify({jsonrpc: "2.0", id, result: {outcome: {outcome: "selected", optionId}}}));
+    conn.send({jsonrpc: "2.0", id, result: {outcome: {outcome: "selected", optionId}}});
     dropPermission(requestId);
   };
+  // The same question asked again after a re-attach: the new card (and its id) replaces the old.
+  if (document.querySelector(`.permission[data-request-id="${CSS.escape(requestId)}"]`)) dropPermission(requestId);
   showPermission(requestId, p, answer, !p.sessionId || p.sessionId === current);
+  const card = document.querySelector(`.permission[data-request-id="${CSS.escape(requestId)}"]`);
+  if (card) card.dataset.connection = String(conn.generation);  // which socket asked
 }
 
 const refreshSessions = () => S.refresh();  // the list: sessions.js
 S.initSessions({
-  rpc, open: openSession, current: () => current, ready: () => !!ws && ws.readyState === WebSocket.OPEN,
+  rpc, open: openSession, current: () => current, ready: () => !!conn && conn.open,
   closed: () => { current = null; clearView(); $("session-title").textContent = "No session"; setStatus("idle"); },
 });
 
 function clearView() {
-  T.reset(); $("queue").replaceChildren(); queueState = []; snapshotSeq = 0;
+  T.reset(); queue.reset(); snapshotSeq = 0; lastSeq = 0;
   $("permissions").replaceChildren(el("div", "muted", "none"));
 }
 
@@ -146,7 +173,7 @@ async function openSession(sessionId) {
   if (current && current !== sessionId) await rpc("_agentd/session/detach", {sessionId: current}).catch(() => {});
   current = sessionId;
   clearView();
-  await rpc("_agentd/session/attach", {sessionId, afterSeq: 0});
+  await attach(sessionId, 0);
   await refreshSessions();
 }
 
@@ -159,17 +186,35 @@ $("new-session").onclick = async () => {
   await refreshSessions();
 };
 
-async function send() {
+// The prompt waits in the queue (shown there) and appears in the transcript when it runs.
+// Sent under a requestId: after a dropped connection it is sent again, never queued twice.
+async function submit(method) {
   const text = $("prompt").value.trim();
   if (!text || !current) return;
   $("prompt").value = "";
-  // The prompt waits in the queue (shown there) and appears in the transcript when it runs.
   const requestId = "web-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
-  mine.set(requestId, text);
-  await rpc("_agentd/prompt/enqueue", {sessionId: current, prompt: [{type: "text", text}], _meta: {agentd: {requestId}}});
+  const prompt = [{type: "text", text}];
+  const mineNow = {text, promptId: null};
+  mine.set(requestId, mineNow);
+  if (method === "_agentd/interject") {
+    const res = await rpc(method, {sessionId: current, prompt, _meta: {agentd: {requestId}}});
+    if (res.status === "interjected") { mine.delete(requestId); T.userMessage(text).classList.add("interjected"); }
+    else mineNow.promptId = res.promptId;
+    return;
+  }
+  const res = await rpc(method, {sessionId: current, prompt, _meta: {agentd: {requestId}}}, {retry: true});
+  mineNow.promptId = res.promptId;
 }
-$("send").onclick = send;
-$("prompt").onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); } };
+
+// A user message the server did send us is one of ours it would otherwise not echo.
+function forgetMine(text) {
+  for (const [requestId, m] of mine) {
+    if (m.text === text || (m.promptId && queue.textOf(m.promptId) === text)) { mine.delete(requestId); return; }
+  }
+}
+$("send").onclick = () => submit("_agentd/prompt/enqueue");
+$("send-now").onclick = () => submit("_agentd/prompt/send_now");
+$("interject").onclick = () => submit("_agentd/interject");
+$("prompt").onkeydown = (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); submit("_agentd/prompt/enqueue"); } };
 $("cancel").onclick = () => current && notify("session/cancel", {sessionId: current});
-$("token").onchange = () => { token = $("token").value.trim(); localStorage.setItem("agentd.token", token); ws.close(); connect(); };
-connect();
+start();

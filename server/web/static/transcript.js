@@ -8,9 +8,11 @@ const dirty = new Set();  // bubbles to re-render at the next frame
 let frame = 0;
 let turns = [];           // [{turnId, usage, cost, used, size, el}]
 let currentTurn = null;
+const finished = new Set();  // messageIds whose final text arrived
+const resync = new Map();    // messageId -> {have, got}: text re-sent from its start after a reconnect
 
 export function reset() {
-  texts.clear(); dirty.clear(); turns = []; currentTurn = null;
+  texts.clear(); dirty.clear(); turns = []; currentTurn = null; finished.clear(); resync.clear();
   $("transcript").replaceChildren();
   $("plan").replaceChildren(); $("plan-box").hidden = true;
   $("goal").replaceChildren(); $("goal-box").hidden = true;
@@ -61,13 +63,34 @@ export function onText(kind, messageId, text, final) {
   if (kind === "user") { userMessage(text); return; }
   const b = agentBubble(kind, messageId);
   const id = b.dataset.messageId;
+  if (final) {
+    finished.add(id); resync.delete(id);
+    // After a server restart the stored text may lag what streamed here: never shrink it.
+    const have = texts.get(id) || "";
+    if (have.length > text.length && have.startsWith(text)) return;
+  }
+  else if (resync.has(id)) {  // the server sends a streaming message again from its start
+    const r = resync.get(id);
+    r.got += text.length;
+    if (r.got <= r.have) return;
+    text = text.slice(text.length - (r.got - r.have));
+    resync.delete(id);
+  }
   texts.set(id, final ? text : (texts.get(id) || "") + text);
   schedule(b);
+}
+
+// A new connection re-attached: a message still streaming is sent again from its start;
+// only what this page does not have yet is added.
+export function reconnected() {
+  resync.clear();
+  for (const [id, text] of texts) if (text && !finished.has(id)) resync.set(id, {have: text.length, got: 0});
 }
 
 // The end of a streamed message; one this page never saw stream arrives whole.
 export function onFinalText(kind, messageId, text) {
   const b = agentBubble(kind, messageId);
+  finished.add(b.dataset.messageId); resync.delete(b.dataset.messageId);
   if (!texts.get(b.dataset.messageId)) { texts.set(b.dataset.messageId, text); schedule(b); }
 }
 
@@ -85,7 +108,8 @@ export function onTurnEnded(ev) {
   const line = el("div", "turn-end");
   line.dataset.turnId = ev.turnId || "";
   const parts = [];
-  if (ev.stopReason && ev.stopReason !== "end_turn") parts.push(ev.stopReason.replace(/_/g, " "));
+  if (ev.outcome === "interrupted") parts.push("interrupted" + (ev.reason ? ` (${ev.reason.replace(/_/g, " ")})` : ""));
+  else if (ev.stopReason && ev.stopReason !== "end_turn") parts.push(ev.stopReason.replace(/_/g, " "));
   if (turn && turn.usage) {
     const u = turn.usage;
     parts.push(`${formatTokens(u.inputTokens || 0)} in · ${formatTokens(u.outputTokens || 0)} out`);

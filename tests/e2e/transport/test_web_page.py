@@ -114,8 +114,8 @@ async def test_the_page_connects_with_a_token_when_the_server_needs_one(
     ) as server:
         token, _ = await create_token(server.app.state.agentd.store, "erin")
         page = await browser.new_page()
-        await page.goto(server.base_url + "/")  # no token yet: the socket is refused
-        await page.wait_for_selector("text=disconnected")
+        await page.goto(server.base_url + "/")  # no token yet: the sign-in screen
+        await page.wait_for_selector("#signin-token")
         await page.goto(server.base_url + f"/?token={token}")
         await page.wait_for_selector("text=connected to agentd")
         await page.fill("#new-session-cwd", str(workspace))

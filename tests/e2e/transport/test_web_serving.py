@@ -50,6 +50,7 @@ async def test_the_page_and_its_modules_have_csp_and_cache_headers(server_factor
 
 
 async def test_the_browser_enforces_the_policy(server_factory, browser: Any, tmp_path: Path) -> None:
+    browser.expected_console_errors = re.compile("Content Security Policy")  # provoked below
     async with server_factory(scripted()) as server:
         errors: list[str] = []
         page = await new_page(browser, errors)

@@ -134,7 +134,7 @@ async def test_tool_cards_stream_output_and_a_prompt_sent_during_a_turn_waits_in
         # A prompt sent now waits in the queue; it is not put above the running answer.
         await page.fill("#prompt", "and then this")
         await page.press("#prompt", "Enter")
-        await expect(page.locator("#queue li")).to_have_text(["and then this remove"])
+        await expect(page.locator("#queue .q-text")).to_have_text(["and then this"])
         assert await page.locator(".msg.user").all_inner_texts() == ["run the job"]
         await shot(page, tmp_path, "1-running-card-and-queue")
 
