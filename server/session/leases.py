@@ -98,6 +98,10 @@ class SessionLeases:
     async def stop(self) -> None:
         return None
 
+    async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
+        """Sessions with unfinished work whose owner's lease ran out (none: one process)."""
+        return []
+
 
 class PostgresLeases(SessionLeases):
     def __init__(self, engine: Any, replica_id: str, ttl_s: float, id_lock: IO[str] | None = None) -> None:
@@ -115,6 +119,9 @@ class PostgresLeases(SessionLeases):
         self._on_lost: LostLease | None = None
         self._releasing: set[asyncio.Task[None]] = set()
         self.renewals = 0  # for tests and metrics
+
+    async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
+        return await store_leases.orphaned(self._engine, limit, queued=queued)
 
     async def acquire(self, session_id: str) -> None:
         started = asyncio.get_running_loop().time()
