@@ -69,20 +69,22 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     slow = write_script(tmp_path / "slow.json", SLOW, loop=True)
     quick = write_script(tmp_path / "quick.json", QUICK, loop=True)
     async with postgres_database() as url, contextlib.AsyncExitStack() as stack:
-        servers = {}
-        for rid in REPLICAS:
-            script = slow if rid == "replica-a" else quick
-            servers[rid] = await stack.enter_async_context(
-                agentd_serve(
-                    tmp_path / rid,
-                    f"{rid}.log",
-                    replica_id=rid,
-                    database_url=url,
-                    script=str(script),
-                    permission_mode="bypass",
-                    lease_ttl_s=TTL_S,
-                )
+
+        def serve(rid: str) -> Any:
+            return agentd_serve(
+                tmp_path / rid,
+                f"{rid}.log",
+                replica_id=rid,
+                database_url=url,
+                script=str(slow if rid == "replica-a" else quick),
+                permission_mode="bypass",
+                lease_ttl_s=TTL_S,
             )
+
+        # Side by side, on a fresh database: one migrates it, the others wait for that.
+        async with asyncio.TaskGroup() as starting:
+            started = {rid: starting.create_task(stack.enter_async_context(serve(rid))) for rid in REPLICAS}
+        servers = {rid: task.result() for rid, task in started.items()}
         db = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
         try:
             yield Cluster(db, servers)
@@ -204,7 +206,22 @@ async def test_a_killed_owner_is_taken_over_and_recovered_and_clients_continue(t
         end = log[-1][0]
         await until(lambda: end in durable_seqs(client, sid), what="the replay reaching the log's end")
         assert durable_seqs(client, sid) == list(range(last_seen + 1, end + 1))  # no gap, no duplicate
-        for each in (ca, *clients.values()):
+
+        # The enqueue's requestId, retried on the replica that does not own the session
+        # (following it to the owner): answered with the run it already had, not run again.
+        retriers: dict[str, WsClient] = {}
+
+        async def retry_queued(rid: str) -> dict[str, Any]:
+            if rid not in retriers:
+                retriers[rid] = await WsClient.connect(c.servers[rid].base_url)
+            params = text_prompt(sid, "Then this one.", requestId="r-queued")
+            return await retriers[rid].request("session/prompt", params)
+
+        _, again = await follow_owner(c, other, retry_queued, what="the queued prompt's retry")
+        assert again["result"]["stopReason"] == "end_turn", again
+        after = [p.get("requestId") for _, k, p, _ in await c.log(sid) if k == "turn_started"]
+        assert after == ["r-slow", "r-queued"]
+        for each in (ca, *clients.values(), *retriers.values()):
             with contextlib.suppress(Exception):
                 await each.close()
 

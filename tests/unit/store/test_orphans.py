@@ -1,9 +1,11 @@
 """Finding the sessions a dead replica left with work (R-C1 takeover, migration 0012):
 `sessions.running_turn` follows the group commit, and `store.leases.orphaned` lists only
-sessions nobody holds a live lease on that have a turn open or (when asked) queued prompts."""
+sessions nobody holds a live lease on that have a turn open or (when asked) queued prompts.
+And replicas starting together on a fresh database all get it migrated."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -11,6 +13,7 @@ from sqlalchemy import text
 
 from server.store import leases
 from server.store.db import Batch, Store
+from server.store.engine import SCHEMA_HEAD
 from server.store.queue_rows import QueueWrite
 from tests.conftest import postgres_database
 
@@ -76,3 +79,16 @@ async def test_queued_prompts_count_only_when_asked_and_the_batch_bounds_the_ans
     assert len(await leases.orphaned(store.engine, 2, queued=True)) == 2
     await _token(store, "s2", "B")
     assert sorted(await leases.orphaned(store.engine, 10, queued=True)) == ["s1", "s3"]
+
+
+async def test_replicas_migrating_a_fresh_database_together_all_start() -> None:
+    """Three replicas started at once on a new database: one migrates it (under an advisory
+    lock), the others wait for it and find the schema at head."""
+    async with postgres_database() as url:
+        stores = [await Store.open(url) for _ in range(3)]
+        try:
+            await asyncio.gather(*(s.migrate() for s in stores))
+            assert [(await s.migration_status())[0] for s in stores] == [SCHEMA_HEAD] * 3
+        finally:
+            for s in stores:
+                await s.close()
