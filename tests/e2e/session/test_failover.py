@@ -186,8 +186,10 @@ async def test_a_killed_owner_is_taken_over_and_recovered_and_clients_continue(t
         assert order == ["turn_started", "agent_message", "turn_ended", "turn_started", "turn_ended"]
         answers = [p["text"] for k, p in kinds if k == "agent_message" and not p.get("interrupted")]
         assert answers == [QUICK_TEXT]
-        # Everything after the takeover was written under the new owner's token.
-        assert {f for s, _, _, f in log if s > last_seen} == {2}
+        # A's writes, then the new owner's (the recovery onwards) under the next token.
+        fences = [f for *_, f in log]
+        assert fences == sorted(fences) and set(fences) == {1, 2}
+        assert log[fences.index(2)][1] == "agent_message"  # the recovery's first write: the cut text
         (row,) = await c.rows("SELECT running_turn FROM sessions WHERE id = $1", sid)
         assert row["running_turn"] is None
 
