@@ -35,7 +35,7 @@ QUICK_TEXT = "The queued prompt's answer."
 QUICK = [{"text": QUICK_TEXT, "chunk_size": 8, "chunk_delay": 0.01}]
 REPLICAS = ("replica-a", "replica-b", "replica-c")
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
 
 
 @dataclass

@@ -17,6 +17,8 @@ from server.store.engine import SCHEMA_HEAD
 from server.store.queue_rows import QueueWrite
 from tests.conftest import postgres_database
 
+pytestmark = pytest.mark.postgres
+
 TTL = 30.0
 SESSIONS = ("s1", "s2", "s3")
 
