@@ -28,6 +28,7 @@ from server.session.eventlog import EventWriter
 from server.session.leases import session_leases
 from server.session.manager import SessionManager
 from server.session.services import ActorServices
+from server.session.takeover import start_takeover
 from server.store.db import Store
 from server.tools.sandbox import SandboxError
 from server.tools.shell import ShellLauncher
@@ -130,6 +131,8 @@ def create_app(
         trimmer = asyncio.create_task(run_trimmer(settings.memory_trim_s), name="memory-trim")
         live_tokens = LiveTokens()
         revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")
+        # Sessions a dead replica left mid-turn or with queued prompts (R-C1, R-E6).
+        takeover = start_takeover(manager, lease_ttl_s=settings.lease_ttl_s, queued=settings.auto_resume)
         if settings.auto_resume:
             resumed = await manager.resume_queued()
             if resumed:
@@ -155,6 +158,8 @@ def create_app(
             sweeper.cancel()
             trimmer.cancel()
             revoker.cancel()
+            if takeover is not None:
+                takeover.cancel()
             close_http_connections(app.state.agentd)
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
             await writer.stop()

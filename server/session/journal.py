@@ -25,6 +25,8 @@ from server.session.eventlog import EventWriter
 
 # R-E1: the text of a message still streaming reaches the store at most this often.
 PARTIAL_CHECKPOINT_INTERVAL_S = 1.0
+# The events that set and clear `sessions.running_turn`.
+RUNNING_TURN_MARKS = (EventKind.TURN_STARTED, EventKind.TURN_ENDED)
 
 # An in-flight message: its kind (a chunk kind) and the text streamed so far.
 Partial = tuple[EventKind, str]
@@ -122,6 +124,11 @@ class Journal:
         self.seq += 1
         event = Event(self._session_id, kind, payload, seq=self.seq, origin=origin)
         self._writer.submit(self._session_id, event=event, publish=self._publish)
+        if kind in RUNNING_TURN_MARKS:
+            # Same commit as the event: a replica whose owner died mid-turn finds the
+            # session by this column (R-C1 takeover), not by reading logs.
+            running = payload["turnId"] if kind is EventKind.TURN_STARTED else None
+            self.persist_fields({"running_turn": running})
         if self._metrics is not None:
             self._metrics.observe_event(kind, payload)
         if ended_partial and self._checkpointed:

@@ -157,6 +157,10 @@ class SessionLeases:
     async def stop(self) -> None:
         return None
 
+    async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
+        """Sessions with unfinished work whose owner's lease ran out (none: one process)."""
+        return []
+
 
 class PostgresLeases(SessionLeases):
     def __init__(self, engine: Any, replica_id: str, ttl_s: float, id_lock: IO[str] | None = None) -> None:
@@ -179,6 +183,9 @@ class PostgresLeases(SessionLeases):
         self._last_ok: float | None = None  # time.monotonic() of the last round that succeeded
         self._last_round: float | None = None  # … that ended, either way (or the start)
         self._fenced_out: set[tuple[str, int]] = set()  # losses counted already (bounded by fences)
+
+    async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
+        return await store_leases.orphaned(self._engine, limit, queued=queued)
 
     async def acquire(self, session_id: str) -> None:
         started = asyncio.get_running_loop().time()

@@ -175,6 +175,10 @@ class SessionManager:
                 SessionErrorKind.INTERNAL, f"session {record.id}: the database refused its recovery writes"
             )
         actor.start()
+        if self._services.settings.auto_resume:
+            # Prompts a previous owner left queued (it died, or another replica's lease on
+            # the session ran out) start again here, once: this is the session's only actor.
+            actor.resume_queue()
         return actor
 
     async def resume_queued(self) -> list[str]:
@@ -187,7 +191,7 @@ class SessionManager:
                 if exc.kind is not SessionErrorKind.OWNED_ELSEWHERE:
                     raise
                 continue  # another replica runs it
-            if actor is not None:
+            if actor is not None:  # (a load resumes the queue itself; a live actor runs it)
                 actor.resume_queue()
                 resumed.append(session_id)
         return resumed

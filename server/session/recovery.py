@@ -32,7 +32,10 @@ async def recover(
     actor.journal.close_dangling_tool_calls()
     if record.partial:
         await _recover_partial_text(store, actor, record.partial)
-    _recover_interrupted_turn(actor, recent)
+    closed = _recover_interrupted_turn(actor, recent)
+    if record.running_turn is not None and not closed:
+        # The log has no open turn (it ended after all): nothing to take over any more.
+        actor.journal.persist_fields({"running_turn": None})
 
 
 async def _recover_partial_text(store: Store, actor: SessionActor, checkpoint: dict[str, Any]) -> None:
@@ -53,9 +56,10 @@ async def _recover_partial_text(store: Store, actor: SessionActor, checkpoint: d
     actor.journal.persist_fields({"partial": None})
 
 
-def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> None:
+def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> bool:
     """A turn that was running when the server died ends `interrupted` (R-E6); the
-    requestIds of recent turns are remembered so a client's retry learns their end."""
+    requestIds of recent turns are remembered so a client's retry learns their end.
+    True when there was one (its `turn_ended` clears `running_turn` too)."""
     for ev in ends:
         request_id = ev.payload.get("requestId")
         if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
@@ -69,6 +73,8 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> N
             actor.remember_outcome(request_id, PromptDone(prompt_id, ev.payload.get("turnId"), outcome))
     if ends and ends[-1].kind == EventKind.TURN_STARTED.value:
         _close_interrupted_turn(actor, ends[-1].payload)
+        return True
+    return False
 
 
 def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> None:

@@ -58,6 +58,8 @@ __all__ = [
 
 # R-C1: refuses (SQLSTATE AGF01) a commit whose token is not the session's lease's.
 _FENCE_GUARD = text("SELECT agentd_fence_guard(CAST(:sids AS varchar[]), CAST(:fences AS int8[]))")
+# The advisory lock every replica migrating a Postgres database takes (any constant: "agentd").
+MIGRATION_LOCK_KEY = 0x6167656E7464
 
 
 def _fence_params(batches: list[Batch]) -> dict[str, Any]:
@@ -118,6 +120,10 @@ class Store:
         from alembic import command
 
         async with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # Replicas starting together on a fresh database: one migrates, the others
+                # wait for it and then find the schema at head (R-C1).
+                await conn.execute(text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
             await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
 
     async def migration_status(self) -> tuple[str | None, str | None]:

@@ -13,6 +13,7 @@ never waits for writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
@@ -55,6 +56,35 @@ _RELEASE = text(
     "UPDATE session_leases SET expires_at = now() "
     "WHERE session_id = :sid AND owner = :owner AND token = :token"
 )
+
+
+# Sessions left with work by an owner whose lease ran out (or was released): a turn it was
+# running (`running_turn`, migration 0012's partial index: only sessions running a turn
+# now) or prompts still queued (`queued_prompts` holds only waiting prompts). Oldest expiry
+# first; bounded per sweep.
+_RUNNING = "SELECT id AS sid FROM sessions WHERE running_turn IS NOT NULL"
+_QUEUED = "SELECT DISTINCT session_id AS sid FROM queued_prompts"
+
+
+def _orphaned(work: str) -> Any:
+    return text(
+        f"SELECT w.sid FROM ({work}) AS w LEFT JOIN session_leases AS l ON l.session_id = w.sid "
+        "WHERE l.session_id IS NULL OR l.expires_at <= now() "
+        "ORDER BY l.expires_at NULLS FIRST, w.sid LIMIT :limit"
+    )
+
+
+_ORPHANED_RUNNING = _orphaned(_RUNNING)
+_ORPHANED_ANY = _orphaned(f"{_RUNNING} UNION {_QUEUED}")
+
+
+async def orphaned(engine: AsyncEngine, limit: int, *, queued: bool) -> list[str]:
+    """Up to `limit` sessions nobody holds a live lease on that have unfinished work — a
+    turn their owner was running when it died, or (`queued`) prompts waiting: another
+    replica takes them over and recovers them (R-C1, R-E6)."""
+    statement = _ORPHANED_ANY if queued else _ORPHANED_RUNNING
+    async with engine.connect() as conn:
+        return [str(s) for s in (await conn.execute(statement, {"limit": limit})).scalars()]
 
 
 async def acquire(

@@ -53,6 +53,9 @@ class SessionRow(Base):
     partial: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # The lease token (R-C1) of the replica that last wrote the row (the group commit).
     fence: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # The turn running now (set with its `turn_started`, cleared with its `turn_ended`, by the
+    # group commit): a session whose lease ran out while it is set is taken over (R-C1).
+    running_turn: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -126,6 +129,13 @@ class ApiTokenRow(Base):
 Index("ix_sessions_owner_updated_id", SessionRow.owner, SessionRow.updated_at, SessionRow.id)
 Index(
     "ix_sessions_owner_cwd_updated_id", SessionRow.owner, SessionRow.cwd, SessionRow.updated_at, SessionRow.id
+)
+# Only the sessions running a turn now (migration 0012): the takeover sweep's candidates.
+Index(
+    "ix_sessions_running_turn",
+    SessionRow.id,
+    postgresql_where=SessionRow.running_turn.isnot(None),
+    sqlite_where=SessionRow.running_turn.isnot(None),
 )
 Index("ix_queued_prompts_session", QueuedPromptRow.session_id, QueuedPromptRow.position)
 

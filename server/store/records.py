@@ -29,6 +29,7 @@ class SessionRecord:
     queue: list[dict[str, Any]] | None = None
     partial: dict[str, Any] | None = None
     plan: bool = False  # the plan gate, apart from `mode`
+    running_turn: str | None = None  # the turn its last owner was running (R-C1 takeover)
 
 
 @dataclass(frozen=True)
@@ -105,4 +106,5 @@ def session_record(row: SessionRow) -> SessionRecord:
         usage=row.usage,
         partial=row.partial,
         plan=bool(row.plan),
+        running_turn=row.running_turn,
     )

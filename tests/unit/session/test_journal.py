@@ -3,14 +3,16 @@ identically."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from server.core.errors import ErrorKind, HarnessError
+from server.core.events import EventKind
 from server.loop.outcome import OutcomeKind, TurnOutcome
 from server.loop.repair import INTERRUPTED_RESULT
-from server.session.journal import interrupted_tool_call_update, turn_ended_payload
+from server.session.eventlog import EventWriter
+from server.session.journal import Journal, interrupted_tool_call_update, turn_ended_payload
 
 USAGE = {"total": {"calls": 0}}
 
@@ -73,3 +75,33 @@ def test_turn_ended_payload(outcome: TurnOutcome, request_id: str | None, expect
     # The key order is the stored one: ids, outcome, then the optional parts, usage last.
     assert payload == {"turnId": "t1", "promptId": "p1", **expected, "sessionUsage": USAGE}
     assert list(payload)[:2] == ["turnId", "promptId"] and list(payload)[-1] == "sessionUsage"
+
+
+class RecordingWriter:
+    """What the journal hands the group commit, in order (a stand-in `EventWriter`)."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, Any]] = []
+
+    def submit(self, session_id: str, **kw: Any) -> None:
+        if kw.get("event") is not None:
+            self.writes.append(("event", kw["event"].kind.value))
+        if kw.get("session_fields"):
+            self.writes.append(("fields", kw["session_fields"]))
+
+
+def test_turn_boundaries_set_and_clear_running_turn_in_the_same_commit_as_the_event() -> None:
+    """`sessions.running_turn` is how another replica finds a session whose owner died
+    mid-turn (R-C1 takeover): it follows `turn_started` / `turn_ended` straight away."""
+    writer = RecordingWriter()
+    journal = Journal("s1", cast(EventWriter, writer), lambda _e: None, 0, [])
+    journal.emit(EventKind.TURN_STARTED, {"turnId": "turn_1", "promptId": "p1", "kind": "prompt"})
+    journal.emit(EventKind.AGENT_MESSAGE, {"messageId": "m1", "text": "hi"})
+    journal.emit(EventKind.TURN_ENDED, {"turnId": "turn_1", "promptId": "p1", "outcome": "completed"})
+    assert writer.writes == [
+        ("event", "turn_started"),
+        ("fields", {"running_turn": "turn_1"}),
+        ("event", "agent_message"),
+        ("event", "turn_ended"),
+        ("fields", {"running_turn": None}),
+    ]
