@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +21,11 @@ def expect(target: Any) -> Any:
     """Playwright's auto-waiting assertions (`expect(locator).to_have_count(1)`)."""
     api = pytest.importorskip("playwright.async_api")
     return api.expect(target)
+
+
+# Chromium logs every refused connection itself (the page cannot silence it): a test's server
+# stopping before its browser closes makes the page's reconnect attempts log these.
+SERVER_GONE = re.compile(r"net::ERR_CONNECTION_REFUSED")
 
 
 @pytest.fixture
@@ -39,7 +45,11 @@ async def browser() -> AsyncIterator[Any]:
         # Every page of every page test: no console errors (and no CSP violations, which
         # Chromium reports there), except those a test declares it expects.
         expected = getattr(b, "expected_console_errors", None)
-        unexpected = [e for e in errors if expected is None or not expected.search(e)]
+        unexpected = [
+            e
+            for e in errors
+            if (expected is None or not expected.search(e)) and not SERVER_GONE.search(e)
+        ]
         assert unexpected == [], f"console errors on the page: {unexpected}"
 
 
