@@ -36,6 +36,7 @@ class LogTail:
         *,
         after_seq: int,
         page_size: int = PAGE_SIZE,
+        observe_lag: Callable[[float], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.cursor = after_seq  # the last seq published
@@ -44,10 +45,15 @@ class LogTail:
         self._page = page_size
         self._wake = asyncio.Event()
         self.reads = 0  # store reads so far (tests, metrics)
+        # From a wake-up (a NOTIFY) to its events published: the `agentd_notify_lag` metric.
+        self._observe_lag = observe_lag
+        self._woken_at: float | None = None
 
     def wake(self, seq: int | None = None) -> None:
         """The log holds events up to `seq` (None: it may hold new ones)."""
         if seq is None or seq > self.cursor:
+            if self._woken_at is None:
+                self._woken_at = asyncio.get_running_loop().time()
             self._wake.set()
 
     async def run(self) -> None:
@@ -55,7 +61,10 @@ class LogTail:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            woken, self._woken_at = self._woken_at, None
             await self.catch_up()
+            if woken is not None and self._observe_lag is not None:
+                self._observe_lag(asyncio.get_running_loop().time() - woken)
 
     async def catch_up(self) -> None:
         """Publish every event the log holds after the cursor."""
