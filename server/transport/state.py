@@ -74,6 +74,8 @@ class AppState:
     ) -> Subscriber:
         """Subscribe `sink` to the session, with the replay asked for (R-E3; see
         server/session/attach.py)."""
+        if self.remote is not None:  # it watched the session from the log while another replica ran it
+            await self.remote.detach(actor.id, sink.id)
         return await attach_client(
             self.store,
             actor,

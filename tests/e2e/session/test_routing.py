@@ -143,6 +143,15 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             # Every event once, in order, no gap — the very seqs A's own client saw.
             assert durable_seqs(cb, sid) == list(range(1, last + 1))
             assert durable_seqs(ca, sid) == durable_seqs(cb, sid)
+            # `session/load` on B: the history replayed from the log, then live (below).
+            cl = await _client(b.base_url, alice)
+            loaded = await cl.call(
+                "session/load", {"sessionId": sid, "cwd": str(root / "alice"), "mcpServers": []}
+            )
+            assert loaded["modes"]["currentModeId"] == "default", loaded
+            chunks = ("user_message_chunk", "agent_message_chunk")
+            shown = [u["content"].get("text") for u in cl.updates(sid) if u["sessionUpdate"] in chunks]
+            assert "go" in shown and "All done." in shown, shown
 
             # 2. A turn waiting on its question: attach mid-turn on B, interject, queue
             #    edits and the permission answer, all from B.
@@ -204,7 +213,7 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             done = await asyncio.wait_for(second, 60)
             assert done["result"]["stopReason"] == "end_turn", done
             last = await _last_seq(url, sid)
-            for client in (ca, cb, cb2):
+            for client in (ca, cb, cb2, cl):
                 await until(
                     lambda c=client: durable_seqs(c, sid)[-1:] == [last], what="every client at the end"
                 )
@@ -258,5 +267,5 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             os.kill(a.pid, signal.SIGKILL)
             lost = await asyncio.wait_for(fourth, 60)
             assert lost["error"]["data"]["reason"] == "owner_lost", lost
-            for client in (ca, cb, cb2, cm):
+            for client in (ca, cb, cb2, cl, cm):
                 await client.close()
