@@ -26,6 +26,7 @@ from tests.support.client import WsClient, allow, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.proc import agentd_serve, write_script
 from tests.support.session import is_event, new_session
+from tests.support.sse import sse
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -143,6 +144,11 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             # Every event once, in order, no gap — the very seqs A's own client saw.
             assert durable_seqs(cb, sid) == list(range(1, last + 1))
             assert durable_seqs(ca, sid) == durable_seqs(cb, sid)
+            # SSE on B: the same log, every seq once.
+            async with sse(b.base_url, sid, params={"after": 0, "token": alice}) as stream:
+                await stream.until(lambda f: f.get("id") == str(last))
+            ids = [int(f["id"]) for f in stream.frames if "id" in f]
+            assert [x for i, x in enumerate(ids) if i == 0 or ids[i - 1] != x] == list(range(1, last + 1))
             # `session/load` on B: the history replayed from the log, then live (below).
             cl = await _client(b.base_url, alice)
             loaded = await cl.call(
