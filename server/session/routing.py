@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 Execute = Callable[[RoutedCommand], Awaitable[dict[str, Any]]]
 Observe = Callable[[str, str], None]  # (method, outcome) → the routed-commands metric
+PURGE_AFTER_S = 86_400.0  # rows older than this are left by callers gone for good
 
 
 class RouteOutcome(StrEnum):
@@ -189,6 +190,7 @@ class Router:
         """At start-up: an earlier process of this replica is gone with what it ran and
         what it waited for."""
         await rows.forget_caller(self._engine, self.replica_id)
+        await rows.purge(self._engine, PURGE_AFTER_S)
         answer = {
             "error": {
                 "code": -32603,

@@ -105,6 +105,7 @@ _TAKE = text("DELETE FROM routed_commands WHERE id = :id AND state = 'done' RETU
 _STATE = text("SELECT state FROM routed_commands WHERE id = :id")
 _FORGET = text("DELETE FROM routed_commands WHERE id = :id")
 _FORGET_CALLER = text("DELETE FROM routed_commands WHERE caller = :caller")
+_PURGE = text("DELETE FROM routed_commands WHERE created_at < now() - make_interval(secs => :age)")
 _LEASE = text("SELECT owner, expires_at > now() AS live FROM session_leases WHERE session_id = :sid")
 
 
@@ -190,6 +191,13 @@ async def forget_caller(engine: AsyncEngine, caller: str) -> None:
     """At start-up: rows an earlier process of this replica was waiting on (nobody will)."""
     async with engine.begin() as conn:
         await conn.execute(_FORGET_CALLER, {"caller": caller})
+
+
+async def purge(engine: AsyncEngine, older_than_s: float) -> int:
+    """Rows nobody will read: their caller died and never came back (a replica id that
+    changed). Returns how many went."""
+    async with engine.begin() as conn:
+        return int((await conn.execute(_PURGE, {"age": older_than_s})).rowcount or 0)
 
 
 async def lease_holder(engine: AsyncEngine, session_id: str) -> str | None:
