@@ -44,6 +44,7 @@ class LogTail:
         self._publish = publish
         self._page = page_size
         self._wake = asyncio.Event()
+        self._reading = asyncio.Lock()  # one catch-up at a time: each event published once
         self.reads = 0  # store reads so far (tests, metrics)
         # From a wake-up (a NOTIFY) to its events published: the `agentd_notify_lag` metric.
         self._observe_lag = observe_lag
@@ -67,7 +68,12 @@ class LogTail:
                 self._observe_lag(asyncio.get_running_loop().time() - woken)
 
     async def catch_up(self) -> None:
-        """Publish every event the log holds after the cursor."""
+        """Publish every event the log holds after the cursor (also called directly, to be
+        sure everything committed so far is published)."""
+        async with self._reading:
+            await self._catch_up()
+
+    async def _catch_up(self) -> None:
         while True:
             page = await self._store.read_events(self.session_id, after_seq=self.cursor, limit=self._page)
             self.reads += 1

@@ -223,6 +223,13 @@ class RemoteWatches:
             watch.attaching -= 1
             await self._end_if_unused(watch)
 
+    async def caught_up(self, session_id: str) -> None:
+        """Publish everything the log holds now (a routed prompt's answer must not overtake
+        the events of its turn, which were committed before it)."""
+        watch = self._watches.get(session_id)
+        if watch is not None:
+            await watch.tail.catch_up()
+
     async def detach(self, session_id: str, sink_id: str) -> None:
         watch = self._watches.get(session_id)
         if watch is None:

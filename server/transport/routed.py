@@ -91,6 +91,8 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
             teams=tuple(sorted(ctx.teams)),
             wait_for_turn=prompt,
         )
+        if state.remote is not None and conn is not None and sid in conn.sessions:
+            await state.remote.caught_up(sid)  # the answer does not overtake the events before it
         error = outcome.get("error")
         if not isinstance(error, dict):
             return outcome.get("result")

@@ -137,6 +137,8 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             assert attached["snapshot"]["ownedBy"] == "replica-a", attached
             first = await cb.request("session/prompt", text_prompt(sid, "go"))
             assert first["result"]["stopReason"] == "end_turn", first
+            # As for a local client, the answer does not overtake its turn's events.
+            assert len(turn_ends(cb, sid)) == 1, "the answer came before its turn_ended"
             assert len(questions(cb, sid)) == 1 and questions(ca, sid), "both clients were asked"
             last = await _last_seq(url, sid)
             await until(lambda: durable_seqs(cb, sid)[-1:] == [last], what="B's client at the log's end")
@@ -218,6 +220,7 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             assert answered["outcome"] == "selected", answered
             done = await asyncio.wait_for(second, 60)
             assert done["result"]["stopReason"] == "end_turn", done
+            assert len(turn_ends(cb, sid)) == 2, "the answer came before its turn_ended"
             last = await _last_seq(url, sid)
             for client in (ca, cb, cb2, cl):
                 await until(
@@ -232,6 +235,7 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             await cb.notify("session/cancel", {"sessionId": sid})
             stopped = await asyncio.wait_for(third, 60)
             assert stopped["result"]["stopReason"] == "cancelled", stopped
+            assert len(turn_ends(cb, sid)) == 3, "the answer came before its turn_ended"
 
             # 4. Mallory on B is refused as on A: the session looks missing; nothing changes.
             before = await _last_seq(url, sid)
