@@ -108,7 +108,8 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
 
 
 async def execute(state: AppState, command: RoutedCommand) -> dict[str, Any]:
-    """Run a command forwarded here, as its caller's principal; its outcome, never raises."""
+    """Run a command forwarded here, as its caller's principal: its outcome (an unexpected
+    failure raises; the router answers it as an internal error)."""
     from server.transport.rpc import CallContext
 
     ctx = CallContext(state, command.principal, None, teams=frozenset(command.teams), routed=True)
