@@ -26,11 +26,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from protocol.acp import RequestPermissionResult
 from server.core.events import Event, EventKind
 from server.core.modes import SessionModes
+from server.session.commands import ROUTED_FROM
 from server.session.hub import EventHub, Subscriber
 from server.session.log_tail import LogTail, LogTails
 from server.session.replay import ReplayAborted, ReplayMode
@@ -55,9 +57,11 @@ class RemoteWatch:
         answer: Answer,
         *,
         cursor: int,
+        replica_id: str,
         observe_lag: Callable[[float], None] | None = None,
     ) -> None:
         self.session_id = session_id
+        self._replica_id = replica_id
         self.hub = EventHub(render=render)
         self.tail = LogTail(store, session_id, self._publish, after_seq=cursor, observe_lag=observe_lag)
         self._render = render
@@ -88,12 +92,21 @@ class RemoteWatch:
 
     def _publish(self, event: Event) -> None:
         self.track(event)
+        if event.kind is EventKind.USER_MESSAGE:
+            event = self._with_origin(event)
         self.hub.publish(event)
         if event.kind is EventKind.PERMISSION_REQUESTED:
             for sink in self.hub.sinks:
                 sub = self.hub.get(sink.id)
                 if sub is not None and not sub.replaying:
                     self.ask(sink)
+
+    def _with_origin(self, event: Event) -> Event:
+        """A prompt routed from a connection of this replica: that connection already has
+        it (a local client is not sent its own prompt back either)."""
+        tag = event.payload.get(ROUTED_FROM)
+        replica, _, conn_id = tag.rpartition("/") if isinstance(tag, str) else ("", "", "")
+        return replace(event, origin=conn_id) if replica and replica == self._replica_id else event
 
     def ask(self, sink: FrameSink) -> None:
         """Ask `sink` every open question it was not asked yet (if it can answer)."""
@@ -148,9 +161,11 @@ class RemoteWatches:
         render: Renderer,
         answer: Answer,
         *,
+        replica_id: str,
         observe_lag: Callable[[float], None] | None = None,
     ) -> None:
         self._store = store
+        self._replica_id = replica_id
         self._render = render
         self._answer = answer
         self._observe_lag = observe_lag
@@ -176,6 +191,7 @@ class RemoteWatches:
                 self._render,
                 self._answer,
                 cursor=cursor,
+                replica_id=self._replica_id,
                 observe_lag=self._observe_lag,
             )
             kinds = [EventKind.PERMISSION_REQUESTED.value, EventKind.PERMISSION_RESOLVED.value]

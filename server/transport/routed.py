@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from protocol.jsonrpc import ErrorCode, Request, RpcError
 from protocol.methods import QueueOp, Served
 from server.overload import overload_error
+from server.session.commands import ROUTED_FROM
 from server.session.errors import SessionError, SessionErrorKind
 from server.session.sinks import FrameSink
 from server.store.routed import RoutedCommand
@@ -62,6 +63,19 @@ def routable(method: str, exc: SessionError, routed: bool) -> str | None:
     return owner if isinstance(owner, str) and owner else None
 
 
+_PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
+
+
+def with_routed_from(params: dict[str, Any], origin: str) -> dict[str, Any]:
+    """`params` with `_meta.agentd.routedFrom` set: the prompt's user message is then not
+    sent back to the connection that sent it (as for a local client)."""
+    raw = params.get("_meta")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_inner = meta.get("agentd")
+    inner: dict[str, Any] = raw_inner if isinstance(raw_inner, dict) else {}
+    return {**params, "_meta": {**meta, "agentd": {**inner, ROUTED_FROM: origin}}}
+
+
 def session_id_of(params: Any) -> str | None:
     sid = params.get("sessionId") if isinstance(params, dict) else None
     return sid if isinstance(sid, str) else None
@@ -77,6 +91,8 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
     params = request.params if isinstance(request.params, dict) else {}
     prompt = request.method == Served.SESSION_PROMPT
     conn = ctx.connection
+    if conn is not None and request.method in _PROMPTS:
+        params = with_routed_from(params, f"{state.router.replica_id}/{conn.id}")
     if prompt and conn is not None and sid not in conn.sessions and state.remote is not None:
         from server.transport.handlers.remote import watch_from_here
 
@@ -173,7 +189,11 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         observe=state.metrics.routed,
     )
     remote = RemoteWatches(
-        state.store, ACP_RENDERER, permission_answerer(state), observe_lag=state.metrics.notify_lag
+        state.store,
+        ACP_RENDERER,
+        permission_answerer(state),
+        replica_id=replica_id,
+        observe_lag=state.metrics.notify_lag,
     )
 
     async def execute_here(command: RoutedCommand) -> dict[str, Any]:

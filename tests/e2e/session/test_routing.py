@@ -67,6 +67,19 @@ def durable_seqs(client: WsClient, sid: str) -> list[int]:
     return seqs
 
 
+def own_prompts(client: WsClient, sid: str, texts: set[str]) -> list[int]:
+    """The seqs of the user messages with these texts that `client` was sent."""
+    return [
+        f["params"]["_meta"]["agentd"]["seq"]
+        for f in client.frames
+        if isinstance(f, dict)
+        and f.get("method") == "session/update"
+        and f["params"]["sessionId"] == sid
+        and f["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+        and f["params"]["update"]["content"].get("text") in texts
+    ]
+
+
 def questions(client: WsClient, sid: str) -> list[dict[str, Any]]:
     return [
         r
@@ -144,8 +157,11 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             await until(lambda: durable_seqs(cb, sid)[-1:] == [last], what="B's client at the log's end")
             await until(lambda: durable_seqs(ca, sid)[-1:] == [last], what="A's client at the log's end")
             # Every event once, in order, no gap — the very seqs A's own client saw.
-            assert durable_seqs(cb, sid) == list(range(1, last + 1))
-            assert durable_seqs(ca, sid) == durable_seqs(cb, sid)
+            assert durable_seqs(ca, sid) == list(range(1, last + 1))
+            # B's client is not sent its own prompt back (as a local client); all the rest.
+            mine = own_prompts(ca, sid, {"go"})
+            assert len(mine) == 1 and not own_prompts(cb, sid, {"go"})
+            assert durable_seqs(cb, sid) == [s for s in range(1, last + 1) if s not in mine]
             # SSE on B: the same log, every seq once.
             async with sse(b.base_url, sid, params={"after": 0, "token": alice}) as stream:
                 await stream.until(lambda f: f.get("id") == str(last))
@@ -227,7 +243,13 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
                     lambda c=client: durable_seqs(c, sid)[-1:] == [last], what="every client at the end"
                 )
             assert durable_seqs(cb2, sid) == list(range(cursor + 1, last + 1))  # from its cursor on
-            assert durable_seqs(cb, sid) == durable_seqs(ca, sid) == list(range(1, last + 1))
+            assert durable_seqs(ca, sid) == list(range(1, last + 1))
+            mine = own_prompts(ca, sid, {"go", "again"})
+            assert len(mine) == 2 and not own_prompts(cb, sid, {"go", "again"})
+            assert own_prompts(cb2, sid, {"also"}) == own_prompts(
+                ca, sid, {"also"}
+            )  # others' prompts reach it
+            assert durable_seqs(cb, sid) == [s for s in range(1, last + 1) if s not in mine]
 
             # 3. Cancel from B (a notification, as ACP clients send it).
             third = asyncio.create_task(cb.request("session/prompt", text_prompt(sid, "stop me")))

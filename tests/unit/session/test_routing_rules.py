@@ -69,7 +69,9 @@ def _event(kind: EventKind, seq: int, **payload: Any) -> Event:
 
 
 async def test_a_watch_follows_the_open_permission_questions_of_the_log() -> None:
-    watch = RemoteWatch(cast(Store, None), "sess_1", ACP_RENDERER, _no_answer, cursor=0)
+    watch = RemoteWatch(
+        cast(Store, None), "sess_1", ACP_RENDERER, _no_answer, cursor=0, replica_id="replica-b"
+    )
     call = {"toolCallId": "t1", "title": "bash"}
     options = [{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"}]
     watch.track(_event(EventKind.PERMISSION_REQUESTED, 1, requestId="perm_1", toolCall=call, options=options))
@@ -78,3 +80,16 @@ async def test_a_watch_follows_the_open_permission_questions_of_the_log() -> Non
     watch.track(_event(EventKind.AGENT_MESSAGE, 4, messageId="m", text="hi"))
     watch.track(_event(EventKind.PERMISSION_REQUESTED, 5, requestId=None))  # malformed: ignored
     assert watch.pending == {"perm_2": {"toolCall": call, "options": options}}
+
+
+def test_a_prompt_routed_from_a_connection_here_is_that_connections_own() -> None:
+    watch = RemoteWatch(
+        cast(Store, None), "sess_1", ACP_RENDERER, _no_answer, cursor=0, replica_id="replica-b"
+    )
+    content = [{"type": "text", "text": "go"}]
+    ours = _event(EventKind.USER_MESSAGE, 1, messageId="u", content=content, routedFrom="replica-b/conn_1")
+    theirs = _event(EventKind.USER_MESSAGE, 2, messageId="u", content=content, routedFrom="replica-c/conn_1")
+    plain = _event(EventKind.USER_MESSAGE, 3, messageId="u", content=content)
+    assert watch._with_origin(ours).origin == "conn_1"  # not sent back to conn_1 (hub.Subscriber)
+    assert watch._with_origin(theirs).origin is None
+    assert watch._with_origin(plain).origin is None
