@@ -60,7 +60,11 @@ def routable(method: str, exc: SessionError, routed: bool) -> str | None:
     if routed or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE or method not in ROUTED:
         return None
     owner = (exc.data or {}).get("owner")
-    return owner if isinstance(owner, str) and owner else None
+    # Not a replica id when the lease row was busy ("a replica with a write in flight",
+    # store/leases.py): then the caller gets the retryable `owned_elsewhere` itself.
+    if not isinstance(owner, str) or not owner or any(c.isspace() for c in owner):
+        return None
+    return owner
 
 
 _PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})

@@ -174,6 +174,8 @@ class Dispatcher:
         try:
             return await method.handler(ctx, params)
         except SessionError as exc:
+            # `owned_elsewhere` comes from `SessionManager.get`, before a handler changes
+            # anything: the very request can go to the owner (server/transport/routed.py).
             if self.route is None or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE or ctx.routed:
                 raise
             return await self.route(ctx, request, exc)

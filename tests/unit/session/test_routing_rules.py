@@ -56,6 +56,8 @@ def test_only_the_commands_of_a_session_owned_elsewhere_are_forwarded() -> None:
     assert routable(Served.SESSION_PROMPT, stopping, routed=False) is None
     nameless = SessionError(SessionErrorKind.OWNED_ELSEWHERE, "elsewhere", {})
     assert routable(Served.SESSION_PROMPT, nameless, routed=False) is None
+    busy = owned_elsewhere("sess_1", "a replica with a write in flight", 1.0)  # not a replica id
+    assert routable(Served.SESSION_PROMPT, busy, routed=False) is None
     assert session_id_of({"sessionId": "s"}) == "s"
     assert session_id_of({"sessionId": 3}) is None and session_id_of([1]) is None
 
