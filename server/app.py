@@ -152,6 +152,12 @@ def create_app(
             metrics,
             live_tokens,
         )
+        stop_routing = None
+        if store.engine.dialect.name == "postgresql":  # commands and events across replicas (R-C1)
+            from server.transport.routed import start_routing
+
+            replica = getattr(leases, "replica_id", settings.replica_id)
+            stop_routing = await start_routing(app.state.agentd, settings.resolved_database_url(), replica)
         try:
             yield
         finally:
@@ -162,6 +168,8 @@ def create_app(
                 takeover.cancel()
             close_http_connections(app.state.agentd)
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
+            if stop_routing is not None:
+                await stop_routing()
             await writer.stop()
             await leases.stop()
             await close_providers([prov, *(lane.provider for lane in services.fallbacks)])

@@ -264,6 +264,10 @@ class Settings(BaseSettings):
     # (empty: hostname-pid-random). SQLite is single-process: no leases.
     replica_id: str = ""
     lease_ttl_s: float = Field(default=10.0, gt=0)
+    # A command for a session another replica owns is forwarded to it (R-C1); the caller
+    # gets a retryable error when no answer came within this time (a prompt waits for its
+    # turn's end instead, as long as the owner holds the session).
+    routed_command_timeout_s: float = Field(default=30.0, gt=0)
     # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
     # gets a retryable -32019 (overloaded); Postgres statements time out after
     # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).

@@ -98,10 +98,28 @@ class _Instruments:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self._routing(r)
         if live is not None:
             self.track(live)
         if leases is not None:
             self.track_leases(leases)
+
+    # ---- replicas: routed commands and NOTIFY wake-ups (R-C1, issue 15 item 2)
+    def _routing(self, r: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Histogram
+
+        self.routed = Counter(
+            "agentd_routed_commands",
+            "Commands forwarded to the replica owning their session, by method and outcome",
+            ["method", "outcome"],
+            registry=r,
+        )
+        self.notify_lag_seconds = Histogram(
+            "agentd_notify_lag_seconds",
+            "From a NOTIFY's arrival to its events published to this replica's watching clients",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
 
     def track(self, live: Callable[[], list[Any]]) -> None:
         self.sessions_live.set_function(lambda: len(live()))
@@ -162,6 +180,14 @@ class Metrics:
             m.turns.labels(str(payload.get("outcome", "unknown"))).inc()
         elif kind is EventKind.RETRY:
             m.retries.labels(str(payload.get("decision", "")), str(payload.get("bucket", ""))).inc()
+
+    # ---- replicas (R-C1, issue 15 item 2)
+    def routed(self, method: str, outcome: str) -> None:
+        """A command forwarded to its session's owner ended (`RouteOutcome`)."""
+        self._m.routed.labels(method, outcome).inc()
+
+    def notify_lag(self, seconds: float) -> None:
+        self._m.notify_lag_seconds.observe(seconds)
 
     @property
     def content_type(self) -> str:

@@ -38,6 +38,11 @@ class EnqueueAck:
     done: PromptDone | None = None
 
 
+# `Prompt.meta` key set by the replica a routed prompt came through (R-C1): "<replica>/<conn>",
+# carried into its `user_message` event so that connection is not sent its own prompt back.
+ROUTED_FROM = "routedFrom"
+
+
 @dataclass
 class Prompt:
     blocks: list[ContentBlock]

@@ -20,6 +20,7 @@ class SessionErrorKind(StrEnum):
     INVALID = "invalid"  # a request the session cannot apply (an unknown turn to rewind to)
     INTERNAL = "internal"  # a bug or a store that refused the session's recovery
     OWNED_ELSEWHERE = "owned_elsewhere"  # another replica holds the session's lease (R-C1)
+    ROUTE_FAILED = "route_failed"  # a command routed to the owner got no answer (R-C1): `data.reason`
 
 
 class SessionError(Exception):

@@ -36,6 +36,7 @@ class LogTail:
         *,
         after_seq: int,
         page_size: int = PAGE_SIZE,
+        observe_lag: Callable[[float], None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.cursor = after_seq  # the last seq published
@@ -43,11 +44,17 @@ class LogTail:
         self._publish = publish
         self._page = page_size
         self._wake = asyncio.Event()
+        self._reading = asyncio.Lock()  # one catch-up at a time: each event published once
         self.reads = 0  # store reads so far (tests, metrics)
+        # From a wake-up (a NOTIFY) to its events published: the `agentd_notify_lag` metric.
+        self._observe_lag = observe_lag
+        self._woken_at: float | None = None
 
     def wake(self, seq: int | None = None) -> None:
         """The log holds events up to `seq` (None: it may hold new ones)."""
         if seq is None or seq > self.cursor:
+            if self._woken_at is None:
+                self._woken_at = asyncio.get_running_loop().time()
             self._wake.set()
 
     async def run(self) -> None:
@@ -55,10 +62,18 @@ class LogTail:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            woken, self._woken_at = self._woken_at, None
             await self.catch_up()
+            if woken is not None and self._observe_lag is not None:
+                self._observe_lag(asyncio.get_running_loop().time() - woken)
 
     async def catch_up(self) -> None:
-        """Publish every event the log holds after the cursor."""
+        """Publish every event the log holds after the cursor (also called directly, to be
+        sure everything committed so far is published)."""
+        async with self._reading:
+            await self._catch_up()
+
+    async def _catch_up(self) -> None:
         while True:
             page = await self._store.read_events(self.session_id, after_seq=self.cursor, limit=self._page)
             self.reads += 1

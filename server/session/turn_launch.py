@@ -34,7 +34,7 @@ from server.loop.structured import OutputSchema
 from server.loop.subagent import TASK_TOOL
 from server.loop.toolrun import execute_tool_round
 from server.loop.turn import run_compaction_job, run_turn
-from server.session.commands import Prompt, PromptDone, TurnFinished
+from server.session.commands import ROUTED_FROM, Prompt, PromptDone, TurnFinished
 from server.session.local_commands import (
     LocalCommand,
     Skill,
@@ -201,11 +201,10 @@ def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
     """The prompt as a user message on the wire; the first one names the session."""
     cmd = queued.command
     journal = actor.journal
-    journal.emit(
-        EventKind.USER_MESSAGE,
-        {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]},
-        origin=cmd.origin,
-    )
+    message = {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]}
+    if isinstance(routed_from := cmd.meta.get(ROUTED_FROM), str):
+        message[ROUTED_FROM] = routed_from  # whose own prompt it is, on another replica (R-C1)
+    journal.emit(EventKind.USER_MESSAGE, message, origin=cmd.origin)
     if actor.title is None:
         actor.title = title_from(prompt_text(cmd.blocks))
         journal.persist_fields({"title": actor.title})

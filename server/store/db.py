@@ -266,6 +266,9 @@ class Store:
                     if autocommit:  # its deletes carry no token: the lease check comes first
                         await conn.execute(_FENCE_GUARD, _fence_params(batches))
                     await conn.run_sync(apply_batches, batches, now)
+                    woken = pg_commit.notify_params(batches) if autocommit else None
+                    if woken is not None:  # delivered at the commit (R-C1)
+                        await conn.exec_driver_sql(pg_commit.NOTIFY_AFTER, woken)
                 if autocommit:
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
             except BaseException:

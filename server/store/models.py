@@ -203,3 +203,27 @@ class SessionLeaseRow(Base):
 
 
 Index("ix_session_leases_owner", SessionLeaseRow.owner)
+
+
+class RoutedCommandRow(Base):
+    """A command for a session another replica owns (R-C1), from `caller` to `target` and
+    its `outcome` back (server/store/routed.py). Deleted once the caller has read it."""
+
+    __tablename__ = "routed_commands"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(128))
+    caller: Mapped[str] = mapped_column(String(128))
+    method: Mapped[str] = mapped_column(String(100))
+    principal: Mapped[str] = mapped_column(String(200))
+    teams: Mapped[list[str]] = mapped_column(JSON)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))  # pending → running → done
+    runner: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the owner process's incarnation
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+Index("ix_routed_commands_target", RoutedCommandRow.target, RoutedCommandRow.state)
+Index("ix_routed_commands_caller", RoutedCommandRow.caller)

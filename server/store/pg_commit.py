@@ -23,6 +23,7 @@ import orjson
 from sqlalchemy import JSON
 
 from server.store.models import SessionRow
+from server.store.notify import EVENTS_CHANNEL
 from server.store.records import Batch
 
 # WITH ORDINALITY … ORDER BY: rows get their ids in the batch's order, as executemany gave.
@@ -38,8 +39,20 @@ WITH ev AS (
     WITH ORDINALITY AS t(s, i, d, f, n) ORDER BY n
 )"""
 _TOUCH = (
-    "UPDATE sessions SET updated_at = $1, fence = u.f "
-    "FROM unnest($9::varchar[], $12::int8[]) AS u(id, f) WHERE sessions.id = u.id"
+    ", touch AS (\n  UPDATE sessions SET updated_at = $1, fence = u.f "
+    "FROM unnest($9::varchar[], $12::int8[]) AS u(id, f) WHERE sessions.id = u.id\n)"
+)
+# The main query wakes the other replicas (R-C1): one NOTIFY per session, "seq session_id"
+# with the highest seq committed (`notify.events_payload`). NOTIFY is transactional: it is
+# delivered when this statement commits, never for a write the database refused.
+_NOTIFY = (
+    f"SELECT pg_notify('{EVENTS_CHANNEL}', max(q)::text || ' ' || s) "
+    "FROM unnest($2::varchar[], $3::int8[]) AS n(s, q) GROUP BY s"
+)
+# The general way (several statements in one transaction) ends with this one.
+NOTIFY_AFTER = (
+    f"SELECT pg_notify('{EVENTS_CHANNEL}', max(q)::text || ' ' || s) "
+    "FROM unnest($1::varchar[], $2::int8[]) AS n(s, q) GROUP BY s"
 )
 # $10, $11, $12: the lease token (R-C1) of each event, message and touched session row;
 # every row written carries its session's token, which the fence triggers check.
@@ -81,7 +94,15 @@ def _statement(field_sets: tuple[tuple[str, ...], ...]) -> str:
             f", f{g} AS (\n  UPDATE sessions SET {', '.join(sets)}, updated_at = $1, fence = u.f "
             f"FROM unnest({', '.join(arrays)}) AS u({names}) WHERE sessions.id = u.id\n)"
         )
-    return "".join(ctes) + "\n" + _TOUCH
+    return "".join(ctes) + _TOUCH + "\n" + _NOTIFY
+
+
+def notify_params(batches: list[Batch]) -> tuple[list[str], list[int]] | None:
+    """The (session ids, seqs) of `NOTIFY_AFTER` for batches with events (None: none)."""
+    sids = [b.session_id for b in batches for _ in b.events]
+    if not sids:
+        return None
+    return sids, [e.seq for b in batches for e in b.events]
 
 
 def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, ...]] | None:

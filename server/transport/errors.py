@@ -19,6 +19,7 @@ CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.INVALID: ErrorCode.INVALID_PARAMS,
     SessionErrorKind.INTERNAL: ErrorCode.INTERNAL_ERROR,
     SessionErrorKind.OWNED_ELSEWHERE: ErrorCode.SESSION_ELSEWHERE,
+    SessionErrorKind.ROUTE_FAILED: ErrorCode.INTERNAL_ERROR,  # `data.reason`, retryable
 }
 
 

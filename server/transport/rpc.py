@@ -24,7 +24,7 @@ from protocol.methods import Served
 from server.config import AuthMode
 from server.core.input_limits import limit_exceeded
 from server.overload import overload_error
-from server.session.errors import SessionError
+from server.session.errors import SessionError, SessionErrorKind
 from server.transport.errors import rpc_error
 from server.transport.guards import check_depth, rate_key
 
@@ -42,6 +42,7 @@ class CallContext:
     connection: Connection | None = None  # None over HTTP
     remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
     teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
+    routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
 
     @property
     def rate_key(self) -> str:
@@ -50,6 +51,8 @@ class CallContext:
 
 
 Handler = Callable[[CallContext, Any], Awaitable[Any]]
+# Forwards a call whose session another replica owns (server/transport/routed.py).
+RouteHook = Callable[[CallContext, Request, SessionError], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,7 @@ class Dispatcher:
         self.methods = methods
         # ACP methods agentd deliberately does not implement → why (said in the error).
         self.unsupported = unsupported or {}
+        self.route: RouteHook | None = None  # set when this replica routes (Postgres)
 
     async def call(self, request: Request, ctx: CallContext) -> Any:
         """Run one request; returns the result or raises RpcError."""
@@ -167,7 +171,14 @@ class Dispatcher:
                 params = method.params.model_validate(params)
             except ValidationError as exc:
                 raise RpcError.invalid_params(describe(exc), validation_data(exc)) from None
-        return await method.handler(ctx, params)
+        try:
+            return await method.handler(ctx, params)
+        except SessionError as exc:
+            # `owned_elsewhere` comes from `SessionManager.get`, before a handler changes
+            # anything: the very request can go to the owner (server/transport/routed.py).
+            if self.route is None or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE or ctx.routed:
+                raise
+            return await self.route(ctx, request, exc)
 
     async def answer(self, raw: Any, ctx: CallContext) -> dict[str, Any] | list[dict[str, Any]] | None:
         """A decoded message or batch (see `read_message`) → its response, the list of a

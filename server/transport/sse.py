@@ -25,7 +25,8 @@ from protocol import outgoing
 from protocol.jsonrpc import RpcError
 from protocol.methods import Notification
 from server.auth import CHALLENGE, AuthError, Identity
-from server.session.errors import SessionError
+from server.session.errors import SessionError, SessionErrorKind
+from server.session.replay import ReplayMode
 from server.transport.outgoing import OutgoingQueue
 from server.transport.revocation import CloseReason
 from server.transport.sharing import Access, access_of
@@ -138,6 +139,14 @@ def _after(request: Request) -> int | None:
     return after
 
 
+def _elsewhere(state: Any, err: RpcError | SessionError) -> str | None:
+    """The replica owning the session, when this one can serve its events from the log."""
+    if not isinstance(err, SessionError) or err.kind is not SessionErrorKind.OWNED_ELSEWHERE:
+        return None
+    owner = (err.data or {}).get("owner")
+    return owner if state.remote is not None and isinstance(owner, str) else None
+
+
 async def _may_watch(state: Any, identity: Identity, session_id: str, owner: str) -> bool:
     """The owner, or a member of a team the session is shared with (R-X2): SSE only reads."""
     if owner == identity.principal:
@@ -161,11 +170,17 @@ async def session_events(request: Request) -> StreamingResponse:
         identity = await state.auth.identify(request.headers, request.query_params)
     except AuthError as err:
         raise HTTPException(status_code=401, detail=str(err), headers=CHALLENGE) from None
+    elsewhere: str | None = None  # the replica running it, when served here from the log (R-C1)
     try:
         actor = await state.manager.get(session_id)
+        principal = actor.owner if actor is not None else None
     except (RpcError, SessionError) as err:  # draining for a shutdown
-        raise HTTPException(status_code=503, detail=err.message) from None
-    if actor is None or not await _may_watch(state, identity, actor.id, actor.owner):
+        elsewhere = _elsewhere(state, err)
+        if elsewhere is None:
+            raise HTTPException(status_code=503, detail=err.message) from None
+        actor, record = None, await state.store.get_session(session_id)
+        principal = record.owner if record is not None else None
+    if principal is None or not await _may_watch(state, identity, session_id, principal):
         raise HTTPException(status_code=404, detail=f"no session {session_id}")
     cursor = after
     if cursor is None:
@@ -176,7 +191,10 @@ async def session_events(request: Request) -> StreamingResponse:
             except ValueError:
                 raise HTTPException(status_code=400, detail="Last-Event-ID must be a seq (integer)") from None
     try:
-        state.check_cursor(actor, cursor or 0)
+        if actor is not None:
+            state.check_cursor(actor, cursor or 0)
+        elif (cursor or 0) > await state.store.last_seq(session_id):
+            raise HTTPException(status_code=409, detail=f"resync_required: cursor {cursor} cannot be served")
     except (RpcError, SessionError) as err:
         raise HTTPException(status_code=409, detail=err.message) from None
     sink = SseSink(state.settings.client_buffer_frames)
@@ -193,9 +211,19 @@ async def session_events(request: Request) -> StreamingResponse:
 
     async def stream() -> AsyncIterator[bytes]:
         # The replay feeds the response as it is written: it must run alongside it.
-        replay = asyncio.create_task(
-            state.attach(actor, sink, replay="attach", after_seq=cursor or 0), name=f"replay-{sink.id}"
-        )
+        if actor is not None:
+            attaching = state.attach(actor, sink, replay="attach", after_seq=cursor or 0)
+        else:
+            assert state.remote is not None and elsewhere is not None
+            attaching = state.remote.attach(
+                session_id,
+                sink,
+                replay=ReplayMode.ATTACH,
+                after_seq=cursor or 0,
+                buffer_limit=state.settings.client_buffer_frames,
+                owner=elsewhere,
+            )
+        replay = asyncio.create_task(attaching, name=f"replay-{sink.id}")
         replay.add_done_callback(sink.replay_done)
         try:
             async for chunk in sink.frames(state.settings.sse_heartbeat_s):

@@ -28,6 +28,8 @@ from server.transport.rpc import Dispatcher
 if TYPE_CHECKING:
     from server.agents import AgentDefinition
     from server.session.actor import SessionActor
+    from server.session.remote import RemoteWatches
+    from server.session.routing import Router
 
 Replay = Literal["none", "acp", "attach"]
 
@@ -45,6 +47,10 @@ class AppState:
     rate_limiter: RateLimiter
     metrics: Metrics
     live_tokens: LiveTokens = field(default_factory=LiveTokens)  # streams to end on revocation
+    # Several replicas (R-C1, Postgres): commands forwarded to a session's owner, and the
+    # sessions owned elsewhere that clients here watch from the log. None on SQLite.
+    router: Router | None = None
+    remote: RemoteWatches | None = None
 
     @property
     def agents(self) -> dict[str, AgentDefinition]:
@@ -68,6 +74,8 @@ class AppState:
     ) -> Subscriber:
         """Subscribe `sink` to the session, with the replay asked for (R-E3; see
         server/session/attach.py)."""
+        if self.remote is not None:  # it watched the session from the log while another replica ran it
+            await self.remote.detach(actor.id, sink.id)
         return await attach_client(
             self.store,
             actor,
@@ -81,3 +89,5 @@ class AppState:
         actor = self.manager.live_actor(session_id)  # an unloaded actor has no subscribers
         if actor is not None:
             actor.send(Detach(conn_id))
+        if self.remote is not None:
+            await self.remote.detach(session_id, conn_id)

@@ -9,16 +9,31 @@ from typing import Any
 from protocol.acp import PromptParams, SessionIdParams
 from protocol.agentd import EnqueueParams, InterjectParams, QueueOpParams
 from protocol.jsonrpc import ErrorCode, RpcError
-from server.session.commands import Cancel, EnqueueAck, Interject, InterjectResult, Prompt, QueueOp
+from server.session.commands import (
+    ROUTED_FROM,
+    Cancel,
+    EnqueueAck,
+    Interject,
+    InterjectResult,
+    Prompt,
+    QueueOp,
+)
 from server.transport.guards import check_prompt_size
 from server.transport.handlers.common import agentd_meta, attach_with_replay, session_for
 from server.transport.rpc import CallContext, Method
 from server.transport.sharing import Access
 
 
+def _prompt_meta(ctx: CallContext, meta: Any) -> dict[str, Any]:
+    """`_meta.agentd` of a prompt; `routedFrom` only as the forwarding replica set it."""
+    inner = agentd_meta(meta)
+    if ROUTED_FROM in inner and not ctx.routed:
+        inner = {k: v for k, v in inner.items() if k != ROUTED_FROM}
+    return inner
+
+
 async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, Any]:
-    agentd_meta = (params.meta or {}).get("agentd") if isinstance(params.meta, dict) else None
-    agentd_meta = agentd_meta if isinstance(agentd_meta, dict) else {}
+    agentd_meta = _prompt_meta(ctx, params.meta)
     if "outputSchema" in agentd_meta and not isinstance(agentd_meta["outputSchema"], dict):
         msg = "outputSchema must be a JSON Schema object"
         raise RpcError.invalid_params(
@@ -77,7 +92,7 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
             blocks=list(params.prompt),
             reply=loop.create_future(),  # answered at its turn's end; nobody waits here
             origin=ctx.connection.id if ctx.connection else None,
-            meta=agentd_meta(params.meta),
+            meta=_prompt_meta(ctx, params.meta),
             principal=ctx.principal,
             send_now=send_now,
             ack=ack,

@@ -25,7 +25,6 @@ from tests.support.polling import until, value_of
 from tests.support.proc import agentd_serve, write_script
 from tests.support.session import new_session
 
-ELSEWHERE = -32020
 # A turn that goes on writing: every step streams a little and calls a tool (durable events).
 SCRIPT = [{"text": "Looking once more.", "chunk_size": 4, "chunk_delay": 0.02, "tool_calls": [
     {"name": "list_dir", "arguments": {"path": "."}}]}]  # fmt: skip
@@ -80,10 +79,9 @@ async def test_a_paused_owner_loses_the_session_and_none_of_its_late_writes_land
             cb = await WsClient.connect(b.base_url)
             sid = await new_session(ca, workspace)
             assert await _lease(dsn, sid) == ("replica-a", 1)
-            # The seam for routing (item 2): B refuses a session A owns, with a typed error.
-            refused = await cb.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
-            assert refused["error"]["code"] == ELSEWHERE, refused
-            assert refused["error"]["data"]["owner"] == "replica-a"
+            # B serves an attach to a session A owns from the log (item 2: test_routing.py).
+            watched = await cb.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
+            assert watched["snapshot"]["ownedBy"] == "replica-a", watched
 
             prompt = asyncio.create_task(ca.request("session/prompt", text_prompt(sid, "go on")))
             await until(lambda: _tool_calls(ca, sid) >= 2, what="A's turn writing")
@@ -92,9 +90,8 @@ async def test_a_paused_owner_loses_the_session_and_none_of_its_late_writes_land
 
                 async def take_over() -> dict[str, Any] | None:
                     resp = await cb.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
-                    if "error" in resp:
-                        assert resp["error"]["code"] == ELSEWHERE, resp  # until A's lease ran out
-                        return None
+                    if "ownedBy" in resp["result"]["snapshot"]:
+                        return None  # watched from the log until A's lease ran out
                     return dict(resp["result"])
 
                 await value_of(take_over, what="B taking the session over")
@@ -113,9 +110,9 @@ async def test_a_paused_owner_loses_the_session_and_none_of_its_late_writes_land
             await until(lambda: prompt.done(), what="A answering its prompt")
             a_log = await a.output()
             assert "lease was lost" in a_log or "agentd_stale_fence" in a_log, a_log[-3000:]
-            # Re-attaching to A now gets the typed error: B owns the session.
-            again = await ca.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
-            assert again["error"]["code"] == ELSEWHERE and again["error"]["data"]["owner"] == "replica-b"
+            # Re-attaching to A now watches it from the log: B owns the session.
+            again = await ca.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
+            assert again["snapshot"]["ownedBy"] == "replica-b", again
 
             final = await _fences(dsn, sid)
             assert [s for s, _ in final] == list(range(1, len(final) + 1))  # one log, no gap

@@ -1,0 +1,229 @@
+"""The transport's side of routing (R-C1, issue 15 item 2): which methods a replica forwards
+to the owner of a session it does not own, how a forwarded call is made here and answered
+there, and the permission answers of clients watching from a non-owner.
+
+A routable method's handler runs as usual; when the session is owned elsewhere it raises
+`owned_elsewhere` before changing anything, and `route` (the dispatcher's hook) forwards
+the very request — method and params as the client sent them — to the owner through
+`Router.forward`. The owner runs it through its own dispatcher (`execute`) as the caller's
+principal and teams, with no connection (as over `POST /rpc`): the same authorisation as a
+local call, and it is never routed on. A `session/prompt` caller on a connection is first
+subscribed to the session's events here (server/session/remote.py): its turn's events
+reach it from the log while the forward waits for the stop reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol.jsonrpc import ErrorCode, Request, RpcError
+from protocol.methods import QueueOp, Served
+from server.overload import overload_error
+from server.session.commands import ROUTED_FROM
+from server.session.errors import SessionError, SessionErrorKind
+from server.session.sinks import FrameSink
+from server.store.routed import RoutedCommand
+from server.transport.errors import rpc_error
+from server.transport.sharing import holder
+
+if TYPE_CHECKING:
+    from server.transport.rpc import CallContext
+    from server.transport.state import AppState
+
+# Forwarded to the owner. The others (attach, load, resume: served here from the log; the
+# owner-only ones, and those that need the connection) answer `owned_elsewhere`.
+ROUTED: frozenset[str] = frozenset(
+    {
+        Served.SESSION_PROMPT,
+        Served.SESSION_CANCEL,
+        Served.INTERJECT,
+        Served.ENQUEUE,
+        Served.SEND_NOW,
+        Served.PERMISSION_RESPOND,
+        Served.SESSION_SET_MODE,
+        Served.SESSION_SET_CONFIG_OPTION,
+        Served.GOAL_SET,
+        Served.GOAL_GET,
+        Served.GOAL_CLEAR,
+        Served.USAGE_GET,
+        *(op.method for op in QueueOp),
+    }
+)
+MAX_HOPS = 3  # the owner moved while the command travelled: follow it this many times
+
+
+def routable(method: str, exc: SessionError, routed: bool) -> str | None:
+    """The replica to forward to, or None when this call is not to be routed."""
+    if routed or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE or method not in ROUTED:
+        return None
+    owner = (exc.data or {}).get("owner")
+    # Not a replica id when the lease row was busy ("a replica with a write in flight",
+    # store/leases.py): then the caller gets the retryable `owned_elsewhere` itself.
+    if not isinstance(owner, str) or not owner or any(c.isspace() for c in owner):
+        return None
+    return owner
+
+
+_PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
+
+
+def with_routed_from(params: dict[str, Any], origin: str) -> dict[str, Any]:
+    """`params` with `_meta.agentd.routedFrom` set: the prompt's user message is then not
+    sent back to the connection that sent it (as for a local client)."""
+    raw = params.get("_meta")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_inner = meta.get("agentd")
+    inner: dict[str, Any] = raw_inner if isinstance(raw_inner, dict) else {}
+    return {**params, "_meta": {**meta, "agentd": {**inner, ROUTED_FROM: origin}}}
+
+
+def session_id_of(params: Any) -> str | None:
+    sid = params.get("sessionId") if isinstance(params, dict) else None
+    return sid if isinstance(sid, str) else None
+
+
+async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
+    """Forward `request` to the session's owner; its result, or its error raised here."""
+    state = ctx.state
+    owner = routable(request.method, exc, ctx.routed)
+    sid = session_id_of(request.params)
+    if state.router is None or owner is None or sid is None:
+        raise exc
+    params = request.params if isinstance(request.params, dict) else {}
+    prompt = request.method == Served.SESSION_PROMPT
+    conn = ctx.connection
+    if conn is not None and request.method in _PROMPTS:
+        params = with_routed_from(params, f"{state.router.replica_id}/{conn.id}")
+    if prompt and conn is not None and sid not in conn.sessions and state.remote is not None:
+        from server.transport.handlers.remote import watch_from_here
+
+        await watch_from_here(ctx, sid, owner)  # its turn's events come from the log
+    for _ in range(MAX_HOPS):
+        outcome = await state.router.forward(
+            session_id=sid,
+            owner=owner,
+            method=request.method,
+            params=params,
+            principal=ctx.principal,
+            teams=tuple(sorted(ctx.teams)),
+            wait_for_turn=prompt,
+        )
+        if state.remote is not None and conn is not None and sid in conn.sessions:
+            await state.remote.caught_up(sid)  # the answer does not overtake the events before it
+        error = outcome.get("error")
+        if not isinstance(error, dict):
+            return outcome.get("result")
+        moved = error.get("data") if error.get("code") == ErrorCode.SESSION_ELSEWHERE else None
+        new_owner = moved.get("owner") if isinstance(moved, dict) else None
+        if isinstance(new_owner, str) and new_owner not in (owner, state.router.replica_id):
+            owner = new_owner  # taken over meanwhile: follow it
+            continue
+        raise RpcError(
+            int(error.get("code", ErrorCode.INTERNAL_ERROR)), str(error.get("message", "")), error.get("data")
+        )
+    raise exc
+
+
+async def execute(state: AppState, command: RoutedCommand) -> dict[str, Any]:
+    """Run a command forwarded here, as its caller's principal: its outcome (an unexpected
+    failure raises; the router answers it as an internal error)."""
+    from server.transport.rpc import CallContext
+
+    ctx = CallContext(state, command.principal, None, teams=frozenset(command.teams), routed=True)
+    request = Request(jsonrpc="2.0", method=command.method, params=command.params, id=command.id)
+    try:
+        result = await state.dispatcher.call(request, ctx)
+    except (RpcError, SessionError) as exc:
+        return {"error": _error(rpc_error(exc))}
+    except Exception as exc:
+        overloaded = overload_error(exc)
+        if overloaded is None:
+            raise
+        return {"error": _error(overloaded)}
+    return {"result": {} if result is None else result}
+
+
+def _error(err: RpcError) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.data is not None:
+        out["data"] = err.data
+    return out
+
+
+def permission_answerer(state: AppState) -> Any:
+    """The `answer` of server/session/remote.py: a watching client's choice goes to the
+    owner as that client's `_agentd/permission/respond` (its rights checked there)."""
+
+    async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str) -> None:
+        from server.transport.rpc import CallContext
+
+        who = holder(sink)
+        if who is None:
+            return
+        principal, teams = who
+        ctx = CallContext(state, principal, None, teams=teams)
+        params = {"sessionId": session_id, "requestId": request_id, "optionId": option_id}
+        request = Request(jsonrpc="2.0", method=Served.PERMISSION_RESPOND, params=params, id=0)
+        try:
+            await state.dispatcher.call(request, ctx)  # routed by the dispatcher's hook
+        except (RpcError, SessionError) as exc:  # answered elsewhere first, or the turn ended
+            raise RuntimeError(rpc_error(exc).message) from None
+
+    return answer
+
+
+async def start_routing(state: AppState, database_url: str, replica_id: str) -> Callable[[], Awaitable[None]]:
+    """Several replicas on one Postgres: this replica's router, its watches of sessions
+    owned elsewhere and the one LISTEN connection waking both. Returns the stop (after the
+    actors have stopped: the outcomes of commands run here still go out)."""
+    from server.session.remote import RemoteWatches
+    from server.session.routing import Router
+    from server.store.notify import EVENTS_CHANNEL, PgListener
+    from server.transport.render import ACP_RENDERER
+
+    settings = state.settings
+    router = Router(
+        state.store.engine,
+        replica_id,
+        timeout_s=settings.routed_command_timeout_s,
+        check_interval_s=max(0.2, min(settings.lease_ttl_s / 2, 5.0)),
+        observe=state.metrics.routed,
+    )
+    remote = RemoteWatches(
+        state.store,
+        ACP_RENDERER,
+        permission_answerer(state),
+        replica_id=replica_id,
+        observe_lag=state.metrics.notify_lag,
+    )
+
+    async def execute_here(command: RoutedCommand) -> dict[str, Any]:
+        return await execute(state, command)
+
+    router.execute = execute_here
+    await router.start()
+
+    async def on_connect() -> None:
+        await remote.tails.on_connect()
+        await router.on_connect()
+
+    listener = PgListener(
+        database_url,
+        {EVENTS_CHANNEL: remote.tails.on_notification, router.channel: router.on_notification},
+        on_connect=on_connect,
+    )
+    task = asyncio.create_task(listener.run(), name="pg-listen")
+    state.router, state.remote = router, remote
+    state.dispatcher.route = route
+
+    async def stop() -> None:
+        await router.stop()
+        await remote.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return stop

@@ -1,0 +1,97 @@
+"""The pure pieces of routing across replicas (R-C1, issue 15 item 2): the routing
+notifications' payloads and channels, which calls are forwarded, and how a watch on a
+non-owner follows the permission questions open in the log."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, cast
+
+from protocol.methods import QueueOp, Served
+from server.core.events import Event, EventKind
+from server.session.errors import SessionError, SessionErrorKind
+from server.session.leases import owned_elsewhere
+from server.session.remote import RemoteWatch
+from server.store.db import Store
+from server.store.routed import Wake, parse_payload, payload, replica_channel
+from server.transport.render import ACP_RENDERER
+from server.transport.routed import ROUTED, routable, session_id_of
+
+
+def test_payloads_round_trip_and_anything_else_is_ignored() -> None:
+    assert parse_payload(payload(Wake.COMMAND, 42)) == (Wake.COMMAND, 42)
+    assert parse_payload(payload(Wake.REPLY, 7)) == (Wake.REPLY, 7)
+    for bad in ["", "cmd", "cmd ", "cmd x", "cmd -1", "cmd 1.5", "run 3", "reply " + "9" * 19, "3 sess"]:
+        assert parse_payload(bad) is None, bad
+
+
+def test_each_replica_has_its_own_channel_an_identifier_whatever_its_id() -> None:
+    ids = ["replica-a", "replica-b", "host.example-123-abc", 'we"ird id; DROP', "é" * 100]
+    channels = [replica_channel(i) for i in ids]
+    assert len(set(channels)) == len(ids)
+    assert all(re.fullmatch(r"[a-z0-9_]{1,63}", c) for c in channels), channels
+    assert replica_channel("replica-a") == channels[0]  # stable across processes
+
+
+def test_only_the_commands_of_a_session_owned_elsewhere_are_forwarded() -> None:
+    elsewhere = owned_elsewhere("sess_1", "replica-a", 3.0)
+    commands = [Served.SESSION_PROMPT, Served.SESSION_CANCEL, Served.INTERJECT, Served.ENQUEUE]
+    commands += [Served.SEND_NOW, Served.PERMISSION_RESPOND, QueueOp.EDIT.method, QueueOp.LIST.method]
+    for method in commands:
+        assert method in ROUTED
+        assert routable(method, elsewhere, routed=False) == "replica-a"
+    # Already forwarded once: never again (no loops between replicas).
+    assert routable(Served.SESSION_PROMPT, elsewhere, routed=True) is None
+    # Served here from the log, or only where the session runs / by its owner.
+    for method in (
+        Served.ATTACH,
+        Served.SESSION_LOAD,
+        Served.SESSION_DELETE,
+        Served.FORK,
+        Served.HOOKS_REGISTER,
+    ):
+        assert routable(method, elsewhere, routed=False) is None
+    # Another session error is not a routing matter.
+    stopping = SessionError(SessionErrorKind.SESSION_STOPPING, "stopping", {"owner": "replica-a"})
+    assert routable(Served.SESSION_PROMPT, stopping, routed=False) is None
+    nameless = SessionError(SessionErrorKind.OWNED_ELSEWHERE, "elsewhere", {})
+    assert routable(Served.SESSION_PROMPT, nameless, routed=False) is None
+    busy = owned_elsewhere("sess_1", "a replica with a write in flight", 1.0)  # not a replica id
+    assert routable(Served.SESSION_PROMPT, busy, routed=False) is None
+    assert session_id_of({"sessionId": "s"}) == "s"
+    assert session_id_of({"sessionId": 3}) is None and session_id_of([1]) is None
+
+
+async def _no_answer(*_: Any) -> None:
+    return None
+
+
+def _event(kind: EventKind, seq: int, **payload: Any) -> Event:
+    return Event("sess_1", kind, payload, seq=seq)
+
+
+async def test_a_watch_follows_the_open_permission_questions_of_the_log() -> None:
+    watch = RemoteWatch(
+        cast(Store, None), "sess_1", ACP_RENDERER, _no_answer, cursor=0, replica_id="replica-b"
+    )
+    call = {"toolCallId": "t1", "title": "bash"}
+    options = [{"optionId": "allow_once", "name": "Allow", "kind": "allow_once"}]
+    watch.track(_event(EventKind.PERMISSION_REQUESTED, 1, requestId="perm_1", toolCall=call, options=options))
+    watch.track(_event(EventKind.PERMISSION_REQUESTED, 2, requestId="perm_2", toolCall=call, options=options))
+    watch.track(_event(EventKind.PERMISSION_RESOLVED, 3, requestId="perm_1", outcome="selected"))
+    watch.track(_event(EventKind.AGENT_MESSAGE, 4, messageId="m", text="hi"))
+    watch.track(_event(EventKind.PERMISSION_REQUESTED, 5, requestId=None))  # malformed: ignored
+    assert watch.pending == {"perm_2": {"toolCall": call, "options": options}}
+
+
+def test_a_prompt_routed_from_a_connection_here_is_that_connections_own() -> None:
+    watch = RemoteWatch(
+        cast(Store, None), "sess_1", ACP_RENDERER, _no_answer, cursor=0, replica_id="replica-b"
+    )
+    content = [{"type": "text", "text": "go"}]
+    ours = _event(EventKind.USER_MESSAGE, 1, messageId="u", content=content, routedFrom="replica-b/conn_1")
+    theirs = _event(EventKind.USER_MESSAGE, 2, messageId="u", content=content, routedFrom="replica-c/conn_1")
+    plain = _event(EventKind.USER_MESSAGE, 3, messageId="u", content=content)
+    assert watch._with_origin(ours).origin == "conn_1"  # not sent back to conn_1 (hub.Subscriber)
+    assert watch._with_origin(theirs).origin is None
+    assert watch._with_origin(plain).origin is None
