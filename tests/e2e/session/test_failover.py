@@ -124,7 +124,8 @@ async def start_slow_turn(
 
 async def follow_owner(c: Cluster, first: str, send: Any, *, what: str) -> tuple[str, dict[str, Any]]:
     """What a client does during a failover: ask a replica; `owned_elsewhere` naming a live
-    replica → ask that one; naming the dead one → ask again once its lease may have run out."""
+    replica → ask that one; naming the dead one, or a retryable routing failure (the command
+    was forwarded to the dead owner) → ask again once its lease may have run out."""
     target = first
 
     async def attempt() -> tuple[str, dict[str, Any]] | None:
@@ -133,7 +134,10 @@ async def follow_owner(c: Cluster, first: str, send: Any, *, what: str) -> tuple
         error = resp.get("error")
         if error is None:
             return target, resp
-        assert error["code"] == ELSEWHERE, resp
+        if error["code"] != ELSEWHERE:
+            # Routed to the dead owner: B gave up on it (`owner_lost`), a retryable answer.
+            assert (error.get("data") or {}).get("retryable") is True, resp
+            return None
         owner = error["data"]["owner"]
         if owner != "replica-a" and owner in c.servers:
             target = owner
