@@ -102,12 +102,11 @@ def test_replicas_bench_smoke_prints_rates_per_replica_count_and_the_takeover() 
     for n in (1, 2):
         line = rf"^replicas={n} sessions=4 turns=8 events=\d+ events/s=\d+ turns/s=[\d.]+ .*errors=0$"
         assert re.search(line, out, re.M), out
-    # The routing figures: measured once commands and events cross replicas, else said so.
-    figure = r"(p50=[\d.]+ ms p99=[\d.]+ ms.*|n/a \(needs routing\))$"
-    assert re.search(rf"^replicas=2 cross-replica event latency: {figure}", out, re.M), out
-    assert re.search(rf"^replicas=2 routed-command latency: {figure}", out, re.M), out
-    takeover = (
-        r"^replicas=2 takeover after kill -9: attach accepted after [\d.]+ s, "
-        r"prompt answered after [\d.]+ s \(end_turn"
-    )
+    # Commands and events cross replicas: both figures are measured. An event may reach the
+    # non-owner's client first (both are woken by the same commit), so a lag can be negative.
+    figure = r"p50=-?[\d.]+ ms p99=-?[\d.]+ ms"
+    assert re.search(rf"^replicas=2 cross-replica event latency: {figure}$", out, re.M), out
+    routed = r"p50=[\d.]+ ms p99=[\d.]+ ms direct p50=[\d.]+ ms direct p99=[\d.]+ ms"
+    assert re.search(rf"^replicas=2 routed-command latency: {routed}$", out, re.M), out
+    takeover = r"^replicas=2 takeover after kill -9: a prompt on another replica answered after [\d.]+ s \(end_turn"
     assert re.search(takeover, out, re.M), out
