@@ -1,0 +1,241 @@
+"""The lean HTTP/1.1 transport (server/providers/http_lean.py) against a real local server
+that answers with scripted bytes: every body framing (chunked split anywhere, with
+extensions and trailers; Content-Length; up to the close), interim 1xx answers, the
+request as sent, and each failure as the httpx exception the providers translate."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from server.providers import http_pool
+from server.providers.http_common import default_ssl_context
+from server.providers.http_lean import LeanTransport
+
+SSE = b"data: one\n\ndata: two\n\n"
+
+
+class Scripted:
+    """Answers each request on a connection with the next script: a list of byte strings
+    written one at a time (each followed by a loop turn, so they arrive in pieces), or
+    None to hang up at that point. `stall` waits forever (until the test ends)."""
+
+    def __init__(self, *scripts: list[bytes | None]) -> None:
+        self.scripts = list(scripts)
+        self.requests: list[bytes] = []
+        self.accepted = 0
+        self.stall = asyncio.Event()
+        self.url = ""
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        try:
+            while self.scripts:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                self.requests.append(head + await reader.readexactly(length))
+                for piece in self.scripts.pop(0):
+                    if piece is None:
+                        return
+                    if piece == b"STALL":
+                        await self.stall.wait()
+                        continue
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def serving(server: Scripted) -> AsyncIterator[Scripted]:
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    server.url = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/v1/chat?x=1"
+    try:
+        yield server
+    finally:
+        server.stall.set()
+        srv.close()
+
+
+def make_client(read_timeout: float = 30.0) -> httpx.AsyncClient:
+    return http_pool.client(httpx.Timeout(30.0, read=read_timeout), default_ssl_context())
+
+
+async def post(client: httpx.AsyncClient, url: str, body: bytes = b'{"a": 1}') -> tuple[int, bytes]:
+    async with client.stream("POST", url, content=body, headers={"X-Test": "yes"}) as resp:
+        return resp.status_code, b"".join([part async for part in resp.aiter_raw()])
+
+
+def split(data: bytes) -> list[bytes | None]:
+    """`data` one byte per write: every boundary a parser could trip over."""
+    return [data[i : i + 1] for i in range(len(data))]
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    b"b;ext=1\r\ndata: one\n\n\r\n"
+    b"B\r\ndata: two\n\n\r\n"
+    b"0\r\nx-trailer: t\r\n\r\n"
+)
+
+
+async def test_a_chunked_body_split_anywhere_is_decoded_and_the_connection_reused() -> None:
+    async with serving(Scripted(split(CHUNKED), [CHUNKED])) as server:
+        client = make_client()
+        try:
+            assert await post(client, server.url) == (200, SSE)
+            assert await post(client, server.url) == (200, SSE)
+            assert server.accepted == 1  # read to the end: kept alive and reused
+            first = server.requests[0]
+            assert first.startswith(b"POST /v1/chat?x=1 HTTP/1.1\r\n")
+            assert b"\r\nX-Test: yes\r\n" in first and b"\r\nContent-Length: 8\r\n" in first
+            assert first.endswith(b'\r\n\r\n{"a": 1}')
+        finally:
+            await client.aclose()
+
+
+async def test_content_length_and_interim_answers() -> None:
+    answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\ncontent-length: 5\r\n\r\nnope!"
+    async with serving(Scripted(split(answer), [answer])) as server:
+        client = make_client()
+        try:
+            assert await post(client, server.url) == (404, b"nope!")
+            assert await post(client, server.url) == (404, b"nope!")
+            assert server.accepted == 1
+        finally:
+            await client.aclose()
+
+
+async def test_a_body_up_to_the_close_is_read_whole_and_the_connection_not_kept() -> None:
+    answer: list[bytes | None] = [b"HTTP/1.1 200 OK\r\n\r\n", b"all ", b"of it", None]
+    async with serving(Scripted(answer, list(answer))) as server:
+        client = make_client()
+        try:
+            assert await post(client, server.url) == (200, b"all of it")
+            assert await post(client, server.url) == (200, b"all of it")
+            assert server.accepted == 2
+            assert pool_of(client).idle_connections() == 0
+        finally:
+            await client.aclose()
+
+
+async def test_connection_close_is_honoured() -> None:
+    answer = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok"
+    async with serving(Scripted([answer], [answer])) as server:
+        client = make_client()
+        try:
+            assert await post(client, server.url) == (200, b"ok")
+            assert await post(client, server.url) == (200, b"ok")
+            assert server.accepted == 2
+        finally:
+            await client.aclose()
+
+
+async def test_a_stream_cut_mid_body_is_a_protocol_error_and_the_connection_dropped() -> None:
+    cut: list[bytes | None] = [CHUNKED[:90], None]
+    async with serving(Scripted(cut, [CHUNKED])) as server:
+        client = make_client()
+        try:
+            with pytest.raises(httpx.RemoteProtocolError):
+                await post(client, server.url)
+            assert await post(client, server.url) == (200, SSE)
+            assert server.accepted == 2
+        finally:
+            await client.aclose()
+
+
+async def test_a_silent_server_is_a_read_timeout() -> None:
+    async with serving(Scripted([CHUNKED[:90], b"STALL"], [CHUNKED])) as server:
+        client = make_client(read_timeout=0.2)
+        try:
+            with pytest.raises(httpx.ReadTimeout):
+                await post(client, server.url)
+            assert await post(client, server.url) == (200, SSE)
+            assert server.accepted == 2  # the timed-out connection was not reused
+        finally:
+            await client.aclose()
+
+
+async def test_a_half_read_answer_closes_its_connection() -> None:
+    async with serving(Scripted([CHUNKED[:90], b"STALL"], [CHUNKED])) as server:
+        client = make_client()
+        try:
+            async with client.stream("POST", server.url, content=b"{}") as resp:
+                assert resp.status_code == 200  # closed without reading the body
+            assert pool_of(client).active == 0
+            assert await post(client, server.url) == (200, SSE)
+            assert server.accepted == 2
+        finally:
+            await client.aclose()
+
+
+async def test_garbage_is_a_protocol_error() -> None:
+    async with serving(Scripted([b"SMTP ready\r\n\r\n"])) as server:
+        client = make_client()
+        try:
+            with pytest.raises(httpx.RemoteProtocolError):
+                await post(client, server.url)
+            assert pool_of(client).active == 0
+        finally:
+            await client.aclose()
+
+
+async def test_nobody_listening_is_a_connect_error() -> None:
+    srv = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    srv.close()
+    await srv.wait_closed()
+    client = make_client()
+    try:
+        with pytest.raises(httpx.ConnectError):
+            await post(client, f"http://127.0.0.1:{port}/")
+        assert pool_of(client).active == 0
+    finally:
+        await client.aclose()
+
+
+async def test_waiting_for_a_free_connection_is_bounded_by_the_pool_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_pool, "LIMITS", httpx.Limits(max_connections=1, max_keepalive_connections=1))
+    async with serving(Scripted([CHUNKED[:90], b"STALL"])) as server:
+        client = http_pool.client(httpx.Timeout(30.0, pool=0.2), default_ssl_context())
+        try:
+            async with client.stream("POST", server.url, content=b"{}") as resp:
+                assert resp.status_code == 200  # holds the only connection
+                with pytest.raises(httpx.PoolTimeout):
+                    await post(client, server.url)
+            assert pool_of(client).active == 0
+        finally:
+            await client.aclose()
+
+
+async def test_a_header_with_a_line_break_is_refused_before_sending() -> None:
+    async with serving(Scripted([CHUNKED])) as server:
+        client = make_client()
+        try:
+            request = client.build_request("POST", server.url, content=b"{}")
+            request.headers["X-Evil"] = "a\r\nInjected: 1"
+            with pytest.raises(httpx.LocalProtocolError):
+                await client.send(request)
+            assert server.requests == [] and pool_of(client).active == 0
+        finally:
+            await client.aclose()
+
+
+def pool_of(client: httpx.AsyncClient) -> LeanTransport:
+    pool = client._transport
+    assert isinstance(pool, LeanTransport)
+    return pool
