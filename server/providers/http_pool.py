@@ -12,6 +12,7 @@ and runs up to `LIMITS.max_connections` exchanges at once.
 from __future__ import annotations
 
 import ssl
+from weakref import WeakKeyDictionary
 
 import httpx
 
@@ -40,3 +41,50 @@ class _Cookies(httpx.Cookies):
     def extract_cookies(self, response: httpx.Response) -> None:
         if "set-cookie" in response.headers:
             super().extract_cookies(response)
+
+
+# Per client, the headers its requests get (its defaults merged with a provider's own), by the
+# provider's headers: `build_request` merged and re-validated them on every model call.
+_MERGED: WeakKeyDictionary[httpx.AsyncClient, dict[tuple[tuple[str, str], ...], httpx.Headers]] = (
+    WeakKeyDictionary()
+)
+_MERGED_PER_CLIENT = 16  # a provider's header sets (one per API key): bounded all the same
+
+
+def post_request(
+    client: httpx.AsyncClient, url: httpx.URL, content: bytes, headers: dict[str, str], timeout: httpx.Timeout
+) -> httpx.Request:
+    """`client.build_request("POST", url, content=..., headers=..., timeout=...)`, with the
+    merged headers kept per client. A client with cookies (or params, a base URL) goes the
+    general way: the jar adds its Cookie header per request."""
+    if client.cookies or client.params or str(client.base_url):
+        return client.build_request("POST", url, content=content, headers=headers, timeout=timeout)
+    known = _MERGED.setdefault(client, {})
+    key = tuple(headers.items())
+    merged = known.get(key)
+    if merged is None:
+        if len(known) >= _MERGED_PER_CLIENT:
+            known.clear()
+        merged = known[key] = client._merge_headers(headers)  # type: ignore[assignment]
+    extensions = {"timeout": timeout.as_dict()}
+    return httpx.Request("POST", url, content=content, headers=merged, extensions=extensions)
+
+
+async def send_streaming(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """`client.send(request, stream=True)`. On this module's clients the transport is called
+    directly: they have no auth, no event hooks and do not follow redirects, so what
+    `send` adds per call (its auth and redirect generators, a bound stream, a timer) does
+    nothing for them but cost ~0.1 ms; the cookies a response sets are kept as `send` would."""
+    transport = client._transport
+    if (
+        type(transport) is not LeanTransport
+        or client.is_closed
+        or client.follow_redirects
+        or client.auth is not None
+        or any(client.event_hooks.values())
+    ):
+        return await client.send(request, stream=True)
+    response = await transport.handle_async_request(request)
+    response.request = request
+    client.cookies.extract_cookies(response)  # (`_Cookies`: only when one is set)
+    return response

@@ -235,6 +235,36 @@ async def test_a_header_with_a_line_break_is_refused_before_sending() -> None:
             await client.aclose()
 
 
+async def test_the_providers_fast_path_sends_what_httpx_would_and_keeps_cookies() -> None:
+    """`post_request` + `send_streaming` (what the providers call) against `build_request` +
+    `send`: the same request on the wire; a cookie the server sets goes back next time."""
+    cookie = b"HTTP/1.1 200 OK\r\nset-cookie: cf=1; Path=/\r\ncontent-length: 2\r\n\r\nok"
+    plain = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    async with serving(Scripted([plain], [plain], [cookie], [plain])) as server:
+        client = make_client()
+        timeout = httpx.Timeout(30.0)
+        headers = {"Authorization": "Bearer k", "Content-Type": "application/json"}
+        try:
+            url = httpx.URL(server.url)
+            for fast in (False, True, True, True):
+                if fast:
+                    request = http_pool.post_request(client, url, b"{}", headers, timeout)
+                    response = await http_pool.send_streaming(client, request)
+                else:
+                    request = client.build_request(
+                        "POST", url, content=b"{}", headers=headers, timeout=timeout
+                    )
+                    response = await client.send(request, stream=True)
+                assert await response.aread() == b"ok"
+                await response.aclose()
+            slow, fast_, _, after_cookie = server.requests
+            assert slow == fast_
+            assert b"\r\nCookie: cf=1\r\n" in after_cookie and b"Cookie" not in fast_
+            assert server.accepted == 1 and pool_of(client).active == 0
+        finally:
+            await client.aclose()
+
+
 def pool_of(client: httpx.AsyncClient) -> LeanTransport:
     pool = client._transport
     assert isinstance(pool, LeanTransport)
