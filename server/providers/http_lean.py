@@ -257,6 +257,16 @@ class _Body(httpx.AsyncByteStream):
         self._pool._finished(self._conn, reuse=self.done and self._keep and not self._conn.buffer)
 
 
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """`response.aiter_bytes()`. A lean body without a content coding is read straight from
+    its connection: httpx's iterator adds a decoder chain, a chunker and state checks per
+    chunk that do nothing for it."""
+    stream = response.stream
+    if type(stream) is _Body and "content-encoding" not in response.headers:
+        return stream.__aiter__()
+    return response.aiter_bytes()
+
+
 class LeanTransport(httpx.AsyncBaseTransport):
     def __init__(self, verify: ssl.SSLContext, limits: httpx.Limits) -> None:
         self._ssl = verify
