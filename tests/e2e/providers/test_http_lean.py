@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
 
 import httpx
@@ -269,3 +272,62 @@ def pool_of(client: httpx.AsyncClient) -> LeanTransport:
     pool = client._transport
     assert isinstance(pool, LeanTransport)
     return pool
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (made with the openssl command line)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a test certificate")
+    home = tmp_path_factory.mktemp("tls")
+    cert, key = str(home / "cert.pem"), str(home / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def exchange_twice(tls: tuple[str, str] | None) -> tuple[list[tuple[int, bytes]], int, int]:
+    """Two answers on one server (over TLS when given): (answers, connections, TLS failures)."""
+    server = Scripted([CHUNKED], [CHUNKED])
+    server_tls = client_tls = None
+    if tls is not None:
+        server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server_tls.load_cert_chain(*tls)
+        client_tls = ssl.create_default_context(cafile=tls[0])
+    srv = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=server_tls)
+    port = srv.sockets[0].getsockname()[1]
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1/chat"
+    client = http_pool.client(httpx.Timeout(30.0), client_tls or default_ssl_context())
+    try:
+        answers = [await post(client, url), await post(client, url)]
+        refused = 0
+        if tls is not None:  # the client's default trust store does not know this certificate
+            strict = http_pool.client(httpx.Timeout(30.0), default_ssl_context())
+            try:
+                await post(strict, url)
+            except httpx.ConnectError:
+                refused = 1
+            finally:
+                await strict.aclose()
+        return answers, server.accepted, refused
+    finally:
+        await client.aclose()
+        server.stall.set()
+        srv.close()
+
+
+async def test_tls_connections_are_verified_and_reused(tls_files: tuple[str, str]) -> None:
+    answers, connections, refused = await exchange_twice(tls_files)
+    assert answers == [(200, SSE)] * 2 and connections == 1 and refused == 1
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_the_transport_works_on_uvloop_as_served(tls: bool, tls_files: tuple[str, str]) -> None:
+    """`agentd serve` runs on uvloop, whose transports are no asyncio classes."""
+    uvloop = pytest.importorskip("uvloop")
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        answers, connections, refused = runner.run(exchange_twice(tls_files if tls else None))
+    assert answers == [(200, SSE)] * 2 and connections == 1 and refused == int(tls)
