@@ -32,8 +32,6 @@ import httpx
 
 _MAX_HEAD = 256 * 1024  # response status line + headers
 _MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
-_READ = 0  # which timeout a wait is under
-_WRITE = 1
 
 _Key = tuple[str, str, int]
 
