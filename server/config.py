@@ -288,6 +288,9 @@ class Settings(BaseSettings):
     client_buffer_frames: int = 10_000
     # Largest accepted WebSocket text frame / HTTP body (bytes).
     max_frame_bytes: int = 4 * 1024 * 1024
+    # permessage-deflate on WebSockets when the client offers it. Off: agentd's frames are
+    # small JSON, and compressing each one per client cost more CPU than the rest of sending it.
+    ws_compression: bool = False
     # File snapshots before tool edits (R-T12): a file over the per-file cap, or past the
     # session's total, is recorded as not restorable (rewind reports it) instead of kept.
     snapshot_max_file_bytes: int = 2 * 1024 * 1024

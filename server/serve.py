@@ -76,10 +76,13 @@ def server_for(
     app: Any, *, host: str, port: int, log_level: str = "info", max_frame_bytes: int | None = None
 ) -> AgentdServer:
     """`max_frame_bytes` defaults to the app's settings (`create_app` keeps them on app.state)."""
+    settings = getattr(app.state, "settings", None)
     if max_frame_bytes is None:
-        settings = getattr(app.state, "settings", None)
         default = Settings.model_fields["max_frame_bytes"].default
         max_frame_bytes = settings.max_frame_bytes if settings is not None else default
+    compression = (
+        settings.ws_compression if settings is not None else Settings.model_fields["ws_compression"].default
+    )
     config = uvicorn.Config(
         app,
         host=host,
@@ -89,6 +92,7 @@ def server_for(
         lifespan="on",
         ws="websockets-sansio",
         ws_max_size=ws_ceiling(max_frame_bytes),
+        ws_per_message_deflate=compression,
     )
     return AgentdServer(config, app)
 

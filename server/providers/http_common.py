@@ -17,6 +17,7 @@ import httpx
 import orjson
 
 from server.core.errors import ErrorKind, HarnessError
+from server.providers import http_pool
 
 T = TypeVar("T")
 
@@ -126,20 +127,18 @@ async def open_stream(
         content = (
             body if isinstance(body, bytes) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
         )
-        request = client.build_request(
-            "POST",
+        request = http_pool.post_request(
+            client,
             _parse_url(url),
-            content=content,
-            headers=headers
-            if _has_content_type(headers)
-            else {**headers, "Content-Type": "application/json"},
-            timeout=http_timeout,
+            content,
+            headers if _has_content_type(headers) else {**headers, "Content-Type": "application/json"},
+            http_timeout,
         )
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, TypeError, ValueError) as exc:
         # A bad base_url or a schema that is not JSON-serialisable: retrying cannot help.
         raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc
     response = await guard(
-        client.send(request, stream=True),
+        http_pool.send_streaming(client, request),
         deadline,
         base_url=base_url,
         first_token_timeout=first_token_timeout,

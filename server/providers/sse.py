@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import orjson
 
 from server.core.errors import ErrorKind, HarnessError
 from server.providers.http_common import drain, guard
+from server.providers.http_lean import body_chunks
 
 
 class SSEDecoder:
@@ -43,13 +45,21 @@ class SSEDecoder:
 
 
 def parse_json(data: str) -> dict[str, Any]:
-    """One event's JSON object; anything else is a broken stream (PROVIDER_UNAVAILABLE)."""
+    """One event's JSON object; anything else is a broken stream (PROVIDER_UNAVAILABLE).
+    orjson (~4x the stdlib's speed, one call per event); what it refuses and the stdlib
+    takes (NaN, Infinity) goes to the stdlib. (Integers beyond 64 bits come out as floats:
+    no field of a model stream is one — tool arguments arrive as JSON text.)"""
     try:
-        chunk = json.loads(data)
-    except ValueError as exc:
-        raise HarnessError(
-            ErrorKind.PROVIDER_UNAVAILABLE, f"malformed chunk in stream: {data[:200]!r}"
-        ) from exc
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        chunk = None
+    if chunk is None:
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise HarnessError(
+                ErrorKind.PROVIDER_UNAVAILABLE, f"malformed chunk in stream: {data[:200]!r}"
+            ) from exc
     if not isinstance(chunk, dict):
         raise HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"malformed chunk in stream: {data[:200]!r}")
     return chunk
@@ -99,7 +109,7 @@ class SSEReader:
         first_token_timeout: float | None,
         idle_timeout: float | None,
     ) -> None:
-        self._chunks = response.aiter_bytes()
+        self._chunks = body_chunks(response)
         self.deadline = deadline
         self._base_url = base_url
         self._first_token_timeout = first_token_timeout

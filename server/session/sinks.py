@@ -141,7 +141,7 @@ def urgent(sink: object) -> UrgentSink | None:
 
 
 def encoded(sink: object) -> EncodedSink | None:
-    return sink if isinstance(sink, EncodedSink) else None
+    return cast(EncodedSink, sink) if _class_has(type(sink), "send_encoded") else None
 
 
 def filtering(sink: object) -> FilteringSink | None:
@@ -149,12 +149,16 @@ def filtering(sink: object) -> FilteringSink | None:
 
 
 def requesting(sink: object) -> RequestingSink | None:
-    return sink if isinstance(sink, RequestingSink) else None
+    return cast(RequestingSink, sink) if _class_has(type(sink), "request") else None
 
 
 def capable(sink: object) -> CapableSink | None:
-    return sink if isinstance(sink, CapableSink) else None
+    # (what `isinstance(sink, CapableSink)` checks — the method, and the attribute on the
+    # instance — without the protocol walk it does per call; asked once per turn)
+    if _class_has(type(sink), "request") and hasattr(sink, "client_capabilities"):
+        return cast(CapableSink, sink)
+    return None
 
 
 def tracked_sessions(sink: object) -> set[str] | None:
-    return sink.sessions if isinstance(sink, TrackingSink) else None
+    return cast("set[str] | None", getattr(sink, "sessions", None))

@@ -1,6 +1,6 @@
-"""The providers' connection pool (server/providers/http_pool.py) against a real local HTTP/1.1
-server: its bookkeeping per request stays constant however many connections it holds, it
-reuses connections, respects its limits and survives closed, expired and cancelled ones."""
+"""The providers' connection pool (server/providers/http_pool.py, http_lean.py) against a real
+local HTTP/1.1 server: it reuses connections, respects its limits and survives closed, dropped
+and cancelled ones."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpcore
 import httpx
 import pytest
 
 from server.providers import http_pool
 from server.providers.http_common import default_ssl_context
+from server.providers.http_lean import LeanTransport
 from tests.support.polling import until
 
 
@@ -81,31 +81,13 @@ def make_client() -> httpx.AsyncClient:
     return http_pool.client(httpx.Timeout(30.0), default_ssl_context())
 
 
-def pool_of(client: httpx.AsyncClient) -> Any:
-    pool = client._transport._pool  # type: ignore[attr-defined]
-    assert isinstance(pool, http_pool.ScalingPool)
+def pool_of(client: httpx.AsyncClient) -> LeanTransport:
+    pool = client._transport
+    assert isinstance(pool, LeanTransport)
     return pool
 
 
-def count_state_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every connection state check httpcore's pool bookkeeping makes, by name."""
-    calls: list[str] = []
-    cls = httpcore.AsyncHTTPConnection
-    for name in ("is_idle", "is_closed", "has_expired", "is_available"):
-        real = getattr(cls, name)
-
-        def counted(self: Any, _real: Any = real, _name: str = name) -> bool:
-            calls.append(_name)
-            return bool(_real(self))
-
-        monkeypatch.setattr(cls, name, counted)
-    return calls
-
-
-async def test_bookkeeping_per_request_does_not_grow_with_the_connections_held(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(http_pool, "SWEEP_EVERY_S", 3600.0)  # only the per-request work counted
+async def test_kept_alive_connections_are_reused_most_recent_first() -> None:
     async with serving(Server()) as server:
         client = make_client()
         try:
@@ -115,14 +97,11 @@ async def test_bookkeeping_per_request_does_not_grow_with_the_connections_held(
             server.hold.set()
             assert set(await asyncio.gather(*wide)) == {b"data: hi\n\n"}
             pool = pool_of(client)
-            assert len(pool.connections) == 120 and pool._idle_count == 120  # all kept alive
-            calls = count_state_checks(monkeypatch)
+            assert (pool.idle_connections(), pool.active) == (120, 0)  # all kept alive
             for _ in range(50):  # one at a time, with 120 idle connections in the pool
                 assert await post(client, server.url) == b"data: hi\n\n"
-            # httpcore's own pool checked every connection at each request and response
-            # close (here > 120 × 50 × 4); this one a fixed few per request.
-            assert len(calls) <= 6 * 50
             assert server.accepted == 120  # every request reused a kept-alive connection
+            assert pool.connects == 120
         finally:
             await client.aclose()
 
@@ -137,8 +116,7 @@ async def test_the_connection_limit_queues_requests_until_one_comes_back(
             results = await asyncio.gather(*(post(client, server.url) for _ in range(12)))
             assert results == [b"data: hi\n\n"] * 12
             assert server.accepted == 2
-            pool = pool_of(client)
-            assert (pool._busy, pool._waiting, pool._requests) == ({}, 0, [])
+            assert pool_of(client).active == 0
         finally:
             await client.aclose()
 
@@ -150,7 +128,7 @@ async def test_closed_connections_leave_the_pool() -> None:
             for _ in range(3):
                 await asyncio.gather(*(post(client, server.url) for _ in range(5)))
             assert server.accepted == 15  # the server allowed one request per connection
-            assert pool_of(client).connections == []
+            assert pool_of(client).idle_connections() == 0
         finally:
             await client.aclose()
 
@@ -163,7 +141,7 @@ async def test_a_connection_the_server_dropped_is_not_reused() -> None:
                 assert await post(client, server.url) == b"data: hi\n\n"
                 await until(lambda i=i: server.closed == i + 1)  # the hang-up was sent
             assert server.accepted == 4
-            assert len(pool_of(client).connections) <= 1
+            assert pool_of(client).idle_connections() <= 1
         finally:
             await client.aclose()
 
@@ -181,8 +159,7 @@ async def test_cancelled_requests_give_their_connections_back() -> None:
             done = await asyncio.gather(*tasks, return_exceptions=True)
             assert done[5:] == [b"data: hi\n\n"] * 5
             assert all(isinstance(r, asyncio.CancelledError) for r in done[:5])
-            pool = pool_of(client)
-            assert (pool._busy, pool._requests) == ({}, [])
+            assert pool_of(client).active == 0
             # A cancelled answer's connection is closed (half read); the others serve again.
             again = await asyncio.gather(*(post(client, server.url) for _ in range(5)))
             assert again == [b"data: hi\n\n"] * 5

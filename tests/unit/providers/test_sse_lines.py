@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.providers.sse import LineSplitter, SSEDecoder
+from server.core.errors import ErrorKind, HarnessError
+from server.providers.sse import LineSplitter, SSEDecoder, parse_json
 
 BODY = "event: a\r\ndata: héllo ✓\r\n\r\ndata: one\ndata: two\n\n: keep-alive\rdata: cr\r\rdata: last"
 
@@ -46,3 +47,29 @@ def test_events_decode_from_split_lines() -> None:
     events = [e for line in lines_of([BODY.encode()[:13], BODY.encode()[13:]]) if (e := decoder.feed(line))]
     assert events == [("a", "héllo ✓"), ("", "one\ntwo"), ("", "cr")]
     assert decoder.flush() == ("", "last")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"choices": [{"delta": {"content": "h\\u00e9 ✓"}}], "n": 1.5e3, "ok": true, "x": null}',
+        '{"nan": NaN}',  # not JSON, but what the stdlib parser took before
+        '{"a": 1, "a": 2}',
+    ],
+)
+def test_chunks_parse_as_the_stdlib_parses_them(data: str) -> None:
+    import json
+    import math
+
+    parsed, expected = parse_json(data), json.loads(data)
+    if "nan" in expected:
+        assert math.isnan(parsed["nan"])
+    else:
+        assert parsed == expected
+
+
+@pytest.mark.parametrize("data", ["{", "[1, 2]", "null", '"text"', "{'a': 1}"])
+def test_anything_but_a_json_object_is_a_broken_stream(data: str) -> None:
+    with pytest.raises(HarnessError) as info:
+        parse_json(data)
+    assert info.value.kind is ErrorKind.PROVIDER_UNAVAILABLE

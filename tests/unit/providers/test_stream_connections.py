@@ -94,9 +94,10 @@ async def test_responses_calls_share_one_connection() -> None:
 
 
 async def test_an_abandoned_stream_costs_its_connection_but_not_the_next_call() -> None:
-    # The consumer stops after the first delta (e.g. a degenerate stream): the half-read body
-    # cannot go back to the pool, so the next call opens a new connection — and works.
-    script = [oai.Completion(content=["a", "b", "c"]), oai.Completion(content=["d"])]
+    # The consumer stops after the first delta (e.g. a degenerate stream) while the rest of
+    # the body is still to come: the half-read body cannot go back to the pool, so the next
+    # call opens a new connection — and works.
+    script = [oai.Completion(content=["a", "b", "c"], stall_after=2), oai.Completion(content=["d"])]
     async with oai.FakeOpenAI(script) as fake:
         provider = OpenAIProvider(base_url=fake.base_url, api_key="sk-test", model="m")
         try:
