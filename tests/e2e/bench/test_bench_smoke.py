@@ -108,5 +108,8 @@ def test_replicas_bench_smoke_prints_rates_per_replica_count_and_the_takeover() 
     assert re.search(rf"^replicas=2 cross-replica event latency: {figure}$", out, re.M), out
     routed = r"p50=[\d.]+ ms p99=[\d.]+ ms direct p50=[\d.]+ ms direct p99=[\d.]+ ms"
     assert re.search(rf"^replicas=2 routed-command latency: {routed}$", out, re.M), out
-    takeover = r"^replicas=2 takeover after kill -9: a prompt on another replica answered after [\d.]+ s \(end_turn"
+    takeover = (
+        r"^replicas=2 takeover after kill -9: a prompt on another replica answered after "
+        r"[\d.]+ s \(end_turn"
+    )
     assert re.search(takeover, out, re.M), out
