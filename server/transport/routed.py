@@ -157,7 +157,7 @@ def permission_answerer(state: AppState) -> Any:
     """The `answer` of server/session/remote.py: a watching client's choice goes to the
     owner as that client's `_agentd/permission/respond` (its rights checked there)."""
 
-    async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str) -> None:
+    async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str | None) -> None:
         from server.transport.rpc import CallContext
 
         who = holder(sink)
@@ -165,7 +165,11 @@ def permission_answerer(state: AppState) -> Any:
             return
         principal, teams = who
         ctx = CallContext(state, principal, None, teams=teams)
-        params = {"sessionId": session_id, "requestId": request_id, "optionId": option_id}
+        params: dict[str, Any] = {"sessionId": session_id, "requestId": request_id}
+        if option_id is None:
+            params["outcome"] = "cancelled"
+        else:
+            params["optionId"] = option_id
         request = Request(jsonrpc="2.0", method=Served.PERMISSION_RESPOND, params=params, id=0)
         try:
             await state.dispatcher.call(request, ctx)  # routed by the dispatcher's hook

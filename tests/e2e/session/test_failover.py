@@ -135,7 +135,9 @@ async def follow_owner(c: Cluster, first: str, send: Any, *, what: str) -> tuple
         if error is None:
             return target, resp
         if error["code"] != ELSEWHERE:
-            # Routed to the dead owner: B gave up on it (`owner_lost`), a retryable answer.
+            # Routed to the dead owner: B gave up on it (`owner_lost`), a retryable answer
+            # with its own code (-32021 route_failed).
+            assert error["code"] == -32021, resp
             assert (error.get("data") or {}).get("retryable") is True, resp
             return None
         owner = error["data"]["owner"]
