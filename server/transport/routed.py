@@ -33,11 +33,18 @@ if TYPE_CHECKING:
     from server.transport.rpc import CallContext
     from server.transport.state import AppState
 
-# Forwarded to the owner. The others (attach, load, resume: served here from the log; the
-# owner-only ones, and those that need the connection) answer `owned_elsewhere`.
+# Forwarded to the owner: every session-scoped method but attach, load and resume (served
+# here from the log) and `_agentd/hooks/register` (CONNECTION_BOUND).
 ROUTED: frozenset[str] = frozenset(
     {
         Served.SESSION_PROMPT,
+        Served.SESSION_CLOSE,  # the owner cancels, clears the queue, unloads; this client detaches
+        Served.SESSION_DELETE,  # the owner stops its actor and deletes; this client detaches
+        Served.FORK,  # the history up to a seq is the owner's (its writer's barrier)
+        Served.SHARE,  # the owner detaches its members who lost access
+        Served.RENAME,
+        Served.COMPACT,
+        Served.REWIND,
         Served.SESSION_CANCEL,
         Served.INTERJECT,
         Served.ENQUEUE,
@@ -52,6 +59,13 @@ ROUTED: frozenset[str] = frozenset(
         *(op.method for op in QueueOp),
     }
 )
+# Session-scoped methods that bind the session to *this* connection on the replica running
+# it: a stop hook is a request the owner's actor sends to the client and waits on at each
+# turn's end. Forwarding the registration would leave the owner holding no connection to
+# call, so on a non-owner they answer `owned_elsewhere` with `retryable: false` and say why.
+CONNECTION_BOUND: frozenset[str] = frozenset({Served.HOOKS_REGISTER})
+# After these succeed on the owner, the caller's connection here stops watching the session.
+_ENDS_WATCH: frozenset[str] = frozenset({Served.SESSION_CLOSE, Served.SESSION_DELETE})
 MAX_HOPS = 3  # the owner moved while the command travelled: follow it this many times
 
 
@@ -65,6 +79,23 @@ def routable(method: str, exc: SessionError, routed: bool) -> str | None:
     if not isinstance(owner, str) or not owner or any(c.isspace() for c in owner):
         return None
     return owner
+
+
+def connection_bound(method: str, exc: SessionError) -> SessionError | None:
+    """The clear refusal of a CONNECTION_BOUND method on a non-owner, else None."""
+    if method not in CONNECTION_BOUND or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE:
+        return None
+    data = dict(exc.data or {})
+    owner = data.get("owner", "another replica")
+    data.update(reason="connection_bound", retryable=False)
+    return SessionError(
+        SessionErrorKind.OWNED_ELSEWHERE,
+        f"connection_bound: {method} binds the session to this connection, but the session runs on "
+        f"replica {owner}, which cannot call back a client connected here; connect to the "
+        "replica running the session (its stop hooks run there) or drive the turn from this "
+        "client instead",
+        data,
+    )
 
 
 _PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
@@ -88,8 +119,16 @@ def session_id_of(params: Any) -> str | None:
 async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
     """Forward `request` to the session's owner; its result, or its error raised here."""
     state = ctx.state
-    owner = routable(request.method, exc, ctx.routed)
+    refusal = None if ctx.routed else connection_bound(request.method, exc)
     sid = session_id_of(request.params)
+    if refusal is not None:
+        if sid is not None:  # a caller without the rights is told "not found", as anywhere (R-X2)
+            from server.transport.handlers.remote import stored_access
+            from server.transport.sharing import Access
+
+            await stored_access(ctx, sid, Access.DRIVE)
+        raise refusal
+    owner = routable(request.method, exc, ctx.routed)
     if state.router is None or owner is None or sid is None:
         raise exc
     params = request.params if isinstance(request.params, dict) else {}
@@ -115,6 +154,9 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
             await state.remote.caught_up(sid)  # the answer does not overtake the events before it
         error = outcome.get("error")
         if not isinstance(error, dict):
+            if conn is not None and request.method in _ENDS_WATCH and sid in conn.sessions:
+                conn.sessions.discard(sid)  # as a local close/delete detaches its caller
+                await state.detach(sid, conn.id)
             return outcome.get("result")
         moved = error.get("data") if error.get("code") == ErrorCode.SESSION_ELSEWHERE else None
         new_owner = moved.get("owner") if isinstance(moved, dict) else None
