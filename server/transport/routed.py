@@ -99,6 +99,9 @@ def connection_bound(method: str, exc: SessionError) -> SessionError | None:
 
 
 _PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
+# Answered when a turn ends (a compaction of an idle session is a turn of its own, a model
+# call): no deadline, only the owner's liveness bounds the wait.
+TURN_LONG: frozenset[str] = frozenset({Served.SESSION_PROMPT, Served.COMPACT})
 
 
 def with_routed_from(params: dict[str, Any], origin: str) -> dict[str, Any]:
@@ -148,7 +151,7 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
             params=params,
             principal=ctx.principal,
             teams=tuple(sorted(ctx.teams)),
-            wait_for_turn=prompt,
+            wait_for_turn=request.method in TURN_LONG,
         )
         if state.remote is not None and conn is not None and sid in conn.sessions:
             await state.remote.caught_up(sid)  # the answer does not overtake the events before it

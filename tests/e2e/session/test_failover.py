@@ -254,7 +254,9 @@ async def test_a_prompt_retried_on_another_replica_during_the_failover_never_run
 
         reached, answer = await follow_owner(c, "replica-b", retry, what="the retry being answered")
         assert answer["result"]["stopReason"] == "cancelled", answer  # the original's recovered end
-        assert (await c.lease(sid))[0] == reached
+        # The replica that answered runs the session, or forwarded the retry to the one
+        # that took it over (routing): a survivor either way.
+        assert (await c.lease(sid))[0] in ("replica-b", "replica-c")
         again = await retry(reached)  # and again: the same answer
         assert again["result"] == answer["result"]
 

@@ -15,7 +15,7 @@ from server.session.remote import RemoteWatch
 from server.store.db import Store
 from server.store.routed import Wake, parse_payload, payload, replica_channel
 from server.transport.render import ACP_RENDERER
-from server.transport.routed import ROUTED, connection_bound, routable, session_id_of
+from server.transport.routed import ROUTED, TURN_LONG, connection_bound, routable, session_id_of
 
 
 def test_payloads_round_trip_and_anything_else_is_ignored() -> None:
@@ -115,3 +115,8 @@ def test_a_stop_hook_on_a_non_owner_is_refused_saying_why_and_not_to_retry() -> 
     assert connection_bound(Served.SESSION_PROMPT, elsewhere) is None
     stopping = SessionError(SessionErrorKind.SESSION_STOPPING, "stopping", {"owner": "replica-a"})
     assert connection_bound(Served.HOOKS_REGISTER, stopping) is None
+
+
+def test_only_what_waits_for_a_turn_is_forwarded_without_a_deadline() -> None:
+    assert TURN_LONG == {Served.SESSION_PROMPT, Served.COMPACT}  # compaction runs a model call
+    assert TURN_LONG <= ROUTED
