@@ -179,6 +179,9 @@ class RemoteWatches:
     def __len__(self) -> int:
         return len(self._watches)
 
+    def session_ids(self) -> list[str]:
+        return list(self._watches)
+
     async def _watch(self, session_id: str) -> RemoteWatch:
         async with self._lock:
             watch = self._watches.get(session_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from server.session.sinks import FrameSink
 from server.store.routed import RoutedCommand
 from server.transport.errors import rpc_error
 from server.transport.sharing import holder
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from server.transport.rpc import CallContext
@@ -230,7 +233,7 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     actors have stopped: the outcomes of commands run here still go out)."""
     from server.session.remote import RemoteWatches
     from server.session.routing import Router
-    from server.store.notify import EVENTS_CHANNEL, PgListener
+    from server.store.notify import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, PgListener
     from server.transport.render import ACP_RENDERER
 
     settings = state.settings
@@ -254,14 +257,36 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
 
     router.execute = execute_here
     await router.start()
+    rechecks: set[asyncio.Task[None]] = set()
+
+    async def recheck(session_id: str) -> None:
+        from server.transport.handlers.share import recheck_remote_access
+
+        try:
+            await recheck_remote_access(state, session_id)
+        except Exception:  # the next change (or reconnect) checks again
+            log.exception("re-checking the access of session %s's watchers failed", session_id)
+
+    def on_shares(raw: str) -> None:
+        """A session's shares changed somewhere: hold this replica's watchers to them."""
+        if 0 < len(raw) <= MAX_SESSION_ID and remote.get(raw) is not None:
+            checking = asyncio.create_task(recheck(raw))
+            rechecks.add(checking)
+            checking.add_done_callback(rechecks.discard)
 
     async def on_connect() -> None:
         await remote.tails.on_connect()
         await router.on_connect()
+        for session_id in remote.session_ids():  # a change may have gone by meanwhile
+            await recheck(session_id)
 
     listener = PgListener(
         database_url,
-        {EVENTS_CHANNEL: remote.tails.on_notification, router.channel: router.on_notification},
+        {
+            EVENTS_CHANNEL: remote.tails.on_notification,
+            router.channel: router.on_notification,
+            SHARES_CHANNEL: on_shares,
+        },
         on_connect=on_connect,
     )
     task = asyncio.create_task(listener.run(), name="pg-listen")
@@ -269,6 +294,8 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     state.dispatcher.route = route
 
     async def stop() -> None:
+        for pending in list(rechecks):
+            pending.cancel()
         await router.stop()
         await remote.stop()
         task.cancel()

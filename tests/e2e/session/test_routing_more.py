@@ -4,7 +4,8 @@ replica B renames, rewinds, forks, shares, compacts, closes and deletes it — e
 to A and run there with her rights (the store shows the effect; a close or delete stops A's
 actor, whose lease goes) — and answers a permission question `cancelled` (the tool call is
 refused on A, as for a local `cancelled`). Mallory, on B, is refused every one of them
-exactly as on A, and nothing changes. A stop hook cannot be registered from B: a clear,
+exactly as on A, and nothing changes; when a share is closed on A, B detaches her at once,
+as A does its own clients. A stop hook cannot be registered from B: a clear,
 non-retryable refusal (A could not call back a client connected to B)."""
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ async def _cancel(msg: dict[str, Any]) -> dict[str, Any]:
 
 async def _released(store: Store, sid: str) -> bool:
     return await lease_holder(store.engine, sid) is None
+
+
+def _resynced(client: WsClient, sid: str) -> bool:
+    return any(
+        f.get("method") == "_agentd/resync_required"
+        and f["params"].get("sessionId") == sid
+        and f["params"].get("reason") == "access_changed"
+        for f in client.frames
+        if isinstance(f, dict)
+    )
 
 
 def _kinds(events: list[Any], kind: str) -> list[dict[str, Any]]:
@@ -148,6 +159,14 @@ async def test_every_session_method_works_from_a_replica_that_does_not_own_the_s
                 # Shared to watch: Mallory still may not drive it from B (checked on A).
                 denied = await cm.request("_agentd/session/rename", {"sessionId": sid, "title": "x"})
                 assert denied["error"]["code"] == ErrorCode.PERMISSION_DENIED, denied
+                # She watches from B; Alice closes the share on A: B detaches her at once (the
+                # shares' NOTIFY), as A detaches its own members.
+                await cm.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+                await ca.call("_agentd/session/share", {"sessionId": sid, "team": "eng", "access": "none"})
+                await until(lambda: _resynced(cm, sid), what="Mallory on B told her access changed")
+                assert await cm.call("_agentd/session/detach", {"sessionId": sid}) == {"detached": False}
+                again = await cm.request("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+                assert again["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND, again
 
                 forked = await cb.call("_agentd/session/fork", {"sessionId": sid})
                 fork_id = forked["sessionId"]
