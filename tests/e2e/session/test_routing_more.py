@@ -200,6 +200,7 @@ async def test_every_session_method_works_from_a_replica_that_does_not_own_the_s
                 # 6. Delete from B: A's actor stops and the session is gone.
                 assert await cb.call("session/delete", {"sessionId": sid}) == {}
                 assert await store.get_session(sid) is None
+                assert await cb.call("_agentd/session/detach", {"sessionId": sid}) == {"detached": False}
                 await until(lambda: _released(store, sid), what="A's lease on the deleted session released")
                 gone = await ca.request("_agentd/session/rename", {"sessionId": sid, "title": "z"})
                 assert gone["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND, gone
