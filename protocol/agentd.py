@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from protocol.acp import ContentBlock, Wire
 from protocol.methods import QueueOp, Served
@@ -78,7 +78,16 @@ class PermissionRespondParams(Wire):
 
     session_id: str
     request_id: str = Field(min_length=1)
-    option_id: str = Field(min_length=1)
+    option_id: str | None = Field(default=None, min_length=1)
+    # ACP's `RequestPermissionOutcome.outcome`: `cancelled` withdraws the question (the tool
+    # call is refused, as when a WebSocket client answers `cancelled`); needs no optionId.
+    outcome: Literal["selected", "cancelled"] = "selected"
+
+    @model_validator(mode="after")
+    def _option_when_selected(self) -> PermissionRespondParams:
+        if self.outcome == "selected" and self.option_id is None:
+            raise ValueError("optionId is required unless outcome is 'cancelled'")
+        return self
 
 
 class SessionParams(Wire):

@@ -33,6 +33,7 @@ class ErrorCode(IntEnum):
     LIMIT_EXCEEDED = -32019  # an input limit (R-X3); `data`: {limit, max, retryAfter?}
     SHUTTING_DOWN = -32018  # the server is draining for a shutdown: retry against its successor
     SESSION_ELSEWHERE = -32020  # another replica owns the session (R-C1): `data.owner`, retryAfter
+    ROUTE_FAILED = -32021  # a command forwarded to the owning replica got no answer: `data.reason`, retryable
 
 
 class RpcError(Exception):

@@ -570,6 +570,11 @@ class SessionActor:
         request does not offer (a bad answer, not an answer)."""
         return self.permissions.answer(request_id, option_id)
 
+    def cancel_permission(self, request_id: str) -> bool:
+        """A `cancelled` answer to a pending permission request (first answer wins): True
+        if it was pending and is now refused."""
+        return self.permissions.cancel(request_id)
+
     def permission_options(self, request_id: str) -> list[str] | None:
         """The option ids a pending request offers (None when it is not pending)."""
         return self.permissions.options(request_id)

@@ -122,8 +122,7 @@ class PermissionGate:
                 return
             outcome = parsed.outcome
             if outcome.outcome == "cancelled":  # the ACP model's literal
-                if not pending.future.done():
-                    pending.future.set_result(PermissionAnswer(PermissionOutcome.CANCELLED))
+                self.cancel(pending.id)
                 return
             if self.answer(pending.id, outcome.option_id) is None:
                 log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
@@ -141,6 +140,15 @@ class PermissionGate:
         if kind is None:
             return None
         pending.future.set_result(PermissionAnswer(PermissionOutcome.SELECTED, PermissionOptionKind(kind)))
+        return True
+
+    def cancel(self, request_id: str) -> bool:
+        """A `cancelled` answer (from a client on another replica, or over `POST /rpc`), as
+        a WebSocket client's `cancelled`: the question ends refused. True if it was pending."""
+        pending = self.pending.get(request_id)
+        if pending is None or pending.future.done():
+            return False
+        pending.future.set_result(PermissionAnswer(PermissionOutcome.CANCELLED))
         return True
 
     def forget_sink(self, sink_id: str) -> None:

@@ -42,8 +42,8 @@ from server.store.db import Store
 
 log = logging.getLogger(__name__)
 
-# (the client's sink, session id, request id, option id) → routed to the owner.
-Answer = Callable[[FrameSink, str, str, str], Awaitable[None]]
+# (the client's sink, session id, request id, option id — None: `cancelled`) → routed to the owner.
+Answer = Callable[[FrameSink, str, str, str | None], Awaitable[None]]
 RECENT_PERMISSIONS = 50  # questions looked at when a watch starts (only a turn's can be open)
 _STATE_KINDS = [EventKind.TURN_STARTED, EventKind.TURN_ENDED, EventKind.GOAL]
 
@@ -127,10 +127,10 @@ class RemoteWatch:
                 except Exception as exc:  # the client went away or answered nonsense
                     log.info("permission request to %s got no usable answer: %s", sink.id, exc)
                     return
-                if result.outcome.outcome == "cancelled":
-                    return  # only the owner's clients (or its timeout) can cancel a question
-                try:
-                    await self._answer(sink, self.session_id, rid, result.outcome.option_id)
+                outcome = result.outcome
+                option_id = None if outcome.outcome == "cancelled" else outcome.option_id
+                try:  # `cancelled` refuses the tool call there, as a local client's would
+                    await self._answer(sink, self.session_id, rid, option_id)
                 except Exception as exc:
                     log.info("routing a permission answer of %s failed: %s", sink.id, exc)
 
@@ -178,6 +178,9 @@ class RemoteWatches:
 
     def __len__(self) -> int:
         return len(self._watches)
+
+    def session_ids(self) -> list[str]:
+        return list(self._watches)
 
     async def _watch(self, session_id: str) -> RemoteWatch:
         async with self._lock:

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
+from protocol.jsonrpc import ErrorCode
 from server.session.errors import SessionError, SessionErrorKind
 from server.store import routed as rows
 from server.store.routed import RoutedCommand, Wake
@@ -193,7 +194,7 @@ class Router:
         await rows.purge(self._engine, PURGE_AFTER_S)
         answer = {
             "error": {
-                "code": -32603,
+                "code": int(ErrorCode.ROUTE_FAILED),
                 "message": "owner_restarted: the replica running the command restarted; retry",
                 "data": {"reason": "owner_restarted", "retryable": True},
             }

@@ -30,6 +30,7 @@ from server.store.engine import (
     open_engines,
 )
 from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
+from server.store.notify import SHARES_CHANNEL
 from server.store.records import (
     Batch,
     SessionRecord,
@@ -232,6 +233,10 @@ class Store:
             if found.scalar() is None:
                 return False
             await shares.set_access(conn, session_id, team, access)
+            if conn.dialect.name == "postgresql":  # sent at commit: other replicas re-check
+                await conn.execute(
+                    text("SELECT pg_notify(:channel, :sid)"), {"channel": SHARES_CHANNEL, "sid": session_id}
+                )
         return True
 
     # -------------------------------------------------------------- events and messages

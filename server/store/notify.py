@@ -21,6 +21,9 @@ from sqlalchemy.engine import make_url
 log = logging.getLogger(__name__)
 
 EVENTS_CHANNEL = "agentd_events"
+# "session S's shares changed" (the payload is the session id): replicas watching it for
+# their clients re-check those clients' access (R-X2 across replicas).
+SHARES_CHANNEL = "agentd_shares"
 MAX_SESSION_ID = 200  # longer ids are not ours: ignored
 
 

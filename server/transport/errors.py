@@ -19,7 +19,7 @@ CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.INVALID: ErrorCode.INVALID_PARAMS,
     SessionErrorKind.INTERNAL: ErrorCode.INTERNAL_ERROR,
     SessionErrorKind.OWNED_ELSEWHERE: ErrorCode.SESSION_ELSEWHERE,
-    SessionErrorKind.ROUTE_FAILED: ErrorCode.INTERNAL_ERROR,  # `data.reason`, retryable
+    SessionErrorKind.ROUTE_FAILED: ErrorCode.ROUTE_FAILED,  # `data.reason`, retryable
 }
 
 

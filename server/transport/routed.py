@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,15 +30,24 @@ from server.store.routed import RoutedCommand
 from server.transport.errors import rpc_error
 from server.transport.sharing import holder
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from server.transport.rpc import CallContext
     from server.transport.state import AppState
 
-# Forwarded to the owner. The others (attach, load, resume: served here from the log; the
-# owner-only ones, and those that need the connection) answer `owned_elsewhere`.
+# Forwarded to the owner: every session-scoped method but attach, load and resume (served
+# here from the log) and `_agentd/hooks/register` (CONNECTION_BOUND).
 ROUTED: frozenset[str] = frozenset(
     {
         Served.SESSION_PROMPT,
+        Served.SESSION_CLOSE,  # the owner cancels, clears the queue, unloads; this client detaches
+        Served.SESSION_DELETE,  # the owner stops its actor and deletes; this client detaches
+        Served.FORK,  # the history up to a seq is the owner's (its writer's barrier)
+        Served.SHARE,  # the owner detaches its members who lost access
+        Served.RENAME,
+        Served.COMPACT,
+        Served.REWIND,
         Served.SESSION_CANCEL,
         Served.INTERJECT,
         Served.ENQUEUE,
@@ -52,6 +62,13 @@ ROUTED: frozenset[str] = frozenset(
         *(op.method for op in QueueOp),
     }
 )
+# Session-scoped methods that bind the session to *this* connection on the replica running
+# it: a stop hook is a request the owner's actor sends to the client and waits on at each
+# turn's end. Forwarding the registration would leave the owner holding no connection to
+# call, so on a non-owner they answer `owned_elsewhere` with `retryable: false` and say why.
+CONNECTION_BOUND: frozenset[str] = frozenset({Served.HOOKS_REGISTER})
+# After these succeed on the owner, the caller's connection here stops watching the session.
+_ENDS_WATCH: frozenset[str] = frozenset({Served.SESSION_CLOSE, Served.SESSION_DELETE})
 MAX_HOPS = 3  # the owner moved while the command travelled: follow it this many times
 
 
@@ -67,7 +84,27 @@ def routable(method: str, exc: SessionError, routed: bool) -> str | None:
     return owner
 
 
+def connection_bound(method: str, exc: SessionError) -> SessionError | None:
+    """The clear refusal of a CONNECTION_BOUND method on a non-owner, else None."""
+    if method not in CONNECTION_BOUND or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE:
+        return None
+    data = dict(exc.data or {})
+    owner = data.get("owner", "another replica")
+    data.update(reason="connection_bound", retryable=False)
+    return SessionError(
+        SessionErrorKind.OWNED_ELSEWHERE,
+        f"connection_bound: {method} binds the session to this connection, but the session runs on "
+        f"replica {owner}, which cannot call back a client connected here; connect to the "
+        "replica running the session (its stop hooks run there) or drive the turn from this "
+        "client instead",
+        data,
+    )
+
+
 _PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
+# Answered when a turn ends (a compaction of an idle session is a turn of its own, a model
+# call): no deadline, only the owner's liveness bounds the wait.
+TURN_LONG: frozenset[str] = frozenset({Served.SESSION_PROMPT, Served.COMPACT})
 
 
 def with_routed_from(params: dict[str, Any], origin: str) -> dict[str, Any]:
@@ -88,8 +125,16 @@ def session_id_of(params: Any) -> str | None:
 async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
     """Forward `request` to the session's owner; its result, or its error raised here."""
     state = ctx.state
-    owner = routable(request.method, exc, ctx.routed)
+    refusal = None if ctx.routed else connection_bound(request.method, exc)
     sid = session_id_of(request.params)
+    if refusal is not None:
+        if sid is not None:  # a caller without the rights is told "not found", as anywhere (R-X2)
+            from server.transport.handlers.remote import stored_access
+            from server.transport.sharing import Access
+
+            await stored_access(ctx, sid, Access.DRIVE)
+        raise refusal
+    owner = routable(request.method, exc, ctx.routed)
     if state.router is None or owner is None or sid is None:
         raise exc
     params = request.params if isinstance(request.params, dict) else {}
@@ -109,12 +154,15 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
             params=params,
             principal=ctx.principal,
             teams=tuple(sorted(ctx.teams)),
-            wait_for_turn=prompt,
+            wait_for_turn=request.method in TURN_LONG,
         )
         if state.remote is not None and conn is not None and sid in conn.sessions:
             await state.remote.caught_up(sid)  # the answer does not overtake the events before it
         error = outcome.get("error")
         if not isinstance(error, dict):
+            if conn is not None and request.method in _ENDS_WATCH and sid in conn.sessions:
+                conn.sessions.discard(sid)  # as a local close/delete detaches its caller
+                await state.detach(sid, conn.id)
             return outcome.get("result")
         moved = error.get("data") if error.get("code") == ErrorCode.SESSION_ELSEWHERE else None
         new_owner = moved.get("owner") if isinstance(moved, dict) else None
@@ -157,7 +205,7 @@ def permission_answerer(state: AppState) -> Any:
     """The `answer` of server/session/remote.py: a watching client's choice goes to the
     owner as that client's `_agentd/permission/respond` (its rights checked there)."""
 
-    async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str) -> None:
+    async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str | None) -> None:
         from server.transport.rpc import CallContext
 
         who = holder(sink)
@@ -165,7 +213,11 @@ def permission_answerer(state: AppState) -> Any:
             return
         principal, teams = who
         ctx = CallContext(state, principal, None, teams=teams)
-        params = {"sessionId": session_id, "requestId": request_id, "optionId": option_id}
+        params: dict[str, Any] = {"sessionId": session_id, "requestId": request_id}
+        if option_id is None:
+            params["outcome"] = "cancelled"
+        else:
+            params["optionId"] = option_id
         request = Request(jsonrpc="2.0", method=Served.PERMISSION_RESPOND, params=params, id=0)
         try:
             await state.dispatcher.call(request, ctx)  # routed by the dispatcher's hook
@@ -181,7 +233,7 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     actors have stopped: the outcomes of commands run here still go out)."""
     from server.session.remote import RemoteWatches
     from server.session.routing import Router
-    from server.store.notify import EVENTS_CHANNEL, PgListener
+    from server.store.notify import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, PgListener
     from server.transport.render import ACP_RENDERER
 
     settings = state.settings
@@ -205,14 +257,36 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
 
     router.execute = execute_here
     await router.start()
+    rechecks: set[asyncio.Task[None]] = set()
+
+    async def recheck(session_id: str) -> None:
+        from server.transport.handlers.share import recheck_remote_access
+
+        try:
+            await recheck_remote_access(state, session_id)
+        except Exception:  # the next change (or reconnect) checks again
+            log.exception("re-checking the access of session %s's watchers failed", session_id)
+
+    def on_shares(raw: str) -> None:
+        """A session's shares changed somewhere: hold this replica's watchers to them."""
+        if 0 < len(raw) <= MAX_SESSION_ID and remote.get(raw) is not None:
+            checking = asyncio.create_task(recheck(raw))
+            rechecks.add(checking)
+            checking.add_done_callback(rechecks.discard)
 
     async def on_connect() -> None:
         await remote.tails.on_connect()
         await router.on_connect()
+        for session_id in remote.session_ids():  # a change may have gone by meanwhile
+            await recheck(session_id)
 
     listener = PgListener(
         database_url,
-        {EVENTS_CHANNEL: remote.tails.on_notification, router.channel: router.on_notification},
+        {
+            EVENTS_CHANNEL: remote.tails.on_notification,
+            router.channel: router.on_notification,
+            SHARES_CHANNEL: on_shares,
+        },
         on_connect=on_connect,
     )
     task = asyncio.create_task(listener.run(), name="pg-listen")
@@ -220,6 +294,8 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     state.dispatcher.route = route
 
     async def stop() -> None:
+        for pending in list(rechecks):
+            pending.cancel()
         await router.stop()
         await remote.stop()
         task.cancel()

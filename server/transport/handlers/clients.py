@@ -66,6 +66,10 @@ async def permission_respond(ctx: CallContext, params: PermissionRespondParams) 
     """First answer wins, as among WebSocket clients; every client then gets
     `_agentd/permission/resolved`."""
     actor = await session_for(ctx, params.session_id, Access.DRIVE)
+    if params.outcome == "cancelled" or params.option_id is None:
+        if not actor.cancel_permission(params.request_id):
+            raise _not_pending(params.request_id)
+        return {"outcome": "cancelled"}
     won = actor.answer_permission(params.request_id, params.option_id)
     if won is None:
         offered = ", ".join(actor.permission_options(params.request_id) or [])
@@ -75,9 +79,13 @@ async def permission_respond(ctx: CallContext, params: PermissionRespondParams) 
             [{"path": "optionId", "message": f"one of {offered}"}],
         )
     if not won:
-        raise RpcError.invalid_params(
-            f"Invalid params: no pending permission request {params.request_id} in this session "
-            "(already answered, cancelled, or never asked)",
-            [{"path": "requestId", "message": "not pending"}],
-        )
+        raise _not_pending(params.request_id)
     return {"outcome": "selected", "optionId": params.option_id}
+
+
+def _not_pending(request_id: str) -> RpcError:
+    return RpcError.invalid_params(
+        f"Invalid params: no pending permission request {request_id} in this session "
+        "(already answered, cancelled, or never asked)",
+        [{"path": "requestId", "message": "not pending"}],
+    )

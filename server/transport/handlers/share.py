@@ -17,7 +17,8 @@ from server.transport.sharing import ACCESS_CHANGED, Access, access_of, holder
 from server.transport.sse import SseSink
 
 if TYPE_CHECKING:
-    from server.session.actor import SessionActor
+    from server.session.hub import EventHub
+    from server.transport.state import AppState
 
 
 async def session_share(ctx: CallContext, params: ShareParams) -> dict[str, Any]:
@@ -31,23 +32,27 @@ async def session_share(ctx: CallContext, params: ShareParams) -> dict[str, Any]
     if not await ctx.state.store.set_session_share(actor.id, params.team, access):
         raise RpcError.not_found(f"session {params.session_id}")  # deleted meanwhile
     shares = (await ctx.state.store.session_shares([actor.id])).get(actor.id, {})
-    await _end_lost_access(ctx, actor, shares)
+    await end_lost_access(ctx.state, actor.hub, actor.id, actor.owner, shares)
     return {"sessionId": actor.id, "shares": share_list(shares)}
 
 
-async def _end_lost_access(ctx: CallContext, actor: SessionActor, shares: dict[str, str]) -> None:
-    """Members attached to the session who lost (some of) their access are detached now,
-    told `_agentd/resync_required` (`reason: access_changed`): re-attaching gets them what
-    they may still see — a watcher's view, or "not found". An SSE stream ends."""
-    for sink in list(actor.hub.sinks):
+async def end_lost_access(
+    state: AppState, hub: EventHub, session_id: str, owner: str | None, shares: dict[str, str]
+) -> None:
+    """Members attached to the session (to `hub`: its actor's, or this replica's watch of a
+    session another replica runs) who lost (some of) their access are detached now, told
+    `_agentd/resync_required` (`reason: access_changed`): re-attaching gets them what they
+    may still see — a watcher's view, or "not found". An SSE stream ends. `owner` None: the
+    session is gone, every member loses it."""
+    for sink in list(hub.sinks):
         held = holder(sink)
-        if held is None or held[0] == actor.owner:
+        if held is None or (owner is not None and held[0] == owner):
             continue
-        now = access_of(held[0], held[1], actor.owner, shares)
+        now = Access.NONE if owner is None else access_of(held[0], held[1], owner, shares)
         # A watcher may keep a view that asks nothing (a WatchSink, an SSE stream).
         if now is Access.NONE or (now is Access.WATCH and requesting(sink) is not None):
-            sub = actor.hub.get(sink.id)
-            frame = ACP_RENDERER.resync(actor.id, sub.last_seq if sub else 0, ACCESS_CHANGED)
+            sub = hub.get(sink.id)
+            frame = ACP_RENDERER.resync(session_id, sub.last_seq if sub else 0, ACCESS_CHANGED)
             # In order after what the client got; ahead of it only when its buffer is full
             # (and on SSE, where the urgent resync is what ends the stream).
             if isinstance(sink, SseSink) or not sink.send_notification(*frame):
@@ -56,8 +61,21 @@ async def _end_lost_access(ctx: CallContext, actor: SessionActor, shares: dict[s
                     tell.send_urgent(*frame)
             tracked = tracked_sessions(sink)
             if tracked is not None:
-                tracked.discard(actor.id)
-            await ctx.state.detach(actor.id, sink.id)
+                tracked.discard(session_id)
+            await state.detach(session_id, sink.id)
+
+
+async def recheck_remote_access(state: AppState, session_id: str) -> None:
+    """The session's shares changed (a NOTIFY from whichever replica changed them): the
+    members watching it from this replica are held to the new shares as the owner holds
+    its own clients."""
+    remote = state.remote
+    watch = remote.get(session_id) if remote is not None else None
+    if watch is None or not len(watch.hub):
+        return
+    record = await state.store.get_session(session_id)
+    shares = (await state.store.session_shares([session_id])).get(session_id, {})
+    await end_lost_access(state, watch.hub, session_id, record.owner if record else None, shares)
 
 
 def share_list(shares: dict[str, str]) -> list[dict[str, str]]:

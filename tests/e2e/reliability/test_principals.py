@@ -97,6 +97,7 @@ def params_for(method: str, session_id: str, workspace: Path) -> dict[str, Any]:
         "protocol_version": 1,
         "team": "core",
         "access": "drive",
+        "option_id": "x",  # optional (`outcome: cancelled` needs none), yet the usual answer
     }
     model: type[BaseModel] | None = METHODS[method].params
     if model is None:

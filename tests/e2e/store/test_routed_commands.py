@@ -124,6 +124,7 @@ async def test_commands_reach_the_owner_and_callers_never_hang() -> None:
                 await restarted.start()
                 answer = await asyncio.wait_for(running, 10)
                 assert answer["error"]["data"]["reason"] == "owner_restarted", answer
+                assert answer["error"]["code"] == -32021, answer
                 release.set()
             await owner.stop()
             assert await _rows(url) == 0

@@ -121,3 +121,37 @@ async def test_respond_to_someone_elses_session_looks_missing(server_factory: An
         assert missing["error"]["code"] == -32002, missing  # RESOURCE_NOT_FOUND, as for any session
         invalid = await rpc(http, RESPOND, {"sessionId": "sess_nope", "requestId": "", "optionId": "a"})
         assert invalid["error"]["code"] == -32602
+
+
+async def test_http_cancelled_answer_is_a_local_cancelled_answer(
+    server_factory: Any, workspace: Path
+) -> None:
+    """`outcome: cancelled` (what a client on another replica sends) ends the question as a
+    WebSocket client's `cancelled` does: the tool call is refused, the turn cancelled."""
+    async with (
+        server_factory(provider()) as server,
+        httpx.AsyncClient(base_url=server.base_url, timeout=60) as http,
+    ):
+        sid = (await rpc(http, "session/new", {"cwd": str(workspace), "mcpServers": []}))["result"][
+            "sessionId"
+        ]
+        # Neither an option nor `cancelled`: refused, nothing pending is touched.
+        no_option = await rpc(http, RESPOND, {"sessionId": sid, "requestId": "perm_x"})
+        assert no_option["error"]["code"] == -32602 and "optionId" in no_option["error"]["message"]
+        async with sse(server.base_url, sid) as stream:
+            prompt = asyncio.create_task(
+                rpc(http, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+            )
+            asked_frame = await stream.until(lambda f: is_event(f, "permission_requested"))
+            request_id = asked_frame["data"]["event"]["requestId"]
+            ok = await rpc(http, RESPOND, {"sessionId": sid, "requestId": request_id, "outcome": "cancelled"})
+            assert ok["result"] == {"outcome": "cancelled"}, ok
+            resolved = await stream.until(lambda f: f.get("event") == RESOLVED)
+            assert resolved["data"]["outcome"] == "cancelled"
+            done = await asyncio.wait_for(prompt, 60)
+            assert done["result"]["stopReason"] == "cancelled", done
+            assert not (workspace / "out.txt").exists(), "cancelled, yet written"
+            again = await rpc(
+                http, RESPOND, {"sessionId": sid, "requestId": request_id, "outcome": "cancelled"}
+            )
+            assert again["error"]["code"] == -32602, again  # first answer wins

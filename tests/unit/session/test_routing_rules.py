@@ -15,7 +15,7 @@ from server.session.remote import RemoteWatch
 from server.store.db import Store
 from server.store.routed import Wake, parse_payload, payload, replica_channel
 from server.transport.render import ACP_RENDERER
-from server.transport.routed import ROUTED, routable, session_id_of
+from server.transport.routed import ROUTED, TURN_LONG, connection_bound, routable, session_id_of
 
 
 def test_payloads_round_trip_and_anything_else_is_ignored() -> None:
@@ -37,19 +37,15 @@ def test_only_the_commands_of_a_session_owned_elsewhere_are_forwarded() -> None:
     elsewhere = owned_elsewhere("sess_1", "replica-a", 3.0)
     commands = [Served.SESSION_PROMPT, Served.SESSION_CANCEL, Served.INTERJECT, Served.ENQUEUE]
     commands += [Served.SEND_NOW, Served.PERMISSION_RESPOND, QueueOp.EDIT.method, QueueOp.LIST.method]
+    commands += [Served.SESSION_CLOSE, Served.SESSION_DELETE, Served.FORK, Served.SHARE, Served.RENAME]
+    commands += [Served.COMPACT, Served.REWIND]
     for method in commands:
         assert method in ROUTED
         assert routable(method, elsewhere, routed=False) == "replica-a"
     # Already forwarded once: never again (no loops between replicas).
     assert routable(Served.SESSION_PROMPT, elsewhere, routed=True) is None
-    # Served here from the log, or only where the session runs / by its owner.
-    for method in (
-        Served.ATTACH,
-        Served.SESSION_LOAD,
-        Served.SESSION_DELETE,
-        Served.FORK,
-        Served.HOOKS_REGISTER,
-    ):
+    # Served here from the log, or bound to the connection on the replica running the session.
+    for method in (Served.ATTACH, Served.SESSION_LOAD, Served.SESSION_RESUME, Served.HOOKS_REGISTER):
         assert routable(method, elsewhere, routed=False) is None
     # Another session error is not a routing matter.
     stopping = SessionError(SessionErrorKind.SESSION_STOPPING, "stopping", {"owner": "replica-a"})
@@ -95,3 +91,32 @@ def test_a_prompt_routed_from_a_connection_here_is_that_connections_own() -> Non
     assert watch._with_origin(ours).origin == "conn_1"  # not sent back to conn_1 (hub.Subscriber)
     assert watch._with_origin(theirs).origin is None
     assert watch._with_origin(plain).origin is None
+
+
+def test_every_session_scoped_method_is_forwarded_served_from_the_log_or_refused_clearly() -> None:
+    """A client behind a load balancer cannot pick the replica: no session-scoped method may
+    answer a bare `owned_elsewhere` (issue: routing gaps)."""
+    from_log = {Served.ATTACH, Served.SESSION_LOAD, Served.SESSION_RESUME}
+    local = {Served.DETACH}  # this connection's own subscription, wherever the session runs
+    session_scoped = {m for m in Served if m.startswith(("session/", "_agentd/"))}
+    session_scoped -= {Served.SESSION_NEW, Served.SESSION_LIST}
+    unhandled = session_scoped - ROUTED - from_log - local - {Served.HOOKS_REGISTER}
+    assert not unhandled, unhandled
+
+
+def test_a_stop_hook_on_a_non_owner_is_refused_saying_why_and_not_to_retry() -> None:
+    elsewhere = owned_elsewhere("sess_1", "replica-a", 3.0)
+    refusal = connection_bound(Served.HOOKS_REGISTER, elsewhere)
+    assert refusal is not None and refusal.kind is SessionErrorKind.OWNED_ELSEWHERE
+    assert refusal.data is not None
+    assert refusal.data["reason"] == "connection_bound" and refusal.data["retryable"] is False
+    assert refusal.data["owner"] == "replica-a"
+    assert "replica-a" in refusal.message and "call back" in refusal.message
+    assert connection_bound(Served.SESSION_PROMPT, elsewhere) is None
+    stopping = SessionError(SessionErrorKind.SESSION_STOPPING, "stopping", {"owner": "replica-a"})
+    assert connection_bound(Served.HOOKS_REGISTER, stopping) is None
+
+
+def test_only_what_waits_for_a_turn_is_forwarded_without_a_deadline() -> None:
+    assert TURN_LONG == {Served.SESSION_PROMPT, Served.COMPACT}  # compaction runs a model call
+    assert TURN_LONG <= ROUTED

@@ -16,6 +16,7 @@ from server.session.errors import (
     session_stopping,
     shutting_down,
 )
+from server.session.routing import route_failed
 from server.transport.errors import CODES, rpc_error
 
 
@@ -100,6 +101,12 @@ def test_every_kind_has_a_code() -> None:
             None,
         ),
         (SessionError(SessionErrorKind.INTERNAL, "session s1: refused"), -32603, "session s1: refused", None),
+        (
+            route_failed("owner_lost", "replica a is gone; retry"),
+            -32021,  # its own code: a client tells "retry" from a bug (-32603)
+            "owner_lost: replica a is gone; retry",
+            {"reason": "owner_lost", "retryable": True},
+        ),
     ],
 )
 def test_the_wire_error_of_a_session_error(
