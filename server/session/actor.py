@@ -102,6 +102,15 @@ log = logging.getLogger(__name__)
 
 C = TypeVar("C")
 
+
+@dataclasses.dataclass
+class StopState:
+    """How far the actor has got in stopping."""
+
+    stopping: bool = False  # a Shutdown is handled: the actor reads no more commands
+    server: bool = False  # the whole server shuts down (not just an eviction)
+    exited: bool = False  # the actor's task ends (after a shutdown)
+
 # One handler per mailbox command, registered with `@_handles(CommandType)` below.
 _HANDLERS: dict[type[Any], Callable[[SessionActor, Any], Awaitable[None]]] = {}
 
@@ -169,17 +178,14 @@ class SessionActor:
         )
         self.todos = TodoList()
         self._idle_since: float | None = None
-        self._stopped = False
-        self._exited = False  # the actor's task ends (after a shutdown)
-        self._desk = PromptQueue(self)
-        self.queue = self._desk.entries  # waiting prompts, front first (the running one is not here)
-        self._desk.restore(record.queue or [])
+        self.stop_state = StopState()
+        self.desk = PromptQueue(self)
+        self.queue = self.desk.entries  # waiting prompts, front first (the running one is not here)
+        self.desk.restore(record.queue or [])
         self.path_locks: dict[str, asyncio.Lock] = {}
         self.background = BackgroundTasks(on_finished=lambda task_id: self.send(TaskFinished(task_id)))
         self.subagents = session_subagents(self)  # R-T11: the `task` tool's children
         self._task: asyncio.Task[None] | None = None
-        self._closing = False
-        self._server_stopping = False  # the whole server shuts down (not just an eviction)
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
         s = services.settings
         self.files = FileHistory(
@@ -199,7 +205,7 @@ class SessionActor:
         return self._task
 
     def send(self, command: SessionCommand) -> None:
-        if self._stopped or self._closing:
+        if self.stop_state.stopping:
             self._refuse(command)
             return
         self.mailbox.put_nowait(command)
@@ -212,7 +218,7 @@ class SessionActor:
             case Prompt(ack=ack) if ack is not None:
                 command.reply.cancel()  # an enqueue: its caller waits for the ack (below)
                 reply = ack
-            case Prompt(reply=done) if self._server_stopping:
+            case Prompt(reply=done) if self.stop_state.server:
                 if not done.done():
                     refused = TurnOutcome.cancelled(EndReason.SERVER_SHUTTING_DOWN)
                     done.set_result(PromptDone("", None, refused))
@@ -232,7 +238,7 @@ class SessionActor:
             case _:
                 reply = command.reply
         if not reply.done():
-            if self._server_stopping:
+            if self.stop_state.server:
                 reply.set_exception(shutting_down("server_shutting_down: the server is stopping"))
             else:
                 reply.set_exception(session_stopping(self.id))  # retryable: the next request reloads it
@@ -254,7 +260,7 @@ class SessionActor:
         return len(self.queue)
 
     async def _run(self) -> None:
-        while not self._exited:
+        while not self.stop_state.exited:
             cmd = await self.mailbox.get()
             try:
                 await _HANDLERS[type(cmd)](self, cmd)
@@ -267,11 +273,11 @@ class SessionActor:
 
     @_handles(Prompt)
     async def _on_prompt(self, cmd: Prompt) -> None:
-        self._desk.submit(cmd)
+        self.desk.submit(cmd)
 
     @_handles(QueueOp)
     async def _on_queue_op(self, cmd: QueueOp) -> None:
-        self._desk.operate(cmd)
+        self.desk.operate(cmd)
 
     @_handles(ResumeQueue)
     async def _on_resume_queue(self, cmd: ResumeQueue) -> None:
@@ -279,7 +285,7 @@ class SessionActor:
 
     @_handles(Interject)
     async def _on_interject(self, cmd: Interject) -> None:
-        self._desk.interject(cmd)
+        self.desk.interject(cmd)
 
     @_handles(GoalSet)
     async def _on_goal_set(self, cmd: GoalSet) -> None:
@@ -299,10 +305,7 @@ class SessionActor:
 
     @_handles(SetAgent)
     async def _on_set_agent(self, cmd: SetAgent) -> None:
-        self.agent = self.services.agents[cmd.name]
-        self.model = self.agent.model or self.services.settings.model
-        self.journal.persist_fields({"agent": cmd.name, "model": self.model})
-        self._config_changed()
+        self.set_agent(cmd.name)
         cmd.reply.set_result(None)
 
     @_handles(SetModel)
@@ -322,10 +325,7 @@ class SessionActor:
 
     @_handles(SetTitle)
     async def _on_set_title(self, cmd: SetTitle) -> None:
-        self.title = cmd.title
-        self.journal.persist_fields({"title": cmd.title})
-        now = datetime.now(UTC).isoformat()
-        self.journal.emit(EventKind.SESSION_INFO, {"title": cmd.title, "updatedAt": now})
+        self.set_title(cmd.title)
         cmd.reply.set_result(None)
 
     @_handles(AttachMcp)
@@ -399,7 +399,7 @@ class SessionActor:
 
     @_handles(TurnFinished)
     async def _on_turn_finished(self, cmd: TurnFinished) -> None:
-        self._finish_turn(cmd.turn_id)
+        self.finish_turn(cmd.turn_id)
         self.start_next_turn()
 
     @_handles(Shutdown)
@@ -409,28 +409,27 @@ class SessionActor:
             return
         if cmd.on_stop is not None:
             cmd.on_stop()
-        self._server_stopping = cmd.server_stopping
-        self._stopped = True
+        self.stop_state.server = cmd.server_stopping
+        self.stop_state.stopping = True
         await self._shutdown(cmd.grace)
         cmd.reply.set_result(True)
-        self._exited = True
+        self.stop_state.exited = True
 
     async def _shutdown(self, grace: float) -> None:
-        self._closing = True
         self.journal.stopped = True
         self.journal.cancel_checkpoints()
         await asyncio.gather(self.background.close(), self.subagents.close())
         turn = self._turn
         if turn is not None:
             await stop_turn(self, turn, grace)
-            self._finish_turn(turn.id)
+            self.finish_turn(turn.id)
         # Queued prompts (and input the last turn never drained) stay queued in the store
         # and run after the restart; once that is committed their requests are answered
         # deferred — a client retrying with the same requestId later learns the end.
         deferred_entries = list(self.queue)
-        self._desk.changed()
+        self.desk.changed()
         self.queue.clear()
-        self._desk.forget()
+        self.desk.forget()
         if self.mcp is not None:
             await self.mcp.close()
         await self.services.writer.barrier()
@@ -444,10 +443,10 @@ class SessionActor:
         if self._turn is not None or not self.queue or queue_ops.front_is_held(self.queue):
             return
         queued = self.queue.popleft()
-        self._desk.changed()  # it left the visible queue (if it was ever in it)
+        self.desk.changed()  # it left the visible queue (if it was ever in it)
         self._turn = launch(self, queued, new_id("turn"))
 
-    def _finish_turn(self, turn_id: str) -> None:
+    def finish_turn(self, turn_id: str) -> None:
         turn = self._turn
         if turn is None or turn.id != turn_id:
             return
@@ -484,7 +483,7 @@ class SessionActor:
 
     def remember_outcome(self, request_id: str, done: PromptDone) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
-        self._desk.requests.remember_outcome(request_id, done)
+        self.desk.requests.remember_outcome(request_id, done)
 
     def resume_queue(self) -> None:
         """Start the next queued prompt, if any (after a restart)."""
@@ -547,6 +546,18 @@ class SessionActor:
         self.model = model
         self.journal.persist_fields({"model": model})
         self._config_changed()
+
+    def set_agent(self, name: str) -> None:
+        self.agent = self.services.agents[name]
+        self.model = self.agent.model or self.services.settings.model
+        self.journal.persist_fields({"agent": name, "model": self.model})
+        self._config_changed()
+
+    def set_title(self, title: str) -> None:
+        self.title = title
+        self.journal.persist_fields({"title": title})
+        now = datetime.now(UTC).isoformat()
+        self.journal.emit(EventKind.SESSION_INFO, {"title": title, "updatedAt": now})
 
     def config_options(self) -> list[dict[str, Any]]:
         return session_config_options(
