@@ -85,7 +85,7 @@ PLAN_REFUSAL = "Refused: plan mode is read-only, {tool} would change the workspa
 
 
 @dataclass
-class _Slot:
+class Slot:
     call: ToolCall
     tool: Tool | None = None
     args: dict[str, Any] | None = None
@@ -103,7 +103,7 @@ class RoundResult:
     records: list[CallRecord] = field(default_factory=list)  # every call, for the loop detector
 
 
-def _parse(ctx: TurnContext, slot: _Slot) -> None:
+def parse_call(ctx: TurnContext, slot: Slot) -> None:
     """Resolve the tool and arguments; a problem becomes the call's (error) result."""
     tool = ctx.tools.get(slot.call.name)
     if tool is None:
@@ -161,7 +161,7 @@ def _validator(schema_json: bytes) -> Any:
     return cls(schema)
 
 
-def _announcement(ctx: TurnContext, slot: _Slot) -> ToolCallAnnounced:
+def _announcement(ctx: TurnContext, slot: Slot) -> ToolCallAnnounced:
     raw: Any = slot.args
     if raw is None:
         try:
@@ -181,7 +181,7 @@ def _announcement(ctx: TurnContext, slot: _Slot) -> ToolCallAnnounced:
     return ToolCallAnnounced(slot.call.id, title, kind, raw, locations)
 
 
-def _final_update(slot: _Slot) -> ToolCallFinished:
+def _final_update(slot: Slot) -> ToolCallFinished:
     result = slot.result
     assert result is not None
     return ToolCallFinished(
@@ -193,7 +193,7 @@ def _final_update(slot: _Slot) -> ToolCallFinished:
     )
 
 
-async def _pre_tool_hooks(ctx: TurnContext, slot: _Slot) -> ToolResult | None:
+async def _pre_tool_hooks(ctx: TurnContext, slot: Slot) -> ToolResult | None:
     assert slot.tool is not None
     payload = {
         "event": "pre_tool",
@@ -213,7 +213,7 @@ async def _pre_tool_hooks(ctx: TurnContext, slot: _Slot) -> ToolResult | None:
     return None
 
 
-async def _with_preview(ctx: TurnContext, slot: _Slot, tool_call: dict[str, Any]) -> dict[str, Any]:
+async def _with_preview(ctx: TurnContext, slot: Slot, tool_call: dict[str, Any]) -> dict[str, Any]:
     """The permission request's `toolCall` with the tool's preview (what the call will do),
     when it has one; a preview that fails leaves the request as announced."""
     preview = getattr(slot.tool, "preview", None)
@@ -231,8 +231,8 @@ async def _with_preview(ctx: TurnContext, slot: _Slot, tool_call: dict[str, Any]
     return with_preview
 
 
-async def _approve(
-    ctx: TurnContext, slots: list[_Slot], announced: list[ToolCallAnnounced]
+async def approve(
+    ctx: TurnContext, slots: list[Slot], announced: list[ToolCallAnnounced]
 ) -> BreakReason | None:
     breaker: BreakReason | None = None
     gate = ctx.permissions
@@ -297,7 +297,7 @@ def _emit(
     ctx.events.emit(update.kind, update.payload())
 
 
-def _write_paths(ctx: TurnContext, slot: _Slot) -> list[str]:
+def _write_paths(ctx: TurnContext, slot: Slot) -> list[str]:
     """The paths a write call touches, sorted so two calls never lock in opposite order."""
     assert slot.tool is not None and slot.args is not None
     try:
@@ -307,7 +307,7 @@ def _write_paths(ctx: TurnContext, slot: _Slot) -> list[str]:
     return sorted({str(loc["path"]) for loc in locations if "path" in loc})
 
 
-async def _execute(ctx: TurnContext, slot: _Slot) -> None:
+async def _execute(ctx: TurnContext, slot: Slot) -> None:
     assert slot.tool is not None and slot.args is not None
     _emit(ctx, ToolCallStarted(slot.call.id))
 
@@ -343,7 +343,7 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         await _run_tool(ctx, slot, tool_ctx)
 
 
-async def _run_tool(ctx: TurnContext, slot: _Slot, tool_ctx: ToolContext) -> None:
+async def _run_tool(ctx: TurnContext, slot: Slot, tool_ctx: ToolContext) -> None:
     assert slot.tool is not None and slot.args is not None
     try:
         if slot.tool.access is Access.WRITE:
@@ -370,21 +370,21 @@ async def _run_tool(ctx: TurnContext, slot: _Slot, tool_ctx: ToolContext) -> Non
 
 def _announce(
     ctx: TurnContext, calls: list[ToolCall], presets: dict[str, ToolResult] | None = None
-) -> tuple[list[_Slot], list[ToolCallAnnounced]]:
-    slots = [_Slot(call) for call in calls]
+) -> tuple[list[Slot], list[ToolCallAnnounced]]:
+    slots = [Slot(call) for call in calls]
     announced = []
     for slot in slots:
         if presets and slot.call.id in presets:
             slot.result = presets[slot.call.id]  # decided by the loop (e.g. StructuredOutput)
         else:
-            _parse(ctx, slot)
+            parse_call(ctx, slot)
         announcement = _announcement(ctx, slot)
         announced.append(announcement)
         _emit(ctx, announcement)
     return slots, announced
 
 
-def _write_back(ctx: TurnContext, slots: list[_Slot], no_progress: NoProgress | None = None) -> None:
+def _write_back(ctx: TurnContext, slots: list[Slot], no_progress: NoProgress | None = None) -> None:
     for slot in slots:  # original order, whatever order they finished in
         result = slot.result
         assert result is not None
@@ -416,7 +416,7 @@ async def execute_tool_round(
     are announced and written back in order but never run."""
     slots, announced = _announce(ctx, calls, presets)
 
-    breaker = await _approve(ctx, slots, announced)
+    breaker = await approve(ctx, slots, announced)
 
     approved = [s for s in slots if s.approved]
     if approved:
@@ -438,7 +438,7 @@ async def execute_tool_round(
     )
 
 
-async def _record(ctx: TurnContext, slot: _Slot, presets: dict[str, ToolResult]) -> CallRecord:
+async def _record(ctx: TurnContext, slot: Slot, presets: dict[str, ToolResult]) -> CallRecord:
     """What the loop detector needs to know about one call; a successful write also says
     what the files hold now (their digests: file churn is content going back and forth)."""
     result = slot.result
