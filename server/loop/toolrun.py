@@ -1,6 +1,7 @@
 """Tool execution for one model step (R-T1, R-T3, R-T8).
 
-Phase 1 approves calls serially, in order. A permission rejection, a user cancel or an
+Each call is announced with its arguments parsed and checked (tool_slot.py). Phase 1
+(tool_approval.py) approves calls serially, in order. A permission rejection, a user cancel or an
 interjection (new user input) is a circuit breaker: later calls are not run and say why,
 calls approved before it still run, and the turn then ends `Cancelled` — failures of the
 user's will stop the work, while environment failures (a hook denial, a tool error) are

@@ -4,7 +4,9 @@ Only this package speaks SQL. Writes of the session actors arrive as `Batch`es (
 conversation messages and session-field updates of one group commit) and are applied
 in one transaction, so a crash never leaves an event without its message or vice versa.
 The records it hands out are in `records.py`; opening the engines and migrations config in
-`engine.py` (their names are re-exported here: many callers import them from this module).
+`engine.py` (their names are re-exported here: many callers import them from this module);
+the API token queries, which `Store` inherits, in `tokens.py`; the `session/list` query in
+`session_list.py`.
 """
 
 from __future__ import annotations
