@@ -1,6 +1,7 @@
 """Tool execution for one model step (R-T1, R-T3, R-T8).
 
-Phase 1 approves calls serially, in order. A permission rejection, a user cancel or an
+Each call is announced with its arguments parsed and checked (tool_slot.py). Phase 1
+(tool_approval.py) approves calls serially, in order. A permission rejection, a user cancel or an
 interjection (new user input) is a circuit breaker: later calls are not run and say why,
 calls approved before it still run, and the turn then ends `Cancelled` — failures of the
 user's will stop the work, while environment failures (a hook denial, a tool error) are
@@ -13,23 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import orjson
-
-if TYPE_CHECKING:
-    import jsonschema
+from typing import Any
 
 from server.core import tracing
 from server.core.conversation import Message, ToolCall
-from server.core.permission import PermissionOptionKind, PermissionOutcome
 from server.core.updates import (
     PlanUpdated,
     ToolCallAnnounced,
@@ -41,57 +34,15 @@ from server.core.updates import (
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.detection import NoProgress, with_no_progress_note
 from server.loop.loop_detector import CallRecord, shell_failed
-from server.loop.outcome import EndReason
-from server.tools.base import Access, Tool, ToolContext, ToolError, ToolResult
-from server.tools.hooks import HookDecision
-from server.tools.permissions import (
-    PERMISSION_OPTIONS,
-    Decision,
-    Remembered,
-    decide,
-    plan_gate_refuses,
-    plan_mode_refuses,
-)
+from server.loop.tool_approval import BreakReason, approve
+from server.loop.tool_slot import Slot, parse_call
+from server.tools.base import Access, ToolContext, ToolError, ToolResult
+
+__all__ = ["BreakReason", "RoundResult", "execute_tool_round", "file_digests", "skip_tool_round"]
 
 log = logging.getLogger(__name__)
 
 PROGRESS_TAIL_CHARS = 4000
-
-
-class BreakReason(StrEnum):
-    """A circuit breaker of the approval phase; every one ends the turn `Cancelled`."""
-
-    PERMISSION_REJECTED = "permission_rejected"
-    USER_CANCELLED = "user_cancelled"
-    # New user input arrived during approval; it is not lost: once the turn has ended it
-    # runs as the next prompt, ahead of the queue (R-S4).
-    INTERJECTED = "interjected"
-
-    @property
-    def end_reason(self) -> EndReason:
-        """The reason the turn ends with."""
-        match self:
-            case BreakReason.PERMISSION_REJECTED:
-                return EndReason.PERMISSION_REJECTED
-            case BreakReason.USER_CANCELLED:
-                return EndReason.USER_CANCELLED
-            case BreakReason.INTERJECTED:
-                return EndReason.INTERJECTED
-
-
-CANCELLED_EARLIER = "Not run: cancelled because an earlier tool call in this step was {why}."
-INTERJECTED_TEXT = "Not run: cancelled because new user input arrived before it was approved."
-PLAN_REFUSAL = "Refused: plan mode is read-only, {tool} would change the workspace."
-
-
-@dataclass
-class _Slot:
-    call: ToolCall
-    tool: Tool | None = None
-    args: dict[str, Any] | None = None
-    approved: bool = False
-    result: ToolResult | None = None
-    crashed: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,65 +54,7 @@ class RoundResult:
     records: list[CallRecord] = field(default_factory=list)  # every call, for the loop detector
 
 
-def _parse(ctx: TurnContext, slot: _Slot) -> None:
-    """Resolve the tool and arguments; a problem becomes the call's (error) result."""
-    tool = ctx.tools.get(slot.call.name)
-    if tool is None:
-        known = ", ".join(sorted(ctx.tools))
-        slot.result = ToolResult(f"Unknown tool {slot.call.name!r}. Available tools: {known}.", is_error=True)
-        return
-    slot.tool = tool
-    try:
-        args = json.loads(slot.call.arguments or "{}")
-    except json.JSONDecodeError as exc:
-        slot.result = ToolResult(f"Arguments are not valid JSON ({exc.msg} at {exc.pos}).", is_error=True)
-        return
-    if not isinstance(args, dict):
-        slot.result = ToolResult("Arguments must be a JSON object.", is_error=True)
-        return
-    error = argument_error(args, tool.parameters)
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-        slot.result = ToolResult(
-            f"Invalid arguments for {tool.name} ({where}): {error.message}", is_error=True
-        )
-        return
-    slot.args = args
-
-
-def argument_error(args: dict[str, Any], schema: dict[str, Any]) -> jsonschema.ValidationError | None:
-    """The error `jsonschema.validate(args, schema)` would raise (its best match), or None.
-    `validate` checks the schema against its metaschema and builds a validator on every
-    call — ~2 ms per tool call; the checked validator is kept per schema instead (keyed by
-    its JSON text, so a tool whose schema changes gets a new one). An invalid schema still
-    raises `SchemaError`, every time."""
-    import jsonschema  # loaded at the first tool call, not at start-up (idle memory)
-
-    try:
-        key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # not JSON-serialisable (no tool's schema is): the uncached way
-        try:
-            jsonschema.validate(args, schema)
-        except jsonschema.ValidationError as exc:
-            return exc
-        return None
-    error: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(
-        _validator(key).iter_errors(args)
-    )
-    return error
-
-
-@functools.lru_cache(maxsize=256)
-def _validator(schema_json: bytes) -> Any:
-    import jsonschema
-
-    schema = orjson.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
-def _announcement(ctx: TurnContext, slot: _Slot) -> ToolCallAnnounced:
+def _announcement(ctx: TurnContext, slot: Slot) -> ToolCallAnnounced:
     raw: Any = slot.args
     if raw is None:
         try:
@@ -181,7 +74,7 @@ def _announcement(ctx: TurnContext, slot: _Slot) -> ToolCallAnnounced:
     return ToolCallAnnounced(slot.call.id, title, kind, raw, locations)
 
 
-def _final_update(slot: _Slot) -> ToolCallFinished:
+def _final_update(slot: Slot) -> ToolCallFinished:
     result = slot.result
     assert result is not None
     return ToolCallFinished(
@@ -193,111 +86,13 @@ def _final_update(slot: _Slot) -> ToolCallFinished:
     )
 
 
-async def _pre_tool_hooks(ctx: TurnContext, slot: _Slot) -> ToolResult | None:
-    assert slot.tool is not None
-    payload = {
-        "event": "pre_tool",
-        "sessionId": ctx.session_id,
-        "cwd": str(ctx.cwd),
-        "tool": slot.tool.name,
-        "input": slot.args,
-    }
-    for hook in ctx.pre_tool_hooks:
-        if not hook.applies_to(slot.tool.name):
-            continue
-        verdict = await hook.pre_tool(payload)
-        if verdict.decision is HookDecision.DENY:
-            return ToolResult(
-                f"Blocked by a hook: {verdict.reason}", is_error=True, raw_output=verdict.to_event()
-            )
-    return None
-
-
-async def _with_preview(ctx: TurnContext, slot: _Slot, tool_call: dict[str, Any]) -> dict[str, Any]:
-    """The permission request's `toolCall` with the tool's preview (what the call will do),
-    when it has one; a preview that fails leaves the request as announced."""
-    preview = getattr(slot.tool, "preview", None)
-    if preview is None or slot.args is None:
-        return tool_call
-    tool_ctx = ToolContext(cwd=ctx.cwd, session_id=ctx.session_id, client=ctx.client)
-    try:
-        shown = await run_cancellable(preview(slot.args, tool_ctx), ctx.cancel)
-    except TurnCancelled:
-        raise
-    except Exception as exc:  # a preview is a courtesy: never a reason not to ask
-        log.info("no preview for %s: %s", slot.call.name, exc)
-        return tool_call
-    with_preview: dict[str, Any] = shown.apply(tool_call)
-    return with_preview
-
-
-async def _approve(
-    ctx: TurnContext, slots: list[_Slot], announced: list[ToolCallAnnounced]
-) -> BreakReason | None:
-    breaker: BreakReason | None = None
-    gate = ctx.permissions
-    for slot, announcement in zip(slots, announced, strict=True):
-        if slot.result is not None or slot.tool is None:
-            continue
-        if breaker is None and ctx.interrupted.is_set():
-            breaker = BreakReason.INTERJECTED
-        if breaker is not None:
-            if breaker is BreakReason.INTERJECTED:
-                text = INTERJECTED_TEXT
-            else:
-                why = "rejected" if breaker is BreakReason.PERMISSION_REJECTED else "cancelled"
-                text = CANCELLED_EARLIER.format(why=why)
-            slot.result = ToolResult(text, is_error=True)
-            continue
-        denial = await _pre_tool_hooks(ctx, slot)
-        if denial is not None:
-            slot.result = denial  # a hook denial skips only this call
-            continue
-        if plan_gate_refuses(gate.plan(), slot.tool.access):  # before, and whatever, the permission layer
-            slot.result = ToolResult(PLAN_REFUSAL.format(tool=slot.tool.name), is_error=True)
-            continue
-        mode = gate.mode()
-        remembered = gate.remembered(slot.tool.name)
-        decision = decide(mode, slot.tool.access, remembered)
-        if decision is Decision.ALLOW:
-            slot.approved = True
-            continue
-        if decision is Decision.DENY:
-            if plan_mode_refuses(mode, slot.tool.access):
-                msg = PLAN_REFUSAL.format(tool=slot.tool.name)
-            else:
-                msg = f"Refused: the user chose to always reject {slot.tool.name}."
-            slot.result = ToolResult(msg, is_error=True)
-            continue
-        try:
-            request = await _with_preview(ctx, slot, announcement.permission_request())
-            answer = await run_cancellable(gate.ask(request, PERMISSION_OPTIONS), ctx.cancel)
-        except TurnCancelled:
-            answer = None
-        if answer is None or answer.outcome is PermissionOutcome.CANCELLED:
-            breaker = BreakReason.USER_CANCELLED
-            slot.result = ToolResult("Cancelled by the user while waiting for permission.", is_error=True)
-            continue
-        if answer.option_kind is PermissionOptionKind.ALLOW_ALWAYS:
-            gate.remember(slot.tool.name, Remembered.ALLOW_ALWAYS)
-        elif answer.option_kind is PermissionOptionKind.REJECT_ALWAYS:
-            gate.remember(slot.tool.name, Remembered.REJECT_ALWAYS)
-        if answer.allowed:
-            slot.approved = True
-            continue
-        breaker = BreakReason.PERMISSION_REJECTED
-        why = "timed out" if answer.outcome is PermissionOutcome.TIMEOUT else "was rejected by the user"
-        slot.result = ToolResult(f"Permission {why}; the call was not run.", is_error=True)
-    return breaker
-
-
 def _emit(
     ctx: TurnContext, update: ToolCallAnnounced | ToolCallStarted | ToolCallFinished | PlanUpdated
 ) -> None:
     ctx.events.emit(update.kind, update.payload())
 
 
-def _write_paths(ctx: TurnContext, slot: _Slot) -> list[str]:
+def _write_paths(ctx: TurnContext, slot: Slot) -> list[str]:
     """The paths a write call touches, sorted so two calls never lock in opposite order."""
     assert slot.tool is not None and slot.args is not None
     try:
@@ -307,7 +102,7 @@ def _write_paths(ctx: TurnContext, slot: _Slot) -> list[str]:
     return sorted({str(loc["path"]) for loc in locations if "path" in loc})
 
 
-async def _execute(ctx: TurnContext, slot: _Slot) -> None:
+async def _execute(ctx: TurnContext, slot: Slot) -> None:
     assert slot.tool is not None and slot.args is not None
     _emit(ctx, ToolCallStarted(slot.call.id))
 
@@ -343,7 +138,7 @@ async def _execute(ctx: TurnContext, slot: _Slot) -> None:
         await _run_tool(ctx, slot, tool_ctx)
 
 
-async def _run_tool(ctx: TurnContext, slot: _Slot, tool_ctx: ToolContext) -> None:
+async def _run_tool(ctx: TurnContext, slot: Slot, tool_ctx: ToolContext) -> None:
     assert slot.tool is not None and slot.args is not None
     try:
         if slot.tool.access is Access.WRITE:
@@ -370,21 +165,21 @@ async def _run_tool(ctx: TurnContext, slot: _Slot, tool_ctx: ToolContext) -> Non
 
 def _announce(
     ctx: TurnContext, calls: list[ToolCall], presets: dict[str, ToolResult] | None = None
-) -> tuple[list[_Slot], list[ToolCallAnnounced]]:
-    slots = [_Slot(call) for call in calls]
+) -> tuple[list[Slot], list[ToolCallAnnounced]]:
+    slots = [Slot(call) for call in calls]
     announced = []
     for slot in slots:
         if presets and slot.call.id in presets:
             slot.result = presets[slot.call.id]  # decided by the loop (e.g. StructuredOutput)
         else:
-            _parse(ctx, slot)
+            parse_call(ctx, slot)
         announcement = _announcement(ctx, slot)
         announced.append(announcement)
         _emit(ctx, announcement)
     return slots, announced
 
 
-def _write_back(ctx: TurnContext, slots: list[_Slot], no_progress: NoProgress | None = None) -> None:
+def _write_back(ctx: TurnContext, slots: list[Slot], no_progress: NoProgress | None = None) -> None:
     for slot in slots:  # original order, whatever order they finished in
         result = slot.result
         assert result is not None
@@ -416,7 +211,7 @@ async def execute_tool_round(
     are announced and written back in order but never run."""
     slots, announced = _announce(ctx, calls, presets)
 
-    breaker = await _approve(ctx, slots, announced)
+    breaker = await approve(ctx, slots, announced)
 
     approved = [s for s in slots if s.approved]
     if approved:
@@ -438,7 +233,7 @@ async def execute_tool_round(
     )
 
 
-async def _record(ctx: TurnContext, slot: _Slot, presets: dict[str, ToolResult]) -> CallRecord:
+async def _record(ctx: TurnContext, slot: Slot, presets: dict[str, ToolResult]) -> CallRecord:
     """What the loop detector needs to know about one call; a successful write also says
     what the files hold now (their digests: file churn is content going back and forth)."""
     result = slot.result

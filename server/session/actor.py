@@ -1,7 +1,8 @@
 """The session actor, L1 (R-S1, R-S2): one asyncio task owns one session's state.
 
 It multiplexes its mailbox and the completion of its running turn: each mailbox command
-has one handler (`_on_<command>`, looked up by type). Prompts that arrive while a turn
+has one handler (actor_handlers.py, looked up by type); how it stops and refuses what
+arrives meanwhile is actor_stop.py. Prompts that arrive while a turn
 runs wait in a FIFO queue; each `session/prompt` is answered when its own turn ends. The
 running turn is a child task of the actor: it reads and appends the conversation while
 it runs, and reaches everything else through the actor's `Journal` (events) and its
@@ -18,10 +19,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from server.agents import DEFAULT_AGENT
 from server.core.conversation import Message
@@ -34,62 +34,23 @@ from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from server.loop.retry import RetryState
 from server.loop.usage import UsageLedger
 from server.session import queue_ops
-from server.session.commands import (
-    Attach,
-    AttachComplete,
-    AttachMcp,
-    Cancel,
-    Compact,
-    Detach,
-    GoalClear,
-    GoalGet,
-    GoalSet,
-    Interject,
-    Prompt,
-    PromptDone,
-    QueueOp,
-    RegisterHook,
-    ResumeQueue,
-    Rewind,
-    SessionCommand,
-    SetAgent,
-    SetMode,
-    SetModel,
-    SetPlan,
-    SetTitle,
-    Shutdown,
-    TaskFinished,
-    TurnFinished,
-)
+from server.session.actor_handlers import HANDLERS
+from server.session.actor_stop import StopState, refuse
+from server.session.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
 from server.session.config_options import session_config_options
-from server.session.errors import (
-    SessionError,
-    SessionErrorKind,
-    session_failed,
-    session_stopping,
-    shutting_down,
-)
+from server.session.errors import session_failed
 from server.session.file_history import FileHistory
 from server.session.hub import EventHub
 from server.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
 from server.session.local_commands import available_commands
 from server.session.permission_gate import PermissionGate
-from server.session.prompt_queue import (
-    PromptQueue,
-    QueuedPrompt,
-    new_id,
-    request_id_of,
-    resolve,
-)
-from server.session.queue_ops import QueueKind
-from server.session.queue_sync import answer_all
-from server.session.rewind import rewind
+from server.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_id_of
 from server.session.services import ActorServices
 from server.session.session_modes import record_modes_change
 from server.session.sinks import FrameSink
 from server.session.snapshot import Running, build_snapshot
 from server.session.subagents import session_subagents
-from server.session.turn_launch import RunningTurn, answer_turn, launch, stop_turn
+from server.session.turn_launch import RunningTurn, answer_turn, launch
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.hooks import StopHook
@@ -99,23 +60,6 @@ from server.tools.todo import TodoList
 __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "SessionActor", "new_id"]
 
 log = logging.getLogger(__name__)
-
-C = TypeVar("C")
-
-# One handler per mailbox command, registered with `@_handles(CommandType)` below.
-_HANDLERS: dict[type[Any], Callable[[SessionActor, Any], Awaitable[None]]] = {}
-
-
-def _handles(
-    kind: type[C],
-) -> Callable[[Callable[[SessionActor, C], Awaitable[None]]], Callable[[SessionActor, C], Awaitable[None]]]:
-    def register(
-        handler: Callable[[SessionActor, C], Awaitable[None]],
-    ) -> Callable[[SessionActor, C], Awaitable[None]]:
-        _HANDLERS[kind] = handler
-        return handler
-
-    return register
 
 
 class SessionActor:
@@ -169,17 +113,14 @@ class SessionActor:
         )
         self.todos = TodoList()
         self._idle_since: float | None = None
-        self._stopped = False
-        self._exited = False  # the actor's task ends (after a shutdown)
-        self._desk = PromptQueue(self)
-        self.queue = self._desk.entries  # waiting prompts, front first (the running one is not here)
-        self._desk.restore(record.queue or [])
+        self.stop_state = StopState()
+        self.desk = PromptQueue(self)
+        self.queue = self.desk.entries  # waiting prompts, front first (the running one is not here)
+        self.desk.restore(record.queue or [])
         self.path_locks: dict[str, asyncio.Lock] = {}
         self.background = BackgroundTasks(on_finished=lambda task_id: self.send(TaskFinished(task_id)))
         self.subagents = session_subagents(self)  # R-T11: the `task` tool's children
         self._task: asyncio.Task[None] | None = None
-        self._closing = False
-        self._server_stopping = False  # the whole server shuts down (not just an eviction)
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
         s = services.settings
         self.files = FileHistory(
@@ -199,43 +140,10 @@ class SessionActor:
         return self._task
 
     def send(self, command: SessionCommand) -> None:
-        if self._stopped or self._closing:
-            self._refuse(command)
+        if self.stop_state.stopping:
+            refuse(self, command)
             return
         self.mailbox.put_nowait(command)
-
-    def _refuse(self, command: SessionCommand) -> None:
-        """The actor is stopping and reads no more commands: answer what waits instead of
-        letting it hang. During a server shutdown a prompt ends `server_shutting_down`."""
-        reply: asyncio.Future[Any] | None = None
-        match command:
-            case Prompt(ack=ack) if ack is not None:
-                command.reply.cancel()  # an enqueue: its caller waits for the ack (below)
-                reply = ack
-            case Prompt(reply=done) if self._server_stopping:
-                if not done.done():
-                    refused = TurnOutcome.cancelled(EndReason.SERVER_SHUTTING_DOWN)
-                    done.set_result(PromptDone("", None, refused))
-                return
-            case Cancel():
-                if self._turn is not None:  # still honoured: the drain may be waiting on it
-                    self._turn.cancel.set()
-                return
-            case Shutdown(reply=stopped):
-                if self._task is not None:  # already stopping: done when the actor is
-                    self._task.add_done_callback(lambda _t: resolve(stopped, True))
-                else:
-                    resolve(stopped, True)
-                return
-            case ResumeQueue() | AttachComplete() | Detach() | TurnFinished() | TaskFinished():
-                return  # nobody waits for an answer
-            case _:
-                reply = command.reply
-        if not reply.done():
-            if self._server_stopping:
-                reply.set_exception(shutting_down("server_shutting_down: the server is stopping"))
-            else:
-                reply.set_exception(session_stopping(self.id))  # retryable: the next request reloads it
 
     @property
     def last_seq(self) -> int:
@@ -254,189 +162,14 @@ class SessionActor:
         return len(self.queue)
 
     async def _run(self) -> None:
-        while not self._exited:
+        while not self.stop_state.exited:
             cmd = await self.mailbox.get()
             try:
-                await _HANDLERS[type(cmd)](self, cmd)
+                await HANDLERS[type(cmd)](self, cmd)
             except Exception:  # one bad command must not kill the session
                 log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
         while not self.mailbox.empty():  # arrived while it was stopping
-            self._refuse(self.mailbox.get_nowait())
-
-    # ------------------------------------------------------------------ command handlers
-
-    @_handles(Prompt)
-    async def _on_prompt(self, cmd: Prompt) -> None:
-        self._desk.submit(cmd)
-
-    @_handles(QueueOp)
-    async def _on_queue_op(self, cmd: QueueOp) -> None:
-        self._desk.operate(cmd)
-
-    @_handles(ResumeQueue)
-    async def _on_resume_queue(self, cmd: ResumeQueue) -> None:
-        self.start_next_turn()
-
-    @_handles(Interject)
-    async def _on_interject(self, cmd: Interject) -> None:
-        self._desk.interject(cmd)
-
-    @_handles(GoalSet)
-    async def _on_goal_set(self, cmd: GoalSet) -> None:
-        self.set_goal(GoalState(cmd.objective, token_budget=cmd.token_budget, verify=cmd.verify))
-        assert self.goal is not None
-        cmd.reply.set_result(self.goal.to_dict())
-
-    @_handles(GoalGet)
-    async def _on_goal_get(self, cmd: GoalGet) -> None:
-        cmd.reply.set_result(self.goal.to_dict() if self.goal else None)
-
-    @_handles(GoalClear)
-    async def _on_goal_clear(self, cmd: GoalClear) -> None:
-        previous = self.goal
-        self.set_goal(None)
-        cmd.reply.set_result(previous.to_dict() if previous else None)
-
-    @_handles(SetAgent)
-    async def _on_set_agent(self, cmd: SetAgent) -> None:
-        self.agent = self.services.agents[cmd.name]
-        self.model = self.agent.model or self.services.settings.model
-        self.journal.persist_fields({"agent": cmd.name, "model": self.model})
-        self._config_changed()
-        cmd.reply.set_result(None)
-
-    @_handles(SetModel)
-    async def _on_set_model(self, cmd: SetModel) -> None:
-        self.set_model(cmd.model)
-        cmd.reply.set_result(None)
-
-    @_handles(SetMode)
-    async def _on_set_mode(self, cmd: SetMode) -> None:
-        self.set_mode(cmd.mode)
-        cmd.reply.set_result(None)
-
-    @_handles(SetPlan)
-    async def _on_set_plan(self, cmd: SetPlan) -> None:
-        self.set_plan(cmd.on)
-        cmd.reply.set_result(None)
-
-    @_handles(SetTitle)
-    async def _on_set_title(self, cmd: SetTitle) -> None:
-        self.title = cmd.title
-        self.journal.persist_fields({"title": cmd.title})
-        now = datetime.now(UTC).isoformat()
-        self.journal.emit(EventKind.SESSION_INFO, {"title": cmd.title, "updatedAt": now})
-        cmd.reply.set_result(None)
-
-    @_handles(AttachMcp)
-    async def _on_attach_mcp(self, cmd: AttachMcp) -> None:
-        previous, self.mcp = self.mcp, cmd.connections
-        cmd.reply.set_result(previous)  # the caller closes it, off the actor's step
-
-    @_handles(RegisterHook)
-    async def _on_register_hook(self, cmd: RegisterHook) -> None:
-        self.client_hooks[cmd.hook.connection_id] = cmd.hook
-        cmd.reply.set_result(None)
-
-    @_handles(Compact)
-    async def _on_compact(self, cmd: Compact) -> None:
-        if self._turn is not None:
-            # Compaction happens inside the running turn, before its next request.
-            self._turn.ctx.compact_requested = True
-            cmd.reply.set_result(None)
-        else:
-            job = QueuedPrompt(new_id("compact"), Prompt([], cmd.reply), kind=QueueKind.COMPACT)
-            self.queue.appendleft(job)
-            self.start_next_turn()
-
-    @_handles(TaskFinished)
-    async def _on_task_finished(self, cmd: TaskFinished) -> None:
-        # Clients learn it now, idle or not; the model at its next sampling round (react).
-        done = self.background.completion(cmd.task_id)
-        self.journal.emit(done.kind, done.payload())
-
-    @_handles(Rewind)
-    async def _on_rewind(self, cmd: Rewind) -> None:
-        # In the actor's step: no turn can start while files and conversation go back.
-        if self._turn is not None:
-            busy = SessionError(
-                SessionErrorKind.BUSY, "session_busy: a turn is running; cancel it, then rewind"
-            )
-            cmd.reply.set_exception(busy)
-            return
-        try:
-            cmd.reply.set_result(await rewind(self, cmd.turn_id, files=cmd.files))
-        except SessionError as exc:
-            cmd.reply.set_exception(exc)
-
-    @_handles(Cancel)
-    async def _on_cancel(self, cmd: Cancel) -> None:
-        # ACP cancel targets the running turn; queued prompts stay queued.
-        if self._turn is not None:
-            self._turn.cancel.set()
-
-    @_handles(Attach)
-    async def _on_attach(self, cmd: Attach) -> None:
-        sub = self.hub.subscribe(cmd.sink, self.id)
-        sub.attached_seq = self.journal.seq
-        # Taken in the same step as the subscription, so nothing falls between them.
-        sub.snapshot = self.snapshot()
-        sub.partials = [(kind, mid, text) for mid, (kind, text) in self.journal.partial.items()]
-        cmd.reply.set_result(sub)
-
-    @_handles(AttachComplete)
-    async def _on_attach_complete(self, cmd: AttachComplete) -> None:
-        if cmd.send_commands:
-            self.send_available_commands(cmd.sink)
-        for pending in self.permissions.pending.values():
-            self.permissions.ask_sink(cmd.sink, pending)
-
-    @_handles(Detach)
-    async def _on_detach(self, cmd: Detach) -> None:
-        self.hub.unsubscribe(cmd.sink_id)
-        self.client_hooks.pop(cmd.sink_id, None)
-        self.permissions.forget_sink(cmd.sink_id)
-
-    @_handles(TurnFinished)
-    async def _on_turn_finished(self, cmd: TurnFinished) -> None:
-        self._finish_turn(cmd.turn_id)
-        self.start_next_turn()
-
-    @_handles(Shutdown)
-    async def _on_shutdown(self, cmd: Shutdown) -> None:
-        if cmd.only_if_idle and (self.idle_since() is None or not self.mailbox.empty()):
-            cmd.reply.set_result(False)  # work arrived since the sweep looked
-            return
-        if cmd.on_stop is not None:
-            cmd.on_stop()
-        self._server_stopping = cmd.server_stopping
-        self._stopped = True
-        await self._shutdown(cmd.grace)
-        cmd.reply.set_result(True)
-        self._exited = True
-
-    async def _shutdown(self, grace: float) -> None:
-        self._closing = True
-        self.journal.stopped = True
-        self.journal.cancel_checkpoints()
-        await asyncio.gather(self.background.close(), self.subagents.close())
-        turn = self._turn
-        if turn is not None:
-            await stop_turn(self, turn, grace)
-            self._finish_turn(turn.id)
-        # Queued prompts (and input the last turn never drained) stay queued in the store
-        # and run after the restart; once that is committed their requests are answered
-        # deferred — a client retrying with the same requestId later learns the end.
-        deferred_entries = list(self.queue)
-        self._desk.changed()
-        self.queue.clear()
-        self._desk.forget()
-        if self.mcp is not None:
-            await self.mcp.close()
-        await self.services.writer.barrier()
-        for queued in deferred_entries:
-            deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(EndReason.DEFERRED_BY_SHUTDOWN))
-            answer_all((queued.command.reply, *queued.waiters), deferred)
+            refuse(self, self.mailbox.get_nowait())
 
     # ------------------------------------------------------------------ turns
 
@@ -444,10 +177,10 @@ class SessionActor:
         if self._turn is not None or not self.queue or queue_ops.front_is_held(self.queue):
             return
         queued = self.queue.popleft()
-        self._desk.changed()  # it left the visible queue (if it was ever in it)
+        self.desk.changed()  # it left the visible queue (if it was ever in it)
         self._turn = launch(self, queued, new_id("turn"))
 
-    def _finish_turn(self, turn_id: str) -> None:
+    def finish_turn(self, turn_id: str) -> None:
         turn = self._turn
         if turn is None or turn.id != turn_id:
             return
@@ -484,7 +217,7 @@ class SessionActor:
 
     def remember_outcome(self, request_id: str, done: PromptDone) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
-        self._desk.requests.remember_outcome(request_id, done)
+        self.desk.requests.remember_outcome(request_id, done)
 
     def resume_queue(self) -> None:
         """Start the next queued prompt, if any (after a restart)."""
@@ -547,6 +280,18 @@ class SessionActor:
         self.model = model
         self.journal.persist_fields({"model": model})
         self._config_changed()
+
+    def set_agent(self, name: str) -> None:
+        self.agent = self.services.agents[name]
+        self.model = self.agent.model or self.services.settings.model
+        self.journal.persist_fields({"agent": name, "model": self.model})
+        self._config_changed()
+
+    def set_title(self, title: str) -> None:
+        self.title = title
+        self.journal.persist_fields({"title": title})
+        now = datetime.now(UTC).isoformat()
+        self.journal.emit(EventKind.SESSION_INFO, {"title": title, "updatedAt": now})
 
     def config_options(self) -> list[dict[str, Any]]:
         return session_config_options(

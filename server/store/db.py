@@ -4,7 +4,9 @@ Only this package speaks SQL. Writes of the session actors arrive as `Batch`es (
 conversation messages and session-field updates of one group commit) and are applied
 in one transaction, so a crash never leaves an event without its message or vice versa.
 The records it hands out are in `records.py`; opening the engines and migrations config in
-`engine.py` (their names are re-exported here: many callers import them from this module).
+`engine.py` (their names are re-exported here: many callers import them from this module);
+the API token queries, which `Store` inherits, in `tokens.py`; the `session/list` query in
+`session_list.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Select, delete, func, insert, literal, or_, select, text, tuple_, update
+from sqlalchemy import Engine, delete, func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from server.core.modes import SqliteSynchronous
@@ -29,7 +31,7 @@ from server.store.engine import (
     current_revision,
     open_engines,
 )
-from server.store.models import ApiTokenRow, EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
+from server.store.models import EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from server.store.notify import SHARES_CHANNEL
 from server.store.records import (
     Batch,
@@ -40,8 +42,10 @@ from server.store.records import (
     session_record,
     utc,
 )
+from server.store.session_list import session_list_query
 from server.store.session_load import LoadedSession
 from server.store.sqlite_writer import SqliteWriter
+from server.store.tokens import ApiTokens
 
 __all__ = [
     "MIGRATIONS_DIR",
@@ -67,7 +71,7 @@ def _fence_params(batches: list[Batch]) -> dict[str, Any]:
     return {"sids": [b.session_id for b in batches], "fences": [b.fence for b in batches]}
 
 
-class Store:
+class Store(ApiTokens):
     def __init__(
         self,
         engine: AsyncEngine,
@@ -384,114 +388,6 @@ class Store:
         async with self.engine.connect() as conn:
             return await session_load.last_seq(conn, session_id)
 
-    # -------------------------------------------------------------- api tokens (R-X1)
-
-    async def create_token(
-        self, id: str, principal: str, name: str | None, token_hash: str, teams: Sequence[str] = ()
-    ) -> TokenRecord:
-        now = utcnow()
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(ApiTokenRow).values(
-                    id=id,
-                    principal=principal,
-                    name=name,
-                    token_hash=token_hash,
-                    created_at=now,
-                    teams=list(teams) or None,
-                )
-            )
-        return TokenRecord(id, principal, name, now, None, tuple(teams))
-
-    async def identity_for_token(self, token_hash: str) -> tuple[str, tuple[str, ...]] | None:
-        """The principal and teams of a live (not revoked) token with this hash."""
-        q = select(ApiTokenRow.principal, ApiTokenRow.teams).where(
-            ApiTokenRow.token_hash == token_hash, ApiTokenRow.revoked_at.is_(None)
-        )
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(q)).first()
-        return None if row is None else (row.principal, tuple(row.teams or ()))
-
-    async def principal_for_token(self, token_hash: str) -> str | None:
-        """The principal of a live (not revoked) token with this hash."""
-        q = select(ApiTokenRow.principal).where(
-            ApiTokenRow.token_hash == token_hash, ApiTokenRow.revoked_at.is_(None)
-        )
-        async with self.engine.connect() as conn:
-            return (await conn.execute(q)).scalar()
-
-    async def live_token_hashes(self, token_hashes: Collection[str]) -> set[str]:
-        """Those of `token_hashes` that still exist and are not revoked (one query)."""
-        if not token_hashes:
-            return set()
-        q = select(ApiTokenRow.token_hash).where(
-            ApiTokenRow.token_hash.in_(list(token_hashes)), ApiTokenRow.revoked_at.is_(None)
-        )
-        async with self.engine.connect() as conn:
-            return set((await conn.execute(q)).scalars())
-
-    async def list_tokens(self) -> list[TokenRecord]:
-        q = select(ApiTokenRow).order_by(ApiTokenRow.created_at)
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(q)).all()
-        return [
-            TokenRecord(
-                r.id,
-                r.principal,
-                r.name,
-                utc(r.created_at),
-                utc(r.revoked_at) if r.revoked_at else None,
-                tuple(r.teams or ()),
-            )
-            for r in rows
-        ]
-
-    async def revoke_token(self, id: str) -> bool:
-        """False when there is no such live token."""
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(ApiTokenRow)
-                .where(ApiTokenRow.id == id, ApiTokenRow.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
-            )
-        return bool(result.rowcount)
-
     async def load_messages(self, session_id: str) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:
             return await session_load.messages(conn, session_id)
-
-
-def session_list_query(
-    *,
-    owner: str,
-    cwd: str | None,
-    before: tuple[datetime, str] | None,
-    limit: int,
-    teams: Collection[str] = (),
-    query: str | None = None,
-) -> Select[str, str, str | None, datetime, str]:
-    """One `session/list` page. Only the listed columns are read, and the row-value
-    comparison in this order is one range of the (owner[, cwd], updated_at, id) indexes
-    (migration 0007): a page costs the same first or last, with or without the cwd filter.
-    With `teams` the sessions shared with them join in (R-X2). A `query` filters the same
-    range (title or cwd contains it, any case; `%` and `_` are plain characters): a page
-    reads the principal's sessions newest first until it is full."""
-    mine = SessionRow.owner == owner
-    q = select(
-        SessionRow.id, SessionRow.cwd, SessionRow.title, SessionRow.updated_at, SessionRow.owner
-    ).where(or_(mine, SessionRow.id.in_(shares.shared_with(teams))) if teams else mine)
-    if cwd is not None:
-        q = q.where(SessionRow.cwd == cwd)
-    if query:
-        needle = query.lower()
-        q = q.where(
-            or_(
-                func.lower(SessionRow.title).contains(needle, autoescape=True),
-                func.lower(SessionRow.cwd).contains(needle, autoescape=True),
-            )
-        )
-    if before is not None:
-        at, sid = before
-        bound = tuple_(literal(at, SessionRow.updated_at.type), literal(sid, SessionRow.id.type))
-        q = q.where(tuple_(SessionRow.updated_at, SessionRow.id) < bound)
-    return q.order_by(SessionRow.updated_at.desc(), SessionRow.id.desc()).limit(limit)

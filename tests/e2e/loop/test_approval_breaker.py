@@ -21,7 +21,7 @@ from typing import Any
 
 from server.config import PermissionMode
 from server.loop.conversation import Message
-from server.loop.toolrun import INTERJECTED_TEXT
+from server.loop.tool_approval import INTERJECTED_TEXT
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt

@@ -1,4 +1,4 @@
-"""toolrun.argument_error: the same verdict as `jsonschema.validate`, from a validator
+"""tool_slot.argument_error: the same verdict as `jsonschema.validate`, from a validator
 checked and built once per schema (issue 14: ~2 ms per tool call before)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from server.loop.toolrun import _validator, argument_error
+from server.loop.tool_slot import _validator, argument_error
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
