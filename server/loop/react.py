@@ -113,18 +113,16 @@ def _policy(ctx: TurnContext, *, force_schema: bool, offer_shim: bool) -> StepPo
 
 
 def _observe(ctx: TurnContext, state: TurnState, sample: Sample) -> StepObservation:
-    """What the resolver needs to know about this sample. The repetition detector sees every
-    step whose stream was not cut (a step without tool calls ends a streak)."""
-    stationarity = cycle = None
-    if sample.degenerate is None:
-        stationarity = state.stationarity.observe(sample.tool_calls)
-        cycle = state.loops.observe_step(sample.tool_calls)
+    """What the resolver needs to know about this sample. The stationarity and cycle detectors
+    see every step (a step without tool calls ends a streak). A response cut as repetitive text
+    never gets here: `_sample_with_recovery` discards it and samples again, so a discarded
+    attempt neither counts in nor ends a streak."""
     return StepObservation(
         text=sample.text,
         tool_calls=tuple(sample.tool_calls),
         stop=sample.stop,
-        stationarity=stationarity,
-        cycle=cycle,
+        stationarity=state.stationarity.observe(sample.tool_calls),
+        cycle=state.loops.observe_step(sample.tool_calls),
         interjections_pending=bool(ctx.interjections),
         open_todos=tuple(ctx.todos.unfinished()),
         tool_rounds=state.tool_rounds,
