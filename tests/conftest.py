@@ -20,6 +20,7 @@ from server.embedded import serve_in_background
 from server.providers.base import Provider
 from server.providers.scripted import ScriptedProvider
 from tests.support.client import WsClient
+from tests.support.databases import premigrate_sqlite
 from tests.support.xdist_stderr import pytest_configure  # noqa: F401 - a hook: timeout stacks under xdist
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -108,6 +109,7 @@ async def running_server(
         permission_mode=permission_mode,
         **settings_kw,
     )
+    await premigrate_sqlite(settings.resolved_database_url())
     app = create_app(settings, provider=provider, tools=tools, fallbacks=fallbacks)
     async with serve_in_background(app) as base:
         yield Server(base, settings, provider, app)

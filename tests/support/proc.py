@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.databases import premigrate_sqlite
 from tests.support.polling import until, value_of
 
 
@@ -72,6 +73,8 @@ async def agentd_serve(
     await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
     port = free_port()
     env = server_env(home, port=str(port), provider="scripted", **settings)
+    url = env.get("AGENTD_DATABASE_URL") or f"sqlite+aiosqlite:///{home / 'agentd' / 'agentd.db'}"
+    await premigrate_sqlite(url)  # no Alembic import and upgrade in every new process
     log = home / log_name
     async with agentd_process(["serve", "--log-level", "warning"], env=env, log=log) as proc:
         base = f"http://127.0.0.1:{port}"
@@ -92,6 +95,7 @@ async def agentd_serve_on(tmp_path: Path, port: int, script: dict[str, Any]) -> 
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "server-home"), HOME=str(tmp_path))
+    await premigrate_sqlite(f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}")
     log = tmp_path / f"serve-{port}.log"
     async with agentd_process(args, env=env, log=log) as proc:
         await wait_healthy(f"http://127.0.0.1:{port}", proc, log)
