@@ -226,7 +226,9 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
 C = TypeVar("C", bound=Crashed)
 
 
-def crash_once(tmp_path_factory: pytest.TempPathFactory, crash: Callable[[Path, Path], Coroutine[Any, Any, C]]) -> C:
+def crash_once(
+    tmp_path_factory: pytest.TempPathFactory, crash: Callable[[Path, Path], Coroutine[Any, Any, C]]
+) -> C:
     """One crash for the whole module: each test restarts on its own copy (`private_copy`)."""
     tmp = tmp_path_factory.mktemp("crash")
     workspace = tmp / "workspace"
