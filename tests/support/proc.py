@@ -73,8 +73,6 @@ async def agentd_serve(
     await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
     port = free_port()
     env = server_env(home, port=str(port), provider="scripted", **settings)
-    url = env.get("AGENTD_DATABASE_URL") or f"sqlite+aiosqlite:///{home / 'agentd' / 'agentd.db'}"
-    await premigrate_sqlite(url)  # no Alembic import and upgrade in every new process
     log = home / log_name
     async with agentd_process(["serve", "--log-level", "warning"], env=env, log=log) as proc:
         base = f"http://127.0.0.1:{port}"
@@ -95,7 +93,6 @@ async def agentd_serve_on(tmp_path: Path, port: int, script: dict[str, Any]) -> 
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "server-home"), HOME=str(tmp_path))
-    await premigrate_sqlite(f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}")
     log = tmp_path / f"serve-{port}.log"
     async with agentd_process(args, env=env, log=log) as proc:
         await wait_healthy(f"http://127.0.0.1:{port}", proc, log)
@@ -120,8 +117,27 @@ def pids_with_cwd(directory: Path) -> list[int]:
     return found
 
 
+def served_database(args: list[str], env: dict[str, str]) -> str | None:
+    """The database `agentd serve` with these arguments and environment opens, when it can
+    be told without reading a config file (None then)."""
+    if args[:1] != ["serve"] or "--config" in args or "AGENTD_CONFIG" in env:
+        return None
+    if "--database-url" in args:
+        return args[args.index("--database-url") + 1]
+    if "AGENTD_DATABASE_URL" in env:
+        return env["AGENTD_DATABASE_URL"]
+    home = env.get("AGENTD_HOME")
+    return f"sqlite+aiosqlite:///{Path(home) / 'agentd.db'}" if home else None
+
+
 @contextlib.asynccontextmanager
 async def agentd_process(args: list[str], *, env: dict[str, str], log: Path) -> AsyncIterator[Any]:
+    """`agentd` with `args` as a real process (its own process group), output to `log`.
+    A `serve` whose SQLite file does not exist yet gets a migrated copy first (no Alembic
+    import and upgrade in each new process; `agentd migrate` is tested on its own)."""
+    url = served_database(args, env)
+    if url is not None:
+        await premigrate_sqlite(url)
     out = await asyncio.to_thread(log.open, "wb")
     try:
         proc = await asyncio.create_subprocess_exec(
