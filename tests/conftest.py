@@ -124,6 +124,7 @@ class Server:
 
 
 ServerFactory = Callable[..., Any]
+TEST_SHUTDOWN_GRACE_S = 1.0  # the default is 10 s
 
 
 @asynccontextmanager
@@ -138,6 +139,10 @@ async def running_server(
     **settings_kw: Any,
 ) -> AsyncIterator[Server]:
     """`tools` replaces the built-in tool set (e.g. builtin_tools() plus a test tool)."""
+    # A test that leaves its server with a turn still running (often on purpose: a restart
+    # must resume it) waits half the shutdown grace for it to reach its gate: 0.5 s here,
+    # not 5 s. Tests of the shutdown itself set their own.
+    settings_kw.setdefault("shutdown_grace_s", TEST_SHUTDOWN_GRACE_S)
     settings = Settings(
         home=home,
         database_url=database_url,
