@@ -33,6 +33,6 @@ async def serve_in_background(app: Any, *, host: str = "127.0.0.1") -> AsyncIter
     try:
         yield f"http://{host}:{port}"
     finally:
-        server.should_exit = True
+        server.request_exit()
         with contextlib.suppress(asyncio.CancelledError):
             await task

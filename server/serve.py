@@ -42,11 +42,32 @@ import uvicorn  # noqa: E402  (after the function above chose how it loads)
 
 log = logging.getLogger(__name__)
 
+_TICK_S = 0.1  # uvicorn's main loop period (date header, max requests, a signal's exit)
+_CLOSE_POLL_S = 0.005  # how often shutdown looks whether the connections have closed
+
 
 class AgentdServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: Any) -> None:
         super().__init__(config)
         self._app = app
+        self._exit_requested = asyncio.Event()
+
+    def request_exit(self) -> None:
+        """Stop serving (a program that embeds the server stops it): the main loop sees it
+        at once, not at uvicorn's next 0.1 s tick. A signal still sets `should_exit`."""
+        self.should_exit = True
+        self._exit_requested.set()
+
+    async def main_loop(self) -> None:
+        """uvicorn's main loop (a tick every 0.1 s), woken early by `request_exit`."""
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_TICK_S):
+                    await self._exit_requested.wait()
+            should_exit = await self.on_tick(counter)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -59,7 +80,27 @@ class AgentdServer(uvicorn.Server):
         state = getattr(self._app.state, "agentd", None)
         if state is not None:
             await state.drain()
-        await super().shutdown(sockets)
+        # uvicorn's shutdown, whose fixed 0.1 s pause for the connections to react to it is
+        # a wait (bounded by that pause) until they have closed.
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_TICK_S):
+                while self.server_state.connections:  # noqa: ASYNC110 - uvicorn's plain set: no event
+                    await asyncio.sleep(_CLOSE_POLL_S)
+        grace = self.config.timeout_graceful_shutdown
+        try:
+            await asyncio.wait_for(self._wait_tasks_to_complete(), timeout=grace)
+        except TimeoutError:
+            log.error("graceful shutdown timed out: cancelling %d task(s)", len(self.server_state.tasks))
+            for t in self.server_state.tasks:
+                t.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        if not self.force_exit:
+            await self.lifespan.shutdown()
 
 
 # A WebSocket frame up to this many times `max_frame_bytes` is read whole and reaches
@@ -120,6 +161,6 @@ async def running_app(app: Any, listen: tuple[str, int] | None) -> AsyncIterator
         log.info("also listening on http://%s:%d", listen[0], server.servers[0].sockets[0].getsockname()[1])
         yield app.state.agentd
     finally:
-        server.should_exit = True
+        server.request_exit()
         with contextlib.suppress(asyncio.CancelledError):
             await task

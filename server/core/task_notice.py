@@ -18,7 +18,8 @@ tasks; `server/loop/subagent.py` for background sub-agents).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
@@ -113,3 +114,18 @@ async def wait_for_any(
     finally:
         if waiter is not None:
             waiter.cancel()
+
+
+async def stop_runners(runners: Iterable[asyncio.Future[Any]], grace_s: float) -> None:
+    """Wait up to `grace_s` for the runners still going (background shells and sub-agents
+    closing with their session: they were told to stop), then cancel the stragglers and wait
+    until they ended. A runner's failure or cancellation is its own: none escapes here."""
+    running = [r for r in runners if not r.done()]
+    if not running:
+        return
+    _, pending = await asyncio.wait(running, timeout=grace_s)
+    for r in pending:
+        r.cancel()
+    for r in pending:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await r

@@ -47,7 +47,7 @@ from typing import Any, Protocol, cast
 
 from server.core.completion import CompletionRequirement
 from server.core.conversation import Message
-from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, wait_for_any
+from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, stop_runners, wait_for_any
 from server.loop.budget import BudgetState
 from server.loop.context import Conversation, TurnContext
 from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
@@ -421,12 +421,4 @@ class Subagents:
         self._closed = True
         for child in self._children.values():
             child.cancel.set()
-        runners = [r for r in self._runners if not r.done()]
-        if not runners:
-            return
-        _, pending = await asyncio.wait(runners, timeout=_CLOSE_GRACE)
-        for r in pending:
-            r.cancel()
-        for r in pending:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await r
+        await stop_runners(self._runners, _CLOSE_GRACE)

@@ -38,7 +38,8 @@ from server.loop.goal import (
 )
 from server.loop.goal_eval import evaluate, evaluator_lanes, run_verification
 from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
-from server.loop.react import run_compaction, run_react
+from server.loop.react import run_react
+from server.loop.react_base import run_compaction
 from server.loop.stop_hooks import keep_working_text, run_stop_hooks
 from server.loop.structured import STRUCTURED_OUTPUT_TOOL
 from server.loop.turn_state import TurnState

@@ -15,7 +15,7 @@ from server.loop.compaction import CompactionReason
 from server.loop.context import TurnContext
 from server.loop.goal import GoalState
 from server.loop.prompt import prompt_text
-from server.loop.react import run_compaction
+from server.loop.react_base import run_compaction
 from server.loop.turn_state import TurnState
 from server.session.errors import SessionError
 from server.session.queue_ops import QueueKind

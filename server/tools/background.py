@@ -19,7 +19,6 @@ waiting to be interjected is never stuck behind a long wait.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import math
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, wait_for_any
+from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, stop_runners, wait_for_any
 from server.tools.agent_tasks import AgentTasks
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.bash import (
@@ -234,15 +233,8 @@ class BackgroundTasks:
         for t in self._tasks.values():
             if not t.done:
                 self.kill(t.id)
-        runners = [t.runner for t in self._tasks.values() if t.runner is not None and not t.runner.done()]
-        if not runners:
-            return
-        _, pending = await asyncio.wait(runners, timeout=_CLOSE_GRACE)
-        for r in pending:
-            r.cancel()
-        for r in pending:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await r
+        runners = [t.runner for t in self._tasks.values() if t.runner is not None]
+        await stop_runners(runners, _CLOSE_GRACE)
 
     # --- queries ---
 

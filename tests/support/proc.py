@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.databases import premigrate_sqlite
 from tests.support.polling import until, value_of
 
 
@@ -116,8 +117,27 @@ def pids_with_cwd(directory: Path) -> list[int]:
     return found
 
 
+def served_database(args: list[str], env: dict[str, str]) -> str | None:
+    """The database `agentd serve` with these arguments and environment opens, when it can
+    be told without reading a config file (None then)."""
+    if args[:1] != ["serve"] or "--config" in args or "AGENTD_CONFIG" in env:
+        return None
+    if "--database-url" in args:
+        return args[args.index("--database-url") + 1]
+    if "AGENTD_DATABASE_URL" in env:
+        return env["AGENTD_DATABASE_URL"]
+    home = env.get("AGENTD_HOME")
+    return f"sqlite+aiosqlite:///{Path(home) / 'agentd.db'}" if home else None
+
+
 @contextlib.asynccontextmanager
 async def agentd_process(args: list[str], *, env: dict[str, str], log: Path) -> AsyncIterator[Any]:
+    """`agentd` with `args` as a real process (its own process group), output to `log`.
+    A `serve` whose SQLite file does not exist yet gets a migrated copy first (no Alembic
+    import and upgrade in each new process; `agentd migrate` is tested on its own)."""
+    url = served_database(args, env)
+    if url is not None:
+        await premigrate_sqlite(url)
     out = await asyncio.to_thread(log.open, "wb")
     try:
         proc = await asyncio.create_subprocess_exec(

@@ -1,22 +1,13 @@
 """CI runs each issue-14 benchmark once in its short smoke mode: the script exits 0 and
-prints its figure lines (the figures themselves are not judged — timing is no test)."""
+prints its figure lines (the figures themselves are not judged — timing is no test).
+Two files (this one and test_bench_smoke_load.py), so that the two xdist workers
+(`--dist loadfile`) share the benchmarks' minutes."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
-from tests.support.paths import REPO_ROOT
-
-
-def _run(script: str) -> str:
-    out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "bench" / script), "--smoke"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=110,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
+from tests.e2e.bench.smoke import run_smoke as _run
 
 
 def test_commit_bench_smoke_prints_rate_and_p99_per_session_count() -> None:
@@ -46,43 +37,6 @@ def test_turn_bench_smoke_prints_cpu_latency_and_server_added_time_per_turn_kind
         )
         assert re.search(line, out, re.M), out
     assert re.search(r"^postgres +trivial +turns=6 |^postgres skipped", out, re.M), out
-
-
-def test_concurrency_bench_smoke_prints_latency_rate_and_errors() -> None:
-    out = _run("concurrency.py")
-    line = r"^sqlite +sessions=8 +turns=\d+ p50=[\d.]+ ms.* p99=[\d.]+ ms turns/s=\d+ .*errors=0 "
-    assert re.search(line, out, re.M), out
-    assert re.search(r"^postgres +sessions=8 |^postgres skipped", out, re.M), out
-
-
-def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None:
-    out = _run("profile_turn.py")
-    assert re.search(r"^turns=5 sessions=1 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
-    assert re.search(r"^httpcore current_async_library: [\d.]+ calls/turn", out, re.M), out
-    assert len(re.findall(r"^ +\d+ µs +[\d.]+ % ", out, re.M)) >= 10, out
-
-
-def test_fanout_bench_smoke_prints_rate_spread_cpu_and_no_lost_frames() -> None:
-    out = _run("fanout.py")
-    for clients in (1, 3):
-        line = (
-            rf"^sqlite +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
-            r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
-            r"lost=0 duplicated=0 out_of_order=0 "
-        )
-        assert re.search(line, out, re.M), out
-    assert re.search(r"^postgres +clients=3 |^postgres skipped", out, re.M), out
-
-
-def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() -> None:
-    out = _run("history.py")
-    for kind in ("trivial ", "one-tool"):
-        line = (
-            rf"^sqlite +{kind} history=2 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
-            r"history=12 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
-            r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
-        )
-        assert re.search(line, out, re.M), out
 
 
 def test_memory_bench_smoke_prints_list_attach_latency_and_rss_per_session() -> None:

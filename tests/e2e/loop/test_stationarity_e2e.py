@@ -33,7 +33,7 @@ import pytest
 from server.config import PermissionMode
 from server.loop.conversation import Message
 from server.loop.detection import NO_PROGRESS_NOTE, NUDGE_TEXT
-from server.loop.react import DEGENERATE_TEXT
+from server.loop.react_recovery import DEGENERATE_TEXT
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
+import shutil
 import signal
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from server.config import PermissionMode, Settings
 from server.loop.conversation import Message, ToolCall
@@ -155,6 +159,7 @@ class Crashed:
     db_url: str
     seen: list[dict[str, Any]]  # the session/update payloads the client got before the crash
     last_seen_seq: int
+    workspace: Path  # the session's cwd
 
 
 async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
@@ -203,7 +208,7 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
         )
         # Let the shell actually start (the update is emitted just before the spawn).
         await until(lambda: pids_with_cwd(workspace), what="the shell to start")
-        crashed = Crashed(sid, db_url, client.updates(sid), max(notification_seqs(client)))
+        crashed = Crashed(sid, db_url, client.updates(sid), max(notification_seqs(client)), workspace)
 
         os.kill(proc.pid, signal.SIGKILL)
         assert await proc.wait() == -signal.SIGKILL
@@ -218,10 +223,40 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
     return crashed
 
 
+C = TypeVar("C", bound=Crashed)
+
+
+def crash_once(
+    tmp_path_factory: pytest.TempPathFactory, crash: Callable[[Path, Path], Coroutine[Any, Any, C]]
+) -> C:
+    """One crash for the whole module: each test restarts on its own copy (`private_copy`)."""
+    tmp = tmp_path_factory.mktemp("crash")
+    workspace = tmp / "workspace"
+    workspace.mkdir()
+    # Its own event loop, like the other module-scoped real-process fixtures.
+    return asyncio.run(crash(workspace.resolve(), tmp))
+
+
+def private_copy(crashed: C, tmp_path: Path) -> C:
+    """The crashed database as the kill left it (file and WAL: the committed log), copied
+    for one test, whose restart recovers the session and so changes it."""
+    source = Path(str(make_url(crashed.db_url).database))
+    for name in (source.name, f"{source.name}-wal"):  # the -shm index is rebuilt on open
+        if (source.parent / name).exists():
+            shutil.copyfile(source.parent / name, tmp_path / name)
+    return dataclasses.replace(crashed, db_url=f"sqlite+aiosqlite:///{tmp_path / source.name}")
+
+
+@pytest.fixture(scope="module")
+def mid_tool_crash(tmp_path_factory: pytest.TempPathFactory) -> Crashed:
+    return crash_once(tmp_path_factory, crash_mid_tool)
+
+
 async def test_kill_9_mid_tool_then_restart_recovers_the_session(
-    server_factory, workspace: Path, tmp_path: Path
+    server_factory, mid_tool_crash: Crashed, tmp_path: Path
 ) -> None:
-    crashed = await crash_mid_tool(workspace, tmp_path)
+    crashed = private_copy(mid_tool_crash, tmp_path)
+    workspace = crashed.workspace
     sid, db_url = crashed.session_id, crashed.db_url
     seen_before_crash = crashed.seen
     assert [u.get("status") for u in seen_before_crash if u["sessionUpdate"].startswith("tool_call")] == [
@@ -287,10 +322,10 @@ def commit_failed(caplog: pytest.LogCaptureFixture) -> bool:
 
 
 async def test_after_kill_9_replay_shows_the_dangling_tool_call_finished(
-    server_factory, workspace: Path, tmp_path: Path
+    server_factory, mid_tool_crash: Crashed, tmp_path: Path
 ) -> None:
-    crashed = await crash_mid_tool(workspace, tmp_path)
-    load = {"sessionId": crashed.session_id, "cwd": str(workspace), "mcpServers": []}
+    crashed = private_copy(mid_tool_crash, tmp_path)
+    load = {"sessionId": crashed.session_id, "cwd": str(crashed.workspace), "mcpServers": []}
     async with server_factory(scripted({"text": "ok"}), database_url=crashed.db_url) as server:
         first = await server.client()
         await first.call("session/load", load)  # loading the session runs the recovery...
@@ -461,16 +496,22 @@ async def crash_mid_stream(workspace: Path, tmp_path: Path) -> CrashedMidStream:
         db_url,
         client.updates(sid),
         max(notification_seqs(client)),
+        workspace,
         request_id=request_id,
         streamed="".join(streamed.values()),
         checkpoint=final_checkpoint,
     )
 
 
+@pytest.fixture(scope="module")
+def mid_stream_crash(tmp_path_factory: pytest.TempPathFactory) -> CrashedMidStream:
+    return crash_once(tmp_path_factory, crash_mid_stream)
+
+
 async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
-    server_factory, workspace: Path, tmp_path: Path
+    server_factory, mid_stream_crash: CrashedMidStream, tmp_path: Path
 ) -> None:
-    crashed = await crash_mid_stream(workspace, tmp_path)
+    crashed = private_copy(mid_stream_crash, tmp_path)
     sid = crashed.session_id
     by_kind = {m["kind"]: m for m in crashed.checkpoint["messages"]}
     # Reasoning and answer are both still in flight: their final events come at the step's end.
@@ -547,7 +588,7 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
         ]
         # A fresh replay shows exactly that transcript.
         fresh = await server.client()
-        await fresh.call("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
+        await fresh.call("session/load", {"sessionId": sid, "cwd": str(crashed.workspace), "mcpServers": []})
         assert list(texts_by_message(fresh.updates(sid)).values()) == [
             checkpointed,
             "Queued one done.",
@@ -569,9 +610,9 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
 
 
 async def test_after_kill_9_with_auto_resume_off_the_queue_waits_for_the_next_prompt(
-    server_factory, workspace: Path, tmp_path: Path
+    server_factory, mid_stream_crash: CrashedMidStream, tmp_path: Path
 ) -> None:
-    crashed = await crash_mid_stream(workspace, tmp_path)
+    crashed = private_copy(mid_stream_crash, tmp_path)
     sid = crashed.session_id
     after = scripted(
         {"expect": "queued behind", "text": "Queued one done."}, {"expect": "now", "text": "Now."}

@@ -1,0 +1,45 @@
+"""The smoke runs of the benchmarks that drive turns and fan-out (the other half of
+test_bench_smoke.py, split so that the two xdist workers share them)."""
+
+from __future__ import annotations
+
+import re
+
+from tests.e2e.bench.smoke import run_smoke as _run
+
+
+def test_concurrency_bench_smoke_prints_latency_rate_and_errors() -> None:
+    out = _run("concurrency.py")
+    line = r"^sqlite +sessions=8 +turns=\d+ p50=[\d.]+ ms.* p99=[\d.]+ ms turns/s=\d+ .*errors=0 "
+    assert re.search(line, out, re.M), out
+    assert re.search(r"^postgres +sessions=8 |^postgres skipped", out, re.M), out
+
+
+def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None:
+    out = _run("profile_turn.py")
+    assert re.search(r"^turns=5 sessions=1 sniffio=installed server CPU/turn=[\d.]+ ms", out, re.M), out
+    assert re.search(r"^httpcore current_async_library: [\d.]+ calls/turn", out, re.M), out
+    assert len(re.findall(r"^ +\d+ µs +[\d.]+ % ", out, re.M)) >= 10, out
+
+
+def test_fanout_bench_smoke_prints_rate_spread_cpu_and_no_lost_frames() -> None:
+    out = _run("fanout.py")
+    for clients in (1, 3):
+        line = (
+            rf"^sqlite +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
+            r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
+            r"lost=0 duplicated=0 out_of_order=0 "
+        )
+        assert re.search(line, out, re.M), out
+    assert re.search(r"^postgres +clients=3 |^postgres skipped", out, re.M), out
+
+
+def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() -> None:
+    out = _run("history.py")
+    for kind in ("trivial ", "one-tool"):
+        line = (
+            rf"^sqlite +{kind} history=2 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
+            r"history=12 turns: cpu/turn=[\d.]+ ms cpu/request=[\d.]+ ms \(6 turns\) \| "
+            r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
+        )
+        assert re.search(line, out, re.M), out
