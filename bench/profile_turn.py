@@ -174,8 +174,10 @@ def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     print(f"function calls on the event loop per turn: {stats.total_calls / args.turns:.0f}")  # type: ignore[attr-defined]
     calls = sum(v[1] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
     cum = sum(v[3] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
-    print(f"httpcore current_async_library: {calls / args.turns:.1f} calls/turn, "
-          f"{cum * 1e6 / args.turns:.0f} µs/turn cumulative ({cum / total * 100:.1f} % of profiled time)")
+    print(
+        f"httpcore current_async_library: {calls / args.turns:.1f} calls/turn, "
+        f"{cum * 1e6 / args.turns:.0f} µs/turn cumulative ({cum / total * 100:.1f} % of profiled time)"
+    )
     print(f"top {args.top} by self time (per turn):")
     top = sorted(entries.items(), key=lambda kv: kv[1][2], reverse=True)[: args.top]
     for (file, line, func), (_cc, nc, tt, _ct, _callers) in top:

@@ -124,9 +124,7 @@ async def open_stream(
         # orjson rather than httpx's `json=` (the stdlib encoder): the body carries the whole
         # conversation, encoded on every model call. Providers that keep per-message encodings
         # (wire_cache) pass bytes already. The URL is parsed once per provider URL.
-        content = (
-            body if isinstance(body, bytes) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
-        )
+        content = body if isinstance(body, bytes) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
         request = http_pool.post_request(
             client,
             _parse_url(url),

@@ -44,6 +44,8 @@ def _commit_attributes(batches: dict[str, Batch]) -> dict[str, Any]:
         "agentd.events": sum(len(b.events) for b in batches.values()),
         "agentd.messages": sum(len(b.messages) for b in batches.values()),
     }
+
+
 SessionFailed = Callable[[str, BaseException], None]
 
 
@@ -72,9 +74,7 @@ class _Item:
 
 
 class EventWriter:
-    def __init__(
-        self, store: Store, *, flush_interval: float = 0.0, metrics: Metrics | None = None
-    ) -> None:
+    def __init__(self, store: Store, *, flush_interval: float = 0.0, metrics: Metrics | None = None) -> None:
         self._store = store
         self._metrics = metrics
         self._flush_interval = flush_interval
@@ -253,7 +253,6 @@ class EventWriter:
                     dropped.add(batch.session_id)
                     break
         return dropped
-
 
     def _fail(self, batch: Batch, exc: BaseException) -> None:
         seqs = [e.seq for e in batch.events]

@@ -216,9 +216,7 @@ class Store(ApiTokens):
         """Newest first; `before` is the (updated_at, id) of the last row of the previous page.
         With `teams`, sessions shared with any of them are listed too (R-X2); with `query`,
         only those whose title or cwd contains it (case-insensitive)."""
-        q = session_list_query(
-            owner=owner, cwd=cwd, before=before, limit=limit, teams=teams, query=query
-        )
+        q = session_list_query(owner=owner, cwd=cwd, before=before, limit=limit, teams=teams, query=query)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
         return [SessionSummary(r.id, r.cwd, r.title, utc(r.updated_at), r.owner) for r in rows]

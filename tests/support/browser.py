@@ -46,9 +46,7 @@ async def browser() -> AsyncIterator[Any]:
         # Chromium reports there), except those a test declares it expects.
         expected = getattr(b, "expected_console_errors", None)
         unexpected = [
-            e
-            for e in errors
-            if (expected is None or not expected.search(e)) and not SERVER_GONE.search(e)
+            e for e in errors if (expected is None or not expected.search(e)) and not SERVER_GONE.search(e)
         ]
         assert unexpected == [], f"console errors on the page: {unexpected}"
 

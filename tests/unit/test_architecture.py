@@ -177,8 +177,7 @@ def test_no_import_cycle_between_packages() -> None:
             witness.setdefault((a, b), f"{src} -> {dst}")
     cycles = _cycles(graph)
     described = [
-        f"{' <-> '.join(c)}: "
-        + "; ".join(witness[(a, b)] for a in c for b in c if (a, b) in witness)
+        f"{' <-> '.join(c)}: " + "; ".join(witness[(a, b)] for a in c for b in c if (a, b) in witness)
         for c in cycles
     ]
     assert not cycles, "import cycles between packages:\n" + "\n".join(described)
@@ -193,8 +192,12 @@ def test_known_exceptions_still_exist() -> None:
 def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
     """The parser catches function-level, TYPE_CHECKING and relative imports (else the
     layering tests above would pass vacuously)."""
-    modules = {"server.loop.x": tmp_path / "x.py", "server.app": tmp_path / "app.py",
-               "server.session.events": tmp_path / "e.py", "server.loop.y": tmp_path / "y.py"}
+    modules = {
+        "server.loop.x": tmp_path / "x.py",
+        "server.app": tmp_path / "app.py",
+        "server.session.events": tmp_path / "e.py",
+        "server.loop.y": tmp_path / "y.py",
+    }
     modules["server.loop.x"].write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from server.app import AppState\n"

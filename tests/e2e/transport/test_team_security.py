@@ -78,9 +78,10 @@ async def test_revoking_a_token_ends_its_sse_streams(server_factory, workspace: 
         async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
             sid = (await http.post("/rpc", json=new, headers=bearer(token))).json()["result"]["sessionId"]
             events: list[str] = []
-            async with asyncio.timeout(10), http.stream(
-                "GET", f"/sessions/{sid}/events", params={"token": token}
-            ) as sse:
+            async with (
+                asyncio.timeout(10),
+                http.stream("GET", f"/sessions/{sid}/events", params={"token": token}) as sse,
+            ):
                 assert sse.status_code == 200
                 async for line in sse.aiter_lines():
                     if line.startswith("event:"):
