@@ -2,12 +2,14 @@
 
     .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--sessions 1] [--save F]
                                            [--hide-sniffio] [--smoke]
+                                           [--db sqlite|postgres]
 
-The set-up of bench/turn.py (SQLite): `agentd serve` in a subprocess with cProfile hooked to
-SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the server's main thread — its event
-loop — is profiled (thread CPU time, not wall time), only over the measured turns, with no
-client code in the figures. Printed: the top self-time (tottime) functions per turn, self
-time summed per package, and how often httpcore asks which async library runs
+The set-up of bench/turn.py (SQLite; `--db postgres`: Postgres): `agentd serve` in a
+subprocess with cProfile hooked to SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the
+server's main thread — its event loop — is profiled (thread CPU time, not wall time), only
+over the measured turns, with no client code in the figures. Printed: the top self-time
+(tottime) functions per turn, self time summed per package, and how often httpcore asks
+which async library runs
 (`current_async_library`, which imports `sniffio` each time).
 
 `--sessions N` (N > 1): N sessions, each on its own WebSocket, prompt `--turns` turns in all
@@ -69,7 +71,7 @@ async def profile(args: argparse.Namespace) -> tuple[float, Path]:
     out = Path(tempfile.mkdtemp(prefix="agentd-prof-")) / "turn.prof"
     prelude = (HIDE_SNIFFIO if args.hide_sniffio else "") + HOOK.format(out=str(out))
     with model_process() as model_url:
-        async with agentd_server("sqlite", model_url, prelude=prelude) as server:
+        async with agentd_server(args.db, model_url, prelude=prelude) as server:
             client = await WsClient.connect(server.base)
             new = {"cwd": str(server.workspace), "mcpServers": []}
             if args.sessions > 1:
@@ -203,6 +205,7 @@ if __name__ == "__main__":
     parser.add_argument("--save", help="keep the profile (pstats) in this file")
     parser.add_argument("--hide-sniffio", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     ns = parser.parse_args()
     if ns.smoke:
         ns.turns = 5

@@ -88,6 +88,7 @@ class Store(ApiTokens):
         # checkout and check-in per commit was a good part of its CPU. Dropped on any
         # failure, so the retry starts on a fresh connection.
         self._write_conn: AsyncConnection | None = None
+        self._write_dbapi: Any = None  # its DBAPI connection (Postgres: `pg_commit.run`)
         self._write_lock = asyncio.Lock()
 
     @classmethod
@@ -255,16 +256,16 @@ class Store(ApiTokens):
             return
         async with self._write_lock:
             if self._write_conn is None:
-                conn = await self.write_engine.connect()
-                if conn.dialect.name == "postgresql":  # one autocommitted statement a commit
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
-                self._write_conn = conn
+                self._write_conn = await self.write_engine.connect()
             conn = self._write_conn
             try:
+                if conn.dialect.name == "postgresql" and self._write_dbapi is None:
+                    # One autocommitted statement a commit.
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    self._write_dbapi = (await conn.get_raw_connection()).dbapi_connection
                 one = pg_commit.one_statement(batches, now) if conn.dialect.name == "postgresql" else None
                 if one is not None:
-                    await conn.exec_driver_sql(*one)
-                    await conn.commit()  # SQLAlchemy's autobegun bookkeeping: no round trip
+                    await pg_commit.run(self._write_dbapi, conn.dialect, *one)
                     return
                 autocommit = conn.dialect.name == "postgresql"
                 if autocommit:  # the rare writes: several statements, one transaction
@@ -283,9 +284,11 @@ class Store(ApiTokens):
                 raise
 
     async def _drop_write_conn(self) -> None:
-        conn, self._write_conn = self._write_conn, None
+        conn, self._write_conn, self._write_dbapi = self._write_conn, None, None
         if conn is not None:
-            with contextlib.suppress(Exception):  # already broken: the pool discards it
+            with contextlib.suppress(Exception):  # maybe broken: never back to the pool
+                await conn.invalidate()
+            with contextlib.suppress(Exception):
                 await conn.close()
 
     async def sessions_with_queued_prompts(self) -> list[str]:

@@ -8,6 +8,12 @@ COMMIT, two of the five round trips a commit paid, go, and the three statements 
 one. The statement's text depends only on which sets of session columns change (one CTE
 each), so asyncpg keeps it prepared: a commit is a single Bind/Execute/Sync.
 
+`run` sends it on the driver's (asyncpg's) connection itself, not through SQLAlchemy's
+`exec_driver_sql` (a greenlet, a cursor and a result per commit, a third of the commit's
+CPU): the same statement and parameters, on the same autocommit connection, so every
+guarantee above holds; its errors reach the caller as SQLAlchemy's would
+(`sqlalchemy.exc.DBAPIError` over the driver's, SQLSTATE and disconnects included).
+
 The rare writes (a truncation, queued prompts) or a batch naming one session twice go the
 general way (`batch_write.apply_batches` in a transaction): a truncation and the inserts
 after it would touch the same rows in one statement, which Postgres does not order.
@@ -20,7 +26,8 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON
+from sqlalchemy import JSON, Dialect
+from sqlalchemy import exc as sa_exc
 
 from server.store.models import SessionRow
 from server.store.notify import EVENTS_CHANNEL
@@ -155,3 +162,24 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
             params.append([_dumps(b.session_fields[c]) if is_json else b.session_fields[c] for b in members])
         params.append([b.fence for b in members])
     return _statement(field_sets), tuple(params)
+
+
+async def execute(driver: Any, sql: str, params: tuple[Any, ...]) -> None:
+    """The statement on an asyncpg connection (prepared once per text: asyncpg's cache)."""
+    await driver.execute(sql, *params)
+
+
+async def run(adapted: Any, dialect: Dialect, sql: str, params: tuple[Any, ...]) -> None:
+    """`one_statement`'s result on the writer's connection (`adapted`: SQLAlchemy's DBAPI
+    adapter of it, in autocommit; its asyncpg connection runs the statement)."""
+    try:
+        await execute(adapted.driver_connection, sql, params)
+    except Exception as exc:
+        try:  # asyncpg's error → the DBAPI's, as SQLAlchemy's cursor would have raised it
+            adapted._handle_exception(exc)
+        except dialect.loaded_dbapi.Error as translated:
+            invalidated = bool(dialect.is_disconnect(translated, adapted, None))
+            raise sa_exc.DBAPIError.instance(
+                sql, params, translated, dialect.loaded_dbapi.Error, connection_invalidated=invalidated
+            ) from translated
+        raise

@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, select, update
 from sqlalchemy.exc import IntegrityError
 
-from server.store import sqlite_commit
+from server.store import pg_commit, sqlite_commit
 from server.store.db import Batch, Store, StoredEvent, alembic_config
 from server.store.engine import SCHEMA_HEAD
 from server.store.models import EventRow, SessionRow
@@ -66,6 +66,13 @@ async def test_a_batch_of_many_sessions_costs_one_statement_per_table(
         "_execute",
         lambda cur, sql, rows: (on_execute(None, cur, sql), real_execute(cur, sql, rows)),
     )
+    real_pg = pg_commit.execute  # and so does Postgres's
+
+    async def pg_execute(driver: Any, sql: str, params: tuple[Any, ...]) -> None:
+        on_execute(None, None, sql)
+        await real_pg(driver, sql, params)
+
+    monkeypatch.setattr(pg_commit, "execute", pg_execute)
     dialect = store.commit_engine.dialect
     real_rollback = dialect.do_rollback
     monkeypatch.setattr(dialect, "do_rollback", lambda c: (rollbacks.append(c), real_rollback(c)))
@@ -176,6 +183,15 @@ async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_co
             real_sqlite(*args)
 
         monkeypatch.setattr(sqlite_commit, "_execute", sqlite_fail_once)
+        real_pg = pg_commit.execute
+
+        async def pg_fail_once(*args: Any) -> None:
+            if not failures:
+                failures.append(1)
+                raise RuntimeError("the connection broke")
+            await real_pg(*args)
+
+        monkeypatch.setattr(pg_commit, "execute", pg_fail_once)
         with pytest.raises(RuntimeError):
             await store.commit([Batch("s0", events=[StoredEvent(4, "plan", {"n": 4})])])
         before = len(checkouts)
@@ -362,3 +378,30 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
             }
     assert dumps[True] == dumps[False]
     assert len(dumps[True]["events"]) == 4 and len(dumps[True]["messages"]) == 3
+
+
+async def test_a_postgres_writer_whose_connection_died_fails_transiently_then_recovers(db_url: str) -> None:
+    # The one-statement commit runs on asyncpg's connection itself: its errors must still
+    # be SQLAlchemy's (the event log retries the transient ones), and the next commit works.
+    if not db_url.startswith("postgresql"):
+        pytest.skip("Postgres: the one-statement commit")
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from server.session.eventlog import is_transient
+
+    store = await Store.open(db_url)
+    try:
+        await store.migrate()
+        await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
+        await store.commit([Batch("s0", events=[StoredEvent(1, "plan", {})])])
+        writer = store._write_dbapi.driver_connection
+        async with store.engine.begin() as conn:
+            await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": writer.get_server_pid()})
+        with pytest.raises(DBAPIError) as died:
+            await store.commit([Batch("s0", events=[StoredEvent(2, "plan", {})])])
+        assert is_transient(died.value)
+        await store.commit([Batch("s0", events=[StoredEvent(2, "plan", {})])])
+        assert [e.seq for e in await store.read_events("s0")] == [1, 2]
+    finally:
+        await store.close()
