@@ -1,0 +1,74 @@
+"""server/transport/outgoing.py: a client's outgoing frames in order, live frames bounded
+(refused when full), responses awaiting room, replay frames paced by their own window."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from server.transport.outgoing import OutgoingQueue
+
+
+async def test_frames_come_out_in_order_and_live_ones_are_refused_when_full() -> None:
+    q = OutgoingQueue(2, replay_window=2)
+    q.put_nowait("a")
+    await q.put_replay("r1")  # replay frames do not count against the live bound
+    q.put_nowait("b")
+    assert q.full() and q.qsize() == 3
+    with pytest.raises(asyncio.QueueFull):
+        q.put_nowait("c")
+    assert [q.get_nowait() for _ in range(3)] == ["a", "r1", "b"]
+    assert q.empty() and not q.full()
+    with pytest.raises(asyncio.QueueEmpty):
+        q.get_nowait()
+
+
+async def test_a_waiting_get_wakes_on_a_live_or_a_replay_frame() -> None:
+    q = OutgoingQueue(4)
+    for put in (lambda: q.put_nowait("live"), lambda: asyncio.ensure_future(q.put_replay("replay"))):
+        getter = asyncio.ensure_future(q.get())
+        await asyncio.sleep(0)  # the getter is waiting
+        assert not getter.done()
+        put()
+        assert await asyncio.wait_for(getter, 5) in ("live", "replay")
+
+
+async def test_a_response_awaits_room_and_is_never_dropped() -> None:
+    q = OutgoingQueue(1)
+    q.put_nowait("live")
+    first = asyncio.ensure_future(q.put("response 1"))
+    second = asyncio.ensure_future(q.put("response 2"))
+    await asyncio.sleep(0)
+    assert not first.done() and not second.done()
+    assert q.get_nowait() == "live"
+    await asyncio.wait_for(first, 5)
+    assert not second.done()  # one frame of room: one response in, the other still waits
+    assert await q.get() == "response 1"
+    await asyncio.wait_for(second, 5)
+    assert q.get_nowait() == "response 2"
+
+
+async def test_a_cancelled_put_passes_its_room_on() -> None:
+    q = OutgoingQueue(1)
+    q.put_nowait("live")
+    cancelled = asyncio.ensure_future(q.put("gone"))
+    waiting = asyncio.ensure_future(q.put("kept"))
+    await asyncio.sleep(0)
+    assert q.get_nowait() == "live"  # wakes `cancelled`, which is cancelled before it runs
+    cancelled.cancel()
+    await asyncio.wait_for(waiting, 5)
+    assert q.get_nowait() == "kept" and q.empty()
+
+
+async def test_replay_frames_wait_for_room_in_their_window() -> None:
+    q = OutgoingQueue(1, replay_window=2)
+    await q.put_replay("r1")
+    await q.put_replay("r2")
+    third = asyncio.ensure_future(q.put_replay("r3"))
+    await asyncio.sleep(0)
+    assert not third.done()
+    q.put_nowait("live")  # the live bound is apart from the replay window
+    assert q.get_nowait() == "r1"
+    await asyncio.wait_for(third, 5)
+    assert [q.get_nowait() for _ in range(3)] == ["r2", "live", "r3"]
