@@ -10,6 +10,17 @@ import pytest
 from server.transport.outgoing import OutgoingQueue
 
 
+async def parked(q: OutgoingQueue, *, getters: int = 0, putters: int = 0, replay: bool = False) -> None:
+    """Until that many tasks wait on `q` (a replay frame: for its window's room) — a state,
+    not a time: one loop step each try."""
+    for _ in range(1000):
+        waiting_replay = not replay or not q._room.is_set()
+        if len(q._getters) >= getters and len(q._putters) >= putters and waiting_replay:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never {getters} getters, {putters} putters, replay={replay} waiting")
+
+
 async def test_frames_come_out_in_order_and_live_ones_are_refused_when_full() -> None:
     q = OutgoingQueue(2, replay_window=2)
     q.put_nowait("a")
@@ -28,7 +39,7 @@ async def test_a_waiting_get_wakes_on_a_live_or_a_replay_frame() -> None:
     q = OutgoingQueue(4)
     for put in (lambda: q.put_nowait("live"), lambda: asyncio.ensure_future(q.put_replay("replay"))):
         getter = asyncio.ensure_future(q.get())
-        await asyncio.sleep(0)  # the getter is waiting
+        await parked(q, getters=1)
         assert not getter.done()
         put()
         assert await asyncio.wait_for(getter, 5) in ("live", "replay")
@@ -39,7 +50,7 @@ async def test_a_response_awaits_room_and_is_never_dropped() -> None:
     q.put_nowait("live")
     first = asyncio.ensure_future(q.put("response 1"))
     second = asyncio.ensure_future(q.put("response 2"))
-    await asyncio.sleep(0)
+    await parked(q, putters=2)
     assert not first.done() and not second.done()
     assert q.get_nowait() == "live"
     await asyncio.wait_for(first, 5)
@@ -54,7 +65,7 @@ async def test_a_cancelled_put_passes_its_room_on() -> None:
     q.put_nowait("live")
     cancelled = asyncio.ensure_future(q.put("gone"))
     waiting = asyncio.ensure_future(q.put("kept"))
-    await asyncio.sleep(0)
+    await parked(q, putters=2)
     assert q.get_nowait() == "live"  # wakes `cancelled`, which is cancelled before it runs
     cancelled.cancel()
     await asyncio.wait_for(waiting, 5)
@@ -66,7 +77,7 @@ async def test_replay_frames_wait_for_room_in_their_window() -> None:
     await q.put_replay("r1")
     await q.put_replay("r2")
     third = asyncio.ensure_future(q.put_replay("r3"))
-    await asyncio.sleep(0)
+    await parked(q, replay=True)
     assert not third.done()
     q.put_nowait("live")  # the live bound is apart from the replay window
     assert q.get_nowait() == "r1"
