@@ -29,9 +29,9 @@ from server.loop.compaction import CompactionReason, should_compact
 from server.loop.context import TurnCancelled, TurnContext
 from server.loop.drain import drain_barrier
 from server.loop.outcome import OutcomeKind, TurnOutcome
-from server.loop.react_base import _cancelled, _ended, run_compaction
-from server.loop.react_recovery import _Rebuild, _sample_with_recovery
-from server.loop.react_tools import _run_tools
+from server.loop.react_base import cancelled_outcome, ended_outcome, run_compaction
+from server.loop.react_recovery import Rebuild, sample_with_recovery
+from server.loop.react_tools import run_tools
 from server.loop.sampling import Sample, build_request, commit_sample, uses_native_schema
 from server.loop.step import (
     NextStepContinue,
@@ -91,7 +91,7 @@ async def _budget_stopped(ctx: TurnContext, state: TurnState, stop: BudgetStop) 
             state.budget_stop["checkpoint"] = checkpoint.to_event()
     notice = Notice(message)
     ctx.events.emit(notice.kind, notice.payload())
-    return _ended(state, OutcomeKind.BUDGET_STOPPED, stop.kind)
+    return ended_outcome(state, OutcomeKind.BUDGET_STOPPED, stop.kind)
 
 
 def _policy(ctx: TurnContext, *, force_schema: bool, offer_shim: bool) -> StepPolicy:
@@ -115,7 +115,7 @@ def _policy(ctx: TurnContext, *, force_schema: bool, offer_shim: bool) -> StepPo
 def _observe(ctx: TurnContext, state: TurnState, sample: Sample) -> StepObservation:
     """What the resolver needs to know about this sample. The stationarity and cycle detectors
     see every step (a step without tool calls ends a streak). A response cut as repetitive text
-    never gets here: `_sample_with_recovery` discards it and samples again, so a discarded
+    never gets here: `sample_with_recovery` discards it and samples again, so a discarded
     attempt neither counts in nor ends a streak."""
     return StepObservation(
         text=sample.text,
@@ -151,8 +151,8 @@ def _finish(state: TurnState, step: NextStepStop | NextStepFinalOutput) -> TurnO
     if isinstance(step, NextStepStop):
         if step.nudge is not None:
             state.nudges.append(step.nudge)
-        return _ended(state, step.kind, step.reason, error=step.error)
-    return _ended(
+        return ended_outcome(state, step.kind, step.reason, error=step.error)
+    return ended_outcome(
         state,
         OutcomeKind.COMPLETED,
         refusal=step.refusal,
@@ -200,7 +200,7 @@ async def run_react(
 
     while True:
         if ctx.cancel.is_set():
-            return _cancelled(state)
+            return cancelled_outcome(state)
 
         # Step 1: budget gates, in their fixed order; the first hit wins (R-B1, R-B2).
         stop = check_budget(ctx.budget, ctx.budget_limits)
@@ -219,12 +219,12 @@ async def run_react(
         try:
             request = await _build_request(ctx, state, force_schema=force_schema, offer_shim=offer_shim)
         except TurnCancelled:
-            return _cancelled(state)
+            return cancelled_outcome(state)
 
-        sampled = await _sample_with_recovery(ctx, state, request)
+        sampled = await sample_with_recovery(ctx, state, request)
         if isinstance(sampled, TurnOutcome):
             return sampled
-        if isinstance(sampled, _Rebuild):
+        if isinstance(sampled, Rebuild):
             continue  # the context was compacted: build the request again
         sample = sampled
 
@@ -240,7 +240,7 @@ async def run_react(
             _emit_usage(ctx, state)
 
         if isinstance(step, NextStepRunTools):
-            step = await _run_tools(ctx, state, sample, step)
+            step = await run_tools(ctx, state, sample, step)
         elif isinstance(step, NextStepStop) and step.skip_tools is not None:
             await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain)
             skip_tool_round(ctx, sample.tool_calls, step.skip_tools)

@@ -56,7 +56,7 @@ async def run_compaction(ctx: TurnContext, state: TurnState, reason: CompactionR
     return True
 
 
-def _ended(
+def ended_outcome(
     state: TurnState,
     kind: OutcomeKind,
     reason: Reason | None = None,
@@ -78,11 +78,11 @@ def _ended(
     )
 
 
-def _cancelled(state: TurnState) -> TurnOutcome:
-    return _ended(state, OutcomeKind.CANCELLED, EndReason.USER_CANCELLED)
+def cancelled_outcome(state: TurnState) -> TurnOutcome:
+    return ended_outcome(state, OutcomeKind.CANCELLED, EndReason.USER_CANCELLED)
 
 
-def _record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision, err: HarnessError) -> None:
+def record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision, err: HarnessError) -> None:
     ctx.persist({"retry_state": ctx.retry.to_dict()})
     data = {
         **decision.to_event(),

@@ -13,17 +13,17 @@ from server.loop.compaction import CompactionReason
 from server.loop.context import TurnCancelled, TurnContext, run_cancellable
 from server.loop.detection import DegenerationReason, RepetitionHit, RetriableHit, retriable_response
 from server.loop.outcome import OutcomeKind, TurnOutcome
-from server.loop.react_base import _cancelled, _ended, _record_decision, run_compaction
+from server.loop.react_base import cancelled_outcome, ended_outcome, record_decision, run_compaction
 from server.loop.retry import Bucket, Decision
 from server.loop.sampling import Sample, commit_sample, stream_sample
 from server.loop.turn_state import TurnState
 
 
-class _Rebuild:
+class Rebuild:
     """Marker: the request must be built again (the context was compacted)."""
 
 
-_REBUILD = _Rebuild()
+_REBUILD = Rebuild()
 
 
 DEGENERATE_TEXT = "[This response kept repeating itself; it was cut off and discarded.]"
@@ -54,18 +54,18 @@ async def _retry_degenerate(
         notice = Notice(f"The model {what} ({decision.attempt} responses in a row); the turn stopped.")
         ctx.events.emit(notice.kind, notice.payload())
         if hit.reason is DegenerationReason.FILTERED_RESPONSE:  # still filtered: it is a refusal
-            return _ended(state, OutcomeKind.COMPLETED, refusal=True)
-        return _ended(state, OutcomeKind.STATIONARITY_ENDED, hit.reason)
+            return ended_outcome(state, OutcomeKind.COMPLETED, refusal=True)
+        return ended_outcome(state, OutcomeKind.STATIONARITY_ENDED, hit.reason)
     try:
         await run_cancellable(asyncio.sleep(decision.delay_s), ctx.cancel)
     except TurnCancelled:
-        return _cancelled(state)
+        return cancelled_outcome(state)
     return None
 
 
-async def _sample_with_recovery(
+async def sample_with_recovery(
     ctx: TurnContext, state: TurnState, request: ProviderRequest
-) -> Sample | TurnOutcome | _Rebuild:
+) -> Sample | TurnOutcome | Rebuild:
     """Sample once; typed provider errors go through the retry buckets, which decide:
     retry after a delay, rotate to the next lane, compact and rebuild, or give up. So does
     a response cut as repetitive text (`_retry_degenerate`)."""
@@ -79,7 +79,7 @@ async def _sample_with_recovery(
             state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))
             sample.tool_calls.clear()
             commit_sample(ctx, sample)
-            return _cancelled(state)
+            return cancelled_outcome(state)
         except HarnessError as err:
             # A discarded attempt still cost tokens on its lane (or its usage is unknown). A
             # request refused with an HTTP error before any output spent nothing.
@@ -88,13 +88,13 @@ async def _sample_with_recovery(
             state.usage.record(ctx.lane, usage, ctx.prices.get(ctx.model))
             commit_sample(ctx, sample, discarded=True)
             decision = ctx.retry.observe(err, has_fallback=bool(ctx.fallbacks))
-            _record_decision(ctx, state, decision, err)
+            record_decision(ctx, state, decision, err)
             match decision.decision:
                 case Decision.CONTINUE:
                     try:
                         await run_cancellable(asyncio.sleep(decision.delay_s), ctx.cancel)
                     except TurnCancelled:
-                        return _cancelled(state)
+                        return cancelled_outcome(state)
                     continue
                 case Decision.ROTATE_AND_RETRY:
                     ctx.rotate_lane()
@@ -107,10 +107,10 @@ async def _sample_with_recovery(
                         if await run_compaction(ctx, state, CompactionReason.CONTEXT_OVERFLOW):
                             return _REBUILD
                     except TurnCancelled:
-                        return _cancelled(state)
-                    return _ended(state, OutcomeKind.FAILED, err.kind, error=err)
+                        return cancelled_outcome(state)
+                    return ended_outcome(state, OutcomeKind.FAILED, err.kind, error=err)
                 case _:
-                    return _ended(state, OutcomeKind.FAILED, err.kind, error=err)
+                    return ended_outcome(state, OutcomeKind.FAILED, err.kind, error=err)
         hit = sample.degenerate or retriable_response(
             sample.text,
             bool(sample.reasoning or sample.reasoning_blocks),

@@ -9,7 +9,7 @@ from server.core.updates import Notice
 from server.loop.context import TurnContext
 from server.loop.drain import DrainResult, drain_barrier
 from server.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
-from server.loop.react_base import _record_decision
+from server.loop.react_base import record_decision
 from server.loop.retry import Bucket, Decision
 from server.loop.sampling import Sample
 from server.loop.step import (
@@ -32,7 +32,7 @@ def _observe_tool_crashes(
     for text in crashed:
         err = HarnessError(ErrorKind.TOOL_EXECUTION, text)
         decision = ctx.retry.observe(err, has_fallback=False)
-        _record_decision(ctx, state, decision, err)
+        record_decision(ctx, state, decision, err)
         if decision.decision is Decision.EXHAUSTED:
             return err
     if succeeded and not crashed and ctx.retry.count(Bucket.TOOL_EXECUTION):
@@ -41,7 +41,7 @@ def _observe_tool_crashes(
     return None
 
 
-async def _run_tools(ctx: TurnContext, state: TurnState, sample: Sample, run: NextStepRunTools) -> NextStep:
+async def run_tools(ctx: TurnContext, state: TurnState, sample: Sample, run: NextStepRunTools) -> NextStep:
     # Drain barrier (R-L3h): clients see the message that asked for the tools first.
     if await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain) is DrainResult.CANCELLED:
         skip_tool_round(ctx, sample.tool_calls, CANCELLED_BEFORE_TOOLS)
