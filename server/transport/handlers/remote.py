@@ -15,9 +15,9 @@ from server.session.hub import Subscriber
 from server.session.replay import ReplayAborted, ReplayMode
 from server.session.sinks import tracked_sessions
 from server.store.records import SessionRecord
-from server.transport.handlers.common import subscriber
+from server.transport.handlers.common import owner_access, subscriber
 from server.transport.rpc import CallContext
-from server.transport.sharing import Access, access_of, denied
+from server.transport.sharing import Access
 
 
 def owner_elsewhere(ctx: CallContext, exc: SessionError) -> str | None:
@@ -35,15 +35,7 @@ async def stored_access(
     record = await ctx.state.store.get_session(session_id)
     if record is None:
         raise RpcError.not_found(f"session {session_id}")
-    access = Access.OWNER if record.owner == ctx.principal else Access.NONE
-    if access is Access.NONE and ctx.teams:
-        shares = (await ctx.state.store.session_shares([session_id])).get(session_id, {})
-        access = access_of(ctx.principal, ctx.teams, record.owner, shares)
-    if access is Access.NONE:
-        raise RpcError.not_found(f"session {session_id}")
-    if access.rank < needs.rank:
-        raise denied(session_id, access, needs)
-    return record, access
+    return record, await owner_access(ctx, session_id, record.owner, needs)
 
 
 async def attach_remote(
