@@ -10,11 +10,10 @@ from protocol.agentd import AttachParams, HooksRegisterParams, PermissionRespond
 from protocol.jsonrpc import RpcError
 from protocol.methods import ClientRequest
 from server.session.commands import RegisterHook
-from server.session.errors import SessionError
 from server.session.replay import ReplayMode
 from server.transport.client_hooks import ClientStopHook
-from server.transport.handlers.common import attach_with_replay, session_access, session_for, subscriber
-from server.transport.handlers.remote import attach_remote, owner_elsewhere
+from server.transport.handlers.common import attach_with_replay, session_for, subscriber
+from server.transport.handlers.remote import attach_remote, here_or_owner
 from server.transport.rpc import CallContext
 from server.transport.sharing import Access
 
@@ -22,17 +21,13 @@ from server.transport.sharing import Access
 async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:
     """R-E3: a snapshot (also sent first as `_agentd/session/snapshot`), every durable event
     after `afterSeq`, the text of a message still streaming, then live traffic."""
-    try:
-        actor, access = await session_access(ctx, params.session_id, Access.WATCH)
-    except SessionError as exc:
-        owner = owner_elsewhere(ctx, exc)
-        if owner is None:
-            raise
-        # Another replica runs it: served here from the log (R-C1).
+    found = await here_or_owner(ctx, params.session_id, Access.WATCH)
+    if isinstance(found, str):  # another replica runs it: served here from the log (R-C1)
         sub, _ = await attach_remote(
-            ctx, params.session_id, owner, replay=ReplayMode.ATTACH, after_seq=params.after_seq
+            ctx, params.session_id, found, replay=ReplayMode.ATTACH, after_seq=params.after_seq
         )
         return {"snapshot": sub.snapshot}
+    actor, access = found
     sub = await ctx.state.attach(actor, subscriber(ctx, access), replay="attach", after_seq=params.after_seq)
     return {"snapshot": sub.snapshot}
 

@@ -26,7 +26,6 @@ from protocol.methods import EXTENSIONS
 from server import __version__
 from server.core.input_limits import limit_exceeded
 from server.session.commands import AttachMcp, Cancel, QueueOp
-from server.session.errors import SessionError
 from server.transport.handlers.common import (
     agentd_meta,
     attach_with_replay,
@@ -35,10 +34,9 @@ from server.transport.handlers.common import (
     config_options,
     known_agent,
     modes_state,
-    session_access,
     session_for,
 )
-from server.transport.handlers.remote import load_remote, owner_elsewhere
+from server.transport.handlers.remote import here_or_owner, load_remote
 from server.transport.handlers.session_info import live_listing, search_query
 from server.transport.handlers.share import listing_meta
 from server.transport.rpc import CallContext
@@ -126,14 +124,10 @@ async def _attach_mcp(actor: SessionActor, conns: McpConnections) -> None:
 
 
 async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
-    try:
-        actor, access = await session_access(ctx, params.session_id, Access.WATCH)
-    except SessionError as exc:
-        owner = owner_elsewhere(ctx, exc)
-        if owner is None:
-            raise
-        # Another replica runs it: replayed and followed here from the log (R-C1).
-        return await load_remote(ctx, params.session_id, owner, replay=True, mcp=bool(params.mcp_servers))
+    found = await here_or_owner(ctx, params.session_id, Access.WATCH)
+    if isinstance(found, str):  # another replica runs it: replayed and followed from the log (R-C1)
+        return await load_remote(ctx, params.session_id, found, replay=True, mcp=bool(params.mcp_servers))
+    actor, access = found
     if params.mcp_servers and access.rank < Access.DRIVE.rank:
         raise denied(params.session_id, access, Access.DRIVE)  # new MCP servers change the session
     await check_loaded_cwd(ctx, actor, params.cwd)
@@ -147,13 +141,10 @@ async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str,
 
 async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[str, Any]:
     """Like `session/load` without the replay: the client already has the history."""
-    try:
-        actor, access = await session_access(ctx, params.session_id, Access.WATCH)
-    except SessionError as exc:
-        owner = owner_elsewhere(ctx, exc)
-        if owner is None:
-            raise
-        return await load_remote(ctx, params.session_id, owner, replay=False, mcp=False)
+    found = await here_or_owner(ctx, params.session_id, Access.WATCH)
+    if isinstance(found, str):
+        return await load_remote(ctx, params.session_id, found, replay=False, mcp=False)
+    actor, access = found
     await check_loaded_cwd(ctx, actor, params.cwd)
     await attach_with_replay(ctx, actor, replay=False, access=access)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}

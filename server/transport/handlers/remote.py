@@ -5,7 +5,7 @@ its shares exactly as for a local one (R-X2)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.jsonrpc import RpcError
 from server.core.modes import SessionModes
@@ -15,9 +15,12 @@ from server.session.hub import Subscriber
 from server.session.replay import ReplayAborted, ReplayMode
 from server.session.sinks import tracked_sessions
 from server.store.records import SessionRecord
-from server.transport.handlers.common import owner_access, subscriber
+from server.transport.handlers.common import owner_access, session_access, subscriber
 from server.transport.rpc import CallContext
 from server.transport.sharing import Access
+
+if TYPE_CHECKING:
+    from server.session.actor import SessionActor
 
 
 def owner_elsewhere(ctx: CallContext, exc: SessionError) -> str | None:
@@ -26,6 +29,20 @@ def owner_elsewhere(ctx: CallContext, exc: SessionError) -> str | None:
         return None
     owner = (exc.data or {}).get("owner")
     return owner if isinstance(owner, str) else None
+
+
+async def here_or_owner(
+    ctx: CallContext, session_id: str, needs: Access
+) -> tuple[SessionActor, Access] | str:
+    """The session run here and the caller's access to it, or — when another replica runs
+    it and this call may be served from the log here — that replica's id."""
+    try:
+        return await session_access(ctx, session_id, needs)
+    except SessionError as exc:
+        owner = owner_elsewhere(ctx, exc)
+        if owner is None:
+            raise
+        return owner
 
 
 async def stored_access(
