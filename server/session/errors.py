@@ -37,6 +37,17 @@ RETRY_SESSION_FAILED = "session_failed"
 RETRY_LEASE_LOST = "lease_lost"  # another replica took the session over (R-C1)
 
 
+class ResyncReason(StrEnum):
+    """Why a client's live stream of a session ended (`_agentd/resync_required`'s `reason`)."""
+
+    CLIENT_TOO_SLOW = "client_too_slow"  # its outgoing buffer filled up
+    SESSION_FAILED = RETRY_SESSION_FAILED  # the database refused the session's events
+    LEASE_LOST = RETRY_LEASE_LOST  # another replica took the session over (R-C1)
+    SERVER_SHUTTING_DOWN = "server_shutting_down"
+    ACCESS_CHANGED = "access_changed"  # the owner lowered the member's access (R-X2)
+    SESSION_DELETED = "session_deleted"  # re-attaching answers "not found"
+
+
 def shutting_down(message: str) -> SessionError:
     return SessionError(SessionErrorKind.SHUTTING_DOWN, message)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from server.core.events import Event, EventKind
+from server.session.errors import ResyncReason
 from server.session.sinks import Frame, FrameSink, Renderer, encoded, filtering, urgent
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
@@ -246,7 +247,8 @@ class Subscriber:
                 resync = urgent(self.sink)
                 if resync is not None:
                     # `delivered`: the last durable event this client really got.
-                    resync.send_urgent(*self.renderer.resync(self.session_id, delivered, "client_too_slow"))
+                    slow = ResyncReason.CLIENT_TOO_SLOW
+                    resync.send_urgent(*self.renderer.resync(self.session_id, delivered, slow))
                 return
 
 
@@ -279,7 +281,7 @@ class EventHub:
                 if self._on_drop is not None:
                     self._on_drop()
 
-    def resync_all(self, reason: str) -> None:
+    def resync_all(self, reason: ResyncReason) -> None:
         """End every subscription, telling each client to resync from the last durable
         event it got (the session's live stream ends here, e.g. its actor failed)."""
         for sub in self._subscribers.values():

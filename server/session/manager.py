@@ -17,8 +17,7 @@ from server.core.conversation import Message
 from server.core.modes import PermissionMode, SessionModes
 from server.session.commands import Shutdown
 from server.session.errors import (
-    RETRY_LEASE_LOST,
-    RETRY_SESSION_FAILED,
+    ResyncReason,
     SessionError,
     SessionErrorKind,
     session_stopping,
@@ -309,7 +308,7 @@ class SessionManager:
         )
         self._begin_stop(actor)
         # Its clients hear no more from this actor: they resync from what they have.
-        actor.hub.resync_all(RETRY_SESSION_FAILED)
+        actor.hub.resync_all(ResyncReason.SESSION_FAILED)
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     def lease_lost(self, session_id: str) -> None:
@@ -321,7 +320,7 @@ class SessionManager:
         if actor is None:
             return
         self._begin_stop(actor)
-        actor.hub.resync_all(RETRY_LEASE_LOST)
+        actor.hub.resync_all(ResyncReason.LEASE_LOST)
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord | None:

@@ -33,6 +33,7 @@ from protocol.acp import RequestPermissionResult
 from server.core.events import Event, EventKind
 from server.core.modes import SessionModes
 from server.session.commands import ROUTED_FROM
+from server.session.errors import ResyncReason
 from server.session.hub import EventHub, Subscriber
 from server.session.log_tail import LogTail, LogTails
 from server.session.replay import ReplayAborted, ReplayMode
@@ -266,7 +267,7 @@ class RemoteWatches:
 
     async def stop(self) -> None:
         for watch in list(self._watches.values()):
-            watch.hub.resync_all("server_shutting_down")
+            watch.hub.resync_all(ResyncReason.SERVER_SHUTTING_DOWN)
             await watch.stop()
         self._watches.clear()
 

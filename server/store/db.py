@@ -237,10 +237,15 @@ class Store(ApiTokens):
                 return False
             await shares.set_access(conn, session_id, team, access)
             if conn.dialect.name == "postgresql":  # sent at commit: other replicas re-check
-                await conn.execute(
-                    text("SELECT pg_notify(:channel, :sid)"), {"channel": SHARES_CHANNEL, "sid": session_id}
-                )
+                await self._notify_shares(conn, session_id)
         return True
+
+    @staticmethod
+    async def _notify_shares(conn: AsyncConnection, session_id: str) -> None:
+        """Who may see the session changed (its shares, or it is gone): sent at the commit
+        of `conn`'s transaction, so no replica re-checks before the change is visible."""
+        notify = text("SELECT pg_notify(:channel, :sid)")
+        await conn.execute(notify, {"channel": SHARES_CHANNEL, "sid": session_id})
 
     # -------------------------------------------------------------- events and messages
 
@@ -306,6 +311,8 @@ class Store(ApiTokens):
             await shares.delete_session(conn, session_id)
             await conn.execute(delete(SessionLeaseRow).where(SessionLeaseRow.session_id == session_id))
             result = await conn.execute(delete(SessionRow).where(SessionRow.id == session_id))
+            if result.rowcount and conn.dialect.name == "postgresql":
+                await self._notify_shares(conn, session_id)  # at commit: other replicas' watchers end
         return bool(result.rowcount)
 
     async def fork_session(self, source: SessionRecord, new_id: str, up_to_seq: int) -> SessionRecord | None:

@@ -21,8 +21,9 @@ from sqlalchemy.engine import make_url
 log = logging.getLogger(__name__)
 
 EVENTS_CHANNEL = "agentd_events"
-# "session S's shares changed" (the payload is the session id): replicas watching it for
-# their clients re-check those clients' access (R-X2 across replicas).
+# "who may see session S changed" — its shares, or it was deleted (the payload is the
+# session id): replicas watching it for their clients re-check those clients' access (R-X2
+# across replicas) and detach them all when it is gone.
 SHARES_CHANNEL = "agentd_shares"
 MAX_SESSION_ID = 200  # longer ids are not ours: ignored
 

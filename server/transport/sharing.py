@@ -35,7 +35,6 @@ class Access(StrEnum):
 
 
 _RANK = {Access.NONE: 0, Access.WATCH: 1, Access.DRIVE: 2, Access.OWNER: 3}
-ACCESS_CHANGED = "access_changed"  # the resync reason of a member whose access was lowered
 
 
 def holder(sink: object) -> tuple[str, frozenset[str]] | None:

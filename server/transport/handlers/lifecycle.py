@@ -36,6 +36,7 @@ from server.transport.handlers.common import (
     modes_state,
     session_for,
 )
+from server.transport.handlers.ended import end_deleted
 from server.transport.handlers.remote import here_or_owner, load_remote
 from server.transport.handlers.session_info import live_listing, search_query
 from server.transport.handlers.share import listing_meta
@@ -165,10 +166,15 @@ async def session_close(ctx: CallContext, params: SessionIdParams) -> dict[str, 
 
 
 async def session_delete(ctx: CallContext, params: SessionIdParams) -> dict[str, Any]:
+    """Stop the session's actor and delete it. Once that has committed, the other clients
+    attached here are told `session_deleted` and detached; those of other replicas hear it
+    from the commit's NOTIFY (store `delete_session`)."""
     actor = await session_for(ctx, params.session_id, Access.OWNER)
+    caller = ctx.connection.id if ctx.connection is not None else None
     if ctx.connection is not None:
         ctx.connection.sessions.discard(actor.id)
-    await ctx.state.manager.delete(actor.id)
+    if await ctx.state.manager.delete(actor.id):
+        await end_deleted(ctx.state, actor.hub, actor.id, caller=caller)
     return {}
 
 

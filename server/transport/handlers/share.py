@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 from protocol.agentd import ShareParams
 from protocol.jsonrpc import RpcError
 from server.config import AuthMode
-from server.session.sinks import requesting, tracked_sessions, urgent
+from server.session.errors import ResyncReason
+from server.session.sinks import requesting
 from server.store.records import SessionSummary
 from server.transport.handlers.common import session_for
-from server.transport.render import ACP_RENDERER
+from server.transport.handlers.ended import end_deleted, end_watch
 from server.transport.rpc import CallContext
-from server.transport.sharing import ACCESS_CHANGED, Access, access_of, holder
-from server.transport.sse import SseSink
+from server.transport.sharing import Access, access_of, holder
 
 if TYPE_CHECKING:
     from server.session.hub import EventHub
@@ -37,45 +37,36 @@ async def session_share(ctx: CallContext, params: ShareParams) -> dict[str, Any]
 
 
 async def end_lost_access(
-    state: AppState, hub: EventHub, session_id: str, owner: str | None, shares: dict[str, str]
+    state: AppState, hub: EventHub, session_id: str, owner: str, shares: dict[str, str]
 ) -> None:
     """Members attached to the session (to `hub`: its actor's, or this replica's watch of a
     session another replica runs) who lost (some of) their access are detached now, told
     `_agentd/resync_required` (`reason: access_changed`): re-attaching gets them what they
-    may still see — a watcher's view, or "not found". An SSE stream ends. `owner` None: the
-    session is gone, every member loses it."""
+    may still see — a watcher's view, or "not found"."""
     for sink in list(hub.sinks):
         held = holder(sink)
-        if held is None or (owner is not None and held[0] == owner):
+        if held is None or held[0] == owner:
             continue
-        now = Access.NONE if owner is None else access_of(held[0], held[1], owner, shares)
+        now = access_of(held[0], held[1], owner, shares)
         # A watcher may keep a view that asks nothing (a WatchSink, an SSE stream).
         if now is Access.NONE or (now is Access.WATCH and requesting(sink) is not None):
-            sub = hub.get(sink.id)
-            frame = ACP_RENDERER.resync(session_id, sub.last_seq if sub else 0, ACCESS_CHANGED)
-            # In order after what the client got; ahead of it only when its buffer is full
-            # (and on SSE, where the urgent resync is what ends the stream).
-            if isinstance(sink, SseSink) or not sink.send_notification(*frame):
-                tell = urgent(sink)
-                if tell is not None:
-                    tell.send_urgent(*frame)
-            tracked = tracked_sessions(sink)
-            if tracked is not None:
-                tracked.discard(session_id)
-            await state.detach(session_id, sink.id)
+            await end_watch(state, hub, sink, session_id, ResyncReason.ACCESS_CHANGED)
 
 
 async def recheck_remote_access(state: AppState, session_id: str) -> None:
-    """The session's shares changed (a NOTIFY from whichever replica changed them): the
-    members watching it from this replica are held to the new shares as the owner holds
-    its own clients."""
+    """The session's shares changed, or it was deleted (a NOTIFY from whichever replica did
+    it; or the listener reconnected): the members watching it from this replica are held to
+    the store as the owner holds its own clients — all of them detached if it is gone."""
     remote = state.remote
     watch = remote.get(session_id) if remote is not None else None
     if watch is None or not len(watch.hub):
         return
     record = await state.store.get_session(session_id)
+    if record is None:
+        await end_deleted(state, watch.hub, session_id)
+        return
     shares = (await state.store.session_shares([session_id])).get(session_id, {})
-    await end_lost_access(state, watch.hub, session_id, record.owner if record else None, shares)
+    await end_lost_access(state, watch.hub, session_id, record.owner, shares)
 
 
 def share_list(shares: dict[str, str]) -> list[dict[str, str]]:

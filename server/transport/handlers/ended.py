@@ -1,0 +1,46 @@
+"""Clients whose stream of a session ends for good on this replica — a member who lost
+access (R-X2) or anyone watching a deleted session — are told `_agentd/resync_required`
+with the reason, and detached. The same code serves the clients of the session's actor and
+this replica's watch of a session another replica runs (server/session/remote.py), so a
+client hears the same wherever it is attached."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from server.session.errors import ResyncReason
+from server.session.sinks import FrameSink, tracked_sessions, urgent
+from server.transport.render import ACP_RENDERER
+from server.transport.sse import SseSink
+
+if TYPE_CHECKING:
+    from server.session.hub import EventHub
+    from server.transport.state import AppState
+
+
+async def end_watch(
+    state: AppState, hub: EventHub, sink: FrameSink, session_id: str, reason: ResyncReason
+) -> None:
+    """Tell `sink` why its stream ends, then detach it from the session."""
+    sub = hub.get(sink.id)
+    frame = ACP_RENDERER.resync(session_id, sub.last_seq if sub else 0, reason)
+    # In order after what the client got; ahead of it only when its buffer is full
+    # (and on SSE, where the urgent resync is what ends the stream).
+    if isinstance(sink, SseSink) or not sink.send_notification(*frame):
+        tell = urgent(sink)
+        if tell is not None:
+            tell.send_urgent(*frame)
+    tracked = tracked_sessions(sink)
+    if tracked is not None:
+        tracked.discard(session_id)
+    await state.detach(session_id, sink.id)
+
+
+async def end_deleted(state: AppState, hub: EventHub, session_id: str, *, caller: str | None = None) -> None:
+    """The session's delete has committed: every client attached to `hub` but the deleting
+    `caller` (its answer says so) is told `session_deleted` and detached — re-attaching
+    answers "not found", as for a session that never was."""
+    for sink in list(hub.sinks):
+        if sink.id != caller:
+            await end_watch(state, hub, sink, session_id, ResyncReason.SESSION_DELETED)
+        hub.unsubscribe(sink.id)  # an ended actor's hub: nothing else lets go of it
