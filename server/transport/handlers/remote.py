@@ -91,6 +91,12 @@ async def attach_remote(
         raise SessionError(kind, f"replay stopped: {exc}") from None
     if sessions is not None:
         sessions.add(session_id)
+    if await ctx.state.store.get_session(session_id) is None:
+        # Deleted while this attach ran: its NOTIFY may have gone by before the subscription.
+        if sessions is not None:
+            sessions.discard(session_id)
+        await ctx.state.detach(session_id, sink.id)
+        raise RpcError.not_found(f"session {session_id}")
     return sub, record
 
 
