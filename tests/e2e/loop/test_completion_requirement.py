@@ -26,8 +26,8 @@ from server.loop.turn import RECOVERY_TEXT
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
-from tests.support.client import RpcFailed, WsClient, text_prompt
-from tests.support.session import assert_valid_frames, events, open_session
+from tests.support.client import RpcFailed, text_prompt
+from tests.support.session import assert_valid_frames, events, open_session, the_turn_end
 
 NEVER = {"text": "this step must never be sampled"}
 REMINDER = RECOVERY_TEXT.format(tool="todo_write")
@@ -83,12 +83,6 @@ def agents_dir(tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
-    ended = events(client, session_id, "turn_ended")
-    assert len(ended) == 1, ended
-    return ended[0]
 
 
 def agent_option(config_options: list[dict[str, Any]]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
-from tests.support.session import new_session
+from tests.support.session import new_session, served_session
 
 INVALID_PARAMS = -32602
 
@@ -331,9 +331,11 @@ async def test_load_while_a_message_streams_still_assembles_the_whole_message(
 
 
 async def test_set_mode_notifies_and_persists(server_factory, db_url: str, workspace: Path):
-    async with server_factory(scripted(), database_url=db_url) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, scripted(), database_url=db_url) as (
+        server,
+        client,
+        sid,
+    ):
         assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "plan"}) == {}
         update = await client.wait_notification(
             lambda m: (
