@@ -44,16 +44,21 @@ class Served(NamedTuple):
 
 @contextlib.asynccontextmanager
 async def served_session(
-    server_factory: Callable[..., Any], cwd: Path | str, provider: Any, **settings: Any
+    server_factory: Callable[..., Any],
+    cwd: Path | str,
+    provider: Any,
+    *,
+    agent: str | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Served]:
     """`server_factory(provider, **settings)` (the conftest fixture), a client connected
-    and initialized, and `session/new` in `cwd`: the set-up of most end-to-end tests,
-    as `async with served_session(...) as (server, client, sid):`. The client is closed
-    on the way out."""
+    and initialized, and `session/new` in `cwd` (with the agent definition `agent`): the
+    set-up of most end-to-end tests, as `async with served_session(...) as (server,
+    client, sid):`. The client is closed on the way out."""
     async with server_factory(provider, **settings) as server:
         client = await server.client()
         try:
-            yield Served(server, client, await new_session(client, cwd))
+            yield Served(server, client, await new_session(client, cwd, agent=agent))
         finally:
             await client.close()
 

@@ -32,7 +32,7 @@ import pytest
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.polling import until
-from tests.support.session import assert_valid_frames, events, new_session, served_session, the_turn_end
+from tests.support.session import assert_valid_frames, events, served_session, the_turn_end
 
 NEVER = {"text": "this step must never be sampled"}
 PAYLOAD_KEYS = {"event", "sessionId", "cwd", "turnId", "lastMessage", "reentries"}
@@ -328,9 +328,7 @@ async def test_client_hook_is_not_consulted_after_its_client_disconnects(server_
         asked.append(msg["params"])
         return {"decision": "allow"}
 
-    async with server_factory(provider) as server:
-        hooked = await server.client()
-        sid = await new_session(hooked, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, hooked, sid):
         hooked.on_request = on_request
         await hooked.call("_agentd/hooks/register", {"sessionId": sid})
         await hooked.call("session/prompt", text_prompt(sid, "one"))

@@ -15,7 +15,7 @@ from server.core.modes import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider
-from tests.support.session import events, new_session, served_session, tool_call
+from tests.support.session import events, served_session, tool_call
 
 REWIND = "_agentd/session/rewind"
 
@@ -62,9 +62,9 @@ async def test_rewind_restores_files_and_conversation_and_every_client_sees_it(
     server_factory, workspace: Path, db_url: str
 ):
     provider = scripted(*_two_editing_turns())
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, database_url=db_url) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, database_url=db_url
+    ) as (server, alice, sid):
         await alice.call("session/prompt", text_prompt(sid, "first request"))
         await alice.call("session/prompt", text_prompt(sid, "second request"))
         assert (workspace / "a.txt").read_text() == "three\n"

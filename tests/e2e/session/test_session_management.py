@@ -28,9 +28,7 @@ async def test_initialize_advertises_resume_close_delete(server_factory):
 
 async def test_resume_attaches_without_replaying(server_factory, workspace: Path):
     provider = scripted({"text": "first"}, {"text": "second"})
-    async with server_factory(provider) as server:
-        a = await server.client()
-        sid = await new_session(a, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, a, sid):
         await a.call("session/prompt", text_prompt(sid, "one"))
         b = await server.client()
         result = await b.call("session/resume", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
