@@ -17,34 +17,33 @@ error classification in `anthropic_errors.py`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
-from server.providers import http_pool
 from server.providers.anthropic_errors import classify_http_error
 from server.providers.anthropic_request import AnthropicOptions, build_body
 from server.providers.anthropic_stream import Assembler
 from server.providers.anthropic_wire import AnthropicWire
-from server.providers.http_common import default_ssl_context, guard, open_stream
-from server.providers.sse import SSEReader, parse_json
+from server.providers.http_provider import HttpProvider
+from server.providers.sse import parse_json
 
 __all__ = ["API_VERSION", "AnthropicProvider", "classify_http_error"]
-
-_T = TypeVar("_T")
 
 API_VERSION = "2023-06-01"
 
 
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """One Anthropic endpoint + model. `stream()` performs one sampling call."""
 
     name = "anthropic"
     supports_native_schema = False
+    path = "/v1/messages"
+    classify = classify_http_error
 
     def __init__(
         self,
@@ -62,27 +61,21 @@ class AnthropicProvider:
         thinking_budget: int = 0,
         adaptive_thinking: bool = False,
     ) -> None:
-        # The SDKs' base URL has no /v1; tolerate one given OpenAI-style.
-        self.base_url = base_url.rstrip("/").removesuffix("/v1")
-        self.model = model
-        self.max_tokens = max_tokens
+        # Built first: a bad thinking budget is refused before a client is made.
         self.options = AnthropicOptions(model, max_tokens, prompt_cache, thinking_budget, adaptive_thinking)
-        # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
-        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
-        self._url = f"{self.base_url}/v1/messages"
-        # `timeout` bounds every read/write/pool wait (i.e. the gap between two events);
-        # applied per request so it also holds for a caller-supplied client.
-        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self._first_token_timeout = first_token_timeout
-        self._idle_timeout = stream_idle_timeout
+        self.max_tokens = max_tokens
         self._wire = AnthropicWire()  # per session: the conversation's wire bytes
-        self._owns_client = client is None
-        self._client = client or http_pool.client(self._timeout, default_ssl_context())
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
-        if self._owns_client:
-            await self._client.aclose()
+        # The SDKs' base URL has no /v1; tolerate one given OpenAI-style.
+        super().__init__(
+            base_url=base_url.rstrip("/").removesuffix("/v1"),
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            first_token_timeout=first_token_timeout,
+            stream_idle_timeout=stream_idle_timeout,
+            client=client,
+        )
 
     # -- request translation -------------------------------------------------------------
 
@@ -109,27 +102,21 @@ class AnthropicProvider:
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Yield the events of one streamed message; raise `HarnessError` on any failure."""
-        response, deadline = await open_stream(
-            self._client,
-            self._url,
-            self.encode_body(request),
-            self._headers(),
-            self._timeout,
-            base_url=self.base_url,
-            first_token_timeout=self._first_token_timeout,
-            classify=classify_http_error,
-        )
+        response, deadline = await self._open(self.encode_body(request))
         try:
             assembler = Assembler()
-            content_type = response.headers.get("content-type", "")
-            if "json" in content_type and "event-stream" not in content_type:
+            reader = self._reader(response, deadline)
+            if reader is None:
                 # A proxy that ignored `stream: true` and answered with one Message document.
-                raw = await self._guard(response.aread(), deadline)
-                for event in assembler.feed_message(parse_json(raw.decode(errors="replace"))):
+                for event in assembler.feed_message(await self._document(response, deadline)):
                     yield event
             else:
-                async for event in self._read_sse(response, assembler, deadline):
-                    yield event
+                async for event_name, data in reader.events():
+                    for event in assembler.feed(parse_json(data), event_name):
+                        reader.first_token()
+                        yield event
+                    if assembler.stopped:
+                        reader.end()  # message_stop: the reader drains the body so the connection is reused
             if not assembler.stopped:
                 raise HarnessError(
                     ErrorKind.PROVIDER_UNAVAILABLE,
@@ -139,29 +126,3 @@ class AnthropicProvider:
                 yield event
         finally:
             await response.aclose()
-
-    async def _read_sse(
-        self, response: httpx.Response, assembler: Assembler, deadline: float | None
-    ) -> AsyncIterator[StreamEvent]:
-        reader = SSEReader(
-            response,
-            deadline,
-            base_url=self.base_url,
-            first_token_timeout=self._first_token_timeout,
-            idle_timeout=self._idle_timeout,
-        )
-        async for event_name, data in reader.events():
-            for event in assembler.feed(parse_json(data), event_name):
-                reader.first_token()
-                yield event
-            if assembler.stopped:
-                reader.end()  # message_stop: the reader drains the body so the connection is reused
-
-    async def _guard(self, awaitable: Awaitable[_T], deadline: float | None, *, idle: bool = False) -> _T:
-        return await guard(
-            awaitable,
-            deadline,
-            base_url=self.base_url,
-            first_token_timeout=self._first_token_timeout,
-            idle_timeout=self._idle_timeout if idle else None,
-        )

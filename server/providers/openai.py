@@ -27,13 +27,8 @@ from server.config import ReasoningEffort, TokenField
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
-from server.providers import http_pool
-from server.providers.http_common import (  # parse_retry_after: re-exported, tests import it here
-    default_ssl_context,
-    guard,
-    open_stream,
-    parse_retry_after,
-)
+from server.providers.http_common import parse_retry_after  # re-exported, tests import it here
+from server.providers.http_provider import HttpProvider
 from server.providers.openai_errors import classify_http_error
 from server.providers.openai_models import Amendments, is_reasoning_model, token_field
 from server.providers.openai_stream import ChatAssembler, non_stream_as_chunk
@@ -43,11 +38,13 @@ from server.providers.wire_cache import EncodedMessages, as_array, encode_items,
 __all__ = ["OpenAIProvider", "classify_http_error", "parse_retry_after"]
 
 
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """One OpenAI-compatible endpoint + model. `stream()` performs one sampling call."""
 
     name = "openai"
     supports_native_schema = True
+    path = "/chat/completions"
+    classify = classify_http_error
 
     def __init__(
         self,
@@ -63,27 +60,20 @@ class OpenAIProvider:
         reasoning_effort: ReasoningEffort | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.model = model
+        super().__init__(
+            base_url=base_url.rstrip("/"),
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            first_token_timeout=first_token_timeout,
+            stream_idle_timeout=stream_idle_timeout,
+            client=client,
+        )
         self.token_field = token_field
         self.reasoning_effort = reasoning_effort
-        # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
-        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
-        self._url = f"{self.base_url}/chat/completions"
-        # `timeout` bounds every read/write/pool wait; applied per request so it also holds
-        # for a caller-supplied client. The stream timeouts are finer (see `SSEReader`).
-        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self._first_token_timeout = first_token_timeout
-        self._idle_timeout = stream_idle_timeout
         self._amendments: dict[str, Amendments] = {}  # per model
         self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
-        self._owns_client = client is None
-        self._client = client or http_pool.client(self._timeout, default_ssl_context())
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
-        if self._owns_client:
-            await self._client.aclose()
 
     # -- request translation -------------------------------------------------------------
 
@@ -139,53 +129,32 @@ class OpenAIProvider:
             body["reasoning_effort"] = self.reasoning_effort.value
         return self._amendments.get(model, Amendments()).apply(body)
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-        return headers
-
     # -- streaming -----------------------------------------------------------------------
 
-    async def _open(self, request: ProviderRequest) -> tuple[httpx.Response, float | None]:
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Yield the events of one streamed completion; raise `HarnessError` on any failure."""
         model = request.model or self.model
         for attempt in range(2):
             try:
-                return await open_stream(
-                    self._client,
-                    self._url,
-                    self.encode_body(request),  # with what the server refused so far amended
-                    self._headers(),
-                    self._timeout,
-                    base_url=self.base_url,
-                    first_token_timeout=self._first_token_timeout,
-                    classify=classify_http_error,
-                )
+                # With what the server refused so far amended.
+                response, deadline = await self._open(self.encode_body(request))
+                break
             except HarnessError as err:
                 amendments = self._amendments.setdefault(model, Amendments())
                 if attempt or not amendments.learn(self._compose(request, []), err):
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        """Yield the events of one streamed completion; raise `HarnessError` on any failure."""
-        response, deadline = await self._open(request)
+        else:  # pragma: no cover
+            raise AssertionError("unreachable")
         try:
             assembler = ChatAssembler()
-            content_type = response.headers.get("content-type", "")
-            if "json" in content_type and "event-stream" not in content_type:
+            reader = self._reader(response, deadline)
+            if reader is None:
                 # Some servers ignore `stream: true` and answer with one JSON document.
-                raw = await guard(
-                    response.aread(),
-                    deadline,
-                    base_url=self.base_url,
-                    first_token_timeout=self._first_token_timeout,
-                )
-                for event in assembler.feed(non_stream_as_chunk(parse_json(raw.decode(errors="replace")))):
+                for event in assembler.feed(non_stream_as_chunk(await self._document(response, deadline))):
                     yield event
                 assembler.done = True
             else:
-                async for event in self._read_sse(response, assembler, deadline):
+                async for event in self._read_sse(reader, assembler):
                     yield event
             if not assembler.done and assembler.finish_reason is None:
                 raise HarnessError(
@@ -197,16 +166,7 @@ class OpenAIProvider:
         finally:
             await response.aclose()
 
-    async def _read_sse(
-        self, response: httpx.Response, assembler: ChatAssembler, deadline: float | None
-    ) -> AsyncIterator[StreamEvent]:
-        reader = SSEReader(
-            response,
-            deadline,
-            base_url=self.base_url,
-            first_token_timeout=self._first_token_timeout,
-            idle_timeout=self._idle_timeout,
-        )
+    async def _read_sse(self, reader: SSEReader, assembler: ChatAssembler) -> AsyncIterator[StreamEvent]:
         try:
             async for _, data in reader.events():
                 if data.strip() == "[DONE]":

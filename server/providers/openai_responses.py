@@ -21,22 +21,23 @@ from server.config import ReasoningEffort
 from server.core.conversation import Message
 from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, StreamEvent
-from server.providers import http_pool
-from server.providers.http_common import default_ssl_context, guard, open_stream
+from server.providers.http_provider import HttpProvider
 from server.providers.openai_errors import classify_http_error
 from server.providers.openai_models import is_reasoning_model
 from server.providers.openai_responses_stream import PROVIDER_TAG, TERMINAL_EVENTS, ResponsesAssembler
-from server.providers.sse import SSEReader, parse_json
+from server.providers.sse import parse_json
 from server.providers.wire_cache import EncodedMessages, as_array, encode_items, wire_body
 
 __all__ = ["OpenAIResponsesProvider", "translate_input"]
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(HttpProvider):
     """One Responses API endpoint + model. `stream()` performs one sampling call."""
 
     name = "openai-responses"
     supports_native_schema = True
+    path = "/responses"
+    classify = classify_http_error
 
     def __init__(
         self,
@@ -51,23 +52,18 @@ class OpenAIResponsesProvider:
         reasoning_effort: ReasoningEffort | None = None,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.model = model
+        super().__init__(
+            base_url=base_url.rstrip("/"),
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            first_token_timeout=first_token_timeout,
+            stream_idle_timeout=stream_idle_timeout,
+            client=client,
+        )
         self.reasoning_effort = reasoning_effort
-        # Kept wrapped so a repr or a logged `vars()` of the provider cannot show it.
-        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
-        self._url = f"{self.base_url}/responses"
-        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self._first_token_timeout = first_token_timeout
-        self._idle_timeout = stream_idle_timeout
         self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
-        self._owns_client = client is None
-        self._client = client or http_pool.client(self._timeout, default_ssl_context())
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
-        if self._owns_client:
-            await self._client.aclose()
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
@@ -125,45 +121,17 @@ class OpenAIResponsesProvider:
             body["reasoning"] = reasoning
         return body
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
-        return headers
-
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Yield the events of one streamed response; raise `HarnessError` on any failure."""
-        response, deadline = await open_stream(
-            self._client,
-            self._url,
-            self.encode_body(request),
-            self._headers(),
-            self._timeout,
-            base_url=self.base_url,
-            first_token_timeout=self._first_token_timeout,
-            classify=classify_http_error,
-        )
+        response, deadline = await self._open(self.encode_body(request))
         try:
             assembler = ResponsesAssembler()
-            content_type = response.headers.get("content-type", "")
-            if "json" in content_type and "event-stream" not in content_type:
+            reader = self._reader(response, deadline)
+            if reader is None:
                 # A server that ignored `stream: true` and answered with one Response object.
-                raw = await guard(
-                    response.aread(),
-                    deadline,
-                    base_url=self.base_url,
-                    first_token_timeout=self._first_token_timeout,
-                )
-                for out in assembler.feed_response(parse_json(raw.decode(errors="replace"))):
+                for out in assembler.feed_response(await self._document(response, deadline)):
                     yield out
             else:
-                reader = SSEReader(
-                    response,
-                    deadline,
-                    base_url=self.base_url,
-                    first_token_timeout=self._first_token_timeout,
-                    idle_timeout=self._idle_timeout,
-                )
                 async for name, data in reader.events():
                     chunk = parse_json(data)
                     chunk.setdefault("type", name)

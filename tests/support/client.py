@@ -48,8 +48,13 @@ class WsClient:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def connect(cls, base_url: str, *, initialize: bool = True, **caps: Any) -> WsClient:
-        ws = await websockets.connect(base_url.replace("http://", "ws://") + "/acp", max_size=None)
+    async def connect(
+        cls, base_url: str, *, initialize: bool = True, token: str | None = None, **caps: Any
+    ) -> WsClient:
+        """A client on `/acp`, initialized unless told not to; `token` authenticates it
+        (the `?token=` a browser uses); `caps` are its client capabilities."""
+        url = base_url.replace("http://", "ws://") + "/acp" + (f"?token={token}" if token else "")
+        ws = await websockets.connect(url, max_size=None)
         client = cls(ws)
         if initialize:
             await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps or {}})

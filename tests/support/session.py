@@ -1,11 +1,13 @@
 """The one session helper, plus the few things nearly every end-to-end test asks of a
-session: its `_agentd/event` payloads, frame validation, scripted tool calls."""
+session: a server with a client and a session on it (`served_session`), its
+`_agentd/event` payloads, its turn's end, frame validation, scripted tool calls."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient
@@ -32,6 +34,35 @@ async def new_session(client: Caller, cwd: Path | str, *, agent: str | None = No
     return str((await open_session(client, cwd, agent=agent, **extra))["sessionId"])
 
 
+class Served(NamedTuple):
+    """A running server, one initialized client on it, and that client's new session."""
+
+    server: Any  # tests.conftest.Server
+    client: WsClient
+    sid: str
+
+
+@contextlib.asynccontextmanager
+async def served_session(
+    server_factory: Callable[..., Any],
+    cwd: Path | str,
+    provider: Any,
+    *,
+    agent: str | None = None,
+    **settings: Any,
+) -> AsyncIterator[Served]:
+    """`server_factory(provider, **settings)` (the conftest fixture), a client connected
+    and initialized, and `session/new` in `cwd` (with the agent definition `agent`): the
+    set-up of most end-to-end tests, as `async with served_session(...) as (server,
+    client, sid):`. The client is closed on the way out."""
+    async with server_factory(provider, **settings) as server:
+        client = await server.client()
+        try:
+            yield Served(server, client, await new_session(client, cwd, agent=agent))
+        finally:
+            await client.close()
+
+
 def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]:
     """Payloads of every `_agentd/event` of `kind` for the session, in order."""
     return [
@@ -42,6 +73,13 @@ def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]
         and f["params"]["sessionId"] == session_id
         and f["params"]["kind"] == kind
     ]
+
+
+def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
+    """The payload of the session's one `turn_ended` event (asserts there is exactly one)."""
+    ended = events(client, session_id, "turn_ended")
+    assert len(ended) == 1, ended
+    return ended[0]
 
 
 def assert_valid_frames(client: WsClient) -> None:

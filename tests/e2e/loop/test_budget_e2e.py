@@ -34,15 +34,9 @@ from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, text_prompt
 from tests.support.session import events as ext_events
-from tests.support.session import new_session
+from tests.support.session import new_session, served_session, the_turn_end
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
-    ended = ext_events(client, session_id, "turn_ended")
-    assert len(ended) == 1, ended
-    return ended[0]
 
 
 def list_dir_step(text: str = "Looking around.") -> dict[str, Any]:
@@ -75,10 +69,7 @@ def tool_statuses(client: WsClient, session_id: str) -> list[str]:
 
 async def test_max_iterations_without_productive_call_stops_hard(server_factory, workspace: Path) -> None:
     provider = scripted(failing_read_step(), loop=True)
-    async with server_factory(provider, max_iterations=3) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, max_iterations=3) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "find the notes"))
 
         assert result["stopReason"] == "max_turn_requests"
@@ -101,7 +92,6 @@ async def test_max_iterations_without_productive_call_stops_hard(server_factory,
         assert "checkpoint" not in stop  # not a git worktree
         for request in provider.requests:
             assert not any("one more step to wrap up" in t for t in user_texts(request))
-        await client.close()
 
 
 async def test_grace_gives_exactly_one_extra_iteration_with_the_wrap_up_message(
@@ -110,10 +100,7 @@ async def test_grace_gives_exactly_one_extra_iteration_with_the_wrap_up_message(
     # The model ignores the wrap-up request and keeps calling tools: it gets one extra
     # iteration (the 4th), never a second one.
     provider = scripted(list_dir_step(), loop=True)
-    async with server_factory(provider, max_iterations=3) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, max_iterations=3) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "explore forever"))
 
         assert result["stopReason"] == "max_turn_requests"
@@ -129,7 +116,6 @@ async def test_grace_gives_exactly_one_extra_iteration_with_the_wrap_up_message(
         assert turn["iterations"] == 4
         stop = turn["budgetStop"]
         assert (stop["kind"], stop["limit"], stop["used"]) == ("max_iterations", 3, 4)
-        await client.close()
 
 
 async def test_grace_iteration_can_finish_the_turn(server_factory, workspace: Path) -> None:
@@ -138,10 +124,7 @@ async def test_grace_iteration_can_finish_the_turn(server_factory, workspace: Pa
         list_dir_step(),
         {"expect": "wrap up", "text": "Summary: I listed the workspace twice; nothing else to do."},
     )
-    async with server_factory(provider, max_iterations=2) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, max_iterations=2) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "explore"))
 
         assert result["stopReason"] == "end_turn"
@@ -157,7 +140,6 @@ async def test_grace_iteration_can_finish_the_turn(server_factory, workspace: Pa
         assert again["stopReason"] == "end_turn"
         ended = ext_events(client, sid, "turn_ended")[-1]
         assert ended["turn"]["grace"] is True and ended["turn"]["iterations"] == 3
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- token budget
@@ -167,10 +149,7 @@ async def test_token_budget_counts_cache_reads_and_writes(server_factory, worksp
     # input + output alone (30) is far below the budget; with the cache tokens it is 105.
     usage = {"input_tokens": 20, "output_tokens": 10, "cache_read_tokens": 40, "cache_write_tokens": 35}
     provider = scripted({**failing_read_step(), "usage": usage}, loop=True)
-    async with server_factory(provider, token_budget=100) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, token_budget=100) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "read it"))
 
         assert result["stopReason"] == "max_turn_requests"
@@ -182,16 +161,12 @@ async def test_token_budget_counts_cache_reads_and_writes(server_factory, worksp
         assert (stop["kind"], stop["limit"], stop["used"]) == ("token_budget", 100, 105)
         assert "105 of 100 tokens" in stop["message"]
         assert turn["usage"]["totalTokens"] == 105
-        await client.close()
 
 
 async def test_token_budget_grace_once_after_a_productive_call(server_factory, workspace: Path) -> None:
     usage = {"input_tokens": 50, "output_tokens": 10, "cache_read_tokens": 30, "cache_write_tokens": 15}
     provider = scripted({**list_dir_step(), "usage": usage}, loop=True)
-    async with server_factory(provider, token_budget=100) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, token_budget=100) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "explore"))
 
         assert result["_meta"]["agentd"]["reason"] == "token_budget"
@@ -202,7 +177,6 @@ async def test_token_budget_grace_once_after_a_productive_call(server_factory, w
         assert turn["grace"] is True
         stop = turn["budgetStop"]
         assert (stop["kind"], stop["limit"], stop["used"]) == ("token_budget", 100, 210)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- idle / activity timeouts
@@ -218,18 +192,19 @@ async def test_a_slow_tool_is_progress_and_does_not_trip_the_idle_gate(
         {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 0.5"}}]},
         {"text": "Slept."},
     )
-    async with server_factory(
-        provider, idle_progress_s=0.2, activity_timeout_s=0.2, permission_mode=PermissionMode.BYPASS
-    ) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory,
+        workspace,
+        provider,
+        idle_progress_s=0.2,
+        activity_timeout_s=0.2,
+        permission_mode=PermissionMode.BYPASS,
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "sleep a bit"))
 
         assert result["stopReason"] == "end_turn"
         assert tool_statuses(client, sid) == ["completed"]
         assert "budgetStop" not in the_turn_end(client, sid)["turn"]
-        await client.close()
 
 
 def slow_blocking_stop_hook(tmp_path: Path) -> Path:
@@ -258,10 +233,11 @@ async def test_time_spent_between_iterations_trips_the_timeout_gates(
 ) -> None:
     provider = scripted(list_dir_step(), {"text": "All done."}, {"text": "never sampled"})
     hooks = slow_blocking_stop_hook(tmp_path)
-    async with server_factory(provider, hooks_file=hooks, **gates) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, hooks_file=hooks, **gates) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "finish the task"))
 
         assert result["stopReason"] == "max_turn_requests"
@@ -276,7 +252,6 @@ async def test_time_spent_between_iterations_trips_the_timeout_gates(
         assert stop["limit"] == 0.2
         assert stop["used"] >= stop["limit"]  # what the gate compared, not a wall-clock assertion
         assert ext_events(client, sid, "stop_hooks")[0]["verdicts"][0]["decision"] == "block"
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- the notice
@@ -383,16 +358,14 @@ def checkpoint_script() -> Any:
 async def test_max_iterations_in_a_dirty_repo_commits_a_local_checkpoint(server_factory, repo: Path) -> None:
     before = git(repo, "rev-parse", "HEAD").strip()
     provider = checkpoint_script()
-    async with server_factory(provider, max_iterations=2, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, repo)
-
+    async with served_session(
+        server_factory, repo, provider, max_iterations=2, permission_mode=PermissionMode.BYPASS
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "update the docs"))
 
         assert result["_meta"]["agentd"]["reason"] == "max_iterations"
         assert len(provider.requests) == 3
         stop = the_turn_end(client, sid)["turn"]["budgetStop"]
-        await client.close()
 
     head = git(repo, "rev-parse", "HEAD").strip()
     assert head != before
@@ -419,15 +392,11 @@ async def test_max_iterations_in_a_dirty_repo_commits_a_local_checkpoint(server_
 async def test_max_iterations_in_a_clean_repo_commits_nothing(server_factory, repo: Path) -> None:
     before = git(repo, "rev-parse", "HEAD").strip()
     provider = scripted(list_dir_step(), loop=True)  # read-only: the tree stays clean
-    async with server_factory(provider, max_iterations=2) as server:
-        client = await server.client()
-        sid = await new_session(client, repo)
-
+    async with served_session(server_factory, repo, provider, max_iterations=2) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "look around"))
 
         assert result["_meta"]["agentd"]["reason"] == "max_iterations"
         stop = the_turn_end(client, sid)["turn"]["budgetStop"]
-        await client.close()
 
     assert "checkpoint" not in stop
     assert git(repo, "rev-parse", "HEAD").strip() == before
@@ -441,15 +410,13 @@ async def test_max_iterations_in_a_non_git_workspace_commits_nothing(
 ) -> None:
     provider = checkpoint_script()
     (workspace / "README.md").write_text("# Project\n")
-    async with server_factory(provider, max_iterations=2, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, max_iterations=2, permission_mode=PermissionMode.BYPASS
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "update the docs"))
 
         assert result["_meta"]["agentd"]["reason"] == "max_iterations"
         stop = the_turn_end(client, sid)["turn"]["budgetStop"]
-        await client.close()
 
     assert "checkpoint" not in stop
     assert (workspace / "README.md").read_text() == "# Project\n\nHalf done\n"  # the work itself is there

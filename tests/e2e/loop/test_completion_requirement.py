@@ -26,8 +26,8 @@ from server.loop.turn import RECOVERY_TEXT
 from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
-from tests.support.client import RpcFailed, WsClient, text_prompt
-from tests.support.session import assert_valid_frames, events, open_session
+from tests.support.client import RpcFailed, text_prompt
+from tests.support.session import assert_valid_frames, events, open_session, served_session, the_turn_end
 
 NEVER = {"text": "this step must never be sampled"}
 REMINDER = RECOVERY_TEXT.format(tool="todo_write")
@@ -83,12 +83,6 @@ def agents_dir(tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
-    ended = events(client, session_id, "turn_ended")
-    assert len(ended) == 1, ended
-    return ended[0]
 
 
 def agent_option(config_options: list[dict[str, Any]]) -> dict[str, Any]:
@@ -168,10 +162,9 @@ async def test_calling_the_tool_in_a_recovery_round_ends_normally(
         {"text": "Plan written."},
         NEVER,
     )
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, agent="planner"
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "plan the work"))
 
         assert len(provider.requests) == 3
@@ -182,7 +175,6 @@ async def test_calling_the_tool_in_a_recovery_round_ends_normally(
         assert ended["turn"]["completionRecoveries"] == 1
         assert "autoRecoveryExhausted" not in ended["turn"]
         assert ended["toolsCalled"] == 1
-        await client.close()
 
 
 async def test_calling_the_tool_in_the_first_round_needs_no_recovery(
@@ -193,10 +185,9 @@ async def test_calling_the_tool_in_the_first_round_needs_no_recovery(
         {"text": "Plan written."},
         NEVER,
     )
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, agent="planner"
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "plan the work"))
 
         assert len(provider.requests) == 2
@@ -204,7 +195,6 @@ async def test_calling_the_tool_in_the_first_round_needs_no_recovery(
         assert events(client, sid, "completion_recovery") == []
         turn = the_turn_end(client, sid)["turn"]
         assert "completionRecoveries" not in turn and "autoRecoveryExhausted" not in turn
-        await client.close()
 
 
 async def test_default_agent_has_no_completion_requirement(server_factory, workspace: Path, agents_dir: Path):
@@ -245,10 +235,9 @@ async def test_recovery_rounds_do_not_force_the_output_schema(
         },
         supports_native_schema=native,
     )
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = (await open_session(client, workspace, agent="extractor"))["sessionId"]
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, agent="extractor"
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "summarise"))
 
         assert len(provider.requests) == 5
@@ -272,7 +261,6 @@ async def test_recovery_rounds_do_not_force_the_output_schema(
         ]
         assert result["_meta"]["agentd"]["reason"] == "auto_recovery_exhausted"
         assert the_turn_end(client, sid)["turn"]["autoRecoveryExhausted"] is True
-        await client.close()
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["shim", "native"])
@@ -286,10 +274,9 @@ async def test_a_valid_structured_output_satisfies_a_structured_output_requireme
         else {"tool_calls": [{"name": STRUCTURED_OUTPUT_TOOL, "arguments": answer, "id": "call_so"}]}
     )
     provider = ScriptedProvider.from_dict({"steps": [step, NEVER, NEVER]}, supports_native_schema=native)
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = (await open_session(client, workspace, agent="extractor"))["sessionId"]
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, agent="extractor"
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "summarise"))
 
         meta = result["_meta"]["agentd"]
@@ -297,7 +284,6 @@ async def test_a_valid_structured_output_satisfies_a_structured_output_requireme
         assert "reason" not in meta, meta
         assert events(client, sid, "completion_recovery") == []
         assert len(provider.requests) == 1
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- no recovery for final stops
@@ -309,10 +295,11 @@ async def test_max_turns_reached_never_enters_recovery(server_factory, workspace
         {"tool_calls": [list_dir_call("call_2")]},  # past max_turns = 1: not run, the turn ends
         NEVER,
     )
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = (await open_session(client, workspace, agent="capped"))["sessionId"]
-
+    async with served_session(server_factory, workspace, provider, agents_dir=agents_dir, agent="capped") as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "look around"))
 
         assert result["stopReason"] == "max_turn_requests"
@@ -321,15 +308,13 @@ async def test_max_turns_reached_never_enters_recovery(server_factory, workspace
         assert events(client, sid, "completion_recovery") == []
         turn = the_turn_end(client, sid)["turn"]
         assert "completionRecoveries" not in turn and "autoRecoveryExhausted" not in turn
-        await client.close()
 
 
 async def test_stationarity_stop_never_enters_recovery(server_factory, workspace: Path, agents_dir: Path):
     provider = scripted(*({"tool_calls": [list_dir_call(f"call_{i}")]} for i in range(16)), NEVER)
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, agent="planner"
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "look around"))
 
         assert result["_meta"]["agentd"]["outcome"] == "stationarity_ended"
@@ -338,21 +323,18 @@ async def test_stationarity_stop_never_enters_recovery(server_factory, workspace
         assert events(client, sid, "completion_recovery") == []
         turn = the_turn_end(client, sid)["turn"]
         assert "completionRecoveries" not in turn and "autoRecoveryExhausted" not in turn
-        await client.close()
 
 
 async def test_refusal_never_enters_recovery(server_factory, workspace: Path, agents_dir: Path):
     provider = scripted({"text": "I can't help with that.", "stop": "refusal"}, NEVER)
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = (await open_session(client, workspace, agent="planner"))["sessionId"]
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, agent="planner"
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "do something bad"))
 
         assert result["stopReason"] == "refusal"
         assert len(provider.requests) == 1
         assert events(client, sid, "completion_recovery") == []
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- choosing the agent

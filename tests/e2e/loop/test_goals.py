@@ -43,7 +43,7 @@ from server.loop.goal_eval import EVALUATOR_SYSTEM, evaluate, parse_verdict
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
-from tests.support.session import events, new_session
+from tests.support.session import events, served_session, the_turn_end
 
 SESSION_MODEL = "gpt-4o-mini"  # Settings.model's default
 SMALL_MODEL = "tiny-judge"
@@ -53,12 +53,6 @@ SMALL_MODEL = "tiny-judge"
 
 def verdict_events(client: WsClient, session_id: str) -> list[dict[str, Any]]:
     return [e["verdictEvent"] for e in events(client, session_id, "goal") if "verdictEvent" in e]
-
-
-def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
-    ended = events(client, session_id, "turn_ended")
-    assert len(ended) == 1, ended
-    return ended[0]
 
 
 def is_goal_event(session_id: str) -> Any:
@@ -133,10 +127,7 @@ def write_call(path: str, content: str, call_id: str) -> dict[str, Any]:
 
 
 async def test_set_get_clear_over_rpc_with_goal_events(server_factory, workspace: Path):
-    async with server_factory(scripted()) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, scripted()) as (_, client, sid):
         assert await get_goal(client, sid) == {}  # no goal yet
 
         goal = await set_goal(client, sid, "Ship the parser", tokenBudget=5000, verify="make test")
@@ -168,7 +159,6 @@ async def test_set_get_clear_over_rpc_with_goal_events(server_factory, workspace
         assert await get_goal(client, sid) == {}
         # Clearing nothing is fine and says so.
         assert await client.call("_agentd/goal/clear", {"sessionId": sid}) == {}
-        await client.close()
 
 
 @pytest.mark.parametrize(
@@ -183,17 +173,13 @@ async def test_set_get_clear_over_rpc_with_goal_events(server_factory, workspace
     ids=["empty-objective", "budget-zero", "budget-negative", "empty-verify", "no-objective"],
 )
 async def test_goal_set_rejects_bad_params(server_factory, workspace: Path, params: dict[str, Any]):
-    async with server_factory(scripted()) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, scripted()) as (_, client, sid):
         with pytest.raises(RpcFailed) as err:
             await client.call("_agentd/goal/set", {"sessionId": sid, **params})
 
         assert err.value.code == ErrorCode.INVALID_PARAMS == -32602
         assert await get_goal(client, sid) == {}  # nothing was set
         assert events(client, sid, "goal") == []
-        await client.close()
 
 
 async def test_goal_methods_on_an_unknown_session_are_not_found(server_factory):
@@ -226,9 +212,7 @@ async def test_evaluator_call_is_hidden_tool_less_and_sees_objective_plan_and_bo
         verdict("candidate_complete", "SECRET-EVIDENCE the file was read", "nothing left"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Read big.txt thoroughly")
 
         result = await client.call("session/prompt", text_prompt(sid, "OLDEST-PROMPT please read big.txt"))
@@ -277,7 +261,6 @@ async def test_evaluator_call_is_hidden_tool_less_and_sees_objective_plan_and_bo
         await client.call("session/prompt", text_prompt(sid, "thanks"))
         assert kinds(provider.requests) == ["agent", "agent", "eval", "agent"]
         assert all("SECRET-EVIDENCE" not in m.content for m in provider.requests[-1].messages)
-        await client.close()
 
 
 async def test_plan_is_shown_to_the_evaluator(server_factory, workspace: Path):
@@ -298,9 +281,7 @@ async def test_plan_is_shown_to_the_evaluator(server_factory, workspace: Path):
         {"text": "Waiting for the grammar."},
         verdict("candidate_complete", "plan written", "none"),
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Write a parser")
 
         await client.call("session/prompt", text_prompt(sid, "plan it"))
@@ -308,7 +289,6 @@ async def test_plan_is_shown_to_the_evaluator(server_factory, workspace: Path):
         first_eval = evaluator_requests(provider.requests)[0]
         body = evaluator_body(first_eval)
         assert "PLAN:\n- [completed] write the lexer\n- [in_progress] write the parser\n\n" in body
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- continue
@@ -324,9 +304,7 @@ async def test_continue_injects_a_continuation_and_only_the_newest_stays(server_
         verdict("candidate_complete", "all three parts exist", "nothing"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Write the report")
 
         result = await client.call("session/prompt", text_prompt(sid, "start the report"))
@@ -366,7 +344,6 @@ async def test_continue_injects_a_continuation_and_only_the_newest_stays(server_
             "evidence": "all three parts exist",
             "nextStep": "nothing",
         }
-        await client.close()
 
 
 async def test_turn_ended_reports_every_goal_verdict_of_the_turn(server_factory, workspace: Path):
@@ -376,9 +353,7 @@ async def test_turn_ended_reports_every_goal_verdict_of_the_turn(server_factory,
         {"text": "Round two."},
         verdict("candidate_complete", "finished", "none"),
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Finish")
 
         await client.call("session/prompt", text_prompt(sid, "go"))
@@ -387,7 +362,6 @@ async def test_turn_ended_reports_every_goal_verdict_of_the_turn(server_factory,
         assert [v["action"] for v in judged] == ["continue", "complete"]
         turn = the_turn_end(client, sid)["turn"]
         assert turn.get("goalVerdicts") == judged  # today: only the first ("continue") one
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- candidate_complete + verify
@@ -400,9 +374,11 @@ async def test_candidate_complete_with_passing_verify_completes_the_goal(server_
         verdict("candidate_complete", "done.txt was written", "none"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await set_goal(client, sid, "Create done.txt", verify="test -f done.txt")
 
         result = await client.call("session/prompt", text_prompt(sid, "make the marker"))
@@ -415,7 +391,6 @@ async def test_candidate_complete_with_passing_verify_completes_the_goal(server_
         assert ve["action"] == "complete"
         goal = (await get_goal(client, sid))["goal"]
         assert (goal["status"], goal["rounds"], goal["gaps"]) == ("complete", 1, [])
-        await client.close()
 
 
 async def test_candidate_complete_with_failing_verify_records_the_gap_and_continues(
@@ -435,9 +410,11 @@ async def test_candidate_complete_with_failing_verify_records_the_gap_and_contin
         verdict("candidate_complete", "done.txt was written", "none"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await set_goal(client, sid, "Create done.txt", verify=verify)
 
         result = await client.call("session/prompt", text_prompt(sid, "make the marker"))
@@ -460,7 +437,6 @@ async def test_candidate_complete_with_failing_verify_records_the_gap_and_contin
         (cont,) = continuations(agent_requests(provider.requests)[1])
         assert gap in cont.content
         assert f"KNOWN GAPS:\n- {gap}\n\n" in evaluator_body(evaluator_requests(provider.requests)[1])
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- blocked
@@ -476,9 +452,7 @@ async def test_same_blocker_three_times_pauses_with_the_user_action(server_facto
         verdict("blocked", "no API key at all", "Please set API_KEY in .env", "missing_api_key"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Deploy the service")
 
         result = await client.call("session/prompt", text_prompt(sid, "deploy"))
@@ -492,7 +466,6 @@ async def test_same_blocker_three_times_pauses_with_the_user_action(server_facto
         assert "missing_api_key" in goal["pauseReason"]
         assert goal["userAction"] == "Please set API_KEY in .env"
         assert (goal["blockedKey"], goal["blockedCount"], goal["rounds"]) == ("missing_api_key", 3, 3)
-        await client.close()
 
 
 async def test_a_different_blocker_key_resets_the_count(server_factory, workspace: Path):
@@ -515,9 +488,7 @@ async def test_a_different_blocker_key_resets_the_count(server_factory, workspac
         verdict("blocked", "e", "provide the key_b thing", "key_b"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Finish")
 
         await client.call("session/prompt", text_prompt(sid, "go"))
@@ -541,7 +512,6 @@ async def test_a_different_blocker_key_resets_the_count(server_factory, workspac
             8,
         )
         assert "key_b" in goal["pauseReason"]
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- malformed verdicts, lanes
@@ -572,9 +542,11 @@ async def test_malformed_verdict_from_the_small_model_falls_back_to_the_session_
         verdict("candidate_complete", "all done", "none"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider, goal_evaluator_model=SMALL_MODEL) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, goal_evaluator_model=SMALL_MODEL) as (
+        _,
+        client,
+        sid,
+    ):
         await set_goal(client, sid, "Do the thing")
 
         result = await client.call("session/prompt", text_prompt(sid, "go"))
@@ -598,7 +570,6 @@ async def test_malformed_verdict_from_the_small_model_falls_back_to_the_session_
         assert second["action"] == "complete"
         goal = (await get_goal(client, sid))["goal"]
         assert (goal["status"], goal["rounds"]) == ("complete", 2)
-        await client.close()
 
 
 async def test_both_attempts_failing_pauses_with_infra_never_complete(server_factory, workspace: Path):
@@ -609,9 +580,11 @@ async def test_both_attempts_failing_pauses_with_infra_never_complete(server_fac
         verdict("candidate_complete", "finished", "none", "done_key"),
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider, goal_evaluator_model=SMALL_MODEL) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, goal_evaluator_model=SMALL_MODEL) as (
+        _,
+        client,
+        sid,
+    ):
         await set_goal(client, sid, "Do the thing")
 
         result = await client.call("session/prompt", text_prompt(sid, "go"))
@@ -628,7 +601,6 @@ async def test_both_attempts_failing_pauses_with_infra_never_complete(server_fac
         assert (goal["status"], goal["pauseReason"]) == ("paused", "infra")
         assert "lastVerdict" not in goal
         assert all(e["status"] != "complete" for e in events(client, sid, "goal"))
-        await client.close()
 
 
 async def test_provider_errors_in_both_lanes_pause_with_infra(server_factory, workspace: Path):
@@ -638,9 +610,11 @@ async def test_provider_errors_in_both_lanes_pause_with_infra(server_factory, wo
         {"error": {"kind": "rate_limited", "message": "slow down"}},
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider, goal_evaluator_model=SMALL_MODEL) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, goal_evaluator_model=SMALL_MODEL) as (
+        _,
+        client,
+        sid,
+    ):
         await set_goal(client, sid, "Do the thing")
 
         result = await client.call("session/prompt", text_prompt(sid, "go"))
@@ -654,7 +628,6 @@ async def test_provider_errors_in_both_lanes_pause_with_infra(server_factory, wo
         goal = (await get_goal(client, sid))["goal"]
         assert (goal["status"], goal["pauseReason"]) == ("paused", "infra")
         assert len(provider.requests) == 3
-        await client.close()
 
 
 async def test_without_a_small_model_a_transient_failure_is_retried_on_the_session_model(
@@ -672,9 +645,7 @@ async def test_without_a_small_model_a_transient_failure_is_retried_on_the_sessi
         verdict("candidate_complete", "the tests pass", "none"),  # attempt 2: same model
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Do the thing")
 
         result = await client.call("session/prompt", text_prompt(sid, "go"))
@@ -689,7 +660,6 @@ async def test_without_a_small_model_a_transient_failure_is_retried_on_the_sessi
         ]
         goal = (await get_goal(client, sid))["goal"]
         assert goal["status"] == "complete" and "pauseReason" not in goal
-        await client.close()
 
 
 async def test_without_a_small_model_two_failures_pause_with_infra(server_factory, workspace: Path):
@@ -703,9 +673,7 @@ async def test_without_a_small_model_two_failures_pause_with_infra(server_factor
         {"text": "still not a verdict"},
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Do the thing")
 
         await client.call("session/prompt", text_prompt(sid, "go"))
@@ -714,7 +682,6 @@ async def test_without_a_small_model_two_failures_pause_with_infra(server_factor
         (ve,) = verdict_events(client, sid)
         assert [a["model"] for a in ve["attempts"]] == [SESSION_MODEL, SESSION_MODEL]
         assert (await get_goal(client, sid))["goal"]["pauseReason"] == "infra"
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- evaluator timeout
@@ -751,11 +718,9 @@ def _assert_timeout_behaviour(client: WsClient, sid: str, goal: dict[str, Any]) 
 async def test_evaluator_attempt_timeout_over_the_wire(server_factory, workspace: Path, monkeypatch):
     # The attempt timeout is an operator setting (AGENTD_GOAL_ATTEMPT_TIMEOUT_S).
     provider = _timeout_script()
-    async with server_factory(
-        provider, goal_evaluator_model=SMALL_MODEL, goal_attempt_timeout_s=0.05
-    ) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, provider, goal_evaluator_model=SMALL_MODEL, goal_attempt_timeout_s=0.05
+    ) as (_, client, sid):
         await set_goal(client, sid, "Do the thing")
 
         result = await client.call("session/prompt", text_prompt(sid, "go"))
@@ -763,7 +728,6 @@ async def test_evaluator_attempt_timeout_over_the_wire(server_factory, workspace
         assert result["stopReason"] == "end_turn"
         _assert_timeout_behaviour(client, sid, (await get_goal(client, sid))["goal"])
         assert "LATE" not in json.dumps(events(client, sid, "goal"))
-        await client.close()
 
 
 async def test_evaluate_unit_timeout_then_fallback_then_infra():
@@ -840,9 +804,7 @@ async def test_budget_exceeded_runs_exactly_one_wrap_up_round(server_factory, wo
         {"expect": "token budget is spent", "text": "Wrap-up: half done.", "usage": {"input_tokens": 5}},
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Do a lot", tokenBudget=100)
 
         result = await client.call("session/prompt", text_prompt(sid, "go"))
@@ -870,7 +832,6 @@ async def test_budget_exceeded_runs_exactly_one_wrap_up_round(server_factory, wo
         assert kinds(provider.requests) == ["agent", "eval", "agent", "agent", "agent"]
         assert continuations(provider.requests[-1]) == [cont]  # still the one wrap-up message
         assert (await get_goal(client, sid))["goal"]["status"] == "budget_limited"
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- refusal
@@ -881,9 +842,7 @@ async def test_refusal_pauses_the_goal_without_evaluating(server_factory, worksp
         {"text": "I can't help with that.", "stop": "refusal"},
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Something questionable")
 
         result = await client.call("session/prompt", text_prompt(sid, "do it"))
@@ -895,7 +854,6 @@ async def test_refusal_pauses_the_goal_without_evaluating(server_factory, worksp
         assert goal["userAction"]
         assert events(client, sid, "goal")[-1]["status"] == "paused"
         assert verdict_events(client, sid) == []
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- usage
@@ -909,9 +867,7 @@ async def test_evaluator_tokens_are_counted_in_the_usage_ledger(server_factory, 
             "usage": {"input_tokens": 1000, "output_tokens": 20},
         },
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Finish")
 
         await client.call("session/prompt", text_prompt(sid, "go"))
@@ -919,7 +875,6 @@ async def test_evaluator_tokens_are_counted_in_the_usage_ledger(server_factory, 
         assert kinds(provider.requests) == ["agent", "eval"]
         usage = (await client.call("_agentd/usage/get", {"sessionId": sid}))["session"]
         assert usage["totalTokens"] == 1032  # today: 12, the evaluator's 1020 tokens are lost
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- goal changed mid-evaluation
@@ -956,9 +911,7 @@ async def test_goal_cleared_while_the_evaluator_runs_stays_cleared(server_factor
             {"text": "a round for a goal that no longer exists"},
         )
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Finish")
 
         prompt = asyncio.create_task(client.call("session/prompt", text_prompt(sid, "go")))
@@ -968,7 +921,6 @@ async def test_goal_cleared_while_the_evaluator_runs_stays_cleared(server_factor
         assert (await prompt)["stopReason"] == "end_turn"
 
         assert await get_goal(client, sid) == {}
-        await client.close()
 
     async with server_factory(scripted()) as server:  # same home, same SQLite database
         client = await server.client()
@@ -989,9 +941,9 @@ async def test_goal_survives_a_restart_with_its_state(server_factory, workspace:
         # The second round: the first chunk arrives, the rest would come 30 s later.
         {"text": "Second attempt, now really writing it.", "chunk_size": 16, "chunk_delay": 30},
     )
-    async with server_factory(first, database_url=db_url, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, first, database_url=db_url, permission_mode=PermissionMode.BYPASS
+    ) as (_, client, sid):
         await set_goal(client, sid, "Create done.txt", tokenBudget=1_000_000, verify=verify)
 
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "make the marker")))
@@ -1007,7 +959,6 @@ async def test_goal_survives_a_restart_with_its_state(server_factory, workspace:
         await client.notify("session/cancel", {"sessionId": sid})
         assert (await prompt)["result"]["stopReason"] == "cancelled"
         before = (await get_goal(client, sid))["goal"]
-        await client.close()
 
     assert before["status"] == "active"
     assert before["rounds"] == 1

@@ -14,6 +14,7 @@ from server.loop.retry import Bucket
 from server.session.turn_kit import loop_limits
 from tests.conftest import scripted
 from tests.support.client import text_prompt
+from tests.support.session import served_session
 
 
 def test_the_seed_defaults_are_visible_in_one_object():
@@ -84,11 +85,10 @@ def test_unknown_limits_are_refused_with_a_clear_error(overrides, message):
 async def test_an_override_changes_the_running_loop(server_factory, workspace: Path):
     # With stop_at 5 instead of 16, the fifth identical step ends the turn.
     provider = scripted({"tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]}, loop=True)
-    async with server_factory(provider, limits={"stationarity": {"stop_at": 5, "nudge_at": 3}}) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(
+        server_factory, workspace, provider, limits={"stationarity": {"stop_at": 5, "nudge_at": 3}}
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "poll"))
         assert result["stopReason"] == "end_turn"
         assert result["_meta"]["agentd"]["reason"] == "identical_steps"
         assert len(provider.requests) == 5
-        await client.close()

@@ -27,7 +27,7 @@ from server.providers.openai import OpenAIProvider
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import openai_server as oai
-from tests.support.session import assert_valid_frames, events, new_session, shown_text
+from tests.support.session import assert_valid_frames, events, served_session, shown_text
 
 FAST_RETRY = {"retry": {"backoff_base_s": 0.01, "jitter": 0.0}}
 
@@ -70,10 +70,11 @@ async def test_an_a_b_cycle_stops_the_turn_before_the_sixth_step_runs(server_fac
     b = ("glob", {"pattern": "*.txt"}, "")
     steps = [step((*(a if i % 2 else b)[:2], f"call_{i}")) for i in range(1, 7)]
     provider = scripted(*steps, {"text": "never sampled in this turn"})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "look around"))
 
         assert result["stopReason"] == "end_turn"
@@ -89,7 +90,6 @@ async def test_an_a_b_cycle_stops_the_turn_before_the_sixth_step_runs(server_fac
             {"action": "stop", "reason": "tool_cycle", "count": 6, "cycleLength": 2}
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- file churn
@@ -109,10 +109,11 @@ async def test_a_file_rewritten_back_and_forth_is_nudged_then_stopped(server_fac
         for i, c in enumerate(contents, 1)
     ]
     provider = scripted(*steps, {"text": "never sampled in this turn"})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "fix x.txt"))
 
         assert result["stopReason"] == "end_turn"
@@ -135,7 +136,6 @@ async def test_a_file_rewritten_back_and_forth_is_nudged_then_stopped(server_fac
         ]
         assert nudges[-1]["path"].endswith("x.txt")
         assert any("back and forth" in n["title"] for n in events(client, sid, "notice"))
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- shell spirals
@@ -157,10 +157,11 @@ async def test_a_shell_spiral_feeds_the_shell_spiral_bucket_and_stops_the_turn(
     (escalate), the turn stops (`shell_spiral`) and a notice surfaces the last output. The
     bucket is the session's: the next spiral (next prompt) is `exhausted`."""
     provider = scripted(*failing_shell("call_a", 4), *failing_shell("call_b", 4), {"text": "unused"})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         first = await client.call("session/prompt", text_prompt(sid, "build it"))
 
         assert first["stopReason"] == "end_turn"
@@ -185,7 +186,6 @@ async def test_a_shell_spiral_feeds_the_shell_spiral_bucket_and_stops_the_turn(
         assert_valid_frames(client)  # (before usage/get: its bucket names are snake_case keys)
         usage = await client.call("_agentd/usage/get", {"sessionId": sid})
         assert usage["retry"]["buckets"]["shell_spiral"]["count"] == 2
-        await client.close()
 
 
 async def test_a_successful_command_breaks_the_spiral(server_factory, workspace: Path):
@@ -195,16 +195,16 @@ async def test_a_successful_command_breaks_the_spiral(server_factory, workspace:
         *failing_shell("call_b", 3),
         {"text": "Done."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "build it"))
 
         assert result["_meta"]["agentd"]["outcome"] == "completed"
         assert agent_text(client.updates(sid)) == "Done."
         assert events(client, sid, "retry") == []
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- malformed calls
@@ -221,10 +221,11 @@ async def test_three_steps_of_malformed_tool_calls_stop_the_turn(server_factory,
         step(("read_file", {"path": 5}, "call_m3")),
         {"text": "never sampled in this turn"},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "list files"))
 
         assert result["stopReason"] == "end_turn"
@@ -236,7 +237,6 @@ async def test_three_steps_of_malformed_tool_calls_stop_the_turn(server_factory,
         nudges = events(client, sid, "turn_ended")[0]["turn"]["nudges"]
         assert nudges == [{"action": "stop", "reason": "malformed_tool_calls", "count": 3}]
         assert any("malformed" in n["title"] for n in events(client, sid, "notice"))
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- empty / filtered
@@ -247,10 +247,9 @@ async def test_an_empty_answer_goes_back_to_the_retry_ladder(server_factory, wor
     answer with no text, no tool call and no reasoning is not a silent empty success: the
     call is made again (a `retry` event in the `degenerate_output` bucket)."""
     provider = scripted({"text": ""}, {"text": "The real answer."})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "answer me"))
 
         assert result["stopReason"] == "end_turn"
@@ -262,7 +261,6 @@ async def test_an_empty_answer_goes_back_to_the_retry_ladder(server_factory, wor
         assert [(r["bucket"], r["decision"], r["degenerate"]["reason"]) for r in retries] == [
             ("degenerate_output", "continue", "empty_response")
         ]
-        await client.close()
 
 
 async def test_a_filtered_empty_answer_is_retried_and_then_ends_as_a_refusal(server_factory, workspace: Path):
@@ -270,10 +268,9 @@ async def test_a_filtered_empty_answer_is_retried_and_then_ends_as_a_refusal(ser
     ones: retried through the ladder; still filtered once the bucket is exhausted, the turn
     ends as a refusal with a notice — never an empty `end_turn`."""
     provider = scripted({"text": "", "stop": "refusal"}, loop=True)
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "answer me"))
 
         assert result["stopReason"] == "refusal"
@@ -283,22 +280,19 @@ async def test_a_filtered_empty_answer_is_retried_and_then_ends_as_a_refusal(ser
             ("continue", "filtered_response")
         ] * 3 + [("exhausted", "filtered_response")]
         assert any("answering nothing" in n["title"] for n in events(client, sid, "notice"))
-        await client.close()
 
 
 async def test_empty_answers_end_readably_when_the_bucket_is_exhausted(server_factory, workspace: Path):
     provider = scripted({"text": ""}, loop=True)
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "answer me"))
 
         meta = result["_meta"]["agentd"]
         assert (meta["outcome"], meta["reason"]) == ("stationarity_ended", "empty_response")
         assert len(provider.requests) == 4
         assert len(events(client, sid, "notice")) == 1
-        await client.close()
 
 
 async def test_an_openai_content_filter_with_nothing_in_it_is_retried(server_factory, workspace: Path):
@@ -310,10 +304,9 @@ async def test_an_openai_content_filter_with_nothing_in_it_is_retried(server_fac
             oai.Completion(finish_reason="content_filter"), oai.Completion.from_text("Clean answer.")
         )
         provider = OpenAIProvider(base_url=fake.base_url, api_key="sk-test", model="test-model")
-        async with server_factory(provider, model="test-model", limits=FAST_RETRY) as server:
-            client = await server.client()
-            sid = await new_session(client, workspace)
-
+        async with served_session(
+            server_factory, workspace, provider, model="test-model", limits=FAST_RETRY
+        ) as (_, client, sid):
             result = await client.call("session/prompt", text_prompt(sid, "answer me"))
 
             assert result["stopReason"] == "end_turn"
@@ -323,4 +316,3 @@ async def test_an_openai_content_filter_with_nothing_in_it_is_retried(server_fac
             assert [(r["bucket"], r["degenerate"]["reason"]) for r in retries] == [
                 ("degenerate_output", "filtered_response")
             ]
-            await client.close()

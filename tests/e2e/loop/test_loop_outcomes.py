@@ -32,15 +32,16 @@ from server.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
-from tests.support.session import assert_valid_frames, events, is_update, new_session, shown_text
+from tests.support.session import (
+    assert_valid_frames,
+    is_update,
+    new_session,
+    served_session,
+    shown_text,
+    the_turn_end,
+)
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
-    ended = events(client, session_id, "turn_ended")
-    assert len(ended) == 1, ended
-    return ended[0]
 
 
 def tool_updates(client: WsClient, session_id: str) -> list[dict[str, Any]]:
@@ -97,10 +98,7 @@ async def test_completed_ends_with_end_turn(server_factory, workspace: Path):
         {"text": "Looking around.", "tool_calls": [list_dir_call("call_ls")]},
         {"text": "There is one file, notes.txt."},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "what is here?"))
 
         assert result["stopReason"] == "end_turn"
@@ -116,7 +114,6 @@ async def test_completed_ends_with_end_turn(server_factory, workspace: Path):
         assert len(provider.requests) == 2
         assert_all_requests_well_formed(provider.requests)
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_refusal_completes_with_stop_reason_refusal(server_factory, workspace: Path):
@@ -124,10 +121,7 @@ async def test_refusal_completes_with_stop_reason_refusal(server_factory, worksp
         {"text": "I can't help with that request.", "stop": "refusal"},
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "do something bad"))
 
         assert result["stopReason"] == "refusal"
@@ -139,7 +133,6 @@ async def test_refusal_completes_with_stop_reason_refusal(server_factory, worksp
         assert agent_text(client.updates(sid)) == "I can't help with that request."
         assert len(provider.requests) == 1
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- Cancelled
@@ -151,10 +144,7 @@ async def test_cancelled_ends_with_stop_reason_cancelled(server_factory, workspa
         {"text": "Let me think about thi", "chunk_size": 11, "chunk_delay": 30},
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "think")))
         await client.wait_notification(is_update(sid, "agent_message_chunk"))
         await client.notify("session/cancel", {"sessionId": sid})
@@ -174,7 +164,6 @@ async def test_cancelled_ends_with_stop_reason_cancelled(server_factory, workspa
         assert agent_text(client.updates(sid)) == "Let me thin"  # the first chunk only
         assert len(provider.requests) == 1
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- MaxTurnsReached
@@ -189,10 +178,7 @@ async def test_max_turns_reached_stops_after_the_limit_with_max_turn_requests(
         {"text": "Round three.", "tool_calls": [list_dir_call("call_3"), list_dir_call("call_3b", "..")]},
         {"text": "I stopped at the limit."},  # the next prompt's answer
     )
-    async with server_factory(provider, max_turns=2) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, max_turns=2) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "keep listing"))
 
         assert result["stopReason"] == "max_turn_requests"
@@ -226,7 +212,6 @@ async def test_max_turns_reached_stops_after_the_limit_with_max_turn_requests(
             ("call_3b", True),
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- StationarityEnded
@@ -281,10 +266,7 @@ async def test_failed_turn_answers_the_prompt_with_a_json_rpc_error(server_facto
         {"error": {"kind": "authentication", "message": "invalid API key", "status": 401}},
         {"text": "back again"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         resp = await client.request("session/prompt", text_prompt(sid, "hello"))
 
         assert "result" not in resp, resp
@@ -304,7 +286,6 @@ async def test_failed_turn_answers_the_prompt_with_a_json_rpc_error(server_facto
         # The session is still usable.
         assert (await client.call("session/prompt", text_prompt(sid, "again")))["stopReason"] == "end_turn"
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- max tokens (R-L3g)
@@ -319,10 +300,7 @@ async def test_cut_off_answer_is_continued_twice_then_completes_with_max_tokens(
         {"text": "part three", "stop": "max_tokens"},
         {"text": "should never be sampled"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "write a long essay"))
 
         assert result["stopReason"] == "max_tokens"
@@ -349,16 +327,12 @@ async def test_cut_off_answer_is_continued_twice_then_completes_with_max_tokens(
             CONTINUE_TEXT,
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_empty_cut_off_answer_is_retried_twice_then_fails_readably(server_factory, workspace: Path):
     empty = {"reasoning": "Let me think about this very carefully...", "stop": "max_tokens"}
     provider = scripted(empty, empty, empty, {"text": "should never be sampled"}, {"text": "recovered"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         resp = await client.request("session/prompt", text_prompt(sid, "answer briefly"))
 
         # Never an empty success: a JSON-RPC error with a message a person can act on.
@@ -386,7 +360,6 @@ async def test_empty_cut_off_answer_is_retried_twice_then_fails_readably(server_
             EMPTY_NUDGE_TEXT,
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 @pytest.mark.parametrize(
@@ -407,10 +380,7 @@ async def test_turn_ended_event_records_max_tokens_counters(
     server_factory, workspace: Path, steps: list[dict[str, Any]], key: str
 ):
     provider = scripted(*steps)
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await client.request("session/prompt", text_prompt(sid, "go"))
 
         assert len(provider.requests) == 3
@@ -418,4 +388,3 @@ async def test_turn_ended_event_records_max_tokens_counters(
         assert "turn" in ended, ended
         assert ended["turn"][key] == 2
         assert ended["turn"]["iterations"] == 3
-        await client.close()

@@ -34,7 +34,14 @@ from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResu
 from server.tools.registry import builtin_tools
 from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt
-from tests.support.session import assert_valid_frames, events, new_session, shown_text, tool_call
+from tests.support.session import (
+    assert_valid_frames,
+    events,
+    new_session,
+    served_session,
+    shown_text,
+    tool_call,
+)
 
 # A bound on how long a probe waits for another one: only reached when the server runs
 # calls serially that it should run concurrently (the test then fails, it does not hang).
@@ -184,10 +191,9 @@ async def test_read_calls_of_one_step_run_concurrently(server_factory, workspace
         },
         {"text": "All three probes ran."},
     )
-    async with server_factory(provider, tools={**builtin_tools(), "probe": probe}) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, tools={**builtin_tools(), "probe": probe}
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "probe"))
 
         assert result["stopReason"] == "end_turn"
@@ -203,7 +209,6 @@ async def test_read_calls_of_one_step_run_concurrently(server_factory, workspace
         assert [finals[f"call_{label}"]["status"] for label in labels] == ["completed"] * 3
         assert events(client, sid, "turn_ended")[0]["toolsCalled"] == 3
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- R-T2 per-path locks
@@ -232,14 +237,13 @@ async def test_writes_to_the_same_path_are_serialised_while_another_path_runs_al
         },
         {"text": "Written."},
     )
-    async with server_factory(
+    async with served_session(
+        server_factory,
+        workspace,
         provider,
         tools={**builtin_tools(), "write_probe": probe},
         permission_mode=PermissionMode.BYPASS,
-    ) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "write"))
 
         assert result["stopReason"] == "end_turn"
@@ -261,7 +265,6 @@ async def test_writes_to_the_same_path_are_serialised_while_another_path_runs_al
             [{"path": str(workspace / "other.txt")}],
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- R-T1 write-back order
@@ -281,10 +284,9 @@ async def test_results_are_written_back_in_call_order_when_the_first_call_finish
         },
         {"text": "Got all three."},
     )
-    async with server_factory(provider, tools={**builtin_tools(), "probe": probe}) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, tools={**builtin_tools(), "probe": probe}
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "probe"))
 
         assert result["stopReason"] == "end_turn"
@@ -303,7 +305,6 @@ async def test_results_are_written_back_in_call_order_when_the_first_call_finish
         # and clients get the final updates in that order too.
         assert list(final_tool_updates(client, sid)) == ["call_slow", "call_fast1", "call_fast2"]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- R-T3 self-healing
@@ -323,10 +324,9 @@ async def test_a_tool_that_raises_becomes_a_failed_call_and_the_loop_goes_on(ser
         },
         {"text": "One crashed, one failed, one worked; carrying on."},
     )
-    async with server_factory(provider, tools={**builtin_tools(), "probe": probe}) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, tools={**builtin_tools(), "probe": probe}
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "probe"))
 
         # The loop went on to the model's next step and the turn ended normally.
@@ -348,7 +348,6 @@ async def test_a_tool_that_raises_becomes_a_failed_call_and_the_loop_goes_on(ser
         ended = events(client, sid, "turn_ended")
         assert [(e["outcome"], e["stopReason"]) for e in ended] == [("completed", "end_turn")]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- R-T1 circuit breaker
@@ -425,10 +424,9 @@ async def test_a_hook_denial_skips_only_that_call(server_factory, workspace: Pat
         },
         {"text": "b was blocked; a and c are written."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, hooks_file=hooks) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, hooks_file=hooks
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "write a, b and c"))
 
         # The turn went on to the model's next step and ended normally.
@@ -462,7 +460,6 @@ async def test_a_hook_denial_skips_only_that_call(server_factory, workspace: Pat
             ("completed", "end_turn", 2)
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 FAILING_HOOK = """\
@@ -497,10 +494,9 @@ async def test_a_failing_or_slow_hook_fails_open(
         {"tool_calls": [tool_call("write_file", "call_a", path="a.txt", content="a")]},
         {"text": "Written."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, hooks_file=hooks) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, hooks_file=hooks
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "write a"))
 
         assert result["stopReason"] == "end_turn"
@@ -509,4 +505,3 @@ async def test_a_failing_or_slow_hook_fails_open(
         assert final_tool_updates(client, sid)["call_a"]["status"] == "completed"
         assert len(provider.requests) == 2
         assert_valid_frames(client)
-        await client.close()

@@ -24,6 +24,7 @@ from server.store.db import Batch, Store
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import text_prompt
+from tests.support.session import served_session
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CONTINUE = "please continue"
@@ -70,10 +71,8 @@ async def run_on_broken_conversation(
 ) -> Run:
     """Create a session, stop the server, write `broken` as the session's conversation,
     start a new server on the same database, load the session and prompt once."""
-    async with server_factory(scripted(), database_url=db_url) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
-        await client.close()
+    async with served_session(server_factory, workspace, scripted(), database_url=db_url) as (_, _, sid):
+        pass  # only the session is wanted: the server stops with it stored
 
     store = await Store.open(db_url)
     try:

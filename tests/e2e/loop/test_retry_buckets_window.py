@@ -17,7 +17,7 @@ from server.store.db import Batch, Store
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.clock import DAY
-from tests.support.session import events, new_session
+from tests.support.session import events, served_session
 
 FAST = {"retry": {"backoff_base_s": 0.001, "jitter": 0.0}}  # backoff in ms: nothing to wait for
 BLIP = {"error": {"kind": "network", "message": "connection reset by peer"}}
@@ -32,9 +32,7 @@ async def test_a_network_storm_spread_over_turns_still_exhausts_its_bucket(serve
     fifth turn's error is the fifth in the bucket (limit 4) and ends the turn exhausted."""
     steps = [step for n in range(4) for step in (BLIP, {"text": f"ok {n}"})]
     provider = scripted(*steps, BLIP, {"text": "a reset bucket would get here"})
-    async with server_factory(provider, limits=FAST) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, limits=FAST) as (_, client, sid):
         for n in range(4):
             result = await client.call("session/prompt", text_prompt(sid, f"turn {n}"))
             assert result["stopReason"] == "end_turn"
@@ -49,7 +47,6 @@ async def test_a_network_storm_spread_over_turns_still_exhausts_its_bucket(serve
         network = usage["retry"]["buckets"]["network"]
         assert (network["count"], network["limit"], network["exhausted"]) == (5, 4, True)
         assert usage["retry"]["windowSeconds"] == 48 * 3600
-        await client.close()
     assert len(provider.requests) == 9  # the last step was never served
 
 
@@ -72,13 +69,14 @@ async def test_a_session_that_hit_its_limits_last_week_works_today(
     """Seed 003 keeps counts across turns and restarts; the window keeps that from poisoning
     a long-lived session: a week later a network blip is retried again."""
     exhausting = scripted(*[BLIP] * 5, {"text": "never"})
-    async with server_factory(exhausting, limits=FAST, database_url=db_url) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, exhausting, limits=FAST, database_url=db_url) as (
+        _,
+        client,
+        sid,
+    ):
         resp = await client.request("session/prompt", text_prompt(sid, "last week"))
         assert resp["error"]["data"]["kind"] == "network"
         assert decisions(client, sid)[-1] == ("exhausted", "network", 5)
-        await client.close()
 
     # One day later (after a restart) the bucket is still exhausted: the first blip ends the turn.
     await _age_stored_failures(db_url, sid, DAY)

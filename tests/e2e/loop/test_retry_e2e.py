@@ -28,7 +28,7 @@ from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_server as oai
 from tests.support.session import events as ext_events
-from tests.support.session import new_session
+from tests.support.session import new_session, served_session
 
 MODEL = "test-model"
 
@@ -95,10 +95,7 @@ async def test_rate_limit_with_retry_after_then_success_retries_once(
             provider = OpenAIProvider(base_url=upstream.base_url, api_key="sk-test", model=MODEL)
         else:
             provider = AnthropicProvider(base_url=upstream.base_url, api_key="sk-ant-test", model=MODEL)
-        async with server_factory(provider, model=MODEL) as server:
-            client = await server.client()
-            sid = await new_session(client, workspace)
-
+        async with served_session(server_factory, workspace, provider, model=MODEL) as (server, client, sid):
             result = await client.call("session/prompt", text_prompt(sid, "hello"))
 
             assert result["stopReason"] == "end_turn"
@@ -114,7 +111,6 @@ async def test_rate_limit_with_retry_after_then_success_retries_once(
             turn = ext_events(client, sid, "turn_ended")[0]["turn"]
             assert turn["retries"] == [retry]
             db_url = server.settings.resolved_database_url()
-            await client.close()
         assert len(upstream.requests) == 2
         # The retry is the same request again: the failed attempt left no trace in it.
         assert upstream.requests[0].body == upstream.requests[1].body
@@ -130,10 +126,11 @@ async def test_sixth_rate_limit_in_a_row_is_exhausted_and_fails_the_prompt(
 ) -> None:
     fake.enqueue(*[oai.ErrorResponse.rate_limited(retry_after=0) for _ in range(6)])
     fake.enqueue(oai.Completion.from_text("never served"))
-    async with server_factory(openai_provider(fake), model=MODEL) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, openai_provider(fake), model=MODEL) as (
+        server,
+        client,
+        sid,
+    ):
         resp = await client.request("session/prompt", text_prompt(sid, "hello"))
 
         assert "result" not in resp, resp
@@ -150,17 +147,17 @@ async def test_sixth_rate_limit_in_a_row_is_exhausted_and_fails_the_prompt(
         assert ended["outcome"] == "failed" and ended["error"]["kind"] == "rate_limited"
         assert len(ended["turn"]["retries"]) == 6
         db_url = server.settings.resolved_database_url()
-        await client.close()
     assert len(fake.requests) == 6 and fake.pending == 1  # no seventh attempt
     assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 6}
 
 
 async def test_unauthorized_escalates_at_once(server_factory, workspace: Path, fake: oai.FakeOpenAI) -> None:
     fake.enqueue(oai.ErrorResponse.unauthorized(), oai.Completion.from_text("never served"))
-    async with server_factory(openai_provider(fake), model=MODEL) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, openai_provider(fake), model=MODEL) as (
+        _,
+        client,
+        sid,
+    ):
         resp = await client.request("session/prompt", text_prompt(sid, "hello"))
 
         err = resp["error"]
@@ -175,7 +172,6 @@ async def test_unauthorized_escalates_at_once(server_factory, workspace: Path, f
             1,
         )
         assert retry["delaySeconds"] == 0
-        await client.close()
     assert len(fake.requests) == 1  # no retry request reached the provider
     assert fake.pending == 1
 
@@ -222,13 +218,12 @@ async def test_persisted_buckets_survive_a_restart_and_keep_counting(
     # Server 1: three rate limits, then a 401 ends the turn.
     fake.enqueue(*[oai.ErrorResponse.rate_limited(retry_after=0) for _ in range(3)])
     fake.enqueue(oai.ErrorResponse.unauthorized())
-    async with server_factory(openai_provider(fake), model=MODEL, database_url=db_url) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, openai_provider(fake), model=MODEL, database_url=db_url
+    ) as (_, client, sid):
         resp = await client.request("session/prompt", text_prompt(sid, "one"))
         assert resp["error"]["data"]["kind"] == "authentication"
         assert decisions(client, sid)[-1] == ("escalate", "authentication", 1)
-        await client.close()
     assert len(fake.requests) == 4
     before = counts(await persisted_retry_state(db_url, sid))
     assert before == {"rate_limited": 3, "authentication": 1}

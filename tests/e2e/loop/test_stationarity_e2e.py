@@ -37,7 +37,7 @@ from server.loop.react_recovery import DEGENERATE_TEXT
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
-from tests.support.session import assert_valid_frames, events, new_session, shown_text
+from tests.support.session import assert_valid_frames, events, new_session, served_session, shown_text
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -92,10 +92,11 @@ async def test_eight_identical_steps_get_one_nudge_after_the_eighth_steps_result
 ):
     (workspace / "notes.txt").write_text("hello\n")
     provider = scripted(*list_steps(8), {"text": "I will stop polling and change my approach."})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "watch the directory"))
 
         assert result["stopReason"] == "end_turn"
@@ -116,7 +117,6 @@ async def test_eight_identical_steps_get_one_nudge_after_the_eighth_steps_result
             assert statuses(client, sid, f"call_ls_{i}") == ["pending", "in_progress", "completed"]
             assert not tool_result(request, f"call_ls_{i}").is_error
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- stop at 16
@@ -126,10 +126,11 @@ async def test_sixteen_identical_steps_end_the_turn_and_the_sixteenth_step_never
     server_factory, workspace: Path
 ):
     provider = scripted(*list_steps(16), {"text": "answer to the next prompt"})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "poll until it changes"))
 
         assert result["stopReason"] == "end_turn"
@@ -165,7 +166,6 @@ async def test_sixteen_identical_steps_end_the_turn_and_the_sixteenth_step_never
         assert skipped.is_error and "Not run" in skipped.content
         assert len(events(client, sid, "turn_started")) == 2
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- no-op steps
@@ -179,10 +179,11 @@ async def test_alternating_true_commands_are_noop_steps_and_stop_at_four(server_
         step("bash", NOOP_B, "call_noop_4"),
         {"text": "never sampled in this turn"},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "keep checking"))
 
         assert result["stopReason"] == "end_turn"
@@ -196,7 +197,6 @@ async def test_alternating_true_commands_are_noop_steps_and_stop_at_four(server_
         # No nudge before a no-op stop (the nudge threshold is 8).
         assert all(nudges_in(r) == [] for r in provider.requests)
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- reset
@@ -213,10 +213,11 @@ async def test_a_different_step_in_between_resets_the_noop_count(server_factory,
         step("bash", NOOP_B, "call_t6"),
         {"text": "All checks done."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "check a few times"))
 
         assert result["stopReason"] == "end_turn"
@@ -226,7 +227,6 @@ async def test_a_different_step_in_between_resets_the_noop_count(server_factory,
         for call_id in ("call_t1", "call_t2", "call_t3", "call_other", "call_t4", "call_t5", "call_t6"):
             assert statuses(client, sid, call_id) == ["pending", "in_progress", "completed"], call_id
         assert agent_text(client.updates(sid)) == "All checks done."
-        await client.close()
 
 
 async def test_a_different_step_in_between_resets_the_identical_count(server_factory, workspace: Path):
@@ -237,17 +237,17 @@ async def test_a_different_step_in_between_resets_the_identical_count(server_fac
         *list_steps(7, prefix="call_b"),
         {"text": "Done watching."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "watch it"))
 
         assert result["stopReason"] == "end_turn"
         assert result["_meta"]["agentd"]["outcome"] == "completed"
         assert len(provider.requests) == 16
         assert all(nudges_in(r) == [] for r in provider.requests)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- no progress
@@ -260,10 +260,11 @@ async def test_same_call_same_result_three_times_gets_a_no_progress_note(server_
         step("bash", {"command": "echo still waiting"}, "call_p3"),
         {"text": "Nothing changes; giving up on polling."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "wait for the job"))
 
         assert result["stopReason"] == "end_turn"
@@ -279,7 +280,6 @@ async def test_same_call_same_result_three_times_gets_a_no_progress_note(server_
         # A hint, not a stop: the call ran and the loop went on.
         assert not third.is_error
         assert statuses(client, sid, "call_p3") == ["pending", "in_progress", "completed"]
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- repetitive text
@@ -312,10 +312,9 @@ async def test_repetitive_text_is_cut_and_the_call_is_retried(
         },
         {"text": "A clean answer."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "say something"))
 
         assert result["stopReason"] == "end_turn"
@@ -351,7 +350,6 @@ async def test_repetitive_text_is_cut_and_the_call_is_retried(
             ("user", "and again"),
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_repetitive_text_retries_are_bounded_by_their_bucket(server_factory, workspace: Path):
@@ -359,10 +357,9 @@ async def test_repetitive_text_retries_are_bounded_by_their_bucket(server_factor
     first attempt and three retries, then the turn ends as a degeneration stop
     (`repetitive_text`) with a notice — no degenerate text in the conversation."""
     provider = scripted({"text": DEGENERATE}, loop=True)
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, limits=FAST_RETRY
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "say something"))
 
         assert result["stopReason"] == "end_turn"
@@ -392,7 +389,6 @@ async def test_repetitive_text_retries_are_bounded_by_their_bucket(server_factor
             ("user", "try again"),
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- turn data
@@ -407,10 +403,11 @@ async def test_turn_ended_records_the_nudge_and_the_stop(server_factory, workspa
         step("bash", NOOP_A, "call_n3"),
         step("bash", NOOP_B, "call_n4"),
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         first = await client.call("session/prompt", text_prompt(sid, "watch the directory"))
         assert first["stopReason"] == "end_turn"
         second = await client.call("session/prompt", text_prompt(sid, "keep checking"))
@@ -420,7 +417,6 @@ async def test_turn_ended_records_the_nudge_and_the_stop(server_factory, workspa
         assert len(ended) == 2
         assert ended[0]["turn"]["nudges"] == [{"action": "nudge", "reason": "identical_steps", "count": 8}]
         assert ended[1]["turn"]["nudges"] == [{"action": "stop", "reason": "noop_steps", "count": 4}]
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- per streak, per run
@@ -435,10 +431,11 @@ async def test_a_second_streak_of_eight_gets_its_own_nudge(server_factory, works
         *list_steps(8, prefix="call_b"),
         {"text": "Changing approach now."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "watch it"))
 
         assert result["stopReason"] == "end_turn"
@@ -450,7 +447,6 @@ async def test_a_second_streak_of_eight_gets_its_own_nudge(server_factory, works
         assert nudges_in(last)[-1] == len(last.messages) - 1
         nudge = {"action": "nudge", "reason": "identical_steps", "count": 8}
         assert events(client, sid, "turn_ended")[0]["turn"]["nudges"] == [nudge, nudge]
-        await client.close()
 
 
 async def test_a_text_step_between_two_streaks_resets_the_count(server_factory, workspace: Path):
@@ -463,10 +459,11 @@ async def test_a_text_step_between_two_streaks_resets_the_count(server_factory, 
         *list_steps(15, prefix="call_b"),
         {"text": "It never changed; stopping."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "watch it"))
 
         assert result["stopReason"] == "end_turn"
@@ -475,7 +472,6 @@ async def test_a_text_step_between_two_streaks_resets_the_count(server_factory, 
         assert statuses(client, sid, "call_b_15") == ["pending", "in_progress", "completed"]
         nudge = {"action": "nudge", "reason": "identical_steps", "count": 8}
         assert events(client, sid, "turn_ended")[0]["turn"]["nudges"] == [nudge, nudge]
-        await client.close()
 
 
 async def test_a_stop_hook_reentry_starts_a_new_count(server_factory, workspace: Path):
@@ -496,9 +492,11 @@ async def test_a_stop_hook_reentry_starts_a_new_count(server_factory, workspace:
             return {"decision": "block", "reason": "check again"}
         return {"decision": "allow"}
 
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         client.on_request = on_request
         await client.call("_agentd/hooks/register", {"sessionId": sid})
 
@@ -513,7 +511,6 @@ async def test_a_stop_hook_reentry_starts_a_new_count(server_factory, workspace:
         ended = events(client, sid, "turn_ended")[0]
         assert ended["turn"]["nudges"] == [{"action": "nudge", "reason": "identical_steps", "count": 8}]
         assert ended["turn"]["stopReentries"] == 1
-        await client.close()
 
 
 async def test_a_goal_reentry_starts_a_new_count(server_factory, workspace: Path):
@@ -531,9 +528,11 @@ async def test_a_goal_reentry_starts_a_new_count(server_factory, workspace: Path
         {"text": "Second round."},
         verdict("candidate_complete"),
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await client.call("_agentd/goal/set", {"sessionId": sid, "objective": "Watch the directory"})
 
         result = await client.call("session/prompt", text_prompt(sid, "go"))
@@ -543,7 +542,6 @@ async def test_a_goal_reentry_starts_a_new_count(server_factory, workspace: Path
         assert statuses(client, sid, "call_b_9") == ["pending", "in_progress", "completed"]
         goal = (await client.call("_agentd/goal/get", {"sessionId": sid}))["goal"]
         assert goal["status"] == "complete"
-        await client.close()
 
 
 async def test_a_completion_recovery_reentry_starts_a_new_count(

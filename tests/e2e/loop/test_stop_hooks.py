@@ -30,20 +30,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import scripted
-from tests.support.client import WsClient, text_prompt
+from tests.support.client import text_prompt
 from tests.support.polling import until
-from tests.support.session import assert_valid_frames, events, new_session
+from tests.support.session import assert_valid_frames, events, served_session, the_turn_end
 
 NEVER = {"text": "this step must never be sampled"}
 PAYLOAD_KEYS = {"event", "sessionId", "cwd", "turnId", "lastMessage", "reentries"}
 
 # ---------------------------------------------------------------------------- helpers
-
-
-def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
-    ended = events(client, session_id, "turn_ended")
-    assert len(ended) == 1, ended
-    return ended[0]
 
 
 class CommandHook:
@@ -108,10 +102,11 @@ async def test_allow_ends_the_turn_and_the_hook_gets_the_stop_payload(
 ):
     hook = CommandHook(tmp_path, "allow", answer({"decision": "allow"}))
     provider = scripted({"text": "All done."}, NEVER)
-    async with server_factory(provider, hooks_file=hooks_file(tmp_path, hook)) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, hooks_file=hooks_file(tmp_path, hook)) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "do it"))
 
         assert result["stopReason"] == "end_turn" and "reason" not in result["_meta"]["agentd"]
@@ -127,7 +122,6 @@ async def test_allow_ends_the_turn_and_the_hook_gets_the_stop_payload(
         (stop_event,) = events(client, sid, "stop_hooks")
         assert stop_event == {"reentries": 0, "verdicts": [{"hook": hook.command, "decision": "allow"}]}
         assert "stopReentries" not in the_turn_end(client, sid)["turn"]
-        await client.close()
 
 
 async def test_block_appends_reason_and_context_and_the_turn_continues(
@@ -144,10 +138,11 @@ async def test_block_appends_reason_and_context_and_the_turn_continues(
         {"expect": reason, "text": "Second answer: fixed the test."},
         NEVER,
     )
-    async with server_factory(provider, hooks_file=hooks_file(tmp_path, hook)) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, hooks_file=hooks_file(tmp_path, hook)) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "fix it"))
 
         assert result["stopReason"] == "end_turn" and "reason" not in result["_meta"]["agentd"]
@@ -169,7 +164,6 @@ async def test_block_appends_reason_and_context_and_the_turn_continues(
         ended = the_turn_end(client, sid)
         assert ended["turn"]["stopReentries"] == 1
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_blocks_of_several_hooks_are_merged(server_factory, workspace: Path, tmp_path: Path):
@@ -182,10 +176,9 @@ async def test_blocks_of_several_hooks_are_merged(server_factory, workspace: Pat
         for tag in ("a", "b")
     ]
     provider = scripted({"text": "First."}, {"text": "Second."}, NEVER)
-    async with server_factory(provider, hooks_file=hooks_file(tmp_path, *hooks)) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, hooks_file=hooks_file(tmp_path, *hooks)
+    ) as (_, client, sid):
         await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert len(provider.requests) == 2
@@ -193,7 +186,6 @@ async def test_blocks_of_several_hooks_are_merged(server_factory, workspace: Pat
         for part in ("reason a", "reason b", "context a", "context b"):
             assert part in feedback, feedback
         assert the_turn_end(client, sid)["turn"]["stopReentries"] == 1
-        await client.close()
 
 
 async def test_prevent_ends_the_turn_even_when_another_hook_blocks(
@@ -202,10 +194,9 @@ async def test_prevent_ends_the_turn_even_when_another_hook_blocks(
     blocker = CommandHook(tmp_path, "blocker", answer({"decision": "block", "reason": "not yet"}))
     preventer = CommandHook(tmp_path, "preventer", answer({"decision": "prevent", "reason": "stop now"}))
     provider = scripted({"text": "Done."}, NEVER)
-    async with server_factory(provider, hooks_file=hooks_file(tmp_path, blocker, preventer)) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, hooks_file=hooks_file(tmp_path, blocker, preventer)
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
@@ -214,16 +205,16 @@ async def test_prevent_ends_the_turn_even_when_another_hook_blocks(
         (stop_event,) = events(client, sid, "stop_hooks")
         assert sorted(v["decision"] for v in stop_event["verdicts"]) == ["block", "prevent"]
         assert "stopReentries" not in the_turn_end(client, sid)["turn"]
-        await client.close()
 
 
 async def test_at_most_eight_reentries_per_turn(server_factory, workspace: Path, tmp_path: Path):
     hook = CommandHook(tmp_path, "always_block", answer({"decision": "block", "reason": "never done"}))
     provider = scripted(*({"text": f"Round {i}."} for i in range(9)), NEVER)
-    async with server_factory(provider, hooks_file=hooks_file(tmp_path, hook)) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, hooks_file=hooks_file(tmp_path, hook)) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn" and "reason" not in result["_meta"]["agentd"]
@@ -234,7 +225,6 @@ async def test_at_most_eight_reentries_per_turn(server_factory, workspace: Path,
         ended = the_turn_end(client, sid)
         assert (ended["outcome"], ended["stopReason"]) == ("completed", "end_turn")
         assert ended["turn"]["stopReentries"] == 8
-        await client.close()
 
 
 FAILING_HOOKS = {
@@ -250,10 +240,11 @@ async def test_a_failing_hook_fails_open(server_factory, workspace: Path, tmp_pa
     body, timeout, why = FAILING_HOOKS[case]
     hook = CommandHook(tmp_path, case, body, timeout=timeout)
     provider = scripted({"text": "Done."}, NEVER)
-    async with server_factory(provider, hooks_file=hooks_file(tmp_path, hook)) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, hooks_file=hooks_file(tmp_path, hook)) as (
+        _,
+        client,
+        sid,
+    ):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn" and "reason" not in result["_meta"]["agentd"]
@@ -267,7 +258,6 @@ async def test_a_failing_hook_fails_open(server_factory, workspace: Path, tmp_pa
         assert verdict["decision"] == "allow" and verdict["failedOpen"] is True
         assert why in verdict["reason"], verdict
         assert "stopReentries" not in the_turn_end(client, sid)["turn"]
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- client-registered hooks
@@ -288,9 +278,7 @@ async def test_client_hook_block_once_continues_the_turn_once(server_factory, wo
             return {"decision": "block", "reason": "check the docs too", "context": "docs/ is outdated"}
         return {"decision": "allow"}
 
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         client.on_request = on_request
         registered = await client.call("_agentd/hooks/register", {"sessionId": sid})
         assert registered == {"registered": ["stop"], "method": "_agentd/hooks/stop"}
@@ -309,14 +297,15 @@ async def test_client_hook_block_once_continues_the_turn_once(server_factory, wo
             assert p["turnId"] == result["_meta"]["agentd"]["turnId"]
         assert the_turn_end(client, sid)["turn"]["stopReentries"] == 1
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_client_hook_that_never_answers_fails_open(server_factory, workspace: Path):
     provider = scripted({"text": "Done."}, NEVER)
-    async with server_factory(provider, client_hook_timeout_s=0.5) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, client_hook_timeout_s=0.5) as (
+        _,
+        client,
+        sid,
+    ):
         client.on_request = None  # requests stay unanswered
         await client.call("_agentd/hooks/register", {"sessionId": sid})
 
@@ -329,7 +318,6 @@ async def test_client_hook_that_never_answers_fails_open(server_factory, workspa
         (verdict,) = stop_event["verdicts"]
         assert verdict["decision"] == "allow" and verdict["failedOpen"] is True
         assert verdict["hook"].startswith("client:")
-        await client.close()
 
 
 async def test_client_hook_is_not_consulted_after_its_client_disconnects(server_factory, workspace: Path):
@@ -340,9 +328,7 @@ async def test_client_hook_is_not_consulted_after_its_client_disconnects(server_
         asked.append(msg["params"])
         return {"decision": "allow"}
 
-    async with server_factory(provider) as server:
-        hooked = await server.client()
-        sid = await new_session(hooked, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, hooked, sid):
         hooked.on_request = on_request
         await hooked.call("_agentd/hooks/register", {"sessionId": sid})
         await hooked.call("session/prompt", text_prompt(sid, "one"))

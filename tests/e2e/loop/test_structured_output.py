@@ -27,7 +27,7 @@ from server.providers.base import ProviderRequest
 from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
-from tests.support.session import assert_valid_frames, events
+from tests.support.session import assert_valid_frames, events, served_session
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -51,12 +51,6 @@ def tool_named(request: ProviderRequest, name: str) -> Any:
     return next((t for t in request.tools if t.name == name), None)
 
 
-async def open_session(server: Any, workspace: Path) -> tuple[WsClient, str]:
-    client = await server.client()
-    session = await client.call("session/new", {"cwd": str(workspace), "mcpServers": []})
-    return client, session["sessionId"]
-
-
 def tool_updates(client: WsClient, sid: str, call_id: str) -> list[dict[str, Any]]:
     return [u for u in client.updates(sid) if u.get("toolCallId") == call_id]
 
@@ -73,8 +67,7 @@ async def test_shim_offers_the_schema_as_a_tool_and_a_valid_call_completes_the_t
     server_factory, workspace: Path
 ) -> None:
     provider = scripted({"tool_calls": [so_call({"answer": "42", "confidence": 0.9}, "call_so")]})
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         assert result["stopReason"] == "end_turn"
@@ -95,7 +88,6 @@ async def test_shim_offers_the_schema_as_a_tool_and_a_valid_call_completes_the_t
         assert updates[-1]["status"] == "completed"
         assert ACCEPTED_TEXT in json.dumps(updates[-1]["content"])
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_shim_invalid_call_gets_the_validation_error_as_its_result_and_the_model_retries(
@@ -105,8 +97,7 @@ async def test_shim_invalid_call_gets_the_validation_error_as_its_result_and_the
         {"tool_calls": [so_call({"answer": 42}, "call_bad")]},
         {"tool_calls": [so_call({"answer": "forty-two"}, "call_good")]},
     )
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         assert result["stopReason"] == "end_turn"
@@ -126,7 +117,6 @@ async def test_shim_invalid_call_gets_the_validation_error_as_its_result_and_the
         assert tool_updates(client, sid, "call_bad")[-1]["status"] == "failed"
         assert tool_updates(client, sid, "call_good")[-1]["status"] == "completed"
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_shim_three_retries_then_the_turn_completes_with_the_error(
@@ -142,8 +132,7 @@ async def test_shim_three_retries_then_the_turn_completes_with_the_error(
         {"tool_calls": [so_call({"answer": "x", "extra": True})]},  # additional property
         {"text": "never requested"},
     )
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         # Exhausted: the turn still completes (not a JSON-RPC error), carrying the error.
@@ -166,7 +155,6 @@ async def test_shim_three_retries_then_the_turn_completes_with_the_error(
         assert "1 attempt(s) left" in third_error.content
         assert [e["turn"]["structuredAttempts"] for e in events(client, sid, "turn_ended")] == [4]
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_shim_call_mixed_with_a_real_tool_is_rejected_while_the_real_tool_runs(
@@ -181,8 +169,11 @@ async def test_shim_call_mixed_with_a_real_tool_is_rejected_while_the_real_tool_
         },
         {"tool_calls": [so_call({"answer": "written"}, "call_so")]},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         result = await prompt_with_schema(client, sid, "Write out.txt, then report.")
 
         assert (workspace / "out.txt").read_text() == "data\n"  # the real tool ran
@@ -196,7 +187,6 @@ async def test_shim_call_mixed_with_a_real_tool_is_rejected_while_the_real_tool_
         assert tool_updates(client, sid, "call_w")[-1]["status"] == "completed"
         assert tool_updates(client, sid, "call_so_early")[-1]["status"] == "failed"
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_shim_a_model_that_stops_without_calling_gets_a_reminder(
@@ -206,8 +196,7 @@ async def test_shim_a_model_that_stops_without_calling_gets_a_reminder(
         {"text": "The answer is 42."},
         {"tool_calls": [so_call({"answer": "42"})]},
     )
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         assert result["_meta"]["agentd"]["structuredOutput"] == {"value": {"answer": "42"}}
@@ -218,7 +207,6 @@ async def test_shim_a_model_that_stops_without_calling_gets_a_reminder(
         assert reminder.content.startswith(MISSING_CALL_TEXT)
         assert "3 attempt(s) left" in reminder.content  # it counted as an attempt
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_shim_stopping_without_the_call_counts_towards_the_four_attempts(
@@ -231,8 +219,7 @@ async def test_shim_stopping_without_the_call_counts_towards_the_four_attempts(
         {"text": "Plain again."},
         {"text": "never requested"},
     )
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         assert result["stopReason"] == "end_turn"
@@ -240,7 +227,6 @@ async def test_shim_stopping_without_the_call_counts_towards_the_four_attempts(
         assert len(provider.requests) == 4
         assert "1 attempt(s) left" in provider.requests[3].messages[-1].content
         assert_valid_frames(client)
-        await client.close()
 
 
 @pytest.mark.parametrize(
@@ -259,8 +245,7 @@ async def test_an_invalid_user_schema_short_circuits_every_attempt(
         {"steps": [{"tool_calls": [so_call({"answer": "x"}, f"call_{i}")]} for i in range(4)]},
         supports_native_schema=native,
     )
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "Answer.", schema=schema)
 
         assert result["stopReason"] == "end_turn"
@@ -282,7 +267,6 @@ async def test_an_invalid_user_schema_short_circuits_every_attempt(
             assert last.role == "tool" and last.tool_call_id == f"call_{n}" and last.is_error
             assert expected in last.content
         assert_valid_frames(client)
-        await client.close()
 
 
 @pytest.mark.parametrize("bad", ['{"type": "object"}', ["type", "object"], 7, True])
@@ -290,8 +274,7 @@ async def test_a_non_object_output_schema_is_invalid_params(
     server_factory, workspace: Path, bad: Any
 ) -> None:
     provider = scripted({"text": "never requested"})
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         with pytest.raises(RpcFailed) as failed:
             await prompt_with_schema(client, sid, "Answer.", schema=bad)
         assert failed.value.code == -32602
@@ -302,7 +285,6 @@ async def test_a_non_object_output_schema_is_invalid_params(
         assert result["stopReason"] == "end_turn"
         assert "structuredOutput" not in result["_meta"]["agentd"]
         assert_valid_frames(client)
-        await client.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -317,8 +299,7 @@ async def test_native_request_carries_the_schema_and_valid_json_completes(
     server_factory, workspace: Path
 ) -> None:
     provider = native({"text": '{"answer": "42", "confidence": 1}', "chunk_size": 5})
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         assert result["stopReason"] == "end_turn"
@@ -330,7 +311,6 @@ async def test_native_request_carries_the_schema_and_valid_json_completes(
         assert SHIM_REMINDER not in request.system
         assert tool_named(request, "read_file") is not None
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_native_invalid_answers_are_retried_with_the_error_message(
@@ -341,8 +321,7 @@ async def test_native_invalid_answers_are_retried_with_the_error_message(
         {"text": '{"answer": 42}'},
         {"text": '{"answer": "42"}'},
     )
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         assert result["stopReason"] == "end_turn"
@@ -359,15 +338,13 @@ async def test_native_invalid_answers_are_retried_with_the_error_message(
         assert wrong.role == "user"
         assert "at answer: 42 is not of type 'string'" in wrong.content
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_native_four_invalid_answers_complete_with_the_error(server_factory, workspace: Path) -> None:
     provider = native(
         {"text": "no"}, {"text": "[1, 2]"}, {"text": "{}"}, {"text": '{"answer": null}'}, {"text": "unused"}
     )
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
 
         assert result["stopReason"] == "end_turn"
@@ -376,18 +353,15 @@ async def test_native_four_invalid_answers_complete_with_the_error(server_factor
         assert "None is not of type 'string'" in structured["error"]
         assert len(provider.requests) == 4
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_native_retry_text_does_not_mention_the_missing_shim_tool(
     server_factory, workspace: Path
 ) -> None:
     provider = native({"text": "not json"}, {"text": '{"answer": "ok"}'})
-    async with server_factory(provider) as server:
-        client, sid = await open_session(server, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await prompt_with_schema(client, sid, "What is the answer?")
         assert result["_meta"]["agentd"]["structuredOutput"] == {"value": {"answer": "ok"}}
         retry = provider.requests[1].messages[-1]
         assert tool_named(provider.requests[1], STRUCTURED_OUTPUT_TOOL) is None
         assert STRUCTURED_OUTPUT_TOOL not in retry.content
-        await client.close()

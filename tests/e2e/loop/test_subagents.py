@@ -27,6 +27,7 @@ from tests.support.session import (
     events,
     final_tool_updates,
     new_session,
+    served_session,
     tool_call,
 )
 
@@ -141,10 +142,9 @@ async def test_foreground_child_runs_its_own_loop_and_its_answer_is_the_tool_res
         {"text": "The secret is 42.", "usage": {"input_tokens": 120, "output_tokens": 5}},
         NEVER,
     )
-    async with server_factory(RoutedProvider(parent, {"EXPLORER": child}), agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, RoutedProvider(parent, {"EXPLORER": child}), agents_dir=agents_dir
+    ) as (server, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "What is the secret?"))
 
         assert result["stopReason"] == "end_turn"
@@ -190,7 +190,6 @@ async def test_foreground_child_runs_its_own_loop_and_its_answer_is_the_tool_res
             if "event" in n and n["event"]["kind"] != "agent_message_chunk"
         ]
         await later.close()
-        await client.close()
 
 
 async def test_allow_list_is_enforced_and_task_stops_at_the_depth_limit(
@@ -209,10 +208,9 @@ async def test_allow_list_is_enforced_and_task_stops_at_the_depth_limit(
         {"text": "I could not."},
         NEVER,
     )
-    async with server_factory(RoutedProvider(parent, {"EXPLORER": child}), agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, RoutedProvider(parent, {"EXPLORER": child}), agents_dir=agents_dir
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
@@ -222,7 +220,6 @@ async def test_allow_list_is_enforced_and_task_stops_at_the_depth_limit(
         assert task_result.startswith("Unknown tool 'task'")
         assert not (workspace / "escaped").exists()
         assert statuses(client, sid, "t1") == ["running", "completed"]
-        await client.close()
 
 
 async def test_children_nest_to_the_depth_limit_and_usage_rolls_up_each_level(
@@ -234,10 +231,9 @@ async def test_children_nest_to_the_depth_limit_and_usage_rolls_up_each_level(
     middle = scripted({"tool_calls": [task("m1", "explorer", "look")]}, {"text": "nester: 7"}, NEVER)
     leaf = scripted({"text": "explorer: 7"}, NEVER)
     provider = RoutedProvider(parent, {"NESTER": middle, "EXPLORER": leaf})
-    async with server_factory(provider, agents_dir=agents_dir, subagent_max_depth=2) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, subagent_max_depth=2
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
@@ -255,7 +251,6 @@ async def test_children_nest_to_the_depth_limit_and_usage_rolls_up_each_level(
         lanes = result["_meta"]["agentd"]["usage"]["byLane"]
         assert lanes["subagent:nester/primary"]["calls"] == 2
         assert lanes["subagent:nester/subagent:explorer/primary"]["calls"] == 1
-        await client.close()
 
 
 async def test_the_turn_cap_the_parent_sets_bounds_the_child(
@@ -271,10 +266,9 @@ async def test_the_turn_cap_the_parent_sets_bounds_the_child(
         {"tool_calls": [tool_call("read_file", "c2", path="a.txt")]},
         NEVER,
     )
-    async with server_factory(RoutedProvider(parent, {"EXPLORER": child}), agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, RoutedProvider(parent, {"EXPLORER": child}), agents_dir=agents_dir
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
@@ -283,7 +277,6 @@ async def test_the_turn_cap_the_parent_sets_bounds_the_child(
         assert final["status"] == "failed"
         assert final["rawOutput"]["status"] == "max_turns_reached"
         assert statuses(client, sid, "t1") == ["running", "max_turns_reached"]
-        await client.close()
 
 
 async def test_background_child_reports_through_task_output_and_its_live_usage_is_incomplete(
@@ -300,10 +293,9 @@ async def test_background_child_reports_through_task_output_and_its_live_usage_i
         NEVER,
     )
     child = GatedProvider(scripted({"text": "Background result: 7"}, NEVER), hold={0})
-    async with server_factory(RoutedProvider(parent, {"WAITER": child}), agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, RoutedProvider(parent, {"WAITER": child}), agents_dir=agents_dir
+    ) as (_, client, sid):
         first = await client.call("session/prompt", text_prompt(sid, "start it"))
         await child.held(0)
 
@@ -332,7 +324,6 @@ async def test_background_child_reports_through_task_output_and_its_live_usage_i
         assert output.startswith("Background result: 7") and "ended completed" in output
         assert statuses(client, sid, "t1") == ["running", "completed"]
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_a_running_background_child_keeps_its_session_from_being_evicted(
@@ -379,10 +370,7 @@ async def test_cancel_of_the_parent_cancels_foreground_and_background_children(
     background = GatedProvider(scripted({"text": "never delivered"}, NEVER), hold={0})
     foreground = GatedProvider(scripted({"text": "never delivered"}, NEVER), hold={0})
     provider = RoutedProvider(parent, {"WAITER": background, "SLEEPER": foreground})
-    async with server_factory(provider, agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, agents_dir=agents_dir) as (_, client, sid):
         prompt = asyncio.create_task(client.call("session/prompt", text_prompt(sid, "go")))
         await background.held(0)
         await foreground.held(0)
@@ -397,7 +385,6 @@ async def test_cancel_of_the_parent_cancels_foreground_and_background_children(
         assert (done["taskId"], done["status"]) == ("agent-1", "killed")
         assert statuses(client, sid, "t1") == ["running", "cancelled"]
         assert len(background.requests) == len(foreground.requests) == 1
-        await client.close()
 
 
 async def test_subagent_stop_hooks_ask_when_the_child_would_stop(
@@ -413,12 +400,13 @@ async def test_subagent_stop_hooks_ask_when_the_child_would_stop(
     )
     parent = scripted({"tool_calls": [task("t1", "explorer", "answer")]}, {"text": "done"}, NEVER)
     child = scripted({"text": "first try"}, {"expect": "check twice", "text": "second try"}, NEVER)
-    async with server_factory(
-        RoutedProvider(parent, {"EXPLORER": child}), agents_dir=agents_dir, hooks_file=hooks
-    ) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory,
+        workspace,
+        RoutedProvider(parent, {"EXPLORER": child}),
+        agents_dir=agents_dir,
+        hooks_file=hooks,
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
@@ -431,7 +419,6 @@ async def test_subagent_stop_hooks_ask_when_the_child_would_stop(
         assert calls[0]["lastMessage"] == "first try" and calls[0]["sessionId"] == sid
         assert [c["event"] for c in stop_hook.calls()] == ["stop"]  # the session's agent only
         assert tool_results(parent.requests[1]) == ["second try"]
-        await client.close()
 
 
 async def test_a_spawn_beyond_the_concurrency_limit_is_refused(
@@ -448,10 +435,9 @@ async def test_a_spawn_beyond_the_concurrency_limit_is_refused(
     background = GatedProvider(scripted({"text": "first done"}, NEVER), hold={0})
     explorer = scripted(NEVER)
     provider = RoutedProvider(parent, {"WAITER": background, "EXPLORER": explorer})
-    async with server_factory(provider, agents_dir=agents_dir, subagent_max_concurrent=1) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, agents_dir=agents_dir, subagent_max_concurrent=1
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
@@ -462,7 +448,6 @@ async def test_a_spawn_beyond_the_concurrency_limit_is_refused(
         background.release(0)
         await until(lambda: events(client, sid, "background_task"), what="the first child's end")
         assert events(client, sid, "background_task")[0]["status"] == "completed"
-        await client.close()
 
 
 async def test_a_childs_permission_request_goes_through_the_sessions_permission_flow(
@@ -499,10 +484,9 @@ async def test_a_child_with_an_output_schema_answers_its_parent_in_that_schema(
     "完成契约多用于子代理" and "比如子代理必须调 StructuredOutput 汇报结果"."""
     parent = scripted({"tool_calls": [task("t1", "reporter", "count")]}, {"text": "n is 7"}, NEVER)
     child = scripted({"tool_calls": [tool_call("StructuredOutput", "c1", n=7)]}, NEVER)
-    async with server_factory(RoutedProvider(parent, {"REPORTER": child}), agents_dir=agents_dir) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, RoutedProvider(parent, {"REPORTER": child}), agents_dir=agents_dir
+    ) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
@@ -510,4 +494,3 @@ async def test_a_child_with_an_output_schema_answers_its_parent_in_that_schema(
         assert len(child.requests) == 1
         assert tool_results(parent.requests[1]) == ['{"n": 7}']
         assert "structuredOutput" not in result["_meta"]["agentd"]  # the child's, not the prompt's
-        await client.close()

@@ -12,6 +12,7 @@ from server.loop.conversation import ToolCall
 from server.loop.sampling import unique_tool_call_id
 from tests.conftest import scripted
 from tests.support.client import text_prompt
+from tests.support.session import served_session
 
 
 def _ls(call_id: str) -> dict:
@@ -36,9 +37,9 @@ async def test_reused_provider_ids_become_distinct_tool_calls(
         {"tool_calls": [_ls("call_0")]},  # and in the next prompt, after a restart
         {"text": "done again"},
     )
-    async with server_factory(provider, database_url=db_url, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(
+        server_factory, workspace, provider, database_url=db_url, permission_mode=PermissionMode.BYPASS
+    ) as (_, client, sid):
         assert (await client.call("session/prompt", text_prompt(sid, "look around")))[
             "stopReason"
         ] == "end_turn"
@@ -56,7 +57,6 @@ async def test_reused_provider_ids_become_distinct_tool_calls(
         calls = [c.id for m in last if m.role == "assistant" for c in m.tool_calls]
         results = [m.tool_call_id for m in last if m.role == "tool"]
         assert calls == results == ["call_0", "call_0_2", "call_0_3"]
-        await client.close()
     # A reloaded session still knows the ids it used.
     async with server_factory(provider, database_url=db_url, permission_mode=PermissionMode.BYPASS) as server:
         client = await server.client()

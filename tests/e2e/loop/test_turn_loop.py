@@ -29,7 +29,7 @@ from server.loop.goal_eval import EVALUATOR_SYSTEM
 from server.providers.base import ProviderRequest
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
-from tests.support.session import events, is_update, new_session
+from tests.support.session import events, is_update, served_session
 
 NEVER = {"text": "this step must never be sampled"}
 
@@ -95,10 +95,7 @@ async def test_without_goal_or_stop_hooks_each_prompt_runs_l3_exactly_once(serve
         {"expect": "thanks", "text": "You're welcome."},
         NEVER,
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         first = await client.call("session/prompt", text_prompt(sid, "what is here?"))
         assert first["stopReason"] == "end_turn"
         assert len(provider.requests) == 2
@@ -116,7 +113,6 @@ async def test_without_goal_or_stop_hooks_each_prompt_runs_l3_exactly_once(serve
                 assert key not in e["turn"], (key, e["turn"])
         kinds = [kind for kind, _ in all_events(client, sid)]
         assert "stop_hooks" not in kinds and "completion_recovery" not in kinds and "goal" not in kinds
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- order: goal → stop hooks
@@ -134,9 +130,7 @@ async def test_goal_is_judged_first_and_stop_hooks_run_only_when_the_goal_stops_
     )
     hook_calls: list[dict[str, Any]] = []
 
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
 
         async def on_request(msg: dict[str, Any]) -> dict[str, Any]:
             assert msg["method"] == "_agentd/hooks/stop", msg
@@ -180,7 +174,6 @@ async def test_goal_is_judged_first_and_stop_hooks_run_only_when_the_goal_stops_
         assert "stopReentries" not in ended[0]["turn"]
         goal = (await client.call("_agentd/goal/get", {"sessionId": sid}))["goal"]
         assert goal["status"] == "complete"
-        await client.close()
 
 
 async def test_turn_ended_lists_every_goal_verdict_of_the_turn(server_factory, workspace: Path):
@@ -191,9 +184,7 @@ async def test_turn_ended_lists_every_goal_verdict_of_the_turn(server_factory, w
         verdict("candidate_complete", "everything is written", "nothing left"),
         NEVER,
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await client.call("_agentd/goal/set", {"sessionId": sid, "objective": "write the whole file"})
 
         result = await client.call("session/prompt", text_prompt(sid, "start"))
@@ -206,7 +197,6 @@ async def test_turn_ended_lists_every_goal_verdict_of_the_turn(server_factory, w
         assert len(ended) == 1
         # The turn summary should agree with the goal events.
         assert [v["action"] for v in ended[0]["turn"]["goalVerdicts"]] == judged
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- non-Completed skip both
@@ -263,9 +253,9 @@ async def test_non_completed_outcomes_and_refusals_skip_goal_and_stop_hooks(
         NEVER,
         NEVER,
     )
-    async with server_factory(provider, hooks_file=hooks, **spec.get("settings", {})) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, provider, hooks_file=hooks, **spec.get("settings", {})
+    ) as (_, client, sid):
         await client.call("_agentd/goal/set", {"sessionId": sid, "objective": "finish the task"})
 
         params = text_prompt(sid, "go")
@@ -302,4 +292,3 @@ async def test_non_completed_outcomes_and_refusals_skip_goal_and_stop_hooks(
             assert (goal["status"], goal.get("pauseReason")) == ("paused", "refusal"), goal
         else:
             assert goal["status"] == "active", goal
-        await client.close()

@@ -28,7 +28,7 @@ from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.fakes import openai_server as oai
 from tests.support.session import events as ext_events
-from tests.support.session import is_update, new_session
+from tests.support.session import is_update, served_session
 
 MODEL = "test-model"
 # $3 / $15 per million input / output tokens, cache reads at a tenth, cache writes at 1.25x.
@@ -109,9 +109,9 @@ async def test_prompt_and_session_ledgers_accumulate_and_survive_a_restart(
         {"text": "There is nothing here.", "usage": step_usage(CALL_2)},
         {"expect": "again", "text": "Still nothing.", "usage": step_usage(CALL_3)},
     )
-    async with server_factory(first, database_url=db_url, model=MODEL, prices=PRICES) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, first, database_url=db_url, model=MODEL, prices=PRICES
+    ) as (_, client, sid):
         assert await usage_get(client, sid) == {
             "inputTokens": 0,
             "outputTokens": 0,
@@ -149,7 +149,6 @@ async def test_prompt_and_session_ledgers_accumulate_and_survive_a_restart(
         assert session["cost"] == pytest.approx(PRICE.cost(CALL_1) + PRICE.cost(CALL_2) + PRICE.cost(CALL_3))
         assert tokens(session["byLane"]["primary"]) == tokens(session)
         assert await usage_get(client, sid) == session
-        await client.close()
 
     assert await stored_usage(db_url, sid) == session  # persisted with the session
 
@@ -173,14 +172,11 @@ async def test_prompt_and_session_ledgers_accumulate_and_survive_a_restart(
 
 async def test_no_prices_means_zero_cost(server_factory, workspace: Path) -> None:
     provider = scripted({"text": "Hi.", "usage": step_usage(CALL_1)})
-    async with server_factory(provider, model=MODEL) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, model=MODEL) as (_, client, sid):
         await client.call("session/prompt", text_prompt(sid, "hi"))
         session = await usage_get(client, sid)
         assert tokens(session) == total(CALL_1)
         assert session["cost"] == 0
-        await client.close()
 
 
 async def test_a_failed_prompt_still_counts_what_it_spent(server_factory, workspace: Path) -> None:
@@ -192,10 +188,11 @@ async def test_a_failed_prompt_still_counts_what_it_spent(server_factory, worksp
         },
         {"error": {"kind": "invalid_request", "message": "bad request", "status": 400}},
     )
-    async with server_factory(provider, model=MODEL, prices=PRICES) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, model=MODEL, prices=PRICES) as (
+        _,
+        client,
+        sid,
+    ):
         resp = await client.request("session/prompt", text_prompt(sid, "go"))
 
         assert resp["error"]["code"] == ErrorCode.TURN_FAILED
@@ -206,7 +203,6 @@ async def test_a_failed_prompt_still_counts_what_it_spent(server_factory, worksp
         # The failed call was refused (HTTP 400) before any output: it spent nothing.
         assert usage["dirty"] is False
         assert ended["sessionUsage"] == usage == await usage_get(client, sid)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- usage_update
@@ -221,10 +217,9 @@ async def test_usage_update_carries_used_size_and_cost(server_factory, workspace
         },
         {"text": "Nothing here.", "usage": step_usage(CALL_2)},
     )
-    async with server_factory(provider, model=MODEL, prices=PRICES, context_window=50_000) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory, workspace, provider, model=MODEL, prices=PRICES, context_window=50_000
+    ) as (_, client, sid):
         await client.call("session/prompt", text_prompt(sid, "what is here?"))
 
         updates = [u for u in client.updates(sid) if u["sessionUpdate"] == "usage_update"]
@@ -238,15 +233,11 @@ async def test_usage_update_carries_used_size_and_cost(server_factory, workspace
         # The prompt's whole ledger rides on turn_ended (usage_update carries only the ACP fields).
         ended = ext_events(client, sid, "turn_ended")[-1]
         assert tokens(ended["turn"]["usage"]) == total(CALL_1, CALL_2)
-        await client.close()
 
 
 async def test_usage_update_without_prices_has_no_cost(server_factory, workspace: Path) -> None:
     provider = scripted({"text": "Hi.", "usage": step_usage(CALL_2)})
-    async with server_factory(provider, model=MODEL) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, model=MODEL) as (_, client, sid):
         await client.call("session/prompt", text_prompt(sid, "hi"))
 
         updates = [u for u in client.updates(sid) if u["sessionUpdate"] == "usage_update"]
@@ -254,7 +245,6 @@ async def test_usage_update_without_prices_has_no_cost(server_factory, workspace
         assert updates[-1]["used"] == sum(total(CALL_2))
         assert updates[-1]["size"] == 128_000
         assert "cost" not in updates[-1]
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- dirty on cancel
@@ -277,10 +267,11 @@ async def test_cancelled_scripted_stream_without_usage_marks_the_ledger_dirty(
         {"text": "Let me think about this", "chunk_size": 8, "chunk_delay": 30, "usage": step_usage(CALL_1)},
         {"text": "Second answer.", "usage": step_usage(CALL_2)},
     )
-    async with server_factory(provider, model=MODEL, prices=PRICES) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, model=MODEL, prices=PRICES) as (
+        _,
+        client,
+        sid,
+    ):
         await cancel_after_first_chunk(client, sid)
 
         ended = ext_events(client, sid, "turn_ended")[0]
@@ -301,7 +292,6 @@ async def test_cancelled_scripted_stream_without_usage_marks_the_ledger_dirty(
         assert session["dirty"] is True
         assert tokens(session) == total(CALL_2)
         assert session["calls"] == 2
-        await client.close()
 
 
 async def test_cancelled_openai_stream_before_its_usage_chunk_marks_the_ledger_dirty(
@@ -316,10 +306,11 @@ async def test_cancelled_openai_stream_before_its_usage_chunk_marks_the_ledger_d
     blocks = [blocks[0] + blocks[1], *blocks[2:], oai.sse("[DONE]").decode()]
     async with oai.FakeOpenAI([oai.RawStream(blocks, chunk_delay=30)]) as fake:
         provider = OpenAIProvider(base_url=fake.base_url, api_key="sk-test", model=MODEL)
-        async with server_factory(provider, model=MODEL, prices=PRICES) as server:
-            client = await server.client()
-            sid = await new_session(client, workspace)
-
+        async with served_session(server_factory, workspace, provider, model=MODEL, prices=PRICES) as (
+            _,
+            client,
+            sid,
+        ):
             await cancel_after_first_chunk(client, sid)
 
             usage = ext_events(client, sid, "turn_ended")[0]["turn"]["usage"]
@@ -327,5 +318,4 @@ async def test_cancelled_openai_stream_before_its_usage_chunk_marks_the_ledger_d
             assert tokens(usage) == (0, 0, 0, 0)
             session = await usage_get(client, sid)
             assert session["dirty"] is True and session["byLane"]["primary"]["dirty"] is True
-            await client.close()
         assert len(fake.requests) == 1

@@ -25,7 +25,7 @@ from server.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, allow, text_prompt
 from tests.support.gated import GatedProvider
-from tests.support.session import assert_valid_frames, is_event, new_session, queue_of_length
+from tests.support.session import assert_valid_frames, is_event, new_session, queue_of_length, served_session
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -84,10 +84,7 @@ async def test_prompts_on_one_session_run_one_turn_at_a_time_in_fifo_order(serve
     provider = GatedProvider(
         scripted({"text": "answer one"}, {"text": "answer two"}, {"text": "answer three"}), hold={0}
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         # Tasks start (and send their frame) in creation order: the send order is 1, 2, 3.
         tasks = [
             asyncio.create_task(client.request("session/prompt", text_prompt(sid, f"prompt number {n}")))
@@ -142,7 +139,6 @@ async def test_prompts_on_one_session_run_one_turn_at_a_time_in_fifo_order(serve
         ]
         assert texts == ["answer one", "answer two", "answer three"]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- concurrency
@@ -193,10 +189,7 @@ async def test_provider_error_answers_the_prompt_with_an_error_and_the_session_g
         {"error": {"kind": "authentication", "message": "invalid API key", "status": 401}},
         {"text": "working again"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         resp = await client.request("session/prompt", text_prompt(sid, "first try"))
         assert "result" not in resp
         err = resp["error"]
@@ -222,7 +215,6 @@ async def test_provider_error_answers_the_prompt_with_an_error_and_the_session_g
             ("user", "second try"),
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- bad tool calls

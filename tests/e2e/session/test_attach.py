@@ -33,7 +33,7 @@ from tests.support.frames import (
     transcript,
 )
 from tests.support.polling import until
-from tests.support.session import new_session
+from tests.support.session import new_session, served_session
 from tests.support.text import distinct_words
 
 # ---------------------------------------------------------------------------- helpers
@@ -49,9 +49,7 @@ async def test_attach_from_zero_snapshot_then_history_then_response(
     server_factory: Any, workspace: Path
 ) -> None:
     provider = scripted({"text": "Hello there, attached friend.", "chunk_size": 4})
-    async with server_factory(provider) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, alice, sid):
         result = await alice.call("session/prompt", text_prompt(sid, "hi"))
         assert result["stopReason"] == "end_turn"
 
@@ -92,9 +90,7 @@ async def test_attach_after_n_then_live_no_gap_no_duplicate(server_factory: Any,
         {"text": "First answer, streamed in small pieces.", "chunk_size": 3},
         {"text": "Second answer, also streamed.", "chunk_size": 3},
     )
-    async with server_factory(provider) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, alice, sid):
         await alice.call("session/prompt", text_prompt(sid, "one"))
         first = await stored_seqs(server, sid)
         n = first[len(first) // 2]
@@ -120,9 +116,7 @@ async def test_attach_after_n_then_live_no_gap_no_duplicate(server_factory: Any,
 
 async def test_attach_mid_stream_gets_partial_then_rest(server_factory: Any, workspace: Path) -> None:
     provider = scripted({"text": LONG, "chunk_size": 5, "chunk_delay": 0.002})
-    async with server_factory(provider) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, alice, sid):
         prompt = asyncio.create_task(alice.call("session/prompt", text_prompt(sid, "stream")))
         chunks = Counter(alice, is_agent_chunk)
         total_chunks = len(LONG) // 5
@@ -223,9 +217,7 @@ async def test_snapshot_of_running_turn_with_queue_and_pending_permission(
 
 
 async def test_cursor_beyond_last_seq_is_resync_required(server_factory: Any, workspace: Path) -> None:
-    async with server_factory(scripted({"text": "ok"})) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(server_factory, workspace, scripted({"text": "ok"})) as (server, alice, sid):
         await alice.call("session/prompt", text_prompt(sid, "hi"))
         last = (await stored_seqs(server, sid))[-1]
 
@@ -249,9 +241,7 @@ async def test_cursor_beyond_last_seq_is_resync_required(server_factory: Any, wo
 
 async def test_a_failed_attach_keeps_the_existing_subscription(server_factory: Any, workspace: Path) -> None:
     provider = scripted({"text": "first"}, {"text": "still delivered"})
-    async with server_factory(provider) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, alice, sid):
         await alice.call("session/prompt", text_prompt(sid, "one"))
         last = (await stored_seqs(server, sid))[-1]
         bob = await server.client()
@@ -272,9 +262,7 @@ async def test_a_failed_attach_keeps_the_existing_subscription(server_factory: A
 
 async def test_detach_stops_delivery(server_factory: Any, workspace: Path) -> None:
     provider = scripted({"text": "first"}, {"text": "second answer"})
-    async with server_factory(provider) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, alice, sid):
         bob = await server.client()
         carol = await server.client()
         await attach(bob, sid, 0)
@@ -320,11 +308,13 @@ async def test_random_attach_moments_reconstruct_the_replay(server_factory: Any,
     ]
     for seed in (1, 2, 3):
         rng = random.Random(seed)
-        async with server_factory(
-            scripted(*steps), permission_mode=PermissionMode.BYPASS, home=workspace.parent / f"home{seed}"
-        ) as server:
-            alice = await server.client()
-            sid = await new_session(alice, workspace)
+        async with served_session(
+            server_factory,
+            workspace,
+            scripted(*steps),
+            permission_mode=PermissionMode.BYPASS,
+            home=workspace.parent / f"home{seed}",
+        ) as (server, alice, sid):
             prompt = asyncio.create_task(alice.call("session/prompt", text_prompt(sid, "go")))
             notes = Counter(alice, lambda f: f.get("method") in ("session/update", "_agentd/event"))
             moments = sorted(rng.sample(range(1, 400), 5))

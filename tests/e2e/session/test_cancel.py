@@ -24,6 +24,7 @@ from tests.support.session import (
     is_event,
     is_update,
     new_session,
+    served_session,
     shown_text,
 )
 
@@ -65,10 +66,7 @@ async def test_cancel_during_streamed_answer_ends_cancelled_and_keeps_the_partia
         {"text": full_text, "chunk_size": 6, "chunk_delay": 0.05},  # ~15 s if not cancelled
         {"text": "Picking up where I left off."},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "tell me a story")))
         await client.wait_notification(is_update(sid, "agent_message_chunk"))
         await cancel(client, sid)
@@ -95,7 +93,6 @@ async def test_cancel_during_streamed_answer_ends_cancelled_and_keeps_the_partia
         ]
         assert_all_requests_well_formed(provider.requests)
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- running tool
@@ -117,12 +114,13 @@ async def test_cancel_while_bash_runs_kills_the_command_and_its_children(server_
     )
     # Unconfined: the pid the command writes is a host pid only outside the sandbox's pid
     # namespace (the sandboxed case: tests/e2e/tools/test_sandbox_escapes.py).
-    async with server_factory(
-        provider, permission_mode=PermissionMode.BYPASS, sandbox=SandboxSetting.NONE
-    ) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(
+        server_factory,
+        workspace,
+        provider,
+        permission_mode=PermissionMode.BYPASS,
+        sandbox=SandboxSetting.NONE,
+    ) as (_, client, sid):
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "run the job")))
         await client.wait_notification(is_update(sid, "tool_call_update", status="in_progress"))
         pid = await value_of(lambda: read_pid(workspace / "child.pid"), what="child.pid")
@@ -147,7 +145,6 @@ async def test_cancel_while_bash_runs_kills_the_command_and_its_children(server_
         assert [m.role for m in second] == ["user", "assistant", "tool", "user"]
         assert_all_requests_well_formed(provider.requests)
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- permission wait
@@ -228,10 +225,7 @@ async def test_cancel_ends_only_the_running_turn_and_queued_prompts_still_run(
         {"text": "never streamed", "delay": 60},  # cancelled long before this
         {"text": "queued prompt answered"},
     )
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         first = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "slow one")))
         await client.wait_notification(is_event(sid, "turn_started"))
         # Frames of one connection are handled in order: the second prompt is queued
@@ -249,7 +243,6 @@ async def test_cancel_ends_only_the_running_turn_and_queued_prompts_still_run(
             ("user", "slow one"),
             ("user", "queued one"),
         ]
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- idle cancel
@@ -257,10 +250,7 @@ async def test_cancel_ends_only_the_running_turn_and_queued_prompts_still_run(
 
 async def test_cancel_without_a_running_turn_is_harmless(server_factory, workspace: Path):
     provider = scripted({"text": "first answer"}, {"text": "second answer"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         # Before any turn, and for a session that does not exist: nothing happens.
         await cancel(client, sid)
         await cancel(client, "sess_does_not_exist")
@@ -281,7 +271,6 @@ async def test_cancel_without_a_running_turn_is_harmless(server_factory, workspa
         )
         assert_all_requests_well_formed(provider.requests)
         assert_valid_frames(client)
-        await client.close()
 
 
 async def test_cancel_then_new_prompt_in_every_state_keeps_the_conversation_well_formed(

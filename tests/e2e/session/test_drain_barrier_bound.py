@@ -24,7 +24,7 @@ from server.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.polling import until
-from tests.support.session import new_session
+from tests.support.session import served_session
 
 WRITE = {"name": "write_file", "arguments": {"path": "out.txt", "content": "written"}, "id": "call_w"}
 # A command, not write_file: write_file first commits a snapshot (R-T12), which the stalled
@@ -65,9 +65,9 @@ async def test_a_stalled_event_log_delays_the_tools_at_most_the_bound_then_warns
     caplog.set_level(logging.WARNING, logger="server.loop.drain")
     provider = scripted({"text": "Writing it.", "tool_calls": [BASH]}, {"text": "Done."})
     limits = {"drain": {"timeout_s": 0.2}}
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=limits) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, limits=limits
+    ) as (_, client, sid):
         with write_lock(tmp_path / "home" / "agentd.db"):
             prompt = asyncio.create_task(client.call("session/prompt", text_prompt(sid, "write it")))
             # The tool ran although nothing of this turn could be committed yet.
@@ -77,7 +77,6 @@ async def test_a_stalled_event_log_delays_the_tools_at_most_the_bound_then_warns
         assert result["stopReason"] == "end_turn"
         assert (workspace / "out.txt").read_text() == "written"
         assert any("drain barrier" in r.getMessage() for r in caplog.records)
-        await client.close()
 
 
 async def test_a_cancel_gets_through_a_waiting_drain_barrier(
@@ -87,9 +86,9 @@ async def test_a_cancel_gets_through_a_waiting_drain_barrier(
     barrier ignores the cancel, and once the log un-stalls the step's write still runs."""
     provider = scripted({"text": "Writing it.", "tool_calls": [WRITE]}, {"text": "Done."})
     limits = {"drain": {"timeout_s": 120}}  # far beyond the test: only the cancel can end the wait
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, limits=limits) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, limits=limits
+    ) as (server, client, sid):
         actor = server.app.state.agentd.manager.live_actor(sid)
         spy = FlushSpy(actor.journal)
         with write_lock(tmp_path / "home" / "agentd.db"):
@@ -105,4 +104,3 @@ async def test_a_cancel_gets_through_a_waiting_drain_barrier(
         finished = [u for u in client.updates(sid) if u.get("toolCallId") == "call_w" and "status" in u]
         assert finished[-1]["status"] == "failed"
         assert len(provider.requests) == 1
-        await client.close()

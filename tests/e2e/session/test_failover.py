@@ -21,10 +21,10 @@ import asyncpg
 import pytest
 
 from protocol.agentd import ATTACH, ENQUEUE
-from tests.conftest import postgres_database
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until, value_of
-from tests.support.proc import AgentdProcess, agentd_serve, write_script
+from tests.support.proc import AgentdProcess, write_script
+from tests.support.replicas import replicas
 from tests.support.session import new_session
 
 ELSEWHERE = -32020
@@ -68,26 +68,11 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     """Replica A runs the slow script, B and C the quick one (each plays its own)."""
     slow = write_script(tmp_path / "slow.json", SLOW, loop=True)
     quick = write_script(tmp_path / "quick.json", QUICK, loop=True)
-    async with postgres_database() as url, contextlib.AsyncExitStack() as stack:
-
-        def serve(rid: str) -> Any:
-            return agentd_serve(
-                tmp_path / rid,
-                f"{rid}.log",
-                replica_id=rid,
-                database_url=url,
-                script=str(slow if rid == "replica-a" else quick),
-                permission_mode="bypass",
-                lease_ttl_s=TTL_S,
-            )
-
-        # Side by side, on a fresh database: one migrates it, the others wait for that.
-        async with asyncio.TaskGroup() as starting:
-            started = {rid: starting.create_task(stack.enter_async_context(serve(rid))) for rid in REPLICAS}
-        servers = {rid: task.result() for rid, task in started.items()}
-        db = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    scripts = {rid: slow if rid == "replica-a" else quick for rid in REPLICAS}
+    async with replicas(tmp_path, scripts, permission_mode="bypass", lease_ttl_s=TTL_S) as started:
+        db = await asyncpg.connect(started.url.replace("postgresql+asyncpg://", "postgresql://"))
         try:
-            yield Cluster(db, servers)
+            yield Cluster(db, started.servers)
         finally:
             await db.close()
 

@@ -32,7 +32,14 @@ from server.tools.background import INTERRUPTED_TEXT
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.support.gated import GatedProvider
-from tests.support.session import assert_valid_frames, events, is_event, is_update, new_session, shown_text
+from tests.support.session import (
+    assert_valid_frames,
+    events,
+    is_event,
+    is_update,
+    served_session,
+    shown_text,
+)
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -109,10 +116,11 @@ async def test_interjection_preempts_a_waiting_tool_and_reaches_the_next_request
         {"tool_calls": [{**wait_call, "id": "call_wait"}]},
         {"text": "Understood, looking at the logs."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "run the job")))
         started = await client.wait_notification(is_event(sid, "turn_started"))
         turn_id = started["params"]["event"]["turnId"]
@@ -150,7 +158,6 @@ async def test_interjection_preempts_a_waiting_tool_and_reaches_the_next_request
         assert [e["turnId"] for e in events(client, sid, "turn_ended")] == [turn_id]
         assert agent_text(client.updates(sid)) == "Starting the job.Understood, looking at the logs."
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- turn_not_active
@@ -165,10 +172,11 @@ async def test_expected_turn_id_of_a_finished_turn_fails_with_turn_not_active(
         {"text": "Answer to the steer."},
     )
     provider = GatedProvider(inner, hold={1})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         first = await client.call("session/prompt", text_prompt(sid, "first question"))
         finished = first["_meta"]["agentd"]["turnId"]
 
@@ -204,7 +212,6 @@ async def test_expected_turn_id_of_a_finished_turn_fails_with_turn_not_active(
         assert user_texts(provider.requests[-1])[-1] == "steer it"
         assert len(provider.requests) == 3
         assert len(events(client, sid, "turn_started")) == 2
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- idle: queued
@@ -214,10 +221,11 @@ async def test_interjection_without_a_running_turn_is_queued_and_runs_as_a_promp
     server_factory, workspace: Path
 ):
     provider = scripted({"text": "Answer to the interjection."})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         reply = await client.call("_agentd/interject", interject_params(sid, "are you there?"))
         assert reply["status"] == "queued"
         assert "turnId" not in reply
@@ -230,7 +238,6 @@ async def test_interjection_without_a_running_turn_is_queued_and_runs_as_a_promp
         assert len(provider.requests) == 1
         assert [(m.role, m.content) for m in provider.requests[0].messages] == [("user", "are you there?")]
         assert agent_text(client.updates(sid)) == "Answer to the interjection."
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- final answer streaming
@@ -247,10 +254,11 @@ async def test_interjection_while_the_final_answer_streams_is_answered_in_the_sa
         {"text": "never sampled"},
     )
     provider = GatedProvider(inner, hold={0})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "answer me")))
         started = await client.wait_notification(is_event(sid, "turn_started"))
         turn_id = started["params"]["event"]["turnId"]
@@ -280,7 +288,6 @@ async def test_interjection_while_the_final_answer_streams_is_answered_in_the_sa
             "Caveats: none worth mentioning.",
         ]
         assert_valid_frames(client)
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- missed: front of queue
@@ -301,9 +308,11 @@ async def test_interjection_that_misses_its_turn_runs_next_ahead_of_queued_promp
         {"text": "Answer to the queued prompt."},
     )
     provider = GatedProvider(inner, hold={3})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        server,
+        client,
+        sid,
+    ):
         actor = await server.app.state.agentd.manager.get(sid)
 
         first = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "keep checking")))
@@ -337,7 +346,6 @@ async def test_interjection_that_misses_its_turn_runs_next_ahead_of_queued_promp
         assert started[2]["promptId"] == queued_resp["result"]["_meta"]["agentd"]["promptId"]
         texts = [e["text"] for e in events(client, sid, "agent_message")]
         assert texts == ["Answer to the interjection.", "Answer to the queued prompt."]
-        await client.close()
 
 
 # ---------------------------------------------------------------------------- turn data
@@ -346,10 +354,11 @@ async def test_interjection_that_misses_its_turn_runs_next_ahead_of_queued_promp
 async def test_turn_ended_counts_the_interjections(server_factory, workspace: Path):
     inner = scripted({"text": "Streaming an answer.", "chunk_size": 4}, {"text": "And the follow-up."})
     provider = GatedProvider(inner, hold={0})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
-
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "answer me")))
         await provider.held(0)
         await client.call("_agentd/interject", interject_params(sid, "one more thing"))
@@ -360,4 +369,3 @@ async def test_turn_ended_counts_the_interjections(server_factory, workspace: Pa
         ended = events(client, sid, "turn_ended")
         assert len(ended) == 1
         assert ended[0]["turn"]["interjections"] == 1
-        await client.close()

@@ -19,10 +19,9 @@ import pytest
 
 from protocol.agentd import ATTACH
 from protocol.methods import Notification
-from tests.conftest import postgres_database
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until, value_of
-from tests.support.proc import agentd_serve, write_script
+from tests.support.replicas import two_replicas
 from tests.support.session import new_session
 
 # A turn that goes on writing: every step streams a little and calls a tool (durable events).
@@ -62,64 +61,54 @@ def _tool_calls(client: WsClient, sid: str) -> int:
 async def test_a_paused_owner_loses_the_session_and_none_of_its_late_writes_land(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-    script = write_script(tmp_path / "script.json", SCRIPT, loop=True)
-    async with postgres_database() as url:
-        dsn = _asyncpg_dsn(url)
-        settings = {
-            "database_url": url,
-            "script": str(script),
-            "permission_mode": "bypass",
-            "lease_ttl_s": "1.5",
-        }
-        async with (
-            agentd_serve(tmp_path / "a", "a.log", replica_id="replica-a", **settings) as a,
-            agentd_serve(tmp_path / "b", "b.log", replica_id="replica-b", **settings) as b,
-        ):
-            ca = await WsClient.connect(a.base_url)
-            cb = await WsClient.connect(b.base_url)
-            sid = await new_session(ca, workspace)
-            assert await _lease(dsn, sid) == ("replica-a", 1)
-            # B serves an attach to a session A owns from the log (item 2: test_routing.py).
-            watched = await cb.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
-            assert watched["snapshot"]["ownedBy"] == "replica-a", watched
+    async with two_replicas(tmp_path, SCRIPT, permission_mode="bypass", lease_ttl_s="1.5") as replicas:
+        a, b = replicas.a, replicas.b
+        dsn = _asyncpg_dsn(replicas.url)
+        ca = await WsClient.connect(a.base_url)
+        cb = await WsClient.connect(b.base_url)
+        sid = await new_session(ca, workspace)
+        assert await _lease(dsn, sid) == ("replica-a", 1)
+        # B serves an attach to a session A owns from the log (item 2: test_routing.py).
+        watched = await cb.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
+        assert watched["snapshot"]["ownedBy"] == "replica-a", watched
 
-            prompt = asyncio.create_task(ca.request("session/prompt", text_prompt(sid, "go on")))
-            await until(lambda: _tool_calls(ca, sid) >= 2, what="A's turn writing")
-            os.kill(a.pid, signal.SIGSTOP)
-            try:
+        prompt = asyncio.create_task(ca.request("session/prompt", text_prompt(sid, "go on")))
+        await until(lambda: _tool_calls(ca, sid) >= 2, what="A's turn writing")
+        os.kill(a.pid, signal.SIGSTOP)
+        try:
 
-                async def take_over() -> dict[str, Any] | None:
-                    resp = await cb.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
-                    if "ownedBy" in resp["result"]["snapshot"]:
-                        return None  # watched from the log until A's lease ran out
-                    return dict(resp["result"])
+            async def take_over() -> dict[str, Any] | None:
+                resp = await cb.request(ATTACH, {"sessionId": sid, "afterSeq": 0})
+                if "ownedBy" in resp["result"]["snapshot"]:
+                    return None  # watched from the log until A's lease ran out
+                return dict(resp["result"])
 
-                await value_of(take_over, what="B taking the session over")
-                assert await _lease(dsn, sid) == ("replica-b", 2)
-                at_takeover = await _fences(dsn, sid)
-            finally:
-                os.kill(a.pid, signal.SIGCONT)
+            await value_of(take_over, what="B taking the session over")
+            assert await _lease(dsn, sid) == ("replica-b", 2)
+            at_takeover = await _fences(dsn, sid)
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
 
-            # A finds out (its renewal, or the database refusing its next write): the actor
-            # is dropped and its client told to resync.
-            resync = await ca.wait_notification(
-                lambda m: m["method"] == Notification.RESYNC_REQUIRED and m["params"]["sessionId"] == sid,
-                within=60,
-            )
-            assert resync["params"]["reason"] in ("lease_lost", "session_failed")
-            await until(lambda: prompt.done(), what="A answering its prompt")
-            a_log = await a.output()
-            assert "lease was lost" in a_log or "agentd_stale_fence" in a_log, a_log[-3000:]
-            # Re-attaching to A now watches it from the log: B owns the session.
-            again = await ca.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
-            assert again["snapshot"]["ownedBy"] == "replica-b", again
+        # A finds out (its renewal, or the database refusing its next write): the actor
+        # is dropped and its client told to resync.
+        resync = await ca.wait_notification(
+            lambda m: m["method"] == Notification.RESYNC_REQUIRED and m["params"]["sessionId"] == sid,
+            within=60,
+        )
+        assert resync["params"]["reason"] in ("lease_lost", "session_failed")
+        await until(lambda: prompt.done(), what="A answering its prompt")
+        a_log = await a.output()
+        assert "lease was lost" in a_log or "agentd_stale_fence" in a_log, a_log[-3000:]
+        # Re-attaching to A now watches it from the log: B owns the session.
+        again = await ca.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
+        assert again["snapshot"]["ownedBy"] == "replica-b", again
 
-            final = await _fences(dsn, sid)
-            assert [s for s, _ in final] == list(range(1, len(final) + 1))  # one log, no gap
-            ours = [row for row in final if row[1] == 1]
-            assert ours == [row for row in at_takeover if row[1] == 1]  # nothing of A's after
-            assert {f for _, f in final[len(ours) :]} <= {2}  # the rest is B's
-            assert any(f == 2 for _, f in final)  # B recovered the interrupted turn (R-E6)
-            for client in (ca, cb):
-                with contextlib.suppress(Exception):
-                    await client.close()
+        final = await _fences(dsn, sid)
+        assert [s for s, _ in final] == list(range(1, len(final) + 1))  # one log, no gap
+        ours = [row for row in final if row[1] == 1]
+        assert ours == [row for row in at_takeover if row[1] == 1]  # nothing of A's after
+        assert {f for _, f in final[len(ours) :]} <= {2}  # the rest is B's
+        assert any(f == 2 for _, f in final)  # B recovered the interrupted turn (R-E6)
+        for client in (ca, cb):
+            with contextlib.suppress(Exception):
+                await client.close()

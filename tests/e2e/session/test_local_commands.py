@@ -8,6 +8,7 @@ from pathlib import Path
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import agent_text, allow, text_prompt
+from tests.support.session import served_session
 
 
 async def _run(client, sid: str, text: str) -> tuple[dict, str]:
@@ -18,9 +19,7 @@ async def _run(client, sid: str, text: str) -> tuple[dict, str]:
 
 async def test_builtins_answer_locally_without_sampling(server_factory, workspace: Path):
     provider = scripted({"text": "the model answered"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         advertised = await client.wait_notification(
             lambda m: (
                 m["method"] == "session/update"
@@ -87,28 +86,22 @@ async def test_builtins_answer_locally_without_sampling(server_factory, workspac
         validator = AcpValidator.default()
         for frame in client.frames:
             validator.assert_valid_agent_frame(frame, client.sent_methods)
-        await client.close()
 
 
 async def test_unknown_slash_text_is_an_ordinary_prompt(server_factory, workspace: Path):
     provider = scripted({"text": "ok"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "/etc/passwd is a file"))
         assert result["stopReason"] == "end_turn"
         assert "reason" not in result["_meta"]["agentd"]
         assert [m.content for m in provider.requests[0].messages if m.role == "user"] == [
             "/etc/passwd is a file"
         ]
-        await client.close()
 
 
 async def test_clear_starts_a_fresh_context_but_keeps_the_log(server_factory, workspace: Path):
     provider = scripted({"text": "first answer"}, {"text": "second answer"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(server_factory, workspace, provider) as (server, client, sid):
         await client.call("session/prompt", text_prompt(sid, "remember 42"))
         await client.call("session/prompt", text_prompt(sid, "/clear"))
         await client.call("session/prompt", text_prompt(sid, "what did I say?"))
@@ -127,9 +120,7 @@ async def test_skills_expand_into_ordinary_prompts(server_factory, workspace: Pa
     (skills / "review.md").write_text("description: Review a file carefully\nReview $ARGUMENTS for bugs.")
     (skills / "explain.md").write_text("Explain the code in simple words.")
     provider = scripted({"text": "reviewed"}, {"text": "explained"})
-    async with server_factory(provider, skills_dir=skills) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(server_factory, workspace, provider, skills_dir=skills) as (_, client, sid):
         advertised = await client.wait_notification(
             lambda m: (
                 m["method"] == "session/update"
@@ -143,7 +134,6 @@ async def test_skills_expand_into_ordinary_prompts(server_factory, workspace: Pa
         await client.call("session/prompt", text_prompt(sid, "/explain main()"))
         assert provider.requests[0].messages[-1].content == "Review app.py for bugs."
         assert provider.requests[1].messages[-1].content == "Explain the code in simple words.\n\nmain()"
-        await client.close()
 
 
 async def test_bang_runs_the_shell_command_with_permission_rules(server_factory, workspace: Path):

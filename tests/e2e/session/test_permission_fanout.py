@@ -36,7 +36,7 @@ from tests.support.permissions import (
     write,
 )
 from tests.support.polling import until, value_of
-from tests.support.session import events, new_session, shown_text
+from tests.support.session import events, new_session, served_session, shown_text
 from tests.support.sse import sse
 
 # ---------------------------------------------------------------------------- helpers
@@ -177,11 +177,9 @@ async def test_first_answer_wins_when_it_is_a_reject(
         {"tool_calls": [write("call_w", "out.txt", "data")]},
         {"text": "never reached in this turn"},
     )
-    async with server_factory(
-        provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
-    ) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(
+        server_factory, workspace, provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
+    ) as (server, alice, sid):
         bob = await server.client()
         await attach(bob, sid, 0)
 
@@ -218,11 +216,9 @@ async def test_request_with_no_client_attached_waits_for_the_next_client(
         {"tool_calls": [write("call_w", "out.txt", "hello")]},
         {"text": "Written."},
     )
-    async with server_factory(
-        provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
-    ) as server:
-        creator = await server.client()
-        sid = await new_session(creator, workspace)
+    async with served_session(
+        server_factory, workspace, provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
+    ) as (server, creator, sid):
         await creator.close()
         await without_clients(server, sid)
 
@@ -265,11 +261,9 @@ async def test_request_survives_the_asked_client_leaving(
         {"tool_calls": [bash("call_b", "echo ok > ok.txt")]},
         {"text": "Done."},
     )
-    async with server_factory(
-        provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
-    ) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(
+        server_factory, workspace, provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
+    ) as (server, alice, sid):
         prompt = asyncio.create_task(alice.request("session/prompt", text_prompt(sid, "run")))
         await asked(alice)
         (requested,) = events(alice, sid, "permission_requested")
@@ -351,11 +345,9 @@ async def test_sse_viewer_is_not_asked_but_sees_the_resolution(
         {"tool_calls": [write("call_w", "out.txt", "seen")]},
         {"text": "Written."},
     )
-    async with server_factory(
-        provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
-    ) as server:
-        creator = await server.client()
-        sid = await new_session(creator, workspace)
+    async with served_session(
+        server_factory, workspace, provider, database_url=db_url, permission_mode=PermissionMode.DEFAULT
+    ) as (server, creator, sid):
         await creator.close()
         await without_clients(server, sid)
 

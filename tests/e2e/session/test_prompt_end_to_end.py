@@ -8,6 +8,7 @@ from pathlib import Path
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import agent_text, allow, text_prompt
+from tests.support.session import served_session
 
 
 async def test_prompt_streams_text_runs_tool_with_permission_and_ends_turn(server_factory, workspace: Path):
@@ -79,9 +80,7 @@ async def test_prompt_streams_text_runs_tool_with_permission_and_ends_turn(serve
 
 async def test_every_notification_carries_seq_and_durable_seqs_increase(server_factory, workspace: Path):
     provider = scripted({"text": "one two three four", "chunk_size": 3})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await client.call("session/prompt", text_prompt(sid, "count"))
         notes = [f for f in client.frames if isinstance(f, dict) and "method" in f and "id" not in f]
         assert notes
@@ -92,4 +91,3 @@ async def test_every_notification_carries_seq_and_durable_seqs_increase(server_f
             if not meta.get("transient"):
                 seqs.append(meta["seq"])
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
-        await client.close()

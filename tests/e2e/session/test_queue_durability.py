@@ -22,6 +22,7 @@ from server.store.db import Store, alembic_config
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.proc import agentd_process, free_port, wait_healthy
+from tests.support.session import served_session
 
 GATE_STEP = {"text": "working", "delay": 30}  # runs until cancelled
 BOUND_S = 30
@@ -149,9 +150,11 @@ async def test_repeated_enqueue_is_answered_with_the_original_live_and_after_it_
     server_factory, db_url: str, workspace: Path
 ) -> None:
     provider = scripted(GATE_STEP, {"text": "one done"})
-    async with server_factory(provider, database_url=db_url) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(server_factory, workspace, provider, database_url=db_url) as (
+        server,
+        client,
+        sid,
+    ):
         running = await _start_long_turn(client, sid)
         first = await client.call("_agentd/prompt/enqueue", _enqueue_params(sid, "one", "req-1"))
         assert first["position"] == 1
@@ -185,13 +188,13 @@ async def test_repeated_enqueue_is_answered_with_the_original_live_and_after_it_
         )
         assert over_http["result"] == ended
         assert len(provider.requests) == 2  # the retries never ran
-        await client.close()
 
 
 async def test_repeated_enqueue_after_a_restart_is_answered_with_the_original(
     server_factory, db_url: str, workspace: Path
 ) -> None:
     first_run = scripted(GATE_STEP)
+    # The client stays connected while the server shuts down (served_session would close it).
     async with server_factory(first_run, database_url=db_url, shutdown_grace_s=1.0) as server:
         client = await server.client()
         sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
@@ -288,9 +291,11 @@ async def test_queued_bytes_are_limited_per_session_and_per_principal(
 
 async def test_queue_updates_carry_only_the_change(server_factory, db_url: str, workspace: Path) -> None:
     provider = scripted(GATE_STEP, {"text": "ran"}, loop=False)
-    async with server_factory(provider, database_url=db_url) as server:
-        client = await server.client()
-        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    async with served_session(server_factory, workspace, provider, database_url=db_url) as (
+        server,
+        client,
+        sid,
+    ):
         running = await _start_long_turn(client, sid)
         texts = [f"prompt-{i}-" + chr(ord("a") + i) * 2000 for i in range(6)]
         ids = [
@@ -346,7 +351,6 @@ async def test_queue_updates_carry_only_the_change(server_factory, db_url: str, 
         await client.notify("session/cancel", {"sessionId": sid})
         await asyncio.wait_for(running, BOUND_S)
         await other.close()
-        await client.close()
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from server.core.modes import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider
-from tests.support.session import events, new_session, tool_call
+from tests.support.session import events, served_session, tool_call
 
 REWIND = "_agentd/session/rewind"
 
@@ -62,9 +62,9 @@ async def test_rewind_restores_files_and_conversation_and_every_client_sees_it(
     server_factory, workspace: Path, db_url: str
 ):
     provider = scripted(*_two_editing_turns())
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS, database_url=db_url) as server:
-        alice = await server.client()
-        sid = await new_session(alice, workspace)
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, database_url=db_url
+    ) as (server, alice, sid):
         await alice.call("session/prompt", text_prompt(sid, "first request"))
         await alice.call("session/prompt", text_prompt(sid, "second request"))
         assert (workspace / "a.txt").read_text() == "three\n"
@@ -91,9 +91,11 @@ async def test_rewind_restores_files_and_conversation_and_every_client_sees_it(
 
 async def test_rewind_of_the_first_turn_removes_the_file_it_created(server_factory, workspace: Path):
     provider = scripted(*_two_editing_turns())
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await client.call("session/prompt", text_prompt(sid, "first request"))
         await client.call("session/prompt", text_prompt(sid, "second request"))
         first, _ = _turn_ids(client, sid)
@@ -104,14 +106,15 @@ async def test_rewind_of_the_first_turn_removes_the_file_it_created(server_facto
         assert sorted(done["removed"]) == ["a.txt", "sub/new.txt"] and len(done["turnsUndone"]) == 2
         await client.call("session/prompt", text_prompt(sid, "third request"))
         assert not _said(provider, "first request") and not _said(provider, "second request")
-        await client.close()
 
 
 async def test_files_false_rewinds_only_the_conversation(server_factory, workspace: Path):
     provider = scripted(*_two_editing_turns())
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await client.call("session/prompt", text_prompt(sid, "first request"))
         await client.call("session/prompt", text_prompt(sid, "second request"))
         _, second = _turn_ids(client, sid)
@@ -123,14 +126,15 @@ async def test_files_false_rewinds_only_the_conversation(server_factory, workspa
         assert (workspace / "sub/new.txt").exists()
         await client.call("session/prompt", text_prompt(sid, "third request"))
         assert _said(provider, "first request") and not _said(provider, "second request")
-        await client.close()
 
 
 async def test_unknown_turn_is_a_clear_error_and_changes_nothing(server_factory, workspace: Path):
     provider = scripted(*_two_editing_turns())
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await client.call("session/prompt", text_prompt(sid, "first request"))
         await client.call("session/prompt", text_prompt(sid, "second request"))
         first, second = _turn_ids(client, sid)
@@ -144,14 +148,15 @@ async def test_unknown_turn_is_a_clear_error_and_changes_nothing(server_factory,
         assert events(client, sid, "rewound") == []
         await client.call("session/prompt", text_prompt(sid, "third request"))
         assert _said(provider, "first request") and _said(provider, "second request")
-        await client.close()
 
 
 async def test_rewind_while_a_turn_runs_is_refused_as_busy(server_factory, workspace: Path):
     provider = GatedProvider(scripted(*_two_editing_turns()), hold={2})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await client.call("session/prompt", text_prompt(sid, "first request"))
         (first,) = _turn_ids(client, sid)
         running = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "second request")))
@@ -167,14 +172,15 @@ async def test_rewind_while_a_turn_runs_is_refused_as_busy(server_factory, works
         # Idle again: a rewind now works.
         done = await client.call(REWIND, {"sessionId": sid, "toTurnId": second})
         assert (workspace / "a.txt").read_text() == "one\n" and done["turnsUndone"] == [second]
-        await client.close()
 
 
 async def test_rewind_local_command_undoes_the_last_turn(server_factory, workspace: Path):
     provider = scripted(*_two_editing_turns())
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await client.call("session/prompt", text_prompt(sid, "first request"))
         await client.call("session/prompt", text_prompt(sid, "second request"))
         _, second = _turn_ids(client, sid)
@@ -184,7 +190,6 @@ async def test_rewind_local_command_undoes_the_last_turn(server_factory, workspa
         assert (workspace / "a.txt").read_text() == "one\n"
         assert not (workspace / "sub/new.txt").exists()
         assert events(client, sid, "rewound")[-1]["turnsUndone"] == [second]
-        await client.close()
 
 
 async def test_a_file_over_the_cap_is_reported_not_restorable(server_factory, workspace: Path):
@@ -193,11 +198,9 @@ async def test_a_file_over_the_cap_is_reported_not_restorable(server_factory, wo
         {"tool_calls": [tool_call("write_file", "c1", path="big.txt", content="small\n")]},
         {"text": "shrunk it"},
     )
-    async with server_factory(
-        provider, permission_mode=PermissionMode.BYPASS, snapshot_max_file_bytes=32
-    ) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(
+        server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS, snapshot_max_file_bytes=32
+    ) as (_, client, sid):
         await client.call("session/prompt", text_prompt(sid, "shrink big.txt"))
         (turn,) = _turn_ids(client, sid)
 
@@ -205,14 +208,15 @@ async def test_a_file_over_the_cap_is_reported_not_restorable(server_factory, wo
 
         assert done["notRestored"] == ["big.txt"] and done["restored"] == []
         assert (workspace / "big.txt").read_text() == "small\n"  # said so, not silently skipped
-        await client.close()
 
 
 async def test_rewind_never_follows_a_symlink_out_of_the_workspace(server_factory, workspace: Path):
     provider = scripted(*_two_editing_turns())
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         await client.call("session/prompt", text_prompt(sid, "first request"))
         await client.call("session/prompt", text_prompt(sid, "second request"))
         _, second = _turn_ids(client, sid)
@@ -229,16 +233,17 @@ async def test_rewind_never_follows_a_symlink_out_of_the_workspace(server_factor
 
         assert (outside / "new.txt").read_text() == "not yours\n"
         assert done["notRestored"] == ["sub/new.txt"] and done["restored"] == ["a.txt"]
-        await client.close()
 
 
 async def test_turn_marks_ride_turn_started_and_clear_and_rewind_cut_them(server_factory, workspace: Path):
     """A turn's mark is its `turn_started` event (`messageIndex`), no row of its own; `/clear`
     and a rewind are the only writes that change which turns a rewind reaches."""
     provider = scripted({"text": "r0"}, {"text": "r1"}, {"text": "r2"}, {"text": "r3"})
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
+        _,
+        client,
+        sid,
+    ):
         for prompt in ("zero request", "first request", "/clear", "second request"):
             await client.call("session/prompt", text_prompt(sid, prompt))
         started = events(client, sid, "turn_started")
@@ -257,4 +262,3 @@ async def test_turn_marks_ride_turn_started_and_clear_and_rewind_cut_them(server
         third = events(client, sid, "turn_started")[-1]["turnId"]
         nope = await client.request(REWIND, {"sessionId": sid, "toTurnId": "turn_nope"})
         assert nope["error"]["data"]["recentTurns"] == [zero, third]
-        await client.close()

@@ -16,15 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-import websockets
 
 from protocol.jsonrpc import ErrorCode
-from server.auth import create_token
 from server.store.db import Store
-from tests.conftest import postgres_database
 from tests.support.client import WsClient, allow, text_prompt
 from tests.support.polling import until, value_of
-from tests.support.proc import agentd_serve, write_script
+from tests.support.replicas import two_replicas
 from tests.support.session import is_event, new_session
 from tests.support.sse import sse
 
@@ -37,13 +34,6 @@ SCRIPT: list[dict[str, Any]] = [
     {"text": "All done."},
 ]
 REQUEST_PERMISSION = "session/request_permission"
-
-
-async def _client(base: str, token: str) -> WsClient:
-    ws = await websockets.connect(base.replace("http://", "ws://") + f"/acp?token={token}", max_size=None)
-    client = WsClient(ws)
-    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-    return client
 
 
 def durable_seqs(client: WsClient, sid: str) -> list[int]:
@@ -119,186 +109,161 @@ async def _last_seq(url: str, sid: str) -> int:
 async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     (root / "alice").mkdir(parents=True)
-    script = write_script(tmp_path / "script.json", SCRIPT, loop=True)
-    async with postgres_database() as url:
-        settings = {
-            "database_url": url,
-            "script": str(script),
-            "permission_mode": "default",
-            "auth": "token",
-            "workspace_root": str(root),
-            "lease_ttl_s": "2",
-        }
-        async with (
-            agentd_serve(tmp_path / "a", "a.log", replica_id="replica-a", **settings) as a,
-            agentd_serve(tmp_path / "b", "b.log", replica_id="replica-b", **settings) as b,
-        ):
-            store = await Store.open(url)
-            try:
-                alice = (await create_token(store, "alice"))[0]
-                mallory = (await create_token(store, "mallory"))[0]
-            finally:
-                await store.close()
-            ca = await _client(a.base_url, alice)  # A's own client: never answers questions
-            sid = await new_session(ca, root / "alice")
-            cb = await _client(b.base_url, alice)
-            cb.on_request = allow()
+    async with two_replicas(
+        tmp_path, SCRIPT, permission_mode="default", auth="token", workspace_root=str(root), lease_ttl_s="2"
+    ) as replicas:
+        url, a, b = replicas.url, replicas.a, replicas.b
+        alice, mallory = await replicas.tokens("alice", "mallory")
+        ca = await WsClient.connect(a.base_url, token=alice)  # A's own client: never answers questions
+        sid = await new_session(ca, root / "alice")
+        cb = await WsClient.connect(b.base_url, token=alice)
+        cb.on_request = allow()
 
-            # 1. Attach on B (owned by A: served from the log), prompt on B; B's client is
-            #    asked the permission question and its answer reaches A's turn.
-            attached = await cb.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
-            assert attached["snapshot"]["ownedBy"] == "replica-a", attached
-            first = await cb.request("session/prompt", text_prompt(sid, "go"))
-            assert first["result"]["stopReason"] == "end_turn", first
-            # As for a local client, the answer does not overtake its turn's events.
-            assert len(turn_ends(cb, sid)) == 1, "the answer came before its turn_ended"
-            assert len(questions(cb, sid)) == 1 and questions(ca, sid), "both clients were asked"
-            last = await _last_seq(url, sid)
-            await until(lambda: durable_seqs(cb, sid)[-1:] == [last], what="B's client at the log's end")
-            await until(lambda: durable_seqs(ca, sid)[-1:] == [last], what="A's client at the log's end")
-            # Every event once, in order, no gap — the very seqs A's own client saw.
-            assert durable_seqs(ca, sid) == list(range(1, last + 1))
-            # B's client is not sent its own prompt back (as a local client); all the rest.
-            mine = own_prompts(ca, sid, {"go"})
-            assert len(mine) == 1 and not own_prompts(cb, sid, {"go"})
-            assert durable_seqs(cb, sid) == [s for s in range(1, last + 1) if s not in mine]
-            # SSE on B: the same log, every seq once.
-            async with sse(b.base_url, sid, params={"after": 0, "token": alice}) as stream:
-                await stream.until(lambda f: f.get("id") == str(last))
-            ids = [int(f["id"]) for f in stream.frames if "id" in f]
-            assert [x for i, x in enumerate(ids) if i == 0 or ids[i - 1] != x] == list(range(1, last + 1))
-            # `session/load` on B: the history replayed from the log, then live (below).
-            cl = await _client(b.base_url, alice)
-            loaded = await cl.call(
-                "session/load", {"sessionId": sid, "cwd": str(root / "alice"), "mcpServers": []}
-            )
-            assert loaded["modes"]["currentModeId"] == "default", loaded
-            chunks = ("user_message_chunk", "agent_message_chunk")
-            shown = [u["content"].get("text") for u in cl.updates(sid) if u["sessionUpdate"] in chunks]
-            assert "go" in shown and "All done." in shown, shown
+        # 1. Attach on B (owned by A: served from the log), prompt on B; B's client is
+        #    asked the permission question and its answer reaches A's turn.
+        attached = await cb.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+        assert attached["snapshot"]["ownedBy"] == "replica-a", attached
+        first = await cb.request("session/prompt", text_prompt(sid, "go"))
+        assert first["result"]["stopReason"] == "end_turn", first
+        # As for a local client, the answer does not overtake its turn's events.
+        assert len(turn_ends(cb, sid)) == 1, "the answer came before its turn_ended"
+        assert len(questions(cb, sid)) == 1 and questions(ca, sid), "both clients were asked"
+        last = await _last_seq(url, sid)
+        await until(lambda: durable_seqs(cb, sid)[-1:] == [last], what="B's client at the log's end")
+        await until(lambda: durable_seqs(ca, sid)[-1:] == [last], what="A's client at the log's end")
+        # Every event once, in order, no gap — the very seqs A's own client saw.
+        assert durable_seqs(ca, sid) == list(range(1, last + 1))
+        # B's client is not sent its own prompt back (as a local client); all the rest.
+        mine = own_prompts(ca, sid, {"go"})
+        assert len(mine) == 1 and not own_prompts(cb, sid, {"go"})
+        assert durable_seqs(cb, sid) == [s for s in range(1, last + 1) if s not in mine]
+        # SSE on B: the same log, every seq once.
+        async with sse(b.base_url, sid, params={"after": 0, "token": alice}) as stream:
+            await stream.until(lambda f: f.get("id") == str(last))
+        ids = [int(f["id"]) for f in stream.frames if "id" in f]
+        assert [x for i, x in enumerate(ids) if i == 0 or ids[i - 1] != x] == list(range(1, last + 1))
+        # `session/load` on B: the history replayed from the log, then live (below).
+        cl = await WsClient.connect(b.base_url, token=alice)
+        loaded = await cl.call(
+            "session/load", {"sessionId": sid, "cwd": str(root / "alice"), "mcpServers": []}
+        )
+        assert loaded["modes"]["currentModeId"] == "default", loaded
+        chunks = ("user_message_chunk", "agent_message_chunk")
+        shown = [u["content"].get("text") for u in cl.updates(sid) if u["sessionUpdate"] in chunks]
+        assert "go" in shown and "All done." in shown, shown
 
-            # 2. A turn waiting on its question: attach mid-turn on B, interject, queue
-            #    edits and the permission answer, all from B.
-            cb.on_request = None
-            second = asyncio.create_task(cb.request("session/prompt", text_prompt(sid, "again")))
-            asked = await value_of(
-                lambda: (questions(cb, sid)[1:] or [None])[0], what="the second question on B"
+        # 2. A turn waiting on its question: attach mid-turn on B, interject, queue
+        #    edits and the permission answer, all from B.
+        cb.on_request = None
+        second = asyncio.create_task(cb.request("session/prompt", text_prompt(sid, "again")))
+        asked = await value_of(lambda: (questions(cb, sid)[1:] or [None])[0], what="the second question on B")
+        request_id = asked["params"]["_meta"]["agentd"]["requestId"] if "_meta" in asked["params"] else None
+        cursor = durable_seqs(cb, sid)[-1]
+        cb2 = await WsClient.connect(b.base_url, token=alice)
+        mid = await cb2.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": cursor})
+        snap = mid["snapshot"]
+        assert snap["status"] == "running" and len(snap["pendingPermissions"]) == 1, snap
+        request_id = request_id or snap["pendingPermissions"][0]["requestId"]
+        steer = await cb.call(
+            "_agentd/interject", {"sessionId": sid, "prompt": [{"type": "text", "text": "also"}]}
+        )
+        assert steer["status"] == "interjected" and steer["turnId"] == snap["turnId"], steer
+        queued = await cb.call(
+            "_agentd/prompt/enqueue", {"sessionId": sid, "prompt": [{"type": "text", "text": "later"}]}
+        )
+        assert queued["position"] == 1, queued
+        entry = await value_of(
+            lambda: queue_entry(cb, sid, queued["promptId"]), what="the queued prompt on B"
+        )
+        edited = await cb.call(
+            "_agentd/queue/edit",
+            {
+                "sessionId": sid,
+                "id": queued["promptId"],
+                "expectedVersion": entry["version"],
+                "text": "edited",
+            },
+        )
+        assert edited, edited
+        for client in (ca, cb, cb2):  # A's change, seen by every client from its own replica
+            await until(
+                lambda c=client: (queue_entry(c, sid, queued["promptId"]) or {}).get("text") == "edited",
+                what="the edit everywhere",
             )
-            request_id = (
-                asked["params"]["_meta"]["agentd"]["requestId"] if "_meta" in asked["params"] else None
+        version = queue_entry(cb, sid, queued["promptId"])["version"]  # type: ignore[index]
+        await cb.call(
+            "_agentd/queue/remove",
+            {"sessionId": sid, "id": queued["promptId"], "expectedVersion": version},
+        )
+        for client in (ca, cb2):
+            await until(
+                lambda c=client: (queue_entry(c, sid, queued["promptId"]) or {}).get("removed"),
+                what="the removal everywhere",
             )
-            cursor = durable_seqs(cb, sid)[-1]
-            cb2 = await _client(b.base_url, alice)
-            mid = await cb2.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": cursor})
-            snap = mid["snapshot"]
-            assert snap["status"] == "running" and len(snap["pendingPermissions"]) == 1, snap
-            request_id = request_id or snap["pendingPermissions"][0]["requestId"]
-            steer = await cb.call(
-                "_agentd/interject", {"sessionId": sid, "prompt": [{"type": "text", "text": "also"}]}
-            )
-            assert steer["status"] == "interjected" and steer["turnId"] == snap["turnId"], steer
-            queued = await cb.call(
-                "_agentd/prompt/enqueue", {"sessionId": sid, "prompt": [{"type": "text", "text": "later"}]}
-            )
-            assert queued["position"] == 1, queued
-            entry = await value_of(
-                lambda: queue_entry(cb, sid, queued["promptId"]), what="the queued prompt on B"
-            )
-            edited = await cb.call(
-                "_agentd/queue/edit",
-                {
-                    "sessionId": sid,
-                    "id": queued["promptId"],
-                    "expectedVersion": entry["version"],
-                    "text": "edited",
-                },
-            )
-            assert edited, edited
-            for client in (ca, cb, cb2):  # A's change, seen by every client from its own replica
-                await until(
-                    lambda c=client: (queue_entry(c, sid, queued["promptId"]) or {}).get("text") == "edited",
-                    what="the edit everywhere",
-                )
-            version = queue_entry(cb, sid, queued["promptId"])["version"]  # type: ignore[index]
-            await cb.call(
-                "_agentd/queue/remove",
-                {"sessionId": sid, "id": queued["promptId"], "expectedVersion": version},
-            )
-            for client in (ca, cb2):
-                await until(
-                    lambda c=client: (queue_entry(c, sid, queued["promptId"]) or {}).get("removed"),
-                    what="the removal everywhere",
-                )
-            answered = await cb2.call(
+        answered = await cb2.call(
+            "_agentd/permission/respond",
+            {"sessionId": sid, "requestId": request_id, "optionId": "allow_once"},
+        )
+        assert answered["outcome"] == "selected", answered
+        done = await asyncio.wait_for(second, 60)
+        assert done["result"]["stopReason"] == "end_turn", done
+        assert len(turn_ends(cb, sid)) == 2, "the answer came before its turn_ended"
+        last = await _last_seq(url, sid)
+        for client in (ca, cb, cb2, cl):
+            await until(lambda c=client: durable_seqs(c, sid)[-1:] == [last], what="every client at the end")
+        assert durable_seqs(cb2, sid) == list(range(cursor + 1, last + 1))  # from its cursor on
+        assert durable_seqs(ca, sid) == list(range(1, last + 1))
+        mine = own_prompts(ca, sid, {"go", "again"})
+        assert len(mine) == 2 and not own_prompts(cb, sid, {"go", "again"})
+        assert own_prompts(cb2, sid, {"also"}) == own_prompts(ca, sid, {"also"})  # others' prompts reach it
+        assert durable_seqs(cb, sid) == [s for s in range(1, last + 1) if s not in mine]
+
+        # 3. Cancel from B (a notification, as ACP clients send it).
+        third = asyncio.create_task(cb.request("session/prompt", text_prompt(sid, "stop me")))
+        await until(lambda: len(questions(cb, sid)) >= 3, what="the third question on B")
+        await cb.notify("session/cancel", {"sessionId": sid})
+        stopped = await asyncio.wait_for(third, 60)
+        assert stopped["result"]["stopReason"] == "cancelled", stopped
+        assert len(turn_ends(cb, sid)) == 3, "the answer came before its turn_ended"
+
+        # 4. Mallory on B is refused as on A: the session looks missing; nothing changes.
+        before = await _last_seq(url, sid)
+        cm = await WsClient.connect(b.base_url, token=mallory)
+        for method, params in [
+            ("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0}),
+            ("session/prompt", text_prompt(sid, "mine now")),
+            ("session/cancel", {"sessionId": sid}),
+            ("_agentd/queue/list", {"sessionId": sid}),
+            (
                 "_agentd/permission/respond",
-                {"sessionId": sid, "requestId": request_id, "optionId": "allow_once"},
+                {"sessionId": sid, "requestId": "perm_x", "optionId": "allow_once"},
+            ),
+        ]:
+            refused = await cm.request(method, params)
+            assert refused["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND, (method, refused)
+        assert await _last_seq(url, sid) == before
+
+        async with httpx.AsyncClient() as http:
+            metrics = (
+                await http.get(f"{b.base_url}/metrics", headers={"Authorization": f"Bearer {alice}"})
+            ).text
+        assert 'agentd_routed_commands_total{method="session/prompt",outcome="ok"} 3.0' in metrics, metrics
+        assert "agentd_notify_lag_seconds_count" in metrics
+
+        # 5. A dies while B waits for a prompt's answer: a clear error, not a hang.
+        # (The cancelled turn left the script mid-way: prompt until one waits on its question.)
+        while True:
+            asked_before = len(questions(cb, sid))
+            fourth = asyncio.create_task(cb.request("session/prompt", text_prompt(sid, "one more")))
+            await until(
+                lambda n=asked_before, t=fourth: t.done() or len(questions(cb, sid)) > n,  # type: ignore[misc]
+                what="a prompt ending or asking",
             )
-            assert answered["outcome"] == "selected", answered
-            done = await asyncio.wait_for(second, 60)
-            assert done["result"]["stopReason"] == "end_turn", done
-            assert len(turn_ends(cb, sid)) == 2, "the answer came before its turn_ended"
-            last = await _last_seq(url, sid)
-            for client in (ca, cb, cb2, cl):
-                await until(
-                    lambda c=client: durable_seqs(c, sid)[-1:] == [last], what="every client at the end"
-                )
-            assert durable_seqs(cb2, sid) == list(range(cursor + 1, last + 1))  # from its cursor on
-            assert durable_seqs(ca, sid) == list(range(1, last + 1))
-            mine = own_prompts(ca, sid, {"go", "again"})
-            assert len(mine) == 2 and not own_prompts(cb, sid, {"go", "again"})
-            assert own_prompts(cb2, sid, {"also"}) == own_prompts(
-                ca, sid, {"also"}
-            )  # others' prompts reach it
-            assert durable_seqs(cb, sid) == [s for s in range(1, last + 1) if s not in mine]
-
-            # 3. Cancel from B (a notification, as ACP clients send it).
-            third = asyncio.create_task(cb.request("session/prompt", text_prompt(sid, "stop me")))
-            await until(lambda: len(questions(cb, sid)) >= 3, what="the third question on B")
-            await cb.notify("session/cancel", {"sessionId": sid})
-            stopped = await asyncio.wait_for(third, 60)
-            assert stopped["result"]["stopReason"] == "cancelled", stopped
-            assert len(turn_ends(cb, sid)) == 3, "the answer came before its turn_ended"
-
-            # 4. Mallory on B is refused as on A: the session looks missing; nothing changes.
-            before = await _last_seq(url, sid)
-            cm = await _client(b.base_url, mallory)
-            for method, params in [
-                ("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0}),
-                ("session/prompt", text_prompt(sid, "mine now")),
-                ("session/cancel", {"sessionId": sid}),
-                ("_agentd/queue/list", {"sessionId": sid}),
-                (
-                    "_agentd/permission/respond",
-                    {"sessionId": sid, "requestId": "perm_x", "optionId": "allow_once"},
-                ),
-            ]:
-                refused = await cm.request(method, params)
-                assert refused["error"]["code"] == ErrorCode.RESOURCE_NOT_FOUND, (method, refused)
-            assert await _last_seq(url, sid) == before
-
-            async with httpx.AsyncClient() as http:
-                metrics = (
-                    await http.get(f"{b.base_url}/metrics", headers={"Authorization": f"Bearer {alice}"})
-                ).text
-            assert 'agentd_routed_commands_total{method="session/prompt",outcome="ok"} 3.0' in metrics, (
-                metrics
-            )
-            assert "agentd_notify_lag_seconds_count" in metrics
-
-            # 5. A dies while B waits for a prompt's answer: a clear error, not a hang.
-            # (The cancelled turn left the script mid-way: prompt until one waits on its question.)
-            while True:
-                asked_before = len(questions(cb, sid))
-                fourth = asyncio.create_task(cb.request("session/prompt", text_prompt(sid, "one more")))
-                await until(
-                    lambda n=asked_before, t=fourth: t.done() or len(questions(cb, sid)) > n,  # type: ignore[misc]
-                    what="a prompt ending or asking",
-                )
-                if not fourth.done():
-                    break
-            os.kill(a.pid, signal.SIGKILL)
-            lost = await asyncio.wait_for(fourth, 60)
-            assert lost["error"]["code"] == -32021, lost  # route_failed: retry, not a bug
-            assert lost["error"]["data"] == {"reason": "owner_lost", "retryable": True}, lost
-            for client in (ca, cb, cb2, cl, cm):
-                await client.close()
+            if not fourth.done():
+                break
+        os.kill(a.pid, signal.SIGKILL)
+        lost = await asyncio.wait_for(fourth, 60)
+        assert lost["error"]["code"] == -32021, lost  # route_failed: retry, not a bug
+        assert lost["error"]["data"] == {"reason": "owner_lost", "retryable": True}, lost
+        for client in (ca, cb, cb2, cl, cm):
+            await client.close()

@@ -12,7 +12,7 @@ from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, agent_text, text_prompt
 from tests.support.polling import until
-from tests.support.session import new_session
+from tests.support.session import new_session, served_session
 
 
 async def test_initialize_advertises_resume_close_delete(server_factory):
@@ -28,9 +28,7 @@ async def test_initialize_advertises_resume_close_delete(server_factory):
 
 async def test_resume_attaches_without_replaying(server_factory, workspace: Path):
     provider = scripted({"text": "first"}, {"text": "second"})
-    async with server_factory(provider) as server:
-        a = await server.client()
-        sid = await new_session(a, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, a, sid):
         await a.call("session/prompt", text_prompt(sid, "one"))
         b = await server.client()
         result = await b.call("session/resume", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
@@ -49,9 +47,7 @@ async def test_resume_attaches_without_replaying(server_factory, workspace: Path
 
 async def test_close_cancels_the_running_turn_and_the_session_stays_loadable(server_factory, workspace: Path):
     provider = scripted({"text": "x" * 200, "chunk_size": 2, "chunk_delay": 0.05}, {"text": "again"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, client, sid):
         prompt = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "talk")))
         await client.wait_notification(
             lambda m: (
@@ -72,9 +68,7 @@ async def test_close_cancels_the_running_turn_and_the_session_stays_loadable(ser
 
 
 async def test_delete_removes_the_session_everywhere(server_factory, workspace: Path):
-    async with server_factory(scripted({"text": "hi"})) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, scripted({"text": "hi"})) as (server, client, sid):
         await client.call("session/prompt", text_prompt(sid, "hello"))
         assert await client.call("session/delete", {"sessionId": sid}) == {}
         assert (await client.call("session/list", {}))["sessions"] == []
@@ -82,14 +76,11 @@ async def test_delete_removes_the_session_everywhere(server_factory, workspace: 
         with pytest.raises(RpcFailed) as err:
             await client.call("session/load", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []})
         assert err.value.code == -32002
-        await client.close()
 
 
 async def test_fork_copies_history_up_to_a_seq(server_factory, workspace: Path):
     provider = scripted({"text": "answer one"}, {"text": "answer two"}, {"text": "forked answer"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, client, sid):
         await client.call("session/prompt", text_prompt(sid, "question one"))
         await server.app.state.agentd.writer.barrier()
         cut = max(e.seq for e in await server.app.state.agentd.store.read_events(sid))
@@ -112,14 +103,11 @@ async def test_fork_copies_history_up_to_a_seq(server_factory, workspace: Path):
         with pytest.raises(RpcFailed) as err:
             await client.call("_agentd/session/fork", {"sessionId": sid, "upToSeq": 10_000})
         assert err.value.code == -32602
-        await client.close()
 
 
 async def test_a_retried_request_id_never_runs_twice(server_factory, workspace: Path):
     provider = scripted({"text": "slow answer", "delay": 0.3}, {"text": "other"})
-    async with server_factory(provider) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, client, sid):
         params = text_prompt(sid, "do it once", requestId="req-42")
         first = asyncio.create_task(client.request("session/prompt", params))
         await client.wait_notification(

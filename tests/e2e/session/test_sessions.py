@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
-from tests.support.session import new_session
+from tests.support.session import new_session, served_session
 
 INVALID_PARAMS = -32602
 
@@ -258,9 +258,7 @@ async def test_client_attached_by_load_receives_live_events_of_anothers_prompt(
     server_factory, workspace: Path
 ):
     provider = scripted({"text": "first answer"}, {"text": "second answer, streamed", "chunk_size": 5})
-    async with server_factory(provider) as server:
-        first = await server.client()
-        sid = await new_session(first, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, first, sid):
         await first.call("session/prompt", text_prompt(sid, "first question"))
 
         second = await server.client()
@@ -300,9 +298,7 @@ async def test_load_while_a_message_streams_still_assembles_the_whole_message(
 ):
     text = "".join(f"{i:03d} " for i in range(60))  # 240 chars, 60 chunks, ~1.2 s
     provider = scripted({"text": text, "chunk_size": 4, "chunk_delay": 0.02})
-    async with server_factory(provider) as server:
-        first = await server.client()
-        sid = await new_session(first, workspace)
+    async with served_session(server_factory, workspace, provider) as (server, first, sid):
         prompt = asyncio.create_task(first.call("session/prompt", text_prompt(sid, "count")))
         # Well into the message (10 of its 60 chunks), far from its end.
         await first.wait_notification(
@@ -331,9 +327,11 @@ async def test_load_while_a_message_streams_still_assembles_the_whole_message(
 
 
 async def test_set_mode_notifies_and_persists(server_factory, db_url: str, workspace: Path):
-    async with server_factory(scripted(), database_url=db_url) as server:
-        client = await server.client()
-        sid = await new_session(client, workspace)
+    async with served_session(server_factory, workspace, scripted(), database_url=db_url) as (
+        server,
+        client,
+        sid,
+    ):
         assert await client.call("session/set_mode", {"sessionId": sid, "modeId": "plan"}) == {}
         update = await client.wait_notification(
             lambda m: (
