@@ -15,16 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import websockets
 
 from protocol.jsonrpc import ErrorCode
-from server.auth import create_token
 from server.store.db import Store
 from server.store.routed import lease_holder
-from tests.conftest import postgres_database, scripted
+from tests.conftest import scripted
 from tests.support.client import WsClient
 from tests.support.polling import until
-from tests.support.proc import agentd_serve, write_script
+from tests.support.replicas import two_replicas
 from tests.support.session import new_session
 from tests.support.sse import sse
 
@@ -34,14 +32,6 @@ SCRIPT: list[dict[str, Any]] = [{"text": "ok"}]
 ATTACH = "_agentd/session/attach"
 DETACH = "_agentd/session/detach"
 DELETED = "session_deleted"
-
-
-async def _client(base: str, token: str | None = None) -> WsClient:
-    query = f"?token={token}" if token is not None else ""
-    ws = await websockets.connect(base.replace("http://", "ws://") + f"/acp{query}", max_size=None)
-    client = WsClient(ws)
-    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-    return client
 
 
 def _resyncs(client: WsClient, sid: str) -> list[dict[str, Any]]:
@@ -79,81 +69,72 @@ async def test_a_delete_on_either_replica_detaches_every_replicas_watchers(tmp_p
     root = tmp_path / "ws"
     cwd = root / "alice"
     cwd.mkdir(parents=True)
-    script = write_script(tmp_path / "script.json", SCRIPT, loop=True)
-    async with postgres_database() as url:
-        settings = {
-            "database_url": url,
-            "script": str(script),
-            "auth": "token",
-            "workspace_root": str(root),
-            "lease_ttl_s": "2",
-        }
-        async with (
-            agentd_serve(tmp_path / "a", "a.log", replica_id="replica-a", **settings) as a,
-            agentd_serve(tmp_path / "b", "b.log", replica_id="replica-b", **settings) as b,
-        ):
-            store = await Store.open(url)
-            try:
-                alice = (await create_token(store, "alice"))[0]
-                ca = await _client(a.base_url, alice)  # creates (owns on A) and deletes on A
-                wa = await _client(a.base_url, alice)  # watches on A (the owner's actor)
-                wb = await _client(b.base_url, alice)  # watches on B (from the log)
-                cb = await _client(b.base_url, alice)  # deletes from B (routed to A)
+    async with two_replicas(
+        tmp_path, SCRIPT, auth="token", workspace_root=str(root), lease_ttl_s="2"
+    ) as replicas:
+        a, b = replicas.a, replicas.b
+        store = await Store.open(replicas.url)
+        try:
+            (alice,) = await replicas.tokens("alice")
+            ca = await WsClient.connect(a.base_url, token=alice)  # creates (owns on A) and deletes on A
+            wa = await WsClient.connect(a.base_url, token=alice)  # watches on A (the owner's actor)
+            wb = await WsClient.connect(b.base_url, token=alice)  # watches on B (from the log)
+            cb = await WsClient.connect(b.base_url, token=alice)  # deletes from B (routed to A)
 
-                # 1. Rename on A: B's watcher gets the new title (a durable event, from the
-                #    log), and a later attach on B shows it in the snapshot.
-                first = await new_session(ca, cwd)
-                assert await lease_holder(store.engine, first) == "replica-a"
-                await wa.call(ATTACH, {"sessionId": first, "afterSeq": 0})
-                await wb.call(ATTACH, {"sessionId": first, "afterSeq": 0})
-                await ca.call("_agentd/session/rename", {"sessionId": first, "title": "renamed on A"})
-                await until(lambda: "renamed on A" in _titles(wb, first), what="B's watcher sees the title")
-                assert "renamed on A" in _titles(wa, first)
-                snap = await cb.call(ATTACH, {"sessionId": first, "afterSeq": 0})
-                assert snap["snapshot"]["title"] == "renamed on A", snap
-                assert snap["snapshot"]["ownedBy"] == "replica-a", snap
-                assert await cb.call(DETACH, {"sessionId": first}) == {"detached": True}
+            # 1. Rename on A: B's watcher gets the new title (a durable event, from the
+            #    log), and a later attach on B shows it in the snapshot.
+            first = await new_session(ca, cwd)
+            assert await lease_holder(store.engine, first) == "replica-a"
+            await wa.call(ATTACH, {"sessionId": first, "afterSeq": 0})
+            await wb.call(ATTACH, {"sessionId": first, "afterSeq": 0})
+            await ca.call("_agentd/session/rename", {"sessionId": first, "title": "renamed on A"})
+            await until(lambda: "renamed on A" in _titles(wb, first), what="B's watcher sees the title")
+            assert "renamed on A" in _titles(wa, first)
+            snap = await cb.call(ATTACH, {"sessionId": first, "afterSeq": 0})
+            assert snap["snapshot"]["title"] == "renamed on A", snap
+            assert snap["snapshot"]["ownedBy"] == "replica-a", snap
+            assert await cb.call(DETACH, {"sessionId": first}) == {"detached": True}
 
-                # 2. An SSE viewer on B too; then Alice deletes it on A (its owner).
-                async with sse(b.base_url, first, params={"after": 0, "token": alice}) as stream:
-                    await stream.until(lambda f: f.get("event") == "_agentd/session/snapshot")
-                    assert await ca.call("session/delete", {"sessionId": first}) == {}
-                    assert await store.get_session(first) is None
-                    await _told_deleted(wa, first, "A's other client told of the delete")
-                    await _told_deleted(wb, first, "B's watcher told of the delete")
-                    ended = await stream.until(lambda f: f.get("event") == "_agentd/resync_required")
-                    assert ended["data"]["reason"] == DELETED, ended
-                assert _resyncs(ca, first) == []  # the deleting client has its answer
-                # 3. Attaching again, on either replica, answers "not found".
-                for client in (ca, wa, wb, cb):
-                    await _not_found(client, first, cwd)
+            # 2. An SSE viewer on B too; then Alice deletes it on A (its owner).
+            async with sse(b.base_url, first, params={"after": 0, "token": alice}) as stream:
+                await stream.until(lambda f: f.get("event") == "_agentd/session/snapshot")
+                assert await ca.call("session/delete", {"sessionId": first}) == {}
+                assert await store.get_session(first) is None
+                await _told_deleted(wa, first, "A's other client told of the delete")
+                await _told_deleted(wb, first, "B's watcher told of the delete")
+                ended = await stream.until(lambda f: f.get("event") == "_agentd/resync_required")
+                assert ended["data"]["reason"] == DELETED, ended
+            assert _resyncs(ca, first) == []  # the deleting client has its answer
+            # 3. Attaching again, on either replica, answers "not found".
+            for client in (ca, wa, wb, cb):
+                await _not_found(client, first, cwd)
 
-                # 4. A second session, deleted from B: forwarded to A, which stops its actor
-                #    and deletes it; A's and B's watchers are both told and detached.
-                second = await new_session(ca, cwd)
-                await wa.call(ATTACH, {"sessionId": second, "afterSeq": 0})
-                await wb.call(ATTACH, {"sessionId": second, "afterSeq": 0})
-                await cb.call(ATTACH, {"sessionId": second, "afterSeq": 0})
-                assert await cb.call("session/delete", {"sessionId": second}) == {}
-                assert await store.get_session(second) is None
-                await _told_deleted(wa, second, "A's watcher told of the delete sent to B")
-                await _told_deleted(wb, second, "B's other watcher told of the delete sent to B")
-                await _told_deleted(ca, second, "the session's creator on A told of the delete")
-                # The deleting client is detached either way (its answer, or the NOTIFY first).
-                assert await cb.call(DETACH, {"sessionId": second}) == {"detached": False}
-                assert {r["reason"] for r in _resyncs(cb, second)} <= {DELETED}
-                for client in (ca, wa, wb, cb):
-                    await _not_found(client, second, cwd)
-                for client in (ca, wa, wb, cb):
-                    await client.close()
-            finally:
-                await store.close()
+            # 4. A second session, deleted from B: forwarded to A, which stops its actor
+            #    and deletes it; A's and B's watchers are both told and detached.
+            second = await new_session(ca, cwd)
+            await wa.call(ATTACH, {"sessionId": second, "afterSeq": 0})
+            await wb.call(ATTACH, {"sessionId": second, "afterSeq": 0})
+            await cb.call(ATTACH, {"sessionId": second, "afterSeq": 0})
+            assert await cb.call("session/delete", {"sessionId": second}) == {}
+            assert await store.get_session(second) is None
+            await _told_deleted(wa, second, "A's watcher told of the delete sent to B")
+            await _told_deleted(wb, second, "B's other watcher told of the delete sent to B")
+            await _told_deleted(ca, second, "the session's creator on A told of the delete")
+            # The deleting client is detached either way (its answer, or the NOTIFY first).
+            assert await cb.call(DETACH, {"sessionId": second}) == {"detached": False}
+            assert {r["reason"] for r in _resyncs(cb, second)} <= {DELETED}
+            for client in (ca, wa, wb, cb):
+                await _not_found(client, second, cwd)
+            for client in (ca, wa, wb, cb):
+                await client.close()
+        finally:
+            await store.close()
 
 
 async def test_a_delete_detaches_the_other_clients_of_one_server(server_factory, workspace: Path) -> None:
     async with server_factory(scripted({"text": "hi"})) as server:
-        owner = await _client(server.base_url)
-        watcher = await _client(server.base_url)
+        owner = await WsClient.connect(server.base_url)
+        watcher = await WsClient.connect(server.base_url)
         sid = await new_session(owner, workspace)
         await watcher.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
         async with sse(server.base_url, sid, params={"after": 0}) as stream:
