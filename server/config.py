@@ -282,6 +282,11 @@ class Settings(BaseSettings):
     # Queued prompts left by a previous run start again by themselves (R-E6).
     auto_resume: bool = True
 
+    # A background task that ends by itself while the session is idle starts a turn (source
+    # `task_notification`), at most this many in a row without a user prompt (wake.py).
+    wake_on_task_finish: bool = True
+    wake_max_consecutive: int = Field(default=3, ge=0)
+
     # SSE comment frames keep idle streams (and proxies) alive.
     sse_heartbeat_s: float = 15.0
     # Per-connection outgoing buffer (frames) before the client is told to resync.

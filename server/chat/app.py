@@ -97,6 +97,8 @@ class Chat:
         if kind == "turn_started":
             self.running = str(event.get("turnId"))
             self.started_or_gone(str(event.get("promptId")))
+            if event.get("source") == "task_notification":  # not ours: a finished background task
+                screen.line("a background task finished; the agent takes it up", style="dim")
         elif kind == "turn_ended":
             self.running = None
             style = "dim" if event.get("outcome") == "completed" else "red"

@@ -32,11 +32,12 @@ class EventKind(StrEnum):
     PLAN_MODE = "plan_mode"  # {plan}: the plan gate turned on or off
     CONFIG_OPTIONS = "config_options"  # {configOptions}: the full set after mode/model/agent changed
     SESSION_INFO = "session_info"  # {title, updatedAt}
-    TURN_STARTED = "turn_started"  # {turnId, promptId, kind, requestId?, messageIndex?}
+    TURN_STARTED = "turn_started"  # {turnId, promptId, kind, source, requestId?, messageIndex?}
     TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}
     PERMISSION_REQUESTED = "permission_requested"  # {requestId, toolCall, options}
     PERMISSION_RESOLVED = "permission_resolved"  # {requestId, outcome, optionId?}
     BACKGROUND_TASK = "background_task"  # a background task finished (server/core/task_notice.py)
+    BACKGROUND_TASK_STARTED = "background_task_started"  # {taskId, taskKind, summary, startedAt, turnId}
     REWOUND = "rewound"  # {turnId, files, restored, removed, notRestored, messages, turnsUndone}
     # transient
     AGENT_MESSAGE_CHUNK = "agent_message_chunk"  # {messageId, text}

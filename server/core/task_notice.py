@@ -38,6 +38,12 @@ class TaskEnd(StrEnum):
     COMPLETED = "completed"  # exit code 0
     FAILED = "failed"  # non-zero exit, could not start, stopped by its timeout or output cap
     KILLED = "killed"  # killed or terminated by a signal
+    INTERRUPTED = "interrupted"  # the session's process died (or stopped) while it ran: lost
+
+    @property
+    def on_its_own(self) -> bool:
+        """It ended by itself (not killed, not lost with its process): news worth a turn."""
+        return self in (TaskEnd.COMPLETED, TaskEnd.FAILED)
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,73 @@ class TaskCompletion:
             "exitCode": self.exit_code,
             "message": self.status,
         }
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any]) -> TaskCompletion:
+        """A stored `background_task` event read back (raises KeyError / ValueError)."""
+        task_id = str(p["taskId"])
+        exit_code = p.get("exitCode")
+        return cls(
+            task_id,
+            TaskKind(p["taskKind"]),
+            str(p.get("summary", "")),
+            TaskEnd(p["status"]),
+            str(p.get("message", "")),
+            exit_code if isinstance(exit_code, int) else None,
+            output_call(task_id),
+        )
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    """A background task that started: logged durably at once, so a session whose process
+    dies while it runs still knows of it after the restart (`server/core/task_history.py`)."""
+
+    kind: ClassVar[EventKind] = EventKind.BACKGROUND_TASK_STARTED
+
+    task_id: str
+    task_kind: TaskKind
+    summary: str
+    started_at: str  # ISO 8601, UTC
+    turn_id: str | None = None  # the turn whose tool call started it
+
+    def payload(self) -> dict[str, Any]:
+        """The `background_task_started` event (`_agentd/event`, docs/protocol.md)."""
+        payload = {
+            "taskId": self.task_id,
+            "taskKind": self.task_kind.value,
+            "summary": self.summary,
+            "startedAt": self.started_at,
+        }
+        if self.turn_id is not None:
+            payload["turnId"] = self.turn_id
+        return payload
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any]) -> TaskStart:
+        turn_id = p.get("turnId")
+        return cls(
+            str(p["taskId"]),
+            TaskKind(p["taskKind"]),
+            str(p.get("summary", "")),
+            str(p.get("startedAt", "")),
+            turn_id if isinstance(turn_id, str) else None,
+        )
+
+    def interrupted(self) -> TaskCompletion:
+        """How it ended when its process died with it: lost, and said so."""
+        noun = "task" if self.task_kind is TaskKind.BASH else "agent"
+        status = (
+            f"{noun} {self.task_id} was interrupted: the server stopped while it ran "
+            f"(started {self.started_at}); it is not running any more and its output is lost"
+        )
+        end, call = TaskEnd.INTERRUPTED, output_call(self.task_id)
+        return TaskCompletion(self.task_id, self.task_kind, self.summary, end, status, None, call)
+
+
+def output_call(task_id: str) -> str:
+    """The tool call that shows a task's output (or, for a lost one, its status)."""
+    return f'task_output (task_id "{task_id}")'
 
 
 class CompletionSource(Protocol):

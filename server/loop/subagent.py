@@ -43,11 +43,20 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from server.core.completion import CompletionRequirement
 from server.core.conversation import Message
-from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, stop_runners, wait_for_any
+from server.core.task_notice import (
+    TaskCompletion,
+    TaskEnd,
+    TaskKind,
+    TaskStart,
+    output_call,
+    stop_runners,
+    wait_for_any,
+)
 from server.loop.budget import BudgetState
 from server.loop.context import Conversation, TurnContext
 from server.loop.outcome import EndReason, OutcomeKind, TurnOutcome
@@ -167,12 +176,18 @@ class Subagents:
     on_usage: Callable[[UsageLedger], None] = lambda ledger: None
     # A background child finished: clients get a `background_task` event at once.
     on_finished: Callable[[TaskCompletion], None] = lambda completion: None
+    # A background child started: the session logs it, so a restart knows it was running.
+    on_started: Callable[[TaskStart], None] = lambda start: None
     _children: dict[str, _Child] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runners: set[asyncio.Task[None]] = field(default_factory=set)
     _closed: bool = False
 
     # --- spawning ---
+
+    def resume_ids(self, after: int) -> None:
+        """Number new children after `after` (ids of an earlier life stay unambiguous)."""
+        self._ids = itertools.count(after + 1)
 
     def running(self) -> list[str]:
         return [c.id for c in self._children.values() if not c.done]
@@ -286,6 +301,8 @@ class Subagents:
         self._runners.add(runner)
         runner.add_done_callback(self._runners.discard)
         if request.background:
+            now = datetime.now(UTC).isoformat()
+            self.on_started(TaskStart(child.id, TaskKind.AGENT, child.description, now, parent.turn_id))
             return ToolResult(
                 f"Started {child.id} ({child.agent}) in the background. Its answer arrives as a "
                 f'reminder when it finishes; read it any time with task_output (task_id "{child.id}").',
@@ -400,18 +417,22 @@ class Subagents:
 
     def completion(self, task_id: str) -> TaskCompletion:
         child = self._get(task_id)
-        read_with = f'task_output (task_id "{child.id}")'
         summary = child.description or child.agent
-        return TaskCompletion(
-            child.id, TaskKind.AGENT, summary, _end_of(child.outcome), self.status(child.id), None, read_with
-        )
+        end, status = _end_of(child.outcome), self.status(child.id)
+        return TaskCompletion(child.id, TaskKind.AGENT, summary, end, status, None, output_call(child.id))
+
+    def _unreported(self) -> list[_Child]:
+        return [c for c in self._children.values() if c.background and c.done and not c.reported]
+
+    def unreported(self) -> list[TaskCompletion]:
+        """Background children that ended and whose end the model has not seen yet."""
+        return [self.completion(c.id) for c in self._unreported()]
 
     def take_completions(self) -> list[TaskCompletion]:
         out: list[TaskCompletion] = []
-        for child in self._children.values():
-            if child.background and child.done and not child.reported:
-                child.reported = True
-                out.append(self.completion(child.id))
+        for child in self._unreported():
+            child.reported = True
+            out.append(self.completion(child.id))
         return out
 
     # --- lifecycle ---

@@ -5,15 +5,11 @@ inject a reminder message): before each sampling round, every background task th
 since the last round and that the model has not seen through `wait` / `task_output` is
 announced once, as one system reminder appended to the conversation (so it is persisted
 with it and a restarted session never announces it again). A task that finishes while the
-session is idle waits for the next turn's first round: a finished shell command starts no
-turn of its own (an unattended turn would spend tokens nobody asked for); the session's
-clients have already been told by the `background_task` event.
-
-The seed does count a background notification among the inputs that can open a turn (001:
-"根据 prompt_id 判断这条输入从哪来（用户、定时任务、后台通知、goal 等）"). Background sub-agents
-(R-T11) follow the shell tasks' rule for now: a child that finishes while the session is idle
-starts no turn (its clients get the `background_task` event and may prompt); the next turn's
-first round picks the reminder up here like any other.
+session is idle starts a turn of its own whose first round picks the reminder up here
+(`server/session/wake.py`, source `task_notification`: 001 counts "后台通知" among a prompt's
+sources), unless waking is off or capped — then the next turn's first round does. Tasks that
+died with an earlier server process are announced here too (as `interrupted`,
+`server/core/task_history.py`), through the session's `BackgroundTasks`.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from server.session.sinks import FrameSink
 from server.session.snapshot import Running, build_snapshot
 from server.session.subagents import session_subagents
 from server.session.turn_launch import RunningTurn, answer_turn, launch
+from server.session.wake import WakeStreak
 from server.store.db import SessionRecord
 from server.tools.background import BackgroundTasks
 from server.tools.hooks import StopHook
@@ -118,7 +119,11 @@ class SessionActor:
         self.queue = self.desk.entries  # waiting prompts, front first (the running one is not here)
         self.desk.restore(record.queue or [])
         self.path_locks: dict[str, asyncio.Lock] = {}
-        self.background = BackgroundTasks(on_finished=lambda task_id: self.send(TaskFinished(task_id)))
+        self.background = BackgroundTasks(
+            on_finished=lambda task_id: self.send(TaskFinished(task_id)),
+            on_started=lambda start: self.journal.emit(start.kind, start.payload()),
+        )
+        self.wake = WakeStreak()  # turns started by finished tasks since the last user prompt
         self.subagents = session_subagents(self)  # R-T11: the `task` tool's children
         self._task: asyncio.Task[None] | None = None
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
@@ -178,6 +183,7 @@ class SessionActor:
             return
         queued = self.queue.popleft()
         self.desk.changed()  # it left the visible queue (if it was ever in it)
+        self.wake.turn_started(queued.command.source)
         self._turn = launch(self, queued, new_id("turn"))
 
     def finish_turn(self, turn_id: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from server.loop.goal import GoalState
+from server.loop.outcome import OutcomeKind
 from server.session.actor_stop import shut_down
 from server.session.commands import (
     Attach,
@@ -37,6 +38,7 @@ from server.session.errors import SessionError, SessionErrorKind
 from server.session.prompt_queue import QueuedPrompt, new_id
 from server.session.queue_ops import QueueKind
 from server.session.rewind import rewind
+from server.session.wake import maybe_wake
 
 if TYPE_CHECKING:  # the actor's own handlers (same package)
     from server.session.actor import SessionActor
@@ -154,9 +156,12 @@ async def _on_compact(actor: SessionActor, cmd: Compact) -> None:
 
 @_handles(TaskFinished)
 async def _on_task_finished(actor: SessionActor, cmd: TaskFinished) -> None:
-    # Clients learn it now, idle or not; the model at its next sampling round (react).
-    done = actor.background.completion(cmd.task_id)
-    actor.journal.emit(done.kind, done.payload())
+    # Clients learn it now, idle or not; the model at its next sampling round (react) —
+    # and an idle session starts that round itself (wake.py).
+    if not cmd.announced:
+        done = actor.background.completion(cmd.task_id)
+        actor.journal.emit(done.kind, done.payload())
+    maybe_wake(actor)
 
 
 @_handles(Rewind)
@@ -206,8 +211,14 @@ async def _on_detach(actor: SessionActor, cmd: Detach) -> None:
 
 @_handles(TurnFinished)
 async def _on_turn_finished(actor: SessionActor, cmd: TurnFinished) -> None:
+    turn = actor.running
+    if turn is not None and turn.id == cmd.turn_id and turn.outcome is not None:
+        if turn.outcome.kind is OutcomeKind.CANCELLED:
+            actor.wake.paused = True  # stopped by someone: nothing wakes until the user prompts
     actor.finish_turn(cmd.turn_id)
     actor.start_next_turn()
+    # A task that ended after the turn's last sampling round was never announced in it.
+    maybe_wake(actor)
 
 
 _handles(Shutdown)(shut_down)

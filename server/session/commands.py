@@ -43,6 +43,14 @@ class EnqueueAck:
 ROUTED_FROM = "routedFrom"
 
 
+class PromptSource(StrEnum):
+    """Where a prompt came from, shown to clients on its `turn_started` (001: "根据 prompt_id
+    判断这条输入从哪来（用户、定时任务、后台通知、goal 等）")."""
+
+    USER = "user"  # a client's prompt, enqueue or interjection
+    TASK_NOTIFICATION = "task_notification"  # a background task finished while the session was idle
+
+
 @dataclass
 class Prompt:
     blocks: list[ContentBlock]
@@ -53,6 +61,7 @@ class Prompt:
     send_now: bool = False  # run right after the current turn (and cancel it unless a goal is active)
     # Answered once the prompt is durably queued (or started).
     ack: asyncio.Future[EnqueueAck] | None = None
+    source: PromptSource = PromptSource.USER
 
 
 @dataclass
@@ -209,9 +218,11 @@ class TurnFinished:
 
 @dataclass
 class TaskFinished:
-    """A background task of this session finished (announced to clients once)."""
+    """A background task of this session finished (announced to clients once); in an idle
+    session it may start a turn (server/session/wake.py)."""
 
     task_id: str
+    announced: bool = False  # its `background_task` event is already out (a sub-agent's)
 
 
 @dataclass

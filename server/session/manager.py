@@ -24,7 +24,7 @@ from server.session.errors import (
     shutting_down,
 )
 from server.session.leases import SessionLeases
-from server.session.recovery import REMEMBERED_TURNS, TURN_BOUNDARIES, recover
+from server.session.recovery import RECENT_KINDS, RECENT_LIMIT, recover
 from server.session.services import ActorServices
 from server.store.db import LoadedSession, SessionRecord, Store
 from server.store.leases import is_stale_fence
@@ -130,7 +130,7 @@ class SessionManager:
             await self.leases.acquire(session_id)
             try:
                 loaded = await self._store.load_session(
-                    session_id, recent_kinds=TURN_BOUNDARIES, recent_limit=REMEMBERED_TURNS
+                    session_id, recent_kinds=RECENT_KINDS, recent_limit=RECENT_LIMIT
                 )
                 if loaded is None:
                     self.leases.release(session_id)

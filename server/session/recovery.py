@@ -1,6 +1,7 @@
 """Crash repair when a session's actor is loaded from the store (R-E1, R-E6, R-L3c): what
 the server was doing when it died is closed durably before anyone can attach — tool calls
-without a result, messages cut off mid-stream, the turn that never ended — and the recent
+without a result, messages cut off mid-stream, the turn that never ended, background tasks
+that were running (they end `interrupted`: server/core/task_history.py) — and the recent
 turns' requestIds are remembered so a client's retry learns how they ended."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from server.core.events import EventKind
+from server.core.task_history import replay
+from server.core.task_notice import TaskKind
 from server.session.commands import PromptDone
 from server.store.db import SessionRecord, Store, StoredEvent
 
@@ -20,19 +23,26 @@ CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUN
 # store reads these boundaries with the session (`Store.load_session`).
 REMEMBERED_TURNS = 200
 TURN_BOUNDARIES = (EventKind.TURN_STARTED.value, EventKind.TURN_ENDED.value)
+# Background tasks' starts and ends, read in the same query: a task whose start is among the
+# newest RECENT_LIMIT of these events is paired with its end (older ones are forgotten).
+TASK_MARKS = (EventKind.BACKGROUND_TASK_STARTED.value, EventKind.BACKGROUND_TASK.value)
+REMEMBERED_TASK_MARKS = 200
+RECENT_KINDS = (*TURN_BOUNDARIES, *TASK_MARKS)
+RECENT_LIMIT = REMEMBERED_TURNS + REMEMBERED_TASK_MARKS
 
 
 async def recover(
     store: Store, actor: SessionActor, record: SessionRecord, recent: list[StoredEvent]
 ) -> None:
     """Repair what the log of a session loaded from the store left open (before it starts).
-    `recent`: its newest REMEMBERED_TURNS events of the TURN_BOUNDARIES kinds, oldest first."""
+    `recent`: its newest RECENT_LIMIT events of the RECENT_KINDS, oldest first."""
     # The server died mid-tool: those calls end "interrupted", in the conversation and
     # for clients replaying the log.
     actor.journal.close_dangling_tool_calls()
     if record.partial:
         await _recover_partial_text(store, actor, record.partial)
-    closed = _recover_interrupted_turn(actor, recent)
+    closed = _recover_interrupted_turn(actor, [e for e in recent if e.kind in TURN_BOUNDARIES])
+    _recover_background_tasks(actor, [e for e in recent if e.kind in TASK_MARKS])
     if record.running_turn is not None and not closed:
         # The log has no open turn (it ended after all): nothing to take over any more.
         actor.journal.persist_fields({"running_turn": None})
@@ -94,3 +104,19 @@ def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> Non
     if isinstance(request_id, str):
         done = PromptDone(started.get("promptId") or "", started["turnId"], outcome)
         actor.remember_outcome(request_id, done)
+
+
+def _recover_background_tasks(actor: SessionActor, marks: list[StoredEvent]) -> None:
+    """Background tasks die with their process: one that was running ends `interrupted`
+    (a durable `background_task` event, announced to the model at its next sampling round;
+    it starts no turn). Every task of the earlier lives stays known to `task_output`, and
+    new ids continue after theirs."""
+    history = replay((e.kind, e.payload) for e in marks)
+    for done in history.ended.values():
+        actor.background.earlier.add(done, announce=False)
+    for start in history.open:
+        lost = start.interrupted()
+        actor.journal.emit(lost.kind, lost.payload())
+        actor.background.earlier.add(lost, announce=True)
+    actor.background.resume_ids(history.last_ids.get(TaskKind.BASH, 0))
+    actor.subagents.resume_ids(history.last_ids.get(TaskKind.AGENT, 0))

@@ -3,18 +3,20 @@ of each turn.
 
 A background child's usage joins the session's ledger when it finishes (persisted like a
 turn's), and clients learn of its end at once through a `background_task` event, as for a
-background shell command.
+background shell command; its start is logged too (`background_task_started`: a restart
+ends it `interrupted`), and its end may wake an idle session (wake.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from server.core.task_notice import TaskCompletion
+from server.core.task_notice import TaskCompletion, TaskStart
 from server.loop.context import TurnContext
 from server.loop.subagent import TASK_TOOL, Subagents
 from server.loop.subagent_limits import SubagentLimits
 from server.loop.usage import UsageLedger
+from server.session.commands import TaskFinished
 from server.tools.base import Tool
 from server.tools.hooks import StopHook
 
@@ -30,8 +32,12 @@ def session_subagents(actor: SessionActor) -> Subagents:
         actor.usage.merge(ledger)
         actor.journal.persist_fields({"usage": actor.usage.to_dict()})
 
+    def on_started(start: TaskStart) -> None:
+        actor.journal.emit(start.kind, start.payload())  # a restart learns it was running
+
     def on_finished(done: TaskCompletion) -> None:
         actor.journal.emit(done.kind, done.payload())
+        actor.send(TaskFinished(done.task_id, announced=True))  # an idle session may wake
 
     return Subagents(
         agents=services.agents,
@@ -40,6 +46,7 @@ def session_subagents(actor: SessionActor) -> Subagents:
         stop_hooks=cast("list[StopHook]", list(services.hooks.subagent_stop)),
         on_usage=on_usage,
         on_finished=on_finished,
+        on_started=on_started,
     )
 
 

@@ -34,7 +34,7 @@ from server.loop.structured import OutputSchema
 from server.loop.subagent import TASK_TOOL
 from server.loop.toolrun import execute_tool_round
 from server.loop.turn import run_compaction_job, run_turn
-from server.session.commands import ROUTED_FROM, Prompt, PromptDone, TurnFinished
+from server.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
 from server.session.local_commands import (
     LocalCommand,
     Skill,
@@ -216,7 +216,12 @@ def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
 def _announce_turn(
     actor: SessionActor, turn_id: str, queued: QueuedPrompt, message_index: int | None
 ) -> None:
-    started: dict[str, Any] = {"turnId": turn_id, "promptId": queued.id, "kind": queued.kind.value}
+    started: dict[str, Any] = {
+        "turnId": turn_id,
+        "promptId": queued.id,
+        "kind": queued.kind.value,
+        "source": queued.command.source.value,  # why it started: a user, a finished task (wake.py)
+    }
     if message_index is not None:  # a turn a rewind can undo: where it cuts the conversation
         started["messageIndex"] = message_index
     if (request_id := request_id_of(queued.command.meta)) is not None:
@@ -227,12 +232,15 @@ def _announce_turn(
 def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
     """Announce the entry (its user message, the title, `turn_started`) and start its runner."""
     cmd = queued.command
-    plan = classify(queued.kind, prompt_text(cmd.blocks), actor.services.skills)
+    # A wake turn (wake.py) has no text of its own: the task's reminder is its first input.
+    woken = cmd.source is PromptSource.TASK_NOTIFICATION
+    skills = actor.services.skills
+    plan = Launch(QueueKind.PROMPT) if woken else classify(queued.kind, prompt_text(cmd.blocks), skills)
     before = len(actor.conversation)  # where a rewind of this turn cuts the conversation
     queued.kind = plan.kind
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
-    if plan.shown_to_clients:
+    if plan.shown_to_clients and not woken:
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
             actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))

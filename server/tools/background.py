@@ -9,7 +9,9 @@ every group; the session calls it when it ends.
 
 Each finished task is announced once (server/core/task_notice.py): `on_finished` tells the
 session at once (its clients get an event), and `take_completions` hands the turn the ones
-the model has not seen yet, for the reminder before its next sampling round.
+the model has not seen yet, for the reminder before its next sampling round. `on_started`
+lets the session log each start, so that after a restart a task that died with the process
+is known and ended `interrupted` (`earlier`: server/core/task_history.py).
 
 Waits are preemptible (R-T7): `wait()` returns early with reason `interrupted` as soon as
 the session's `interrupted` event is set (also when it is already set), so user input
@@ -24,10 +26,20 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, stop_runners, wait_for_any
+from server.core.task_history import EarlierTasks
+from server.core.task_notice import (
+    TaskCompletion,
+    TaskEnd,
+    TaskKind,
+    TaskStart,
+    output_call,
+    stop_runners,
+    wait_for_any,
+)
 from server.tools.agent_tasks import AgentTasks
 from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from server.tools.bash import (
@@ -106,12 +118,24 @@ def _mark_finished(t: _Task, on_finished: Callable[[str], None] | None = None) -
 class BackgroundTasks:
     """The background shell tasks of one session."""
 
-    def __init__(self, on_finished: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_finished: Callable[[str], None] | None = None,
+        on_started: Callable[[TaskStart], None] | None = None,
+    ) -> None:
         self._tasks: dict[str, _Task] = {}
         self._ids = itertools.count(1)
         self._closed = False
         # Called once per task, right after it finished (the session emits the event).
         self.on_finished = on_finished
+        # Called as it starts: the session logs it, so a restart knows it was running.
+        self.on_started = on_started
+        # Tasks of the session's earlier lives (server/core/task_history.py).
+        self.earlier = EarlierTasks()
+
+    def resume_ids(self, after: int) -> None:
+        """Number new tasks after `after` (ids of an earlier life stay unambiguous)."""
+        self._ids = itertools.count(after + 1)
 
     def _finished(self, t: _Task) -> None:
         _mark_finished(t, self.on_finished)
@@ -144,6 +168,9 @@ class BackgroundTasks:
             finished=loop.create_future(),
         )
         self._tasks[task.id] = task
+        if self.on_started is not None:
+            now = datetime.now(UTC).isoformat()
+            self.on_started(TaskStart(task.id, TaskKind.BASH, command, now))
         task.runner = loop.create_task(self._run(task, Path(cwd)), name=f"background {task.id}")
         # Also covers a runner cancelled before its first step, whose body never runs.
         task.runner.add_done_callback(lambda _: self._finished(task))
@@ -201,13 +228,17 @@ class BackgroundTasks:
             end = TaskEnd.KILLED
         else:
             end = TaskEnd.FAILED
-        read_with = f'task_output (task_id "{t.id}")'
-        return TaskCompletion(t.id, TaskKind.BASH, t.command, end, self.status(t.id), rc, read_with)
+        return TaskCompletion(t.id, TaskKind.BASH, t.command, end, self.status(t.id), rc, output_call(t.id))
+
+    def unreported(self) -> list[TaskCompletion]:
+        """Finished tasks (of this life and earlier ones) the model has not seen yet."""
+        mine = [self.completion(t.id) for t in self._tasks.values() if t.done and not t.reported]
+        return [*self.earlier.unreported(), *mine]
 
     def take_completions(self) -> list[TaskCompletion]:
         """Finished tasks not yet announced, each handed out once. A task whose end the
         model already saw through `wait` / `task_output` is not announced again."""
-        out: list[TaskCompletion] = []
+        out = self.earlier.take_completions()
         for t in self._tasks.values():
             if t.done and not t.reported:
                 t.reported = True  # announced: never again, and `wait` for any task skips it
@@ -423,6 +454,9 @@ class TaskOutput:
         if ctx.agents is not None and ctx.agents.knows(task_id):  # a background sub-agent (R-T11)
             return await _agent_output(ctx.agents, task_id, args, ctx.interrupted)
         bg = _background(ctx)
+        if task_id not in bg.ids() and bg.earlier.knows(task_id):  # before a restart: its end
+            output, raw = bg.earlier.report(task_id)
+            return ToolResult(output=output, raw_output=raw)
         bg._get(task_id)  # unknown id: a readable error before any waiting
         do_wait = args.get("wait", False)
         if do_wait is None:

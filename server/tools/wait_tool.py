@@ -63,6 +63,9 @@ class Wait:
         bg = _background(ctx)
         task_id = _task_id_arg(args)
         timeout = _wait_timeout(args)
+        if task_id is not None and task_id not in bg.ids() and bg.earlier.knows(task_id):
+            text, earlier = bg.earlier.report(task_id)  # it ended before a restart: nothing to wait for
+            return ToolResult(output=text, raw_output={"reason": "done", **earlier})
         result = await bg.wait(task_id, timeout, ctx.interrupted)
         raw: dict[str, Any] = {"reason": result.reason, "taskId": result.task_id, "running": result.running}
         if result.reason == "done" and result.task_id is not None:

@@ -293,8 +293,13 @@ async def test_background_child_reports_through_task_output_and_its_live_usage_i
         NEVER,
     )
     child = GatedProvider(scripted({"text": "Background result: 7"}, NEVER), hold={0})
+    # The user asks after the child ended (an idle session waking by itself: test_background_wake.py).
     async with served_session(
-        server_factory, workspace, RoutedProvider(parent, {"WAITER": child}), agents_dir=agents_dir
+        server_factory,
+        workspace,
+        RoutedProvider(parent, {"WAITER": child}),
+        agents_dir=agents_dir,
+        wake_on_task_finish=False,
     ) as (_, client, sid):
         first = await client.call("session/prompt", text_prompt(sid, "start it"))
         await child.held(0)
@@ -338,7 +343,8 @@ async def test_a_running_background_child_keeps_its_session_from_being_evicted(
         NEVER,
     )
     child = GatedProvider(scripted({"text": "Background result: 7"}, NEVER), hold={0})
-    async with server_factory(RoutedProvider(parent, {"WAITER": child}), agents_dir=agents_dir) as server:
+    routed = RoutedProvider(parent, {"WAITER": child})
+    async with server_factory(routed, agents_dir=agents_dir, wake_on_task_finish=False) as server:
         manager = server.app.state.agentd.manager
         client = await server.client()
         sid = await new_session(client, workspace)

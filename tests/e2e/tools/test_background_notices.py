@@ -6,8 +6,9 @@ and "后台通知" is one of the inputs a turn knows (001). A background `bash` 
 - during a turn → the next model request carries one system reminder (task id, command,
   exit status, the `task_output` call that reads it), and clients get a `background_task`
   `_agentd/event` as soon as it finishes;
-- while the session is idle → the event at once, the reminder in the next turn's first
-  request; no turn starts on its own;
+- while the session is idle and waking is off (`wake_on_task_finish=False`) → the event at
+  once, the reminder in the next turn's first request; no turn starts on its own (with
+  waking on, the default, a turn starts by itself: test_background_wake.py);
 - either way it is announced once: later requests hold that one reminder in their history
   and no new one; a task whose end the model saw through `wait` gets no reminder at all.
 
@@ -121,7 +122,9 @@ async def test_task_finishing_during_a_turn_reaches_the_next_request_once(server
         await client.close()
 
 
-async def test_task_finishing_while_idle_is_in_the_next_turns_first_request(server_factory, workspace: Path):
+async def test_task_finishing_while_idle_without_waking_is_in_the_next_turns_first_request(
+    server_factory, workspace: Path
+):
     fifo = make_fifo(workspace)
     provider = scripted(
         {"tool_calls": [{**START_JOB, "id": "call_bg"}]},
@@ -129,7 +132,8 @@ async def test_task_finishing_while_idle_is_in_the_next_turns_first_request(serv
         {"text": "It failed with exit code 3."},
         {"text": "Nothing new."},
     )
-    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+    off = {"permission_mode": PermissionMode.BYPASS, "wake_on_task_finish": False}
+    async with server_factory(provider, **off) as server:
         client = await server.client()
         sid = await new_session(client, workspace)
         await client.call("session/prompt", text_prompt(sid, "start the job"))
