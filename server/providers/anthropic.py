@@ -93,7 +93,11 @@ class AnthropicProvider:
     def encode_body(self, request: ProviderRequest) -> bytes:
         """`build_body(request)` encoded, the conversation's bytes reused from the session's
         previous call (`anthropic_wire`)."""
-        return self._wire.encode_body(request, self.options)
+        return b"".join(self.encode_pieces(request))
+
+    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
+        """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
+        return self._wire.encode_pieces(request, self.options)
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -112,7 +116,7 @@ class AnthropicProvider:
         response, deadline = await open_stream(
             self._client,
             self._url,
-            self.encode_body(request),
+            self.encode_pieces(request),
             self._headers(),
             self._timeout,
             base_url=self.base_url,

@@ -28,7 +28,7 @@ from server.providers.anthropic_request import (
     mark_cached,
     wants_thinking,
 )
-from server.providers.wire_cache import MAX_SESSIONS, wire_body
+from server.providers.wire_cache import MAX_SESSIONS, Spliced, as_joined_array, wire_pieces
 
 
 def _sort_user_blocks(entry: dict[str, Any]) -> None:
@@ -75,9 +75,9 @@ class _Translated:
                 self.encoded.append(orjson.dumps(self.entries[-1]))
             self.entries.append({"role": role, "content": blocks})
 
-    def array(self, marks: bool) -> orjson.Fragment:
+    def array(self, marks: bool) -> Spliced:
         if not self.entries:
-            return orjson.Fragment(b"[]")
+            return as_joined_array([])
         last = self.entries[-1]
         _sort_user_blocks(last)
         parts = [*self.encoded, orjson.dumps(last)]
@@ -90,7 +90,7 @@ class _Translated:
                 previous = _marked(self.entries[-3])
                 if previous is not None:
                     parts[-3] = orjson.dumps(previous)
-        return orjson.Fragment(b"[" + b",".join(parts) + b"]")
+        return as_joined_array(parts)
 
 
 class AnthropicWire:
@@ -112,9 +112,10 @@ class AnthropicWire:
             self._sessions.popitem(last=False)
         return state
 
-    def encode_body(self, request: ProviderRequest, options: AnthropicOptions) -> bytes:
-        """`build_body(request, options)` encoded (the stdlib path when orjson refuses it)."""
-        return wire_body(lambda: self._fast(request, options), lambda: build_body(request, options))
+    def encode_pieces(self, request: ProviderRequest, options: AnthropicOptions) -> list[bytes]:
+        """`build_body(request, options)` encoded, in pieces (the stdlib path when orjson
+        refuses it)."""
+        return wire_pieces(lambda: self._fast(request, options), lambda: build_body(request, options))
 
     def _fast(self, request: ProviderRequest, options: AnthropicOptions) -> dict[str, Any]:
         if request.session_id is None:

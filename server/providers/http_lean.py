@@ -25,7 +25,7 @@ import asyncio
 import select
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 
 import httpx
@@ -150,6 +150,41 @@ async def _within(
 def _expire(fut: asyncio.Future[None], error: type[httpx.TimeoutException], message: str) -> None:
     if not fut.done():
         fut.set_exception(error(message))
+
+
+class BodyPieces(httpx.AsyncByteStream, httpx.SyncByteStream):
+    """A request body given in pieces (the providers' encoded conversation in segments):
+    written to the connection as they are, not joined first — at a long conversation's
+    size a joined copy is a fresh mmapped block, page faults included, on every request.
+    Other readers (another transport, `request.read()`) iterate the pieces."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.length = sum(map(len, pieces))
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            yield piece
+
+
+_SMALL_PIECE = 4096  # smaller pieces go out joined with their neighbours (fewer writes)
+
+
+async def _write_pieces(conn: _Connection, head: bytes, pieces: list[bytes], limit_s: float | None) -> None:
+    batch = [head]
+    for piece in pieces:
+        if len(piece) < _SMALL_PIECE:
+            batch.append(piece)
+            continue
+        if batch:
+            await conn.write(b"".join(batch), limit_s)
+            batch = []
+        await conn.write(piece, limit_s)
+    if batch:
+        await conn.write(b"".join(batch), limit_s)
 
 
 class _Body(httpx.AsyncByteStream):
@@ -287,12 +322,22 @@ class LeanTransport(httpx.AsyncBaseTransport):
             url = request.url
             key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
             head = _request_head(request)
-            body = request.content if _has_bytes(request) else await _read_body(request)
+            stream = request.stream
+            # A small body in pieces goes out in one write with the head, as bytes would.
+            pieces = stream.pieces if isinstance(stream, BodyPieces) and stream.length >= 65536 else None
+            if pieces is None:
+                if isinstance(stream, BodyPieces):
+                    body = b"".join(stream.pieces)
+                else:
+                    body = request.content if _has_bytes(request) else await _read_body(request)
             conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"))
             self.active += 1
-            await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
-            if len(body) >= 65536:
-                await conn.write(body, timeouts.get("write"))
+            if pieces is not None:
+                await _write_pieces(conn, head, pieces, timeouts.get("write"))
+            else:
+                await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
+                if len(body) >= 65536:
+                    await conn.write(body, timeouts.get("write"))
             response = await _read_head(conn, request, timeouts.get("read"), self)
         except BaseException:
             if conn is not None:
