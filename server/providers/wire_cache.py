@@ -70,15 +70,6 @@ def as_array(parts: list[bytes], first: bytes = b"") -> Spliced:
     return Spliced(pieces)
 
 
-def as_joined_array(items: list[bytes]) -> Spliced:
-    """Encoded items (no commas) as one JSON array."""
-    if not items:
-        return Spliced([b"[]"])
-    pieces = [b","] * (2 * len(items) - 1)
-    pieces[::2] = items
-    return Spliced([b"[", *pieces, b"]"])
-
-
 # Encoded messages are kept joined in segments of about this many bytes: a request's body is
 # then a few segments, not one piece per message (`bytes.join` allocates a buffer record
 # per piece — at a few thousand messages a fresh mmapped block per request).

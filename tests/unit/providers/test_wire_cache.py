@@ -125,6 +125,30 @@ def _check(provider: Any, request: ProviderRequest) -> None:
 def test_encoded_bodies_equal_the_plain_bodies_after_every_edit(
     edits: list[tuple[Any, ...]], system: str, tools: list[ToolSpec], reasoning: bool
 ) -> None:
+    _edit_and_check(edits, system, tools, reasoning)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(_edit, min_size=1, max_size=12),
+    st.sampled_from(["", "You are terse."]),
+    st.sampled_from([0, 1, 30]),
+    st.booleans(),
+)
+def test_encoded_bodies_equal_the_plain_bodies_with_small_segments(
+    edits: list[tuple[Any, ...]], system: str, segment: int, reasoning: bool
+) -> None:
+    # Every few messages close a segment (OpenAI, Responses, Anthropic entries alike).
+    saved, wire_cache.SEGMENT_BYTES = wire_cache.SEGMENT_BYTES, segment
+    try:
+        _edit_and_check(edits, system, TOOLS, reasoning)
+    finally:
+        wire_cache.SEGMENT_BYTES = saved
+
+
+def _edit_and_check(
+    edits: list[tuple[Any, ...]], system: str, tools: list[ToolSpec], reasoning: bool
+) -> None:
     providers = _providers()
     history: list[Message] = []
     for edit in edits:
@@ -252,7 +276,7 @@ def test_a_placeholder_count_mismatch_joins_the_arrays_apart() -> None:
     assert _joined({"x": array, "y": 1}) == b'{"x":[{"a":1},{"b":2}],"y":1}'
     # A body whose other parts held a raw NUL (orjson never writes one): still exact.
     raw = orjson.Fragment(b'"\x00"')
-    assert _joined({"x": wire_cache.as_joined_array([b"1", b"2"]), "z": raw}) == b'{"x":[1,2],"z":"\x00"}'
+    assert _joined({"x": wire_cache.Spliced([b"[1,", b"2]"]), "z": raw}) == b'{"x":[1,2],"z":"\x00"}'
     assert _joined({"x": wire_cache.as_array([b"", b""])}) == b'{"x":[]}'
 
 
