@@ -170,21 +170,20 @@ class BodyPieces(httpx.AsyncByteStream, httpx.SyncByteStream):
             yield piece
 
 
-_SMALL_PIECE = 4096  # smaller pieces go out joined with their neighbours (fewer writes)
+_BATCH = 16 * 1024  # neighbouring pieces go out joined up to this size (fewer writes)
 
 
 async def _write_pieces(conn: _Connection, head: bytes, pieces: list[bytes], limit_s: float | None) -> None:
-    batch = [head]
+    """The head and the pieces, in order; small neighbours joined, large pieces as they are."""
+    batch, size = [head], len(head)
     for piece in pieces:
-        if len(piece) < _SMALL_PIECE:
-            batch.append(piece)
-            continue
-        if batch:
-            await conn.write(b"".join(batch), limit_s)
-            batch = []
-        await conn.write(piece, limit_s)
+        if batch and size + len(piece) > _BATCH:
+            await conn.write(batch[0] if len(batch) == 1 else b"".join(batch), limit_s)
+            batch, size = [], 0
+        batch.append(piece)
+        size += len(piece)
     if batch:
-        await conn.write(b"".join(batch), limit_s)
+        await conn.write(batch[0] if len(batch) == 1 else b"".join(batch), limit_s)
 
 
 class _Body(httpx.AsyncByteStream):
