@@ -25,10 +25,12 @@ import asyncio
 import select
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import httpx
+
+from server.providers.http_body import BodyPieces, batches
 
 _MAX_HEAD = 256 * 1024  # response status line + headers
 _MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
@@ -150,40 +152,6 @@ async def _within(
 def _expire(fut: asyncio.Future[None], error: type[httpx.TimeoutException], message: str) -> None:
     if not fut.done():
         fut.set_exception(error(message))
-
-
-class BodyPieces(httpx.AsyncByteStream, httpx.SyncByteStream):
-    """A request body given in pieces (the providers' encoded conversation in segments):
-    written to the connection as they are, not joined first — at a long conversation's
-    size a joined copy is a fresh mmapped block, page faults included, on every request.
-    Other readers (another transport, `request.read()`) iterate the pieces."""
-
-    def __init__(self, pieces: list[bytes]) -> None:
-        self.pieces = pieces
-        self.length = sum(map(len, pieces))
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self.pieces
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for piece in self.pieces:
-            yield piece
-
-
-_BATCH = 16 * 1024  # neighbouring pieces go out joined up to this size (fewer writes)
-
-
-async def _write_pieces(conn: _Connection, head: bytes, pieces: list[bytes], limit_s: float | None) -> None:
-    """The head and the pieces, in order; small neighbours joined, large pieces as they are."""
-    batch, size = [head], len(head)
-    for piece in pieces:
-        if batch and size + len(piece) > _BATCH:
-            await conn.write(batch[0] if len(batch) == 1 else b"".join(batch), limit_s)
-            batch, size = [], 0
-        batch.append(piece)
-        size += len(piece)
-    if batch:
-        await conn.write(batch[0] if len(batch) == 1 else b"".join(batch), limit_s)
 
 
 class _Body(httpx.AsyncByteStream):
@@ -332,7 +300,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
             conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"))
             self.active += 1
             if pieces is not None:
-                await _write_pieces(conn, head, pieces, timeouts.get("write"))
+                for out in batches(head, pieces):
+                    await conn.write(out, timeouts.get("write"))
             else:
                 await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
                 if len(body) >= 65536:

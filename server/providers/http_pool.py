@@ -16,7 +16,8 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
-from server.providers.http_lean import BodyPieces, LeanTransport
+from server.providers.http_body import BodyPieces
+from server.providers.http_lean import LeanTransport
 
 # Many sessions stream at once, each holding a connection for its whole answer: enough
 # kept alive that a busy server does not reconnect per turn. An idle connection is dropped

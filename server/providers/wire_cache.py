@@ -5,11 +5,13 @@ Every call sends the whole conversation, and all of it but the tail was already 
 and JSON-encoded for the previous call. `EncodedMessages` keeps, per session, the last
 request's messages and each one's encoded wire items; the next request reuses them while
 its messages start with the same list (`extends`: identical objects, or equal copies) and
-encodes only the new tail. The conversation then goes into the body as a `Spliced` array:
-the rest of the body is one small `orjson.dumps` with a placeholder, and the conversation's
-pieces are joined into its bytes there — the history's bytes are copied once per request
-(a large body's every intermediate copy is a fresh mmap, page faults included), never
-re-encoded.
+encodes only the new tail, and keeps the older messages' bytes joined in segments. The
+conversation then goes into the body as a `Spliced` array: the rest of the body is one
+small `orjson.dumps` with a placeholder, and the body is that encoding's two halves around
+the conversation's pieces (`wire_pieces`), which the HTTP transport writes as they are.
+The history's bytes are neither re-encoded nor copied per request: at a long session's
+size every copy was a fresh mmapped block, page faults included (server/memory.py fixes
+glibc's mmap threshold at 128 KiB).
 
 Byte-for-byte: orjson escapes strings exactly as the stdlib's compact
 `json.dumps(ensure_ascii=False)` did (checked over every code point in the tests), so the
@@ -71,9 +73,9 @@ def as_array(parts: list[bytes], first: bytes = b"") -> Spliced:
 
 
 # Encoded messages are kept joined in segments of about this many bytes: a request's body is
-# then a few segments, not one piece per message (`bytes.join` allocates a buffer record
-# per piece — at a few thousand messages a fresh mmapped block per request).
-SEGMENT_BYTES = 32 * 1024
+# then a few segments, written as they are (`http_lean.BodyPieces`), not one piece per
+# message. Below the 128 KiB mmap threshold (server/memory.py), so a segment is heap memory.
+SEGMENT_BYTES = 64 * 1024
 
 
 class _Encoded:
