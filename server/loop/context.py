@@ -20,6 +20,7 @@ from server.core.lane import Lane as Lane  # re-exported from here too
 from server.core.modes import PermissionMode
 from server.core.permission import PermissionAnswer as PermissionAnswer  # re-exported for the session
 from server.core.provider import Provider
+from server.core.tool_call_ids import ToolCallIds
 from server.loop.budget import BudgetLimits, BudgetState
 from server.loop.goal import GoalState
 from server.loop.limits import LoopLimits
@@ -186,7 +187,7 @@ class TurnContext:
     stop_hooks: list[StopHook] = field(default_factory=list)
     # Every toolCallId the session has used on the wire: a provider that reuses ids
     # (`call_0` every step) must not make two ACP tool calls look like one.
-    used_tool_call_ids: set[str] = field(default_factory=set)
+    used_tool_call_ids: set[str] = field(default_factory=ToolCallIds)
     client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
     # Called with the paths a write tool is about to change, before it runs (R-T12 snapshots).
     before_write: Callable[[list[str]], Awaitable[None]] | None = None

@@ -19,6 +19,7 @@ from server.core.provider import (
     ToolSpec,
     Usage,
 )
+from server.core.tool_call_ids import ToolCallIds
 from server.core.updates import AgentText, AgentTextChunk
 from server.loop.context import TurnContext
 from server.loop.detection import RepetitionDetector, RepetitionHit
@@ -135,7 +136,9 @@ def unique_tool_call_id(call_id: str, used: set[str], pending: list[ToolCall]) -
 
     if not taken(call_id):
         return call_id
-    n = 2
+    # The session's set knows where its run of taken suffixes ends (`ToolCallIds`): a
+    # provider that reuses one id every step would otherwise walk them all, every call.
+    n = used.first_free_suffix(call_id) if isinstance(used, ToolCallIds) else 2
     while taken(f"{call_id}_{n}"):
         n += 1
     return f"{call_id}_{n}"

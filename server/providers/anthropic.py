@@ -86,7 +86,11 @@ class AnthropicProvider(HttpProvider):
     def encode_body(self, request: ProviderRequest) -> bytes:
         """`build_body(request)` encoded, the conversation's bytes reused from the session's
         previous call (`anthropic_wire`)."""
-        return self._wire.encode_body(request, self.options)
+        return b"".join(self.encode_pieces(request))
+
+    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
+        """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
+        return self._wire.encode_pieces(request, self.options)
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -102,7 +106,7 @@ class AnthropicProvider(HttpProvider):
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Yield the events of one streamed message; raise `HarnessError` on any failure."""
-        response, deadline = await self._open(self.encode_body(request))
+        response, deadline = await self._open(self.encode_pieces(request))
         try:
             assembler = Assembler()
             reader = self._reader(response, deadline)

@@ -18,6 +18,7 @@ import orjson
 
 from server.core.conversation import Message, extends
 from server.core.provider import ProviderRequest
+from server.providers import wire_cache
 from server.providers.anthropic_messages import content_blocks
 from server.providers.anthropic_request import (
     AnthropicOptions,
@@ -28,7 +29,7 @@ from server.providers.anthropic_request import (
     mark_cached,
     wants_thinking,
 )
-from server.providers.wire_cache import MAX_SESSIONS, wire_body
+from server.providers.wire_cache import MAX_SESSIONS, Spliced, wire_pieces
 
 
 def _sort_user_blocks(entry: dict[str, Any]) -> None:
@@ -54,7 +55,12 @@ class _Translated:
         self.with_reasoning = with_reasoning
         self.messages: list[Message] = []
         self.entries: list[dict[str, Any]] = []
-        self.encoded: list[bytes] = []  # closed entries only (all but the last)
+        # Closed entries (all but the last): the older ones joined in segments (each with a
+        # trailing comma), the newer ones — at least the last two, which the cache marks may
+        # change — one by one (see wire_cache.SEGMENT_BYTES).
+        self.segments: list[bytes] = []
+        self.encoded: list[bytes] = []
+        self.encoded_bytes = 0
         self.systems: list[str] = []  # contents of system messages (they join `system`)
 
     def advance(self, tail: list[Message]) -> None:
@@ -72,25 +78,36 @@ class _Translated:
                 continue
             if self.entries:  # the previous entry is closed now
                 _sort_user_blocks(self.entries[-1])
-                self.encoded.append(orjson.dumps(self.entries[-1]))
+                self._close(orjson.dumps(self.entries[-1]))
             self.entries.append({"role": role, "content": blocks})
 
-    def array(self, marks: bool) -> orjson.Fragment:
+    def _close(self, encoded: bytes) -> None:
+        self.encoded.append(encoded)
+        self.encoded_bytes += len(encoded)
+        if len(self.encoded) > 2 and self.encoded_bytes - len(encoded) - len(self.encoded[-2]) >= (
+            wire_cache.SEGMENT_BYTES
+        ):
+            keep = self.encoded[-2:]
+            self.segments.append(b",".join(self.encoded[:-2]) + b",")
+            self.encoded = keep
+            self.encoded_bytes = sum(map(len, keep))
+
+    def array(self, marks: bool) -> Spliced:
         if not self.entries:
-            return orjson.Fragment(b"[]")
+            return Spliced([b"[]"])
         last = self.entries[-1]
         _sort_user_blocks(last)
-        parts = [*self.encoded, orjson.dumps(last)]
+        parts = [*self.encoded, orjson.dumps(last)]  # all entries after the segments
         if marks:
             tail = _marked(last)
             if tail is not None:
                 parts[-1] = orjson.dumps(tail)
             # Entries alternate roles, so the previous user entry sits two before a user tail.
-            if last["role"] == "user" and len(parts) >= 3:
+            if last["role"] == "user" and len(self.entries) >= 3:  # (in `parts`: see _close)
                 previous = _marked(self.entries[-3])
                 if previous is not None:
                     parts[-3] = orjson.dumps(previous)
-        return orjson.Fragment(b"[" + b",".join(parts) + b"]")
+        return Spliced([b"[", *self.segments, b",".join(parts), b"]"])
 
 
 class AnthropicWire:
@@ -112,9 +129,10 @@ class AnthropicWire:
             self._sessions.popitem(last=False)
         return state
 
-    def encode_body(self, request: ProviderRequest, options: AnthropicOptions) -> bytes:
-        """`build_body(request, options)` encoded (the stdlib path when orjson refuses it)."""
-        return wire_body(lambda: self._fast(request, options), lambda: build_body(request, options))
+    def encode_pieces(self, request: ProviderRequest, options: AnthropicOptions) -> list[bytes]:
+        """`build_body(request, options)` encoded, in pieces (the stdlib path when orjson
+        refuses it)."""
+        return wire_pieces(lambda: self._fast(request, options), lambda: build_body(request, options))
 
     def _fast(self, request: ProviderRequest, options: AnthropicOptions) -> dict[str, Any]:
         if request.session_id is None:

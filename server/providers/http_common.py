@@ -104,7 +104,7 @@ async def error_body(response: httpx.Response, *, base_url: str) -> Any:
 async def open_stream(
     client: httpx.AsyncClient,
     url: str,
-    body: dict[str, Any] | bytes,
+    body: dict[str, Any] | bytes | list[bytes],
     headers: dict[str, str],
     http_timeout: httpx.Timeout,
     *,
@@ -116,15 +116,17 @@ async def open_stream(
     it) and the first-token deadline, which is absolute from the start of the call: it
     covers connecting, the response headers and every keep-alive until real output. An
     HTTP error status is read, classified and raised. `body` may come encoded already
-    (the providers' `encode_body`, which reuses the conversation's bytes)."""
+    (the providers' `encode_pieces`, which reuse the conversation's bytes)."""
     deadline = None
     if first_token_timeout is not None:
         deadline = asyncio.get_running_loop().time() + first_token_timeout
     try:
         # orjson rather than httpx's `json=` (the stdlib encoder): the body carries the whole
         # conversation, encoded on every model call. Providers that keep per-message encodings
-        # (wire_cache) pass bytes already. The URL is parsed once per provider URL.
-        content = body if isinstance(body, bytes) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        # (wire_cache) pass bytes already, in pieces. The URL is parsed once per provider URL.
+        content = (
+            body if isinstance(body, bytes | list) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        )
         request = http_pool.post_request(
             client,
             _parse_url(url),

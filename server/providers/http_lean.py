@@ -30,6 +30,8 @@ from typing import Any, cast
 
 import httpx
 
+from server.providers.http_body import BodyPieces, batches
+
 _MAX_HEAD = 256 * 1024  # response status line + headers
 _MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
 
@@ -287,12 +289,23 @@ class LeanTransport(httpx.AsyncBaseTransport):
             url = request.url
             key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
             head = _request_head(request)
-            body = request.content if _has_bytes(request) else await _read_body(request)
+            stream = request.stream
+            # A small body in pieces goes out in one write with the head, as bytes would.
+            pieces = stream.pieces if isinstance(stream, BodyPieces) and stream.length >= 65536 else None
+            if pieces is None:
+                if isinstance(stream, BodyPieces):
+                    body = b"".join(stream.pieces)
+                else:
+                    body = request.content if _has_bytes(request) else await _read_body(request)
             conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"))
             self.active += 1
-            await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
-            if len(body) >= 65536:
-                await conn.write(body, timeouts.get("write"))
+            if pieces is not None:
+                for out in batches(head, pieces):
+                    await conn.write(out, timeouts.get("write"))
+            else:
+                await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
+                if len(body) >= 65536:
+                    await conn.write(body, timeouts.get("write"))
             response = await _read_head(conn, request, timeouts.get("read"), self)
         except BaseException:
             if conn is not None:

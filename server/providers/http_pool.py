@@ -16,6 +16,7 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
+from server.providers.http_body import BodyPieces
 from server.providers.http_lean import LeanTransport
 
 # Many sessions stream at once, each holding a connection for its whole answer: enough
@@ -52,12 +53,22 @@ _MERGED_PER_CLIENT = 16  # a provider's header sets (one per API key): bounded a
 
 
 def post_request(
-    client: httpx.AsyncClient, url: httpx.URL, content: bytes, headers: dict[str, str], timeout: httpx.Timeout
+    client: httpx.AsyncClient,
+    url: httpx.URL,
+    content: bytes | list[bytes],
+    headers: dict[str, str],
+    timeout: httpx.Timeout,
 ) -> httpx.Request:
     """`client.build_request("POST", url, content=..., headers=..., timeout=...)`, with the
     merged headers kept per client. A client with cookies (or params, a base URL) goes the
-    general way: the jar adds its Cookie header per request."""
+    general way: the jar adds its Cookie header per request. `content` in pieces (the
+    providers' encoded body) reaches this module's transport as they are (`BodyPieces`);
+    any other transport gets them joined."""
+    if isinstance(content, list) and type(client._transport) is not LeanTransport:
+        content = b"".join(content)
     if client.cookies or client.params or str(client.base_url):
+        if isinstance(content, list):
+            content = b"".join(content)
         return client.build_request("POST", url, content=content, headers=headers, timeout=timeout)
     known = _MERGED.setdefault(client, {})
     key = tuple(headers.items())
@@ -67,6 +78,12 @@ def post_request(
             known.clear()
         merged = known[key] = client._merge_headers(headers)  # type: ignore[assignment]
     extensions = {"timeout": timeout.as_dict()}
+    if isinstance(content, list):
+        body = BodyPieces(content)
+        request = httpx.Request("POST", url, headers=merged, stream=body, extensions=extensions)
+        # The headers `content=` would give (Host, Content-Length), in the same places.
+        request._prepare({"Content-Length": str(body.length)})
+        return request
     return httpx.Request("POST", url, content=content, headers=merged, extensions=extensions)
 
 

@@ -69,7 +69,7 @@ class HttpProvider:
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
 
-    def _open(self, body: bytes) -> Coroutine[Any, Any, tuple[httpx.Response, float | None]]:
+    def _open(self, body: bytes | list[bytes]) -> Coroutine[Any, Any, tuple[httpx.Response, float | None]]:
         """POST `body` (`open_stream`): await it for the open response, which the caller
         closes, and the first-token deadline."""
         return open_stream(

@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import orjson
 from pydantic import SecretStr
 
 from server.config import ReasoningEffort, TokenField
@@ -33,7 +32,7 @@ from server.providers.openai_errors import classify_http_error
 from server.providers.openai_models import Amendments, is_reasoning_model, token_field
 from server.providers.openai_stream import ChatAssembler, non_stream_as_chunk
 from server.providers.sse import SSEReader, parse_json
-from server.providers.wire_cache import EncodedMessages, as_array, encode_items, wire_body
+from server.providers.wire_cache import EncodedMessages, Spliced, encode_items, wire_pieces
 
 __all__ = ["OpenAIProvider", "classify_http_error", "parse_retry_after"]
 
@@ -88,15 +87,17 @@ class OpenAIProvider(HttpProvider):
     def encode_body(self, request: ProviderRequest) -> bytes:
         """`build_body(request)` encoded, the conversation's bytes reused from the session's
         previous call (`wire_cache`)."""
-        return wire_body(
+        return b"".join(self.encode_pieces(request))
+
+    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
+        """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
+        return wire_pieces(
             lambda: self._compose(request, self._messages_fragment(request)), lambda: self.build_body(request)
         )
 
-    def _messages_fragment(self, request: ProviderRequest) -> orjson.Fragment:
-        parts = self._encoded.parts(request.session_id, request.messages, _encode_message)
-        if request.system:
-            parts = [encode_items([{"role": "system", "content": request.system}]), *parts]
-        return as_array(parts)
+    def _messages_fragment(self, request: ProviderRequest) -> Spliced:
+        first = encode_items([{"role": "system", "content": request.system}]) if request.system else b""
+        return self._encoded.array(request.session_id, request.messages, _encode_message, first)
 
     def _compose(self, request: ProviderRequest, messages: Any) -> dict[str, Any]:
         model = request.model or self.model
@@ -137,7 +138,7 @@ class OpenAIProvider(HttpProvider):
         for attempt in range(2):
             try:
                 # With what the server refused so far amended.
-                response, deadline = await self._open(self.encode_body(request))
+                response, deadline = await self._open(self.encode_pieces(request))
                 break
             except HarnessError as err:
                 amendments = self._amendments.setdefault(model, Amendments())

@@ -26,7 +26,7 @@ from server.providers.openai_errors import classify_http_error
 from server.providers.openai_models import is_reasoning_model
 from server.providers.openai_responses_stream import PROVIDER_TAG, TERMINAL_EVENTS, ResponsesAssembler
 from server.providers.sse import parse_json
-from server.providers.wire_cache import EncodedMessages, as_array, encode_items, wire_body
+from server.providers.wire_cache import EncodedMessages, encode_items, wire_pieces
 
 __all__ = ["OpenAIResponsesProvider", "translate_input"]
 
@@ -72,9 +72,13 @@ class OpenAIResponsesProvider(HttpProvider):
     def encode_body(self, request: ProviderRequest) -> bytes:
         """`build_body(request)` encoded, the conversation's bytes reused from the session's
         previous call (`wire_cache`)."""
-        return wire_body(
+        return b"".join(self.encode_pieces(request))
+
+    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
+        """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
+        return wire_pieces(
             lambda: self._compose(
-                request, as_array(self._encoded.parts(request.session_id, request.messages, _encode_message))
+                request, self._encoded.array(request.session_id, request.messages, _encode_message)
             ),
             lambda: self.build_body(request),
         )
@@ -123,7 +127,7 @@ class OpenAIResponsesProvider(HttpProvider):
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Yield the events of one streamed response; raise `HarnessError` on any failure."""
-        response, deadline = await self._open(self.encode_body(request))
+        response, deadline = await self._open(self.encode_pieces(request))
         try:
             assembler = ResponsesAssembler()
             reader = self._reader(response, deadline)

@@ -15,6 +15,7 @@ from typing import Any
 
 from server.core.conversation import Message
 from server.core.events import Event, EventKind
+from server.core.tool_call_ids import ToolCallIds
 from server.core.updates import ToolCallFinished, text_content
 from server.loop.context import Conversation
 from server.loop.outcome import TurnOutcome, stop_reason
@@ -98,7 +99,7 @@ class Journal:
         self._last_checkpoint = float("-inf")
         self.stopped = False  # no more periodic checkpoints
         self.open_tool_calls: dict[str, None] = {}  # toolCallIds announced and not finished
-        self.tool_call_ids = {c.id for m in messages for c in m.tool_calls}  # used on the wire
+        self.tool_call_ids = ToolCallIds(c.id for m in messages for c in m.tool_calls)  # used on the wire
 
     @property
     def partial(self) -> dict[str, Partial]:

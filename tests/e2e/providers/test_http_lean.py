@@ -268,6 +268,44 @@ async def test_the_providers_fast_path_sends_what_httpx_would_and_keeps_cookies(
             await client.aclose()
 
 
+async def test_a_body_in_pieces_goes_out_as_the_joined_body_would() -> None:
+    """The providers hand their encoded body over in pieces (large ones written as they
+    are, small ones joined): the server receives the very request the joined bytes make,
+    on this transport and (joined for it) on any other."""
+    plain = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    pieces = [b'{"m":[', b"1," * 40000, b"2,", b"", b"3," * 3000, b"4" * 5000, b"]}"]
+    joined = b"".join(pieces)
+    async with serving(Scripted([plain], [plain])) as server:
+        client = make_client()
+        timeout = httpx.Timeout(30.0)
+        headers = {"Authorization": "Bearer k", "Content-Type": "application/json"}
+        try:
+            url = httpx.URL(server.url)
+            for content in (joined, list(pieces)):
+                request = http_pool.post_request(client, url, content, headers, timeout)
+                response = await http_pool.send_streaming(client, request)
+                assert await response.aread() == b"ok"
+                await response.aclose()
+            as_bytes, as_pieces = server.requests
+            assert as_pieces == as_bytes and as_bytes.endswith(b"\r\n\r\n" + joined)
+            assert server.accepted == 1 and pool_of(client).active == 0
+        finally:
+            await client.aclose()
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, content=b"ok")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as other:
+        url = httpx.URL("http://127.0.0.1:9/v1")
+        for content in (joined, list(pieces)):
+            request = http_pool.post_request(other, url, content, {}, httpx.Timeout(5.0))
+            await (await http_pool.send_streaming(other, request)).aread()
+    assert seen[0].content == seen[1].content == joined
+    assert seen[0].headers.raw == seen[1].headers.raw
+
+
 def pool_of(client: httpx.AsyncClient) -> LeanTransport:
     pool = client._transport
     assert isinstance(pool, LeanTransport)

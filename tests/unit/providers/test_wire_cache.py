@@ -18,6 +18,7 @@ from server.core.errors import ErrorKind, HarnessError
 from server.core.provider import ProviderRequest, ToolSpec
 from server.providers import openai as openai_module
 from server.providers import openai_responses as responses_module
+from server.providers import wire_cache
 from server.providers.anthropic import AnthropicProvider
 from server.providers.openai import OpenAIProvider
 from server.providers.openai_responses import OpenAIResponsesProvider
@@ -124,6 +125,30 @@ def _check(provider: Any, request: ProviderRequest) -> None:
 def test_encoded_bodies_equal_the_plain_bodies_after_every_edit(
     edits: list[tuple[Any, ...]], system: str, tools: list[ToolSpec], reasoning: bool
 ) -> None:
+    _edit_and_check(edits, system, tools, reasoning)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(_edit, min_size=1, max_size=12),
+    st.sampled_from(["", "You are terse."]),
+    st.sampled_from([0, 1, 30]),
+    st.booleans(),
+)
+def test_encoded_bodies_equal_the_plain_bodies_with_small_segments(
+    edits: list[tuple[Any, ...]], system: str, segment: int, reasoning: bool
+) -> None:
+    # Every few messages close a segment (OpenAI, Responses, Anthropic entries alike).
+    saved, wire_cache.SEGMENT_BYTES = wire_cache.SEGMENT_BYTES, segment
+    try:
+        _edit_and_check(edits, system, TOOLS, reasoning)
+    finally:
+        wire_cache.SEGMENT_BYTES = saved
+
+
+def _edit_and_check(
+    edits: list[tuple[Any, ...]], system: str, tools: list[ToolSpec], reasoning: bool
+) -> None:
     providers = _providers()
     history: list[Message] = []
     for edit in edits:
@@ -167,7 +192,7 @@ def test_the_cache_keeps_a_bounded_number_of_sessions() -> None:
     calls: list[Message] = []
     msgs = [Message.user("a")]
     for session in ("s1", "s2", "s3", "s1"):
-        cache.parts(session, msgs, lambda m: calls.append(m) or b"x,")
+        cache.array(session, msgs, lambda m: calls.append(m) or b"x,")
     assert len(calls) == 4  # s1 was dropped for s3, so it is encoded again
     assert len(cache._sessions) == 2
 
@@ -226,3 +251,76 @@ def test_anthropic_translates_only_the_new_messages_through_tool_loops(
             # (a mode's cache catches up when it is used again), never per request.
             assert len(translated) <= 2 * len(history)
     assert len(translated) > len(history)  # both modes were used
+
+
+def test_control_characters_around_the_spliced_conversation_stay_escaped() -> None:
+    # The conversation is joined into the body at a raw-NUL placeholder: a NUL (or any
+    # control character) in the system prompt, the tools or the messages is escaped text.
+    tools = [ToolSpec("t\x00", "d\x00\x01", {"type": "object", "description": "\x00"})]
+    messages = [Message.user("a\x00b"), Message(role="assistant", content="\x00"), Message.user("")]
+    for provider in _providers():
+        for session in ("s1", None):
+            request = ProviderRequest(
+                model="", system="sys\x00tem", messages=messages, tools=tools, session_id=session
+            )
+            _check(provider, request)
+
+
+def _joined(body: dict[str, Any]) -> bytes:
+    return b"".join(wire_cache.wire_pieces(lambda: body, dict))
+
+
+def test_a_placeholder_count_mismatch_joins_the_arrays_apart() -> None:
+    array = wire_cache.as_array([b'{"a":1},', b'{"b":2},'])
+    assert array.pieces == [b"[", b"", b'{"a":1},', b'{"b":2}', b"]"]
+    assert _joined({"x": array, "y": 1}) == b'{"x":[{"a":1},{"b":2}],"y":1}'
+    # A body whose other parts held a raw NUL (orjson never writes one): still exact.
+    raw = orjson.Fragment(b'"\x00"')
+    assert _joined({"x": wire_cache.Spliced([b"[1,", b"2]"]), "z": raw}) == b'{"x":[1,2],"z":"\x00"}'
+    assert _joined({"x": wire_cache.as_array([b"", b""])}) == b'{"x":[]}'
+
+
+def _encode_plain(message: Message) -> bytes:
+    # Some messages have no wire items at all (b""), as in the Responses translation.
+    return b"" if message.content == "  " else orjson.dumps(message.content) + b","
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_edit, min_size=1, max_size=12),
+    st.sampled_from([0, 1, 6, 20, 10**9]),
+    st.sampled_from([b"", b'"sys",']),
+)
+def test_segmented_arrays_equal_the_full_encoding_after_every_edit(
+    edits: list[tuple[Any, ...]], segment: int, first: bytes
+) -> None:
+    # Small segments: sealing, cutting inside a segment and reopening it all happen.
+    saved, wire_cache.SEGMENT_BYTES = wire_cache.SEGMENT_BYTES, segment
+    try:
+        cache = EncodedMessages()
+        history: list[Message] = []
+        encoded: list[Message] = []
+        for edit in edits:
+            history = _apply(history, edit)
+            encoded.clear()
+            array = cache.array("s", list(history), lambda m: encoded.append(m) or _encode_plain(m), first)
+            full = wire_cache.as_array([_encode_plain(m) for m in history], first)
+            assert b"".join(array.pieces) == b"".join(full.pieces)
+            assert json.loads(b"".join(array.pieces)) == json.loads(b"".join(full.pieces))
+            assert len(encoded) <= len(history)
+            again = cache.array("s", list(history), _encode_plain, first)
+            assert b"".join(again.pieces) == b"".join(full.pieces)
+    finally:
+        wire_cache.SEGMENT_BYTES = saved
+
+
+def test_a_long_conversation_is_a_few_segments() -> None:
+    cache = EncodedMessages()
+    history = [Message.user(f"message {i:05d} " + "x" * 50) for i in range(3000)]
+    array = cache.array("s", history, _encode_plain)
+    assert len(array.pieces) < 20
+    history.append(Message.user("next"))
+    state = cache._sessions["s"]
+    sealed = list(state.segments)
+    cache.array("s", history, _encode_plain)
+    assert all(a is b for a, b in zip(sealed, state.segments, strict=False))  # reused, not re-joined
