@@ -1,6 +1,7 @@
 """Does a request's cost grow with the session's history? (prints figures; no asserts)
 
-    .venv/bin/python bench/history.py [--short 5] [--long 600] [--sessions 30] [--measure 60] [--smoke]
+    .venv/bin/python bench/history.py [--short 5] [--long 600] [--sessions 30] [--measure 300]
+                                      [--chunk-gap-ms 1] [--smoke]
 
 A real `agentd serve` subprocess (SQLite, OpenAI provider) against the fake streaming model
 of bench/turnkit.py. For each turn kind (trivial: prompt → streamed answer; one-tool: prompt
@@ -15,6 +16,13 @@ Printed per kind: CPU per turn and per model request at both lengths and their r
 (target: long ≤ 1.5 × short). The default context window (128k tokens) stays far above
 these histories (≈ 10k tokens trivial, ≈ 40k one-tool at 600 turns), so no compaction runs;
 the server's own estimate is printed to show it.
+
+The fake model pauses `--chunk-gap-ms` between chunks, as a real model streams. With no
+pause its chunks reach the server bunched or apart depending on how long the fake itself
+took to parse the request — which grows with the history — so the server's wake-ups per
+chunk, and with them its CPU, would follow the fake rather than the server (3 socket reads
+per turn at 5 turns, 10–11 at 600). `--chunk-gap-ms 0` shows that unpaced figure. Measure a
+few hundred turns: one full garbage collection (~90 ms) decides a 60-turn window.
 """
 
 from __future__ import annotations
@@ -66,12 +74,13 @@ async def bench(model_url: str, args: argparse.Namespace) -> None:
                   f"cpu/request={short_ms / calls:.2f} ms ({n_short} turns) | "
                   f"history={args.long} turns: cpu/turn={long_ms:.2f} ms "
                   f"cpu/request={long_ms / calls:.2f} ms ({n_long} turns) | "
-                  f"ratio={ratio:.2f} (target <= {RATIO_TARGET}: {verdict})", flush=True)  # fmt: skip
+                  f"ratio={ratio:.2f} (target <= {RATIO_TARGET}: {verdict}) "
+                  f"chunk gap {args.chunk_gap_ms:g} ms", flush=True)  # fmt: skip
         await client.close()
 
 
 async def main(args: argparse.Namespace) -> None:
-    with model_process() as model_url:
+    with model_process(chunk_gap_ms=args.chunk_gap_ms) as model_url:
         await bench(model_url, args)
 
 
@@ -82,7 +91,8 @@ if __name__ == "__main__":
     parser.add_argument("--short", type=int, default=5, help="turns of history, short sessions")
     parser.add_argument("--long", type=int, default=600, help="turns of history, the long session")
     parser.add_argument("--sessions", type=int, default=30, help="short sessions")
-    parser.add_argument("--measure", type=int, default=60, help="measured turns per length")
+    parser.add_argument("--measure", type=int, default=300, help="measured turns per length")
+    parser.add_argument("--chunk-gap-ms", type=float, default=1.0, help="the fake's pause between chunks")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     ns = parser.parse_args()
     if ns.smoke:

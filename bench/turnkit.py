@@ -41,16 +41,20 @@ CHUNK_WIDTH = 7  # digits of a numbered chunk
 # -- the fake model (own process) ----------------------------------------------------------
 
 
-def serve_model(chunks: int = 0) -> None:
+def serve_model(chunks: int = 0, chunk_gap_ms: float = 0.0) -> None:
     """Run the fake model until stdin closes; prints its base URL first. `chunks` > 0: the
-    answer is that many numbered chunks instead (`numbered_answer`, bench/fanout.py)."""
+    answer is that many numbered chunks instead (`numbered_answer`, bench/fanout.py).
+    `chunk_gap_ms` > 0: that pause between chunks, as a real model streams (bench/history.py)."""
     from tests.support.fakes.openai_server import Completion, FakeOpenAI, ToolCallScript
 
+    gap = chunk_gap_ms / 1000
     text = (
-        Completion(content=numbered_answer(chunks)) if chunks else Completion.from_text(ANSWER, chunk_size=6)
+        Completion(content=numbered_answer(chunks), chunk_delay=gap)
+        if chunks
+        else Completion.from_text(ANSWER, chunk_size=6, chunk_delay=gap)
     )
     call = ToolCallScript(id="call_1", name="read_file", arguments='{"path": "README.md"}')
-    tool = Completion(tool_calls=[call])
+    tool = Completion(tool_calls=[call], chunk_delay=gap)
 
     class BenchModel(FakeOpenAI):
         """Answers by what the request holds (concurrent sessions interleave, so no fixed script)."""
@@ -77,10 +81,10 @@ def numbered_answer(chunks: int) -> list[str]:
 
 
 @contextmanager
-def model_process(chunks: int = 0) -> Iterator[str]:
+def model_process(chunks: int = 0, chunk_gap_ms: float = 0.0) -> Iterator[str]:
     """The fake model in a subprocess; yields its base URL (…/v1)."""
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__)), "--serve-model", str(chunks)],
+        [sys.executable, str(Path(__file__)), "--serve-model", str(chunks), str(chunk_gap_ms)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     try:
@@ -256,4 +260,5 @@ def pct(values: list[float], p: float) -> float:
 
 
 if __name__ == "__main__" and "--serve-model" in sys.argv:
-    serve_model(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    args = sys.argv[2:]
+    serve_model(int(args[0]) if args else 0, float(args[1]) if len(args) > 1 else 0.0)
