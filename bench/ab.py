@@ -1,7 +1,7 @@
 """Paired A/B of two source trees under the same load (prints figures; no asserts).
 
     .venv/bin/python bench/ab.py TREE_A TREE_B [--turns 200] [--rounds 3] [--sessions 1]
-                                 [--db sqlite|postgres] [--tool]
+                                 [--db sqlite|postgres] [--tool] [--chunk-gap-ms 0]
 
 e.g. `git archive <base> | tar -x -C /tmp/base` then `bench/ab.py /tmp/base .`. Both trees'
 `agentd serve` run at the same time against one fake model (bench/turnkit.py's set-up).
@@ -80,7 +80,7 @@ async def main(args: argparse.Namespace, tree_a: Path, tree_b: Path) -> None:
     text = f"{TOOL_MARK} read" if args.tool else "hi"
     ra: list[float] = []
     rb: list[float] = []
-    with model_process() as url:
+    with model_process(chunk_gap_ms=args.chunk_gap_ms) as url:
         turnkit.ROOT = tree_a  # whose `agentd serve` (read as each one starts)
         async with agentd_server(args.db, url) as a:
             turnkit.ROOT = tree_b
@@ -111,5 +111,6 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=1, help="> 1: that many sessions at once")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--tool", action="store_true", help="one-tool turns instead of trivial ones")
+    parser.add_argument("--chunk-gap-ms", type=float, default=0.0, help="the fake's pause between chunks")
     parsed = parser.parse_args()
     asyncio.run(main(parsed, Path(parsed.a).resolve(), Path(parsed.b).resolve()))

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--sessions 1] [--save F]
                                            [--hide-sniffio] [--smoke]
-                                           [--db sqlite|postgres]
+                                           [--db sqlite|postgres] [--chunk-gap-ms 0]
 
 The set-up of bench/turn.py (SQLite; `--db postgres`: Postgres): `agentd serve` in a
 subprocess with cProfile hooked to SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the
@@ -70,7 +70,7 @@ async def profile(args: argparse.Namespace) -> tuple[float, Path]:
     """(server CPU seconds over the measured turns, the profile file)."""
     out = Path(tempfile.mkdtemp(prefix="agentd-prof-")) / "turn.prof"
     prelude = (HIDE_SNIFFIO if args.hide_sniffio else "") + HOOK.format(out=str(out))
-    with model_process() as model_url:
+    with model_process(chunk_gap_ms=args.chunk_gap_ms) as model_url:
         async with agentd_server(args.db, model_url, prelude=prelude) as server:
             client = await WsClient.connect(server.base)
             new = {"cwd": str(server.workspace), "mcpServers": []}
@@ -206,6 +206,7 @@ if __name__ == "__main__":
     parser.add_argument("--hide-sniffio", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--chunk-gap-ms", type=float, default=0.0, help="the fake's pause between chunks")
     ns = parser.parse_args()
     if ns.smoke:
         ns.turns = 5

@@ -1,10 +1,12 @@
 """Cost of one warm turn through the whole server (prints figures; no asserts).
 
     .venv/bin/python bench/turn.py [--turns 300] [--per-session 10] [--long-session 200] [--smoke]
+                               [--chunk-gap-ms 0]
 
 A real `agentd serve` subprocess (SQLite, then a fresh Postgres database when reachable)
 with the OpenAI provider pointed at a fake streaming model in its own process (real HTTP,
-the Chat Completions wire format, no model delay). One WebSocket client prompts sessions turn
+the Chat Completions wire format, no model delay; `--chunk-gap-ms G`: a pause of G ms
+between chunks, as a real model streams — each chunk then costs the server a wake-up). One WebSocket client prompts sessions turn
 after turn, `--per-session` turns each (a fresh session every few turns: a turn's cost grows
 with the history it carries — `--long-session` shows by how much):
 
@@ -109,7 +111,7 @@ async def bench(kind: str, model_url: str, model_p50_ms: float, args: argparse.N
 
 async def main(args: argparse.Namespace) -> None:
     kinds = await backends()
-    with model_process() as model_url:
+    with model_process(chunk_gap_ms=args.chunk_gap_ms) as model_url:
         model = await model_time(model_url, args.turns)
         model_p50 = pct(model, 50)
         print(f"fake model alone: p50={model_p50:.2f} ms p99={pct(model, 99):.2f} ms (one streamed answer)")
@@ -127,6 +129,7 @@ if __name__ == "__main__":
     parser.add_argument("--per-session", type=int, default=10, help="turns per fresh session")
     parser.add_argument("--long-session", type=int, default=200, help="then this many in one session")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
+    parser.add_argument("--chunk-gap-ms", type=float, default=0.0, help="the fake's pause between chunks")
     ns = parser.parse_args()
     if ns.smoke:
         ns.turns, ns.per_session, ns.long_session = 6, 3, 0
