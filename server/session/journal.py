@@ -146,8 +146,7 @@ class Journal:
             else:
                 entry[1].append(payload["text"])
             self._schedule_checkpoint()
-        event = Event(self._session_id, kind, payload)
-        self._writer.submit(self._session_id, event=event, publish=self._publish)
+        self._writer.submit_transient(self._session_id, Event(self._session_id, kind, payload), self._publish)
 
     async def flushed(self) -> None:
         await self._writer.barrier()

@@ -157,3 +157,64 @@ async def test_writes_made_while_a_commit_is_in_flight_share_the_next_commit(sto
     assert [sorted(sessions) for sessions in gated.batches] == [["a"], ["a", "b"]]
     assert writer.commits == 2
     await writer.stop()
+
+
+async def test_a_transient_event_with_nothing_before_it_is_published_at_once(store: Store):
+    writer = EventWriter(store, flush_interval=0)
+    writer.start()
+    seen: list[str] = []
+    writer.submit_transient("a", _event("a", None, "t1"), lambda e: seen.append(e.payload["text"]))
+    # No loop turn in between: a streamed chunk costs no wake-up of the writer task.
+    assert seen == ["t1"]
+    await writer.stop()
+
+
+async def test_transient_events_never_overtake_a_durable_event_in_flight(store: Store):
+    gated = GatedStore(store)
+    writer = EventWriter(gated, flush_interval=0)  # type: ignore[arg-type]
+    writer.start()
+    seen: list[str] = []
+
+    def publish(ev: Event) -> None:
+        seen.append(ev.payload["text"])
+
+    writer.submit_transient("a", _event("a", None, "t0"), publish)
+    writer.submit("a", event=_event("a", 1, "d1"), publish=publish)
+    writer.submit_transient("a", _event("a", None, "t1"), publish)  # queued: d1 is before it
+    await gated.entered.wait()  # d1's commit is in flight, the queue is empty again
+    writer.submit_transient("a", _event("a", None, "t2"), publish)
+    assert seen == ["t0"]
+    gated.gate.set()
+    await writer.barrier()
+    writer.submit_transient("a", _event("a", None, "t3"), publish)  # nothing before it now
+    assert seen == ["t0", "d1", "t1", "t2", "t3"]
+    await writer.stop()
+
+
+async def test_a_transient_event_published_at_once_goes_before_what_its_publishing_submits(store: Store):
+    writer = EventWriter(store, flush_interval=0)
+    writer.start()
+    seen: list[str] = []
+
+    def publish(ev: Event) -> None:
+        seen.append(ev.payload["text"])
+        if ev.payload["text"] == "outer":
+            writer.submit_transient("a", _event("a", None, "inner"), publish)
+            seen.append("outer done")
+
+    writer.submit_transient("a", _event("a", None, "outer"), publish)
+    await writer.barrier()
+    assert seen == ["outer", "outer done", "inner"]
+    await writer.stop()
+
+
+async def test_a_failed_sessions_transient_events_are_not_shown(store: Store):
+    writer = EventWriter(store, flush_interval=0)
+    writer.start()
+    seen: list[str] = []
+    writer.discard("a")
+    writer.submit_transient("a", _event("a", None, "hidden"), lambda e: seen.append(e.payload["text"]))
+    writer.submit_transient("b", _event("b", None, "shown"), lambda e: seen.append(e.payload["text"]))
+    await writer.barrier()
+    assert seen == ["shown"]
+    await writer.stop()
