@@ -6,9 +6,10 @@
 A real `agentd serve` subprocess (SQLite, then a fresh Postgres database when reachable)
 with the OpenAI provider pointed at a fake streaming model in its own process (real HTTP,
 the Chat Completions wire format, no model delay; `--chunk-gap-ms G`: a pause of G ms
-between chunks, as a real model streams — each chunk then costs the server a wake-up). One WebSocket client prompts sessions turn
-after turn, `--per-session` turns each (a fresh session every few turns: a turn's cost grows
-with the history it carries — `--long-session` shows by how much):
+between chunks, as a real model streams — each chunk then costs the server a wake-up).
+One WebSocket client prompts sessions turn after turn, `--per-session` turns each (a fresh
+session every few turns: a turn's cost grows with the history it carries — `--long-session`
+shows by how much):
 
 - trivial turn: prompt → streamed text answer → end_turn;
 - one-tool turn: prompt → read_file call → tool result → second model call → answer.
