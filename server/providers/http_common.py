@@ -58,13 +58,18 @@ async def guard(
                     ErrorKind.TIMEOUT, f"the stream stalled: nothing received for {idle_timeout}s"
                 ) from exc
         return await awaitable
-    except httpx.TimeoutException as exc:
-        raise HarnessError(ErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}") from exc
-    except httpx.ConnectError as exc:
-        raise HarnessError(ErrorKind.NETWORK, f"cannot connect to {base_url}: {exc}") from exc
     except httpx.RequestError as exc:
-        # RemoteProtocolError (peer dropped the connection mid-body), ReadError, ...
-        raise HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"{type(exc).__name__}: {exc}") from exc
+        raise transport_error(exc, base_url) from exc
+
+
+def transport_error(exc: httpx.RequestError, base_url: str) -> HarnessError:
+    """An httpx failure as the typed error (raise it `from exc`)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return HarnessError(ErrorKind.TIMEOUT, f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, httpx.ConnectError):
+        return HarnessError(ErrorKind.NETWORK, f"cannot connect to {base_url}: {exc}")
+    # RemoteProtocolError (peer dropped the connection mid-body), ReadError, ...
+    return HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"{type(exc).__name__}: {exc}")
 
 
 # After the end marker ([DONE], message_stop) only the body's terminator is left; a server

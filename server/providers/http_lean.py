@@ -25,12 +25,13 @@ import asyncio
 import select
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import httpx
 
 from server.providers.http_body import BodyPieces, batches
+from server.providers.read_deadline import ReadDeadline
 
 _MAX_HEAD = 256 * 1024  # response status line + headers
 _MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
@@ -57,6 +58,7 @@ class _Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
+        self._deadline = ReadDeadline()  # one timer for all reads (not one per read)
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -75,6 +77,7 @@ class _Connection(asyncio.Protocol):
         self.closed = self.eof = True
         self.lost = exc
         self._wake()
+        self._deadline.close()
         drained, self._drained = self._drained, None
         if drained is not None and not drained.done():
             drained.set_result(None)
@@ -94,13 +97,30 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(None)
 
     # -- used by the exchange
-    async def wait_data(self, limit_s: float | None) -> None:
-        """Until more bytes, the end of the stream or the timeout (httpx.ReadTimeout)."""
+    async def wait_data(
+        self,
+        limit_s: float | None,
+        until: float | None = None,
+        expired: Callable[[], BaseException] | None = None,
+    ) -> None:
+        """Until more bytes, the end of the stream or the timeout: `limit_s` from now
+        (httpx.ReadTimeout), or the caller's `until` (loop time; then `expired()` is raised)
+        if that comes first."""
         if self.eof:
             raise self._cut()
         loop = asyncio.get_running_loop()
         waiter = self._waiter = loop.create_future()
-        await _within(waiter, limit_s, httpx.ReadTimeout, "timed out reading the response")
+        when, error = (loop.time() + limit_s, _read_timeout) if limit_s is not None else (None, None)
+        if until is not None and expired is not None and (when is None or until <= when):
+            when, error = until, expired
+        if when is None or error is None:
+            await waiter
+            return
+        self._deadline.watch(loop, waiter, when, error)
+        try:
+            await waiter
+        finally:
+            self._deadline.release()
 
     async def write(self, data: bytes, limit_s: float | None) -> None:
         if self.closed or self.transport is None:
@@ -131,6 +151,7 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self._deadline.close()
         if self.transport is not None:
             self.transport.close()
 
@@ -147,6 +168,10 @@ async def _within(
         await fut
     finally:
         handle.cancel()
+
+
+def _read_timeout() -> BaseException:
+    return httpx.ReadTimeout("timed out reading the response")
 
 
 def _expire(fut: asyncio.Future[None], error: type[httpx.TimeoutException], message: str) -> None:
@@ -177,12 +202,20 @@ class _Body(httpx.AsyncByteStream):
         self._released = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        while (data := await self.read()) is not None:
+            yield data
+
+    async def read(
+        self, until: float | None = None, expired: Callable[[], BaseException] | None = None
+    ) -> bytes | None:
+        """The next decoded body bytes (never empty); None at the end. The read timeout
+        bounds each wait for bytes; `until` (loop time), if given, the whole read: then
+        `expired()` is raised."""
         conn = self._conn
         while not self.done:
             data = self._take()
             if data:
-                yield data
-                continue
+                return data
             if self.done:
                 break
             if conn.eof and not conn.buffer:
@@ -190,7 +223,8 @@ class _Body(httpx.AsyncByteStream):
                     self.done = True
                     break
                 raise conn._cut()
-            await conn.wait_data(self._timeout)
+            await conn.wait_data(self._timeout, until, expired)
+        return None
 
     def _take(self) -> bytes:
         """Decoded body bytes available in the buffer now (b"" when more must arrive)."""
@@ -255,6 +289,15 @@ class _Body(httpx.AsyncByteStream):
             return
         self._released = True
         self._pool._finished(self._conn, reuse=self.done and self._keep and not self._conn.buffer)
+
+
+def lean_body(response: httpx.Response) -> _Body | None:
+    """The response's body read straight from its connection (`_Body.read`), when it is
+    one without a content coding; else None (read `body_chunks`)."""
+    stream = response.stream
+    if type(stream) is _Body and "content-encoding" not in response.headers:
+        return stream
+    return None
 
 
 def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:

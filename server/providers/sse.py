@@ -4,6 +4,7 @@ the body drained after the end marker so the connection is reused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,8 +13,8 @@ import httpx
 import orjson
 
 from server.core.errors import ErrorKind, HarnessError
-from server.providers.http_common import drain, guard
-from server.providers.http_lean import body_chunks
+from server.providers.http_common import drain, guard, transport_error
+from server.providers.http_lean import body_chunks, lean_body
 
 
 class SSEDecoder:
@@ -110,6 +111,7 @@ class SSEReader:
         idle_timeout: float | None,
     ) -> None:
         self._chunks = body_chunks(response)
+        self._body = lean_body(response)
         self.deadline = deadline
         self._base_url = base_url
         self._first_token_timeout = first_token_timeout
@@ -125,14 +127,29 @@ class SSEReader:
         """(event name, data) until the body ends; transport failures raise `HarnessError`."""
         decoder = SSEDecoder()
         splitter = LineSplitter()
+        loop = asyncio.get_running_loop()
         while True:
-            chunk = await guard(
-                anext(self._chunks, None),
-                self.deadline,
-                base_url=self._base_url,
-                first_token_timeout=self._first_token_timeout,
-                idle_timeout=self._idle_timeout if self._started else None,
-            )
+            if self._body is not None:
+                # Read straight from the connection, the stream timeouts as the read's own
+                # deadline: no timer per chunk (see read_deadline).
+                if self.deadline is not None:
+                    until, expired = self.deadline, self._no_first_token
+                elif self._started and self._idle_timeout is not None:
+                    until, expired = loop.time() + self._idle_timeout, self._stalled
+                else:
+                    until, expired = None, None
+                try:
+                    chunk = await self._body.read(until, expired)
+                except httpx.RequestError as exc:
+                    raise transport_error(exc, self._base_url) from exc
+            else:
+                chunk = await guard(
+                    anext(self._chunks, None),
+                    self.deadline,
+                    base_url=self._base_url,
+                    first_token_timeout=self._first_token_timeout,
+                    idle_timeout=self._idle_timeout if self._started else None,
+                )
             for line in splitter.feed(chunk) if chunk is not None else splitter.close():
                 item = decoder.feed(line)
                 if item is not None:
@@ -148,3 +165,11 @@ class SSEReader:
 
     def end(self) -> None:
         self._ended = True
+
+    def _no_first_token(self) -> HarnessError:
+        return HarnessError(ErrorKind.TIMEOUT, f"no first token within {self._first_token_timeout}s")
+
+    def _stalled(self) -> HarnessError:
+        return HarnessError(
+            ErrorKind.TIMEOUT, f"the stream stalled: nothing received for {self._idle_timeout}s"
+        )

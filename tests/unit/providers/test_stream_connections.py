@@ -5,6 +5,7 @@ fails as a classified `timeout`, whatever the provider."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -186,3 +187,58 @@ async def test_idle_timeout_does_not_apply_before_the_first_token() -> None:
             assert TextDelta("x") in await drain(provider, request(0))
         finally:
             await provider.aclose()
+
+
+# -- the stream timeouts over many reads (one timer per connection, re-armed when it fires) --
+
+TRICKLE = [f"t{i} " for i in range(30)]
+
+
+async def test_a_stream_that_keeps_trickling_under_the_idle_timeout_never_fails() -> None:
+    # 30 chunks 50 ms apart: the stream lasts longer than the idle timeout (the timer fires
+    # mid-stream and must re-arm, not fail), but no gap comes near it.
+    async with oai.FakeOpenAI([oai.Completion(content=TRICKLE, chunk_delay=0.05)]) as fake:
+        provider = OpenAIProvider(
+            base_url=fake.base_url, api_key="k", model="m", first_token_timeout=60, stream_idle_timeout=1.0
+        )
+        try:
+            events = await drain(provider, request(0))
+        finally:
+            await provider.aclose()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "".join(TRICKLE)
+
+
+async def test_a_stream_going_silent_after_trickling_past_the_idle_timeout_fails_as_stalled() -> None:
+    # Trickling for longer than the idle timeout, then silent: the same classified timeout
+    # as a stream that stalls at once.
+    script = oai.Completion(content=TRICKLE[:12], chunk_delay=0.05, stall_after=13)
+    async with oai.FakeOpenAI([script]) as fake:
+        provider = OpenAIProvider(
+            base_url=fake.base_url, api_key="k", model="m", first_token_timeout=60, stream_idle_timeout=0.3
+        )
+        try:
+            events, error = await until_error(provider)
+        finally:
+            await provider.aclose()
+    assert [e.text for e in events if isinstance(e, TextDelta)] == TRICKLE[:12]
+    assert "stalled" in error.message
+    assert_timeout_is_retried(error)
+
+
+async def test_a_first_token_deadline_shorter_than_the_idle_timeout_still_bounds_the_first_read() -> None:
+    # A connection kept from an earlier call has its timer armed for that call's reads; the
+    # next call's first-token deadline, earlier, must still fire on time.
+    script = [oai.Completion(content=["a"]), oai.Completion(content=["late"], first_chunk_delay=30)]
+    async with oai.FakeOpenAI(script) as fake:
+        provider = OpenAIProvider(
+            base_url=fake.base_url, api_key="k", model="m", first_token_timeout=0.3, stream_idle_timeout=600
+        )
+        try:
+            assert TextDelta("a") in await drain(provider, request(0))
+            async with asyncio.timeout(20):  # not the idle timeout's 600 s
+                events, error = await until_error(provider)
+        finally:
+            await provider.aclose()
+    assert events == []
+    assert "first token" in error.message
+    assert_timeout_is_retried(error)
