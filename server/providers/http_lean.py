@@ -7,9 +7,10 @@ event objects, anyio cancel scopes and locks, httpcore's pool and per-read timeo
 body chunk: a cancel scope, an h11 event, a `sniffio` look-up). `LeanTransport` speaks the
 same HTTP/1.1 to the model API with one `asyncio.Protocol` per connection: the response
 head is parsed from the bytes received, the body (Content-Length, chunked, or up to the
-close) is decoded from the connection's buffer, and every read waits on one future with
-one timer. httpx stays the client (redirect rules, auth, cookies, content decoding,
-`httpx` exceptions), so the providers and their error mapping do not change.
+close) is decoded from the connection's buffer, and every read waits on one future, its
+deadline watched by the connection's one timer (read_deadline). httpx stays the client
+(redirect rules, auth, cookies, content decoding, `httpx` exceptions), so the providers and
+their error mapping do not change.
 
 Connections are kept alive per origin (scheme, host, port), the most recently used reused
 first; one that is closed, expired (idle longer than `keepalive_expiry`), or that received
@@ -127,8 +128,14 @@ class _Connection(asyncio.Protocol):
             raise httpx.WriteError("the connection was closed")
         self.transport.write(data)
         if self._paused:
-            drained = self._drained = asyncio.get_running_loop().create_future()
-            await _within(drained, limit_s, httpx.WriteTimeout, "timed out writing the request")
+            loop = asyncio.get_running_loop()
+            drained = self._drained = loop.create_future()
+            if limit_s is not None:
+                self._deadline.watch(loop, drained, loop.time() + limit_s, _write_timeout)
+            try:
+                await drained
+            finally:
+                self._deadline.release()
             if self.closed:
                 raise httpx.WriteError("the connection was closed while writing")
 
@@ -156,27 +163,12 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-async def _within(
-    fut: asyncio.Future[None], limit_s: float | None, error: type[httpx.TimeoutException], message: str
-) -> None:
-    """Await `fut`; after `limit_s` seconds it fails with `error` instead (one timer)."""
-    if limit_s is None:
-        await fut
-        return
-    handle = asyncio.get_running_loop().call_later(limit_s, _expire, fut, error, message)
-    try:
-        await fut
-    finally:
-        handle.cancel()
-
-
 def _read_timeout() -> BaseException:
     return httpx.ReadTimeout("timed out reading the response")
 
 
-def _expire(fut: asyncio.Future[None], error: type[httpx.TimeoutException], message: str) -> None:
-    if not fut.done():
-        fut.set_exception(error(message))
+def _write_timeout() -> BaseException:
+    return httpx.WriteTimeout("timed out writing the request")
 
 
 class _Body(httpx.AsyncByteStream):

@@ -1,4 +1,5 @@
-"""The deadline of a connection's read in progress, watched by one long-lived timer.
+"""The deadline of a connection's wait in progress (a read, or a write waiting for room),
+watched by one long-lived timer.
 
 A streamed answer is read a network chunk at a time, and every read is bounded (the read
 timeout, the first-token deadline, the stream idle timeout). A timer per read — scheduled,

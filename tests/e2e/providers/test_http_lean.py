@@ -171,6 +171,30 @@ async def test_a_silent_server_is_a_read_timeout() -> None:
             await client.aclose()
 
 
+async def test_a_server_that_stops_reading_the_request_is_a_write_timeout() -> None:
+    # It accepts and never reads: the socket buffers fill, the transport pauses writing,
+    # and the wait for room is bounded by the write timeout (the connection's one timer).
+    accepted = asyncio.Event()
+    held: list[asyncio.StreamWriter] = []
+
+    async def handle(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        accepted.set()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/v1/chat"
+    client = http_pool.client(httpx.Timeout(30.0, write=0.2), default_ssl_context())
+    try:
+        with pytest.raises(httpx.WriteTimeout):
+            await post(client, url, body=b"x" * (64 * 1024 * 1024))
+        assert accepted.is_set()
+    finally:
+        await client.aclose()
+        for writer in held:
+            writer.close()
+        srv.close()
+
+
 async def test_a_half_read_answer_closes_its_connection() -> None:
     async with serving(Scripted([CHUNKED[:90], b"STALL"], [CHUNKED])) as server:
         client = make_client()
