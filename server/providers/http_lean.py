@@ -60,6 +60,9 @@ class _Connection(asyncio.Protocol):
         self._paused = False
         self._drained: asyncio.Future[None] | None = None
         self._deadline = ReadDeadline()  # one timer for all reads (not one per read)
+        # Made by the loop's protocol factory. Kept: 3.11's get_running_loop() costs a
+        # getpid() system call, once per read otherwise.
+        self._loop = asyncio.get_running_loop()
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -109,7 +112,7 @@ class _Connection(asyncio.Protocol):
         if that comes first."""
         if self.eof:
             raise self._cut()
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         waiter = self._waiter = loop.create_future()
         when, error = (loop.time() + limit_s, _read_timeout) if limit_s is not None else (None, None)
         if until is not None and expired is not None and (when is None or until <= when):
