@@ -33,6 +33,9 @@ class OutgoingQueue:
         self._putters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._room = asyncio.Event()
         self._room.set()
+        # The loop, once known: 3.11's get_running_loop() is a getpid() system call, and
+        # the writer waits here for every frame of a model streaming chunk by chunk.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def qsize(self) -> int:
         return len(self._items)
@@ -92,7 +95,10 @@ class OutgoingQueue:
 
     async def get(self) -> Any:
         while not self._items:
-            getter = asyncio.get_running_loop().create_future()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            getter = loop.create_future()
             self._getters.append(getter)
             try:
                 await getter
