@@ -1,7 +1,7 @@
 """Does a request's cost grow with the session's history? (prints figures; no asserts)
 
     .venv/bin/python bench/history.py [--short 5] [--long 600] [--sessions 30] [--measure 300]
-                                      [--chunk-gap-ms 1] [--smoke]
+                                      [--chunk-gap-ms 0] [--smoke]
 
 A real `agentd serve` subprocess (SQLite, OpenAI provider) against the fake streaming model
 of bench/turnkit.py. For each turn kind (trivial: prompt → streamed answer; one-tool: prompt
@@ -17,12 +17,13 @@ Printed per kind: CPU per turn and per model request at both lengths and their r
 these histories (≈ 10k tokens trivial, ≈ 40k one-tool at 600 turns), so no compaction runs;
 the server's own estimate is printed to show it.
 
-The fake model pauses `--chunk-gap-ms` between chunks, as a real model streams. With no
-pause its chunks reach the server bunched or apart depending on how long the fake itself
-took to parse the request — which grows with the history — so the server's wake-ups per
-chunk, and with them its CPU, would follow the fake rather than the server (3 socket reads
-per turn at 5 turns, 10–11 at 600). `--chunk-gap-ms 0` shows that unpaced figure. Measure a
-few hundred turns: one full garbage collection (~90 ms) decides a 60-turn window.
+`--chunk-gap-ms` makes the fake model pause between chunks, as a real model streams. With no
+pause its chunks reach the server bunched or apart depending on how long the fake itself took
+to parse the request — which grows with the history — so on a loaded machine the server's
+wake-ups per chunk, and with them its CPU, can follow the fake rather than the server (3
+socket reads per turn at 5 turns, 10–11 at 600). A pause makes every chunk its own wake-up at
+both lengths. Measure a few hundred turns: one full garbage collection (~90 ms) decides a
+60-turn window.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ if __name__ == "__main__":
     parser.add_argument("--long", type=int, default=600, help="turns of history, the long session")
     parser.add_argument("--sessions", type=int, default=30, help="short sessions")
     parser.add_argument("--measure", type=int, default=300, help="measured turns per length")
-    parser.add_argument("--chunk-gap-ms", type=float, default=1.0, help="the fake's pause between chunks")
+    parser.add_argument("--chunk-gap-ms", type=float, default=0.0, help="the fake's pause between chunks")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     ns = parser.parse_args()
     if ns.smoke:
