@@ -1,16 +1,21 @@
 """Fan-out: one session streaming a long answer to N WebSocket clients (prints figures; no asserts).
 
     .venv/bin/python bench/fanout.py [--clients 1,10,50,200] [--chunks 2000] [--turns 2]
-                                     [--procs 4] [--db sqlite,postgres] [--smoke]
+                                     [--procs 4] [--db sqlite,postgres] [--client raw|websockets]
+                                     [--smoke]
 
 A real `agentd serve` subprocess (SQLite, then a fresh Postgres database when reachable)
 with the OpenAI provider pointed at a fake model in its own process that streams a
 `--chunks`-chunk answer (chunk i is the number i: turnkit.numbered_answer). N WebSocket
 clients run in `--procs` client processes of their own (neither the server nor the prompting
-process), each a lean raw `websockets` client that attaches to the session
-(`_agentd/session/attach`), and on every frame only looks for `agent_message_chunk` (then
-reads the chunk's number) or the `turn_ended` event. The prompt goes over `POST /rpc` from
-this process, which is not attached: every delivery counted is one to a measured client.
+process), each a lean client that attaches to the session (`_agentd/session/attach`), and on
+every frame only looks for `agent_message_chunk` (then reads the chunk's number) or the
+`turn_ended` event. `--client raw` (the default) is a minimal RFC 6455 client parsing frames
+in its protocol's `data_received` (`RawWs`); `--client websockets` uses the `websockets`
+library, whose reader task per connection costs the client processes more CPU — they share
+the 2 cores with the server, and a starved client shows up as spread that is not the server's.
+The prompt goes over `POST /rpc` from this process, which is not attached: every delivery
+counted is one to a measured client.
 
 Reported per N (over `--turns` turns after a warm-up turn; the figures of all turns together):
 - deliveries/s: chunk frames received by all clients / (last delivery − first delivery);
@@ -26,13 +31,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import orjson
 from turnkit import CHUNK_WIDTH, CLK_TCK, Server, agentd_server, backends, model_process, pct
 
 RATE_TARGET = 50_000  # deliveries/s at 50 clients
@@ -65,14 +74,11 @@ class Counter:
 
 
 async def _client(url: str, sid: str, counters: list[Counter], slot: int, ready: asyncio.Event) -> None:
-    import orjson
+    """A `websockets` client (`--client websockets`): the library's reader task per connection."""
     from websockets.asyncio.client import connect
 
     async with connect(url, max_size=None, compression=None) as ws:
-        for i, (method, params) in enumerate(
-            (("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
-             ("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0}))
-        ):  # fmt: skip
+        for i, (method, params) in enumerate(_hello(sid)):
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
             while '"id":' + str(i) not in (reply := str(await ws.recv())) or '"method"' in reply:
                 pass  # the attach's snapshot and replay come before its response
@@ -86,12 +92,127 @@ async def _client(url: str, sid: str, counters: list[Counter], slot: int, ready:
                 counters[slot].ended.set()
 
 
-async def client_process(url: str, sid: str, n: int, chunks: int) -> None:
+def _hello(sid: str) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
+        ("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0}),
+    ]
+
+
+class RawWs(asyncio.Protocol):
+    """A minimal RFC 6455 client (`--client raw`, the default): frames are parsed in
+    `data_received`, stamped once per read, with no task switch per frame. The clients are
+    the measuring apparatus and share the 2 cores with the server: the lighter they are, the
+    less their own CPU starvation shows up as spread. Server frames are unmasked and (no
+    permessage-deflate is offered) uncompressed; pings are answered."""
+
+    def __init__(self, sid: str, counters: list[Counter], slot: int, ready: asyncio.Event) -> None:
+        self.sid, self.counters, self.slot, self.ready = sid, counters, slot, ready
+        self.buf = bytearray()
+        self.upgraded = False
+        self.pending = 0  # the id of the request whose response is awaited during the hello
+        self.transport: asyncio.Transport | None = None
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def send_text(self, text: str, opcode: int = 1) -> None:
+        payload = text.encode()
+        mask = os.urandom(4)
+        n = len(payload)
+        head = bytes([0x80 | opcode]) + (
+            bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big")
+        )
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        assert self.transport is not None
+        self.transport.write(head + mask + masked)
+
+    def _request(self, i: int) -> None:
+        method, params = _hello(self.sid)[i]
+        self.pending = i
+        self.send_text(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic()
+        buf = self.buf
+        buf += data
+        if not self.upgraded:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            if not buf.startswith(b"HTTP/1.1 101"):
+                raise SystemExit(f"no upgrade: {bytes(buf[:200])!r}")
+            del buf[: end + 4]
+            self.upgraded = True
+            self._request(0)
+        at = 0
+        size = len(buf)
+        while size - at >= 2:
+            op, n = buf[at] & 0x0F, buf[at + 1] & 0x7F
+            head = 2
+            if n == 126:
+                if size - at < 4:
+                    break
+                n, head = int.from_bytes(buf[at + 2 : at + 4], "big"), 4
+            elif n == 127:
+                if size - at < 10:
+                    break
+                n, head = int.from_bytes(buf[at + 2 : at + 10], "big"), 10
+            if size - at < head + n:
+                break
+            payload = bytes(buf[at + head : at + head + n])
+            at += head + n
+            if op == 1:
+                self._text(payload, now)
+            elif op == 9:  # ping → pong with the same payload
+                self.send_text(payload.decode(errors="replace"), opcode=10)
+            elif op == 8 and self.transport is not None:
+                self.transport.close()
+        del buf[:at]
+
+    def _text(self, payload: bytes, now: float) -> None:
+        if b'"agent_message_chunk"' in payload:
+            msg = orjson.loads(payload)
+            self.counters[self.slot].chunk(msg["params"]["update"]["content"]["text"], now)
+        elif b'"turn_ended"' in payload:
+            self.counters[self.slot].ended.set()
+        elif not self.ready.is_set() and b'"method"' not in payload and b'"id":%d' % self.pending in payload:
+            if self.pending + 1 < len(_hello(self.sid)):
+                self._request(self.pending + 1)
+            else:
+                self.ready.set()
+
+
+async def _raw_client(url: str, sid: str, counters: list[Counter], slot: int, ready: asyncio.Event) -> None:
+    parts = urlsplit(url)
+    loop = asyncio.get_running_loop()
+    transport, proto = await loop.create_connection(
+        lambda: RawWs(sid, counters, slot, ready), parts.hostname, parts.port
+    )
+    key = base64.b64encode(os.urandom(16)).decode()
+    transport.write(
+        f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    try:
+        await proto.closed
+    finally:
+        transport.close()
+
+
+async def client_process(url: str, sid: str, n: int, chunks: int, kind: str) -> None:
     """Stdin: one line per turn ("turn": reset and answer "armed"; then the turn's figures
     as one JSON line once every client saw it end). EOF ends the process."""
     counters = [Counter(chunks) for _ in range(n)]
     readies = [asyncio.Event() for _ in range(n)]
-    tasks = [asyncio.create_task(_client(url, sid, counters, k, readies[k])) for k in range(n)]
+    run = _raw_client if kind == "raw" else _client
+    tasks = [asyncio.create_task(run(url, sid, counters, k, readies[k])) for k in range(n)]
     await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 120)
     print("ready", flush=True)
     while (await asyncio.to_thread(sys.stdin.readline)).strip() == "turn":
@@ -127,8 +248,8 @@ def sys_cpu_s(server: Server) -> float:
     return int(Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()[12]) / CLK_TCK
 
 
-def _spawn(url: str, sid: str, n: int, chunks: int) -> subprocess.Popen[str]:
-    cmd = [sys.executable, str(Path(__file__)), "--client-process", url, sid, str(n), str(chunks)]
+def _spawn(url: str, sid: str, n: int, chunks: int, kind: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, str(Path(__file__)), "--client-process", url, sid, str(n), str(chunks), kind]
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
@@ -152,7 +273,7 @@ async def one_count(server: Server, http: Any, n: int, args: argparse.Namespace)
     sid = (await rpc(http, "session/new", {"cwd": str(server.workspace), "mcpServers": []}))["sessionId"]
     procs = min(args.procs, n)
     url = server.base.replace("http://", "ws://") + "/acp"
-    workers = [_spawn(url, sid, n // procs + (k < n % procs), args.chunks) for k in range(procs)]
+    workers = [_spawn(url, sid, n // procs + (k < n % procs), args.chunks, args.client) for k in range(procs)]
     try:
         for w in workers:
             if (await _line(w)).strip() != "ready":
@@ -228,8 +349,8 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__" and "--client-process" in sys.argv:
-    _, _, c_url, c_sid, c_n, c_chunks = sys.argv
-    asyncio.run(client_process(c_url, c_sid, int(c_n), int(c_chunks)))
+    _, _, c_url, c_sid, c_n, c_chunks, c_kind = sys.argv
+    asyncio.run(client_process(c_url, c_sid, int(c_n), int(c_chunks), c_kind))
 elif __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -239,6 +360,9 @@ elif __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=2, help="turns per client count")
     parser.add_argument("--procs", type=int, default=4, help="client processes (at most one per client)")
     parser.add_argument("--db", default="sqlite,postgres", help="backends to run (postgres if reachable)")
+    parser.add_argument(
+        "--client", choices=("raw", "websockets"), default="raw", help="the clients' WebSocket code"
+    )
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     ns = parser.parse_args()
     if ns.smoke:
