@@ -46,6 +46,7 @@ class ResyncReason(StrEnum):
     SERVER_SHUTTING_DOWN = "server_shutting_down"
     ACCESS_CHANGED = "access_changed"  # the owner lowered the member's access (R-X2)
     SESSION_DELETED = "session_deleted"  # re-attaching answers "not found"
+    SESSION_CLOSED = "session_closed"  # a client closed it (its actor stopped); re-attaching reloads it
 
 
 def shutting_down(message: str) -> SessionError:

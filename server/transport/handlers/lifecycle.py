@@ -36,7 +36,7 @@ from server.transport.handlers.common import (
     modes_state,
     session_for,
 )
-from server.transport.handlers.ended import end_deleted
+from server.transport.handlers.ended import end_closed, end_deleted
 from server.transport.handlers.remote import here_or_owner, load_remote
 from server.transport.handlers.session_info import live_listing, search_query
 from server.transport.handlers.share import listing_meta
@@ -153,15 +153,20 @@ async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[st
 
 async def session_close(ctx: CallContext, params: SessionIdParams) -> dict[str, Any]:
     """Cancel what runs and free the session's live resources; it stays stored and can be
-    loaded or resumed again."""
+    loaded or resumed again. The session's other clients here are told `session_closed`
+    and detached (watchers on other replicas follow the log, which goes on)."""
     actor = await session_for(ctx, params.session_id, Access.DRIVE)
+    caller = ctx.connection.id if ctx.connection is not None else None
     cleared: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
     actor.send(QueueOp("clear", {}, ctx.principal, cleared))  # a closed session runs nothing later
     actor.send(Cancel())
     await cleared
     if ctx.connection is not None:
         ctx.connection.sessions.discard(actor.id)
-    await ctx.state.manager.evict(actor.id)
+    try:
+        await ctx.state.manager.evict(actor.id)
+    finally:  # stopped, or still stopping (a slow database): either way it sends nothing more
+        await end_closed(ctx.state, actor.hub, actor.id, caller=caller)
     return {}
 
 
