@@ -10,6 +10,7 @@ import { REVOKED, checkToken, forgetToken, signIn, takeToken } from "./signin.js
 
 const params = new URLSearchParams(location.search);
 let conn = null, current = null;
+let closedElsewhere = false;  // another client closed the session shown (onResync)
 let lastSeq = 0, snapshotSeq = 0;      // the last durable seq seen; the lastSeq of the last snapshot
 const mine = new Map();                // requestId of a prompt this page sent -> {text, promptId}
 const RESYNC_REQUIRED = -32017;
@@ -85,7 +86,7 @@ function onMessage(msg) {
   if (msg.method === "session/request_permission") return askPermission(msg.id, p);
   if (p.sessionId && p.sessionId !== current) return;  // another session this socket watches
   const meta = (p._meta || {}).agentd || {};
-  if (msg.method === "_agentd/resync_required") { clearView(); return attach(current, 0); }
+  if (msg.method === "_agentd/resync_required") return onResync(p);
   if (typeof meta.seq === "number" && !meta.transient && msg.method !== "_agentd/session/snapshot") {
     if (meta.seq <= lastSeq) return;  // already shown (a re-attach replays from the cursor)
     lastSeq = meta.seq;
@@ -94,6 +95,23 @@ function onMessage(msg) {
   if (msg.method === "_agentd/session/snapshot") return onSnapshot(p);
   if (msg.method === "_agentd/permission/resolved") return dropPermission(p.requestId);
   if (msg.method === "_agentd/event") return onEvent(p.kind, p.event, meta.seq);
+}
+
+// Deleted elsewhere: the session is gone. Closed by another client: the transcript stays and
+// the page stays detached (re-attaching would load the session straight back); the next
+// prompt re-attaches first. Anything else: start the view again from the log.
+function onResync(p) {
+  if (p.reason === "session_deleted") {
+    current = null; clearView(); $("session-title").textContent = "No session"; setStatus("idle");
+    T.showError("This session was deleted.");
+    return refreshSessions();
+  }
+  if (p.reason === "session_closed") {
+    closedElsewhere = true; setStatus("idle");
+    T.onNotice({title: "Closed by another client. Your next prompt opens it again.", severity: "info"});
+    return refreshSessions();
+  }
+  clearView(); return attach(current, 0);
 }
 
 function onUpdate(u, meta) {
@@ -170,6 +188,7 @@ function clearView() {
 }
 
 async function openSession(sessionId) {
+  closedElsewhere = false;
   if (current && current !== sessionId) await rpc("_agentd/session/detach", {sessionId: current}).catch(() => {});
   current = sessionId;
   clearView();
@@ -181,6 +200,7 @@ $("new-session").onclick = async () => {
   const res = await rpc("session/new", {cwd: $("new-session-cwd").value.trim(), mcpServers: []});
   if (current) await rpc("_agentd/session/detach", {sessionId: current}).catch(() => {});
   current = res.sessionId;  // session/new already subscribed this socket
+  closedElsewhere = false;
   clearView();
   $("session-title").textContent = res.sessionId; setStatus("idle");
   await refreshSessions();
@@ -191,6 +211,7 @@ $("new-session").onclick = async () => {
 async function submit(method) {
   const text = $("prompt").value.trim();
   if (!text || !current) return;
+  if (closedElsewhere) { closedElsewhere = false; await attach(current, lastSeq); }
   $("prompt").value = "";
   const requestId = "web-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
   const prompt = [{type: "text", text}];

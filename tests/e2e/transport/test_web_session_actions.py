@@ -154,3 +154,43 @@ async def test_delete_asks_for_confirmation_and_removes_the_session(
         await expect(page.locator(f'#sessions li.current[data-session-id="{keep}"]')).to_have_count(1)
         assert errors == []
         await cli.close()
+
+
+async def test_a_session_deleted_or_closed_by_another_client_says_so_on_the_page(
+    server_factory, browser: Any, workspace: Path, tmp_path: Path
+) -> None:
+    provider = scripted({"text": "First answer."}, {"text": "Back again."})
+    async with server_factory(provider) as server:
+        cli = await server.client()
+        doomed = await new_session(cli, workspace)
+        closing = await new_session(cli, workspace)
+        await cli.call("session/prompt", text_prompt(closing, "hello"))
+        errors: list[str] = []
+        page = await new_page(browser, errors)
+
+        # Deleted by another client: the page says so and shows no session.
+        await open_session_page(page, server.base_url, doomed)
+        await expect(item(page, doomed)).to_have_count(1)
+        assert await cli.call("session/delete", {"sessionId": doomed}) == {}
+        await expect(page.locator(".notice.error")).to_have_text("⚠ This session was deleted.")
+        await expect(page.locator("#session-title")).to_have_text("No session")
+        await expect(item(page, doomed)).to_have_count(0)
+        await shot(page, tmp_path, "1-deleted-elsewhere")
+
+        # Closed by another client: the transcript stays, with a notice; the page does not
+        # load the session back by itself; its next prompt does, and the answer shows.
+        await item(page, closing).click()
+        await expect(page.locator(".msg.agent")).to_have_text(["First answer."])
+        assert await cli.call("session/close", {"sessionId": closing}) == {}
+        await expect(page.locator(".notice", has_text="Closed by another client")).to_have_count(1)
+        await expect(page.locator(".msg.agent")).to_have_text(["First answer."])
+        listed = {
+            s["sessionId"]: s["_meta"]["agentd"] for s in (await cli.call("session/list", {}))["sessions"]
+        }
+        assert listed[closing]["attached"] == [], listed[closing]  # not loaded back by the page
+        await shot(page, tmp_path, "2-closed-elsewhere")
+        await page.fill("#prompt", "are you there?")
+        await page.press("#prompt", "Enter")
+        await expect(page.locator(".msg.agent")).to_have_text(["First answer.", "Back again."])
+        assert errors == []
+        await cli.close()
