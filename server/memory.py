@@ -4,7 +4,7 @@ CPython frees large objects with `free()`, but glibc keeps freed heap pages mapp
 asked (`malloc_trim`), so after a flood of large prompts or replays a long-lived server
 would stay at its peak size. A low-priority background task asks now and then — after a
 full garbage collection, so cycles holding big buffers go first — and only when the
-resident size grew since the last time it asked.
+resident size grew since the last time it asked (or since its lowest reading after that).
 """
 
 from __future__ import annotations
@@ -76,6 +76,12 @@ def trim() -> None:
         _TRIM(0)
 
 
+def should_trim(last: int, now: int) -> bool:
+    """Whether the resident size `now` grew by GROWTH_TRIGGER from `last` (the size after
+    the last trim, or the lowest reading since)."""
+    return now - last >= GROWTH_TRIGGER
+
+
 async def run_trimmer(interval_s: float) -> None:
     """Every `interval_s`: if the process grew by GROWTH_TRIGGER since the last trim,
     collect and trim (off the event loop: a big heap takes a moment)."""
@@ -85,7 +91,10 @@ async def run_trimmer(interval_s: float) -> None:
     while True:
         await asyncio.sleep(interval_s)
         now = rss_bytes()
-        if now - last < GROWTH_TRIGGER and now >= last:
+        if not should_trim(last, now):
+            # A shrink lowers the mark, so later growth is measured from the low point. A
+            # shrink itself is no reason to trim: measured after a flood, trims on shrinks
+            # gave back 2-5 MiB more at best, and on a big heap each costs a full collection.
             last = min(last, now)
             continue
         try:

@@ -21,6 +21,7 @@ from server.embedded import serve_in_background
 from server.providers.base import Provider
 from server.providers.scripted import ScriptedProvider
 from server.store.db import Store
+from tests.support.browser import server_stopping
 from tests.support.client import WsClient
 from tests.support.databases import premigrate_sqlite
 from tests.support.xdist_stderr import pytest_configure  # noqa: F401 - a hook: timeout stacks under xdist
@@ -153,7 +154,10 @@ async def running_server(
     await premigrate_sqlite(settings.resolved_database_url())
     app = create_app(settings, provider=provider, tools=tools, fallbacks=fallbacks)
     async with serve_in_background(app) as base:
-        yield Server(base, settings, provider, app)
+        try:
+            yield Server(base, settings, provider, app)
+        finally:
+            server_stopping()  # a page's refused reconnects from here on are expected
 
 
 def scripted(*steps: dict[str, Any], loop: bool = False) -> ScriptedProvider:

@@ -5,9 +5,9 @@ A trivial turn's model call went through httpx → httpcore → h11 → anyio: a
 event loop's CPU per turn went to that stack (per request: h11's header validation and
 event objects, anyio cancel scopes and locks, httpcore's pool and per-read timeouts; per
 body chunk: a cancel scope, an h11 event, a `sniffio` look-up). `LeanTransport` speaks the
-same HTTP/1.1 to the model API with one `asyncio.Protocol` per connection: the response
-head is parsed from the bytes received, the body (Content-Length, chunked, or up to the
-close) is decoded from the connection's buffer, and every read waits on one future, its
+same HTTP/1.1 to the model API with one `asyncio.Protocol` per connection (`http_conn`):
+the response head is parsed from the bytes received, the body (Content-Length, chunked, or
+up to the close) is decoded from the connection's buffer, and every read waits on one future, its
 deadline watched by the connection's one timer (read_deadline). httpx stays the client
 (redirect rules, auth, cookies, content decoding, `httpx` exceptions), so the providers and
 their error mapping do not change.
@@ -23,155 +23,23 @@ cancelled exchange closes it. At most `max_connections` exchanges run at once; m
 from __future__ import annotations
 
 import asyncio
-import select
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
 from server.providers.http_body import BodyPieces, batches
-from server.providers.read_deadline import ReadDeadline
+from server.providers.http_conn import Connection, Key
 
 _MAX_HEAD = 256 * 1024  # response status line + headers
 _MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
-
-_Key = tuple[str, str, int]
 
 
 def _timeouts(request: httpx.Request) -> dict[str, float | None]:
     found = request.extensions.get("timeout")
     return found if isinstance(found, dict) else {}
-
-
-class _Connection(asyncio.Protocol):
-    """One TCP (or TLS) connection: the bytes received so far, and one waiter at a time."""
-
-    def __init__(self, key: _Key) -> None:
-        self.key = key
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.eof = False
-        self.lost: BaseException | None = None
-        self.closed = False
-        self.idle_since = 0.0
-        self._waiter: asyncio.Future[None] | None = None
-        self._paused = False
-        self._drained: asyncio.Future[None] | None = None
-        self._deadline = ReadDeadline()  # one timer for all reads (not one per read)
-        # Made by the loop's protocol factory. Kept: 3.11's get_running_loop() costs a
-        # getpid() system call, once per read otherwise.
-        self._loop = asyncio.get_running_loop()
-
-    # -- asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # (uvloop's is no asyncio subclass)
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        self._wake()
-
-    def eof_received(self) -> bool:
-        self.eof = True
-        self._wake()
-        return False  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = self.eof = True
-        self.lost = exc
-        self._wake()
-        self._deadline.close()
-        drained, self._drained = self._drained, None
-        if drained is not None and not drained.done():
-            drained.set_result(None)
-
-    def pause_writing(self) -> None:
-        self._paused = True
-
-    def resume_writing(self) -> None:
-        self._paused = False
-        drained, self._drained = self._drained, None
-        if drained is not None and not drained.done():
-            drained.set_result(None)
-
-    def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # -- used by the exchange
-    async def wait_data(
-        self,
-        limit_s: float | None,
-        until: float | None = None,
-        expired: Callable[[], BaseException] | None = None,
-    ) -> None:
-        """Until more bytes, the end of the stream or the timeout: `limit_s` from now
-        (httpx.ReadTimeout), or the caller's `until` (loop time; then `expired()` is raised)
-        if that comes first."""
-        if self.eof:
-            raise self._cut()
-        loop = self._loop
-        waiter = self._waiter = loop.create_future()
-        when, error = (loop.time() + limit_s, _read_timeout) if limit_s is not None else (None, None)
-        if until is not None and expired is not None and (when is None or until <= when):
-            when, error = until, expired
-        if when is None or error is None:
-            await waiter
-            return
-        self._deadline.watch(loop, waiter, when, error)
-        try:
-            await waiter
-        finally:
-            self._deadline.release()
-
-    async def write(self, data: bytes, limit_s: float | None) -> None:
-        if self.closed or self.transport is None:
-            raise httpx.WriteError("the connection was closed")
-        self.transport.write(data)
-        if self._paused:
-            loop = asyncio.get_running_loop()
-            drained = self._drained = loop.create_future()
-            if limit_s is not None:
-                self._deadline.watch(loop, drained, loop.time() + limit_s, _write_timeout)
-            try:
-                await drained
-            finally:
-                self._deadline.release()
-            if self.closed:
-                raise httpx.WriteError("the connection was closed while writing")
-
-    def _cut(self) -> httpx.TransportError:
-        if self.lost is not None and not isinstance(self.lost, EOFError):
-            return httpx.ReadError(f"{type(self.lost).__name__}: {self.lost}")
-        return httpx.RemoteProtocolError("the server closed the connection before the response ended")
-
-    def reusable(self, now: float, expiry: float) -> bool:
-        if self.closed or self.eof or self.buffer or now - self.idle_since >= expiry:
-            return False
-        # The server may have hung up (or sent anything) since, and the loop not have seen
-        # it yet: an idle connection with something to read is not reused (as httpcore).
-        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
-        if sock is None:
-            return True
-        poll = select.poll()
-        poll.register(sock.fileno(), select.POLLIN)
-        return not poll.poll(0)
-
-    def close(self) -> None:
-        self.closed = True
-        self._deadline.close()
-        if self.transport is not None:
-            self.transport.close()
-
-
-def _read_timeout() -> BaseException:
-    return httpx.ReadTimeout("timed out reading the response")
-
-
-def _write_timeout() -> BaseException:
-    return httpx.WriteTimeout("timed out writing the request")
 
 
 class _Body(httpx.AsyncByteStream):
@@ -181,7 +49,7 @@ class _Body(httpx.AsyncByteStream):
     def __init__(
         self,
         pool: LeanTransport,
-        conn: _Connection,
+        conn: Connection,
         framing: int | None,
         keep: bool,
         read_timeout: float | None,
@@ -217,7 +85,7 @@ class _Body(httpx.AsyncByteStream):
                 if self._to_close:
                     self.done = True
                     break
-                raise conn._cut()
+                raise conn.cut()
             await conn.wait_data(self._timeout, until, expired)
         return None
 
@@ -311,7 +179,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self._max_keepalive = limits.max_keepalive_connections or 0
         self._expiry = limits.keepalive_expiry if limits.keepalive_expiry is not None else 5.0
         self._slots = asyncio.Semaphore(limits.max_connections or 1_000_000)
-        self._idle: dict[_Key, list[_Connection]] = {}
+        self._idle: dict[Key, list[Connection]] = {}
         self.idle_count = 0
         self.active = 0  # exchanges holding a connection (for tests and metrics)
         self.connects = 0
@@ -322,7 +190,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             await _acquire(self._slots, timeouts.get("pool"))
         else:
             await self._slots.acquire()  # a free slot: returns at once
-        conn: _Connection | None = None
+        conn: Connection | None = None
         try:
             url = request.url
             key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
@@ -353,7 +221,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise
         return response
 
-    def _reuse(self, key: _Key) -> _Connection | None:
+    def _reuse(self, key: Key) -> Connection | None:
         stack = self._idle.get(key)
         now = time.monotonic()
         while stack:
@@ -364,7 +232,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             conn.close()
         return None
 
-    async def _connect(self, key: _Key, limit_s: float | None) -> _Connection:
+    async def _connect(self, key: Key, limit_s: float | None) -> Connection:
         scheme, host, port = key
         if scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
@@ -373,7 +241,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         try:
             async with asyncio.timeout(limit_s):
                 _, conn = await loop.create_connection(
-                    lambda: _Connection(key), host, port, ssl=tls, server_hostname=host if tls else None
+                    lambda: Connection(key), host, port, ssl=tls, server_hostname=host if tls else None
                 )
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
@@ -382,7 +250,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.connects += 1
         return conn
 
-    def _finished(self, conn: _Connection, *, reuse: bool) -> None:
+    def _finished(self, conn: Connection, *, reuse: bool) -> None:
         """The exchange on `conn` is over: keep the connection alive, or close it."""
         self.active -= 1
         self._slots.release()
@@ -396,7 +264,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             self._drop_oldest_idle()
 
     def _drop_oldest_idle(self) -> None:
-        oldest: list[_Connection] | None = None
+        oldest: list[Connection] | None = None
         for stack in self._idle.values():
             if stack and (oldest is None or stack[0].idle_since < oldest[0].idle_since):
                 oldest = stack
@@ -453,7 +321,7 @@ def _request_head(request: httpx.Request) -> bytes:
 
 
 async def _read_head(
-    conn: _Connection, request: httpx.Request, read_timeout: float | None, pool: LeanTransport
+    conn: Connection, request: httpx.Request, read_timeout: float | None, pool: LeanTransport
 ) -> httpx.Response:
     while True:  # 1xx interim answers are skipped
         end = conn.buffer.find(b"\r\n\r\n")

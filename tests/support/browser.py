@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,39 @@ def expect(target: Any) -> Any:
 
 
 # Chromium logs every refused connection itself (the page cannot silence it): a test's server
-# stopping before its browser closes makes the page's reconnect attempts log these.
+# stopping before its browser closes makes the page's reconnect attempts log these. Only
+# lines logged once a server began stopping (or the test body ended) are excused.
 SERVER_GONE = re.compile(r"net::ERR_CONNECTION_REFUSED")
+
+
+@dataclass
+class ConsoleLog:
+    """The console errors of one browser's pages, and where its test's server began stopping."""
+
+    errors: list[str] = field(default_factory=list)
+    stopping_at: int | None = None  # index of the first line logged after that
+
+    def mark_stopping(self) -> None:
+        if self.stopping_at is None:
+            self.stopping_at = len(self.errors)
+
+    def unexpected(self, expected: re.Pattern[str] | None = None) -> list[str]:
+        """The errors neither `expected` nor a refused connection after the server began stopping."""
+        cut = len(self.errors) if self.stopping_at is None else self.stopping_at
+        return [
+            e
+            for i, e in enumerate(self.errors)
+            if (expected is None or not expected.search(e)) and not (i >= cut and SERVER_GONE.search(e))
+        ]
+
+
+_OPEN: list[ConsoleLog] = []  # the browsers of the running test
+
+
+def server_stopping() -> None:
+    """Called by the test server as it begins to stop (tests/conftest.py `running_server`)."""
+    for log in _OPEN:
+        log.mark_stopping()
 
 
 @pytest.fixture
@@ -37,23 +69,24 @@ async def browser() -> AsyncIterator[Any]:
     playwright_api = pytest.importorskip("playwright.async_api")
     async with playwright_api.async_playwright() as pw:
         b = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        errors = watch_console(b)
+        log = b.console_log = ConsoleLog()
+        watch_console(b, log.errors)
+        _OPEN.append(log)
         try:
             yield b
         finally:
+            log.mark_stopping()  # the test body is over: its servers may be gone
+            _OPEN.remove(log)
             await b.close()
         # Every page of every page test: no console errors (and no CSP violations, which
         # Chromium reports there), except those a test declares it expects.
-        expected = getattr(b, "expected_console_errors", None)
-        unexpected = [
-            e for e in errors if (expected is None or not expected.search(e)) and not SERVER_GONE.search(e)
-        ]
+        unexpected = log.unexpected(getattr(b, "expected_console_errors", None))
         assert unexpected == [], f"console errors on the page: {unexpected}"
 
 
-def watch_console(b: Any) -> list[str]:
+def watch_console(b: Any, errors: list[str] | None = None) -> list[str]:
     """Collect the console errors and uncaught exceptions of every page `b` opens."""
-    errors: list[str] = []
+    errors = [] if errors is None else errors
     original = b.new_page
 
     async def new_page_watched(*args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,28 @@
+"""The trimmer's decision (server/memory.py): trim on growth of GROWTH_TRIGGER or more since
+the mark, never on a shrink or a smaller change."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.memory import GROWTH_TRIGGER, should_trim
+
+MIB = 2**20
+BASE = 100 * MIB
+
+
+@pytest.mark.parametrize(
+    ("last", "now", "trim"),
+    [
+        (BASE, BASE, False),  # unchanged
+        (BASE, BASE + GROWTH_TRIGGER - 1, False),  # grew, but not enough
+        (BASE, BASE + GROWTH_TRIGGER, True),  # grew by the trigger exactly
+        (BASE, BASE + 10 * GROWTH_TRIGGER, True),  # a flood
+        (BASE, BASE - 1, False),  # a wobble down
+        (BASE, BASE - 10 * GROWTH_TRIGGER, False),  # a big shrink: memory already went back
+        (0, GROWTH_TRIGGER, True),  # /proc unreadable at the start: first real reading
+        (BASE, 0, False),  # /proc unreadable now
+    ],
+)
+def test_should_trim(last: int, now: int, trim: bool) -> None:
+    assert should_trim(last, now) is trim
