@@ -100,6 +100,8 @@ class SseSink:
                 continue
             method, params = self._queue.get_nowait()
             yield _frame(method, params)
+            if method == RESYNC_REQUIRED:
+                return  # queued in order (after what was queued before it): the stream is over
 
 
 def _frame(method: str, params: dict[str, Any]) -> bytes:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from server.session.errors import ResyncReason
 from server.session.sinks import FrameSink, tracked_sessions, urgent
 from server.transport.render import ACP_RENDERER
-from server.transport.sse import SseSink
 
 if TYPE_CHECKING:
     from server.session.hub import EventHub
@@ -25,9 +24,9 @@ async def end_watch(
     """Tell `sink` why its stream ends, then detach it from the session."""
     sub = hub.get(sink.id)
     frame = ACP_RENDERER.resync(session_id, sub.last_seq if sub else 0, reason)
-    # In order after what the client got; ahead of it only when its buffer is full
-    # (and on SSE, where the urgent resync is what ends the stream).
-    if isinstance(sink, SseSink) or not sink.send_notification(*frame):
+    # In order after what the client was sent (on SSE the resync then ends the stream);
+    # ahead of it only when its buffer is full.
+    if not sink.send_notification(*frame):
         tell = urgent(sink)
         if tell is not None:
             tell.send_urgent(*frame)
