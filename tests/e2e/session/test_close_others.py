@@ -52,6 +52,12 @@ def _ws_order(client: WsClient, sid: str) -> list[str]:
     return out
 
 
+def _commands(frame: dict[str, Any]) -> bool:
+    update = (frame.get("data") or {}).get("update") or {}
+    is_update = frame.get("event") == "session/update"
+    return is_update and update.get("sessionUpdate") == "available_commands_update"
+
+
 def _sse_order(stream: SseStream) -> list[str]:
     out = []
     for f in stream.frames:
@@ -69,7 +75,11 @@ async def test_close_tells_and_detaches_the_sessions_other_clients(server_factor
         try:
             await watcher.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
             async with sse(server.base_url, sid, params={"after": 0}) as stream:
+                # Live once its replay is over: the available commands follow the replay
+                # (server/session/attach.py). Until then live frames wait behind it, and a
+                # close would tell the stream the lower `lastSeq` it had been sent.
                 await stream.until(lambda f: f.get("event") == "_agentd/session/snapshot")
+                await stream.until(_commands)
                 prompt = asyncio.create_task(closer.call("session/prompt", text_prompt(sid, "one")))
                 await gated.held(0)  # a turn is running
 
