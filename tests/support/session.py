@@ -75,6 +75,17 @@ def events(client: WsClient, session_id: str, kind: str) -> list[dict[str, Any]]
     ]
 
 
+def resyncs(client: WsClient, session_id: str) -> list[dict[str, Any]]:
+    """The params of every `_agentd/resync_required` the client got for the session."""
+    return [
+        f["params"]
+        for f in client.frames
+        if isinstance(f, dict)
+        and f.get("method") == "_agentd/resync_required"
+        and f["params"].get("sessionId") == session_id
+    ]
+
+
 def the_turn_end(client: WsClient, session_id: str) -> dict[str, Any]:
     """The payload of the session's one `turn_ended` event (asserts there is exactly one)."""
     ended = events(client, session_id, "turn_ended")

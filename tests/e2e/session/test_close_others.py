@@ -19,7 +19,7 @@ from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.polling import until
-from tests.support.session import served_session
+from tests.support.session import resyncs, served_session
 from tests.support.sse import SseStream, sse
 
 pytestmark = pytest.mark.timeout(120)
@@ -27,16 +27,6 @@ pytestmark = pytest.mark.timeout(120)
 ATTACH = "_agentd/session/attach"
 DETACH = "_agentd/session/detach"
 CLOSED = "session_closed"
-
-
-def _resyncs(client: WsClient, sid: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/resync_required"
-        and f["params"].get("sessionId") == sid
-    ]
 
 
 def _ws_order(client: WsClient, sid: str) -> list[str]:
@@ -87,8 +77,8 @@ async def test_close_tells_and_detaches_the_sessions_other_clients(server_factor
                 assert (await prompt)["stopReason"] == "cancelled"
 
                 # The WebSocket client: the cancelled turn's end, then told, and detached.
-                await until(lambda: _resyncs(watcher, sid), what="the other client told of the close")
-                [told] = _resyncs(watcher, sid)
+                await until(lambda: resyncs(watcher, sid), what="the other client told of the close")
+                [told] = resyncs(watcher, sid)
                 assert told["reason"] == CLOSED, told
                 assert _ws_order(watcher, sid) == ["turn_ended", "resync"]
                 assert await watcher.call(DETACH, {"sessionId": sid}) == {"detached": False}
@@ -100,7 +90,7 @@ async def test_close_tells_and_detaches_the_sessions_other_clients(server_factor
                 with pytest.raises(EOFError):
                     await stream.next()
             # The closing client has its answer and nothing else.
-            assert _resyncs(closer, sid) == []
+            assert resyncs(closer, sid) == []
 
             # Re-attaching from what it was told reloads the session; a prompt runs as usual.
             attached = await watcher.call(ATTACH, {"sessionId": sid, "afterSeq": told["lastSeq"]})
@@ -135,8 +125,8 @@ async def test_close_of_an_idle_session_over_http_tells_every_attached_client(
                 json={"jsonrpc": "2.0", "id": 1, "method": "session/close", "params": {"sessionId": sid}},
             )
         assert reply.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}, reply.text
-        await until(lambda: _resyncs(client, sid), what="the attached client told of the close")
-        assert [r["reason"] for r in _resyncs(client, sid)] == [CLOSED]
+        await until(lambda: resyncs(client, sid), what="the attached client told of the close")
+        assert [r["reason"] for r in resyncs(client, sid)] == [CLOSED]
         assert await client.call(DETACH, {"sessionId": sid}) == {"detached": False}
         # Resuming reloads it.
         resumed = await client.call(

@@ -23,7 +23,7 @@ from tests.conftest import scripted
 from tests.support.client import WsClient
 from tests.support.polling import until
 from tests.support.replicas import two_replicas
-from tests.support.session import new_session
+from tests.support.session import new_session, resyncs
 from tests.support.sse import sse
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,24 +34,14 @@ DETACH = "_agentd/session/detach"
 DELETED = "session_deleted"
 
 
-def _resyncs(client: WsClient, sid: str) -> list[dict[str, Any]]:
-    return [
-        f["params"]
-        for f in client.frames
-        if isinstance(f, dict)
-        and f.get("method") == "_agentd/resync_required"
-        and f["params"].get("sessionId") == sid
-    ]
-
-
 def _titles(client: WsClient, sid: str) -> list[str]:
     return [u["title"] for u in client.updates(sid) if u.get("sessionUpdate") == "session_info_update"]
 
 
 async def _told_deleted(client: WsClient, sid: str, what: str) -> None:
     """`client` was told the session was deleted, and it is no longer attached."""
-    await until(lambda: _resyncs(client, sid), what=what)
-    assert [r["reason"] for r in _resyncs(client, sid)] == [DELETED], _resyncs(client, sid)
+    await until(lambda: resyncs(client, sid), what=what)
+    assert [r["reason"] for r in resyncs(client, sid)] == [DELETED], resyncs(client, sid)
     assert await client.call(DETACH, {"sessionId": sid}) == {"detached": False}, what
 
 
@@ -104,7 +94,7 @@ async def test_a_delete_on_either_replica_detaches_every_replicas_watchers(tmp_p
                 await _told_deleted(wb, first, "B's watcher told of the delete")
                 ended = await stream.until(lambda f: f.get("event") == "_agentd/resync_required")
                 assert ended["data"]["reason"] == DELETED, ended
-            assert _resyncs(ca, first) == []  # the deleting client has its answer
+            assert resyncs(ca, first) == []  # the deleting client has its answer
             # 3. Attaching again, on either replica, answers "not found".
             for client in (ca, wa, wb, cb):
                 await _not_found(client, first, cwd)
@@ -122,7 +112,7 @@ async def test_a_delete_on_either_replica_detaches_every_replicas_watchers(tmp_p
             await _told_deleted(ca, second, "the session's creator on A told of the delete")
             # The deleting client is detached either way (its answer, or the NOTIFY first).
             assert await cb.call(DETACH, {"sessionId": second}) == {"detached": False}
-            assert {r["reason"] for r in _resyncs(cb, second)} <= {DELETED}
+            assert {r["reason"] for r in resyncs(cb, second)} <= {DELETED}
             for client in (ca, wa, wb, cb):
                 await _not_found(client, second, cwd)
             for client in (ca, wa, wb, cb):
@@ -143,7 +133,7 @@ async def test_a_delete_detaches_the_other_clients_of_one_server(server_factory,
             await _told_deleted(watcher, sid, "the other client told of the delete")
             ended = await stream.until(lambda f: f.get("event") == "_agentd/resync_required")
             assert ended["data"]["reason"] == DELETED, ended
-        assert _resyncs(owner, sid) == []  # the deleting client has its answer
+        assert resyncs(owner, sid) == []  # the deleting client has its answer
         for client in (owner, watcher):
             await _not_found(client, sid, workspace)
             await client.close()
