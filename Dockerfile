@@ -5,8 +5,7 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml setup.py README.md alembic.ini ./
-COPY protocol ./protocol
-COPY server ./server
+COPY agentd ./agentd
 COPY migrations ./migrations
 # A wheel, not an editable install: the image holds the installed package only.
 RUN pip wheel --no-cache-dir --no-deps -w /wheels .

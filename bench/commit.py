@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
 
-from server.core.events import Event, EventKind
-from server.session.eventlog import EventWriter
-from server.store.db import Store
+from agentd.core.events import Event, EventKind
+from agentd.session.eventlog import EventWriter
+from agentd.store.db import Store
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 PAYLOAD = {"text": "x" * 160, "messageId": "m-0000"}  # about the size of a message chunk event

@@ -3,7 +3,7 @@
     .venv/bin/python bench/commit_notify.py [--rounds 12] [--commits 100] [--sessions 1,32]
 
 The one-statement commit ends with `SELECT pg_notify('agentd_events', …)` per session
-(server/store/pg_commit.py). This runs the very statement with and without that part, in
+(agentd/store/pg_commit.py). This runs the very statement with and without that part, in
 alternating rounds of `--commits` commits on one connection (each commit: one event for
 each of `--sessions` sessions), and prints the median with/without time ratio — an A/B
 ratio on the same connection and database, less noisy than absolute timings on a shared
@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
 
+from agentd.store import pg_commit
+from agentd.store.db import Batch, Store, StoredEvent
 from bench.commit import database
-from server.store import pg_commit
-from server.store.db import Batch, Store, StoredEvent
 
 
 def without_notify(statement: str) -> str:

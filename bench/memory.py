@@ -82,7 +82,7 @@ async def serve(home: Path, db_url: str) -> AsyncIterator[Running]:
         AGENTD_MAX_SESSIONS_PER_PRINCIPAL="0", AGENTD_IDLE_EVICT_S="86400",
         PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
     )  # fmt: skip
-    cmd = [sys.executable, "-c", "from server.cli import main; main()", "serve", "--log-level", "warning"]
+    cmd = [sys.executable, "-c", "from agentd.cli import main; main()", "serve", "--log-level", "warning"]
     proc = subprocess.Popen(  # noqa: ASYNC220 - once per phase, before anything is measured
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
     )
@@ -126,8 +126,8 @@ async def clone(db_url: str, template: str, copies: list[tuple[str, str, datetim
     """Copy a session's rows (session, events, messages) under new ids, through the store."""
     from sqlalchemy import String, Text, bindparam, insert, select
 
-    from server.store.db import Store
-    from server.store.models import EventRow, MessageRow, SessionRow
+    from agentd.store.db import Store
+    from agentd.store.models import EventRow, MessageRow, SessionRow
 
     store = await Store.open(db_url)
     s, e, m = SessionRow.__table__, EventRow.__table__, MessageRow.__table__
@@ -168,7 +168,7 @@ async def clone(db_url: str, template: str, copies: list[tuple[str, str, datetim
 
 async def disk_bytes(db_url: str, home: Path) -> int:
     if db_url.startswith("sqlite"):
-        from server.store.db import Store
+        from agentd.store.db import Store
 
         store = await Store.open(db_url)  # fold the WAL into the file first
         try:

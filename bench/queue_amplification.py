@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.app import create_app
-from server.config import ProviderName, Settings
-from server.embedded import serve_in_background
-from server.providers.scripted import ScriptedProvider
+from agentd.app import create_app
+from agentd.embedded import serve_in_background
+from agentd.infra.config import ProviderName, Settings
+from agentd.providers.scripted import ScriptedProvider
 from tests.support.client import WsClient, text_prompt
 
 

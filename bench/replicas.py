@@ -99,7 +99,7 @@ class Cluster:
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         )  # fmt: skip
         log = (home / "serve.log").open("wb")
-        cmd = [sys.executable, "-m", "server.cli", "serve", "--log-level", "warning"]
+        cmd = [sys.executable, "-m", "agentd.cli", "serve", "--log-level", "warning"]
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # noqa: ASYNC220
         log.close()
         replica = Replica(name, f"http://127.0.0.1:{port}", proc)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.tools.base import ToolContext
-from server.tools.glob_tool import Glob
-from server.tools.search import Grep
+from agentd.tools.base import ToolContext
+from agentd.tools.glob_tool import Glob
+from agentd.tools.search import Grep
 
 RUNS = 5
 PROJECT_FILES = 150

@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.app import create_app
-from server.config import PermissionMode, ProviderName, Settings
-from server.embedded import serve_in_background
-from server.providers.scripted import ScriptedProvider
+from agentd.app import create_app
+from agentd.embedded import serve_in_background
+from agentd.infra.config import PermissionMode, ProviderName, Settings
+from agentd.providers.scripted import ScriptedProvider
 from tests.support.client import WsClient, text_prompt
 
 

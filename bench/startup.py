@@ -6,7 +6,7 @@
   until `/healthz` answers 200; the first run creates the database (migrations run), the
   others start on the existing one (the schema is current);
 - idle RSS: the server's resident memory once healthy and idle;
-- import time: the heaviest modules of `import server.cli, server.app, server.serve`
+- import time: the heaviest modules of `import agentd.cli, agentd.app, agentd.serve`
   under `python -X importtime` (cumulative µs), and whether `mcp` / `alembic` load at all.
 """
 
@@ -56,7 +56,7 @@ def env_for(home: Path, port: int) -> dict[str, str]:
 def one_start(home: Path, settle_s: float) -> tuple[float, float]:
     """(seconds from spawn to /healthz 200, idle RSS in MiB)."""
     port = free_port()
-    cmd = [sys.executable, "-c", "from server.cli import main; main()", "serve", "--log-level", "warning"]
+    cmd = [sys.executable, "-c", "from agentd.cli import main; main()", "serve", "--log-level", "warning"]
     started = time.perf_counter()
     proc = subprocess.Popen(
         cmd, env=env_for(home, port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
@@ -90,7 +90,7 @@ def one_start(home: Path, settle_s: float) -> tuple[float, float]:
 
 def import_times(top: int) -> None:
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import server.cli, server.app, server.serve"],
+        [sys.executable, "-X", "importtime", "-c", "import agentd.cli, agentd.app, agentd.serve"],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
     )  # fmt: skip
     rows: list[tuple[int, int, str]] = []
@@ -100,8 +100,8 @@ def import_times(top: int) -> None:
         self_us, cum_us, name = line.removeprefix("import time:").split("|")
         rows.append((int(cum_us), int(self_us), name.rstrip()))
     loaded = {name.strip() for _, _, name in rows}
-    total = max((cum for cum, _, name in rows if name.strip() == "server.app"), default=0)
-    print(f"import server.app (cumulative, -X importtime): {total / 1000:.0f} ms")
+    total = max((cum for cum, _, name in rows if name.strip() == "agentd.app"), default=0)
+    print(f"import agentd.app (cumulative, -X importtime): {total / 1000:.0f} ms")
     print(f"top {top} imports by cumulative time (µs, self µs, module):")
     for cum, self_us, name in sorted(rows, reverse=True)[:top]:
         print(f"  {cum:>9} {self_us:>8}  {name}")

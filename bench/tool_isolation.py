@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from server.app import create_app
-from server.config import PermissionMode, ProviderName, Settings
-from server.embedded import serve_in_background
-from server.providers.scripted import ScriptedProvider
-from server.tools.grepengine import find_rg
+from agentd.app import create_app
+from agentd.embedded import serve_in_background
+from agentd.infra.config import PermissionMode, ProviderName, Settings
+from agentd.providers.scripted import ScriptedProvider
+from agentd.tools.grepengine import find_rg
 from tests.support.client import WsClient, text_prompt
 
 

@@ -215,7 +215,7 @@ async def _served(kind: str, model_url: str, prelude: str, home: Path) -> AsyncI
             AGENTD_PERMISSION_MODE="bypass", AGENTD_RATE_LIMIT_PER_S="0",
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         )  # fmt: skip
-        code = prelude + "\nfrom server.cli import main; main()"
+        code = prelude + "\nfrom agentd.cli import main; main()"
         cmd = [sys.executable, "-c", code, "serve", "--log-level", "warning"]
         proc = subprocess.Popen(  # noqa: ASYNC220 - once per run, before anything is measured
             cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT

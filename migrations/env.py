@@ -12,8 +12,8 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from server.config import Settings
-from server.store.models import Base
+from agentd.infra.config import Settings
+from agentd.store.models import Base
 
 target_metadata = Base.metadata
 

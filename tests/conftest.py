@@ -15,12 +15,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from server.app import create_app
-from server.config import PermissionMode, ProviderName, Settings
-from server.embedded import serve_in_background
-from server.providers.base import Provider
-from server.providers.scripted import ScriptedProvider
-from server.store.db import Store
+from agentd.app import create_app
+from agentd.core.provider import Provider
+from agentd.embedded import serve_in_background
+from agentd.infra.config import PermissionMode, ProviderName, Settings
+from agentd.providers.scripted import ScriptedProvider
+from agentd.store.db import Store
 from tests.support.browser import server_stopping
 from tests.support.client import WsClient
 from tests.support.databases import premigrate_sqlite

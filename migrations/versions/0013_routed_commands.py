@@ -6,7 +6,7 @@ Create Date: 2026-12-01
 
 `routed_commands` carries a command from the replica a client is connected to (`caller`)
 to the one owning the session (`target`), and the owner's answer back
-(server/store/routed.py). A row lives from the forward to the caller reading the answer;
+(agentd/store/routed.py). A row lives from the forward to the caller reading the answer;
 the wake-ups are NOTIFYs on each replica's channel. Used on Postgres only (SQLite is one
 process); the table exists on both so the schema is one.
 """

@@ -70,7 +70,7 @@ async def editor(
         client,
         sys.executable,
         "-m",
-        "server.cli",
+        "agentd.cli",
         "acp",
         *args,
         env=agentd_env(home, script),

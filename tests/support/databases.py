@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from server.store.db import Store
+from agentd.store.db import Store
 
 _migrated_sqlite: Path | None = None
 

@@ -8,8 +8,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from server.providers.base import ProviderRequest, StreamEvent
-from server.providers.scripted import ScriptedProvider
+from agentd.core.provider import ProviderRequest, StreamEvent
+from agentd.providers.scripted import ScriptedProvider
 
 
 class GatedProvider:

@@ -171,7 +171,7 @@ async def wait_healthy(base_url: str, proc: Any, log: Path) -> None:
 
 def agentd_command() -> list[str]:
     exe = shutil.which("agentd", path=os.path.dirname(sys.executable)) or shutil.which("agentd")
-    return [exe] if exe else [sys.executable, "-m", "server.cli"]
+    return [exe] if exe else [sys.executable, "-m", "agentd.cli"]
 
 
 def read_pid(path: Path) -> int | None:

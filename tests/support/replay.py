@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from server.auth import LOCAL_PRINCIPAL
-from server.store.db import Batch, Store, StoredEvent
+from agentd.infra.auth import LOCAL_PRINCIPAL
+from agentd.store.db import Batch, Store, StoredEvent
 
 BUFFER = 64  # the live buffer (client_buffer_frames) of every server here
 LOAD = "session/load"

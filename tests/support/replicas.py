@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.auth import create_token
-from server.store.db import Store
+from agentd.infra.auth import create_token
+from agentd.store.db import Store
 from tests.conftest import postgres_database
 from tests.support.proc import AgentdProcess, agentd_serve, write_script
 

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from server.providers.base import ProviderRequest, StreamEvent
+from agentd.core.provider import ProviderRequest, StreamEvent
 
 
 class RoutedProvider:

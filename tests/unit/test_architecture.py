@@ -1,16 +1,16 @@
-"""One dependency direction (issue 11): every import inside `server/` and `protocol/` goes down
-the layer map below, and no two packages import each other.
+"""One dependency direction (issue 11): every import inside `agentd/` goes down the layer map
+below, and no two packages import each other.
 
 The intended direction is
 
     composition root (cli, demo, embedded, app, serve, preflight, chat)
       → transport → session → agents → loop → (providers, tools)
-      → small shared modules (auth, metrics, logs, memory, overload, terminal)
-      → config → store → core → protocol
+      → infra (settings, auth, metrics, logs, overload, the memory trimmer)
+      → store → core → protocol
 
-`server/core/` holds the shared domain types (messages, error kinds, event kinds, the provider
-protocol and its stream events, Lane, permission modes); `protocol/` (wire models) imports nothing
-from `server/`, and the store imports only core.
+`agentd/core/` holds the shared domain types (messages, error kinds, event kinds, the provider
+protocol and its stream events, Lane, permission modes); `agentd/protocol/` (wire models)
+imports nothing else of agentd, and the store imports only core and protocol.
 
 Every import counts, wherever it is written: at module level, inside a function (a deferred
 import is still a dependency), and under `if TYPE_CHECKING:` (a type-only import still couples
@@ -26,25 +26,18 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("server", "protocol")
+PACKAGES = ("agentd",)
 
 # Rank of each layer: a module may import from its own layer and from layers of a strictly lower
 # rank; layers of equal rank (e.g. providers and tools) stay independent of each other. A layer is
-# a sub-package of `server/` (`server/loop/…` → "loop"), a top-level module of `server/`
-# (`server/config.py` → "config"), or "protocol".
+# a sub-package of `agentd/` (`agentd/loop/…` → "loop") or a top-level module of it
+# (`agentd/app.py` → "app").
 LAYERS: dict[str, int] = {
     "protocol": 0,  # wire models: pydantic only
-    "server": 0,  # server/__init__.py: just __version__
+    "agentd": 0,  # agentd/__init__.py: just __version__
     "core": 1,  # shared domain types; may use protocol's wire models
     "store": 2,  # SQLAlchemy tables and the Store
-    "config": 3,  # settings; builds the store's pool limits
-    # small shared modules used by several layers above
-    "auth": 4,
-    "logs": 4,
-    "memory": 4,
-    "metrics": 4,
-    "overload": 4,
-    "terminal": 4,
+    "infra": 3,  # settings (they build the store's pool limits), auth, logs, metrics, overload
     "providers": 5,
     "tools": 5,
     "loop": 6,
@@ -78,9 +71,7 @@ def _modules() -> dict[str, Path]:
 
 def layer_of(module: str) -> str:
     parts = module.split(".")
-    if parts[0] == "protocol":
-        return "protocol"
-    return parts[1] if len(parts) > 1 else "server"
+    return parts[1] if len(parts) > 1 else "agentd"
 
 
 def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -97,13 +88,13 @@ def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 source = ".".join([*base, node.module] if node.module else base)
             else:
                 source = node.module or ""
-            # `from server.store import queue_rows` imports the module server.store.queue_rows
+            # `from agentd.store import queue_rows` imports the module agentd.store.queue_rows
             names = [
                 f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
                 for alias in node.names
             ]
         for name in names:
-            # `import server.loop.turn` → the deepest in-repo module named
+            # `import agentd.loop.turn` → the deepest in-repo module named
             while name and name not in modules:
                 name = name.rpartition(".")[0]
             if name and name != module:
@@ -193,19 +184,19 @@ def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
     """The parser catches function-level, TYPE_CHECKING and relative imports (else the
     layering tests above would pass vacuously)."""
     modules = {
-        "server.loop.x": tmp_path / "x.py",
-        "server.app": tmp_path / "app.py",
-        "server.session.events": tmp_path / "e.py",
-        "server.loop.y": tmp_path / "y.py",
+        "agentd.loop.x": tmp_path / "x.py",
+        "agentd.app": tmp_path / "app.py",
+        "agentd.core.events": tmp_path / "e.py",
+        "agentd.loop.y": tmp_path / "y.py",
     }
-    modules["server.loop.x"].write_text(
+    modules["agentd.loop.x"].write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from server.app import AppState\n"
-        "def f():\n    import server.session.events\n"
+        "if TYPE_CHECKING:\n    from agentd.app import AppState\n"
+        "def f():\n    import agentd.core.events\n"
         "from . import y\n"
     )
-    assert _imports("server.loop.x", modules["server.loop.x"], modules) == {
-        "server.app",
-        "server.session.events",
-        "server.loop.y",
+    assert _imports("agentd.loop.x", modules["agentd.loop.x"], modules) == {
+        "agentd.app",
+        "agentd.core.events",
+        "agentd.loop.y",
     }

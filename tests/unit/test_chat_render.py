@@ -9,8 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
-from server.chat.queue import QueueMirror
-from server.chat.render import ChatScreen, MarkdownStream, complete_blocks, permission_preview, unified_diff
+from agentd.chat.queue import QueueMirror
+from agentd.chat.render import ChatScreen, MarkdownStream, complete_blocks, permission_preview, unified_diff
 
 
 def console() -> tuple[Console, io.StringIO]:

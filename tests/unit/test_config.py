@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from server.config import FallbackLane, ProviderName, Settings
+from agentd.infra.config import FallbackLane, ProviderName, Settings
 
 SECRETS = {
     "openai_api_key": "sk-openai-s3cret",

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from server.config import LogFormat
-from server.core.log_context import bind_log_context
-from server.logs import log_handler
+from agentd.core.log_context import bind_log_context
+from agentd.infra.config import LogFormat
+from agentd.infra.logs import log_handler
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""The trimmer's decision (server/memory.py): trim on growth of GROWTH_TRIGGER or more since
+"""The trimmer's decision (agentd/infra/rss_trim.py): trim on growth of GROWTH_TRIGGER or more since
 the mark, never on a shrink or a smaller change."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.memory import GROWTH_TRIGGER, should_trim
+from agentd.infra.rss_trim import GROWTH_TRIGGER, should_trim
 
 MIB = 2**20
 BASE = 100 * MIB

@@ -10,7 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from server.config import Settings
+from agentd.infra.config import Settings
 from tests.support.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"

@@ -7,9 +7,9 @@ never (uvicorn's `--reload` supervisor; agentd does not reload) (idle memory).
 
 A started server that has created or loaded no session has not imported the turn machinery
 either — the session actor, the loop, the tool implementations, the agent definitions
-(`ActorServices` makes its `TurnKit` on first use, server/session/services.py), not even a
+(`ActorServices` makes its `TurnKit` on first use, agentd/session/services.py), not even a
 turn's outcome type or the MCP client — nor
-`prometheus_client` (server/metrics.py: the instruments are made at the first observation
+`prometheus_client` (agentd/infra/metrics.py: the instruments are made at the first observation
 or scrape); the first session brings them in.
 Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
 
@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server.config import Settings
-from server.preflight import open_store
+from agentd.infra.config import Settings
+from agentd.preflight import open_store
 from tests.support.paths import REPO_ROOT
 
 LAZY = (
@@ -31,10 +31,10 @@ LAZY = (
 )  # fmt: skip
 # Loaded with the first session (or metric), not by a started, idle server.
 FIRST_SESSION = (
-    "prometheus_client", "server.session.actor", "server.session.turn_kit", "server.session.local_commands",
-    "server.session.journal", "server.loop.react", "server.loop.context", "server.loop.limits",
-    "server.tools.registry", "server.tools.bash", "server.tools.files", "server.tools.search",
-    "server.agents", "server.loop.outcome", "server.tools.mcp",
+    "prometheus_client", "agentd.session.actor", "agentd.session.turn_kit", "agentd.session.local_commands",
+    "agentd.session.journal", "agentd.loop.react", "agentd.loop.context", "agentd.loop.limits",
+    "agentd.tools.registry", "agentd.tools.bash", "agentd.tools.files", "agentd.tools.search",
+    "agentd.agents", "agentd.loop.outcome", "agentd.tools.mcp",
 )  # fmt: skip
 
 
@@ -53,7 +53,7 @@ def printed(code: str) -> list[list[str]]:
 
 
 def test_importing_the_server_loads_none_of_the_lazy_packages() -> None:
-    code = f"import server.app, server.cli, server.serve\nserver.app.create_app()\nprint({among(LAZY)})\n"
+    code = f"import agentd.app, agentd.cli, agentd.serve\nagentd.app.create_app()\nprint({among(LAZY)})\n"
     assert printed(code) == [[]]
 
 
@@ -62,8 +62,8 @@ def test_importing_the_server_loads_none_of_the_lazy_packages() -> None:
 # arrives with it.
 STARTED = """
 import asyncio
-from server.app import create_app
-from server.config import Settings
+from agentd.app import create_app
+from agentd.infra.config import Settings
 
 app = create_app(Settings(home={home!r}, provider="scripted"))
 
@@ -108,5 +108,5 @@ def test_importing_the_server_loads_no_database_dialect() -> None:
     loads SQLAlchemy's Postgres and SQLite dialects at import: +2.4 MiB idle); a dialect
     loads when an engine for it is made."""
     dialects = "sorted(m for m in sys.modules if m.startswith('sqlalchemy.dialects.'))"
-    code = f"import server.app, server.store.models\nprint(json.dumps({dialects}))\n"
+    code = f"import agentd.app, agentd.store.models\nprint(json.dumps({dialects}))\n"
     assert printed(code) == [[]]

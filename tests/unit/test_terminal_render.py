@@ -8,7 +8,7 @@ import io
 
 from rich.console import Console
 
-from server.terminal import Screen, tool_failed
+from agentd.chat.terminal import Screen, tool_failed
 
 
 def screen() -> tuple[Screen, io.StringIO]:

@@ -38,7 +38,7 @@ async def bridged_editor(
     env["AGENTD_HOME"] = str(tmp_path / "editor-home")  # the bridge keeps nothing there
     async with spawn_agent_process(
         client,
-        sys.executable, "-m", "server.cli", "acp", "--connect", f"ws://127.0.0.1:{port}/acp",
+        sys.executable, "-m", "agentd.cli", "acp", "--connect", f"ws://127.0.0.1:{port}/acp",
         env=env,
         observers=[recorder],
     ) as (conn, process):  # fmt: skip

@@ -35,7 +35,7 @@ async def test_stdout_carries_only_protocol_and_bad_lines_get_errors(tmp_path: P
         json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}),
     ]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "server.cli", "acp",
+        sys.executable, "-m", "agentd.cli", "acp",
         env=agentd_env(tmp_path / "home", write_script(tmp_path)),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

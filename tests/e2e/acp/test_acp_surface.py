@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from server.transport.handlers import METHODS, UNSUPPORTED
+from agentd.transport.handlers import METHODS, UNSUPPORTED
 from tests.conftest import scripted
 from tests.support.acp_schema import schema_path
 from tests.support.paths import REPO_ROOT

@@ -43,7 +43,7 @@ async def installed_sdk() -> None:
 @pytest.mark.timeout(400)
 async def test_the_typescript_sdk_client_runs_a_session_over_stdio(tmp_path: Path, workspace: Path) -> None:
     await installed_sdk()
-    agent = [sys.executable, "-m", "server.cli", "acp"]
+    agent = [sys.executable, "-m", "agentd.cli", "acp"]
     proc = await asyncio.create_subprocess_exec(
         "node", str(CLIENT_DIR / "client.mjs"), json.dumps(agent), str(workspace),
         env=agentd_env(tmp_path / "home", write_script(tmp_path)),

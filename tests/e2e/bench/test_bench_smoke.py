@@ -23,7 +23,7 @@ def test_startup_bench_smoke_prints_healthz_time_rss_and_import_breakdown() -> N
     out = _run("startup.py")
     assert re.search(r"^start -> /healthz \(existing database\): median \d+ ms", out, re.M), out
     assert re.search(r"^idle RSS: median [\d.]+ MiB", out, re.M), out
-    assert re.search(r"^import server.app \(cumulative, -X importtime\): \d+ ms", out, re.M), out
+    assert re.search(r"^import agentd.app \(cumulative, -X importtime\): \d+ ms", out, re.M), out
     assert "imports mcp: no" in out and "imports alembic: no" in out, out
 
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.auth import create_token
-from server.config import AuthMode
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode
 from tests.conftest import scripted
 from tests.support.polling import until
 
@@ -27,7 +27,7 @@ class Terminal:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
         env.update(PYTHONUNBUFFERED="1", COLUMNS="200", TERM="dumb")
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "server.cli", "chat", *args, env=env,
+            sys.executable, "-m", "agentd.cli", "chat", *args, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         return cls(proc)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from alembic.script import ScriptDirectory
 
-from server.store.db import alembic_config
+from agentd.store.db import alembic_config
 from tests.support.cli import agentd, clean_env
 
 # Variables that could send the demo to the network or change what it does.
@@ -20,7 +20,7 @@ from tests.support.cli import agentd, clean_env
 def agentd_command() -> list[str]:
     """The `agentd` entry point of the running interpreter's environment (any venv)."""
     exe = shutil.which("agentd", path=os.path.dirname(sys.executable)) or shutil.which("agentd")
-    return [exe] if exe else [sys.executable, "-m", "server.cli"]
+    return [exe] if exe else [sys.executable, "-m", "agentd.cli"]
 
 
 def head_revision() -> str:

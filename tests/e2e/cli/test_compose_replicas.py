@@ -22,7 +22,7 @@ import pytest
 import yaml
 from acp import text_block
 
-from server.config import Settings
+from agentd.infra.config import Settings
 from tests.conftest import postgres_database
 from tests.e2e.transport.test_streamable_http import http_sdk
 from tests.support.client import WsClient, agent_text, text_prompt

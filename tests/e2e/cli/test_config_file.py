@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import PermissionMode, Settings
+from agentd.infra.config import PermissionMode, Settings
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.proc import agentd_process, free_port, wait_healthy
 
@@ -102,7 +102,7 @@ async def test_agentd_refuses_to_start_on_a_bad_config_file(tmp_path: Path) -> N
     config.write_text("bogus_setting = 1\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "server.cli", "--config", str(config), "serve", env=env,
+        sys.executable, "-m", "agentd.cli", "--config", str(config), "serve", env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     _, err = await asyncio.wait_for(proc.communicate(), 60)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from server.config import Settings
+from agentd.infra.config import Settings
 from tests.conftest import scripted
 from tests.support.paths import REPO_ROOT
 from tests.support.proc import free_port
@@ -77,7 +77,7 @@ def test_every_copied_path_exists_and_the_build_needs_nothing_else() -> None:
     for source in copied:
         assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
     # What `pip wheel .` reads: the package metadata, the setup.py mapping, the code.
-    assert {"pyproject.toml", "setup.py", "README.md", "protocol", "server", "migrations"} <= copied
+    assert {"pyproject.toml", "setup.py", "README.md", "agentd", "migrations"} <= copied
 
 
 def test_the_image_installs_the_package_not_an_editable_checkout() -> None:
@@ -86,7 +86,7 @@ def test_the_image_installs_the_package_not_an_editable_checkout() -> None:
     assert not re.search(r"pip install[^&]*\s(-e|--editable)\b", runs)
     final_runs = " ".join(args for keyword, args in final_stage() if keyword == "RUN")
     assert re.search(r"pip install [^&]*\.whl", final_runs), "the final image installs the built wheel"
-    assert not any(keyword == "COPY" and " server" in args for keyword, args in final_stage())
+    assert not any(keyword == "COPY" and " agentd" in args for keyword, args in final_stage())
 
 
 def test_the_image_has_git_ripgrep_node_and_an_init() -> None:

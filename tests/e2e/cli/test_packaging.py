@@ -16,7 +16,7 @@ from tests.support.cli import clean_env
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
-SOURCES = ["pyproject.toml", "setup.py", "README.md", "protocol", "server", "migrations"]
+SOURCES = ["pyproject.toml", "setup.py", "README.md", "agentd", "migrations"]
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +42,25 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_carries_every_migration(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     sources = (ROOT / "migrations" / "versions").glob("*.py")
-    scripts = {f"server/store/migrations/versions/{p.name}" for p in sources}
+    scripts = {f"agentd/store/migrations/versions/{p.name}" for p in sources}
     assert scripts, "no migration scripts in the checkout"
     assert scripts <= names, sorted(scripts - names)
-    assert {"server/store/migrations/env.py", "server/store/migrations/script.py.mako"} <= names
-    assert {"server/demo/demo_script.json", "server/web/index.html"} <= names  # other package data
+    assert {"agentd/store/migrations/env.py", "agentd/store/migrations/script.py.mako"} <= names
+    assert {"agentd/demo/demo_script.json", "agentd/web/index.html"} <= names  # other package data
     # Every file of the web page (ES modules, styles, vendored modules and their licences).
-    web = {f"server/{p.relative_to(ROOT / 'server').as_posix()}" for p in (ROOT / "server/web").rglob("*.*")}
+    web = {f"agentd/{p.relative_to(ROOT / 'agentd').as_posix()}" for p in (ROOT / "agentd/web").rglob("*.*")}
     assert web <= names, sorted(web - names)
+
+
+def test_the_wheel_installs_one_import_root(wheel: Path) -> None:
+    """Only `agentd` lands in site-packages: no generic `server` or `protocol` to collide with."""
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top == {"agentd"}, sorted(top)
+    (info,) = {name.split("/")[0] for name in names if name.split("/")[0].endswith(".dist-info")}
+    top_level = f"{info}/top_level.txt"
+    if top_level in names:
+        assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["agentd"]
 
 
 def test_the_installed_package_migrates_and_runs_the_demo(wheel: Path, tmp_path: Path) -> None:
@@ -68,18 +79,18 @@ def test_the_installed_package_migrates_and_runs_the_demo(wheel: Path, tmp_path:
 
     def agentd(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-c", "from server.cli import main; main()", *args],
+            [sys.executable, "-c", "from agentd.cli import main; main()", *args],
             env=env, cwd=home, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
 
     where = subprocess.run(
-        [sys.executable, "-c", "import server.store.db as d; print(d.__file__); print(d.MIGRATIONS_DIR)"],
+        [sys.executable, "-c", "import agentd.store.db as d; print(d.__file__); print(d.MIGRATIONS_DIR)"],
         env=env, cwd=home, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert where.returncode == 0, where.stderr
     module_file, migrations_dir = where.stdout.split()
     assert Path(module_file).is_relative_to(target)
-    assert Path(migrations_dir) == target / "server" / "store" / "migrations"
+    assert Path(migrations_dir) == target / "agentd" / "store" / "migrations"
 
     db = tmp_path / "installed.db"
     migrated = agentd("migrate", "--database-url", f"sqlite+aiosqlite:///{db}")

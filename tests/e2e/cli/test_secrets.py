@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from server.config import redact_url
+from agentd.infra.config import redact_url
 from tests.conftest import postgres_database
 from tests.support.proc import agentd_process, free_port, wait_healthy
 

@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from server.config import PermissionMode
-from server.store.db import Store, StoredEvent
-from server.tools.base import Access, ToolContext, ToolKind, ToolResult
-from server.tools.registry import builtin_tools
+from agentd.infra.config import PermissionMode
+from agentd.store.db import Store, StoredEvent
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.registry import builtin_tools
 from tests.conftest import Server, scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.frames import conversation_view

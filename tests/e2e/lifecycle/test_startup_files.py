@@ -1,4 +1,4 @@
-"""The turn machinery loads with the first session (issue 14, server/session/services.py), but
+"""The turn machinery loads with the first session (issue 14, agentd/session/services.py), but
 configured files and overrides are still read at start-up: a mistake in an agent definition,
 the hooks file or AGENTD_LIMITS stops the server before it serves anything; a good one is in
 force from the first session."""
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from server.agents import AgentDefinitionError
-from server.app import create_app
-from server.config import Settings
+from agentd.agents import AgentDefinitionError
+from agentd.app import create_app
+from agentd.infra.config import Settings
 
 
 def bad_agents(tmp_path: Path) -> dict[str, Any]:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
-from server.loop.conversation import Message
-from server.loop.tool_approval import INTERJECTED_TEXT
-from server.providers.scripted import ScriptedProvider
+from agentd.core.conversation import Message
+from agentd.infra.config import PermissionMode
+from agentd.loop.tool_approval import INTERJECTED_TEXT
+from agentd.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt
 from tests.support.polling import until

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from server.config import PermissionMode
-from server.loop.budget import BudgetStop, BudgetStopKind, render_budget_stop
-from server.loop.checkpoint import CheckpointConfig
-from server.loop.react import GRACE_TEXT
+from agentd.infra.config import PermissionMode
+from agentd.loop.budget import BudgetStop, BudgetStopKind, render_budget_stop
+from agentd.loop.checkpoint import CheckpointConfig
+from agentd.loop.react import GRACE_TEXT
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, text_prompt

@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from protocol.agentd import COMPACT
-from server.config import PermissionMode
-from server.loop.compaction import (
+from agentd.core.conversation import Message
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode
+from agentd.loop.compaction import (
     DEFAULT_LIMITS,
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
     SUMMARY_TAG,
     estimate_tokens,
 )
-from server.loop.conversation import Message
-from server.providers.base import ProviderRequest
-from server.store.db import Store
+from agentd.protocol.agentd import COMPACT
+from agentd.store.db import Store
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 from tests.support.session import assert_valid_frames, new_session

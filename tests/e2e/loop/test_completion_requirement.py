@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from server.loop.structured import STRUCTURED_OUTPUT_TOOL
-from server.loop.turn import RECOVERY_TEXT
-from server.providers.base import ProviderRequest
-from server.providers.scripted import ScriptedProvider
+from agentd.core.provider import ProviderRequest
+from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
+from agentd.loop.turn import RECOVERY_TEXT
+from agentd.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, text_prompt
 from tests.support.session import assert_valid_frames, events, open_session, served_session, the_turn_end

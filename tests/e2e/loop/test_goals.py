@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.config import PermissionMode
-from server.loop.conversation import Message
-from server.loop.goal import (
+from agentd.core.conversation import Message
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode
+from agentd.loop.goal import (
     CONTINUATION_TAG,
     WRAP_UP_TEXT,
     GoalLimits,
@@ -39,8 +39,8 @@ from server.loop.goal import (
     GoalStatus,
     after_evaluation,
 )
-from server.loop.goal_eval import EVALUATOR_SYSTEM, evaluate, parse_verdict
-from server.providers.base import ProviderRequest
+from agentd.loop.goal_eval import EVALUATOR_SYSTEM, evaluate, parse_verdict
+from agentd.protocol.jsonrpc import ErrorCode
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.support.session import events, served_session, the_turn_end

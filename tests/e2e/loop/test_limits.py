@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from server.config import Settings
-from server.loop.limits import LoopLimits
-from server.loop.retry import Bucket
-from server.session.turn_kit import loop_limits
+from agentd.infra.config import Settings
+from agentd.loop.limits import LoopLimits
+from agentd.loop.retry import Bucket
+from agentd.session.turn_kit import loop_limits
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.session import served_session

@@ -20,10 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
-from server.loop.loop_detector import CHURN_NUDGE_TEXT
-from server.providers.base import ProviderRequest
-from server.providers.openai import OpenAIProvider
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode
+from agentd.loop.loop_detector import CHURN_NUDGE_TEXT
+from agentd.providers.openai import OpenAIProvider
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import openai_server as oai

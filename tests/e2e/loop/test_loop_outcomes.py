@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.loop.conversation import Message
-from server.loop.detection import NUDGE_TEXT
-from server.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT
-from server.providers.base import ProviderRequest
+from agentd.core.conversation import Message
+from agentd.core.provider import ProviderRequest
+from agentd.loop.detection import NUDGE_TEXT
+from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT
+from agentd.protocol.jsonrpc import ErrorCode
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.session import (

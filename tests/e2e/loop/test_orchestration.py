@@ -28,10 +28,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from server.config import PermissionMode
-from server.loop.conversation import Message
-from server.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
-from server.tools.registry import builtin_tools
+from agentd.core.conversation import Message
+from agentd.infra.config import PermissionMode
+from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.registry import builtin_tools
 from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt
 from tests.support.session import (

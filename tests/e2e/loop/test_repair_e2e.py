@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from server.loop.conversation import Message, ToolCall
-from server.loop.repair import DEFAULT_LIMITS, INTERRUPTED_RESULT, MISSING_RESULT_TEXT, normalize_tool_call_id
-from server.providers.scripted import ScriptedProvider
-from server.store.db import Batch, Store
+from agentd.core.conversation import Message, ToolCall
+from agentd.loop.repair import DEFAULT_LIMITS, INTERRUPTED_RESULT, MISSING_RESULT_TEXT, normalize_tool_call_id
+from agentd.providers.scripted import ScriptedProvider
+from agentd.store.db import Batch, Store
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import text_prompt

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from protocol.jsonrpc import ErrorCode
-from server.store.db import Batch, Store
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.store.db import Batch, Store
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.clock import DAY

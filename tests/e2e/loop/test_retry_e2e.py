@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.providers.anthropic import AnthropicProvider
-from server.providers.openai import OpenAIProvider
-from server.store.db import Store
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.openai import OpenAIProvider
+from agentd.store.db import Store
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_server as oai

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from server.config import PermissionMode
-from server.loop.structured import (
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode
+from agentd.loop.structured import (
     ACCEPTED_TEXT,
     MISSING_CALL_TEXT,
     MIXED_CALL_TEXT,
     SHIM_REMINDER,
     STRUCTURED_OUTPUT_TOOL,
 )
-from server.providers.base import ProviderRequest
-from server.providers.scripted import ScriptedProvider
+from agentd.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.session import assert_valid_frames, events, served_session

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.config import PermissionMode
-from server.loop.conversation import ToolCall
-from server.loop.sampling import unique_tool_call_id
+from agentd.core.conversation import ToolCall
+from agentd.infra.config import PermissionMode
+from agentd.loop.sampling import unique_tool_call_id
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.session import served_session

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from server.loop.goal_eval import EVALUATOR_SYSTEM
-from server.providers.base import ProviderRequest
+from agentd.core.provider import ProviderRequest
+from agentd.loop.goal_eval import EVALUATOR_SYSTEM
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.session import events, is_update, served_session

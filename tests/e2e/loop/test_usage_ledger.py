@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.loop.usage import Price
-from server.providers.base import Usage
-from server.providers.openai import OpenAIProvider
-from server.store.db import Store
+from agentd.core.provider import Usage
+from agentd.loop.usage import Price
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.providers.openai import OpenAIProvider
+from agentd.store.db import Store
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.fakes import openai_server as oai

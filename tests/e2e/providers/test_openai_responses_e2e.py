@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from server.config import ProviderName, Settings
-from server.providers.factory import make_provider
-from server.providers.openai_responses import OpenAIResponsesProvider
+from agentd.infra.config import ProviderName, Settings
+from agentd.providers.factory import make_provider
+from agentd.providers.openai_responses import OpenAIResponsesProvider
 from tests.support.client import agent_text, text_prompt
 from tests.support.fakes.openai_responses_server import (
     FakeResponses,

@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.loop.context import Lane
-from server.loop.errors import ErrorKind, HarnessError
-from server.loop.usage import Price
-from server.providers.anthropic import AnthropicProvider
-from server.providers.base import ProviderRequest, StreamEvent, TextDelta, Usage
-from server.providers.openai import OpenAIProvider
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.provider import ProviderRequest, StreamEvent, TextDelta, Usage
+from agentd.loop.context import Lane
+from agentd.loop.usage import Price
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.openai import OpenAIProvider
 from tests.support.client import agent_text, text_prompt
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_server as oai

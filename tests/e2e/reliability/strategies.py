@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from server.transport.handlers import METHODS
+from agentd.transport.handlers import METHODS
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 SCALARS = st.one_of(

@@ -29,7 +29,7 @@ import pytest
 import websockets
 from hypothesis import HealthCheck, given, seed, settings
 
-from protocol.agentd import ATTACH, ENQUEUE, FORK
+from agentd.protocol.agentd import ATTACH, ENQUEUE, FORK
 from tests.conftest import scripted
 from tests.e2e.reliability.strategies import expected_response_id, frames
 from tests.support.client import RpcFailed, WsClient, text_prompt

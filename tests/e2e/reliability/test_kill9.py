@@ -34,10 +34,10 @@ from typing import Any
 
 import pytest
 
-from protocol.agentd import ATTACH, ENQUEUE
-from server.session.events import Event, EventKind
-from server.store.db import Store, StoredEvent
-from server.transport.render import attach_frames, for_client, live_frames
+from agentd.core.events import Event, EventKind
+from agentd.protocol.agentd import ATTACH, ENQUEUE
+from agentd.store.db import Store, StoredEvent
+from agentd.transport.render import attach_frames, for_client, live_frames
 from tests.conftest import postgres_database
 from tests.support.client import WsClient, text_prompt
 from tests.support.proc import AgentdProcess, agentd_serve, write_script

@@ -23,12 +23,12 @@ import pytest
 import websockets
 from pydantic import BaseModel
 
-from protocol.agentd import ATTACH, DETACH, ENQUEUE
-from server.auth import create_token
-from server.config import AuthMode
-from server.loop.conversation import Message
-from server.providers.base import ProviderRequest
-from server.transport.handlers import METHODS
+from agentd.core.conversation import Message
+from agentd.core.provider import ProviderRequest
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode
+from agentd.protocol.agentd import ATTACH, DETACH, ENQUEUE
+from agentd.transport.handlers import METHODS
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import value_of

@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 import pytest
 
-from protocol.agentd import ATTACH, DETACH, SHARE
-from protocol.methods import QueueOp, Served
-from server.auth import create_token
-from server.config import AuthMode, PermissionMode
-from server.transport.handlers import METHODS
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode, PermissionMode
+from agentd.protocol.agentd import ATTACH, DETACH, SHARE
+from agentd.protocol.methods import QueueOp, Served
+from agentd.transport.handlers import METHODS
 from tests.conftest import scripted
 from tests.e2e.reliability.test_principals import (
     NOT_FOUND,

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.config import PermissionMode
-from server.loop.conversation import Message
-from server.providers.base import ProviderRequest, StreamEvent
-from server.providers.scripted import ScriptedProvider
+from agentd.core.conversation import Message
+from agentd.core.provider import ProviderRequest, StreamEvent
+from agentd.infra.config import PermissionMode
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, allow, text_prompt
 from tests.support.gated import GatedProvider

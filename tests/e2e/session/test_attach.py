@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.frames import (

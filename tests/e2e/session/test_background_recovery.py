@@ -1,5 +1,5 @@
-"""A background task running when the server is `kill -9`'d (server/core/task_history.py,
-server/session/recovery.py), on SQLite and on Postgres.
+"""A background task running when the server is `kill -9`'d (agentd/core/task_history.py,
+agentd/session/recovery.py), on SQLite and on Postgres.
 
 A real `agentd serve` process starts a background task — a `bash` with run_in_background,
 or a background sub-agent — and dies with it running. After the restart on the same
@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.e2e.loop.test_subagents import WAITER
 from tests.support.client import WsClient, text_prompt

@@ -9,9 +9,9 @@ import asyncio
 from pathlib import Path
 from typing import Any, TypeVar
 
-from server.config import PermissionMode, SandboxSetting
-from server.loop.conversation import Message
-from server.providers.base import ProviderRequest
+from agentd.core.conversation import Message
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode, SandboxSetting
 from tests.conftest import scripted
 from tests.support.client import agent_text, text_prompt
 from tests.support.polling import until, value_of

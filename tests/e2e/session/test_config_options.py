@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from server.loop.context import Lane
-from server.session.config_options import model_choices
+from agentd.loop.context import Lane
+from agentd.session.config_options import model_choices
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from server.config import PermissionMode
-from server.providers.scripted import ScriptedProvider
+from agentd.infra.config import PermissionMode
+from agentd.providers.scripted import ScriptedProvider
 from tests.conftest import running_server
 from tests.support.client import agent_text, text_prompt
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import websockets
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import allow, text_prompt

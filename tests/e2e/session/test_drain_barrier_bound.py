@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.polling import until
@@ -62,7 +62,7 @@ async def test_a_stalled_event_log_delays_the_tools_at_most_the_bound_then_warns
 ) -> None:
     """Seed 000: "等待最多 5 秒…超时则告警放行" — (the bound shortened to 0.2 s here). Today the
     barrier has no bound: the tool never runs while the log is stalled."""
-    caplog.set_level(logging.WARNING, logger="server.loop.drain")
+    caplog.set_level(logging.WARNING, logger="agentd.loop.drain")
     provider = scripted({"text": "Writing it.", "tool_calls": [BASH]}, {"text": "Done."})
     limits = {"drain": {"timeout_s": 0.2}}
     async with served_session(

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from protocol.agentd import ATTACH, ENQUEUE
+from agentd.protocol.agentd import ATTACH, ENQUEUE
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.proc import AgentdProcess, write_script

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from server.store.db import Store
+from agentd.store.db import Store
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.session import new_session

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.config import PermissionMode
-from server.loop.conversation import Message
-from server.providers.base import ProviderRequest
-from server.session.commands import Prompt
-from server.tools.background import INTERRUPTED_TEXT
+from agentd.core.conversation import Message
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.session.commands import Prompt
+from agentd.tools.background import INTERRUPTED_TEXT
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.support.gated import GatedProvider

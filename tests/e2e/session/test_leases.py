@@ -17,8 +17,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from protocol.agentd import ATTACH
-from protocol.methods import Notification
+from agentd.protocol.agentd import ATTACH
+from agentd.protocol.methods import Notification
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.replicas import two_replicas

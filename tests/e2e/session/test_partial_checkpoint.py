@@ -11,11 +11,11 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from server.session.actor import PARTIAL_CHECKPOINT_INTERVAL_S
-from server.session.events import Event, EventKind
-from server.session.hub import Subscriber
-from server.store.db import Store
-from server.transport.render import ACP_RENDERER
+from agentd.core.events import Event, EventKind
+from agentd.session.actor import PARTIAL_CHECKPOINT_INTERVAL_S
+from agentd.session.hub import Subscriber
+from agentd.store.db import Store
+from agentd.transport.render import ACP_RENDERER
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.spies import SubmitSpy

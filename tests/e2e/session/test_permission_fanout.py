@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach, has_turn_ended

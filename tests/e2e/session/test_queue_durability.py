@@ -18,7 +18,7 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
-from server.store.db import Store, alembic_config
+from agentd.store.db import Store, alembic_config
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.proc import agentd_process, free_port, wait_healthy

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from server.session.events import Event, EventKind
-from server.session.hub import Subscriber
-from server.transport.outgoing import OutgoingQueue
-from server.transport.render import ACP_RENDERER
+from agentd.core.events import Event, EventKind
+from agentd.session.hub import Subscriber
+from agentd.transport.outgoing import OutgoingQueue
+from agentd.transport.render import ACP_RENDERER
 from tests.conftest import scripted
 from tests.support.client import WsClient
 from tests.support.frames import ATTACH, SNAPSHOT, agentd_meta, durable_seqs, response_index

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import websockets
 
-from server.session.events import Event, EventKind
-from server.session.hub import Subscriber
-from server.store.db import StoredEvent
-from server.transport.render import acp_replay_frames
+from agentd.core.events import Event, EventKind
+from agentd.session.hub import Subscriber
+from agentd.store.db import StoredEvent
+from agentd.transport.render import acp_replay_frames
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.frames import ATTACH, agentd_meta, durable_seqs, message_text
@@ -134,7 +134,7 @@ def _message_id(events: list[StoredEvent]) -> str:
 
 
 def _replay_tasks() -> list[asyncio.Task[Any]]:
-    """Tasks currently inside the store replay (server/session/replay.py)."""
+    """Tasks currently inside the store replay (agentd/session/replay.py)."""
     out = []
     for task in asyncio.all_tasks():
         coro: Any = task.get_coro()

@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from server.core.modes import PermissionMode
+from agentd.core.modes import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider

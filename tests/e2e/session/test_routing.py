@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.store.db import Store
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.store.db import Store
 from tests.support.client import WsClient, allow, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.replicas import two_replicas

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
-from server.store.db import Store
-from server.store.routed import lease_holder
+from agentd.protocol.jsonrpc import ErrorCode
+from agentd.store.db import Store
+from agentd.store.routed import lease_holder
 from tests.conftest import scripted
 from tests.support.client import WsClient
 from tests.support.polling import until

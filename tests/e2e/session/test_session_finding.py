@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from protocol.agentd import RENAME, SHARE
-from server.auth import create_token
-from server.config import AuthMode, PermissionMode
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode, PermissionMode
+from agentd.protocol.agentd import RENAME, SHARE
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
 from tests.support.gated import GatedProvider

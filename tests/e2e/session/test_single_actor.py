@@ -26,9 +26,9 @@ import pytest
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
-from server.overload import overload_error
-from server.session.actor import SessionActor
-from server.store.db import Store
+from agentd.infra.overload import overload_error
+from agentd.session.actor import SessionActor
+from agentd.store.db import Store
 from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from server.session.events import EventKind
-from server.store.db import Store
+from agentd.core.events import EventKind
+from agentd.store.db import Store
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.proc import agentd_process, free_port, wait_healthy

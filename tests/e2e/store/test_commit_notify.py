@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from server.store.db import Batch, Store, StoredEvent
-from server.store.notify import EVENTS_CHANNEL, asyncpg_dsn, parse_events_payload
+from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.notify import EVENTS_CHANNEL, asyncpg_dsn, parse_events_payload
 from tests.conftest import postgres_database
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from server.core.events import Event
-from server.session.log_tail import LogTail, LogTails
-from server.store.db import Batch, Store, StoredEvent
-from server.store.notify import EVENTS_CHANNEL, PgListener, asyncpg_dsn, events_payload, parse_events_payload
+from agentd.core.events import Event
+from agentd.session.log_tail import LogTail, LogTails
+from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.notify import EVENTS_CHANNEL, PgListener, asyncpg_dsn, events_payload, parse_events_payload
 from tests.conftest import postgres_database
 from tests.support.polling import until
 

@@ -19,16 +19,16 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy.engine import make_url
 
-from server.config import PermissionMode, Settings
-from server.loop.conversation import Message, ToolCall
-from server.loop.repair import INTERRUPTED_RESULT
-from server.session.eventlog import EventWriter
-from server.session.manager import SessionManager
-from server.session.services import ActorServices
-from server.session.turn_kit import TurnKit
-from server.store.db import Batch, Store
-from server.tools.registry import builtin_tools
-from server.transport.render import ACP_RENDERER
+from agentd.core.conversation import Message, ToolCall
+from agentd.infra.config import PermissionMode, Settings
+from agentd.loop.repair import INTERRUPTED_RESULT
+from agentd.session.eventlog import EventWriter
+from agentd.session.manager import SessionManager
+from agentd.session.services import ActorServices
+from agentd.session.turn_kit import TurnKit
+from agentd.store.db import Batch, Store
+from agentd.tools.registry import builtin_tools
+from agentd.transport.render import ACP_RENDERER
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.frames import conversation_view, notification_seqs, texts_by_message

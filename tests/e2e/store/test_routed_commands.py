@@ -14,12 +14,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from server.session.errors import SessionError, SessionErrorKind
-from server.session.routing import Router
-from server.store import leases as store_leases
-from server.store.db import Store
-from server.store.notify import PgListener, asyncpg_dsn
-from server.store.routed import RoutedCommand
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.routing import Router
+from agentd.store import leases as store_leases
+from agentd.store.db import Store
+from agentd.store.notify import PgListener, asyncpg_dsn
+from agentd.store.routed import RoutedCommand
 from tests.conftest import postgres_database
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from server.config import Settings, SqliteSynchronous
-from server.store.db import Store
+from agentd.infra.config import Settings, SqliteSynchronous
+from agentd.store.db import Store
 from tests.conftest import scripted
 
 # What `PRAGMA synchronous` reads back as.

@@ -23,8 +23,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
-from server.providers.base import ProviderRequest
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach

@@ -1,5 +1,5 @@
 """An idle session wakes when a background task finishes (a "后台通知" prompt, 001), through a
-real server and a WebSocket (server/session/wake.py).
+real server and a WebSocket (agentd/session/wake.py).
 
 - a background `bash` that finishes while no turn runs starts a turn by itself: its
   `turn_started` says `source: "task_notification"`, it shows no user message, and its
@@ -25,8 +25,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
-from server.providers.base import ProviderRequest
+from agentd.core.provider import ProviderRequest
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.e2e.loop.test_subagents import agents_dir, task  # noqa: F401 (a fixture)
 from tests.e2e.tools.test_background_notices import make_fifo, release, reminders

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server.tools.spill import SPILL_CAP
+from agentd.tools.spill import SPILL_CAP
 from tests.support.paths import REPO_ROOT
 
 MB = 1_000_000
@@ -22,8 +22,8 @@ MB = 1_000_000
 SCRIPT = r"""
 import asyncio, json, sys
 from pathlib import Path
-from server.tools.base import ToolContext
-from server.tools.bash import Bash
+from agentd.tools.base import ToolContext
+from agentd.tools.bash import Bash
 
 def peak_kib() -> int:
     for line in open("/proc/self/status"):

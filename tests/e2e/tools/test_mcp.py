@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 from tests.support.mcp import CALC, calc_stdio

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
-from server.tools.preview import PREVIEW_MAX_BYTES
+from agentd.infra.config import PermissionMode
+from agentd.tools.preview import PREVIEW_MAX_BYTES
 from tests.conftest import scripted
 from tests.support.client import allow, text_prompt
 from tests.support.session import assert_valid_frames, new_session, tool_call

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
-from server.loop.conversation import Message
+from agentd.core.conversation import Message
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, allow, text_prompt
 from tests.support.session import assert_valid_frames, final_tool_updates, new_session, shown_text, tool_call

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.session import final_tool_updates, new_session, shown_text

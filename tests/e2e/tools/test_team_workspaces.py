@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from server.auth import create_token
-from server.config import AuthMode, Settings
-from server.tools.mcp import McpHttp, McpStdio
-from server.tools.mcp_policy import check_mcp_specs, url_allowed
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode, Settings
+from agentd.tools.mcp import McpHttp, McpStdio
+from agentd.tools.mcp_policy import check_mcp_specs, url_allowed
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
 from tests.support.mcp import calc_stdio

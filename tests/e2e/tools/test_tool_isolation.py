@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.config import PermissionMode, SandboxSetting
-from server.tools import search
+from agentd.infra.config import PermissionMode, SandboxSetting
+from agentd.tools import search
 from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until, value_of

@@ -18,9 +18,9 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from server.auth import bearer_token, chosen_subprotocol, create_token, hash_token, insecure_bind
-from server.config import AuthMode
-from server.store.db import Store
+from agentd.infra.auth import bearer_token, chosen_subprotocol, create_token, hash_token, insecure_bind
+from agentd.infra.config import AuthMode
+from agentd.store.db import Store
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client, ws_url
 
@@ -200,7 +200,7 @@ async def test_a_token_acts_as_its_principal_who_sees_only_their_own_sessions(
 
 async def run_cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "server.cli", *args, env=env,
+        sys.executable, "-m", "agentd.cli", *args, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from server.app import create_app
-from server.config import Settings
-from server.serve import WS_CEILING_FACTOR, server_for
+from agentd.app import create_app
+from agentd.infra.config import Settings
+from agentd.serve import WS_CEILING_FACTOR, server_for
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.session import new_session

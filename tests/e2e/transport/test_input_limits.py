@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from protocol.acp import EmbeddedResource, EmbeddedResourceBody, ImageContent, TextContent
-from server.transport.guards import RateLimiter, json_depth, prompt_bytes
+from agentd.protocol.acp import EmbeddedResource, EmbeddedResourceBody, ImageContent, TextContent
+from agentd.transport.guards import RateLimiter, json_depth, prompt_bytes
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, text_prompt
 

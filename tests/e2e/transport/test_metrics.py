@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from server.auth import create_token
-from server.config import AuthMode
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode
 from tests.conftest import scripted
 from tests.support.client import text_prompt
 
@@ -69,10 +69,10 @@ async def test_metrics_need_a_token_when_auth_is_on(server_factory) -> None:
 
 
 def test_a_client_dropped_for_falling_behind_is_counted() -> None:
-    from server.metrics import Metrics
-    from server.session.events import Event, EventKind
-    from server.session.hub import EventHub
-    from server.transport.render import ACP_RENDERER
+    from agentd.core.events import Event, EventKind
+    from agentd.infra.metrics import Metrics
+    from agentd.session.hub import EventHub
+    from agentd.transport.render import ACP_RENDERER
 
     class FullSink:
         id = "slow"
@@ -90,7 +90,7 @@ def test_a_client_dropped_for_falling_behind_is_counted() -> None:
 
 async def test_what_happens_before_the_first_scrape_is_counted(server_factory, workspace: Path) -> None:
     """The instruments (and prometheus_client) are made at the first observation, not at
-    start-up (server/metrics.py): a server scraped only after its first turns counts them all."""
+    start-up (agentd/infra/metrics.py): a server scraped only after its first turns counts them all."""
     async with server_factory(scripted({"text": "one"}, {"text": "two"})) as server:
         assert not server.app.state.agentd.metrics.loaded  # started, nothing observed yet
         client = await server.client()
@@ -107,8 +107,8 @@ async def test_what_happens_before_the_first_scrape_is_counted(server_factory, w
 
 
 def test_the_session_gauges_work_whichever_comes_first() -> None:
-    from server.core.events import EventKind
-    from server.metrics import Metrics
+    from agentd.core.events import EventKind
+    from agentd.infra.metrics import Metrics
 
     class Actor:
         hub = (1, 2)

@@ -13,7 +13,7 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from server.transport.origin import normalize_origin, origin_allowed
+from agentd.transport.origin import normalize_origin, origin_allowed
 from tests.conftest import scripted
 from tests.support.client import WsClient
 
@@ -125,7 +125,7 @@ async def test_the_servers_own_pages_may_connect_but_a_rebinding_page_may_not(se
 
 
 async def test_with_tokens_any_host_name_may_reach_the_server(server_factory) -> None:
-    from server.config import AuthMode
+    from agentd.infra.config import AuthMode
 
     async with server_factory(scripted(), auth=AuthMode.TOKEN) as server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:

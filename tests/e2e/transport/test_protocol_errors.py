@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode
+from agentd.protocol.jsonrpc import ErrorCode
 from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.session import new_session

@@ -16,8 +16,8 @@ from acp import connect_to_agent, text_block
 from acp.http import create_http_stream
 from acp.schema import UserMessageChunk
 
-from server.auth import create_token
-from server.config import AuthMode, PermissionMode
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode, PermissionMode
 from tests.conftest import scripted
 from tests.support.acp_sdk import RecordingClient, RecordingTransport
 from tests.support.polling import until

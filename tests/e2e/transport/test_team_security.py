@@ -13,11 +13,11 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from server.auth import create_token
-from server.config import AuthMode
-from server.store.db import Store
-from server.transport.revocation import CloseCode
-from server.transport.sse import TOKEN_REVOKED
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode
+from agentd.store.db import Store
+from agentd.transport.revocation import CloseCode
+from agentd.transport.sse import TOKEN_REVOKED
 from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, ws_client, ws_url
 
@@ -226,7 +226,7 @@ async def test_with_auth_a_principal_has_one_bucket_across_connections(server_fa
 
 
 def test_only_token_values_are_redacted_from_logged_urls() -> None:
-    from server.logs import redact_token
+    from agentd.infra.logs import redact_token
 
     assert redact_token("GET /a?token=abc&b=1") == "GET /a?token=***&b=1"
     assert redact_token("/a?x=1&TOKEN=abc") == "/a?x=1&TOKEN=***"

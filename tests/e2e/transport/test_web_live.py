@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import WsClient, text_prompt
@@ -139,8 +139,8 @@ async def test_the_page_reattaches_after_the_server_is_killed_and_restarted(
 async def test_sign_in_screen_for_a_token_server(
     server_factory, browser: Any, workspace: Path, tmp_path: Path
 ) -> None:
-    from server.auth import create_token
-    from server.config import AuthMode
+    from agentd.infra.auth import create_token
+    from agentd.infra.config import AuthMode
 
     async with server_factory(
         scripted({"text": "hello from a signed-in page"}),
@@ -256,8 +256,8 @@ async def test_the_page_is_usable_360_px_wide(
 async def test_auth_check_answers_the_sign_in_screen(server_factory, workspace: Path) -> None:
     import httpx
 
-    from server.auth import create_token
-    from server.config import AuthMode
+    from agentd.infra.auth import create_token
+    from agentd.infra.config import AuthMode
 
     async with server_factory(scripted(), auth=AuthMode.TOKEN) as server:
         token, _ = await create_token(server.app.state.agentd.store, "erin")

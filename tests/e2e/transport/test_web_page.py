@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.browser import expect
 from tests.support.client import agent_text, text_prompt
@@ -104,8 +104,8 @@ async def test_the_page_watches_another_clients_session_and_manages_its_queue(
 async def test_the_page_connects_with_a_token_when_the_server_needs_one(
     server_factory, browser: Any, workspace: Path
 ) -> None:
-    from server.auth import create_token
-    from server.config import AuthMode
+    from agentd.infra.auth import create_token
+    from agentd.infra.config import AuthMode
 
     async with server_factory(
         scripted({"text": "hello from a token session"}),

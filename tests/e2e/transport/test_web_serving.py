@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from server.transport.web import CSP, STATIC_DIR
+from agentd.transport.web import CSP, STATIC_DIR
 from tests.conftest import scripted
 from tests.support.browser import new_page, shot
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from protocol.agentd import SHARE
-from server.auth import create_token
-from server.config import AuthMode
+from agentd.infra.auth import create_token
+from agentd.infra.config import AuthMode
+from agentd.protocol.agentd import SHARE
 from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import WsClient, text_prompt, ws_client

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import text_prompt

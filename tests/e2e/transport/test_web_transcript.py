@@ -10,8 +10,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from protocol.agentd import COMPACT
-from server.config import PermissionMode
+from agentd.infra.config import PermissionMode
+from agentd.protocol.agentd import COMPACT
 from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import text_prompt

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from server.agents import (
+from agentd.agents import (
     DEFAULT_AGENT,
     AgentBuilder,
     AgentDefinition,
@@ -16,7 +16,7 @@ from server.agents import (
     load_definitions,
     select_agent,
 )
-from server.tools.registry import builtin_tools
+from agentd.tools.registry import builtin_tools
 
 KNOWN_TOOLS = tuple(builtin_tools())
 KNOWN_MODELS = ("gpt-4o", "gpt-4o-mini")

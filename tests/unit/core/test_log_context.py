@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from server.core.log_context import LogContextFilter, bind_log_context, current_log_context
+from agentd.core.log_context import LogContextFilter, bind_log_context, current_log_context
 
 
 def _record(msg: str = "hello", **extra: object) -> logging.LogRecord:

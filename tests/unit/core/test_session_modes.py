@@ -9,9 +9,9 @@ import itertools
 
 import pytest
 
-from server.core.modes import PermissionMode, SessionModes
-from server.tools.base import Access
-from server.tools.permissions import plan_gate_refuses
+from agentd.core.modes import PermissionMode, SessionModes
+from agentd.tools.base import Access
+from agentd.tools.permissions import plan_gate_refuses
 
 D, AE, B, P = PermissionMode.DEFAULT, PermissionMode.ACCEPT_EDITS, PermissionMode.BYPASS, PermissionMode.PLAN
 LAYER = (D, AE, B)  # the permission layer's modes

@@ -1,4 +1,4 @@
-"""`stop_runners` (server/core/task_notice.py): how background shells and sub-agents end with
+"""`stop_runners` (agentd/core/task_notice.py): how background shells and sub-agents end with
 their session — wait up to a grace for the runners that were told to stop, then cancel the
 stragglers and wait until they ended; nothing a runner raises escapes."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from server.core.task_notice import stop_runners
+from agentd.core.task_notice import stop_runners
 
 BOUND_S = 10.0  # a deadline for each test's wait, never reached when the feature works
 STEPS = 20  # loop iterations a runner takes to end once told to (or to clean up once cancelled)

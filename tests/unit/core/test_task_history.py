@@ -1,13 +1,13 @@
-"""Background tasks of an earlier life, read back from the log (server/core/task_history.py):
+"""Background tasks of an earlier life, read back from the log (agentd/core/task_history.py):
 a start without an end is a task that died with its process."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from server.core.events import EventKind
-from server.core.task_history import EarlierTasks, replay
-from server.core.task_notice import TaskCompletion, TaskEnd, TaskKind, TaskStart
+from agentd.core.events import EventKind
+from agentd.core.task_history import EarlierTasks, replay
+from agentd.core.task_notice import TaskCompletion, TaskEnd, TaskKind, TaskStart
 
 STARTED = EventKind.BACKGROUND_TASK_STARTED.value
 ENDED = EventKind.BACKGROUND_TASK.value

@@ -1,12 +1,12 @@
-"""The background-task notice (server/core/task_notice.py): the reminder the model reads
+"""The background-task notice (agentd/core/task_notice.py): the reminder the model reads
 and the event clients get — "注入一条提醒消息" (000)."""
 
 from __future__ import annotations
 
 import pytest
 
-from server.core.events import EventKind
-from server.core.task_notice import MAX_SUMMARY, TaskCompletion, TaskEnd, TaskKind, render_reminder
+from agentd.core.events import EventKind
+from agentd.core.task_notice import MAX_SUMMARY, TaskCompletion, TaskEnd, TaskKind, render_reminder
 
 
 def done(task_id: str = "bg-1", command: str = "make test", rc: int | None = 0) -> TaskCompletion:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from server.core import tracing
+from agentd.core import tracing
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_the_standard_variables_decide_whether_traces_are_wanted(env: dict[str, 
 
 def test_off_it_is_one_shared_no_op_and_the_sdk_is_never_loaded() -> None:
     code = (
-        "import sys; from server.core import tracing;"
+        "import sys; from agentd.core import tracing;"
         "assert tracing.start({}) is False and not tracing.enabled();"
         "a = tracing.span('x', {}); b = tracing.span('y', {'k': 1});"
         "assert a is b;"

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from server.core.events import EventKind
-from server.core.updates import (
+from agentd.core.events import EventKind
+from agentd.core.updates import (
     AgentText,
     AgentTextChunk,
     CompactionCompleted,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.loop.budget import (
+from agentd.core.provider import Usage
+from agentd.loop.budget import (
     BudgetLimits,
     BudgetState,
     BudgetStop,
@@ -18,8 +19,7 @@ from server.loop.budget import (
     grace_decision,
     render_budget_stop,
 )
-from server.loop.checkpoint import CheckpointResult, checkpoint_budget_exhaustion
-from server.providers.base import Usage
+from agentd.loop.checkpoint import CheckpointResult, checkpoint_budget_exhaustion
 
 WIP = "wip: budget exhausted — checkpointed mid-task"
 

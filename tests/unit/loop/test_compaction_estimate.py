@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from server.core.conversation import Message, ReasoningBlock
-from server.loop.compaction import estimate_tokens
+from agentd.core.conversation import Message, ReasoningBlock
+from agentd.loop.compaction import estimate_tokens
 
 
 def test_opaque_reasoning_counts_but_readable_thinking_is_not_counted_twice():

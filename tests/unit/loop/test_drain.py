@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from server.loop.drain import DrainLimits, DrainResult, drain_barrier
-from server.loop.limits import LoopLimits
+from agentd.loop.drain import DrainLimits, DrainResult, drain_barrier
+from agentd.loop.limits import LoopLimits
 
 
 async def _instant() -> None:
@@ -43,7 +43,7 @@ async def test_delivered_events_pass_the_barrier() -> None:
 async def test_a_stalled_log_is_waited_for_at_most_the_bound_then_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="server.loop.drain")
+    caplog.set_level(logging.WARNING, logger="agentd.loop.drain")
     stalled = _Stalled()
     result = await drain_barrier(stalled, asyncio.Event(), DrainLimits(timeout_s=0.01))
     assert result is DrainResult.TIMED_OUT

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from server.loop.goal import (
+from agentd.loop.goal import (
     GoalAction,
     GoalLimits,
     GoalState,
@@ -21,7 +21,7 @@ from server.loop.goal import (
     decide_budget,
     decide_refusal,
 )
-from server.loop.goal_eval import evaluator_lanes
+from agentd.loop.goal_eval import evaluator_lanes
 
 
 def verdict(decision: str, blocker_key: str | None = None) -> Verdict:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.loop.conversation import Message, ToolCall
-from server.loop.repair import (
+from agentd.core.conversation import Message, ToolCall
+from agentd.loop.repair import (
     MISSING_RESULT_TEXT,
     RepairLimits,
     RepairReason,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from server.loop.limits import LoopLimits
-from server.loop.retry import Bucket
+from agentd.loop.limits import LoopLimits
+from agentd.loop.retry import Bucket
 
 
 def test_the_limits_in_force_render_as_json_with_overrides_applied() -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.loop.conversation import ToolCall
-from server.loop.detection import (
+from agentd.core.conversation import ToolCall
+from agentd.loop.detection import (
     NO_PROGRESS_NOTE,
     NOOP_SIGNATURE,
     NUDGE_TEXT,

@@ -1,5 +1,5 @@
-"""The sequence layer's pure detectors (`server/loop/loop_detector.py`) and the response
-layer's `retriable_response` (`server/loop/detection.py`), driven step by step."""
+"""The sequence layer's pure detectors (`agentd/loop/loop_detector.py`) and the response
+layer's `retriable_response` (`agentd/loop/detection.py`), driven step by step."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from server.core.conversation import ToolCall
-from server.core.provider import StopReason
-from server.loop.detection import DegenerationReason, retriable_response, step_signature
-from server.loop.limits import LoopLimits
-from server.loop.loop_detector import (
+from agentd.core.conversation import ToolCall
+from agentd.core.provider import StopReason
+from agentd.loop.detection import DegenerationReason, retriable_response, step_signature
+from agentd.loop.limits import LoopLimits
+from agentd.loop.loop_detector import (
     CallRecord,
     CycleDetector,
     FileChurn,
@@ -24,7 +24,7 @@ from server.loop.loop_detector import (
     find_cycle,
     shell_failed,
 )
-from server.loop.outcome import parse_reason
+from agentd.loop.outcome import parse_reason
 
 LIMITS = LoopDetectorLimits()
 

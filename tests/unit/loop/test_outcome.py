@@ -8,10 +8,10 @@ import json
 import orjson
 import pytest
 
-from server.core.errors import ErrorKind, HarnessError
-from server.loop.budget import BudgetStopKind
-from server.loop.detection import DegenerationReason, StationarityReason
-from server.loop.outcome import (
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.loop.budget import BudgetStopKind
+from agentd.loop.detection import DegenerationReason, StationarityReason
+from agentd.loop.outcome import (
     EndReason,
     LocalCommandReason,
     OutcomeKind,

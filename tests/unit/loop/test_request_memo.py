@@ -7,11 +7,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.core.conversation import Message, ReasoningBlock, ToolCall
-from server.loop import request_memo
-from server.loop.compaction import CompactionLimits, estimate_tokens
-from server.loop.repair import RepairLimits, RepairReason, repair_conversation
-from server.loop.request_memo import RequestMemo
+from agentd.core.conversation import Message, ReasoningBlock, ToolCall
+from agentd.loop import request_memo
+from agentd.loop.compaction import CompactionLimits, estimate_tokens
+from agentd.loop.repair import RepairLimits, RepairReason, repair_conversation
+from agentd.loop.request_memo import RequestMemo
 
 _SMALL = RepairLimits(
     keep_recent_tool_results=2, oversized_tool_result_chars=150, truncated_tool_result_chars=100

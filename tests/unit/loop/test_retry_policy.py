@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from server.loop.errors import ErrorKind, HarnessError, RecoveryHint, hint
-from server.loop.retry import Bucket, Decision, LoopDecision, RetryLimits, RetryState
+from agentd.core.errors import ErrorKind, HarnessError, RecoveryHint, hint
+from agentd.loop.retry import Bucket, Decision, LoopDecision, RetryLimits, RetryState
 from tests.support.clock import START, FakeClock
 
 LIMITS = {

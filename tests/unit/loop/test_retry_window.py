@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.core.errors import ErrorKind, HarnessError
-from server.loop.retry import Bucket, Decision, RetryLimits, RetryState
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.loop.retry import Bucket, Decision, RetryLimits, RetryState
 from tests.support.clock import DAY, FakeClock
 
 

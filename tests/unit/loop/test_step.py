@@ -8,19 +8,19 @@ from typing import Any
 
 import pytest
 
-from server.core.conversation import ToolCall
-from server.core.errors import ErrorKind, HarnessError
-from server.core.provider import StopReason
-from server.loop.detection import (
+from agentd.core.conversation import ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.provider import StopReason
+from agentd.loop.detection import (
     NUDGE_TEXT,
     Nudge,
     StationarityReason,
     Stop,
 )
-from server.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
-from server.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
-from server.loop.outcome import EndReason, OutcomeKind
-from server.loop.step import (
+from agentd.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
+from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
+from agentd.loop.outcome import EndReason, OutcomeKind
+from agentd.loop.step import (
     ContinueReason,
     NextStepContinue,
     NextStepFinalOutput,
@@ -35,7 +35,7 @@ from server.loop.step import (
     resolve_step,
     shim_presets,
 )
-from server.loop.structured import (
+from agentd.loop.structured import (
     ACCEPTED_TEXT,
     MISSING_CALL_TEXT,
     MIXED_CALL_TEXT,
@@ -43,8 +43,8 @@ from server.loop.structured import (
     OutputSchema,
     StructuredOutputLimits,
 )
-from server.loop.todo_gate import TodoGateLimits
-from server.loop.toolrun import BreakReason
+from agentd.loop.todo_gate import TodoGateLimits
+from agentd.loop.toolrun import BreakReason
 
 SCHEMA = OutputSchema.check({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
 NATIVE = StepPolicy(schema=SCHEMA, mode=SchemaMode.NATIVE)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.loop.stop_hooks import keep_working_text, merge_stop_verdicts
-from server.tools.hooks import HookDecision, HookVerdict
+from agentd.loop.stop_hooks import keep_working_text, merge_stop_verdicts
+from agentd.tools.hooks import HookDecision, HookVerdict
 
 ALLOW = HookVerdict(HookDecision.ALLOW, hook="a")
 PREVENT = HookVerdict(HookDecision.PREVENT, "stop now", hook="p")

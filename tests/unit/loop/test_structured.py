@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from server.loop.structured import (
+from agentd.loop.structured import (
     OutputSchema,
     StructuredAccepted,
     StructuredGaveUp,

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from server.core.conversation import Message
-from server.core.events import EventKind
-from server.core.provider import Usage
-from server.loop.outcome import OutcomeKind, TurnOutcome
-from server.loop.subagent import attributed, final_answer, lane_of
-from server.loop.subagent_events import NestedEvents
-from server.loop.usage import UsageLedger
-from server.tools.hooks import HookConfigError, load_hooks
+from agentd.core.conversation import Message
+from agentd.core.events import EventKind
+from agentd.core.provider import Usage
+from agentd.loop.outcome import OutcomeKind, TurnOutcome
+from agentd.loop.subagent import attributed, final_answer, lane_of
+from agentd.loop.subagent_events import NestedEvents
+from agentd.loop.usage import UsageLedger
+from agentd.tools.hooks import HookConfigError, load_hooks
 
 
 class Recorder:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.loop.todo_gate import TodoGateLimits, TodoGateVerdict, todo_gate, todo_nudge_text
+from agentd.loop.todo_gate import TodoGateLimits, TodoGateVerdict, todo_gate, todo_nudge_text
 
 OPEN = ({"content": "a", "status": "pending"}, {"content": "b", "status": "in_progress"})
 

@@ -1,12 +1,12 @@
-"""protocol/methods.py: every method name is spelled once, served or sent somewhere, and (for
+"""agentd/protocol/methods.py: every method name is spelled once, served or sent somewhere, and (for
 ACP's own methods) known to the pinned schema on the right side."""
 
 from __future__ import annotations
 
 import pytest
 
-from protocol import outgoing
-from protocol.methods import (
+from agentd.protocol import outgoing
+from agentd.protocol.methods import (
     CANCEL_REQUEST,
     EXTENSIONS,
     ClientRequest,
@@ -16,7 +16,7 @@ from protocol.methods import (
     Unsupported,
     served_methods,
 )
-from server.transport.handlers import METHODS, UNSUPPORTED
+from agentd.transport.handlers import METHODS, UNSUPPORTED
 from tests.support.acp_schema import AcpValidator
 
 # The wire strings are the contract: a renamed member must not change what goes on the wire.

@@ -1,4 +1,4 @@
-"""protocol/outgoing.py: what each builder puts on the wire, and that ACP's own methods
+"""agentd/protocol/outgoing.py: what each builder puts on the wire, and that ACP's own methods
 validate against the pinned ACP schema as agent→client frames."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from protocol import outgoing
-from protocol.jsonrpc import notification, request
-from protocol.methods import ClientRequest, Notification
-from protocol.outgoing import Outgoing
+from agentd.protocol import outgoing
+from agentd.protocol.jsonrpc import notification, request
+from agentd.protocol.methods import ClientRequest, Notification
+from agentd.protocol.outgoing import Outgoing
 from tests.support.acp_schema import AcpValidator
 
 TOOL_CALL = {"toolCallId": "call_1", "title": "Write a.txt", "kind": "edit", "status": "pending"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from server.transport.handlers import METHODS
+from agentd.transport.handlers import METHODS
 from tests.support.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "protocol.md"

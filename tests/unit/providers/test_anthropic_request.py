@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from server.core.conversation import Message, ReasoningBlock, ToolCall
-from server.core.provider import ProviderRequest, ToolSpec
-from server.providers.anthropic import AnthropicProvider
-from server.providers.anthropic_request import count_cache_breakpoints
+from agentd.core.conversation import Message, ReasoningBlock, ToolCall
+from agentd.core.provider import ProviderRequest, ToolSpec
+from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.anthropic_request import count_cache_breakpoints
 from tests.support.fakes.anthropic_validation import REDACTED_PREFIX, sdk_problem, sign, validate_body
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -263,10 +263,10 @@ async def test_auxiliary_calls_go_without_thinking() -> None:
     """The compaction summary and the goal evaluator ask for no extended reasoning: with a
     thinking budget configured their Anthropic bodies still carry no `thinking`, and keep
     their own small output cap."""
-    from server.loop.compaction import summarise
-    from server.loop.goal import GoalState
-    from server.loop.goal_eval import evaluator_request
-    from server.providers.scripted import ScriptedProvider
+    from agentd.loop.compaction import summarise
+    from agentd.loop.goal import GoalState
+    from agentd.loop.goal_eval import evaluator_request
+    from agentd.providers.scripted import ScriptedProvider
 
     scripted = ScriptedProvider.from_dict({"steps": [{"text": "summary"}]})
     older = [Message.user("hi"), Message(role="assistant", content="yo")]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.core.conversation import ReasoningBlock
-from server.core.provider import (
+from agentd.core.conversation import ReasoningBlock
+from agentd.core.provider import (
     ReasoningBlockComplete,
     ReasoningDelta,
     Stop,
@@ -18,7 +18,7 @@ from server.core.provider import (
     ToolCallDelta,
     Usage,
 )
-from server.providers.anthropic_stream import Assembler
+from agentd.providers.anthropic_stream import Assembler
 
 
 def start(index: int, block: dict[str, Any]) -> dict[str, Any]:

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-import server.app
-import server.providers.factory as factory
-from server.app import create_app
-from server.config import ProviderName, Settings
-from server.core.provider import Provider, ProviderRequest, StreamEvent
-from server.providers.anthropic import AnthropicProvider
-from server.providers.factory import close_providers
-from server.providers.openai import OpenAIProvider
-from server.providers.scripted import ScriptedProvider
+import agentd.app
+import agentd.providers.factory as factory
+from agentd.app import create_app
+from agentd.core.provider import Provider, ProviderRequest, StreamEvent
+from agentd.infra.config import ProviderName, Settings
+from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.factory import close_providers
+from agentd.providers.openai import OpenAIProvider
+from agentd.providers.scripted import ScriptedProvider
 
 
 class Recorder:
@@ -97,7 +97,7 @@ async def test_shutdown_closes_the_main_provider_and_every_fallback_lane(
 
     # app.py calls make_provider for the main provider, make_lanes calls it for each lane.
     monkeypatch.setattr(factory, "make_provider", recording)
-    monkeypatch.setattr(server.app, "make_provider", recording)
+    monkeypatch.setattr(agentd.app, "make_provider", recording)
     lanes = [
         {"provider": "anthropic", "model": "claude-x", "api_key": "sk-ant"},
         {"provider": "openai", "model": "gpt-y", "base_url": "http://127.0.0.1:9/v1"},

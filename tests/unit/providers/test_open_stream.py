@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from server.core.errors import HarnessError
-from server.providers.http_common import open_stream
+from agentd.core.errors import HarnessError
+from agentd.providers.http_common import open_stream
 
 BODY: dict[str, Any] = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "héllo ✓"}]}
 

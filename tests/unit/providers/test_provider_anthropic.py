@@ -10,13 +10,11 @@ from typing import Any
 import httpx
 import pytest
 
-from server.core.conversation import ReasoningBlock
-from server.core.provider import ReasoningBlockComplete
-from server.loop.conversation import Message, ToolCall
-from server.loop.errors import ErrorKind, HarnessError
-from server.providers.anthropic import AnthropicProvider, classify_http_error
-from server.providers.base import (
+from agentd.core.conversation import Message, ReasoningBlock, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.provider import (
     ProviderRequest,
+    ReasoningBlockComplete,
     ReasoningDelta,
     Stop,
     StopReason,
@@ -27,6 +25,7 @@ from server.providers.base import (
     ToolSpec,
     Usage,
 )
+from agentd.providers.anthropic import AnthropicProvider, classify_http_error
 from tests.support.fakes.anthropic_server import (
     ErrorResponse,
     FakeAnthropic,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from server.config import Settings
-from server.providers.anthropic import AnthropicProvider
-from server.providers.factory import make_lanes, make_provider
-from server.providers.openai import OpenAIProvider
-from server.providers.scripted import ScriptedProvider
+from agentd.infra.config import Settings
+from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.factory import make_lanes, make_provider
+from agentd.providers.openai import OpenAIProvider
+from agentd.providers.scripted import ScriptedProvider
 
 
 async def test_anthropic_is_chosen_by_settings(monkeypatch: pytest.MonkeyPatch):
@@ -19,7 +19,7 @@ async def test_anthropic_is_chosen_by_settings(monkeypatch: pytest.MonkeyPatch):
     provider = make_provider(Settings())
     assert isinstance(provider, AnthropicProvider)
     body = provider.build_body(
-        __import__("server.providers.base", fromlist=["x"]).ProviderRequest(
+        __import__("agentd.core.provider", fromlist=["x"]).ProviderRequest(
             model="claude-test", system="s", messages=[]
         )
     )
@@ -76,8 +76,8 @@ async def test_anthropic_caching_and_thinking_come_from_settings(monkeypatch: py
 
 
 async def test_openai_responses_and_the_provider_settings(monkeypatch: pytest.MonkeyPatch):
-    from server.config import ReasoningEffort, TokenField
-    from server.providers.openai_responses import OpenAIResponsesProvider
+    from agentd.infra.config import ReasoningEffort, TokenField
+    from agentd.providers.openai_responses import OpenAIResponsesProvider
 
     monkeypatch.setenv("AGENTD_PROVIDER", "openai-responses")
     monkeypatch.setenv("AGENTD_REASONING_EFFORT", "high")

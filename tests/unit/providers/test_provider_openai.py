@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from server.loop.conversation import Message, ToolCall
-from server.loop.errors import ErrorKind, HarnessError
-from server.providers.base import (
+from agentd.core.conversation import Message, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.provider import (
     ProviderRequest,
     ReasoningDelta,
     Stop,
@@ -25,7 +25,7 @@ from server.providers.base import (
     ToolSpec,
     Usage,
 )
-from server.providers.openai import OpenAIProvider, classify_http_error, parse_retry_after
+from agentd.providers.openai import OpenAIProvider, classify_http_error, parse_retry_after
 from tests.support.fakes.openai_server import (
     Completion,
     ErrorResponse,

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from server.config import ReasoningEffort
-from server.core.conversation import Message, ReasoningBlock, ToolCall
-from server.core.errors import ErrorKind, HarnessError
-from server.core.provider import (
+from agentd.core.conversation import Message, ReasoningBlock, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.provider import (
     ProviderRequest,
     ReasoningBlockComplete,
     ReasoningDelta,
@@ -25,7 +24,8 @@ from server.core.provider import (
     ToolSpec,
     Usage,
 )
-from server.providers.openai_responses import OpenAIResponsesProvider
+from agentd.infra.config import ReasoningEffort
+from agentd.providers.openai_responses import OpenAIResponsesProvider
 from tests.support.fakes.openai_responses_server import (
     ErrorResponse,
     FakeResponses,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from server.loop.conversation import Message, ToolCall
-from server.loop.errors import ErrorKind, HarnessError
-from server.providers.base import (
+from agentd.core.conversation import Message, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.provider import (
     ProviderRequest,
     ReasoningDelta,
     Stop,
@@ -24,7 +24,7 @@ from server.providers.base import (
     ToolSpec,
     Usage,
 )
-from server.providers.scripted import EXHAUSTED_TEXT, Script, ScriptedProvider, parse_script
+from agentd.providers.scripted import EXHAUSTED_TEXT, Script, ScriptedProvider, parse_script
 from tests.support.paths import REPO_ROOT
 from tests.support.polling import until
 
@@ -375,7 +375,7 @@ def test_from_file(tmp_path: Path) -> None:
 
 
 def test_demo_file_validates() -> None:
-    raw = json.loads((REPO_ROOT / "server/demo/demo_script.json").read_text())
+    raw = json.loads((REPO_ROOT / "agentd/demo/demo_script.json").read_text())
     assert parse_script(raw) == ScriptedProvider.demo().script
 
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from server.core.conversation import Message
-from server.core.errors import ErrorKind, HarnessError, RecoveryHint, hint
-from server.core.provider import Provider, ProviderRequest, StreamEvent, TextDelta, ToolSpec
-from server.loop.retry import Bucket, Decision, RetryState
-from server.providers.anthropic import AnthropicProvider
-from server.providers.openai import OpenAIProvider
-from server.providers.openai_responses import OpenAIResponsesProvider
+from agentd.core.conversation import Message
+from agentd.core.errors import ErrorKind, HarnessError, RecoveryHint, hint
+from agentd.core.provider import Provider, ProviderRequest, StreamEvent, TextDelta, ToolSpec
+from agentd.loop.retry import Bucket, Decision, RetryState
+from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.openai import OpenAIProvider
+from agentd.providers.openai_responses import OpenAIResponsesProvider
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_responses_server as resp
 from tests.support.fakes import openai_server as oai

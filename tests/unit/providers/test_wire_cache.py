@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.core.conversation import Image, Message, ReasoningBlock, ToolCall
-from server.core.errors import ErrorKind, HarnessError
-from server.core.provider import ProviderRequest, ToolSpec
-from server.providers import openai as openai_module
-from server.providers import openai_responses as responses_module
-from server.providers import wire_cache
-from server.providers.anthropic import AnthropicProvider
-from server.providers.openai import OpenAIProvider
-from server.providers.openai_responses import OpenAIResponsesProvider
-from server.providers.wire_cache import EncodedMessages
+from agentd.core.conversation import Image, Message, ReasoningBlock, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.provider import ProviderRequest, ToolSpec
+from agentd.providers import openai as openai_module
+from agentd.providers import openai_responses as responses_module
+from agentd.providers import wire_cache
+from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.openai import OpenAIProvider
+from agentd.providers.openai_responses import OpenAIResponsesProvider
+from agentd.providers.wire_cache import EncodedMessages
 
 _TEXT = st.sampled_from(
     ["", "hi", "  ", 'quote " back \\ slash', "tab\tnew\nline\x00\x1f\x7f", "é ü 漢字 🙂 \u2028"]
@@ -219,7 +219,7 @@ def test_orjson_escapes_strings_as_the_stdlib_did() -> None:
 def test_anthropic_translates_only_the_new_messages_through_tool_loops(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from server.providers import anthropic_wire
+    from agentd.providers import anthropic_wire
 
     translated: list[Message] = []
     real = anthropic_wire.content_blocks

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from server.session.eventlog import EventWriter
-from server.session.events import Event, EventKind
-from server.store.db import Store
+from agentd.core.events import Event, EventKind
+from agentd.session.eventlog import EventWriter
+from agentd.store.db import Store
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.core.events import Event, EventKind
-from server.session.hub import EventHub
-from server.session.sinks import Frame
-from server.transport.render import AcpRenderer, encode_notification
+from agentd.core.events import Event, EventKind
+from agentd.session.hub import EventHub
+from agentd.session.sinks import Frame
+from agentd.transport.render import AcpRenderer, encode_notification
 
 SID = "sess_1"
 MID = "msg_1"

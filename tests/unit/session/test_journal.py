@@ -7,12 +7,12 @@ from typing import Any, cast
 
 import pytest
 
-from server.core.errors import ErrorKind, HarnessError
-from server.core.events import EventKind
-from server.loop.outcome import OutcomeKind, TurnOutcome
-from server.loop.repair import INTERRUPTED_RESULT
-from server.session.eventlog import EventWriter
-from server.session.journal import Journal, interrupted_tool_call_update, turn_ended_payload
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.events import EventKind
+from agentd.loop.outcome import OutcomeKind, TurnOutcome
+from agentd.loop.repair import INTERRUPTED_RESULT
+from agentd.session.eventlog import EventWriter
+from agentd.session.journal import Journal, interrupted_tool_call_update, turn_ended_payload
 
 USAGE = {"total": {"calls": 0}}
 

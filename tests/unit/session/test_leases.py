@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from server.session import leases as session_leases
-from server.session.errors import SessionError, SessionErrorKind
-from server.session.leases import LeaseMode, PostgresLeases, SessionLeases, home_replica_id
-from server.store import leases as store_leases
+from agentd.session import leases as session_leases
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.leases import LeaseMode, PostgresLeases, SessionLeases, home_replica_id
+from agentd.store import leases as store_leases
 
 
 class _Engine:

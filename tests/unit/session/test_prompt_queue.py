@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from protocol.acp import TextContent
-from server.loop.outcome import TurnOutcome
-from server.session.commands import Prompt, PromptDone
-from server.session.prompt_queue import (
+from agentd.loop.outcome import TurnOutcome
+from agentd.protocol.acp import TextContent
+from agentd.session.commands import Prompt, PromptDone
+from agentd.session.prompt_queue import (
     MAX_REMEMBERED_REQUESTS,
     QueuedPrompt,
     QueueKind,

@@ -1,4 +1,4 @@
-"""QueueSync (server/session/queue_sync.py): a queue change yields an event and a store
+"""QueueSync (agentd/session/queue_sync.py): a queue change yields an event and a store
 write of what changed only — no other prompt's text, a bounded number of rows — and the
 queued-byte ledger follows every change."""
 
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from protocol.acp import TextContent
-from server.config import Settings
-from server.session import queue_ops
-from server.session.actor import QueuedPrompt
-from server.session.commands import Prompt
-from server.session.queue_sync import LeftQueue, QueuedBytes, QueueSync
-from server.store.queue_rows import QueueWrite
+from agentd.infra.config import Settings
+from agentd.protocol.acp import TextContent
+from agentd.session import queue_ops
+from agentd.session.actor import QueuedPrompt
+from agentd.session.commands import Prompt
+from agentd.session.queue_sync import LeftQueue, QueuedBytes, QueueSync
+from agentd.store.queue_rows import QueueWrite
 
 ORIGINAL: dict[str, str] = {}  # prompt id → its text when queued
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-from protocol.methods import QueueOp, Served
-from server.core.events import Event, EventKind
-from server.session.errors import SessionError, SessionErrorKind
-from server.session.leases import owned_elsewhere
-from server.session.remote import RemoteWatch
-from server.store.db import Store
-from server.store.routed import Wake, parse_payload, payload, replica_channel
-from server.transport.render import ACP_RENDERER
-from server.transport.routed import ROUTED, TURN_LONG, connection_bound, routable, session_id_of
+from agentd.core.events import Event, EventKind
+from agentd.protocol.methods import QueueOp, Served
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.leases import owned_elsewhere
+from agentd.session.remote import RemoteWatch
+from agentd.store.db import Store
+from agentd.store.routed import Wake, parse_payload, payload, replica_channel
+from agentd.transport.render import ACP_RENDERER
+from agentd.transport.routed import ROUTED, TURN_LONG, connection_bound, routable, session_id_of
 
 
 def test_payloads_round_trip_and_anything_else_is_ignored() -> None:

@@ -8,11 +8,11 @@ from typing import Any, cast
 
 import pytest
 
-from server.config import Settings
-from server.session.errors import SessionError, SessionErrorKind
-from server.session.leases import owned_elsewhere
-from server.session.manager import SessionManager
-from server.session.takeover import RETRY_FIRST_S, Backoff, Takeover, sweep_interval
+from agentd.infra.config import Settings
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.leases import owned_elsewhere
+from agentd.session.manager import SessionManager
+from agentd.session.takeover import RETRY_FIRST_S, Backoff, Takeover, sweep_interval
 
 
 class FakeManager:

@@ -1,4 +1,4 @@
-"""Waking an idle session when a background task finishes (server/session/wake.py): the
+"""Waking an idle session when a background task finishes (agentd/session/wake.py): the
 pure decision and the streak that caps wake turns in a row."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from server.session.commands import PromptSource
-from server.session.wake import WakeDecision, WakeState, WakeStreak, decide_wake, should_wake
+from agentd.session.commands import PromptSource
+from agentd.session.wake import WakeDecision, WakeState, WakeStreak, decide_wake, should_wake
 
 IDLE_WITH_NEWS = WakeState(
     enabled=True, turn_running=False, queued=0, stopping=False, news=1, streak=0, cap=3, paused=False

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import select, text
 
-from server.store import leases
-from server.store.db import Batch, Store, StoredEvent
-from server.store.models import EventRow
-from server.store.queue_rows import QueueWrite
+from agentd.store import leases
+from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.models import EventRow
+from agentd.store.queue_rows import QueueWrite
 from tests.conftest import postgres_database
 
 TTL = 30.0

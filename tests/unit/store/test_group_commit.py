@@ -14,11 +14,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, select, update
 from sqlalchemy.exc import IntegrityError
 
-from server.store import pg_commit, sqlite_commit
-from server.store.db import Batch, Store, StoredEvent, alembic_config
-from server.store.engine import SCHEMA_HEAD
-from server.store.models import EventRow, SessionRow
-from server.store.sqlite_writer import CHECKPOINT_EVERY
+from agentd.store import pg_commit, sqlite_commit
+from agentd.store.db import Batch, Store, StoredEvent, alembic_config
+from agentd.store.engine import SCHEMA_HEAD
+from agentd.store.models import EventRow, SessionRow
+from agentd.store.sqlite_writer import CHECKPOINT_EVERY
 from tests.support.polling import until
 
 SESSIONS = 40
@@ -321,7 +321,7 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
     # booleans, JSON null) in the same order.
     import sqlite3
 
-    import server.store.db as db_module
+    import agentd.store.db as db_module
 
     def batches() -> list[Batch]:
         return [
@@ -388,7 +388,7 @@ async def test_a_postgres_writer_whose_connection_died_fails_transiently_then_re
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
-    from server.session.eventlog import is_transient
+    from agentd.session.eventlog import is_transient
 
     store = await Store.open(db_url)
     try:

@@ -14,7 +14,7 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, event, inspect
 
-from server.store.db import Store, alembic_config, session_list_query
+from agentd.store.db import Store, alembic_config, session_list_query
 
 NEW = {("owner", "updated_at", "id"), ("owner", "cwd", "updated_at", "id")}
 OLD = {("owner",), ("updated_at",), ("owner", "updated_at")}

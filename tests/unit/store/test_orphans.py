@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import text
 
-from server.store import leases
-from server.store.db import Batch, Store
-from server.store.engine import SCHEMA_HEAD
-from server.store.queue_rows import QueueWrite
+from agentd.store import leases
+from agentd.store.db import Batch, Store
+from agentd.store.engine import SCHEMA_HEAD
+from agentd.store.queue_rows import QueueWrite
 from tests.conftest import postgres_database
 
 pytestmark = pytest.mark.postgres

@@ -1,4 +1,4 @@
-"""File snapshots, turn marks and cuts (server/store/snapshots.py, R-T12) on SQLite and Postgres.
+"""File snapshots, turn marks and cuts (agentd/store/snapshots.py, R-T12) on SQLite and Postgres.
 
 Seed 003: "快照（snapshot_before_mutating_tools，变更类工具执行前留底）"."""
 
@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import insert
 
-from server.store import snapshots as rows
-from server.store.db import Store
-from server.store.models import EventRow, utcnow
-from server.store.snapshots import FileSnapshot, TurnCut, TurnMark
+from agentd.store import snapshots as rows
+from agentd.store.db import Store
+from agentd.store.models import EventRow, utcnow
+from agentd.store.snapshots import FileSnapshot, TurnCut, TurnMark
 
 
 @pytest.fixture

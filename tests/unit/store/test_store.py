@@ -1,4 +1,4 @@
-"""The store (server/store/db.py) against a real database: every test runs once on SQLite
+"""The store (agentd/store/db.py) against a real database: every test runs once on SQLite
 and once on Postgres (the `db_url` fixture gives a fresh, empty database each time)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, update
 from sqlalchemy.exc import IntegrityError
 
-from server.store.db import Batch, SessionRecord, Store, StoredEvent, alembic_config
-from server.store.models import SessionRow
+from agentd.store.db import Batch, SessionRecord, Store, StoredEvent, alembic_config
+from agentd.store.models import SessionRow
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 

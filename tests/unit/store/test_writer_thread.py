@@ -1,4 +1,4 @@
-"""The SQLite writer's thread (server/store/sqlite_writer.py `WriterThread`): calls run on
+"""The SQLite writer's thread (agentd/store/sqlite_writer.py `WriterThread`): calls run on
 its own thread in the order given, results and exceptions reach the awaiting caller, a
 cancelled caller does not stop the thread, and `shutdown` ends it."""
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from server.store.sqlite_writer import WriterThread
+from agentd.store.sqlite_writer import WriterThread
 
 
 async def test_calls_run_in_order_on_the_thread_and_return_their_results() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.core.task_notice import TaskEnd, TaskKind
-from server.tools.background import BackgroundTasks
+from agentd.core.task_notice import TaskEnd, TaskKind
+from agentd.tools.background import BackgroundTasks
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import itertools
 
 import pytest
 
-from server.core.modes import PermissionMode
-from server.tools.base import Access
-from server.tools.permissions import Decision, Remembered, decide, plan_mode_refuses
+from agentd.core.modes import PermissionMode
+from agentd.tools.base import Access
+from agentd.tools.permissions import Decision, Remembered, decide, plan_mode_refuses
 
 ALLOW, ASK, DENY = Decision.ALLOW, Decision.ASK, Decision.DENY
 R, W, X = Access.READ, Access.WRITE, Access.EXECUTE

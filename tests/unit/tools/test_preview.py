@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.tools.base import ToolContext
-from server.tools.bash import Bash
-from server.tools.files import EditFile, WriteFile
-from server.tools.preview import PREVIEW_MAX_BYTES, ToolPreview
+from agentd.tools.base import ToolContext
+from agentd.tools.bash import Bash
+from agentd.tools.files import EditFile, WriteFile
+from agentd.tools.preview import PREVIEW_MAX_BYTES, ToolPreview
 
 
 def ctx(root: Path) -> ToolContext:

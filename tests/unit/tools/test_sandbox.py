@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from server.config import AuthMode, SandboxSetting, Settings
-from server.preflight import StartupError, check_sandbox
-from server.tools.pidlimit import _own_paths
-from server.tools.sandbox import (
+from agentd.infra.config import AuthMode, SandboxSetting, Settings
+from agentd.preflight import StartupError, check_sandbox
+from agentd.tools.pidlimit import _own_paths
+from agentd.tools.sandbox import (
     BwrapProbe,
     SandboxError,
     SandboxLimits,
@@ -192,7 +192,7 @@ def test_the_cgroup_sweep_spares_the_groups_of_live_servers(tmp_path: Path) -> N
     import os
     import subprocess
 
-    from server.tools.pidlimit import sweep
+    from agentd.tools.pidlimit import sweep
 
     dead = subprocess.Popen(["true"])
     dead.wait()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from server.tools.base import ToolContext
-from server.tools.glob_tool import GLOB_MAX_RESULTS, Glob
-from server.tools.listdir import ListDir
-from server.tools.search import Grep
+from agentd.tools.base import ToolContext
+from agentd.tools.glob_tool import GLOB_MAX_RESULTS, Glob
+from agentd.tools.listdir import ListDir
+from agentd.tools.search import Grep
 
 needs_rg = pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep (Debian: ripgrep) not installed")
 

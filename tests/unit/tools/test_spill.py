@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from server.tools.background import BackgroundTasks, TaskOutput
-from server.tools.base import ToolContext
-from server.tools.bash import OUTPUT_CAP, Bash
-from server.tools.shell import ShellLauncher
-from server.tools.shellout import ShellOutput
-from server.tools.spill import SPILL_DIR, Spill
+from agentd.tools.background import BackgroundTasks, TaskOutput
+from agentd.tools.base import ToolContext
+from agentd.tools.bash import OUTPUT_CAP, Bash
+from agentd.tools.shell import ShellLauncher
+from agentd.tools.shellout import ShellOutput
+from agentd.tools.spill import SPILL_DIR, Spill
 
 
 def logs(ws: Path) -> list[Path]:

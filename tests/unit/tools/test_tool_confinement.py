@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.tools import files, grepengine, offload, regexguard, search
-from server.tools.background import BackgroundTasks
-from server.tools.base import ToolContext, ToolError
-from server.tools.bash import Bash
-from server.tools.files import EditFile, ReadFile, WriteFile
-from server.tools.globmatch import compile_path, compile_segment, match_path, match_segment
-from server.tools.hooks import CommandHook
-from server.tools.search import Glob, Grep
-from server.tools.workspace import resolve_in_workspace
+from agentd.tools import files, grepengine, offload, regexguard, search
+from agentd.tools.background import BackgroundTasks
+from agentd.tools.base import ToolContext, ToolError
+from agentd.tools.bash import Bash
+from agentd.tools.files import EditFile, ReadFile, WriteFile
+from agentd.tools.globmatch import compile_path, compile_segment, match_path, match_segment
+from agentd.tools.hooks import CommandHook
+from agentd.tools.search import Glob, Grep
+from agentd.tools.workspace import resolve_in_workspace
 from tests.support.polling import until, value_of
 from tests.support.proc import process_alive, read_pid
 

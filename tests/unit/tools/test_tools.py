@@ -11,11 +11,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from server.tools.base import Access, ToolContext, ToolError, ToolKind
-from server.tools.bash import OUTPUT_CAP, Bash
-from server.tools.files import READ_MAX_LINES, EditFile, ListDir, ReadFile, WriteFile
-from server.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
-from server.tools.workspace import display_path, resolve_in_workspace
+from agentd.tools.base import Access, ToolContext, ToolError, ToolKind
+from agentd.tools.bash import OUTPUT_CAP, Bash
+from agentd.tools.files import READ_MAX_LINES, EditFile, ListDir, ReadFile, WriteFile
+from agentd.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
+from agentd.tools.workspace import display_path, resolve_in_workspace
 from tests.support.proc import process_alive, wait_dead, wait_pid
 
 # --- fixtures and helpers ---

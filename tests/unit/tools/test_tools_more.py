@@ -12,13 +12,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from server.tools.background import INTERRUPTED_TEXT, BackgroundTasks, TaskOutput
-from server.tools.base import Access, ToolContext, ToolError, ToolKind
-from server.tools.bash import Bash
-from server.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
-from server.tools.search import GLOB_MAX_RESULTS, GREP_MAX_FILE_BYTES, Glob, Grep
-from server.tools.todo import TodoList, TodoWrite
-from server.tools.wait_tool import Wait
+from agentd.tools.background import INTERRUPTED_TEXT, BackgroundTasks, TaskOutput
+from agentd.tools.base import Access, ToolContext, ToolError, ToolKind
+from agentd.tools.bash import Bash
+from agentd.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
+from agentd.tools.search import GLOB_MAX_RESULTS, GREP_MAX_FILE_BYTES, Glob, Grep
+from agentd.tools.todo import TodoList, TodoWrite
+from agentd.tools.wait_tool import Wait
 from tests.support.polling import until
 from tests.support.proc import process_alive, wait_dead, wait_pid
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from protocol.jsonrpc import ErrorCode, RpcError
-from server.session.errors import (
+from agentd.protocol.jsonrpc import ErrorCode, RpcError
+from agentd.session.errors import (
     SessionError,
     SessionErrorKind,
     limit_exceeded,
@@ -16,8 +16,8 @@ from server.session.errors import (
     session_stopping,
     shutting_down,
 )
-from server.session.routing import route_failed
-from server.transport.errors import CODES, rpc_error
+from agentd.session.routing import route_failed
+from agentd.transport.errors import CODES, rpc_error
 
 
 def test_every_kind_has_a_code() -> None:

@@ -1,4 +1,4 @@
-"""server/transport/outgoing.py: a client's outgoing frames in order, live frames bounded
+"""agentd/transport/outgoing.py: a client's outgoing frames in order, live frames bounded
 (refused when full), responses awaiting room, replay frames paced by their own window."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from server.transport.outgoing import OutgoingQueue
+from agentd.transport.outgoing import OutgoingQueue
 
 
 async def parked(q: OutgoingQueue, *, getters: int = 0, putters: int = 0, replay: bool = False) -> None:

@@ -1,10 +1,10 @@
-"""Frames the session gets rendered at the edge (server/transport/render.py)."""
+"""Frames the session gets rendered at the edge (agentd/transport/render.py)."""
 
 from __future__ import annotations
 
-from server.core.events import Event, EventKind
-from server.session.local_commands import BUILTINS, Skill, available_commands
-from server.transport.render import ACP_RENDERER, live_frames
+from agentd.core.events import Event, EventKind
+from agentd.session.local_commands import BUILTINS, Skill, available_commands
+from agentd.transport.render import ACP_RENDERER, live_frames
 
 
 def test_available_commands_update() -> None:

@@ -1,4 +1,4 @@
-"""The one JSON-RPC path (server/transport/rpc.py), without a server: decoding, the envelope,
+"""The one JSON-RPC path (agentd/transport/rpc.py), without a server: decoding, the envelope,
 the initialize gate, params validation, error mapping, batches and the rate limit."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from protocol.jsonrpc import ErrorCode, RpcError
-from protocol.methods import Served
-from server.config import AuthMode
-from server.transport.rpc import (
+from agentd.infra.config import AuthMode
+from agentd.protocol.jsonrpc import ErrorCode, RpcError
+from agentd.protocol.methods import Served
+from agentd.transport.rpc import (
     CallContext,
     Dispatcher,
     Method,

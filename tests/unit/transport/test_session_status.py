@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from server.transport.handlers.session_info import SessionStatus, status_of
+from agentd.transport.handlers.session_info import SessionStatus, status_of
 
 
 def actor(turn: Any = None, pending: dict[str, Any] | None = None) -> Any:

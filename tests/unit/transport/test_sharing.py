@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.auth import team_names
-from server.transport.sharing import Access, access_of, denied, holder
+from agentd.infra.auth import team_names
+from agentd.transport.sharing import Access, access_of, denied, holder
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The web page's files (issue 17): plain ES modules under server/web/static, every import
+"""The web page's files (issue 17): plain ES modules under agentd/web/static, every import
 resolvable and served, vendored modules byte-identical to their npm releases, no inline
 script the Content-Security-Policy would have to allow."""
 
@@ -8,7 +8,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from server.transport.web import CSP, STATIC_DIR, WEB_DIR, site
+from agentd.transport.web import CSP, STATIC_DIR, WEB_DIR, site
 
 VENDORED = {
     "vendor/marked.esm.js": "29e25cdf1a06075c90e9885af06ddd23fb22a5424ed23a61dda986c73a8af641",

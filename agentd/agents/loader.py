@@ -1,0 +1,213 @@
+"""Loading agent definitions from files: a folder of `*.toml` files and `*.md` files with a
+front matter block (`load_definitions`); `default_definitions` adds the built-in `default` agent.
+
+TOML::
+
+    name = "reviewer"
+    description = "Reviews a diff"
+    model = "gpt-4o"
+    tools = ["read_file", "grep"]
+    max_turns = 20
+    system_prompt = "You review code."
+    output_schema = { type = "object", properties = { verdict = { type = "string" } } }
+
+    [completion]
+    tool = "StructuredOutput"
+    max_retries = 3
+
+Markdown (the body after the front matter is the system prompt)::
+
+    ---
+    name: explorer
+    description: Read-only explorer
+    tools: [read_file, grep, glob]
+    max_turns: 10
+    completion: StructuredOutput
+    completion.max_retries: 2
+    output_schema: {"type": "object", "properties": {"summary": {"type": "string"}}}
+    ---
+    You explore the repository and never change it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from agentd.agents.builder import AgentBuilder, join_names
+from agentd.agents.definition import DEFAULT_AGENT, AgentDefinition, AgentDefinitionError, Problem
+from agentd.agents.frontmatter import parse_markdown
+from agentd.loop.subagent import TASK_TOOL
+from agentd.tools.registry import BUILTIN_TOOLS
+
+DEFINITION_SUFFIXES = (".toml", ".md")
+TOP_LEVEL_KEYS = (
+    "name",
+    "description",
+    "model",
+    "tools",
+    "max_turns",
+    "system_prompt",
+    "completion",
+    "output_schema",
+)
+COMPLETION_KEYS = ("tool", "max_retries", "base_delay_ms", "max_delay_ms")
+
+
+def load_definitions(
+    folder: Path, *, known_tools: Collection[str], known_models: Collection[str] | None
+) -> dict[str, AgentDefinition]:
+    """Every `*.toml` and `*.md` definition directly in `folder` (hidden files skipped), keyed
+    by name. Files are read in name order; the first bad file raises `AgentDefinitionError`
+    (naming the file, and the line where known); two files with one name raise naming both."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise AgentDefinitionError(
+            Problem("folder", "not a directory" if folder.exists() else "does not exist"), source=folder
+        )
+    found: dict[str, AgentDefinition] = {}
+    paths = sorted(
+        p
+        for p in folder.iterdir()
+        if p.suffix in DEFINITION_SUFFIXES and not p.name.startswith(".") and p.is_file()
+    )
+    for path in paths:
+        definition = load_definition_file(path, known_tools=known_tools, known_models=known_models)
+        previous = found.get(definition.name)
+        if previous is not None:
+            raise AgentDefinitionError(
+                Problem("name", f"duplicate agent name: defined in both {previous.source} and {path}"),
+                agent=definition.name,
+                source=path,
+            )
+        found[definition.name] = definition
+    return found
+
+
+def load_definition_file(
+    path: Path, *, known_tools: Collection[str], known_models: Collection[str] | None
+) -> AgentDefinition:
+    """One `.toml` or `.md` definition file. A missing `name` defaults to the file's stem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentDefinitionError(Problem("file", f"cannot be read: {exc}"), source=path) from exc
+    lines: Mapping[str, int]
+    if path.suffix == ".toml":
+        data, lines = _parse_toml(text, path), {}
+    elif path.suffix == ".md":
+        data, lines = parse_markdown(text, path)
+    else:
+        raise AgentDefinitionError(
+            Problem("file", f"unsupported file type {path.suffix!r} (use .toml or .md)"), source=path
+        )
+    return _builder_from_mapping(data, path, lines).build(known_tools=known_tools, known_models=known_models)
+
+
+def default_definitions(
+    folder: Path | None = None,
+    *,
+    known_tools: Collection[str] | None = None,
+    known_models: Collection[str] | None = None,
+) -> dict[str, AgentDefinition]:
+    """`{"default": DEFAULT_AGENT}` merged with the definitions in `folder` (a file may
+    override `default`). A missing folder, or `None`, just yields the built-in default.
+    `known_tools` defaults to the built-in tool names."""
+    if known_tools is None:
+        known_tools = [*(cls.name for cls in BUILTIN_TOOLS), TASK_TOOL]
+    definitions = {DEFAULT_AGENT.name: DEFAULT_AGENT}
+    if folder is not None and Path(folder).exists():
+        definitions.update(load_definitions(Path(folder), known_tools=known_tools, known_models=known_models))
+    return definitions
+
+
+def select_agent(definitions: Mapping[str, AgentDefinition], name: str | None) -> AgentDefinition:
+    """The definition a session asked for; `None` → `default`. Unknown → a clear error."""
+    name = name or DEFAULT_AGENT.name
+    try:
+        return definitions[name]
+    except KeyError:
+        raise AgentDefinitionError(
+            Problem("agent", f"unknown agent {name!r}; available agents: {join_names(definitions)}")
+        ) from None
+
+
+def _builder_from_mapping(data: Mapping[str, Any], path: Path, lines: Mapping[str, int]) -> AgentBuilder:
+    b = AgentBuilder(source=path)
+    b._lines.update(lines)
+
+    def at(key: str) -> int | None:
+        return lines.get(key)
+
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            hint = difflib.get_close_matches(key, TOP_LEVEL_KEYS, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+            b._problem(key, f"unknown key{suggestion}; allowed keys: {', '.join(TOP_LEVEL_KEYS)}", at(key))
+
+    b.name(data.get("name", path.stem))
+    if "description" in data:
+        b.description(data["description"])
+    if "system_prompt" in data:
+        b.system_prompt(data["system_prompt"])
+    if "model" in data:
+        b.model(data["model"])
+    if "max_turns" in data:
+        b.max_turns(data["max_turns"])
+    if "tools" in data:
+        tools = data["tools"]
+        if isinstance(tools, list):
+            b.tools(*tools)
+        else:
+            b._problem("tools", f"must be a list of tool names, got {tools!r}", at("tools"))
+
+    if "completion" in data:
+        completion = data["completion"]
+        if isinstance(completion, str):
+            completion = {"tool": completion}
+        if isinstance(completion, dict):
+            for key in completion:
+                if key not in COMPLETION_KEYS:
+                    b._problem(
+                        f"completion.{key}",
+                        f"unknown key; allowed keys: {', '.join(COMPLETION_KEYS)}",
+                        at(f"completion.{key}") or at("completion"),
+                    )
+            b.completion(
+                cast(str, completion.get("tool")),  # any value: build() reports a bad one
+                **{k: completion[k] for k in COMPLETION_KEYS[1:] if k in completion},
+            )
+        else:
+            b._problem(
+                "completion",
+                f"must be a tool name or a table with {', '.join(COMPLETION_KEYS)}, got {completion!r}",
+                at("completion"),
+            )
+
+    if "output_schema" in data:
+        schema = data["output_schema"]
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as exc:
+                b._problem("output_schema", f"not valid JSON: {exc}", at("output_schema"))
+                schema = None
+        b.output_schema(schema)
+    return b
+
+
+def _parse_toml(text: str, path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        match = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+        line = int(match.group(1)) if match else None
+        raise AgentDefinitionError(
+            Problem("toml", f"malformed TOML: {exc}", line), source=path, line=line
+        ) from exc

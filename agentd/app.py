@@ -1,0 +1,208 @@
+"""The application factory: wires settings, store, event log, provider, tools and
+session manager into a FastAPI app (routes in `agentd.transport`)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from agentd import __version__
+from agentd.core import tracing
+from agentd.core.lane import Lane
+from agentd.core.provider import Provider
+from agentd.infra.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
+from agentd.infra.config import AuthMode, Settings
+from agentd.infra.logs import redact_tokens_in_server_logs
+from agentd.infra.metrics import Metrics
+from agentd.infra.rss_trim import limit_arenas, run_trimmer
+from agentd.providers.factory import close_providers, make_lanes, make_provider
+from agentd.session.eventlog import EventWriter
+from agentd.session.leases import session_leases
+from agentd.session.manager import SessionManager
+from agentd.session.services import ActorServices
+from agentd.session.takeover import start_takeover
+from agentd.store.db import Store
+from agentd.tools.sandbox import SandboxError
+from agentd.tools.shell import ShellLauncher
+from agentd.transport.docs import router as docs_router
+from agentd.transport.guards import RateLimiter
+from agentd.transport.handlers import METHODS, UNSUPPORTED
+from agentd.transport.http import router
+from agentd.transport.origin import OriginGuard
+from agentd.transport.render import ACP_RENDERER
+from agentd.transport.revocation import LiveTokens
+from agentd.transport.rpc import Dispatcher
+from agentd.transport.sse import router as sse_router
+from agentd.transport.state import AppState
+from agentd.transport.streamable_http import close_all as close_http_connections
+from agentd.transport.streamable_http import router as streamable_router
+from agentd.transport.websocket import acp_endpoint
+
+if TYPE_CHECKING:
+    from agentd.session.turn_kit import TurnKit
+    from agentd.tools.base import Tool
+
+log = logging.getLogger(__name__)
+
+
+# The turn machinery (loop, tools, agents) loads with the first session, not at start-up
+# (issue 14: idle RSS; tests/unit/test_startup_imports.py): agentd/session/turn_kit.py.
+def _build_kit(settings: Settings, shell: ShellLauncher, tools: dict[str, Tool] | None) -> TurnKit:
+    from agentd.session.turn_kit import build_kit
+
+    return build_kit(settings, shell, tools)
+
+
+def _reads_files(settings: Settings) -> bool:
+    """Whether making the kit reads configured files or overrides (which may be wrong)."""
+    paths = (settings.hooks_file, settings.agents_dir, settings.skills_dir)
+    return any(p is not None for p in paths) or bool(settings.limits)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    provider: Provider | None = None,
+    tools: dict[str, Tool] | None = None,
+    fallbacks: list[Lane] | None = None,
+) -> FastAPI:
+    """`provider`, `tools` and `fallbacks` replace the configured ones (embedding, tests)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if problem := insecure_bind(settings.host, settings.auth):
+            raise RuntimeError(problem)
+        if settings.memory_trim_s > 0:
+            limit_arenas()  # before the database driver's threads allocate
+        traced = tracing.start()  # OpenTelemetry, when the OTEL_* variables ask for it
+        store = await Store.open(
+            settings.resolved_database_url(),
+            settings.pool_limits(),
+            sqlite_synchronous=settings.sqlite_synchronous,
+        )
+        await store.migrate()
+        # After the database exists, so its files are among those the sandbox hides.
+        try:
+            shell = await asyncio.to_thread(ShellLauncher.from_settings, settings)
+        except SandboxError as exc:
+            await store.close()
+            raise RuntimeError(str(exc)) from None
+        metrics = Metrics()
+        writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
+        prov = provider or make_provider(settings)
+        services = ActorServices(
+            settings=settings,
+            writer=writer,
+            provider=prov,
+            render=ACP_RENDERER,
+            make_kit=functools.partial(_build_kit, settings, shell, tools),
+            fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
+            metrics=metrics,
+            store=store,
+        )
+        if _reads_files(settings):  # a mistake in a configured file stops the server now
+            try:
+                await asyncio.to_thread(lambda: services.kit)
+            except Exception:
+                await store.close()
+                raise
+        writer.start()
+        leases = session_leases(
+            store.engine,
+            postgres=store.engine.dialect.name == "postgresql",
+            replica_id=settings.replica_id,
+            ttl_s=settings.lease_ttl_s,
+            home=settings.home,
+        )
+        manager = SessionManager(store, services, owner_default=LOCAL_PRINCIPAL, leases=leases)
+        leases.start(manager.lease_lost)
+        metrics.track_sessions(manager.live)
+        metrics.track_leases(leases.health)
+        sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
+        trimmer = asyncio.create_task(run_trimmer(settings.memory_trim_s), name="memory-trim")
+        live_tokens = LiveTokens()
+        revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")
+        # Sessions a dead replica left mid-turn or with queued prompts (R-C1, R-E6).
+        takeover = start_takeover(manager, lease_ttl_s=settings.lease_ttl_s, queued=settings.auto_resume)
+        if settings.auto_resume:
+            resumed = await manager.resume_queued()
+            if resumed:
+                log.info("resumed the queues of %d session(s)", len(resumed))
+        authenticator = Authenticator(store, settings.auth)
+        limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
+        app.state.agentd = AppState(
+            settings,
+            store,
+            writer,
+            manager,
+            prov,
+            Dispatcher(METHODS, UNSUPPORTED),
+            services,
+            authenticator,
+            limiter,
+            metrics,
+            live_tokens,
+        )
+        stop_routing = None
+        if store.engine.dialect.name == "postgresql":  # commands and events across replicas (R-C1)
+            from agentd.transport.routed import start_routing
+
+            replica = getattr(leases, "replica_id", settings.replica_id)
+            stop_routing = await start_routing(app.state.agentd, settings.resolved_database_url(), replica)
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            trimmer.cancel()
+            revoker.cancel()
+            if takeover is not None:
+                takeover.cancel()
+            close_http_connections(app.state.agentd)
+            await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
+            if stop_routing is not None:
+                await stop_routing()
+            await writer.stop()
+            await leases.stop()
+            await close_providers([prov, *(lane.provider for lane in services.fallbacks)])
+            await store.close()
+            if traced:
+                await asyncio.to_thread(tracing.stop)  # exports the spans still pending
+
+    redact_tokens_in_server_logs()
+    # The API description needs a token when auth is on: our own routes (agentd.transport.docs).
+    app = FastAPI(
+        title="agentd",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.settings = settings  # read before start-up too (serve.py: the WebSocket size ceiling)
+    if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+        )
+    app.add_middleware(OriginGuard, allowed=settings.allowed_origins)
+    if settings.allowed_hosts or settings.auth is AuthMode.NONE:
+        # Without auth only the loopback names: a rebinding page gets no further (outermost).
+        loopback = ["127.0.0.1", "localhost", "[::1]", "::1"] if settings.auth is AuthMode.NONE else []
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*loopback, *settings.allowed_hosts])
+    app.include_router(router)
+    app.include_router(sse_router)
+    app.include_router(streamable_router)
+    app.include_router(docs_router)
+    app.add_api_websocket_route("/acp", acp_endpoint)
+    return app

@@ -1,0 +1,405 @@
+"""The `agentd` command: serve, migrate, demo."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import traceback
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from agentd.core.modes import PermissionMode
+from agentd.infra.config import (
+    CONFIG_ENV,
+    AuthMode,
+    LogLevel,
+    ProviderName,
+    Settings,
+    redact_url,
+)
+
+app = typer.Typer(
+    help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals may hold API keys
+)
+T = TypeVar("T")
+LOG_LEVEL_ENV = "AGENTD_LOG_LEVEL"
+
+
+def _default(name: str) -> str:
+    """A setting's default as the help shows it."""
+    field = Settings.model_fields[name]
+    value = field.get_default(call_default_factory=False)
+    if value is None:
+        return "none"
+    return str(value.value if hasattr(value, "value") else value)
+
+
+def _help(text: str, name: str, default: str | None = None) -> str:
+    # Parentheses, not brackets: typer's rich help would swallow "[...]" as markup.
+    return f"{text} (env AGENTD_{name.upper()}; default {default or _default(name)})"
+
+
+def _use_config(config: Path | None) -> None:
+    if config is not None:
+        os.environ[CONFIG_ENV] = str(config)  # read by Settings' TOML source
+
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(help="TOML file of settings (names without AGENTD_) (env AGENTD_CONFIG)"),
+]
+
+
+@app.callback()
+def _options(
+    config: ConfigOption = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Debug logging, and a traceback behind every error")
+    ] = False,
+) -> None:
+    _use_config(config)
+    if debug:
+        os.environ[LOG_LEVEL_ENV] = LogLevel.DEBUG.value
+
+
+def _debugging() -> bool:
+    return os.environ.get(LOG_LEVEL_ENV, "").strip().lower() == LogLevel.DEBUG.value
+
+
+def _fail(exc: BaseException) -> NoReturn:
+    """A mistake of the user's: one line on stderr and exit 2 (the traceback with --debug)."""
+    if _debugging():
+        traceback.print_exception(exc)
+    typer.echo(f"agentd: error: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+def _run(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """`asyncio.run(job())` where a `StartupError` is the user's mistake, not a crash."""
+    from agentd.preflight import StartupError
+
+    try:
+        return asyncio.run(job())
+    except StartupError as exc:
+        _fail(exc)
+
+
+def _settings(**overrides: Any) -> Settings:
+    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except (ValueError, ValidationError) as exc:  # a bad config file or variable: say which
+        typer.echo(f"agentd: invalid configuration: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+DbOption = Annotated[
+    str | None, typer.Option(help=_help("SQLAlchemy URL", "database_url", "SQLite in AGENTD_HOME"))
+]
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help=_help("Bind address", "host"))] = None,
+    port: Annotated[int | None, typer.Option(help=_help("Port", "port"))] = None,
+    database_url: DbOption = None,
+    workspace_root: Annotated[
+        Path | None,
+        typer.Option(help=_help("Sessions' cwd must lie inside it", "workspace_root", "anywhere")),
+    ] = None,
+    provider: Annotated[
+        ProviderName | None,
+        typer.Option(
+            help=_help(" | ".join(p.value for p in ProviderName), "provider", "the scripted demo"),
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help=_help("Model name", "model"))] = None,
+    script: Annotated[
+        Path | None,
+        typer.Option(help=_help("Scripted-provider script (JSON)", "script", "the built-in demo")),
+    ] = None,
+    permission_mode: Annotated[
+        PermissionMode | None, typer.Option(help=_help("Default permission mode", "permission_mode"))
+    ] = None,
+    auth: Annotated[
+        AuthMode | None, typer.Option(help=_help(" | ".join(a.value for a in AuthMode), "auth"))
+    ] = None,
+    log_level: Annotated[LogLevel | None, typer.Option(help=_help("Log level", "log_level"))] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
+    from agentd.infra.auth import insecure_bind
+    from agentd.infra.logs import configure_logging
+    from agentd.preflight import (
+        StartupError,
+        check_database,
+        check_provider,
+        check_sandbox,
+        claim_database,
+        listen_socket,
+    )
+
+    _use_config(config)
+    settings = _settings(
+        host=host,
+        port=port,
+        database_url=database_url,
+        workspace_root=workspace_root,
+        provider=provider,
+        model=model,
+        script=script,
+        permission_mode=permission_mode,
+        auth=auth,
+        log_level=log_level,
+    )
+    if settings.log_level is LogLevel.DEBUG:
+        os.environ[LOG_LEVEL_ENV] = LogLevel.DEBUG.value  # tracebacks for --log-level debug too
+    configure_logging(settings.log_level.value, settings.log_format)
+    if problem := insecure_bind(settings.host, settings.auth):
+        typer.echo(f"agentd: {problem}", err=True)
+        raise typer.Exit(2)
+    # The cheap checks first: a port in use is reported before migrations and imports.
+    try:
+        check_provider(settings)
+        check_sandbox(settings)
+        sock = listen_socket(settings.host, settings.port)
+    except StartupError as exc:
+        _fail(exc)
+    try:
+        db_lock = claim_database(settings)  # held (open) until the process ends
+    except StartupError as exc:
+        sock.close()
+        _fail(exc)
+    try:
+        _run(lambda: check_database(settings))
+        logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
+
+        from agentd.app import create_app
+        from agentd.serve import server_for
+
+        server = server_for(
+            create_app(settings),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.value,
+            max_frame_bytes=settings.max_frame_bytes,
+        )
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        if db_lock is not None:
+            db_lock.close()
+
+
+@app.command()
+def migrate(database_url: DbOption = None, config: ConfigOption = None) -> None:
+    """Create or upgrade the database schema to the newest migration."""
+    from agentd.preflight import open_store
+
+    _use_config(config)
+    settings = _settings(database_url=database_url)
+
+    async def run() -> tuple[str | None, str | None]:
+        async with open_store(settings.resolved_database_url()) as store:
+            return await store.migration_status()
+
+    current, head = _run(run)
+    typer.echo(f"database at revision {current} (head {head})")
+
+
+token_app = typer.Typer(help="Bearer tokens for AGENTD_AUTH=token (stored hashed).", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+
+def _with_store(database_url: str | None, job: Any) -> Any:
+    from agentd.preflight import open_store
+
+    settings = _settings(database_url=database_url)
+
+    async def run() -> Any:
+        async with open_store(settings.resolved_database_url()) as store:
+            return await job(store)
+
+    return _run(run)
+
+
+@token_app.command("create")
+def token_create(
+    principal: Annotated[str, typer.Option(help="Who the token acts as (owns its sessions)")],
+    name: Annotated[str | None, typer.Option(help="A label, e.g. the device")] = None,
+    team: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A team the principal acts in with this token (repeatable); sessions "
+            "shared with the team are open to it"
+        ),
+    ] = None,
+    database_url: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Create a token and print it — the only time it is shown."""
+    from agentd.infra.auth import create_token, team_names
+
+    _use_config(config)
+    if not principal.strip():
+        raise typer.BadParameter("must not be empty", param_hint="--principal")
+    try:
+        teams = team_names(t.strip() for t in team or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--team") from None
+    token, record = _with_store(
+        database_url, lambda store: create_token(store, principal.strip(), name, teams)
+    )
+    typer.echo(token)
+    in_teams = f" in teams {', '.join(record.teams)}" if record.teams else ""
+    typer.echo(
+        f"created {record.id} for principal {record.principal!r}{in_teams}; store it now, it is not kept",
+        err=True,
+    )
+
+
+@token_app.command("list")
+def token_list(database_url: DbOption = None, config: ConfigOption = None) -> None:
+    """List tokens (ids, principals, names, states, teams; never the tokens themselves)."""
+    _use_config(config)
+    records = _with_store(database_url, lambda store: store.list_tokens())
+    for r in records:
+        state = f"revoked {r.revoked_at.isoformat()}" if r.revoked_at else "active"
+        teams = ",".join(r.teams) or "-"
+        typer.echo(f"{r.id}\t{r.principal}\t{r.name or ''}\t{r.created_at.isoformat()}\t{state}\t{teams}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's id (from `token list`)")],
+    database_url: DbOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Revoke a token: requests presenting it are refused from now on."""
+    _use_config(config)
+    if not _with_store(database_url, lambda store: store.revoke_token(token_id)):
+        typer.echo(f"agentd: no active token {token_id}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked {token_id}")
+
+
+@app.command()
+def chat(
+    url: Annotated[
+        str | None, typer.Option(help="Server WebSocket URL (default ws://HOST:PORT/acp from the settings)")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token (env AGENTD_TOKEN)", envvar="AGENTD_TOKEN")
+    ] = None,
+    session: Annotated[str | None, typer.Option(help="Go back to this session (replays it)")] = None,
+    cwd: Annotated[Path, typer.Option(help="Workspace of a new session")] = Path("."),
+    config: ConfigOption = None,
+) -> None:
+    """A terminal client: prompts, streamed answers as markdown, tool calls, permission
+    questions with their diffs, the prompt queue (/queue, /edit N, /drop N, /now N),
+    /interject; it reconnects by itself."""
+    from agentd.chat import run_chat
+    from agentd.transport.bridge import check_url
+
+    _use_config(config)
+    if url is None:
+        settings = _settings()
+        url = f"ws://{settings.host}:{settings.port}/acp"
+    if problem := check_url(url):
+        _fail(ValueError(problem.replace("--connect", "--url", 1)))
+    if not cwd.is_dir():
+        _fail(ValueError(f"--cwd: {cwd} is not a directory"))
+    if session is not None and not session.strip():
+        _fail(ValueError("--session: give a session id (agentd chat prints it when it starts)"))
+    try:
+        code = asyncio.run(run_chat(url, token=token, cwd=cwd.resolve(), session_id=session))
+    except KeyboardInterrupt:  # Ctrl-C: leave at once (the session stays on the server)
+        code = 130
+    raise typer.Exit(code)
+
+
+@app.command()
+def demo(
+    workspace: Annotated[Path | None, typer.Option(help="Workspace folder (default: a new temp dir)")] = None,
+    prompt: Annotated[
+        str, typer.Option(help="What to ask the demo agent")
+    ] = "Write me a hello-world script.",
+) -> None:
+    """Run a scripted session end to end, in-process, over a real WebSocket: no key, no network."""
+    from agentd.demo.run import run_demo
+
+    raise typer.Exit(asyncio.run(run_demo(workspace, prompt)))
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise typer.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint="--listen")
+    return host.strip("[]"), int(port)
+
+
+@app.command()
+def acp(
+    listen: Annotated[
+        str | None,
+        typer.Option(help="Also serve HTTP/WebSocket on HOST:PORT (a web page or `agentd chat` can watch)"),
+    ] = None,
+    connect: Annotated[
+        str | None,
+        typer.Option(help="Relay to a shared agentd server instead (ws://host:port/acp or wss://...)"),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token for --connect (env AGENTD_TOKEN)", envvar="AGENTD_TOKEN")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="Log level (logs go to stderr, never stdout)")] = "warning",
+    config: ConfigOption = None,
+) -> None:
+    """Speak ACP on stdin/stdout for an editor (Zed, JetBrains, Neovim): agentd in-process on
+    its settings (SQLite under AGENTD_HOME by default), or with --connect a relay to a shared
+    server that survives reconnects. One JSON-RPC message per line."""
+    from agentd.infra.logs import configure_logging
+    from agentd.preflight import StartupError, check_provider
+
+    _use_config(config)
+    if connect is not None:
+        from agentd.transport.bridge import check_url
+        from agentd.transport.stdio import bridge_stdio
+
+        if listen is not None:
+            raise typer.BadParameter("--listen serves a local agentd; it cannot go with --connect")
+        if problem := check_url(connect):
+            raise typer.BadParameter(problem, param_hint="--connect")
+        configure_logging(log_level, _settings().log_format)
+        raise typer.Exit(asyncio.run(bridge_stdio(connect, token)))
+
+    from agentd.app import create_app
+    from agentd.infra.auth import insecure_bind
+    from agentd.serve import running_app
+    from agentd.transport.stdio import serve_stdio
+
+    address = _host_port(listen) if listen else None
+    settings = _settings()
+    configure_logging(log_level, settings.log_format)  # a StreamHandler on stderr
+    if address is not None and (problem := insecure_bind(address[0], settings.auth)):
+        typer.echo(f"agentd: {problem}", err=True)
+        raise typer.Exit(2)
+    try:
+        check_provider(settings)  # a missing key is one line on stderr, not a dead editor pane
+    except StartupError as exc:
+        _fail(exc)
+    raise typer.Exit(_run(lambda: serve_stdio(running_app(create_app(settings), address))))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

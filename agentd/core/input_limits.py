@@ -1,0 +1,28 @@
+"""The two input-limit helpers both the transport and the session's queue use (R-X3): the
+error a refused input gets, and the size a prompt brings in. Kept here, below both, so the
+session never imports the transport."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentd.protocol.acp import ContentBlock, EmbeddedResource, TextContent
+from agentd.protocol.jsonrpc import ErrorCode, RpcError
+
+
+def limit_exceeded(what: str, maximum: float, message: str, **extra: Any) -> RpcError:
+    return RpcError(ErrorCode.LIMIT_EXCEEDED, message, {"limit": what, "max": maximum, **extra})
+
+
+def prompt_bytes(blocks: Sequence[ContentBlock]) -> int:
+    """The size a prompt brings into the conversation: its text and embedded resources."""
+    total = 0
+    for block in blocks:
+        if isinstance(block, TextContent):
+            total += len(block.text.encode())
+        elif isinstance(block, EmbeddedResource):
+            total += len((block.resource.text or block.resource.blob or "").encode())
+        else:
+            total += len(block.model_dump_json().encode())
+    return total

@@ -1,0 +1,348 @@
+"""Settings from the environment (`AGENTD_*`) and CLI flags (pydantic-settings)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+# Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
+from agentd.core.modes import PermissionMode as PermissionMode
+from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
+
+if TYPE_CHECKING:
+    from agentd.store.engine import PoolLimits
+
+
+def redact_url(url: str) -> str:
+    """`url` fit for a log line: a password in it becomes `***` (R-X4: secrets never logged)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+class ProviderName(StrEnum):
+    OPENAI = "openai"  # Chat Completions (OpenAI and the compatible servers)
+    OPENAI_RESPONSES = "openai-responses"  # OpenAI's Responses API
+    ANTHROPIC = "anthropic"
+    SCRIPTED = "scripted"
+
+
+class TokenField(StrEnum):
+    """Which Chat Completions field carries the output-token cap."""
+
+    AUTO = "auto"  # max_completion_tokens on api.openai.com and for reasoning models, else max_tokens
+    MAX_TOKENS = "max_tokens"
+    MAX_COMPLETION_TOKENS = "max_completion_tokens"
+
+
+class ReasoningEffort(StrEnum):
+    """OpenAI's `reasoning_effort` / `reasoning.effort`; sent to reasoning models only."""
+
+    NONE = "none"
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    XHIGH = "xhigh"
+
+
+class AuthMode(StrEnum):
+    NONE = "none"  # every caller is the local user (refused off the loopback interface)
+    TOKEN = "token"  # every request needs a bearer token (`agentd token create`)
+
+
+class LogLevel(StrEnum):
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"  # also shows the traceback behind a start-up error
+
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"  # one JSON object per line (structlog)
+
+
+class SandboxSetting(StrEnum):
+    AUTO = "auto"  # bwrap when it is installed and works, else none (with a warning)
+    BWRAP = "bwrap"  # bubblewrap or refuse to start
+    NONE = "none"  # shell commands run unconfined
+
+
+class SandboxNetwork(StrEnum):
+    ON = "on"
+    OFF = "off"  # sandboxed commands get a network namespace of their own: no network
+
+
+class FallbackLane(BaseModel):
+    """One more provider lane to rotate to (R-R3)."""
+
+    provider: ProviderName
+    model: str
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+CONFIG_ENV = "AGENTD_CONFIG"
+
+
+class TomlFileSource(PydanticBaseSettingsSource):
+    """The optional TOML file named by `AGENTD_CONFIG` (or `agentd --config`): top-level
+    keys are the settings' names without the prefix (`port = 9000`, `[prices."gpt-4o"]`).
+    A key that is not a setting is an error, not silently ignored: a typo must not
+    quietly leave a default in force."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self.data: dict[str, Any] = {}
+        raw = os.environ.get(CONFIG_ENV)
+        if not raw:
+            return
+        path = Path(raw).expanduser()
+        try:
+            self.data = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ValueError(f"config file {path} does not exist ({CONFIG_ENV})") from None
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"config file {path}: {exc}") from None
+        unknown = sorted(set(self.data) - set(settings_cls.model_fields) - {"config"})
+        if unknown:
+            raise ValueError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+class Settings(BaseSettings):
+    """Secrets (API keys, the database URL) are `SecretStr`: their repr, `str()` and JSON dump show
+    `**********`; only the code that sends one calls `.get_secret_value()`."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTD_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    auth: AuthMode = AuthMode.NONE  # R-X1; a non-loopback host requires `token`
+    log_level: LogLevel = LogLevel.INFO
+    log_format: LogFormat = LogFormat.TEXT
+    # Web pages allowed to connect (R-X4), e.g. ["https://app.example.com"]; "*" allows any.
+    # Requests without an Origin header (not from a browser) are always let through.
+    allowed_origins: list[str] = Field(default_factory=list)
+    # Host names the server answers to besides the loopback ones when AGENTD_AUTH=none
+    # (DNS-rebinding protection); with tokens any Host is accepted unless this is set.
+    allowed_hosts: list[str] = Field(default_factory=list)
+    home: Path = Field(default_factory=lambda: Path.home() / ".agentd")
+    # Default: sqlite+aiosqlite:///<home>/agentd.db. Secret: a Postgres URL may hold a password.
+    database_url: SecretStr | None = None
+    # Durability of SQLite commits; `full` for power-loss safety at some commit latency.
+    sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL
+    workspace_root: Path | None = None  # sessions' cwd must lie inside it when set
+    # With AGENTD_AUTH=token each principal works under <workspace root>/<principal>
+    # (default root: <home>/workspaces); this grants extra roots: {"alice": ["/srv/repo"]}.
+    workspace_grants: dict[str, list[Path]] = Field(default_factory=dict)
+    # With AGENTD_AUTH=token, the stdio MCP commands clients may start (exact names or
+    # paths) and the HTTP MCP URLs they may reach (prefixes); anything else is refused.
+    mcp_allowed_commands: list[str] = Field(default_factory=list)
+    mcp_allowed_urls: list[str] = Field(default_factory=list)
+    # How often open WebSockets and SSE streams re-check their token (a revoked one
+    # closes them, also when revoked by `agentd token revoke` from another process).
+    token_recheck_s: float = Field(default=2.0, gt=0)
+
+    provider: ProviderName | None = None  # None → the scripted demo provider
+    model: str = "gpt-4o-mini"
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: SecretStr | None = None
+    # Chat Completions: the output-token cap's field name (a 400 naming it switches once).
+    openai_token_field: TokenField = TokenField.AUTO
+    reasoning_effort: ReasoningEffort | None = None  # None: the model's default
+    # Stream timeouts (seconds, 0 = off): until the first token, then between two reads.
+    first_token_timeout_s: float = Field(default=300.0, ge=0)
+    stream_idle_timeout_s: float = Field(default=120.0, ge=0)
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: SecretStr | None = None
+    # Prompt caching (cache_control breakpoints on tools, system prompt and conversation tail).
+    anthropic_prompt_cache: bool = True
+    # Extended thinking budget in tokens (0: off; the API's minimum is 1024).
+    anthropic_thinking_budget: int = Field(default=0, ge=0)
+    # Adaptive thinking (the model decides how much; newer models take only this kind).
+    anthropic_adaptive_thinking: bool = False
+    script: Path | None = None  # scripted-provider script; default: the built-in demo
+
+    permission_mode: PermissionMode = PermissionMode.DEFAULT
+    system_prompt: str = (
+        "You are agentd, a careful coding agent working in the user's workspace. "
+        "Use the tools to inspect and change files; keep answers short."
+    )
+
+    # Context window (tokens) of the model; compaction starts at 85 % of it (R-L3d).
+    context_window: int = 128_000
+    context_windows: dict[str, int] = Field(default_factory=dict)  # per model, overrides the above
+
+    # Tool rounds one prompt may run (None: no cap for interactive sessions).
+    max_turns: int | None = None
+    # A folder of skills: `<name>.md` files; `/name args` expands into a prompt (R-S6).
+    skills_dir: Path | None = None
+    # A folder of agent definitions (*.toml, *.md with front matter); see agentd/agents/loader.py.
+    agents_dir: Path | None = None
+    # A small, cheap model tried first by the goal evaluator (R-L2c); then the session model.
+    goal_evaluator_model: str | None = None
+    goal_attempt_timeout_s: float = 30.0  # per evaluator attempt
+    # Sub-agents (R-T11, the `task` tool): how deep children may nest (1: only the session's
+    # agent starts them; 0: no `task` tool) and how many run at once per session.
+    subagent_max_depth: int = Field(default=1, ge=0)
+    subagent_max_concurrent: int = Field(default=4, ge=1)
+    # A client-registered stop hook that does not answer within this is ignored (fails open).
+    client_hook_timeout_s: float = 30.0
+
+    # Overrides of any loop constant, as JSON: {"section": {"field": value}} (agentd/loop/limits.py).
+    limits: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    # Budget gates (R-B1), checked at the top of every sampling round. Interactive
+    # sessions have no iteration cap; headless runs and sub-agents use 50.
+    max_iterations: int | None = None
+    idle_progress_s: float | None = 300.0
+    activity_timeout_s: float | None = 1800.0
+    token_budget: int | None = None
+    # Provider chain (R-R3): lanes to rotate to, as JSON in AGENTD_FALLBACKS.
+    fallbacks: list[FallbackLane] = Field(default_factory=list)
+    # Prices per model for the usage ledger's cost (R-R4), as JSON in AGENTD_PRICES.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # The OS sandbox of `bash` (agentd/tools/sandbox.py) and its limits per command (0: none).
+    sandbox: SandboxSetting = SandboxSetting.AUTO
+    sandbox_network: SandboxNetwork = SandboxNetwork.ON
+    sandbox_cpu_s: int = Field(default=3600, ge=0)  # CPU seconds per process
+    sandbox_memory_mb: int = Field(default=8192, ge=0)  # data segment per process
+    sandbox_file_mb: int = Field(default=4096, ge=0)  # largest file a command may write
+    sandbox_procs: int = Field(default=1024, ge=0)  # processes (and threads) per command
+    # A command whose output passes this is stopped (its first 64 MiB stay in a log file).
+    bash_output_mb: int = Field(default=256, gt=0)
+    # TOML file of pre-tool and stop hooks (see agentd/tools/hooks.py).
+    hooks_file: Path | None = None
+
+    # Group commit of the event log (R-E2): an idle writer commits at once; under load
+    # (writes queued behind the last commit) it may linger this long for larger batches.
+    flush_interval_ms: float = 0.0
+    # A permission request nobody answers is rejected after this long (seconds).
+    permission_timeout_s: float = 3600.0
+    # An actor with no clients, no queued or running work is evicted after this (R-S5);
+    # it is recreated from the store on demand.
+    idle_evict_s: float = 600.0
+    # How often the server may hand freed memory back to the OS after growing (0: never).
+    memory_trim_s: float = 10.0
+    # On shutdown, running turns get this long to stop at their next budget gate, then
+    # are cancelled (R-S5); waiting requests are answered before connections close.
+    shutdown_grace_s: float = 10.0
+
+    # How long a request for a session whose previous actor is still stopping (close,
+    # delete, eviction on a slow database) waits for it before a retryable -32019.
+    session_stop_wait_s: float = 10.0
+    # Several replicas on one Postgres (R-C1): each session is owned by one replica at a
+    # time, under a lease renewed every third of `lease_ttl_s`; another replica takes the
+    # session over once it expired. `replica_id` names this process in the lease table
+    # (empty: hostname-pid-random). SQLite is single-process: no leases.
+    replica_id: str = ""
+    lease_ttl_s: float = Field(default=10.0, gt=0)
+    # A command for a session another replica owns is forwarded to it (R-C1); the caller
+    # gets a retryable error when no answer came within this time (a prompt waits for its
+    # turn's end instead, as long as the owner holds the session).
+    routed_command_timeout_s: float = Field(default=30.0, gt=0)
+    # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
+    # gets a retryable -32019 (overloaded); Postgres statements time out after
+    # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
+    db_pool_size: int = 5
+    db_pool_overflow: int = 10
+    db_pool_timeout_s: float = 5.0
+    db_statement_timeout_s: float = 30.0
+
+    # A hold on a queued prompt (a user editing it) runs out after this (R-S3).
+    queue_hold_s: float = 600.0
+
+    # Queued prompts left by a previous run start again by themselves (R-E6).
+    auto_resume: bool = True
+
+    # A background task that ends by itself while the session is idle starts a turn (source
+    # `task_notification`), at most this many in a row without a user prompt (wake.py).
+    wake_on_task_finish: bool = True
+    wake_max_consecutive: int = Field(default=3, ge=0)
+
+    # SSE comment frames keep idle streams (and proxies) alive.
+    sse_heartbeat_s: float = 15.0
+    # Per-connection outgoing buffer (frames) before the client is told to resync.
+    client_buffer_frames: int = 10_000
+    # Largest accepted WebSocket text frame / HTTP body (bytes).
+    max_frame_bytes: int = 4 * 1024 * 1024
+    # permessage-deflate on WebSockets when the client offers it. Off: agentd's frames are
+    # small JSON, and compressing each one per client cost more CPU than the rest of sending it.
+    ws_compression: bool = False
+    # File snapshots before tool edits (R-T12): a file over the per-file cap, or past the
+    # session's total, is recorded as not restorable (rewind reports it) instead of kept.
+    snapshot_max_file_bytes: int = 2 * 1024 * 1024
+    snapshot_max_session_bytes: int = 64 * 1024 * 1024
+    # Input limits (R-X3); 0 switches one off. Violations get -32019 limit_exceeded.
+    max_json_depth: int = 64
+    max_prompt_bytes: int = 1024 * 1024
+    max_queue_length: int = 100
+    # Bytes of prompt text waiting in queues: per session, and per principal over all its
+    # live sessions (a queued prompt costs memory and a row until it runs).
+    max_queued_bytes_per_session: int = 16 * 1024 * 1024
+    max_queued_bytes_per_principal: int = 64 * 1024 * 1024
+    max_sessions_per_principal: int = 10_000
+    # Requests per principal (without auth: per connection, or per address over HTTP)...
+    rate_limit_per_s: float = 50.0  # ...on average...
+    rate_limit_burst: int = 200  # ...with bursts up to this
+
+    @field_validator("anthropic_thinking_budget")
+    @classmethod
+    def _thinking_budget(cls, value: int) -> int:
+        if 0 < value < 1024:
+            raise ValueError("must be 0 (off) or at least 1024 tokens, the API's minimum")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Flags beat the environment, which beats the TOML file, which beats the defaults.
+        return init_settings, env_settings, TomlFileSource(settings_cls), file_secret_settings
+
+    def context_window_for(self, model: str) -> int:
+        return self.context_windows.get(model, self.context_window)
+
+    def pool_limits(self) -> PoolLimits:
+        from agentd.store.engine import PoolLimits  # the store imports nothing of the settings
+
+        return PoolLimits(
+            self.db_pool_size, self.db_pool_overflow, self.db_pool_timeout_s, self.db_statement_timeout_s
+        )
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url.get_secret_value()
+        return f"sqlite+aiosqlite:///{self.home / 'agentd.db'}"

@@ -1,0 +1,101 @@
+"""Logging for `agentd serve` (R-O): readable lines, or one JSON object per line
+(`AGENTD_LOG_FORMAT=json`) for log pipelines. uvicorn's own loggers go through the same
+handler, so a deployment gets one consistent stream."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import MutableMapping
+from typing import IO, Any
+
+from agentd.core.log_context import LOG_CONTEXT_FIELDS, LogContextFilter
+from agentd.infra.config import LogFormat
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+# `?token=` (browsers' way to authenticate, R-X1) in a logged URL; uvicorn logs request
+# lines on `uvicorn.access` and WebSocket handshakes on `uvicorn.error`.
+_TOKEN_IN_URL = re.compile(r"([?&]token=)[^&\s\"]*", re.IGNORECASE)
+SERVER_LOGGERS = ("uvicorn.access", "uvicorn.error")
+
+
+def redact_token(text: str) -> str:
+    return _TOKEN_IN_URL.sub(r"\1***", text)
+
+
+class RedactTokens(logging.Filter):
+    """Rewrites a record's message and arguments so no `token=` value reaches a handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = redact_token(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_redact_arg(a) for a in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {k: _redact_arg(v) for k, v in record.args.items()}
+        return True
+
+
+def _redact_arg(value: Any) -> Any:
+    return redact_token(value) if isinstance(value, str) else value
+
+
+def redact_tokens_in_server_logs() -> None:
+    """Install the filter on uvicorn's loggers (once; every app creation calls this)."""
+    for name in SERVER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactTokens) for f in logger.filters):
+            logger.addFilter(RedactTokens())
+
+
+def _add_log_context(
+    logger: Any, method_name: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The record's `session_id` / `turn_id` (set by `LogContextFilter`) as JSON keys, when set."""
+    record = event_dict.get("_record")
+    for name in LOG_CONTEXT_FIELDS:
+        value = getattr(record, name, None)
+        if value is not None:
+            event_dict[name] = value
+    return event_dict
+
+
+def log_handler(fmt: LogFormat, stream: IO[str] | None = None) -> logging.Handler:
+    """The one handler of `agentd serve` (stderr unless `stream`), records carrying their
+    session/turn context as fields."""
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(LogContextFilter())
+    if fmt is LogFormat.JSON:
+        # Imported here: structlog loads rich and pygments (~100 modules, several MiB
+        # resident) that the default text format never needs.
+        import structlog
+
+        handler.setFormatter(
+            structlog.stdlib.ProcessorFormatter(
+                foreign_pre_chain=[
+                    structlog.stdlib.add_log_level,
+                    structlog.stdlib.add_logger_name,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    _add_log_context,
+                ],
+                processors=[
+                    structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    structlog.processors.JSONRenderer(),
+                ],
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    return handler
+
+
+def configure_logging(level: str, fmt: LogFormat) -> None:
+    handler = log_handler(fmt)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True

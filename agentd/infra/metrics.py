@@ -1,0 +1,202 @@
+"""Prometheus metrics at `/metrics` (R-O): sessions, clients, turns and their outcomes,
+retry decisions, event fan-out lag and the event log's flush latency; per replica (R-C1),
+the replica's id (`agentd_replica_info`) and its session leases — owned, renewals, renewal
+failures, losses — labelled `replica` (read from the leases at scrape time).
+
+One registry per app (tests run several apps in one process). The server's parts report
+through the small methods below; nothing else here knows about them.
+
+`prometheus_client` (with `http.server`, `wsgiref`, `urllib.request`) loads at the first
+observation or scrape, not at start-up (idle memory, issue 14): every instrument is created
+then, in one registry, so nothing observed is lost and a scrape shows every series.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from agentd.core.events import EventKind
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class _LeaseCollector:
+    """Series read from `health()` (agentd/session/leases.py's `LeaseHealth`) per scrape:
+    the counters live in the leases, so nothing counted before the first scrape is lost."""
+
+    def __init__(self, health: Callable[[], Any]) -> None:
+        self._health = health
+
+    def describe(self) -> list[Any]:
+        return []  # series vary (no lease series on SQLite); nothing to check at register
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+
+        h = self._health()
+        info = InfoMetricFamily("agentd_replica", "This replica's id and how it owns sessions")
+        info.add_metric([], {"replica": h.replica_id, "leases": str(h.mode)})
+        yield info
+        if str(h.mode) == "single_process":  # SQLite: no leases, this process owns every session
+            return
+        labels = ["replica"]
+        gauge, counter = GaugeMetricFamily, CounterMetricFamily
+        series: list[tuple[type[Any], str, str, float | None]] = [
+            (gauge, "agentd_lease_owned_sessions", "Sessions whose lease this replica holds", h.owned),
+            (counter, "agentd_lease_renewals", "Lease renewal statements that went through", h.renewals),
+            (counter, "agentd_lease_renewal_failures", "Lease renewal rounds that failed",
+             h.renewal_failures),
+            (counter, "agentd_lease_losses",
+             "Session leases lost (taken over, run out unrenewed, or a write fenced out)", h.lost),
+            (gauge, "agentd_lease_renewal_age_seconds", "Since the last successful renewal round",
+             h.last_renewal_age_s),
+            (gauge, "agentd_lease_healthy", "1 while the lease renewer keeps up (/readyz)",
+             float(h.healthy)),
+        ]  # fmt: skip
+        for family, name, doc, value in series:
+            if value is None:
+                continue
+            metric = family(name, doc, labels=labels)
+            metric.add_metric([h.replica_id], value)
+            yield metric
+
+
+class _Instruments:
+    def __init__(self, live: Callable[[], list[Any]] | None, leases: Callable[[], Any] | None) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = r = CollectorRegistry()
+        self.sessions_live = Gauge("agentd_sessions_live", "Session actors in memory", registry=r)
+        self.clients = Gauge("agentd_clients_attached", "Client subscriptions over all sessions", registry=r)
+        self.turns_running = Gauge("agentd_turns_running", "Turns running now", registry=r)
+        self.queued = Gauge("agentd_prompts_queued", "Prompts waiting in session queues", registry=r)
+        self.turns = Counter("agentd_turns", "Turns ended, by outcome", ["outcome"], registry=r)
+        self.retries = Counter(
+            "agentd_retry_decisions",
+            "Retry decisions, by decision and bucket",
+            ["decision", "bucket"],
+            registry=r,
+        )
+        self.events = Counter("agentd_events", "Durable events appended to the log", registry=r)
+        self.resyncs = Counter("agentd_client_resyncs", "Clients dropped for falling behind", registry=r)
+        self.flush_seconds = Histogram(
+            "agentd_db_flush_seconds",
+            "Group-commit latency of the event log",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.fanout_lag_seconds = Histogram(
+            "agentd_event_fanout_lag_seconds",
+            "From an event's submission to its delivery to the session's clients",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self._routing(r)
+        if live is not None:
+            self.track(live)
+        if leases is not None:
+            self.track_leases(leases)
+
+    # ---- replicas: routed commands and NOTIFY wake-ups (R-C1, issue 15 item 2)
+    def _routing(self, r: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Histogram
+
+        self.routed = Counter(
+            "agentd_routed_commands",
+            "Commands forwarded to the replica owning their session, by method and outcome",
+            ["method", "outcome"],
+            registry=r,
+        )
+        self.notify_lag_seconds = Histogram(
+            "agentd_notify_lag_seconds",
+            "From a NOTIFY's arrival to its events published to this replica's watching clients",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+
+    def track(self, live: Callable[[], list[Any]]) -> None:
+        self.sessions_live.set_function(lambda: len(live()))
+        self.clients.set_function(lambda: sum(len(a.hub) for a in live()))
+        self.turns_running.set_function(lambda: sum(1 for a in live() if a.running_turn_id))
+        self.queued.set_function(lambda: sum(a.queued for a in live()))
+
+    def track_leases(self, health: Callable[[], Any]) -> None:
+        self.registry.register(_LeaseCollector(health))
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._live: Callable[[], list[Any]] | None = None
+        self._leases: Callable[[], Any] | None = None
+
+    @functools.cached_property
+    def _m(self) -> _Instruments:
+        return _Instruments(self._live, self._leases)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the instruments (and `prometheus_client`) exist yet."""
+        return "_m" in self.__dict__
+
+    def track_sessions(self, live: Callable[[], list[Any]]) -> None:
+        """Gauges read from the live actors at scrape time."""
+        self._live = live
+        if self.loaded:
+            self._m.track(live)
+
+    def track_leases(self, health: Callable[[], Any]) -> None:
+        """The replica's id and its leases' figures (a `LeaseHealth`), read at scrape time."""
+        self._leases = health
+        if self.loaded:
+            self._m.track_leases(health)
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        return self._m.registry
+
+    @property
+    def resyncs(self) -> Counter:
+        return self._m.resyncs
+
+    @property
+    def flush_seconds(self) -> Histogram:
+        return self._m.flush_seconds
+
+    @property
+    def fanout_lag_seconds(self) -> Histogram:
+        return self._m.fanout_lag_seconds
+
+    def observe_event(self, kind: EventKind, payload: dict[str, Any]) -> None:
+        m = self._m
+        m.events.inc()
+        if kind is EventKind.TURN_ENDED:
+            m.turns.labels(str(payload.get("outcome", "unknown"))).inc()
+        elif kind is EventKind.RETRY:
+            m.retries.labels(str(payload.get("decision", "")), str(payload.get("bucket", ""))).inc()
+
+    # ---- replicas (R-C1, issue 15 item 2)
+    def routed(self, method: str, outcome: str) -> None:
+        """A command forwarded to its session's owner ended (`RouteOutcome`)."""
+        self._m.routed.labels(method, outcome).inc()
+
+    def notify_lag(self, seconds: float) -> None:
+        self._m.notify_lag_seconds.observe(seconds)
+
+    @property
+    def content_type(self) -> str:
+        """The exposition format's media type (`render()`'s)."""
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        return CONTENT_TYPE_LATEST
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self._m.registry)

@@ -1,0 +1,213 @@
+"""What a running turn works with: the conversation, the provider, the tools, and the
+session-side services it calls back into (events, permissions, cancellation).
+
+The loop only sees these protocols; the session actor implements them. That keeps the
+loop testable without a server and keeps session state owned by the actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from agentd.core.completion import CompletionRequirement
+from agentd.core.conversation import Message
+from agentd.core.events import EventKind
+from agentd.core.lane import Lane as Lane  # re-exported from here too
+from agentd.core.modes import PermissionMode
+from agentd.core.permission import PermissionAnswer as PermissionAnswer  # re-exported for the session
+from agentd.core.provider import Provider
+from agentd.core.tool_call_ids import ToolCallIds
+from agentd.loop.budget import BudgetLimits, BudgetState
+from agentd.loop.goal import GoalState
+from agentd.loop.limits import LoopLimits
+from agentd.loop.request_memo import RequestMemo
+from agentd.loop.retry import RetryState
+from agentd.loop.structured import OutputSchema
+from agentd.loop.usage import Price, UsageLedger
+from agentd.tools.background import BackgroundTasks
+from agentd.tools.base import Tool
+from agentd.tools.client_bridge import ClientBridge
+from agentd.tools.hooks import PreToolHook, StopHook
+from agentd.tools.permissions import Remembered
+from agentd.tools.todo import TodoList
+
+if TYPE_CHECKING:
+    from agentd.loop.subagent import Subagents
+
+T = TypeVar("T")
+
+
+class TurnCancelled(Exception):
+    """The user (or the server) cancelled the turn while we were waiting."""
+
+
+async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asyncio.Event) -> T:
+    """Await `aw` unless `cancel` fires first; then cancel it, wait for its cleanup
+    (a killed process group, a closed stream) and raise `TurnCancelled`."""
+    if cancel.is_set():
+        if asyncio.iscoroutine(aw):
+            aw.close()
+        raise TurnCancelled
+    task = asyncio.ensure_future(aw)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        waiter.cancel()
+        raise
+    if task.done():
+        waiter.cancel()
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:  # the operation failed while being cancelled: cancellation wins
+        pass
+    raise TurnCancelled
+
+
+@dataclass(frozen=True)
+class Interjection:
+    text: str
+    origin: str | None = None  # the connection that sent it (not echoed back to it)
+
+
+class EventSink(Protocol):
+    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
+        """A durable event (gets a seq, committed before delivery)."""
+        ...
+
+    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None: ...
+
+    async def flushed(self) -> None:
+        """Wait until every event emitted so far reached the clients' queues."""
+        ...
+
+
+class PermissionGate(Protocol):
+    def mode(self) -> PermissionMode: ...
+
+    def plan(self) -> bool:
+        """The plan gate (independent of `mode`): on, no write or command runs."""
+        ...
+
+    def remembered(self, tool_name: str) -> Remembered | None: ...
+
+    def remember(self, tool_name: str, answer: Remembered) -> None: ...
+
+    async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer: ...
+
+
+class Conversation:
+    """The model-visible transcript; every change is handed to `persist` (one appended
+    message) or `rewrite` (the whole transcript, after compaction) in order."""
+
+    def __init__(
+        self,
+        messages: list[Message],
+        persist: Callable[[int, Message], None],
+        rewrite: Callable[[list[Message]], None] | None = None,
+    ) -> None:
+        self._messages = messages
+        self._persist = persist
+        self._rewrite = rewrite
+        # What the last request's repair and estimate made of this transcript (per session,
+        # so a turn's requests cost the new messages, not the whole history).
+        self.memo = RequestMemo()
+
+    def replace(self, messages: list[Message]) -> None:
+        self._messages[:] = messages
+        if self._rewrite is not None:
+            self._rewrite(list(messages))
+        else:
+            for i, m in enumerate(messages):
+                self._persist(i, m)
+
+    @property
+    def messages(self) -> list[Message]:
+        return list(self._messages)
+
+    def append(self, message: Message) -> None:
+        self._messages.append(message)
+        self._persist(len(self._messages) - 1, message)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+
+@dataclass
+class TurnContext:
+    session_id: str
+    turn_id: str
+    cwd: Path
+    provider: Provider
+    model: str
+    system_prompt: str
+    tools: dict[str, Tool]
+    conversation: Conversation
+    events: EventSink
+    permissions: PermissionGate
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    # User input sent into this running turn (R-S4), drained before each sampling round;
+    # `interrupted` is set while some wait, so waiting tools return early (R-T7).
+    interjections: list[Interjection] = field(default_factory=list)
+    interrupted: asyncio.Event = field(default_factory=asyncio.Event)
+    todos: TodoList = field(default_factory=TodoList)
+    background: BackgroundTasks | None = None
+    output_schema: OutputSchema | None = None  # the prompt's schema for the final answer
+    max_turns: int | None = None  # tool rounds allowed in one L3 run (None: no cap)
+    # Writes to one path are serialised across concurrent calls (R-T2); session-wide.
+    path_locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    pre_tool_hooks: list[PreToolHook] = field(default_factory=list)
+    context_window: int = 128_000  # tokens of the session's model (compaction threshold base)
+    compact_requested: bool = False  # `/compact` or `_agentd/session/compact` during the turn
+    # The provider chain (R-R3): `provider`/`model` are the current lane; rotation moves
+    # to the next fallback. `lane` names the current one for usage attribution.
+    lane: str = "primary"
+    fallbacks: list[Lane] = field(default_factory=list)
+    prices: dict[str, Price] = field(default_factory=dict)  # per model
+    # Session-owned retry buckets (R-R2); `persist` saves session fields durably.
+    retry: RetryState = field(default_factory=RetryState)
+    persist: Callable[[dict[str, Any]], None] = lambda fields: None
+    budget_limits: BudgetLimits = field(default_factory=BudgetLimits)
+    budget: BudgetState = field(default_factory=BudgetState)
+    # Names of tools that actually ran this turn (completion requirement, R-L2b).
+    called_tools: set[str] = field(default_factory=set)
+    completion: CompletionRequirement | None = None
+    goal: GoalState | None = None  # session-owned; the turn updates it
+    goal_lanes: list[tuple[Provider, str]] = field(default_factory=list)  # evaluator: small model first
+    limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
+    stop_hooks: list[StopHook] = field(default_factory=list)
+    # Every toolCallId the session has used on the wire: a provider that reuses ids
+    # (`call_0` every step) must not make two ACP tool calls look like one.
+    used_tool_call_ids: set[str] = field(default_factory=ToolCallIds)
+    client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
+    # Called with the paths a write tool is about to change, before it runs (R-T12 snapshots).
+    before_write: Callable[[list[str]], Awaitable[None]] | None = None
+    # Sub-agents (R-T11): the session's registry; this agent's nesting depth (the session's
+    # agent is 0); extra fields of the stop-hook payload (a child's SubagentStop); and the
+    # usage of finished foreground children, rolled up into this turn's ledger at its end.
+    subagents: Subagents | None = None
+    depth: int = 0
+    stop_payload: dict[str, Any] = field(default_factory=dict)
+    child_usage: UsageLedger = field(default_factory=UsageLedger)
+
+    def rotate_lane(self) -> bool:
+        """Move to the next provider lane; False when there is none."""
+        if not self.fallbacks:
+            return False
+        nxt = self.fallbacks.pop(0)
+        self.provider, self.model, self.lane = nxt.provider, nxt.model, nxt.name
+        return True
+
+    def take_interjections(self) -> list[Interjection]:
+        taken, self.interjections[:] = list(self.interjections), []
+        self.interrupted.clear()
+        return taken

@@ -1,0 +1,253 @@
+"""The turn loop, L2 (R-L2): what happens around each L3 run.
+
+    loop:
+        outcome = L3 with completion recovery
+        not Completed, or a refusal → stop (a refusal also pauses a goal)
+        goal active → hidden evaluation; Continue → inject continuation, loop
+        stop hooks (≤ 8 re-entries) → keep working → append feedback, loop
+        stop
+
+Without a goal or stop hooks a turn is exactly one L3 run (R-L2a). The order — goal
+first, stop hooks only when the goal does not continue — is fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+from agentd.core import tracing
+from agentd.core.conversation import Message
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.events import EventKind
+from agentd.core.updates import Notice
+from agentd.loop.compaction import CompactionReason
+from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
+from agentd.loop.goal import (
+    WRAP_UP_TEXT,
+    GoalAction,
+    GoalStatus,
+    continuation_text,
+    decide_after_evaluation,
+    decide_after_verification,
+    decide_budget,
+    decide_refusal,
+    with_continuation,
+)
+from agentd.loop.goal_eval import evaluate, evaluator_lanes, run_verification
+from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome
+from agentd.loop.react import run_react
+from agentd.loop.react_base import run_compaction
+from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
+from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
+from agentd.loop.turn_state import TurnState
+from agentd.tools.hooks import HookDecision
+
+log = logging.getLogger(__name__)
+
+
+RECOVERY_TEXT = (
+    "Before you finish, you must call the `{tool}` tool — this task is not complete without it. Call it now."
+)
+
+
+async def run_turn(ctx: TurnContext) -> TurnOutcome:
+    attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
+    with tracing.span("agentd.turn", attributes) as span:
+        outcome = await _guarded_turn(ctx)
+        if span is not None:
+            span.set_attribute("agentd.outcome", outcome.kind.value)
+        return outcome
+
+
+async def _guarded_turn(ctx: TurnContext) -> TurnOutcome:
+    try:
+        return await _run_turn(ctx)
+    except TurnCancelled:
+        return TurnOutcome.cancelled(EndReason.USER_CANCELLED)
+    except HarnessError as err:
+        return TurnOutcome.failed(err)
+    except Exception as exc:  # a bug must end the turn readably, not kill the session
+        log.exception("turn %s crashed", ctx.turn_id)
+        return TurnOutcome.failed(
+            HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        )
+
+
+async def _run_turn(ctx: TurnContext) -> TurnOutcome:
+    state = TurnState.for_limits(ctx.limits)
+    try:
+        outcome = await _turn_rounds(ctx, state)
+    finally:
+        state.usage.merge(ctx.child_usage)  # finished foreground sub-agents (R-T11)
+    # The summary is taken at the very end so goal verdicts and hook rounds are on it.
+    summary = state.summary()
+    if ctx.subagents is not None and ctx.subagents.live_from(ctx.turn_id):
+        # 000: a background child still running marks the report incomplete, not dirty:
+        # its spend is booked into the session's ledger when it finishes.
+        summary["usage"]["incomplete"] = True
+    return dataclasses.replace(outcome, turn=summary)
+
+
+async def _turn_rounds(ctx: TurnContext, state: TurnState) -> TurnOutcome:
+    reentries = 0
+    while True:
+        tokens_before = state.usage.total.total_tokens
+        outcome = await run_with_completion_recovery(ctx, state)
+        goal = ctx.goal
+        if goal is not None:
+            goal.tokens_used += state.usage.total.total_tokens - tokens_before
+        if outcome.kind is not OutcomeKind.COMPLETED:
+            _save_goal(ctx)
+            return outcome
+        if outcome.refusal:
+            if goal is not None:
+                goal.assign(decide_refusal(goal))
+            _save_goal(ctx)
+            return outcome
+        if goal is not None and goal.status in (GoalStatus.ACTIVE, GoalStatus.BUDGET_LIMITED):
+            if await goal_round_end(ctx, state):
+                continue
+        if ctx.stop_hooks and reentries < ctx.limits.stop_hooks.max_reentries:
+            verdict = await run_stop_hooks(ctx, reentries)
+            if verdict.decision is HookDecision.BLOCK:
+                reentries += 1
+                state.stop_reentries = reentries
+                ctx.conversation.append(Message.user(keep_working_text(verdict)))
+                continue
+        return outcome
+
+
+# ----------------------------------------------------------------------------- completion (R-L2b)
+
+
+async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> TurnOutcome:
+    """Run L3; if the agent definition requires a tool that was not called, remind, back
+    off and rerun — without forcing the output schema — up to `max_retries` times."""
+    outcome = await run_react(ctx, state)
+    req = ctx.completion
+    attempt = 0
+    while (
+        req is not None
+        and outcome.kind is OutcomeKind.COMPLETED
+        and not outcome.refusal
+        and not _requirement_met(req.tool, ctx, outcome)
+    ):
+        if attempt >= req.max_retries:
+            state.auto_recovery_exhausted = True
+            notice = Notice(f"The agent finished without calling {req.tool} ({attempt} reminders).")
+            ctx.events.emit(notice.kind, notice.payload())
+            return TurnOutcome(
+                outcome.kind,
+                reason=EndReason.AUTO_RECOVERY_EXHAUSTED,
+                refusal=outcome.refusal,
+                max_tokens=outcome.max_tokens,
+                tools_called=outcome.tools_called,
+                turn=state.summary(),
+                structured_output=outcome.structured_output,
+            )
+        attempt += 1
+        delay = req.delay_s(attempt)
+        state.completion_recoveries = attempt
+        ctx.events.emit(
+            EventKind.COMPLETION_RECOVERY,
+            {"tool": req.tool, "attempt": attempt, "maxRetries": req.max_retries, "delaySeconds": delay},
+        )
+        ctx.conversation.append(Message.user(RECOVERY_TEXT.format(tool=req.tool)))
+        await run_cancellable(asyncio.sleep(delay), ctx.cancel)
+        # Recovery rounds do not force the schema: "call the required tool" and "answer in
+        # this schema" must not fight in the same round. A StructuredOutput requirement still
+        # needs the (unforced) tool to be there.
+        outcome = await run_react(
+            ctx, state, force_schema=False, offer_shim=req.tool == STRUCTURED_OUTPUT_TOOL
+        )
+    return outcome
+
+
+def _requirement_met(tool: str, ctx: TurnContext, outcome: TurnOutcome) -> bool:
+    if tool in ctx.called_tools:
+        return True
+    # An accepted structured answer (shim call or native JSON) is the StructuredOutput call.
+    return tool == STRUCTURED_OUTPUT_TOOL and bool(
+        outcome.structured_output and "value" in outcome.structured_output
+    )
+
+
+# ----------------------------------------------------------------------------- goals (R-L2c)
+
+
+def _save_goal(ctx: TurnContext) -> None:
+    if ctx.goal is not None:
+        ctx.persist({"goal": ctx.goal.to_dict()})
+        ctx.events.emit(EventKind.GOAL, ctx.goal.to_dict())
+
+
+async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
+    """Judge the goal after a completed round; True when the turn should continue."""
+    goal = ctx.goal
+    assert goal is not None
+    budget = decide_budget(goal)
+    if budget is not None:
+        goal.assign(budget.goal)
+    action = budget.action if budget is not None else None
+    if action is GoalAction.WRAP_UP:
+        _save_goal(ctx)
+        ctx.conversation.replace(with_continuation(ctx.conversation.messages, WRAP_UP_TEXT))
+        return True
+    if action is GoalAction.STOP or goal.status is not GoalStatus.ACTIVE:
+        _save_goal(ctx)
+        return False
+    lanes = list(ctx.goal_lanes) or evaluator_lanes((ctx.provider, ctx.model), None, ctx.limits.goal.attempts)
+    evaluation = await run_cancellable(
+        evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages, ctx.limits.goal), ctx.cancel
+    )
+    for model, usage in evaluation.usage:  # hidden calls are spent tokens too (R-R4)
+        state.usage.record(f"goal-evaluator:{model}", usage, ctx.prices.get(model))
+        if usage is not None:
+            goal.tokens_used += usage.input_tokens + usage.output_tokens + usage.cache_read_tokens
+            goal.tokens_used += usage.cache_write_tokens
+    if ctx.goal is not goal:
+        return False  # the goal was cleared or replaced while it was being judged
+    decision = decide_after_evaluation(goal, evaluation.verdict, ctx.limits.goal)
+    goal.assign(decision.goal)
+    action = decision.action
+    verdict_event: dict[str, Any] = {"attempts": evaluation.attempts, "action": action.value}
+    if evaluation.verdict is not None:
+        verdict_event["verdict"] = evaluation.verdict.wire()
+    if action is GoalAction.VERIFY:
+        assert goal.verify is not None
+        try:
+            passed, output = await run_cancellable(
+                run_verification(goal.verify, ctx.cwd, ctx.limits.goal), ctx.cancel
+            )
+        except TimeoutError:
+            passed, output = False, "verification timed out"
+        if ctx.goal is not goal:
+            return False
+        verdict_event["verification"] = {"command": goal.verify, "passed": passed, "output": output[-2000:]}
+        decision = decide_after_verification(goal, passed, output)
+        goal.assign(decision.goal)
+        action = decision.action
+        verdict_event["action"] = action.value
+    state.goal_verdicts.append(verdict_event)
+    ctx.events.emit(EventKind.GOAL, {**goal.to_dict(), "verdictEvent": verdict_event})
+    ctx.persist({"goal": goal.to_dict()})
+    if action is GoalAction.CONTINUE:
+        ctx.conversation.replace(with_continuation(ctx.conversation.messages, continuation_text(goal)))
+        return True
+    return False
+
+
+async def run_compaction_job(ctx: TurnContext) -> TurnOutcome:
+    """A queued `/compact`: fold the history without sampling the agent."""
+    state = TurnState()
+    try:
+        await run_compaction(ctx, state, CompactionReason.REQUESTED)
+    except TurnCancelled:
+        return TurnOutcome.cancelled(EndReason.USER_CANCELLED)
+    except Exception as exc:
+        log.exception("compaction job %s crashed", ctx.turn_id)
+        return TurnOutcome.failed(HarnessError(ErrorKind.INTERNAL, f"compaction failed: {exc}"))
+    return TurnOutcome(OutcomeKind.COMPLETED, turn=state.summary())

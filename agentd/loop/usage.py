@@ -1,0 +1,119 @@
+"""The usage ledger (R-R3, R-R4): tokens and cost per prompt and per session, attributed
+to the provider lane that spent them — discarded attempts included. When a call's final
+usage could not be read (cancelled, timed out, cut), the ledger is marked *dirty* instead
+of silently under-counting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentd.core.provider import Usage
+
+
+@dataclass(frozen=True)
+class Price:
+    """US dollars per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    def cost(self, u: Usage) -> float:
+        return (
+            u.input_tokens * self.input
+            + u.output_tokens * self.output
+            + u.cache_read_tokens * self.cache_read
+            + u.cache_write_tokens * self.cache_write
+        ) / 1_000_000
+
+
+@dataclass
+class UsageTotals:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float = 0.0
+    calls: int = 0
+    dirty: bool = False  # some call's usage could not be read
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def add(self, u: Usage, cost: float) -> None:
+        self.input_tokens += u.input_tokens
+        self.output_tokens += u.output_tokens
+        self.cache_read_tokens += u.cache_read_tokens
+        self.cache_write_tokens += u.cache_write_tokens
+        self.cost += cost
+        self.calls += 1
+
+    def merge(self, other: UsageTotals) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.cost += other.cost
+        self.calls += other.calls
+        self.dirty = self.dirty or other.dirty
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "cacheReadTokens": self.cache_read_tokens,
+            "cacheWriteTokens": self.cache_write_tokens,
+            "totalTokens": self.total_tokens,
+            "cost": round(self.cost, 6),
+            "calls": self.calls,
+            "dirty": self.dirty,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UsageTotals:
+        return cls(
+            int(d.get("inputTokens", 0)),
+            int(d.get("outputTokens", 0)),
+            int(d.get("cacheReadTokens", 0)),
+            int(d.get("cacheWriteTokens", 0)),
+            float(d.get("cost", 0.0)),
+            int(d.get("calls", 0)),
+            bool(d.get("dirty", False)),
+        )
+
+
+@dataclass
+class UsageLedger:
+    total: UsageTotals = field(default_factory=UsageTotals)
+    by_lane: dict[str, UsageTotals] = field(default_factory=dict)
+
+    def record(self, lane: str, usage: Usage | None, price: Price | None = None) -> None:
+        """One provider call on `lane`; `usage` None when it could not be read."""
+        lane_totals = self.by_lane.setdefault(lane, UsageTotals())
+        if usage is None:
+            lane_totals.dirty = True
+            self.total.dirty = True
+            lane_totals.calls += 1
+            self.total.calls += 1
+            return
+        cost = price.cost(usage) if price else 0.0
+        lane_totals.add(usage, cost)
+        self.total.add(usage, cost)
+
+    def merge(self, other: UsageLedger) -> None:
+        self.total.merge(other.total)
+        for lane, totals in other.by_lane.items():
+            self.by_lane.setdefault(lane, UsageTotals()).merge(totals)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.total.to_dict(), "byLane": {k: v.to_dict() for k, v in self.by_lane.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> UsageLedger:
+        if not d:
+            return cls()
+        lanes = {k: UsageTotals.from_dict(v) for k, v in d.get("byLane", {}).items()}
+        return cls(UsageTotals.from_dict(d), lanes)

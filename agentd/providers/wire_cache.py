@@ -1,0 +1,201 @@
+"""The request body's conversation, encoded once per message (issue 14: a request's cost
+must not grow with the history it carries).
+
+Every call sends the whole conversation, and all of it but the tail was already translated
+and JSON-encoded for the previous call. `EncodedMessages` keeps, per session, the last
+request's messages and each one's encoded wire items; the next request reuses them while
+its messages start with the same list (`extends`: identical objects, or equal copies) and
+encodes only the new tail, and keeps the older messages' bytes joined in segments. The
+conversation then goes into the body as a `Spliced` array: the rest of the body is one
+small `orjson.dumps` with a placeholder, and the body is that encoding's two halves around
+the conversation's pieces (`wire_pieces`), which the HTTP transport writes as they are.
+The history's bytes are neither re-encoded nor copied per request: at a long session's
+size every copy was a fresh mmapped block, page faults included (agentd/infra/rss_trim.py fixes
+glibc's mmap threshold at 128 KiB).
+
+Byte-for-byte: orjson escapes strings exactly as the stdlib's compact
+`json.dumps(ensure_ascii=False)` did (checked over every code point in the tests), so the
+conversation part is the same bytes as before; elsewhere only float spelling may differ
+(`1e-05` vs `1e-5`, the same number). What orjson refuses (an int beyond 64 bits inside a
+tool input, a lone surrogate) takes the stdlib path on the plain body, as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from agentd.core.conversation import Message, common_prefix, extends
+from agentd.core.errors import ErrorKind, HarnessError
+
+# Sessions whose encoded conversation is kept (least recently used dropped first): each
+# holds its messages and their bytes, about the conversation's size again.
+MAX_SESSIONS = 64
+
+
+def encode_items(items: list[dict[str, Any]]) -> bytes:
+    """Wire items as they sit inside a JSON array, each followed by a comma."""
+    return b"".join(orjson.dumps(item) + b"," for item in items)
+
+
+# Stands for a `Spliced` value in the body orjson encodes. orjson writes control characters
+# inside strings escaped, so a raw NUL in its output can only be a placeholder.
+_PLACEHOLDER = b"\x00"
+
+
+class Spliced:
+    """A JSON array given as the pieces of its bytes; `wire_pieces` puts them in the body."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    def fragment(self) -> orjson.Fragment:
+        return orjson.Fragment(b"".join(self.pieces))
+
+
+def as_array(parts: list[bytes], first: bytes = b"") -> Spliced:
+    """`first` and comma-terminated parts (see `encode_items`; a part may be empty) as one
+    JSON array."""
+    pieces = [b"[", first, *parts]
+    last = len(pieces) - 1
+    while last > 0 and not pieces[last]:  # a message with no wire items: b""
+        last -= 1
+    if last > 0:
+        pieces[last] = pieces[last][:-1]  # a short copy: the last item without its comma
+    pieces.append(b"]")
+    return Spliced(pieces)
+
+
+# Encoded messages are kept joined in segments of about this many bytes: a request's body is
+# then a few segments, written as they are (`http_lean.BodyPieces`), not one piece per
+# message. Below the 128 KiB mmap threshold (agentd/infra/rss_trim.py), so a segment is heap memory.
+SEGMENT_BYTES = 64 * 1024
+
+
+class _Encoded:
+    """One session's encoded conversation: closed segments (joined once) and the open parts.
+
+    Invariants: `ends[i]` is the byte offset after message i's part in the concatenation of
+    all parts; `segments[k]` joins the parts of messages `bounds[k-1]` (or 0) to `bounds[k]`;
+    `open` holds the parts from `sealed` on, one per message."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.ends: list[int] = []
+        self.segments: list[bytes] = []
+        self.bounds: list[int] = []
+        self.open: list[bytes] = []
+        self.open_bytes = 0
+
+    @property
+    def sealed(self) -> int:
+        return self.bounds[-1] if self.bounds else 0
+
+    def cut(self, keep: int) -> None:
+        """Forget every message from `keep` on."""
+        while self.bounds and self.bounds[-1] > keep:
+            segment, end = self.segments.pop(), self.bounds.pop()
+            start = self.sealed
+            if start < keep:  # the cut falls inside this segment: reopen its first parts
+                base = self.ends[start - 1] if start else 0
+                edges = [base, *self.ends[start:end]]
+                self.open = [segment[edges[i] - base : edges[i + 1] - base] for i in range(keep - start)]
+                break
+            self.open = []
+        else:
+            del self.open[keep - self.sealed :]
+        del self.messages[keep:], self.ends[keep:]
+        self.open_bytes = sum(map(len, self.open))
+
+    def add(self, message: Message, part: bytes) -> None:
+        self.messages.append(message)
+        self.ends.append((self.ends[-1] if self.ends else 0) + len(part))
+        self.open.append(part)
+        self.open_bytes += len(part)
+
+    def seal(self) -> None:
+        """Close a segment of all open parts but the last (the last one's comma is cut per
+        request) once they are large enough."""
+        if len(self.open) > 1 and self.open_bytes - len(self.open[-1]) >= SEGMENT_BYTES:
+            last = self.open.pop()
+            self.segments.append(b"".join(self.open))
+            self.bounds.append(len(self.messages) - 1)
+            self.open, self.open_bytes = [last], len(last)
+
+    def array(self, first: bytes) -> Spliced:
+        if len(self.open) == 1:
+            return as_array([*self.segments, self.open[0]], first)
+        return as_array([*self.segments, b"".join(self.open)], first)
+
+
+class EncodedMessages:
+    """Per session: the last request's messages and their encoded wire items."""
+
+    def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
+        self._max = max_sessions
+        self._sessions: OrderedDict[str, _Encoded] = OrderedDict()
+
+    def array(
+        self,
+        session_id: str | None,
+        messages: list[Message],
+        encode: Callable[[Message], bytes],
+        first: bytes = b"",
+    ) -> Spliced:
+        """`as_array([encode(m) for m in messages], first)`, encoding only what the
+        session's last call did not."""
+        if session_id is None:
+            return as_array([encode(m) for m in messages], first)
+        state = self._sessions.pop(session_id, None) or _Encoded()
+        if not extends(messages, state.messages):
+            state.cut(common_prefix(messages, state.messages))
+        for message in messages[len(state.messages) :]:
+            # If orjson refuses a message this raises, and the half-advanced state (taken
+            # out of the cache above) is dropped.
+            state.add(message, encode(message))
+        state.seal()
+        self._sessions[session_id] = state
+        while len(self._sessions) > self._max:
+            self._sessions.popitem(last=False)
+        return state.array(first)
+
+
+def wire_pieces(fast: Callable[[], dict[str, Any]], plain: Callable[[], dict[str, Any]]) -> list[bytes]:
+    """The encoded body, in pieces (the HTTP transport writes them as they are): `fast()`
+    through orjson, its top-level `Spliced` values put in; when orjson refuses something,
+    `plain()` through the stdlib as httpx's `json=` encoded it."""
+    try:
+        return _spliced_body(fast())
+    except TypeError:  # orjson.JSONEncodeError
+        pass
+    try:
+        return [json.dumps(plain(), ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()]
+    except (TypeError, ValueError) as exc:  # not JSON-serialisable: retrying cannot help
+        raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc
+
+
+def _spliced_body(body: dict[str, Any]) -> list[bytes]:
+    spliced: list[tuple[str, Spliced]] = []
+    for key, value in body.items():
+        if isinstance(value, Spliced):
+            spliced.append((key, value))
+            body[key] = orjson.Fragment(_PLACEHOLDER)
+    encoded = orjson.dumps(body)
+    if not spliced:
+        return [encoded]
+    around = encoded.split(_PLACEHOLDER)
+    if len(around) != len(spliced) + 1:  # not expected (see _PLACEHOLDER): join them apart
+        for key, value in spliced:
+            body[key] = value.fragment()
+        return [orjson.dumps(body)]
+    pieces = [around[0]]
+    for (_key, value), after in zip(spliced, around[1:], strict=True):
+        pieces += value.pieces
+        pieces.append(after)
+    return pieces

@@ -1,0 +1,166 @@
+"""uvicorn, with agentd's graceful shutdown (R-S5) run *before* connections close.
+
+uvicorn closes every connection first and runs the application's shutdown last; by then
+a client waiting on `session/prompt` could no longer be told how its turn ended. So the
+drain — refuse new prompts, let running turns stop at their next budget gate or cancel
+them within the grace period, answer every waiting request, flush the log — runs first,
+while the sockets are still open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agentd.infra.config import Settings
+
+
+def _import_uvicorn_without_reloader() -> None:
+    """Import uvicorn without `watchfiles` (idle memory, issue 14: ~1.2 MiB, a Rust
+    extension). uvicorn's package imports its `--reload` supervisor, which imports
+    watchfiles when it is installed; agentd never reloads, and uvicorn falls back to its
+    stat-based reloader when the import fails. The block is lifted at once, so anything
+    that really wants watchfiles later still gets it."""
+    if "uvicorn" in sys.modules or "watchfiles" in sys.modules:
+        return
+    sys.modules["watchfiles"] = None  # type: ignore[assignment]  # makes the import fail
+    try:
+        import uvicorn  # noqa: F401
+    finally:
+        if sys.modules.get("watchfiles", ...) is None:
+            del sys.modules["watchfiles"]
+
+
+_import_uvicorn_without_reloader()
+
+import uvicorn  # noqa: E402  (after the function above chose how it loads)
+
+log = logging.getLogger(__name__)
+
+_TICK_S = 0.1  # uvicorn's main loop period (date header, max requests, a signal's exit)
+_CLOSE_POLL_S = 0.005  # how often shutdown looks whether the connections have closed
+
+
+class AgentdServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self._app = app
+        self._exit_requested = asyncio.Event()
+
+    def request_exit(self) -> None:
+        """Stop serving (a program that embeds the server stops it): the main loop sees it
+        at once, not at uvicorn's next 0.1 s tick. A signal still sets `should_exit`."""
+        self.should_exit = True
+        self._exit_requested.set()
+
+    async def main_loop(self) -> None:
+        """uvicorn's main loop (a tick every 0.1 s), woken early by `request_exit`."""
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_TICK_S):
+                    await self._exit_requested.wait()
+            should_exit = await self.on_tick(counter)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if sockets is not None and self.started:
+            # uvicorn names its address only when it bound the socket itself; `agentd serve`
+            # binds it earlier (a port in use is reported before the slow start-up work).
+            self._log_started_message(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        state = getattr(self._app.state, "agentd", None)
+        if state is not None:
+            await state.drain()
+        # uvicorn's shutdown, whose fixed 0.1 s pause for the connections to react to it is
+        # a wait (bounded by that pause) until they have closed.
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_TICK_S):
+                while self.server_state.connections:  # noqa: ASYNC110 - uvicorn's plain set: no event
+                    await asyncio.sleep(_CLOSE_POLL_S)
+        grace = self.config.timeout_graceful_shutdown
+        try:
+            await asyncio.wait_for(self._wait_tasks_to_complete(), timeout=grace)
+        except TimeoutError:
+            log.error("graceful shutdown timed out: cancelling %d task(s)", len(self.server_state.tasks))
+            for t in self.server_state.tasks:
+                t.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+
+# A WebSocket frame up to this many times `max_frame_bytes` is read whole and reaches
+# agentd's own size check, which answers -32600 and keeps the connection; a larger one is
+# not buffered at all: the socket is closed with 1009 (message too big).
+WS_CEILING_FACTOR = 4
+
+
+def ws_ceiling(max_frame_bytes: int) -> int:
+    return WS_CEILING_FACTOR * max_frame_bytes
+
+
+def server_for(
+    app: Any, *, host: str, port: int, log_level: str = "info", max_frame_bytes: int | None = None
+) -> AgentdServer:
+    """`max_frame_bytes` defaults to the app's settings (`create_app` keeps them on app.state)."""
+    settings = getattr(app.state, "settings", None)
+    if max_frame_bytes is None:
+        default = Settings.model_fields["max_frame_bytes"].default
+        max_frame_bytes = settings.max_frame_bytes if settings is not None else default
+    compression = (
+        settings.ws_compression if settings is not None else Settings.model_fields["ws_compression"].default
+    )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        log_config=None,  # agentd configures logging (agentd/infra/logs.py); uvicorn's loggers propagate
+        lifespan="on",
+        ws="websockets-sansio",
+        ws_max_size=ws_ceiling(max_frame_bytes),
+        ws_per_message_deflate=compression,
+    )
+    return AgentdServer(config, app)
+
+
+@contextlib.asynccontextmanager
+async def running_app(app: Any, listen: tuple[str, int] | None) -> AsyncIterator[Any]:
+    """The app's state with its lifespan running; with `listen`, also served over HTTP and
+    WebSocket (a web page or `agentd chat` can watch the editor's sessions)."""
+    if listen is None:
+        async with app.router.lifespan_context(app):
+            yield app.state.agentd
+            # Answer what is waiting and flush the log before leaving (served over HTTP too,
+            # the server's own shutdown drains).
+            await app.state.agentd.drain()
+        return
+    server = server_for(app, host=listen[0], port=listen[1], log_level="warning")
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError(f"could not listen on {listen[0]}:{listen[1]}")
+            await asyncio.sleep(0.01)  # uvicorn offers no start-up event to await
+        log.info("also listening on http://%s:%d", listen[0], server.servers[0].sockets[0].getsockname()[1])
+        yield app.state.agentd
+    finally:
+        server.request_exit()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

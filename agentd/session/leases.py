@@ -1,0 +1,334 @@
+"""Session ownership across replicas (R-C1): one replica at a time runs a session's actor.
+
+An actor is made only under a lease (`acquire` before the session is read from the store,
+so it sees everything the previous owner committed). The lease's fencing token is kept in
+`fences`, which the event writer stamps on every write it takes (`EventWriter.submit`);
+on Postgres the database refuses a row whose token is no longer the session's (migration
+0010), so a replica that was paused past its lease cannot add to the log after another
+took the session over. One background task per replica renews all its leases in one
+statement every third of the lease time; a lease not renewed (taken over, or the database
+unreachable until it ran out) is lost: `on_lost` drops the actor and its clients are told
+to resync (they re-attach, and for now get `owned_elsewhere` here — routing to the owner
+is the seam `SessionManager.get` raises at).
+
+SQLite is single-process (a second `agentd serve` refuses to start: store/file_lock.py):
+`SessionLeases` itself is the no-op implementation behind the same interface.
+
+`health()` is what `/readyz` and `/metrics` report (issue 15 item 6): the leases owned,
+the renewals done and failed, the leases lost, and whether the renewer keeps up. It falls
+behind once two renewal rounds in a row have failed (two thirds of the lease time without
+one: the next failure loses every session this replica owns), or when no round has ended
+for a whole lease time (the renewer is stuck: its leases have run out by now). Then the
+replica is not ready, so a load balancer sends new clients elsewhere until a renewal
+succeeds again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any
+
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.store import leases as store_leases
+
+log = logging.getLogger(__name__)
+
+LostLease = Callable[[str], None]
+
+# Renewals failed in a row from which the replica is not ready (see the module docstring).
+UNHEALTHY_AFTER_FAILURES = 2
+
+
+class LeaseMode(StrEnum):
+    SINGLE_PROCESS = "single_process"  # SQLite: no leases, every session is this process's
+    POSTGRES = "postgres"
+
+
+@dataclass(frozen=True)
+class LeaseHealth:
+    replica_id: str
+    mode: LeaseMode
+    owned: int = 0  # sessions whose lease this replica holds
+    ttl_s: float = 0.0
+    renewals: int = 0  # renewal statements that went through (rounds holding leases)
+    renewal_failures: int = 0  # rounds that failed (over the process's life)
+    consecutive_failures: int = 0
+    last_renewal_age_s: float | None = None  # since the last round that succeeded (None: none yet)
+    lost: int = 0  # leases lost: taken over, run out unrenewed, or a write fenced out
+    healthy: bool = True
+    detail: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"mode": self.mode.value, "healthy": self.healthy}
+        if self.mode is LeaseMode.POSTGRES:
+            age = self.last_renewal_age_s
+            body.update(
+                owned=self.owned,
+                ttlS=self.ttl_s,
+                lastRenewalAgeS=None if age is None else round(age, 3),
+                renewals=self.renewals,
+                renewalFailures=self.renewal_failures,
+                consecutiveFailures=self.consecutive_failures,
+                lost=self.lost,
+            )
+        if self.detail:
+            body["detail"] = self.detail
+        return body
+
+
+def default_replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def home_replica_id(home: Path) -> tuple[str, IO[str] | None]:
+    """The replica id kept in `home` (`replica-id`), and the file holding its lock while
+    this process runs. A server restarted after a crash (`kill -9`: the kernel dropped the
+    lock) is the same replica again and takes its sessions back at once, instead of
+    waiting for their leases to run out; a second live process on the same home gets an
+    id of its own (hostname-pid-random), so no two live processes ever share one."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        handle = (home / "replica-id").open("a+")
+    except OSError:
+        return default_replica_id(), None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return default_replica_id(), None
+    handle.seek(0)
+    kept = handle.read().strip()
+    if not kept:
+        kept = default_replica_id()
+        handle.write(kept + "\n")
+        handle.flush()
+    return kept, handle
+
+
+def owned_elsewhere(session_id: str, owner: str, expires_in_s: float) -> SessionError:
+    return SessionError(
+        SessionErrorKind.OWNED_ELSEWHERE,
+        f"owned_elsewhere: session {session_id} is run by another replica ({owner}); "
+        "connect to that replica, or retry once its lease has run out",
+        {
+            "reason": "owned_elsewhere",
+            "owner": owner,
+            "retryable": True,
+            "retryAfter": round(max(0.1, expires_in_s), 3),
+        },
+    )
+
+
+class SessionLeases:
+    """No leases (SQLite, one process): every session is this process's."""
+
+    def __init__(self, replica_id: str = "") -> None:
+        # session id → fencing token; the event writer reads it on every submit.
+        self.fences: dict[str, int] = {}
+        self.replica_id = replica_id or default_replica_id()
+
+    def health(self) -> LeaseHealth:
+        return LeaseHealth(self.replica_id, LeaseMode.SINGLE_PROCESS)
+
+    def fenced_out(self, session_id: str) -> None:
+        """The database refused one of the session's writes for a stale fencing token."""
+        return None
+
+    async def acquire(self, session_id: str) -> None:
+        return None
+
+    def release(self, session_id: str) -> None:
+        return None
+
+    def start(self, on_lost: LostLease) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
+        """Sessions with unfinished work whose owner's lease ran out (none: one process)."""
+        return []
+
+
+class PostgresLeases(SessionLeases):
+    def __init__(self, engine: Any, replica_id: str, ttl_s: float, id_lock: IO[str] | None = None) -> None:
+        super().__init__(replica_id)
+        self._engine = engine
+        self._id_lock = id_lock  # held while this process is that replica
+        self.ttl_s = ttl_s
+        # How long to wait for a write in flight on the lease row (a paused replica
+        # mid-commit) before the session counts as held.
+        self._lock_wait_s = min(2.0, ttl_s / 2)
+        self._renew_engine = store_leases.renewal_engine(engine, ttl_s / 3)
+        self._valid_until: dict[str, float] = {}  # our own (monotonic) view of each lease's end
+        self._task: asyncio.Task[None] | None = None
+        self._on_lost: LostLease | None = None
+        self._releasing: set[asyncio.Task[None]] = set()
+        self.renewals = 0  # for tests and metrics
+        self.renewal_failures = 0
+        self.consecutive_failures = 0
+        self.lost = 0
+        self._last_ok: float | None = None  # time.monotonic() of the last round that succeeded
+        self._last_round: float | None = None  # … that ended, either way (or the start)
+        self._fenced_out: set[tuple[str, int]] = set()  # losses counted already (bounded by fences)
+
+    async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
+        return await store_leases.orphaned(self._engine, limit, queued=queued)
+
+    async def acquire(self, session_id: str) -> None:
+        started = asyncio.get_running_loop().time()
+        got = await store_leases.acquire(
+            self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
+        )
+        if isinstance(got, store_leases.Holder):
+            raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
+        if got is None:
+            return  # no such session (the load that follows finds none either)
+        self.fences[session_id] = got
+        self._valid_until[session_id] = started + self.ttl_s
+
+    def release(self, session_id: str) -> None:
+        """The session's actor has ended (its writes are stamped): nothing more is written
+        under this lease, which another replica may take at once (in the background)."""
+        token = self.fences.pop(session_id, None)
+        self._valid_until.pop(session_id, None)
+        if token is not None:
+            self._fenced_out.discard((session_id, token))
+            task = asyncio.get_running_loop().create_task(self._release(session_id, token))
+            self._releasing.add(task)
+            task.add_done_callback(self._releasing.discard)
+
+    async def _release(self, session_id: str, token: int) -> None:
+        try:
+            await store_leases.release(self._renew_engine, session_id, self.replica_id, token)
+        except Exception as exc:  # it runs out by itself
+            log.warning(
+                "session %s: releasing its lease failed (%s); it expires in %.0fs",
+                session_id,
+                exc,
+                self.ttl_s,
+            )
+
+    def start(self, on_lost: LostLease) -> None:
+        self._on_lost = on_lost
+        self._last_round = time.monotonic()
+        self._task = asyncio.create_task(self._run(), name="lease-renewal")
+
+    def fenced_out(self, session_id: str) -> None:
+        token = self.fences.get(session_id)
+        if token is not None and (session_id, token) not in self._fenced_out:
+            self._fenced_out.add((session_id, token))
+            self.lost += 1
+
+    def health(self) -> LeaseHealth:
+        now = time.monotonic()
+        age = None if self._last_ok is None else now - self._last_ok
+        detail = ""
+        if self.consecutive_failures >= UNHEALTHY_AFTER_FAILURES:
+            detail = f"lease renewals failing: {self.consecutive_failures} in a row"
+        elif self._last_round is not None and now - self._last_round > self.ttl_s:
+            stuck = now - self._last_round
+            detail = f"no lease renewal round ended for {stuck:.1f}s (lease time {self.ttl_s:g}s)"
+        return LeaseHealth(
+            self.replica_id,
+            LeaseMode.POSTGRES,
+            owned=len(self.fences),
+            ttl_s=self.ttl_s,
+            renewals=self.renewals,
+            renewal_failures=self.renewal_failures,
+            consecutive_failures=self.consecutive_failures,
+            last_renewal_age_s=age,
+            lost=self.lost,
+            healthy=not detail,
+            detail=detail,
+        )
+
+    async def stop(self) -> None:
+        """After the actors have stopped: the releases go out, the renewal ends."""
+        if self._releasing:
+            await asyncio.wait(set(self._releasing), timeout=self.ttl_s)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._renew_engine.dispose()
+        if self._id_lock is not None:
+            self._id_lock.close()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl_s / 3)
+            try:
+                await self.renew()
+            except Exception:  # the renewal must go on for every other session
+                log.exception("renewing session leases failed")
+
+    async def renew(self) -> list[str]:
+        """Renew every lease held (one statement); returns the sessions whose lease was lost.
+        Holding none, the round still checks the renewals' connection (health)."""
+        tokens = dict(self.fences)
+        loop = asyncio.get_running_loop()
+        started, round_started = loop.time(), time.monotonic()
+        try:
+            if tokens:
+                kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+            else:
+                await store_leases.ping(self._renew_engine)
+                kept = set()
+        except Exception as exc:
+            # Unknown whether it reached the database: a lease is lost once it has run out
+            # by our own clock (another replica may have taken it over since).
+            log.warning("renewing %d session lease(s) failed: %s", len(tokens), exc)
+            self.renewal_failures += 1
+            self.consecutive_failures += 1
+            self._last_round = time.monotonic()
+            now = loop.time()
+            lost = [s for s in tokens if self._valid_until.get(s, 0.0) <= now]
+        else:
+            self._last_ok, self._last_round = round_started, time.monotonic()
+            self.consecutive_failures = 0
+            if not tokens:
+                return []
+            self.renewals += 1
+            for s in kept:
+                if self.fences.get(s) == tokens[s]:
+                    self._valid_until[s] = started + self.ttl_s
+            lost = [s for s in tokens if s not in kept]
+        gone = [s for s in lost if self.fences.get(s) == tokens[s]]  # not re-acquired meanwhile
+        for s in gone:
+            del self.fences[s]
+            self._valid_until.pop(s, None)
+            if (s, tokens[s]) in self._fenced_out:
+                self._fenced_out.discard((s, tokens[s]))  # counted when the write was refused
+            else:
+                self.lost += 1
+            log.error(
+                "session %s: its lease was lost (taken over, or not renewable in time); dropping its actor", s
+            )
+            if self._on_lost is not None:
+                self._on_lost(s)
+        return gone
+
+
+def session_leases(
+    engine: Any, *, postgres: bool, replica_id: str, ttl_s: float, home: Path
+) -> SessionLeases:
+    """`replica_id` empty: the one kept in `home` (see `home_replica_id`)."""
+    if not postgres:
+        return SessionLeases(replica_id)
+    if replica_id:
+        return PostgresLeases(engine, replica_id, ttl_s)
+    kept, lock = home_replica_id(home)
+    return PostgresLeases(engine, kept, ttl_s, lock)

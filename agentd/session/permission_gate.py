@@ -1,0 +1,163 @@
+"""The permission gate of one session: the answers remembered per tool, pending requests,
+asking every client that can answer, first answer wins, timeout and cancellation. Owned by
+the `SessionActor`; the running turn uses it as its `PermissionGate` (agentd/loop/context.py)
+and the transport's answers reach it through `answer_permission`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentd.core.events import EventKind
+from agentd.core.modes import PermissionMode
+from agentd.core.permission import PermissionAnswer, PermissionOptionKind, PermissionOutcome
+from agentd.protocol.acp import RequestPermissionResult
+from agentd.session.journal import Journal
+from agentd.session.sinks import FrameSink, Renderer, requesting
+from agentd.tools.permissions import Remembered
+
+log = logging.getLogger(__name__)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:20]}"
+
+
+@dataclass
+class PendingPermission:
+    id: str
+    tool_call: dict[str, Any]
+    options: list[dict[str, str]]
+    future: asyncio.Future[PermissionAnswer]
+    asked: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # sink id → request task
+
+
+class PermissionGate:
+    def __init__(
+        self,
+        session_id: str,
+        journal: Journal,
+        sinks: Callable[[], Iterable[FrameSink]],
+        timeout_s: Callable[[], float],
+        *,
+        mode: Callable[[], PermissionMode],
+        plan: Callable[[], bool],
+        render: Renderer,
+        memory: dict[str, str] | None = None,
+    ) -> None:
+        self._session_id = session_id
+        self._journal = journal
+        self._emit = journal.emit
+        self._flushed = journal.flushed
+        self._sinks = sinks
+        self._timeout_s = timeout_s
+        self._mode = mode
+        self._plan = plan
+        self._render = render  # the question's wire shape (agentd/transport/render.py)
+        self._memory = memory or {}  # tool name → a remembered answer (persisted with the session)
+        self.pending: dict[str, PendingPermission] = {}
+
+    # ------------------------------------------------------------------ the loop's PermissionGate
+
+    def mode(self) -> PermissionMode:
+        return self._mode()
+
+    def plan(self) -> bool:
+        return self._plan()
+
+    def remembered(self, tool_name: str) -> Remembered | None:
+        value = self._memory.get(tool_name)
+        return Remembered(value) if value else None
+
+    def remember(self, tool_name: str, answer: Remembered) -> None:
+        self._memory[tool_name] = answer.value
+        self._journal.persist_fields({"permission_memory": dict(self._memory)})
+
+    async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer:
+        loop = asyncio.get_running_loop()
+        pending = PendingPermission(new_id("perm"), tool_call, options, loop.create_future())
+        self.pending[pending.id] = pending
+        self._emit(
+            EventKind.PERMISSION_REQUESTED,
+            {"requestId": pending.id, "toolCall": tool_call, "options": options},
+        )
+        # Clients see the tool_call (and this request's event) before the question itself.
+        await self._flushed()
+        for sink in self._sinks():
+            self.ask_sink(sink, pending)
+        answer = PermissionAnswer(PermissionOutcome.CANCELLED)
+        try:
+            async with asyncio.timeout(self._timeout_s()):
+                answer = await pending.future
+        except TimeoutError:
+            answer = PermissionAnswer(PermissionOutcome.TIMEOUT)
+        finally:
+            self.pending.pop(pending.id, None)
+            for task in pending.asked.values():
+                task.cancel()
+            resolved: dict[str, Any] = {"requestId": pending.id, "outcome": answer.outcome}
+            if answer.option_kind:
+                resolved["optionId"] = answer.option_kind
+            self._emit(EventKind.PERMISSION_RESOLVED, resolved)
+        return answer
+
+    def ask_sink(self, sink: FrameSink, pending: PendingPermission) -> None:
+        client = requesting(sink)
+        if client is None or sink.id in pending.asked:
+            return  # this client cannot answer (e.g. an SSE viewer)
+        method, params = self._render.permission_request(
+            self._session_id, pending.id, pending.tool_call, pending.options
+        )
+
+        async def ask_one() -> None:
+            try:
+                result = await client.request(method, params)
+                parsed = RequestPermissionResult.model_validate(result)
+            except Exception as exc:  # the client went away or answered nonsense: others may answer
+                log.info("permission request to %s got no usable answer: %s", sink.id, exc)
+                return
+            outcome = parsed.outcome
+            if outcome.outcome == "cancelled":  # the ACP model's literal
+                self.cancel(pending.id)
+                return
+            if self.answer(pending.id, outcome.option_id) is None:
+                log.info("client %s chose unknown option %r", sink.id, outcome.option_id)
+
+        pending.asked[sink.id] = asyncio.create_task(ask_one())
+
+    def answer(self, request_id: str, option_id: str) -> bool | None:
+        """First answer wins: True if this one did, False if the request is unknown or
+        already answered, None for an option the request does not offer."""
+        pending = self.pending.get(request_id)
+        if pending is None or pending.future.done():
+            return False
+        kinds = {o["optionId"]: o["kind"] for o in pending.options}
+        kind = kinds.get(option_id)
+        if kind is None:
+            return None
+        pending.future.set_result(PermissionAnswer(PermissionOutcome.SELECTED, PermissionOptionKind(kind)))
+        return True
+
+    def cancel(self, request_id: str) -> bool:
+        """A `cancelled` answer (from a client on another replica, or over `POST /rpc`), as
+        a WebSocket client's `cancelled`: the question ends refused. True if it was pending."""
+        pending = self.pending.get(request_id)
+        if pending is None or pending.future.done():
+            return False
+        pending.future.set_result(PermissionAnswer(PermissionOutcome.CANCELLED))
+        return True
+
+    def forget_sink(self, sink_id: str) -> None:
+        """A client detached: its unanswered questions are withdrawn (others may answer)."""
+        for pending in self.pending.values():
+            task = pending.asked.pop(sink_id, None)
+            if task:
+                task.cancel()
+
+    def options(self, request_id: str) -> list[str] | None:
+        pending = self.pending.get(request_id)
+        return None if pending is None else [o["optionId"] for o in pending.options]

@@ -1,0 +1,78 @@
+"""What every session actor of a server shares: settings, the event writer, the provider
+chain, the renderer, metrics, the store and the queued-byte ledger — built once by the
+composition root (agentd/app.py) — and the turn machinery's parts (tools, hooks, agents,
+loop limits, skills: a `TurnKit`, turn_kit.py), made by `make_kit` on first use: a server
+that has created or loaded no session yet has not imported the loop or the tools."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentd.core.lane import Lane
+from agentd.core.provider import Provider
+from agentd.infra.config import Settings
+from agentd.infra.metrics import Metrics
+from agentd.session.eventlog import EventWriter
+from agentd.session.queue_sync import QueuedBytes
+from agentd.session.sinks import Renderer
+from agentd.store.db import Store
+
+if TYPE_CHECKING:
+    from agentd.agents import AgentDefinition
+    from agentd.loop.budget import BudgetLimits
+    from agentd.loop.limits import LoopLimits
+    from agentd.loop.usage import Price
+    from agentd.session.local_commands import Skill
+    from agentd.session.turn_kit import TurnKit
+    from agentd.tools.base import Tool
+    from agentd.tools.hooks import HooksConfig
+
+
+@dataclass
+class ActorServices:
+    settings: Settings
+    writer: EventWriter
+    provider: Provider
+    render: Renderer  # the wire shape of events (agentd/transport/render.py, injected)
+    make_kit: Callable[[], TurnKit]  # called once, at the first use of the parts below
+    fallbacks: list[Lane] = field(default_factory=list)  # the provider chain after `provider`
+    metrics: Metrics | None = None
+    queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
+    store: Store | None = None  # file snapshots and turn marks (R-T12); None: not kept
+
+    @functools.cached_property
+    def kit(self) -> TurnKit:
+        return self.make_kit()
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return self.kit.tools
+
+    @property
+    def hooks(self) -> HooksConfig:
+        return self.kit.hooks
+
+    @property
+    def agents(self) -> dict[str, AgentDefinition]:
+        return self.kit.agents
+
+    @property
+    def limits(self) -> LoopLimits:
+        return self.kit.limits
+
+    @property
+    def skills(self) -> dict[str, Skill]:
+        return self.kit.skills
+
+    def budget_limits(self) -> BudgetLimits:
+        return self.limits.budget
+
+    def prices(self) -> dict[str, Price]:
+        from agentd.loop.usage import Price
+
+        return {
+            m: Price(p.input, p.output, p.cache_read, p.cache_write) for m, p in self.settings.prices.items()
+        }

@@ -1,0 +1,24 @@
+"""A session's modes changing (R-T4, issue 16 item 8): the permission mode and the plan
+gate are two switches (`SessionModes`); a change is persisted with the session (so the gate
+survives a restart) and announced — `plan_mode` when the gate moves, `mode_changed` (ACP
+`current_mode_update`) with the id clients are shown."""
+
+from __future__ import annotations
+
+from agentd.core.events import EventKind
+from agentd.core.modes import SessionModes
+from agentd.session.journal import Journal
+
+
+def record_modes_change(journal: Journal, old: SessionModes, new: SessionModes) -> bool:
+    """Persist and announce `old` → `new`; False (and nothing written) when nothing changed."""
+    if new == old:
+        return False
+    journal.persist_fields({"mode": new.permission.value, "plan": new.plan})
+    if new.plan != old.plan:
+        journal.emit(EventKind.PLAN_MODE, {"plan": new.plan})
+    # Also when the shown id stays `plan` (bypass chosen under the gate): the client that
+    # picked another mode learns the session still shows `plan`.
+    payload = {"modeId": new.mode_id.value, "permissionMode": new.permission.value, "plan": new.plan}
+    journal.emit(EventKind.MODE_CHANGED, payload)
+    return True

@@ -1,0 +1,62 @@
+"""The session's side of sub-agents (R-T11): its `Subagents` registry and the `task` tool
+of each turn.
+
+A background child's usage joins the session's ledger when it finishes (persisted like a
+turn's), and clients learn of its end at once through a `background_task` event, as for a
+background shell command; its start is logged too (`background_task_started`: a restart
+ends it `interrupted`), and its end may wake an idle session (wake.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from agentd.core.task_notice import TaskCompletion, TaskStart
+from agentd.loop.context import TurnContext
+from agentd.loop.subagent import TASK_TOOL, Subagents
+from agentd.loop.subagent_limits import SubagentLimits
+from agentd.loop.usage import UsageLedger
+from agentd.session.commands import TaskFinished
+from agentd.tools.base import Tool
+from agentd.tools.hooks import StopHook
+
+if TYPE_CHECKING:  # the actor hands itself in (same package)
+    from agentd.session.actor import SessionActor
+
+
+def session_subagents(actor: SessionActor) -> Subagents:
+    services = actor.services
+    settings = services.settings
+
+    def on_usage(ledger: UsageLedger) -> None:
+        actor.usage.merge(ledger)
+        actor.journal.persist_fields({"usage": actor.usage.to_dict()})
+
+    def on_started(start: TaskStart) -> None:
+        actor.journal.emit(start.kind, start.payload())  # a restart learns it was running
+
+    def on_finished(done: TaskCompletion) -> None:
+        actor.journal.emit(done.kind, done.payload())
+        actor.send(TaskFinished(done.task_id, announced=True))  # an idle session may wake
+
+    return Subagents(
+        agents=services.agents,
+        limits=SubagentLimits(settings.subagent_max_depth, settings.subagent_max_concurrent),
+        default_system_prompt=settings.system_prompt,
+        stop_hooks=cast("list[StopHook]", list(services.hooks.subagent_stop)),
+        on_usage=on_usage,
+        on_finished=on_finished,
+        on_started=on_started,
+    )
+
+
+def with_task_tool(ctx: TurnContext, subagents: Subagents, available: dict[str, Tool]) -> TurnContext:
+    """`ctx` with the `task` tool added when the session's agent may use it (its allow-list
+    names it, or it has none) and sub-agents are enabled."""
+    if TASK_TOOL in ctx.tools or not subagents.agents:
+        return ctx
+    tool = subagents.task_tool(ctx, available)
+    if tool is not None:
+        ctx.tools[TASK_TOOL] = tool
+    ctx.subagents = subagents
+    return ctx

@@ -1,0 +1,365 @@
+"""Starting a turn: what a queue entry runs as, the `TurnContext` it runs with, and the
+three runners (a model turn or compaction job, a builtin `/command`, a `!cmd`).
+
+Every runner ends the same way: it records the turn's end, waits until its events reached
+the clients' queues, and tells the actor (`TurnFinished`) — whatever happened, so the
+prompt never hangs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from agentd.agents import AgentDefinition
+from agentd.core.conversation import Message, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core.events import EventKind
+from agentd.core.log_context import bind_log_context
+from agentd.core.provider import Provider
+from agentd.loop.context import Conversation, TurnContext
+from agentd.loop.goal_eval import evaluator_lanes
+from agentd.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
+from agentd.loop.prompt import prompt_images, prompt_text
+from agentd.loop.structured import OutputSchema
+from agentd.loop.subagent import TASK_TOOL
+from agentd.loop.toolrun import execute_tool_round
+from agentd.loop.turn import run_compaction_job, run_turn
+from agentd.protocol.acp import ContentBlock, TextContent, dump
+from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
+from agentd.session.local_commands import (
+    LocalCommand,
+    Skill,
+    expand_skill,
+    parse_bang,
+    parse_local,
+    run_local_command,
+)
+from agentd.session.prompt_queue import QueuedPrompt, new_id, request_id_of
+from agentd.session.queue_ops import QueueKind
+from agentd.session.sinks import FrameSink, capable
+from agentd.session.subagents import with_task_tool
+from agentd.tools.base import Tool
+from agentd.tools.client_bridge import ClientBridge
+from agentd.tools.hooks import PreToolHook, StopHook
+
+if TYPE_CHECKING:  # the actor hands itself to the runners (same package)
+    from agentd.session.actor import SessionActor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningTurn:
+    id: str
+    prompt: QueuedPrompt
+    task: asyncio.Task[None]
+    ctx: TurnContext
+    outcome: TurnOutcome | None = None
+    cancelled_by: EndReason | None = None  # who set `cancel` when it was not a user (e.g. shutdown)
+
+    @property
+    def cancel(self) -> asyncio.Event:
+        return self.ctx.cancel
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a queue entry runs as (its kind is decided when queued; the parts when it starts)."""
+
+    kind: QueueKind
+    local: tuple[LocalCommand, str] | None = None  # a builtin and its argument text
+    bang: str | None = None  # the shell command of `!cmd`
+    expanded: str | None = None  # a skill's prompt text (`/skill args`)
+
+    @property
+    def shown_to_clients(self) -> bool:
+        """It is a user message on the wire (a compaction job is not)."""
+        return self.kind is not QueueKind.COMPACT
+
+    @property
+    def joins_conversation(self) -> bool:
+        """The model sees the prompt as a user message (not a local or `!` command)."""
+        return self.kind is QueueKind.PROMPT
+
+
+def classify(kind: QueueKind, text: str, skills: dict[str, Skill]) -> Launch:
+    """What an entry runs as: a builtin `/command`, a `!cmd`, a skill or a plain prompt.
+    Entries are classified when queued (`prompt_kind`); the text is parsed again here for
+    the command's parts, which gives the same answer (combining only ever appends plain
+    text to a plain prompt) and also covers input that never waited in the queue."""
+    if kind is QueueKind.COMPACT:
+        return Launch(kind)
+    if (local := parse_local(text)) is not None:
+        return Launch(QueueKind.LOCAL, local=local)
+    if (bang := parse_bang(text)) is not None:
+        return Launch(QueueKind.BANG, bang=bang)
+    return Launch(QueueKind.PROMPT, expanded=expand_skill(text, skills))
+
+
+def title_from(text: str) -> str | None:
+    """A session's title from its first prompt: printable, one line, at most 80 characters."""
+    # Control characters (NUL above all) have no place in a title column.
+    printable = "".join(ch if ch.isprintable() else " " for ch in text)
+    return " ".join(printable.split())[:80] or None
+
+
+def output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema | None:
+    schema = meta.get("outputSchema", agent.output_schema)
+    return OutputSchema.check(schema) if isinstance(schema, dict) else None
+
+
+def goal_lanes(
+    provider: Provider, model: str, evaluator_model: str | None, attempts: int = 2
+) -> list[tuple[Provider, str]]:
+    """Who judges a goal, attempt by attempt: the small evaluator model first (when set and
+    different), then the session's; with none the session's model is asked twice."""
+    small = (provider, evaluator_model) if evaluator_model and evaluator_model != model else None
+    return evaluator_lanes((provider, model), small, attempts)
+
+
+def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | None) -> ClientBridge | None:
+    """The prompting client's files and terminal, if it offered them (R-T6); a prompt
+    from no attached client (HTTP, a restart) works on the server's own."""
+    sink = next((s for s in sinks if s.id == origin), None) if origin else None
+    client = capable(sink)
+    if client is None:
+        return None
+    caps = client.client_capabilities
+    bridge = ClientBridge(
+        client.request,
+        session_id,
+        can_read=caps.fs.read_text_file,
+        can_write=caps.fs.write_text_file,
+        can_terminal=caps.terminal,
+    )
+    return bridge if bridge.can_read or bridge.can_write or bridge.can_terminal else None
+
+
+def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> TurnContext:
+    """Everything the turn reads: the session's state and services at this instant."""
+    services = actor.services
+    settings = services.settings
+    cmd = queued.command
+    agent = actor.agent
+    # McpTool has the shape of a `Tool`, but as instance fields where the protocol names
+    # ClassVars, which mypy does not accept as the same; likewise CommandHook's `name`.
+    mcp_tools = cast("dict[str, Tool]", actor.mcp.tools if actor.mcp is not None else {})
+    hooks = services.hooks
+    pre_tool = cast("list[PreToolHook]", list(hooks.pre_tool))
+    stop_hooks = [*cast("list[StopHook]", hooks.stop), *actor.client_hooks.values()]
+    ctx = TurnContext(
+        session_id=actor.id,
+        turn_id=turn_id,
+        cwd=actor.cwd,
+        provider=services.provider,
+        model=actor.model,
+        system_prompt=agent.system_prompt or settings.system_prompt,
+        tools={**agent.select_tools(services.tools), **mcp_tools},
+        conversation=actor.conversation,
+        events=actor.journal,
+        permissions=actor.permissions,
+        cancel=asyncio.Event(),
+        todos=actor.todos,
+        background=actor.background,
+        output_schema=output_schema(cmd.meta, agent),
+        max_turns=agent.max_turns if agent.max_turns is not None else settings.max_turns,
+        path_locks=actor.path_locks,
+        pre_tool_hooks=pre_tool,
+        context_window=settings.context_window_for(actor.model),
+        fallbacks=list(services.fallbacks),
+        prices=services.prices(),
+        retry=actor.retry,
+        persist=actor.journal.persist_fields,
+        budget_limits=services.budget_limits(),
+        completion=agent.completion,
+        goal=actor.goal,
+        goal_lanes=goal_lanes(
+            services.provider, actor.model, settings.goal_evaluator_model, services.limits.goal.attempts
+        ),
+        limits=services.limits,
+        stop_hooks=stop_hooks,
+        used_tool_call_ids=actor.journal.tool_call_ids,
+        client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
+        before_write=functools.partial(actor.files.before_write, turn_id),
+    )
+    ctx.subagents = actor.subagents
+    if agent.allows_tool(TASK_TOOL):  # sub-agents (R-T11)
+        with_task_tool(ctx, actor.subagents, {**services.tools, **mcp_tools})
+    return ctx
+
+
+def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
+    """The prompt as a user message on the wire; the first one names the session."""
+    cmd = queued.command
+    journal = actor.journal
+    message = {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]}
+    if isinstance(routed_from := cmd.meta.get(ROUTED_FROM), str):
+        message[ROUTED_FROM] = routed_from  # whose own prompt it is, on another replica (R-C1)
+    journal.emit(EventKind.USER_MESSAGE, message, origin=cmd.origin)
+    if actor.title is None:
+        actor.title = title_from(prompt_text(cmd.blocks))
+        journal.persist_fields({"title": actor.title})
+        if actor.title:
+            now = datetime.now(UTC).isoformat()
+            journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
+
+
+def _announce_turn(
+    actor: SessionActor, turn_id: str, queued: QueuedPrompt, message_index: int | None
+) -> None:
+    started: dict[str, Any] = {
+        "turnId": turn_id,
+        "promptId": queued.id,
+        "kind": queued.kind.value,
+        "source": queued.command.source.value,  # why it started: a user, a finished task (wake.py)
+    }
+    if message_index is not None:  # a turn a rewind can undo: where it cuts the conversation
+        started["messageIndex"] = message_index
+    if (request_id := request_id_of(queued.command.meta)) is not None:
+        started["requestId"] = request_id  # so a restart can still answer its retry
+    actor.journal.emit(EventKind.TURN_STARTED, started)
+
+
+def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
+    """Announce the entry (its user message, the title, `turn_started`) and start its runner."""
+    cmd = queued.command
+    # A wake turn (wake.py) has no text of its own: the task's reminder is its first input.
+    woken = cmd.source is PromptSource.TASK_NOTIFICATION
+    skills = actor.services.skills
+    plan = Launch(QueueKind.PROMPT) if woken else classify(queued.kind, prompt_text(cmd.blocks), skills)
+    before = len(actor.conversation)  # where a rewind of this turn cuts the conversation
+    queued.kind = plan.kind
+    if plan.expanded is not None:
+        cmd.blocks = [TextContent(text=plan.expanded)]
+    if plan.shown_to_clients and not woken:
+        _announce_prompt(actor, queued)
+        if plan.joins_conversation:
+            actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
+    rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
+    _announce_turn(actor, turn_id, queued, before if rewindable else None)
+    ctx = build_context(actor, turn_id, queued)
+    # The task copies the context: every record it logs carries this turn's id.
+    with bind_log_context(turn_id=turn_id):
+        if plan.local is not None:
+            command, arg = plan.local
+            task = asyncio.create_task(
+                _run_local(actor, ctx, queued, command.name, arg), name=f"local-{turn_id}"
+            )
+        elif plan.bang is not None:
+            task = asyncio.create_task(_run_bang(actor, ctx, queued, plan.bang), name=f"bang-{turn_id}")
+        else:
+            task = asyncio.create_task(_run_model(actor, ctx, queued), name=f"turn-{turn_id}")
+    return RunningTurn(turn_id, queued, task, ctx)
+
+
+async def _run_model(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt) -> None:
+    try:
+        try:
+            job = queued.kind is QueueKind.COMPACT
+            outcome = await (run_compaction_job(ctx) if job else run_turn(ctx))
+        except asyncio.CancelledError:
+            actor.end_killed_turn(ctx.turn_id, queued)
+            raise
+        except Exception as exc:  # a bug below the loop's own guard: end the turn readably
+            log.exception("turn %s crashed", ctx.turn_id)
+            err = HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            outcome = TurnOutcome.failed(err)
+        actor.record_turn_end(ctx.turn_id, queued, outcome)
+        # The response to session/prompt must come after every update of its turn.
+        await actor.journal.flushed()
+    finally:
+        # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
+        actor.send(TurnFinished(ctx.turn_id))
+
+
+async def _run_local(
+    actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt, name: str, arg: str
+) -> None:
+    """A builtin command: answer locally, never sample the model (R-S6)."""
+    try:
+        try:
+            text = await run_local_command(actor, ctx, name, arg)
+        except ValueError as exc:
+            text = str(exc)
+        outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
+        message_id = new_id("msg")
+        journal = actor.journal
+        journal.emit_transient(
+            EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
+        )
+        journal.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
+        actor.record_turn_end(ctx.turn_id, queued, outcome)
+        await journal.flushed()
+    finally:
+        actor.send(TurnFinished(ctx.turn_id))
+
+
+async def _run_bang(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt, command: str) -> None:
+    """`!cmd`: run it through the ordinary tool path (events, permission rules, plan
+    mode), without sampling; the model sees command and output in the next turn."""
+    try:
+        scratch: list[Message] = []
+        side = dataclasses.replace(ctx, conversation=Conversation(scratch, lambda i, m: None))
+        call = ToolCall(id=new_id("bang"), name="bash", arguments=json.dumps({"command": command}))
+        result = await execute_tool_round(side, [call])
+        output = scratch[-1].content if scratch else ""
+        actor.conversation.append(Message.user(f"I ran `{command}` myself:\n{output}"))
+        if result.break_reason is not None:
+            outcome = TurnOutcome.cancelled(result.break_reason.end_reason, tools_called=result.executed)
+        else:
+            outcome = TurnOutcome(
+                OutcomeKind.COMPLETED, reason=EndReason.SHELL_COMMAND, tools_called=result.executed
+            )
+        actor.record_turn_end(ctx.turn_id, queued, outcome)
+        await actor.journal.flushed()
+    finally:
+        actor.send(TurnFinished(ctx.turn_id))
+
+
+async def stop_turn(actor: SessionActor, turn: RunningTurn, grace: float) -> None:
+    """Shutdown is the first budget gate: the turn stops at its next round. If it does
+    not finish within the grace period it is cancelled, then killed."""
+    turn.ctx.budget.request_shutdown()
+    for step in ("gate", "cancel"):
+        try:
+            await asyncio.wait_for(asyncio.shield(turn.task), timeout=grace / 2)
+            return
+        except TimeoutError:
+            if step == "gate":
+                turn.cancelled_by = EndReason.SERVER_SHUTDOWN
+                turn.cancel.set()
+    turn.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await turn.task
+    if turn.outcome is None:  # a local command or `!cmd` has no handler of its own
+        actor.end_killed_turn(turn.id, turn.prompt)
+
+
+def answer_turn(turn: RunningTurn, failed: Exception | None) -> list[QueuedPrompt]:
+    """Answer everyone waiting for the turn (its prompt, repeats, absorbed entries) with
+    how it ended — or `failed`; returns the input it never drained as new prompts, in
+    the order they must run (for `extendleft`: last first)."""
+    outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_SHUTDOWN)
+    result = PromptDone(turn.prompt.id, turn.id, outcome)
+    turn.prompt.result = result
+    for done in (turn.prompt.command.reply, *turn.prompt.waiters):
+        if not done.done():
+            if failed is None:
+                done.set_result(result)
+            else:
+                done.set_exception(failed)
+    leftovers: list[QueuedPrompt] = []
+    for item in reversed(turn.ctx.take_interjections()):
+        reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
+        blocks: list[ContentBlock] = [TextContent(text=item.text)]
+        leftovers.append(QueuedPrompt(new_id("prompt"), Prompt(blocks, reply, origin=item.origin)))
+    return leftovers

@@ -1,0 +1,280 @@
+"""One client on `GET /acp`: JSON-RPC 2.0 in both directions over WebSocket text frames.
+
+Every incoming request is handled in its own task (a reader that awaited a prompt
+inline would deadlock on the cancel or permission reply that must follow it). Outgoing
+frames go through a bounded queue drained by one writer task, so producers never await
+a slow socket. Replays (agentd/session/replay.py) and responses are the exception: they
+await room instead (agentd/transport/outgoing.py), so they are paced by the client and
+never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
+from starlette.websockets import WebSocketDisconnect
+
+from agentd.protocol.acp import ClientCapabilities
+from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
+from agentd.protocol.methods import CANCEL_REQUEST
+from agentd.transport.outgoing import OutgoingQueue
+from agentd.transport.rpc import CallContext, Dispatcher, read_message, response_problem
+
+if TYPE_CHECKING:
+    from agentd.transport.state import AppState
+
+log = logging.getLogger(__name__)
+
+_CLOSE = object()
+# Frames a writer sends in a row before letting the other writers run: a session's burst
+# then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
+WRITER_SLICE = 16
+
+
+class Channel(Protocol):
+    """What a transport gives a Connection: a starlette WebSocket, or an adapter with the same
+    two calls (stdio lines, Streamable HTTP). `receive_text` raises `WebSocketDisconnect` at
+    the end, and `KeyError` for a frame that is not text."""
+
+    async def receive_text(self) -> str: ...
+
+    async def send_text(self, data: str, /) -> None: ...
+
+
+class Connection:
+    def __init__(
+        self,
+        ws: Channel,
+        state: AppState,
+        dispatcher: Dispatcher,
+        principal: str,
+        teams: frozenset[str] = frozenset(),
+    ) -> None:
+        self.id = f"conn_{uuid.uuid4().hex[:12]}"
+        self.ws = ws
+        self.state = state
+        self.dispatcher = dispatcher
+        self.principal = principal
+        self.teams = teams
+        self.initialized = False
+        self.client_capabilities = ClientCapabilities()
+        self.sessions: set[str] = set()  # attached session ids
+        self._out = OutgoingQueue(state.settings.client_buffer_frames)
+        self._urgent: collections.deque[str] = collections.deque()
+        self._pending: dict[int | str, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[None]] = set()
+        # In-flight requests by id, and those the client cancelled (`$/cancel_request`).
+        self._requests: dict[int | str, asyncio.Task[None]] = {}
+        self._cancelled: set[int | str] = set()
+        self.closed = False
+
+    # ------------------------------------------------------------------ outgoing
+
+    def send_message(self, message: dict[str, Any]) -> bool:
+        if self.closed:
+            return False
+        try:
+            self._out.put_nowait(orjson.dumps(message).decode())
+            return True
+        except asyncio.QueueFull:
+            return False
+
+    def supports_update(self, session_update: str) -> bool:
+        return self.client_capabilities.supports_update(session_update)
+
+    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
+        return self.send_message(notification(method, params))
+
+    def send_encoded(self, text: str) -> bool:
+        """A notification already encoded once for every client of the session
+        (`render.encode_notification`, the same text `send_notification` would queue)."""
+        if self.closed:
+            return False
+        try:
+            self._out.put_nowait(text)
+            return True
+        except asyncio.QueueFull:
+            return False
+
+    def send_urgent(self, method: str, params: dict[str, Any]) -> None:
+        """Goes out ahead of the (full) outgoing buffer: a `resync_required` must reach a
+        client that fell behind even though nothing else fits any more."""
+        if not self.closed:
+            self._urgent.append(orjson.dumps(notification(method, params)).decode())
+
+    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
+        """A replay frame: awaits room in the replay window (paced by the socket), in
+        order with everything else queued; False once closed."""
+        if self.closed:
+            return False
+        await self._out.put_replay(orjson.dumps(notification(method, params)).decode())
+        return True
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request to the client and wait for its result (raises RpcError).
+        Callers bound the wait themselves (`asyncio.timeout`)."""
+        if self.closed:
+            raise RpcError(ErrorCode.CONNECTION_CLOSED, "connection closed")
+        req_id = f"agentd-{next(self._ids)}"
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[req_id] = fut
+        try:
+            if not self.send_message(request(req_id, method, params)):
+                raise RpcError(ErrorCode.CONNECTION_CLOSED, "client buffer full")
+            return await fut
+        finally:
+            self._pending.pop(req_id, None)
+
+    async def _writer(self) -> None:
+        burst = 0  # frames sent since this task last let others run
+        while True:
+            if self._urgent:
+                frame = self._urgent.popleft()
+            elif self._out.empty():
+                burst = 0  # the get below waits: the other writers run meanwhile
+                frame = await self._out.get()
+            else:
+                frame = self._out.get_nowait()
+            if frame is _CLOSE:
+                return
+            await self.ws.send_text(frame)  # returns without waiting while the socket takes it
+            burst += 1
+            if burst >= WRITER_SLICE:
+                # Let the other clients' writers send theirs: a session's burst of frames
+                # then reaches all its clients together instead of one client after another.
+                burst = 0
+                await asyncio.sleep(0)
+
+    # ------------------------------------------------------------------ incoming
+
+    async def serve(self) -> None:
+        writer = asyncio.create_task(self._writer())
+        try:
+            while True:
+                try:
+                    text = await self.ws.receive_text()
+                except (WebSocketDisconnect, RuntimeError):
+                    return
+                except KeyError:  # a binary frame: not JSON-RPC
+                    self.send_message(
+                        error_response(
+                            None, RpcError(ErrorCode.INVALID_REQUEST, "binary frames are not supported")
+                        )
+                    )
+                    continue
+                self._on_frame(text)
+                if writer.done():
+                    return
+        finally:
+            await self._close(writer)
+
+    def _on_frame(self, text: str) -> None:
+        if len(text) > self.state.settings.max_frame_bytes // 4 and (
+            len(text.encode()) > self.state.settings.max_frame_bytes
+        ):
+            err = RpcError(
+                ErrorCode.INVALID_REQUEST, f"frame larger than {self.state.settings.max_frame_bytes} bytes"
+            )
+            self.send_message(error_response(None, err))
+            return
+        raw = read_message(text)
+        if isinstance(raw, RpcError):  # not JSON, or an empty batch
+            self.send_message(error_response(None, raw))
+            return
+        if isinstance(raw, list):
+            self._spawn(self._handle_batch(raw))
+            return
+        if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
+            self._on_response(raw)
+            return
+        if isinstance(raw, dict) and raw.get("method") == CANCEL_REQUEST and "id" not in raw:
+            self._cancel_request(raw.get("params"))
+            return
+        req_id = raw.get("id") if isinstance(raw, dict) and "method" in raw else None
+        task = self._spawn(self._handle_one(raw, req_id if isinstance(req_id, (int, str)) else None))
+        if isinstance(req_id, (int, str)) and not isinstance(req_id, bool):
+            self._requests[req_id] = task
+
+    def _cancel_request(self, params: Any) -> None:
+        """`$/cancel_request {requestId}`: the request is abandoned and answered -32800. A
+        prompt's turn goes on (it belongs to the session, which other clients may watch):
+        `session/cancel` stops a turn."""
+        req_id = params.get("requestId") if isinstance(params, dict) else None
+        task = self._requests.get(req_id) if isinstance(req_id, (int, str)) else None
+        if task is None or task.done():
+            return  # finished already, or never seen: nothing to do (it is a notification)
+        self._cancelled.add(req_id)  # type: ignore[arg-type]
+        task.cancel()
+
+    def _on_response(self, raw: dict[str, Any]) -> None:
+        problem = response_problem(raw)
+        if problem is not None:
+            # A malformed response is the client's bug, not a reason to drop it: say so
+            # (JSON-RPC's Invalid Request) and keep serving the connection.
+            log.info("%s: malformed response: %s", self.id, problem)
+            self.send_message(error_response(None, RpcError(ErrorCode.INVALID_REQUEST, problem)))
+            pending = raw.get("id")
+            fut = self._pending.get(pending) if isinstance(pending, (int, str)) else None
+            if fut is not None and not fut.done():
+                fut.set_exception(RpcError(ErrorCode.INVALID_REQUEST, f"the client answered: {problem}"))
+            return
+        fut = self._pending.get(raw.get("id"))  # type: ignore[arg-type]
+        if fut is None or fut.done():
+            log.info("%s: response to unknown request id %r", self.id, raw.get("id"))
+            return
+        if raw.get("error") is not None:
+            err = raw["error"]
+            fut.set_exception(RpcError(int(err["code"]), str(err.get("message", "error")), err.get("data")))
+        else:
+            fut.set_result(raw.get("result"))
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _handle_batch(self, items: list[Any]) -> None:
+        out = await self.dispatcher.handle_batch(items, self._context())
+        if out and not self.closed:
+            await self._out.put(orjson.dumps(out).decode())
+
+    async def _handle_one(self, raw: Any, req_id: int | str | None = None) -> None:
+        try:
+            resp = await self.dispatcher.handle(raw, self._context())
+        except asyncio.CancelledError:
+            if req_id is None or req_id not in self._cancelled or self.closed:
+                raise
+            self._cancelled.discard(req_id)
+            err = RpcError(ErrorCode.REQUEST_CANCELLED, "Request cancelled ($/cancel_request)")
+            resp = error_response(req_id, err)
+        finally:
+            if req_id is not None and self._requests.get(req_id) is asyncio.current_task():
+                del self._requests[req_id]
+        if resp is not None and not self.closed:
+            # A response is never dropped: it awaits room (it may follow a long replay).
+            await self._out.put(orjson.dumps(resp).decode())
+
+    def _context(self) -> CallContext:
+        return CallContext(state=self.state, principal=self.principal, connection=self, teams=self.teams)
+
+    async def _close(self, writer: asyncio.Task[None]) -> None:
+        self.closed = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(RpcError(ErrorCode.CONNECTION_CLOSED, "connection closed"))
+        for task in list(self._tasks):
+            task.cancel()
+        for session_id in list(self.sessions):
+            await self.state.detach(session_id, self.id)
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await writer

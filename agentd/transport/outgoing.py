@@ -1,0 +1,120 @@
+"""A client's outgoing frames, in order, with two bounds.
+
+Live frames are put without waiting and refused when `maxsize` of them are queued (the
+subscriber then tells the client to resync). Replay frames (agentd/session/replay.py)
+go through the same queue, so everything reaches the client in the order it was queued,
+but they do not count against that bound: they have their own window, which
+`put_replay` awaits, so a replay is paced by the client and never crowds out live frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from typing import Any
+
+REPLAY_WINDOW = 256  # replay frames queued ahead of the socket
+
+
+class OutgoingQueue:
+    """`asyncio.Queue`'s calls (`put_nowait` raising `asyncio.QueueFull`, `put` awaiting
+    room, `get`, `get_nowait`, `empty`, `full`, `qsize`) on two deques and waiter futures:
+    every frame goes through it, and `asyncio.Queue`'s hooks, counters and events (no one
+    joins this queue) were a dozen Python calls per frame (issue 14)."""
+
+    def __init__(self, maxsize: int, replay_window: int = REPLAY_WINDOW) -> None:
+        self.maxsize = maxsize
+        self._window = replay_window
+        self._items: collections.deque[Any] = collections.deque()
+        self._is_replay: collections.deque[bool] = collections.deque()  # parallel to the items
+        self._replayed = 0
+        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._putters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._room = asyncio.Event()
+        self._room.set()
+        # The loop, once known: 3.11's get_running_loop() is a getpid() system call, and
+        # the writer waits here for every frame of a model streaming chunk by chunk.
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def full(self) -> bool:
+        """As many live frames queued as `maxsize` (replay frames do not count)."""
+        return 0 < self.maxsize <= len(self._items) - self._replayed
+
+    def put_nowait(self, item: Any) -> None:
+        if 0 < self.maxsize <= len(self._items) - self._replayed:
+            raise asyncio.QueueFull
+        self._items.append(item)
+        self._is_replay.append(False)
+        if self._getters:
+            _wake_next(self._getters)
+
+    async def put(self, item: Any) -> None:
+        """Queue a frame once there is room (never dropped)."""
+        while self.full():
+            putter = asyncio.get_running_loop().create_future()
+            self._putters.append(putter)
+            try:
+                await putter
+            except BaseException:
+                putter.cancel()  # (not done yet: the wait itself was cancelled)
+                with contextlib.suppress(ValueError):
+                    self._putters.remove(putter)
+                if not self.full() and not putter.cancelled():
+                    _wake_next(self._putters)  # the room it was given goes to the next
+                raise
+        self.put_nowait(item)
+
+    async def put_replay(self, item: Any) -> None:
+        """Queue a replay frame once the replay window has room."""
+        while self._replayed >= self._window:
+            self._room.clear()
+            await self._room.wait()
+        self._items.append(item)
+        self._is_replay.append(True)
+        self._replayed += 1
+        if self._getters:
+            _wake_next(self._getters)
+
+    def get_nowait(self) -> Any:
+        if not self._items:
+            raise asyncio.QueueEmpty
+        item = self._items.popleft()
+        if self._is_replay.popleft():
+            self._replayed -= 1
+            self._room.set()
+        if self._putters:
+            _wake_next(self._putters)
+        return item
+
+    async def get(self) -> Any:
+        while not self._items:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            getter = loop.create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._getters.remove(getter)
+                if self._items and not getter.cancelled():
+                    _wake_next(self._getters)
+                raise
+        return self.get_nowait()
+
+
+def _wake_next(waiters: collections.deque[asyncio.Future[None]]) -> None:
+    while waiters:
+        waiter = waiters.popleft()
+        if not waiter.done():
+            waiter.set_result(None)
+            return

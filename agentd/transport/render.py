@@ -1,0 +1,222 @@
+"""How a session event looks on the wire (ACP frames), live and in replay — rendered
+here at the edge; the session layer gets `ACP_RENDERER` injected (agentd/session/sinks.py
+`Renderer`) and never builds a frame itself.
+
+Live, agent text arrives as chunks; the durable "final text" event then only marks the
+message's end (as an `_agentd/event`), so a live client never gets the text twice. In
+replay (`session/load`) the same durable event becomes one chunk holding the whole
+text. Either way the assembled text is identical (R-E3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from agentd.core.events import Event, EventKind
+from agentd.protocol import outgoing
+from agentd.protocol.acp import chunk_update, session_notification
+from agentd.protocol.jsonrpc import notification
+from agentd.protocol.methods import Notification
+from agentd.session.sinks import Frame
+
+if TYPE_CHECKING:
+    from agentd.session.local_commands import Advertised
+
+__all__ = ["ACP_RENDERER", "AcpRenderer", "Frame"]
+
+EXT_EVENT = Notification.EVENT
+EXT_PERMISSION_RESOLVED = Notification.PERMISSION_RESOLVED
+RESYNC_REQUIRED = Notification.RESYNC_REQUIRED
+SNAPSHOT = Notification.SESSION_SNAPSHOT
+
+
+def _meta(event: Event, last_seq: int) -> dict[str, Any]:
+    agentd: dict[str, Any] = {"seq": event.seq if event.seq is not None else last_seq}
+    if event.seq is None:
+        agentd["transient"] = True
+    return {"agentd": agentd}
+
+
+def _update(event: Event, update: dict[str, Any], last_seq: int) -> Frame:
+    return Notification.SESSION_UPDATE, session_notification(event.session_id, update, _meta(event, last_seq))
+
+
+def _ext(event: Event, last_seq: int) -> Frame:
+    # A compaction's replaced messages stay in the store; clients get the update only.
+    payload = event.payload["update"] if event.kind is EventKind.COMPACTION else event.payload
+    return EXT_EVENT, {
+        "sessionId": event.session_id,
+        "kind": event.kind.value,
+        "event": payload,
+        "_meta": _meta(event, last_seq),
+    }
+
+
+def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | None:
+    """Frames for events that have an ACP form; None when the event has none."""
+    p = event.payload
+    match event.kind:
+        case EventKind.USER_MESSAGE:
+            return [
+                _update(
+                    event,
+                    {"sessionUpdate": "user_message_chunk", "content": block, "messageId": p["messageId"]},
+                    last_seq,
+                )
+                for block in p["content"]
+            ]
+        case EventKind.AGENT_MESSAGE_CHUNK:
+            return [_update(event, chunk_update("agent_message_chunk", p["text"], p["messageId"]), last_seq)]
+        case EventKind.AGENT_THOUGHT_CHUNK:
+            return [_update(event, chunk_update("agent_thought_chunk", p["text"], p["messageId"]), last_seq)]
+        case EventKind.AGENT_MESSAGE | EventKind.AGENT_THOUGHT if replay:
+            kind = "agent_message_chunk" if event.kind is EventKind.AGENT_MESSAGE else "agent_thought_chunk"
+            if not p["text"]:
+                return []
+            method, params = _update(event, chunk_update(kind, p["text"], p["messageId"]), last_seq)
+            # The complete text of this messageId: a client holding a partial copy replaces it.
+            params["_meta"]["agentd"]["final"] = True
+            if p.get("interrupted"):
+                params["_meta"]["agentd"]["interrupted"] = True  # cut off by a stop or crash
+            return [(method, params)]
+        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.TOOL_CALL_PROGRESS if not replay:
+            return [_update(event, p, last_seq)]
+        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.PLAN:
+            return [_update(event, p, last_seq)]
+        case EventKind.COMPACTION:
+            return [_update(event, p["update"], last_seq)]
+        case EventKind.COMPACTION_PROGRESS if not replay:
+            return [_update(event, p, last_seq)]
+        case EventKind.NOTICE:
+            notice = {"sessionUpdate": "notice", "severity": p["severity"], "title": p["title"]}
+            return [_update(event, notice, last_seq)]
+        case EventKind.USAGE:
+            # Replayed too, so a client that reloads sees the same stream as one that watched.
+            update = {"sessionUpdate": "usage_update", "used": p["used"], "size": p["size"]}
+            if "cost" in p:
+                update["cost"] = p["cost"]
+            method, params = _update(event, update, last_seq)
+            if isinstance(p.get("prompt"), dict):  # this turn's tokens and cost so far
+                turn = {k: v for k, v in p["prompt"].items() if k != "byLane"}
+                params["_meta"]["agentd"]["turnUsage"] = turn
+            return [(method, params)]
+        case EventKind.CONFIG_OPTIONS:
+            update = {"sessionUpdate": "config_option_update", "configOptions": p["configOptions"]}
+            return [_update(event, update, last_seq)]
+        case EventKind.SESSION_INFO:
+            return [_update(event, {"sessionUpdate": "session_info_update", **p}, last_seq)]
+        case EventKind.MODE_CHANGED:
+            return [
+                _update(
+                    event, {"sessionUpdate": "current_mode_update", "currentModeId": p["modeId"]}, last_seq
+                )
+            ]
+    return None
+
+
+def for_client(
+    frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
+) -> list[Frame]:
+    """Frames the client may receive: a capability-gated ACP update (compaction, notice)
+    goes to a client that did not advertise it as an `_agentd/event` instead."""
+    out: list[Frame] = []
+    for method, params in frames:
+        if method == Notification.SESSION_UPDATE and not supports(params["update"]["sessionUpdate"]):
+            ext = _ext(event, last_seq)
+            if ext not in out:
+                out.append(ext)
+            continue
+        out.append((method, params))
+    return out
+
+
+def live_frames(event: Event, last_seq: int) -> list[Frame]:
+    frames = _acp_frames(event, last_seq, replay=False)
+    if frames is not None:
+        return frames
+    if event.kind is EventKind.PERMISSION_RESOLVED:
+        return [
+            (
+                EXT_PERMISSION_RESOLVED,
+                {"sessionId": event.session_id, **event.payload, "_meta": _meta(event, last_seq)},
+            )
+        ]
+    return [_ext(event, last_seq)]
+
+
+def acp_replay_frames(event: Event) -> list[Frame]:
+    """`session/load` replay: the conversation in ACP form only."""
+    return _acp_frames(event, event.seq or 0, replay=True) or []
+
+
+def attach_frames(event: Event) -> list[Frame]:
+    """`_agentd/session/attach` / SSE replay: every durable event — the conversation in ACP
+    form (final texts whole, marked `final`), everything else as in the live stream."""
+    frames = _acp_frames(event, event.seq or 0, replay=True)
+    if frames is not None:
+        return frames
+    return live_frames(event, event.seq or 0)
+
+
+def encode_notification(method: str, params: dict[str, Any]) -> str:
+    """A notification as the JSON-RPC text a WebSocket (or stdio) connection sends."""
+    return orjson.dumps(notification(method, params)).decode()
+
+
+def available_commands_frame(session_id: str, commands: list[Advertised], seq: int) -> Frame:
+    """ACP `available_commands_update` for one client (transient: at the session's last seq)."""
+    entries: list[dict[str, Any]] = []
+    for c in commands:
+        entry: dict[str, Any] = {"name": c.name, "description": c.description}
+        if c.hint:
+            entry["input"] = {"hint": c.hint}
+        entries.append(entry)
+    update = {"sessionUpdate": "available_commands_update", "availableCommands": entries}
+    return Notification.SESSION_UPDATE, {
+        "sessionId": session_id,
+        "update": update,
+        "_meta": {"agentd": {"seq": seq, "transient": True}},
+    }
+
+
+class AcpRenderer:
+    """The session's `Renderer`: events and notices as ACP (and `_agentd/…`) frames."""
+
+    def live(self, event: Event, last_seq: int) -> list[Frame]:
+        return live_frames(event, last_seq)
+
+    def whole(self, event: Event) -> list[Frame]:
+        return acp_replay_frames(event)
+
+    def attach(self, event: Event) -> list[Frame]:
+        return attach_frames(event)
+
+    def for_client(
+        self, frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
+    ) -> list[Frame]:
+        return for_client(frames, event, supports, last_seq)
+
+    def encode(self, frame: Frame) -> str:
+        return encode_notification(*frame)
+
+    def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
+        out = outgoing.resync_required(session_id, last_seq, reason)
+        return out.method, out.params
+
+    def snapshot(self, snapshot: dict[str, Any]) -> Frame:
+        return SNAPSHOT, snapshot
+
+    def available_commands(self, session_id: str, commands: list[Advertised], seq: int) -> Frame:
+        return available_commands_frame(session_id, commands, seq)
+
+    def permission_request(
+        self, session_id: str, request_id: str, tool_call: dict[str, Any], options: list[dict[str, str]]
+    ) -> Frame:
+        out = outgoing.request_permission(session_id, tool_call, options, request_id)
+        return out.method, out.params
+
+
+ACP_RENDERER = AcpRenderer()

@@ -1,0 +1,305 @@
+"""The transport's side of routing (R-C1, issue 15 item 2): which methods a replica forwards
+to the owner of a session it does not own, how a forwarded call is made here and answered
+there, and the permission answers of clients watching from a non-owner.
+
+A routable method's handler runs as usual; when the session is owned elsewhere it raises
+`owned_elsewhere` before changing anything, and `route` (the dispatcher's hook) forwards
+the very request — method and params as the client sent them — to the owner through
+`Router.forward`. The owner runs it through its own dispatcher (`execute`) as the caller's
+principal and teams, with no connection (as over `POST /rpc`): the same authorisation as a
+local call, and it is never routed on. A `session/prompt` caller on a connection is first
+subscribed to the session's events here (agentd/session/remote.py): its turn's events
+reach it from the log while the forward waits for the stop reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from agentd.infra.overload import overload_error
+from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError
+from agentd.protocol.methods import QueueOp, Served
+from agentd.session.commands import ROUTED_FROM
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.sinks import FrameSink
+from agentd.store.routed import RoutedCommand
+from agentd.transport.errors import rpc_error
+from agentd.transport.sharing import holder
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from agentd.transport.rpc import CallContext
+    from agentd.transport.state import AppState
+
+# Forwarded to the owner: every session-scoped method but attach, load and resume (served
+# here from the log) and `_agentd/hooks/register` (CONNECTION_BOUND).
+ROUTED: frozenset[str] = frozenset(
+    {
+        Served.SESSION_PROMPT,
+        Served.SESSION_CLOSE,  # the owner cancels, clears the queue, unloads; this client detaches
+        Served.SESSION_DELETE,  # the owner stops its actor and deletes; this client detaches
+        Served.FORK,  # the history up to a seq is the owner's (its writer's barrier)
+        Served.SHARE,  # the owner detaches its members who lost access
+        Served.RENAME,
+        Served.COMPACT,
+        Served.REWIND,
+        Served.SESSION_CANCEL,
+        Served.INTERJECT,
+        Served.ENQUEUE,
+        Served.SEND_NOW,
+        Served.PERMISSION_RESPOND,
+        Served.SESSION_SET_MODE,
+        Served.SESSION_SET_CONFIG_OPTION,
+        Served.GOAL_SET,
+        Served.GOAL_GET,
+        Served.GOAL_CLEAR,
+        Served.USAGE_GET,
+        *(op.method for op in QueueOp),
+    }
+)
+# Session-scoped methods that bind the session to *this* connection on the replica running
+# it: a stop hook is a request the owner's actor sends to the client and waits on at each
+# turn's end. Forwarding the registration would leave the owner holding no connection to
+# call, so on a non-owner they answer `owned_elsewhere` with `retryable: false` and say why.
+CONNECTION_BOUND: frozenset[str] = frozenset({Served.HOOKS_REGISTER})
+# After these succeed on the owner, the caller's connection here stops watching the session.
+_ENDS_WATCH: frozenset[str] = frozenset({Served.SESSION_CLOSE, Served.SESSION_DELETE})
+MAX_HOPS = 3  # the owner moved while the command travelled: follow it this many times
+
+
+def routable(method: str, exc: SessionError, routed: bool) -> str | None:
+    """The replica to forward to, or None when this call is not to be routed."""
+    if routed or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE or method not in ROUTED:
+        return None
+    owner = (exc.data or {}).get("owner")
+    # Not a replica id when the lease row was busy ("a replica with a write in flight",
+    # store/leases.py): then the caller gets the retryable `owned_elsewhere` itself.
+    if not isinstance(owner, str) or not owner or any(c.isspace() for c in owner):
+        return None
+    return owner
+
+
+def connection_bound(method: str, exc: SessionError) -> SessionError | None:
+    """The clear refusal of a CONNECTION_BOUND method on a non-owner, else None."""
+    if method not in CONNECTION_BOUND or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE:
+        return None
+    data = dict(exc.data or {})
+    owner = data.get("owner", "another replica")
+    data.update(reason="connection_bound", retryable=False)
+    return SessionError(
+        SessionErrorKind.OWNED_ELSEWHERE,
+        f"connection_bound: {method} binds the session to this connection, but the session runs on "
+        f"replica {owner}, which cannot call back a client connected here; connect to the "
+        "replica running the session (its stop hooks run there) or drive the turn from this "
+        "client instead",
+        data,
+    )
+
+
+_PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
+# Answered when a turn ends (a compaction of an idle session is a turn of its own, a model
+# call): no deadline, only the owner's liveness bounds the wait.
+TURN_LONG: frozenset[str] = frozenset({Served.SESSION_PROMPT, Served.COMPACT})
+
+
+def with_routed_from(params: dict[str, Any], origin: str) -> dict[str, Any]:
+    """`params` with `_meta.agentd.routedFrom` set: the prompt's user message is then not
+    sent back to the connection that sent it (as for a local client)."""
+    raw = params.get("_meta")
+    meta: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    raw_inner = meta.get("agentd")
+    inner: dict[str, Any] = raw_inner if isinstance(raw_inner, dict) else {}
+    return {**params, "_meta": {**meta, "agentd": {**inner, ROUTED_FROM: origin}}}
+
+
+def session_id_of(params: Any) -> str | None:
+    sid = params.get("sessionId") if isinstance(params, dict) else None
+    return sid if isinstance(sid, str) else None
+
+
+async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
+    """Forward `request` to the session's owner; its result, or its error raised here."""
+    state = ctx.state
+    refusal = None if ctx.routed else connection_bound(request.method, exc)
+    sid = session_id_of(request.params)
+    if refusal is not None:
+        if sid is not None:  # a caller without the rights is told "not found", as anywhere (R-X2)
+            from agentd.transport.handlers.remote import stored_access
+            from agentd.transport.sharing import Access
+
+            await stored_access(ctx, sid, Access.DRIVE)
+        raise refusal
+    owner = routable(request.method, exc, ctx.routed)
+    if state.router is None or owner is None or sid is None:
+        raise exc
+    params = request.params if isinstance(request.params, dict) else {}
+    prompt = request.method == Served.SESSION_PROMPT
+    conn = ctx.connection
+    if conn is not None and request.method in _PROMPTS:
+        params = with_routed_from(params, f"{state.router.replica_id}/{conn.id}")
+    if prompt and conn is not None and sid not in conn.sessions and state.remote is not None:
+        from agentd.transport.handlers.remote import watch_from_here
+
+        await watch_from_here(ctx, sid, owner)  # its turn's events come from the log
+    for _ in range(MAX_HOPS):
+        outcome = await state.router.forward(
+            session_id=sid,
+            owner=owner,
+            method=request.method,
+            params=params,
+            principal=ctx.principal,
+            teams=tuple(sorted(ctx.teams)),
+            wait_for_turn=request.method in TURN_LONG,
+        )
+        if state.remote is not None and conn is not None and sid in conn.sessions:
+            await state.remote.caught_up(sid)  # the answer does not overtake the events before it
+        error = outcome.get("error")
+        if not isinstance(error, dict):
+            if conn is not None and request.method in _ENDS_WATCH and sid in conn.sessions:
+                conn.sessions.discard(sid)  # as a local close/delete detaches its caller
+                await state.detach(sid, conn.id)
+            return outcome.get("result")
+        moved = error.get("data") if error.get("code") == ErrorCode.SESSION_ELSEWHERE else None
+        new_owner = moved.get("owner") if isinstance(moved, dict) else None
+        if isinstance(new_owner, str) and new_owner not in (owner, state.router.replica_id):
+            owner = new_owner  # taken over meanwhile: follow it
+            continue
+        raise RpcError(
+            int(error.get("code", ErrorCode.INTERNAL_ERROR)), str(error.get("message", "")), error.get("data")
+        )
+    raise exc
+
+
+async def execute(state: AppState, command: RoutedCommand) -> dict[str, Any]:
+    """Run a command forwarded here, as its caller's principal: its outcome (an unexpected
+    failure raises; the router answers it as an internal error)."""
+    from agentd.transport.rpc import CallContext
+
+    ctx = CallContext(state, command.principal, None, teams=frozenset(command.teams), routed=True)
+    request = Request(jsonrpc="2.0", method=command.method, params=command.params, id=command.id)
+    try:
+        result = await state.dispatcher.call(request, ctx)
+    except (RpcError, SessionError) as exc:
+        return {"error": _error(rpc_error(exc))}
+    except Exception as exc:
+        overloaded = overload_error(exc)
+        if overloaded is None:
+            raise
+        return {"error": _error(overloaded)}
+    return {"result": {} if result is None else result}
+
+
+def _error(err: RpcError) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.data is not None:
+        out["data"] = err.data
+    return out
+
+
+def permission_answerer(state: AppState) -> Any:
+    """The `answer` of agentd/session/remote.py: a watching client's choice goes to the
+    owner as that client's `_agentd/permission/respond` (its rights checked there)."""
+
+    async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str | None) -> None:
+        from agentd.transport.rpc import CallContext
+
+        who = holder(sink)
+        if who is None:
+            return
+        principal, teams = who
+        ctx = CallContext(state, principal, None, teams=teams)
+        params: dict[str, Any] = {"sessionId": session_id, "requestId": request_id}
+        if option_id is None:
+            params["outcome"] = "cancelled"
+        else:
+            params["optionId"] = option_id
+        request = Request(jsonrpc="2.0", method=Served.PERMISSION_RESPOND, params=params, id=0)
+        try:
+            await state.dispatcher.call(request, ctx)  # routed by the dispatcher's hook
+        except (RpcError, SessionError) as exc:  # answered elsewhere first, or the turn ended
+            raise RuntimeError(rpc_error(exc).message) from None
+
+    return answer
+
+
+async def start_routing(state: AppState, database_url: str, replica_id: str) -> Callable[[], Awaitable[None]]:
+    """Several replicas on one Postgres: this replica's router, its watches of sessions
+    owned elsewhere and the one LISTEN connection waking both. Returns the stop (after the
+    actors have stopped: the outcomes of commands run here still go out)."""
+    from agentd.session.remote import RemoteWatches
+    from agentd.session.routing import Router
+    from agentd.store.notify import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, PgListener
+    from agentd.transport.render import ACP_RENDERER
+
+    settings = state.settings
+    router = Router(
+        state.store.engine,
+        replica_id,
+        timeout_s=settings.routed_command_timeout_s,
+        check_interval_s=max(0.2, min(settings.lease_ttl_s / 2, 5.0)),
+        observe=state.metrics.routed,
+    )
+    remote = RemoteWatches(
+        state.store,
+        ACP_RENDERER,
+        permission_answerer(state),
+        replica_id=replica_id,
+        observe_lag=state.metrics.notify_lag,
+    )
+
+    async def execute_here(command: RoutedCommand) -> dict[str, Any]:
+        return await execute(state, command)
+
+    router.execute = execute_here
+    await router.start()
+    rechecks: set[asyncio.Task[None]] = set()
+
+    async def recheck(session_id: str) -> None:
+        from agentd.transport.handlers.share import recheck_remote_access
+
+        try:
+            await recheck_remote_access(state, session_id)
+        except Exception:  # the next change (or reconnect) checks again
+            log.exception("re-checking the access of session %s's watchers failed", session_id)
+
+    def on_shares(raw: str) -> None:
+        """A session's shares changed somewhere: hold this replica's watchers to them."""
+        if 0 < len(raw) <= MAX_SESSION_ID and remote.get(raw) is not None:
+            checking = asyncio.create_task(recheck(raw))
+            rechecks.add(checking)
+            checking.add_done_callback(rechecks.discard)
+
+    async def on_connect() -> None:
+        await remote.tails.on_connect()
+        await router.on_connect()
+        for session_id in remote.session_ids():  # a change may have gone by meanwhile
+            await recheck(session_id)
+
+    listener = PgListener(
+        database_url,
+        {
+            EVENTS_CHANNEL: remote.tails.on_notification,
+            router.channel: router.on_notification,
+            SHARES_CHANNEL: on_shares,
+        },
+        on_connect=on_connect,
+    )
+    task = asyncio.create_task(listener.run(), name="pg-listen")
+    state.router, state.remote = router, remote
+    state.dispatcher.route = route
+
+    async def stop() -> None:
+        for pending in list(rechecks):
+            pending.cancel()
+        await router.stop()
+        await remote.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    return stop

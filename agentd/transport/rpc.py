@@ -1,0 +1,238 @@
+"""The one JSON-RPC path every transport uses (R-P4): decode → (batch) → initialize gate →
+depth → envelope → rate limit → params → handler → error mapping.
+
+A method is a params model plus an async handler. The dispatcher validates the
+envelope and the params (pydantic → -32602 with readable `data`), calls the handler
+and turns every failure into an error response; it never raises. Transports are adapters:
+they frame bytes (size limits, WebSocket/SSE/lines/HTTP bodies) and call `read_message`
+then `Dispatcher.answer` (POST /rpc) or `Dispatcher.handle` per message (`Connection`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from agentd.core.input_limits import limit_exceeded
+from agentd.infra.config import AuthMode
+from agentd.infra.overload import overload_error
+from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
+from agentd.protocol.methods import Served
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.transport.errors import rpc_error
+from agentd.transport.guards import check_depth, rate_key
+
+if TYPE_CHECKING:
+    from agentd.transport.connection import Connection
+    from agentd.transport.state import AppState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CallContext:
+    state: AppState
+    principal: str
+    connection: Connection | None = None  # None over HTTP
+    remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
+    teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
+    routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
+
+    @property
+    def rate_key(self) -> str:
+        conn_id = self.connection.id if self.connection is not None else None
+        return rate_key(self.state.auth.mode is not AuthMode.NONE, self.principal, conn_id, self.remote)
+
+
+Handler = Callable[[CallContext, Any], Awaitable[Any]]
+# Forwards a call whose session another replica owns (agentd/transport/routed.py).
+RouteHook = Callable[[CallContext, Request, SessionError], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Method:
+    params: type[BaseModel] | None
+    handler: Handler
+    needs_connection: bool = False  # sends server→client requests or streams replays
+
+
+def validation_data(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"path": ".".join(str(p) for p in err["loc"]) or "params", "message": err["msg"]}
+        for err in exc.errors(include_url=False)
+    ]
+
+
+def describe(exc: ValidationError) -> str:
+    first = validation_data(exc)[0]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"Invalid params: {first['path']}: {first['message']}{more}"
+
+
+def read_message(data: str | bytes) -> Any:
+    """A frame's JSON: a message, a non-empty batch, or the RpcError to answer (with id null)
+    when it is not JSON or an empty batch."""
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return RpcError(ErrorCode.PARSE_ERROR, f"Parse error: {exc}")
+    if isinstance(raw, list) and not raw:
+        return RpcError(ErrorCode.INVALID_REQUEST, "empty batch")
+    return raw
+
+
+def parse_envelope(raw: Any) -> Request | RpcError:
+    if not isinstance(raw, dict):
+        return RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
+    try:
+        return Request.model_validate(raw)
+    except ValidationError as exc:
+        return RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", validation_data(exc))
+
+
+def raw_id(raw: Any) -> Any:
+    """The id of a message we could not parse, if it has a usable one."""
+    if isinstance(raw, dict):
+        value = raw.get("id")
+        if isinstance(value, (int, str)) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def response_problem(raw: dict[str, Any]) -> str | None:
+    """Why a client→server response frame is malformed (None when it is well formed): its
+    id must be an integer, a string or null, and an `error` an object with an integer code."""
+    rid = raw.get("id")
+    if rid is not None and (not isinstance(rid, (int, str)) or isinstance(rid, bool)):
+        kind = type(rid).__name__
+        return f"Invalid Request: a response id must be an integer, a string or null, not {kind}"
+    err = raw.get("error")
+    if err is None:
+        return None
+    if not isinstance(err, dict):
+        return "Invalid Request: a response's error must be an object"
+    code = err.get("code")
+    if not isinstance(code, int) or isinstance(code, bool):
+        return "Invalid Request: a response's error code must be an integer"
+    return None
+
+
+def _before_initialize(raw: Any, ctx: CallContext) -> Request | None:
+    """On a connection `initialize` must come first: the well-formed request (or notification)
+    that comes before it, else None. Over `POST /rpc` (no connection) there is no such rule."""
+    conn = ctx.connection
+    if conn is None or conn.initialized:
+        return None
+    parsed = parse_envelope(raw)
+    if isinstance(parsed, RpcError) or parsed.method == Served.INITIALIZE:
+        return None
+    return parsed
+
+
+class Dispatcher:
+    def __init__(self, methods: dict[str, Method], unsupported: dict[str, str] | None = None) -> None:
+        self.methods = methods
+        # ACP methods agentd deliberately does not implement → why (said in the error).
+        self.unsupported = unsupported or {}
+        self.route: RouteHook | None = None  # set when this replica routes (Postgres)
+
+    async def call(self, request: Request, ctx: CallContext) -> Any:
+        """Run one request; returns the result or raises RpcError."""
+        method = self.methods.get(request.method)
+        if method is None:
+            why = self.unsupported.get(request.method)
+            if why is not None:
+                raise RpcError(
+                    ErrorCode.METHOD_NOT_FOUND,
+                    f"Method not found: {request.method} is not supported: {why}",
+                    {"reason": "unsupported"},
+                )
+            raise RpcError.method_not_found(request.method)
+        if method.needs_connection and ctx.connection is None:
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST, f"{request.method} needs a WebSocket connection (GET /acp)"
+            )
+        params: Any = request.params
+        if method.params is not None:
+            if params is None:  # JSON-RPC lets a request omit params
+                params = {}
+            if not isinstance(params, dict):
+                raise RpcError.invalid_params(
+                    "Invalid params: expected an object",
+                    [{"path": "params", "message": "expected an object"}],
+                )
+            try:
+                params = method.params.model_validate(params)
+            except ValidationError as exc:
+                raise RpcError.invalid_params(describe(exc), validation_data(exc)) from None
+        try:
+            return await method.handler(ctx, params)
+        except SessionError as exc:
+            # `owned_elsewhere` comes from `SessionManager.get`, before a handler changes
+            # anything: the very request can go to the owner (agentd/transport/routed.py).
+            if self.route is None or exc.kind is not SessionErrorKind.OWNED_ELSEWHERE or ctx.routed:
+                raise
+            return await self.route(ctx, request, exc)
+
+    async def answer(self, raw: Any, ctx: CallContext) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """A decoded message or batch (see `read_message`) → its response, the list of a
+        batch's responses, or None when nothing is to be answered (only notifications)."""
+        if isinstance(raw, list):
+            return await self.handle_batch(raw, ctx) or None
+        return await self.handle(raw, ctx)
+
+    async def handle_batch(self, items: list[Any], ctx: CallContext) -> list[dict[str, Any]]:
+        """A batch's items run concurrently; the responses keep the batch's order."""
+        responses = await asyncio.gather(*(self.handle(item, ctx) for item in items))
+        return [r for r in responses if r is not None]
+
+    async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None:
+        """One incoming message → its response (None for notifications)."""
+        early = _before_initialize(raw, ctx)
+        if early is not None:  # refused; a notification silently
+            if early.is_notification:
+                return None
+            err = RpcError(
+                ErrorCode.INVALID_REQUEST, "Invalid Request: `initialize` must be the first request"
+            )
+            return error_response(raw_id(raw), err)
+        settings = ctx.state.settings
+        too_deep = check_depth(raw, settings.max_json_depth)
+        if too_deep is not None:
+            return error_response(raw_id(raw), too_deep)
+        parsed = parse_envelope(raw)
+        if isinstance(parsed, RpcError):
+            return error_response(raw_id(raw), parsed)
+        # A cancel is never rate-limited: it is how a client stops the work it started.
+        wait = None if parsed.method == Served.SESSION_CANCEL else ctx.state.rate_limiter.allow(ctx.rate_key)
+        if wait is not None:
+            err = limit_exceeded(
+                "rate",
+                settings.rate_limit_per_s,
+                f"rate limit: retry in {wait:.2f}s",
+                retryAfter=round(wait, 3),
+            )
+            return None if parsed.is_notification else error_response(parsed.id, err)
+        try:
+            result = await self.call(parsed, ctx)
+        except RpcError as err:
+            return None if parsed.is_notification else error_response(parsed.id, err)
+        except SessionError as exc:  # the session's own errors get their wire codes here
+            return None if parsed.is_notification else error_response(parsed.id, rpc_error(exc))
+        except Exception as exc:
+            overloaded = overload_error(exc)  # a saturated database: retryable, not a bug
+            if overloaded is not None:
+                log.warning("method %s: %s (%s)", parsed.method, overloaded.message, exc)
+            else:
+                log.exception("method %s failed", parsed.method)
+            failure = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
+            return None if parsed.is_notification else error_response(parsed.id, failure)
+        if parsed.is_notification:
+            return None
+        return response(parsed.id, {} if result is None else result)

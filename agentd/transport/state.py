@@ -1,0 +1,93 @@
+"""The server's state as the transport sees it: one `AppState` per app, built by the composition
+root (`agentd/app.py`) and handed to every connection and handler. It lives in the transport layer
+so the transport names it without importing upward."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from agentd.core.provider import Provider
+from agentd.infra.auth import Authenticator
+from agentd.infra.config import Settings
+from agentd.infra.metrics import Metrics
+from agentd.session.attach import attach as attach_client
+from agentd.session.attach import check_cursor
+from agentd.session.commands import Detach
+from agentd.session.eventlog import EventWriter
+from agentd.session.hub import Subscriber
+from agentd.session.manager import SessionManager
+from agentd.session.services import ActorServices
+from agentd.session.sinks import FrameSink
+from agentd.store.db import Store
+from agentd.transport.guards import RateLimiter
+from agentd.transport.revocation import LiveTokens
+from agentd.transport.rpc import Dispatcher
+
+if TYPE_CHECKING:
+    from agentd.agents import AgentDefinition
+    from agentd.session.actor import SessionActor
+    from agentd.session.remote import RemoteWatches
+    from agentd.session.routing import Router
+
+Replay = Literal["none", "acp", "attach"]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    store: Store
+    writer: EventWriter
+    manager: SessionManager
+    provider: Provider
+    dispatcher: Dispatcher
+    services: ActorServices
+    auth: Authenticator
+    rate_limiter: RateLimiter
+    metrics: Metrics
+    live_tokens: LiveTokens = field(default_factory=LiveTokens)  # streams to end on revocation
+    # Several replicas (R-C1, Postgres): commands forwarded to a session's owner, and the
+    # sessions owned elsewhere that clients here watch from the log. None on SQLite.
+    router: Router | None = None
+    remote: RemoteWatches | None = None
+
+    @property
+    def agents(self) -> dict[str, AgentDefinition]:
+        return self.services.agents  # the first call loads the turn machinery (services.py)
+
+    async def drain(self) -> None:
+        """Graceful shutdown (R-S5): stop the actors within the grace period, flush the log."""
+        await self.manager.shutdown(self.settings.shutdown_grace_s)
+        await self.writer.barrier()
+
+    async def principal_for(self, headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+        """Who a request acts as (R-X1); raises AuthError when auth is on and fails."""
+        return await self.auth.principal(headers, query)
+
+    def check_cursor(self, actor: SessionActor, after_seq: int) -> None:
+        """Raises when an attach cursor is beyond the log (agentd/session/attach.py)."""
+        check_cursor(actor, after_seq)
+
+    async def attach(
+        self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
+    ) -> Subscriber:
+        """Subscribe `sink` to the session, with the replay asked for (R-E3; see
+        agentd/session/attach.py)."""
+        if self.remote is not None:  # it watched the session from the log while another replica ran it
+            await self.remote.detach(actor.id, sink.id)
+        return await attach_client(
+            self.store,
+            actor,
+            sink,
+            replay=replay,
+            after_seq=after_seq,
+            buffer_limit=self.settings.client_buffer_frames,
+        )
+
+    async def detach(self, session_id: str, conn_id: str) -> None:
+        actor = self.manager.live_actor(session_id)  # an unloaded actor has no subscribers
+        if actor is not None:
+            actor.send(Detach(conn_id))
+        if self.remote is not None:
+            await self.remote.detach(session_id, conn_id)

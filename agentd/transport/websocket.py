@@ -1,0 +1,38 @@
+"""`GET /acp`: the WebSocket endpoint (R-P1)."""
+
+from __future__ import annotations
+
+import contextlib
+
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket
+
+from agentd.infra.auth import CHALLENGE, AuthError, chosen_subprotocol
+from agentd.transport.connection import Connection
+from agentd.transport.guards import connection_key
+from agentd.transport.revocation import CloseCode, CloseReason
+
+
+async def acp_endpoint(ws: WebSocket) -> None:
+    state = ws.app.state.agentd
+    try:
+        identity = await state.auth.identify(ws.headers, ws.query_params)
+    except AuthError as err:
+        # Refused at the handshake with a readable HTTP 401 (R-X1), never accepted.
+        body = {"error": "unauthorized", "detail": str(err)}
+        await ws.send_denial_response(JSONResponse(body, status_code=401, headers=CHALLENGE))
+        return
+    await ws.accept(subprotocol=chosen_subprotocol(ws.headers))
+    conn = Connection(ws, state, state.dispatcher, principal=identity.principal, teams=identity.teams)
+
+    async def close_revoked() -> None:
+        # The reader then sees the client's close and ends the connection as usual.
+        with contextlib.suppress(RuntimeError):  # already closing
+            await ws.close(code=CloseCode.TOKEN_REVOKED, reason=CloseReason.TOKEN_REVOKED)
+
+    forget = state.live_tokens.register(identity.token_hash, close_revoked)
+    try:
+        await conn.serve()
+    finally:
+        forget()
+        state.rate_limiter.forget(connection_key(conn.id))

@@ -1,0 +1,114 @@
+// The page's one WebSocket to /acp, kept alive: JSON-RPC requests and notifications, and a
+// reconnect with backoff after a network drop or a server restart. `onReady(reconnected)`
+// runs after every `initialize` (the app re-attaches its session from the last seq there);
+// requests sent with `{retry: true}` (idempotent ones, e.g. an enqueue under its requestId)
+// are sent again after a reconnect instead of failing.
+
+const CAPABILITIES = {session: {compaction: {}, notices: {}}};
+const BACKOFF_MS = [200, 400, 800, 1600, 3200, 5000];
+const TOKEN_REVOKED = 4401;  // agentd/transport/revocation.py
+export const CONNECTION_LOST = "connection lost";
+
+export class Connection {
+  // checkToken(token) -> {ok, unreachable?}: asked when a socket with a token is refused.
+  constructor({token, onReady, onMessage, onStatus, onAuthLost, checkToken}) {
+    this.token = token || ""; this.checkToken = checkToken;
+    this.onReady = onReady; this.onMessage = onMessage; this.onStatus = onStatus; this.onAuthLost = onAuthLost;
+    this.ws = null; this.nextId = 1; this.pending = new Map(); this.retries = [];
+    this.attempt = 0; this.everReady = false; this.stopped = false; this.timer = 0;
+    this.info = null; this.generation = 0;  // how many times the socket was (re)opened
+  }
+
+  start() { this.stopped = false; this._open(); }
+
+  stop() {
+    this.stopped = true; clearTimeout(this.timer);
+    if (this.ws) { this.ws.onclose = null; this.ws.close(); this.ws = null; }
+    this._failPending();
+  }
+
+  get open() { return !!this.ws && this.ws.readyState === WebSocket.OPEN && this.ready; }
+
+  _open() {
+    const url = location.origin.replace(/^http/, "ws") + "/acp";
+    const ws = this.token ? new WebSocket(url, ["acp", "agentd.bearer." + this.token]) : new WebSocket(url);
+    this.ws = ws; this.ready = false;
+    let opened = false;
+    ws.onopen = () => { opened = true; this._initialize(ws); };
+    ws.onmessage = (ev) => this._receive(JSON.parse(ev.data));
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null; this.ready = false;
+      this._failPending();
+      if (this.stopped) return;
+      if (ev.code === TOKEN_REVOKED) { this.stopped = true; this.onAuthLost(); return; }
+      if (!opened && this.token && this.checkToken) this._recheck();
+      const wait = BACKOFF_MS[Math.min(this.attempt++, BACKOFF_MS.length - 1)];
+      this.onStatus("reconnecting", `connection lost — reconnecting in ${(wait / 1000).toFixed(1)} s`);
+      this.timer = setTimeout(() => this._open(), wait);
+    };
+  }
+
+  // Refused at the handshake with a token: revoked while the page was away? (A refused
+  // handshake looks like a network failure to a page.)
+  async _recheck() {
+    const check = await this.checkToken(this.token);
+    if (check.ok || check.unreachable || this.stopped) return;
+    this.stopped = true; clearTimeout(this.timer);
+    this.onAuthLost();
+  }
+
+  async _initialize(ws) {
+    let init;
+    try {
+      init = await this._request("initialize", {protocolVersion: 1, clientCapabilities: CAPABILITIES});
+    } catch { return; }  // closed meanwhile: onclose retries
+    if (this.ws !== ws) return;
+    this.attempt = 0; this.ready = true; this.info = init.agentInfo; this.generation += 1;
+    const reconnected = this.everReady; this.everReady = true;
+    this.onStatus("connected", "connected to " + init.agentInfo.name + " " + init.agentInfo.version);
+    try { await this.onReady(reconnected); } catch { /* shown by the app */ }
+    const again = this.retries; this.retries = [];
+    for (const r of again) this._request(r.method, r.params).then(r.resolve, (e) => this._retryOrFail(r, e));
+  }
+
+  _receive(msg) {
+    if (msg.id !== undefined && !msg.method) {
+      const waiter = this.pending.get(msg.id); this.pending.delete(msg.id);
+      if (!waiter) return;
+      if (msg.error) waiter.reject(msg.error); else waiter.resolve(msg.result);
+      return;
+    }
+    this.onMessage(msg);
+  }
+
+  _failPending() {
+    const waiting = [...this.pending.values()]; this.pending.clear();
+    for (const w of waiting) w.reject({message: CONNECTION_LOST, lost: true});
+  }
+
+  _request(method, params) {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return Promise.reject({message: CONNECTION_LOST, lost: true});
+    const id = this.nextId++;
+    this.ws.send(JSON.stringify({jsonrpc: "2.0", id, method, params}));
+    return new Promise((resolve, reject) => this.pending.set(id, {resolve, reject}));
+  }
+
+  _retryOrFail(r, e) {
+    if (e && e.lost && !this.stopped) this.retries.push(r); else r.reject(e);
+  }
+
+  // A request; `retry`: sent again after a reconnect when the connection drops first.
+  rpc(method, params, {retry = false} = {}) {
+    if (!retry) return this.ready ? this._request(method, params) : Promise.reject({message: CONNECTION_LOST, lost: true});
+    return new Promise((resolve, reject) => {
+      const r = {method, params, resolve, reject};
+      if (!this.ready) { this.retries.push(r); return; }
+      this._request(method, params).then(resolve, (e) => this._retryOrFail(r, e));
+    });
+  }
+
+  notify(method, params) { this.send({jsonrpc: "2.0", method, params}); }
+
+  send(obj) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(obj)); }
+}

@@ -1,6 +1,0 @@
-"""The ACP methods agentd implements (R-P2), one module per job; `registry.py` holds the table
-the dispatcher serves."""
-
-from server.transport.handlers.registry import METHODS, UNSUPPORTED
-
-__all__ = ["METHODS", "UNSUPPORTED"]
