@@ -42,7 +42,7 @@ from typing import Any, cast
 from agentd.agents.builder import AgentBuilder, join_names
 from agentd.agents.definition import DEFAULT_AGENT, AgentDefinition, AgentDefinitionError, Problem
 from agentd.agents.frontmatter import parse_markdown
-from agentd.loop.subagent import TASK_TOOL
+from agentd.loop.task_tool import TASK_TOOL
 from agentd.tools.registry import BUILTIN_TOOLS
 
 DEFINITION_SUFFIXES = (".toml", ".md")

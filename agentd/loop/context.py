@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agentd.core.completion import CompletionRequirement
 from agentd.core.conversation import Message
@@ -20,6 +20,7 @@ from agentd.core.lane import Lane as Lane  # re-exported from here too
 from agentd.core.modes import PermissionMode
 from agentd.core.permission import PermissionAnswer as PermissionAnswer  # re-exported for the session
 from agentd.core.provider import Provider
+from agentd.core.task_notice import CompletionSource
 from agentd.core.tool_call_ids import ToolCallIds
 from agentd.loop.budget import BudgetLimits, BudgetState
 from agentd.loop.goal import GoalState
@@ -28,6 +29,7 @@ from agentd.loop.request_memo import RequestMemo
 from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
 from agentd.loop.usage import Price, UsageLedger
+from agentd.tools.agent_tasks import AgentTasks
 from agentd.tools.background import BackgroundTasks
 from agentd.tools.base import Tool
 from agentd.tools.client_bridge import ClientBridge
@@ -35,10 +37,15 @@ from agentd.tools.hooks import PreToolHook, StopHook
 from agentd.tools.permissions import Remembered
 from agentd.tools.todo import TodoList
 
-if TYPE_CHECKING:
-    from agentd.loop.subagent import Subagents
-
 T = TypeVar("T")
+
+
+class ChildAgents(AgentTasks, CompletionSource, Protocol):
+    """What a turn needs of the session's sub-agents (`agentd.loop.subagent.Subagents`, which
+    runs turns itself, so this module names it by what it does): `task_output`'s view, the
+    reminders' source, and whether a background child of a turn still runs."""
+
+    def live_from(self, turn_id: str) -> bool: ...
 
 
 class TurnCancelled(Exception):
@@ -194,7 +201,7 @@ class TurnContext:
     # Sub-agents (R-T11): the session's registry; this agent's nesting depth (the session's
     # agent is 0); extra fields of the stop-hook payload (a child's SubagentStop); and the
     # usage of finished foreground children, rolled up into this turn's ledger at its end.
-    subagents: Subagents | None = None
+    subagents: ChildAgents | None = None
     depth: int = 0
     stop_payload: dict[str, Any] = field(default_factory=dict)
     child_usage: UsageLedger = field(default_factory=UsageLedger)

@@ -41,12 +41,11 @@ import dataclasses
 import itertools
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
-from agentd.core.completion import CompletionRequirement
 from agentd.core.conversation import Message
 from agentd.core.task_notice import (
     TaskCompletion,
@@ -64,51 +63,17 @@ from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
 from agentd.loop.subagent_events import NestedEvents
 from agentd.loop.subagent_limits import SubagentLimits, can_spawn, child_budget, spawn_refusal
+from agentd.loop.task_tool import TASK_TOOL, AgentSpec, ChildRequest, TaskTool
 from agentd.loop.usage import UsageLedger
-from agentd.tools.base import Tool, ToolError, ToolResult
+from agentd.tools.base import Tool, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.hooks import StopHook
 from agentd.tools.todo import TodoList
 
 log = logging.getLogger(__name__)
 
-TASK_TOOL = "task"
 _CLOSE_GRACE = 5.0  # close(): how long cancelled children get to end
 ANSWER_CHARS = 2000  # of a child's answer repeated on its lifecycle event
-
-
-class AgentSpec(Protocol):
-    """What a child is made of — the shape of `agentd.agents.AgentDefinition` (a layer above,
-    so it is described here, not imported)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-    @property
-    def system_prompt(self) -> str: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def max_turns(self) -> int | None: ...
-    @property
-    def completion(self) -> CompletionRequirement | None: ...
-    @property
-    def output_schema(self) -> dict[str, Any] | None: ...
-
-    def allows_tool(self, name: str) -> bool: ...
-
-    def select_tools(self, available: Mapping[str, Tool]) -> dict[str, Tool]: ...
-
-
-@dataclass(frozen=True)
-class ChildRequest:
-    """One `task` call, checked: which agent, what to do, and how."""
-
-    spec: AgentSpec
-    prompt: str
-    description: str
-    max_turns: int | None
-    background: bool
 
 
 @dataclass
@@ -169,6 +134,9 @@ class Subagents:
     """The sub-agents of one session: spawning, limits, background children, notices."""
 
     agents: Mapping[str, AgentSpec]
+    # The turn loop a child runs in (`agentd.loop.run_turn`, handed in by the session: the
+    # loop's turn runs tools, this registry is one of them, so it cannot import the turn).
+    run_turn: Callable[[TurnContext], Awaitable[TurnOutcome]]
     limits: SubagentLimits = field(default_factory=SubagentLimits)
     default_system_prompt: str = ""
     stop_hooks: list[StopHook] = field(default_factory=list)  # SubagentStop
@@ -206,8 +174,6 @@ class Subagents:
 
     def task_tool(self, parent: TurnContext, available: dict[str, Tool]) -> Tool | None:
         """The `task` tool for the session's agent's turn, or None past the depth limit."""
-        from agentd.loop.task_tool import TaskTool
-
         if not self.agents or not can_spawn(parent.depth, self.limits):
             return None
         return cast("Tool", TaskTool(self, available).bind(parent))
@@ -221,8 +187,6 @@ class Subagents:
         available: dict[str, Tool],
     ) -> TurnContext:
         """The child's context, derived from its parent's (see the module doc)."""
-        from agentd.loop.task_tool import TaskTool  # the tool builds contexts through us
-
         spec = request.spec
         depth = parent.depth + 1
         tools = spec.select_tools({k: v for k, v in available.items() if k != TASK_TOOL})
@@ -322,8 +286,6 @@ class Subagents:
     async def _run(
         self, child: _Child, ctx: TurnContext, parent: TurnContext, link: asyncio.Future[Any]
     ) -> None:
-        from agentd.loop.turn import run_turn  # turn → react → toolrun → (this tool): no cycle at import
-
         events = ctx.events
         assert isinstance(events, NestedEvents)
         events.lifecycle(
@@ -331,7 +293,7 @@ class Subagents:
         )
         outcome = TurnOutcome.cancelled(EndReason.USER_CANCELLED)  # if the runner itself is killed
         try:
-            outcome = await run_turn(ctx)
+            outcome = await self.run_turn(ctx)
         finally:
             link.cancel()
             child.outcome = outcome

@@ -9,16 +9,67 @@ to the session's `Subagents` and to the tools a child may choose from; the runni
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.loop.subagent import TASK_TOOL, ChildRequest
+from agentd.core.completion import CompletionRequirement
 from agentd.loop.subagent_limits import child_max_turns
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, Tool, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 
 if TYPE_CHECKING:
     from agentd.loop.context import TurnContext
-    from agentd.loop.subagent import Subagents
-    from agentd.tools.base import Tool
+
+TASK_TOOL = "task"
+
+
+class AgentSpec(Protocol):
+    """What a child is made of — the shape of `agentd.agents.AgentDefinition` (a layer above,
+    so it is described here, not imported)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def system_prompt(self) -> str: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def max_turns(self) -> int | None: ...
+    @property
+    def completion(self) -> CompletionRequirement | None: ...
+    @property
+    def output_schema(self) -> dict[str, Any] | None: ...
+
+    def allows_tool(self, name: str) -> bool: ...
+
+    def select_tools(self, available: Mapping[str, Tool]) -> dict[str, Tool]: ...
+
+
+@dataclass(frozen=True)
+class ChildRequest:
+    """One `task` call, checked: which agent, what to do, and how."""
+
+    spec: AgentSpec
+    prompt: str
+    description: str
+    max_turns: int | None
+    background: bool
+
+
+class ChildSpawner(Protocol):
+    """What the tool needs of the session's sub-agents (`Subagents`): the agents it may pick,
+    and running one."""
+
+    @property
+    def agents(self) -> Mapping[str, AgentSpec]: ...
+
+    async def start(
+        self, parent: TurnContext, request: ChildRequest, tool_call_id: str, available: dict[str, Tool]
+    ) -> ToolResult: ...
+
 
 DESCRIPTION_CHARS = 80
 
@@ -41,7 +92,7 @@ class TaskTool:
     access = Access.READ  # the child's own tool calls ask for permission, one by one
     description = "Run a sub-agent on a self-contained task and get its final answer."
 
-    def __init__(self, subagents: Subagents, available: dict[str, Tool]) -> None:
+    def __init__(self, subagents: ChildSpawner, available: dict[str, Tool]) -> None:
         self.subagents = subagents
         self.available = available  # the tools a child's allow-list picks from
         self.parent: TurnContext | None = None  # bound by `bind` for the turn that offers it

@@ -36,7 +36,8 @@ from agentd.loop.detection import NoProgress, with_no_progress_note
 from agentd.loop.loop_detector import CallRecord, shell_failed
 from agentd.loop.tool_approval import BreakReason, approve
 from agentd.loop.tool_slot import Slot, parse_call
-from agentd.tools.base import Access, ToolContext, ToolError, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolResult
+from agentd.tools.errors import ToolError
 
 __all__ = ["BreakReason", "RoundResult", "execute_tool_round", "file_digests", "skip_tool_round"]
 

@@ -24,7 +24,7 @@ from agentd.store import snapshots as rows
 from agentd.store.db import Store
 from agentd.store.snapshots import FileSnapshot, TurnCut
 from agentd.tools import safefs
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 
 log = logging.getLogger(__name__)
 

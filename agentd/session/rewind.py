@@ -26,7 +26,7 @@ from agentd.session.file_history import ABSENT, PRESENT
 from agentd.store import snapshots as rows
 from agentd.store.snapshots import FileSnapshot, TurnMark
 from agentd.tools import safefs
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, cast
 
 from agentd.core.task_notice import TaskCompletion, TaskStart
 from agentd.loop.context import TurnContext
-from agentd.loop.subagent import TASK_TOOL, Subagents
+from agentd.loop.subagent import Subagents
 from agentd.loop.subagent_limits import SubagentLimits
+from agentd.loop.task_tool import TASK_TOOL
+from agentd.loop.turn import run_turn
 from agentd.loop.usage import UsageLedger
 from agentd.session.commands import TaskFinished
 from agentd.tools.base import Tool
@@ -41,6 +43,7 @@ def session_subagents(actor: SessionActor) -> Subagents:
 
     return Subagents(
         agents=services.agents,
+        run_turn=run_turn,
         limits=SubagentLimits(settings.subagent_max_depth, settings.subagent_max_concurrent),
         default_system_prompt=settings.system_prompt,
         stop_hooks=cast("list[StopHook]", list(services.hooks.subagent_stop)),

@@ -16,7 +16,7 @@ from agentd.infra.config import Settings
 from agentd.loop.budget import BudgetLimits
 from agentd.loop.goal import GoalLimits
 from agentd.loop.limits import LoopLimits
-from agentd.loop.subagent import TASK_TOOL
+from agentd.loop.task_tool import TASK_TOOL
 from agentd.session.local_commands import Skill, load_skills
 from agentd.tools.base import Tool
 from agentd.tools.hooks import HooksConfig, load_hooks

@@ -30,7 +30,7 @@ from agentd.loop.goal_eval import evaluator_lanes
 from agentd.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
 from agentd.loop.prompt import prompt_images, prompt_text
 from agentd.loop.structured import OutputSchema
-from agentd.loop.subagent import TASK_TOOL
+from agentd.loop.task_tool import TASK_TOOL
 from agentd.loop.toolrun import execute_tool_round
 from agentd.loop.turn import run_compaction_job, run_turn
 from agentd.protocol.acp import ContentBlock, TextContent, dump

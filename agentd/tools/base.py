@@ -17,9 +17,25 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from agentd.tools.agent_tasks import AgentTasks
-    from agentd.tools.background import BackgroundTasks
     from agentd.tools.client_bridge import ClientBridge
-    from agentd.tools.todo import TodoList
+    from agentd.tools.shell import ShellLauncher
+
+
+class BackgroundShell(Protocol):
+    """What `bash` needs of the session's background tasks (`BackgroundTasks`, which runs
+    `bash` itself, so it is named here by what it does)."""
+
+    def start(
+        self, command: str, cwd: Path, timeout: float | None = None, *, shell: ShellLauncher | None = None
+    ) -> str: ...
+
+
+class TodoStore(Protocol):
+    """What `todo_write` needs of the session's todo list (`agentd.tools.todo.TodoList`)."""
+
+    def replace(self, entries: list[dict[str, Any]]) -> None: ...
+
+    def as_plan(self) -> list[dict[str, str]]: ...
 
 
 class ToolKind(StrEnum):
@@ -42,10 +58,6 @@ class Access(StrEnum):
     READ = "read"  # never asks
     WRITE = "write"  # file edits: asks in `default`, allowed in `accept_edits`, refused in `plan`
     EXECUTE = "execute"  # commands: asks in `default` and `accept_edits`, refused in `plan`
-
-
-class ToolError(Exception):
-    """A failure the model should read as the tool result (R-T3): bad path, no match, ..."""
 
 
 @dataclass
@@ -73,9 +85,9 @@ class ToolContext:
     # Set while user input waits to be interjected: long waits return early (R-T7).
     interrupted: asyncio.Event | None = None
     # The session's background tasks (`bash` run_in_background, `wait`, `task_output`).
-    background: BackgroundTasks | None = None
+    background: BackgroundShell | None = None
     # The session's todo list (`todo_write`, TodoGate).
-    todos: TodoList | None = None
+    todos: TodoStore | None = None
     # The prompting editor's files and terminal, when it offered them (R-T6).
     client: ClientBridge | None = None
     # The session's sub-agents (`task`, and `task_output` for `agent-N` ids; R-T11).

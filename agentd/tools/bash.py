@@ -31,7 +31,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.preview import ToolPreview
 from agentd.tools.proctrack import kill_all, kill_all_now, new_tag, signal_all
 from agentd.tools.shell import Launch, ShellLauncher

@@ -19,7 +19,7 @@ from agentd.protocol import outgoing
 from agentd.protocol.jsonrpc import ErrorCode, RpcError
 from agentd.protocol.methods import ClientRequest
 from agentd.protocol.outgoing import Outgoing
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
 # Told the terminal's id as soon as it exists, so the tool call can embed it (live output).

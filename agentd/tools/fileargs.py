@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.tools.base import ToolContext, ToolError
+from agentd.tools.base import ToolContext
+from agentd.tools.errors import ToolError
 from agentd.tools.workspace import resolve_in_workspace
 
 

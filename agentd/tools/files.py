@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentd.tools import safefs
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.fileargs import opt_int_arg, os_error, safe_locations, str_arg
 from agentd.tools.filekind import BINARY_SNIFF_BYTES, count_lines, describe_binary, is_binary, mime_type
 from agentd.tools.filetext import (

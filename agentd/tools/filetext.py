@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, TextIO, TypeVar
 
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 
 READ_MAX_LINES = 2000
 READ_MAX_BYTES = 256 * 1024

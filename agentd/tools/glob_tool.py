@@ -15,7 +15,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.globmatch import GlobMatcher as _GlobMatcher
 from agentd.tools.rgrun import SearchStopped, find_rg, list_files
 from agentd.tools.walk import (

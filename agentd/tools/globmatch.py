@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 
 MAX_BRACE_EXPANSIONS = 64
 

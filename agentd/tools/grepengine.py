@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # only annotations here; search.py imports `regex` when it compiles
     import regex
 
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 from agentd.tools.rgrun import RgStream, SearchStopped, find_rg, time_left
 
 __all__ = ["Match", "PythonEngine", "RgEngine", "SearchStopped", "find_rg", "text_lines"]

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.fileargs import os_error, safe_locations, str_arg
 from agentd.tools.ignore import IgnoreRules
 from agentd.tools.offload import run_blocking

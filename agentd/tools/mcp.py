@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.preview import ToolPreview
 
 if TYPE_CHECKING:  # the SDK itself is imported only when a session names an MCP server

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import TypeVar
 
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 
 T = TypeVar("T")
 

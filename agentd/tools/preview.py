@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agentd.tools import safefs
-from agentd.tools.base import ToolContext, ToolError
+from agentd.tools.base import ToolContext
+from agentd.tools.errors import ToolError
 from agentd.tools.filekind import is_binary
 from agentd.tools.offload import run_blocking
 

@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # `regex` loads with the first grep, not at start-up (idle me
     import regex
 
 from agentd.tools import regexguard, safefs
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.glob_tool import GLOB_MAX_RESULTS, Glob
 from agentd.tools.globmatch import GlobMatcher as _GlobMatcher
 from agentd.tools.grepengine import Match, PythonEngine, RgEngine, SearchStopped, find_rg

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from agentd.infra.config import SandboxNetwork, Settings
 from agentd.tools import pidlimit
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 from agentd.tools.proctrack import TAG_VAR, tagged_env
 from agentd.tools.sandbox import (
     MIB,

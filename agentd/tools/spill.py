@@ -21,7 +21,7 @@ import stat
 import time
 from pathlib import Path
 
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 from agentd.tools.safefs import parent_dir
 
 log = logging.getLogger(__name__)

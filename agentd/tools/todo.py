@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 
 STATUSES = ("pending", "in_progress", "completed")
 PRIORITIES = ("high", "medium", "low")

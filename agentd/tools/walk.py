@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentd.tools.base import ToolContext, ToolError
+from agentd.tools.base import ToolContext
+from agentd.tools.errors import ToolError
 from agentd.tools.ignore import IgnoreRules
 from agentd.tools.offload import Pool, run_blocking
 from agentd.tools.workspace import resolve_in_workspace

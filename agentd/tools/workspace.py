@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 
 
 def resolve_in_workspace(root: Path, path: str) -> Path:

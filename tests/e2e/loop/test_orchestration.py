@@ -30,7 +30,8 @@ import pytest
 
 from agentd.core.conversation import Message
 from agentd.infra.config import PermissionMode
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
+from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.errors import ToolError
 from agentd.tools.registry import builtin_tools
 from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt

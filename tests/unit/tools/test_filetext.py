@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentd.tools.base import ToolError
+from agentd.tools.errors import ToolError
 from agentd.tools.fileargs import opt_int_arg, str_arg
 from agentd.tools.filetext import (
     READ_MAX_LINE_CHARS,

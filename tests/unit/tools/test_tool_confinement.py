@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from agentd.tools import files, grepengine, offload, regexguard, search
 from agentd.tools.background import BackgroundTasks
-from agentd.tools.base import ToolContext, ToolError
+from agentd.tools.base import ToolContext
 from agentd.tools.bash import Bash
+from agentd.tools.errors import ToolError
 from agentd.tools.files import EditFile, ReadFile, WriteFile
 from agentd.tools.globmatch import compile_path, compile_segment, match_path, match_segment
 from agentd.tools.hooks import CommandHook

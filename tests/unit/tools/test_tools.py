@@ -11,8 +11,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind
+from agentd.tools.base import Access, ToolContext, ToolKind
 from agentd.tools.bash import OUTPUT_CAP, Bash
+from agentd.tools.errors import ToolError
 from agentd.tools.files import READ_MAX_LINES, EditFile, ListDir, ReadFile, WriteFile
 from agentd.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
 from agentd.tools.workspace import display_path, resolve_in_workspace

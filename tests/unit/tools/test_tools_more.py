@@ -13,8 +13,9 @@ import jsonschema
 import pytest
 
 from agentd.tools.background import INTERRUPTED_TEXT, BackgroundTasks, TaskOutput
-from agentd.tools.base import Access, ToolContext, ToolError, ToolKind
+from agentd.tools.base import Access, ToolContext, ToolKind
 from agentd.tools.bash import Bash
+from agentd.tools.errors import ToolError
 from agentd.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
 from agentd.tools.search import GLOB_MAX_RESULTS, GREP_MAX_FILE_BYTES, Glob, Grep
 from agentd.tools.todo import TodoList, TodoWrite
