@@ -14,6 +14,9 @@ class PermissionOutcome(StrEnum):
     SELECTED = "selected"
     CANCELLED = "cancelled"
     TIMEOUT = "timeout"  # nobody answered in time
+    # Every client asked answered with an error (or left) and none is left to ask: refused at
+    # once (a stock client may answer `-32601`; waiting for the timeout would hang the turn).
+    UNANSWERED = "unanswered"
 
 
 class PermissionOptionKind(StrEnum):

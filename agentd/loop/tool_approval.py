@@ -147,6 +147,9 @@ async def approve(
             slot.approved = True
             continue
         breaker = BreakReason.PERMISSION_REJECTED
-        why = "timed out" if answer.outcome is PermissionOutcome.TIMEOUT else "was rejected by the user"
+        why = {
+            PermissionOutcome.TIMEOUT: "timed out",
+            PermissionOutcome.UNANSWERED: "could not be asked (no client could answer)",
+        }.get(answer.outcome, "was rejected by the user")
         slot.result = ToolResult(f"Permission {why}; the call was not run.", is_error=True)
     return breaker

@@ -34,6 +34,7 @@ class PendingPermission:
     options: list[dict[str, str]]
     future: asyncio.Future[PermissionAnswer]
     asked: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # sink id → request task
+    errors: list[str] = field(default_factory=list)  # what the clients that could not answer said
 
 
 class PermissionGate:
@@ -119,6 +120,8 @@ class PermissionGate:
                 parsed = RequestPermissionResult.model_validate(result)
             except Exception as exc:  # the client went away or answered nonsense: others may answer
                 log.info("permission request to %s got no usable answer: %s", sink.id, exc)
+                pending.errors.append(f"{sink.id}: {exc}")
+                self._unanswerable(pending, running=asyncio.current_task())
                 return
             outcome = parsed.outcome
             if outcome.outcome == "cancelled":  # the ACP model's literal
@@ -153,10 +156,24 @@ class PermissionGate:
 
     def forget_sink(self, sink_id: str) -> None:
         """A client detached: its unanswered questions are withdrawn (others may answer)."""
-        for pending in self.pending.values():
+        for pending in list(self.pending.values()):
             task = pending.asked.pop(sink_id, None)
             if task:
                 task.cancel()
+                if not task.done():
+                    pending.errors.append(f"{sink_id}: disconnected")
+                self._unanswerable(pending)
+
+    def _unanswerable(self, pending: PendingPermission, running: asyncio.Task[Any] | None = None) -> None:
+        """Once every client asked has failed to answer (an error, or it left) and none is
+        still asked, the question ends refused at once (`unanswered`) rather than at its
+        timeout. A question nobody could be asked (no client attached) still waits: a
+        client may attach, or answer over `_agentd/permission/respond`."""
+        if pending.future.done() or not pending.errors:
+            return
+        if any(not t.done() and t is not running for t in pending.asked.values()):
+            return
+        pending.future.set_result(PermissionAnswer(PermissionOutcome.UNANSWERED))
 
     def options(self, request_id: str) -> list[str] | None:
         pending = self.pending.get(request_id)

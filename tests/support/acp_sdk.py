@@ -118,14 +118,25 @@ class RecordingClient:
         return "".join(u.content.text for u in self.of(session_id, AgentMessageChunk))
 
 
+class ErringClient(RecordingClient):
+    """A client whose permission handler fails, as the SDK's own example client does
+    (`-32601`): the question gets a JSON-RPC error instead of an answer."""
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        self.permission_requests.append((session_id, tool_call, options))
+        raise RequestError.method_not_found("session/request_permission")
+
+
 @asynccontextmanager
 async def sdk_connection(
-    server: Any,
+    server: Any, client: RecordingClient | None = None
 ) -> AsyncIterator[tuple[ClientSideConnection, RecordingClient, RecordingTransport]]:
     """A connected, initialized SDK client on the server's `/acp`."""
     ws_url = server.base_url.replace("http://", "ws://") + "/acp"
     transport = RecordingTransport(await create_websocket_stream(ws_url))
-    client = RecordingClient()
+    client = client or RecordingClient()
     conn = connect_to_agent(client, transport)
     try:
         init = await conn.initialize(protocol_version=1)

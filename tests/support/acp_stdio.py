@@ -61,10 +61,11 @@ def agentd_env(home: Path, script: Path) -> dict[str, str]:
 
 @asynccontextmanager
 async def editor(
-    home: Path, script: Path, *args: str
+    home: Path, script: Path, *args: str, client: RecordingClient | None = None
 ) -> AsyncIterator[tuple[Any, RecordingClient, Recorder, Any]]:
-    """An editor's view: the SDK's client connection to a spawned `agentd acp`."""
-    client = RecordingClient()
+    """An editor's view: the SDK's client connection to a spawned `agentd acp` (`args`:
+    e.g. `--connect URL` for the bridge); `client` answers the agent's requests."""
+    client = client or RecordingClient()
     recorder = Recorder()
     async with spawn_agent_process(
         client,
