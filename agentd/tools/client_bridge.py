@@ -30,6 +30,15 @@ class ClientFileMissing(ToolError):
     """The client answered `-32002` (resource not found) for a file."""
 
 
+@dataclass(frozen=True)
+class PriorText:
+    """A file's text before a write through the client: None for a new file, or when the
+    client could not read it (`unreadable` says what it answered)."""
+
+    text: str | None
+    unreadable: str | None = None
+
+
 @dataclass
 class ClientBridge:
     request: Request
@@ -58,13 +67,17 @@ class ClientBridge:
             raise ToolError("the client answered fs/read_text_file without content")
         return content
 
-    async def read_existing(self, path: Path) -> str | None:
-        """The file's text, or None when the client says it does not exist (-32002): for a
-        write, that means "a new file", as editors expect."""
+    async def read_existing(self, path: Path) -> PriorText:
+        """What a write would replace. A client that says the file does not exist (-32002)
+        means a new file; any other error of this pre-read (acpx answers a missing file
+        `-32603 … ENOENT`, a client without the method `-32601`) means no known old content:
+        the write still goes ahead, and says why it knows nothing of the old text."""
         try:
-            return await self.read_text_file(path)
+            return PriorText(await self.read_text_file(path))
         except ClientFileMissing:
-            return None
+            return PriorText(None)
+        except ToolError as exc:
+            return PriorText(None, unreadable=str(exc))
 
     async def write_text_file(self, path: Path, content: str) -> None:
         await self._call(outgoing.write_text_file(self.session_id, str(path), content))

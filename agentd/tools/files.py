@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from agentd.tools import safefs
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
+from agentd.tools.client_bridge import PriorText
 from agentd.tools.errors import ToolError
 from agentd.tools.fileargs import opt_int_arg, os_error, safe_locations, str_arg
 from agentd.tools.filekind import BINARY_SNIFF_BYTES, count_lines, describe_binary, is_binary, mime_type
@@ -189,19 +190,24 @@ class WriteFile:
             data = content.encode("utf-8")
         except UnicodeEncodeError as exc:  # lone surrogates from a bad JSON escape
             raise ToolError(f"content is not encodable as UTF-8: {exc}") from None
+        unreadable: str | None = None
         if ctx.client is not None and ctx.client.can_write:
-            old = await ctx.client.read_existing(path) if ctx.client.can_read else None
+            prior = await ctx.client.read_existing(path) if ctx.client.can_read else PriorText(None)
+            old, unreadable = prior.text, prior.unreadable
             await ctx.client.write_text_file(path, content)
         else:
             old = await run_blocking(
                 lambda _stop: self._write(ctx.cwd, path, disp, data), what=f"write {disp}"
             )
-        verb = "Created" if old is None else "Wrote"
+        if unreadable is not None:  # the client's pre-read failed: new, or unreadable to it
+            output = f"Wrote {disp} ({len(data)} bytes; new file or unreadable: {unreadable})"
+        else:
+            output = f"{'Created' if old is None else 'Wrote'} {disp} ({len(data)} bytes)"
         return ToolResult(
-            output=f"{verb} {disp} ({len(data)} bytes)",
+            output=output,
             content=[diff_item(path, old, content)],
             locations=[{"path": str(path)}],
-            raw_output={"bytes": len(data), "created": old is None},
+            raw_output={"bytes": len(data), "created": old is None and unreadable is None},
         )
 
     @staticmethod

@@ -81,10 +81,17 @@ def _read_current(root: Path, path: Path, disp: str) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
+class Unreadable(Exception):
+    """The client could not read the file a write would replace (not "it does not exist")."""
+
+
 async def current_text(ctx: ToolContext, path: Path, disp: str) -> str | None:
     """The text a write would replace (the editor's buffer when the client offers reads)."""
     if ctx.client is not None and ctx.client.can_read:
-        return await ctx.client.read_existing(path)
+        prior = await ctx.client.read_existing(path)
+        if prior.unreadable is not None:
+            raise Unreadable(prior.unreadable)
+        return prior.text
     return await run_blocking(
         lambda _stop: _read_current(ctx.cwd, path, disp), what=f"preview {disp}", deadline=PREVIEW_DEADLINE_S
     )
@@ -95,6 +102,8 @@ async def write_preview(ctx: ToolContext, path: Path, disp: str, new: str) -> To
         old = await current_text(ctx, path, disp)
     except TooLarge as exc:
         return ToolPreview([note(f"{disp} is {exc.size} bytes; too large to preview, replaced whole")])
+    except Unreadable as exc:  # shown whole, as a new file: the client knows no old text
+        return ToolPreview([note(f"{disp}: new file or unreadable ({exc})"), diff_item(path, None, new)])
     except (ToolError, OSError) as exc:
         return ToolPreview([note(f"no preview: {exc}")])
     return ToolPreview([diff_item(path, old, new)])

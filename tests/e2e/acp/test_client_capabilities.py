@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentd.infra.config import PermissionMode
 from tests.conftest import scripted
 from tests.support.client import AnswerError, WsClient, text_prompt
@@ -207,3 +209,91 @@ async def test_a_command_in_the_editors_terminal_is_embedded_before_release(
             await client.close()
     assert embedded_at_release == [True]
     assert {"type": "terminal", "terminalId": "term-1"} in final["content"]
+
+
+class FailingReadEditor(Editor):
+    """An editor whose `fs/read_text_file` fails for files it has no buffer for, the way
+    stock clients do: -32002 (the schema's "not found"), acpx's -32603 ENOENT, or -32601 from
+    a client that does not implement the method."""
+
+    def __init__(self, buffers: dict[str, str], code: int, message: str) -> None:
+        super().__init__(buffers)
+        self.code, self.message = code, message
+
+    async def __call__(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["method"] == "fs/read_text_file" and msg["params"]["path"] not in self.buffers:
+            self.calls.append((msg["method"], msg["params"]))
+            raise AnswerError(self.code, self.message)
+        return await super().__call__(msg)
+
+
+READ_FAILURES = [
+    (-32002, "Resource not found"),
+    (-32603, "Internal error: ENOENT: no such file or directory, open '/w/new.py'"),
+    (-32601, "Method not found"),
+]
+
+
+@pytest.mark.parametrize(("code", "message"), READ_FAILURES)
+async def test_write_file_goes_ahead_whatever_error_the_pre_read_gets(
+    server_factory, workspace: Path, code: int, message: str
+) -> None:
+    """Issue 29 item 2: any error of write_file's pre-read means "no known old content"; the
+    permission question's preview shows the new file whole, saying why."""
+    provider = scripted(
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.py", "content": "x\n"}}]},
+        {"text": "written"},
+    )
+    async with server_factory(provider) as server:
+        editor = FailingReadEditor({}, code, message)
+        client = await WsClient.connect(server.base_url, **EDITOR_CAPS)
+        client.on_request = editor
+        try:
+            sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+            done = await client.call("session/prompt", text_prompt(sid, "create it"))
+            assert done["stopReason"] == "end_turn"
+        finally:
+            await client.close()
+    target = str(workspace / "new.py")
+    assert editor.buffers[target] == "x\n"  # written through the editor
+    (asked,) = [p for m, p in editor.calls if m == "session/request_permission"]
+    content = asked["toolCall"]["content"]
+    assert {"type": "diff", "path": target, "newText": "x\n"} in [
+        {k: v for k, v in item.items() if k != "oldText"} for item in content if item["type"] == "diff"
+    ]
+    assert not any(item.get("oldText") for item in content if item["type"] == "diff")
+    result = next(iter(tool_results(provider).values()))
+    if code == -32002:
+        assert result.startswith("Created new.py") and not any(i["type"] == "content" for i in content)
+    else:
+        assert result.startswith("Wrote new.py") and "new file or unreadable" in result and message in result
+        notes = [i["content"]["text"] for i in content if i["type"] == "content"]
+        assert any("new file or unreadable" in n and message in n for n in notes), notes
+
+
+@pytest.mark.parametrize(("code", "message"), READ_FAILURES)
+async def test_edit_file_names_the_clients_answer_when_it_cannot_read(
+    server_factory, workspace: Path, code: int, message: str
+) -> None:
+    """Issue 29 item 2: edit_file needs the old text; the client's refusal is a clear tool
+    error naming what the client said, and nothing is written."""
+    provider = scripted(
+        {
+            "tool_calls": [
+                {"name": "edit_file", "arguments": {"path": "a.py", "old_string": "x", "new_string": "y"}}
+            ]
+        },
+        {"text": "told"},
+    )
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        editor = FailingReadEditor({}, code, message)
+        client = await WsClient.connect(server.base_url, **EDITOR_CAPS)
+        client.on_request = editor
+        try:
+            sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+            await client.call("session/prompt", text_prompt(sid, "edit it"))
+        finally:
+            await client.close()
+    assert "fs/write_text_file" not in [m for m, _ in editor.calls]
+    result = next(iter(tool_results(provider).values()))
+    assert "a.py" in result if code == -32002 else message in result, result
