@@ -144,6 +144,7 @@ def serve(
         check_sandbox,
         claim_database,
         listen_socket,
+        local_ws_url,
     )
 
     _use_config(config)
@@ -173,7 +174,8 @@ def serve(
     except StartupError as exc:
         _fail(exc)
     try:
-        db_lock = claim_database(settings)  # held (open) until the process ends
+        # Held (open) until the process ends; a local `agentd acp` on this file relays here.
+        db_lock = claim_database(settings, serving=local_ws_url(settings.host, settings.port))
     except StartupError as exc:
         sock.close()
         _fail(exc)
@@ -365,7 +367,7 @@ def acp(
     its settings (SQLite under AGENTD_HOME by default), or with --connect a relay to a shared
     server that survives reconnects. One JSON-RPC message per line."""
     from agentd.infra.logs import configure_logging
-    from agentd.preflight import StartupError, check_provider
+    from agentd.preflight import DatabaseHeld, StartupError, check_provider, claim_database, local_ws_url
 
     _use_config(config)
     if connect is not None:
@@ -390,11 +392,27 @@ def acp(
     if address is not None and (problem := insecure_bind(address[0], settings.auth)):
         typer.echo(f"agentd: {problem}", err=True)
         raise typer.Exit(2)
+    # One process runs the sessions of a SQLite file: when a live server holds it, relay to
+    # that server (as --connect would) instead of running a second owner beside it.
+    try:
+        db_lock = claim_database(settings, serving=local_ws_url(*address) if address else None)
+    except DatabaseHeld as held:
+        if held.url is None or address is not None:
+            _fail(StartupError(f"{held}; it serves no address to relay to: use `agentd serve` and --connect"))
+        from agentd.transport.stdio import bridge_stdio
+
+        typer.echo(f"agentd: the database is held by a running agentd; relaying to {held.url}", err=True)
+        raise typer.Exit(asyncio.run(bridge_stdio(held.url, token))) from None
     try:
         check_provider(settings)  # a missing key is one line on stderr, not a dead editor pane
     except StartupError as exc:
         _fail(exc)
-    raise typer.Exit(_run(lambda: serve_stdio(running_app(create_app(settings), address))))
+    try:
+        code = _run(lambda: serve_stdio(running_app(create_app(settings), address)))
+    finally:
+        if db_lock is not None:
+            db_lock.close()
+    raise typer.Exit(code)
 
 
 def main() -> None:

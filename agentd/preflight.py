@@ -37,15 +37,31 @@ def _reason(exc: BaseException) -> str:
     return f"{kind}: {text}" if text else kind
 
 
-def claim_database(settings: Settings) -> IO[str] | None:
+def local_ws_url(host: str, port: int) -> str:
+    """Where a process on this machine reaches a server listening on `host`: a wildcard
+    address is reached on loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"ws://[{host}]:{port}/acp" if ":" in host else f"ws://{host}:{port}/acp"
+
+
+def claim_database(settings: Settings, serving: str | None = None) -> IO[str] | None:
     """A SQLite file is served by one process: hold its lock while this one runs (keep the
-    returned file open); a second `agentd serve` on it stops here, naming the first."""
+    returned file open); a second `agentd serve` on it stops here, naming the first.
+    `serving`: this process's WebSocket address, recorded for a later `agentd acp`."""
     try:
-        return lock_database(settings.resolved_database_url())
+        return lock_database(settings.resolved_database_url(), serving)
     except DatabaseInUse as exc:
-        raise StartupError(f"{DATABASE_VAR}: {exc}") from None
+        raise DatabaseHeld(f"{DATABASE_VAR}: {exc}", exc.url) from None
     except OSError as exc:
         raise StartupError(f"{DATABASE_VAR}: cannot lock the SQLite database ({exc.strerror})") from None
+
+
+class DatabaseHeld(StartupError):
+    """Another agentd process holds the SQLite file; `url` is where it serves, if it does."""
+
+    def __init__(self, message: str, url: str | None) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

@@ -2,10 +2,11 @@
 
 SQLite's own locking keeps two processes from corrupting the file, but two agentd servers
 on it would each run their own actor for a session and write the same seqs. `agentd
-serve` therefore holds an exclusive `flock` on `<database>.lock` beside the file for as
-long as it runs; a second one fails at start-up, naming the first one's pid. The kernel
-drops the lock when the process ends, however it ends (`kill -9` included): nothing stale
-to clean up.
+serve` and a local `agentd acp` therefore hold an exclusive `flock` on `<database>.lock`
+beside the file for as long as they run; a second one fails at start-up, naming the first
+one's pid — or, for `agentd acp`, relays to the first through the WebSocket address the
+lock file names (the holder writes where it serves, if it does). The kernel drops the lock
+when the process ends, however it ends (`kill -9` included): nothing stale to clean up.
 """
 
 from __future__ import annotations
@@ -20,7 +21,19 @@ from sqlalchemy.engine import make_url
 
 
 class DatabaseInUse(Exception):
-    """Another process serves this SQLite file."""
+    """Another process serves this SQLite file: its pid, and its WebSocket address when it
+    serves one (`ws://…/acp`)."""
+
+    def __init__(self, message: str, pid: str, url: str | None) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.url = url
+
+
+def _holder(text: str) -> tuple[str, str | None]:
+    """(pid, url) from a lock file: `<pid>` or `<pid> <ws url>` (older servers wrote the pid)."""
+    pid, _, url = text.strip().partition(" ")
+    return pid or "unknown", url.strip() or None
 
 
 def lock_path(url: str) -> Path | None:
@@ -35,9 +48,10 @@ def lock_path(url: str) -> Path | None:
     return db.with_name(db.name + ".lock")
 
 
-def lock_database(url: str) -> IO[str] | None:
+def lock_database(url: str, serving: str | None = None) -> IO[str] | None:
     """Hold the database's lock until the returned file is closed (or the process ends);
-    `DatabaseInUse` when another process holds it."""
+    `DatabaseInUse` when another process holds it. `serving`: this process's WebSocket
+    address, written for a later `agentd acp` to relay to."""
     path = lock_path(url)
     if path is None:
         return None
@@ -47,15 +61,17 @@ def lock_database(url: str) -> IO[str] | None:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
-        holder = handle.read().strip() or "unknown"
+        pid, held_url = _holder(handle.read())
         handle.close()
         raise DatabaseInUse(
-            f"the SQLite database {path.with_suffix('')} is in use by another agentd process (pid {holder}, "
+            f"the SQLite database {path.with_suffix('')} is in use by another agentd process (pid {pid}, "
             f"lock {path}); SQLite serves one process — stop that one, or share a Postgres database "
-            "(postgresql+asyncpg://…) between several replicas"
+            "(postgresql+asyncpg://…) between several replicas",
+            pid,
+            held_url,
         ) from None
     with contextlib.suppress(OSError):
         handle.truncate(0)
-        handle.write(f"{os.getpid()}\n")
+        handle.write(f"{os.getpid()} {serving}\n" if serving else f"{os.getpid()}\n")
         handle.flush()
     return handle
