@@ -5,7 +5,9 @@ unbroken session across reconnections — pure bookkeeping over messages, no I/O
   forwarded are duplicates of what the editor already has (re-attach replays from there).
 - Streamed text is transient: after a reconnect the server re-sends a message's text from
   its start (the partial of a message still streaming, or the whole text of one that ended
-  meanwhile). The editor already holds the first `n` characters: only the rest is forwarded.
+  meanwhile). The editor already holds the first `n` characters: only the rest is forwarded
+  — an empty rest too when the frame is a durable final event (its seq and `interrupted`
+  mark are news even when its text is not).
 - Server→editor requests get ids of the bridge's own (each server connection counts from 1
   again); a permission request the server re-sends after a reconnect is the same question
   (same `_meta.agentd.requestId`): it joins the dialog the editor already has open, or is
@@ -102,8 +104,11 @@ class RelayState:
             self.resyncing.discard(key)
             rest = text[have:]
             self.chars[key] = max(have, len(text))
-            if not rest:
+            if not rest and (not isinstance(meta.get("seq"), int) or meta.get("transient")):
                 return Verdict.DROP, params
+            # A durable final event goes on even when the editor has all its text (or more:
+            # streamed past the last checkpoint), as an empty chunk: its seq and its
+            # `interrupted` mark still reach an editor that counts seqs.
             return Verdict.FORWARD, {**params, "update": {**update, "content": {**content, "text": rest}}}
         self.chars[key] = have + len(text)
         return Verdict.FORWARD, params

@@ -54,6 +54,12 @@ async def test_an_editor_runs_a_whole_session_through_the_bridge(tmp_path: Path,
     assert (workspace / "out.txt").read_text() == "stdio\n"
 
 
+def agentd_seq(frame: dict[str, Any]) -> int | None:
+    params = frame.get("params") if "method" in frame else None
+    meta = ((params or {}).get("_meta") or {}).get("agentd") or {} if isinstance(params, dict) else {}
+    return meta.get("seq") if isinstance(meta.get("seq"), int) and not meta.get("transient") else None
+
+
 def durable_seqs(recorder: Recorder, session_id: str) -> list[int]:
     seqs = []
     for frame in recorder.received:
@@ -92,18 +98,27 @@ async def test_server_killed_and_restarted_mid_turn(tmp_path: Path, workspace: P
         watcher = await WsClient.connect(f"http://127.0.0.1:{port}")
         try:
             await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
-            finals = [
-                f["params"]["update"]["content"]["text"]
+            final_frames = [
+                f["params"]
                 for f in watcher.frames
                 if isinstance(f, dict)
                 and f.get("method") == "session/update"
                 and f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            ]
+            finals = [p["update"]["content"]["text"] for p in final_frames]
+            (cut_seq,) = [
+                p["_meta"]["agentd"]["seq"] for p in final_frames if p["_meta"]["agentd"].get("interrupted")
             ]
         finally:
             await watcher.close()
 
     seqs = durable_seqs(recorder, sid)
     assert seqs == sorted(set(seqs)), "the editor got a durable event twice or out of order"
+    # Issue 29 item 9: the cut message's final event reached the editor although it had the
+    # text already (an empty chunk, maybe): its seq and its `interrupted` mark.
+    assert cut_seq in seqs
+    (cut,) = [f["params"] for f in recorder.received if agentd_seq(f) == cut_seq]
+    assert cut["_meta"]["agentd"].get("interrupted") is True
     texts = [u.content.text for s, u in client.updates if s == sid and isinstance(u, AgentMessageChunk)]
     notices = [t for t in texts if t.startswith("\n[agentd: ")]
     assert any("lost the connection" in t for t in notices), texts
