@@ -15,6 +15,7 @@ from rich.text import Text
 
 from agentd.chat.app import Chat, screen
 from agentd.chat.link import ChatError
+from agentd.protocol.agentd import AGENTD_CLIENT
 from agentd.protocol.methods import QueueOp, Served
 
 HELP = [
@@ -54,7 +55,9 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
     read_lines(lines, sys.stdin.readline)
     try:
         caps: dict[str, Any] = {"session": {"notices": {}}}
-        init = await chat.link.call(Served.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": caps})
+        init = await chat.link.call(
+            Served.INITIALIZE, {"protocolVersion": 1, "clientCapabilities": caps, "_meta": AGENTD_CLIENT}
+        )
         info = init["agentInfo"]
         screen.line(f"connected to {info['name']} {info['version']}", style="dim")
         if session_id:

@@ -18,6 +18,7 @@ from agentd.chat import screen, show_update
 from agentd.core.modes import PermissionMode
 from agentd.embedded import serve_in_background
 from agentd.infra.config import ProviderName, Settings
+from agentd.protocol.agentd import AGENTD_CLIENT
 
 
 class DemoClient:
@@ -91,7 +92,9 @@ async def run_demo(workspace: Path | None, prompt: str) -> int:
             url = base.replace("http://", "ws://") + "/acp"
             async with websockets.connect(url) as ws:
                 client = DemoClient(ws)
-                init = await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+                init = await client.call(
+                    "initialize", {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT}
+                )
                 info = init["agentInfo"]
                 screen.line(f"connected to {info['name']} {info['version']}", style="dim")
                 session = await client.call("session/new", {"cwd": str(ws_dir), "mcpServers": []})

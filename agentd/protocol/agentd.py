@@ -132,3 +132,33 @@ class RenameParams(Wire):
         if any(not ch.isprintable() for ch in title):
             raise ValueError("a title is one line of printable characters")
         return title
+
+
+EVERY_NOTIFICATION = "*"
+
+
+class OptIn(Wire):
+    """What a client asks of agentd's own traffic at `initialize`, in
+    `_meta.agentd.notifications`: the `_agentd/` notifications it wants (`["*"]`: all). A
+    client that does not ask is a stock ACP client: it gets only the schema's methods and
+    update kinds — never an `_agentd/` notification it would have to refuse."""
+
+    notifications: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, meta: dict[str, object] | None) -> OptIn:
+        """From an `initialize`'s `_meta` (a malformed entry asks for nothing)."""
+        inner = meta.get("agentd") if isinstance(meta, dict) else None
+        if not isinstance(inner, dict):
+            return cls()
+        try:
+            return cls.model_validate(inner)
+        except ValueError:
+            return cls()
+
+    def wants(self, method: str) -> bool:
+        return EVERY_NOTIFICATION in self.notifications or method in self.notifications
+
+
+# The `_meta` agentd's own clients (web page, chat, demo, bridge) send at `initialize`.
+AGENTD_CLIENT: dict[str, object] = {"agentd": {"notifications": [EVERY_NOTIFICATION]}}

@@ -98,6 +98,8 @@ class Notification(StrEnum):
 
 # Both directions (LSP's convention, which ACP adopts): abandon a request by its id.
 CANCEL_REQUEST = "$/cancel_request"
+# agentd's own methods and notifications (R-P3): a stock ACP client is sent none of them.
+AGENTD_PREFIX = "_agentd/"
 
 
 def served_methods() -> list[str]:

@@ -23,8 +23,9 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from agentd.protocol import outgoing
+from agentd.protocol.agentd import AGENTD_CLIENT, OptIn
 from agentd.protocol.jsonrpc import ErrorCode, notification
-from agentd.protocol.methods import Notification, Served
+from agentd.protocol.methods import AGENTD_PREFIX, Notification, Served
 from agentd.transport.relay import RelayState, Verdict
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class Bridge:
         self.up = asyncio.Event()
         self.init_params: dict[str, Any] | None = None
         self.notices = False  # the editor renders `notice` updates
+        self.editor_opt_in = OptIn()  # the `_agentd/` notifications the editor asked for
         # Editor requests waiting for the server's answer: id → (message, generation sent).
         self.pending: dict[Any, tuple[dict[str, Any], int]] = {}
         # Editor messages waiting for the link: (text, request id or None).
@@ -113,6 +115,14 @@ class Bridge:
         session_id = params.get("sessionId")
         changed = False
         if method == Served.INITIALIZE:
+            # The editor gets agentd's own notifications only if it asked; the bridge itself
+            # asks for all of them (it follows snapshots and resyncs) and filters.
+            raw_meta = params.get("_meta")
+            meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+            self.editor_opt_in = OptIn.of(meta)
+            params = {**params, "_meta": {**meta, **AGENTD_CLIENT}}
+            msg["params"] = params
+            changed = True
             self.init_params = params
             caps = params.get("clientCapabilities") or {}
             session_caps = caps.get("session") if isinstance(caps, dict) else None
@@ -180,7 +190,8 @@ class Bridge:
             if method == Notification.RESYNC_REQUIRED:
                 self._spawn_attach(str((msg.get("params") or {}).get("sessionId", "")))
             verdict, params = self.state.notification(method, msg.get("params") or {})
-            if verdict is Verdict.FORWARD:
+            wanted = not str(method).startswith(AGENTD_PREFIX) or self.editor_opt_in.wants(str(method))
+            if verdict is Verdict.FORWARD and wanted:
                 await self.to_editor({**msg, "params": params})
 
     async def _server_answer(self, msg: dict[str, Any]) -> None:

@@ -22,8 +22,9 @@ import orjson
 from starlette.websockets import WebSocketDisconnect
 
 from agentd.protocol.acp import ClientCapabilities
+from agentd.protocol.agentd import OptIn
 from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
-from agentd.protocol.methods import CANCEL_REQUEST
+from agentd.protocol.methods import AGENTD_PREFIX, CANCEL_REQUEST
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.rpc import CallContext, Dispatcher, read_message, response_problem
 
@@ -65,6 +66,7 @@ class Connection:
         self.teams = teams
         self.initialized = False
         self.client_capabilities = ClientCapabilities()
+        self.opt_in = OptIn()  # what of agentd's own notifications it asked for (none: stock ACP)
         self.sessions: set[str] = set()  # attached session ids
         self._out = OutgoingQueue(state.settings.client_buffer_frames)
         self._urgent: collections.deque[str] = collections.deque()
@@ -88,9 +90,15 @@ class Connection:
             return False
 
     def supports_update(self, session_update: str) -> bool:
+        """A `session/update` kind (gated by ACP's client capabilities), or an `_agentd/`
+        notification (only if the client opted in at `initialize`)."""
+        if session_update.startswith(AGENTD_PREFIX):
+            return self.opt_in.wants(session_update)
         return self.client_capabilities.supports_update(session_update)
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
+        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
+            return True  # not for a stock client: dropped on purpose, not for lack of room
         return self.send_message(notification(method, params))
 
     def send_encoded(self, text: str) -> bool:
@@ -107,6 +115,8 @@ class Connection:
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:
         """Goes out ahead of the (full) outgoing buffer: a `resync_required` must reach a
         client that fell behind even though nothing else fits any more."""
+        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
+            return
         if not self.closed:
             self._urgent.append(orjson.dumps(notification(method, params)).decode())
 
@@ -115,6 +125,8 @@ class Connection:
         order with everything else queued; False once closed."""
         if self.closed:
             return False
+        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
+            return True
         await self._out.put_replay(orjson.dumps(notification(method, params)).decode())
         return True
 

@@ -19,7 +19,7 @@ from agentd.core.events import Event, EventKind
 from agentd.protocol import outgoing
 from agentd.protocol.acp import chunk_update, session_notification
 from agentd.protocol.jsonrpc import notification
-from agentd.protocol.methods import Notification
+from agentd.protocol.methods import AGENTD_PREFIX, Notification
 from agentd.session.sinks import Frame
 
 if TYPE_CHECKING:
@@ -121,13 +121,15 @@ def for_client(
     frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
 ) -> list[Frame]:
     """Frames the client may receive: a capability-gated ACP update (compaction, notice)
-    goes to a client that did not advertise it as an `_agentd/event` instead."""
+    goes to a client that did not advertise it as an `_agentd/event` instead — if it opted
+    into those; an `_agentd/` notification goes only to a client that opted in."""
     out: list[Frame] = []
     for method, params in frames:
         if method == Notification.SESSION_UPDATE and not supports(params["update"]["sessionUpdate"]):
-            ext = _ext(event, last_seq)
-            if ext not in out:
-                out.append(ext)
+            method, params = _ext(event, last_seq)
+            if (method, params) in out:
+                continue
+        if method.startswith(AGENTD_PREFIX) and not supports(method):
             continue
         out.append((method, params))
     return out

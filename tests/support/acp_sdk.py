@@ -131,15 +131,16 @@ class ErringClient(RecordingClient):
 
 @asynccontextmanager
 async def sdk_connection(
-    server: Any, client: RecordingClient | None = None
+    server: Any, client: RecordingClient | None = None, init_meta: dict[str, Any] | None = None
 ) -> AsyncIterator[tuple[ClientSideConnection, RecordingClient, RecordingTransport]]:
-    """A connected, initialized SDK client on the server's `/acp`."""
+    """A connected, initialized SDK client on the server's `/acp` (`init_meta`: the
+    `_meta` of its `initialize`, e.g. agentd's opt-in)."""
     ws_url = server.base_url.replace("http://", "ws://") + "/acp"
     transport = RecordingTransport(await create_websocket_stream(ws_url))
     client = client or RecordingClient()
     conn = connect_to_agent(client, transport)
     try:
-        init = await conn.initialize(protocol_version=1)
+        init = await conn.initialize(protocol_version=1, **(init_meta or {}))
         assert init.protocol_version == 1
         assert init.agent_capabilities is not None and init.agent_capabilities.load_session is True
         yield conn, client, transport

@@ -61,10 +61,15 @@ def agentd_env(home: Path, script: Path) -> dict[str, str]:
 
 @asynccontextmanager
 async def editor(
-    home: Path, script: Path, *args: str, client: RecordingClient | None = None
+    home: Path,
+    script: Path,
+    *args: str,
+    client: RecordingClient | None = None,
+    init_meta: dict[str, Any] | None = None,
 ) -> AsyncIterator[tuple[Any, RecordingClient, Recorder, Any]]:
     """An editor's view: the SDK's client connection to a spawned `agentd acp` (`args`:
-    e.g. `--connect URL` for the bridge); `client` answers the agent's requests."""
+    e.g. `--connect URL` for the bridge); `client` answers the agent's requests;
+    `init_meta`: the `_meta` of its `initialize` (e.g. agentd's opt-in)."""
     client = client or RecordingClient()
     recorder = Recorder()
     async with spawn_agent_process(
@@ -77,7 +82,7 @@ async def editor(
         env=agentd_env(home, script),
         observers=[recorder],
     ) as (conn, process):
-        init = await asyncio.wait_for(conn.initialize(protocol_version=1), 60)
+        init = await asyncio.wait_for(conn.initialize(protocol_version=1, **(init_meta or {})), 60)
         assert init.protocol_version == 1 and init.agent_capabilities.load_session is True
         yield conn, client, recorder, process
 

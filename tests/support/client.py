@@ -14,6 +14,8 @@ from typing import Any
 
 import websockets
 
+from agentd.protocol.agentd import AGENTD_CLIENT
+
 RequestHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
@@ -57,7 +59,9 @@ class WsClient:
         ws = await websockets.connect(url, max_size=None)
         client = cls(ws)
         if initialize:
-            await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps or {}})
+            await client.call(
+                "initialize", {"protocolVersion": 1, "clientCapabilities": caps or {}, "_meta": AGENTD_CLIENT}
+            )
         return client
 
     async def close(self) -> None:
@@ -180,5 +184,5 @@ def ws_url(base: str) -> str:
 async def ws_client(base: str, **connect_kw: Any) -> WsClient:
     ws = await websockets.connect(ws_url(base), max_size=None, **connect_kw)
     client = WsClient(ws)
-    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT})
     return client

@@ -22,7 +22,7 @@ from agentd.protocol.acp import (
     NewSessionParams,
     SessionIdParams,
 )
-from agentd.protocol.agentd import ForkParams
+from agentd.protocol.agentd import ForkParams, OptIn
 from agentd.protocol.jsonrpc import RpcError
 from agentd.protocol.methods import EXTENSIONS
 from agentd.session.commands import AttachMcp, Cancel, QueueOp
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
     if ctx.connection is not None:
         ctx.connection.client_capabilities = params.client_capabilities
+        ctx.connection.opt_in = OptIn.of(params.meta)  # agentd's own traffic only if asked
         ctx.connection.initialized = True
     return {
         "protocolVersion": PROTOCOL_VERSION,

@@ -9,6 +9,8 @@ const BACKOFF_MS = [200, 400, 800, 1600, 3200, 5000];
 const TOKEN_REVOKED = 4401;  // agentd/transport/revocation.py
 export const CONNECTION_LOST = "connection lost";
 
+const OPT_IN = {agentd: {notifications: ["*"]}};
+
 export class Connection {
   // checkToken(token) -> {ok, unreachable?}: asked when a socket with a token is refused.
   constructor({token, onReady, onMessage, onStatus, onAuthLost, checkToken}) {
@@ -61,7 +63,8 @@ export class Connection {
   async _initialize(ws) {
     let init;
     try {
-      init = await this._request("initialize", {protocolVersion: 1, clientCapabilities: CAPABILITIES});
+      // agentd's own notifications (events, snapshots, resyncs) come only to clients that ask.
+      init = await this._request("initialize", {protocolVersion: 1, clientCapabilities: CAPABILITIES, _meta: OPT_IN});
     } catch { return; }  // closed meanwhile: onclose retries
     if (this.ws !== ws) return;
     this.attempt = 0; this.ready = true; this.info = init.agentInfo; this.generation += 1;

@@ -42,7 +42,11 @@ async def bridged_editor(
         env=env,
         observers=[recorder],
     ) as (conn, process):  # fmt: skip
-        init = await asyncio.wait_for(conn.initialize(protocol_version=1), 60)
+        # It asks for agentd's own notifications (turn ends among them): the bridge passes
+        # them on only to an editor that asked.
+        init = await asyncio.wait_for(
+            conn.initialize(protocol_version=1, agentd={"notifications": ["*"]}), 60
+        )
         assert init.agent_capabilities.load_session is True
         yield conn, client, recorder, process
 
