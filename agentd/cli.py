@@ -57,16 +57,36 @@ ConfigOption = Annotated[
 ]
 
 
+STRICT_ENV = "AGENTD_STRICT"
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="Refuse to start on an AGENTD_* variable that is no setting (env AGENTD_STRICT)"
+    ),
+]
+
+
 @app.callback()
 def _options(
     config: ConfigOption = None,
     debug: Annotated[
         bool, typer.Option("--debug", help="Debug logging, and a traceback behind every error")
     ] = False,
+    strict: StrictOption = False,
 ) -> None:
     _use_config(config)
     if debug:
         os.environ[LOG_LEVEL_ENV] = LogLevel.DEBUG.value
+    _use_strict(strict)
+
+
+def _use_strict(strict: bool) -> None:
+    if strict:
+        os.environ[STRICT_ENV] = "1"
+
+
+def _strict() -> bool:
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _debugging() -> bool:
@@ -92,12 +112,27 @@ def _run(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def _settings(**overrides: Any) -> Settings:
+    """The settings, or one line per mistake and exit 2. An `AGENTD_*` variable that is no
+    setting is named with the closest setting (a warning; refused with --strict)."""
+    from agentd.infra.settings_check import explain, explain_unparsable, unknown_variables
+
     given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+    secret = [n for n, f in Settings.model_fields.items() if "Secret" in str(f.annotation)]
     try:
-        return Settings(**given)
-    except (ValueError, ValidationError) as exc:  # a bad config file or variable: say which
-        typer.echo(f"agentd: invalid configuration: {exc}", err=True)
+        settings = Settings(**given)
+    except ValidationError as exc:  # a bad value: which setting, what was given, what it takes
+        typer.echo(f"agentd: error: invalid setting: {explain(exc, secret)}", err=True)
         raise typer.Exit(2) from None
+    except ValueError as exc:  # a list or table that is not JSON, or the config file
+        line = explain_unparsable(exc, os.environ, secret)
+        typer.echo(f"agentd: error: {f'invalid setting: {line}' if line else exc}", err=True)
+        raise typer.Exit(2) from None
+    unknown = unknown_variables(os.environ, Settings.model_fields)
+    for mistake in unknown:
+        typer.echo(f"agentd: {'error' if _strict() else 'warning'}: {mistake.line()}", err=True)
+    if unknown and _strict():
+        raise typer.Exit(2)
+    return settings
 
 
 DbOption = Annotated[
@@ -140,6 +175,7 @@ def serve(
     from agentd.preflight import (
         StartupError,
         check_database,
+        check_home,
         check_provider,
         check_sandbox,
         claim_database,
@@ -168,6 +204,7 @@ def serve(
         raise typer.Exit(2)
     # The cheap checks first: a port in use is reported before migrations and imports.
     try:
+        check_home(settings)
         check_provider(settings)
         check_sandbox(settings)
         sock = listen_socket(settings.host, settings.port)
@@ -367,7 +404,14 @@ def acp(
     its settings (SQLite under AGENTD_HOME by default), or with --connect a relay to a shared
     server that survives reconnects. One JSON-RPC message per line."""
     from agentd.infra.logs import configure_logging
-    from agentd.preflight import DatabaseHeld, StartupError, check_provider, claim_database, local_ws_url
+    from agentd.preflight import (
+        DatabaseHeld,
+        StartupError,
+        check_home,
+        check_provider,
+        claim_database,
+        local_ws_url,
+    )
 
     _use_config(config)
     if connect is not None:
@@ -392,6 +436,10 @@ def acp(
     if address is not None and (problem := insecure_bind(address[0], settings.auth)):
         typer.echo(f"agentd: {problem}", err=True)
         raise typer.Exit(2)
+    try:
+        check_home(settings)
+    except StartupError as exc:
+        _fail(exc)
     # One process runs the sessions of a SQLite file: when a live server holds it, relay to
     # that server (as --connect would) instead of running a second owner beside it.
     try:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import getpass
 import logging
+import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -35,6 +37,22 @@ def _reason(exc: BaseException) -> str:
     kind = type(cause.__cause__ or cause).__name__  # the driver's own class, not the adapter's
     text = " ".join(str(cause).split())
     return f"{kind}: {text}" if text else kind
+
+
+def check_home(settings: Settings) -> None:
+    """AGENTD_HOME holds the default database, the replica id and the workspaces: a folder
+    this user can create and write, said as such (not as a database or lock problem)."""
+    home = settings.home
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StartupError(f"AGENTD_HOME={home}: not a folder") from None
+    except OSError as exc:
+        raise StartupError(f"AGENTD_HOME={home}: cannot create the folder ({exc.strerror})") from None
+    if not home.is_dir():
+        raise StartupError(f"AGENTD_HOME={home}: not a folder")
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise StartupError(f"AGENTD_HOME={home}: this user ({getpass.getuser()}) cannot write to it")
 
 
 def local_ws_url(host: str, port: int) -> str:

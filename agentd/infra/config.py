@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 # Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
 from agentd.core.modes import PermissionMode as PermissionMode
 from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
+from agentd.infra.settings_check import async_database_url, unknown_keys
 
 if TYPE_CHECKING:
     from agentd.store.engine import PoolLimits
@@ -125,9 +126,11 @@ class TomlFileSource(PydanticBaseSettingsSource):
             raise ValueError(f"config file {path} does not exist ({CONFIG_ENV})") from None
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ValueError(f"config file {path}: {exc}") from None
-        unknown = sorted(set(self.data) - set(settings_cls.model_fields) - {"config"})
+        unknown = unknown_keys(set(self.data) - {"config"}, settings_cls.model_fields)
         if unknown:
-            raise ValueError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+            raise ValueError(
+                f"config file {path}: " + "; ".join(u.line().replace("ignored", "refused") for u in unknown)
+            )
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return self.data.get(field_name), field_name, False
@@ -312,6 +315,12 @@ class Settings(BaseSettings):
     # Requests per principal (without auth: per connection, or per address over HTTP)...
     rate_limit_per_s: float = 50.0  # ...on average...
     rate_limit_burst: int = 200  # ...with bursts up to this
+
+    @field_validator("database_url", mode="before")
+    @classmethod
+    def _async_driver(cls, value: Any) -> Any:
+        # postgres:// and postgresql:// (what hosting panels hand out) run on asyncpg.
+        return async_database_url(value) if isinstance(value, str) else value
 
     @field_validator("anthropic_thinking_budget")
     @classmethod
