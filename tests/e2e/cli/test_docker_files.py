@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from agentd.infra.config import Settings
-from tests.conftest import scripted
 from tests.support.paths import REPO_ROOT
 from tests.support.proc import free_port
+from tests.support.server import scripted
 
 ROOT = REPO_ROOT
 

@@ -32,8 +32,8 @@ from agentd.core.conversation import Message
 from agentd.infra.config import PermissionMode
 from agentd.tools.base import Access, ToolContext, ToolError, ToolKind, ToolResult
 from agentd.tools.registry import builtin_tools
-from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     events,

@@ -18,8 +18,8 @@ from agentd.infra.config import AuthMode
 from agentd.store.db import Store
 from agentd.transport.revocation import CloseCode
 from agentd.transport.sse import TOKEN_REVOKED
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, ws_client, ws_url
+from tests.support.server import scripted
 
 LIMIT_EXCEEDED = -32019
 
