@@ -110,7 +110,7 @@ class Translated:
     problems: list[tuple[str, str, int | None]] = field(default_factory=list)  # (field, message, line)
 
 
-def translate(data: Mapping[Any, Any], lines: Mapping[str, int], known_keys: tuple[str, ...]) -> Translated:
+def translate(data: Mapping[Any, Any], lines: Mapping[str, int]) -> Translated:
     """Rename aliases, drop (and note) foreign keys; keys neither ours nor known elsewhere are
     returned as they are for the caller to refuse."""
     out = Translated(lines=dict(lines))

@@ -151,7 +151,7 @@ def select_agent(definitions: Mapping[str, AgentDefinition], name: str | None) -
 def _builder_from_mapping(data: Mapping[str, Any], path: Path, lines: Mapping[str, int]) -> AgentBuilder:
     """The file's keys (other tools' spellings translated, `dialects.py`) into a builder; keys
     that are wrong in themselves (unknown, not a table) are its problems already."""
-    t = translate(data, lines, TOP_LEVEL_KEYS)
+    t = translate(data, lines)
     b = AgentBuilder(source=path).lines(t.lines)
     for problem in t.problems:
         b.problem(*problem)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentd.agents import AgentDefinition, AgentDefinitionError, load_definitions
+from agentd.agents.dialects import translate
 from agentd.tools.registry import builtin_tools
 
 KNOWN_TOOLS = (*builtin_tools(), "task")
@@ -94,6 +95,24 @@ def load_error(folder: Path) -> AgentDefinitionError:
     with pytest.raises(AgentDefinitionError) as info:
         load(folder)
     return info.value
+
+
+@pytest.mark.parametrize(
+    ("raw", "data", "notes"),
+    [
+        ({"tools": "Read, Grep,  ,Bash"}, {"tools": ["read_file", "grep", "bash"]}, 0),
+        ({"tools": ["glob", "WebSearch"]}, {"tools": ["glob"]}, 1),
+        ({"tools": {"write": False, "read": True}}, {"denied_tools": ["write_file"]}, 0),
+        ({"tools": {"read": True}}, {}, 0),  # nothing false: every tool
+        ({"prompt": "p", "maxSteps": 3}, {"system_prompt": "p", "max_turns": 3}, 0),
+        ({"disallowedTools": "Bash", "color": "red"}, {"denied_tools": ["bash"]}, 1),
+        ({"model": "inherit", "temperature": 0.2}, {"model": None}, 2),
+        ({"max_turn": 3}, {"max_turn": 3}, 0),  # not another tool's key: left for the loader to refuse
+    ],
+)
+def test_translate(raw: dict, data: dict, notes: int) -> None:
+    out = translate(raw, {})
+    assert out.data == data and len(out.notes) == notes and out.problems == []
 
 
 def test_claude_code_agent_with_a_comma_separated_tool_string(
