@@ -2,8 +2,9 @@
 
 People paste agent files from Claude Code (`.claude/agents/*.md`: `name`, `description`,
 `tools: Read, Grep`, `model: inherit`, `color`), opencode (`.opencode/agent/*.md`: `mode`,
-`temperature`, `tools: {write: false}`, `permission`, `maxSteps`) and TOML-configured tools
-(Codex's `instructions`). The policy, pure and table-driven:
+`temperature`, `tools: {write: false}`, `permission`, `maxSteps`) and Codex
+(`.codex/agents/*.toml`: `developer_instructions`, `sandbox_mode`, `nickname_candidates`).
+The policy, pure and table-driven:
 
 - a key that means one of ours is renamed (`KEY_ALIASES`: `prompt` → `system_prompt`);
 - a key another tool uses with no meaning here is ignored and noted (`FOREIGN_KEYS`, with why);
@@ -47,6 +48,10 @@ FOREIGN_KEYS = {
     "skills": "skills are the server's (AGENTD_SKILLS_DIR)",
     "disable": "a definition agentd should not load is a file not in AGENTD_AGENTS_DIR",
     "hidden": "every definition is listed",
+    "nickname_candidates": "a display name in another tool",
+    "web_search": "agentd has no web search tool",
+    "mcp_servers": "MCP servers are the session's (session/new mcpServers)",
+    "mcpServers": "MCP servers are the session's (session/new mcpServers)",
 }
 
 # Other tools' tool names → ours (names already ours are kept as they are).

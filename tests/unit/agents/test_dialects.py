@@ -74,16 +74,17 @@ You are in code review mode. Focus on:
 - Potential bugs and edge cases
 """
 
-CODEX_PLANNER = '''\
-name = "planner"
+CODEX_PLANNER = """\
+name = "code_planner"
 description = "Plans before anyone writes code"
+nickname_candidates = ["Atlas", "Compass"]
 model = "gpt-5-codex"
 model_reasoning_effort = "high"
-approval_policy = "on-request"
+sandbox_mode = "read-only"
 tools = ["read_file", "shell", "apply_patch"]
-instructions = """
-You plan. You never write code yourself."""
-'''
+developer_instructions = \"\"\"
+You plan. You never write code yourself.\"\"\"
+"""
 
 
 def load(folder: Path) -> dict[str, AgentDefinition]:
@@ -160,13 +161,13 @@ def test_opencode_agent_with_a_tools_table_denies_the_false_ones(tmp_path: Path)
     }
 
 
-def test_codex_style_toml_with_instructions_and_its_tool_names(tmp_path: Path) -> None:
-    (tmp_path / "planner.toml").write_text(CODEX_PLANNER)
-    planner = load(tmp_path)["planner"]
+def test_codex_custom_agent_toml_with_developer_instructions(tmp_path: Path) -> None:
+    (tmp_path / "code_planner.toml").write_text(CODEX_PLANNER)
+    planner = load(tmp_path)["code_planner"]
     assert planner.system_prompt == "You plan. You never write code yourself."
     assert planner.tools == ("read_file", "bash", "edit_file")
     assert planner.model == "gpt-5-codex"
-    assert len(planner.notes) == 2  # model_reasoning_effort, approval_policy
+    assert len(planner.notes) == 3  # nickname_candidates, model_reasoning_effort, sandbox_mode
 
 
 @pytest.mark.parametrize(
