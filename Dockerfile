@@ -22,8 +22,11 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     # Bind-mounted workspaces belong to the host's user: let git work in them anyway.
     && git config --system --add safe.directory '*'
+# The locked dependencies (hashes checked), then the wheel alone: the image holds what CI tested.
+COPY requirements.lock /tmp/requirements.lock
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels \
+RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements.lock \
+    && pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels /tmp/requirements.lock \
     && useradd --create-home --uid 1000 agentd \
     && mkdir -p /var/lib/agentd /workspaces && chown agentd:agentd /var/lib/agentd /workspaces
 USER agentd

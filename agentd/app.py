@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -73,8 +74,10 @@ def create_app(
     provider: Provider | None = None,
     tools: dict[str, Tool] | None = None,
     fallbacks: list[Lane] | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> FastAPI:
-    """`provider`, `tools` and `fallbacks` replace the configured ones (embedding, tests)."""
+    """`provider`, `tools` and `fallbacks` replace the configured ones (embedding, tests);
+    `clock` the rate limiter's (monotonic seconds; a test's fake clock)."""
     settings = settings or Settings()
 
     @asynccontextmanager
@@ -138,7 +141,7 @@ def create_app(
             if resumed:
                 log.info("resumed the queues of %d session(s)", len(resumed))
         authenticator = Authenticator(store, settings.auth)
-        limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst)
+        limiter = RateLimiter(settings.rate_limit_per_s, settings.rate_limit_burst, clock or time.monotonic)
         app.state.agentd = AppState(
             settings,
             store,

@@ -2,8 +2,10 @@
 
 - `definition.py` — `AgentDefinition` (static, shared by sessions), `DEFAULT_AGENT`, the errors;
 - `builder.py` — `AgentBuilder`: collect anything, validate everything at once in `build()`;
+- `fields.py` — the fields' pydantic model; its errors become the one-line `Problem`s;
 - `loader.py` — `*.toml` / `*.md` definition files, `default_definitions`, `select_agent`;
-- `frontmatter.py` — the strict YAML subset of a Markdown definition's front matter.
+- `frontmatter.py` — a Markdown definition's YAML front matter (PyYAML, safe loading, lines);
+- `dialects.py` — other agent tools' files (Claude Code, opencode, Codex) in agentd's terms.
 
 The names below are the package's public interface (what the session, the app and the tests use).
 """

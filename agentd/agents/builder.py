@@ -2,31 +2,22 @@
 
 It separates *collecting* from *validating*: the setters accept anything and check nothing;
 `build()` sees everything at once (including the tool and model registries that exist only
-then) and reports every problem in one `AgentDefinitionError`.
+then) and reports every problem in one `AgentDefinitionError`. Each field on its own is
+pydantic's (`fields.py`); the checks across fields and against the registries are here, one
+small function each, run on the fields that passed.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-from agentd.agents.definition import (
-    NAME_PATTERN,
-    NAME_RE,
-    AgentDefinition,
-    AgentDefinitionError,
-    Problem,
-)
+from agentd.agents.definition import AgentDefinition, AgentDefinitionError, Problem
+from agentd.agents.fields import DefinitionFields, validate_fields
 from agentd.core.completion import CompletionRequirement
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
-
-_UNSET: Any = object()
-
-
-def _is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def join_names(values: Iterable[str]) -> str:
@@ -44,46 +35,38 @@ class AgentBuilder:
 
     def __init__(self, *, source: str | Path | None = None) -> None:
         self._source = str(source) if source is not None else None
-        self._name: Any = _UNSET
-        self._description: Any = ""
-        self._system_prompt: Any = ""
-        self._tools: tuple[Any, ...] | None = None
-        self._model: Any = None
-        self._max_turns: Any = None
-        self._completion: dict[str, Any] | None = None
-        self._output_schema: Any = None
+        self._values: dict[str, Any] = {}
+        self._notes: list[str] = []
         # Loader support: problems found before the builder (unknown keys, bad JSON) and the
-        # front-matter line of each key, so build() can point at the line.
+        # file's line of each key, so build() can point at the line.
         self._pending: list[Problem] = []
         self._lines: dict[str, int] = {}
 
     # fluent setters: collect only
 
     def name(self, name: str) -> AgentBuilder:
-        self._name = name
-        return self
+        return self._set("name", name)
 
     def description(self, text: str) -> AgentBuilder:
-        self._description = text
-        return self
+        return self._set("description", text)
 
     def system_prompt(self, text: str) -> AgentBuilder:
-        self._system_prompt = text
-        return self
+        return self._set("system_prompt", text)
 
     def tools(self, *names: str) -> AgentBuilder:
         """The tool allow-list (order kept, duplicates dropped). Never called → all built-in
         tools; called with no names → no tools."""
-        self._tools = tuple(dict.fromkeys(names)) if all(isinstance(n, str) for n in names) else names
-        return self
+        return self._set("tools", _dedupe(names))
+
+    def denied_tools(self, *names: str) -> AgentBuilder:
+        """Tools (names or `fnmatch` patterns) taken out of the allow-list, or out of all."""
+        return self._set("denied_tools", _dedupe(names))
 
     def model(self, model: str | None) -> AgentBuilder:
-        self._model = model
-        return self
+        return self._set("model", model)
 
     def max_turns(self, max_turns: int | None) -> AgentBuilder:
-        self._max_turns = max_turns
-        return self
+        return self._set("max_turns", max_turns)
 
     def completion(
         self,
@@ -93,143 +76,185 @@ class AgentBuilder:
         base_delay_ms: int = CompletionRequirement.base_delay_ms,
         max_delay_ms: int = CompletionRequirement.max_delay_ms,
     ) -> AgentBuilder:
-        self._completion = {
-            "tool": tool,
-            "max_retries": max_retries,
-            "base_delay_ms": base_delay_ms,
-            "max_delay_ms": max_delay_ms,
-        }
-        return self
+        return self._set(
+            "completion",
+            {
+                "tool": tool,
+                "max_retries": max_retries,
+                "base_delay_ms": base_delay_ms,
+                "max_delay_ms": max_delay_ms,
+            },
+        )
 
     def output_schema(self, schema: dict[str, Any] | None) -> AgentBuilder:
-        self._output_schema = schema
+        return self._set("output_schema", schema)
+
+    def note(self, text: str) -> AgentBuilder:
+        """Something the source said that the definition does not use (kept for the log)."""
+        self._notes.append(text)
         return self
 
-    def _problem(self, field_: str, message: str, line: int | None = None) -> None:
+    def problem(self, field_: str, message: str, line: int | None = None) -> AgentBuilder:
+        """A problem found while collecting (by a loader); `build()` reports it with the rest."""
         self._pending.append(Problem(field_, message, line))
+        return self
+
+    def lines(self, lines: Mapping[str, int]) -> AgentBuilder:
+        """The source line of each field (`completion.tool` style for nested ones)."""
+        self._lines.update(lines)
+        return self
+
+    def _set(self, key: str, value: Any) -> AgentBuilder:
+        self._values[key] = value
+        return self
 
     # validation
 
     def build(self, *, known_tools: Collection[str], known_models: Collection[str] | None) -> AgentDefinition:
         """Validate everything and return the definition, or raise one `AgentDefinitionError`
         listing every problem. `known_models=None` skips the model check."""
-        problems = list(self._pending)
-
-        def bad(field_: str, message: str) -> None:
-            line = self._lines.get(field_, self._lines.get(field_.split(".")[0]))
-            problems.append(Problem(field_, message, line))
-
-        known_tools = set(known_tools)
-
-        # name
-        name = self._name
-        if name is _UNSET or name is None:
-            bad("name", "required")
-        elif not isinstance(name, str) or not NAME_RE.fullmatch(name):
-            bad(
-                "name",
-                f"must match {NAME_PATTERN} (lowercase letters, digits, '_' and '-', at most 64 "
-                f"characters, starting with a letter or digit), got {name!r}",
-            )
-
-        for field_, value in (("description", self._description), ("system_prompt", self._system_prompt)):
-            if not isinstance(value, str):
-                bad(field_, f"must be a string, got {type(value).__name__}")
-
-        # output schema (first: other checks depend on whether there is a usable one)
-        schema = self._output_schema
-        has_schema = schema is not None
-        if schema is not None:
-            if not isinstance(schema, dict):
-                bad("output_schema", f"must be a JSON object (a dict), got {type(schema).__name__}")
-            else:
-                import jsonschema  # only for a definition with a schema (idle memory)
-
-                try:
-                    jsonschema.Draft202012Validator.check_schema(schema)
-                except jsonschema.SchemaError as exc:
-                    at = "/".join(str(p) for p in exc.absolute_path)
-                    where = f" at {at!r}" if at else ""
-                    bad("output_schema", f"not a valid JSON Schema{where}: {exc.message}")
-                if schema.get("type") != "object":
-                    bad("output_schema", f'must have "type": "object", got "type": {schema.get("type")!r}')
-
-        # tools
-        tools = self._tools
-        if tools is not None:
-            non_str = [t for t in tools if not isinstance(t, str) or not t]
-            if non_str:
-                bad("tools", f"tool names must be non-empty strings, got {non_str!r}")
-            names = [t for t in tools if isinstance(t, str) and t]
-            unknown = [t for t in names if t not in known_tools and t != STRUCTURED_OUTPUT_TOOL]
-            if unknown:
-                listed = ", ".join(repr(t) for t in unknown)
-                bad(
-                    "tools",
-                    f"unknown tool{'s' if len(unknown) > 1 else ''} {listed}; known tools: "
-                    f"{join_names(known_tools)}"
-                    + (f" (and {STRUCTURED_OUTPUT_TOOL} with an output_schema)" if not has_schema else ""),
-                )
-            if STRUCTURED_OUTPUT_TOOL in names and not has_schema:
-                bad("tools", f"{STRUCTURED_OUTPUT_TOOL!r} is only allowed together with an output_schema")
-
-        # model
-        model = self._model
-        if model is not None:
-            if not isinstance(model, str) or not model:
-                bad("model", f"must be a non-empty string, got {model!r}")
-            elif known_models is not None and model not in known_models:
-                bad("model", f"unknown model {model!r}; known models: {join_names(known_models)}")
-
-        # max_turns
-        max_turns = self._max_turns
-        if max_turns is not None and (not _is_int(max_turns) or max_turns < 1):
-            bad("max_turns", f"must be an integer >= 1, got {max_turns!r}")
-
-        # completion requirement
-        completion = self._completion
-        if completion is not None:
-            tool = completion.get("tool")
-            if not isinstance(tool, str) or not tool:
-                bad("completion.tool", f"must be a non-empty tool name, got {tool!r}")
-            elif tool == STRUCTURED_OUTPUT_TOOL:
-                if not has_schema:
-                    bad("completion.tool", f"{STRUCTURED_OUTPUT_TOOL!r} requires an output_schema")
-            elif tools is None:
-                if tool not in known_tools:
-                    bad(
-                        "completion.tool",
-                        f"{tool!r} is not a known tool; known tools: {join_names(known_tools)}",
-                    )
-            elif tool not in tools:
-                allowed = ", ".join(t for t in tools if isinstance(t, str))
-                where = f"the agent's tools ({allowed})" if allowed else "the agent's tools (it has none)"
-                bad("completion.tool", f"{tool!r} is not among {where}")
-            numbers_ok = True
-            for key in ("max_retries", "base_delay_ms", "max_delay_ms"):
-                value = completion.get(key)
-                if not _is_int(value) or value < 1:
-                    bad(f"completion.{key}", f"must be a positive integer, got {value!r}")
-                    numbers_ok = False
-            if numbers_ok and completion["base_delay_ms"] > completion["max_delay_ms"]:
-                bad(
-                    "completion.base_delay_ms",
-                    f"must not exceed completion.max_delay_ms "
-                    f"({completion['base_delay_ms']} > {completion['max_delay_ms']})",
-                )
-
-        if problems:
+        values = {k: v for k, v in self._values.items() if v is not None}
+        fields, invalid = validate_fields(values)
+        failed = {p.field for p in invalid}
+        checks = Checks(values, failed, frozenset(known_tools), known_models)
+        problems = [*self._pending, *(self._located(p) for p in (*invalid, *checks.run()))]
+        if problems or fields is None:
+            name = values.get("name")
             agent = name if isinstance(name, str) and name else None
             raise AgentDefinitionError(problems, agent=agent, source=self._source)
+        return _definition(fields, self._source, tuple(self._notes))
 
-        return AgentDefinition(
-            name=name,
-            description=self._description,
-            system_prompt=self._system_prompt,
-            tools=tuple(tools) if tools is not None else None,
-            model=model,
-            max_turns=max_turns,
-            completion=CompletionRequirement(**completion) if completion is not None else None,
-            output_schema=copy.deepcopy(schema),
-            source=self._source,
+    def _located(self, problem: Problem) -> Problem:
+        if problem.line is not None:
+            return problem
+        line = self._lines.get(problem.field, self._lines.get(problem.field.split(".")[0]))
+        return problem._replace(line=line)
+
+
+def _dedupe(names: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(names)) if all(isinstance(n, str) for n in names) else names
+
+
+def _definition(fields: DefinitionFields, source: str | None, notes: tuple[str, ...]) -> AgentDefinition:
+    completion = fields.completion
+    return AgentDefinition(
+        name=fields.name,
+        description=fields.description,
+        system_prompt=fields.system_prompt,
+        tools=fields.tools,
+        model=fields.model,
+        max_turns=fields.max_turns,
+        completion=CompletionRequirement(**completion.model_dump()) if completion is not None else None,
+        output_schema=copy.deepcopy(fields.output_schema),
+        source=source,
+        denied_tools=fields.denied_tools,
+        notes=notes,
+    )
+
+
+class Checks:
+    """What no single field shows: the registries, the JSON Schema, fields against each other.
+    Each check looks only at fields that passed their own validation (`failed` lists the rest),
+    so one mistake is reported once."""
+
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        failed: Collection[str],
+        known_tools: frozenset[str],
+        known_models: Collection[str] | None,
+    ) -> None:
+        self.values = values
+        self.failed = failed
+        self.known_tools = known_tools
+        self.known_models = known_models
+        # Whether there is a schema at all, valid or not: its own problems are reported once.
+        self.has_schema = values.get("output_schema") is not None
+        tools = values.get("tools")
+        self.tools: tuple[str, ...] | None = tuple(tools) if tools is not None and self._ok("tools") else None
+
+    def _ok(self, field_: str) -> bool:
+        """Set, and valid including every part of it."""
+        return field_ in self.values and not any(
+            f == field_ or f.startswith(f"{field_}.") for f in self.failed
         )
+
+    def run(self) -> list[Problem]:
+        return [*self.schema(), *self.tool_names(), *self.model(), *self.completion_tool(), *self.pacing()]
+
+    def schema(self) -> list[Problem]:
+        if not self._ok("output_schema"):
+            return []
+        schema: dict[str, Any] = self.values["output_schema"]
+        import jsonschema  # only for a definition with a schema (idle memory)
+
+        problems = []
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            at = "/".join(str(p) for p in exc.absolute_path)
+            where = f" at {at!r}" if at else ""
+            problems.append(Problem("output_schema", f"not a valid JSON Schema{where}: {exc.message}"))
+        if schema.get("type") != "object":
+            problems.append(
+                Problem("output_schema", f'must have "type": "object", got "type": {schema.get("type")!r}')
+            )
+        return problems
+
+    def tool_names(self) -> list[Problem]:
+        if self.tools is None:
+            return []
+        problems = []
+        unknown = [t for t in self.tools if t not in self.known_tools and t != STRUCTURED_OUTPUT_TOOL]
+        if unknown:
+            listed = ", ".join(repr(t) for t in unknown)
+            also = "" if self.has_schema else f" (and {STRUCTURED_OUTPUT_TOOL} with an output_schema)"
+            problems.append(
+                Problem(
+                    "tools",
+                    f"unknown tool{'s' if len(unknown) > 1 else ''} {listed}; known tools: "
+                    f"{join_names(self.known_tools)}{also}",
+                )
+            )
+        if STRUCTURED_OUTPUT_TOOL in self.tools and not self.has_schema:
+            problems.append(
+                Problem("tools", f"{STRUCTURED_OUTPUT_TOOL!r} is only allowed together with an output_schema")
+            )
+        return problems
+
+    def model(self) -> list[Problem]:
+        model = self.values.get("model")
+        if not self._ok("model") or self.known_models is None or model in self.known_models:
+            return []
+        return [Problem("model", f"unknown model {model!r}; known models: {join_names(self.known_models)}")]
+
+    def completion_tool(self) -> list[Problem]:
+        if "completion" not in self.values or {"completion", "completion.tool"} & set(self.failed):
+            return []
+        tool = self.values["completion"].get("tool")
+        if tool == STRUCTURED_OUTPUT_TOOL:
+            message = None if self.has_schema else f"{STRUCTURED_OUTPUT_TOOL!r} requires an output_schema"
+        elif "tools" not in self.values:
+            known = tool in self.known_tools
+            message = (
+                None
+                if known
+                else f"{tool!r} is not a known tool; known tools: {join_names(self.known_tools)}"
+            )
+        elif self.tools is not None and tool not in self.tools:
+            allowed = ", ".join(self.tools)
+            where = f"the agent's tools ({allowed})" if allowed else "the agent's tools (it has none)"
+            message = f"{tool!r} is not among {where}"
+        else:
+            message = None
+        return [Problem("completion.tool", message)] if message else []
+
+    def pacing(self) -> list[Problem]:
+        if not self._ok("completion"):
+            return []
+        base, top = self.values["completion"]["base_delay_ms"], self.values["completion"]["max_delay_ms"]
+        if base <= top:
+            return []
+        return [
+            Problem("completion.base_delay_ms", f"must not exceed completion.max_delay_ms ({base} > {top})")
+        ]

@@ -16,6 +16,7 @@ when to use which tool), so the two never disagree.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ class AgentDefinition:
 
     - `system_prompt`: empty → the server's configured system prompt (`Settings.system_prompt`).
     - `tools`: the allow-list in order; `None` → every built-in tool; `()` → no tools.
+    - `denied_tools`: names (or `fnmatch` patterns) taken out of `tools` — how other tools'
+      files say "everything but these" (opencode's `write: false`, Claude Code's `disallowedTools`).
     - `model`: `None` → the server default (`Settings.model`).
     - `max_turns`: `None` → the loop's own budget.
     - `source`: the file the definition came from (`None` when built in code).
@@ -54,8 +57,13 @@ class AgentDefinition:
     completion: CompletionRequirement | None = None
     output_schema: dict[str, Any] | None = field(default=None, hash=False)
     source: str | None = None
+    denied_tools: tuple[str, ...] = ()
+    # What the file said that agentd does not use (another tool's keys), for the log.
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def allows_tool(self, name: str) -> bool:
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.denied_tools):
+            return False
         return self.tools is None or name in self.tools
 
     def select_tools(self, available: Mapping[str, T]) -> dict[str, T]:
@@ -64,9 +72,8 @@ class AgentDefinition:
         The pseudo-tool `StructuredOutput` is not a registry tool and is skipped; the loop adds
         it from `output_schema`.
         """
-        if self.tools is None:
-            return dict(available)
-        return {name: available[name] for name in self.tools if name in available}
+        names = available if self.tools is None else [n for n in self.tools if n in available]
+        return {name: available[name] for name in names if self.allows_tool(name)}
 
 
 DEFAULT_AGENT = AgentDefinition(

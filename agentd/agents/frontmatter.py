@@ -1,21 +1,26 @@
-"""The front matter of a Markdown agent definition: a small, strict YAML subset.
+"""The front matter of a Markdown agent definition: YAML between `---` fences, read by PyYAML.
 
-`key: value` lines between `---` fences; a value is a quoted or plain string, an int, a
-`[a, b]` list or a JSON object; `completion.max_retries: 2` style dotted keys fill a table.
-Anything else (nesting, multi-line strings, anchors) is refused with the line number.
+The whole of YAML that describes data is accepted (block lists and maps, multi-line
+strings, flow collections), so a file pasted from another agent tool reads as it does
+there. Only safe loading: a tag that would build a Python object is an error. Every error
+names the file's line: YAML's own (`problem_mark`), a duplicate key (YAML keeps the last one
+silently; here it is a mistake to point at), and the line of each key is kept so the
+validation problems found later can point at theirs.
+
+agentd's older one-line spelling still reads the same: `completion.max_retries: 2` style
+dotted keys fill the `completion` table, beside `completion: StructuredOutput`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agentd.agents.definition import AgentDefinitionError, Problem
 
-_KEY_LINE = re.compile(r"(?P<key>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)[ \t]*:(?P<rest>.*)")
-_INT = re.compile(r"[-+]?[0-9]+")
 _FENCE = "---"
 
 
@@ -27,7 +32,8 @@ class _FrontMatterError(Exception):
 
 
 def parse_markdown(text: str, path: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """Front matter (`key: value` lines between `---` fences) plus the body as system_prompt."""
+    """The front matter's keys plus the body as `system_prompt`, and the line of each key
+    (`completion.tool` style for nested ones)."""
 
     def fail(message: str, line: int) -> AgentDefinitionError:
         return AgentDefinitionError(Problem("front matter", message, line), source=path, line=line)
@@ -45,51 +51,9 @@ def parse_markdown(text: str, path: Path) -> tuple[dict[str, Any], dict[str, int
             "the front matter opened on line 1 is never closed: add a '---' line after the last key",
             1,
         )
-
-    data: dict[str, Any] = {}
-    key_lines: dict[str, int] = {}  # key (and dotted key's parent) → line, for problem reports
-    seen: dict[str, int] = {}  # keys as written → line, for duplicate detection
     try:
-        for index in range(1, close):
-            lineno = index + 1
-            raw = lines[index]
-            if not raw.strip() or raw.lstrip().startswith("#"):
-                continue
-            if raw[0] in " \t":
-                raise _FrontMatterError(
-                    "indented lines (nested values, multi-line strings) are not supported; "
-                    "write each key on one line as 'key: value'",
-                    lineno,
-                )
-            match = _KEY_LINE.fullmatch(raw.rstrip())
-            if match is None or (match["rest"] and match["rest"][0] not in " \t"):
-                raise _FrontMatterError(f"expected 'key: value', got {raw.strip()!r}", lineno)
-            key = match["key"]
-            if key in seen:
-                raise _FrontMatterError(f"duplicate key {key!r} (first set on line {seen[key]})", lineno)
-            value = _parse_value(match["rest"], lineno)
-            seen[key] = key_lines[key] = lineno
-            if "." in key:
-                parent, child = key.split(".", 1)
-                key_lines.setdefault(parent, lineno)
-                holder = data.get(parent)
-                if holder is None:
-                    holder = data[parent] = {}
-                elif isinstance(holder, str) and parent == "completion":
-                    holder = data[parent] = {"tool": holder}
-                if not isinstance(holder, dict):
-                    raise _FrontMatterError(f"{parent!r} is already set to a plain value", lineno)
-                holder[child] = value
-            else:
-                existing = data.get(key)
-                if isinstance(existing, dict) and key == "completion" and isinstance(value, str):
-                    existing.setdefault("tool", value)
-                    if existing["tool"] != value:
-                        raise _FrontMatterError("completion tool is set twice", lineno)
-                elif existing is not None:
-                    raise _FrontMatterError(f"{key!r} is already set by a dotted key", lineno)
-                else:
-                    data[key] = value
+        data, key_lines = load_yaml_mapping(lines[1:close], first_line=2)
+        _fill_dotted(data, key_lines)
     except _FrontMatterError as exc:
         raise fail(exc.message, exc.line) from None
 
@@ -106,84 +70,82 @@ def parse_markdown(text: str, path: Path) -> tuple[dict[str, Any], dict[str, int
     return data, key_lines
 
 
-def _parse_value(rest: str, lineno: int) -> Any:
-    """One front-matter value: a quoted or plain string, an int, a `[a, b]` list, or a JSON
-    object (`{...}`, for output_schema). Plain values end at ` #` (a YAML comment)."""
-    text = rest.strip()
-    if not text or text[0] == "#":
-        raise _FrontMatterError("missing value (nested blocks are not supported)", lineno)
-    if text[0] == "{":
-        try:
-            value, end = json.JSONDecoder().raw_decode(text)
-        except json.JSONDecodeError as exc:
-            raise _FrontMatterError(f"invalid JSON object: {exc.msg} (column {exc.colno})", lineno) from None
-        _expect_end(text[end:], lineno)
-        return value
-    if text[0] == "[":
-        items: list[Any] = []
-        pos = 1
-        while True:
-            while pos < len(text) and text[pos] in " \t":
-                pos += 1
-            if pos >= len(text):
-                raise _FrontMatterError("unterminated list: missing ']'", lineno)
-            if text[pos] == "]" and not items:
-                pos += 1
-                break
-            if text[pos] in ",]":
-                raise _FrontMatterError("empty list item", lineno)
-            item, pos = _scalar(text, pos, lineno, stop=",]")
-            items.append(item)
-            while pos < len(text) and text[pos] in " \t":
-                pos += 1
-            if pos >= len(text):
-                raise _FrontMatterError("unterminated list: missing ']'", lineno)
-            if text[pos] == "]":
-                pos += 1
-                break
-            pos += 1  # ","
-        _expect_end(text[pos:], lineno)
-        return items
-    value, pos = _scalar(text, 0, lineno, stop="")
-    _expect_end(text[pos:], lineno)
-    return value
+def load_yaml_mapping(lines: list[str], *, first_line: int) -> tuple[dict[str, Any], dict[str, int]]:
+    """`lines` as one YAML mapping (empty → `{}`), with the line of each key counted from
+    `first_line`. Raises `_FrontMatterError` with the line of the mistake."""
+    text = "\n".join(lines) + "\n"
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}, {}
+        if not isinstance(node, yaml.MappingNode):
+            kind = "list" if isinstance(node, yaml.SequenceNode) else "single value"
+            raise _FrontMatterError(
+                f"the front matter must be 'key: value' lines, got a {kind}",
+                node.start_mark.line + first_line,
+            )
+        key_lines = _key_lines(node, first_line)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        raise _FrontMatterError(_yaml_message(exc), _yaml_line(exc, lines) + first_line) from None
+    except yaml.YAMLError as exc:  # the reader's: a character YAML does not allow
+        raise _FrontMatterError(f"invalid YAML: {exc}", first_line) from None
+    finally:
+        loader.dispose()
+    return data, key_lines
 
 
-def _scalar(text: str, pos: int, lineno: int, *, stop: str) -> tuple[Any, int]:
-    """A quoted string, an int or a plain string starting at `pos`; returns (value, end)."""
-    first = text[pos]
-    if first == '"':
-        try:
-            value, end = json.JSONDecoder().raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            raise _FrontMatterError(f"invalid double-quoted string: {exc.msg}", lineno) from None
-        return value, end
-    if first == "'":
-        out, i = [], pos + 1
-        while i < len(text):
-            if text[i] == "'":
-                if text[i + 1 : i + 2] == "'":
-                    out.append("'")
-                    i += 2
-                    continue
-                return "".join(out), i + 1
-            out.append(text[i])
-            i += 1
-        raise _FrontMatterError("unterminated single-quoted string", lineno)
-    if first in "|>&*!%@`{[]," or (first == "-" and text[pos + 1 : pos + 2] in ("", " ")):
-        raise _FrontMatterError(f"unsupported YAML syntax {first!r}; quote the value", lineno)
-    end = pos
-    while end < len(text) and text[end] not in stop:
-        if text[end] == "#" and end > pos and text[end - 1] in " \t":
-            break
-        end += 1
-    raw = text[pos:end].rstrip()
-    if not raw:
-        raise _FrontMatterError("empty value", lineno)
-    return (int(raw) if _INT.fullmatch(raw) else raw), pos + len(raw)
+def _key_lines(node: yaml.MappingNode, first_line: int, prefix: str = "") -> dict[str, int]:
+    """Each key's line (one level of nesting: `completion.tool`); a duplicate key is an error."""
+    found: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        key = f"{prefix}{key_node.value}" if isinstance(key_node, yaml.ScalarNode) else None
+        line = key_node.start_mark.line + first_line
+        if key is None:
+            raise _FrontMatterError("a key must be a plain name, not a list or a table", line)
+        if key in found:
+            raise _FrontMatterError(f"duplicate key {key!r} (first set on line {found[key]})", line)
+        found[key] = line
+        if not prefix and isinstance(value_node, yaml.MappingNode):
+            found.update(_key_lines(value_node, first_line, prefix=f"{key}."))
+    return found
 
 
-def _expect_end(rest: str, lineno: int) -> None:
-    rest = rest.strip()
-    if rest and not rest.startswith("#"):
-        raise _FrontMatterError(f"unexpected text after the value: {rest!r}", lineno)
+def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
+    problem = exc.problem or "malformed"
+    message = f"invalid YAML: {exc.context}, {problem}" if exc.context else f"invalid YAML: {problem}"
+    if problem == "mapping values are not allowed here":
+        # The usual cause in a pasted file: a description with ': ' in it.
+        message += " (a value with ': ' in it needs quotes; an indented line continues the one above)"
+    return message
+
+
+def _yaml_line(exc: yaml.MarkedYAMLError, lines: list[str]) -> int:
+    """The 0-based line of the mistake. An error at the end of the text (an unclosed quote,
+    list or table) is reported where the unfinished thing began, else on the last line."""
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=0)
+    mark = exc.problem_mark
+    if mark is not None and mark.line <= last:
+        return int(mark.line)
+    context = exc.context_mark
+    return int(context.line) if context is not None and context.line <= last else last
+
+
+def _fill_dotted(data: dict[str, Any], key_lines: dict[str, int]) -> None:
+    """`completion.max_retries: 2` → `data["completion"]["max_retries"] = 2`; a plain
+    `completion: tool` beside dotted keys is the table's `tool`."""
+    for key in [k for k in data if isinstance(k, str) and "." in k]:
+        parent, child = key.split(".", 1)
+        line = key_lines[key]
+        key_lines[parent] = min(key_lines.get(parent, line), line)
+        holder = data.get(parent)
+        if holder is None:
+            holder = data[parent] = {}
+        elif isinstance(holder, str) and parent == "completion":
+            holder = data[parent] = {"tool": holder}
+        if not isinstance(holder, dict):
+            raise _FrontMatterError(f"{parent!r} is already set to a plain value", line)
+        if child in holder:
+            raise _FrontMatterError(f"{parent}.{child} is set twice", line)
+        holder[child] = data.pop(key)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import re
 import tomllib
 from collections.abc import Collection, Mapping
@@ -41,9 +42,12 @@ from typing import Any, cast
 
 from agentd.agents.builder import AgentBuilder, join_names
 from agentd.agents.definition import DEFAULT_AGENT, AgentDefinition, AgentDefinitionError, Problem
+from agentd.agents.dialects import translate
 from agentd.agents.frontmatter import parse_markdown
 from agentd.loop.task_tool import TASK_TOOL
 from agentd.tools.registry import BUILTIN_TOOLS
+
+log = logging.getLogger(__name__)
 
 DEFINITION_SUFFIXES = (".toml", ".md")
 TOP_LEVEL_KEYS = (
@@ -55,6 +59,7 @@ TOP_LEVEL_KEYS = (
     "system_prompt",
     "completion",
     "output_schema",
+    "denied_tools",
 )
 COMPLETION_KEYS = ("tool", "max_retries", "base_delay_ms", "max_delay_ms")
 
@@ -107,7 +112,12 @@ def load_definition_file(
         raise AgentDefinitionError(
             Problem("file", f"unsupported file type {path.suffix!r} (use .toml or .md)"), source=path
         )
-    return _builder_from_mapping(data, path, lines).build(known_tools=known_tools, known_models=known_models)
+    definition = _builder_from_mapping(data, path, lines).build(
+        known_tools=known_tools, known_models=known_models
+    )
+    for note in definition.notes:  # what another tool's file said that agentd does not use
+        log.info("agent definition %s: %s", path, note)
+    return definition
 
 
 def default_definitions(
@@ -139,67 +149,75 @@ def select_agent(definitions: Mapping[str, AgentDefinition], name: str | None) -
 
 
 def _builder_from_mapping(data: Mapping[str, Any], path: Path, lines: Mapping[str, int]) -> AgentBuilder:
-    b = AgentBuilder(source=path)
-    b._lines.update(lines)
-
-    def at(key: str) -> int | None:
-        return lines.get(key)
-
-    for key in data:
+    """The file's keys (other tools' spellings translated, `dialects.py`) into a builder; keys
+    that are wrong in themselves (unknown, not a table) are its problems already."""
+    t = translate(data, lines)
+    b = AgentBuilder(source=path).lines(t.lines)
+    for problem in t.problems:
+        b.problem(*problem)
+    for note in t.notes:
+        b.note(note)
+    for key in t.data:
         if key not in TOP_LEVEL_KEYS:
             hint = difflib.get_close_matches(key, TOP_LEVEL_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-            b._problem(key, f"unknown key{suggestion}; allowed keys: {', '.join(TOP_LEVEL_KEYS)}", at(key))
-
-    b.name(data.get("name", path.stem))
-    if "description" in data:
-        b.description(data["description"])
-    if "system_prompt" in data:
-        b.system_prompt(data["system_prompt"])
-    if "model" in data:
-        b.model(data["model"])
-    if "max_turns" in data:
-        b.max_turns(data["max_turns"])
-    if "tools" in data:
-        tools = data["tools"]
-        if isinstance(tools, list):
-            b.tools(*tools)
-        else:
-            b._problem("tools", f"must be a list of tool names, got {tools!r}", at("tools"))
-
-    if "completion" in data:
-        completion = data["completion"]
-        if isinstance(completion, str):
-            completion = {"tool": completion}
-        if isinstance(completion, dict):
-            for key in completion:
-                if key not in COMPLETION_KEYS:
-                    b._problem(
-                        f"completion.{key}",
-                        f"unknown key; allowed keys: {', '.join(COMPLETION_KEYS)}",
-                        at(f"completion.{key}") or at("completion"),
-                    )
-            b.completion(
-                cast(str, completion.get("tool")),  # any value: build() reports a bad one
-                **{k: completion[k] for k in COMPLETION_KEYS[1:] if k in completion},
+            b.problem(
+                key, f"unknown key{suggestion}; allowed keys: {', '.join(TOP_LEVEL_KEYS)}", t.lines.get(key)
             )
-        else:
-            b._problem(
-                "completion",
-                f"must be a tool name or a table with {', '.join(COMPLETION_KEYS)}, got {completion!r}",
-                at("completion"),
-            )
-
-    if "output_schema" in data:
-        schema = data["output_schema"]
-        if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as exc:
-                b._problem("output_schema", f"not valid JSON: {exc}", at("output_schema"))
-                schema = None
-        b.output_schema(schema)
+    values = {k: v for k, v in t.data.items() if k in TOP_LEVEL_KEYS}
+    b.name(values.pop("name", path.stem))
+    _set_lists(b, values, t.lines)
+    _set_completion(b, values.pop("completion", None), t.lines)
+    _set_schema(b, values.pop("output_schema", None), t.lines)
+    for key, value in values.items():  # the plain ones: description, system_prompt, model, max_turns
+        getattr(b, key)(value)
     return b
+
+
+def _set_lists(b: AgentBuilder, values: dict[str, Any], lines: Mapping[str, int]) -> None:
+    for key, setter in (("tools", b.tools), ("denied_tools", b.denied_tools)):
+        if key not in values:
+            continue
+        names = values.pop(key)
+        if isinstance(names, list):
+            setter(*names)
+        else:
+            b.problem(key, f"must be a list of tool names, got {names!r}", lines.get(key))
+
+
+def _set_completion(b: AgentBuilder, completion: Any, lines: Mapping[str, int]) -> None:
+    if completion is None:
+        return
+    if isinstance(completion, str):
+        completion = {"tool": completion}
+    if not isinstance(completion, dict):
+        b.problem(
+            "completion",
+            f"must be a tool name or a table with {', '.join(COMPLETION_KEYS)}, got {completion!r}",
+            lines.get("completion"),
+        )
+        return
+    for key in completion:
+        if key not in COMPLETION_KEYS:
+            b.problem(
+                f"completion.{key}",
+                f"unknown key; allowed keys: {', '.join(COMPLETION_KEYS)}",
+                lines.get(f"completion.{key}") or lines.get("completion"),
+            )
+    b.completion(
+        cast(str, completion.get("tool")),  # any value: build() reports a bad one
+        **{k: completion[k] for k in COMPLETION_KEYS[1:] if k in completion},
+    )
+
+
+def _set_schema(b: AgentBuilder, schema: Any, lines: Mapping[str, int]) -> None:
+    if isinstance(schema, str):  # TOML: a JSON object written as a string
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            b.problem("output_schema", f"not valid JSON: {exc}", lines.get("output_schema"))
+            schema = None
+    b.output_schema(schema)
 
 
 def _parse_toml(text: str, path: Path) -> dict[str, Any]:

@@ -55,7 +55,7 @@ _OPEN: list[ConsoleLog] = []  # the browsers of the running test
 
 
 def server_stopping() -> None:
-    """Called by the test server as it begins to stop (tests/conftest.py `running_server`)."""
+    """Called by the test server as it begins to stop (tests/support/server.py `running_server`)."""
     for log in _OPEN:
         log.mark_stopping()
 

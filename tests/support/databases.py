@@ -1,16 +1,25 @@
-"""Databases for tests, made cheaply: a migrated SQLite file copied instead of migrated."""
+"""Databases for tests, made cheaply: a migrated SQLite file copied instead of migrated, and
+fresh Postgres databases copied from a migrated template (`postgres_database`)."""
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import shutil
 import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import asyncpg
+import pytest
 from sqlalchemy.engine import make_url
 
 from agentd.store.db import Store
+
+PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 _migrated_sqlite: Path | None = None
 
@@ -48,3 +57,68 @@ def _copy_if_missing(template: Path, target: Path) -> None:
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(template, target)
+
+
+async def _pg_available() -> bool:
+    try:
+        conn = await asyncpg.connect(PG_ADMIN_DSN, timeout=3)
+    except Exception:
+        return False
+    await conn.close()
+    return True
+
+
+_pg_base = PG_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://")
+_pg_template: str | None = None  # this process's migrated template database
+
+
+async def _migrated_template(admin: asyncpg.Connection) -> str:
+    """A database at the newest schema, made once per test process (each xdist worker has
+    its own: a template must have no other connection while it is copied); dropped at the
+    end of the session (`drop_postgres_template`, from conftest's `pytest_sessionfinish`)."""
+    global _pg_template
+    if _pg_template is None:
+        name = f"agentd_tpl_{uuid.uuid4().hex[:12]}"
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        store = await Store.open(f"{_pg_base}/{name}")
+        try:
+            await store.migrate()
+        finally:
+            await store.close()  # no connection left: it can serve as a template
+        _pg_template = name
+    return _pg_template
+
+
+def drop_postgres_template() -> None:
+    if _pg_template is not None:
+        asyncio.run(_drop_database(_pg_template))
+
+
+async def _drop_database(name: str) -> None:
+    admin = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@asynccontextmanager
+async def postgres_database(*, migrated: bool = False) -> AsyncIterator[str]:
+    """A fresh Postgres database, empty or (`migrated`) a copy of one at the newest schema
+    (`CREATE DATABASE … TEMPLATE`: no Alembic upgrade per test); yields its SQLAlchemy
+    URL; dropped afterwards."""
+    if not await _pg_available():
+        if os.environ.get("CI"):
+            pytest.fail(f"Postgres not reachable at {PG_ADMIN_DSN} (required in CI)")
+        pytest.skip("Postgres not reachable")
+    name = f"agentd_t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        template = f' TEMPLATE "{await _migrated_template(admin)}"' if migrated else ""
+        await admin.execute(f'CREATE DATABASE "{name}"{template}')
+    finally:
+        await admin.close()
+    try:
+        yield f"{_pg_base}/{name}"
+    finally:
+        await _drop_database(name)

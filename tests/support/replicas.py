@@ -12,7 +12,7 @@ from typing import Any
 
 from agentd.infra.auth import create_token
 from agentd.store.db import Store
-from tests.conftest import postgres_database
+from tests.support.databases import postgres_database
 from tests.support.proc import AgentdProcess, agentd_serve, write_script
 
 

@@ -37,7 +37,7 @@ async def new_session(client: Caller, cwd: Path | str, *, agent: str | None = No
 class Served(NamedTuple):
     """A running server, one initialized client on it, and that client's new session."""
 
-    server: Any  # tests.conftest.Server
+    server: Any  # tests.support.server.Server
     client: WsClient
     sid: str
 

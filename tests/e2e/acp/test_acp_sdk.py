@@ -20,8 +20,8 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from tests.conftest import scripted
 from tests.support.acp_sdk import sdk_connection
+from tests.support.server import scripted
 
 # ---------------------------------------------------------------------------- helpers
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from agentd.transport.handlers import METHODS, UNSUPPORTED
-from tests.conftest import scripted
 from tests.support.acp_schema import schema_path
 from tests.support.paths import REPO_ROOT
+from tests.support.server import scripted
 
 DOC = REPO_ROOT / "docs" / "protocol.md"
 
@@ -100,8 +100,9 @@ async def test_unsupported_methods_answer_method_not_found_with_the_reason(
 async def test_cancel_request_abandons_a_request_and_the_turn_goes_on(
     server_factory: Any, workspace: Path
 ) -> None:
-    from tests.e2e.session.test_attach import has_turn_ended, until
     from tests.support.client import agent_text, text_prompt
+    from tests.support.frames import has_turn_ended
+    from tests.support.polling import until
 
     provider = scripted({"text": "slow but sure", "delay": 1.0, "chunk_size": 2, "chunk_delay": 0.05})
     async with server_factory(provider) as server:

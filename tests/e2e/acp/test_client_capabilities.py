@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import AnswerError, WsClient, text_prompt
+from tests.support.server import scripted
 
 EDITOR_CAPS = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
 

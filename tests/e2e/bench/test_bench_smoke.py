@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.bench.smoke import run_smoke as _run
+from tests.support.bench_smoke import run_smoke as _run
 
 
 def test_commit_bench_smoke_prints_rate_and_p99_per_session_count() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.bench.smoke import run_smoke as _run
+from tests.support.bench_smoke import run_smoke as _run
 
 
 def test_concurrency_bench_smoke_prints_latency_rate_and_errors() -> None:

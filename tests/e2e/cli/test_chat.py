@@ -11,8 +11,8 @@ from typing import Any
 
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode
-from tests.conftest import scripted
 from tests.support.polling import until
+from tests.support.server import scripted
 
 
 class Terminal:

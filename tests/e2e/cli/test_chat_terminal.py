@@ -9,10 +9,10 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from tests.conftest import scripted
 from tests.support.gated import GatedProvider
 from tests.support.proc import agentd_command
 from tests.support.pty_term import PtyTerminal, pty_run
+from tests.support.server import scripted
 
 
 def chat_env(home: Path) -> dict[str, str]:

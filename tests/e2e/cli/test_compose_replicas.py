@@ -23,9 +23,9 @@ import yaml
 from acp import text_block
 
 from agentd.infra.config import Settings
-from tests.conftest import postgres_database
-from tests.e2e.transport.test_streamable_http import http_sdk
+from tests.support.acp_http import http_sdk
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.databases import postgres_database
 from tests.support.paths import REPO_ROOT
 from tests.support.polling import value_of
 from tests.support.proc import agentd_serve, free_port, write_script

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from agentd.infra.config import Settings
-from tests.conftest import scripted
 from tests.support.paths import REPO_ROOT
 from tests.support.proc import free_port
+from tests.support.server import scripted
 
 ROOT = REPO_ROOT
 
@@ -87,6 +87,19 @@ def test_the_image_installs_the_package_not_an_editable_checkout() -> None:
     final_runs = " ".join(args for keyword, args in final_stage() if keyword == "RUN")
     assert re.search(r"pip install [^&]*\.whl", final_runs), "the final image installs the built wheel"
     assert not any(keyword == "COPY" and " agentd" in args for keyword, args in final_stage())
+
+
+def test_the_image_installs_the_locked_dependencies_then_the_wheel_alone() -> None:
+    # What CI tested (requirements-dev.lock holds the same pins plus the dev tools), not
+    # whatever the index has newest on the day of the build.
+    final_runs = " && ".join(args for keyword, args in final_stage() if keyword == "RUN")
+    steps = [step.strip() for step in final_runs.split("&&")]
+    locked = [s for s in steps if re.match(r"pip install .*--require-hashes -r \S*requirements\.lock\b", s)]
+    wheel = [s for s in steps if re.match(r"pip install .*\.whl", s)]
+    assert locked and wheel and steps.index(locked[0]) < steps.index(wheel[0])
+    assert "--no-deps" in wheel[0].split(), "the wheel must not resolve its dependencies again"
+    copies = [args.split() for keyword, args in final_stage() if keyword == "COPY"]
+    assert any(parts[0] == "requirements.lock" for parts in copies)
 
 
 def test_the_image_has_git_ripgrep_node_and_an_init() -> None:

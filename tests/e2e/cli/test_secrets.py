@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from agentd.infra.config import redact_url
-from tests.conftest import postgres_database
+from tests.support.databases import postgres_database
 from tests.support.proc import agentd_process, free_port, wait_healthy
 
 

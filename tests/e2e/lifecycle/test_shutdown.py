@@ -27,11 +27,11 @@ from agentd.infra.config import PermissionMode
 from agentd.store.db import Store, StoredEvent
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.registry import builtin_tools
-from tests.conftest import Server, scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.frames import conversation_view
 from tests.support.polling import until
 from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
+from tests.support.server import Server, scripted
 from tests.support.session import assert_valid_frames, is_update, new_session, queue_of_length
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion

@@ -23,9 +23,9 @@ from agentd.core.conversation import Message
 from agentd.infra.config import PermissionMode
 from agentd.loop.tool_approval import INTERJECTED_TEXT
 from agentd.providers.scripted import ScriptedProvider
-from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     events,

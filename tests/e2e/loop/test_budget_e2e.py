@@ -30,9 +30,9 @@ from agentd.infra.config import PermissionMode
 from agentd.loop.budget import BudgetStop, BudgetStopKind, render_budget_stop
 from agentd.loop.checkpoint import CheckpointConfig
 from agentd.loop.react import GRACE_TEXT
-from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, text_prompt
+from tests.support.server import scripted
 from tests.support.session import events as ext_events
 from tests.support.session import new_session, served_session, the_turn_end
 

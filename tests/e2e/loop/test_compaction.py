@@ -29,8 +29,8 @@ from agentd.loop.compaction import (
 )
 from agentd.protocol.agentd import COMPACT
 from agentd.store.db import Store
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, new_session
 
 # The system prompt and tool guidance alone are ~5,000 characters (~1,250 tokens), so the

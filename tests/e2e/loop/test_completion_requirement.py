@@ -25,8 +25,8 @@ from agentd.core.provider import ProviderRequest
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
 from agentd.loop.turn import RECOVERY_TEXT
 from agentd.providers.scripted import ScriptedProvider
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, text_prompt
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, open_session, served_session, the_turn_end
 
 NEVER = {"text": "this step must never be sampled"}

@@ -41,8 +41,8 @@ from agentd.loop.goal import (
 )
 from agentd.loop.goal_eval import EVALUATOR_SYSTEM, evaluate, parse_verdict
 from agentd.protocol.jsonrpc import ErrorCode
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
+from tests.support.server import scripted
 from tests.support.session import events, served_session, the_turn_end
 
 SESSION_MODEL = "gpt-4o-mini"  # Settings.model's default

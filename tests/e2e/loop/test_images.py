@@ -15,10 +15,10 @@ from agentd.loop.prompt import prompt_images, prompt_text
 from agentd.protocol.acp import ImageContent, TextContent
 from agentd.providers.anthropic_messages import content_blocks as _content_blocks
 from agentd.providers.openai import _translate_message
-from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.fakes.mcp_calc import PNG_1PX
 from tests.support.mcp import calc_stdio
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames
 from tests.support.session import tool_call as call
 

@@ -12,8 +12,8 @@ from agentd.infra.config import Settings
 from agentd.loop.limits import LoopLimits
 from agentd.loop.retry import Bucket
 from agentd.session.turn_kit import loop_limits
-from tests.conftest import scripted
 from tests.support.client import text_prompt
+from tests.support.server import scripted
 from tests.support.session import served_session
 
 

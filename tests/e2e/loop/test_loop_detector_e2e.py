@@ -24,9 +24,9 @@ from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
 from agentd.loop.loop_detector import CHURN_NUDGE_TEXT
 from agentd.providers.openai import OpenAIProvider
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import openai_server as oai
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, served_session, shown_text
 
 FAST_RETRY = {"retry": {"backoff_base_s": 0.01, "jitter": 0.0}}

@@ -30,8 +30,8 @@ from agentd.core.provider import ProviderRequest
 from agentd.loop.detection import NUDGE_TEXT
 from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT
 from agentd.protocol.jsonrpc import ErrorCode
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     is_update,

@@ -33,8 +33,8 @@ from agentd.infra.config import PermissionMode
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
 from agentd.tools.registry import builtin_tools
-from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, text_prompt
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     events,

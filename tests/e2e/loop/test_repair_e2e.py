@@ -21,9 +21,9 @@ from agentd.core.conversation import Message, ToolCall
 from agentd.loop.repair import DEFAULT_LIMITS, INTERRUPTED_RESULT, MISSING_RESULT_TEXT, normalize_tool_call_id
 from agentd.providers.scripted import ScriptedProvider
 from agentd.store.db import Batch, Store
-from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import text_prompt
+from tests.support.server import scripted
 from tests.support.session import served_session
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")

@@ -14,9 +14,9 @@ from typing import Any
 
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.store.db import Batch, Store
-from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.clock import DAY
+from tests.support.server import scripted
 from tests.support.session import events, served_session
 
 FAST = {"retry": {"backoff_base_s": 0.001, "jitter": 0.0}}  # backoff in ms: nothing to wait for

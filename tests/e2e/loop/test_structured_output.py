@@ -25,8 +25,8 @@ from agentd.loop.structured import (
     STRUCTURED_OUTPUT_TOOL,
 )
 from agentd.providers.scripted import ScriptedProvider
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, served_session
 
 SCHEMA: dict[str, Any] = {

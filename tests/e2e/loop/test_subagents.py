@@ -13,14 +13,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.conftest import scripted
-from tests.e2e.loop.test_stop_hooks import CommandHook, answer, block_first
 from tests.support.client import WsClient, allow, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.polling import until
 from tests.support.routed import RoutedProvider
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     cancel,
@@ -30,72 +27,10 @@ from tests.support.session import (
     served_session,
     tool_call,
 )
+from tests.support.stop_hooks import CommandHook, answer, block_first
+from tests.support.subagents import task
 
 NEVER = {"text": "this step must never be sampled"}
-
-EXPLORER = """\
-name = "explorer"
-description = "Finds things in the workspace"
-model = "small-model"
-tools = ["read_file"]
-max_turns = 3
-system_prompt = "You are the EXPLORER."
-"""
-NESTER = """\
-name = "nester"
-description = "Delegates to the explorer"
-tools = ["task"]
-system_prompt = "You are the NESTER."
-"""
-WAITER = """\
-name = "waiter"
-description = "Works for a while"
-tools = []
-system_prompt = "You are the WAITER."
-"""
-WRITER = """\
-name = "writer"
-description = "Writes files"
-tools = ["write_file"]
-system_prompt = "You are the WRITER."
-"""
-REPORTER = """\
-name = "reporter"
-description = "Reports in a schema"
-tools = []
-system_prompt = "You are the REPORTER."
-output_schema = { type = "object", properties = { n = { type = "integer" } }, required = ["n"] }
-
-[completion]
-tool = "StructuredOutput"
-max_retries = 1
-"""
-SLEEPER = """\
-name = "sleeper"
-description = "Works for a long while"
-tools = []
-system_prompt = "You are the SLEEPER."
-"""
-
-
-@pytest.fixture
-def agents_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "agents"
-    folder.mkdir()
-    for name, text in (
-        ("explorer", EXPLORER),
-        ("nester", NESTER),
-        ("waiter", WAITER),
-        ("sleeper", SLEEPER),
-        ("writer", WRITER),
-        ("reporter", REPORTER),
-    ):
-        (folder / f"{name}.toml").write_text(text)
-    return folder
-
-
-def task(call_id: str, agent: str, prompt: str, **extra: Any) -> dict[str, Any]:
-    return tool_call("task", call_id, agent=agent, prompt=prompt, **extra)
 
 
 def nested(client: WsClient, session_id: str, call_id: str) -> list[dict[str, Any]]:

@@ -22,8 +22,8 @@ from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
 from agentd.loop.structured import MISSING_CALL_TEXT, STRUCTURED_OUTPUT_TOOL
 from agentd.providers.scripted import ScriptedProvider
-from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.server import Server, scripted
 from tests.support.session import assert_valid_frames, events, new_session
 
 # ---------------------------------------------------------------------------- helpers

@@ -27,8 +27,8 @@ import pytest
 
 from agentd.core.provider import ProviderRequest
 from agentd.loop.goal_eval import EVALUATOR_SYSTEM
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.server import scripted
 from tests.support.session import events, is_update, served_session
 
 NEVER = {"text": "this step must never be sampled"}

@@ -24,9 +24,9 @@ from agentd.loop.usage import Price
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.providers.openai import OpenAIProvider
 from agentd.store.db import Store
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.fakes import openai_server as oai
+from tests.support.server import scripted
 from tests.support.session import events as ext_events
 from tests.support.session import is_update, served_session
 

@@ -30,10 +30,10 @@ import websockets
 from hypothesis import HealthCheck, given, seed, settings
 
 from agentd.protocol.agentd import ATTACH, ENQUEUE, FORK
-from tests.conftest import scripted
-from tests.e2e.reliability.strategies import expected_response_id, frames
 from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.fuzz_strategies import expected_response_id, frames
 from tests.support.proc import AgentdProcess, agentd_serve, write_script
+from tests.support.server import scripted
 
 EXAMPLES = int(os.environ.get("RELIABILITY_FUZZ_EXAMPLES", "200"))
 SEED = int(os.environ.get("RELIABILITY_SEED", "9"))

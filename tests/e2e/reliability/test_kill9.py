@@ -38,8 +38,8 @@ from agentd.core.events import Event, EventKind
 from agentd.protocol.agentd import ATTACH, ENQUEUE
 from agentd.store.db import Store, StoredEvent
 from agentd.transport.render import attach_frames, for_client, live_frames
-from tests.conftest import postgres_database
 from tests.support.client import WsClient, text_prompt
+from tests.support.databases import postgres_database
 from tests.support.proc import AgentdProcess, agentd_serve, write_script
 
 ITERATIONS = int(os.environ.get("RELIABILITY_KILL9_ITERATIONS", "4"))

@@ -25,8 +25,10 @@ from agentd.infra.config import AuthMode, PermissionMode
 from agentd.protocol.agentd import ATTACH, DETACH, SHARE
 from agentd.protocol.methods import QueueOp, Served
 from agentd.transport.handlers import METHODS
-from tests.conftest import scripted
-from tests.e2e.reliability.test_principals import (
+from tests.support.client import WsClient, text_prompt
+from tests.support.permissions import answer, asked, asks, round_trip, write
+from tests.support.polling import until
+from tests.support.principals import (
     NOT_FOUND,
     bounded,
     listed,
@@ -35,9 +37,7 @@ from tests.e2e.reliability.test_principals import (
     targets_a_session,
     ws_as,
 )
-from tests.support.client import WsClient, text_prompt
-from tests.support.permissions import answer, asked, asks, round_trip, write
-from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import events, new_session
 from tests.support.sse import sse
 

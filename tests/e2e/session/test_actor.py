@@ -22,9 +22,9 @@ from agentd.core.provider import ProviderRequest, StreamEvent
 from agentd.infra.config import PermissionMode
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.providers.scripted import ScriptedProvider
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, allow, text_prompt
 from tests.support.gated import GatedProvider
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, is_event, new_session, queue_of_length, served_session
 
 # ---------------------------------------------------------------------------- helpers

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.frames import (
     ATTACH,
@@ -33,6 +32,7 @@ from tests.support.frames import (
     transcript,
 )
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import new_session, served_session
 from tests.support.text import distinct_words
 

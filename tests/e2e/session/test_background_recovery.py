@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
-from tests.e2e.loop.test_subagents import WAITER
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach
 from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, is_event, new_session, tool_call
+from tests.support.subagents import WAITER
 
 HANG = {"text": "still working", "delay": 600}  # a model call that lasts until the kill
 JOB = "sleep 600"

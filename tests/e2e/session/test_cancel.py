@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 from agentd.core.conversation import Message
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode, SandboxSetting
-from tests.conftest import scripted
 from tests.support.client import agent_text, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.proc import process_alive, read_pid
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     cancel,

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import resyncs, served_session
 from tests.support.sse import SseStream, sse
 

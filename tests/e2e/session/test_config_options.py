@@ -11,10 +11,10 @@ from typing import Any
 
 from agentd.loop.context import Lane
 from agentd.session.config_options import model_choices
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames
 
 SET = "session/set_config_option"

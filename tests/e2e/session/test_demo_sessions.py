@@ -9,8 +9,8 @@ from pathlib import Path
 
 from agentd.infra.config import PermissionMode
 from agentd.providers.scripted import ScriptedProvider
-from tests.conftest import running_server
 from tests.support.client import agent_text, text_prompt
+from tests.support.server import running_server
 
 # Every tool call of the demo, in order, as the client sees its input.
 DEMO_CALLS = [tc.arguments for step in ScriptedProvider.demo().script.steps for tc in step.tool_calls]

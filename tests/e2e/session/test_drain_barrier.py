@@ -26,9 +26,9 @@ from typing import Any
 import websockets
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import allow, text_prompt
+from tests.support.server import scripted
 from tests.support.session import is_event, new_session
 from tests.support.text import distinct_words
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import served_session
 
 WRITE = {"name": "write_file", "arguments": {"path": "out.txt", "content": "written"}, "id": "call_w"}

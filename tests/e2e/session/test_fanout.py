@@ -14,10 +14,10 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.frames import ATTACH, durable_seqs, has_turn_ended, is_durable, message_text, stored_seqs
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 RESYNC = "_agentd/resync_required"

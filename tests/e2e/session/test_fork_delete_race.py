@@ -11,8 +11,8 @@ from pathlib import Path
 from sqlalchemy import text
 
 from agentd.store.db import Store
-from tests.conftest import scripted
 from tests.support.client import text_prompt
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 ROUNDS = 20

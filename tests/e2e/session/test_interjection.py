@@ -29,9 +29,9 @@ from agentd.infra.config import PermissionMode
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.session.commands import Prompt
 from agentd.tools.background import INTERRUPTED_TEXT
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.support.gated import GatedProvider
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     events,

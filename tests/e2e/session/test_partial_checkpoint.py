@@ -16,8 +16,8 @@ from agentd.session.actor import PARTIAL_CHECKPOINT_INTERVAL_S
 from agentd.session.hub import Subscriber
 from agentd.store.db import Store
 from agentd.transport.render import ACP_RENDERER
-from tests.conftest import scripted
 from tests.support.client import text_prompt
+from tests.support.server import scripted
 from tests.support.spies import SubmitSpy
 
 TEXT = "".join(f"tok{i:03d} " for i in range(120))  # 840 characters

@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach, has_turn_ended
 from tests.support.permissions import (
@@ -36,6 +35,7 @@ from tests.support.permissions import (
     write,
 )
 from tests.support.polling import until, value_of
+from tests.support.server import scripted
 from tests.support.session import events, new_session, served_session, shown_text
 from tests.support.sse import sse
 

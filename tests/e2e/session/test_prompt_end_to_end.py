@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import agent_text, allow, text_prompt
+from tests.support.server import scripted
 from tests.support.session import served_session
 
 

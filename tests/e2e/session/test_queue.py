@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, allow, text_prompt
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import events as events_of
 
 GATE_STEP = {"text": "working", "delay": 30}  # the first turn runs until cancelled

@@ -19,9 +19,9 @@ from alembic import command
 from sqlalchemy import text
 
 from agentd.store.db import Store, alembic_config
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.proc import agentd_process, free_port, wait_healthy
+from tests.support.server import scripted
 from tests.support.session import served_session
 
 GATE_STEP = {"text": "working", "delay": 30}  # runs until cancelled

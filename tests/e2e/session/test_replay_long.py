@@ -17,10 +17,10 @@ from agentd.core.events import Event, EventKind
 from agentd.session.hub import Subscriber
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.render import ACP_RENDERER
-from tests.conftest import scripted
 from tests.support.client import WsClient
 from tests.support.frames import ATTACH, SNAPSHOT, agentd_meta, durable_seqs, response_index
 from tests.support.replay import BUFFER, LOAD, seeded_session
+from tests.support.server import scripted
 from tests.support.sse import durable_ids, sse
 
 

@@ -19,11 +19,11 @@ from agentd.core.events import Event, EventKind
 from agentd.session.hub import Subscriber
 from agentd.store.db import StoredEvent
 from agentd.transport.render import acp_replay_frames
-from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.frames import ATTACH, agentd_meta, durable_seqs, message_text
 from tests.support.polling import until
 from tests.support.replay import BUFFER, LOAD, seeded_session
+from tests.support.server import scripted
 from tests.support.sse import sse
 from tests.support.text import distinct_words
 

@@ -13,9 +13,10 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.conftest import postgres_database, scripted
-from tests.e2e.transport.test_metrics import scrape
+from tests.support.databases import postgres_database
+from tests.support.metrics import scrape
 from tests.support.polling import until, value_of
+from tests.support.server import scripted
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from agentd.core.modes import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider
+from tests.support.server import scripted
 from tests.support.session import events, served_session, tool_call
 
 REWIND = "_agentd/session/rewind"

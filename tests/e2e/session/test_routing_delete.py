@@ -19,10 +19,10 @@ import pytest
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.store.db import Store
 from agentd.store.routed import lease_holder
-from tests.conftest import scripted
 from tests.support.client import WsClient
 from tests.support.polling import until
 from tests.support.replicas import two_replicas
+from tests.support.server import scripted
 from tests.support.session import new_session, resyncs
 from tests.support.sse import sse
 

@@ -12,11 +12,11 @@ import pytest
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode, PermissionMode
 from agentd.protocol.agentd import RENAME, SHARE
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
 from tests.support.gated import GatedProvider
 from tests.support.permissions import answer, asked
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import is_event, is_update, new_session, tool_call
 
 INVALID_PARAMS, NOT_FOUND, DENIED = -32602, -32002, -32014

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, agent_text, text_prompt
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import new_session, served_session
 
 

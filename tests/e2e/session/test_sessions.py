@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import scripted
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
+from tests.support.server import scripted
 from tests.support.session import new_session, served_session
 
 INVALID_PARAMS = -32602

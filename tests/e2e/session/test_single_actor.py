@@ -29,9 +29,9 @@ from sqlalchemy import text
 from agentd.infra.overload import overload_error
 from agentd.session.actor import SessionActor
 from agentd.store.db import Store
-from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until
+from tests.support.server import Server, scripted
 from tests.support.session import new_session
 
 BOUND_S = 30.0  # bounds a hang; never a timing assertion

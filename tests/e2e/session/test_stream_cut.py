@@ -19,9 +19,9 @@ import pytest
 
 from agentd.core.events import EventKind
 from agentd.store.db import Store
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.proc import agentd_process, free_port, wait_healthy
+from tests.support.server import scripted
 from tests.support.spies import SubmitSpy
 
 TEXT = "".join(f"tok{i:03d} " for i in range(120))  # 840 characters

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agentd.store.db import Batch, Store, StoredEvent
 from agentd.store.notify import EVENTS_CHANNEL, asyncpg_dsn, parse_events_payload
-from tests.conftest import postgres_database
+from tests.support.databases import postgres_database
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,7 @@ from agentd.core.events import Event
 from agentd.session.log_tail import LogTail, LogTails
 from agentd.store.db import Batch, Store, StoredEvent
 from agentd.store.notify import EVENTS_CHANNEL, PgListener, asyncpg_dsn, events_payload, parse_events_payload
-from tests.conftest import postgres_database
+from tests.support.databases import postgres_database
 from tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(60)

@@ -29,11 +29,11 @@ from agentd.session.turn_kit import TurnKit
 from agentd.store.db import Batch, Store
 from agentd.tools.registry import builtin_tools
 from agentd.transport.render import ACP_RENDERER
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.frames import conversation_view, notification_seqs, texts_by_message
 from tests.support.polling import until
 from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
+from tests.support.server import scripted
 
 # --------------------------------------------------------------------------------------------
 # Clean restart, both databases

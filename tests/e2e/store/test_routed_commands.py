@@ -20,7 +20,7 @@ from agentd.store import leases as store_leases
 from agentd.store.db import Store
 from agentd.store.notify import PgListener, asyncpg_dsn
 from agentd.store.routed import RoutedCommand
-from tests.conftest import postgres_database
+from tests.support.databases import postgres_database
 
 pytestmark = pytest.mark.timeout(60)
 SID = "sess_routed"

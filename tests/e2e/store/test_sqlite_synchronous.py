@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from agentd.infra.config import Settings, SqliteSynchronous
 from agentd.store.db import Store
-from tests.conftest import scripted
+from tests.support.server import scripted
 
 # What `PRAGMA synchronous` reads back as.
 LEVELS = {SqliteSynchronous.NORMAL: 1, SqliteSynchronous.FULL: 2, SqliteSynchronous.EXTRA: 3}

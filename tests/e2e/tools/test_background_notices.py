@@ -19,42 +19,19 @@ fact the test arranged (it writes the line), never a delay.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
-from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
+from tests.support.background import FIFO, make_fifo, release, reminders
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach
 from tests.support.gated import GatedProvider
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, is_event, is_update, new_session
 
-FIFO = "release.fifo"
 COMMAND = f'read line < {FIFO}; echo "got $line"; exit 3'
 START_JOB = {"name": "bash", "arguments": {"command": COMMAND, "run_in_background": True}}
-REMINDER = "<system-reminder>"
-
-
-def make_fifo(workspace: Path) -> Path:
-    path = workspace / FIFO
-    os.mkfifo(path)
-    return path
-
-
-async def release(fifo: Path) -> None:
-    """Let the background command finish: opening for writing blocks until it reads."""
-
-    def write() -> None:
-        with fifo.open("w") as f:
-            f.write("go\n")
-
-    await asyncio.to_thread(write)
-
-
-def reminders(request: ProviderRequest) -> list[str]:
-    return [m.content for m in request.messages if m.role == "user" and REMINDER in str(m.content)]
 
 
 def assert_reminder(text: str) -> None:

@@ -27,14 +27,14 @@ from typing import Any
 
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
-from tests.e2e.loop.test_subagents import agents_dir, task  # noqa: F401 (a fixture)
-from tests.e2e.tools.test_background_notices import make_fifo, release, reminders
+from tests.support.background import make_fifo, release, reminders
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach
 from tests.support.gated import GatedProvider
 from tests.support.routed import RoutedProvider
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, is_event, new_session
+from tests.support.subagents import task
 
 BYPASS = PermissionMode.BYPASS
 WAKE = "task_notification"
@@ -117,7 +117,7 @@ async def test_background_bash_finishing_while_idle_starts_a_turn_with_its_notic
 async def test_background_subagent_finishing_while_idle_starts_a_turn(
     server_factory,
     workspace: Path,
-    agents_dir: Path,  # noqa: F811 (the fixture imported above)
+    agents_dir: Path,
 ):
     parent = scripted(
         {"tool_calls": [task("t1", "waiter", "compute", description="compute", run_in_background=True)]},

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, agent_text, allow, text_prompt
 from tests.support.mcp import CALC, calc_stdio
 from tests.support.polling import until
 from tests.support.proc import free_port
+from tests.support.server import scripted
 from tests.support.session import tool_call
 
 # Run as a separate process only: importing the SDK's server side configures logging.

@@ -8,8 +8,8 @@ from typing import Any
 
 from agentd.core.conversation import Message
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import RequestHandler, WsClient, allow, text_prompt
+from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, final_tool_updates, new_session, shown_text, tool_call
 
 # ---------------------------------------------------------------------------- helpers

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.server import scripted
 from tests.support.session import (
     assert_valid_frames,
     events,

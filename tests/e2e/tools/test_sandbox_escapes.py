@@ -29,9 +29,9 @@ from agentd.tools.bash import Bash
 from agentd.tools.proctrack import TAG_VAR
 from agentd.tools.sandbox import SandboxMode
 from agentd.tools.shell import ShellLauncher
-from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.session import cancel, final_tool_updates, is_update, new_session, shown_text
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

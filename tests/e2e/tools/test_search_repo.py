@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.client import text_prompt
+from tests.support.server import scripted
 from tests.support.session import final_tool_updates, new_session, shown_text
 
 

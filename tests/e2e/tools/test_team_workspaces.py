@@ -14,9 +14,9 @@ from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode, Settings
 from agentd.tools.mcp import McpHttp, McpStdio
 from agentd.tools.mcp_policy import check_mcp_specs, url_allowed
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
 from tests.support.mcp import calc_stdio
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 WORKSPACE_DENIED = -32015

@@ -25,10 +25,10 @@ import pytest
 
 from agentd.infra.config import PermissionMode, SandboxSetting
 from agentd.tools import search
-from tests.conftest import Server, scripted
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.proc import process_alive, read_pid
+from tests.support.server import Server, scripted
 from tests.support.session import cancel, final_tool_updates, is_update, new_session, shown_text
 
 CANARY_BOUND = 10.0  # seconds; a frozen server needs far longer (the issue measured 22.7 s)

@@ -21,8 +21,8 @@ from websockets.exceptions import InvalidStatus
 from agentd.infra.auth import bearer_token, chosen_subprotocol, create_token, hash_token, insecure_bind
 from agentd.infra.config import AuthMode
 from agentd.store.db import Store
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client, ws_url
+from tests.support.server import scripted
 
 
 def rpc_body(method: str, params: dict[str, Any]) -> dict[str, Any]:

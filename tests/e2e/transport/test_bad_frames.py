@@ -15,8 +15,8 @@ import pytest
 from agentd.app import create_app
 from agentd.infra.config import Settings
 from agentd.serve import WS_CEILING_FACTOR, server_for
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 INVALID_REQUEST = -32600

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import scripted
 from tests.support.client import agent_text, text_prompt
+from tests.support.server import scripted
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -12,10 +12,10 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import scripted
 from tests.support.frames import attach
 from tests.support.permissions import RESOLVED, answer, asked, resolutions, write
 from tests.support.polling import until
+from tests.support.server import scripted
 from tests.support.sse import sse
 
 RESPOND = "_agentd/permission/respond"

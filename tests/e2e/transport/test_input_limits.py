@@ -14,8 +14,9 @@ import pytest
 
 from agentd.protocol.acp import EmbeddedResource, EmbeddedResourceBody, ImageContent, TextContent
 from agentd.transport.guards import RateLimiter, json_depth, prompt_bytes
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, text_prompt
+from tests.support.clock import FakeClock
+from tests.support.server import scripted
 
 LIMIT_EXCEEDED = -32019
 
@@ -77,22 +78,34 @@ async def test_too_deep_json_is_refused_and_the_connection_goes_on(server_factor
 
 
 async def test_requests_beyond_the_rate_get_retry_after_and_later_succeed(server_factory) -> None:
-    async with server_factory(scripted({"text": "hi"}), rate_limit_per_s=5.0, rate_limit_burst=4) as server:
+    # The limiter's clock is the test's: it stands still while the burst is spent and moves
+    # by exactly the retryAfter the refusal named, so the outcome does not depend on speed.
+    clock = FakeClock()  # moved by powers of two: exact in floating point
+    async with server_factory(
+        scripted({"text": "hi"}), rate_limit_per_s=4.0, rate_limit_burst=4, clock=clock
+    ) as server:
         client = await server.client()  # `initialize` took one token
-        outcomes = []
-        for _ in range(6):
+        outcomes, waits = [], []
+        for _ in range(5):
             try:
                 await client.call("session/list", {})
                 outcomes.append("ok")
             except RpcFailed as exc:
-                assert exc.code == LIMIT_EXCEEDED
-                assert exc.error["data"]["limit"] == "rate" and exc.error["data"]["retryAfter"] > 0
+                assert exc.code == LIMIT_EXCEEDED and exc.error["data"]["limit"] == "rate"
                 outcomes.append("limited")
-        assert outcomes.count("ok") <= 4 and "limited" in outcomes
+                waits.append(exc.error["data"]["retryAfter"])
+        assert outcomes == ["ok", "ok", "ok", "limited", "limited"]
+        assert waits == [0.25, 0.25]  # one token at 4 a second
         # A cancel is never rate-limited (it is a notification: no answer either way).
         await client.notify("session/cancel", {"sessionId": "sess_x"})
-        await asyncio.sleep(0.5)  # the bucket refills; waiting longer can only help
+        clock.advance(0.125)  # half a token: still refused, with the rest of the wait
+        with pytest.raises(RpcFailed) as early:
+            await client.call("session/list", {})
+        assert early.value.error["data"]["retryAfter"] == 0.125
+        clock.advance(0.125)  # the wait it named: one request more, not two
         assert (await client.call("session/list", {}))["sessions"] == []
+        with pytest.raises(RpcFailed):
+            await client.call("session/list", {})
         await client.close()
 
 

@@ -6,28 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode
-from tests.conftest import scripted
 from tests.support.client import text_prompt
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-async def scrape(base_url: str, **headers: str) -> dict:
-    async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
-        resp = await http.get("/metrics", headers=headers)
-    assert resp.status_code == 200, resp.text
-    assert resp.headers["content-type"].startswith("text/plain")
-    return samples(resp.text)
+from tests.support.metrics import samples, scrape
+from tests.support.server import scripted
 
 
 async def test_metrics_count_sessions_turns_retries_and_time_the_log(server_factory, workspace: Path) -> None:

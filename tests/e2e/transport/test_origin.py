@@ -14,8 +14,8 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from agentd.transport.origin import normalize_origin, origin_allowed
-from tests.conftest import scripted
 from tests.support.client import WsClient
+from tests.support.server import scripted
 
 EVIL = "https://evil.example"
 APP = "https://app.example.com"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from agentd.protocol.jsonrpc import ErrorCode
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 PARSE_ERROR = -32700

@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import scripted
 from tests.support.client import text_prompt
 from tests.support.frames import stored_seqs
+from tests.support.server import scripted
 from tests.support.session import new_session
 from tests.support.sse import SseStream, durable_ids, frame_seq, is_turn_ended, sse
 

@@ -6,40 +6,18 @@ cancel, load with replay — and every frame validates against the pinned schema
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-from acp import connect_to_agent, text_block
-from acp.http import create_http_stream
+from acp import text_block
 from acp.schema import UserMessageChunk
 
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode, PermissionMode
-from tests.conftest import scripted
-from tests.support.acp_sdk import RecordingClient, RecordingTransport
+from tests.support.acp_http import http_sdk
 from tests.support.polling import until
-
-
-@contextlib.asynccontextmanager
-async def http_sdk(
-    base_url: str, **headers: str
-) -> AsyncIterator[tuple[Any, RecordingClient, RecordingTransport]]:
-    http = httpx.AsyncClient(timeout=httpx.Timeout(None))
-    transport = RecordingTransport(
-        create_http_stream(base_url + "/acp", client=http, headers=headers or None)
-    )
-    client = RecordingClient()
-    conn = connect_to_agent(client, transport)
-    try:
-        init = await asyncio.wait_for(conn.initialize(protocol_version=1), 30)
-        assert init.protocol_version == 1
-        yield conn, client, transport
-    finally:
-        await conn.close()
-        await http.aclose()
+from tests.support.server import scripted
 
 
 def provider() -> Any:

@@ -18,8 +18,9 @@ from agentd.infra.config import AuthMode
 from agentd.store.db import Store
 from agentd.transport.revocation import CloseCode
 from agentd.transport.sse import TOKEN_REVOKED
-from tests.conftest import scripted
 from tests.support.client import RpcFailed, WsClient, ws_client, ws_url
+from tests.support.clock import FakeClock
+from tests.support.server import scripted
 
 LIMIT_EXCEEDED = -32019
 
@@ -189,8 +190,9 @@ async def call_outcomes(client: WsClient, n: int) -> list[str]:
 
 
 async def test_without_auth_each_connection_has_its_own_rate_bucket(server_factory) -> None:
-    # A refill so slow it never matters within the test: only the burst counts.
-    async with server_factory(scripted(), rate_limit_per_s=0.001, rate_limit_burst=3) as server:
+    # The limiter's clock stands still (a fake one): no refill, only the burst counts.
+    clock = FakeClock()
+    async with server_factory(scripted(), rate_limit_per_s=1.0, rate_limit_burst=3, clock=clock) as server:
         first = await server.client()  # `initialize` took one
         assert await call_outcomes(first, 3) == ["ok", "ok", "limited"]
         second = await server.client()  # a fresh bucket: initialize and 2 calls fit
@@ -207,7 +209,7 @@ async def test_without_auth_each_connection_has_its_own_rate_bucket(server_facto
 
 async def test_with_auth_a_principal_has_one_bucket_across_connections(server_factory) -> None:
     async with server_factory(
-        scripted(), auth=AuthMode.TOKEN, rate_limit_per_s=0.001, rate_limit_burst=3
+        scripted(), auth=AuthMode.TOKEN, rate_limit_per_s=1.0, rate_limit_burst=3, clock=FakeClock()
     ) as server:
         store = server.app.state.agentd.store
         alice_token, _ = await create_token(store, "alice")

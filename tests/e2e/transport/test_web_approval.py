@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import text_prompt
 from tests.support.mcp import calc_stdio
+from tests.support.server import scripted
 from tests.support.session import tool_call
 
 NEW_FILE = "".join(f"line_{i} = {i}\n" for i in range(1, 61))  # 60 lines: folded

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import ServerFactory, scripted
 from tests.support.browser import SERVER_GONE, ConsoleLog
 from tests.support.polling import until
 from tests.support.proc import free_port
+from tests.support.server import ServerFactory, scripted
 
 
 def refused(errors: list[str]) -> list[str]:

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.proc import agentd_serve_on, free_port
+from tests.support.server import scripted
 from tests.support.session import is_update
 
 WORDS = [f"w{i:03d}" for i in range(120)]

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.browser import expect
 from tests.support.client import agent_text, text_prompt
+from tests.support.server import scripted
 
 
 async def test_the_page_is_served_at_the_root(server_factory) -> None:

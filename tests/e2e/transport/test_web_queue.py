@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.polling import until
+from tests.support.server import scripted
 
 
 async def server_queue(cli: WsClient, sid: str) -> list[dict[str, Any]]:

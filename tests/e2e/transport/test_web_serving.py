@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 
 from agentd.transport.web import CSP, STATIC_DIR
-from tests.conftest import scripted
 from tests.support.browser import new_page, shot
+from tests.support.server import scripted
 
 
 async def test_the_page_and_its_modules_have_csp_and_cache_headers(server_factory) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode
 from agentd.protocol.agentd import SHARE
-from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import WsClient, text_prompt, ws_client
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from agentd.infra.config import PermissionMode
-from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.permissions import asked
+from tests.support.server import scripted
 from tests.support.session import new_session, tool_call
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from agentd.infra.config import PermissionMode
 from agentd.protocol.agentd import COMPACT
-from tests.conftest import scripted
 from tests.support.browser import expect, new_page, open_session_page, shot
 from tests.support.client import text_prompt
+from tests.support.server import scripted
 from tests.support.session import tool_call
 
 HOSTILE = """## Report

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import scripted
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 

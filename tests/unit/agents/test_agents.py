@@ -345,14 +345,20 @@ def test_markdown_without_front_matter(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "needle"),
     [
-        ("tools: [grep, ", "unterminated list"),
-        ("tools: [grep,, glob]", "empty list item"),
-        ("description: |", "unsupported YAML syntax"),
-        ("  nested: 1", "indented lines"),
-        ("name:explorer", "expected 'key: value'"),
-        ("output_schema: {not json}", "invalid JSON object"),
-        ('description: "unterminated', "double-quoted"),
-        ("model:", "missing value"),
+        # an unfinished list, quote or table: the line where it began, not the end of the text
+        ("tools: [grep, ", "while parsing a flow node"),
+        ('description: "unterminated', "while scanning a quoted scalar"),
+        ("tools: [grep,, glob]", "expected the node content, but found ','"),
+        ("  nested: 1", "mapping values are not allowed here"),
+        ("description: Use it when: asked", "needs quotes"),
+        ("name:explorer", "could not find expected ':'"),
+        ("\tmodel: gpt-4o", "cannot start any token"),
+        ("- grep", "expected <block end>"),
+        ("model: *small", "undefined alias 'small'"),
+        # safe loading: no tag builds a Python object
+        ("description: !!python/object/apply:os.system [echo pwned]", "could not determine a constructor"),
+        ("tools: [grep]\ntools: [glob]", "duplicate key 'tools' (first set on line 3)"),
+        ("completion: {tool: grep, tool: glob}", "duplicate key 'completion.tool'"),
     ],
 )
 def test_front_matter_syntax_errors_name_file_and_line(tmp_path: Path, line: str, needle: str) -> None:
@@ -360,7 +366,8 @@ def test_front_matter_syntax_errors_name_file_and_line(tmp_path: Path, line: str
     path.write_text(f"---\nmax_turns: 3\n{line}\n---\nbody\n")
     error = load_error(tmp_path)
     assert needle in str(error)
-    assert error.line == 3 and f"{path} (line 3)" in str(error)
+    expected = 4 if line.startswith("tools: [grep]\n") else 3
+    assert error.line == expected and f"{path} (line {expected})" in str(error)
 
 
 def test_front_matter_duplicate_key(tmp_path: Path) -> None:
@@ -380,9 +387,7 @@ def test_file_problems_name_file_line_and_all_problems(tmp_path: Path) -> None:
 
 
 def test_toml_unknown_keys_and_bad_types(tmp_path: Path) -> None:
-    (tmp_path / "x.toml").write_text(
-        'tools = "grep"\nmax_turns = "3"\n[completion]\ntool = "grep"\nretries = 2\n'
-    )
+    (tmp_path / "x.toml").write_text('tools = 3\nmax_turns = "3"\n[completion]\ntool = "grep"\nretries = 2\n')
     error = load_error(tmp_path)
     assert set(error.fields) == {"tools", "max_turns", "completion.retries"}
     assert error.agent == "x"

@@ -13,7 +13,7 @@ from agentd.store import leases
 from agentd.store.db import Batch, Store, StoredEvent
 from agentd.store.models import EventRow
 from agentd.store.queue_rows import QueueWrite
-from tests.conftest import postgres_database
+from tests.support.databases import postgres_database
 
 TTL = 30.0
 

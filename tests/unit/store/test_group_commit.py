@@ -217,13 +217,11 @@ async def test_session_fields_through_the_cached_statement(store: Store) -> None
 
 
 async def test_a_postgres_commit_opens_no_transaction_of_its_own(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("Postgres: the one-statement commit")
     import asyncpg.transaction
 
-    store = await Store.open(db_url)
+    store = await Store.open(pg_url)
     try:
         await store.migrate()
         await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
@@ -380,17 +378,15 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
     assert len(dumps[True]["events"]) == 4 and len(dumps[True]["messages"]) == 3
 
 
-async def test_a_postgres_writer_whose_connection_died_fails_transiently_then_recovers(db_url: str) -> None:
+async def test_a_postgres_writer_whose_connection_died_fails_transiently_then_recovers(pg_url: str) -> None:
     # The one-statement commit runs on asyncpg's connection itself: its errors must still
     # be SQLAlchemy's (the event log retries the transient ones), and the next commit works.
-    if not db_url.startswith("postgresql"):
-        pytest.skip("Postgres: the one-statement commit")
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
     from agentd.session.eventlog import is_transient
 
-    store = await Store.open(db_url)
+    store = await Store.open(pg_url)
     try:
         await store.migrate()
         await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")

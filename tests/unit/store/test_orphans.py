@@ -15,7 +15,7 @@ from agentd.store import leases
 from agentd.store.db import Batch, Store
 from agentd.store.engine import SCHEMA_HEAD
 from agentd.store.queue_rows import QueueWrite
-from tests.conftest import postgres_database
+from tests.support.databases import postgres_database
 
 pytestmark = pytest.mark.postgres
 
