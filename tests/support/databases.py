@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -20,6 +21,20 @@ from sqlalchemy.engine import make_url
 from agentd.store.db import Store
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+# Every database the suite makes is named `<prefix><random>` and dropped by the test (or, for
+# the migrated templates, the test process) that made it: on a shared Postgres, give each
+# run a prefix of its own; nothing else is ever dropped.
+PG_PREFIX = os.environ.get("AGENTD_TEST_PG_PREFIX", "agentd_t_")
+
+
+def database_name(kind: str = "") -> str:
+    """A fresh test database name under the prefix (`kind`: e.g. `tpl_` for a template)."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,39}", PG_PREFIX):
+        pytest.fail(
+            f"AGENTD_TEST_PG_PREFIX={PG_PREFIX!r}: use 1-40 of a-z, 0-9 and _ (not starting with a digit)"
+        )
+    return f"{PG_PREFIX}{kind}{uuid.uuid4().hex[:12]}"
+
 
 _migrated_sqlite: Path | None = None
 
@@ -78,7 +93,7 @@ async def _migrated_template(admin: asyncpg.Connection) -> str:
     end of the session (`drop_postgres_template`, from conftest's `pytest_sessionfinish`)."""
     global _pg_template
     if _pg_template is None:
-        name = f"agentd_tpl_{uuid.uuid4().hex[:12]}"
+        name = database_name("tpl_")
         await admin.execute(f'CREATE DATABASE "{name}"')
         store = await Store.open(f"{_pg_base}/{name}")
         try:
@@ -111,7 +126,7 @@ async def postgres_database(*, migrated: bool = False) -> AsyncIterator[str]:
         if os.environ.get("CI"):
             pytest.fail(f"Postgres not reachable at {PG_ADMIN_DSN} (required in CI)")
         pytest.skip("Postgres not reachable")
-    name = f"agentd_t_{uuid.uuid4().hex[:12]}"
+    name = database_name()
     admin = await asyncpg.connect(PG_ADMIN_DSN)
     try:
         template = f' TEMPLATE "{await _migrated_template(admin)}"' if migrated else ""
