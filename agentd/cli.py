@@ -27,23 +27,28 @@ app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # locals may hold API keys
+    rich_markup_mode=None,  # plain help: sentences, no boxes, no `<bool>` beside --help
 )
 T = TypeVar("T")
 LOG_LEVEL_ENV = "AGENTD_LOG_LEVEL"
 
 
 def _default(name: str) -> str:
-    """A setting's default as the help shows it."""
+    """A setting's default as the help shows it (a word of a choice in quotes: `"default"`)."""
     field = Settings.model_fields[name]
     value = field.get_default(call_default_factory=False)
     if value is None:
         return "none"
-    return str(value.value if hasattr(value, "value") else value)
+    return f'"{value.value}"' if hasattr(value, "value") else str(value)
 
 
 def _help(text: str, name: str, default: str | None = None) -> str:
-    # Parentheses, not brackets: typer's rich help would swallow "[...]" as markup.
-    return f"{text} (env AGENTD_{name.upper()}; default {default or _default(name)})"
+    """A setting's flag, said as a sentence: what it is, its default, its variable."""
+    return f"{text}. Default: {default or _default(name)} (env AGENTD_{name.upper()})."
+
+
+def _choices(values: list[str]) -> str:
+    return ", ".join(values[:-1]) + f" or {values[-1]}"
 
 
 def _use_config(config: Path | None) -> None:
@@ -53,7 +58,7 @@ def _use_config(config: Path | None) -> None:
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option(help="TOML file of settings (names without AGENTD_) (env AGENTD_CONFIG)"),
+    typer.Option(help="A TOML file of settings, named without AGENTD_ (env AGENTD_CONFIG)."),
 ]
 
 
@@ -61,7 +66,7 @@ STRICT_ENV = "AGENTD_STRICT"
 StrictOption = Annotated[
     bool,
     typer.Option(
-        "--strict", help="Refuse to start on an AGENTD_* variable that is no setting (env AGENTD_STRICT)"
+        "--strict", help="Refuse to start on an AGENTD_* variable that is no setting (env AGENTD_STRICT)."
     ),
 ]
 
@@ -70,7 +75,7 @@ StrictOption = Annotated[
 def _options(
     config: ConfigOption = None,
     debug: Annotated[
-        bool, typer.Option("--debug", help="Debug logging, and a traceback behind every error")
+        bool, typer.Option("--debug", help="Log at debug level, and show the traceback behind every error.")
     ] = False,
     strict: StrictOption = False,
 ) -> None:
@@ -136,37 +141,54 @@ def _settings(**overrides: Any) -> Settings:
 
 
 DbOption = Annotated[
-    str | None, typer.Option(help=_help("SQLAlchemy URL", "database_url", "SQLite in AGENTD_HOME"))
+    str | None,
+    typer.Option(
+        help=_help("The database, as a SQLAlchemy URL", "database_url", "a SQLite file in AGENTD_HOME")
+    ),
 ]
 
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help=_help("Bind address", "host"))] = None,
-    port: Annotated[int | None, typer.Option(help=_help("Port", "port"))] = None,
+    host: Annotated[str | None, typer.Option(help=_help("The address to listen on", "host"))] = None,
+    port: Annotated[int | None, typer.Option(help=_help("The port to listen on", "port"))] = None,
     database_url: DbOption = None,
     workspace_root: Annotated[
         Path | None,
-        typer.Option(help=_help("Sessions' cwd must lie inside it", "workspace_root", "anywhere")),
+        typer.Option(help=_help("The folder sessions must work inside", "workspace_root", "anywhere")),
     ] = None,
     provider: Annotated[
         ProviderName | None,
         typer.Option(
-            help=_help(" | ".join(p.value for p in ProviderName), "provider", "the scripted demo"),
+            help=_help(
+                "The model API: " + _choices([p.value for p in ProviderName]), "provider", "the scripted demo"
+            ),
         ),
     ] = None,
-    model: Annotated[str | None, typer.Option(help=_help("Model name", "model"))] = None,
+    model: Annotated[str | None, typer.Option(help=_help("The model to use", "model"))] = None,
     script: Annotated[
         Path | None,
-        typer.Option(help=_help("Scripted-provider script (JSON)", "script", "the built-in demo")),
+        typer.Option(
+            help=_help("The scripted provider's script, a JSON file", "script", "the built-in demo")
+        ),
     ] = None,
     permission_mode: Annotated[
-        PermissionMode | None, typer.Option(help=_help("Default permission mode", "permission_mode"))
+        PermissionMode | None,
+        typer.Option(
+            help=_help(
+                "The permission mode sessions start in: " + _choices([m.value for m in PermissionMode]),
+                "permission_mode",
+            )
+        ),
     ] = None,
     auth: Annotated[
-        AuthMode | None, typer.Option(help=_help(" | ".join(a.value for a in AuthMode), "auth"))
+        AuthMode | None,
+        typer.Option(help=_help("Who may call: none (the local user) or token (bearer tokens)", "auth")),
     ] = None,
-    log_level: Annotated[LogLevel | None, typer.Option(help=_help("Log level", "log_level"))] = None,
+    log_level: Annotated[
+        LogLevel | None,
+        typer.Option(help=_help("How much to log: " + _choices([v.value for v in LogLevel]), "log_level")),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
@@ -271,8 +293,10 @@ def _with_store(database_url: str | None, job: Any) -> Any:
 
 @token_app.command("create")
 def token_create(
-    principal: Annotated[str, typer.Option(help="Who the token acts as (owns its sessions)")],
-    name: Annotated[str | None, typer.Option(help="A label, e.g. the device")] = None,
+    principal: Annotated[str, typer.Option(help="Who the token acts as; that principal owns its sessions.")],
+    name: Annotated[
+        str | None, typer.Option(help="A label for the token, e.g. the device it is for.")
+    ] = None,
     team: Annotated[
         list[str] | None,
         typer.Option(
@@ -317,7 +341,7 @@ def token_list(database_url: DbOption = None, config: ConfigOption = None) -> No
 
 @token_app.command("revoke")
 def token_revoke(
-    token_id: Annotated[str, typer.Argument(help="The token's id (from `token list`)")],
+    token_id: Annotated[str, typer.Argument(help="The token's id, as `agentd token list` shows it.")],
     database_url: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
@@ -332,13 +356,21 @@ def token_revoke(
 @app.command()
 def chat(
     url: Annotated[
-        str | None, typer.Option(help="Server WebSocket URL (default ws://HOST:PORT/acp from the settings)")
+        str | None,
+        typer.Option(help="The server's WebSocket URL. Default: ws://HOST:PORT/acp from the settings."),
     ] = None,
     token: Annotated[
-        str | None, typer.Option(help="Bearer token (env AGENTD_TOKEN)", envvar="AGENTD_TOKEN")
+        str | None,
+        typer.Option(
+            help="The bearer token, when the server wants one (env AGENTD_TOKEN).", envvar="AGENTD_TOKEN"
+        ),
     ] = None,
-    session: Annotated[str | None, typer.Option(help="Go back to this session (replays it)")] = None,
-    cwd: Annotated[Path, typer.Option(help="Workspace of a new session")] = Path("."),
+    session: Annotated[
+        str | None, typer.Option(help="Go back to this session: it is replayed, then goes on live.")
+    ] = None,
+    cwd: Annotated[
+        Path, typer.Option(help="The folder a new session works in. Default: the current folder.")
+    ] = Path("."),
     config: ConfigOption = None,
 ) -> None:
     """A terminal client: prompts, streamed answers as markdown, tool calls, permission
@@ -366,9 +398,11 @@ def chat(
 
 @app.command()
 def demo(
-    workspace: Annotated[Path | None, typer.Option(help="Workspace folder (default: a new temp dir)")] = None,
+    workspace: Annotated[
+        Path | None, typer.Option(help="The folder the demo works in. Default: a new temporary folder.")
+    ] = None,
     prompt: Annotated[
-        str, typer.Option(help="What to ask the demo agent")
+        str, typer.Option(help="What to ask the demo agent.")
     ] = "Write me a hello-world script.",
 ) -> None:
     """Run a scripted session end to end, in-process, over a real WebSocket: no key, no network."""
@@ -388,16 +422,21 @@ def _host_port(value: str) -> tuple[str, int]:
 def acp(
     listen: Annotated[
         str | None,
-        typer.Option(help="Also serve HTTP/WebSocket on HOST:PORT (a web page or `agentd chat` can watch)"),
+        typer.Option(
+            help="Also serve HTTP and WebSocket on HOST:PORT, so the web page or `agentd chat` can watch."
+        ),
     ] = None,
     connect: Annotated[
         str | None,
-        typer.Option(help="Relay to a shared agentd server instead (ws://host:port/acp or wss://...)"),
+        typer.Option(help="Relay to a shared agentd server instead: ws://host:port/acp or wss://...."),
     ] = None,
     token: Annotated[
-        str | None, typer.Option(help="Bearer token for --connect (env AGENTD_TOKEN)", envvar="AGENTD_TOKEN")
+        str | None,
+        typer.Option(help="The bearer token for --connect (env AGENTD_TOKEN).", envvar="AGENTD_TOKEN"),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="Log level (logs go to stderr, never stdout)")] = "warning",
+    log_level: Annotated[
+        str, typer.Option(help="How much to log; logs go to stderr, never stdout.")
+    ] = "warning",
     config: ConfigOption = None,
 ) -> None:
     """Speak ACP on stdin/stdout for an editor (Zed, JetBrains, Neovim): agentd in-process on
