@@ -165,7 +165,7 @@ class ShellLauncher:
         log.info(
             "%s; network %s; per process: cpu %s s, memory %s MiB, files %s MiB (0: no limit); %s",
             decision.message,
-            settings.sandbox_network.value,
+            "through agentd's egress proxy (public addresses only)" if policy.network else "off",
             limits.cpu_s,
             limits.memory_mb,
             limits.file_mb,
