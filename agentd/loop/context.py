@@ -37,6 +37,7 @@ from agentd.tools.todo import TodoList
 
 if TYPE_CHECKING:
     from agentd.loop.subagent import Subagents
+    from agentd.tools.shell import ShellLauncher
 
 T = TypeVar("T")
 
@@ -191,6 +192,8 @@ class TurnContext:
     client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
     # Called with the paths a write tool is about to change, before it runs (R-T12 snapshots).
     before_write: Callable[[list[str]], Awaitable[None]] | None = None
+    # How commands start (the sandbox): the goal's verification command too. None: unconfined.
+    shell: ShellLauncher | None = None
     # Sub-agents (R-T11): the session's registry; this agent's nesting depth (the session's
     # agent is 0); extra fields of the stop-hook payload (a child's SubagentStop); and the
     # usage of finished foreground children, rolled up into this turn's ledger at its end.
