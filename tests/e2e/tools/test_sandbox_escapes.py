@@ -16,7 +16,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +205,19 @@ async def test_network_on_goes_out_through_the_proxy_to_an_allowed_destination(
     shell = launcher(world, sandbox_egress_allow=[f"127.0.0.1:{listener}"])
     res = await run(shell, world.ws, connect_probe(listener, True))
     assert res.output.startswith("HTTP/1.1 200"), res.output
+
+
+async def test_a_bridge_that_cannot_start_fails_the_command_readably(world: World) -> None:
+    # Fault: the interpreter the bridge needs is gone. The command must not run as if it
+    # had a network; it fails with one clear line and exit 126, and nothing is left behind.
+    shell = launcher(world)
+    shell.policy = replace(shell.policy, python=str(world.outside / "no-python"))
+    res = await run(shell, world.ws, "echo ran > ran.txt")
+    assert "network bridge did not start" in res.output and res.raw_output == {
+        "exitCode": 126,
+        "truncated": False,
+    }
+    assert not (world.ws / "ran.txt").exists()
 
 
 async def test_the_servers_secrets_and_processes_are_out_of_sight(
