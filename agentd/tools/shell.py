@@ -107,7 +107,10 @@ class ShellLauncher:
             hidden_dirs=tuple(p for p in self.policy.hidden_dirs if p.is_dir()),
             hidden_files=tuple(p for p in self.policy.hidden_files if p.is_file()),
         )
-        egress = EgressProxy.open(self.egress) if policy.network else None
+        try:
+            egress = EgressProxy.open(self.egress) if policy.network else None
+        except OSError as exc:  # refused rather than run with a network it was not given
+            raise ToolError(f"cannot set up the sandbox's network: {exc}") from None
         if egress is not None:
             env.update(PROXY_ENV)
         try:

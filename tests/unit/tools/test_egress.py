@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+from agentd.tools.base import ToolError
 from agentd.tools.egress import HEAD_LIMIT, REFUSED_HEADER, EgressProxy
 from agentd.tools.egress_policy import EgressPolicy
+from agentd.tools.sandbox import SandboxMode, SandboxPolicy
+from agentd.tools.shell import ShellLauncher
 from tests.support.polling import until
 
 
@@ -111,3 +117,19 @@ async def test_close_ends_open_tunnels_and_removes_the_socket(origin: int) -> No
     await until(lambda: not proxy.path.parent.exists() or None, what="the socket's folder to go")
     with pytest.raises(OSError):
         socket.socket(socket.AF_UNIX).connect(str(proxy.path))
+
+
+async def test_a_proxy_that_cannot_be_set_up_refuses_the_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Fault: no room for the proxy's socket. The command is refused with a readable tool
+    # error — never started with a network it was not given, nor left half set up.
+    def full(*_: object, **__: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    shell = ShellLauncher(SandboxMode.BWRAP, SandboxPolicy(python=sys.executable))
+    with pytest.raises(ToolError, match=r"cannot set up the sandbox's network: .*No space left"):
+        shell.prepare("true", tmp_path, "tag")
+    offline = ShellLauncher(SandboxMode.BWRAP, SandboxPolicy(network=False))
+    assert offline.prepare("true", tmp_path, "tag").egress is None  # no network: no proxy needed
