@@ -32,6 +32,7 @@ from agentd.tools.sandbox import (
     MIB,
     SHELL,
     BwrapProbe,
+    SandboxError,
     SandboxLimits,
     SandboxMode,
     SandboxPolicy,
@@ -155,7 +156,11 @@ class ShellLauncher:
             limits=limits,
             python=os.path.realpath(sys.executable),
         )
-        egress = EgressPolicy(parse_allowed(settings.sandbox_egress_allow), frozenset({settings.port}))
+        try:
+            allowed = parse_allowed(settings.sandbox_egress_allow)
+        except ValueError as exc:
+            raise SandboxError(f"AGENTD_SANDBOX_EGRESS_ALLOW: {exc}") from None
+        egress = EgressPolicy(allowed, frozenset({settings.port}))
         pids_parent = pidlimit.find_parent() if limits.procs else None
         if not limits.procs:
             procs_how = "no process limit"
