@@ -111,6 +111,7 @@ def create_app(
             fallbacks=fallbacks if fallbacks is not None else make_lanes(settings),
             metrics=metrics,
             store=store,
+            shell=shell,
         )
         if _reads_files(settings):  # a mistake in a configured file stops the server now
             try:

@@ -116,15 +116,19 @@ def check_sandbox(settings: Settings) -> None:
     (e.g. token auth off loopback and no bubblewrap, unless AGENTD_SANDBOX=none is set)."""
     import shutil
 
-    from agentd.infra.config import SandboxNetwork
+    from agentd.tools.egress_policy import parse_allowed
     from agentd.tools.sandbox import SandboxError, resolve_sandbox
     from agentd.tools.shell import probe_bwrap
 
-    probe = probe_bwrap(shutil.which("bwrap"), settings.sandbox_network is SandboxNetwork.OFF)
+    probe = probe_bwrap(shutil.which("bwrap"))
     try:
         resolve_sandbox(settings.sandbox, probe, settings.host, settings.auth)
     except SandboxError as exc:
         raise StartupError(f"AGENTD_SANDBOX: {exc}") from None
+    try:
+        parse_allowed(settings.sandbox_egress_allow)
+    except ValueError as exc:
+        raise StartupError(f"AGENTD_SANDBOX_EGRESS_ALLOW: {exc}") from None
 
 
 def check_provider(settings: Settings) -> None:

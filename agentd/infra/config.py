@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 # Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
 from agentd.core.modes import PermissionMode as PermissionMode
@@ -82,8 +83,11 @@ class SandboxSetting(StrEnum):
 
 
 class SandboxNetwork(StrEnum):
-    ON = "on"
-    OFF = "off"  # sandboxed commands get a network namespace of their own: no network
+    """Sandboxed commands always get a network namespace of their own (the host's loopback,
+    agentd's API among it, is out of reach); this says whether they have a way out."""
+
+    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/egress.py)
+    OFF = "off"  # no network at all
 
 
 class FallbackLane(BaseModel):
@@ -165,10 +169,14 @@ class Settings(BaseSettings):
     # With AGENTD_AUTH=token each principal works under <workspace root>/<principal>
     # (default root: <home>/workspaces); this grants extra roots: {"alice": ["/srv/repo"]}.
     workspace_grants: dict[str, list[Path]] = Field(default_factory=dict)
-    # With AGENTD_AUTH=token, the stdio MCP commands clients may start (exact names or
-    # paths) and the HTTP MCP URLs they may reach (prefixes); anything else is refused.
-    mcp_allowed_commands: list[str] = Field(default_factory=list)
-    mcp_allowed_urls: list[str] = Field(default_factory=list)
+    # The stdio MCP commands clients may declare (exact names or paths, "*": any) and the
+    # HTTP MCP URLs they may reach (prefixes, "*": any), in every auth mode. Unset: any
+    # without auth (the local user), none with AGENTD_AUTH=token.
+    mcp_allowed_commands: list[str] | None = None
+    mcp_allowed_urls: list[str] | None = None
+    # Stdio MCP commands that run outside the sandbox (as the server's user); every other
+    # one runs under the same sandbox as `bash`. Comma-separated or a JSON list.
+    mcp_unsandboxed: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # How often open WebSockets and SSE streams re-check their token (a revoked one
     # closes them, also when revoked by `agentd token revoke` from another process).
     token_recheck_s: float = Field(default=2.0, gt=0)
@@ -235,6 +243,9 @@ class Settings(BaseSettings):
     # The OS sandbox of `bash` (agentd/tools/sandbox.py) and its limits per command (0: none).
     sandbox: SandboxSetting = SandboxSetting.AUTO
     sandbox_network: SandboxNetwork = SandboxNetwork.ON
+    # Destinations (ADDRESS:PORT) the egress proxy lets sandboxed commands reach although
+    # they are loopback or private (a mirror on the LAN); never agentd's own port.
+    sandbox_egress_allow: list[str] = Field(default_factory=list)
     sandbox_cpu_s: int = Field(default=3600, ge=0)  # CPU seconds per process
     sandbox_memory_mb: int = Field(default=8192, ge=0)  # data segment per process
     sandbox_file_mb: int = Field(default=4096, ge=0)  # largest file a command may write
@@ -321,6 +332,16 @@ class Settings(BaseSettings):
     def _async_driver(cls, value: Any) -> Any:
         # postgres:// and postgresql:// (what hosting panels hand out) run on asyncpg.
         return async_database_url(value) if isinstance(value, str) else value
+
+    @field_validator("mcp_unsandboxed", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        if isinstance(value, str):  # `a,b` (as the environment spells it) or a JSON list
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [name.strip() for name in text.split(",") if name.strip()]
+        return value
 
     @field_validator("anthropic_thinking_budget")
     @classmethod

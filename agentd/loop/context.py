@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentd.core.completion import CompletionRequirement
 from agentd.core.conversation import Message
@@ -36,6 +36,9 @@ from agentd.tools.client_bridge import ClientBridge
 from agentd.tools.hooks import PreToolHook, StopHook
 from agentd.tools.permissions import Remembered
 from agentd.tools.todo import TodoList
+
+if TYPE_CHECKING:
+    from agentd.tools.shell import ShellLauncher
 
 T = TypeVar("T")
 
@@ -198,6 +201,8 @@ class TurnContext:
     client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
     # Called with the paths a write tool is about to change, before it runs (R-T12 snapshots).
     before_write: Callable[[list[str]], Awaitable[None]] | None = None
+    # How commands start (the sandbox): the goal's verification command too. None: unconfined.
+    shell: ShellLauncher | None = None
     # Sub-agents (R-T11): the session's registry; this agent's nesting depth (the session's
     # agent is 0); extra fields of the stop-hook payload (a child's SubagentStop); and the
     # usage of finished foreground children, rolled up into this turn's ledger at its end.

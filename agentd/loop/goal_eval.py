@@ -23,6 +23,8 @@ from agentd.core.conversation import Message
 from agentd.core.errors import HarnessError
 from agentd.core.provider import Provider, ProviderRequest, TextDelta, Usage
 from agentd.loop.goal import CONTINUATION_TAG, DEFAULT_LIMITS, GoalLimits, GoalState, Verdict
+from agentd.tools.proctrack import new_tag
+from agentd.tools.shell import Launch, ShellLauncher
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -195,14 +197,26 @@ async def evaluate(
     return Evaluation(None, attempts, spent)
 
 
-async def run_verification(command: str, cwd: Path, limits: GoalLimits | None = None) -> tuple[bool, str]:
-    """Run the goal's verification command in the workspace; exit 0 = pass."""
+async def run_verification(
+    command: str, cwd: Path, limits: GoalLimits | None = None, shell: ShellLauncher | None = None
+) -> tuple[bool, str]:
+    """Run the goal's verification command in the workspace; exit 0 = pass. With `shell`
+    it runs in the same sandbox as `bash` (a client sets the command: it must not get out
+    of the sandbox the model's commands run in)."""
     limits = limits or DEFAULT_LIMITS
+    launch = shell.prepare(command, cwd, new_tag()) if shell is not None else None
+    try:
+        return await _verify(launch.argv if launch else ["/bin/bash", "-c", command], launch, cwd, limits)
+    finally:
+        if launch is not None:
+            launch.release()
+
+
+async def _verify(argv: list[str], launch: Launch | None, cwd: Path, limits: GoalLimits) -> tuple[bool, str]:
     proc = await asyncio.create_subprocess_exec(
-        "/bin/bash",
-        "-c",
-        command,
+        *argv,
         cwd=str(cwd),
+        env=launch.env if launch is not None else None,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

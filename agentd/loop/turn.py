@@ -220,7 +220,7 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
         assert goal.verify is not None
         try:
             passed, output = await run_cancellable(
-                run_verification(goal.verify, ctx.cwd, ctx.limits.goal), ctx.cancel
+                run_verification(goal.verify, ctx.cwd, ctx.limits.goal, ctx.shell), ctx.cancel
             )
         except TimeoutError:
             passed, output = False, "verification timed out"

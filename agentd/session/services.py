@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agentd.session.turn_kit import TurnKit
     from agentd.tools.base import Tool
     from agentd.tools.hooks import HooksConfig
+    from agentd.tools.shell import ShellLauncher
 
 
 @dataclass
@@ -42,6 +43,7 @@ class ActorServices:
     metrics: Metrics | None = None
     queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
     store: Store | None = None  # file snapshots and turn marks (R-T12); None: not kept
+    shell: ShellLauncher | None = None  # how commands start (sandbox): stdio MCP servers too
 
     @functools.cached_property
     def kit(self) -> TurnKit:

@@ -2,6 +2,11 @@
 (stdio or streamable HTTP) are connected with the `mcp` SDK; each of their tools joins
 the session's tool set as `mcp__<server>__<tool>`, with the same permission policy and
 events as a built-in tool (read-only tools, by their annotation, never ask).
+
+A stdio server is started through the session's `ShellLauncher`, so it runs under the
+same sandbox as `bash` (the session's workspace writable, the rest read-only, the
+server's home hidden, network per `AGENTD_SANDBOX_NETWORK`: never the host's loopback) —
+unless the operator named its command in `AGENTD_MCP_UNSANDBOXED` (issue 28, item 2).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -19,6 +25,9 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
 from agentd.tools.preview import ToolPreview
+from agentd.tools.proctrack import new_tag
+from agentd.tools.sandbox import SandboxMode
+from agentd.tools.shell import ShellLauncher
 
 if TYPE_CHECKING:  # the SDK itself is imported only when a session names an MCP server
     from mcp import ClientSession
@@ -158,6 +167,11 @@ class McpConnections:
 
     specs: list[McpStdio | McpHttp]
     log_dir: Path
+    # How stdio servers start: sandboxed in `cwd` (the session's workspace) unless their
+    # command is in `unsandboxed`. None: unconfined (an embedding without a sandbox).
+    shell: ShellLauncher | None = None
+    cwd: Path | None = None
+    unsandboxed: frozenset[str] = frozenset()
     tools: dict[str, McpTool] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -212,7 +226,7 @@ class McpConnections:
 
     async def _connect(self, stack: contextlib.AsyncExitStack, spec: McpStdio | McpHttp) -> ClientSession:
         # Imported here, not at start-up: the SDK costs about a second of imports.
-        from mcp import ClientSession, StdioServerParameters
+        from mcp import ClientSession
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
 
@@ -220,9 +234,7 @@ class McpConnections:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             # The server's stderr goes to a file: diagnostics kept, the server's log clean.
             errlog = stack.enter_context((self.log_dir / f"mcp-{spec.name}.log").open("a"))
-            params = StdioServerParameters(
-                command=spec.command, args=spec.args, env={e.name: e.value for e in spec.env} or None
-            )
+            params = self._stdio_params(stack, spec)
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
             import httpx2  # the HTTP client the mcp SDK is built on
@@ -233,6 +245,22 @@ class McpConnections:
             transport = streamable_http_client(spec.url, http_client=client)
             read, write, *_ = await stack.enter_async_context(transport)
         return await stack.enter_async_context(ClientSession(read, write))
+
+    def _stdio_params(self, stack: contextlib.AsyncExitStack, spec: McpStdio) -> Any:
+        from mcp import StdioServerParameters
+
+        env = {e.name: e.value for e in spec.env}
+        sandboxed = self.shell is not None and self.shell.mode is SandboxMode.BWRAP
+        if not sandboxed or self.cwd is None or spec.command in self.unsandboxed:
+            if sandboxed:
+                log.info("MCP server %r runs outside the sandbox (AGENTD_MCP_UNSANDBOXED)", spec.name)
+            return StdioServerParameters(command=spec.command, args=spec.args, env=env or None)
+        assert self.shell is not None
+        launch = self.shell.prepare("exec " + shlex.join([spec.command, *spec.args]), self.cwd, new_tag())
+        stack.callback(launch.release)  # its egress proxy and pids cgroup, once it has ended
+        return StdioServerParameters(
+            command=launch.argv[0], args=launch.argv[1:], env={**launch.env, **env}, cwd=self.cwd
+        )
 
 
 def _reason(exc: BaseException) -> str:

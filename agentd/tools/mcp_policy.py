@@ -1,16 +1,19 @@
-"""Which MCP servers a client may ask for (R-T9, R-X4).
+"""Which MCP servers a client may ask for (R-T9, R-X4, issue 28 item 2).
 
-A stdio MCP server is a command the server runs as its own user; an HTTP one is a URL
-the server fetches from inside its network. Without auth the caller is the local user,
-who could run those anyway, so anything goes (today's behaviour). With
-`AGENTD_AUTH=token` a caller is only a token holder: stdio commands must be listed in
-`AGENTD_MCP_ALLOWED_COMMANDS` (exact string, as sent) and HTTP URLs must fall under a
-prefix in `AGENTD_MCP_ALLOWED_URLS` (same scheme and host, path under the prefix's).
+A stdio MCP server is a command the server starts; an HTTP one is a URL the server
+fetches from inside its network. The operator's allow-lists govern both in every auth
+mode: stdio commands must be listed in `AGENTD_MCP_ALLOWED_COMMANDS` (exact string, as
+sent; `"*"` any) and HTTP URLs must fall under a prefix in `AGENTD_MCP_ALLOWED_URLS`
+(same scheme and host, path under the prefix's; `"*"` any). Left unset, a list allows
+anything without auth (the caller is the local user, and the command runs in the
+sandbox anyway) and nothing with `AGENTD_AUTH=token`.
 
-An allowed command still gets the client's args, so list only commands that cannot be
-turned into a shell by their arguments (not `sh`, `python`, `npx`). Environment variables
-that make any program load foreign code (the dynamic loader's, interpreters' startup
-hooks) are refused whatever the command.
+Where a command runs is the other half (`agentd.tools.mcp`): under the same sandbox as
+`bash` unless it is named in `AGENTD_MCP_UNSANDBOXED`. An allowed command still gets the
+client's args, so list only commands that cannot be turned into a shell by their
+arguments (not `sh`, `python`, `npx`) — above all among the unsandboxed ones.
+Environment variables that make any program load foreign code (the dynamic loader's,
+interpreters' startup hooks) are refused whatever the command and the auth mode.
 """
 
 from __future__ import annotations
@@ -62,27 +65,36 @@ def url_allowed(url: str, prefixes: list[str]) -> bool:
     return False
 
 
+ANY = "*"
+
+
+def _allowed(listed: list[str] | None, settings: Settings) -> list[str]:
+    """The operator's list, or the default for the auth mode when it is unset."""
+    if listed is not None:
+        return listed
+    return [ANY] if settings.auth is AuthMode.NONE else []
+
+
 def check_mcp_specs(specs: list[McpStdio | McpHttp], settings: Settings) -> None:
     """Raises ValueError (its message names the setting) for a server the operator has not
-    allowed; a no-op without auth."""
-    if settings.auth is AuthMode.NONE:
-        return
+    allowed, in every auth mode."""
+    commands = _allowed(settings.mcp_allowed_commands, settings)
+    urls = _allowed(settings.mcp_allowed_urls, settings)
     for i, spec in enumerate(specs):
         where = f"mcpServers[{i}] ({spec.name!r})"
         if isinstance(spec, McpStdio):
-            if spec.command not in settings.mcp_allowed_commands:
+            if ANY not in commands and spec.command not in commands:
                 raise ValueError(
-                    f"{where}: command {spec.command!r} is not allowed: with AGENTD_AUTH=token a stdio "
-                    "MCP server must be listed in AGENTD_MCP_ALLOWED_COMMANDS"
+                    f"{where}: command {spec.command!r} is not allowed: a stdio MCP server must be "
+                    "listed in AGENTD_MCP_ALLOWED_COMMANDS"
                 )
             bad = [e.name for e in spec.env if _injects_code(e.name)]
             if bad:
                 raise ValueError(
-                    f"{where}: env {', '.join(bad)} not allowed: with AGENTD_AUTH=token these would "
-                    "load other code into the command"
+                    f"{where}: env {', '.join(bad)} not allowed: these would load other code into the command"
                 )
-        elif not url_allowed(spec.url, settings.mcp_allowed_urls):
+        elif ANY not in urls and not url_allowed(spec.url, urls):
             raise ValueError(
-                f"{where}: URL {spec.url!r} is not allowed: with AGENTD_AUTH=token an HTTP MCP server "
-                "must lie under a prefix in AGENTD_MCP_ALLOWED_URLS"
+                f"{where}: URL {spec.url!r} is not allowed: an HTTP MCP server must lie under a prefix in "
+                "AGENTD_MCP_ALLOWED_URLS"
             )

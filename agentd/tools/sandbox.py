@@ -3,8 +3,12 @@
 On Linux `bash` runs under bubblewrap, as Codex does: the whole file system read-only,
 the session's workspace writable, a private /tmp, `$AGENTD_HOME`, the database file and
 the root of every session's workspaces hidden behind empty tmpfs (the session's own
-workspace is bound back on top), no capabilities, its own pid namespace, optionally no
-network (then /run, where daemons keep their Unix sockets, is hidden too). Resource
+workspace is bound back on top), no capabilities, its own pid namespace, and always a
+network namespace of its own with /run (daemons' Unix sockets) hidden: the host's
+loopback — agentd's own API, databases, local daemons — is out of reach (issue 28). With
+the sandbox network on, the way out is agentd's egress proxy (`agentd.tools.egress`), a
+Unix socket bound in and offered inside as `http://127.0.0.1:BRIDGE_PORT` by a small
+bridge (`agentd.tools.sandbox_bridge`) the sandbox's shell starts first. Resource
 limits are rlimits set by a small bash prologue inside the sandbox (the hard limit too,
 which a process without CAP_SYS_RESOURCE cannot raise again).
 
@@ -26,6 +30,8 @@ from agentd.infra.config import AuthMode, SandboxSetting
 
 MIB = 1024 * 1024
 SHELL = "/bin/bash"
+EGRESS_SOCKET = Path("/run/agentd/egress.sock")  # where the proxy's socket appears inside
+BRIDGE_PORT = 39281  # the sandbox's own loopback port the bridge listens on
 
 
 class SandboxMode(StrEnum):
@@ -55,8 +61,9 @@ class SandboxPolicy:
     bwrap: str = "bwrap"
     hidden_dirs: tuple[Path, ...] = ()  # covered by an empty tmpfs (must exist)
     hidden_files: tuple[Path, ...] = ()  # replaced by /dev/null (must exist)
-    network: bool = True
+    network: bool = True  # egress through agentd's proxy (never the host's own network)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    python: str = ""  # an interpreter for the bridge (the server's own, by real path)
 
 
 @dataclass(frozen=True)
@@ -125,9 +132,18 @@ def resolve_sandbox(setting: SandboxSetting, probe: BwrapProbe, host: str, auth:
     )
 
 
-def limits_prologue(limits: SandboxLimits) -> str:
-    """Bash that sets the limits (soft and hard: bash's `ulimit` without -S/-H sets both)
-    and then runs the command given as `$1` in a fresh bash."""
+_BRIDGE = (
+    # The bridge (`$2 -c "$3"`) says `ready` once listening; the command starts only then.
+    f'exec 3< <(exec "$2" -I -S -c "$3" {EGRESS_SOCKET} {BRIDGE_PORT} </dev/null 2>/dev/null) '
+    '&& IFS= read -r -t 10 ready <&3 && [ "$ready" = ready ] && exec 3<&- '
+    '|| { echo "agentd sandbox: the network bridge did not start" >&2; exit 126; }; '
+)
+
+
+def limits_prologue(limits: SandboxLimits, bridge: bool = False) -> str:
+    """Bash that starts the network bridge (when asked), sets the limits (soft and hard:
+    bash's `ulimit` without -S/-H sets both) and then runs the command given as `$1` in a
+    fresh bash."""
     flags = []
     if limits.cpu_s:
         flags.append(f"-t {limits.cpu_s}")
@@ -138,7 +154,7 @@ def limits_prologue(limits: SandboxLimits) -> str:
     if limits.procs:
         flags.append(f"-u {limits.procs}")
     setting = f"ulimit {' '.join(flags)} || exit 126; " if flags else ""
-    return f'{setting}exec {SHELL} -c "$1"'
+    return f'{_BRIDGE if bridge else ""}{setting}exec {SHELL} -c "$1"'
 
 
 class _Order(IntEnum):
@@ -154,8 +170,11 @@ def _inside(path: Path, dirs: Sequence[Path]) -> bool:
     return any(path.is_relative_to(d) for d in dirs)
 
 
-def bwrap_argv(policy: SandboxPolicy, workspace: Path, command: str) -> list[str]:
-    """The argv that runs `/bin/bash -c command` in the sandbox, cwd the workspace.
+def bwrap_argv(
+    policy: SandboxPolicy, workspace: Path, command: str, egress: Path | None = None, bridge: str = ""
+) -> list[str]:
+    """The argv that runs `/bin/bash -c command` in the sandbox, cwd the workspace; with
+    `egress` (the proxy's socket on the host) and `bridge` (its code), the command's way out.
 
     Mounts are applied in order of depth (parents before children), whatever their kind:
     a workspace inside a hidden directory is bound back on top of the tmpfs, and a hidden
@@ -167,10 +186,12 @@ def bwrap_argv(policy: SandboxPolicy, workspace: Path, command: str) -> list[str
         (1, _Order.BASE, ["--proc", "/proc"]),
         (1, _Order.BASE, ["--tmpfs", "/tmp"]),
     ]
-    if not policy.network:
-        # Daemons' Unix sockets (a database's, Docker's) live in /run: a way out of a sandbox
-        # without a network namespace's reach, so they go with the network.
-        mounts.append((1, _Order.BASE, ["--tmpfs", "/run"]))
+    # Daemons' Unix sockets (a database's, Docker's) live in /run: a way out that a network
+    # namespace does not close, so they are hidden too.
+    mounts.append((1, _Order.BASE, ["--tmpfs", "/run"]))
+    with_bridge = egress is not None and bool(bridge) and bool(policy.python)
+    if with_bridge:
+        mounts.append((len(EGRESS_SOCKET.parts), _Order.MASK, ["--ro-bind", str(egress), str(EGRESS_SOCKET)]))
     hidden = [Path(d) for d in policy.hidden_dirs]
 
     def covered(p: Path) -> bool:
@@ -196,10 +217,11 @@ def bwrap_argv(policy: SandboxPolicy, workspace: Path, command: str) -> list[str
         "--die-with-parent",
         "--new-session",  # no ioctl(TIOCSTI) into a terminal the server may have
         "--cap-drop", "ALL",  # as root bwrap would otherwise keep every capability
+        "--unshare-net",  # its own loopback only: the host's (agentd's API) is out of reach
     ]  # fmt: skip
-    if not policy.network:
-        argv.append("--unshare-net")
-    argv += ["--", SHELL, "-c", limits_prologue(policy.limits), "agentd-sandbox", command]
+    argv += ["--", SHELL, "-c", limits_prologue(policy.limits, with_bridge), "agentd-sandbox", command]
+    if with_bridge:
+        argv += [policy.python, bridge]
     return argv
 
 

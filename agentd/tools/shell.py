@@ -3,7 +3,8 @@
 `ShellLauncher.from_settings` probes bubblewrap once, decides the mode
 (`agentd.tools.sandbox.resolve_sandbox`), logs one line saying what commands run under,
 and finds a pids cgroup for the process limit. `prepare` then gives the argv of one
-command (and a cgroup to remove when it has ended). `bash` and background tasks share it.
+command (and a cgroup to remove, and its egress proxy to close, when it has ended).
+`bash`, background tasks, `!cmd` and stdio MCP servers share it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,12 +23,16 @@ from sqlalchemy.engine import make_url
 
 from agentd.infra.config import SandboxNetwork, Settings
 from agentd.tools import pidlimit
+from agentd.tools.egress import EgressProxy
+from agentd.tools.egress_policy import EgressPolicy, parse_allowed
 from agentd.tools.errors import ToolError
 from agentd.tools.proctrack import TAG_VAR, tagged_env
 from agentd.tools.sandbox import (
+    BRIDGE_PORT,
     MIB,
     SHELL,
     BwrapProbe,
+    SandboxError,
     SandboxLimits,
     SandboxMode,
     SandboxPolicy,
@@ -40,6 +46,14 @@ log = logging.getLogger(__name__)
 DEFAULT_OUTPUT_LIMIT = 256 * MIB
 _PROBE_TIMEOUT = 15.0
 SANDBOX_ENV = {"XDG_CACHE_HOME": "/tmp/.cache", "npm_config_cache": "/tmp/.npm"}
+_PROXY_URL = f"http://127.0.0.1:{BRIDGE_PORT}"
+# With the sandbox network on, tools find the way out here; the sandbox's own loopback
+# (servers a command starts for itself, e.g. in tests) is reached directly.
+PROXY_ENV = {
+    **{name: _PROXY_URL for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")},
+    **{name: "localhost,127.0.0.1,::1" for name in ("NO_PROXY", "no_proxy")},
+}
+BRIDGE_CODE = (Path(__file__).parent / "sandbox_bridge.py").read_text()
 _RELEASE_RETRIES = 5
 _RELEASE_DELAY = 2.0  # seconds between tries to remove a command's pids cgroup
 
@@ -51,8 +65,12 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     procs_file: Path | None = None
+    egress: EgressProxy | None = None  # the command's way out (sandbox network on)
 
     def release(self) -> None:
+        if self.egress is not None:
+            self.egress.close()
+            self.egress = None
         if self.procs_file is not None:
             _remove_cgroup(self.procs_file, _RELEASE_RETRIES)
             self.procs_file = None
@@ -73,8 +91,10 @@ class ShellLauncher:
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
     pids_parent: Path | None = None  # where per-command pids cgroups go (None: rlimit only)
     output_limit: int = DEFAULT_OUTPUT_LIMIT  # bytes of output before a command is stopped
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
 
     def prepare(self, command: str, cwd: Path, tag: str) -> Launch:
+        """Called on the event loop (the egress proxy of a sandboxed command is served there)."""
         env = tagged_env(tag)  # inherited by every descendant, setsid or not
         if self.mode is SandboxMode.NONE:
             return Launch([SHELL, "-c", command], env)
@@ -88,21 +108,34 @@ class ShellLauncher:
             hidden_dirs=tuple(p for p in self.policy.hidden_dirs if p.is_dir()),
             hidden_files=tuple(p for p in self.policy.hidden_files if p.is_file()),
         )
-        argv = bwrap_argv(policy, Path(os.path.realpath(cwd)), command)
-        procs = self.policy.limits.procs
-        if self.pids_parent is None or not procs:
-            return Launch(argv, env)
         try:
-            procs_file = pidlimit.create(self.pids_parent, tag, procs)
-        except OSError as exc:
-            # Refused rather than run without the limit the operator configured.
-            raise ToolError(f"cannot set up the sandbox's process limit: {exc}") from None
-        return Launch(in_cgroup(procs_file, argv), env, procs_file)
+            egress = EgressProxy.open(self.egress) if policy.network else None
+        except OSError as exc:  # refused rather than run with a network it was not given
+            raise ToolError(f"cannot set up the sandbox's network: {exc}") from None
+        if egress is not None:
+            env.update(PROXY_ENV)
+        try:
+            argv = bwrap_argv(
+                policy, Path(os.path.realpath(cwd)), command, egress.path if egress else None, BRIDGE_CODE
+            )
+            procs = self.policy.limits.procs
+            if self.pids_parent is None or not procs:
+                return Launch(argv, env, egress=egress)
+            try:
+                procs_file = pidlimit.create(self.pids_parent, tag, procs)
+            except OSError as exc:
+                # Refused rather than run without the limit the operator configured.
+                raise ToolError(f"cannot set up the sandbox's process limit: {exc}") from None
+        except BaseException:
+            if egress is not None:
+                egress.close()
+            raise
+        return Launch(in_cgroup(procs_file, argv), env, procs_file, egress)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, bwrap: str | None = None) -> ShellLauncher:
         """Raises `SandboxError` when the configured sandbox cannot be had."""
-        probe = probe_bwrap(bwrap or shutil.which("bwrap"), settings.sandbox_network is SandboxNetwork.OFF)
+        probe = probe_bwrap(bwrap or shutil.which("bwrap"))
         decision = resolve_sandbox(settings.sandbox, probe, settings.host, settings.auth)
         output_limit = settings.bash_output_mb * MIB
         if decision.mode is SandboxMode.NONE:
@@ -121,7 +154,13 @@ class ShellLauncher:
             hidden_files=tuple(database_files(settings)),
             network=settings.sandbox_network is SandboxNetwork.ON,
             limits=limits,
+            python=os.path.realpath(sys.executable),
         )
+        try:
+            allowed = parse_allowed(settings.sandbox_egress_allow)
+        except ValueError as exc:
+            raise SandboxError(f"AGENTD_SANDBOX_EGRESS_ALLOW: {exc}") from None
+        egress = EgressPolicy(allowed, frozenset({settings.port}))
         pids_parent = pidlimit.find_parent() if limits.procs else None
         if not limits.procs:
             procs_how = "no process limit"
@@ -134,22 +173,22 @@ class ShellLauncher:
         log.info(
             "%s; network %s; per process: cpu %s s, memory %s MiB, files %s MiB (0: no limit); %s",
             decision.message,
-            settings.sandbox_network.value,
+            "through agentd's egress proxy (public addresses only)" if policy.network else "off",
             limits.cpu_s,
             limits.memory_mb,
             limits.file_mb,
             procs_how,
         )
-        return cls(SandboxMode.BWRAP, policy, pids_parent, output_limit)
+        return cls(SandboxMode.BWRAP, policy, pids_parent, output_limit, egress)
 
 
-def probe_bwrap(path: str | None, no_network: bool = False) -> BwrapProbe:
+def probe_bwrap(path: str | None) -> BwrapProbe:
     """Is bwrap installed, and can it build a sandbox here? (Not in every container: user
     namespaces or mounts may be forbidden.) Tried for real with a trivial command."""
     if path is None:
         return BwrapProbe(None)
     argv = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid"]
-    argv += ["--die-with-parent", "--cap-drop", "ALL", *(["--unshare-net"] if no_network else [])]
+    argv += ["--die-with-parent", "--cap-drop", "ALL", "--unshare-net"]
     try:
         done = subprocess.run(
             [*argv, "--", "/bin/true"], capture_output=True, timeout=_PROBE_TIMEOUT, check=False

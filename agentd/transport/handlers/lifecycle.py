@@ -82,7 +82,7 @@ async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, A
         )
     meta = agentd_meta(params.meta)
     agent = known_agent(ctx, meta["agent"], "_meta.agentd.agent") if "agent" in meta else "default"
-    mcp = await _start_mcp(ctx, params.mcp_servers)  # first: a server that fails creates nothing
+    mcp = await _start_mcp(ctx, params.mcp_servers, Path(cwd))  # first: a server that fails creates nothing
     try:
         actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal, agent=agent)
     except BaseException:
@@ -96,9 +96,10 @@ async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, A
     return {"sessionId": actor.id, "modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
-async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]]) -> McpConnections | None:
-    """Connect the requested MCP servers (R-T9); a bad spec or a server that does not
-    start is an invalid-params error naming it."""
+async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]], cwd: Path) -> McpConnections | None:
+    """Connect the requested MCP servers (R-T9), stdio ones in the sandbox with `cwd` (the
+    session's workspace) writable; a bad spec or a server that does not start is an
+    invalid-params error naming it."""
     if not raw:
         return None
     from agentd.tools.mcp import McpConnections, McpError, parse_specs  # (idle memory: issue 14)
@@ -106,10 +107,17 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]]) -> McpConnecti
 
     try:
         specs = parse_specs(raw)
-        check_mcp_specs(specs, ctx.state.settings)  # with auth: only what the operator allowed
+        check_mcp_specs(specs, ctx.state.settings)  # only what the operator allowed (any auth mode)
     except ValueError as exc:
-        raise RpcError.invalid_params(f"Invalid params: {exc}") from None
-    conns = McpConnections(specs, ctx.state.settings.home / "logs")
+        raise RpcError.invalid_params(f"Invalid params: {exc}", {"kind": "mcp_refused"}) from None
+    settings = ctx.state.settings
+    conns = McpConnections(
+        specs,
+        settings.home / "logs",
+        shell=ctx.state.services.shell,
+        cwd=cwd,
+        unsandboxed=frozenset(settings.mcp_unsandboxed),
+    )
     try:
         await conns.start()
     except McpError as exc:
@@ -134,7 +142,7 @@ async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str,
         raise denied(params.session_id, access, Access.DRIVE)  # new MCP servers change the session
     await check_loaded_cwd(ctx, actor, params.cwd)
     # New servers replace the session's; none keeps what another client connected.
-    mcp = await _start_mcp(ctx, params.mcp_servers)
+    mcp = await _start_mcp(ctx, params.mcp_servers, Path(actor.cwd))
     if mcp is not None:
         await _attach_mcp(actor, mcp)
     await attach_with_replay(ctx, actor, replay=True, access=access)

@@ -47,3 +47,14 @@ async def test_serve_starts_unsandboxed_when_none_is_explicit(tmp_path: Path) ->
         await wait_healthy(f"http://127.0.0.1:{env['AGENTD_PORT']}", proc, log)
         text = log.read_text()
     assert "sandbox: off (AGENTD_SANDBOX=none): bash commands run unconfined" in text
+
+
+async def test_serve_refuses_a_bad_egress_destination_in_one_line(tmp_path: Path) -> None:
+    # Addresses, not names: what the proxy checks must be what it connects to.
+    env = public_token_env(
+        tmp_path, AGENTD_HOST="127.0.0.1", AGENTD_AUTH="none", AGENTD_SANDBOX_EGRESS_ALLOW='["mirror.lan:80"]'
+    )
+    run = await agentd("serve", env=env, cwd=tmp_path)
+    assert run.code == 2, run.text
+    assert "AGENTD_SANDBOX_EGRESS_ALLOW" in run.err and "'mirror.lan:80'" in run.err
+    assert len(run.err.strip().splitlines()) == 1, run.err

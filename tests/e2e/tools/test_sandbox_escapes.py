@@ -16,7 +16,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,16 +164,60 @@ def listener() -> Iterator[int]:
         sock.close()
 
 
-async def test_network_off_cuts_the_network_and_on_keeps_it(world: World, listener: int) -> None:
-    connect = f'socket.create_connection(("127.0.0.1", {listener}), 5); print("connected")'
-    probe = f"python3 -c 'import socket; {connect}'"
-    on = await run(launcher(world), world.ws, probe)
-    assert "connected" in on.output
-    off = await run(launcher(world, sandbox_network=SandboxNetwork.OFF), world.ws, probe)
-    assert "connected" not in off.output and "Connection refused" in off.output
-    # Nor through a daemon's Unix socket: /run is empty in there.
-    sockets = await run(launcher(world, sandbox_network=SandboxNetwork.OFF), world.ws, "ls -A /run | wc -l")
-    assert sockets.output == "0"
+def connect_probe(port: int, via_proxy: bool) -> str:
+    """Python run in the sandbox: connect to the host's 127.0.0.1:`port` directly, or ask
+    the egress proxy for it (CONNECT); prints what happened."""
+    if via_proxy:
+        body = (
+            'import os, socket; s = socket.create_connection(("127.0.0.1", int(os.environ["HTTP_PROXY"]'
+            '.rsplit(":", 1)[1])), 5); '
+            f's.sendall(b"CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n"); '
+            "print(s.recv(200).decode().splitlines()[0])"
+        )
+    else:
+        body = f'import socket; socket.create_connection(("127.0.0.1", {port}), 5); print("connected")'
+    return f"python3 -c '{body}'"
+
+
+async def test_the_hosts_loopback_is_out_of_reach_network_on_or_off(world: World, listener: int) -> None:
+    # Issue 28: the sandbox has its own network namespace either way: the host's loopback
+    # (agentd's API, databases) cannot be reached directly, nor through the proxy.
+    for network in (SandboxNetwork.ON, SandboxNetwork.OFF):
+        res = await run(launcher(world, sandbox_network=network), world.ws, connect_probe(listener, False))
+        assert "connected" not in res.output and "Connection refused" in res.output, network
+    on = await run(launcher(world), world.ws, connect_probe(listener, True))
+    assert on.output.startswith("HTTP/1.1 403"), on.output
+    offline = launcher(world, sandbox_network=SandboxNetwork.OFF)
+    off = await run(offline, world.ws, connect_probe(listener, True))
+    assert "403" not in off.output and "KeyError" in off.output  # no proxy at all
+    # Nor through a daemon's Unix socket: /run holds only the proxy's socket (network on).
+    for network, expected in ((SandboxNetwork.OFF, "end"), (SandboxNetwork.ON, "./agentd/egress.sock\nend")):
+        command = "cd /run && find . -mindepth 1 ! -type d; echo end"
+        res = await run(launcher(world, sandbox_network=network), world.ws, command)
+        assert res.output == expected, network
+
+
+async def test_network_on_goes_out_through_the_proxy_to_an_allowed_destination(
+    world: World, listener: int
+) -> None:
+    # No internet in the test: the operator's allow-list opens the listener, which shows
+    # the proxy path works end to end (bridge, socket, CONNECT).
+    shell = launcher(world, sandbox_egress_allow=[f"127.0.0.1:{listener}"])
+    res = await run(shell, world.ws, connect_probe(listener, True))
+    assert res.output.startswith("HTTP/1.1 200"), res.output
+
+
+async def test_a_bridge_that_cannot_start_fails_the_command_readably(world: World) -> None:
+    # Fault: the interpreter the bridge needs is gone. The command must not run as if it
+    # had a network; it fails with one clear line and exit 126, and nothing is left behind.
+    shell = launcher(world)
+    shell.policy = replace(shell.policy, python=str(world.outside / "no-python"))
+    res = await run(shell, world.ws, "echo ran > ran.txt")
+    assert "network bridge did not start" in res.output and res.raw_output == {
+        "exitCode": 126,
+        "truncated": False,
+    }
+    assert not (world.ws / "ran.txt").exists()
 
 
 async def test_the_servers_secrets_and_processes_are_out_of_sight(

@@ -11,6 +11,8 @@ from agentd.infra.config import AuthMode, SandboxSetting, Settings
 from agentd.preflight import StartupError, check_sandbox
 from agentd.tools.pidlimit import _own_paths
 from agentd.tools.sandbox import (
+    BRIDGE_PORT,
+    EGRESS_SOCKET,
     BwrapProbe,
     SandboxError,
     SandboxLimits,
@@ -129,7 +131,7 @@ def test_argv_read_only_root_hidden_home_and_workspaces_and_the_workspace_bound_
     for flag in ("--unshare-pid", "--die-with-parent", "--new-session"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
-    assert "--unshare-net" not in argv
+    assert "--unshare-net" in argv  # always: the host's loopback (agentd's API) is out of reach
     # The command is the last argument, passed as data, never spliced into a script.
     assert argv[-1] == "make test"
     assert argv[argv.index("--") + 1 : argv.index("--") + 3] == ["/bin/bash", "-c"]
@@ -157,12 +159,29 @@ def test_argv_files_under_tmp_are_already_gone_unless_in_the_workspace() -> None
     assert m.index(("--tmpfs", "/tmp")) < m.index(("--bind", str(ws)))
 
 
-def test_argv_network_off_unshares_the_network_and_hides_daemon_sockets() -> None:
-    argv = bwrap_argv(SandboxPolicy(network=False), Path("/w"), "curl x")
-    assert "--unshare-net" in argv[: argv.index("--")]
-    assert ("--tmpfs", "/run") in mounts(argv)
-    on = bwrap_argv(SandboxPolicy(), Path("/w"), "curl x")
-    assert "--unshare-net" not in on and ("--tmpfs", "/run") not in mounts(on)
+def test_argv_always_unshares_the_network_and_hides_daemon_sockets() -> None:
+    # Issue 28: network on or off, the sandbox has its own network namespace (only its own
+    # loopback) and no /run (daemons' Unix sockets): agentd's API cannot be reached from it.
+    for policy in (SandboxPolicy(network=False), SandboxPolicy(), SandboxPolicy(python="/usr/bin/python3")):
+        argv = bwrap_argv(policy, Path("/w"), "curl x")
+        assert "--unshare-net" in argv[: argv.index("--")]
+        assert ("--tmpfs", "/run") in mounts(argv)
+        assert str(EGRESS_SOCKET) not in argv  # no egress socket given: no way out
+
+
+def test_argv_network_on_binds_the_egress_socket_and_starts_the_bridge_first() -> None:
+    policy = SandboxPolicy(python="/usr/bin/python3", limits=SandboxLimits(cpu_s=5))
+    argv = bwrap_argv(policy, Path("/w"), "curl x", Path("/tmp/e/egress.sock"), "BRIDGE")
+    m = mounts(argv)
+    # Read-only, on top of the empty /run.
+    assert m.index(("--tmpfs", "/run")) < m.index(("--ro-bind", str(EGRESS_SOCKET)))
+    assert argv[argv.index("/tmp/e/egress.sock") + 1] == str(EGRESS_SOCKET)
+    prologue = argv[argv.index("--") + 3]
+    # The bridge runs, says ready, then limits and the command; its code and interpreter
+    # are arguments (data), the command stays $1.
+    bridge, limits = prologue.index(str(BRIDGE_PORT)), prologue.index("ulimit")
+    assert bridge < limits < prologue.index('exec /bin/bash -c "$1"')
+    assert argv[-3:] == ["curl x", "/usr/bin/python3", "BRIDGE"]
 
 
 def test_limits_prologue_sets_each_limit_and_skips_zero() -> None:
