@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import PermissionMode, SandboxSetting
-from tests.conftest import scripted
 from tests.support.client import WsClient, text_prompt
+from tests.support.server import scripted
 from tests.support.session import events, served_session
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import SandboxSetting
-from tests.conftest import scripted
 from tests.support.client import RpcFailed
 from tests.support.mcp import CALC
+from tests.support.server import scripted
 from tests.support.session import new_session
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
