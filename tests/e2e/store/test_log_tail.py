@@ -14,7 +14,14 @@ import pytest
 from agentd.core.events import Event
 from agentd.session.log_tail import LogTail, LogTails
 from agentd.store.db import Batch, Store, StoredEvent
-from agentd.store.notify import EVENTS_CHANNEL, PgListener, asyncpg_dsn, events_payload, parse_events_payload
+from agentd.store.notify import (
+    EVENTS_CHANNEL,
+    LISTEN_APPLICATION_NAME,
+    PgListener,
+    asyncpg_dsn,
+    events_payload,
+    parse_events_payload,
+)
 from tests.conftest import postgres_database
 from tests.support.polling import until
 
@@ -103,7 +110,9 @@ async def test_notify_wakes_the_tail_and_reconnects_catch_up(pg_url: str) -> Non
             # The listener's connection dies; events committed meanwhile (their NOTIFY lost)
             # arrive once it is back.
             pid = await notifier.fetchval(
-                "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database()"
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE application_name = $1 AND datname = current_database()",
+                LISTEN_APPLICATION_NAME,
             )
             assert pid is not None
             await notifier.execute("SELECT pg_terminate_backend($1)", pid)

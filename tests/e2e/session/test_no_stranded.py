@@ -1,0 +1,235 @@
+"""No client stranded, each seq once in one form (issue 26 items 2 and 3), with real
+`agentd serve` replicas on one Postgres.
+
+- A watcher on a non-owner replica gets, for every seq, exactly the frames a watcher on
+  the owner gets — once each, in order, the same assembled text (before: a message's final
+  text came twice under one seq, as a `final` chunk and as the `agent_message` event).
+- The LISTEN connections are cut (`pg_terminate_backend`): what committed meanwhile still
+  reaches the non-owner's watcher with no gap, and a prompt routed through the non-owner
+  afterwards is served (before: it stayed `pending` for good).
+- The owner is paused (SIGSTOP) past its lease: once it runs again its clients are told
+  `_agentd/resync_required` (`lease_lost`) within the lease time + 2 s, and a watcher on
+  the other replica keeps following the log whoever writes it next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from agentd.protocol.agentd import ATTACH
+from agentd.protocol.methods import Notification
+from agentd.store.notify import LISTEN_APPLICATION_NAME
+from tests.support.client import WsClient, text_prompt
+from tests.support.frames import transcript
+from tests.support.polling import until
+from tests.support.replicas import Replicas, two_replicas
+from tests.support.session import new_session
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
+
+# Each turn streams text, calls a tool, then streams its answer: chunks, tool calls,
+# final texts and usage — every kind of frame a watcher renders.
+SCRIPT: list[dict[str, Any]] = [
+    {
+        "text": "Looking around first.",
+        "chunk_size": 4,
+        "chunk_delay": 0.005,
+        "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}],
+    },
+    {"text": "All done here, nothing else to see.", "chunk_size": 5, "chunk_delay": 0.005},
+]
+TTL_S = 1.5
+
+
+def _dsn(url: str) -> str:
+    return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+@contextlib.asynccontextmanager
+async def database(replicas: Replicas) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(_dsn(replicas.url))
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+def durable_frames(client: WsClient, sid: str) -> list[tuple[int, dict[str, Any]]]:
+    """(seq, frame) of every durable notification of the session, in arrival order."""
+    out = []
+    for f in client.frames:
+        if not (isinstance(f, dict) and "method" in f and "id" not in f):
+            continue
+        params = f.get("params") or {}
+        meta = (params.get("_meta") or {}).get("agentd") or {}
+        if params.get("sessionId") == sid and "seq" in meta and not meta.get("transient"):
+            out.append((int(meta["seq"]), f))
+    return out
+
+
+def seqs_once(client: WsClient, sid: str) -> list[int]:
+    """The seqs received, one entry per run of frames with the same seq (an event with
+    several content blocks has several frames): a seq sent twice shows up twice."""
+    seqs: list[int] = []
+    for seq, _ in durable_frames(client, sid):
+        if not seqs or seqs[-1] != seq:
+            seqs.append(seq)
+    return seqs
+
+
+def at_end(client: WsClient, sid: str, last: int) -> bool:
+    got = seqs_once(client, sid)
+    return bool(got) and got[-1] >= last
+
+
+async def last_seq(db: asyncpg.Connection, sid: str) -> int:
+    return int(await db.fetchval("SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1", sid))
+
+
+async def attach(client: WsClient, sid: str, after: int = 0) -> dict[str, Any]:
+    result: dict[str, Any] = await client.call(ATTACH, {"sessionId": sid, "afterSeq": after})
+    return result
+
+
+async def prompt(client: WsClient, sid: str, text: str) -> None:
+    result = await client.call("session/prompt", text_prompt(sid, text))
+    assert result["stopReason"] == "end_turn", result
+
+
+def resyncs(client: WsClient, sid: str) -> list[dict[str, Any]]:
+    return [
+        f["params"]
+        for f in client.frames
+        if isinstance(f, dict)
+        and f.get("method") == Notification.RESYNC_REQUIRED
+        and f["params"].get("sessionId") == sid
+    ]
+
+
+async def test_a_non_owner_watcher_gets_the_owners_frames_each_seq_once(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with two_replicas(tmp_path, SCRIPT, permission_mode="bypass") as replicas, database(replicas) as db:
+        driver = await WsClient.connect(replicas.a.base_url)
+        sid = await new_session(driver, workspace)
+        on_owner = await WsClient.connect(replicas.a.base_url)
+        elsewhere = await WsClient.connect(replicas.b.base_url)
+        assert "ownedBy" not in (await attach(on_owner, sid))["snapshot"]
+        assert (await attach(elsewhere, sid))["snapshot"]["ownedBy"] == "replica-a"
+
+        await prompt(driver, sid, "look around")
+        await prompt(driver, sid, "and once more")
+        last = await last_seq(db, sid)
+        for watcher in (on_owner, elsewhere):
+            await until(lambda w=watcher: at_end(w, sid, last), what="the watcher at the log's end")
+
+        # Every seq once, in order, no gap — on both replicas.
+        assert seqs_once(on_owner, sid) == seqs_once(elsewhere, sid) == list(range(1, last + 1))
+        # For each seq the very same frames (the message's end, not a second copy of its text).
+        assert durable_frames(elsewhere, sid) == durable_frames(on_owner, sid)
+        ends = [f for _, f in durable_frames(elsewhere, sid) if f["params"].get("kind") == "agent_message"]
+        assert len(ends) == 4, "one `agent_message` event per answer"
+        # The same text assembled on both (the non-owner got it whole, transient, first).
+        assert transcript(elsewhere.frames, sid) == transcript(on_owner.frames, sid)
+        for client in (driver, on_owner, elsewhere):
+            await client.close()
+
+
+async def test_cut_listen_connections_leave_nothing_behind(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with (
+        two_replicas(tmp_path, SCRIPT, permission_mode="bypass", lease_ttl_s=str(TTL_S)) as replicas,
+        database(replicas) as db,
+    ):
+        driver = await WsClient.connect(replicas.a.base_url)
+        sid = await new_session(driver, workspace)
+        watcher = await WsClient.connect(replicas.b.base_url)
+        via_b = await WsClient.connect(replicas.b.base_url)
+        await attach(watcher, sid)
+        await prompt(driver, sid, "before the cut")
+        await until(lambda: at_end(watcher, sid, 1) and len(seqs_once(watcher, sid)) > 3, what="B watching")
+
+        find = "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()"
+        before = {r["pid"] for r in await db.fetch(find, LISTEN_APPLICATION_NAME)}
+        assert len(before) == 2, before  # one per replica
+        cut = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = any($1::int[])"
+        await db.execute(cut, list(before))
+        # Committed while the listeners are away: their NOTIFYs go nowhere.
+        await prompt(driver, sid, "during the cut")
+
+        async def reconnected() -> bool:
+            now = {r["pid"] for r in await db.fetch(find, LISTEN_APPLICATION_NAME)}
+            return len(now) == 2 and not now & before
+
+        await until(reconnected, what="both replicas LISTENing again")
+        # A prompt sent through B reaches A (NOTIFY on A's channel), its answer comes back.
+        await prompt(via_b, sid, "routed after the cut")
+        await prompt(driver, sid, "after the cut")
+        last = await last_seq(db, sid)
+        await until(lambda: at_end(watcher, sid, last), what="B's watcher at the log's end")
+        assert seqs_once(watcher, sid) == list(range(1, last + 1)), "a gap or a duplicate"
+        assert not resyncs(watcher, sid)
+        pending = await db.fetchval("SELECT count(*) FROM routed_commands WHERE state = 'pending'")
+        assert pending == 0
+        for client in (driver, watcher, via_b):
+            await client.close()
+
+
+async def test_clients_of_a_paused_owner_hear_it_lost_the_lease(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with (
+        two_replicas(tmp_path, SCRIPT, permission_mode="bypass", lease_ttl_s=str(TTL_S)) as replicas,
+        database(replicas) as db,
+    ):
+        a = replicas.a
+        driver = await WsClient.connect(a.base_url)
+        sid = await new_session(driver, workspace)
+        on_owner = await WsClient.connect(a.base_url)
+        elsewhere = await WsClient.connect(replicas.b.base_url)
+        await attach(on_owner, sid)
+        await attach(elsewhere, sid)
+        await prompt(driver, sid, "before the pause")
+        seen = await last_seq(db, sid)
+
+        os.kill(a.pid, signal.SIGSTOP)
+        try:
+            # Paused until its lease has run out by the database's clock (nobody takes
+            # the idle session over: the database alone would let A renew it).
+            ran_out = "SELECT expires_at < now() FROM session_leases WHERE session_id = $1"
+            await until(lambda: db.fetchval(ran_out, sid), what="A's lease running out")
+        finally:
+            os.kill(a.pid, signal.SIGCONT)
+
+        def lease_lost(m: dict[str, Any]) -> bool:
+            return m["method"] == Notification.RESYNC_REQUIRED and m["params"]["sessionId"] == sid
+
+        # The bound is the acceptance's: within the lease time + 2 s (it is not a benchmark).
+        told = await on_owner.wait_notification(lease_lost, within=TTL_S + 2)
+        assert told["params"]["reason"] == "lease_lost"
+        assert told["params"]["lastSeq"] == seqs_once(on_owner, sid)[-1] == seen  # it resumes from there
+        assert not resyncs(elsewhere, sid)  # the log goes on: nothing to resync
+
+        assert resyncs(driver, sid)[-1]["reason"] == "lease_lost"  # every client of it
+
+        # Re-attached from their cursor, the clients go on; the other replica's watcher
+        # follows the log whoever writes it now.
+        await attach(on_owner, sid, seen)
+        await attach(driver, sid, seen)
+        await prompt(driver, sid, "after the pause")
+        last = await last_seq(db, sid)
+        for watcher in (on_owner, elsewhere):
+            await until(lambda w=watcher: at_end(w, sid, last), what="the watcher at the log's end")
+        assert seqs_once(elsewhere, sid) == list(range(1, last + 1))
+        assert [s for s in seqs_once(on_owner, sid) if s > seen] == list(range(seen + 1, last + 1))
+        for client in (driver, on_owner, elsewhere):
+            await client.close()
