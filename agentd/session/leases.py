@@ -48,6 +48,12 @@ LostLease = Callable[[str], None]
 
 # Renewals failed in a row from which the replica is not ready (see the module docstring).
 UNHEALTHY_AFTER_FAILURES = 2
+# A lease counts as run out by this process's own clock this long after its computed end
+# (which is conservative: from before the statement that set it was sent). A renewal
+# merely delayed by a busy machine then still goes through; a process paused or starved
+# for longer drops the session and tells its clients (`lease_lost`) — within the lease
+# time + 2 s of its last renewal.
+LATE_GRACE_S = 1.5
 
 
 class LeaseMode(StrEnum):
@@ -175,6 +181,9 @@ class PostgresLeases(SessionLeases):
         self._valid_until: dict[str, float] = {}  # our own (monotonic) view of each lease's end
         self._task: asyncio.Task[None] | None = None
         self._deadlines: asyncio.Task[None] | None = None
+        self._round_since: float | None = None  # loop time the renewal statement in flight began
+        # The renewal statement's own bounds: the pool's wait and the command's timeout.
+        self._round_limit = 2 * ttl_s / 3
         self._on_lost: LostLease | None = None
         self._releasing: set[asyncio.Task[None]] = set()
         self.renewals = 0  # for tests and metrics
@@ -231,19 +240,25 @@ class PostgresLeases(SessionLeases):
     async def _watch_deadlines(self) -> None:
         """Wakes at the earliest lease end (renewals only push ends later, a new lease's
         is a whole lease time away), so a lease that ran out unrenewed is dropped at once
-        — even while the renewal statement hangs, or when the process was paused (SIGSTOP)
-        or starved past it: the first thing it does when it runs again."""
+        when the process was paused (SIGSTOP) or starved past it: the first thing it does
+        when it runs again. A renewal round that started in time decides for itself (the
+        database may have renewed the lease: nobody else held it meanwhile) — unless the
+        round hangs past its own bound."""
         loop = asyncio.get_running_loop()
         while True:
-            earliest = min(self._valid_until.values(), default=loop.time() + self.ttl_s / 3)
-            await asyncio.sleep(max(0.0, earliest - loop.time()) + 0.001)
-            self.expire_overdue()
+            now = loop.time()
+            wake = min(self._valid_until.values(), default=now - LATE_GRACE_S + self.ttl_s / 3) + LATE_GRACE_S
+            if self._round_since is not None:
+                wake = max(wake, self._round_since + self._round_limit)
+            await asyncio.sleep(max(0.0, wake - now) + 0.001)
+            if self._round_since is None or loop.time() - self._round_since >= self._round_limit:
+                self.expire_overdue()
 
     def expire_overdue(self) -> list[str]:
         """Lose every lease whose end by this process's own clock has passed unrenewed:
         another replica may hold the session by now, so its clients must not wait on this
         actor (they resync, `lease_lost`); returns the sessions lost."""
-        now = asyncio.get_running_loop().time()
+        now = asyncio.get_running_loop().time() - LATE_GRACE_S
         overdue = [s for s, until in self._valid_until.items() if until <= now]
         for s in overdue:
             token = self.fences.pop(s, None)
@@ -319,6 +334,7 @@ class PostgresLeases(SessionLeases):
         tokens = dict(self.fences)
         loop = asyncio.get_running_loop()
         started, round_started = loop.time(), time.monotonic()
+        self._round_since = started
         try:
             if tokens:
                 kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
@@ -326,6 +342,7 @@ class PostgresLeases(SessionLeases):
                 await store_leases.ping(self._renew_engine)
                 kept = set()
         except Exception as exc:
+            self._round_since = None
             # Unknown whether it reached the database: a lease is lost once it has run out
             # by our own clock (another replica may have taken it over since).
             log.warning("renewing %d session lease(s) failed: %s", len(tokens), exc)
@@ -335,6 +352,7 @@ class PostgresLeases(SessionLeases):
             now = loop.time()
             lost = [s for s in tokens if self._valid_until.get(s, 0.0) <= now]
         else:
+            self._round_since = None
             self._last_ok, self._last_round = round_started, time.monotonic()
             self.consecutive_failures = 0
             if not tokens:
