@@ -10,10 +10,15 @@
 - The owner is paused (SIGSTOP) past its lease: once it runs again its clients are told
   `_agentd/resync_required` (`lease_lost`) within the lease time + 2 s, and a watcher on
   the other replica keeps following the log whoever writes it next.
+- The owner is killed (`kill -9`) mid-turn with watchers on both other replicas: one of
+  them takes the session over, and both watchers get every seq once, in order, the same
+  frames — whichever of them is the new owner (before: a third replica's client got seqs
+  twice after a failover).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -24,14 +29,15 @@ from typing import Any
 import asyncpg
 import pytest
 
-from agentd.protocol.agentd import ATTACH
+from agentd.protocol.agentd import ATTACH, ENQUEUE
 from agentd.protocol.methods import Notification
 from agentd.session.leases import LATE_GRACE_S
 from agentd.store.notify import LISTEN_APPLICATION_NAME
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import transcript
-from tests.support.polling import until
-from tests.support.replicas import Replicas, two_replicas
+from tests.support.polling import until, value_of
+from tests.support.proc import write_script
+from tests.support.replicas import Replicas, replicas, two_replicas
 from tests.support.session import new_session
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
@@ -238,4 +244,49 @@ async def test_clients_of_a_paused_owner_hear_it_lost_the_lease(tmp_path: Path) 
         assert seqs_once(elsewhere, sid) == list(range(1, last + 1))
         assert [s for s in seqs_once(on_owner, sid) if s > seen] == list(range(seen + 1, last + 1))
         for client in (driver, on_owner, elsewhere):
+            await client.close()
+
+
+SLOW = [{"text": "".join(f"word{i} " for i in range(300)), "chunk_size": 4, "chunk_delay": 0.02}]
+QUICK = [{"text": "The queued prompt's answer.", "chunk_size": 8, "chunk_delay": 0.01}]
+
+
+async def test_watchers_on_the_survivors_get_each_seq_once_across_a_kill(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    slow = write_script(tmp_path / "slow.json", SLOW, loop=True)
+    quick = write_script(tmp_path / "quick.json", QUICK, loop=True)
+    scripts = {"replica-a": slow, "replica-b": quick, "replica-c": quick}
+    async with (
+        replicas(tmp_path, scripts, permission_mode="bypass", lease_ttl_s=str(TTL_S)) as started,
+        database(started) as db,
+    ):
+        driver = await WsClient.connect(started.a.base_url)
+        sid = await new_session(driver, workspace)
+        watchers = [await WsClient.connect(started.servers[r].base_url) for r in ("replica-b", "replica-c")]
+        for watcher in watchers:
+            assert (await attach(watcher, sid))["snapshot"]["ownedBy"] == "replica-a"
+        turn = asyncio.create_task(driver.request("session/prompt", text_prompt(sid, "Tell me slowly.")))
+        await until(lambda: len(driver.updates(sid)) > 10, what="A streaming")
+        await driver.call(ENQUEUE, text_prompt(sid, "Then this one."))
+        await until(lambda: at_end(watchers[0], sid, 3), what="B following A's turn")
+        await started.a.kill9()
+        turn.cancel()
+
+        async def queue_ran() -> int | None:
+            ended = await db.fetchval(
+                "SELECT count(*) FROM events WHERE session_id = $1 AND kind = 'turn_ended'", sid
+            )
+            return await last_seq(db, sid) if ended == 2 else None
+
+        last = await value_of(queue_ran, within=60, what="a survivor taking over and running the queue")
+        owner = await db.fetchval("SELECT owner FROM session_leases WHERE session_id = $1", sid)
+        assert owner in ("replica-b", "replica-c")
+        for watcher in watchers:
+            await until(lambda w=watcher: at_end(w, sid, last), what="the watcher at the log's end")
+            assert seqs_once(watcher, sid) == list(range(1, last + 1)), "a gap or a duplicate"
+            assert not resyncs(watcher, sid)
+        assert durable_frames(watchers[0], sid) == durable_frames(watchers[1], sid)
+        assert transcript(watchers[0].frames, sid) == transcript(watchers[1].frames, sid)
+        for client in watchers:
             await client.close()
