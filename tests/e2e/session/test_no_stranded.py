@@ -53,7 +53,7 @@ SCRIPT: list[dict[str, Any]] = [
     },
     {"text": "All done here, nothing else to see.", "chunk_size": 5, "chunk_delay": 0.005},
 ]
-TTL_S = 2.0  # short, so the pause test is quick; not shorter: a busy machine renews late
+TTL_S = 3.0  # short, so the pause and kill tests are quick; not shorter: a busy machine renews late
 
 
 def _dsn(url: str) -> str:
