@@ -192,6 +192,42 @@ async def test_cut_listen_connections_leave_nothing_behind(tmp_path: Path) -> No
             await client.close()
 
 
+async def test_a_storm_of_cut_connections_strands_no_watcher(tmp_path: Path) -> None:
+    """Every backend of the database cut at once (a Postgres failover, a pgbouncer
+    restart): the non-owner's watcher catches up from the log (its reads retried), so it
+    has every seq once when the session goes on."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    async with two_replicas(tmp_path, SCRIPT, permission_mode="bypass") as replicas, database(replicas) as db:
+        driver = await WsClient.connect(replicas.a.base_url)
+        sid = await new_session(driver, workspace)
+        watcher = await WsClient.connect(replicas.b.base_url)
+        await attach(watcher, sid)
+        await prompt(driver, sid, "before the storm")
+        for _ in range(3):
+            await db.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+
+        async def prompted() -> bool:
+            # The owner may answer a retryable error while its connections come back.
+            resp = await driver.request("session/prompt", text_prompt(sid, "after", requestId="after-storm"))
+            return (resp.get("result") or {}).get("stopReason") == "end_turn"
+
+        await until(prompted, what="a prompt going through after the storm")
+        last = await last_seq(db, sid)
+        await until(
+            lambda: at_end(watcher, sid, last) or resyncs(watcher, sid),
+            what="the watcher at the end, or told",
+        )
+        got = seqs_once(watcher, sid)
+        assert got == list(range(1, len(got) + 1)), "a gap or a duplicate"
+        assert got[-1] == last and not resyncs(watcher, sid), "B's watcher should have caught up by itself"
+        for client in (driver, watcher):
+            await client.close()
+
+
 async def test_clients_of_a_paused_owner_hear_it_lost_the_lease(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
