@@ -53,7 +53,7 @@ SCRIPT: list[dict[str, Any]] = [
     },
     {"text": "All done here, nothing else to see.", "chunk_size": 5, "chunk_delay": 0.005},
 ]
-TTL_S = 3.0  # short, so the pause and kill tests are quick; not shorter: a busy machine renews late
+TTL_S = 5.0  # short, so the pause and kill tests are quick; not shorter: a loaded machine renews late
 
 
 def _dsn(url: str) -> str:
@@ -90,6 +90,13 @@ def seqs_once(client: WsClient, sid: str) -> list[int]:
         if not seqs or seqs[-1] != seq:
             seqs.append(seq)
     return seqs
+
+
+def one_frame_per_seq(client: WsClient, sid: str) -> bool:
+    """Each durable event reached the client in one frame (these prompts have one content
+    block each): never a second form of the same seq."""
+    seqs = [seq for seq, _ in durable_frames(client, sid)]
+    return len(seqs) == len(set(seqs))
 
 
 def at_end(client: WsClient, sid: str, last: int) -> bool:
@@ -140,6 +147,7 @@ async def test_a_non_owner_watcher_gets_the_owners_frames_each_seq_once(tmp_path
 
         # Every seq once, in order, no gap — on both replicas.
         assert seqs_once(on_owner, sid) == seqs_once(elsewhere, sid) == list(range(1, last + 1))
+        assert one_frame_per_seq(elsewhere, sid)
         # For each seq the very same frames (the message's end, not a second copy of its text).
         assert durable_frames(elsewhere, sid) == durable_frames(on_owner, sid)
         ends = [f for _, f in durable_frames(elsewhere, sid) if f["params"].get("kind") == "agent_message"]
@@ -321,6 +329,7 @@ async def test_watchers_on_the_survivors_get_each_seq_once_across_a_kill(tmp_pat
         for watcher in watchers:
             await until(lambda w=watcher: at_end(w, sid, last), what="the watcher at the log's end")
             assert seqs_once(watcher, sid) == list(range(1, last + 1)), "a gap or a duplicate"
+            assert one_frame_per_seq(watcher, sid)
             assert not resyncs(watcher, sid)
         assert durable_frames(watchers[0], sid) == durable_frames(watchers[1], sid)
         assert transcript(watchers[0].frames, sid) == transcript(watchers[1].frames, sid)
