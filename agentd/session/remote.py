@@ -263,8 +263,13 @@ class RemoteWatches:
         """Publish everything the log holds now (a routed prompt's answer must not overtake
         the events of its turn, which were committed before it)."""
         watch = self._watches.get(session_id)
-        if watch is not None:
-            await watch.tail.catch_up()
+        if watch is None:
+            return
+        try:  # bounded: the answer is owed whatever the log does
+            async with asyncio.timeout(self._stuck_after):
+                await watch.tail.catch_up()
+        except Exception as exc:  # the tail goes on retrying by itself (or resyncs its clients)
+            log.warning("%s: catching up before an answer failed (%s)", session_id, exc)
 
     async def detach(self, session_id: str, sink_id: str) -> None:
         watch = self._watches.get(session_id)
