@@ -302,6 +302,8 @@ class RemoteWatches:
             watch.hub.resync_all(ResyncReason.SERVER_SHUTTING_DOWN)
             await watch.stop()
         self._watches.clear()
+        if self._ending:  # stuck watches still stopping
+            await asyncio.wait(set(self._ending))
 
 
 async def remote_snapshot(store: Store, watch: RemoteWatch, owner: str) -> dict[str, Any]:
