@@ -47,6 +47,8 @@ class ResyncReason(StrEnum):
     ACCESS_CHANGED = "access_changed"  # the owner lowered the member's access (R-X2)
     SESSION_DELETED = "session_deleted"  # re-attaching answers "not found"
     SESSION_CLOSED = "session_closed"  # a client closed it (its actor stopped); re-attaching reloads it
+    # A replica watching a session owned elsewhere could not read its log for a lease time.
+    LOG_UNREACHABLE = "log_unreachable"
 
 
 def shutting_down(message: str) -> SessionError:

@@ -193,9 +193,11 @@ class Subscriber:
             seen = self._delivered.pop(mid, None) is not None
             if mid in self._missed or not seen:
                 # The client has none (or not the start) of this text — a message that
-                # ended without streaming to it (e.g. recovered after a crash): send it whole.
+                # ended without streaming to it (recovered after a crash, or watched from
+                # another replica): its whole text first, transient, then the event's own
+                # frames as every client gets them — one form per seq.
                 self._missed.discard(mid)
-                frames = self.renderer.whole(event) + frames
+                frames = self.renderer.missed(event, delivered) + frames
         return self._for_client(event, frames), delivered
 
     def _render_chunk(self, event: Event, mid: str) -> list[Frame]:

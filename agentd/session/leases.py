@@ -48,6 +48,12 @@ LostLease = Callable[[str], None]
 
 # Renewals failed in a row from which the replica is not ready (see the module docstring).
 UNHEALTHY_AFTER_FAILURES = 2
+# A lease counts as run out by this process's own clock this long after its computed end
+# (which is conservative: from before the statement that set it was sent). A renewal
+# merely delayed by a busy machine then still goes through; a process paused or starved
+# for longer drops the session and tells its clients (`lease_lost`) — within the lease
+# time + 2 s of its last renewal.
+LATE_GRACE_S = 1.5
 
 
 class LeaseMode(StrEnum):
@@ -174,6 +180,10 @@ class PostgresLeases(SessionLeases):
         self._renew_engine = store_leases.renewal_engine(engine, ttl_s / 3)
         self._valid_until: dict[str, float] = {}  # our own (monotonic) view of each lease's end
         self._task: asyncio.Task[None] | None = None
+        self._deadlines: asyncio.Task[None] | None = None
+        self._round_since: float | None = None  # loop time the renewal statement in flight began
+        # The renewal statement's own bounds: the pool's wait and the command's timeout.
+        self._round_limit = 2 * ttl_s / 3
         self._on_lost: LostLease | None = None
         self._releasing: set[asyncio.Task[None]] = set()
         self.renewals = 0  # for tests and metrics
@@ -225,6 +235,47 @@ class PostgresLeases(SessionLeases):
         self._on_lost = on_lost
         self._last_round = time.monotonic()
         self._task = asyncio.create_task(self._run(), name="lease-renewal")
+        self._deadlines = asyncio.create_task(self._watch_deadlines(), name="lease-deadlines")
+
+    async def _watch_deadlines(self) -> None:
+        """Wakes at the earliest lease end (renewals only push ends later, a new lease's
+        is a whole lease time away), so a lease that ran out unrenewed is dropped at once
+        when the process was paused (SIGSTOP) or starved past it: the first thing it does
+        when it runs again. A renewal round that started in time decides for itself (the
+        database may have renewed the lease: nobody else held it meanwhile) — unless the
+        round hangs past its own bound."""
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            wake = min(self._valid_until.values(), default=now - LATE_GRACE_S + self.ttl_s / 3) + LATE_GRACE_S
+            if self._round_since is not None:
+                wake = max(wake, self._round_since + self._round_limit)
+            await asyncio.sleep(max(0.0, wake - now) + 0.001)
+            if self._round_since is None or loop.time() - self._round_since >= self._round_limit:
+                self.expire_overdue()
+
+    def expire_overdue(self) -> list[str]:
+        """Lose every lease whose end by this process's own clock has passed unrenewed:
+        another replica may hold the session by now, so its clients must not wait on this
+        actor (they resync, `lease_lost`); returns the sessions lost."""
+        now = asyncio.get_running_loop().time() - LATE_GRACE_S
+        overdue = [s for s, until in self._valid_until.items() if until <= now]
+        for s in overdue:
+            token = self.fences.pop(s, None)
+            del self._valid_until[s]
+            if token is not None and (s, token) in self._fenced_out:
+                self._fenced_out.discard((s, token))  # counted when the write was refused
+            else:
+                self.lost += 1
+            log.error(
+                "session %s: its lease ran out unrenewed by this replica's clock; dropping its actor", s
+            )
+            if self._on_lost is not None:
+                try:
+                    self._on_lost(s)
+                except Exception:  # the other sessions are still to be dropped
+                    log.exception("session %s: dropping it after its lease ran out failed", s)
+        return overdue
 
     def fenced_out(self, session_id: str) -> None:
         token = self.fences.get(session_id)
@@ -259,10 +310,11 @@ class PostgresLeases(SessionLeases):
         """After the actors have stopped: the releases go out, the renewal ends."""
         if self._releasing:
             await asyncio.wait(set(self._releasing), timeout=self.ttl_s)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._deadlines):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self._renew_engine.dispose()
         if self._id_lock is not None:
             self._id_lock.close()
@@ -278,9 +330,11 @@ class PostgresLeases(SessionLeases):
     async def renew(self) -> list[str]:
         """Renew every lease held (one statement); returns the sessions whose lease was lost.
         Holding none, the round still checks the renewals' connection (health)."""
+        overdue = self.expire_overdue()  # ran out before this round: lost, whatever the database says
         tokens = dict(self.fences)
         loop = asyncio.get_running_loop()
         started, round_started = loop.time(), time.monotonic()
+        self._round_since = started
         try:
             if tokens:
                 kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
@@ -288,6 +342,7 @@ class PostgresLeases(SessionLeases):
                 await store_leases.ping(self._renew_engine)
                 kept = set()
         except Exception as exc:
+            self._round_since = None
             # Unknown whether it reached the database: a lease is lost once it has run out
             # by our own clock (another replica may have taken it over since).
             log.warning("renewing %d session lease(s) failed: %s", len(tokens), exc)
@@ -297,10 +352,11 @@ class PostgresLeases(SessionLeases):
             now = loop.time()
             lost = [s for s in tokens if self._valid_until.get(s, 0.0) <= now]
         else:
+            self._round_since = None
             self._last_ok, self._last_round = round_started, time.monotonic()
             self.consecutive_failures = 0
             if not tokens:
-                return []
+                return overdue
             self.renewals += 1
             for s in kept:
                 if self.fences.get(s) == tokens[s]:
@@ -319,7 +375,7 @@ class PostgresLeases(SessionLeases):
             )
             if self._on_lost is not None:
                 self._on_lost(s)
-        return gone
+        return overdue + gone
 
 
 def session_leases(

@@ -6,7 +6,8 @@ publishing the log's new events into a hub of its own, which the clients attache
 subscribe to exactly as to an actor's hub — the same replay-then-live hand-over
 (agentd/session/replay.py), so each durable event reaches them once, in seq order, with no
 gap. Streaming deltas are not in the log: such a client gets each message's final text
-whole (the subscriber's "missed start" rule).
+whole (the subscriber's "missed start" rule), as a transient chunk before the message's
+end — for each seq exactly the frames a client of the owner gets.
 
 What the owner keeps live-only is made visible from the log too:
 - permission questions: `permission_requested` / `permission_resolved` are durable events;
@@ -35,7 +36,7 @@ from agentd.protocol.acp import RequestPermissionResult
 from agentd.session.commands import ROUTED_FROM
 from agentd.session.errors import ResyncReason
 from agentd.session.hub import EventHub, Subscriber
-from agentd.session.log_tail import LogTail, LogTails
+from agentd.session.log_tail import STUCK_AFTER_S, LogTail, LogTails
 from agentd.session.replay import ReplayAborted, ReplayMode
 from agentd.session.replay import replay as replay_log
 from agentd.session.sinks import FrameSink, Renderer, requesting
@@ -60,11 +61,21 @@ class RemoteWatch:
         cursor: int,
         replica_id: str,
         observe_lag: Callable[[float], None] | None = None,
+        on_stuck: Callable[[RemoteWatch], None] | None = None,
+        stuck_after_s: float = STUCK_AFTER_S,
     ) -> None:
         self.session_id = session_id
         self._replica_id = replica_id
         self.hub = EventHub(render=render)
-        self.tail = LogTail(store, session_id, self._publish, after_seq=cursor, observe_lag=observe_lag)
+        self.tail = LogTail(
+            store,
+            session_id,
+            self._publish,
+            after_seq=cursor,
+            observe_lag=observe_lag,
+            on_stuck=None if on_stuck is None else (lambda: on_stuck(self)),
+            stuck_after_s=stuck_after_s,
+        )
         self._render = render
         self._answer = answer
         self.pending: dict[str, dict[str, Any]] = {}  # request id → {toolCall, options}
@@ -164,9 +175,12 @@ class RemoteWatches:
         *,
         replica_id: str,
         observe_lag: Callable[[float], None] | None = None,
+        stuck_after_s: float = STUCK_AFTER_S,  # the lease time: see `_stuck`
     ) -> None:
         self._store = store
         self._replica_id = replica_id
+        self._stuck_after = stuck_after_s
+        self._ending: set[asyncio.Task[None]] = set()
         self._render = render
         self._answer = answer
         self._observe_lag = observe_lag
@@ -197,6 +211,8 @@ class RemoteWatches:
                 cursor=cursor,
                 replica_id=self._replica_id,
                 observe_lag=self._observe_lag,
+                on_stuck=self._stuck,
+                stuck_after_s=self._stuck_after,
             )
             kinds = [EventKind.PERMISSION_REQUESTED.value, EventKind.PERMISSION_RESOLVED.value]
             for stored in await self._store.latest_events(session_id, kinds, limit=RECENT_PERMISSIONS):
@@ -247,8 +263,13 @@ class RemoteWatches:
         """Publish everything the log holds now (a routed prompt's answer must not overtake
         the events of its turn, which were committed before it)."""
         watch = self._watches.get(session_id)
-        if watch is not None:
-            await watch.tail.catch_up()
+        if watch is None:
+            return
+        try:  # bounded: the answer is owed whatever the log does
+            async with asyncio.timeout(self._stuck_after):
+                await watch.tail.catch_up()
+        except Exception as exc:  # the tail goes on retrying by itself (or resyncs its clients)
+            log.warning("%s: catching up before an answer failed (%s)", session_id, exc)
 
     async def detach(self, session_id: str, sink_id: str) -> None:
         watch = self._watches.get(session_id)
@@ -257,6 +278,17 @@ class RemoteWatches:
         watch.hub.unsubscribe(sink_id)
         watch.forget_sink(sink_id)
         await self._end_if_unused(watch)
+
+    def _stuck(self, watch: RemoteWatch) -> None:
+        """The watch's log could not be read for a lease time: its clients are not left
+        waiting for events that will not come — they resync (a re-attach starts afresh)."""
+        watch.hub.resync_all(ResyncReason.LOG_UNREACHABLE)
+        if self._watches.get(watch.session_id) is watch:  # the next attach starts a new one
+            del self._watches[watch.session_id]
+            self.tails.remove(watch.session_id)
+        ending = asyncio.get_running_loop().create_task(watch.stop())
+        self._ending.add(ending)
+        ending.add_done_callback(self._ending.discard)
 
     async def _end_if_unused(self, watch: RemoteWatch) -> None:
         if len(watch.hub) or watch.attaching or self._watches.get(watch.session_id) is not watch:
@@ -270,6 +302,8 @@ class RemoteWatches:
             watch.hub.resync_all(ResyncReason.SERVER_SHUTTING_DOWN)
             await watch.stop()
         self._watches.clear()
+        if self._ending:  # stuck watches still stopping
+            await asyncio.wait(set(self._ending))
 
 
 async def remote_snapshot(store: Store, watch: RemoteWatch, owner: str) -> dict[str, Any]:

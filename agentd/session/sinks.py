@@ -52,6 +52,11 @@ class Renderer(Protocol):
         """Every durable event as an attach/SSE replay sends it."""
         ...
 
+    def missed(self, event: Event, last_seq: int) -> list[Frame]:
+        """A final text event's whole text, transient, for a live client that did not get
+        it streamed (sent before the event's own frames)."""
+        ...
+
     def for_client(
         self, frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
     ) -> list[Frame]:

@@ -26,6 +26,7 @@ EVENTS_CHANNEL = "agentd_events"
 # across replicas) and detach them all when it is gone.
 SHARES_CHANNEL = "agentd_shares"
 MAX_SESSION_ID = 200  # longer ids are not ours: ignored
+LISTEN_APPLICATION_NAME = "agentd-listen"
 
 
 def events_payload(session_id: str, seq: int) -> str:
@@ -52,8 +53,8 @@ class PgListener:
     """Keeps one connection LISTENing on `handlers`' channels; reconnects with backoff.
 
     Handlers run on the event loop and must not block (they wake tasks up). `on_connect`
-    runs after each successful LISTEN — the first one included — so consumers re-read what
-    they may have missed."""
+    runs after each successful LISTEN — the first one included, retried until it succeeds —
+    so consumers re-read what they may have missed."""
 
     def __init__(
         self,
@@ -63,12 +64,16 @@ class PgListener:
         on_connect: Callable[[], Awaitable[None]] | None = None,
         connect_timeout_s: float = 10.0,
         backoff_max_s: float = 5.0,
+        ping_interval_s: float = 5.0,
+        ping_timeout_s: float = 5.0,
     ) -> None:
         self._dsn = asyncpg_dsn(database_url)
         self._handlers = dict(handlers)
         self._on_connect = on_connect
         self._connect_timeout = connect_timeout_s
         self._backoff_max = backoff_max_s
+        self._ping_interval = ping_interval_s
+        self._ping_timeout = ping_timeout_s
         self.connected = asyncio.Event()
         self.connects = 0  # successful LISTENs so far (a metric, and for tests)
 
@@ -88,19 +93,54 @@ class PgListener:
             try:
                 self.connects += 1
                 self.connected.set()
-                if self._on_connect is not None:
-                    await self._on_connect()
-                await lost.wait()
+                await self._caught_up(lost)
+                await self._watch(conn, lost)
                 log.warning("LISTEN connection lost; reconnecting")
             finally:
                 self.connected.clear()
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(conn.close(), 2)
 
+    async def _caught_up(self, lost: asyncio.Event) -> None:
+        """Run `on_connect` until it succeeds (or the connection is lost again): the
+        consumers' catch-up reads the store, which may still be failing right after a reset
+        (its pooled connections were cut too) — a failed catch-up must neither end the
+        listener nor be skipped, or what was announced meanwhile stays unseen for good."""
+        delay = 0.1
+        while self._on_connect is not None and not lost.is_set():
+            try:
+                await self._on_connect()
+                return
+            except Exception as exc:
+                log.warning("catching up after LISTEN connected failed (%s); retrying in %.1fs", exc, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), delay)
+            delay = min(delay * 2, self._backoff_max)
+
+    async def _watch(self, conn: Any, lost: asyncio.Event) -> None:
+        """Until the connection is lost. A connection that dies without a word (a network
+        partition, a NAT or proxy dropping it) never reports its end: a query every
+        `ping_interval_s` with a deadline finds it out, so a silent listener is replaced."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), self._ping_interval)
+            if lost.is_set():
+                return
+            try:
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), self._ping_timeout)
+            except Exception as exc:
+                log.warning("the LISTEN connection does not answer (%s)", exc or type(exc).__name__)
+                conn.terminate()
+                return
+
     async def _connect(self, lost: asyncio.Event) -> Any:
         import asyncpg  # type: ignore[import-untyped]
 
-        conn = await asyncpg.connect(self._dsn, timeout=self._connect_timeout)
+        conn = await asyncpg.connect(
+            self._dsn,
+            timeout=self._connect_timeout,
+            server_settings={"application_name": LISTEN_APPLICATION_NAME},  # findable in pg_stat_activity
+        )
         try:
             conn.add_termination_listener(lambda _conn: lost.set())
             for channel, handler in self._handlers.items():

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CLOSE = object()
+_WAKE = object()  # wakes an idle writer for an urgent frame
 # Frames a writer sends in a row before letting the other writers run: a session's burst
 # then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
 WRITER_SLICE = 16
@@ -119,6 +120,11 @@ class Connection:
             return
         if not self.closed:
             self._urgent.append(orjson.dumps(notification(method, params)).decode())
+            if self._out.empty():
+                # The writer may be waiting for a frame: without one it would not look at
+                # the urgent frame until some other traffic came (a resync of an idle
+                # client — lease lost, log unreachable — would never go out).
+                self._out.put_nowait(_WAKE)
 
     async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
         """A replay frame: awaits room in the replay window (paced by the socket), in
@@ -157,6 +163,8 @@ class Connection:
                 frame = self._out.get_nowait()
             if frame is _CLOSE:
                 return
+            if frame is _WAKE:
+                continue
             await self.ws.send_text(frame)  # returns without waiting while the socket takes it
             burst += 1
             if burst >= WRITER_SLICE:

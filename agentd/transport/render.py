@@ -154,6 +154,19 @@ def acp_replay_frames(event: Event) -> list[Frame]:
     return _acp_frames(event, event.seq or 0, replay=True) or []
 
 
+def missed_frames(event: Event, last_seq: int) -> list[Frame]:
+    """The whole text of a final message event for a live client that did not get it
+    streamed (it attached mid-message, or watches from another replica, which streams
+    nothing): one chunk marked `final` (it replaces any partial copy) but transient, at
+    the client's cursor — so the event's seq still comes once, in the one form every
+    live client gets it (`live_frames`: the message's end) (issue 26 item 3)."""
+    frames = _acp_frames(event, event.seq or 0, replay=True) or []
+    for _, params in frames:
+        agentd = params["_meta"]["agentd"]
+        agentd["seq"], agentd["transient"] = last_seq, True
+    return frames
+
+
 def attach_frames(event: Event) -> list[Frame]:
     """`_agentd/session/attach` / SSE replay: every durable event — the conversation in ACP
     form (final texts whole, marked `final`), everything else as in the live stream."""
@@ -195,6 +208,9 @@ class AcpRenderer:
 
     def attach(self, event: Event) -> list[Frame]:
         return attach_frames(event)
+
+    def missed(self, event: Event, last_seq: int) -> list[Frame]:
+        return missed_frames(event, last_seq)
 
     def for_client(
         self, frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int

@@ -250,6 +250,7 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         permission_answerer(state),
         replica_id=replica_id,
         observe_lag=state.metrics.notify_lag,
+        stuck_after_s=settings.lease_ttl_s,
     )
 
     async def execute_here(command: RoutedCommand) -> dict[str, Any]:
@@ -288,6 +289,9 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
             SHARES_CHANNEL: on_shares,
         },
         on_connect=on_connect,
+        # A silently dead LISTEN connection is found out well within a lease time.
+        ping_interval_s=min(5.0, settings.lease_ttl_s / 2),
+        ping_timeout_s=min(5.0, settings.lease_ttl_s / 2),
     )
     task = asyncio.create_task(listener.run(), name="pg-listen")
     state.router, state.remote = router, remote

@@ -121,7 +121,9 @@ function onUpdate(u, meta) {
     const text = u.content && u.content.type === "text" ? u.content.text : "[" + (u.content || {}).type + "]";
     if (cls === "user") forgetMine(text);  // echoed after all (a re-attach on a new socket)
     T.onText(cls, u.messageId, text, !!meta.final);
-    if (kind === "agent_message_chunk" && meta.final) S.markForkPoint(u.messageId, meta.seq);
+    // (A transient final chunk — text this page did not see stream — is at the seq before
+    // the message: its `agent_message` event that follows marks the fork point.)
+    if (kind === "agent_message_chunk" && meta.final && !meta.transient) S.markForkPoint(u.messageId, meta.seq);
   } else if (kind === "tool_call" || kind === "tool_call_update") onToolUpdate(u);
   else if (kind === "plan") T.onPlan(u.entries);
   else if (kind === "usage_update") T.onUsage(u, meta);

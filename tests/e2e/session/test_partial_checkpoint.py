@@ -124,7 +124,13 @@ def test_a_final_text_the_client_never_saw_stream_is_sent_whole() -> None:
     )
     chunks = [p for m, p in sink.frames if m == "session/update"]
     assert [c["update"]["content"]["text"] for c in chunks] == ["cut off"]
-    assert chunks[0]["_meta"]["agentd"] == {"seq": 1, "final": True, "interrupted": True}
+    # The text is transient (at the client's cursor); seq 1 is the event's own frame, the
+    # one every live client gets for it (issue 26 item 3: one form per seq).
+    assert chunks[0]["_meta"]["agentd"] == {"seq": 0, "transient": True, "final": True, "interrupted": True}
+    assert [(m, p["_meta"]["agentd"]["seq"]) for m, p in sink.frames] == [
+        ("session/update", 0),
+        ("_agentd/event", 1),
+    ]
 
     # A message it did see stream only gets the end marker (no duplicate text).
     sink.frames.clear()

@@ -6,6 +6,8 @@ repeated, out of order, malformed, or lost while the listener was disconnected).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -14,7 +16,14 @@ import pytest
 from agentd.core.events import Event
 from agentd.session.log_tail import LogTail, LogTails
 from agentd.store.db import Batch, Store, StoredEvent
-from agentd.store.notify import EVENTS_CHANNEL, PgListener, asyncpg_dsn, events_payload, parse_events_payload
+from agentd.store.notify import (
+    EVENTS_CHANNEL,
+    LISTEN_APPLICATION_NAME,
+    PgListener,
+    asyncpg_dsn,
+    events_payload,
+    parse_events_payload,
+)
 from tests.support.databases import postgres_database
 from tests.support.polling import until
 
@@ -103,7 +112,9 @@ async def test_notify_wakes_the_tail_and_reconnects_catch_up(pg_url: str) -> Non
             # The listener's connection dies; events committed meanwhile (their NOTIFY lost)
             # arrive once it is back.
             pid = await notifier.fetchval(
-                "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database()"
+                "SELECT pid FROM pg_stat_activity "
+                "WHERE application_name = $1 AND datname = current_database()",
+                LISTEN_APPLICATION_NAME,
             )
             assert pid is not None
             await notifier.execute("SELECT pg_terminate_backend($1)", pid)
@@ -117,3 +128,48 @@ async def test_notify_wakes_the_tail_and_reconnects_catch_up(pg_url: str) -> Non
     finally:
         await notifier.close()
         await store.close()
+
+
+async def test_a_failing_catch_up_is_retried_and_the_listener_goes_on(pg_url: str) -> None:
+    """Issue 26 item 2: right after a reset the consumers' catch-up (reading the store) can
+    fail too; that must neither end the listener nor be skipped."""
+    got: list[str] = []
+    calls: list[bool] = []
+
+    async def on_connect() -> None:
+        calls.append(True)
+        if len(calls) <= 2:
+            raise ConnectionError("connection was closed in the middle of operation")
+
+    listener = PgListener(pg_url, {EVENTS_CHANNEL: got.append}, on_connect=on_connect)
+    notifier = await asyncpg.connect(asyncpg_dsn(pg_url))
+    task = asyncio.create_task(listener.run())
+    try:
+        await until(lambda: len(calls) == 3, what="the catch-up retried until it succeeded")
+        await notifier.execute("SELECT pg_notify($1, $2)", EVENTS_CHANNEL, events_payload(SID, 1))
+        await until(lambda: got == [events_payload(SID, 1)], what="notifications still delivered")
+        assert listener.connects == 1 and not task.done()
+    finally:
+        task.cancel()
+        await notifier.close()
+
+
+async def test_a_listen_connection_that_stops_answering_is_replaced(pg_url: str) -> None:
+    """A connection that dies without a word (a partition) is found by the ping."""
+    listener = PgListener(pg_url, {EVENTS_CHANNEL: lambda _p: None}, ping_interval_s=0.1, ping_timeout_s=0.2)
+    observer = await asyncpg.connect(asyncpg_dsn(pg_url))
+    task = asyncio.create_task(listener.run())
+    find = "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()"
+    try:
+        await until(lambda: listener.connected.is_set(), what="LISTEN")
+        (pid,) = [r["pid"] for r in await observer.fetch(find, LISTEN_APPLICATION_NAME)]
+        # Its backend (of this test's own database) stops: the socket stays open, nothing answers.
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            await until(lambda: listener.connects >= 2, what="a new connection after the silent one")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert pid not in [r["pid"] for r in await observer.fetch(find, LISTEN_APPLICATION_NAME)]
+    finally:
+        task.cancel()
+        await observer.close()

@@ -4,6 +4,7 @@ directory. The SQL itself runs against Postgres in tests/unit/store/test_fencing
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from agentd.session import leases as session_leases
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.leases import LeaseMode, PostgresLeases, SessionLeases, home_replica_id
 from agentd.store import leases as store_leases
+from tests.support.polling import until
 
 
 class _Engine:
@@ -175,3 +177,42 @@ def test_the_replica_id_is_kept_in_the_home_and_never_shared_by_live_processes(t
     assert again == first
     assert lock is not None
     lock.close()
+
+
+async def test_a_lease_past_its_end_is_lost_at_once_while_the_renewal_hangs(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26 item 2: the renewal statement hangs (a dead connection): the lease is
+    dropped by this process's own clock when it ends, not when the statement gives up."""
+    never = asyncio.Event()
+
+    async def hung(*_a: Any) -> set[str]:
+        await never.wait()
+        return set()
+
+    monkeypatch.setattr(store_leases, "renew", hung)
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=0.6)
+    lost: list[str] = []
+    await keeper.acquire("s1")
+    keeper.start(lost.append)
+    try:
+        await until(lambda: lost == ["s1"], what="the lease lost at its end")
+        assert keeper.fences == {} and keeper.health().lost == 1
+    finally:
+        await keeper.stop()
+
+
+async def test_a_renewal_that_comes_too_late_loses_the_lease_whatever_the_database_says(
+    db: dict[str, Any],
+) -> None:
+    """The process was paused (SIGSTOP) or starved past its lease: even though nobody took
+    the session and the database would renew it, its clients are told (`lease_lost`)."""
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    lost: list[str] = []
+    keeper._on_lost = lost.append
+    await keeper.acquire("s1")
+    await keeper.acquire("s2")
+    # It ran out (and the grace for a merely busy machine too) while the process was paused.
+    keeper._valid_until["s1"] = asyncio.get_running_loop().time() - session_leases.LATE_GRACE_S - 0.1
+    assert await keeper.renew() == ["s1"]
+    assert lost == ["s1"] and keeper.fences == {"s2": 1} and keeper.health().lost == 1
