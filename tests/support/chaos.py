@@ -88,6 +88,7 @@ class ChaosConfig:
 class ChaosReport:
     config: ChaosConfig
     acked: dict[str, str] = field(default_factory=dict)  # requestId → session
+    acked_at: dict[str, tuple[float, str]] = field(default_factory=dict)  # requestId → (t, replica asked)
     enqueue_errors: dict[str, int] = field(default_factory=dict)  # error code / exception → count
     faults: list[tuple[float, str, str, str]] = field(default_factory=list)  # t, kind, target, outcome
     lost: list[str] = field(default_factory=list)
@@ -115,7 +116,10 @@ class ChaosReport:
         out = [
             f"run: {self.seconds:.0f} s, {len(self.faults)} faults, {self.events} events, "
             f"{len(self.acked)} acked prompts, {self.clients} watching clients",
-            f"acked prompts lost: {len(self.lost)} {self.lost[:5]}",
+            f"acked prompts lost: {len(self.lost)} "
+            + ", ".join(
+                f"{r} (acked t={self.acked_at[r][0]:.1f} by {self.acked_at[r][1]})" for r in self.lost[:5]
+            ),
             f"double runs: {len(self.doubles)} {dict(list(self.doubles.items())[:5])}",
             f"log gaps: {len(self.gaps)}",
             f"duplicate/divergent seqs: {len(self.seq_faults)} {kinds}",
@@ -297,6 +301,7 @@ class Chaos:
             self.count_error(str(resp["error"].get("code")))
             return False
         self.report.acked[request_id] = sid
+        self.report.acked_at[request_id] = (time.monotonic() - self.t0, rid)
         return True
 
     def count_error(self, key: str) -> None:
@@ -306,8 +311,8 @@ class Chaos:
         for n in itertools.count(1):
             request_id = f"{sid}-p{n}"
             for _ in range(100):  # the same requestId until acked (≤ ~30 s), then the next
-                if await self.enqueue(sid, request_id, n):
-                    break
+                if await self.enqueue(sid, request_id, n) or stop.is_set():
+                    break  # (given up unacked at the end: nothing was promised)
                 await asyncio.sleep(0.3)  # retry backoff
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.prompt_every_s):
