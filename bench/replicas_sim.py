@@ -47,11 +47,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentd.core.events import Event, EventKind
 from agentd.infra.config import Settings
 from agentd.session.eventlog import EventWriter
-from agentd.store import leases, routed
+from agentd.store import leases, pg_commit, routed
 from agentd.store.db import Store
 from agentd.store.engine import PoolLimits
 
@@ -198,7 +199,11 @@ async def step(url: str, args: argparse.Namespace, sessions: int, broker: str) -
     owners = [f"sim-{i}" for i in range(n)]
     sids = [f"s{uuid.uuid4().hex[:12]}" for _ in range(sessions)]
     owner_of = {sid: owners[i % n] for i, sid in enumerate(sids)}
-    shared = stores[0].engine
+    shared = stores[0].engine  # set-up
+    # Renewals and routed commands on pools of their own (a replica has one each; 20 of
+    # each would crowd the shared Postgres this runs on).
+    renewals = create_async_engine(shared.url, pool_size=4, max_overflow=0)
+    routing = create_async_engine(shared.url, pool_size=8, max_overflow=0)
     for sid in sids:
         await stores[0].create_session(id=sid, owner="sim", cwd="/", mode="default", model="m")
     tokens: dict[str, dict[str, int]] = {o: {} for o in owners}
@@ -253,19 +258,19 @@ async def step(url: str, args: argparse.Namespace, sessions: int, broker: str) -
                 await conn.execute("SELECT pg_notify($1, $2)", f"agentd_sim_{turn % 64}", CHUNK)
 
     async def renew(owner: str) -> None:
-        await leases.renew(shared, owner, tokens[owner], args.ttl)
+        await leases.renew(renewals, owner, tokens[owner], args.ttl)
 
     async def route(i: int) -> None:
         target = owners[(i + 1) % n]
         sid = next(s for s in sids if owner_of[s] == target) if sessions >= n else sids[0]
         cid = await routed.submit(
-            shared, session_id=sid, target=target, caller=owners[i], method="session/prompt",
+            routing, session_id=sid, target=target, caller=owners[i], method="session/prompt",
             principal="sim", teams=(), params={"x": 1},
         )  # fmt: skip
-        command = await routed.claim(shared, cid, target, target)
+        command = await routed.claim(routing, cid, target, target)
         assert command is not None
-        await routed.finish(shared, command, {"result": {}})
-        await routed.take_outcome(shared, cid)
+        await routed.finish(routing, command, {"result": {}})
+        await routed.take_outcome(routing, cid)
 
     per_session_writes = EVENTS_PER_TURN / args.turn_s + CHECKPOINTS_PER_S
     meters["durable writes"].offered = sessions * per_session_writes
@@ -285,6 +290,8 @@ async def step(url: str, args: argparse.Namespace, sessions: int, broker: str) -
     for w in writers:
         await w.stop()
     await notify_pool.close()
+    await renewals.dispose()
+    await routing.dispose()
     for r in redis:
         await r.close()
     for s in stores:
@@ -326,6 +333,11 @@ async def connection_budget(replicas: int) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     await connection_budget(args.replicas)
+    if args.no_log_notify:
+        # The group commit without its NOTIFY of the log tails (what carrying those wake-ups
+        # on the broker would save): every statement is built after this.
+        pg_commit._NOTIFY = "SELECT 1"
+        print("group commits without their NOTIFY (--no-log-notify)")
     print(
         f"replicas_sim: {args.replicas} replicas, TTL {args.ttl} s, {args.chunks_per_s} chunks/s and "
         f"{EVENTS_PER_TURN} events per {args.turn_s} s turn + {CHECKPOINTS_PER_S} checkpoint/s per session, "
@@ -361,4 +373,5 @@ if __name__ == "__main__":
     parser.add_argument("--chunks-per-s", type=float, default=20.0)
     parser.add_argument("--turn-s", type=float, default=10.0)
     parser.add_argument("--routed-per-s", type=float, default=2.0)
+    parser.add_argument("--no-log-notify", action="store_true", help="group commits without their NOTIFY")
     asyncio.run(main(parser.parse_args()))
