@@ -250,9 +250,11 @@ def behind_at_end(record: ClientRecord, forms: Forms) -> int:
 def takeovers(faults: Sequence[FaultAt], leases: Sequence[LeaseSeen]) -> list[Takeover]:
     """For each fault that took a replica away (kill -9, SIGSTOP), each session whose lease
     it held then: seconds until a new token held that session (another replica, or the
-    same one restarted)."""
+    same one restarted) — None when none did before the next fault (a paused replica that
+    woke up before anyone took its lease keeps it)."""
     out = []
-    for f in faults:
+    for i, f in enumerate(faults):
+        until_t = faults[i + 1].t if i + 1 < len(faults) else float("inf")
         held: dict[str, int] = {}  # session → token the faulted replica held at the fault
         for seen in leases:
             if seen.t > f.t:
@@ -263,7 +265,8 @@ def takeovers(faults: Sequence[FaultAt], leases: Sequence[LeaseSeen]) -> list[Ta
                 del held[seen.session_id]
         for sid, token in sorted(held.items()):
             after = next(
-                (s.t for s in leases if s.t > f.t and s.session_id == sid and s.token != token), None
+                (s.t for s in leases if f.t < s.t < until_t and s.session_id == sid and s.token != token),
+                None,
             )
             out.append(Takeover(sid, f, None if after is None else after - f.t))
     return out

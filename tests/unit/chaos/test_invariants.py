@@ -142,3 +142,6 @@ def test_takeover_time_is_until_a_new_token_holds_each_session_the_faulted_repli
     assert (t.session_id, t.seconds) == ("s1", 4.5)
     (never,) = takeovers([FaultAt(2.0, "b", "sigstop")], leases)
     assert (never.session_id, never.seconds) == ("s2", None)
+    # Only until the next fault: a change after it is that fault's doing.
+    first, second = takeovers([FaultAt(2.0, "a", "sigstop"), FaultAt(5.0, "c", "kill9")], leases)
+    assert (first.session_id, first.seconds) == ("s1", None) and second.session_id == "s3"
