@@ -10,7 +10,7 @@ three `agentd serve` replicas on one fresh Postgres database, `--sessions` sessi
 over them, on every replica a watcher per session recording every frame, a prompter per
 session enqueuing with `requestId`s through random live replicas (retrying under the same
 id until acked), and the fault schedule cycled for `--minutes`: `kill -9` (restarted with
-the same id after TTL + 1 s), SIGSTOP for TTL + 1 s, `pg_terminate_backend` of the
+the same id after TTL + 1 s), SIGSTOP for TTL + 0.5 s, `pg_terminate_backend` of the
 database's backends (all / LISTEN only / a storm of six), Redis (its agentd connections
 killed with CLIENT KILL — or with `--redis-restart`, Redis itself restarted: every user of
 this machine's Redis loses its connections, so not while others run tests). Then the

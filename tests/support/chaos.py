@@ -363,9 +363,9 @@ class Chaos:
                 pid = self.cluster.servers[target].pid
                 self.cluster.paused.add(target)
                 faults.pause(pid)
-                # Paused past its lease, yet short of the clients' bound (TTL + 2 s): once it
-                # runs again it must tell its clients in time.
-                await asyncio.sleep(ttl + 1)
+                # Paused past its lease, yet 1.5 s short of the clients' bound (TTL + 2 s):
+                # once it runs again it must catch up or tell its clients in time.
+                await asyncio.sleep(ttl + 0.5)
                 faults.resume(pid)
                 self.cluster.paused.discard(target)
                 outcome = "continued"
