@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import websockets
 from agentd.protocol.agentd import ATTACH, ENQUEUE
 from tests.conftest import postgres_database
 from tests.support.client import RpcFailed, WsClient, text_prompt
-from tests.support.nginx import agentd_serve_at, nginx_binary, running_nginx
+from tests.support.nginx import NGINX_CONF, agentd_serve_at, nginx_binary, running_nginx
 from tests.support.polling import until, value_of
 from tests.support.proc import AgentdProcess, free_port, write_script
 from tests.support.session import new_session
@@ -220,6 +221,16 @@ async def test_clients_behind_nginx_fail_over_when_each_replica_is_killed_in_tur
                 assert c.seqs[-1] == final
         finally:
             await db.close()
+
+
+def test_the_shipped_proxy_never_marks_a_replica_down_and_retries_the_other() -> None:
+    """Where nginx is not installed the e2e test skips; what made it pass is checked here."""
+    conf = re.sub(r"#[^\n]*", "", NGINX_CONF.read_text())
+    servers = re.findall(r"^\s*server\s+([\w-]+:\d+)([^;]*);", conf, flags=re.M)
+    assert len(servers) == 4, servers  # two upstreams (any replica, pinned) of two replicas
+    assert all("max_fails=0" in params.split() for _, params in servers), servers
+    (next_upstream,) = re.findall(r"proxy_next_upstream\s+([^;]*);", conf)
+    assert {"error", "timeout"} <= set(next_upstream.split()), next_upstream
 
 
 async def log_end_if_quiet(db: asyncpg.Connection, sid: str) -> int | None:
