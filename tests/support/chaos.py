@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import json
 import random
+import shutil
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -288,7 +289,9 @@ class Chaos:
             outcome = f"{await faults.storm(self.db, self.database)} backends"
         elif kind == "redis":
             target = "redis"
-            if self.config.redis_restart:
+            if not self.config.redis_url or shutil.which("redis-cli") is None:
+                outcome = "skipped: no Redis (or no redis-cli) here"
+            elif self.config.redis_restart:
                 await faults.restart_redis()
                 outcome = "restarted"
             else:

@@ -95,9 +95,9 @@ def test_no_client_is_stranded(report: ChaosReport) -> None:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="issue 26 item 2: after pg_terminate_backend a replica logs 'LISTEN connection lost; "
-    "reconnecting' and never LISTENs again (no NOTIFY-driven tail, routed command or share change "
-    "reaches it), fixed on branch h26b",
+    reason="issue 26 item 2: after pg_terminate_backend of all its backends a replica logs 'LISTEN "
+    "connection lost; reconnecting' and never LISTENs again (no NOTIFY-driven tail, routed command or "
+    "share change reaches it), fixed on branch h26b",
 )
 def test_every_replica_listens_again_after_its_connections_are_cut(report: ChaosReport) -> None:
     assert report.listening == 3, summary(report)
