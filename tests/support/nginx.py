@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.paths import REPO_ROOT
+from tests.support.polling import until
 from tests.support.proc import AgentdProcess, agentd_process, server_env, wait_healthy
 
 NGINX_CONF = REPO_ROOT / "deploy" / "nginx.conf"
@@ -48,9 +49,18 @@ def local_nginx_conf(directory: Path, replica_ports: dict[str, int], listen: int
     return main
 
 
+async def listening(port: int) -> bool:
+    with contextlib.suppress(OSError):
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.close()
+        await writer.wait_closed()
+        return True
+    return False
+
+
 @contextlib.asynccontextmanager
 async def running_nginx(directory: Path, replica_ports: dict[str, int], listen: int) -> AsyncIterator[Any]:
-    """nginx on `listen` with deploy/nginx.conf, until the block ends."""
+    """nginx on `listen` with deploy/nginx.conf, accepting connections, until the block ends."""
     nginx = nginx_binary()
     await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
     main = local_nginx_conf(directory, replica_ports, listen)
@@ -60,6 +70,7 @@ async def running_nginx(directory: Path, replica_ports: dict[str, int], listen: 
     )
     log.close()
     try:
+        await until(lambda: listening(listen), what=f"nginx listening on {listen}")
         yield proc
     finally:
         with contextlib.suppress(ProcessLookupError):
