@@ -25,7 +25,6 @@ import asyncpg
 import websockets
 
 from agentd.protocol.agentd import ENQUEUE
-from tests.conftest import postgres_database
 from tests.support import chaos_faults as faults
 from tests.support.chaos_check import (
     FaultAt,
@@ -45,6 +44,7 @@ from tests.support.chaos_check import (
 )
 from tests.support.chaos_watch import Watcher, expected_forms
 from tests.support.client import WsClient, text_prompt
+from tests.support.databases import postgres_database
 from tests.support.proc import AgentdProcess, agentd_serve, write_script
 from tests.support.session import new_session
 

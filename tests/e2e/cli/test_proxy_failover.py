@@ -24,8 +24,8 @@ import pytest
 import websockets
 
 from agentd.protocol.agentd import ATTACH, ENQUEUE
-from tests.conftest import postgres_database
 from tests.support.client import RpcFailed, WsClient, text_prompt
+from tests.support.databases import postgres_database
 from tests.support.nginx import NGINX_CONF, agentd_serve_at, nginx_binary, running_nginx
 from tests.support.polling import until, value_of
 from tests.support.proc import AgentdProcess, free_port, write_script
