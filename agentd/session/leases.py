@@ -33,13 +33,14 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.store import claims
 from agentd.store import leases as store_leases
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,14 @@ class SessionLeases:
         """Sessions with unfinished work whose owner's lease ran out (none: one process)."""
         return []
 
+    async def claim_orphans(
+        self, limit: int, *, queued: bool, mine: bool = False, skip: Collection[str] = ()
+    ) -> list[str]:
+        """Lease up to `limit` sessions with unfinished work whose owner's lease ran out
+        (`mine`: or is this replica's, from a previous process) to this replica, for the
+        takeover to load (none: one process)."""
+        return []
+
 
 class PostgresLeases(SessionLeases):
     def __init__(self, engine: Any, replica_id: str, ttl_s: float, id_lock: IO[str] | None = None) -> None:
@@ -187,8 +196,28 @@ class PostgresLeases(SessionLeases):
     async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
         return await store_leases.orphaned(self._engine, limit, queued=queued)
 
+    async def claim_orphans(
+        self, limit: int, *, queued: bool, mine: bool = False, skip: Collection[str] = ()
+    ) -> list[str]:
+        started = asyncio.get_running_loop().time()
+        got = await claims.claim_orphans(
+            self._engine,
+            self.replica_id,
+            limit,
+            self.ttl_s,
+            queued=queued,
+            mine=mine,
+            skip=[*self.fences, *skip],
+        )
+        for session_id, token in got.items():  # ours now: the load that follows finds it held
+            self.fences[session_id] = token
+            self._valid_until[session_id] = started + self.ttl_s
+        return list(got)
+
     async def acquire(self, session_id: str) -> None:
         started = asyncio.get_running_loop().time()
+        if session_id in self.fences and self._valid_until.get(session_id, 0.0) > started:
+            return  # claimed by the takeover (claim_orphans) for the load that asks now
         got = await store_leases.acquire(
             self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
         )
