@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Sessions loaded at the same time by one replica's sweep (each is a few reads and a commit).
-TAKEOVER_PARALLEL = 16
+TAKEOVER_PARALLEL = 32
 # A failed takeover is tried again after this, doubling per failure up to the cap.
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 60.0
@@ -102,6 +102,10 @@ class Takeover:
     async def run(self, *, first: Callable[[], Awaitable[list[str]]] | None = None) -> None:
         """Sweep until the manager closes. `first`: a sweep of its own at once (the
         sessions a previous process of this replica held)."""
+        try:
+            await self._manager.warm_up()  # a takeover then loads at once
+        except Exception:  # the first load reports the problem to its caller
+            log.exception("preparing the turn machinery for takeovers failed")
         if first is not None:
             try:
                 await first()
