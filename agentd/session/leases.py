@@ -49,6 +49,12 @@ LostLease = Callable[[str], None]
 
 # Renewals failed in a row from which the replica is not ready (see the module docstring).
 UNHEALTHY_AFTER_FAILURES = 2
+# A session found held by another replica is taken as still held there for this long (at
+# most until its lease ends) without asking the database again: each command routed to the
+# owner would otherwise begin with a locking read of the lease row (issue 26 item 5). A
+# holder that let go meanwhile is asked anyway — it takes the session back or says who has it.
+HOLDER_MEMO_S = 1.0
+MAX_HOLDER_MEMOS = 10_000
 
 
 class LeaseMode(StrEnum):
@@ -152,6 +158,10 @@ class SessionLeases:
     def release(self, session_id: str) -> None:
         return None
 
+    def forget_holder(self, session_id: str) -> None:
+        """The replica last seen holding the session is gone: ask the database next time."""
+        return None
+
     def start(self, on_lost: LostLease) -> None:
         return None
 
@@ -192,6 +202,7 @@ class PostgresLeases(SessionLeases):
         self._last_ok: float | None = None  # time.monotonic() of the last round that succeeded
         self._last_round: float | None = None  # … that ended, either way (or the start)
         self._fenced_out: set[tuple[str, int]] = set()  # losses counted already (bounded by fences)
+        self._holders: dict[str, tuple[str, float]] = {}  # sid → (other replica, until: loop time)
 
     async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
         return await store_leases.orphaned(self._engine, limit, queued=queued)
@@ -218,15 +229,31 @@ class PostgresLeases(SessionLeases):
         started = asyncio.get_running_loop().time()
         if session_id in self.fences and self._valid_until.get(session_id, 0.0) > started:
             return  # claimed by the takeover (claim_orphans) for the load that asks now
+        memo = self._holders.get(session_id)
+        if memo is not None:
+            if memo[1] > started:
+                raise owned_elsewhere(session_id, memo[0], memo[1] - started)
+            del self._holders[session_id]
         got = await store_leases.acquire(
             self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
         )
         if isinstance(got, store_leases.Holder):
+            if not any(c.isspace() for c in got.owner):  # a replica id (not "a replica with a write …")
+                self._remember_holder(session_id, got.owner, started + min(got.expires_in_s, HOLDER_MEMO_S))
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
         if got is None:
             return  # no such session (the load that follows finds none either)
         self.fences[session_id] = got
         self._valid_until[session_id] = started + self.ttl_s
+
+    def _remember_holder(self, session_id: str, owner: str, until: float) -> None:
+        self._holders.pop(session_id, None)
+        self._holders[session_id] = (owner, until)
+        while len(self._holders) > MAX_HOLDER_MEMOS:  # the oldest goes: merely asked again
+            self._holders.pop(next(iter(self._holders)))
+
+    def forget_holder(self, session_id: str) -> None:
+        self._holders.pop(session_id, None)
 
     def release(self, session_id: str) -> None:
         """The session's actor has ended (its writes are stamped): nothing more is written
