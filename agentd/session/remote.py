@@ -248,7 +248,7 @@ class RemoteWatches:
         the events of its turn, which were committed before it)."""
         watch = self._watches.get(session_id)
         if watch is not None:
-            await watch.tail.catch_up()
+            await watch.tail.caught_up()
 
     async def detach(self, session_id: str, sink_id: str) -> None:
         watch = self._watches.get(session_id)

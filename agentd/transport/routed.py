@@ -201,7 +201,10 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
             finally:
                 _CARRYING.reset(token)
         if state.remote is not None and conn is not None and sid in conn.sessions:
-            await state.remote.caught_up(sid)  # the answer does not overtake the events before it
+            try:  # the answer does not overtake the events before it
+                await state.remote.caught_up(sid)
+            except Exception as caught:  # the command took effect: its answer is not withheld
+                log.warning("session %s: publishing events before a routed answer failed (%s)", sid, caught)
         error = outcome.get("error")
         if not isinstance(error, dict):
             if conn is not None and request.method in _ENDS_WATCH and sid in conn.sessions:
