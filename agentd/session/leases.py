@@ -49,11 +49,11 @@ LostLease = Callable[[str], None]
 
 # Renewals failed in a row from which the replica is not ready (see the module docstring).
 UNHEALTHY_AFTER_FAILURES = 2
-# A session found held by another replica is taken as still held there for this long (at
-# most until its lease ends) without asking the database again: each command routed to the
-# owner would otherwise begin with a locking read of the lease row (issue 26 item 5). A
-# holder that let go meanwhile is asked anyway — it takes the session back or says who has it.
-HOLDER_MEMO_S = 1.0
+# A session found held by another replica is taken as held there until the end of the
+# lease seen, without asking the database again: each command routed to the owner would
+# otherwise begin with a locking read of the lease row (issue 26 item 5). Nobody else can
+# take it before then; a holder that let go early is asked anyway — it takes the session
+# back, or, gone, the router carries the command on (agentd/transport/routed.py).
 MAX_HOLDER_MEMOS = 10_000
 
 
@@ -239,7 +239,7 @@ class PostgresLeases(SessionLeases):
         )
         if isinstance(got, store_leases.Holder):
             if not any(c.isspace() for c in got.owner):  # a replica id (not "a replica with a write …")
-                self._remember_holder(session_id, got.owner, started + min(got.expires_in_s, HOLDER_MEMO_S))
+                self._remember_holder(session_id, got.owner, started + min(got.expires_in_s, self.ttl_s))
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
         if got is None:
             return  # no such session (the load that follows finds none either)

@@ -170,7 +170,7 @@ class Router:
     ) -> tuple[dict[str, Any], RouteOutcome]:
         loop = asyncio.get_running_loop()
         owner_gone_seen = False
-        look = True  # read the row (at first, after a bare wake-up, after a quiet interval)
+        look = False  # read the row: after a bare wake-up, after a quiet interval (not at once: just sent)
         while True:
             carried = self._carried.pop(command_id, None)
             if carried is not None:
