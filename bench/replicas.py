@@ -421,10 +421,9 @@ async def main(args: argparse.Namespace) -> None:
                 lat = await cross_replica_event_latency(c, args.turns)
                 print(f"replicas={n} cross-replica event latency: {_ms(lat, ('p50', 'p99'))}", flush=True)
                 for clients in args.routed_clients:
-                    print(
-                        f"replicas={n} routed vs direct: {await routed_vs_direct(c, clients, args.turns)}",
-                        flush=True,
-                    )
+                    rounds = max(args.turns, args.routed_samples // clients)  # enough samples for a p50
+                    figures = await routed_vs_direct(c, clients, rounds)
+                    print(f"replicas={n} routed vs direct: {figures}", flush=True)
             if len(c.live) >= 2:
                 print(f"replicas={len(c.live)} {await takeover_after_kill(c)}", flush=True)
 
@@ -440,6 +439,9 @@ if __name__ == "__main__":
         "--routed-clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 200],
         help="concurrent clients of the routed-vs-direct comparison",
     )  # fmt: skip
+    parser.add_argument(
+        "--routed-samples", type=int, default=40, help="prompts of each kind at least, per client count"
+    )
     parser.add_argument("--smoke", action="store_true", help="a short run (1 and 2 replicas)")
     ns = parser.parse_args()
     if ns.smoke:
