@@ -280,8 +280,8 @@ class Router:
 
     async def rescan(self) -> None:
         """Serve the commands addressed here that nobody here is serving (a lost wake-up,
-        or a claim the database refused for a moment)."""
-        for command_id in await rows.pending(self._engine, self.replica_id):
+        a claim the database refused for a moment, or one whose answer was lost)."""
+        for command_id in await rows.pending(self._engine, self.replica_id, self.incarnation):
             if command_id not in self._serving:
                 self._spawn(self.serve(command_id))
 

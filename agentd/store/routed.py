@@ -111,12 +111,15 @@ _SUBMIT = text(
     "'pending', now()) RETURNING id) "
     "SELECT id, pg_notify(:channel, 'cmd ' || id) FROM ins"
 )
+# Pending, or claimed by this very process already: a claim whose answer was lost (the
+# connection dropped after its commit) is taken again on the retry, not left running.
+_MINE = "(state = 'pending' OR (state = 'running' AND runner = :runner))"
 _CLAIM = text(
     "UPDATE routed_commands SET state = 'running', runner = :runner "
-    "WHERE id = :id AND target = :target AND state = 'pending' "
+    f"WHERE id = :id AND target = :target AND {_MINE} "
     "RETURNING id, session_id, caller, method, principal, teams, params"
 )
-_PENDING = text("SELECT id FROM routed_commands WHERE target = :target AND state = 'pending' ORDER BY id")
+_PENDING = text(f"SELECT id FROM routed_commands WHERE target = :target AND {_MINE} ORDER BY id")
 _FINISH = text(
     "WITH u AS (UPDATE routed_commands SET state = 'done', outcome = CAST(:outcome AS json) "
     "WHERE id = :id AND state = 'running' RETURNING id) "
@@ -185,9 +188,13 @@ async def claim(engine: AsyncEngine, command_id: int, target: str, runner: str) 
     )
 
 
-async def pending(engine: AsyncEngine, target: str) -> list[int]:
+async def pending(engine: AsyncEngine, target: str, runner: str) -> list[int]:
+    """Commands for `target` to run: pending, or claimed by `runner` (this process) —
+    the caller skips those it is running now."""
     async with _autocommit(engine) as conn:
-        return [int(i) for i in (await conn.execute(_PENDING, {"target": target})).scalars()]
+        return [
+            int(i) for i in (await conn.execute(_PENDING, {"target": target, "runner": runner})).scalars()
+        ]
 
 
 async def finish(engine: AsyncEngine, command: RoutedCommand, outcome: dict[str, Any]) -> None:

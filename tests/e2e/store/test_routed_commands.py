@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.routing import OwnerGone, Router
 from agentd.store import leases as store_leases
+from agentd.store import routed as routed_rows
 from agentd.store.db import Store
 from agentd.store.notify import PgListener, asyncpg_dsn
 from agentd.store.routed import RoutedCommand
@@ -207,3 +208,39 @@ async def test_an_exhausted_pool_on_the_owner_delays_a_command_and_the_router_go
 
 async def _has_rows(url: str) -> bool:
     return await _rows(url) > 0
+
+
+async def test_a_claim_whose_answer_was_lost_is_taken_again_by_the_same_process() -> None:
+    """The claim committed but its connection dropped before the answer: the row is running
+    under this process's own stamp; the retry (or the next rescan) takes it again and runs
+    it, instead of leaving its caller waiting for good."""
+    async with postgres_database(migrated=True) as url:
+        store = await Store.open(url)
+        await store.create_session(id=SID, owner="alice", cwd="/w", mode="default", model="m")
+        owner = Router(store.engine, "replica-a", timeout_s=30, check_interval_s=0.2)
+        caller = Router(store.engine, "replica-b", timeout_s=30, check_interval_s=0.2)
+        ran: list[int] = []
+
+        async def execute(command: RoutedCommand) -> dict[str, Any]:
+            ran.append(command.id)
+            return {"result": {"n": command.params["n"]}}
+
+        owner.execute = execute
+        try:
+            await caller.start()
+            assert await store_leases.acquire(store.engine, SID, "replica-a", 30, 1) == 1
+            async with listening(url, caller):  # (nobody listens for A: it is woken by hand)
+                sent = asyncio.create_task(_forward(caller, "replica-a", n=7))
+                await until(lambda: _has_rows(url), 10)
+                (command_id,) = await routed_rows.pending(store.engine, "replica-a", owner.incarnation)
+                assert await routed_rows.claim(
+                    store.engine, command_id, "replica-a", owner.incarnation
+                )  # answer "lost"
+                other = await routed_rows.claim(store.engine, command_id, "replica-a", "another-process")
+                assert other is None  # nobody else can take it
+                await owner.rescan()
+                assert await asyncio.wait_for(sent, 10) == {"result": {"n": 7}}
+                assert ran == [command_id]  # run once
+        finally:
+            await owner.stop()
+            await store.close()
