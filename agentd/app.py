@@ -92,7 +92,7 @@ def create_app(
             settings.pool_limits(),
             sqlite_synchronous=settings.sqlite_synchronous,
         )
-        await store.migrate()
+        await store.migrate(settings.migration_lock_timeout_s)
         # After the database exists, so its files are among those the sandbox hides.
         try:
             shell = await asyncio.to_thread(ShellLauncher.from_settings, settings)
@@ -137,7 +137,7 @@ def create_app(
         revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")
         # Sessions a dead replica left mid-turn or with queued prompts (R-C1, R-E6).
         takeover = start_takeover(manager, lease_ttl_s=settings.lease_ttl_s, queued=settings.auto_resume)
-        if settings.auto_resume:
+        if settings.auto_resume and takeover is None:  # (on Postgres the takeover's first sweep)
             resumed = await manager.resume_queued()
             if resumed:
                 log.info("resumed the queues of %d session(s)", len(resumed))

@@ -282,6 +282,9 @@ class Settings(BaseSettings):
     # gets a retryable error when no answer came within this time (a prompt waits for its
     # turn's end instead, as long as the owner holds the session).
     routed_command_timeout_s: float = Field(default=30.0, gt=0)
+    # Start-up waits at most this long for another replica migrating the database, then
+    # stops with an error naming the lock's holder (agentd/store/migration_lock.py).
+    migration_lock_timeout_s: float = Field(default=120.0, gt=0)
     # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
     # gets a retryable -32019 (overloaded); Postgres statements time out after
     # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).

@@ -33,13 +33,14 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.store import claims
 from agentd.store import leases as store_leases
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,13 @@ UNHEALTHY_AFTER_FAILURES = 2
 # for longer drops the session and tells its clients (`lease_lost`) — within the lease
 # time + 2 s of its last renewal.
 LATE_GRACE_S = 1.5
+
+# A session found held by another replica is taken as held there until the end of the
+# lease seen, without asking the database again: each command routed to the owner would
+# otherwise begin with a locking read of the lease row (issue 26 item 5). Nobody else can
+# take it before then; a holder that let go early is asked anyway — it takes the session
+# back, or, gone, the router carries the command on (agentd/transport/routed.py).
+MAX_HOLDER_MEMOS = 10_000
 
 
 class LeaseMode(StrEnum):
@@ -157,6 +165,10 @@ class SessionLeases:
     def release(self, session_id: str) -> None:
         return None
 
+    def forget_holder(self, session_id: str) -> None:
+        """The replica last seen holding the session is gone: ask the database next time."""
+        return None
+
     def start(self, on_lost: LostLease) -> None:
         return None
 
@@ -165,6 +177,14 @@ class SessionLeases:
 
     async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
         """Sessions with unfinished work whose owner's lease ran out (none: one process)."""
+        return []
+
+    async def claim_orphans(
+        self, limit: int, *, queued: bool, mine: bool = False, skip: Collection[str] = ()
+    ) -> list[str]:
+        """Lease up to `limit` sessions with unfinished work whose owner's lease ran out
+        (`mine`: or is this replica's, from a previous process) to this replica, for the
+        takeover to load (none: one process)."""
         return []
 
 
@@ -193,21 +213,58 @@ class PostgresLeases(SessionLeases):
         self._last_ok: float | None = None  # time.monotonic() of the last round that succeeded
         self._last_round: float | None = None  # … that ended, either way (or the start)
         self._fenced_out: set[tuple[str, int]] = set()  # losses counted already (bounded by fences)
+        self._holders: dict[str, tuple[str, float]] = {}  # sid → (other replica, until: loop time)
 
     async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
         return await store_leases.orphaned(self._engine, limit, queued=queued)
 
+    async def claim_orphans(
+        self, limit: int, *, queued: bool, mine: bool = False, skip: Collection[str] = ()
+    ) -> list[str]:
+        started = asyncio.get_running_loop().time()
+        got = await claims.claim_orphans(
+            self._engine,
+            self.replica_id,
+            limit,
+            self.ttl_s,
+            queued=queued,
+            mine=mine,
+            skip=[*self.fences, *skip],
+        )
+        for session_id, token in got.items():  # ours now: the load that follows finds it held
+            self.fences[session_id] = token
+            self._valid_until[session_id] = started + self.ttl_s
+        return list(got)
+
     async def acquire(self, session_id: str) -> None:
         started = asyncio.get_running_loop().time()
+        if session_id in self.fences and self._valid_until.get(session_id, 0.0) > started:
+            return  # claimed by the takeover (claim_orphans) for the load that asks now
+        memo = self._holders.get(session_id)
+        if memo is not None:
+            if memo[1] > started:
+                raise owned_elsewhere(session_id, memo[0], memo[1] - started)
+            del self._holders[session_id]
         got = await store_leases.acquire(
             self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
         )
         if isinstance(got, store_leases.Holder):
+            if not any(c.isspace() for c in got.owner):  # a replica id (not "a replica with a write …")
+                self._remember_holder(session_id, got.owner, started + min(got.expires_in_s, self.ttl_s))
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
         if got is None:
             return  # no such session (the load that follows finds none either)
         self.fences[session_id] = got
         self._valid_until[session_id] = started + self.ttl_s
+
+    def _remember_holder(self, session_id: str, owner: str, until: float) -> None:
+        self._holders.pop(session_id, None)
+        self._holders[session_id] = (owner, until)
+        while len(self._holders) > MAX_HOLDER_MEMOS:  # the oldest goes: merely asked again
+            self._holders.pop(next(iter(self._holders)))
+
+    def forget_holder(self, session_id: str) -> None:
+        self._holders.pop(session_id, None)
 
     def release(self, session_id: str) -> None:
         """The session's actor has ended (its writes are stamped): nothing more is written

@@ -98,6 +98,17 @@ class SessionManager:
         self._actors[record.id] = actor
         return actor
 
+    async def warm_up(self) -> None:
+        """Import the turn machinery and build the turn kit now, off the event loop: a
+        replica among several may have to load many sessions of a dead peer at once, and
+        the first load would otherwise pay seconds of imports (issue 26 item 6)."""
+
+        def warm() -> None:
+            _actor_class()
+            _ = self._services.kit
+
+        await asyncio.to_thread(warm)
+
     def live_actor(self, session_id: str) -> SessionActor | None:
         return self._actors.get(session_id)
 

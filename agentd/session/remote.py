@@ -267,7 +267,7 @@ class RemoteWatches:
             return
         try:  # bounded: the answer is owed whatever the log does
             async with asyncio.timeout(self._stuck_after):
-                await watch.tail.catch_up()
+                await watch.tail.caught_up()
         except Exception as exc:  # the tail goes on retrying by itself (or resyncs its clients)
             log.warning("%s: catching up before an answer failed (%s)", session_id, exc)
 

@@ -31,6 +31,7 @@ from agentd.store.engine import (
     current_revision,
     open_engines,
 )
+from agentd.store.migration_lock import take_migration_lock
 from agentd.store.models import EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from agentd.store.notify import SHARES_CHANNEL
 from agentd.store.records import (
@@ -63,8 +64,6 @@ __all__ = [
 
 # R-C1: refuses (SQLSTATE AGF01) a commit whose token is not the session's lease's.
 _FENCE_GUARD = text("SELECT agentd_fence_guard(CAST(:sids AS varchar[]), CAST(:fences AS int8[]))")
-# The advisory lock every replica migrating a Postgres database takes (any constant: "agentd").
-MIGRATION_LOCK_KEY = 0x6167656E7464
 
 
 def _fence_params(batches: list[Batch]) -> dict[str, Any]:
@@ -118,9 +117,10 @@ class Store(ApiTokens):
 
     # -------------------------------------------------------------- migrations / health
 
-    async def migrate(self) -> None:
+    async def migrate(self, lock_timeout_s: float = 120.0) -> None:
         """Upgrade the schema to the newest migration. A database already there costs one
-        query: Alembic (a few hundred ms of imports) loads only when the schema is behind."""
+        query: Alembic (a few hundred ms of imports) loads only when the schema is behind.
+        On Postgres, waits at most `lock_timeout_s` for another replica migrating it."""
         if (await self.migration_status())[0] == SCHEMA_HEAD:
             return
         from alembic import command
@@ -128,8 +128,8 @@ class Store(ApiTokens):
         async with self.engine.begin() as conn:
             if conn.dialect.name == "postgresql":
                 # Replicas starting together on a fresh database: one migrates, the others
-                # wait for it and then find the schema at head (R-C1).
-                await conn.execute(text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
+                # wait for it (bounded: store/migration_lock.py) and then find the schema at head.
+                await take_migration_lock(conn, lock_timeout_s)
             await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
 
     async def migration_status(self) -> tuple[str | None, str | None]:

@@ -10,6 +10,13 @@ principal and teams, with no connection (as over `POST /rpc`): the same authoris
 local call, and it is never routed on. A `session/prompt` caller on a connection is first
 subscribed to the session's events here (agentd/session/remote.py): its turn's events
 reach it from the log while the forward waits for the stop reason.
+
+Carry-on (issue 26 item 5): when the owner dies with the command unstarted (withdrawn:
+`OwnerGone.ran` False) — or with a prompt that carries a requestId, which joins its first
+run instead of running twice — the request is made again here, as the client made it:
+this replica takes the session if nobody holds it, else the new owner's `owned_elsewhere`
+routes it there, within the request's first deadline (a `ContextVar` carries it). The
+client sees latency, not `owner_lost`.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from agentd.infra.overload import overload_error
@@ -25,6 +33,7 @@ from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError
 from agentd.protocol.methods import QueueOp, Served
 from agentd.session.commands import ROUTED_FROM
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.routing import OwnerGone
 from agentd.session.sinks import FrameSink
 from agentd.store.routed import RoutedCommand
 from agentd.transport.errors import rpc_error
@@ -70,6 +79,9 @@ CONNECTION_BOUND: frozenset[str] = frozenset({Served.HOOKS_REGISTER})
 # After these succeed on the owner, the caller's connection here stops watching the session.
 _ENDS_WATCH: frozenset[str] = frozenset({Served.SESSION_CLOSE, Served.SESSION_DELETE})
 MAX_HOPS = 3  # the owner moved while the command travelled: follow it this many times
+MAX_CARRIES = 3  # the owner died before running it: made again here at most this many times
+# The request being routed: (its deadline in loop time, None for a turn's; carries so far).
+_CARRYING: ContextVar[tuple[float | None, int] | None] = ContextVar("agentd_carrying", default=None)
 
 
 def routable(method: str, exc: SessionError, routed: bool) -> str | None:
@@ -105,6 +117,16 @@ _PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
 # Answered when a turn ends (a compaction of an idle session is a turn of its own, a model
 # call): no deadline, only the owner's liveness bounds the wait.
 TURN_LONG: frozenset[str] = frozenset({Served.SESSION_PROMPT, Served.COMPACT})
+
+
+def carryable(method: str, params: Any, gone: OwnerGone) -> bool:
+    """Whether a command whose owner is gone may be made again elsewhere: it never ran, or
+    it is a prompt with a requestId (a second run joins the first: never twice)."""
+    if gone.ran is False:
+        return True
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    inner = meta.get("agentd") if isinstance(meta, dict) else None
+    return method in _PROMPTS and isinstance(inner, dict) and isinstance(inner.get("requestId"), str)
 
 
 def with_routed_from(params: dict[str, Any], origin: str) -> dict[str, Any]:
@@ -146,18 +168,43 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
         from agentd.transport.handlers.remote import watch_from_here
 
         await watch_from_here(ctx, sid, owner)  # its turn's events come from the log
+    loop = asyncio.get_running_loop()
+    carrying = _CARRYING.get()
+    if carrying is None:  # the request's first route: its deadline starts now
+        turn = request.method in TURN_LONG
+        carrying = (None if turn else loop.time() + state.router.timeout_s, 0)
+    deadline, carries = carrying
     for _ in range(MAX_HOPS):
-        outcome = await state.router.forward(
-            session_id=sid,
-            owner=owner,
-            method=request.method,
-            params=params,
-            principal=ctx.principal,
-            teams=tuple(sorted(ctx.teams)),
-            wait_for_turn=request.method in TURN_LONG,
-        )
+        try:
+            outcome = await state.router.forward(
+                session_id=sid,
+                owner=owner,
+                method=request.method,
+                params=params,
+                principal=ctx.principal,
+                teams=tuple(sorted(ctx.teams)),
+                wait_for_turn=deadline is None,
+                deadline=deadline,
+            )
+        except OwnerGone as gone:
+            in_time = deadline is None or loop.time() < deadline
+            if carries >= MAX_CARRIES or not in_time or not carryable(request.method, request.params, gone):
+                raise
+            log.info(
+                "session %s: replica %s is gone; carrying %s on (%s)",
+                sid, owner, request.method, gone.holder or "to this replica",
+            )  # fmt: skip
+            state.manager.leases.forget_holder(sid)
+            token = _CARRYING.set((deadline, carries + 1))
+            try:  # as the client made it: taken here, or routed to whoever has the session now
+                return await state.dispatcher.call(request, ctx)
+            finally:
+                _CARRYING.reset(token)
         if state.remote is not None and conn is not None and sid in conn.sessions:
-            await state.remote.caught_up(sid)  # the answer does not overtake the events before it
+            try:  # the answer does not overtake the events before it
+                await state.remote.caught_up(sid)
+            except Exception as caught:  # the command took effect: its answer is not withheld
+                log.warning("session %s: publishing events before a routed answer failed (%s)", sid, caught)
         error = outcome.get("error")
         if not isinstance(error, dict):
             if conn is not None and request.method in _ENDS_WATCH and sid in conn.sessions:
@@ -294,12 +341,14 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         ping_timeout_s=min(5.0, settings.lease_ttl_s / 2),
     )
     task = asyncio.create_task(listener.run(), name="pg-listen")
+    rescans = asyncio.create_task(router.run(), name="routing-rescan")
     state.router, state.remote = router, remote
     state.dispatcher.route = route
 
     async def stop() -> None:
         for pending in list(rechecks):
             pending.cancel()
+        rescans.cancel()
         await router.stop()
         await remote.stop()
         task.cancel()
