@@ -114,8 +114,14 @@ class RedisBroker:
             except (RedisError, OSError, RuntimeError) as exc:
                 if self.connected.is_set():
                     log.warning("Redis broker connection lost (%s); reconnecting", exc)
-                else:
-                    log.warning("Redis broker unreachable (%s); retrying in %.1fs", exc, delay)
+                else:  # once per outage, not per retry
+                    level = logging.WARNING if delay == 0.1 else logging.DEBUG
+                    log.log(
+                        level,
+                        "Redis broker unreachable (%s); retrying (backoff up to %.0fs)",
+                        exc,
+                        BACKOFF_MAX_S,
+                    )
             finally:
                 self.connected.clear()
                 async with self._changing:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -252,7 +254,9 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     if settings.redis_url:
         from agentd.store.redis_broker import RedisBroker
 
-        redis_broker = RedisBroker(settings.redis_url)
+        # Named in CLIENT LIST: which replica, which process.
+        name = re.sub(r"[^A-Za-z0-9_.:-]", "_", f"agentd-{replica_id}-{os.getpid()}")
+        redis_broker = RedisBroker(settings.redis_url, client_name=name)
         redis_broker.start()
         broker = redis_broker
     remote = RemoteWatches(

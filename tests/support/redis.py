@@ -42,3 +42,14 @@ async def kill_clients(name: str) -> int:
         return len(found)
     finally:
         await client.aclose()
+
+
+async def subscribed_clients(name: str) -> list[str]:
+    """The ids of the connections of clients named `name` subscribed to some channel."""
+    client = aioredis.Redis.from_url(REDIS_BASE)
+    try:
+        return [
+            c["id"] for c in await client.client_list() if c.get("name") == name and int(c.get("sub", 0)) > 0
+        ]
+    finally:
+        await client.aclose()
