@@ -105,6 +105,8 @@ class Completion:
     # After `gate_after` blocks, wait until the test sets `gate` (a stream provably mid-way).
     gate_after: int | None = None
     gate: threading.Event | None = None
+    # When set, `time.perf_counter()` after each block went out (benchmarks: chunk delays).
+    sent_at: list[float] | None = None
 
     @classmethod
     def from_text(cls, text: str, *, chunk_size: int = 4, **kwargs: Any) -> Completion:
@@ -288,6 +290,7 @@ class _BlockStream(Response):
         abort: bool = False,
         pauses: dict[int, float] | None = None,
         gate: tuple[int, threading.Event] | None = None,
+        sent_at: list[float] | None = None,
     ) -> None:
         self.blocks = blocks
         self.status_code = status
@@ -297,6 +300,7 @@ class _BlockStream(Response):
         self.abort = abort
         self.pauses = pauses or {}  # block index → seconds of silence before it
         self.gate = gate  # (block index, event): that block waits for the event
+        self.sent_at = sent_at
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -335,6 +339,8 @@ class _BlockStream(Response):
                     except TimeoutError:
                         pass
                 await send({"type": "http.response.body", "body": block, "more_body": True})
+                if self.sent_at is not None:
+                    self.sent_at.append(time.perf_counter())
             if not self.abort:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
@@ -406,6 +412,7 @@ class FakeOpenAI(ScriptedServer[ScriptedResponse]):
             gate=(script.gate_after, script.gate)
             if script.gate_after is not None and script.gate is not None
             else None,
+            sent_at=script.sent_at,
         )
 
     thread_name = "fake-openai"
