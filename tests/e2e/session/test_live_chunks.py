@@ -5,8 +5,10 @@ client attached through the other replica (B) gets the streamed text while the m
 still held — before anything of the answer is in the log — and at the end the very frames
 the owner's client got, its text once. Once with Redis as the broker, once with NOTIFY.
 
-The fault: Redis's connections of B's broker killed mid-stream — B's client misses what was
-sent meanwhile, never gets a text twice, and its text is whole when the message ends."""
+The faults: Redis's connections of B's broker killed mid-stream — B's client misses what was
+sent meanwhile, never gets a text twice, its text is whole when the message ends and the next
+answer streams live again; and a broker that is not there at all — the owner's clients stream
+as ever, B's client gets each message whole at its end."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import pytest
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes.openai_server import Completion, FakeOpenAI
 from tests.support.polling import until
+from tests.support.proc import free_port
 from tests.support.redis import kill_clients, redis_url, subscribed_clients
 from tests.support.replicas import Replicas, two_replicas
 from tests.support.session import new_session
@@ -39,7 +42,7 @@ def gated_answer(gate: threading.Event) -> Completion:
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path, broker: str, fake: FakeOpenAI) -> AsyncIterator[Replicas]:
+async def cluster(tmp_path: Path, broker: str, fake: FakeOpenAI, **more: str) -> AsyncIterator[Replicas]:
     settings = {
         "provider": "openai",
         "openai_base_url": fake.base_url,
@@ -49,7 +52,7 @@ async def cluster(tmp_path: Path, broker: str, fake: FakeOpenAI) -> AsyncIterato
     }
     if broker == "redis":
         settings["redis_url"] = await redis_url()
-    async with two_replicas(tmp_path, [{"text": "unused"}], **settings) as replicas:
+    async with two_replicas(tmp_path, [{"text": "unused"}], **settings, **more) as replicas:
         yield replicas
 
 
@@ -182,5 +185,33 @@ async def test_redis_connections_of_the_watching_replica_killed_mid_stream(tmp_p
         # twice; and the second answer streamed live again: the broker reconnected.
         assert shown_texts(watcher, sid) == [ANSWER, ANSWER] == shown_texts(owner, sid)
         assert chunks_after_final(watcher, sid) == []
+        await owner.close()
+        await watcher.close()
+
+
+async def test_with_the_broker_unreachable_the_text_still_arrives_whole_at_the_end(tmp_path: Path) -> None:
+    gate = threading.Event()
+    nobody = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    async with (
+        FakeOpenAI([gated_answer(gate)]) as fake,
+        cluster(tmp_path, "notify", fake, redis_url=nobody) as replicas,
+    ):
+        owner = await WsClient.connect(replicas.a.base_url)
+        sid = await new_session(owner, tmp_path)
+        watcher = await WsClient.connect(replicas.b.base_url)
+        await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+        prompt = asyncio.create_task(owner.call("session/prompt", text_prompt(sid, "go")))
+        try:  # the owner's own clients stream as ever
+            await until(
+                lambda: agent_text(owner.updates(sid)) == "".join(FIRST), what="the owner's client live"
+            )
+            gate.set()
+            assert (await prompt)["stopReason"] == "end_turn"
+        finally:
+            gate.set()
+        await until(lambda: ended(watcher, sid), what="the turn's end on B")
+        # No live chunk reached B; the durable end brought the whole text, once.
+        assert shown_texts(watcher, sid) == [ANSWER] == shown_texts(owner, sid)
+        assert agent_text(watcher.updates(sid)) == ANSWER
         await owner.close()
         await watcher.close()
