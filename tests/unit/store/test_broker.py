@@ -205,3 +205,14 @@ async def test_notify_listener_killed_is_a_gap_then_messages_flow_again() -> Non
         if got == [b"lost?"]:
             got = await received(sub, 1)
         assert got == [b"after"]
+
+
+async def test_notify_subscriptions_made_at_once_all_listen_and_closed_ones_stop() -> None:
+    """Many channels subscribed concurrently (one LISTEN at a time on the one connection)."""
+    async with pg_broker() as (broker, listener, _):
+        channels = [unique("live") for _ in range(20)]
+        subs = await asyncio.gather(*(broker.subscribe(c) for c in channels))
+        await broker.publish_many([(c, c.encode()) for c in channels])
+        assert [await received(s, 1) for s in subs] == [[c.encode()] for c in channels]
+        await asyncio.gather(*(s.aclose() for s in subs[:10]))
+        assert sorted(listener._listening) == sorted(pg_channel(c) for c in channels[10:])
