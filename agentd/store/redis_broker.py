@@ -50,6 +50,7 @@ class RedisBroker:
         )
         self._subscribers = Subscribers()
         self._pubsub: Any = None  # the reading connection, while it is up
+        self._subscribed: set[str] = set()  # its channels
         self._changing = asyncio.Lock()  # (re)subscribing: one at a time
         self._reader: asyncio.Task[None] | None = None
         self._closing = False  # redis-py may turn a cancellation into a connection error
@@ -72,19 +73,29 @@ class RedisBroker:
 
     async def subscribe(self, channel: str) -> Subscription:
         sub = Subscription(channel, self._unsubscribe)
-        if self._subscribers.add(sub):
+        # Not connected: the reader subscribes it once it is (nobody waits on a connect).
+        if self._subscribers.add(sub) and self._pubsub is not None:
             async with self._changing:
-                if self._pubsub is not None:
-                    try:
-                        await self._pubsub.subscribe(PREFIX + channel)
-                    except (RedisError, OSError) as exc:  # the reader reconnects and subscribes
-                        log.info("SUBSCRIBE %s failed (%s); the next connection will", channel, exc)
+                try:
+                    await self._subscribe_missing()
+                except (RedisError, OSError) as exc:  # the reader reconnects and subscribes
+                    log.info("SUBSCRIBE %s failed (%s); the next connection will", channel, exc)
         return sub
 
+    async def _subscribe_missing(self) -> None:
+        """SUBSCRIBE the channels with subscribers that the connection is not subscribed to
+        (under `_changing`)."""
+        while self._pubsub is not None and (
+            missing := [c for c in self._subscribers.by_channel if c not in self._subscribed]
+        ):
+            await self._pubsub.subscribe(*(PREFIX + c for c in missing))
+            self._subscribed.update(missing)
+
     async def _unsubscribe(self, sub: Subscription) -> None:
-        if self._subscribers.remove(sub):
+        if self._subscribers.remove(sub) and self._pubsub is not None:
             async with self._changing:
-                if self._pubsub is not None:
+                if self._pubsub is not None and sub.channel in self._subscribed:
+                    self._subscribed.discard(sub.channel)
                     with contextlib.suppress(RedisError, OSError):
                         await self._pubsub.unsubscribe(PREFIX + sub.channel)
 
@@ -94,12 +105,10 @@ class RedisBroker:
         while not self._closing:
             pubsub = self._reading.pubsub()
             try:
+                await pubsub.ping()  # connects (PING is allowed before any SUBSCRIBE)
                 async with self._changing:
-                    await pubsub.ping()  # connects (PING is allowed before any SUBSCRIBE)
-                    channels = [PREFIX + c for c in self._subscribers.by_channel]
-                    if channels:
-                        await pubsub.subscribe(*channels)
-                    self._pubsub = pubsub
+                    self._pubsub, self._subscribed = pubsub, set()
+                    await self._subscribe_missing()
                 self.connects += 1
                 self.connected.set()
                 if self.connects > 1:

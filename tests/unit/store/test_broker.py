@@ -216,3 +216,16 @@ async def test_notify_subscriptions_made_at_once_all_listen_and_closed_ones_stop
         assert [await received(s, 1) for s in subs] == [[c.encode()] for c in channels]
         await asyncio.gather(*(s.aclose() for s in subs[:10]))
         assert sorted(listener._listening) == sorted(pg_channel(c) for c in channels[10:])
+
+
+async def test_redis_subscriptions_made_before_the_connection_are_subscribed_on_connect() -> None:
+    broker = RedisBroker(await redis_url(), client_name=unique("agentd-test-broker"))
+    try:
+        channels = [unique("live") for _ in range(3)]
+        subs = [await broker.subscribe(c) for c in channels]  # not started: nothing waits on a connect
+        broker.start()
+        await asyncio.wait_for(broker.connected.wait(), 10)
+        await broker.publish_many([(c, b"hi " + c.encode()) for c in channels])
+        assert [await received(s, 1) for s in subs] == [[b"hi " + c.encode()] for c in channels]
+    finally:
+        await broker.close()
