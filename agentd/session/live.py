@@ -232,7 +232,10 @@ async def run_relay(subscription: Subscription, relay: LiveRelay) -> None:
     """Feed `relay` from `subscription` until cancelled (then unsubscribe)."""
     try:
         async for item in subscription:
-            relay.received(item)
+            try:
+                relay.received(item)
+            except Exception:  # one bad message must not end the session's live text here
+                log.exception("%s: forwarding a live event failed", relay.session_id)
     finally:
         with contextlib.suppress(Exception):
             await subscription.aclose()
