@@ -81,6 +81,7 @@ class Cluster:
     workspace: Path
     lease_ttl_s: float
     replicas: list[Replica] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # more settings for every replica
 
     @property
     def live(self) -> list[Replica]:
@@ -100,6 +101,7 @@ class Cluster:
             AGENTD_PERMISSION_MODE="bypass", AGENTD_RATE_LIMIT_PER_S="0",
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         )  # fmt: skip
+        env.update(self.env)
         log = (home / "serve.log").open("wb")
         cmd = [sys.executable, "-m", "agentd.cli", "serve", "--log-level", "warning"]
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # noqa: ASYNC220
@@ -145,14 +147,14 @@ def _tail(log: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def cluster(model_url: str, lease_ttl_s: float) -> AsyncIterator[Cluster]:
+async def cluster(model_url: str, lease_ttl_s: float, **env: str) -> AsyncIterator[Cluster]:
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-replicas-"))
     workspace = home / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Bench\n")
     try:
         async with postgres_database() as url:
-            c = Cluster(url, model_url, home, workspace, lease_ttl_s)
+            c = Cluster(url, model_url, home, workspace, lease_ttl_s, env=env)
             try:
                 yield c
             finally:

@@ -285,6 +285,10 @@ class Settings(BaseSettings):
     # Start-up waits at most this long for another replica migrating the database, then
     # stops with an error naming the lock's holder (agentd/store/migration_lock.py).
     migration_lock_timeout_s: float = Field(default=120.0, gt=0)
+    # What is live only — streamed text and other transient events of a session, for the
+    # clients of replicas that do not own it — goes through Redis pub/sub when this is set
+    # (redis://host:port/db), else through Postgres NOTIFY (issue 26). No data lives there.
+    redis_url: str = ""
     # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
     # gets a retryable -32019 (overloaded); Postgres statements time out after
     # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).

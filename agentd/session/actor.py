@@ -42,6 +42,7 @@ from agentd.session.errors import session_failed
 from agentd.session.file_history import FileHistory
 from agentd.session.hub import EventHub
 from agentd.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
+from agentd.session.live import LiveFeed
 from agentd.session.local_commands import available_commands
 from agentd.session.permission_gate import PermissionGate
 from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_id_of
@@ -93,9 +94,9 @@ class SessionActor:
         self.services = services
         on_drop = services.metrics.resyncs.inc if services.metrics else None
         self.hub = EventHub(render=services.render, on_drop=on_drop)
-        self.journal = Journal(
-            self.id, services.writer, self.hub.publish, last_seq, conversation, services.metrics
-        )
+        # Its own clients first; transient events also to other replicas' (through the broker).
+        publish = LiveFeed(self.id, self.hub.publish, lambda: services.live, last_seq)
+        self.journal = Journal(self.id, services.writer, publish, last_seq, conversation, services.metrics)
         self.conversation = Conversation(
             conversation, self.journal.persist_message, self.journal.rewrite_messages
         )

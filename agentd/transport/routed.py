@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -278,8 +280,10 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     """Several replicas on one Postgres: this replica's router, its watches of sessions
     owned elsewhere and the one LISTEN connection waking both. Returns the stop (after the
     actors have stopped: the outcomes of commands run here still go out)."""
+    from agentd.session.live import LivePublisher
     from agentd.session.remote import RemoteWatches
     from agentd.session.routing import Router
+    from agentd.store.broker import Broker, PgBroker
     from agentd.store.notify import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, PgListener
     from agentd.transport.render import ACP_RENDERER
 
@@ -291,6 +295,17 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         check_interval_s=max(0.2, min(settings.lease_ttl_s / 2, 5.0)),
         observe=state.metrics.routed,
     )
+    # What is live only (streamed text): Redis pub/sub when configured, else NOTIFY (issue 26).
+    pg_broker: PgBroker | None = None
+    broker: Broker
+    if settings.redis_url:
+        from agentd.store.redis_broker import RedisBroker
+
+        # Named in CLIENT LIST: which replica, which process.
+        name = re.sub(r"[^A-Za-z0-9_.:-]", "_", f"agentd-{replica_id}-{os.getpid()}")
+        redis_broker = RedisBroker(settings.redis_url, client_name=name)
+        redis_broker.start()
+        broker = redis_broker
     remote = RemoteWatches(
         state.store,
         ACP_RENDERER,
@@ -323,6 +338,8 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
             checking.add_done_callback(rechecks.discard)
 
     async def on_connect() -> None:
+        if pg_broker is not None:
+            await pg_broker.reconnected()
         await remote.tails.on_connect()
         await router.on_connect()
         for session_id in remote.session_ids():  # a change may have gone by meanwhile
@@ -340,6 +357,12 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         ping_interval_s=min(5.0, settings.lease_ttl_s / 2),
         ping_timeout_s=min(5.0, settings.lease_ttl_s / 2),
     )
+    if not settings.redis_url:
+        broker = pg_broker = PgBroker(database_url, listener)
+    remote.broker = broker
+    publisher = LivePublisher(broker)
+    publisher.start()
+    state.services.live = publisher
     task = asyncio.create_task(listener.run(), name="pg-listen")
     rescans = asyncio.create_task(router.run(), name="routing-rescan")
     state.router, state.remote = router, remote
@@ -351,8 +374,11 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         rescans.cancel()
         await router.stop()
         await remote.stop()
+        state.services.live = None
+        await publisher.stop()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await broker.close()
 
     return stop

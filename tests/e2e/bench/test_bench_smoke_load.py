@@ -43,3 +43,16 @@ def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() 
             r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
         )
         assert re.search(line, out, re.M), out
+
+
+def test_live_chunks_bench_smoke_prints_both_clients_delays_per_broker() -> None:
+    out = _run("live_chunks.py")
+    if "postgres skipped" in out:
+        return  # replicas share a Postgres database: nothing to run without one
+    figure = r"p50= *[\d.]+ p99= *[\d.]+ ms"
+    for broker in ("notify", "redis"):
+        line = (
+            rf"^{broker} +sessions=1 +chunks=20 +owner {figure} \| non-owner {figure} \| "
+            rf"p99 diff= *[+-][\d.]+ ms \((ok|OVER 50 ms)\) \| lag {figure} \| missed=\d+$"
+        )
+        assert re.search(line, out, re.M) or (broker == "redis" and "redis skipped" in out), out
