@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agentd.core.modes import SqliteSynchronous
 from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
 from agentd.store.batch_write import apply_batches
+from agentd.store.disconnects import driver_closed
 from agentd.store.engine import (
     MIGRATIONS_DIR,
     SCHEMA_HEAD,
@@ -260,6 +261,8 @@ class Store(ApiTokens):
                 await conn.run_sync(apply_batches, batches, now)
             return
         async with self._write_lock:
+            if self._write_dbapi is not None and driver_closed(self._write_dbapi):
+                await self._drop_write_conn()  # the server closed it since: a fresh one, first time
             if self._write_conn is None:
                 self._write_conn = await self.write_engine.connect()
             conn = self._write_conn

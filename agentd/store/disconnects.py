@@ -68,14 +68,15 @@ def _on_error(context: ExceptionContext) -> None:
         context.invalidate_pool_on_disconnect = False  # the others may be fine
 
 
-def _driver_closed(dbapi_connection: Any) -> bool:
+def driver_closed(dbapi_connection: Any) -> bool:
+    """Whether the driver already knows its connection is closed (a local check)."""
     driver = getattr(dbapi_connection, "driver_connection", None)
     is_closed = getattr(driver, "is_closed", None)
     return bool(is_closed()) if callable(is_closed) else False
 
 
 def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    if _driver_closed(dbapi_connection):
+    if driver_closed(dbapi_connection):
         # The pool discards it and checks out (or opens) another.
         raise sa_exc.DisconnectionError("pooled connection already closed by the server")
 
