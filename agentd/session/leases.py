@@ -6,7 +6,10 @@ so it sees everything the previous owner committed). The lease's fencing token i
 on Postgres the database refuses a row whose token is no longer the session's (migration
 0010), so a replica that was paused past its lease cannot add to the log after another
 took the session over. One background task per replica renews all its leases in one
-statement every third of the lease time; a lease not renewed (taken over, or the database
+statement every third of the lease time, on a connection of its own; a failed attempt (a
+connection reset) is retried at once on a fresh connection, so a reset shorter than the
+lease costs no lease. Expiry is judged by the database's clock (`now()` in the renewal). A
+lease not renewed (taken over, run out by the database's clock, or the database
 unreachable until it ran out) is lost: `on_lost` drops the actor and its clients are told
 to resync (they re-attach, and for now get `owned_elsewhere` here — routing to the owner
 is the seam `SessionManager.get` raises at).
@@ -48,6 +51,8 @@ LostLease = Callable[[str], None]
 
 # Renewals failed in a row from which the replica is not ready (see the module docstring).
 UNHEALTHY_AFTER_FAILURES = 2
+# A failed renewal is tried again this soon (doubling, at most a twelfth of the lease).
+RETRY_FIRST_S = 0.05
 
 
 class LeaseMode(StrEnum):
@@ -270,10 +275,23 @@ class PostgresLeases(SessionLeases):
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
+            await self.renew_round()
+
+    async def renew_round(self) -> None:
+        """One renewal round. A failed attempt (a connection reset, a failover) is retried
+        at once on a fresh connection, backing off briefly, until it goes through or every
+        lease has run out: a reset shorter than the lease costs no lease (issue 26). With
+        no lease held, one attempt (it only tells the health)."""
+        delay = RETRY_FIRST_S
+        while True:
             try:
                 await self.renew()
             except Exception:  # the renewal must go on for every other session
                 log.exception("renewing session leases failed")
+            if self.consecutive_failures == 0 or not self.fences:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.ttl_s / 12)
 
     async def renew(self) -> list[str]:
         """Renew every lease held (one statement); returns the sessions whose lease was lost.
@@ -282,11 +300,13 @@ class PostgresLeases(SessionLeases):
         loop = asyncio.get_running_loop()
         started, round_started = loop.time(), time.monotonic()
         try:
-            if tokens:
-                kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
-            else:
-                await store_leases.ping(self._renew_engine)
-                kept = set()
+            # An attempt never outlives a third of the lease (connecting included).
+            async with asyncio.timeout(self.ttl_s / 3):
+                if tokens:
+                    kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+                else:
+                    await store_leases.ping(self._renew_engine)
+                    kept = set()
         except Exception as exc:
             # Unknown whether it reached the database: a lease is lost once it has run out
             # by our own clock (another replica may have taken it over since).

@@ -19,6 +19,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from agentd.store.disconnects import guard
+
 STALE_FENCE_SQLSTATE = "AGF01"  # raised by the fence trigger / guard (migration 0010)
 LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout
 
@@ -47,10 +49,13 @@ _TAKE = text(
     "UPDATE session_leases SET owner = :owner, token = token + 1, "
     "expires_at = now() + make_interval(secs => :ttl) WHERE session_id = :sid RETURNING token"
 )
+# Judged by the database's clock: a lease that ran out by `now()` is not renewed, even
+# if nobody took it over yet (another replica may be about to).
 _RENEW = text(
     "UPDATE session_leases AS l SET expires_at = now() + make_interval(secs => :ttl) "
     "FROM unnest(CAST(:sids AS varchar[]), CAST(:tokens AS int8[])) AS u(s, t) "
-    "WHERE l.session_id = u.s AND l.token = u.t AND l.owner = :owner RETURNING l.session_id"
+    "WHERE l.session_id = u.s AND l.token = u.t AND l.owner = :owner AND l.expires_at > now() "
+    "RETURNING l.session_id"
 )
 _RELEASE = text(
     "UPDATE session_leases SET expires_at = now() "
@@ -123,7 +128,8 @@ async def _acquire(
 
 async def renew(engine: AsyncEngine, owner: str, tokens: dict[str, int], ttl_s: float) -> set[str]:
     """Extend all of `tokens`' leases in one statement; returns those still ours (a lease
-    another replica took over has a newer token and is not renewed)."""
+    another replica took over has a newer token, one that ran out by the database's clock
+    is over: neither is renewed)."""
     if not tokens:
         return set()
     params = {"sids": list(tokens), "tokens": list(tokens.values()), "owner": owner, "ttl": ttl_s}
@@ -144,15 +150,25 @@ async def release(engine: AsyncEngine, session_id: str, owner: str, token: int) 
         await conn.execute(_RELEASE, {"sid": session_id, "owner": owner, "token": token})
 
 
+RENEWAL_APPLICATION = "agentd-lease-renewal"  # its backends' application_name
+
+
 def renewal_engine(engine: AsyncEngine, timeout_s: float) -> AsyncEngine:
     """A connection of the renewals' own: a flood of requests holding every pooled
-    connection must not keep a replica from renewing its leases in time."""
-    return create_async_engine(
-        engine.url,
-        pool_size=1,
-        max_overflow=1,
-        pool_timeout=timeout_s,
-        connect_args={"command_timeout": timeout_s},
+    connection must not keep a replica from renewing its leases in time. One the server
+    closed is never reused (`guard`): the renewal's retry reconnects at once."""
+    return guard(
+        create_async_engine(
+            engine.url,
+            pool_size=1,
+            max_overflow=1,
+            pool_timeout=timeout_s,
+            connect_args={
+                "command_timeout": timeout_s,
+                "timeout": timeout_s,  # connecting, too: a retry must not outlive the lease
+                "server_settings": {"application_name": RENEWAL_APPLICATION},
+            },
+        )
     )
 
 
