@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from agentd.protocol.agentd import ENQUEUE
-from tests.conftest import PG_ADMIN_DSN
+from tests.conftest import PG_ADMIN_DSN, postgres_database, scripted
 from tests.support.client import WsClient, text_prompt, ws_client
 from tests.support.polling import until, value_of
 from tests.support.proc import write_script
@@ -145,4 +145,45 @@ async def test_every_acked_enqueue_is_stored_and_run_once_through_backend_termin
         log = await server.output()
         assert "another operation is in progress" not in log
         with contextlib.suppress(Exception):
+            await client.close()
+
+
+async def test_readyz_is_unavailable_while_group_commits_fail_and_the_ack_waits_for_the_commit(
+    server_factory: Any, workspace: Path
+) -> None:
+    async with postgres_database() as url:
+        async with server_factory(
+            scripted({"text": "ok"}, loop=True), database_url=url, db_statement_timeout_s=0.5
+        ) as server:
+            client = await server.client()
+            sid = await new_session(client, workspace)
+            await until(lambda: _ready(server.base_url), 30, what="ready")
+            # The event log locked away: every group commit times out, and is retried.
+            locker = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+            try:
+                tx = locker.transaction()
+                await tx.start()
+                await locker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+                ack = asyncio.create_task(client.request(ENQUEUE, text_prompt(sid, "wait", requestId="r-1")))
+
+                async def failing() -> dict[str, Any] | None:
+                    async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+                        resp = await http.get("/readyz")
+                    return resp.json() if resp.status_code == 503 else None
+
+                body = await value_of(failing, 30, what="/readyz to report the failing commits")
+                assert body["database"] == "failing" and "event log commits failing" in body["detail"]
+                assert not ack.done()  # nothing is acknowledged before it is committed
+                await tx.rollback()
+            finally:
+                await locker.close()
+            resp = await asyncio.wait_for(ack, 30)
+            assert "result" in resp, resp
+            await until(lambda: _ready(server.base_url), 30, what="ready again once commits go through")
+
+            async def ran() -> dict[str, int] | None:
+                ended = await _ended_by_request(url, sid)
+                return ended or None
+
+            assert await value_of(ran, 30, what="the acknowledged prompt's turn") == {"r-1": 1}
             await client.close()
