@@ -299,9 +299,11 @@ class PostgresLeases(SessionLeases):
         tokens = dict(self.fences)
         loop = asyncio.get_running_loop()
         started, round_started = loop.time(), time.monotonic()
+        # An attempt (connecting included) may take until the soonest lease runs out, never
+        # longer: past that, retrying is pointless (and a third of the lease at least).
+        soonest = min((self._valid_until.get(s, started) for s in tokens), default=started + self.ttl_s)
         try:
-            # An attempt never outlives a third of the lease (connecting included).
-            async with asyncio.timeout(self.ttl_s / 3):
+            async with asyncio.timeout(max(self.ttl_s / 3, soonest - started)):
                 if tokens:
                     kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
                 else:
@@ -310,7 +312,7 @@ class PostgresLeases(SessionLeases):
         except Exception as exc:
             # Unknown whether it reached the database: a lease is lost once it has run out
             # by our own clock (another replica may have taken it over since).
-            log.warning("renewing %d session lease(s) failed: %s", len(tokens), exc)
+            log.warning("renewing %d session lease(s) failed: %r", len(tokens), exc)
             self.renewal_failures += 1
             self.consecutive_failures += 1
             self._last_round = time.monotonic()
