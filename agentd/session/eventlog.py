@@ -43,6 +43,7 @@ from agentd.session.commit_outcome import (
     NotCommitted,
     classify,
     is_deadlock,
+    not_committed,
 )
 from agentd.store.db import Batch, Store, StoredEvent
 from agentd.store.disconnects import is_disconnect
@@ -236,6 +237,13 @@ class EventWriter:
         fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
         self._put(_Item(session_id, outcome=fut, since=since))
         return fut
+
+    async def require_committed(self, session_id: str, since: int) -> None:
+        """`committed`, raising a retryable `not_committed` error for a `NotCommitted`:
+        what a handler awaits before acknowledging the session's writes since `since`."""
+        outcome = await self.committed(session_id, since)
+        if isinstance(outcome, NotCommitted):
+            raise not_committed(session_id, outcome.reason)
 
     def outcome_since(self, session_id: str, since: int) -> CommitOutcome:
         dropped = self._dropped.get(session_id)

@@ -22,7 +22,6 @@ from agentd.loop.context import Conversation
 from agentd.loop.outcome import TurnOutcome, stop_reason
 from agentd.loop.repair import INTERRUPTED_RESULT, repair_dangling_tool_calls
 from agentd.loop.usage import UsageLedger
-from agentd.session.commit_outcome import NotCommitted, not_committed
 from agentd.session.eventlog import EventWriter
 
 # R-E1: the text of a message still streaming reaches the store at most this often.
@@ -159,9 +158,7 @@ class Journal:
     async def committed(self, since: int) -> None:
         """Return once this session's writes from `since` on are committed; raise a
         retryable `not_committed` error if the writer dropped any of them (issue 26)."""
-        outcome = await self._writer.committed(self._session_id, since)
-        if isinstance(outcome, NotCommitted):
-            raise not_committed(self._session_id, outcome.reason)
+        await self._writer.require_committed(self._session_id, since)
 
     # ------------------------------------------------------------------ session row and messages
 
