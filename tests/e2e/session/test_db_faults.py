@@ -187,3 +187,47 @@ async def test_readyz_is_unavailable_while_group_commits_fail_and_the_ack_waits_
 
             assert await value_of(ran, 30, what="the acknowledged prompt's turn") == {"r-1": 1}
             await client.close()
+
+
+async def test_an_enqueue_whose_writes_are_refused_is_not_acked_and_its_retry_runs_once(
+    server_factory: Any, workspace: Path
+) -> None:
+    async with postgres_database() as url:
+        async with server_factory(
+            scripted({"text": "ok"}, loop=True), database_url=url, lease_ttl_s=30
+        ) as server:
+            client = await server.client()
+            sid = await new_session(client, workspace)
+            # The lease row moves on under the live actor (as a takeover would): its next
+            # writes carry a stale token, and the database refuses them.
+            dsn = url.replace("postgresql+asyncpg://", "postgresql://")
+            conn = await asyncpg.connect(dsn)
+            try:
+                await conn.execute("UPDATE session_leases SET token = token + 1 WHERE session_id = $1", sid)
+            finally:
+                await conn.close()
+            resp = await client.request(ENQUEUE, text_prompt(sid, "refused", requestId="r-refused"))
+            assert "error" in resp, resp  # never acknowledged: nothing of it is in the store
+            error = resp["error"]
+            assert error["code"] == -32022 and error["data"]["reason"] == "fence_refused", error
+            assert error["data"]["retryable"] is True
+            assert await _ended_by_request(url, sid) == {}
+            # The retry (same requestId) reaches the reloaded session and is acknowledged.
+            retried = await value_of(
+                lambda: _acked(client, sid, "r-refused"), 30, what="the retry acknowledged"
+            )
+            assert retried["promptId"]
+
+            async def ran() -> dict[str, int] | None:
+                return await _ended_by_request(url, sid) or None
+
+            assert await value_of(ran, 30, what="the retried prompt's turn") == {"r-refused": 1}
+            await client.close()
+
+
+async def _acked(client: WsClient, sid: str, rid: str) -> dict[str, Any] | None:
+    resp = await client.request(ENQUEUE, text_prompt(sid, "refused", requestId=rid))
+    if "error" in resp:
+        assert resp["error"]["data"]["retryable"] is True, resp
+        return None
+    return dict(resp["result"])
