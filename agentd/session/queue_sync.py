@@ -268,7 +268,13 @@ class AfterCommit:
         callback: Callable[[], None],
         waiters: Iterable[asyncio.Future[Any]] = (),
     ) -> None:
-        """`callback` once committed; else every one of `waiters` fails `not_committed`."""
+        """`callback` once committed; else every one of `waiters` fails `not_committed`.
+        The wait is queued after the rest of the actor's step: the writes the answer
+        stands for may be submitted after this call in the same step (a removal's queue
+        delta is)."""
+        asyncio.get_running_loop().call_soon(self._wait, since, callback, list(waiters))
+
+    def _wait(self, since: int, callback: Callable[[], None], waiters: list[asyncio.Future[Any]]) -> None:
         outcome = self._writer.committed(self._session_id, since)
         session_id = self._session_id
 

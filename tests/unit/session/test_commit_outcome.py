@@ -23,8 +23,9 @@ from agentd.session.commit_outcome import (
     classify,
     not_committed,
 )
-from agentd.session.errors import SessionErrorKind
+from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.eventlog import EventWriter
+from agentd.session.queue_sync import AfterCommit
 from agentd.store import leases
 from agentd.store.db import Batch, Store
 from agentd.store.models import EventRow
@@ -260,3 +261,32 @@ def test_a_dropped_ack_is_a_typed_retryable_error_on_the_wire() -> None:
     wire = rpc_error(err).to_dict()
     assert wire["code"] == -32022
     assert wire["data"]["retryable"] is True and wire["data"]["reason"] == "connection_lost"
+
+
+async def test_an_answer_waits_for_the_writes_its_step_submits_after_asking() -> None:
+    """`AfterCommit.then` is called before the step submits the writes it answers for (a
+    removal's queue delta): the wait must be queued after them."""
+    log: list[str] = []
+
+    class Tracker:
+        def mark(self) -> int:
+            return 1
+
+        def committed(self, session_id: str, since: int) -> asyncio.Future[Any]:
+            log.append("wait")
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            fut.set_result(NotCommitted(CommitFailure.LEASE_LOST))
+            return fut
+
+    after = AfterCommit(Tracker(), "s1")
+    waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    after.then(1, lambda: log.append("answered"), [waiter])
+    log.append("write")  # the rest of the step
+    with pytest.raises(SessionError) as err:
+        await waiter
+    assert log == ["write", "wait"]  # never "answered": the writes were dropped
+    assert err.value.kind is SessionErrorKind.NOT_COMMITTED and err.value.data == {
+        "reason": "lease_lost",
+        "retryable": True,
+        "retryAfter": 0.5,
+    }
