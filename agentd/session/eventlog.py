@@ -310,10 +310,11 @@ class EventWriter:
         """Commit the durable items; returns the sessions whose writes were dropped (and
         why), every one of their items in `items` remembered as dropped."""
         dropped = await self._commit_items(items)
-        for item in items:
-            reason = dropped.get(item.session_id)
-            if reason is not None:
-                self._note_drop(item.session_id, item.ticket, reason)
+        if dropped:  # (the common batch drops nothing: no second pass over it)
+            for item in items:
+                reason = dropped.get(item.session_id)
+                if reason is not None:
+                    self._note_drop(item.session_id, item.ticket, reason)
         return dropped
 
     async def _commit_items(self, items: list[_Item]) -> dict[str, CommitFailure]:
