@@ -66,6 +66,9 @@ def _commit_attributes(batches: dict[str, Batch]) -> dict[str, Any]:
 
 SessionFailed = Callable[[str, BaseException], None]
 
+# A failed commit is retried after 50 ms, doubling up to this: a reset costs the sessions
+# little more than the reconnection, and an outage one connection attempt per interval.
+MAX_RETRY_DELAY_S = 0.5
 # A batch that deadlocks this many times in a row is refused (it fails its session).
 MAX_DEADLOCK_RETRIES = 5
 # Sessions whose last dropped write is remembered for acknowledgements still waiting.
@@ -385,7 +388,7 @@ class EventWriter:
                 # Never publish what is not committed; keep trying (the DB may be restarting).
                 log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = min(delay * 2, MAX_RETRY_DELAY_S)
 
     async def _commit_one_by_one(self, batches: list[Batch]) -> dict[str, CommitFailure]:
         """A permanent error (bad data) must not wedge every session: commit each
