@@ -361,6 +361,14 @@ class EventWriter:
         A connection error or a deadlock is retried (a deadlock at most
         `MAX_DEADLOCK_RETRIES` times); a commit whose answer was lost with its connection
         is first looked for in the store — it may have committed."""
+        try:
+            return await self._attempt_retrying(batches)
+        finally:
+            # Failing only while a commit is being retried: once it went through or was
+            # given up, /readyz no longer reports it (nothing may be written for a while).
+            self.failing_since, self.last_error = None, ""
+
+    async def _attempt_retrying(self, batches: list[Batch]) -> BaseException | None:
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + self.give_up_after_s
         delay, deadlocks, in_doubt = 0.05, 0, False
@@ -372,7 +380,6 @@ class EventWriter:
                     if self._metrics is not None:
                         self._metrics.flush_seconds.observe(loop.time() - started)
                 self.commits += 1
-                self.failing_since, self.last_error = None, ""
                 return None
             except Exception as exc:
                 deadlock = is_deadlock(exc)
