@@ -306,7 +306,9 @@ class PromptQueue:
         since = self._after_commit.mark()
         reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
         kind = prompt_kind(prompt_text(cmd.blocks), self._skills)
-        queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin), kind=kind)
+        queued = QueuedPrompt(
+            new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin), kind=kind, since=since
+        )
         self.entries.append(queued)
         self._actor.start_next_turn()
         self.changed()

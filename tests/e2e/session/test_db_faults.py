@@ -231,3 +231,51 @@ async def _acked(client: WsClient, sid: str, rid: str) -> dict[str, Any] | None:
         assert resp["error"]["data"]["retryable"] is True, resp
         return None
     return dict(resp["result"])
+
+
+async def test_a_queued_prompt_of_a_session_whose_writes_are_refused_is_told_to_retry_and_runs_once(
+    server_factory: Any, workspace: Path
+) -> None:
+    slow = {"text": "".join(f"w{i} " for i in range(300)), "chunk_size": 4, "chunk_delay": 0.02}
+    async with postgres_database() as url:
+        async with server_factory(scripted(slow, loop=True), database_url=url, lease_ttl_s=30) as server:
+            client = await server.client()
+            sid = await new_session(client, workspace)
+            running = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "first")))
+            queued = asyncio.create_task(
+                client.request("session/prompt", text_prompt(sid, "second", requestId="r-queued"))
+            )
+            dsn = url.replace("postgresql+asyncpg://", "postgresql://")
+
+            async def stored() -> bool:
+                conn = await asyncpg.connect(dsn)
+                try:
+                    n = await conn.fetchval(
+                        "SELECT count(*) FROM queued_prompts WHERE request_id = 'r-queued'"
+                    )
+                    return int(n) == 1
+                finally:
+                    await conn.close()
+
+            await until(stored, 30, what="the second prompt queued in the store")
+            conn = await asyncpg.connect(dsn)
+            try:  # the lease moves on under the live actor: its next writes are refused
+                await conn.execute("UPDATE session_leases SET token = token + 1 WHERE session_id = $1", sid)
+            finally:
+                await conn.close()
+            first, second = await asyncio.wait_for(asyncio.gather(running, queued), 30)
+            for resp in (first, second):  # neither is told it ended, or that it was deferred
+                assert "error" in resp and resp["error"]["data"]["retryable"] is True, resp
+            assert second["error"]["code"] == -32022, second
+            # The retry with the same requestId joins the stored prompt: it runs once.
+            retried = await asyncio.wait_for(
+                client.request("session/prompt", text_prompt(sid, "second", requestId="r-queued")), 60
+            )
+            assert retried.get("result", {}).get("stopReason") == "end_turn", retried
+
+            async def ran() -> dict[str, int] | None:
+                ended = await _ended_by_request(url, sid)
+                return ended if "r-queued" in ended else None
+
+            assert (await value_of(ran, 30, what="the queued prompt's turn"))["r-queued"] == 1
+            await client.close()
