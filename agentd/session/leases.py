@@ -8,9 +8,10 @@ on Postgres the database refuses a row whose token is no longer the session's (m
 took the session over. One background task per replica renews all its leases in one
 statement every third of the lease time, on a connection of its own; a failed attempt (a
 connection reset) is retried at once on a fresh connection, so a reset shorter than the
-lease costs no lease. Expiry is judged by the database's clock (`now()` in the renewal). A
-lease not renewed (taken over, run out by the database's clock, or the database
-unreachable until it ran out) is lost: `on_lost` drops the actor and its clients are told
+lease costs no lease. Whether a lease is still ours is the database's answer: its row
+still holds our token (a takeover, on the database's clock, bumps it). A lease not renewed
+(taken over, or the database unreachable until it ran out by our own clock, which never
+runs ahead of the database's) is lost: `on_lost` drops the actor and its clients are told
 to resync (they re-attach, and for now get `owned_elsewhere` here — routing to the owner
 is the seam `SessionManager.get` raises at).
 

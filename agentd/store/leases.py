@@ -49,13 +49,13 @@ _TAKE = text(
     "UPDATE session_leases SET owner = :owner, token = token + 1, "
     "expires_at = now() + make_interval(secs => :ttl) WHERE session_id = :sid RETURNING token"
 )
-# Judged by the database's clock: a lease that ran out by `now()` is not renewed, even
-# if nobody took it over yet (another replica may be about to).
+# Judged by the database: a lease is still ours while its row holds our token — even one
+# that ran out by `now()` when nobody took it over (a late renewal under load): a takeover
+# bumps the token under the row lock, and a renewal after it finds the token changed.
 _RENEW = text(
     "UPDATE session_leases AS l SET expires_at = now() + make_interval(secs => :ttl) "
     "FROM unnest(CAST(:sids AS varchar[]), CAST(:tokens AS int8[])) AS u(s, t) "
-    "WHERE l.session_id = u.s AND l.token = u.t AND l.owner = :owner AND l.expires_at > now() "
-    "RETURNING l.session_id"
+    "WHERE l.session_id = u.s AND l.token = u.t AND l.owner = :owner RETURNING l.session_id"
 )
 _RELEASE = text(
     "UPDATE session_leases SET expires_at = now() "
@@ -128,8 +128,7 @@ async def _acquire(
 
 async def renew(engine: AsyncEngine, owner: str, tokens: dict[str, int], ttl_s: float) -> set[str]:
     """Extend all of `tokens`' leases in one statement; returns those still ours (a lease
-    another replica took over has a newer token, one that ran out by the database's clock
-    is over: neither is renewed)."""
+    another replica took over has a newer token and is not renewed)."""
     if not tokens:
         return set()
     params = {"sids": list(tokens), "tokens": list(tokens.values()), "owner": owner, "ttl": ttl_s}
