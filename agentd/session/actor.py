@@ -322,6 +322,14 @@ class SessionActor:
         request does not offer (a bad answer, not an answer)."""
         return self.permissions.answer(request_id, option_id)
 
+    def permission_resolution(self, request_id: str) -> asyncio.Future[int] | None:
+        """Taken before answering (see `permission_saved`)."""
+        return self.permissions.resolution(request_id)
+
+    async def permission_saved(self, resolution: asyncio.Future[int] | None) -> None:
+        """Return once the winning answer is committed; else a retryable error."""
+        await self.permissions.saved(resolution)
+
     def cancel_permission(self, request_id: str) -> bool:
         """A `cancelled` answer to a pending permission request (first answer wins): True
         if it was pending and is now refused."""

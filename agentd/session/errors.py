@@ -21,6 +21,7 @@ class SessionErrorKind(StrEnum):
     INTERNAL = "internal"  # a bug or a store that refused the session's recovery
     OWNED_ELSEWHERE = "owned_elsewhere"  # another replica holds the session's lease (R-C1)
     ROUTE_FAILED = "route_failed"  # a command routed to the owner got no answer (R-C1): `data.reason`
+    NOT_COMMITTED = "not_committed"  # the writer dropped the request's rows (issue 26): `data.reason`, retry
 
 
 class SessionError(Exception):

@@ -151,6 +151,15 @@ class Journal:
     async def flushed(self) -> None:
         await self._writer.barrier()
 
+    def mark(self) -> int:
+        """Before the writes an acknowledgement stands for (see `committed`)."""
+        return self._writer.mark()
+
+    async def committed(self, since: int) -> None:
+        """Return once this session's writes from `since` on are committed; raise a
+        retryable `not_committed` error if the writer dropped any of them (issue 26)."""
+        await self._writer.require_committed(self._session_id, since)
+
     # ------------------------------------------------------------------ session row and messages
 
     def persist_fields(self, fields: dict[str, Any]) -> None:

@@ -6,8 +6,12 @@ so it sees everything the previous owner committed). The lease's fencing token i
 on Postgres the database refuses a row whose token is no longer the session's (migration
 0010), so a replica that was paused past its lease cannot add to the log after another
 took the session over. One background task per replica renews all its leases in one
-statement every third of the lease time; a lease not renewed (taken over, or the database
-unreachable until it ran out) is lost: `on_lost` drops the actor and its clients are told
+statement every third of the lease time, on a connection of its own; a failed attempt (a
+connection reset) is retried at once on a fresh connection, so a reset shorter than the
+lease costs no lease. Whether a lease is still ours is the database's answer: its row
+still holds our token (a takeover, on the database's clock, bumps it). A lease not renewed
+(taken over, or the database unreachable until it ran out by our own clock, which never
+runs ahead of the database's) is lost: `on_lost` drops the actor and its clients are told
 to resync (they re-attach, and for now get `owned_elsewhere` here — routing to the owner
 is the seam `SessionManager.get` raises at).
 
@@ -62,6 +66,9 @@ LATE_GRACE_S = 1.5
 # take it before then; a holder that let go early is asked anyway — it takes the session
 # back, or, gone, the router carries the command on (agentd/transport/routed.py).
 MAX_HOLDER_MEMOS = 10_000
+
+# A failed renewal is tried again this soon (doubling, at most a twelfth of the lease).
+RETRY_FIRST_S = 0.05
 
 
 class LeaseMode(StrEnum):
@@ -379,10 +386,23 @@ class PostgresLeases(SessionLeases):
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
+            await self.renew_round()
+
+    async def renew_round(self) -> None:
+        """One renewal round. A failed attempt (a connection reset, a failover) is retried
+        at once on a fresh connection, backing off briefly, until it goes through or every
+        lease has run out: a reset shorter than the lease costs no lease (issue 26). With
+        no lease held, one attempt (it only tells the health)."""
+        delay = RETRY_FIRST_S
+        while True:
             try:
                 await self.renew()
             except Exception:  # the renewal must go on for every other session
                 log.exception("renewing session leases failed")
+            if self.consecutive_failures == 0 or not self.fences:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.ttl_s / 12)
 
     async def renew(self) -> list[str]:
         """Renew every lease held (one statement); returns the sessions whose lease was lost.
@@ -392,17 +412,21 @@ class PostgresLeases(SessionLeases):
         loop = asyncio.get_running_loop()
         started, round_started = loop.time(), time.monotonic()
         self._round_since = started
+        # An attempt (connecting included) may take until the soonest lease runs out, never
+        # longer: past that, retrying is pointless (and a third of the lease at least).
+        soonest = min((self._valid_until.get(s, started) for s in tokens), default=started + self.ttl_s)
         try:
-            if tokens:
-                kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
-            else:
-                await store_leases.ping(self._renew_engine)
-                kept = set()
+            async with asyncio.timeout(max(self.ttl_s / 3, soonest - started)):
+                if tokens:
+                    kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+                else:
+                    await store_leases.ping(self._renew_engine)
+                    kept = set()
         except Exception as exc:
             self._round_since = None
             # Unknown whether it reached the database: a lease is lost once it has run out
             # by our own clock (another replica may have taken it over since).
-            log.warning("renewing %d session lease(s) failed: %s", len(tokens), exc)
+            log.warning("renewing %d session lease(s) failed: %r", len(tokens), exc)
             self.renewal_failures += 1
             self.consecutive_failures += 1
             self._last_round = time.monotonic()

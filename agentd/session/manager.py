@@ -17,6 +17,7 @@ from agentd.core.conversation import Message
 from agentd.core.modes import PermissionMode, SessionModes
 from agentd.session.commands import Shutdown
 from agentd.session.errors import (
+    RETRY_SESSION_FAILED,
     ResyncReason,
     SessionError,
     SessionErrorKind,
@@ -182,7 +183,9 @@ class SessionManager:
         if writer.failed(record.id):
             writer.clear_failure(record.id)
             raise SessionError(
-                SessionErrorKind.INTERNAL, f"session {record.id}: the database refused its recovery writes"
+                SessionErrorKind.INTERNAL,
+                f"session {record.id}: the database refused its recovery writes; retry",
+                {"reason": RETRY_SESSION_FAILED, "retryable": True},  # the next request loads it again
             )
         actor.start()
         if self._services.settings.auto_resume:

@@ -69,6 +69,9 @@ class QueuedPrompt:
     last_editor: str = "local"
     held_until: float | None = None
     send_now: bool = False
+    # The writer's ticket when it was queued: its ack (and a repeat's) waits for the
+    # writes from there on (`EventWriter.committed`).
+    since: int = 0
 
     @property
     def text(self) -> str:
@@ -187,14 +190,16 @@ class PromptQueue:
         self.entries: deque[QueuedPrompt] = deque()
         self.requests = RequestLedger()  # client requestIds seen (R-S3, R-E6)
         self._sync = QueueSync(services.queued_bytes)  # what clients and the store were told
-        self._after_commit = AfterCommit(services.writer.barrier)
+        self._after_commit = AfterCommit(services.writer, actor.id)
         self._settings = services.settings
         self._skills = services.skills
 
     def restore(self, stored: list[dict[str, Any]]) -> None:
         """The queue of a previous run (already published and stored)."""
         positions: dict[str, int] = {}
+        since = self._after_commit.mark()  # read from the store: committed
         for restored in restore_entries(self._actor.id, stored, self._skills):
+            restored.entry.since = since
             self.entries.append(restored.entry)
             positions[restored.entry.id] = restored.position
             if restored.request_id is not None:
@@ -212,6 +217,7 @@ class PromptQueue:
             _refuse_prompt(cmd, refusal)
             return
         actor = self._actor
+        since = self._after_commit.mark()  # its own writes start here
         # Classified now, not when it starts: what it is decides what queue operations
         # may do with it while it waits (only plain prompts combine, R-S3).
         queued = QueuedPrompt(
@@ -221,6 +227,7 @@ class PromptQueue:
             owner=cmd.principal,
             last_editor=cmd.principal,
             send_now=cmd.send_now,
+            since=since,
         )
         if (request_id := request_id_of(cmd.meta)) is not None:
             self.requests.remember(request_id, queued)
@@ -271,7 +278,9 @@ class PromptQueue:
         self, ack: asyncio.Future[EnqueueAck], entry: QueuedPrompt | None, done: PromptDone | None = None
     ) -> None:
         """Answer an enqueue once what it changed is committed: where the prompt waits
-        (0 = running now), or how it ended."""
+        (0 = running now), or how it ended. If its writes were dropped, a retryable
+        `not_committed` error instead (a repeat waits on the original's writes)."""
+        since = entry.since if entry is not None else self._after_commit.mark()
         if done is not None:
             answer = EnqueueAck(done.prompt_id, None, done)
         else:
@@ -279,7 +288,7 @@ class PromptQueue:
             index = next((i for i, e in enumerate(self.entries) if e is entry), None)
             running = self._actor.running is not None
             answer = EnqueueAck(entry.id, 0 if index is None else index + running)
-        self._after_commit.then(lambda: resolve(ack, answer))
+        self._after_commit.then(since, lambda: resolve(ack, answer), [ack])
 
     # ------------------------------------------------------------------ interjections (R-S4)
 
@@ -294,27 +303,31 @@ class PromptQueue:
             cmd.reply.set_result(InterjectResult(InterjectStatus.INTERJECTED, turn.id))
             return
         # No running turn: an interjection is simply the next prompt.
+        since = self._after_commit.mark()
         reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
         kind = prompt_kind(prompt_text(cmd.blocks), self._skills)
-        queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin), kind=kind)
+        queued = QueuedPrompt(
+            new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin), kind=kind, since=since
+        )
         self.entries.append(queued)
         self._actor.start_next_turn()
         self.changed()
         answer = InterjectResult(InterjectStatus.QUEUED, None, queued.id)  # once it is committed
-        self._after_commit.then(lambda: resolve(cmd.reply, answer))
+        self._after_commit.then(since, lambda: resolve(cmd.reply, answer), [cmd.reply])
 
     # ------------------------------------------------------------------ queue operations
 
     def operate(self, cmd: QueueOp) -> None:
+        since = self._after_commit.mark()
         try:
-            answer = self._operate(cmd)
+            answer = self._operate(cmd, since)
         except SessionError as exc:  # refused (a limit): nothing changed
             cmd.reply.set_exception(exc)
             return
         # Answered once the change is committed (a crash cannot undo what was said).
-        self._after_commit.then(lambda: resolve(cmd.reply, answer))
+        self._after_commit.then(since, lambda: resolve(cmd.reply, answer), [cmd.reply])
 
-    def _operate(self, cmd: QueueOp) -> dict[str, Any]:
+    def _operate(self, cmd: QueueOp, since: int) -> dict[str, Any]:
         args, who, q = cmd.args, cmd.principal, self.entries
         match cmd.op:
             case QueueOpName.LIST:
@@ -351,7 +364,7 @@ class PromptQueue:
                     "reason": f"unknown operation {cmd.op!r}",
                     "queue": queue_ops.view(q),
                 }
-        self._removed(result.removed)
+        self._removed(result.removed, since)
         out: dict[str, Any] = {"applied": result.applied, "queue": queue_ops.view(q)}
         if result.reason:
             out["reason"] = result.reason
@@ -382,14 +395,15 @@ class PromptQueue:
         turn.prompt.waiters.extend(entry.waiters)
         return queue_ops.OpResult(True, [])
 
-    def _removed(self, entries: list[QueuedPrompt]) -> None:
-        """Answered `removed_from_queue` once the removal is committed."""
+    def _removed(self, entries: list[QueuedPrompt], since: int) -> None:
+        """Answered `removed_from_queue` once the removal is committed (not committed:
+        the prompt is still queued in the store, and its waiters are told to retry)."""
         for e in entries:
             result = PromptDone(e.id, None, TurnOutcome.cancelled(EndReason.REMOVED_FROM_QUEUE))
             e.result = result
             self._sync.leaving[e.id] = LeftQueue.REMOVED
             waiters = [e.command.reply, *e.waiters]
-            self._after_commit.then(functools.partial(answer_all, waiters, result))
+            self._after_commit.then(since, functools.partial(answer_all, waiters, result), waiters)
 
     # ------------------------------------------------------------------ publishing
 

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agentd.core.modes import SqliteSynchronous
 from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
 from agentd.store.batch_write import apply_batches
+from agentd.store.disconnects import driver_closed
 from agentd.store.engine import (
     MIGRATIONS_DIR,
     SCHEMA_HEAD,
@@ -260,6 +261,8 @@ class Store(ApiTokens):
                 await conn.run_sync(apply_batches, batches, now)
             return
         async with self._write_lock:
+            if self._write_dbapi is not None and driver_closed(self._write_dbapi):
+                await self._drop_write_conn()  # the server closed it since: a fresh one, first time
             if self._write_conn is None:
                 self._write_conn = await self.write_engine.connect()
             conn = self._write_conn
@@ -287,6 +290,23 @@ class Store(ApiTokens):
             except BaseException:
                 await self._drop_write_conn()
                 raise
+
+    async def landed(self, batches: list[Batch]) -> bool:
+        """After a commit whose answer was lost with its connection: did it commit? One
+        commit is all or nothing, so its first event under its own fencing token tells
+        (another owner's event at that seq carries another token). Without an event it
+        cannot tell: False, and the commit is sent again (queued rows and session fields
+        are rewritten alike; a message written twice is refused, which fails the session
+        — never a false "committed")."""
+        probe = next((b for b in batches if b.events), None)
+        if probe is None:
+            return False
+        fence = EventRow.fence.is_(None) if probe.fence is None else EventRow.fence == probe.fence
+        query = select(EventRow.seq).where(
+            EventRow.session_id == probe.session_id, EventRow.seq == probe.events[0].seq, fence
+        )
+        async with self.engine.connect() as conn:
+            return (await conn.execute(query)).first() is not None
 
     async def _drop_write_conn(self) -> None:
         conn, self._write_conn, self._write_dbapi = self._write_conn, None, None

@@ -156,4 +156,10 @@ async def readyz(request: Request) -> JSONResponse:
         )
     if not leases.healthy:
         return JSONResponse({"status": "unavailable", **body, "detail": leases.detail}, status_code=503)
+    # The group commit retrying a database it cannot reach: acknowledgements wait (issue 26).
+    failing = state.writer.database_health()
+    if failing:
+        return JSONResponse(
+            {"status": "unavailable", **body, "database": "failing", "detail": failing}, status_code=503
+        )
     return JSONResponse({"status": "ok", **body})

@@ -231,7 +231,11 @@ class Dispatcher:
                 log.warning("method %s: %s (%s)", parsed.method, overloaded.message, exc)
             else:
                 log.exception("method %s failed", parsed.method)
-            failure = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
+            failure = overloaded or RpcError(
+                ErrorCode.INTERNAL_ERROR,
+                f"Internal error while handling {parsed.method}",
+                {"reason": "internal", "retryable": False},  # a bug: the same request fails again
+            )
             return None if parsed.is_notification else error_response(parsed.id, failure)
         if parsed.is_notification:
             return None
