@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agentd.infra.config import AuthMode
+from agentd.infra.overload import overload_error
 from agentd.store.db import Store, TokenRecord
 
 LOCAL_PRINCIPAL = "local"
@@ -31,6 +32,7 @@ CHALLENGE = {"WWW-Authenticate": "Bearer"}  # headers of every 401
 __all__ = [
     "AuthError",
     "AuthMode",
+    "AuthUnavailable",
     "Authenticator",
     "Identity",
     "create_token",
@@ -44,6 +46,20 @@ _TEAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 class AuthError(Exception):
     """No usable credentials; the message says what was wrong (never the token)."""
+
+
+class AuthUnavailable(Exception):
+    """The token could not be looked up now — no database connection free in time, or the
+    database busy (issue 28 item 7): the caller is told to retry (503 with `Retry-After`),
+    never a 500, and never a 401 that would make a client drop a good token."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, round(self.retry_after)))}
 
 
 def hash_token(token: str) -> str:
@@ -115,7 +131,14 @@ class Authenticator:
         if token is None:
             raise AuthError("authentication required: send Authorization: Bearer <token>")
         digest = hash_token(token)
-        found = await self._store.identity_for_token(digest)
+        try:
+            found = await self._store.identity_for_token(digest)
+        except Exception as exc:
+            overloaded = overload_error(exc)
+            if overloaded is None:
+                raise
+            retry_after = float((overloaded.data or {}).get("retryAfter", 1.0))
+            raise AuthUnavailable(overloaded.message, retry_after) from None
         if found is None:
             raise AuthError("invalid or revoked token")
         principal, teams = found
