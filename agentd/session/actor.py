@@ -44,7 +44,7 @@ from agentd.session.hub import EventHub
 from agentd.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
 from agentd.session.local_commands import available_commands
 from agentd.session.permission_gate import PermissionGate
-from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_id_of
+from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_digest_of, request_id_of
 from agentd.session.services import ActorServices
 from agentd.session.session_modes import record_modes_change
 from agentd.session.sinks import FrameSink
@@ -209,7 +209,13 @@ class SessionActor:
             self._turn.outcome = outcome
         request_id = request_id_of(queued.command.meta)
         self.journal.emit_turn_ended(
-            turn_id, queued.id, outcome, request_id, usage=self.usage, conversation=self.conversation
+            turn_id,
+            queued.id,
+            outcome,
+            request_id,
+            usage=self.usage,
+            conversation=self.conversation,
+            request_digest=request_digest_of(queued.command.meta),
         )
 
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None:
@@ -221,9 +227,9 @@ class SessionActor:
 
     # ------------------------------------------------------------------ after a restart
 
-    def remember_outcome(self, request_id: str, done: PromptDone) -> None:
+    def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
-        self.desk.requests.remember_outcome(request_id, done)
+        self.desk.requests.remember_outcome(request_id, done, digest)
 
     def resume_queue(self) -> None:
         """Start the next queued prompt, if any (after a restart)."""

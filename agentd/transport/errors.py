@@ -20,6 +20,7 @@ CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.INTERNAL: ErrorCode.INTERNAL_ERROR,
     SessionErrorKind.OWNED_ELSEWHERE: ErrorCode.SESSION_ELSEWHERE,
     SessionErrorKind.ROUTE_FAILED: ErrorCode.ROUTE_FAILED,  # `data.reason`, retryable
+    SessionErrorKind.REQUEST_CONFLICT: ErrorCode.REQUEST_ID_CONFLICT,
 }
 
 
