@@ -192,6 +192,8 @@ class SessionActor:
             return
         self._turn = None
         self.files.end_turn(turn_id)
+        if not turn.ctx.compact_requested:  # it compacted as asked (or nothing was asked)
+            self.desk.turn_compacted(turn_id)
         # Its events were refused by the database (and discarded): no success to report.
         failed = session_failed(self.id) if self.services.writer.failed(self.id) else None
         # Input that arrived after the turn's last drain is never lost: it becomes the

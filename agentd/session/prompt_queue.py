@@ -71,6 +71,10 @@ class QueuedPrompt:
     last_editor: str = "local"
     held_until: float | None = None
     send_now: bool = False
+    # A compaction job asked for while this turn ran: that turn compacts before its next
+    # request, and the job is dropped once it did (it stays, and runs, if the turn ended
+    # first or the server died).
+    for_turn: str | None = None
 
     @property
     def text(self) -> str:
@@ -191,10 +195,11 @@ def restore_entries(
             continue
         owner = item.get("owner", "local")
         cmd = Prompt(blocks, loop.create_future(), meta=dict(item.get("meta") or {}), principal=owner)
+        compact = item.get("kind") == QueueKind.COMPACT.value  # a job: it has no text to classify
         entry = QueuedPrompt(
             item["id"],
             cmd,
-            kind=prompt_kind(prompt_text(blocks), skills or {}),
+            kind=QueueKind.COMPACT if compact else prompt_kind(prompt_text(blocks), skills or {}),
             version=int(item.get("version", 1)),
             owner=owner,
             last_editor=item.get("lastEditor", "local"),
@@ -317,6 +322,31 @@ class PromptQueue:
             running = self._actor.running is not None
             answer = EnqueueAck(entry.id, 0 if index is None else index + running)
         self._after_commit.then(lambda: resolve(ack, answer))
+
+    # ------------------------------------------------------------------ compaction jobs
+
+    def schedule_compaction(self, turn_id: str, reply: asyncio.Future[Any]) -> None:
+        """`_agentd/session/compact` while a turn runs: the turn compacts before its next
+        request (the caller set its flag); this makes the request durable — a compaction
+        job first in the queue, stored like a prompt — and answers once that is committed."""
+        if not any(e.kind is QueueKind.COMPACT and e.for_turn == turn_id for e in self.entries):
+            job = QueuedPrompt(
+                new_id("compact"),
+                Prompt([], asyncio.get_running_loop().create_future()),
+                kind=QueueKind.COMPACT,
+                for_turn=turn_id,
+            )
+            self.entries.appendleft(job)
+            self.changed()
+        self._after_commit.then(lambda: resolve(reply, None))
+
+    def turn_compacted(self, turn_id: str) -> None:
+        """The turn did the compaction asked for while it ran: its job is no longer needed."""
+        done = [e for e in self.entries if e.kind is QueueKind.COMPACT and e.for_turn == turn_id]
+        for job in done:
+            self.entries.remove(job)
+        if done:
+            self.changed()
 
     # ------------------------------------------------------------------ interjections (R-S4)
 
