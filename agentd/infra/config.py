@@ -166,9 +166,10 @@ class Settings(BaseSettings):
     # paths) and the HTTP MCP URLs they may reach (prefixes); anything else is refused.
     mcp_allowed_commands: list[str] = Field(default_factory=list)
     mcp_allowed_urls: list[str] = Field(default_factory=list)
-    # How often open WebSockets and SSE streams re-check their token (a revoked one
-    # closes them, also when revoked by `agentd token revoke` from another process).
-    token_recheck_s: float = Field(default=2.0, gt=0)
+    # How often open WebSockets, SSE streams, Streamable HTTP connections and forwarded
+    # commands re-check their token (a revoked one ends them, also when revoked by `agentd
+    # token revoke` from another process): one query per replica, only while some are open.
+    token_recheck_s: float = Field(default=0.5, gt=0)
 
     provider: ProviderName | None = None  # None → the scripted demo provider
     model: str = "gpt-4o-mini"

@@ -104,7 +104,13 @@ async def rpc(request: Request) -> Response:
     if isinstance(raw, RpcError):  # not JSON, or an empty batch
         return JSONResponse(error_response(None, raw))
     remote = request.client.host if request.client else None
-    ctx = CallContext(state=state, principal=identity.principal, remote=remote, teams=identity.teams)
+    ctx = CallContext(
+        state=state,
+        principal=identity.principal,
+        remote=remote,
+        teams=identity.teams,
+        token_hash=identity.token_hash,
+    )
     resp = await state.dispatcher.answer(raw, ctx)
     if resp is None:  # only notifications
         return Response(status_code=204)

@@ -28,6 +28,7 @@ from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.sinks import FrameSink
 from agentd.store.routed import RoutedCommand
 from agentd.transport.errors import rpc_error
+from agentd.transport.revocation import TokenRevoked
 from agentd.transport.sharing import holder
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
 
         await watch_from_here(ctx, sid, owner)  # its turn's events come from the log
     for _ in range(MAX_HOPS):
-        outcome = await state.router.forward(
+        forwarding = state.router.forward(
             session_id=sid,
             owner=owner,
             method=request.method,
@@ -156,6 +157,16 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
             teams=tuple(sorted(ctx.teams)),
             wait_for_turn=request.method in TURN_LONG,
         )
+        try:
+            # A revoked token's forward ends within a recheck (its row withdrawn: an owner
+            # that has not claimed it never runs it), as its streams do (issue 28 item 3).
+            outcome = await state.live_tokens.until_revoked(ctx.token_hash, forwarding)
+        except TokenRevoked:
+            raise RpcError(
+                ErrorCode.AUTH_REQUIRED,
+                "token revoked: the forwarded request was withdrawn",
+                {"reason": "token_revoked"},
+            ) from None
         if state.remote is not None and conn is not None and sid in conn.sessions:
             await state.remote.caught_up(sid)  # the answer does not overtake the events before it
         error = outcome.get("error")

@@ -43,6 +43,7 @@ class CallContext:
     remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
     teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
     routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
+    token_hash: str | None = None  # the caller's token (None without auth): revocation ends its waits
 
     @property
     def rate_key(self) -> str:

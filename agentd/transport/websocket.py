@@ -27,7 +27,14 @@ async def acp_endpoint(ws: WebSocket) -> None:
         await ws.send_denial_response(JSONResponse(busy, status_code=503, headers=err.headers))
         return
     await ws.accept(subprotocol=chosen_subprotocol(ws.headers))
-    conn = Connection(ws, state, state.dispatcher, principal=identity.principal, teams=identity.teams)
+    conn = Connection(
+        ws,
+        state,
+        state.dispatcher,
+        principal=identity.principal,
+        teams=identity.teams,
+        token_hash=identity.token_hash,
+    )
 
     async def close_revoked() -> None:
         # The reader then sees the client's close and ends the connection as usual.
