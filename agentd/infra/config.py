@@ -304,6 +304,9 @@ class Settings(BaseSettings):
     # Input limits (R-X3); 0 switches one off. Violations get -32019 limit_exceeded.
     max_json_depth: int = 64
     max_prompt_bytes: int = 1024 * 1024
+    # Content blocks in one prompt: validating and storing a prompt costs per block, so
+    # 50,000 one-character blocks under the byte limit stalled everyone (issue 28 item 4).
+    max_prompt_blocks: int = 1000
     max_queue_length: int = 100
     # Bytes of prompt text waiting in queues: per session, and per principal over all its
     # live sessions (a queued prompt costs memory and a row until it runs).

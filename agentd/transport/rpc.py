@@ -26,7 +26,7 @@ from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError, error_response
 from agentd.protocol.methods import Served
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.transport.errors import rpc_error
-from agentd.transport.guards import check_depth, rate_key
+from agentd.transport.guards import check_depth, check_prompt_blocks, prompt_of, rate_key, request_cost
 
 if TYPE_CHECKING:
     from agentd.transport.connection import Connection
@@ -124,6 +124,10 @@ def response_problem(raw: dict[str, Any]) -> str | None:
     return None
 
 
+def _is_notification(raw: Any) -> bool:
+    return isinstance(raw, dict) and "id" not in raw
+
+
 def _before_initialize(raw: Any, ctx: CallContext) -> Request | None:
     """On a connection `initialize` must come first: the well-formed request (or notification)
     that comes before it, else None. Over `POST /rpc` (no connection) there is no such rule."""
@@ -204,6 +208,10 @@ class Dispatcher:
             )
             return error_response(raw_id(raw), err)
         settings = ctx.state.settings
+        prompt = prompt_of(raw)
+        too_many = check_prompt_blocks(prompt, settings.max_prompt_blocks)  # O(1): before any walk
+        if too_many is not None:
+            return None if _is_notification(raw) else error_response(raw_id(raw), too_many)
         too_deep = check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
             return error_response(raw_id(raw), too_deep)
@@ -211,7 +219,10 @@ class Dispatcher:
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
         # A cancel is never rate-limited: it is how a client stops the work it started.
-        wait = None if parsed.method == Served.SESSION_CANCEL else ctx.state.rate_limiter.allow(ctx.rate_key)
+        if parsed.method == Served.SESSION_CANCEL:
+            wait = None
+        else:  # charged by cost: a large prompt draws what its validation and storage cost
+            wait = ctx.state.rate_limiter.allow(ctx.rate_key, request_cost(prompt))
         if wait is not None:
             err = limit_exceeded(
                 "rate",
