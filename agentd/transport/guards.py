@@ -33,7 +33,8 @@ def json_depth(value: Any) -> int:
             continue
         depth += 1
         deepest = max(deepest, depth)
-        stack.extend((child, depth) for child in children)
+        # Only containers go on the stack: a prompt's thousand strings cost no push each.
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list)))
     return deepest
 
 

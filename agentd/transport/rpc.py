@@ -212,25 +212,25 @@ class Dispatcher:
         too_many = check_prompt_blocks(prompt, settings.max_prompt_blocks)  # O(1): before any walk
         if too_many is not None:
             return None if _is_notification(raw) else error_response(raw_id(raw), too_many)
+        # Charged by cost (a large prompt draws what validating and storing it costs) before
+        # anything walks the message: a flood is refused for the price of its parse. A
+        # cancel is never rate-limited: it is how a client stops the work it started.
+        if not (isinstance(raw, dict) and raw.get("method") == Served.SESSION_CANCEL):
+            wait = ctx.state.rate_limiter.allow(ctx.rate_key, request_cost(prompt))
+            if wait is not None:
+                err = limit_exceeded(
+                    "rate",
+                    settings.rate_limit_per_s,
+                    f"rate limit: retry in {wait:.2f}s",
+                    retryAfter=round(wait, 3),
+                )
+                return None if _is_notification(raw) else error_response(raw_id(raw), err)
         too_deep = check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
             return error_response(raw_id(raw), too_deep)
         parsed = parse_envelope(raw)
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
-        # A cancel is never rate-limited: it is how a client stops the work it started.
-        if parsed.method == Served.SESSION_CANCEL:
-            wait = None
-        else:  # charged by cost: a large prompt draws what its validation and storage cost
-            wait = ctx.state.rate_limiter.allow(ctx.rate_key, request_cost(prompt))
-        if wait is not None:
-            err = limit_exceeded(
-                "rate",
-                settings.rate_limit_per_s,
-                f"rate limit: retry in {wait:.2f}s",
-                retryAfter=round(wait, 3),
-            )
-            return None if parsed.is_notification else error_response(parsed.id, err)
         try:
             result = await self.call(parsed, ctx)
         except RpcError as err:

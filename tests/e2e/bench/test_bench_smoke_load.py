@@ -43,3 +43,12 @@ def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() 
             r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
         )
         assert re.search(line, out, re.M), out
+
+
+def test_fairness_bench_smoke_prints_both_p99_with_and_without_the_flood() -> None:
+    out = _run("fairness.py")
+    for phase in ("baseline", r"flood \(defaults\)"):
+        line = rf"^{phase} +B turns n=\d+ +p50= *[\d.]+ ms p99= *[\d.]+ ms .*\| /healthz n=\d+ +p50= "
+        assert re.search(line, out, re.M), out
+    assert re.search(r"^ +A's prompts: .*rate=\d+", out, re.M), out
+    assert re.search(r"^side by side: flood \(defaults\): B p99 [\d.]+ ms vs [\d.]+ ms", out, re.M), out
