@@ -18,6 +18,7 @@ import secrets
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from agentd.infra.config import AuthMode
 from agentd.infra.overload import overload_error
@@ -163,13 +164,30 @@ def team_names(teams: Iterable[str]) -> tuple[str, ...]:
 
 
 async def create_token(
-    store: Store, principal: str, name: str | None = None, teams: Iterable[str] = ()
+    store: Store,
+    principal: str,
+    name: str | None = None,
+    teams: Iterable[str] = (),
+    expires_in: timedelta | None = None,
 ) -> tuple[str, TokenRecord]:
-    """A new token for `principal`, a member of `teams`: (the token itself — shown once —
-    and its record)."""
+    """A new token for `principal`, a member of `teams`, accepted for `expires_in` (None:
+    until revoked): (the token itself — shown once — and its record)."""
     checked = team_names(teams)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    expires_at = datetime.now(UTC) + expires_in if expires_in is not None else None
     record = await store.create_token(
-        f"tok_{uuid.uuid4().hex[:16]}", principal, name, hash_token(token), checked
+        f"tok_{uuid.uuid4().hex[:16]}", principal, name, hash_token(token), checked, expires_at
     )
     return token, record
+
+
+_DURATION = re.compile(r"(\d+)([smhd])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `30m`, `12h`, `7d` → the timedelta; ValueError otherwise."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or int(m.group(1)) == 0:
+        raise ValueError(f"bad duration {text!r}: a positive number with s, m, h or d (e.g. 12h, 30d)")
+    return timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])
