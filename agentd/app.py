@@ -19,7 +19,7 @@ from agentd import __version__
 from agentd.core import tracing
 from agentd.core.lane import Lane
 from agentd.core.provider import Provider
-from agentd.infra.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
+from agentd.infra.auth import LOCAL_PRINCIPAL, Authenticator, AuthUnavailable, insecure_bind
 from agentd.infra.config import AuthMode, Settings
 from agentd.infra.logs import redact_tokens_in_server_logs
 from agentd.infra.metrics import Metrics
@@ -36,7 +36,7 @@ from agentd.tools.shell import ShellLauncher
 from agentd.transport.docs import router as docs_router
 from agentd.transport.guards import RateLimiter
 from agentd.transport.handlers import METHODS, UNSUPPORTED
-from agentd.transport.http import router
+from agentd.transport.http import auth_unavailable, router
 from agentd.transport.origin import OriginGuard
 from agentd.transport.render import ACP_RENDERER
 from agentd.transport.revocation import LiveTokens
@@ -191,6 +191,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    app.add_exception_handler(AuthUnavailable, auth_unavailable)  # 503 + Retry-After, never 500
     app.state.settings = settings  # read before start-up too (serve.py: the WebSocket size ceiling)
     if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
         app.add_middleware(

@@ -45,7 +45,7 @@ from agentd.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
 from agentd.session.live import LiveFeed
 from agentd.session.local_commands import available_commands
 from agentd.session.permission_gate import PermissionGate
-from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_id_of
+from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_digest_of, request_id_of
 from agentd.session.services import ActorServices
 from agentd.session.session_modes import record_modes_change
 from agentd.session.sinks import FrameSink
@@ -193,6 +193,8 @@ class SessionActor:
             return
         self._turn = None
         self.files.end_turn(turn_id)
+        if not turn.ctx.compact_requested:  # it compacted as asked (or nothing was asked)
+            self.desk.turn_compacted(turn_id)
         # Its events were refused by the database (and discarded): no success to report.
         failed = session_failed(self.id) if self.services.writer.failed(self.id) else None
         # Input that arrived after the turn's last drain is never lost: it becomes the
@@ -210,7 +212,13 @@ class SessionActor:
             self._turn.outcome = outcome
         request_id = request_id_of(queued.command.meta)
         self.journal.emit_turn_ended(
-            turn_id, queued.id, outcome, request_id, usage=self.usage, conversation=self.conversation
+            turn_id,
+            queued.id,
+            outcome,
+            request_id,
+            usage=self.usage,
+            conversation=self.conversation,
+            request_digest=request_digest_of(queued.command.meta),
         )
 
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None:
@@ -222,9 +230,9 @@ class SessionActor:
 
     # ------------------------------------------------------------------ after a restart
 
-    def remember_outcome(self, request_id: str, done: PromptDone) -> None:
+    def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
-        self.desk.requests.remember_outcome(request_id, done)
+        self.desk.requests.remember_outcome(request_id, done, digest)
 
     def resume_queue(self) -> None:
         """Start the next queued prompt, if any (after a restart)."""

@@ -196,7 +196,9 @@ class QueueSync:
         floor = min((s.position for s in self._shown.values() if s.position is not None), default=0)
         for index, e in enumerate(queue):
             shown = self._shown.get(e.id)
-            stored = e.kind != queue_ops.QueueKind.COMPACT  # a compaction job is not kept
+            # Every entry is kept, a compaction job too: one acknowledged behind a running
+            # turn must survive a crash like a prompt (issue 28 item 7).
+            stored = True
             position: int | None = None
             if stored:
                 old = shown.position if shown is not None else None

@@ -58,8 +58,10 @@ class Connection:
         dispatcher: Dispatcher,
         principal: str,
         teams: frozenset[str] = frozenset(),
+        token_hash: str | None = None,
     ) -> None:
         self.id = f"conn_{uuid.uuid4().hex[:12]}"
+        self.token_hash = token_hash  # the token it was opened with (revocation, issue 28 item 3)
         self.ws = ws
         self.state = state
         self.dispatcher = dispatcher
@@ -284,7 +286,13 @@ class Connection:
             await self._out.put(orjson.dumps(resp).decode())
 
     def _context(self) -> CallContext:
-        return CallContext(state=self.state, principal=self.principal, connection=self, teams=self.teams)
+        return CallContext(
+            state=self.state,
+            principal=self.principal,
+            connection=self,
+            teams=self.teams,
+            token_hash=self.token_hash,
+        )
 
     async def _close(self, writer: asyncio.Task[None]) -> None:
         self.closed = True

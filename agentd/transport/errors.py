@@ -21,6 +21,7 @@ CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.OWNED_ELSEWHERE: ErrorCode.SESSION_ELSEWHERE,
     SessionErrorKind.ROUTE_FAILED: ErrorCode.ROUTE_FAILED,  # `data.reason`, retryable
     SessionErrorKind.NOT_COMMITTED: ErrorCode.NOT_COMMITTED,  # `data.reason`, retryable
+    SessionErrorKind.REQUEST_CONFLICT: ErrorCode.REQUEST_ID_CONFLICT,
 }
 
 

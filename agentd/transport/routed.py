@@ -39,6 +39,7 @@ from agentd.session.routing import OwnerGone
 from agentd.session.sinks import FrameSink
 from agentd.store.routed import RoutedCommand
 from agentd.transport.errors import rpc_error
+from agentd.transport.revocation import TokenRevoked
 from agentd.transport.sharing import holder
 
 log = logging.getLogger(__name__)
@@ -177,17 +178,26 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
         carrying = (None if turn else loop.time() + state.router.timeout_s, 0)
     deadline, carries = carrying
     for _ in range(MAX_HOPS):
+        forwarding = state.router.forward(
+            session_id=sid,
+            owner=owner,
+            method=request.method,
+            params=params,
+            principal=ctx.principal,
+            teams=tuple(sorted(ctx.teams)),
+            wait_for_turn=deadline is None,
+            deadline=deadline,
+        )
         try:
-            outcome = await state.router.forward(
-                session_id=sid,
-                owner=owner,
-                method=request.method,
-                params=params,
-                principal=ctx.principal,
-                teams=tuple(sorted(ctx.teams)),
-                wait_for_turn=deadline is None,
-                deadline=deadline,
-            )
+            # A revoked token's forward ends within a recheck (its row withdrawn: an owner
+            # that has not claimed it never runs it), as its streams do (issue 28 item 3).
+            outcome = await state.live_tokens.until_revoked(ctx.token_hash, forwarding)
+        except TokenRevoked:
+            raise RpcError(
+                ErrorCode.AUTH_REQUIRED,
+                "token revoked: the forwarded request was withdrawn",
+                {"reason": "token_revoked"},
+            ) from None
         except OwnerGone as gone:
             in_time = deadline is None or loop.time() < deadline
             if carries >= MAX_CARRIES or not in_time or not carryable(request.method, request.params, gone):

@@ -26,7 +26,7 @@ from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError, error_response
 from agentd.protocol.methods import Served
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.transport.errors import rpc_error
-from agentd.transport.guards import check_depth, rate_key
+from agentd.transport.guards import check_depth, check_prompt_blocks, prompt_of, rate_key, request_cost
 
 if TYPE_CHECKING:
     from agentd.transport.connection import Connection
@@ -43,6 +43,7 @@ class CallContext:
     remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
     teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
     routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
+    token_hash: str | None = None  # the caller's token (None without auth): revocation ends its waits
 
     @property
     def rate_key(self) -> str:
@@ -121,6 +122,10 @@ def response_problem(raw: dict[str, Any]) -> str | None:
     if not isinstance(code, int) or isinstance(code, bool):
         return "Invalid Request: a response's error code must be an integer"
     return None
+
+
+def _is_notification(raw: Any) -> bool:
+    return isinstance(raw, dict) and "id" not in raw
 
 
 def _before_initialize(raw: Any, ctx: CallContext) -> Request | None:
@@ -203,22 +208,29 @@ class Dispatcher:
             )
             return error_response(raw_id(raw), err)
         settings = ctx.state.settings
+        prompt = prompt_of(raw)
+        too_many = check_prompt_blocks(prompt, settings.max_prompt_blocks)  # O(1): before any walk
+        if too_many is not None:
+            return None if _is_notification(raw) else error_response(raw_id(raw), too_many)
+        # Charged by cost (a large prompt draws what validating and storing it costs) before
+        # anything walks the message: a flood is refused for the price of its parse. A
+        # cancel is never rate-limited: it is how a client stops the work it started.
+        if not (isinstance(raw, dict) and raw.get("method") == Served.SESSION_CANCEL):
+            wait = ctx.state.rate_limiter.allow(ctx.rate_key, request_cost(prompt))
+            if wait is not None:
+                err = limit_exceeded(
+                    "rate",
+                    settings.rate_limit_per_s,
+                    f"rate limit: retry in {wait:.2f}s",
+                    retryAfter=round(wait, 3),
+                )
+                return None if _is_notification(raw) else error_response(raw_id(raw), err)
         too_deep = check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
             return error_response(raw_id(raw), too_deep)
         parsed = parse_envelope(raw)
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
-        # A cancel is never rate-limited: it is how a client stops the work it started.
-        wait = None if parsed.method == Served.SESSION_CANCEL else ctx.state.rate_limiter.allow(ctx.rate_key)
-        if wait is not None:
-            err = limit_exceeded(
-                "rate",
-                settings.rate_limit_per_s,
-                f"rate limit: retry in {wait:.2f}s",
-                retryAfter=round(wait, 3),
-            )
-            return None if parsed.is_notification else error_response(parsed.id, err)
         try:
             result = await self.call(parsed, ctx)
         except RpcError as err:
