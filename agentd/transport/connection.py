@@ -26,7 +26,8 @@ from agentd.protocol.agentd import OptIn
 from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
 from agentd.protocol.methods import AGENTD_PREFIX, CANCEL_REQUEST
 from agentd.transport.outgoing import OutgoingQueue
-from agentd.transport.rpc import CallContext, Dispatcher, read_message, response_problem
+from agentd.transport.rpc import Dispatcher, read_message, response_problem
+from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
     from agentd.transport.state import AppState

@@ -12,7 +12,8 @@ from agentd.infra.auth import CHALLENGE, AuthError, AuthUnavailable
 from agentd.infra.overload import LimitKind, RetryReason, retry_later
 from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response
 from agentd.protocol.methods import Served
-from agentd.transport.rpc import CallContext, read_message
+from agentd.transport.rpc import read_message
+from agentd.transport.state import CallContext
 from agentd.transport.web import router as web_router
 
 router = APIRouter()

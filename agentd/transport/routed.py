@@ -45,8 +45,7 @@ from agentd.transport.sharing import holder
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from agentd.transport.rpc import CallContext
-    from agentd.transport.state import AppState
+    from agentd.transport.state import AppState, CallContext
 
 # Forwarded to the owner: every session-scoped method but attach, load and resume (served
 # here from the log) and `_agentd/hooks/register` (CONNECTION_BOUND).
@@ -237,7 +236,7 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
 async def execute(state: AppState, command: RoutedCommand) -> dict[str, Any]:
     """Run a command forwarded here, as its caller's principal: its outcome (an unexpected
     failure raises; the router answers it as an internal error)."""
-    from agentd.transport.rpc import CallContext
+    from agentd.transport.state import CallContext
 
     ctx = CallContext(state, command.principal, None, teams=frozenset(command.teams), routed=True)
     request = Request(jsonrpc="2.0", method=command.method, params=command.params, id=command.id)
@@ -265,7 +264,7 @@ def permission_answerer(state: AppState) -> Any:
     owner as that client's `_agentd/permission/respond` (its rights checked there)."""
 
     async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str | None) -> None:
-        from agentd.transport.rpc import CallContext
+        from agentd.transport.state import CallContext
 
         who = holder(sink)
         if who is None:

@@ -14,46 +14,24 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from agentd.core.input_limits import limit_exceeded
-from agentd.infra.config import AuthMode
 from agentd.infra.overload import overload_error
 from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
 from agentd.protocol.methods import Served
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.transport.errors import rpc_error
-from agentd.transport.guards import check_depth, check_prompt_blocks, prompt_of, rate_key, request_cost
-
-if TYPE_CHECKING:
-    from agentd.transport.connection import Connection
-    from agentd.transport.state import AppState
+from agentd.transport.guards import check_depth, check_prompt_blocks, prompt_of, request_cost
+from agentd.transport.state import CallContext, RouteHook
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class CallContext:
-    state: AppState
-    principal: str
-    connection: Connection | None = None  # None over HTTP
-    remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
-    teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
-    routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
-    token_hash: str | None = None  # the caller's token (None without auth): revocation ends its waits
-
-    @property
-    def rate_key(self) -> str:
-        conn_id = self.connection.id if self.connection is not None else None
-        return rate_key(self.state.auth.mode is not AuthMode.NONE, self.principal, conn_id, self.remote)
-
-
 Handler = Callable[[CallContext, Any], Awaitable[Any]]
-# Forwards a call whose session another replica owns (agentd/transport/routed.py).
-RouteHook = Callable[[CallContext, Request, SessionError], Awaitable[Any]]
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from agentd.session.replay import ReplayMode
 from agentd.transport.client_hooks import ClientStopHook
 from agentd.transport.handlers.common import attach_with_replay, session_for, subscriber
 from agentd.transport.handlers.remote import attach_remote, here_or_owner
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access
+from agentd.transport.state import CallContext
 
 
 async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:

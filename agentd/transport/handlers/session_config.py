@@ -12,8 +12,8 @@ from agentd.protocol.jsonrpc import RpcError
 from agentd.session.commands import SetAgent, SetMode, SetModel, SetPlan
 from agentd.session.config_options import PLAN_OFF, PLAN_ON
 from agentd.transport.handlers.common import config_options, known_agent, session_for
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access
+from agentd.transport.state import CallContext
 
 
 async def session_set_config_option(ctx: CallContext, params: SetConfigOptionParams) -> dict[str, Any]:

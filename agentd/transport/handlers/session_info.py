@@ -13,8 +13,8 @@ from agentd.protocol.agentd import RenameParams
 from agentd.protocol.jsonrpc import RpcError
 from agentd.session.commands import SetTitle
 from agentd.transport.handlers.common import agentd_meta, session_for
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access, holder
+from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor
