@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,7 +16,10 @@ from agentd.core.provider import ProviderRequest, TextDelta
 from agentd.infra.config import HttpTransport
 from agentd.providers import http_pool
 from agentd.providers.openai import OpenAIProvider
+from tests.support.cli import clean_env
+from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes.openai_server import Completion, FakeOpenAI
+from tests.support.proc import agentd_process, free_port, wait_healthy
 from tests.support.proxy import ForwardProxy
 from tests.support.tls import SelfSigned, self_signed
 
@@ -28,7 +32,7 @@ def transport(request: pytest.FixtureRequest) -> HttpTransport:
 
 
 @pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+def proxy_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
@@ -64,9 +68,9 @@ async def answer(provider: OpenAIProvider) -> str:
 
 
 async def test_https_model_call_goes_through_a_connect_tunnel(
-    clean_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
+    proxy_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
 ) -> None:
-    clean_env.setenv("HTTPS_PROXY", proxy.url)
+    proxy_env.setenv("HTTPS_PROXY", proxy.url)
     fake = FakeOpenAI([Completion.from_text("through the tunnel")])
     fake.tls = (cert.cert, cert.key)
     async with fake:
@@ -79,9 +83,9 @@ async def test_https_model_call_goes_through_a_connect_tunnel(
 
 
 async def test_http_model_call_goes_through_the_proxy_with_the_absolute_url(
-    clean_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
+    proxy_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
 ) -> None:
-    clean_env.setenv("HTTP_PROXY", proxy.url)
+    proxy_env.setenv("HTTP_PROXY", proxy.url)
     async with FakeOpenAI([Completion.from_text("plain"), Completion.from_text("again")]) as fake:
         assert await answer(provider(fake.base_url, cert, transport)) == "plain"
         assert await answer(provider(fake.base_url, cert, transport)) == "again"
@@ -91,11 +95,11 @@ async def test_http_model_call_goes_through_the_proxy_with_the_absolute_url(
 
 
 async def test_a_no_proxy_host_is_reached_directly(
-    clean_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
+    proxy_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
 ) -> None:
-    clean_env.setenv("HTTPS_PROXY", proxy.url)
-    clean_env.setenv("HTTP_PROXY", proxy.url)
-    clean_env.setenv("NO_PROXY", "example.org,127.0.0.1")
+    proxy_env.setenv("HTTPS_PROXY", proxy.url)
+    proxy_env.setenv("HTTP_PROXY", proxy.url)
+    proxy_env.setenv("NO_PROXY", "example.org,127.0.0.1")
     fake = FakeOpenAI([Completion.from_text("direct")])
     fake.tls = (cert.cert, cert.key)
     async with fake:
@@ -105,11 +109,11 @@ async def test_a_no_proxy_host_is_reached_directly(
 
 
 async def test_a_proxy_refusing_the_tunnel_fails_the_call_with_a_typed_error(
-    clean_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
+    proxy_env: pytest.MonkeyPatch, cert: SelfSigned, proxy: ForwardProxy, transport: HttpTransport
 ) -> None:
     """The fault: the proxy says 403 to CONNECT. The call fails as a typed, retryable
     provider error naming nothing secret; the origin never saw a request."""
-    clean_env.setenv("HTTPS_PROXY", proxy.url)
+    proxy_env.setenv("HTTPS_PROXY", proxy.url)
     proxy.refuse_connect = True
     fake = FakeOpenAI([Completion.from_text("unreachable")])
     fake.tls = (cert.cert, cert.key)
@@ -119,3 +123,43 @@ async def test_a_proxy_refusing_the_tunnel_fails_the_call_with_a_typed_error(
     assert caught.value.kind in (ErrorKind.NETWORK, ErrorKind.PROVIDER_UNAVAILABLE)
     assert proxy.tunnels == [f"127.0.0.1:{fake.port}"]
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("setting", ["lean", "httpx"])
+async def test_agentd_serve_sends_model_calls_through_https_proxy(
+    tmp_path: Path, cert: SelfSigned, proxy: ForwardProxy, setting: str
+) -> None:
+    """The whole server as an operator runs it behind a corporate proxy: HTTPS_PROXY and
+    AGENTD_HTTP_TRANSPORT in its environment, a model API over https (its certificate
+    trusted through SSL_CERT_FILE). The prompt's answer came through the tunnel."""
+    fake = FakeOpenAI([Completion.from_text("via the proxy")])
+    fake.tls = (cert.cert, cert.key)
+    port = free_port()
+    async with fake:
+        env = clean_env(
+            tmp_path,
+            AGENTD_HOME=str(tmp_path / "home"),
+            AGENTD_PORT=str(port),
+            AGENTD_PROVIDER="openai",
+            AGENTD_OPENAI_BASE_URL=fake.base_url,
+            AGENTD_OPENAI_API_KEY="sk-test",
+            AGENTD_MODEL="m",
+            AGENTD_HTTP_TRANSPORT=setting,
+            HTTPS_PROXY=proxy.url,
+            SSL_CERT_FILE=cert.cert,
+        )
+        log = tmp_path / "serve.log"
+        async with agentd_process(["serve"], env=env, log=log) as proc:
+            await wait_healthy(f"http://127.0.0.1:{port}", proc, log)
+            client = await WsClient.connect(f"http://127.0.0.1:{port}")
+            try:
+                sid = (await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+                    "sessionId"
+                ]
+                done = await client.call("session/prompt", text_prompt(sid, "hi"))
+                assert done["stopReason"] == "end_turn"
+                assert agent_text(client.updates(sid)) == "via the proxy"
+            finally:
+                await client.close()
+    assert proxy.tunnels == [f"127.0.0.1:{fake.port}"]
+    assert len(fake.requests) == 1
