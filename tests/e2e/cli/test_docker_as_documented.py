@@ -6,6 +6,7 @@ files checked for the sandbox options, Node LTS and the healthcheck."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shlex
@@ -18,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import agentd, clean_env
-from tests.support.client import RpcFailed, WsClient
+from tests.support.client import RpcFailed, WsClient, allow, text_prompt
 from tests.support.docker_files import compose, env_of, final_stage, instructions, mount_target
 from tests.support.paths import REPO_ROOT
+from tests.support.polling import until
 from tests.support.proc import agentd_process, free_port, wait_healthy
 
 README = (REPO_ROOT / "README.md").read_text()
@@ -181,3 +183,62 @@ def test_the_users_code_is_written_as_its_owner_and_never_chowned(open_dir: Path
     assert ran.stdout.split() == ["1234"]
     assert (mount / "main.py").read_text() == "print('hi')\nmore\n"
     assert (mount / "main.py").stat().st_uid == 1234
+
+
+def docker_engine() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=False)
+    return probe.returncode == 0
+
+
+def docker(*args: str, timeout: float = 120) -> str:
+    done = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"docker {' '.join(args[:3])}: {done.stderr[-2000:]}"
+    return done.stdout
+
+
+@pytest.mark.timeout(1200)  # builds the image
+@pytest.mark.skipif(not docker_engine(), reason="no Docker engine here (the settings are tested above)")
+async def test_the_readme_docker_run_works_unchanged(open_dir: Path) -> None:
+    """The README's commands, with only the names made unique and the port a free one:
+    healthy, the token for the documented principal opens the mounted folder, and the demo
+    agent writes its file into it and runs it (sandboxed)."""
+    tag = f"agentd-e2e-{os.getpid()}"
+    port = free_port()
+    principal = documented_principal()
+    await asyncio.to_thread(docker, "build", "-t", tag, str(REPO_ROOT), timeout=1100)
+    run = readme_docker_run()
+    args = []
+    for arg in run[2:]:
+        arg = arg.replace("$PWD", str(open_dir)).replace("agentd-home:", f"{tag}-home:")
+        args.append({"agentd": tag, "8765:8765": f"127.0.0.1:{port}:8765"}.get(arg, arg))
+    args[args.index("--name") + 1] = tag
+    try:
+        await asyncio.to_thread(docker, "run", *args)
+
+        async def healthy() -> bool:
+            status = await asyncio.to_thread(docker, "inspect", "-f", "{{.State.Health.Status}}", tag)
+            return status.strip() == "healthy"
+
+        await until(healthy, within=120, what="the container's HEALTHCHECK")
+        token = await asyncio.to_thread(
+            docker, "exec", tag, "agentd", "token", "create", "--principal", principal
+        )
+        client = await WsClient.connect(f"http://127.0.0.1:{port}", token=token.strip())
+        client.on_request = allow()
+        try:
+            cwd = f"/workspaces/{principal}"
+            sid = (await client.call("session/new", {"cwd": cwd, "mcpServers": []}))["sessionId"]
+            done = await client.call("session/prompt", text_prompt(sid, "Write me a hello-world script."))
+            assert done["stopReason"] == "end_turn"
+        finally:
+            await client.close()
+        written = await asyncio.to_thread(lambda: list(open_dir.glob("*.py")))
+        assert written, "the agent wrote nothing into the mounted folder"
+    finally:
+        await asyncio.to_thread(subprocess.run, ["docker", "rm", "-f", tag], capture_output=True, check=False)
+        await asyncio.to_thread(
+            subprocess.run, ["docker", "volume", "rm", f"{tag}-home"], capture_output=True, check=False
+        )
+        await asyncio.to_thread(subprocess.run, ["docker", "rmi", tag], capture_output=True, check=False)
