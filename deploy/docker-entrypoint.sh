@@ -33,9 +33,8 @@ for dir in "$root"/*/; do
     fi
 done
 chown "$uid:$gid" "$root"
-# Only when the volume is not the user's yet (a first start, or another mount owner).
-if [ "$(stat -c %u "$home")" != "$uid" ]; then
-    chown -R "$uid:$gid" "$home"
-fi
+# The image's own volume is the user's: after a first start, a new mount owner, or a file a
+# root `docker exec agentd agentd token ...` left behind (only those are touched).
+find "$home" \( ! -uid "$uid" -o ! -gid "$gid" \) -exec chown "$uid:$gid" {} +
 export HOME="${AGENTD_USER_HOME:-/home/agentd}"
 exec setpriv --reuid="$uid" --regid="$gid" --clear-groups "$@"
