@@ -230,6 +230,9 @@ def serve(
         check_home(settings)
         check_provider(settings)
         check_sandbox(settings)
+        from agentd.doctor import log_startup_notes
+
+        log_startup_notes()
         sock = listen_socket(settings.host, settings.port)
     except StartupError as exc:
         _fail(exc)
@@ -428,6 +431,18 @@ def demo(
     from agentd.demo.run import run_demo
 
     raise typer.Exit(asyncio.run(run_demo(workspace, prompt)))
+
+
+@app.command()
+def doctor(config: ConfigOption = None) -> None:
+    """List the optional parts this machine has (ripgrep, bubblewrap, git, node, the
+    database, Redis, a proxy) and what each one changes."""
+    from agentd.doctor import gather, report
+
+    _use_config(config)
+    settings = _settings()
+    for line in report(_run(lambda: gather(settings))):
+        typer.echo(line.render())
 
 
 def _host_port(value: str) -> tuple[str, int]:

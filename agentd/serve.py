@@ -75,6 +75,9 @@ class AgentdServer(uvicorn.Server):
             # uvicorn names its address only when it bound the socket itself; `agentd serve`
             # binds it earlier (a port in use is reported before the slow start-up work).
             self._log_started_message(sockets)
+        if self.started:
+            bound = sockets[0].getsockname() if sockets else (self.config.host, self.config.port)
+            log.info("open %s", page_url(str(bound[0]), int(bound[1])))
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         state = getattr(self._app.state, "agentd", None)
@@ -101,6 +104,16 @@ class AgentdServer(uvicorn.Server):
                 t.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
         if not self.force_exit:
             await self.lifespan.shutdown()
+
+
+def page_url(host: str, port: int) -> str:
+    """Where a browser on this machine finds the web page: a wildcard bind is reached on
+    the loopback address."""
+    if host in ("0.0.0.0", "", "::"):
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"
 
 
 # A WebSocket frame up to this many times `max_frame_bytes` is read whole and reaches

@@ -76,6 +76,13 @@ class LogFormat(StrEnum):
     JSON = "json"  # one JSON object per line (structlog)
 
 
+class HttpTransport(StrEnum):
+    """The model calls' HTTP transport: agentd's lean HTTP/1.1 one, or httpx's own."""
+
+    LEAN = "lean"
+    HTTPX = "httpx"
+
+
 class SandboxSetting(StrEnum):
     AUTO = "auto"  # bwrap when it is installed and works, else none (with a warning)
     BWRAP = "bwrap"  # bubblewrap or refuse to start
@@ -192,6 +199,8 @@ class Settings(BaseSettings):
     # Stream timeouts (seconds, 0 = off): until the first token, then between two reads.
     first_token_timeout_s: float = Field(default=300.0, ge=0)
     stream_idle_timeout_s: float = Field(default=120.0, ge=0)
+    # Both honour HTTPS_PROXY / HTTP_PROXY / NO_PROXY.
+    http_transport: HttpTransport = HttpTransport.LEAN
     anthropic_base_url: str = "https://api.anthropic.com"
     anthropic_api_key: SecretStr | None = None
     # Prompt caching (cache_control breakpoints on tools, system prompt and conversation tail).

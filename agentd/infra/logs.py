@@ -130,3 +130,16 @@ def configure_logging(level: str, fmt: LogFormat) -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
+    # On the handler: a logger's own filters do not see its children's records.
+    handler.addFilter(MigrationChatter())
+
+
+class MigrationChatter(logging.Filter):
+    """Alembic's INFO lines (plugins set up, one per migration: ~20 on a first start) are
+    chatter to a user: logged as DEBUG, shown only with AGENTD_LOG_LEVEL=debug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.INFO and record.name.startswith("alembic"):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
+        return True

@@ -25,6 +25,7 @@ from pydantic import SecretStr
 
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, StreamEvent
+from agentd.infra.config import HttpTransport
 from agentd.providers.anthropic_errors import classify_http_error
 from agentd.providers.anthropic_request import AnthropicOptions, build_body
 from agentd.providers.anthropic_stream import Assembler
@@ -57,6 +58,7 @@ class AnthropicProvider(HttpProvider):
         first_token_timeout: float | None = None,
         stream_idle_timeout: float | None = None,
         client: httpx.AsyncClient | None = None,
+        http_transport: HttpTransport | None = None,
         prompt_cache: bool = True,
         thinking_budget: int = 0,
         adaptive_thinking: bool = False,
@@ -75,6 +77,7 @@ class AnthropicProvider(HttpProvider):
             first_token_timeout=first_token_timeout,
             stream_idle_timeout=stream_idle_timeout,
             client=client,
+            http_transport=http_transport,
         )
 
     # -- request translation -------------------------------------------------------------

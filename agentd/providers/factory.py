@@ -8,7 +8,7 @@ from typing import TypedDict
 
 from agentd.core.lane import Lane
 from agentd.core.provider import Provider
-from agentd.infra.config import ProviderName, Settings, redact_url
+from agentd.infra.config import HttpTransport, ProviderName, Settings, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,16 @@ def make_lanes(settings: Settings) -> list[Lane]:
 class StreamTimeouts(TypedDict):
     first_token_timeout: float | None
     stream_idle_timeout: float | None
+    http_transport: HttpTransport
 
 
 def stream_timeouts(settings: Settings) -> StreamTimeouts:
-    """The stream timeouts every HTTP provider takes (0 in the settings: off)."""
+    """The stream timeouts every HTTP provider takes (0 in the settings: off), and its
+    HTTP transport."""
     return StreamTimeouts(
         first_token_timeout=settings.first_token_timeout_s or None,
         stream_idle_timeout=settings.stream_idle_timeout_s or None,
+        http_transport=settings.http_transport,
     )
 
 

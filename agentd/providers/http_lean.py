@@ -17,7 +17,8 @@ first; one that is closed, expired (idle longer than `keepalive_expiry`), or tha
 anything while idle is dropped instead. A connection goes back to the pool only when its
 response was read to the end and neither side asked to close it; a half-read, failed or
 cancelled exchange closes it. At most `max_connections` exchanges run at once; more wait
-(up to the pool timeout) for one to finish.
+(up to the pool timeout) for one to finish. The environment's proxies are honoured
+(`http_proxy`): a CONNECT tunnel for https, the absolute URL as target for http.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import httpx
 
 from agentd.providers.http_body import BodyPieces, batches
 from agentd.providers.http_conn import Connection, Key
+from agentd.providers.http_proxy import Proxies, Proxy, ProxyConfigError
 
 _MAX_HEAD = 256 * 1024  # response status line + headers
 _MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
@@ -174,8 +176,9 @@ def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    def __init__(self, verify: ssl.SSLContext, limits: httpx.Limits) -> None:
+    def __init__(self, verify: ssl.SSLContext, limits: httpx.Limits, proxies: Proxies | None = None) -> None:
         self._ssl = verify
+        self._proxies = proxies if proxies else None
         self._max_keepalive = limits.max_keepalive_connections or 0
         self._expiry = limits.keepalive_expiry if limits.keepalive_expiry is not None else 5.0
         self._slots = asyncio.Semaphore(limits.max_connections or 1_000_000)
@@ -194,7 +197,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         try:
             url = request.url
             key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
-            head = _request_head(request)
+            proxy = self._proxy(key)
+            # Plain http through a proxy: the proxy reads the origin from the request line.
+            head = _request_head(request, proxy if key[0] == "http" else None)
             stream = request.stream
             # A small body in pieces goes out in one write with the head, as bytes would.
             pieces = stream.pieces if isinstance(stream, BodyPieces) and stream.length >= 65536 else None
@@ -203,7 +208,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
                     body = b"".join(stream.pieces)
                 else:
                     body = request.content if _has_bytes(request) else await _read_body(request)
-            conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"))
+            conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"), proxy)
             self.active += 1
             if pieces is not None:
                 for out in batches(head, pieces):
@@ -232,21 +237,47 @@ class LeanTransport(httpx.AsyncBaseTransport):
             conn.close()
         return None
 
-    async def _connect(self, key: Key, limit_s: float | None) -> Connection:
+    def _proxy(self, key: Key) -> Proxy | None:
+        if self._proxies is None:
+            return None
+        try:
+            return self._proxies.for_origin(key[0], key[1])
+        except ProxyConfigError as exc:
+            raise httpx.ProxyError(str(exc)) from exc
+
+    async def _connect(self, key: Key, limit_s: float | None, proxy: Proxy | None = None) -> Connection:
         scheme, host, port = key
         if scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
         tls = self._ssl if scheme == "https" else None
         loop = asyncio.get_running_loop()
+        conn: Connection | None = None
         try:
             async with asyncio.timeout(limit_s):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(key), host, port, ssl=tls, server_hostname=host if tls else None
-                )
+                if proxy is None:
+                    _, conn = await loop.create_connection(
+                        lambda: Connection(key), host, port, ssl=tls, server_hostname=host if tls else None
+                    )
+                else:
+                    _, conn = await loop.create_connection(lambda: Connection(key), proxy.host, proxy.port)
+                    if tls is not None:
+                        await _tunnel(conn, host, port, proxy)
+                        assert conn.transport is not None
+                        # TLS with the origin inside the tunnel: the proxy sees only bytes.
+                        conn.transport = await loop.start_tls(conn.transport, conn, tls, server_hostname=host)
         except TimeoutError as exc:
+            if conn is not None:
+                conn.close()
             raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
         except (OSError, ssl.SSLError) as exc:
-            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}") from exc
+            if conn is not None:
+                conn.close()
+            via = f" through the proxy {proxy.url}" if proxy is not None else ""
+            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}{via}") from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
         self.connects += 1
         return conn
 
@@ -310,8 +341,48 @@ async def _read_body(request: httpx.Request) -> bytes:
     return data
 
 
-def _request_head(request: httpx.Request) -> bytes:
-    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
+async def _tunnel(conn: Connection, host: str, port: int, proxy: Proxy) -> None:
+    """Ask the proxy for a tunnel to host:port (CONNECT); raises httpx.ProxyError unless
+    it answers 2xx. The caller bounds the wait."""
+    target = b"%s:%d" % (_authority_host(host), port)
+    lines = [b"CONNECT " + target + b" HTTP/1.1", b"Host: " + target]
+    if proxy.authorization is not None:
+        lines.append(b"Proxy-Authorization: " + proxy.authorization)
+    await conn.write(b"\r\n".join(lines) + b"\r\n\r\n", None)
+    end = conn.buffer.find(b"\r\n\r\n")
+    while end < 0:
+        if len(conn.buffer) > _MAX_HEAD:
+            raise httpx.ProxyError(f"the proxy {proxy.url} sent an oversized answer to CONNECT")
+        try:
+            await conn.wait_data(None)
+        except httpx.TransportError as exc:
+            raise httpx.ProxyError(f"the proxy {proxy.url} closed the connection on CONNECT") from exc
+        end = conn.buffer.find(b"\r\n\r\n")
+    status_line = bytes(conn.buffer[: conn.buffer.find(b"\r\n")])
+    del conn.buffer[: end + 4]
+    parts = status_line.split(b" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit() or not 200 <= int(parts[1]) < 300:
+        raise httpx.ProxyError(
+            f"the proxy {proxy.url} refused CONNECT {target.decode()}: "
+            + status_line[:80].decode(errors="replace")
+        )
+    if conn.buffer:  # the origin speaks only after our TLS hello
+        raise httpx.ProxyError(f"the proxy {proxy.url} sent bytes after its CONNECT answer")
+
+
+def _authority_host(host: str) -> bytes:
+    return (f"[{host}]" if ":" in host else host).encode("ascii")
+
+
+def _request_head(request: httpx.Request, proxy: Proxy | None = None) -> bytes:
+    url = request.url
+    target = url.raw_path
+    if proxy is not None:  # absolute-form (RFC 9112 3.2.2), as a proxy expects
+        port = b":%d" % url.port if url.port is not None else b""
+        target = url.scheme.encode("ascii") + b"://" + _authority_host(url.host) + port + target
+    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), target)]
+    if proxy is not None and proxy.authorization is not None:
+        lines.append(b"Proxy-Authorization: " + proxy.authorization)
     for name, value in request.headers.raw:
         if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name or b":" in name:
             raise httpx.LocalProtocolError(f"illegal header {name!r}")

@@ -16,8 +16,10 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
+from agentd.infra.config import HttpTransport
 from agentd.providers.http_body import BodyPieces
 from agentd.providers.http_lean import LeanTransport
+from agentd.providers.http_proxy import Proxies
 
 # Many sessions stream at once, each holding a connection for its whole answer: enough
 # kept alive that a busy server does not reconnect per turn. An idle connection is dropped
@@ -26,10 +28,22 @@ from agentd.providers.http_lean import LeanTransport
 LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=256, keepalive_expiry=4.0)
 
 
-def client(timeout: httpx.Timeout, verify: ssl.SSLContext) -> httpx.AsyncClient:
-    """An `httpx.AsyncClient` on the lean HTTP/1.1 transport (`http_lean`)."""
-    transport = LeanTransport(verify, LIMITS)
-    http = httpx.AsyncClient(timeout=timeout, verify=verify, limits=LIMITS, transport=transport)
+# The transport a provider gets when it is not told (`AGENTD_HTTP_TRANSPORT` is passed
+# explicitly by the factory; tests switch this to run the same provider tests on both).
+DEFAULT_TRANSPORT = HttpTransport.LEAN
+
+
+def client(
+    timeout: httpx.Timeout, verify: ssl.SSLContext, transport: HttpTransport | None = None
+) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` on the lean HTTP/1.1 transport (`http_lean`), or on httpx's
+    own; either way through the environment's proxies (HTTPS_PROXY, HTTP_PROXY, NO_PROXY)."""
+    if (transport or DEFAULT_TRANSPORT) is HttpTransport.HTTPX:
+        # No `transport=`: httpx then mounts its own per proxy from the environment (trust_env).
+        http = httpx.AsyncClient(timeout=timeout, verify=verify, limits=LIMITS, trust_env=True)
+    else:
+        lean = LeanTransport(verify, LIMITS, Proxies.from_environment())
+        http = httpx.AsyncClient(timeout=timeout, verify=verify, limits=LIMITS, transport=lean)
     http._cookies = _Cookies()  # (the public setter would copy into a plain `Cookies`)
     return http
 

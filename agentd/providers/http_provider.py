@@ -17,6 +17,7 @@ import httpx
 from pydantic import SecretStr
 
 from agentd.core.errors import HarnessError
+from agentd.infra.config import HttpTransport
 from agentd.providers import http_pool
 from agentd.providers.http_common import default_ssl_context, guard, open_stream
 from agentd.providers.sse import SSEReader, parse_json
@@ -42,6 +43,7 @@ class HttpProvider:
         first_token_timeout: float | None,
         stream_idle_timeout: float | None,
         client: httpx.AsyncClient | None,
+        http_transport: HttpTransport | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
@@ -55,7 +57,7 @@ class HttpProvider:
         self._first_token_timeout = first_token_timeout
         self._idle_timeout = stream_idle_timeout
         self._owns_client = client is None
-        self._client = client or http_pool.client(self._timeout, default_ssl_context())
+        self._client = client or http_pool.client(self._timeout, default_ssl_context(), http_transport)
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""

@@ -25,7 +25,7 @@ from pydantic import SecretStr
 from agentd.core.conversation import Message
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, StreamEvent
-from agentd.infra.config import ReasoningEffort, TokenField
+from agentd.infra.config import HttpTransport, ReasoningEffort, TokenField
 from agentd.providers.http_common import parse_retry_after  # re-exported, tests import it here
 from agentd.providers.http_provider import HttpProvider
 from agentd.providers.openai_errors import classify_http_error
@@ -58,6 +58,7 @@ class OpenAIProvider(HttpProvider):
         token_field: TokenField = TokenField.AUTO,
         reasoning_effort: ReasoningEffort | None = None,
         client: httpx.AsyncClient | None = None,
+        http_transport: HttpTransport | None = None,
     ) -> None:
         super().__init__(
             base_url=base_url.rstrip("/"),
@@ -68,6 +69,7 @@ class OpenAIProvider(HttpProvider):
             first_token_timeout=first_token_timeout,
             stream_idle_timeout=stream_idle_timeout,
             client=client,
+            http_transport=http_transport,
         )
         self.token_field = token_field
         self.reasoning_effort = reasoning_effort

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from agentd.core.conversation import Message
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, StreamEvent
-from agentd.infra.config import ReasoningEffort
+from agentd.infra.config import HttpTransport, ReasoningEffort
 from agentd.providers.http_provider import HttpProvider
 from agentd.providers.openai_errors import classify_http_error
 from agentd.providers.openai_models import is_reasoning_model
@@ -51,6 +51,7 @@ class OpenAIResponsesProvider(HttpProvider):
         stream_idle_timeout: float | None = None,
         reasoning_effort: ReasoningEffort | None = None,
         client: httpx.AsyncClient | None = None,
+        http_transport: HttpTransport | None = None,
     ) -> None:
         super().__init__(
             base_url=base_url.rstrip("/"),
@@ -61,6 +62,7 @@ class OpenAIResponsesProvider(HttpProvider):
             first_token_timeout=first_token_timeout,
             stream_idle_timeout=stream_idle_timeout,
             client=client,
+            http_transport=http_transport,
         )
         self.reasoning_effort = reasoning_effort
         self._encoded = EncodedMessages()  # per session: the conversation's wire bytes

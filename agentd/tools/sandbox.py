@@ -66,6 +66,9 @@ class SandboxPolicy:
     python: str = ""  # an interpreter for the bridge (the server's own, by real path)
 
 
+DOCKER_SANDBOX_FLAGS = "--security-opt seccomp=unconfined --security-opt apparmor=unconfined"
+
+
 @dataclass(frozen=True)
 class BwrapProbe:
     """What start-up found: the bwrap binary (None: not installed) and, if it is
@@ -81,7 +84,11 @@ class BwrapProbe:
     def describe(self) -> str:
         if self.path is None:
             return "bwrap (bubblewrap) is not installed"
-        return f"{self.path} cannot create a sandbox here ({self.error})"
+        # Docker's default seccomp and AppArmor profiles forbid the user namespaces bwrap makes.
+        return (
+            f"{self.path} cannot create a sandbox here ({self.error}); in a container, run it with "
+            f"{DOCKER_SANDBOX_FLAGS}"
+        )
 
 
 @dataclass(frozen=True)

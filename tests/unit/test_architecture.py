@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "app": 10,
     "serve": 10,
     "preflight": 10,
+    "doctor": 11,  # `agentd doctor`, the start-up notes: uses preflight's store check
     "chat": 10,
     "embedded": 11,
     "demo": 12,

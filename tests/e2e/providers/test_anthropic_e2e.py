@@ -26,6 +26,9 @@ from tests.support.fakes.anthropic_server import (
 )
 from tests.support.session import events, new_session
 
+# Each test once per model-call transport (lean, httpx): tests/e2e/providers/conftest.py.
+pytestmark = pytest.mark.usefixtures("each_http_transport")
+
 MODEL = "claude-test"
 PRICES = {MODEL: {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}}
 EPHEMERAL = {"type": "ephemeral"}

@@ -16,6 +16,9 @@ from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, agent_text, text_prompt
 from tests.support.fakes.openai_server import Completion, ErrorResponse, FakeOpenAI, ToolCallScript
 
+# Each test once per model-call transport (lean, httpx): tests/e2e/providers/conftest.py.
+pytestmark = pytest.mark.usefixtures("each_http_transport")
+
 README = "# Demo project\n\nIt prints a greeting.\n"
 
 

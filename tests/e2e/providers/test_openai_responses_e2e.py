@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from agentd.infra.config import ProviderName, Settings
 from agentd.providers.factory import make_provider
 from agentd.providers.openai_responses import OpenAIResponsesProvider
@@ -22,6 +24,9 @@ from tests.support.fakes.openai_responses_server import (
 )
 from tests.support.session import assert_valid_frames, new_session
 from tests.support.session import events as ext_events
+
+# Each test once per model-call transport (lean, httpx): tests/e2e/providers/conftest.py.
+pytestmark = pytest.mark.usefixtures("each_http_transport")
 
 MODEL = "gpt-5-mini"
 FAST_RETRY = {"retry": {"backoff_base_s": 0.01, "jitter": 0.0}}

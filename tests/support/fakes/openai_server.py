@@ -369,7 +369,7 @@ class FakeOpenAI(ScriptedServer[ScriptedResponse]):
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/v1"
 
     async def _handle(self, request: Request) -> Response:
         body = await self._record(request)

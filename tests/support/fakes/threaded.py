@@ -24,6 +24,8 @@ class ThreadedServer:
 
     thread_name = "fake-server"
     app: Any
+    # (certificate file, key file): serve https instead of http (see tests/support/tls.py).
+    tls: tuple[str, str] | None = None
 
     def __init__(self) -> None:
         self.port: int = 0
@@ -63,6 +65,8 @@ class ThreadedServer:
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=2,
+            ssl_certfile=self.tls[0] if self.tls else None,
+            ssl_keyfile=self.tls[1] if self.tls else None,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

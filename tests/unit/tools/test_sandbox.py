@@ -68,6 +68,17 @@ def test_bwrap_required_but_unusable_refuses(probe: BwrapProbe) -> None:
         resolve_sandbox(SandboxSetting.BWRAP, probe, "127.0.0.1", AuthMode.NONE)
 
 
+def test_an_installed_bwrap_that_cannot_run_names_the_docker_flags_in_one_line() -> None:
+    """Docker's default profiles forbid bwrap's user namespaces: the refusal says exactly
+    what to add to `docker run` (issue 31, item 1)."""
+    with pytest.raises(SandboxError) as err:
+        resolve_sandbox(SandboxSetting.AUTO, BROKEN, "0.0.0.0", AuthMode.TOKEN)
+    text = str(err.value)
+    assert "--security-opt seccomp=unconfined --security-opt apparmor=unconfined" in text
+    assert "\n" not in text
+    assert "security-opt" not in MISSING.describe()  # not installed: installing is the fix
+
+
 def test_loopback_hosts() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("127.8.0.1") and is_loopback("::1")
     assert is_loopback("localhost")
