@@ -162,6 +162,7 @@ def _finish(state: TurnState, step: NextStepStop | NextStepFinalOutput) -> TurnO
 
 
 def _continue(ctx: TurnContext, state: TurnState, step: NextStepContinue) -> None:
+    state.head_stop = step.head_stop
     if step.nudge is not None:
         state.nudges.append(step.nudge)
     if step.message is not None:
@@ -195,12 +196,17 @@ async def run_react(
     """One L3 run. `force_schema=False` drops the output schema (completion recovery rounds)."""
     state = state or TurnState.for_limits(ctx.limits)
     state.stationarity.reset()  # counted per L3 run: a re-entry starts with no streak
+    state.head_stop = None
     state.loops.reset()
     policy = _policy(ctx, force_schema=force_schema, offer_shim=offer_shim)
 
     while True:
         if ctx.cancel.is_set():
             return cancelled_outcome(state)
+        # 001: "每一圈大致顺序 {1. 动作停滞硬停检查 …}" — a stationarity stop decided on the
+        # last step (whose tools ran) ends the run here, before anything is sampled again.
+        if state.head_stop is not None:
+            return _finish(state, state.head_stop)
 
         # Step 1: budget gates, in their fixed order; the first hit wins (R-B1, R-B2).
         stop = check_budget(ctx.budget, ctx.budget_limits)

@@ -37,7 +37,7 @@ from agentd.loop.goal import (
     with_continuation,
 )
 from agentd.loop.goal_eval import evaluate, evaluator_lanes, run_verification
-from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome
+from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
 from agentd.loop.react import run_react
 from agentd.loop.react_base import run_compaction
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
@@ -88,6 +88,9 @@ async def _run_turn(ctx: TurnContext) -> TurnOutcome:
         # 000: a background child still running marks the report incomplete, not dirty:
         # its spend is booked into the session's ledger when it finishes.
         summary["usage"]["incomplete"] = True
+    reported = reported_as(outcome.kind, outcome.reason)
+    if reported is not None:  # telemetry reads it (000: MaxTurnsReached counts as Cancelled)
+        summary["reportedAs"] = reported
     return dataclasses.replace(outcome, turn=summary)
 
 

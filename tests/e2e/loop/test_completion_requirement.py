@@ -292,8 +292,7 @@ async def test_a_valid_structured_output_satisfies_a_structured_output_requireme
 async def test_max_turns_reached_never_enters_recovery(server_factory, workspace: Path, agents_dir: Path):
     provider = scripted(
         {"tool_calls": [list_dir_call("call_1")]},
-        {"tool_calls": [list_dir_call("call_2")]},  # past max_turns = 1: not run, the turn ends
-        NEVER,
+        NEVER,  # max_turns = 1: the first round ends the turn without sampling again
     )
     async with served_session(server_factory, workspace, provider, agents_dir=agents_dir, agent="capped") as (
         _,
@@ -304,7 +303,7 @@ async def test_max_turns_reached_never_enters_recovery(server_factory, workspace
 
         assert result["stopReason"] == "max_turn_requests"
         assert result["_meta"]["agentd"]["reason"] == "max_turns_reached"
-        assert len(provider.requests) == 2
+        assert len(provider.requests) == 1
         assert events(client, sid, "completion_recovery") == []
         turn = the_turn_end(client, sid)["turn"]
         assert "completionRecoveries" not in turn and "autoRecoveryExhausted" not in turn
