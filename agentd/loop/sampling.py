@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass, field
 
 from agentd.core import tracing
 from agentd.core.conversation import Message, ReasoningBlock, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import (
     ProviderRequest,
     ReasoningBlockComplete,
@@ -90,12 +92,22 @@ def uses_native_schema(ctx: TurnContext) -> bool:
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
     repetition = RepetitionDetector(ctx.limits.stationarity)
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
+    call_max = ctx.limits.retry.call_max_s
     with tracing.span("agentd.sampling", attributes):
-        async with contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
-            async for ev in stream:
-                _apply(ctx, sample, ev, repetition)
-                if sample.degenerate is not None:
-                    return  # a degenerate stream: stop reading it (closing the provider stream)
+        # 003: "LLM call max 1200s" — past it the call is a timeout (the `timeout` bucket).
+        deadline = asyncio.timeout(call_max if call_max > 0 else None)
+        try:
+            async with deadline, contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
+                async for ev in stream:
+                    _apply(ctx, sample, ev, repetition)
+                    if sample.degenerate is not None:
+                        return  # a degenerate stream: stop reading it (closing the provider stream)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            raise HarnessError(
+                ErrorKind.TIMEOUT, f"the model call ran past its maximum of {call_max:g}s"
+            ) from exc
 
 
 def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionDetector) -> None:
