@@ -35,6 +35,7 @@ from agentd.loop.max_tokens import (
     on_max_tokens,
 )
 from agentd.loop.outcome import EndReason, OutcomeKind, Reason
+from agentd.loop.reminders import system_reminder
 from agentd.loop.structured import (
     ACCEPTED_TEXT,
     MISSING_CALL_TEXT,
@@ -219,9 +220,21 @@ def _on_max_tokens(obs: StepObservation, counters: StepCounters, policy: StepPol
 def _no_tool_calls(
     obs: StepObservation, counters: StepCounters, policy: StepPolicy, refusal: bool
 ) -> Resolution:
+    # 001, no tool call: "TodoGate（…）：若 todo 列表仍有 pending / in_progress … 可注入 reminder
+    # 并 continue" comes before "插话：若 turn 中途攒了用户插话，先写入对话再 continue".
+    schema = policy.schema
+    gate = todo_gate(
+        obs.open_todos,
+        counters.todo_nudges,
+        refusal=refusal,
+        structured=schema is not None,
+        limits=policy.todo_gate,
+    )
+    if gate.nudge is not None:
+        after = dataclasses.replace(counters, todo_nudges=counters.todo_nudges + 1)
+        return Resolution(NextStepContinue(ContinueReason.TODO_GATE, gate.nudge), after)
     if obs.interjections_pending:
         return Resolution(NextStepContinue(ContinueReason.INTERJECTION), counters)
-    schema = policy.schema
     if schema is not None and not refusal:
         native = policy.mode is SchemaMode.NATIVE
         value, error = schema.validate_json_text(obs.text) if native else (None, MISSING_CALL_TEXT)
@@ -233,19 +246,11 @@ def _no_tool_calls(
                 after = dataclasses.replace(counters, structured_attempts=verdict.attempts)
                 return Resolution(NextStepFinalOutput(structured_output=verdict.output()), after)
             case StructuredRetry():
-                text = retry_text(verdict.error, verdict.attempts, policy.structured, native=native)
+                text = system_reminder(
+                    retry_text(verdict.error, verdict.attempts, policy.structured, native=native)
+                )
                 after = dataclasses.replace(counters, structured_attempts=verdict.attempts)
                 return Resolution(NextStepContinue(ContinueReason.STRUCTURED_RETRY, text), after)
-    gate = todo_gate(
-        obs.open_todos,
-        counters.todo_nudges,
-        refusal=refusal,
-        structured=schema is not None,
-        limits=policy.todo_gate,
-    )
-    if gate.nudge is not None:
-        after = dataclasses.replace(counters, todo_nudges=counters.todo_nudges + 1)
-        return Resolution(NextStepContinue(ContinueReason.TODO_GATE, gate.nudge), after)
     if gate.todos_remaining is not None:
         counters = dataclasses.replace(counters, todos_remaining=gate.todos_remaining)
     final = NextStepFinalOutput(refusal=refusal, max_tokens=obs.stop is StopReason.MAX_TOKENS)

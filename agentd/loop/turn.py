@@ -40,6 +40,7 @@ from agentd.loop.goal_eval import evaluate, evaluator_lanes, run_verification
 from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
 from agentd.loop.react import run_react
 from agentd.loop.react_base import run_compaction
+from agentd.loop.reminders import system_reminder
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
 from agentd.loop.turn_state import TurnState
@@ -48,7 +49,7 @@ from agentd.tools.hooks import HookDecision
 log = logging.getLogger(__name__)
 
 
-RECOVERY_TEXT = (
+RECOVERY_TEXT = system_reminder(
     "Before you finish, you must call the `{tool}` tool — this task is not complete without it. Call it now."
 )
 

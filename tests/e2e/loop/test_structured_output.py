@@ -204,7 +204,7 @@ async def test_shim_a_model_that_stops_without_calling_gets_a_reminder(
         stopped, reminder = provider.requests[1].messages[-2:]
         assert stopped.role == "assistant" and stopped.content == "The answer is 42."
         assert reminder.role == "user"
-        assert reminder.content.startswith(MISSING_CALL_TEXT)
+        assert reminder.content.startswith(f"<system-reminder>\n{MISSING_CALL_TEXT}")
         assert "3 attempt(s) left" in reminder.content  # it counted as an attempt
         assert_valid_frames(client)
 

@@ -20,6 +20,7 @@ from agentd.loop.detection import (
 from agentd.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
 from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
 from agentd.loop.outcome import EndReason, OutcomeKind, reported_as
+from agentd.loop.reminders import is_system_reminder, system_reminder
 from agentd.loop.step import (
     ContinueReason,
     NextStepContinue,
@@ -115,6 +116,15 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         StepCounters(empty_retries=2),
     ),
     (
+        # 001: TodoGate "可注入 reminder 并 continue" is listed before "插话 … 先写入对话再 continue"
+        "the todo gate comes before pending user input",
+        StepObservation(text="done", interjections_pending=True, open_todos=(TODO,)),
+        C0,
+        PLAIN,
+        "todo_nudge",
+        StepCounters(todo_nudges=1),
+    ),
+    (
         "pending user input is answered before anything else",
         StepObservation(text="done", interjections_pending=True, open_todos=(TODO,)),
         C0,
@@ -161,8 +171,10 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         SHIM,
         NextStepContinue(
             ContinueReason.STRUCTURED_RETRY,
-            f"{MISSING_CALL_TEXT}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again "
-            "(3 attempt(s) left).",
+            system_reminder(
+                f"{MISSING_CALL_TEXT}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again "
+                "(3 attempt(s) left)."
+            ),
         ),
         StepCounters(structured_attempts=1),
     ),
@@ -256,12 +268,14 @@ def test_resolve_step(
     if expected == "retry":
         assert isinstance(step, NextStepContinue) and step.reason is ContinueReason.STRUCTURED_RETRY
         assert step.message is not None and "Answer again with only JSON" in step.message
+        assert is_system_reminder(step.message)
     elif expected == "gave_up":
         assert isinstance(step, NextStepFinalOutput)
         assert step.structured_output is not None and "error" in step.structured_output
     elif expected == "todo_nudge":
         assert isinstance(step, NextStepContinue) and step.reason is ContinueReason.TODO_GATE
         assert step.message is not None and "- [pending] write tests" in step.message
+        assert is_system_reminder(step.message)
     elif isinstance(expected, NextStepStop) and expected.error is not None:
         assert isinstance(step, NextStepStop)
         assert (step.kind, step.reason, step.error is not None) == (expected.kind, expected.reason, True)
