@@ -28,6 +28,7 @@ from agentd.loop.checkpoint import checkpoint_budget_exhaustion
 from agentd.loop.compaction import CompactionReason, should_compact
 from agentd.loop.context import TurnCancelled, TurnContext
 from agentd.loop.drain import drain_barrier
+from agentd.loop.loop_detector import LoopReason
 from agentd.loop.outcome import OutcomeKind, TurnOutcome
 from agentd.loop.react_base import cancelled_outcome, ended_outcome, run_compaction
 from agentd.loop.react_recovery import Rebuild, sample_with_recovery
@@ -250,6 +251,9 @@ async def run_react(
         elif isinstance(step, NextStepStop) and step.skip_tools is not None:
             await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain)
             skip_tool_round(ctx, sample.tool_calls, step.skip_tools)
+            if step.reason is LoopReason.TOOL_CYCLE:  # surface what it saw, as other loop stops do
+                notice = Notice(step.skip_tools)
+                ctx.events.emit(notice.kind, notice.payload())
         match step:
             case NextStepContinue():
                 _continue(ctx, state, step)
