@@ -25,6 +25,7 @@ from agentd.core.tool_call_ids import ToolCallIds
 from agentd.core.updates import AgentText, AgentTextChunk
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionDetector, RepetitionHit
+from agentd.loop.reminders import system_reminder
 from agentd.loop.structured import SHIM_REMINDER
 from agentd.tools.registry import system_prompt_guidance
 
@@ -73,7 +74,7 @@ def build_request(
             native_schema = schema.schema
         else:
             tools.append(schema.tool_spec())
-            system = f"{system}\n\n{SHIM_REMINDER}"
+            messages = with_shim_reminder(messages)
     return ProviderRequest(
         model=ctx.model,
         system=system,
@@ -82,6 +83,19 @@ def build_request(
         output_schema=native_schema,
         session_id=ctx.session_id,
     )
+
+
+def with_shim_reminder(messages: list[Message]) -> list[Message]:
+    """The request's messages with the StructuredOutput reminder as `<system-reminder>` text in
+    the last user message (001: "<system-reminder> 标签会作为某条 user content 里的文本"; "注入
+    reminder，要求模型最后用 StructuredOutput 工具交答案"), not in the system prompt. Only the
+    request carries it: the stored conversation is what happened."""
+    reminder = system_reminder(SHIM_REMINDER)
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            updated = messages[i].model_copy(update={"content": f"{messages[i].content}\n\n{reminder}"})
+            return [*messages[:i], updated, *messages[i + 1 :]]
+    return [*messages, Message.user(reminder)]
 
 
 def uses_native_schema(ctx: TurnContext) -> bool:

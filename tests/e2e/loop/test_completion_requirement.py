@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentd.core.provider import ProviderRequest
-from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
+from agentd.loop.structured import SHIM_REMINDER, STRUCTURED_OUTPUT_TOOL
 from agentd.loop.turn import RECOVERY_TEXT
 from agentd.providers.scripted import ScriptedProvider
 from tests.conftest import scripted
@@ -253,7 +253,11 @@ async def test_recovery_rounds_do_not_force_the_output_schema(
         # StructuredOutput, the pseudo-tool stays offered (unforced) so the model can comply.
         assert recovery.output_schema is None
         assert tool_names(recovery) == ["list_dir", STRUCTURED_OUTPUT_TOOL]
-        assert last_message(recovery) == ("user", RECOVERY_TEXT.format(tool=STRUCTURED_OUTPUT_TOOL))
+        # The recovery reminder is the last user message; the request adds the shim's own
+        # reminder to it (the offered StructuredOutput tool), both as <system-reminder> text.
+        role, text = last_message(recovery)
+        assert role == "user" and text.startswith(RECOVERY_TEXT.format(tool=STRUCTURED_OUTPUT_TOOL))
+        assert text.endswith(f"{SHIM_REMINDER}\n</system-reminder>")
 
         recoveries = events(client, sid, "completion_recovery")
         assert [(e["tool"], e["attempt"], e["delaySeconds"]) for e in recoveries] == [
