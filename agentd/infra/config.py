@@ -197,8 +197,10 @@ class Settings(BaseSettings):
     openai_token_field: TokenField = TokenField.AUTO
     reasoning_effort: ReasoningEffort | None = None  # None: the model's default
     # Stream timeouts (seconds, 0 = off): until the first token, then between two reads.
-    first_token_timeout_s: float = Field(default=300.0, ge=0)
-    stream_idle_timeout_s: float = Field(default=120.0, ge=0)
+    # 003 (octos AgentConfig): "first-token grace 180s、stream idle 90s、LLM call max 1200s";
+    # the per-call maximum is `limits.retry.call_max_s`.
+    first_token_timeout_s: float = Field(default=180.0, ge=0)
+    stream_idle_timeout_s: float = Field(default=90.0, ge=0)
     # Both honour HTTPS_PROXY / HTTP_PROXY / NO_PROXY.
     http_transport: HttpTransport = HttpTransport.LEAN
     anthropic_base_url: str = "https://api.anthropic.com"

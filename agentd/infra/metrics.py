@@ -78,6 +78,12 @@ class _Instruments:
         self.turns_running = Gauge("agentd_turns_running", "Turns running now", registry=r)
         self.queued = Gauge("agentd_prompts_queued", "Prompts waiting in session queues", registry=r)
         self.turns = Counter("agentd_turns", "Turns ended, by outcome", ["outcome"], registry=r)
+        self.turns_by_reason = Counter(
+            "agentd_turns_reported",
+            "Turns reported as another outcome, with the reason label (max_turns_reached)",
+            ["outcome", "reason"],
+            registry=r,
+        )
         self.retries = Counter(
             "agentd_retry_decisions",
             "Retry decisions, by decision and bucket",
@@ -177,7 +183,14 @@ class Metrics:
         m = self._m
         m.events.inc()
         if kind is EventKind.TURN_ENDED:
-            m.turns.labels(str(payload.get("outcome", "unknown"))).inc()
+            # A turn may be reported as another outcome (000: MaxTurnsReached counts as
+            # Cancelled with reason max_turns_reached); the loop writes that on the turn.
+            turn = payload.get("turn")
+            reported = turn.get("reportedAs") if isinstance(turn, dict) else None
+            outcome = reported.get("outcome") if isinstance(reported, dict) else None
+            m.turns.labels(str(outcome or payload.get("outcome", "unknown"))).inc()
+            if isinstance(reported, dict) and reported.get("reason"):
+                m.turns_by_reason.labels(str(outcome), str(reported["reason"])).inc()
         elif kind is EventKind.RETRY:
             m.retries.labels(str(payload.get("decision", "")), str(payload.get("bucket", ""))).inc()
 

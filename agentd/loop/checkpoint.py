@@ -24,7 +24,7 @@ class CheckpointConfig:
     """Where and how the checkpoint lands."""
 
     result_path: str = ".agentd/result.md"  # relative to the worktree's top level
-    commit_message: str = "wip: budget exhausted — checkpointed mid-task"
+    commit_message: str = "wip: budget exhausted (#27e) — checkpointed mid-task"  # 003's words
     # Passed via env, so the commit works with no git config at all and is recognisably ours.
     author_name: str = "agentd"
     author_email: str = "agentd@localhost"

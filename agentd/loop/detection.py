@@ -24,6 +24,7 @@ from typing import Any
 
 from agentd.core.conversation import ToolCall
 from agentd.core.provider import StopReason
+from agentd.loop.reminders import system_reminder
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ NOOP_COMMAND = "true"
 # Real signatures are "step:<sha256>", so this one can never collide with them.
 NOOP_SIGNATURE = "noop"
 
-NUDGE_TEXT = (
+NUDGE_TEXT = system_reminder(
     "You have made the same tool call(s) many times in a row and the situation is not changing: "
     "stop polling, step back and change your approach (inspect the cause, try a different tool "
     "or command, or finish with what you have) instead of repeating the same call."

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol
@@ -39,6 +40,9 @@ class GoalLimits:
     blocked_repeats: int = 3
     verify_timeout_s: float = 600.0
     verify_output_chars: int = 4000
+    # 001: "验证基础设施失败或次数达上限可将 goal pause" — failed or timed-out verifications in a
+    # row before the goal pauses (AGENTD_LIMITS {"goal": {"verify_failures_cap": …}}).
+    verify_failures_cap: int = 3
 
 
 DEFAULT_LIMITS = GoalLimits()
@@ -101,7 +105,7 @@ class GoalState:
     last_verdict: dict[str, Any] | None = None
     pause_reason: str | None = None
     user_action: str | None = None
-    wrap_up_done: bool = False
+    verify_failures: int = 0  # failed (or timed-out) verifications in a row
 
     @property
     def active(self) -> bool:
@@ -129,7 +133,7 @@ class GoalState:
             "rounds": self.rounds,
             "blockedCount": self.blocked_count,
             "gaps": list(self.gaps),
-            "wrapUpDone": self.wrap_up_done,
+            "verifyFailures": self.verify_failures,
         }
         for key, value in (
             ("tokenBudget", self.token_budget),
@@ -158,7 +162,7 @@ class GoalState:
             last_verdict=d.get("lastVerdict"),
             pause_reason=d.get("pauseReason"),
             user_action=d.get("userAction"),
-            wrap_up_done=bool(d.get("wrapUpDone", False)),
+            verify_failures=int(d.get("verifyFailures", 0)),
         )
 
 
@@ -170,7 +174,6 @@ class GoalAction(StrEnum):
     VERIFY = "verify"  # run the verification command, then `decide_after_verification`
     PAUSE = "pause"
     COMPLETE = "complete"
-    WRAP_UP = "wrap_up"  # budget spent: one final round
     STOP = "stop"  # nothing more to do this turn
 
 
@@ -191,18 +194,17 @@ class GoalDecision:
 
 
 def decide_budget(goal: GoalState) -> GoalDecision | None:
-    """Token budget first: a spent budget allows exactly one wrap-up round. None while the
-    budget is not spent."""
+    """The token budget, read after the evaluation (001: "评估 → 根据评估结果更新 goal → 读取
+    goal 状态 → Token 预算（超出预算时，停止因 goal 再次进入 L3）"): a spent budget stops the
+    goal's re-entry — no wrap-up round (000: "返回 None（目标已达成或 token 超限）即 EndTurn").
+    None while the budget is not spent."""
     if goal.token_budget is None or goal.tokens_used < goal.token_budget:
         return None
     after = goal.copy()
     if after.status is not GoalStatus.BUDGET_LIMITED:
         after.status = GoalStatus.BUDGET_LIMITED
         after.pause_reason = f"token budget of {after.token_budget} spent ({after.tokens_used} used)"
-    if after.wrap_up_done:
-        return GoalDecision(GoalAction.STOP, after)
-    after.wrap_up_done = True
-    return GoalDecision(GoalAction.WRAP_UP, after)
+    return GoalDecision(GoalAction.STOP, after)
 
 
 def decide_after_evaluation(
@@ -240,12 +242,25 @@ def decide_after_evaluation(
     return GoalDecision(GoalAction.CONTINUE, after)
 
 
-def decide_after_verification(goal: GoalState, passed: bool, output: str) -> GoalDecision:
+def decide_after_verification(
+    goal: GoalState, passed: bool, output: str, limits: GoalLimits | None = None
+) -> GoalDecision:
+    """A failed (or timed-out, or unrunnable) verification records the gap and counts; at
+    `verify_failures_cap` in a row the goal pauses (001: "验证基础设施失败或次数达上限可将 goal
+    pause")."""
+    limits = limits or DEFAULT_LIMITS
     after = goal.copy()
     if passed:
         after.status = GoalStatus.COMPLETE
+        after.verify_failures = 0
         return GoalDecision(GoalAction.COMPLETE, after)
     after.gaps.append(f"verification `{after.verify}` failed: {output.strip()[-500:] or '(no output)'}")
+    after.verify_failures += 1
+    if after.verify_failures >= limits.verify_failures_cap:
+        after.status = GoalStatus.PAUSED
+        after.pause_reason = f"verification failed {after.verify_failures} times in a row"
+        after.user_action = "Fix what the verification reports (or its command), then resume the goal."
+        return GoalDecision(GoalAction.PAUSE, after)
     return GoalDecision(GoalAction.CONTINUE, after)
 
 
@@ -279,29 +294,28 @@ def after_evaluation(state: GoalState, evaluation: _Judged, limits: GoalLimits |
     return decision.action
 
 
-def after_verification(state: GoalState, passed: bool, output: str) -> GoalAction:
+def after_verification(
+    state: GoalState, passed: bool, output: str, limits: GoalLimits | None = None
+) -> GoalAction:
     """`decide_after_verification`, applied to `state` in place."""
-    decision = decide_after_verification(state, passed, output)
+    decision = decide_after_verification(state, passed, output, limits)
     state.assign(decision.goal)
     return decision.action
 
 
-def continuation_text(state: GoalState) -> str:
+def continuation_text(state: GoalState, plan: Sequence[dict[str, str]] = ()) -> str:
+    """001: "生成续跑说明（目标摘要、计划引用、验证差距、下一步等）" — objective, plan, gaps, next step."""
     verdict = state.last_verdict or {}
     gaps = "\n".join(f"- {g}" for g in state.gaps[-3:]) or "- none recorded"
+    steps = "\n".join(f"- [{p.get('status', '?')}] {p.get('content', '')}" for p in plan)
     return (
         "[goal] Keep working towards the objective.\n"
         f"Objective: {state.objective}\n"
+        f"Plan (todo list):\n{steps or '- no plan written'}\n"
         f"Progress so far: {verdict.get('evidence', '(not judged yet)')}\n"
         f"Known gaps:\n{gaps}\n"
         f"Next step: {verdict.get('nextStep', 'decide the next concrete step')}"
     )
-
-
-WRAP_UP_TEXT = (
-    "[goal] The goal's token budget is spent. Use this last round to wrap up: leave the work in a "
-    "consistent state and summarise what is done and what remains."
-)
 
 
 def with_continuation(messages: list[Message], text: str) -> list[Message]:

@@ -24,6 +24,7 @@ Each detector belongs to one L3 run (`reset` when a run starts), like stationari
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -62,6 +63,7 @@ class LoopAction(StrEnum):
     STOP = "stop"
 
 
+RECENT_OUTPUT_CHARS = 2000  # how much of the last output a cycle stop surfaces
 CYCLE_STOP_TEXT = "Not run: the last {n} steps repeat a cycle of {length} steps; the turn stopped."
 CHURN_NUDGE_TEXT = (
     "[file churn] {path} has gone back to an earlier content {reverts} times in this turn: you are "
@@ -284,6 +286,7 @@ class LoopDetector:
     churn: FileChurn = field(init=False)
     shell: ShellSpiral = field(init=False)
     malformed: MalformedCalls = field(init=False)
+    last_output: str = ""  # the latest call output seen (bounded), surfaced by a cycle stop
 
     def __post_init__(self) -> None:
         self.cycles = CycleDetector(self.limits)
@@ -294,10 +297,20 @@ class LoopDetector:
     def reset(self) -> None:
         for detector in (self.cycles, self.churn, self.shell, self.malformed):
             detector.reset()
+        self.last_output = ""
 
     def observe_step(self, step_calls: list[ToolCall]) -> LoopVerdict | None:
-        return self.cycles.observe(step_calls)
+        """A cycle stop carries the recent output (003: "序列层停住本轮工具执行并上抛最近输出"),
+        as the shell-spiral stop does."""
+        verdict = self.cycles.observe(step_calls)
+        if verdict is None or not self.last_output:
+            return verdict
+        text = f"{verdict.message}\nThe last output was:\n{self.last_output}"
+        return dataclasses.replace(verdict, message=text)
 
     def observe_round(self, records: list[CallRecord]) -> list[LoopVerdict]:
+        ran = [r for r in records if r.ran and r.output]
+        if ran:
+            self.last_output = ran[-1].output[-RECENT_OUTPUT_CHARS:]
         verdicts = [self.churn.observe(records), self.malformed.observe(records), self.shell.observe(records)]
         return [v for v in verdicts if v is not None]

@@ -179,6 +179,15 @@ class TurnOutcome:
         )
 
 
+def reported_as(kind: OutcomeKind, reason: Reason | None) -> dict[str, str] | None:
+    """How telemetry classifies an outcome, when not by its own kind. 000: "MaxTurnsReached
+    上报时归类为 Cancelled 加 reason:max_turns_reached 标签" — running out of turns counts as a
+    system-initiated cancellation, not an event of its own."""
+    if kind is OutcomeKind.MAX_TURNS_REACHED:
+        return {"outcome": OutcomeKind.CANCELLED.value, "reason": EndReason.MAX_TURNS_REACHED.value}
+    return None
+
+
 def stop_reason(outcome: TurnOutcome) -> StopReason:
     match outcome.kind:
         case OutcomeKind.COMPLETED:

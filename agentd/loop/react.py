@@ -28,6 +28,7 @@ from agentd.loop.checkpoint import checkpoint_budget_exhaustion
 from agentd.loop.compaction import CompactionReason, should_compact
 from agentd.loop.context import TurnCancelled, TurnContext
 from agentd.loop.drain import drain_barrier
+from agentd.loop.loop_detector import LoopReason
 from agentd.loop.outcome import OutcomeKind, TurnOutcome
 from agentd.loop.react_base import cancelled_outcome, ended_outcome, run_compaction
 from agentd.loop.react_recovery import Rebuild, sample_with_recovery
@@ -162,6 +163,7 @@ def _finish(state: TurnState, step: NextStepStop | NextStepFinalOutput) -> TurnO
 
 
 def _continue(ctx: TurnContext, state: TurnState, step: NextStepContinue) -> None:
+    state.head_stop = step.head_stop
     if step.nudge is not None:
         state.nudges.append(step.nudge)
     if step.message is not None:
@@ -195,12 +197,17 @@ async def run_react(
     """One L3 run. `force_schema=False` drops the output schema (completion recovery rounds)."""
     state = state or TurnState.for_limits(ctx.limits)
     state.stationarity.reset()  # counted per L3 run: a re-entry starts with no streak
+    state.head_stop = None
     state.loops.reset()
     policy = _policy(ctx, force_schema=force_schema, offer_shim=offer_shim)
 
     while True:
         if ctx.cancel.is_set():
             return cancelled_outcome(state)
+        # 001: "每一圈大致顺序 {1. 动作停滞硬停检查 …}" — a stationarity stop decided on the
+        # last step (whose tools ran) ends the run here, before anything is sampled again.
+        if state.head_stop is not None:
+            return _finish(state, state.head_stop)
 
         # Step 1: budget gates, in their fixed order; the first hit wins (R-B1, R-B2).
         stop = check_budget(ctx.budget, ctx.budget_limits)
@@ -244,6 +251,9 @@ async def run_react(
         elif isinstance(step, NextStepStop) and step.skip_tools is not None:
             await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain)
             skip_tool_round(ctx, sample.tool_calls, step.skip_tools)
+            if step.reason is LoopReason.TOOL_CYCLE:  # surface what it saw, as other loop stops do
+                notice = Notice(step.skip_tools)
+                ctx.events.emit(notice.kind, notice.payload())
         match step:
             case NextStepContinue():
                 _continue(ctx, state, step)

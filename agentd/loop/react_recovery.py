@@ -29,15 +29,35 @@ _REBUILD = Rebuild()
 DEGENERATE_TEXT = "[This response kept repeating itself; it was cut off and discarded.]"
 
 
+class Accept:
+    """Marker: the doom-loop budget is spent, the repetitive answer is taken as it is."""
+
+
+_ACCEPT = Accept()
+
+
 async def _retry_degenerate(
     ctx: TurnContext, state: TurnState, sample: Sample, hit: RepetitionHit | RetriableHit
-) -> TurnOutcome | None:
+) -> TurnOutcome | Accept | None:
     """A response cut as repetitive text goes back to the call retry ladder (003:
     `is_repetitive_output` → "响应层回到调用重试梯"), as octos does: its content is replaced
     (the stored final text says what happened, and the discarded attempt never enters the
     conversation), its tool calls go with it (the cut response is incomplete), and the call
     is made again after a backoff. None: sample again; an outcome once the
-    `degenerate_output` bucket is exhausted (a degeneration stop, R-L3b)."""
+    `degenerate_output` bucket is exhausted (a degeneration stop, R-L3b) — except for
+    repetitive text, which is then accepted as it is (`Accept`; 000: "采样器内的 doom-loop…检出
+    循环即"毒化"该次尝试重新采样，预算耗尽则原样接受；各预算互不串账")."""
+    bucket = Bucket.DEGENERATE_OUTPUT
+    spent = ctx.retry.count(bucket) >= ctx.retry.limits.limit(bucket)
+    if isinstance(hit, RepetitionHit) and spent:
+        decision = ctx.retry.observe_degenerate_output()
+        ctx.persist({"retry_state": ctx.retry.to_dict()})
+        accepted = {**hit.as_data(), "accepted": True}
+        state.nudges.append(accepted)
+        data = {**decision.to_event(), "degenerate": accepted, "lane": ctx.lane}
+        state.retries.append(data)
+        ctx.events.emit(EventKind.RETRY, data)
+        return _ACCEPT
     state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))  # spent all the same
     state.nudges.append(hit.as_data())
     if isinstance(hit, RepetitionHit):
@@ -121,7 +141,8 @@ async def sample_with_recovery(
             degenerate = await _retry_degenerate(ctx, state, sample, hit)
             if degenerate is None:
                 continue
-            return degenerate
+            if not isinstance(degenerate, Accept):
+                return degenerate
         state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))
         if sample.usage is not None:
             ctx.budget.record_usage(sample.usage)

@@ -45,7 +45,7 @@ async def run_tools(ctx: TurnContext, state: TurnState, sample: Sample, run: Nex
     # Drain barrier (R-L3h): clients see the message that asked for the tools first.
     if await drain_barrier(ctx.events.flushed, ctx.cancel, ctx.limits.drain) is DrainResult.CANCELLED:
         skip_tool_round(ctx, sample.tool_calls, CANCELLED_BEFORE_TOOLS)
-        return resolve_after_tools(run, ToolRoundObservation(None, BreakReason.USER_CANCELLED))
+        return resolve_after_tools(run, ToolRoundObservation(None, BreakReason.USER_CANCELLED), ctx.max_turns)
     state.tool_rounds += 1
     round_result = await execute_tool_round(
         ctx, sample.tool_calls, no_progress=state.no_progress, presets=run.presets
@@ -56,7 +56,8 @@ async def run_tools(ctx: TurnContext, state: TurnState, sample: Sample, run: Nex
     ctx.budget.mark_progress()
     failure = _observe_tool_crashes(ctx, state, round_result.crashed, round_result.succeeded)
     loops = _observe_loops(ctx, state, state.loops.observe_round(round_result.records))
-    return resolve_after_tools(run, ToolRoundObservation(failure, round_result.break_reason, loops))
+    observed = ToolRoundObservation(failure, round_result.break_reason, loops, state.tool_rounds)
+    return resolve_after_tools(run, observed, ctx.max_turns)
 
 
 def _observe_loops(

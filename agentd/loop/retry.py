@@ -94,6 +94,8 @@ class RetryLimits:
     backoff_max_s: float = 60.0
     retry_after_cap_s: float = 120.0  # a provider asking for an hour gets two minutes, then a new try
     jitter: float = 0.2  # ± fraction of the backoff, so many sessions don't retry in lockstep
+    # 003: "LLM call max 1200s" — one model call (first byte to last) never runs longer.
+    call_max_s: float = 1200.0
     # A failure counts in its bucket this long (sliding window): across turns and restarts, but
     # a session that hit its limits days ago gets its allowance back.
     window_s: float = 48 * 3600.0

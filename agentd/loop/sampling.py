@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass, field
 
 from agentd.core import tracing
 from agentd.core.conversation import Message, ReasoningBlock, ToolCall
+from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import (
     ProviderRequest,
     ReasoningBlockComplete,
@@ -23,6 +25,7 @@ from agentd.core.tool_call_ids import ToolCallIds
 from agentd.core.updates import AgentText, AgentTextChunk
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionDetector, RepetitionHit
+from agentd.loop.reminders import system_reminder
 from agentd.loop.structured import SHIM_REMINDER
 from agentd.tools.registry import system_prompt_guidance
 
@@ -71,7 +74,7 @@ def build_request(
             native_schema = schema.schema
         else:
             tools.append(schema.tool_spec())
-            system = f"{system}\n\n{SHIM_REMINDER}"
+            messages = with_shim_reminder(messages)
     return ProviderRequest(
         model=ctx.model,
         system=system,
@@ -82,6 +85,19 @@ def build_request(
     )
 
 
+def with_shim_reminder(messages: list[Message]) -> list[Message]:
+    """The request's messages with the StructuredOutput reminder as `<system-reminder>` text in
+    the last user message (001: "<system-reminder> 标签会作为某条 user content 里的文本"; "注入
+    reminder，要求模型最后用 StructuredOutput 工具交答案"), not in the system prompt. Only the
+    request carries it: the stored conversation is what happened."""
+    reminder = system_reminder(SHIM_REMINDER)
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            updated = messages[i].model_copy(update={"content": f"{messages[i].content}\n\n{reminder}"})
+            return [*messages[:i], updated, *messages[i + 1 :]]
+    return [*messages, Message.user(reminder)]
+
+
 def uses_native_schema(ctx: TurnContext) -> bool:
     schema = ctx.output_schema
     return schema is not None and schema.error is None and ctx.provider.supports_native_schema
@@ -90,12 +106,22 @@ def uses_native_schema(ctx: TurnContext) -> bool:
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
     repetition = RepetitionDetector(ctx.limits.stationarity)
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
+    call_max = ctx.limits.retry.call_max_s
     with tracing.span("agentd.sampling", attributes):
-        async with contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
-            async for ev in stream:
-                _apply(ctx, sample, ev, repetition)
-                if sample.degenerate is not None:
-                    return  # a degenerate stream: stop reading it (closing the provider stream)
+        # 003: "LLM call max 1200s" — past it the call is a timeout (the `timeout` bucket).
+        deadline = asyncio.timeout(call_max if call_max > 0 else None)
+        try:
+            async with deadline, contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
+                async for ev in stream:
+                    _apply(ctx, sample, ev, repetition)
+                    if sample.degenerate is not None:
+                        return  # a degenerate stream: stop reading it (closing the provider stream)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            raise HarnessError(
+                ErrorKind.TIMEOUT, f"the model call ran past its maximum of {call_max:g}s"
+            ) from exc
 
 
 def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionDetector) -> None:

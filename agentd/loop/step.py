@@ -8,7 +8,8 @@ answer, so every branch of the loop is a row in a table-driven test.
 
 The order of the checks is the loop's contract: the output limit first, then (no tool
 calls) pending user input, structured output and the TodoGate, then (tool calls)
-repetition before `max_turns` before the structured-output shim. (A stream cut as
+repetition before `max_turns` before the structured-output shim. A stationarity stop and the
+`max_turns` cap are taken after the step's tools ran, as 001 places them. (A stream cut as
 repetitive text never gets here: it goes back to the call retry ladder in `react`.)
 """
 
@@ -34,6 +35,7 @@ from agentd.loop.max_tokens import (
     on_max_tokens,
 )
 from agentd.loop.outcome import EndReason, OutcomeKind, Reason
+from agentd.loop.reminders import system_reminder
 from agentd.loop.structured import (
     ACCEPTED_TEXT,
     MISSING_CALL_TEXT,
@@ -113,6 +115,7 @@ class ContinueReason(StrEnum):
     TODO_GATE = "todo_gate"
     STATIONARITY_NUDGE = "stationarity_nudge"
     LOOP_NUDGE = "loop_nudge"  # the sequence layer (file churn) asks for a change of approach
+    STATIONARITY_STOP = "stationarity_stop"  # the round ran; the next pass's head stops
     TOOLS_RAN = "tools_ran"  # the ordinary case: the model reads the results
 
 
@@ -123,6 +126,9 @@ class NextStepContinue:
     reason: ContinueReason
     message: str | None = None
     nudge: dict[str, Any] | None = None  # a stationarity nudge to record on the turn
+    # A stop taken at the head of the next pass, before anything else (001: "每一圈大致顺序
+    # {1. 动作停滞硬停检查 …}"): the step that reached the threshold has already run.
+    head_stop: NextStepStop | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,7 @@ class NextStepRunTools:
     presets: dict[str, ToolResult] = field(default_factory=dict)
     structured_output: dict[str, Any] | None = None
     nudge: Nudge | None = None  # a stationarity nudge, given after the round
+    head_stop: NextStepStop | None = None  # a stationarity stop, taken at the next pass's head
 
 
 NextStep = NextStepContinue | NextStepFinalOutput | NextStepStop | NextStepRunTools
@@ -213,9 +220,21 @@ def _on_max_tokens(obs: StepObservation, counters: StepCounters, policy: StepPol
 def _no_tool_calls(
     obs: StepObservation, counters: StepCounters, policy: StepPolicy, refusal: bool
 ) -> Resolution:
+    # 001, no tool call: "TodoGate（…）：若 todo 列表仍有 pending / in_progress … 可注入 reminder
+    # 并 continue" comes before "插话：若 turn 中途攒了用户插话，先写入对话再 continue".
+    schema = policy.schema
+    gate = todo_gate(
+        obs.open_todos,
+        counters.todo_nudges,
+        refusal=refusal,
+        structured=schema is not None,
+        limits=policy.todo_gate,
+    )
+    if gate.nudge is not None:
+        after = dataclasses.replace(counters, todo_nudges=counters.todo_nudges + 1)
+        return Resolution(NextStepContinue(ContinueReason.TODO_GATE, gate.nudge), after)
     if obs.interjections_pending:
         return Resolution(NextStepContinue(ContinueReason.INTERJECTION), counters)
-    schema = policy.schema
     if schema is not None and not refusal:
         native = policy.mode is SchemaMode.NATIVE
         value, error = schema.validate_json_text(obs.text) if native else (None, MISSING_CALL_TEXT)
@@ -227,19 +246,11 @@ def _no_tool_calls(
                 after = dataclasses.replace(counters, structured_attempts=verdict.attempts)
                 return Resolution(NextStepFinalOutput(structured_output=verdict.output()), after)
             case StructuredRetry():
-                text = retry_text(verdict.error, verdict.attempts, policy.structured, native=native)
+                text = system_reminder(
+                    retry_text(verdict.error, verdict.attempts, policy.structured, native=native)
+                )
                 after = dataclasses.replace(counters, structured_attempts=verdict.attempts)
                 return Resolution(NextStepContinue(ContinueReason.STRUCTURED_RETRY, text), after)
-    gate = todo_gate(
-        obs.open_todos,
-        counters.todo_nudges,
-        refusal=refusal,
-        structured=schema is not None,
-        limits=policy.todo_gate,
-    )
-    if gate.nudge is not None:
-        after = dataclasses.replace(counters, todo_nudges=counters.todo_nudges + 1)
-        return Resolution(NextStepContinue(ContinueReason.TODO_GATE, gate.nudge), after)
     if gate.todos_remaining is not None:
         counters = dataclasses.replace(counters, todos_remaining=gate.todos_remaining)
     final = NextStepFinalOutput(refusal=refusal, max_tokens=obs.stop is StopReason.MAX_TOKENS)
@@ -247,23 +258,21 @@ def _no_tool_calls(
 
 
 def _tool_calls(obs: StepObservation, counters: StepCounters, policy: StepPolicy) -> Resolution:
-    # Repetition is judged before anything runs and before max_turns, so a loop is caught
-    # before the counter runs out (R-L3b).
+    # 001, tool path: "做 动作停滞 统计 … 执行工具" — the step that reaches the stationarity
+    # threshold still runs; the stop is taken at the head of the next pass ("圈头：若同一
+    # tool+参数已连打满 16 次 → … 整 turn 停"), before sampling again.
     decision = obs.stationarity
+    head_stop = None
     if isinstance(decision, Stop):
-        stop = NextStepStop(
-            OutcomeKind.STATIONARITY_ENDED,
-            decision.reason,
-            nudge=decision.as_data(),
-            skip_tools=f"Not run: the same step was repeated {decision.count} times.",
-        )
-        return Resolution(stop, counters)
-    if obs.cycle is not None and obs.cycle.action is LoopAction.STOP:
+        head_stop = NextStepStop(OutcomeKind.STATIONARITY_ENDED, decision.reason, nudge=decision.as_data())
+    if head_stop is None and obs.cycle is not None and obs.cycle.action is LoopAction.STOP:
         cycle = obs.cycle
         stop = NextStepStop(
             OutcomeKind.STATIONARITY_ENDED, cycle.reason, nudge=cycle.as_data(), skip_tools=cycle.message
         )
         return Resolution(stop, counters)
+    # Only reachable with a cap of 0 (or a re-entry past the cap): after the Nth round the
+    # run already ended without sampling (`resolve_after_tools`).
     if policy.max_turns is not None and obs.tool_rounds >= policy.max_turns:
         stop = NextStepStop(
             OutcomeKind.MAX_TURNS_REACHED,
@@ -273,12 +282,12 @@ def _tool_calls(obs: StepObservation, counters: StepCounters, policy: StepPolicy
         return Resolution(stop, counters)
     nudge = decision if isinstance(decision, Nudge) else None
     if policy.schema is None or policy.mode is not SchemaMode.SHIM:
-        return Resolution(NextStepRunTools(nudge=nudge), counters)
+        return Resolution(NextStepRunTools(nudge=nudge, head_stop=head_stop), counters)
     presets, output, attempts = shim_presets(
         policy.schema, obs.tool_calls, counters.structured_attempts, policy.structured
     )
     after = dataclasses.replace(counters, structured_attempts=attempts)
-    return Resolution(NextStepRunTools(presets, output, nudge), after)
+    return Resolution(NextStepRunTools(presets, output, nudge, head_stop), after)
 
 
 def shim_presets(
@@ -317,12 +326,16 @@ class ToolRoundObservation:
     failure: HarnessError | None = None  # a tool kept crashing (the retry bucket is exhausted)
     break_reason: BreakReason | None = None
     loops: tuple[LoopVerdict, ...] = ()  # the sequence layer's verdicts on the round
+    tool_rounds: int = 0  # rounds run this turn, this one included
 
 
-def resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation) -> NextStep:
+def resolve_after_tools(
+    run: NextStepRunTools, round_: ToolRoundObservation, max_turns: int | None = None
+) -> NextStep:
     """What to do once the step's tools ran: a crash or a circuit breaker (any of them: the
-    user's will stops the turn) ends the run, an
-    accepted (or given-up) structured answer completes it, otherwise sample again."""
+    user's will stops the turn) ends the run, an accepted (or given-up) structured answer
+    completes it, a stationarity stop waits for the next pass's head, the Nth round of a
+    `max_turns` cap ends the run without another sample, otherwise sample again."""
     if round_.failure is not None:
         return NextStepStop(OutcomeKind.FAILED, round_.failure.kind, error=round_.failure)
     if round_.break_reason is not None:
@@ -332,6 +345,11 @@ def resolve_after_tools(run: NextStepRunTools, round_: ToolRoundObservation) -> 
     stop = next((v for v in round_.loops if v.action is LoopAction.STOP), None)
     if stop is not None:  # file churn, malformed calls or a shell spiral: final, like stationarity
         return NextStepStop(OutcomeKind.STATIONARITY_ENDED, stop.reason, nudge=stop.as_data())
+    if run.head_stop is not None:
+        return NextStepContinue(ContinueReason.STATIONARITY_STOP, head_stop=run.head_stop)
+    # 001: "若配置了 max_turns，工具轮次将超过上限 → MaxTurnsReached，结束 L3，不再采样".
+    if max_turns is not None and round_.tool_rounds >= max_turns:
+        return NextStepStop(OutcomeKind.MAX_TURNS_REACHED, EndReason.MAX_TURNS_REACHED)
     nudge = next((v for v in round_.loops if v.action is LoopAction.NUDGE), None)
     if nudge is not None:
         texts = [t for t in (nudge.message, NUDGE_TEXT if run.nudge else None) if t]

@@ -72,7 +72,9 @@ class OutputSchema:
         parameters = self.schema if self.error is None else {"type": "object"}
         return ToolSpec(
             STRUCTURED_OUTPUT_TOOL,
-            "Report the final answer in the required structure. Call exactly once, after all real work.",
+            # 000's description of the pseudo-tool, then how to call it.
+            "Return your final answer as JSON matching the required schema. "
+            "Call exactly once, after all real work.",
             parameters,
         )
 

@@ -139,7 +139,9 @@ class Subagents:
     run_turn: Callable[[TurnContext], Awaitable[TurnOutcome]]
     limits: SubagentLimits = field(default_factory=SubagentLimits)
     default_system_prompt: str = ""
-    stop_hooks: list[StopHook] = field(default_factory=list)  # SubagentStop
+    stop_hooks: list[StopHook] = field(default_factory=list)  # SubagentStop, from the hooks file
+    # SubagentStop hooks clients registered, read when a child starts (they come and go).
+    client_stop_hooks: Callable[[], list[StopHook]] = list
     # A background child's attributed usage, when it finishes (the session's ledger).
     on_usage: Callable[[UsageLedger], None] = lambda ledger: None
     # A background child finished: clients get a `background_task` event at once.
@@ -221,7 +223,7 @@ class Subagents:
             completion=spec.completion,
             goal=None,
             goal_lanes=[],
-            stop_hooks=list(self.stop_hooks),
+            stop_hooks=[*self.stop_hooks, *self.client_stop_hooks()],
             depth=depth,
             stop_payload={
                 "event": "subagent_stop",

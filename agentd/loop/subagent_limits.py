@@ -48,12 +48,20 @@ def spawn_refusal(depth: int, running: int, limits: SubagentLimits) -> str | Non
     return None
 
 
-def child_max_turns(requested: int | None, definition_cap: int | None) -> int | None:
-    """The tool rounds a child may run: what the parent asked for, capped by the
-    definition's own cap; either alone when the other is unset; None when neither is (the
-    headless iteration cap still bounds it)."""
+# A child's turn cap when neither its definition nor its parent sets one. 000 leaves the
+# number open ("只在子代理场景由定义或父代理填充"); 004's "max_turns = 10" is the seeds' only
+# figure for it, and the `task` tool states it to the model.
+DEFAULT_CHILD_MAX_TURNS = 10
+
+
+def child_max_turns(
+    requested: int | None, definition_cap: int | None, default: int = DEFAULT_CHILD_MAX_TURNS
+) -> int:
+    """The tool rounds a child may run — never unbounded. 000: "max_turns 是 Option<usize>，
+    默认 None…只在子代理场景由定义或父代理填充": the definition's cap, else the parent's; a
+    parent may lower the definition's cap, never raise it; neither set → `default`."""
     if requested is None:
-        return definition_cap
+        return definition_cap if definition_cap is not None else default
     if definition_cap is None:
         return requested
     return min(requested, definition_cap)

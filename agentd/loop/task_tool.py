@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.core.completion import CompletionRequirement
-from agentd.loop.subagent_limits import child_max_turns
+from agentd.loop.subagent_limits import DEFAULT_CHILD_MAX_TURNS, child_max_turns
 from agentd.tools.base import Access, Tool, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
 
@@ -80,7 +80,8 @@ def _guidance(agents: dict[str, str]) -> str:
         "Use task to hand a self-contained piece of work to a sub-agent, which works with its own "
         "context and tools and returns only its final answer (keep your own context small: give it "
         "everything it needs in the prompt, it does not see this conversation). Pick the agent by "
-        f"name ({listed}). max_turns caps its tool rounds. With run_in_background=true the call "
+        f"name ({listed}). max_turns caps its tool rounds (never above the agent's own cap; "
+        f"default: the agent's cap, else {DEFAULT_CHILD_MAX_TURNS}). With run_in_background=true the call "
         "returns the agent's id at once; you are told when it finishes, and task_output (with "
         "wait=true to wait) shows its answer."
     )
@@ -108,7 +109,14 @@ class TaskTool:
                     "maxLength": DESCRIPTION_CHARS,
                     "description": "A few words saying what it does (shown to the user).",
                 },
-                "max_turns": {"type": "integer", "minimum": 1, "description": "Tool rounds it may run."},
+                "max_turns": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": (
+                        "Tool rounds it may run (default: the agent's own cap, "
+                        f"else {DEFAULT_CHILD_MAX_TURNS})."
+                    ),
+                },
                 "run_in_background": {
                     "type": "boolean",
                     "description": "Return at once and let it run beside you (default false).",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentd.loop.reminders import system_reminder
+
 
 @dataclass(frozen=True)
 class TodoGateLimits:
@@ -28,7 +30,7 @@ class TodoGateVerdict:
 
 def todo_nudge_text(open_items: Sequence[dict[str, str]]) -> str:
     items = "\n".join(f"- [{i['status']}] {i['content']}" for i in open_items)
-    return (
+    return system_reminder(
         "Your todo list still has unfinished items:\n"
         f"{items}\n"
         "Continue working on them, or update the list with todo_write if they are done or no longer needed."

@@ -26,7 +26,6 @@ from agentd.core.updates import Notice
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.goal import (
-    WRAP_UP_TEXT,
     GoalAction,
     GoalStatus,
     continuation_text,
@@ -37,9 +36,10 @@ from agentd.loop.goal import (
     with_continuation,
 )
 from agentd.loop.goal_eval import evaluate, evaluator_lanes, run_verification
-from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome
+from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
 from agentd.loop.react import run_react
 from agentd.loop.react_base import run_compaction
+from agentd.loop.reminders import system_reminder
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
 from agentd.loop.turn_state import TurnState
@@ -48,7 +48,7 @@ from agentd.tools.hooks import HookDecision
 log = logging.getLogger(__name__)
 
 
-RECOVERY_TEXT = (
+RECOVERY_TEXT = system_reminder(
     "Before you finish, you must call the `{tool}` tool — this task is not complete without it. Call it now."
 )
 
@@ -88,6 +88,9 @@ async def _run_turn(ctx: TurnContext) -> TurnOutcome:
         # 000: a background child still running marks the report incomplete, not dirty:
         # its spend is booked into the session's ledger when it finishes.
         summary["usage"]["incomplete"] = True
+    reported = reported_as(outcome.kind, outcome.reason)
+    if reported is not None:  # telemetry reads it (000: MaxTurnsReached counts as Cancelled)
+        summary["reportedAs"] = reported
     return dataclasses.replace(outcome, turn=summary)
 
 
@@ -185,18 +188,12 @@ def _save_goal(ctx: TurnContext) -> None:
 
 
 async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
-    """Judge the goal after a completed round; True when the turn should continue."""
+    """Judge the goal after a completed round; True when the turn should continue. 001's
+    order: "评估 → 根据评估结果更新 goal → 读取 goal 状态 → Token 预算" — so a `complete`
+    verdict still completes a goal whose budget is spent, and a spent budget ends the turn."""
     goal = ctx.goal
     assert goal is not None
-    budget = decide_budget(goal)
-    if budget is not None:
-        goal.assign(budget.goal)
-    action = budget.action if budget is not None else None
-    if action is GoalAction.WRAP_UP:
-        _save_goal(ctx)
-        ctx.conversation.replace(with_continuation(ctx.conversation.messages, WRAP_UP_TEXT))
-        return True
-    if action is GoalAction.STOP or goal.status is not GoalStatus.ACTIVE:
+    if goal.status is not GoalStatus.ACTIVE:
         _save_goal(ctx)
         return False
     lanes = list(ctx.goal_lanes) or evaluator_lanes((ctx.provider, ctx.model), None, ctx.limits.goal.attempts)
@@ -224,18 +221,28 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
             )
         except TimeoutError:
             passed, output = False, "verification timed out"
+        except OSError as exc:  # the verification could not run at all: it counts as failed
+            passed, output = False, f"verification could not run: {exc}"
         if ctx.goal is not goal:
             return False
         verdict_event["verification"] = {"command": goal.verify, "passed": passed, "output": output[-2000:]}
-        decision = decide_after_verification(goal, passed, output)
+        decision = decide_after_verification(goal, passed, output, ctx.limits.goal)
         goal.assign(decision.goal)
         action = decision.action
         verdict_event["action"] = action.value
+    if action is GoalAction.CONTINUE:  # read the token budget last
+        budget = decide_budget(goal)
+        if budget is not None:
+            goal.assign(budget.goal)
+            action = budget.action
+            verdict_event["action"] = action.value
+            verdict_event["budgetSpent"] = True
     state.goal_verdicts.append(verdict_event)
     ctx.events.emit(EventKind.GOAL, {**goal.to_dict(), "verdictEvent": verdict_event})
     ctx.persist({"goal": goal.to_dict()})
     if action is GoalAction.CONTINUE:
-        ctx.conversation.replace(with_continuation(ctx.conversation.messages, continuation_text(goal)))
+        text = continuation_text(goal, ctx.todos.as_plan())
+        ctx.conversation.replace(with_continuation(ctx.conversation.messages, text))
         return True
     return False
 

@@ -12,6 +12,7 @@ from typing import Any
 from agentd.loop.detection import NoProgress, Stationarity
 from agentd.loop.loop_detector import LoopDetector
 from agentd.loop.repair import RepairReason
+from agentd.loop.step import NextStepStop
 from agentd.loop.usage import UsageLedger
 
 
@@ -42,6 +43,7 @@ class TurnState:
     stop_reentries: int = 0  # R-L2d
     goal_verdicts: list[dict[str, Any]] = field(default_factory=list)
     todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
+    head_stop: NextStepStop | None = None  # a stationarity stop the next pass's head takes
 
     @classmethod
     def for_limits(cls, limits: Any) -> TurnState:

@@ -87,7 +87,8 @@ class SessionActor:
         )
         self.usage = UsageLedger.from_dict(record.usage)
         self.goal = GoalState.from_dict(record.goal) if record.goal else None
-        self.client_hooks: dict[str, StopHook] = {}  # connection id → hook
+        self.client_hooks: dict[str, StopHook] = {}  # connection id → hook (Stop)
+        self.client_subagent_hooks: dict[str, StopHook] = {}  # connection id → hook (SubagentStop)
         self.agent = services.agents.get(record.agent) or DEFAULT_AGENT
         if self.agent.model:
             self.model = self.agent.model

@@ -138,7 +138,12 @@ async def _on_attach_mcp(actor: SessionActor, cmd: AttachMcp) -> None:
 
 @_handles(RegisterHook)
 async def _on_register_hook(actor: SessionActor, cmd: RegisterHook) -> None:
-    actor.client_hooks[cmd.hook.connection_id] = cmd.hook
+    # 001: "两类来源：文件配置的 hook，以及 client 注册的 hook" — for Stop and SubagentStop alike.
+    for event, hooks in (("stop", actor.client_hooks), ("subagent_stop", actor.client_subagent_hooks)):
+        if event in cmd.events:
+            hooks[cmd.hook.connection_id] = cmd.hook
+        else:
+            hooks.pop(cmd.hook.connection_id, None)
     cmd.reply.set_result(None)
 
 
@@ -207,6 +212,7 @@ async def _on_attach_complete(actor: SessionActor, cmd: AttachComplete) -> None:
 async def _on_detach(actor: SessionActor, cmd: Detach) -> None:
     actor.hub.unsubscribe(cmd.sink_id)
     actor.client_hooks.pop(cmd.sink_id, None)
+    actor.client_subagent_hooks.pop(cmd.sink_id, None)
     actor.permissions.forget_sink(cmd.sink_id)
 
 

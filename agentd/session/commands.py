@@ -145,6 +145,7 @@ class RegisterHook:
 
     hook: Any  # a StopHook bound to the client's connection
     reply: asyncio.Future[None]
+    events: frozenset[str] = frozenset({"stop"})  # "stop" and/or "subagent_stop"
 
 
 @dataclass

@@ -47,6 +47,7 @@ def session_subagents(actor: SessionActor) -> Subagents:
         limits=SubagentLimits(settings.subagent_max_depth, settings.subagent_max_concurrent),
         default_system_prompt=settings.system_prompt,
         stop_hooks=cast("list[StopHook]", list(services.hooks.subagent_stop)),
+        client_stop_hooks=lambda: list(actor.client_subagent_hooks.values()),
         on_usage=on_usage,
         on_finished=on_finished,
         on_started=on_started,

@@ -41,10 +41,15 @@ async def session_detach(ctx: CallContext, params: SessionParams) -> dict[str, A
     return {"detached": False}
 
 
+# The hook events a client may register for: Stop (the session's agent) and SubagentStop
+# (a sub-agent's), both asked with the same request; the payload's "event" tells them apart.
+HOOK_EVENTS = ("stop", "subagent_stop")
+
+
 async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[str, Any]:
-    unknown = [e for e in params.events if e != "stop"]
-    if unknown:
-        msg = f"unknown hook events {unknown} (only 'stop')"
+    unknown = [e for e in params.events if e not in HOOK_EVENTS]
+    if unknown or not params.events:
+        msg = f"unknown hook events {unknown} (use 'stop', 'subagent_stop')"
         raise RpcError.invalid_params(f"Invalid params: events: {msg}", [{"path": "events", "message": msg}])
     actor = await session_for(ctx, params.session_id, Access.DRIVE)  # the hook steers turns
     assert ctx.connection is not None
@@ -52,9 +57,10 @@ async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[
         await attach_with_replay(ctx, actor, replay=False)
     reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     hook = ClientStopHook(ctx.connection, ctx.state.settings.client_hook_timeout_s)
-    actor.send(RegisterHook(hook, reply))
+    events = [e for e in HOOK_EVENTS if e in params.events]
+    actor.send(RegisterHook(hook, reply, frozenset(events)))
     await reply
-    return {"registered": ["stop"], "method": ClientRequest.HOOKS_STOP.value}
+    return {"registered": events, "method": ClientRequest.HOOKS_STOP.value}
 
 
 async def permission_respond(ctx: CallContext, params: PermissionRespondParams) -> dict[str, Any]:

@@ -371,7 +371,10 @@ async def test_max_iterations_in_a_dirty_repo_commits_a_local_checkpoint(server_
     assert head != before
     assert git(repo, "rev-parse", "HEAD~1").strip() == before  # one commit on top, locally
     assert git(repo, "log", "-1", "--format=%s").strip() == CheckpointConfig().commit_message
-    assert git(repo, "log", "-1", "--format=%s").strip() == "wip: budget exhausted — checkpointed mid-task"
+    assert (
+        git(repo, "log", "-1", "--format=%s").strip()
+        == "wip: budget exhausted (#27e) — checkpointed mid-task"
+    )
     assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == "agentd <agentd@localhost>"
     changed = set(git(repo, "show", "--name-only", "--format=", "HEAD").split())
     assert changed == {"README.md", ".agentd/result.md"}

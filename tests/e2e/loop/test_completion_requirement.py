@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentd.core.provider import ProviderRequest
-from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
+from agentd.loop.structured import SHIM_REMINDER, STRUCTURED_OUTPUT_TOOL
 from agentd.loop.turn import RECOVERY_TEXT
 from agentd.providers.scripted import ScriptedProvider
 from tests.support.client import RpcFailed, text_prompt
@@ -253,7 +253,11 @@ async def test_recovery_rounds_do_not_force_the_output_schema(
         # StructuredOutput, the pseudo-tool stays offered (unforced) so the model can comply.
         assert recovery.output_schema is None
         assert tool_names(recovery) == ["list_dir", STRUCTURED_OUTPUT_TOOL]
-        assert last_message(recovery) == ("user", RECOVERY_TEXT.format(tool=STRUCTURED_OUTPUT_TOOL))
+        # The recovery reminder is the last user message; the request adds the shim's own
+        # reminder to it (the offered StructuredOutput tool), both as <system-reminder> text.
+        role, text = last_message(recovery)
+        assert role == "user" and text.startswith(RECOVERY_TEXT.format(tool=STRUCTURED_OUTPUT_TOOL))
+        assert text.endswith(f"{SHIM_REMINDER}\n</system-reminder>")
 
         recoveries = events(client, sid, "completion_recovery")
         assert [(e["tool"], e["attempt"], e["delaySeconds"]) for e in recoveries] == [
@@ -292,8 +296,7 @@ async def test_a_valid_structured_output_satisfies_a_structured_output_requireme
 async def test_max_turns_reached_never_enters_recovery(server_factory, workspace: Path, agents_dir: Path):
     provider = scripted(
         {"tool_calls": [list_dir_call("call_1")]},
-        {"tool_calls": [list_dir_call("call_2")]},  # past max_turns = 1: not run, the turn ends
-        NEVER,
+        NEVER,  # max_turns = 1: the first round ends the turn without sampling again
     )
     async with served_session(server_factory, workspace, provider, agents_dir=agents_dir, agent="capped") as (
         _,
@@ -304,7 +307,7 @@ async def test_max_turns_reached_never_enters_recovery(server_factory, workspace
 
         assert result["stopReason"] == "max_turn_requests"
         assert result["_meta"]["agentd"]["reason"] == "max_turns_reached"
-        assert len(provider.requests) == 2
+        assert len(provider.requests) == 1
         assert events(client, sid, "completion_recovery") == []
         turn = the_turn_end(client, sid)["turn"]
         assert "completionRecoveries" not in turn and "autoRecoveryExhausted" not in turn

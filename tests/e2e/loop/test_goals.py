@@ -33,7 +33,6 @@ from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
 from agentd.loop.goal import (
     CONTINUATION_TAG,
-    WRAP_UP_TEXT,
     GoalLimits,
     GoalState,
     GoalStatus,
@@ -138,7 +137,7 @@ async def test_set_get_clear_over_rpc_with_goal_events(server_factory, workspace
             "rounds": 0,
             "blockedCount": 0,
             "gaps": [],
-            "wrapUpDone": False,
+            "verifyFailures": 0,
             "tokenBudget": 5000,
             "verify": "make test",
         }
@@ -787,7 +786,13 @@ def test_parse_verdict_accepts_a_verdict_wrapped_in_prose():
 # ---------------------------------------------------------------------------- token budget
 
 
-async def test_budget_exceeded_runs_exactly_one_wrap_up_round(server_factory, workspace: Path):
+async def test_a_spent_budget_ends_the_turn_after_the_evaluation_without_a_wrap_up_round(
+    server_factory, workspace: Path
+):
+    """001: "评估 → 根据评估结果更新 goal → 读取 goal 状态 → Token 预算（超出预算时，停止因 goal 再次
+    进入 L3）" and 000: "prepare_goal_continuation…返回 None（目标已达成或 token 超限）即 EndTurn" —
+    the round is judged first; a `continue` verdict on a spent budget ends the turn, no extra
+    wrap-up round."""
     provider = scripted(
         {"text": "First chunk of work.", "usage": {"input_tokens": 50, "output_tokens": 10}},
         # The hidden evaluator's tokens count against the goal's budget too.
@@ -800,9 +805,9 @@ async def test_budget_exceeded_runs_exactly_one_wrap_up_round(server_factory, wo
             "text": "Second chunk.",
             "usage": {"input_tokens": 50, "output_tokens": 10},
         },
-        # 120 tokens used ≥ 100: no evaluation, one wrap-up round instead.
-        {"expect": "token budget is spent", "text": "Wrap-up: half done.", "usage": {"input_tokens": 5}},
-        {"text": "should never be sampled"},
+        # 128 tokens used ≥ 100: judged, then the budget stops the re-entry.
+        {**verdict("continue", "more done", "NEXT again"), "usage": {"input_tokens": 3}},
+        {"text": "the next prompt's answer"},
     )
     async with served_session(server_factory, workspace, provider) as (_, client, sid):
         await set_goal(client, sid, "Do a lot", tokenBudget=100)
@@ -810,28 +815,63 @@ async def test_budget_exceeded_runs_exactly_one_wrap_up_round(server_factory, wo
         result = await client.call("session/prompt", text_prompt(sid, "go"))
 
         assert result["stopReason"] == "end_turn"
-        assert kinds(provider.requests) == ["agent", "eval", "agent", "agent"]
-        wrap_up_request = agent_requests(provider.requests)[2]
-        assert wrap_up_request.messages[-1].content == WRAP_UP_TEXT
-        (cont,) = continuations(wrap_up_request)  # the wrap-up replaced the older continuation
-        assert cont.content == WRAP_UP_TEXT
-        assert agent_text(client.updates(sid)).endswith("Wrap-up: half done.")
-
+        assert kinds(provider.requests) == ["agent", "eval", "agent", "eval"]
         goal = (await get_goal(client, sid))["goal"]
         assert goal["status"] == "budget_limited"
-        assert goal["wrapUpDone"] is True
-        assert goal["tokensUsed"] == 130
-        assert goal["rounds"] == 1  # only the first round was judged
+        assert goal["tokensUsed"] == 128
+        assert goal["rounds"] == 2  # both rounds were judged
         assert "100" in goal["pauseReason"]
-        statuses = [e["status"] for e in events(client, sid, "goal")]
-        assert statuses[-1] == "budget_limited" and "complete" not in statuses
-        assert [v["action"] for v in the_turn_end(client, sid)["turn"]["goalVerdicts"]] == ["continue"]
+        verdicts = the_turn_end(client, sid)["turn"]["goalVerdicts"]
+        assert [v["action"] for v in verdicts] == ["continue", "stop"]
+        assert verdicts[1]["budgetSpent"] is True
 
-        # A later prompt neither evaluates nor wraps up again.
+        # A later prompt neither evaluates nor continues the goal.
         await client.call("session/prompt", text_prompt(sid, "anything else?"))
-        assert kinds(provider.requests) == ["agent", "eval", "agent", "agent", "agent"]
-        assert continuations(provider.requests[-1]) == [cont]  # still the one wrap-up message
+        assert kinds(provider.requests) == ["agent", "eval", "agent", "eval", "agent"]
         assert (await get_goal(client, sid))["goal"]["status"] == "budget_limited"
+
+
+async def test_a_complete_verdict_completes_a_goal_whose_budget_is_spent(server_factory, workspace: Path):
+    """001: "评估 → 根据评估结果更新 goal → 读取 goal 状态 → Token 预算" — the evaluation comes
+    before the budget check, so the round that spends the budget can still complete the goal."""
+    provider = scripted(
+        {"text": "All of it, done.", "usage": {"input_tokens": 150, "output_tokens": 10}},
+        verdict("candidate_complete", "everything is there", "nothing"),
+        {"text": "should never be sampled"},
+    )
+    async with served_session(server_factory, workspace, provider) as (_, client, sid):
+        await set_goal(client, sid, "Do it all", tokenBudget=100)
+
+        result = await client.call("session/prompt", text_prompt(sid, "go"))
+
+        assert result["stopReason"] == "end_turn"
+        assert kinds(provider.requests) == ["agent", "eval"]
+        assert (await get_goal(client, sid))["goal"]["status"] == "complete"
+
+
+async def test_failed_verifications_pause_the_goal_at_the_cap(server_factory, workspace: Path):
+    """001: "验证基础设施失败或次数达上限可将 goal pause" — each failed verification counts; at the
+    cap (`limits.goal.verify_failures_cap`, 2 here) the goal pauses and the turn ends."""
+    provider = scripted(
+        {"text": "Done, I think."},
+        verdict("candidate_complete", "looks done", "nothing"),
+        {"text": "Fixed, I think."},
+        verdict("candidate_complete", "looks done now", "nothing"),
+        {"text": "should never be sampled"},
+    )
+    limits = {"goal": {"verify_failures_cap": 2}}
+    async with served_session(server_factory, workspace, provider, limits=limits) as (_, client, sid):
+        await set_goal(client, sid, "Make it pass", verify="false")
+
+        result = await client.call("session/prompt", text_prompt(sid, "go"))
+
+        assert result["stopReason"] == "end_turn"
+        assert kinds(provider.requests) == ["agent", "eval", "agent", "eval"]
+        goal = (await get_goal(client, sid))["goal"]
+        assert goal["status"] == "paused" and goal["verifyFailures"] == 2
+        assert goal["pauseReason"] == "verification failed 2 times in a row"
+        # The continuation between the rounds carried the plan reference 001 lists.
+        assert "Plan (todo list):" in continuations(agent_requests(provider.requests)[1])[0].content
 
 
 # ---------------------------------------------------------------------------- refusal

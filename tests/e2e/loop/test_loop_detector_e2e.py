@@ -17,6 +17,7 @@ Scripted model steps over a real WebSocket:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,8 @@ async def test_an_a_b_cycle_stops_the_turn_before_the_sixth_step_runs(server_fac
     """003: "工具序列层面的 LoopDetector（窗口 12）… 序列层停住本轮工具执行并上抛最近输出" — two
     steps alternating (A-B-A-B-A-B) never trip stationarity (no two consecutive steps are
     alike) but are a loop all the same: at the third repeat the step's tools are not run and
-    the turn stops (`tool_cycle`)."""
+    the turn stops (`tool_cycle`), surfacing the most recent output (the 5th step's listing)."""
+    (workspace / "cycle-marker.txt").write_text("x\n")
     a = ("list_dir", {"path": "."}, "")
     b = ("glob", {"pattern": "*.txt"}, "")
     steps = [step((*(a if i % 2 else b)[:2], f"call_{i}")) for i in range(1, 7)]
@@ -84,7 +86,11 @@ async def test_an_a_b_cycle_stops_the_turn_before_the_sixth_step_runs(server_fac
         for i in range(1, 6):
             assert statuses(client, sid, f"call_{i}") == ["pending", "in_progress", "completed"]
         assert statuses(client, sid, "call_6") == ["pending", "failed"]
-        assert "repeat a cycle of 2 steps" in shown_text(last_update(client, sid, "call_6"))
+        shown = shown_text(last_update(client, sid, "call_6"))
+        assert "repeat a cycle of 2 steps" in shown
+        assert "The last output was:" in shown and "cycle-marker.txt" in shown
+        notices = events(client, sid, "notice")
+        assert len(notices) == 1 and "cycle-marker.txt" in json.dumps(notices[0])
         ended = events(client, sid, "turn_ended")[0]
         assert ended["turn"]["nudges"] == [
             {"action": "stop", "reason": "tool_cycle", "count": 6, "cycleLength": 2}

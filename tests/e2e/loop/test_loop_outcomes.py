@@ -8,8 +8,9 @@ Each outcome leaves the loop by its own exit path and shows up three ways: the
 
 - Completed → `end_turn`; Completed with a refusal → `refusal`;
 - Cancelled → `cancelled`;
-- MaxTurnsReached → `max_turn_requests`, reason `max_turns_reached`, and the step past the
-  limit is closed "Not run";
+- MaxTurnsReached → `max_turn_requests`, reason `max_turns_reached`, ended after the Nth
+  tool round without another model request, reported (metric, turn data) as Cancelled with
+  reason max_turns_reached;
 - StationarityEnded (16 identical steps) → `end_turn`, reason `identical_steps`;
 - Failed (a provider error) → JSON-RPC error;
 - max tokens: a cut-off answer *with* text is continued twice, then the turn completes with
@@ -23,7 +24,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agentd.core.conversation import Message
 from agentd.core.provider import ProviderRequest
@@ -37,7 +40,6 @@ from tests.support.session import (
     is_update,
     new_session,
     served_session,
-    shown_text,
     the_turn_end,
 )
 
@@ -169,16 +171,18 @@ async def test_cancelled_ends_with_stop_reason_cancelled(server_factory, workspa
 # ---------------------------------------------------------------------------- MaxTurnsReached
 
 
-async def test_max_turns_reached_stops_after_the_limit_with_max_turn_requests(
+async def test_max_turns_reached_stops_after_the_nth_round_without_sampling_again(
     server_factory, workspace: Path
 ):
+    """001: "若配置了 max_turns，工具轮次将超过上限 → MaxTurnsReached，结束 L3，不再采样" — with
+    max_turns 2 the model is asked exactly twice. 000: "MaxTurnsReached 上报时归类为 Cancelled 加
+    reason:max_turns_reached 标签" — the turns metric and the turn data classify it so."""
     provider = scripted(
         {"text": "Round one.", "tool_calls": [list_dir_call("call_1")]},
-        {"text": "Round two.", "tool_calls": [list_dir_call("call_2")]},
-        {"text": "Round three.", "tool_calls": [list_dir_call("call_3"), list_dir_call("call_3b", "..")]},
+        {"text": "Round two.", "tool_calls": [list_dir_call("call_2"), list_dir_call("call_2b")]},
         {"text": "I stopped at the limit."},  # the next prompt's answer
     )
-    async with served_session(server_factory, workspace, provider, max_turns=2) as (_, client, sid):
+    async with served_session(server_factory, workspace, provider, max_turns=2) as (server, client, sid):
         result = await client.call("session/prompt", text_prompt(sid, "keep listing"))
 
         assert result["stopReason"] == "max_turn_requests"
@@ -190,26 +194,36 @@ async def test_max_turns_reached_stops_after_the_limit_with_max_turn_requests(
             "max_turn_requests",
             "max_turns_reached",
         )
-        # Exactly two tool rounds ran; the third step was sampled but its calls were closed.
-        assert ended["toolsCalled"] == 2
-        assert started_tool_calls(client, sid) == ["call_1", "call_2"]
+        assert ended["turn"]["reportedAs"] == {"outcome": "cancelled", "reason": "max_turns_reached"}
+        # Exactly two tool rounds ran, and no third sample was taken.
+        assert len(provider.requests) == 2
+        assert ended["toolsCalled"] == 3
+        assert started_tool_calls(client, sid) == ["call_1", "call_2", "call_2b"]
         finals = final_tool_updates(client, sid)
-        assert list(finals) == ["call_1", "call_2", "call_3", "call_3b"]
-        assert [finals[c]["status"] for c in finals] == ["completed", "completed", "failed", "failed"]
-        for closed in ("call_3", "call_3b"):
-            assert shown_text(finals[closed]).startswith("Not run"), finals[closed]
-            assert "limit of 2 tool rounds" in shown_text(finals[closed])
-        assert len(provider.requests) == 3
+        assert [finals[c]["status"] for c in finals] == ["completed", "completed", "completed"]
 
-        # The conversation stays well formed: the next request answers the closed calls.
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=10) as http:
+            text = (await http.get("/metrics")).text
+        turns = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        assert turns[("agentd_turns_total", (("outcome", "cancelled"),))] == 1
+        assert ("agentd_turns_total", (("outcome", "max_turns_reached"),)) not in turns
+        labels = (("outcome", "cancelled"), ("reason", "max_turns_reached"))
+        reported = ("agentd_turns_reported_total", labels)
+        assert turns[reported] == 1
+
+        # The conversation stays well formed: the next request carries every result.
         assert (await client.call("session/prompt", text_prompt(sid, "ok")))["stopReason"] == "end_turn"
+        assert len(provider.requests) == 3
         last = provider.requests[-1].messages
         assert_well_formed(last)
         assert [(m.tool_call_id, m.is_error) for m in last if m.role == "tool"] == [
             ("call_1", False),
             ("call_2", False),
-            ("call_3", True),
-            ("call_3b", True),
+            ("call_2b", False),
         ]
         assert_valid_frames(client)
 
@@ -236,16 +250,14 @@ async def test_sixteen_identical_steps_end_with_stationarity(server_factory, wor
             "end_turn",
             "identical_steps",
         )
-        # 16 steps were sampled; 15 ran, the 16th was closed without running.
+        # 16 steps were sampled and ran; the next pass's head stopped before a 17th sample.
         assert len(provider.requests) == 16
-        assert ended["toolsCalled"] == 15
+        assert ended["toolsCalled"] == 16
         finals = final_tool_updates(client, sid)
         assert len(finals) == 16
         statuses = [u["status"] for u in finals.values()]
-        assert statuses == ["completed"] * 15 + ["failed"]
-        last_update = list(finals.values())[-1]
-        assert "Not run: the same step was repeated 16 times" in shown_text(last_update)
-        assert len(started_tool_calls(client, sid)) == 15
+        assert statuses == ["completed"] * 16
+        assert len(started_tool_calls(client, sid)) == 16
         # The one-time nudge came after the 8th identical step, before the 9th request.
         nudges = [
             i

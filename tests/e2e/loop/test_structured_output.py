@@ -80,7 +80,13 @@ async def test_shim_offers_the_schema_as_a_tool_and_a_valid_call_completes_the_t
         shim = tool_named(request, STRUCTURED_OUTPUT_TOOL)
         assert shim is not None and shim.parameters == SCHEMA  # the parameters ARE the schema
         assert tool_named(request, "read_file") is not None  # the real tools are still offered
-        assert SHIM_REMINDER in request.system
+        # 001: the reminder is `<system-reminder>` text in a user message, not the system prompt.
+        assert SHIM_REMINDER not in request.system
+        assert request.messages[-1].role == "user"
+        assert request.messages[-1].content.endswith(
+            f"<system-reminder>\n{SHIM_REMINDER}\n</system-reminder>"
+        )
+        assert request.messages[-1].content.startswith("What is the answer?")
         assert request.output_schema is None  # not the native path
         # The shim call shows up as a completed tool call; it never ran as a real tool.
         updates = tool_updates(client, sid, "call_so")
@@ -204,7 +210,7 @@ async def test_shim_a_model_that_stops_without_calling_gets_a_reminder(
         stopped, reminder = provider.requests[1].messages[-2:]
         assert stopped.role == "assistant" and stopped.content == "The answer is 42."
         assert reminder.role == "user"
-        assert reminder.content.startswith(MISSING_CALL_TEXT)
+        assert reminder.content.startswith(f"<system-reminder>\n{MISSING_CALL_TEXT}")
         assert "3 attempt(s) left" in reminder.content  # it counted as an attempt
         assert_valid_frames(client)
 
@@ -309,6 +315,7 @@ async def test_native_request_carries_the_schema_and_valid_json_completes(
         assert request.output_schema == SCHEMA
         assert tool_named(request, STRUCTURED_OUTPUT_TOOL) is None
         assert SHIM_REMINDER not in request.system
+        assert all(SHIM_REMINDER not in m.content for m in request.messages)
         assert tool_named(request, "read_file") is not None
         assert_valid_frames(client)
 

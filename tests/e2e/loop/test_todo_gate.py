@@ -227,7 +227,11 @@ async def test_no_todo_gate_with_an_output_schema_shim(serve: ServeFn, workspace
         assert result["stopReason"] == "end_turn"
         assert result["_meta"]["agentd"]["structuredOutput"] == {"value": {"answer": "42"}}
         assert len(provider.requests) == 3
-        assert provider.requests[2].messages[-1].content.startswith(MISSING_CALL_TEXT[:40])
+        assert (
+            provider.requests[2]
+            .messages[-1]
+            .content.startswith(f"<system-reminder>\n{MISSING_CALL_TEXT[:40]}")
+        )
         assert all(todo_nudges(r) == [] for r in provider.requests)
         await client.close()
 

@@ -218,9 +218,8 @@ CASES: dict[str, dict[str, Any]] = {
     "max_turns": {
         "steps": [
             {"tool_calls": [list_dir_call("call_1")]},
-            {"tool_calls": [list_dir_call("call_2")]},
         ],
-        "requests": 2,
+        "requests": 1,  # the first round reaches max_turns 1: no second sample
         "stop": "max_turn_requests",
         "reason": "max_turns_reached",
         "settings": {"max_turns": 1},

@@ -296,18 +296,17 @@ async def test_interjection_while_the_final_answer_streams_is_answered_in_the_sa
 async def test_interjection_that_misses_its_turn_runs_next_ahead_of_queued_prompts(
     server_factory, workspace: Path
 ):
-    # The turn ends on a final stationarity stop (4 no-op steps) right after the call that
-    # is held: no drain happens after it, so the interjection misses this turn.
-    noop = {"name": "bash", "arguments": {"command": "true"}}
+    # The turn ends on a final cycle stop (A B A B A B: the 6th step's calls are skipped) right
+    # after the call that is held: no drain happens after it, so the interjection misses this
+    # turn. (A stationarity stop would not do: its last step runs, 001.)
+    a = {"name": "list_dir", "arguments": {"path": "."}}
+    b = {"name": "glob", "arguments": {"pattern": "*"}}
     inner = scripted(
-        {"tool_calls": [{**noop, "id": "call_n1"}]},
-        {"tool_calls": [{**noop, "id": "call_n2"}]},
-        {"tool_calls": [{**noop, "id": "call_n3"}]},
-        {"tool_calls": [{**noop, "id": "call_n4"}]},
+        *({"tool_calls": [{**step, "id": f"call_c{i}"}]} for i, step in enumerate([a, b] * 3)),
         {"text": "Answer to the interjection."},
         {"text": "Answer to the queued prompt."},
     )
-    provider = GatedProvider(inner, hold={3})
+    provider = GatedProvider(inner, hold={5})
     async with served_session(server_factory, workspace, provider, permission_mode=PermissionMode.BYPASS) as (
         server,
         client,
@@ -318,7 +317,7 @@ async def test_interjection_that_misses_its_turn_runs_next_ahead_of_queued_promp
         first = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "keep checking")))
         started = await client.wait_notification(is_event(sid, "turn_started"))
         turn_id = started["params"]["event"]["turnId"]
-        await provider.held(3)
+        await provider.held(5)
 
         prompt_arrived = watch_prompts(actor)
         queued = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "queued prompt")))
@@ -326,19 +325,19 @@ async def test_interjection_that_misses_its_turn_runs_next_ahead_of_queued_promp
 
         reply = await client.call("_agentd/interject", interject_params(sid, "urgent steer"))
         assert reply == {"status": "interjected", "turnId": turn_id}
-        provider.release(3)
+        provider.release(5)
 
         first_resp, queued_resp = await asyncio.gather(first, queued)
         assert first_resp["result"]["stopReason"] == "end_turn"
-        assert first_resp["result"]["_meta"]["agentd"]["reason"] == "noop_steps"
+        assert first_resp["result"]["_meta"]["agentd"]["reason"] == "tool_cycle"
         assert queued_resp["result"]["stopReason"] == "end_turn"
 
         # Never lost, and ahead of the prompt that was queued before it.
-        assert len(provider.requests) == 6
-        assert user_texts(provider.requests[4])[-1] == "urgent steer"
-        assert user_texts(provider.requests[5])[-1] == "queued prompt"
-        assert user_texts(provider.requests[5]).index("urgent steer") < user_texts(
-            provider.requests[5]
+        assert len(provider.requests) == 8
+        assert user_texts(provider.requests[6])[-1] == "urgent steer"
+        assert user_texts(provider.requests[7])[-1] == "queued prompt"
+        assert user_texts(provider.requests[7]).index("urgent steer") < user_texts(
+            provider.requests[7]
         ).index("queued prompt")
         # Three turns: the original, the interjection's, then the queued prompt's.
         started = events(client, sid, "turn_started")

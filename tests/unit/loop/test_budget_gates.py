@@ -21,7 +21,7 @@ from agentd.loop.budget import (
 )
 from agentd.loop.checkpoint import CheckpointResult, checkpoint_budget_exhaustion
 
-WIP = "wip: budget exhausted — checkpointed mid-task"
+WIP = "wip: budget exhausted (#27e) — checkpointed mid-task"
 
 
 class FakeClock:

@@ -16,6 +16,7 @@ from agentd.loop.goal import (
     Verdict,
     after_evaluation,
     budget_check,
+    continuation_text,
     decide_after_evaluation,
     decide_after_verification,
     decide_budget,
@@ -39,26 +40,19 @@ def goal(**fields: Any) -> GoalState:
         (goal(token_budget=100, tokens_used=99), None, None),
         (
             goal(token_budget=100, tokens_used=100),
-            GoalAction.WRAP_UP,
+            GoalAction.STOP,
             {
                 "status": GoalStatus.BUDGET_LIMITED,
-                "wrap_up_done": True,
                 "pause_reason": "token budget of 100 spent (100 used)",
             },
         ),
         (
-            goal(
-                token_budget=100,
-                tokens_used=150,
-                status=GoalStatus.BUDGET_LIMITED,
-                wrap_up_done=True,
-                pause_reason="x",
-            ),
+            goal(token_budget=100, tokens_used=150, status=GoalStatus.BUDGET_LIMITED, pause_reason="x"),
             GoalAction.STOP,
             {},
         ),
     ],
-    ids=["no budget", "under budget", "spent: wrap up once", "spent: then stop"],
+    ids=["no budget", "under budget", "spent: stop, no wrap-up round", "spent: still stop"],
 )
 def test_decide_budget(before: GoalState, action: GoalAction | None, changes: dict[str, Any] | None) -> None:
     snapshot = before.copy()
@@ -182,6 +176,28 @@ def test_decide_after_verification(
     assert (decision.action, decision.goal.status, decision.goal.gaps) == (action, status, gaps)
 
 
+def test_failed_verifications_count_and_pause_the_goal_at_the_cap() -> None:
+    """001: "验证基础设施失败或次数达上限可将 goal pause"."""
+    limits = GoalLimits(verify_failures_cap=2)
+    first = decide_after_verification(goal(verify="make test"), False, "verification timed out", limits)
+    assert (first.action, first.goal.verify_failures) == (GoalAction.CONTINUE, 1)
+    second = decide_after_verification(first.goal, False, "boom", limits)
+    assert (second.action, second.goal.status) == (GoalAction.PAUSE, GoalStatus.PAUSED)
+    assert second.goal.pause_reason == "verification failed 2 times in a row"
+    passed = decide_after_verification(first.goal, True, "ok", limits)
+    assert passed.goal.verify_failures == 0
+    assert GoalLimits().verify_failures_cap == 3
+
+
+def test_the_continuation_carries_objective_plan_gaps_and_next_step() -> None:
+    """001: "生成续跑说明（目标摘要、计划引用、验证差距、下一步等）"."""
+    state = goal(gaps=["tests fail"], last_verdict={"evidence": "half", "nextStep": "fix tests"})
+    text = continuation_text(state, [{"content": "write parser", "status": "in_progress"}])
+    for part in ("ship it", "- [in_progress] write parser", "tests fail", "fix tests"):
+        assert part in text
+    assert "no plan written" in continuation_text(state)
+
+
 @pytest.mark.parametrize(
     ("status", "paused"),
     [(GoalStatus.ACTIVE, True), (GoalStatus.BUDGET_LIMITED, False), (GoalStatus.COMPLETE, False)],
@@ -196,8 +212,8 @@ def test_decide_refusal(status: GoalStatus, paused: bool) -> None:
 
 def test_wrappers_apply_the_decision_in_place() -> None:
     live = goal(token_budget=10, tokens_used=10)
-    assert budget_check(live) is GoalAction.WRAP_UP
-    assert live.wrap_up_done and live.status is GoalStatus.BUDGET_LIMITED
+    assert budget_check(live) is GoalAction.STOP
+    assert live.status is GoalStatus.BUDGET_LIMITED
 
     class Judged:
         verdict = None

@@ -25,6 +25,7 @@ from agentd.loop.detection import (
     step_signature,
     with_no_progress_note,
 )
+from agentd.loop.reminders import is_system_reminder
 
 LIMITS = StationarityLimits()
 _ids = iter(range(10**9))
@@ -77,7 +78,10 @@ def test_defaults_are_the_spec_values() -> None:
 def test_nudge_text_is_a_full_sentence_about_changing_approach() -> None:
     assert "stop polling" in NUDGE_TEXT
     assert "approach" in NUDGE_TEXT
-    assert NUDGE_TEXT[0].isupper() and NUDGE_TEXT.endswith(".")
+    # 001: "<system-reminder> 标签会作为某条 user content 里的文本"
+    assert is_system_reminder(NUDGE_TEXT)
+    inner = NUDGE_TEXT.removeprefix("<system-reminder>\n").removesuffix("\n</system-reminder>")
+    assert inner[0].isupper() and inner.endswith(".")
 
 
 # --------------------------------------------------------------------------- signature

@@ -284,3 +284,19 @@ def test_retriable_response(
     assert (hit.reason if hit else None) is expected
     if hit is not None:
         assert hit.as_data() == {"reason": expected}
+
+
+def test_a_cycle_stop_surfaces_the_most_recent_output() -> None:
+    """003: "序列层停住本轮工具执行并上抛最近输出" — the cycle stop carries the last output (bounded)."""
+    detector = LoopDetector()
+    verdict = None
+    for i in range(6):
+        verdict = detector.observe_step(call("glob" if i % 2 else "list_dir"))
+        if verdict is None:
+            detector.observe_round([CallRecord("x", ran=True, output=f"output {i} " + "y" * 5000)])
+    assert verdict is not None and verdict.reason is LoopReason.TOOL_CYCLE
+    assert verdict.message is not None and "The last output was:" in verdict.message
+    assert verdict.message.endswith("y" * 100) and "output 4" not in verdict.message[-2000:]
+    assert len(verdict.message) < 2200
+    detector.reset()
+    assert detector.last_output == ""

@@ -19,7 +19,8 @@ from agentd.loop.detection import (
 )
 from agentd.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
 from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
-from agentd.loop.outcome import EndReason, OutcomeKind
+from agentd.loop.outcome import EndReason, OutcomeKind, reported_as
+from agentd.loop.reminders import is_system_reminder, system_reminder
 from agentd.loop.step import (
     ContinueReason,
     NextStepContinue,
@@ -115,6 +116,15 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         StepCounters(empty_retries=2),
     ),
     (
+        # 001: TodoGate "可注入 reminder 并 continue" is listed before "插话 … 先写入对话再 continue"
+        "the todo gate comes before pending user input",
+        StepObservation(text="done", interjections_pending=True, open_todos=(TODO,)),
+        C0,
+        PLAIN,
+        "todo_nudge",
+        StepCounters(todo_nudges=1),
+    ),
+    (
         "pending user input is answered before anything else",
         StepObservation(text="done", interjections_pending=True, open_todos=(TODO,)),
         C0,
@@ -161,8 +171,10 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         SHIM,
         NextStepContinue(
             ContinueReason.STRUCTURED_RETRY,
-            f"{MISSING_CALL_TEXT}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again "
-            "(3 attempt(s) left).",
+            system_reminder(
+                f"{MISSING_CALL_TEXT}\nFix the output and call `{STRUCTURED_OUTPUT_TOOL}` again "
+                "(3 attempt(s) left)."
+            ),
         ),
         StepCounters(structured_attempts=1),
     ),
@@ -199,20 +211,22 @@ CASES: list[tuple[str, StepObservation, StepCounters, StepPolicy, Any, StepCount
         C0,
     ),
     (
-        "repetition stop ends the run before max_turns, skipping the calls",
-        StepObservation(tool_calls=(CALL,), stationarity=Stop(20, noop=False), tool_rounds=5),
+        # 001: "做 动作停滞 统计 … 执行工具" then "圈头：若同一 tool+参数已连打满 16 次 → … 整 turn 停"
+        "a repetition stop lets the step run and stops at the next pass's head",
+        StepObservation(tool_calls=(CALL,), stationarity=Stop(16, noop=False), tool_rounds=2),
         C0,
         StepPolicy(max_turns=5),
-        NextStepStop(
-            OutcomeKind.STATIONARITY_ENDED,
-            StationarityReason.IDENTICAL_STEPS,
-            nudge=Stop(20, noop=False).as_data(),
-            skip_tools="Not run: the same step was repeated 20 times.",
+        NextStepRunTools(
+            head_stop=NextStepStop(
+                OutcomeKind.STATIONARITY_ENDED,
+                StationarityReason.IDENTICAL_STEPS,
+                nudge=Stop(16, noop=False).as_data(),
+            )
         ),
         C0,
     ),
     (
-        "max_turns reached skips the calls",
+        "a cap already spent (max_turns 0) skips the calls",
         StepObservation(tool_calls=(CALL,), tool_rounds=3),
         C0,
         StepPolicy(max_turns=3),
@@ -254,12 +268,14 @@ def test_resolve_step(
     if expected == "retry":
         assert isinstance(step, NextStepContinue) and step.reason is ContinueReason.STRUCTURED_RETRY
         assert step.message is not None and "Answer again with only JSON" in step.message
+        assert is_system_reminder(step.message)
     elif expected == "gave_up":
         assert isinstance(step, NextStepFinalOutput)
         assert step.structured_output is not None and "error" in step.structured_output
     elif expected == "todo_nudge":
         assert isinstance(step, NextStepContinue) and step.reason is ContinueReason.TODO_GATE
         assert step.message is not None and "- [pending] write tests" in step.message
+        assert is_system_reminder(step.message)
     elif isinstance(expected, NextStepStop) and expected.error is not None:
         assert isinstance(step, NextStepStop)
         assert (step.kind, step.reason, step.error is not None) == (expected.kind, expected.reason, True)
@@ -451,7 +467,47 @@ def test_a_cycle_stop_skips_the_steps_tools_before_max_turns() -> None:
 def test_a_stationarity_stop_wins_over_a_cycle_stop() -> None:
     obs = StepObservation(tool_calls=(CALL,), stationarity=Stop(16, noop=False), cycle=CYCLE_STOP)
     step = resolve_step(obs, C0, PLAIN).step
-    assert isinstance(step, NextStepStop) and step.reason is StationarityReason.IDENTICAL_STEPS
+    assert isinstance(step, NextStepRunTools) and step.head_stop is not None
+    assert step.head_stop.reason is StationarityReason.IDENTICAL_STEPS
+
+
+HEAD_STOP = NextStepStop(
+    OutcomeKind.STATIONARITY_ENDED, StationarityReason.NOOP_STEPS, nudge=Stop(4, noop=True).as_data()
+)
+
+
+def test_a_stationarity_stop_waits_for_the_round_then_stops_at_the_head() -> None:
+    """001: "每一圈大致顺序 {1. 动作停滞硬停检查 …}" — the round that reached the threshold ran;
+    the stop is handed to the next pass's head instead of sampling again."""
+    step = resolve_after_tools(NextStepRunTools(head_stop=HEAD_STOP), ToolRoundObservation(tool_rounds=4))
+    assert step == NextStepContinue(ContinueReason.STATIONARITY_STOP, head_stop=HEAD_STOP)
+
+
+def test_a_crash_or_cancel_wins_over_a_head_stop() -> None:
+    round_ = ToolRoundObservation(break_reason=BreakReason.USER_CANCELLED)
+    step = resolve_after_tools(NextStepRunTools(head_stop=HEAD_STOP), round_)
+    assert isinstance(step, NextStepStop) and step.kind is OutcomeKind.CANCELLED
+
+
+@pytest.mark.parametrize(("rounds", "cap", "ends"), [(2, 2, True), (1, 2, False), (5, None, False)])
+def test_max_turns_ends_after_the_nth_round_without_sampling(
+    rounds: int, cap: int | None, ends: bool
+) -> None:
+    """001: "若配置了 max_turns，工具轮次将超过上限 → MaxTurnsReached，结束 L3，不再采样"."""
+    step = resolve_after_tools(NextStepRunTools(), ToolRoundObservation(tool_rounds=rounds), cap)
+    if ends:
+        assert step == NextStepStop(OutcomeKind.MAX_TURNS_REACHED, EndReason.MAX_TURNS_REACHED)
+    else:
+        assert step == NextStepContinue(ContinueReason.TOOLS_RAN)
+
+
+def test_max_turns_is_reported_as_cancelled_with_its_reason() -> None:
+    """000: "MaxTurnsReached 上报时归类为 Cancelled 加 reason:max_turns_reached 标签"."""
+    assert reported_as(OutcomeKind.MAX_TURNS_REACHED, EndReason.MAX_TURNS_REACHED) == {
+        "outcome": "cancelled",
+        "reason": "max_turns_reached",
+    }
+    assert reported_as(OutcomeKind.COMPLETED, None) is None
 
 
 @pytest.mark.parametrize(

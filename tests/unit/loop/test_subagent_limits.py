@@ -11,6 +11,7 @@ import pytest
 
 from agentd.loop.budget import BudgetLimits
 from agentd.loop.subagent_limits import (
+    DEFAULT_CHILD_MAX_TURNS,
     SubagentLimits,
     can_spawn,
     child_budget,
@@ -41,12 +42,14 @@ def test_spawn_refusal_names_the_limit_that_refuses() -> None:
 
 @pytest.mark.parametrize(
     ("requested", "cap", "expected"),
-    [(None, None, None), (5, None, 5), (None, 3, 3), (5, 3, 3), (2, 3, 2)],
+    [(None, None, DEFAULT_CHILD_MAX_TURNS), (5, None, 5), (None, 3, 3), (5, 3, 3), (2, 3, 2)],
 )
-def test_child_turn_cap_is_the_parents_capped_by_the_definition(
-    requested: int | None, cap: int | None, expected: int | None
+def test_child_turn_cap_is_the_definitions_else_the_parents_never_none(
+    requested: int | None, cap: int | None, expected: int
 ) -> None:
+    """000: "max_turns 是 Option<usize>，默认 None…只在子代理场景由定义或父代理填充"."""
     assert child_max_turns(requested, cap) == expected
+    assert child_max_turns(None, None, default=7) == 7
 
 
 def test_child_budget_is_headless_unless_the_parent_is_tighter() -> None:

@@ -85,7 +85,7 @@ async def test_openai_responses_and_the_provider_settings(monkeypatch: pytest.Mo
     assert isinstance(provider, OpenAIResponsesProvider)
     assert provider.reasoning_effort is ReasoningEffort.HIGH
     # The stream timeouts are on by default, for every HTTP provider.
-    assert (provider._first_token_timeout, provider._idle_timeout) == (300.0, 120.0)
+    assert (provider._first_token_timeout, provider._idle_timeout) == (180.0, 90.0)  # 003: octos defaults
     await provider.aclose()
 
     monkeypatch.setenv("AGENTD_PROVIDER", "openai")
