@@ -61,6 +61,7 @@ class _Item:
     done: asyncio.Future[None] | None = None
     submitted_at: float = 0.0
     fence: int | None = None  # the session's lease token when it was submitted (R-C1)
+    cause: Any = None  # the span context of the turn that submitted it (tracing on)
 
     @property
     def needs_commit(self) -> bool:
@@ -133,6 +134,7 @@ class EventWriter:
                 queue=queue,
                 submitted_at=asyncio.get_running_loop().time() if self._metrics is not None else 0.0,
                 fence=self.fences.get(session_id),
+                cause=tracing.cause(),
             )
         )
 
@@ -248,7 +250,8 @@ class EventWriter:
         while True:
             try:
                 started = asyncio.get_running_loop().time()
-                with tracing.span("agentd.commit", _commit_attributes(batches)):
+                causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
+                with tracing.commit_span("agentd.commit", _commit_attributes(batches), causes):
                     await self._store.commit(list(batches.values()))
                 self.commits += 1
                 if self._metrics is not None:
