@@ -56,6 +56,9 @@ class AcpxRun:
     def requests(self, method: str) -> list[dict[str, Any]]:
         return [f for f in self.frames if f.get("method") == method and "id" in f]
 
+    def frames_with(self, method: str) -> list[dict[str, Any]]:
+        return [f for f in self.frames if f.get("method") == method]
+
     def reply_to(self, request: dict[str, Any]) -> dict[str, Any]:
         return next(f for f in self.frames if f.get("id") == request["id"] and "method" not in f)
 
@@ -71,20 +74,30 @@ class AcpxRun:
         ]
 
 
-async def run_acpx(env: dict[str, str], workspace: Path, *args: str, bound: float = 90) -> AcpxRun:
-    """One acpx process (`acpx --agent 'agentd acp' --cwd … --format json <args>`) to its end."""
+async def start_acpx(env: dict[str, str], workspace: Path, *args: str) -> asyncio.subprocess.Process:
+    """An acpx process (`acpx --agent 'agentd acp' --cwd … --format json <args>`), running."""
     acpx = await installed_acpx()
     agent = shlex.join([sys.executable, "-m", "agentd.cli", "acp"])
     # acpx keeps its sessions and queue owner under $HOME/.acpx: the test's own home.
-    proc = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         str(acpx), "--agent", agent, "--cwd", str(workspace), "--format", "json", *args,
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
+
+
+async def finish_acpx(proc: asyncio.subprocess.Process, read: bytes = b"", bound: float = 90) -> AcpxRun:
+    """Wait for an acpx process to end (killed past `bound` s); `read`: its stdout already read."""
     try:
         out, err = await asyncio.wait_for(proc.communicate(), bound)
     except TimeoutError:
         proc.kill()
         await proc.wait()
         raise
-    frames = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    lines = (read + out).decode().splitlines()
+    frames = [json.loads(line) for line in lines if line.startswith("{")]
     return AcpxRun(proc.returncode or 0, frames, err.decode(errors="replace").splitlines())
+
+
+async def run_acpx(env: dict[str, str], workspace: Path, *args: str, bound: float = 90) -> AcpxRun:
+    """One acpx process to its end."""
+    return await finish_acpx(await start_acpx(env, workspace, *args), bound=bound)

@@ -1,10 +1,12 @@
 """acpx, a stock ACP client agentd did not write, drives `agentd acp` end to end (issue 29
 item 4): a prompt writing a new file through the client's file system and then editing it,
-permissions approved and denied, a session resumed from a fresh acpx process — and acpx's
+permissions approved and denied, a streamed answer cancelled with `acpx cancel`, a session
+resumed from a fresh acpx process — and acpx's
 stderr holds nothing but its own status lines (no "Method not found", no `_agentd/`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support.acp_stdio import agentd_env
-from tests.support.acpx_client import AcpxRun, run_acpx
+from tests.support.acpx_client import AcpxRun, finish_acpx, run_acpx, start_acpx
 from tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(120)
@@ -119,3 +121,29 @@ async def test_a_fresh_acpx_process_resumes_the_session_and_goes_on(tmp_path: Pa
         [prompt] = run.requests("session/prompt")
         assert prompt["params"]["sessionId"] == sid
         assert run.reply_to(prompt)["result"]["stopReason"] == "end_turn"
+
+
+async def test_acpx_cancel_stops_a_streaming_answer(tmp_path: Path, workspace: Path) -> None:
+    # ~2,000 chunks 20 ms apart, never repeating (a repetitive stream is cut as degenerate):
+    # still streaming when the cancel lands.
+    long = " ".join(f"w{i}" for i in range(2000))
+    env = _env(tmp_path, [{"text": long, "chunk_size": 5, "chunk_delay": 0.02}])
+    created = await run_acpx(env, workspace, "sessions", "new")
+    assert created.returncode == 0 and created.foreign_stderr() == []
+    prompting = await start_acpx(env, workspace, "--ttl", "1", "prompt", "talk")
+    assert prompting.stdout is not None
+    read = b""
+    while b"agent_message_chunk" not in read:  # the answer is streaming
+        line = await asyncio.wait_for(prompting.stdout.readline(), 60)
+        assert line, "acpx ended before the answer streamed"
+        read += line
+    cancelled = await run_acpx(env, workspace, "cancel")  # a second acpx process, through the queue owner
+    assert cancelled.returncode == 0 and cancelled.foreign_stderr() == []
+    assert cancelled.frames[-1]["action"] == "cancel_result" and cancelled.frames[-1]["cancelled"] is True
+    run = await finish_acpx(prompting, read)
+    _clean(run)
+    [prompt] = run.requests("session/prompt")
+    assert run.frames_with("session/cancel")  # acpx's queue owner sent it to agentd
+    assert run.reply_to(prompt)["result"]["stopReason"] == "cancelled"
+    said = "".join(u["content"]["text"] for u in run.updates("agent_message_chunk"))
+    assert said and len(said) < len(long)  # cut short, not streamed to its end
