@@ -89,6 +89,9 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # The model that answered, as the provider names it ("": not reported); for traces, not
+    # part of what a usage equals (the token counts).
+    model: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,11 @@
 """OpenTelemetry traces, optional (issue 15 item 6): spans for the turn, each sampling round,
 each tool call and each group commit, carrying the session and turn ids.
 
+One trace per turn: a prompt's W3C `traceparent` (from its `_meta`) parents the turn's span,
+sampling spans carry the GenAI semantic-convention attributes, and a group commit — run by
+the writer task, outside any turn — is parented to the turn whose writes it carries (linked
+to each turn when a batch carries several), so a turn's trace shows its commits.
+
 Off unless the standard `OTEL_*` variables ask for traces (`OTEL_EXPORTER_OTLP_ENDPOINT`,
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_TRACES_EXPORTER`; `OTEL_SDK_DISABLED=true`
 or `OTEL_TRACES_EXPORTER=none` keep them off) and the `agentd[otel]` extra is installed.
@@ -15,9 +20,10 @@ process-global one), so an embedding application keeps its tracing to itself.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -26,6 +32,9 @@ SERVICE_NAME = "agentd"
 _NOOP: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 _tracer: Any = None  # an OTel `Tracer` while tracing is on
 _provider: Any = None  # its `TracerProvider` (flushed and shut down by `stop`)
+# The span context of the turn running in this task (and the tasks it starts): what the
+# writes it submits remember, so their commit nests under it.
+_turn: contextvars.ContextVar[Any] = contextvars.ContextVar("agentd_trace_turn", default=None)
 
 
 def wanted(env: Mapping[str, str]) -> bool:
@@ -93,3 +102,51 @@ def span(name: str, attributes: Mapping[str, Any]) -> contextlib.AbstractContext
     if _tracer is None:
         return _NOOP
     return _tracer.start_as_current_span(name, attributes=dict(attributes))  # type: ignore[no-any-return]
+
+
+def turn_span(name: str, attributes: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> Any:
+    """The turn's span: a child of the prompt's W3C `traceparent` (`meta`, the prompt's
+    `_meta`; a malformed one is ignored) or else of the current span; while it runs, writes
+    submitted here remember it (`cause`). A shared no-op when tracing is off."""
+    if _tracer is None:
+        return _NOOP
+    return _turn_span(name, attributes, meta or {})
+
+
+@contextlib.contextmanager
+def _turn_span(name: str, attributes: Mapping[str, Any], meta: Mapping[str, Any]) -> Iterator[Any]:
+    parent = None
+    if isinstance(traceparent := meta.get("traceparent"), str):
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        carrier = {"traceparent": traceparent}
+        if isinstance(tracestate := meta.get("tracestate"), str):
+            carrier["tracestate"] = tracestate
+        parent = TraceContextTextMapPropagator().extract(carrier)
+    with _tracer.start_as_current_span(name, context=parent, attributes=dict(attributes)) as span:
+        token = _turn.set(span.get_span_context())
+        try:
+            yield span
+        finally:
+            _turn.reset(token)
+
+
+def cause() -> Any:
+    """The span context of the turn running here (None when off or outside a turn)."""
+    return _turn.get() if _tracer is not None else None
+
+
+def commit_span(name: str, attributes: Mapping[str, Any], causes: Iterable[Any]) -> Any:
+    """A group commit's span: a child of the one turn whose writes it carries, or — a batch
+    of several turns' writes — a root span linked to each. A no-op when tracing is off."""
+    if _tracer is None:
+        return _NOOP
+    from opentelemetry import context, trace
+
+    unique = list({(c.trace_id, c.span_id): c for c in causes if c is not None}.values())
+    if len(unique) == 1:
+        parent = trace.set_span_in_context(trace.NonRecordingSpan(unique[0]))
+        links: list[Any] = []
+    else:  # never parented to whatever happens to be current in the writer task
+        parent, links = context.Context(), [trace.Link(c) for c in unique]
+    return _tracer.start_as_current_span(name, context=parent, links=links, attributes=dict(attributes))

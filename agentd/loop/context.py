@@ -199,6 +199,8 @@ class TurnContext:
     # (`call_0` every step) must not make two ACP tool calls look like one.
     used_tool_call_ids: set[str] = field(default_factory=ToolCallIds)
     client: ClientBridge | None = None  # the prompting editor's fs/terminal (R-T6)
+    # The prompt's meta: its W3C `traceparent`/`tracestate`, if any, parent the turn's span.
+    trace_meta: dict[str, Any] = field(default_factory=dict)
     # Called with the paths a write tool is about to change, before it runs (R-T12 snapshots).
     before_write: Callable[[list[str]], Awaitable[None]] | None = None
     # How commands start (the sandbox): the goal's verification command too. None: unconfined.

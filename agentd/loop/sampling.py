@@ -107,7 +107,9 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
     repetition = RepetitionDetector(ctx.limits.stationarity)
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
     call_max = ctx.limits.retry.call_max_s
-    with tracing.span("agentd.sampling", attributes):
+    if tracing.enabled():
+        attributes |= request_attributes(ctx.provider.name, request.model)
+    with tracing.span("agentd.sampling", attributes) as span:
         # 003: "LLM call max 1200s" — past it the call is a timeout (the `timeout` bucket).
         deadline = asyncio.timeout(call_max if call_max > 0 else None)
         try:
@@ -122,6 +124,36 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
             raise HarnessError(
                 ErrorKind.TIMEOUT, f"the model call ran past its maximum of {call_max:g}s"
             ) from exc
+        finally:
+            if span is not None:  # what came back, even from a call cut off
+                span.set_attributes(response_attributes(sample))
+
+
+def request_attributes(provider: str, model: str) -> dict[str, str]:
+    """OpenTelemetry GenAI semantic-convention attributes of a sampling call's request."""
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": provider,  # the older name of gen_ai.provider.name; backends read either
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model,
+    }
+
+
+def response_attributes(sample: Sample) -> dict[str, str | int | list[str]]:
+    """What the response reported: model, tokens (cache reads and writes apart) and why it stopped."""
+    out: dict[str, str | int | list[str]] = {}
+    if (usage := sample.usage) is not None:
+        out |= {
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+        }
+        if usage.model:
+            out["gen_ai.response.model"] = usage.model
+    if sample.stop is not None:
+        out["gen_ai.response.finish_reasons"] = [sample.stop.value]
+    return out
 
 
 def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionDetector) -> None:

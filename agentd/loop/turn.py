@@ -55,7 +55,7 @@ RECOVERY_TEXT = system_reminder(
 
 async def run_turn(ctx: TurnContext) -> TurnOutcome:
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
-    with tracing.span("agentd.turn", attributes) as span:
+    with tracing.turn_span("agentd.turn", attributes, ctx.trace_meta) as span:
         outcome = await _guarded_turn(ctx)
         if span is not None:
             span.set_attribute("agentd.outcome", outcome.kind.value)

@@ -88,6 +88,7 @@ class Assembler:
         self.tool_count = 0
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
+        self.model = ""  # the answering model, as `message_start` names it
         self.stopped = False  # message_stop seen
 
     def feed(self, event: dict[str, Any], event_name: str = "") -> list[StreamEvent]:
@@ -100,6 +101,8 @@ class Assembler:
     def _feed(self, kind: str, event: dict[str, Any]) -> list[StreamEvent]:
         if kind == "message_start":
             self._merge_usage(event["message"].get("usage"))
+            if isinstance(model := event["message"].get("model"), str):
+                self.model = model
         elif kind == "content_block_start":
             return self._block_start(_index(event), event["content_block"])
         elif kind == "content_block_delta":
@@ -231,6 +234,7 @@ class Assembler:
                     output_tokens=self.usage.get("output_tokens", 0),
                     cache_read_tokens=self.usage.get("cache_read_input_tokens", 0),
                     cache_write_tokens=self.usage.get("cache_creation_input_tokens", 0),
+                    model=self.model,
                 )
             )
         default = StopReason.TOOL_USE if self.tool_count else StopReason.END_TURN

@@ -181,10 +181,12 @@ class ResponsesAssembler:
             input_details = usage.get("input_tokens_details") or {}
             cached = token_count(input_details.get("cached_tokens") if isinstance(input_details, dict) else 0)
             # `input_tokens` includes the cached part; agentd's input_tokens are the uncached ones.
+            model = response.get("model")
             self.usage = Usage(
                 input_tokens=max(0, token_count(usage.get("input_tokens")) - cached),
                 output_tokens=token_count(usage.get("output_tokens")),
                 cache_read_tokens=cached,
+                model=model if isinstance(model, str) else "",
             )
 
     def finish(self) -> list[StreamEvent]:

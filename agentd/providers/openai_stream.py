@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ class ChatAssembler:
         self.finish_reason: str | None = None
         self.refused = False
         self.usage: Usage | None = None
+        self.model = ""  # the answering model, as the chunks name it
         self.done = False  # [DONE] seen
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
@@ -73,6 +75,8 @@ class ChatAssembler:
             # OpenRouter / vLLM report failures after the 200 as an error object in the stream.
             raise classify_http_error(None, chunk, {})
         events: list[StreamEvent] = []
+        if isinstance(model := chunk.get("model"), str) and model:
+            self.model = model
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = _usage(usage)
@@ -142,7 +146,7 @@ class ChatAssembler:
                 )
             )
         if self.usage is not None:
-            events.append(self.usage)
+            events.append(dataclasses.replace(self.usage, model=self.model))
         if self.refused:
             reason = StopReason.REFUSAL
         elif self.calls and self.finish_reason in (None, "stop"):

@@ -60,6 +60,7 @@ class ScriptUsage(_Strict):
     output_tokens: int = Field(default=0, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0)
     cache_write_tokens: int = Field(default=0, ge=0)
+    model: str = ""  # the model the fake server says answered (traces' gen_ai.response.model)
 
 
 class ScriptError(_Strict):

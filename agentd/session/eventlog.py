@@ -95,6 +95,7 @@ class _Item:
     ticket: int = 0  # the order of submission (`EventWriter.mark`)
     submitted_at: float = 0.0
     fence: int | None = None  # the session's lease token when it was submitted (R-C1)
+    cause: Any = None  # the span context of the turn that submitted it (tracing on)
 
     @property
     def needs_commit(self) -> bool:
@@ -183,6 +184,7 @@ class EventWriter:
                 queue=queue,
                 submitted_at=asyncio.get_running_loop().time() if self._metrics is not None else 0.0,
                 fence=self.fences.get(session_id),
+                cause=tracing.cause(),
             )
         )
 
@@ -345,7 +347,9 @@ class EventWriter:
         if not batches:
             return failed
         listed = list(batches.values())
-        with tracing.span("agentd.commit", _commit_attributes(batches)):
+        # Under the turn that caused it (linked to each, when a batch carries several turns').
+        causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
+        with tracing.commit_span("agentd.commit", _commit_attributes(batches), causes):
             exc = await self._attempt(listed)
         if exc is None:
             return failed

@@ -191,6 +191,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
         before_write=functools.partial(actor.files.before_write, turn_id),
         shell=services.shell,
+        trace_meta=cmd.meta,
     )
     ctx.subagents = actor.subagents
     if agent.allows_tool(TASK_TOOL):  # sub-agents (R-T11)

@@ -24,12 +24,18 @@ from agentd.transport.rpc import Method
 from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext
 
+TRACE_CONTEXT = ("traceparent", "tracestate")
+
 
 def _prompt_meta(ctx: CallContext, meta: Any) -> dict[str, Any]:
     """`_meta.agentd` of a prompt; `routedFrom` only as the forwarding replica set it."""
     inner = agentd_meta(meta)
     if ROUTED_FROM in inner and not ctx.routed:
         inner = {k: v for k, v in inner.items() if k != ROUTED_FROM}
+    if isinstance(meta, dict):  # W3C trace context (`_meta.traceparent`): the turn's parent span
+        trace = {k: meta[k] for k in TRACE_CONTEXT if isinstance(meta.get(k), str)}
+        if trace:
+            inner = {**inner, **trace}
     return inner
 
 

@@ -29,6 +29,7 @@ class CollectedSpan:
     attributes: dict[str, Any]
     service: str
     failed: bool
+    links: tuple[tuple[str, str], ...] = ()  # (trace id, span id) of each linked span
 
 
 def _value(v: Any) -> Any:
@@ -75,6 +76,7 @@ class FakeCollector(ThreadedServer):
                             attributes={a.key: _value(a.value) for a in s.attributes},
                             service=str(resource.get("service.name", "")),
                             failed=s.status.code == s.status.STATUS_CODE_ERROR,
+                            links=tuple((x.trace_id.hex(), x.span_id.hex()) for x in s.links),
                         )
                     )
         with self._lock:

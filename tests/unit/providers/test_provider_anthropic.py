@@ -101,6 +101,8 @@ async def test_text_streaming_in_order_with_usage_and_end_turn(fake: FakeAnthrop
         Usage(input_tokens=12, output_tokens=7, cache_read_tokens=0, cache_write_tokens=0),
         Stop(StopReason.END_TURN),
     ]
+    [usage] = [e for e in events if isinstance(e, Usage)]
+    assert usage.model == "claude-fake-4"  # the model the response names (traces' gen_ai.response.model)
 
 
 async def test_thinking_becomes_reasoning_and_a_signed_block(fake: FakeAnthropic) -> None:

@@ -91,6 +91,8 @@ async def test_text_streaming_in_order_with_usage_and_end_turn(fake: FakeOpenAI)
         Usage(input_tokens=176, output_tokens=7, cache_read_tokens=1024, cache_write_tokens=0),
         Stop(StopReason.END_TURN),
     ]
+    [usage] = [e for e in events if isinstance(e, Usage)]
+    assert usage.model == "fake-model"  # the model the response names (traces' gen_ai.response.model)
 
 
 @pytest.mark.parametrize("reasoning_field", ["reasoning_content", "reasoning"])

@@ -93,6 +93,8 @@ async def test_text_usage_with_cached_tokens(fake: FakeResponses) -> None:
     assert req.body["stream"] is True and req.body["store"] is False
     assert req.body["instructions"] == "Be brief."
     assert req.body["input"] == [{"role": "user", "content": "hi"}]
+    [usage] = [e for e in events if isinstance(e, Usage)]
+    assert usage.model == "gpt-fake"  # the model the response names (traces' gen_ai.response.model)
 
 
 async def test_reasoning_summary_item_and_parallel_function_calls(fake: FakeResponses) -> None:
