@@ -20,6 +20,9 @@ from agentd.protocol.methods import ClientRequest, Notification, QueueOp, Served
 console = Console(highlight=False, soft_wrap=True)
 screen = ChatScreen(console)
 
+INTERRUPT = "\x03"  # Ctrl-C, as a line or an answer: never typed by a person (the terminal signals it)
+CANCELLED = "cancelled"  # a question left by Ctrl-C: the turn is being cancelled
+
 ANSWERS = {"y": "allow_once", "yes": "allow_once", "a": "allow_always", "always": "allow_always",
            "n": "reject_once", "no": "reject_once"}  # fmt: skip
 
@@ -53,6 +56,9 @@ class Chat:
         self.permissions: collections.deque[dict[str, Any]] = collections.deque()
         self.answer: asyncio.Future[str] | None = None  # a line from the user answers it
         self._asking: asyncio.Task[None] | None = None
+        self.echo: dict[str, str] = {}  # promptId -> text of ours that waited: shown when it starts
+        self.interjected_in: str | None = None  # the turn we last sent words into
+        self.cancelling = False  # Ctrl-C cancelled the running turn: another one quits
 
     # ------------------------------------------------------------ state
 
@@ -97,10 +103,14 @@ class Chat:
         if kind == "turn_started":
             self.running = str(event.get("turnId"))
             self.started_or_gone(str(event.get("promptId")))
+            waited = self.echo.pop(str(event.get("promptId")), None)
+            if waited is not None:  # typed earlier, scrolled away since: say what runs now
+                screen.line(Text.assemble(("> ", "bold"), (waited, "bold"), ("  (from the queue)", "dim")))
             if event.get("source") == "task_notification":  # not ours: a finished background task
                 screen.line("a background task finished; the agent takes it up", style="dim")
         elif kind == "turn_ended":
             self.running = None
+            self.cancelling = False
             style = "dim" if event.get("outcome") == "completed" else "red"
             screen.line(
                 f"turn ended: {event.get('outcome')} (stopReason: {event.get('stopReason')})", style=style
@@ -137,13 +147,15 @@ class Chat:
             option = await self._ask(msg["params"]["toolCall"])
             if self.permissions and self.permissions[0] is msg:
                 self.permissions.popleft()
-            if option is not None:
+            if option == CANCELLED:
+                self.link.respond(msg["id"], {"outcome": {"outcome": "cancelled"}})
+            elif option is not None:
                 self.link.respond(msg["id"], {"outcome": {"outcome": "selected", "optionId": option}})
 
     async def _ask(self, call: dict[str, Any]) -> str | None:
         title = str(call.get("title") or call.get("toolCallId") or "this tool call")
         screen.line(Text.assemble(("? allow ", "yellow"), (title, "yellow"), ("? ", "yellow")))
-        for part in permission_preview(call):
+        for part in permission_preview(call, str(self.cwd)):
             screen.show(part)
         while True:
             if self.leaving:
@@ -155,6 +167,9 @@ class Chat:
             self.answer = asyncio.get_running_loop().create_future()
             answer = (await self.answer).strip().lower()
             self.answer = None
+            if answer == INTERRUPT:
+                screen.line("(cancelled)", style="dim")
+                return CANCELLED
             if not answer:
                 screen.line("(answered elsewhere)", style="dim")
                 return None
@@ -171,6 +186,7 @@ class Chat:
     async def prompt(self, text: str, *, now: bool = False) -> dict[str, Any]:
         """Queue `text` (it runs at once when nothing else is waiting); `now`: run it next,
         stopping the running turn (`_agentd/prompt/send_now`)."""
+        waits = now or self.busy()  # it will not start at once: echoed when it does
         self.inflight += 1
         self.changed()
         self.sent[text] += 1
@@ -186,6 +202,8 @@ class Chat:
         prompt_id = str(answer.get("promptId", ""))
         if prompt_id and prompt_id not in self.gone and "stopReason" not in answer:
             self.waiting.add(prompt_id)
+            if waits:
+                self.echo[prompt_id] = text
         self.changed()
         return answer
 
@@ -202,3 +220,16 @@ class Chat:
 
     async def cancel(self) -> None:
         self.link.notify(Served.SESSION_CANCEL, self.params())
+
+    def interrupt(self, lines: asyncio.Queue[str | None]) -> None:
+        """Ctrl-C: cancel the running turn (a question it asks is answered `cancelled`);
+        with no turn running, or pressed again, quit (`lines` gets INTERRUPT)."""
+        if self.running is None or self.cancelling:
+            lines.put_nowait(INTERRUPT)
+            return
+        self.cancelling = True
+        screen.line("cancelling the turn (Ctrl-C again quits)", style="yellow")
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_result(INTERRUPT)
+        self.link.notify(Served.SESSION_CANCEL, self.params())
+        sys.stdout.flush()
