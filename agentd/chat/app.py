@@ -162,7 +162,8 @@ class Chat:
                 screen.line("end of input: rejected", style="dim")
                 return "reject_once"
             # Text, not markup: "[y]" would be swallowed as a style tag.
-            console.print(Text("[y]es once / [a]lways / [n]o: "), end="")
+            # A line of its own: the answer is typed on the input line below it.
+            console.print(Text("[y]es once / [a]lways / [n]o:"))
             sys.stdout.flush()
             self.answer = asyncio.get_running_loop().create_future()
             answer = (await self.answer).strip().lower()

@@ -15,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from agentd.chat.app import INTERRUPT, Chat, screen
+from agentd.chat.editor import stop_editor, terminal_editor
 from agentd.chat.link import ChatError
 from agentd.protocol.agentd import AGENTD_CLIENT
 from agentd.protocol.methods import QueueOp, Served
@@ -55,7 +56,9 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
         print(f"agentd: error: {exc}", file=sys.stderr)
         return 2
     lines: asyncio.Queue[str | None] = asyncio.Queue()
-    read_lines(lines, sys.stdin.readline)
+    editor = terminal_editor(lines)  # on a terminal: typed input stays under the output
+    if editor is None:
+        read_lines(lines, sys.stdin.readline)
     try:
         caps: dict[str, Any] = {"session": {"notices": {}}}
         init = await chat.link.call(
@@ -83,6 +86,7 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
         screen.line(f"agentd chat: {exc}", style="red")
         return 1
     finally:
+        stop_editor(editor)
         await chat.link.close()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.chat_pty import chat_in_pty
+from tests.support.chat_pty import chat_in_pty, chat_in_tmux
 from tests.support.gated import GatedProvider
 from tests.support.pty_term import PtyTerminal
 from tests.support.server import scripted
@@ -120,3 +120,37 @@ async def test_now_says_an_unread_interjection_runs_first(
         assert await term.exit_code() == 0
         # As said: the unread words ran first, as a prompt of their own, then #1.
         assert await user_texts(server, sid) == ["first job", "use tabs", "later job"]
+
+
+async def test_typed_input_stays_below_the_streamed_answer(
+    server_factory, workspace: Path, tmp_path: Path
+) -> None:
+    """In tmux (a real terminal emulator): keys typed while the answer streams are drawn
+    under it and move down as it grows; the answer's lines stay whole."""
+    first = "First paragraph here.\n\n"
+    provider = GatedProvider(
+        scripted({"text": first + "Second paragraph, whole.\n\nThird one.", "chunk_size": len(first)},
+                 {"text": "Hi back."}),
+        hold={0},
+    )  # fmt: skip
+    async with (
+        server_factory(provider) as server,
+        chat_in_tmux(server.base_url, tmp_path, "--cwd", str(workspace)) as term,
+    ):
+        await term.wait_for("/quit to leave")
+        await term.keys("explain", enter=True)
+        await provider.held(0)
+        await term.wait_for("First paragraph here.")
+        await term.keys("hel")  # half a line, no Enter yet: drawn on its own line below
+        await term.wait_until(lambda rows: rows[-1] == "hel" and "First paragraph here." in rows)
+        provider.release(0)
+        # The answer grew above the input line; each of its lines is whole.
+        rows = await term.wait_until(
+            lambda rows: "stopReason: end_turn" in " ".join(rows) and rows[-1] == "hel"
+        )
+        assert "Second paragraph, whole." in rows and "Third one." in rows
+        assert [r for r in rows if r.startswith("hel") or r.endswith("hel")] == ["hel"]
+        await term.keys("lo", enter=True)
+        rows = await term.wait_for("Hi back.")
+        assert "hello" in rows  # the line entered stays on the screen as typed
+        await term.keys("/quit", enter=True)
