@@ -225,12 +225,14 @@ class Chat:
     def interrupt(self, lines: asyncio.Queue[str | None]) -> None:
         """Ctrl-C: cancel the running turn (a question it asks is answered `cancelled`);
         with no turn running, or pressed again, quit (`lines` gets INTERRUPT)."""
-        if self.running is None or self.cancelling:
+        asking = self.answer is not None and not self.answer.done()
+        if (self.running is None and not asking) or self.cancelling:
             lines.put_nowait(INTERRUPT)
             return
         self.cancelling = True
         screen.line("cancelling the turn (Ctrl-C again quits)", style="yellow")
-        if self.answer is not None and not self.answer.done():
+        if asking:
+            assert self.answer is not None
             self.answer.set_result(INTERRUPT)
         self.link.notify(Served.SESSION_CANCEL, self.params())
         sys.stdout.flush()
