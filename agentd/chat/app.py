@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ console = Console(highlight=False, soft_wrap=True)
 screen = ChatScreen(console)
 
 INTERRUPT = "\x03"  # Ctrl-C, as a line or an answer: never typed by a person (the terminal signals it)
+MAX_ECHOES = 256  # waiting prompts remembered for their echo
 CANCELLED = "cancelled"  # a question left by Ctrl-C: the turn is being cancelled
 
 ANSWERS = {"y": "allow_once", "yes": "allow_once", "a": "allow_always", "always": "allow_always",
@@ -56,7 +58,10 @@ class Chat:
         self.permissions: collections.deque[dict[str, Any]] = collections.deque()
         self.answer: asyncio.Future[str] | None = None  # a line from the user answers it
         self._asking: asyncio.Task[None] | None = None
-        self.echo: dict[str, str] = {}  # promptId -> text of ours that waited: shown when it starts
+        # Prompts of ours that did not start at once, by requestId (`turn_started` names it,
+        # even when it comes before the answer): shown when they start, as last edited.
+        self.echo: dict[str, str] = {}
+        self.edited: dict[str, str] = {}  # promptId -> its text after an /edit
         self.interjected_in: str | None = None  # the turn we last sent words into
         self.cancelling = False  # Ctrl-C cancelled the running turn: another one quits
 
@@ -103,8 +108,10 @@ class Chat:
         if kind == "turn_started":
             self.running = str(event.get("turnId"))
             self.started_or_gone(str(event.get("promptId")))
-            waited = self.echo.pop(str(event.get("promptId")), None)
-            if waited is not None:  # typed earlier, scrolled away since: say what runs now
+            waited = self.echo.pop(str(event.get("requestId")), None)
+            edited = self.edited.pop(str(event.get("promptId")), None)
+            if waited is not None:
+                waited = edited or waited  # typed earlier, scrolled away since: say what runs now
                 screen.line(Text.assemble(("> ", "bold"), (waited, "bold"), ("  (from the queue)", "dim")))
             if event.get("source") == "task_notification":  # not ours: a finished background task
                 screen.line("a background task finished; the agent takes it up", style="dim")
@@ -191,9 +198,16 @@ class Chat:
         self.inflight += 1
         self.changed()
         self.sent[text] += 1
+        more: dict[str, Any] = {"prompt": [{"type": "text", "text": text}]}
+        if waits:
+            request_id = f"chat_{uuid.uuid4().hex}"
+            more["_meta"] = {"agentd": {"requestId": request_id}}
+            self.echo[request_id] = text
+            while len(self.echo) > MAX_ECHOES:  # dropped prompts never start: forget the oldest
+                self.echo.pop(next(iter(self.echo)))
         try:
             method = Served.SEND_NOW if now else Served.ENQUEUE
-            answer = await self.link.call(method, self.params(prompt=[{"type": "text", "text": text}]))
+            answer = await self.link.call(method, self.params(**more))
         except ChatError:
             self.sent[text] -= 1
             raise
@@ -203,8 +217,6 @@ class Chat:
         prompt_id = str(answer.get("promptId", ""))
         if prompt_id and prompt_id not in self.gone and "stopReason" not in answer:
             self.waiting.add(prompt_id)
-            if waits:
-                self.echo[prompt_id] = text
         self.changed()
         return answer
 

@@ -226,8 +226,8 @@ class Repl:
             done = await chat.queue_op(
                 QueueOp.EDIT, id=entry_id, text=new.strip(), expectedVersion=entry.version
             )
-            if self.report(done, f"#{number} is now: {new.strip()}") and entry_id in chat.echo:
-                chat.echo[entry_id] = new.strip()
+            if self.report(done, f"#{number} is now: {new.strip()}"):
+                chat.edited[entry_id] = new.strip()
         finally:
             await chat.queue_op(QueueOp.RELEASE, id=entry_id)
 

@@ -115,7 +115,8 @@ async def test_now_says_an_unread_interjection_runs_first(
         await term.wait_for("queued as #1")
         await term.type("/now 1")
         await term.wait_for("#1 runs next (after your interjection, if the stopped turn had not read it yet)")
-        await term.wait_for("Ran the queued one.")
+        at = await term.wait_for("> later job  (from the queue)")
+        await term.wait_for("Ran the queued one.", since=at)
         await term.type("/quit")
         assert await term.exit_code() == 0
         # As said: the unread words ran first, as a prompt of their own, then #1.
