@@ -19,7 +19,7 @@ from agentd import __version__
 from agentd.core import tracing
 from agentd.core.lane import Lane
 from agentd.core.provider import Provider
-from agentd.infra.auth import LOCAL_PRINCIPAL, Authenticator, insecure_bind
+from agentd.infra.auth import LOCAL_PRINCIPAL, Authenticator, AuthUnavailable, insecure_bind
 from agentd.infra.config import AuthMode, Settings
 from agentd.infra.logs import redact_tokens_in_server_logs
 from agentd.infra.metrics import Metrics
@@ -36,7 +36,7 @@ from agentd.tools.shell import ShellLauncher
 from agentd.transport.docs import router as docs_router
 from agentd.transport.guards import RateLimiter
 from agentd.transport.handlers import METHODS, UNSUPPORTED
-from agentd.transport.http import router
+from agentd.transport.http import auth_unavailable, router
 from agentd.transport.origin import OriginGuard
 from agentd.transport.render import ACP_RENDERER
 from agentd.transport.revocation import LiveTokens
@@ -92,7 +92,7 @@ def create_app(
             settings.pool_limits(),
             sqlite_synchronous=settings.sqlite_synchronous,
         )
-        await store.migrate()
+        await store.migrate(settings.migration_lock_timeout_s)
         # After the database exists, so its files are among those the sandbox hides.
         try:
             shell = await asyncio.to_thread(ShellLauncher.from_settings, settings)
@@ -137,7 +137,7 @@ def create_app(
         revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")
         # Sessions a dead replica left mid-turn or with queued prompts (R-C1, R-E6).
         takeover = start_takeover(manager, lease_ttl_s=settings.lease_ttl_s, queued=settings.auto_resume)
-        if settings.auto_resume:
+        if settings.auto_resume and takeover is None:  # (on Postgres the takeover's first sweep)
             resumed = await manager.resume_queued()
             if resumed:
                 log.info("resumed the queues of %d session(s)", len(resumed))
@@ -191,6 +191,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
+    app.add_exception_handler(AuthUnavailable, auth_unavailable)  # 503 + Retry-After, never 500
     app.state.settings = settings  # read before start-up too (serve.py: the WebSocket size ceiling)
     if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
         app.add_middleware(

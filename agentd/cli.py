@@ -7,6 +7,7 @@ import logging
 import os
 import traceback
 from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -304,11 +305,18 @@ def token_create(
             "shared with the team are open to it"
         ),
     ] = None,
+    expires_in: Annotated[
+        str | None,
+        typer.Option(
+            help="Stop accepting it after this long (90s, 30m, 12h, 7d); its open streams then end. "
+            "Default: until revoked"
+        ),
+    ] = None,
     database_url: DbOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Create a token and print it — the only time it is shown."""
-    from agentd.infra.auth import create_token, team_names
+    from agentd.infra.auth import create_token, parse_duration, team_names
 
     _use_config(config)
     if not principal.strip():
@@ -317,13 +325,19 @@ def token_create(
         teams = team_names(t.strip() for t in team or [])
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--team") from None
+    try:
+        lifetime = parse_duration(expires_in) if expires_in is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--expires-in") from None
     token, record = _with_store(
-        database_url, lambda store: create_token(store, principal.strip(), name, teams)
+        database_url, lambda store: create_token(store, principal.strip(), name, teams, lifetime)
     )
     typer.echo(token)
     in_teams = f" in teams {', '.join(record.teams)}" if record.teams else ""
+    until = f", expiring {record.expires_at.isoformat()}" if record.expires_at else ""
     typer.echo(
-        f"created {record.id} for principal {record.principal!r}{in_teams}; store it now, it is not kept",
+        f"created {record.id} for principal {record.principal!r}{in_teams}{until}; "
+        "store it now, it is not kept",
         err=True,
     )
 
@@ -334,7 +348,12 @@ def token_list(database_url: DbOption = None, config: ConfigOption = None) -> No
     _use_config(config)
     records = _with_store(database_url, lambda store: store.list_tokens())
     for r in records:
-        state = f"revoked {r.revoked_at.isoformat()}" if r.revoked_at else "active"
+        if r.revoked_at:
+            state = f"revoked {r.revoked_at.isoformat()}"
+        elif r.expires_at and r.expires_at <= datetime.now(UTC):
+            state = f"expired {r.expires_at.isoformat()}"
+        else:
+            state = f"active until {r.expires_at.isoformat()}" if r.expires_at else "active"
         teams = ",".join(r.teams) or "-"
         typer.echo(f"{r.id}\t{r.principal}\t{r.name or ''}\t{r.created_at.isoformat()}\t{state}\t{teams}")
 

@@ -13,8 +13,10 @@ then 3 (the earlier ones keep running), each step prints
   replicas' CPU per event, errors;
 - cross-replica event latency p50/p99: per durable event, its arrival at a client attached
   through another replica − its arrival at a client on the owner (`cross_replica_event_latency`);
-- routed-command latency p50/p99: a prompt sent through another replica than the owner, next
-  to the same prompt sent to the owner (`routed_command_latency`).
+- routed vs direct (issue 26 item 5): with 1 and with 200 concurrent clients
+  (`--routed-clients`), each prompting its own session owned by the first replica — on the
+  owner (direct) and through the second replica (routed), alternating rounds in one run:
+  p50/p99 of each, the errors by code, and the routed/direct p50 ratio (`routed_vs_direct`).
 Both need commands and events routed across replicas; until then a replica refuses a
 session another one owns (`-32020 owned_elsewhere`) and they print "n/a (needs routing)".
 At the end, takeover: a session owned by the first replica, which is `kill -9`ed; a client
@@ -79,6 +81,7 @@ class Cluster:
     workspace: Path
     lease_ttl_s: float
     replicas: list[Replica] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # more settings for every replica
 
     @property
     def live(self) -> list[Replica]:
@@ -98,6 +101,7 @@ class Cluster:
             AGENTD_PERMISSION_MODE="bypass", AGENTD_RATE_LIMIT_PER_S="0",
             PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
         )  # fmt: skip
+        env.update(self.env)
         log = (home / "serve.log").open("wb")
         cmd = [sys.executable, "-m", "agentd.cli", "serve", "--log-level", "warning"]
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # noqa: ASYNC220
@@ -143,14 +147,14 @@ def _tail(log: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def cluster(model_url: str, lease_ttl_s: float) -> AsyncIterator[Cluster]:
+async def cluster(model_url: str, lease_ttl_s: float, **env: str) -> AsyncIterator[Cluster]:
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-replicas-"))
     workspace = home / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Bench\n")
     try:
         async with postgres_database() as url:
-            c = Cluster(url, model_url, home, workspace, lease_ttl_s)
+            c = Cluster(url, model_url, home, workspace, lease_ttl_s, env=env)
             try:
                 yield c
             finally:
@@ -300,31 +304,63 @@ async def cross_replica_event_latency(c: Cluster, turns: int) -> tuple[float, fl
         await other_client.close()
 
 
-async def routed_command_latency(c: Cluster, turns: int) -> tuple[float, float, float, float] | None:
-    """p50/p99 (ms) of a trivial prompt sent through a replica that does not own the session,
-    then p50/p99 of the same prompt sent to the owner. None while commands are not routed."""
-    live = c.live
-    if len(live) < 2:
-        return None
-    owner_client, sid = await c.new_session(live[0])
-    other_client = await WsClient.connect(live[1].base)
+async def _timed_prompt(client: WsClient, sid: str, start: asyncio.Barrier) -> float | str:
+    """Seconds to the prompt's answer, or its error code (as text)."""
+    await start.wait()
+    t0 = time.perf_counter()
+    resp = await client.request("session/prompt", text_prompt(sid, "hi"))
+    elapsed = time.perf_counter() - t0
+    client.frames.clear()
+    while not client.notifications.empty():  # bounded: the figures need no updates
+        client.notifications.get_nowait()
+    return str(resp["error"].get("code")) if "error" in resp else elapsed
+
+
+async def _round(pairs: list[tuple[WsClient, str]]) -> tuple[list[float], list[str]]:
+    start = asyncio.Barrier(len(pairs))
+    results = await asyncio.gather(*(_timed_prompt(client, sid, start) for client, sid in pairs))
+    return [r for r in results if isinstance(r, float)], [r for r in results if isinstance(r, str)]
+
+
+async def routed_vs_direct(c: Cluster, clients: int, rounds: int) -> str:
+    """`clients` sessions owned by the first replica, each prompted at once by its own
+    client: on the owner (direct) and through the second replica (routed), round after
+    round alternately, side by side in one run; p50/p99 of each and the p50 ratio."""
+    owner_replica, other = c.live[0], c.live[1]
+    direct: list[tuple[WsClient, str]] = []
+    for start in range(0, clients, 50):  # created a few at a time
+        direct += await asyncio.gather(
+            *(c.new_session(owner_replica) for _ in range(start, min(clients, start + 50)))
+        )
+    routed: list[tuple[WsClient, str]] = []
+    for start in range(0, clients, 50):
+        more = await asyncio.gather(
+            *(WsClient.connect(other.base) for _ in range(start, min(clients, start + 50)))
+        )
+        routed += [(client, sid) for client, (_, sid) in zip(more, direct[start : start + 50], strict=True)]
     try:
-        if not await _attach_elsewhere(other_client, sid):
-            return None
-        timings: dict[str, list[float]] = {"routed": [], "direct": []}
-        for _ in range(turns):
-            for kind, client in (("routed", other_client), ("direct", owner_client)):
-                t0 = time.perf_counter()
-                await client.call("session/prompt", text_prompt(sid, "hi"))
-                timings[kind].append(time.perf_counter() - t0)
-                client.frames.clear()
-                while not client.notifications.empty():
-                    client.notifications.get_nowait()
-        routed, direct = timings["routed"], timings["direct"]
-        return pct(routed, 50), pct(routed, 99), pct(direct, 50), pct(direct, 99)
+        for client, sid in direct[:1] + routed[:1]:  # warm-up: the actor, the routing rows
+            await client.call("session/prompt", text_prompt(sid, "warm up"))
+        times: dict[str, list[float]] = {"direct": [], "routed": []}
+        errors: dict[str, list[str]] = {"direct": [], "routed": []}
+        for _ in range(rounds):
+            for kind, pairs in (("direct", direct), ("routed", routed)):
+                ok, failed = await _round(pairs)
+                times[kind] += ok
+                errors[kind] += failed
+        d50, r50 = pct(times["direct"], 50), pct(times["routed"], 50)
+        return (
+            f"clients={clients} direct p50={d50:.1f} p99={pct(times['direct'], 99):.1f} ms "
+            f"errors={_codes(errors['direct'])} | routed p50={r50:.1f} p99={pct(times['routed'], 99):.1f} ms "
+            f"errors={_codes(errors['routed'])} | routed/direct p50 = {r50 / d50:.2f}"
+        )
     finally:
-        await owner_client.close()
-        await other_client.close()
+        for client, _ in direct + routed:
+            await client.close()
+
+
+def _codes(codes: list[str]) -> str:
+    return "0" if not codes else ",".join(f"{code}x{codes.count(code)}" for code in sorted(set(codes)))
 
 
 # -- takeover after kill -9 ----------------------------------------------------------------
@@ -386,9 +422,10 @@ async def main(args: argparse.Namespace) -> None:
                     continue
                 lat = await cross_replica_event_latency(c, args.turns)
                 print(f"replicas={n} cross-replica event latency: {_ms(lat, ('p50', 'p99'))}", flush=True)
-                routed = await routed_command_latency(c, args.turns)
-                labels = ("p50", "p99", "direct p50", "direct p99")
-                print(f"replicas={n} routed-command latency: {_ms(routed, labels)}", flush=True)
+                for clients in args.routed_clients:
+                    rounds = max(args.turns, args.routed_samples // clients)  # enough samples for a p50
+                    figures = await routed_vs_direct(c, clients, rounds)
+                    print(f"replicas={n} routed vs direct: {figures}", flush=True)
             if len(c.live) >= 2:
                 print(f"replicas={len(c.live)} {await takeover_after_kill(c)}", flush=True)
 
@@ -400,8 +437,15 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=12)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--lease-ttl", type=float, default=5.0)
+    parser.add_argument(
+        "--routed-clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 200],
+        help="concurrent clients of the routed-vs-direct comparison",
+    )  # fmt: skip
+    parser.add_argument(
+        "--routed-samples", type=int, default=40, help="prompts of each kind at least, per client count"
+    )
     parser.add_argument("--smoke", action="store_true", help="a short run (1 and 2 replicas)")
     ns = parser.parse_args()
     if ns.smoke:
-        ns.replicas, ns.sessions, ns.turns, ns.lease_ttl = [1, 2], 4, 2, 3.0
+        ns.replicas, ns.sessions, ns.turns, ns.lease_ttl, ns.routed_clients = [1, 2], 4, 2, 3.0, [1, 20]
     asyncio.run(main(ns))

@@ -18,8 +18,10 @@ import secrets
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from agentd.infra.config import AuthMode
+from agentd.infra.overload import overload_error
 from agentd.store.db import Store, TokenRecord
 
 LOCAL_PRINCIPAL = "local"
@@ -31,6 +33,7 @@ CHALLENGE = {"WWW-Authenticate": "Bearer"}  # headers of every 401
 __all__ = [
     "AuthError",
     "AuthMode",
+    "AuthUnavailable",
     "Authenticator",
     "Identity",
     "create_token",
@@ -44,6 +47,20 @@ _TEAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 class AuthError(Exception):
     """No usable credentials; the message says what was wrong (never the token)."""
+
+
+class AuthUnavailable(Exception):
+    """The token could not be looked up now — no database connection free in time, or the
+    database busy (issue 28 item 7): the caller is told to retry (503 with `Retry-After`),
+    never a 500, and never a 401 that would make a client drop a good token."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(max(1, round(self.retry_after)))}
 
 
 def hash_token(token: str) -> str:
@@ -115,7 +132,14 @@ class Authenticator:
         if token is None:
             raise AuthError("authentication required: send Authorization: Bearer <token>")
         digest = hash_token(token)
-        found = await self._store.identity_for_token(digest)
+        try:
+            found = await self._store.identity_for_token(digest)
+        except Exception as exc:
+            overloaded = overload_error(exc)
+            if overloaded is None:
+                raise
+            retry_after = float((overloaded.data or {}).get("retryAfter", 1.0))
+            raise AuthUnavailable(overloaded.message, retry_after) from None
         if found is None:
             raise AuthError("invalid or revoked token")
         principal, teams = found
@@ -140,13 +164,30 @@ def team_names(teams: Iterable[str]) -> tuple[str, ...]:
 
 
 async def create_token(
-    store: Store, principal: str, name: str | None = None, teams: Iterable[str] = ()
+    store: Store,
+    principal: str,
+    name: str | None = None,
+    teams: Iterable[str] = (),
+    expires_in: timedelta | None = None,
 ) -> tuple[str, TokenRecord]:
-    """A new token for `principal`, a member of `teams`: (the token itself — shown once —
-    and its record)."""
+    """A new token for `principal`, a member of `teams`, accepted for `expires_in` (None:
+    until revoked): (the token itself — shown once — and its record)."""
     checked = team_names(teams)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    expires_at = datetime.now(UTC) + expires_in if expires_in is not None else None
     record = await store.create_token(
-        f"tok_{uuid.uuid4().hex[:16]}", principal, name, hash_token(token), checked
+        f"tok_{uuid.uuid4().hex[:16]}", principal, name, hash_token(token), checked, expires_at
     )
     return token, record
+
+
+_DURATION = re.compile(r"(\d+)([smhd])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90s`, `30m`, `12h`, `7d` → the timedelta; ValueError otherwise."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or int(m.group(1)) == 0:
+        raise ValueError(f"bad duration {text!r}: a positive number with s, m, h or d (e.g. 12h, 30d)")
+    return timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])

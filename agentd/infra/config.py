@@ -177,9 +177,10 @@ class Settings(BaseSettings):
     # Stdio MCP commands that run outside the sandbox (as the server's user); every other
     # one runs under the same sandbox as `bash`. Comma-separated or a JSON list.
     mcp_unsandboxed: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # How often open WebSockets and SSE streams re-check their token (a revoked one
-    # closes them, also when revoked by `agentd token revoke` from another process).
-    token_recheck_s: float = Field(default=2.0, gt=0)
+    # How often open WebSockets, SSE streams, Streamable HTTP connections and forwarded
+    # commands re-check their token (a revoked one ends them, also when revoked by `agentd
+    # token revoke` from another process): one query per replica, only while some are open.
+    token_recheck_s: float = Field(default=0.5, gt=0)
 
     provider: ProviderName | None = None  # None → the scripted demo provider
     model: str = "gpt-4o-mini"
@@ -282,6 +283,13 @@ class Settings(BaseSettings):
     # gets a retryable error when no answer came within this time (a prompt waits for its
     # turn's end instead, as long as the owner holds the session).
     routed_command_timeout_s: float = Field(default=30.0, gt=0)
+    # Start-up waits at most this long for another replica migrating the database, then
+    # stops with an error naming the lock's holder (agentd/store/migration_lock.py).
+    migration_lock_timeout_s: float = Field(default=120.0, gt=0)
+    # What is live only — streamed text and other transient events of a session, for the
+    # clients of replicas that do not own it — goes through Redis pub/sub when this is set
+    # (redis://host:port/db), else through Postgres NOTIFY (issue 26). No data lives there.
+    redis_url: str = ""
     # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
     # gets a retryable -32019 (overloaded); Postgres statements time out after
     # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
@@ -317,6 +325,9 @@ class Settings(BaseSettings):
     # Input limits (R-X3); 0 switches one off. Violations get -32019 limit_exceeded.
     max_json_depth: int = 64
     max_prompt_bytes: int = 1024 * 1024
+    # Content blocks in one prompt: validating and storing a prompt costs per block, so
+    # 50,000 one-character blocks under the byte limit stalled everyone (issue 28 item 4).
+    max_prompt_blocks: int = 1000
     max_queue_length: int = 100
     # Bytes of prompt text waiting in queues: per session, and per principal over all its
     # live sessions (a queued prompt costs memory and a row until it runs).

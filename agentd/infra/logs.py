@@ -8,32 +8,62 @@ import logging
 import re
 from collections.abc import MutableMapping
 from typing import IO, Any
+from urllib.parse import unquote_plus
 
 from agentd.core.log_context import LOG_CONTEXT_FIELDS, LogContextFilter
 from agentd.infra.config import LogFormat
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-# `?token=` (browsers' way to authenticate, R-X1) in a logged URL; uvicorn logs request
-# lines on `uvicorn.access` and WebSocket handshakes on `uvicorn.error`.
-_TOKEN_IN_URL = re.compile(r"([?&]token=)[^&\s\"]*", re.IGNORECASE)
+# A `key=value` of a query string in a logged URL (uvicorn logs request lines on
+# `uvicorn.access` and WebSocket handshakes on `uvicorn.error`, the raw query as sent).
+_QUERY_PAIR = re.compile(r"([?&;])([^=&;?#\s\"']*)=([^&;#\s\"']*)")
 SERVER_LOGGERS = ("uvicorn.access", "uvicorn.error")
+_SECRET_KEYS = frozenset({"token"})
+_MAX_UNQUOTE = 8  # `%2565` is `%65` is `e`: decode until stable (bounded)
+
+
+def decoded_key(key: str) -> str:
+    """A query key as the server would read it — percent- and plus-decoded (repeatedly: a
+    proxy may decode once more) — folded to lower case."""
+    for _ in range(_MAX_UNQUOTE):
+        plain = unquote_plus(key)
+        if plain == key:
+            break
+        key = plain
+    return key.strip().lower()
+
+
+def _redact_pair(m: re.Match[str]) -> str:
+    if decoded_key(m.group(2)) in _SECRET_KEYS:
+        return f"{m.group(1)}{m.group(2)}=***"
+    return m.group(0)
 
 
 def redact_token(text: str) -> str:
-    return _TOKEN_IN_URL.sub(r"\1***", text)
+    """`text` with the value of every `token` query parameter replaced by `***` — in any
+    spelling the server accepts it (`?tok%65n=`, `?%74oken=`) or might (`?TOKEN=`)."""
+    if "=" not in text:
+        return text
+    return _QUERY_PAIR.sub(_redact_pair, text)
 
 
 class RedactTokens(logging.Filter):
-    """Rewrites a record's message and arguments so no `token=` value reaches a handler."""
+    """Rewrites a record so no `token=` value reaches a handler: the message is redacted
+    once formatted, so a URL split over several arguments is caught too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str):
-            record.msg = redact_token(record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(_redact_arg(a) for a in record.args)
-        elif isinstance(record.args, dict):
-            record.args = {k: _redact_arg(v) for k, v in record.args.items()}
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: redact its parts as they are
+            if isinstance(record.msg, str):
+                record.msg = redact_token(record.msg)
+            if isinstance(record.args, tuple):
+                record.args = tuple(_redact_arg(a) for a in record.args)
+            return True
+        redacted = redact_token(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
         return True
 
 
@@ -66,6 +96,7 @@ def log_handler(fmt: LogFormat, stream: IO[str] | None = None) -> logging.Handle
     session/turn context as fields."""
     handler = logging.StreamHandler(stream)
     handler.addFilter(LogContextFilter())
+    handler.addFilter(RedactTokens())  # every logger's records, not only uvicorn's
     if fmt is LogFormat.JSON:
         # Imported here: structlog loads rich and pygments (~100 modules, several MiB
         # resident) that the default text format never needs.

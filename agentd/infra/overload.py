@@ -9,10 +9,12 @@ from enum import StrEnum
 from sqlalchemy import exc as sa_exc
 
 from agentd.protocol.jsonrpc import ErrorCode, RpcError
+from agentd.store.disconnects import is_disconnect
 
 
 class RetryReason(StrEnum):
     OVERLOADED = "overloaded"  # no database connection free in time, or the database is busy
+    DATABASE_UNAVAILABLE = "database_unavailable"  # the connection was lost (reset, failover)
     SESSION_STOPPING = "session_stopping"  # the session's previous actor has not ended yet
     SESSION_FAILED = "session_failed"  # the database refused its events: reloaded from the store
 
@@ -20,6 +22,7 @@ class RetryReason(StrEnum):
 class LimitKind(StrEnum):
     DB_POOL = "db_pool"
     DB_BUSY = "db_busy"
+    DB_UNAVAILABLE = "db_unavailable"
     SESSION_STOPPING = "session_stopping"
 
 
@@ -60,7 +63,16 @@ def session_failed(session_id: str) -> RpcError:
 
 
 def overload_error(exc: BaseException) -> RpcError | None:
-    """The retryable error for a database that could not serve in time; None for others."""
+    """The retryable error for a database that could not serve in time, or whose
+    connection was lost under the request (issue 26: never a bare `-32603` for a database
+    fault; the broken connection is discarded, so a retry gets a fresh one); None for others."""
+    if not isinstance(exc, sa_exc.TimeoutError) and is_disconnect(exc) and _from_database(exc):
+        return retry_later(
+            LimitKind.DB_UNAVAILABLE,
+            RetryReason.DATABASE_UNAVAILABLE,
+            "database unavailable: the connection to it was lost; retry shortly",
+            retry_after=0.5,
+        )
     if isinstance(exc, sa_exc.TimeoutError):  # the pool had no free connection within pool_timeout
         return retry_later(
             LimitKind.DB_POOL,

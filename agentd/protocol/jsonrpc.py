@@ -34,6 +34,8 @@ class ErrorCode(IntEnum):
     SHUTTING_DOWN = -32018  # the server is draining for a shutdown: retry against its successor
     SESSION_ELSEWHERE = -32020  # another replica owns the session (R-C1): `data.owner`, retryAfter
     ROUTE_FAILED = -32021  # a command forwarded to the owning replica got no answer: `data.reason`, retryable
+    NOT_COMMITTED = -32022  # the request's rows never reached the database: `data.reason`, retryable
+    REQUEST_ID_CONFLICT = -32030  # a `requestId` reused with other content: `data.promptId` is the first's
 
 
 class RpcError(Exception):

@@ -42,9 +42,10 @@ from agentd.session.errors import session_failed
 from agentd.session.file_history import FileHistory
 from agentd.session.hub import EventHub
 from agentd.session.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
+from agentd.session.live import LiveFeed
 from agentd.session.local_commands import available_commands
 from agentd.session.permission_gate import PermissionGate
-from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_id_of
+from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_digest_of, request_id_of
 from agentd.session.services import ActorServices
 from agentd.session.session_modes import record_modes_change
 from agentd.session.sinks import FrameSink
@@ -93,9 +94,9 @@ class SessionActor:
         self.services = services
         on_drop = services.metrics.resyncs.inc if services.metrics else None
         self.hub = EventHub(render=services.render, on_drop=on_drop)
-        self.journal = Journal(
-            self.id, services.writer, self.hub.publish, last_seq, conversation, services.metrics
-        )
+        # Its own clients first; transient events also to other replicas' (through the broker).
+        publish = LiveFeed(self.id, self.hub.publish, lambda: services.live, last_seq)
+        self.journal = Journal(self.id, services.writer, publish, last_seq, conversation, services.metrics)
         self.conversation = Conversation(
             conversation, self.journal.persist_message, self.journal.rewrite_messages
         )
@@ -192,6 +193,8 @@ class SessionActor:
             return
         self._turn = None
         self.files.end_turn(turn_id)
+        if not turn.ctx.compact_requested:  # it compacted as asked (or nothing was asked)
+            self.desk.turn_compacted(turn_id)
         # Its events were refused by the database (and discarded): no success to report.
         failed = session_failed(self.id) if self.services.writer.failed(self.id) else None
         # Input that arrived after the turn's last drain is never lost: it becomes the
@@ -209,7 +212,13 @@ class SessionActor:
             self._turn.outcome = outcome
         request_id = request_id_of(queued.command.meta)
         self.journal.emit_turn_ended(
-            turn_id, queued.id, outcome, request_id, usage=self.usage, conversation=self.conversation
+            turn_id,
+            queued.id,
+            outcome,
+            request_id,
+            usage=self.usage,
+            conversation=self.conversation,
+            request_digest=request_digest_of(queued.command.meta),
         )
 
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None:
@@ -221,9 +230,9 @@ class SessionActor:
 
     # ------------------------------------------------------------------ after a restart
 
-    def remember_outcome(self, request_id: str, done: PromptDone) -> None:
+    def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
-        self.desk.requests.remember_outcome(request_id, done)
+        self.desk.requests.remember_outcome(request_id, done, digest)
 
     def resume_queue(self) -> None:
         """Start the next queued prompt, if any (after a restart)."""
@@ -320,6 +329,14 @@ class SessionActor:
         did, False if the request is unknown or already answered, None for an option the
         request does not offer (a bad answer, not an answer)."""
         return self.permissions.answer(request_id, option_id)
+
+    def permission_resolution(self, request_id: str) -> asyncio.Future[int] | None:
+        """Taken before answering (see `permission_saved`)."""
+        return self.permissions.resolution(request_id)
+
+    async def permission_saved(self, resolution: asyncio.Future[int] | None) -> None:
+        """Return once the winning answer is committed; else a retryable error."""
+        await self.permissions.saved(resolution)
 
     def cancel_permission(self, request_id: str) -> bool:
         """A `cancelled` answer to a pending permission request (first answer wins): True

@@ -145,9 +145,10 @@ async def _on_register_hook(actor: SessionActor, cmd: RegisterHook) -> None:
 @_handles(Compact)
 async def _on_compact(actor: SessionActor, cmd: Compact) -> None:
     if actor.running is not None:
-        # Compaction happens inside the running turn, before its next request.
+        # Compaction happens inside the running turn, before its next request; a stored
+        # job keeps the request should the turn end first or the server die.
         actor.running.ctx.compact_requested = True
-        cmd.reply.set_result(None)
+        actor.desk.schedule_compaction(actor.running.id, cmd.reply)
     else:
         job = QueuedPrompt(new_id("compact"), Prompt([], cmd.reply), kind=QueueKind.COMPACT)
         actor.queue.appendleft(job)

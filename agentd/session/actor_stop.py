@@ -22,6 +22,7 @@ from agentd.session.commands import (
     TaskFinished,
     TurnFinished,
 )
+from agentd.session.commit_outcome import NotCommitted, not_committed
 from agentd.session.errors import session_stopping, shutting_down
 from agentd.session.prompt_queue import resolve
 from agentd.session.queue_sync import answer_all
@@ -104,7 +105,17 @@ async def _wind_down(actor: SessionActor, grace: float) -> None:
     actor.desk.forget()
     if actor.mcp is not None:
         await actor.mcp.close()
-    await actor.services.writer.barrier()
+    writer = actor.services.writer
+    await writer.barrier()
     for queued in deferred_entries:
+        waiters = (queued.command.reply, *queued.waiters)
+        outcome = writer.outcome_since(actor.id, queued.since)
+        if isinstance(outcome, NotCommitted):
+            # Its row may never have reached the store: "deferred" would promise a run
+            # after the restart that may not come (issue 26). Retryable instead.
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_exception(not_committed(actor.id, outcome.reason))
+            continue
         deferred = PromptDone(queued.id, None, TurnOutcome.cancelled(EndReason.DEFERRED_BY_SHUTDOWN))
-        answer_all((queued.command.reply, *queued.waiters), deferred)
+        answer_all(waiters, deferred)

@@ -21,6 +21,8 @@ class SessionErrorKind(StrEnum):
     INTERNAL = "internal"  # a bug or a store that refused the session's recovery
     OWNED_ELSEWHERE = "owned_elsewhere"  # another replica holds the session's lease (R-C1)
     ROUTE_FAILED = "route_failed"  # a command routed to the owner got no answer (R-C1): `data.reason`
+    NOT_COMMITTED = "not_committed"  # the writer dropped the request's rows (issue 26): `data.reason`, retry
+    REQUEST_CONFLICT = "request_id_conflict"  # a requestId reused with other content (issue 28 item 5)
 
 
 class SessionError(Exception):
@@ -76,6 +78,22 @@ def session_failed(session_id: str) -> SessionError:
         f"session_failed: the database refused the events of session {session_id}; "
         "it was reloaded from its last saved event — retry",
         {"reason": RETRY_SESSION_FAILED, "retryable": True},
+    )
+
+
+def request_conflict(request_id: str, first_prompt_id: str) -> SessionError:
+    """A submission repeating a requestId already seen, with other content: refused, not
+    taken for a retry of the first (which would silently answer for another prompt)."""
+    return SessionError(
+        SessionErrorKind.REQUEST_CONFLICT,
+        f"request_id_conflict: requestId {request_id!r} was already used for prompt {first_prompt_id} "
+        "with different content; use a new requestId for a new prompt",
+        {
+            "reason": "request_id_conflict",
+            "requestId": request_id,
+            "promptId": first_prompt_id,
+            "retryable": False,
+        },
     )
 
 

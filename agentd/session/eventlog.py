@@ -7,10 +7,18 @@ event a crash could lose (R-E2), and transient deltas never overtake the durable
 queued before them. `flushed()` waits until everything submitted so far was delivered
 to the hubs (the drain barrier of R-L3h).
 
-A batch the database refuses for good (bad data, not a lost connection) fails its
-session: the batch and everything the session submits afterwards is neither committed
-nor shown, so the store keeps a gap-free prefix of the session's log; the manager is
-told (`on_session_failed`), stops the actor and reloads the session from the store.
+A batch the database refuses for good (bad data, a stale lease token, a deadlock on every
+retry, or a database unreachable past `give_up_after_s`) fails its session: the batch and
+everything the session submits afterwards is neither committed nor shown, so the store
+keeps a gap-free prefix of the session's log; the manager is told (`on_session_failed`),
+stops the actor and reloads the session from the store.
+
+Acknowledgements wait on `committed(session_id, since)`, not on a bare barrier: it
+resolves `Committed` only if none of the session's writes submitted since the `mark()`
+`since` was dropped or discarded, else `NotCommitted(reason)` (commit_outcome.py) — so
+"committed" is never answered for rows that did not reach the database (issue 26). A
+commit whose answer was lost with its connection is checked against the store before it
+is sent again (`Store.landed`): it may have committed.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +36,17 @@ from sqlalchemy import exc as sa_exc
 from agentd.core import tracing
 from agentd.core.events import Event
 from agentd.infra.metrics import Metrics
+from agentd.session.commit_outcome import (
+    COMMITTED,
+    CommitFailure,
+    CommitOutcome,
+    NotCommitted,
+    classify,
+    is_deadlock,
+    not_committed,
+)
 from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.disconnects import is_disconnect
 from agentd.store.queue_rows import QueueWrite
 
 log = logging.getLogger(__name__)
@@ -48,6 +66,18 @@ def _commit_attributes(batches: dict[str, Batch]) -> dict[str, Any]:
 
 SessionFailed = Callable[[str, BaseException], None]
 
+# A failed commit is retried after 50 ms, doubling up to this: a reset costs the sessions
+# little more than the reconnection, and an outage one connection attempt per interval.
+MAX_RETRY_DELAY_S = 0.5
+# A batch that deadlocks this many times in a row is refused (it fails its session).
+MAX_DEADLOCK_RETRIES = 5
+# Sessions whose last dropped write is remembered for acknowledgements still waiting.
+MAX_REMEMBERED_DROPS = 10_000
+
+
+class GaveUp(Exception):
+    """The database stayed unreachable for the writer's whole deadline."""
+
 
 @dataclass(slots=True)
 class _Item:
@@ -59,6 +89,10 @@ class _Item:
     queue: QueueWrite | None = None
     publish: Publish | None = None
     done: asyncio.Future[None] | None = None
+    # An acknowledgement's waiter: were the session's writes from ticket `since` on committed?
+    outcome: asyncio.Future[CommitOutcome] | None = None
+    since: int = 0
+    ticket: int = 0  # the order of submission (`EventWriter.mark`)
     submitted_at: float = 0.0
     fence: int | None = None  # the session's lease token when it was submitted (R-C1)
 
@@ -74,8 +108,18 @@ class _Item:
 
 
 class EventWriter:
-    def __init__(self, store: Store, *, flush_interval: float = 0.0, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        flush_interval: float = 0.0,
+        metrics: Metrics | None = None,
+        give_up_after_s: float = 30.0,
+    ) -> None:
         self._store = store
+        # How long a commit is retried while the database is unreachable before its
+        # sessions fail (and their waiting acknowledgements with them): never forever.
+        self.give_up_after_s = give_up_after_s
         self._metrics = metrics
         self._flush_interval = flush_interval
         # Submitted items in order, and the writer's wake-up while it waits for one: a plain
@@ -89,9 +133,15 @@ class EventWriter:
         self._task: asyncio.Task[None] | None = None
         self.commits = 0  # for metrics and tests
         self.dropped_batches = 0  # batches the database refused (each failed its session)
-        # Sessions whose batch was refused: their later writes are discarded until
+        # Sessions whose batch was refused (and why): their later writes are discarded until
         # `clear_failure` (a new actor, loaded from the store, takes over).
-        self._failed: set[str] = set()
+        self._failed: dict[str, CommitFailure] = {}
+        self._tickets = 0  # the last ticket handed out
+        # Session id → (the last ticket of its writes dropped, why), oldest first.
+        self._dropped: collections.OrderedDict[str, tuple[int, CommitFailure]] = collections.OrderedDict()
+        # The database as the writer sees it (for /readyz): commits failing in a row, since when.
+        self.failing_since: float | None = None
+        self.last_error: str = ""
         self.on_session_failed: SessionFailed | None = None
         # Session id → its lease's fencing token (R-C1), kept by `SessionLeases`: every
         # write is stamped with the token current when it was submitted, and the database
@@ -144,6 +194,8 @@ class EventWriter:
             self.submit(session_id, event=event, publish=publish)
             return
         if session_id in self._failed:
+            self._tickets += 1
+            self._note_drop(session_id, self._tickets, self._failed[session_id])
             return  # as the writer: nothing of a failed session is shown
         self._holding = True  # whatever the publishing submits goes behind this event
         try:
@@ -161,20 +213,56 @@ class EventWriter:
     def discard(self, session_id: str) -> None:
         """The session's lease was lost: its writes not yet committed, and any it still
         submits, are dropped (never shown) until `clear_failure`."""
-        self._failed.add(session_id)
+        self._failed.setdefault(session_id, CommitFailure.LEASE_LOST)
 
     def clear_failure(self, session_id: str) -> None:
         """The failed session's actor is gone (and a barrier passed since): writes for it
         are accepted again — they come from an actor loaded from the store's last seq."""
-        self._failed.discard(session_id)
+        self._failed.pop(session_id, None)
 
     async def barrier(self) -> None:
-        """Return once everything submitted before this call is committed and published."""
+        """Return once everything submitted before this call is committed (or dropped) and
+        published. It says nothing of which: an acknowledgement waits on `committed`."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._put(_Item("", done=fut))
         await fut
 
+    def mark(self) -> int:
+        """The ticket of the next write submitted: `committed(session, mark)` covers it and
+        everything after it."""
+        return self._tickets + 1
+
+    def committed(self, session_id: str, since: int) -> asyncio.Future[CommitOutcome]:
+        """Resolves once everything submitted so far is through the writer: `Committed`
+        if none of the session's writes from ticket `since` on was dropped or discarded,
+        else `NotCommitted(reason)`. Queued at once (not when first awaited), so it is
+        after every write submitted before the call."""
+        fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
+        self._put(_Item(session_id, outcome=fut, since=since))
+        return fut
+
+    async def require_committed(self, session_id: str, since: int) -> None:
+        """`committed`, raising a retryable `not_committed` error for a `NotCommitted`:
+        what a handler awaits before acknowledging the session's writes since `since`."""
+        outcome = await self.committed(session_id, since)
+        if isinstance(outcome, NotCommitted):
+            raise not_committed(session_id, outcome.reason)
+
+    def outcome_since(self, session_id: str, since: int) -> CommitOutcome:
+        dropped = self._dropped.get(session_id)
+        if dropped is not None and dropped[0] >= since:
+            return NotCommitted(dropped[1])
+        return COMMITTED
+
+    def _note_drop(self, session_id: str, ticket: int, reason: CommitFailure) -> None:
+        last = self._dropped.pop(session_id, None)
+        self._dropped[session_id] = (max(ticket, last[0] if last else 0), reason)
+        while len(self._dropped) > MAX_REMEMBERED_DROPS:
+            self._dropped.popitem(last=False)
+
     def _put(self, item: _Item) -> None:
+        self._tickets += 1
+        item.ticket = self._tickets
         self._queue.append(item)
         wake, self._wake = self._wake, None
         if wake is not None and not wake.done():
@@ -204,7 +292,7 @@ class EventWriter:
             finally:
                 self._holding = False
 
-    def _publish(self, items: list[_Item], dropped: set[str]) -> None:
+    def _publish(self, items: list[_Item], dropped: Collection[str]) -> None:
         now = asyncio.get_running_loop().time()
         for item in items:
             if item.session_id in dropped and item.event is not None:
@@ -218,11 +306,23 @@ class EventWriter:
                     self._metrics.fanout_lag_seconds.observe(now - item.submitted_at)
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
+            if item.outcome is not None and not item.outcome.done():
+                item.outcome.set_result(self.outcome_since(item.session_id, item.since))
 
-    async def _commit(self, items: list[_Item]) -> set[str]:
-        """Commit the durable items; returns the sessions whose batch had to be dropped."""
+    async def _commit(self, items: list[_Item]) -> dict[str, CommitFailure]:
+        """Commit the durable items; returns the sessions whose writes were dropped (and
+        why), every one of their items in `items` remembered as dropped."""
+        dropped = await self._commit_items(items)
+        if dropped:  # (the common batch drops nothing: no second pass over it)
+            for item in items:
+                reason = dropped.get(item.session_id)
+                if reason is not None:
+                    self._note_drop(item.session_id, item.ticket, reason)
+        return dropped
+
+    async def _commit_items(self, items: list[_Item]) -> dict[str, CommitFailure]:
         batches: dict[str, Batch] = {}
-        failed = {item.session_id for item in items if item.session_id in self._failed}
+        failed = {i.session_id: self._failed[i.session_id] for i in items if i.session_id in self._failed}
         for item in items:
             if not item.needs_commit or item.session_id in failed:
                 continue
@@ -244,46 +344,77 @@ class EventWriter:
                 b.queue.append(item.queue)
         if not batches:
             return failed
-        delay = 0.05
+        listed = list(batches.values())
+        with tracing.span("agentd.commit", _commit_attributes(batches)):
+            exc = await self._attempt(listed)
+        if exc is None:
+            return failed
+        if isinstance(exc, GaveUp) or len(listed) == 1:
+            for batch in listed:
+                failed[batch.session_id] = self._fail(batch, exc)
+            return failed
+        return failed | await self._commit_one_by_one(listed)
+
+    async def _attempt(self, batches: list[Batch]) -> BaseException | None:
+        """Commit `batches` together: None once committed; else the error that refused
+        them for good (`GaveUp`: the database stayed unreachable for `give_up_after_s`).
+        A connection error or a deadlock is retried (a deadlock at most
+        `MAX_DEADLOCK_RETRIES` times); a commit whose answer was lost with its connection
+        is first looked for in the store — it may have committed."""
+        try:
+            return await self._attempt_retrying(batches)
+        finally:
+            # Failing only while a commit is being retried: once it went through or was
+            # given up, /readyz no longer reports it (nothing may be written for a while).
+            self.failing_since, self.last_error = None, ""
+
+    async def _attempt_retrying(self, batches: list[Batch]) -> BaseException | None:
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self.give_up_after_s
+        delay, deadlocks, in_doubt = 0.05, 0, False
         while True:
             try:
-                started = asyncio.get_running_loop().time()
-                with tracing.span("agentd.commit", _commit_attributes(batches)):
-                    await self._store.commit(list(batches.values()))
+                if not (in_doubt and await self._store.landed(batches)):
+                    started = loop.time()
+                    await self._store.commit(batches)
+                    if self._metrics is not None:
+                        self._metrics.flush_seconds.observe(loop.time() - started)
                 self.commits += 1
-                if self._metrics is not None:
-                    self._metrics.flush_seconds.observe(asyncio.get_running_loop().time() - started)
-                return failed
+                return None
             except Exception as exc:
-                if not is_transient(exc):
-                    return failed | await self._commit_one_by_one(list(batches.values()))
+                deadlock = is_deadlock(exc)
+                deadlocks += deadlock
+                if not (is_transient(exc) or deadlock) or deadlocks > MAX_DEADLOCK_RETRIES:
+                    return exc
+                in_doubt = in_doubt or is_disconnect(exc)
+                if self.failing_since is None:
+                    self.failing_since = loop.time()
+                self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+                if loop.time() + delay > give_up_at:
+                    return GaveUp(f"the database stayed unreachable for {self.give_up_after_s:g}s: {exc}")
                 # Never publish what is not committed; keep trying (the DB may be restarting).
                 log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = min(delay * 2, MAX_RETRY_DELAY_S)
 
-    async def _commit_one_by_one(self, batches: list[Batch]) -> set[str]:
+    async def _commit_one_by_one(self, batches: list[Batch]) -> dict[str, CommitFailure]:
         """A permanent error (bad data) must not wedge every session: commit each
         session's batch alone; the session whose batch the database refuses fails."""
-        dropped: set[str] = set()
+        dropped: dict[str, CommitFailure] = {}
         for batch in batches:
-            delay = 0.05
-            while True:
-                try:
-                    await self._store.commit([batch])
-                    self.commits += 1
-                    break
-                except Exception as exc:
-                    if is_transient(exc):
-                        await asyncio.sleep(delay)
-                        delay = min(delay * 2, 2.0)
-                        continue
-                    self._fail(batch, exc)
-                    dropped.add(batch.session_id)
-                    break
+            exc = await self._attempt([batch])
+            if exc is not None:
+                dropped[batch.session_id] = self._fail(batch, exc)
         return dropped
 
-    def _fail(self, batch: Batch, exc: BaseException) -> None:
+    def database_health(self) -> str:
+        """Empty while commits go through; else what has been failing, and for how long."""
+        if self.failing_since is None:
+            return ""
+        age = asyncio.get_running_loop().time() - self.failing_since
+        return f"event log commits failing for {age:.1f}s: {self.last_error}"
+
+    def _fail(self, batch: Batch, exc: BaseException) -> CommitFailure:
         seqs = [e.seq for e in batch.events]
         log.error(
             "session %s FAILED: the database refused its batch (seqs %s): %s; its later writes are "
@@ -293,12 +424,14 @@ class EventWriter:
             exc,
         )
         self.dropped_batches += 1
-        self._failed.add(batch.session_id)
+        reason = CommitFailure.CONNECTION_LOST if isinstance(exc, GaveUp) else classify(exc)
+        self._failed[batch.session_id] = reason
         if self.on_session_failed is not None:
             try:
                 self.on_session_failed(batch.session_id, exc)
             except Exception:  # the writer must go on for every other session
                 log.exception("session %s: handling its failure failed", batch.session_id)
+        return reason
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -315,4 +448,4 @@ def is_transient(exc: BaseException) -> bool:
         ),
     ):
         return True
-    return isinstance(exc, sa_exc.DBAPIError) and bool(exc.connection_invalidated)
+    return is_disconnect(exc)

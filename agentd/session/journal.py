@@ -151,6 +151,15 @@ class Journal:
     async def flushed(self) -> None:
         await self._writer.barrier()
 
+    def mark(self) -> int:
+        """Before the writes an acknowledgement stands for (see `committed`)."""
+        return self._writer.mark()
+
+    async def committed(self, since: int) -> None:
+        """Return once this session's writes from `since` on are committed; raise a
+        retryable `not_committed` error if the writer dropped any of them (issue 26)."""
+        await self._writer.require_committed(self._session_id, since)
+
     # ------------------------------------------------------------------ session row and messages
 
     def persist_fields(self, fields: dict[str, Any]) -> None:
@@ -244,6 +253,7 @@ class Journal:
         *,
         usage: UsageLedger,
         conversation: Conversation,
+        request_digest: str | None = None,
     ) -> None:
         """The turn's end, after any message it left cut off mid-stream (durably, first);
         the turn's usage joins the session's ledger."""
@@ -252,4 +262,6 @@ class Journal:
             usage.merge(UsageLedger.from_dict(outcome.turn["usage"]))
             self.persist_fields({"usage": usage.to_dict()})
         payload = turn_ended_payload(turn_id, prompt_id, outcome, request_id, usage.to_dict())
+        if request_id is not None and request_digest is not None:
+            payload["requestDigest"] = request_digest  # a restart still tells a retry from a reuse
         self.emit(EventKind.TURN_ENDED, payload)

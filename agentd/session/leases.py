@@ -6,8 +6,12 @@ so it sees everything the previous owner committed). The lease's fencing token i
 on Postgres the database refuses a row whose token is no longer the session's (migration
 0010), so a replica that was paused past its lease cannot add to the log after another
 took the session over. One background task per replica renews all its leases in one
-statement every third of the lease time; a lease not renewed (taken over, or the database
-unreachable until it ran out) is lost: `on_lost` drops the actor and its clients are told
+statement every third of the lease time, on a connection of its own; a failed attempt (a
+connection reset) is retried at once on a fresh connection, so a reset shorter than the
+lease costs no lease. Whether a lease is still ours is the database's answer: its row
+still holds our token (a takeover, on the database's clock, bumps it). A lease not renewed
+(taken over, or the database unreachable until it ran out by our own clock, which never
+runs ahead of the database's) is lost: `on_lost` drops the actor and its clients are told
 to resync (they re-attach, and for now get `owned_elsewhere` here — routing to the owner
 is the seam `SessionManager.get` raises at).
 
@@ -33,13 +37,14 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.store import claims
 from agentd.store import leases as store_leases
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,16 @@ UNHEALTHY_AFTER_FAILURES = 2
 # for longer drops the session and tells its clients (`lease_lost`) — within the lease
 # time + 2 s of its last renewal.
 LATE_GRACE_S = 1.5
+
+# A session found held by another replica is taken as held there until the end of the
+# lease seen, without asking the database again: each command routed to the owner would
+# otherwise begin with a locking read of the lease row (issue 26 item 5). Nobody else can
+# take it before then; a holder that let go early is asked anyway — it takes the session
+# back, or, gone, the router carries the command on (agentd/transport/routed.py).
+MAX_HOLDER_MEMOS = 10_000
+
+# A failed renewal is tried again this soon (doubling, at most a twelfth of the lease).
+RETRY_FIRST_S = 0.05
 
 
 class LeaseMode(StrEnum):
@@ -157,6 +172,10 @@ class SessionLeases:
     def release(self, session_id: str) -> None:
         return None
 
+    def forget_holder(self, session_id: str) -> None:
+        """The replica last seen holding the session is gone: ask the database next time."""
+        return None
+
     def start(self, on_lost: LostLease) -> None:
         return None
 
@@ -165,6 +184,14 @@ class SessionLeases:
 
     async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
         """Sessions with unfinished work whose owner's lease ran out (none: one process)."""
+        return []
+
+    async def claim_orphans(
+        self, limit: int, *, queued: bool, mine: bool = False, skip: Collection[str] = ()
+    ) -> list[str]:
+        """Lease up to `limit` sessions with unfinished work whose owner's lease ran out
+        (`mine`: or is this replica's, from a previous process) to this replica, for the
+        takeover to load (none: one process)."""
         return []
 
 
@@ -193,21 +220,58 @@ class PostgresLeases(SessionLeases):
         self._last_ok: float | None = None  # time.monotonic() of the last round that succeeded
         self._last_round: float | None = None  # … that ended, either way (or the start)
         self._fenced_out: set[tuple[str, int]] = set()  # losses counted already (bounded by fences)
+        self._holders: dict[str, tuple[str, float]] = {}  # sid → (other replica, until: loop time)
 
     async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
         return await store_leases.orphaned(self._engine, limit, queued=queued)
 
+    async def claim_orphans(
+        self, limit: int, *, queued: bool, mine: bool = False, skip: Collection[str] = ()
+    ) -> list[str]:
+        started = asyncio.get_running_loop().time()
+        got = await claims.claim_orphans(
+            self._engine,
+            self.replica_id,
+            limit,
+            self.ttl_s,
+            queued=queued,
+            mine=mine,
+            skip=[*self.fences, *skip],
+        )
+        for session_id, token in got.items():  # ours now: the load that follows finds it held
+            self.fences[session_id] = token
+            self._valid_until[session_id] = started + self.ttl_s
+        return list(got)
+
     async def acquire(self, session_id: str) -> None:
         started = asyncio.get_running_loop().time()
+        if session_id in self.fences and self._valid_until.get(session_id, 0.0) > started:
+            return  # claimed by the takeover (claim_orphans) for the load that asks now
+        memo = self._holders.get(session_id)
+        if memo is not None:
+            if memo[1] > started:
+                raise owned_elsewhere(session_id, memo[0], memo[1] - started)
+            del self._holders[session_id]
         got = await store_leases.acquire(
             self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
         )
         if isinstance(got, store_leases.Holder):
+            if not any(c.isspace() for c in got.owner):  # a replica id (not "a replica with a write …")
+                self._remember_holder(session_id, got.owner, started + min(got.expires_in_s, self.ttl_s))
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
         if got is None:
             return  # no such session (the load that follows finds none either)
         self.fences[session_id] = got
         self._valid_until[session_id] = started + self.ttl_s
+
+    def _remember_holder(self, session_id: str, owner: str, until: float) -> None:
+        self._holders.pop(session_id, None)
+        self._holders[session_id] = (owner, until)
+        while len(self._holders) > MAX_HOLDER_MEMOS:  # the oldest goes: merely asked again
+            self._holders.pop(next(iter(self._holders)))
+
+    def forget_holder(self, session_id: str) -> None:
+        self._holders.pop(session_id, None)
 
     def release(self, session_id: str) -> None:
         """The session's actor has ended (its writes are stamped): nothing more is written
@@ -322,10 +386,23 @@ class PostgresLeases(SessionLeases):
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
+            await self.renew_round()
+
+    async def renew_round(self) -> None:
+        """One renewal round. A failed attempt (a connection reset, a failover) is retried
+        at once on a fresh connection, backing off briefly, until it goes through or every
+        lease has run out: a reset shorter than the lease costs no lease (issue 26). With
+        no lease held, one attempt (it only tells the health)."""
+        delay = RETRY_FIRST_S
+        while True:
             try:
                 await self.renew()
             except Exception:  # the renewal must go on for every other session
                 log.exception("renewing session leases failed")
+            if self.consecutive_failures == 0 or not self.fences:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.ttl_s / 12)
 
     async def renew(self) -> list[str]:
         """Renew every lease held (one statement); returns the sessions whose lease was lost.
@@ -335,17 +412,21 @@ class PostgresLeases(SessionLeases):
         loop = asyncio.get_running_loop()
         started, round_started = loop.time(), time.monotonic()
         self._round_since = started
+        # An attempt (connecting included) may take until the soonest lease runs out, never
+        # longer: past that, retrying is pointless (and a third of the lease at least).
+        soonest = min((self._valid_until.get(s, started) for s in tokens), default=started + self.ttl_s)
         try:
-            if tokens:
-                kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
-            else:
-                await store_leases.ping(self._renew_engine)
-                kept = set()
+            async with asyncio.timeout(max(self.ttl_s / 3, soonest - started)):
+                if tokens:
+                    kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+                else:
+                    await store_leases.ping(self._renew_engine)
+                    kept = set()
         except Exception as exc:
             self._round_since = None
             # Unknown whether it reached the database: a lease is lost once it has run out
             # by our own clock (another replica may have taken it over since).
-            log.warning("renewing %d session lease(s) failed: %s", len(tokens), exc)
+            log.warning("renewing %d session lease(s) failed: %r", len(tokens), exc)
             self.renewal_failures += 1
             self.consecutive_failures += 1
             self._last_round = time.monotonic()

@@ -71,9 +71,17 @@ class LogTail:
         self._stuck_after = stuck_after_s
         self.failures = 0  # reads that failed so far (tests, logs)
         self.stuck = False  # gave up: `on_stuck` was called and `run` returned
+        # The highest seq announced, and whether a wake-up without one came since the last
+        # read: `caught_up` reads only when something may not be published yet.
+        self.announced = after_seq
+        self._unsure = False
 
     def wake(self, seq: int | None = None) -> None:
         """The log holds events up to `seq` (None: it may hold new ones)."""
+        if seq is None:
+            self._unsure = True
+        else:
+            self.announced = max(self.announced, seq)
         if seq is None or seq > self.cursor:
             if self._woken_at is None:
                 self._woken_at = asyncio.get_running_loop().time()
@@ -119,7 +127,15 @@ class LogTail:
         async with self._reading:
             await self._catch_up()
 
+    async def caught_up(self) -> None:
+        """Everything announced so far published: at once when it is (a routed command's
+        answer arrives on the listener after the notification of the events committed
+        before it), else after a read."""
+        if self._unsure or self.cursor < self.announced:
+            await self.catch_up()
+
     async def _catch_up(self) -> None:
+        self._unsure = False  # (a wake-up without a seq during this read sets it again)
         while True:
             page = await self._store.read_events(self.session_id, after_seq=self.cursor, limit=self._page)
             self.reads += 1

@@ -17,6 +17,7 @@ from agentd.core.conversation import Message
 from agentd.core.modes import PermissionMode, SessionModes
 from agentd.session.commands import Shutdown
 from agentd.session.errors import (
+    RETRY_SESSION_FAILED,
     ResyncReason,
     SessionError,
     SessionErrorKind,
@@ -98,6 +99,17 @@ class SessionManager:
         self._actors[record.id] = actor
         return actor
 
+    async def warm_up(self) -> None:
+        """Import the turn machinery and build the turn kit now, off the event loop: a
+        replica among several may have to load many sessions of a dead peer at once, and
+        the first load would otherwise pay seconds of imports (issue 26 item 6)."""
+
+        def warm() -> None:
+            _actor_class()
+            _ = self._services.kit
+
+        await asyncio.to_thread(warm)
+
     def live_actor(self, session_id: str) -> SessionActor | None:
         return self._actors.get(session_id)
 
@@ -171,7 +183,9 @@ class SessionManager:
         if writer.failed(record.id):
             writer.clear_failure(record.id)
             raise SessionError(
-                SessionErrorKind.INTERNAL, f"session {record.id}: the database refused its recovery writes"
+                SessionErrorKind.INTERNAL,
+                f"session {record.id}: the database refused its recovery writes; retry",
+                {"reason": RETRY_SESSION_FAILED, "retryable": True},  # the next request loads it again
             )
         actor.start()
         if self._services.settings.auto_resume:

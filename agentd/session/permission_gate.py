@@ -16,11 +16,15 @@ from agentd.core.events import EventKind
 from agentd.core.modes import PermissionMode
 from agentd.core.permission import PermissionAnswer, PermissionOptionKind, PermissionOutcome
 from agentd.protocol.acp import RequestPermissionResult
+from agentd.session.commit_outcome import CommitFailure, not_committed
 from agentd.session.journal import Journal
 from agentd.session.sinks import FrameSink, Renderer, requesting
 from agentd.tools.permissions import Remembered
 
 log = logging.getLogger(__name__)
+
+# The bound on waiting for an answer's event to be committed (the writer gives up sooner).
+ANSWER_SAVE_TIMEOUT_S = 60.0
 
 
 def new_id(prefix: str) -> str:
@@ -35,6 +39,8 @@ class PendingPermission:
     future: asyncio.Future[PermissionAnswer]
     asked: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # sink id → request task
     errors: list[str] = field(default_factory=list)  # what the clients that could not answer said
+    # Once the answer's `permission_resolved` is submitted: the writer's ticket before it.
+    recorded: asyncio.Future[int] | None = None
 
 
 class PermissionGate:
@@ -80,7 +86,9 @@ class PermissionGate:
 
     async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer:
         loop = asyncio.get_running_loop()
-        pending = PendingPermission(new_id("perm"), tool_call, options, loop.create_future())
+        pending = PendingPermission(
+            new_id("perm"), tool_call, options, loop.create_future(), recorded=loop.create_future()
+        )
         self.pending[pending.id] = pending
         self._emit(
             EventKind.PERMISSION_REQUESTED,
@@ -103,7 +111,10 @@ class PermissionGate:
             resolved: dict[str, Any] = {"requestId": pending.id, "outcome": answer.outcome}
             if answer.option_kind:
                 resolved["optionId"] = answer.option_kind
+            since = self._journal.mark()
             self._emit(EventKind.PERMISSION_RESOLVED, resolved)
+            if pending.recorded is not None and not pending.recorded.done():
+                pending.recorded.set_result(since)
         return answer
 
     def ask_sink(self, sink: FrameSink, pending: PendingPermission) -> None:
@@ -144,6 +155,25 @@ class PermissionGate:
             return None
         pending.future.set_result(PermissionAnswer(PermissionOutcome.SELECTED, PermissionOptionKind(kind)))
         return True
+
+    def resolution(self, request_id: str) -> asyncio.Future[int] | None:
+        """Taken before answering: resolves once the answer is submitted to the log (see
+        `saved`)."""
+        pending = self.pending.get(request_id)
+        return None if pending is None else pending.recorded
+
+    async def saved(self, resolution: asyncio.Future[int] | None) -> None:
+        """Return once the answer that won is committed (its `permission_resolved`
+        event): an answer is acknowledged only then; a dropped one raises a retryable
+        `not_committed` error (issue 26)."""
+        if resolution is None:
+            return
+        try:
+            async with asyncio.timeout(ANSWER_SAVE_TIMEOUT_S):
+                since = await asyncio.shield(resolution)
+        except TimeoutError:  # the turn never got to record it: nothing is saved
+            raise not_committed(self._session_id, CommitFailure.CONNECTION_LOST) from None
+        await self._journal.committed(since)  # bounded by the writer's own deadline
 
     def cancel(self, request_id: str) -> bool:
         """A `cancelled` answer (from a client on another replica, or over `POST /rpc`), as

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 import uuid
 from collections import deque
@@ -20,13 +21,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import orjson
 from pydantic import TypeAdapter
 
 from agentd.core.events import EventKind
 from agentd.loop.context import Interjection
 from agentd.loop.outcome import EndReason, TurnOutcome
 from agentd.loop.prompt import prompt_text
-from agentd.protocol.acp import ContentBlock, TextContent
+from agentd.protocol.acp import ContentBlock, TextContent, dump
 from agentd.session import queue_ops
 from agentd.session.commands import (
     EnqueueAck,
@@ -38,7 +40,7 @@ from agentd.session.commands import (
     QueueOp,
     ResumeQueue,
 )
-from agentd.session.errors import SessionError
+from agentd.session.errors import SessionError, request_conflict
 from agentd.session.local_commands import Skill, prompt_kind
 from agentd.session.queue_ops import OpRefusal, QueueKind, QueueOpName
 from agentd.session.queue_sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size
@@ -69,6 +71,13 @@ class QueuedPrompt:
     last_editor: str = "local"
     held_until: float | None = None
     send_now: bool = False
+    # The writer's ticket when it was queued: its ack (and a repeat's) waits for the
+    # writes from there on (`EventWriter.committed`).
+    since: int = 0
+    # A compaction job asked for while this turn ran: that turn compacts before its next
+    # request, and the job is dropped once it did (it stays, and runs, if the turn ended
+    # first or the server died).
+    for_turn: str | None = None
 
     @property
     def text(self) -> str:
@@ -86,6 +95,23 @@ def request_id_of(meta: dict[str, Any]) -> str | None:
     """The client's idempotency key, `_meta.agentd.requestId` (R-S3)."""
     value = meta.get("requestId")
     return value if isinstance(value, str) and value else None
+
+
+# `Prompt.meta` key the desk sets (never the client's: overwritten) on a prompt carrying a
+# requestId: the digest of its content as submitted, stored with its queue row and on its
+# turn's events, so a reuse of the requestId for other content is told from a retry.
+REQUEST_DIGEST = "requestDigest"
+
+
+def content_digest(blocks: list[ContentBlock]) -> str:
+    """What a prompt's content is, for comparing a repeat with its original (issue 28 item 5)."""
+    raw = orjson.dumps([dump(b) for b in blocks], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def request_digest_of(meta: dict[str, Any]) -> str | None:
+    value = meta.get(REQUEST_DIGEST)
+    return value if isinstance(value, str) else None
 
 
 class Repeat(StrEnum):
@@ -119,6 +145,7 @@ class RequestLedger:
         self._requests: dict[str, QueuedPrompt] = {}  # requestId → its prompt, in this run
         # requestId → how its prompt ended in an earlier run of the server (from the log).
         self._answered: dict[str, PromptDone] = {}
+        self._answered_digests: dict[str, str] = {}  # requestId → its content's digest, when logged
 
     def remember(self, request_id: str, entry: QueuedPrompt, *, bounded: bool = True) -> None:
         """`bounded=False` for a restored queue: every waiting prompt keeps its requestId."""
@@ -126,16 +153,26 @@ class RequestLedger:
         if bounded:
             _bounded(self._requests)
 
-    def remember_outcome(self, request_id: str, done: PromptDone) -> None:
+    def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None:
         """How a client's request ended before a restart: its retry learns it (R-E6)."""
         self._answered[request_id] = done
         _bounded(self._answered)
+        if digest is not None:
+            self._answered_digests[request_id] = digest
+            _bounded(self._answered_digests)
 
     def lookup(self, request_id: str) -> tuple[QueuedPrompt | None, PromptDone | None]:
         """(the original entry in this run, how the original ended — here or before a restart)."""
         known = self._requests.get(request_id)
         done = known.result if known is not None else self._answered.get(request_id)
         return known, done
+
+    def digest_of(self, request_id: str) -> str | None:
+        """The content digest the requestId was first seen with (None: not known)."""
+        known = self._requests.get(request_id)
+        if known is not None:
+            return request_digest_of(known.command.meta)
+        return self._answered_digests.get(request_id)
 
 
 @dataclass(frozen=True)
@@ -161,10 +198,11 @@ def restore_entries(
             continue
         owner = item.get("owner", "local")
         cmd = Prompt(blocks, loop.create_future(), meta=dict(item.get("meta") or {}), principal=owner)
+        compact = item.get("kind") == QueueKind.COMPACT.value  # a job: it has no text to classify
         entry = QueuedPrompt(
             item["id"],
             cmd,
-            kind=prompt_kind(prompt_text(blocks), skills or {}),
+            kind=QueueKind.COMPACT if compact else prompt_kind(prompt_text(blocks), skills or {}),
             version=int(item.get("version", 1)),
             owner=owner,
             last_editor=item.get("lastEditor", "local"),
@@ -187,14 +225,16 @@ class PromptQueue:
         self.entries: deque[QueuedPrompt] = deque()
         self.requests = RequestLedger()  # client requestIds seen (R-S3, R-E6)
         self._sync = QueueSync(services.queued_bytes)  # what clients and the store were told
-        self._after_commit = AfterCommit(services.writer.barrier)
+        self._after_commit = AfterCommit(services.writer, actor.id)
         self._settings = services.settings
         self._skills = services.skills
 
     def restore(self, stored: list[dict[str, Any]]) -> None:
         """The queue of a previous run (already published and stored)."""
         positions: dict[str, int] = {}
+        since = self._after_commit.mark()  # read from the store: committed
         for restored in restore_entries(self._actor.id, stored, self._skills):
+            restored.entry.since = since
             self.entries.append(restored.entry)
             positions[restored.entry.id] = restored.position
             if restored.request_id is not None:
@@ -212,6 +252,7 @@ class PromptQueue:
             _refuse_prompt(cmd, refusal)
             return
         actor = self._actor
+        since = self._after_commit.mark()  # its own writes start here
         # Classified now, not when it starts: what it is decides what queue operations
         # may do with it while it waits (only plain prompts combine, R-S3).
         queued = QueuedPrompt(
@@ -221,6 +262,7 @@ class PromptQueue:
             owner=cmd.principal,
             last_editor=cmd.principal,
             send_now=cmd.send_now,
+            since=since,
         )
         if (request_id := request_id_of(cmd.meta)) is not None:
             self.requests.remember(request_id, queued)
@@ -244,7 +286,14 @@ class PromptQueue:
         request_id = request_id_of(cmd.meta)
         if request_id is None:
             return False
+        digest = cmd.meta[REQUEST_DIGEST] = content_digest(cmd.blocks)
         known, done = self.requests.lookup(request_id)
+        first = self.requests.digest_of(request_id)
+        if (known is not None or done is not None) and first is not None and first != digest:
+            # Not a retry: the same key for another prompt. Refused, nothing changes.
+            first_id = known.id if known is not None else done.prompt_id if done is not None else ""
+            _refuse_prompt(cmd, request_conflict(request_id, first_id))
+            return True
         match decide_repeat(known=known is not None, done=done is not None, enqueue=cmd.ack is not None):
             case Repeat.NEW:
                 return False
@@ -271,7 +320,9 @@ class PromptQueue:
         self, ack: asyncio.Future[EnqueueAck], entry: QueuedPrompt | None, done: PromptDone | None = None
     ) -> None:
         """Answer an enqueue once what it changed is committed: where the prompt waits
-        (0 = running now), or how it ended."""
+        (0 = running now), or how it ended. If its writes were dropped, a retryable
+        `not_committed` error instead (a repeat waits on the original's writes)."""
+        since = entry.since if entry is not None else self._after_commit.mark()
         if done is not None:
             answer = EnqueueAck(done.prompt_id, None, done)
         else:
@@ -279,7 +330,33 @@ class PromptQueue:
             index = next((i for i, e in enumerate(self.entries) if e is entry), None)
             running = self._actor.running is not None
             answer = EnqueueAck(entry.id, 0 if index is None else index + running)
-        self._after_commit.then(lambda: resolve(ack, answer))
+        self._after_commit.then(since, lambda: resolve(ack, answer), [ack])
+
+    # ------------------------------------------------------------------ compaction jobs
+
+    def schedule_compaction(self, turn_id: str, reply: asyncio.Future[Any]) -> None:
+        """`_agentd/session/compact` while a turn runs: the turn compacts before its next
+        request (the caller set its flag); this makes the request durable — a compaction
+        job first in the queue, stored like a prompt — and answers once that is committed."""
+        since = self._after_commit.mark()  # the job's writes come after this
+        if not any(e.kind is QueueKind.COMPACT and e.for_turn == turn_id for e in self.entries):
+            job = QueuedPrompt(
+                new_id("compact"),
+                Prompt([], asyncio.get_running_loop().create_future()),
+                kind=QueueKind.COMPACT,
+                for_turn=turn_id,
+            )
+            self.entries.appendleft(job)
+            self.changed()
+        self._after_commit.then(since, lambda: resolve(reply, None), [reply])
+
+    def turn_compacted(self, turn_id: str) -> None:
+        """The turn did the compaction asked for while it ran: its job is no longer needed."""
+        done = [e for e in self.entries if e.kind is QueueKind.COMPACT and e.for_turn == turn_id]
+        for job in done:
+            self.entries.remove(job)
+        if done:
+            self.changed()
 
     # ------------------------------------------------------------------ interjections (R-S4)
 
@@ -294,27 +371,31 @@ class PromptQueue:
             cmd.reply.set_result(InterjectResult(InterjectStatus.INTERJECTED, turn.id))
             return
         # No running turn: an interjection is simply the next prompt.
+        since = self._after_commit.mark()
         reply: asyncio.Future[PromptDone] = asyncio.get_running_loop().create_future()
         kind = prompt_kind(prompt_text(cmd.blocks), self._skills)
-        queued = QueuedPrompt(new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin), kind=kind)
+        queued = QueuedPrompt(
+            new_id("prompt"), Prompt(cmd.blocks, reply, origin=cmd.origin), kind=kind, since=since
+        )
         self.entries.append(queued)
         self._actor.start_next_turn()
         self.changed()
         answer = InterjectResult(InterjectStatus.QUEUED, None, queued.id)  # once it is committed
-        self._after_commit.then(lambda: resolve(cmd.reply, answer))
+        self._after_commit.then(since, lambda: resolve(cmd.reply, answer), [cmd.reply])
 
     # ------------------------------------------------------------------ queue operations
 
     def operate(self, cmd: QueueOp) -> None:
+        since = self._after_commit.mark()
         try:
-            answer = self._operate(cmd)
+            answer = self._operate(cmd, since)
         except SessionError as exc:  # refused (a limit): nothing changed
             cmd.reply.set_exception(exc)
             return
         # Answered once the change is committed (a crash cannot undo what was said).
-        self._after_commit.then(lambda: resolve(cmd.reply, answer))
+        self._after_commit.then(since, lambda: resolve(cmd.reply, answer), [cmd.reply])
 
-    def _operate(self, cmd: QueueOp) -> dict[str, Any]:
+    def _operate(self, cmd: QueueOp, since: int) -> dict[str, Any]:
         args, who, q = cmd.args, cmd.principal, self.entries
         match cmd.op:
             case QueueOpName.LIST:
@@ -351,7 +432,7 @@ class PromptQueue:
                     "reason": f"unknown operation {cmd.op!r}",
                     "queue": queue_ops.view(q),
                 }
-        self._removed(result.removed)
+        self._removed(result.removed, since)
         out: dict[str, Any] = {"applied": result.applied, "queue": queue_ops.view(q)}
         if result.reason:
             out["reason"] = result.reason
@@ -382,14 +463,15 @@ class PromptQueue:
         turn.prompt.waiters.extend(entry.waiters)
         return queue_ops.OpResult(True, [])
 
-    def _removed(self, entries: list[QueuedPrompt]) -> None:
-        """Answered `removed_from_queue` once the removal is committed."""
+    def _removed(self, entries: list[QueuedPrompt], since: int) -> None:
+        """Answered `removed_from_queue` once the removal is committed (not committed:
+        the prompt is still queued in the store, and its waiters are told to retry)."""
         for e in entries:
             result = PromptDone(e.id, None, TurnOutcome.cancelled(EndReason.REMOVED_FROM_QUEUE))
             e.result = result
             self._sync.leaving[e.id] = LeftQueue.REMOVED
             waiters = [e.command.reply, *e.waiters]
-            self._after_commit.then(functools.partial(answer_all, waiters, result))
+            self._after_commit.then(since, functools.partial(answer_all, waiters, result), waiters)
 
     # ------------------------------------------------------------------ publishing
 

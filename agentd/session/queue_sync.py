@@ -23,6 +23,7 @@ from agentd.infra.config import Settings
 from agentd.protocol.acp import dump
 from agentd.session import queue_ops
 from agentd.session.commands import Prompt
+from agentd.session.commit_outcome import CommitFailure, CommitOutcome, NotCommitted, not_committed
 from agentd.session.errors import SessionError, limit_exceeded
 from agentd.store.queue_rows import QueueWrite
 
@@ -195,7 +196,9 @@ class QueueSync:
         floor = min((s.position for s in self._shown.values() if s.position is not None), default=0)
         for index, e in enumerate(queue):
             shown = self._shown.get(e.id)
-            stored = e.kind != queue_ops.QueueKind.COMPACT  # a compaction job is not kept
+            # Every entry is kept, a compaction job too: one acknowledged behind a running
+            # turn must survive a crash like a prompt (issue 28 item 7).
+            stored = True
             position: int | None = None
             if stored:
                 old = shown.position if shown is not None else None
@@ -248,21 +251,51 @@ def answer_all(waiters: Iterable[asyncio.Future[Any]], result: Any) -> None:
 
 
 class AfterCommit:
-    """Runs a callback once everything the actor submitted so far is committed: answers
-    go out only for what a crash can no longer undo — without blocking the mailbox."""
+    """Runs a callback once the session's writes since a `mark()` are committed: answers
+    go out only for what a crash can no longer undo — without blocking the mailbox. If
+    the writer dropped or discarded any of them, the waiters get a retryable
+    `not_committed` error instead (issue 26): never "done" for rows the store lacks."""
 
-    def __init__(self, barrier: Callable[[], Any]) -> None:
-        self._barrier = barrier
-        self._tasks: set[asyncio.Future[Any]] = set()
+    def __init__(self, writer: CommitTracker, session_id: str) -> None:
+        self._writer = writer
+        self._session_id = session_id
 
-    def then(self, callback: Callable[[], None]) -> None:
-        task = asyncio.ensure_future(self._barrier())
-        self._tasks.add(task)
+    def mark(self) -> int:
+        """Taken before the writes an answer stands for are submitted."""
+        return self._writer.mark()
 
-        def done(t: asyncio.Future[Any]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled():
-                t.exception()  # retrieved; the answer is still sent (the waiter must not hang)
+    def then(
+        self,
+        since: int,
+        callback: Callable[[], None],
+        waiters: Iterable[asyncio.Future[Any]] = (),
+    ) -> None:
+        """`callback` once committed; else every one of `waiters` fails `not_committed`.
+        The wait is queued after the rest of the actor's step: the writes the answer
+        stands for may be submitted after this call in the same step (a removal's queue
+        delta is)."""
+        asyncio.get_running_loop().call_soon(self._wait, since, callback, list(waiters))
+
+    def _wait(self, since: int, callback: Callable[[], None], waiters: list[asyncio.Future[Any]]) -> None:
+        outcome = self._writer.committed(self._session_id, since)
+        session_id = self._session_id
+
+        def done(fut: asyncio.Future[CommitOutcome]) -> None:
+            # A writer stopped before it got there committed nothing either.
+            result = NotCommitted(CommitFailure.CONNECTION_LOST) if fut.cancelled() else fut.result()
+            if isinstance(result, NotCommitted):
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(not_committed(session_id, result.reason))
+                return
             callback()
 
-        task.add_done_callback(done)
+        outcome.add_done_callback(done)
+
+
+class CommitTracker(Protocol):
+    """What `AfterCommit` needs of the event writer."""
+
+    def mark(self) -> int: ...
+
+    def committed(self, session_id: str, since: int) -> asyncio.Future[CommitOutcome]: ...

@@ -80,7 +80,8 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> b
             except (KeyError, ValueError):
                 continue
             prompt_id = ev.payload.get("promptId") or ""
-            actor.remember_outcome(request_id, PromptDone(prompt_id, ev.payload.get("turnId"), outcome))
+            done = PromptDone(prompt_id, ev.payload.get("turnId"), outcome)
+            actor.remember_outcome(request_id, done, _digest(ev.payload))
     if ends and ends[-1].kind == EventKind.TURN_STARTED.value:
         _close_interrupted_turn(actor, ends[-1].payload)
         return True
@@ -100,10 +101,17 @@ def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> Non
         request_id,
         usage=actor.usage,
         conversation=actor.conversation,
+        request_digest=_digest(started),
     )
     if isinstance(request_id, str):
         done = PromptDone(started.get("promptId") or "", started["turnId"], outcome)
-        actor.remember_outcome(request_id, done)
+        actor.remember_outcome(request_id, done, _digest(started))
+
+
+def _digest(payload: dict[str, Any]) -> str | None:
+    """The content digest a turn's event logged with its requestId (older logs: none)."""
+    value = payload.get("requestDigest")
+    return value if isinstance(value, str) else None
 
 
 def _recover_background_tasks(actor: SessionActor, marks: list[StoredEvent]) -> None:

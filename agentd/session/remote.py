@@ -5,9 +5,11 @@ per such session keeps a `LogTail` (woken by the NOTIFY each commit sends: "seq 
 publishing the log's new events into a hub of its own, which the clients attached here
 subscribe to exactly as to an actor's hub — the same replay-then-live hand-over
 (agentd/session/replay.py), so each durable event reaches them once, in seq order, with no
-gap. Streaming deltas are not in the log: such a client gets each message's final text
-whole (the subscriber's "missed start" rule), as a transient chunk before the message's
-end — for each seq exactly the frames a client of the owner gets.
+gap. Streaming deltas are not in the log: the owner sends them through the broker and the
+watch forwards them in order with the durable events (agentd/session/live.py); without them
+such a client gets each message's final text whole (the subscriber's "missed start" rule),
+as a transient chunk before the message's end — for each seq exactly the frames a client of
+the owner gets.
 
 What the owner keeps live-only is made visible from the log too:
 - permission questions: `permission_requested` / `permission_resolved` are durable events;
@@ -36,10 +38,12 @@ from agentd.protocol.acp import RequestPermissionResult
 from agentd.session.commands import ROUTED_FROM
 from agentd.session.errors import ResyncReason
 from agentd.session.hub import EventHub, Subscriber
+from agentd.session.live import LiveRelay, live_channel, run_relay
 from agentd.session.log_tail import STUCK_AFTER_S, LogTail, LogTails
 from agentd.session.replay import ReplayAborted, ReplayMode
 from agentd.session.replay import replay as replay_log
 from agentd.session.sinks import FrameSink, Renderer, requesting
+from agentd.store.broker import Broker
 from agentd.store.db import Store
 
 log = logging.getLogger(__name__)
@@ -82,10 +86,25 @@ class RemoteWatch:
         self._asked: dict[str, dict[str, asyncio.Task[None]]] = {}  # request id → sink id → ask
         self.attaching = 0  # attaches in progress (the watch must not end under them)
         self.task: asyncio.Task[None] | None = None
+        # The owner's transient events (streamed text) from the broker (agentd/session/live.py).
+        self.live: LiveRelay | None = None
+        self._live_task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.tail.run(), name=f"tail-{self.session_id}")
         self.tail.wake()  # what committed since the cursor was read
+
+    async def start_live(self, broker: Broker) -> None:
+        """Forward the owner's transient events too; without them (the broker unreachable)
+        clients here get each message's text with its final event."""
+        relay = LiveRelay(self.session_id, self.hub.publish, cursor=self.tail.cursor, wake=self.tail.wake)
+        try:
+            subscription = await broker.subscribe(live_channel(self.session_id))
+        except Exception as exc:
+            log.warning("%s: no live events from the broker (%s)", self.session_id, exc)
+            return
+        self.live = relay
+        self._live_task = asyncio.create_task(run_relay(subscription, relay), name=f"live-{self.session_id}")
 
     def track(self, event: Event) -> None:
         """Follow the permission questions open in the log."""
@@ -106,7 +125,12 @@ class RemoteWatch:
         self.track(event)
         if event.kind is EventKind.USER_MESSAGE:
             event = self._with_origin(event)
+        live = self.live
+        if live is not None:
+            live.before(event)  # the owner's transient events that came before it
         self.hub.publish(event)
+        if live is not None:
+            live.after(event)
         if event.kind is EventKind.PERMISSION_REQUESTED:
             for sink in self.hub.sinks:
                 sub = self.hub.get(sink.id)
@@ -158,10 +182,11 @@ class RemoteWatch:
         for asked in self._asked.values():
             for task in asked.values():
                 task.cancel()
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+        for running in (self.task, self._live_task):
+            if running is not None:
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
 
 
 class RemoteWatches:
@@ -176,8 +201,10 @@ class RemoteWatches:
         replica_id: str,
         observe_lag: Callable[[float], None] | None = None,
         stuck_after_s: float = STUCK_AFTER_S,  # the lease time: see `_stuck`
+        broker: Broker | None = None,
     ) -> None:
         self._store = store
+        self.broker = broker  # live events of the sessions watched (None: from the log only)
         self._replica_id = replica_id
         self._stuck_after = stuck_after_s
         self._ending: set[asyncio.Task[None]] = set()
@@ -218,6 +245,8 @@ class RemoteWatches:
             for stored in await self._store.latest_events(session_id, kinds, limit=RECENT_PERMISSIONS):
                 if stored.seq <= cursor:
                     watch.track(Event(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq))
+            if self.broker is not None:
+                await watch.start_live(self.broker)
             self._watches[session_id] = watch
             self.tails.add(watch.tail)
             watch.start()
@@ -267,7 +296,7 @@ class RemoteWatches:
             return
         try:  # bounded: the answer is owed whatever the log does
             async with asyncio.timeout(self._stuck_after):
-                await watch.tail.catch_up()
+                await watch.tail.caught_up()
         except Exception as exc:  # the tail goes on retrying by itself (or resyncs its clients)
             log.warning("%s: catching up before an answer failed (%s)", session_id, exc)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from agentd.loop.budget import BudgetLimits
     from agentd.loop.limits import LoopLimits
     from agentd.loop.usage import Price
+    from agentd.session.live import LivePublisher
     from agentd.session.local_commands import Skill
     from agentd.session.turn_kit import TurnKit
     from agentd.tools.base import Tool
@@ -44,6 +45,8 @@ class ActorServices:
     queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
     store: Store | None = None  # file snapshots and turn marks (R-T12); None: not kept
     shell: ShellLauncher | None = None  # how commands start (sandbox): stdio MCP servers too
+    # Several replicas: transient events also go to the broker (agentd/session/live.py).
+    live: LivePublisher | None = None
 
     @functools.cached_property
     def kit(self) -> TurnKit:

@@ -43,7 +43,7 @@ from agentd.session.local_commands import (
     parse_local,
     run_local_command,
 )
-from agentd.session.prompt_queue import QueuedPrompt, new_id, request_id_of
+from agentd.session.prompt_queue import REQUEST_DIGEST, QueuedPrompt, new_id, request_digest_of, request_id_of
 from agentd.session.queue_ops import QueueKind
 from agentd.session.sinks import FrameSink, capable
 from agentd.session.subagents import with_task_tool
@@ -227,6 +227,8 @@ def _announce_turn(
         started["messageIndex"] = message_index
     if (request_id := request_id_of(queued.command.meta)) is not None:
         started["requestId"] = request_id  # so a restart can still answer its retry
+        if (digest := request_digest_of(queued.command.meta)) is not None:
+            started[REQUEST_DIGEST] = digest  # ...and tell it from a reuse for other content
     actor.journal.emit(EventKind.TURN_STARTED, started)
 
 

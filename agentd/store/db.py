@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agentd.core.modes import SqliteSynchronous
 from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
 from agentd.store.batch_write import apply_batches
+from agentd.store.disconnects import driver_closed
 from agentd.store.engine import (
     MIGRATIONS_DIR,
     SCHEMA_HEAD,
@@ -31,6 +32,7 @@ from agentd.store.engine import (
     current_revision,
     open_engines,
 )
+from agentd.store.migration_lock import take_migration_lock
 from agentd.store.models import EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from agentd.store.notify import SHARES_CHANNEL
 from agentd.store.records import (
@@ -63,8 +65,6 @@ __all__ = [
 
 # R-C1: refuses (SQLSTATE AGF01) a commit whose token is not the session's lease's.
 _FENCE_GUARD = text("SELECT agentd_fence_guard(CAST(:sids AS varchar[]), CAST(:fences AS int8[]))")
-# The advisory lock every replica migrating a Postgres database takes (any constant: "agentd").
-MIGRATION_LOCK_KEY = 0x6167656E7464
 
 
 def _fence_params(batches: list[Batch]) -> dict[str, Any]:
@@ -118,9 +118,10 @@ class Store(ApiTokens):
 
     # -------------------------------------------------------------- migrations / health
 
-    async def migrate(self) -> None:
+    async def migrate(self, lock_timeout_s: float = 120.0) -> None:
         """Upgrade the schema to the newest migration. A database already there costs one
-        query: Alembic (a few hundred ms of imports) loads only when the schema is behind."""
+        query: Alembic (a few hundred ms of imports) loads only when the schema is behind.
+        On Postgres, waits at most `lock_timeout_s` for another replica migrating it."""
         if (await self.migration_status())[0] == SCHEMA_HEAD:
             return
         from alembic import command
@@ -128,8 +129,8 @@ class Store(ApiTokens):
         async with self.engine.begin() as conn:
             if conn.dialect.name == "postgresql":
                 # Replicas starting together on a fresh database: one migrates, the others
-                # wait for it and then find the schema at head (R-C1).
-                await conn.execute(text(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
+                # wait for it (bounded: store/migration_lock.py) and then find the schema at head.
+                await take_migration_lock(conn, lock_timeout_s)
             await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
 
     async def migration_status(self) -> tuple[str | None, str | None]:
@@ -260,6 +261,8 @@ class Store(ApiTokens):
                 await conn.run_sync(apply_batches, batches, now)
             return
         async with self._write_lock:
+            if self._write_dbapi is not None and driver_closed(self._write_dbapi):
+                await self._drop_write_conn()  # the server closed it since: a fresh one, first time
             if self._write_conn is None:
                 self._write_conn = await self.write_engine.connect()
             conn = self._write_conn
@@ -287,6 +290,23 @@ class Store(ApiTokens):
             except BaseException:
                 await self._drop_write_conn()
                 raise
+
+    async def landed(self, batches: list[Batch]) -> bool:
+        """After a commit whose answer was lost with its connection: did it commit? One
+        commit is all or nothing, so its first event under its own fencing token tells
+        (another owner's event at that seq carries another token). Without an event it
+        cannot tell: False, and the commit is sent again (queued rows and session fields
+        are rewritten alike; a message written twice is refused, which fails the session
+        — never a false "committed")."""
+        probe = next((b for b in batches if b.events), None)
+        if probe is None:
+            return False
+        fence = EventRow.fence.is_(None) if probe.fence is None else EventRow.fence == probe.fence
+        query = select(EventRow.seq).where(
+            EventRow.session_id == probe.session_id, EventRow.seq == probe.events[0].seq, fence
+        )
+        async with self.engine.connect() as conn:
+            return (await conn.execute(query)).first() is not None
 
     async def _drop_write_conn(self) -> None:
         conn, self._write_conn, self._write_dbapi = self._write_conn, None, None

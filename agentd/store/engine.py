@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentd.core.modes import SqliteSynchronous
+from agentd.store.disconnects import guard
 from agentd.store.sqlite_writer import SqliteWriter
 
 if TYPE_CHECKING:  # Alembic is imported only when the schema is behind (start-up time)
@@ -33,7 +34,7 @@ MIGRATIONS_DIR = _migrations_dir()
 
 # The newest migration's revision id: a database already there needs no Alembic at all.
 # Add a migration, update this (tests/unit/store compares it with the scripts' head).
-SCHEMA_HEAD = "0013"
+SCHEMA_HEAD = "0014"
 
 
 def _json_dumps(value: Any) -> str:
@@ -119,7 +120,8 @@ async def open_engines(
     if is_sqlite and parsed.database and parsed.database != ":memory:":
         await asyncio.to_thread(Path(parsed.database).parent.mkdir, parents=True, exist_ok=True)
     json_kw: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
-    engine = create_async_engine(url, **json_kw, **limits.engine_kw(url))
+    # A broken connection is discarded, never handed to the next request (issue 26).
+    engine = guard(create_async_engine(url, **json_kw, **limits.engine_kw(url)))
     write_engine, sqlite_writer = engine, None
     if is_sqlite and not limits.in_memory(url):
         assert parsed.database is not None
@@ -132,7 +134,7 @@ async def open_engines(
         event.listen(sync_writer, "connect", _sqlite_pragmas(synchronous, writer=True))
         sqlite_writer = SqliteWriter(sync_writer, parsed.database)
     elif not is_sqlite:
-        write_engine = create_async_engine(url, **json_kw, **limits.engine_kw(url, writer=True))
+        write_engine = guard(create_async_engine(url, **json_kw, **limits.engine_kw(url, writer=True)))
     if is_sqlite:
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas(synchronous))
     return engine, write_engine, sqlite_writer

@@ -19,6 +19,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from agentd.store.disconnects import guard
+
 STALE_FENCE_SQLSTATE = "AGF01"  # raised by the fence trigger / guard (migration 0010)
 LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout
 
@@ -47,6 +49,9 @@ _TAKE = text(
     "UPDATE session_leases SET owner = :owner, token = token + 1, "
     "expires_at = now() + make_interval(secs => :ttl) WHERE session_id = :sid RETURNING token"
 )
+# Judged by the database: a lease is still ours while its row holds our token — even one
+# that ran out by `now()` when nobody took it over (a late renewal under load): a takeover
+# bumps the token under the row lock, and a renewal after it finds the token changed.
 _RENEW = text(
     "UPDATE session_leases AS l SET expires_at = now() + make_interval(secs => :ttl) "
     "FROM unnest(CAST(:sids AS varchar[]), CAST(:tokens AS int8[])) AS u(s, t) "
@@ -144,15 +149,25 @@ async def release(engine: AsyncEngine, session_id: str, owner: str, token: int) 
         await conn.execute(_RELEASE, {"sid": session_id, "owner": owner, "token": token})
 
 
+RENEWAL_APPLICATION = "agentd-lease-renewal"  # its backends' application_name
+
+
 def renewal_engine(engine: AsyncEngine, timeout_s: float) -> AsyncEngine:
     """A connection of the renewals' own: a flood of requests holding every pooled
-    connection must not keep a replica from renewing its leases in time."""
-    return create_async_engine(
-        engine.url,
-        pool_size=1,
-        max_overflow=1,
-        pool_timeout=timeout_s,
-        connect_args={"command_timeout": timeout_s},
+    connection must not keep a replica from renewing its leases in time. One the server
+    closed is never reused (`guard`): the renewal's retry reconnects at once."""
+    return guard(
+        create_async_engine(
+            engine.url,
+            pool_size=1,
+            max_overflow=1,
+            pool_timeout=timeout_s,
+            # (Each attempt, connecting included, is bounded by the keeper: session/leases.py.)
+            connect_args={
+                "command_timeout": timeout_s,
+                "server_settings": {"application_name": RENEWAL_APPLICATION},
+            },
+        )
     )
 
 

@@ -123,6 +123,8 @@ class ApiTokenRow(Base):
     teams: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # When it stops being accepted (NULL: never); its streams end then (issue 28 item 3).
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 # `session/list` pages (migration 0007): newest first, the id breaking ties, optionally one cwd.

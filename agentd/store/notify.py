@@ -76,6 +76,33 @@ class PgListener:
         self._ping_timeout = ping_timeout_s
         self.connected = asyncio.Event()
         self.connects = 0  # successful LISTENs so far (a metric, and for tests)
+        # The live connection and the callbacks listening on it (channels come and go:
+        # `listen` / `unlisten`, e.g. the broker's per-session channels).
+        self._conn: Any = None
+        self._listening: dict[str, Callable[[Any, int, str, str], None]] = {}
+        self._changing = asyncio.Lock()  # one LISTEN/UNLISTEN at a time on the connection
+
+    async def listen(self, channel: str, handler: Callable[[str], None]) -> None:
+        """Also LISTEN on `channel` from now on (and after every reconnect)."""
+        self._handlers[channel] = handler
+        async with self._changing:
+            conn = self._conn
+            if conn is not None and channel not in self._listening:
+                callback = _dispatch(channel, handler)
+                self._listening[channel] = callback
+                try:
+                    await conn.add_listener(channel, callback)
+                except Exception as exc:  # the connection is going: the reconnect listens
+                    log.info("LISTEN %s failed (%s); the next connection will", channel, exc)
+
+    async def unlisten(self, channel: str) -> None:
+        self._handlers.pop(channel, None)
+        async with self._changing:
+            callback = self._listening.pop(channel, None)
+            conn = self._conn
+            if conn is not None and callback is not None:
+                with contextlib.suppress(Exception):
+                    await conn.remove_listener(channel, callback)
 
     async def run(self) -> None:
         """Listen until cancelled."""
@@ -98,6 +125,7 @@ class PgListener:
                 log.warning("LISTEN connection lost; reconnecting")
             finally:
                 self.connected.clear()
+                self._conn = None
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(conn.close(), 2)
 
@@ -143,12 +171,25 @@ class PgListener:
         )
         try:
             conn.add_termination_listener(lambda _conn: lost.set())
-            for channel, handler in self._handlers.items():
-                await conn.add_listener(channel, _dispatch(channel, handler))
+            self._listening = {}
+            for channel, handler in list(self._handlers.items()):
+                callback = self._listening[channel] = _dispatch(channel, handler)
+                await conn.add_listener(channel, callback)
+            await self._listen_added(conn)
         except BaseException:
+            self._conn = None
             conn.terminate()
             raise
         return conn
+
+    async def _listen_added(self, conn: Any) -> None:
+        """LISTEN on channels `listen` added while the connection was being set up."""
+        async with self._changing:
+            self._conn = conn
+            while missing := [c for c in self._handlers if c not in self._listening]:
+                for channel in missing:
+                    callback = self._listening[channel] = _dispatch(channel, self._handlers[channel])
+                    await conn.add_listener(channel, callback)
 
 
 def _dispatch(channel: str, handler: Callable[[str], None]) -> Callable[[Any, int, str, str], None]:

@@ -29,6 +29,7 @@ import orjson
 from sqlalchemy import JSON, Dialect
 from sqlalchemy import exc as sa_exc
 
+from agentd.store.disconnects import is_disconnect
 from agentd.store.models import SessionRow
 from agentd.store.notify import EVENTS_CHANNEL
 from agentd.store.records import Batch
@@ -178,7 +179,8 @@ async def run(adapted: Any, dialect: Dialect, sql: str, params: tuple[Any, ...])
         try:  # asyncpg's error → the DBAPI's, as SQLAlchemy's cursor would have raised it
             adapted._handle_exception(exc)
         except dialect.loaded_dbapi.Error as translated:
-            invalidated = bool(dialect.is_disconnect(translated, adapted, None))
+            # The server's termination message often comes before the socket closes.
+            invalidated = bool(dialect.is_disconnect(translated, adapted, None)) or is_disconnect(exc)
             raise sa_exc.DBAPIError.instance(
                 sql, params, translated, dialect.loaded_dbapi.Error, connection_invalidated=invalidated
             ) from translated

@@ -51,6 +51,7 @@ class TokenRecord:
     created_at: datetime
     revoked_at: datetime | None
     teams: tuple[str, ...] = ()  # the teams its principal acts in (R-X2)
+    expires_at: datetime | None = None  # None: it does not expire
 
 
 @dataclass(frozen=True)

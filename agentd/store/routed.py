@@ -8,21 +8,28 @@ the caller reads the outcome and deletes the row. A caller that gives up deletes
 (a late outcome then updates nothing). Every wake-up is only a hint: each side re-reads
 the rows after its listener (re)connects. Postgres only.
 
-Payloads on a replica's channel: "cmd <id>" (run it) and "reply <id>" (its outcome is in).
+Payloads on a replica's channel: "cmd <id>" (run it) and "reply <id>" (its outcome is in),
+or "reply <id> <outcome JSON>" when the outcome fits a notification: the caller then has
+it without reading the row, which it deletes later in batches (issue 26 item 5: routing is
+a few round trips, not a dozen). Each statement here is one autocommitted round trip.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 import orjson
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 MAX_ID_DIGITS = 18
+# Postgres refuses a NOTIFY payload of 8000 bytes or more: a longer outcome stays in its row.
+MAX_NOTIFY_PAYLOAD = 7900
 
 
 class Wake(StrEnum):
@@ -45,9 +52,16 @@ def payload(kind: Wake, command_id: int) -> str:
     return f"{kind.value} {command_id}"
 
 
+def reply_payload(command_id: int, outcome_json: str) -> str:
+    """The reply notification, carrying the outcome when it fits."""
+    whole = f"{Wake.REPLY.value} {command_id} {outcome_json}"
+    return whole if len(whole.encode()) <= MAX_NOTIFY_PAYLOAD else payload(Wake.REPLY, command_id)
+
+
 def parse_payload(raw: str) -> tuple[Wake, int] | None:
     """(kind, command id) of a routing notification, or None for anything malformed."""
-    kind_text, _, id_text = raw.partition(" ")
+    kind_text, _, rest = raw.partition(" ")
+    id_text, _, _ = rest.partition(" ")
     try:
         kind = Wake(kind_text)
     except ValueError:
@@ -55,6 +69,20 @@ def parse_payload(raw: str) -> tuple[Wake, int] | None:
     if not id_text.isdigit() or len(id_text) > MAX_ID_DIGITS:
         return None
     return kind, int(id_text)
+
+
+def carried_outcome(raw: str) -> dict[str, Any] | None:
+    """The outcome a reply notification carries (None: it carries none, or a malformed one)."""
+    parts = raw.split(" ", 2)
+    if len(parts) < 3 or parts[0] != Wake.REPLY.value:
+        return None
+    try:
+        outcome = orjson.loads(parts[2])
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(outcome, dict) and ("result" in outcome or isinstance(outcome.get("error"), dict)):
+        return outcome
+    return None
 
 
 @dataclass(frozen=True)
@@ -83,16 +111,19 @@ _SUBMIT = text(
     "'pending', now()) RETURNING id) "
     "SELECT id, pg_notify(:channel, 'cmd ' || id) FROM ins"
 )
+# Pending, or claimed by this very process already: a claim whose answer was lost (the
+# connection dropped after its commit) is taken again on the retry, not left running.
+_MINE = "(state = 'pending' OR (state = 'running' AND runner = :runner))"
 _CLAIM = text(
     "UPDATE routed_commands SET state = 'running', runner = :runner "
-    "WHERE id = :id AND target = :target AND state = 'pending' "
+    f"WHERE id = :id AND target = :target AND {_MINE} "
     "RETURNING id, session_id, caller, method, principal, teams, params"
 )
-_PENDING = text("SELECT id FROM routed_commands WHERE target = :target AND state = 'pending' ORDER BY id")
+_PENDING = text(f"SELECT id FROM routed_commands WHERE target = :target AND {_MINE} ORDER BY id")
 _FINISH = text(
     "WITH u AS (UPDATE routed_commands SET state = 'done', outcome = CAST(:outcome AS json) "
     "WHERE id = :id AND state = 'running' RETURNING id) "
-    "SELECT pg_notify(:channel, 'reply ' || id) FROM u"
+    "SELECT pg_notify(:channel, :payload) FROM u"
 )
 # A previous process of this replica (same id, another incarnation) died running these.
 _ORPHANS = text(
@@ -101,12 +132,26 @@ _ORPHANS = text(
     "RETURNING id, caller"
 )
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
-_TAKE = text("DELETE FROM routed_commands WHERE id = :id AND state = 'done' RETURNING outcome")
-_STATE = text("SELECT state FROM routed_commands WHERE id = :id")
+# The outcome (the row deleted) once done, else the state: one round trip. The CTE's
+# DELETE is not seen by the outer SELECT (one snapshot): a deleted row reads 'done'.
+_TAKE = text(
+    "WITH d AS (DELETE FROM routed_commands WHERE id = :id AND state = 'done' RETURNING outcome) "
+    "SELECT (SELECT outcome FROM d) AS outcome, (SELECT state FROM routed_commands WHERE id = :id) AS state"
+)
 _FORGET = text("DELETE FROM routed_commands WHERE id = :id")
+_FORGET_MANY = text("DELETE FROM routed_commands WHERE id = ANY(CAST(:ids AS int8[]))")
+_WITHDRAW = text("DELETE FROM routed_commands WHERE id = :id AND state = 'pending' RETURNING id")
 _FORGET_CALLER = text("DELETE FROM routed_commands WHERE caller = :caller")
 _PURGE = text("DELETE FROM routed_commands WHERE created_at < now() - make_interval(secs => :age)")
 _LEASE = text("SELECT owner, expires_at > now() AS live FROM session_leases WHERE session_id = :sid")
+
+
+@contextlib.asynccontextmanager
+async def _autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection whose each statement commits by itself (one round trip; no
+    BEGIN, COMMIT or reset rollback)."""
+    async with engine.connect() as conn:
+        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
 
 async def submit(engine: AsyncEngine, *, session_id: str, target: str, caller: str, method: str,
@@ -121,13 +166,13 @@ async def submit(engine: AsyncEngine, *, session_id: str, target: str, caller: s
         "params": _json(params),
         "channel": replica_channel(target),
     }
-    async with engine.begin() as conn:
+    async with _autocommit(engine) as conn:
         return int((await conn.execute(_SUBMIT, values)).scalar_one())
 
 
 async def claim(engine: AsyncEngine, command_id: int, target: str, runner: str) -> RoutedCommand | None:
     """Take a pending command addressed to `target` (None: not pending, or not ours)."""
-    async with engine.begin() as conn:
+    async with _autocommit(engine) as conn:
         row = (await conn.execute(_CLAIM, {"id": command_id, "target": target, "runner": runner})).first()
     if row is None:
         return None
@@ -143,15 +188,25 @@ async def claim(engine: AsyncEngine, command_id: int, target: str, runner: str) 
     )
 
 
-async def pending(engine: AsyncEngine, target: str) -> list[int]:
-    async with engine.connect() as conn:
-        return [int(i) for i in (await conn.execute(_PENDING, {"target": target})).scalars()]
+async def pending(engine: AsyncEngine, target: str, runner: str) -> list[int]:
+    """Commands for `target` to run: pending, or claimed by `runner` (this process) —
+    the caller skips those it is running now."""
+    async with _autocommit(engine) as conn:
+        return [
+            int(i) for i in (await conn.execute(_PENDING, {"target": target, "runner": runner})).scalars()
+        ]
 
 
 async def finish(engine: AsyncEngine, command: RoutedCommand, outcome: dict[str, Any]) -> None:
     """Store the outcome and wake the caller (nothing if the caller gave up meanwhile)."""
-    values = {"id": command.id, "outcome": _json(outcome), "channel": replica_channel(command.caller)}
-    async with engine.begin() as conn:
+    outcome_json = _json(outcome)
+    values = {
+        "id": command.id,
+        "outcome": outcome_json,
+        "channel": replica_channel(command.caller),
+        "payload": reply_payload(command.id, outcome_json),
+    }
+    async with _autocommit(engine) as conn:
         await conn.execute(_FINISH, values)
 
 
@@ -173,18 +228,30 @@ async def fail_orphans(engine: AsyncEngine, target: str, runner: str, outcome: d
 async def take_outcome(engine: AsyncEngine, command_id: int) -> tuple[State | None, dict[str, Any] | None]:
     """The command's outcome, deleting its row, once it is done; else (its state, None)
     (state None: there is no such row)."""
-    async with engine.begin() as conn:
-        row = (await conn.execute(_TAKE, {"id": command_id})).first()
-        if row is not None:
-            outcome = _loads(row.outcome)
-            return State.DONE, outcome if isinstance(outcome, dict) else {}
-        state = (await conn.execute(_STATE, {"id": command_id})).scalar()
-    return (State(state) if state is not None else None), None
+    async with _autocommit(engine) as conn:
+        row = (await conn.execute(_TAKE, {"id": command_id})).one()
+    if row.outcome is not None:
+        outcome = _loads(row.outcome)
+        return State.DONE, outcome if isinstance(outcome, dict) else {}
+    return (State(row.state) if row.state is not None else None), None
 
 
 async def forget(engine: AsyncEngine, command_id: int) -> None:
-    async with engine.begin() as conn:
+    async with _autocommit(engine) as conn:
         await conn.execute(_FORGET, {"id": command_id})
+
+
+async def forget_many(engine: AsyncEngine, command_ids: Collection[int]) -> None:
+    """Delete rows whose outcome reached the caller in its notification."""
+    async with _autocommit(engine) as conn:
+        await conn.execute(_FORGET_MANY, {"ids": list(command_ids)})
+
+
+async def withdraw(engine: AsyncEngine, command_id: int) -> bool:
+    """Take back a command nobody has started: True when it was still pending (now gone:
+    a claim after this finds nothing, so it never runs)."""
+    async with _autocommit(engine) as conn:
+        return (await conn.execute(_WITHDRAW, {"id": command_id})).first() is not None
 
 
 async def forget_caller(engine: AsyncEngine, caller: str) -> None:
@@ -202,6 +269,6 @@ async def purge(engine: AsyncEngine, older_than_s: float) -> int:
 
 async def lease_holder(engine: AsyncEngine, session_id: str) -> str | None:
     """The replica holding a live lease on the session, if any."""
-    async with engine.connect() as conn:
+    async with _autocommit(engine) as conn:
         row = (await conn.execute(_LEASE, {"sid": session_id})).first()
     return str(row.owner) if row is not None and row.live else None

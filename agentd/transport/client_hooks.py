@@ -9,14 +9,14 @@ from typing import Any
 from agentd.protocol import outgoing
 from agentd.protocol.methods import ClientRequest
 from agentd.tools.hooks import HookDecision, HookVerdict
-from agentd.transport.connection import Connection
+from agentd.transport.state import Peer
 
 STOP_HOOK_METHOD = ClientRequest.HOOKS_STOP
 
 
 @dataclass
 class ClientStopHook:
-    connection: Connection
+    connection: Peer
     timeout: float
 
     @property

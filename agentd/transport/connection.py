@@ -26,7 +26,8 @@ from agentd.protocol.agentd import OptIn
 from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
 from agentd.protocol.methods import AGENTD_PREFIX, CANCEL_REQUEST
 from agentd.transport.outgoing import OutgoingQueue
-from agentd.transport.rpc import CallContext, Dispatcher, read_message, response_problem
+from agentd.transport.rpc import Dispatcher, read_message, response_problem
+from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
     from agentd.transport.state import AppState
@@ -58,8 +59,10 @@ class Connection:
         dispatcher: Dispatcher,
         principal: str,
         teams: frozenset[str] = frozenset(),
+        token_hash: str | None = None,
     ) -> None:
         self.id = f"conn_{uuid.uuid4().hex[:12]}"
+        self.token_hash = token_hash  # the token it was opened with (revocation, issue 28 item 3)
         self.ws = ws
         self.state = state
         self.dispatcher = dispatcher
@@ -284,7 +287,13 @@ class Connection:
             await self._out.put(orjson.dumps(resp).decode())
 
     def _context(self) -> CallContext:
-        return CallContext(state=self.state, principal=self.principal, connection=self, teams=self.teams)
+        return CallContext(
+            state=self.state,
+            principal=self.principal,
+            connection=self,
+            teams=self.teams,
+            token_hash=self.token_hash,
+        )
 
     async def _close(self, writer: asyncio.Task[None]) -> None:
         self.closed = True

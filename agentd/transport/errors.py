@@ -20,6 +20,8 @@ CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.INTERNAL: ErrorCode.INTERNAL_ERROR,
     SessionErrorKind.OWNED_ELSEWHERE: ErrorCode.SESSION_ELSEWHERE,
     SessionErrorKind.ROUTE_FAILED: ErrorCode.ROUTE_FAILED,  # `data.reason`, retryable
+    SessionErrorKind.NOT_COMMITTED: ErrorCode.NOT_COMMITTED,  # `data.reason`, retryable
+    SessionErrorKind.REQUEST_CONFLICT: ErrorCode.REQUEST_ID_CONFLICT,
 }
 
 
@@ -27,4 +29,7 @@ def rpc_error(exc: SessionError | RpcError) -> RpcError:
     """The JSON-RPC error for `exc` (message and data as the session said them)."""
     if isinstance(exc, RpcError):
         return exc
-    return RpcError(CODES[exc.kind], exc.message, exc.data)
+    data = exc.data
+    if data is None and exc.kind is SessionErrorKind.INTERNAL:
+        data = {"reason": "internal", "retryable": False}  # says whether to retry (issue 26)
+    return RpcError(CODES[exc.kind], exc.message, data)

@@ -33,7 +33,8 @@ def json_depth(value: Any) -> int:
             continue
         depth += 1
         deepest = max(deepest, depth)
-        stack.extend((child, depth) for child in children)
+        # Only containers go on the stack: a prompt's thousand strings cost no push each.
+        stack.extend((child, depth) for child in children if isinstance(child, (dict, list)))
     return deepest
 
 
@@ -45,6 +46,54 @@ def check_depth(raw: Any, maximum: int) -> RpcError | None:
             {"limit": "json_depth", "max": maximum},
         )
     return None
+
+
+# What a prompt costs the rate limiter beyond its 1 unit (issue 28 item 4): validating,
+# storing and rendering it scale with its blocks and its bytes, not with the request count.
+BLOCKS_PER_UNIT = 20
+BYTES_PER_UNIT = 16 * 1024
+
+
+def prompt_of(raw: Any) -> list[Any] | None:
+    """The `prompt` array of a raw request's params, if it has one (read without walking it)."""
+    if not isinstance(raw, dict):
+        return None
+    params = raw.get("params")
+    prompt = params.get("prompt") if isinstance(params, dict) else None
+    return prompt if isinstance(prompt, list) else None
+
+
+def check_prompt_blocks(prompt: list[Any] | None, maximum: int) -> RpcError | None:
+    """Too many content blocks: refused before the request is validated or charged further
+    (the count is the list's length: nothing of it is read)."""
+    if prompt is None or not maximum or len(prompt) <= maximum:
+        return None
+    return limit_exceeded(
+        "prompt_blocks",
+        maximum,
+        f"prompt has too many content blocks: {len(prompt)} (at most {maximum})",
+        size=len(prompt),
+    )
+
+
+def request_cost(prompt: list[Any] | None) -> float:
+    """The rate-limiter units a request costs: 1, plus a prompt's blocks and text bytes.
+    Only called on a prompt within the block limit, so this walk is bounded."""
+    if not prompt:
+        return 1.0
+    text_bytes = 0
+    for block in prompt:
+        if isinstance(block, dict):
+            text = block.get("text")
+            if isinstance(text, str):
+                text_bytes += len(text)  # characters: close enough, and no encoding pass
+            resource = block.get("resource")
+            if isinstance(resource, dict):
+                for key in ("text", "blob"):
+                    value = resource.get(key)
+                    if isinstance(value, str):
+                        text_bytes += len(value)
+    return 1.0 + len(prompt) / BLOCKS_PER_UNIT + text_bytes / BYTES_PER_UNIT
 
 
 def check_prompt_size(blocks: Sequence[ContentBlock], maximum: int) -> None:
@@ -73,25 +122,29 @@ def rate_key(auth_on: bool, principal: str, conn_id: str | None, remote: str | N
 
 @dataclass
 class RateLimiter:
-    """A token bucket per key (see `rate_key`): `rate` requests a second on average,
-    bursts up to `burst`. `rate` 0 switches it off."""
+    """A token bucket per key (see `rate_key`): `rate` units a second on average, bursts up
+    to `burst`; a request costs its `cost` in units (`request_cost`: a plain request 1, a
+    prompt by its size). `rate` 0 switches it off."""
 
     rate: float
     burst: int
     clock: Callable[[], float] = time.monotonic
     _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)  # key → (tokens, at)
 
-    def allow(self, key: str) -> float | None:
-        """None when the request may go on, else the seconds until one would be allowed."""
+    def allow(self, key: str, cost: float = 1.0) -> float | None:
+        """None when the request may go on (its cost is charged), else the seconds until it
+        would be allowed. A cost above the burst is charged as the burst: the largest valid
+        request must stay possible."""
         if self.rate <= 0:
             return None
+        cost = min(max(cost, 1.0), float(self.burst))
         now = self.clock()
         tokens, at = self._buckets.get(key, (float(self.burst), now))
         tokens = min(float(self.burst), tokens + (now - at) * self.rate)
-        if tokens < 1.0:
+        if tokens < cost:
             self._buckets[key] = (tokens, now)
-            return (1.0 - tokens) / self.rate
-        self._buckets[key] = (tokens - 1.0, now)
+            return (cost - tokens) / self.rate
+        self._buckets[key] = (tokens - cost, now)
         return None
 
     def forget(self, key: str) -> None:

@@ -8,10 +8,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentd.infra.auth import CHALLENGE, AuthError
+from agentd.infra.auth import CHALLENGE, AuthError, AuthUnavailable
+from agentd.infra.overload import LimitKind, RetryReason, retry_later
 from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response
 from agentd.protocol.methods import Served
-from agentd.transport.rpc import CallContext, read_message
+from agentd.transport.rpc import read_message
+from agentd.transport.state import CallContext
 from agentd.transport.web import router as web_router
 
 router = APIRouter()
@@ -103,11 +105,30 @@ async def rpc(request: Request) -> Response:
     if isinstance(raw, RpcError):  # not JSON, or an empty batch
         return JSONResponse(error_response(None, raw))
     remote = request.client.host if request.client else None
-    ctx = CallContext(state=state, principal=identity.principal, remote=remote, teams=identity.teams)
+    ctx = CallContext(
+        state=state,
+        principal=identity.principal,
+        remote=remote,
+        teams=identity.teams,
+        token_hash=identity.token_hash,
+    )
     resp = await state.dispatcher.answer(raw, ctx)
     if resp is None:  # only notifications
         return Response(status_code=204)
     return JSONResponse(resp)
+
+
+async def auth_unavailable(request: Request, exc: Exception) -> Response:
+    """The app's handler for a token lookup that found no database connection free (issue
+    28 item 7): 503 with `Retry-After` on every HTTP route — a JSON-RPC `-32019` body on
+    `/rpc` —, never a 500."""
+    assert isinstance(exc, AuthUnavailable)
+    if request.url.path == "/rpc":
+        err = retry_later(LimitKind.DB_POOL, RetryReason.OVERLOADED, str(exc), retry_after=exc.retry_after)
+        body: Any = error_response(None, err)
+    else:
+        body = {"error": "overloaded", "detail": str(exc), "retryAfter": exc.retry_after}
+    return JSONResponse(body, status_code=503, headers=exc.headers)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
@@ -156,4 +177,10 @@ async def readyz(request: Request) -> JSONResponse:
         )
     if not leases.healthy:
         return JSONResponse({"status": "unavailable", **body, "detail": leases.detail}, status_code=503)
+    # The group commit retrying a database it cannot reach: acknowledgements wait (issue 26).
+    failing = state.writer.database_health()
+    if failing:
+        return JSONResponse(
+            {"status": "unavailable", **body, "database": "failing", "detail": failing}, status_code=503
+        )
     return JSONResponse({"status": "ok", **body})

@@ -1,11 +1,12 @@
-"""Revoking a token ends the streams it opened (R-X1).
+"""Revoking a token ends the streams it opened (R-X1, issue 28 item 3).
 
-A token is checked when a WebSocket or SSE stream opens; those streams then live for
-hours. Each registers here under its token's hash, and a watcher re-checks the hashes of
-all live streams against the store every `AGENTD_TOKEN_RECHECK_S` seconds (one query),
-closing the streams of any token gone or revoked. Polling the store rather than hooking
-the revoke call is what catches `agentd token revoke`, which is another process writing
-the database.
+A token is checked when a WebSocket, an SSE stream or a Streamable HTTP connection opens;
+those then live for hours, and a command forwarded to another replica may wait as long as a
+turn. Each registers here under its token's hash, and a watcher re-checks the hashes of
+all of them against the store every `AGENTD_TOKEN_RECHECK_S` seconds (one query), ending
+those of any token gone or revoked. Polling the store rather than hooking the revoke call is
+what catches `agentd token revoke`, another process writing the database — and every
+replica polls the one database, so each ends its own.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from enum import IntEnum, StrEnum
+from typing import TypeVar
 
 from agentd.store.db import Store
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CLOSE_TIMEOUT_S = 5.0
 
@@ -35,6 +39,10 @@ class CloseReason(StrEnum):
 
 
 Closer = Callable[[], Awaitable[None]]
+
+
+class TokenRevoked(Exception):
+    """The work was ended because the token it was done for was revoked."""
 
 
 class LiveTokens:
@@ -77,6 +85,32 @@ class LiveTokens:
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
                     await asyncio.gather(*(c() for c in closers), return_exceptions=True)
         return len(closers)
+
+    async def until_revoked(self, token_hash: str | None, work: Awaitable[T]) -> T:
+        """`work`'s result — or TokenRevoked once its token is revoked (the work is then
+        cancelled). For a request that may wait long, such as a command forwarded to the
+        replica owning a session, waiting for its turn's end."""
+        task = asyncio.ensure_future(work)
+        if token_hash is None:
+            return await task
+        revoked = False
+
+        async def end() -> None:
+            nonlocal revoked
+            revoked = True
+            task.cancel()
+
+        forget = self.register(token_hash, end)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if revoked and (current is None or not current.cancelling()):
+                raise TokenRevoked(CloseReason.TOKEN_REVOKED.value) from None
+            raise
+        finally:
+            forget()
+            task.cancel()  # a no-op when it is done
 
     async def watch(self, store: Store, interval_s: float) -> None:
         """Run until cancelled (the app's lifespan owns the task)."""

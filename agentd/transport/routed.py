@@ -10,6 +10,13 @@ principal and teams, with no connection (as over `POST /rpc`): the same authoris
 local call, and it is never routed on. A `session/prompt` caller on a connection is first
 subscribed to the session's events here (agentd/session/remote.py): its turn's events
 reach it from the log while the forward waits for the stop reason.
+
+Carry-on (issue 26 item 5): when the owner dies with the command unstarted (withdrawn:
+`OwnerGone.ran` False) — or with a prompt that carries a requestId, which joins its first
+run instead of running twice — the request is made again here, as the client made it:
+this replica takes the session if nobody holds it, else the new owner's `owned_elsewhere`
+routes it there, within the request's first deadline (a `ContextVar` carries it). The
+client sees latency, not `owner_lost`.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from agentd.infra.overload import overload_error
@@ -25,16 +35,17 @@ from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError
 from agentd.protocol.methods import QueueOp, Served
 from agentd.session.commands import ROUTED_FROM
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.routing import OwnerGone
 from agentd.session.sinks import FrameSink
 from agentd.store.routed import RoutedCommand
 from agentd.transport.errors import rpc_error
+from agentd.transport.revocation import TokenRevoked
 from agentd.transport.sharing import holder
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from agentd.transport.rpc import CallContext
-    from agentd.transport.state import AppState
+    from agentd.transport.state import AppState, CallContext
 
 # Forwarded to the owner: every session-scoped method but attach, load and resume (served
 # here from the log) and `_agentd/hooks/register` (CONNECTION_BOUND).
@@ -70,6 +81,9 @@ CONNECTION_BOUND: frozenset[str] = frozenset({Served.HOOKS_REGISTER})
 # After these succeed on the owner, the caller's connection here stops watching the session.
 _ENDS_WATCH: frozenset[str] = frozenset({Served.SESSION_CLOSE, Served.SESSION_DELETE})
 MAX_HOPS = 3  # the owner moved while the command travelled: follow it this many times
+MAX_CARRIES = 3  # the owner died before running it: made again here at most this many times
+# The request being routed: (its deadline in loop time, None for a turn's; carries so far).
+_CARRYING: ContextVar[tuple[float | None, int] | None] = ContextVar("agentd_carrying", default=None)
 
 
 def routable(method: str, exc: SessionError, routed: bool) -> str | None:
@@ -105,6 +119,16 @@ _PROMPTS = frozenset({Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW})
 # Answered when a turn ends (a compaction of an idle session is a turn of its own, a model
 # call): no deadline, only the owner's liveness bounds the wait.
 TURN_LONG: frozenset[str] = frozenset({Served.SESSION_PROMPT, Served.COMPACT})
+
+
+def carryable(method: str, params: Any, gone: OwnerGone) -> bool:
+    """Whether a command whose owner is gone may be made again elsewhere: it never ran, or
+    it is a prompt with a requestId (a second run joins the first: never twice)."""
+    if gone.ran is False:
+        return True
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    inner = meta.get("agentd") if isinstance(meta, dict) else None
+    return method in _PROMPTS and isinstance(inner, dict) and isinstance(inner.get("requestId"), str)
 
 
 def with_routed_from(params: dict[str, Any], origin: str) -> dict[str, Any]:
@@ -146,18 +170,52 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
         from agentd.transport.handlers.remote import watch_from_here
 
         await watch_from_here(ctx, sid, owner)  # its turn's events come from the log
+    loop = asyncio.get_running_loop()
+    carrying = _CARRYING.get()
+    if carrying is None:  # the request's first route: its deadline starts now
+        turn = request.method in TURN_LONG
+        carrying = (None if turn else loop.time() + state.router.timeout_s, 0)
+    deadline, carries = carrying
     for _ in range(MAX_HOPS):
-        outcome = await state.router.forward(
+        forwarding = state.router.forward(
             session_id=sid,
             owner=owner,
             method=request.method,
             params=params,
             principal=ctx.principal,
             teams=tuple(sorted(ctx.teams)),
-            wait_for_turn=request.method in TURN_LONG,
+            wait_for_turn=deadline is None,
+            deadline=deadline,
         )
+        try:
+            # A revoked token's forward ends within a recheck (its row withdrawn: an owner
+            # that has not claimed it never runs it), as its streams do (issue 28 item 3).
+            outcome = await state.live_tokens.until_revoked(ctx.token_hash, forwarding)
+        except TokenRevoked:
+            raise RpcError(
+                ErrorCode.AUTH_REQUIRED,
+                "token revoked: the forwarded request was withdrawn",
+                {"reason": "token_revoked"},
+            ) from None
+        except OwnerGone as gone:
+            in_time = deadline is None or loop.time() < deadline
+            if carries >= MAX_CARRIES or not in_time or not carryable(request.method, request.params, gone):
+                raise
+            log.info(
+                "session %s: replica %s is gone; carrying %s on (%s)",
+                sid, owner, request.method, gone.holder or "to this replica",
+            )  # fmt: skip
+            state.manager.leases.forget_holder(sid)
+            token = _CARRYING.set((deadline, carries + 1))
+            try:  # as the client made it: taken here, or routed to whoever has the session now
+                return await state.dispatcher.call(request, ctx)
+            finally:
+                _CARRYING.reset(token)
         if state.remote is not None and conn is not None and sid in conn.sessions:
-            await state.remote.caught_up(sid)  # the answer does not overtake the events before it
+            try:  # the answer does not overtake the events before it
+                await state.remote.caught_up(sid)
+            except Exception as caught:  # the command took effect: its answer is not withheld
+                log.warning("session %s: publishing events before a routed answer failed (%s)", sid, caught)
         error = outcome.get("error")
         if not isinstance(error, dict):
             if conn is not None and request.method in _ENDS_WATCH and sid in conn.sessions:
@@ -178,7 +236,7 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
 async def execute(state: AppState, command: RoutedCommand) -> dict[str, Any]:
     """Run a command forwarded here, as its caller's principal: its outcome (an unexpected
     failure raises; the router answers it as an internal error)."""
-    from agentd.transport.rpc import CallContext
+    from agentd.transport.state import CallContext
 
     ctx = CallContext(state, command.principal, None, teams=frozenset(command.teams), routed=True)
     request = Request(jsonrpc="2.0", method=command.method, params=command.params, id=command.id)
@@ -206,7 +264,7 @@ def permission_answerer(state: AppState) -> Any:
     owner as that client's `_agentd/permission/respond` (its rights checked there)."""
 
     async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str | None) -> None:
-        from agentd.transport.rpc import CallContext
+        from agentd.transport.state import CallContext
 
         who = holder(sink)
         if who is None:
@@ -231,8 +289,10 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     """Several replicas on one Postgres: this replica's router, its watches of sessions
     owned elsewhere and the one LISTEN connection waking both. Returns the stop (after the
     actors have stopped: the outcomes of commands run here still go out)."""
+    from agentd.session.live import LivePublisher
     from agentd.session.remote import RemoteWatches
     from agentd.session.routing import Router
+    from agentd.store.broker import Broker, PgBroker
     from agentd.store.notify import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, PgListener
     from agentd.transport.render import ACP_RENDERER
 
@@ -244,6 +304,17 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         check_interval_s=max(0.2, min(settings.lease_ttl_s / 2, 5.0)),
         observe=state.metrics.routed,
     )
+    # What is live only (streamed text): Redis pub/sub when configured, else NOTIFY (issue 26).
+    pg_broker: PgBroker | None = None
+    broker: Broker
+    if settings.redis_url:
+        from agentd.store.redis_broker import RedisBroker
+
+        # Named in CLIENT LIST: which replica, which process.
+        name = re.sub(r"[^A-Za-z0-9_.:-]", "_", f"agentd-{replica_id}-{os.getpid()}")
+        redis_broker = RedisBroker(settings.redis_url, client_name=name)
+        redis_broker.start()
+        broker = redis_broker
     remote = RemoteWatches(
         state.store,
         ACP_RENDERER,
@@ -276,6 +347,8 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
             checking.add_done_callback(rechecks.discard)
 
     async def on_connect() -> None:
+        if pg_broker is not None:
+            await pg_broker.reconnected()
         await remote.tails.on_connect()
         await router.on_connect()
         for session_id in remote.session_ids():  # a change may have gone by meanwhile
@@ -293,17 +366,28 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         ping_interval_s=min(5.0, settings.lease_ttl_s / 2),
         ping_timeout_s=min(5.0, settings.lease_ttl_s / 2),
     )
+    if not settings.redis_url:
+        broker = pg_broker = PgBroker(database_url, listener)
+    remote.broker = broker
+    publisher = LivePublisher(broker)
+    publisher.start()
+    state.services.live = publisher
     task = asyncio.create_task(listener.run(), name="pg-listen")
+    rescans = asyncio.create_task(router.run(), name="routing-rescan")
     state.router, state.remote = router, remote
     state.dispatcher.route = route
 
     async def stop() -> None:
         for pending in list(rechecks):
             pending.cancel()
+        rescans.cancel()
         await router.stop()
         await remote.stop()
+        state.services.live = None
+        await publisher.stop()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await broker.close()
 
     return stop

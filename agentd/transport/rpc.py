@@ -14,45 +14,24 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from agentd.core.input_limits import limit_exceeded
-from agentd.infra.config import AuthMode
 from agentd.infra.overload import overload_error
 from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
 from agentd.protocol.methods import Served
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.transport.errors import rpc_error
-from agentd.transport.guards import check_depth, rate_key
-
-if TYPE_CHECKING:
-    from agentd.transport.connection import Connection
-    from agentd.transport.state import AppState
+from agentd.transport.guards import check_depth, check_prompt_blocks, prompt_of, request_cost
+from agentd.transport.state import CallContext, RouteHook
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class CallContext:
-    state: AppState
-    principal: str
-    connection: Connection | None = None  # None over HTTP
-    remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
-    teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
-    routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
-
-    @property
-    def rate_key(self) -> str:
-        conn_id = self.connection.id if self.connection is not None else None
-        return rate_key(self.state.auth.mode is not AuthMode.NONE, self.principal, conn_id, self.remote)
-
-
 Handler = Callable[[CallContext, Any], Awaitable[Any]]
-# Forwards a call whose session another replica owns (agentd/transport/routed.py).
-RouteHook = Callable[[CallContext, Request, SessionError], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -124,6 +103,10 @@ def response_problem(raw: dict[str, Any]) -> str | None:
     if not isinstance(code, int) or isinstance(code, bool):
         return "Invalid Request: a response's error code must be an integer"
     return None
+
+
+def _is_notification(raw: Any) -> bool:
+    return isinstance(raw, dict) and "id" not in raw
 
 
 def _before_initialize(raw: Any, ctx: CallContext) -> Request | None:
@@ -206,22 +189,29 @@ class Dispatcher:
             )
             return error_response(raw_id(raw), err)
         settings = ctx.state.settings
+        prompt = prompt_of(raw)
+        too_many = check_prompt_blocks(prompt, settings.max_prompt_blocks)  # O(1): before any walk
+        if too_many is not None:
+            return None if _is_notification(raw) else error_response(raw_id(raw), too_many)
+        # Charged by cost (a large prompt draws what validating and storing it costs) before
+        # anything walks the message: a flood is refused for the price of its parse. A
+        # cancel is never rate-limited: it is how a client stops the work it started.
+        if not (isinstance(raw, dict) and raw.get("method") == Served.SESSION_CANCEL):
+            wait = ctx.state.rate_limiter.allow(ctx.rate_key, request_cost(prompt))
+            if wait is not None:
+                err = limit_exceeded(
+                    "rate",
+                    settings.rate_limit_per_s,
+                    f"rate limit: retry in {wait:.2f}s",
+                    retryAfter=round(wait, 3),
+                )
+                return None if _is_notification(raw) else error_response(raw_id(raw), err)
         too_deep = check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
             return error_response(raw_id(raw), too_deep)
         parsed = parse_envelope(raw)
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
-        # A cancel is never rate-limited: it is how a client stops the work it started.
-        wait = None if parsed.method == Served.SESSION_CANCEL else ctx.state.rate_limiter.allow(ctx.rate_key)
-        if wait is not None:
-            err = limit_exceeded(
-                "rate",
-                settings.rate_limit_per_s,
-                f"rate limit: retry in {wait:.2f}s",
-                retryAfter=round(wait, 3),
-            )
-            return None if parsed.is_notification else error_response(parsed.id, err)
         try:
             result = await self.call(parsed, ctx)
         except RpcError as err:
@@ -234,7 +224,11 @@ class Dispatcher:
                 log.warning("method %s: %s (%s)", parsed.method, overloaded.message, exc)
             else:
                 log.exception("method %s failed", parsed.method)
-            failure = overloaded or RpcError.internal(f"Internal error while handling {parsed.method}")
+            failure = overloaded or RpcError(
+                ErrorCode.INTERNAL_ERROR,
+                f"Internal error while handling {parsed.method}",
+                {"reason": "internal", "retryable": False},  # a bug: the same request fails again
+            )
             return None if parsed.is_notification else error_response(parsed.id, failure)
         if parsed.is_notification:
             return None

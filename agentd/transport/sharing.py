@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from agentd.protocol.jsonrpc import ErrorCode, RpcError
 
 if TYPE_CHECKING:
-    from agentd.transport.connection import Connection
+    from agentd.transport.state import Peer
 
 
 class Access(StrEnum):
@@ -70,7 +70,7 @@ class WatchSink:
     """A connection subscribed as a watcher: frames pass, server→client requests do not
     (it has no `request`, so the session never asks it anything)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Peer) -> None:
         self._conn = conn
         self.id = conn.id
 

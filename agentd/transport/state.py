@@ -4,26 +4,29 @@ so the transport names it without importing upward."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentd.core.provider import Provider
 from agentd.infra.auth import Authenticator
-from agentd.infra.config import Settings
+from agentd.infra.config import AuthMode, Settings
 from agentd.infra.metrics import Metrics
+from agentd.protocol.acp import ClientCapabilities
+from agentd.protocol.agentd import OptIn
+from agentd.protocol.jsonrpc import Request
 from agentd.session.attach import attach as attach_client
 from agentd.session.attach import check_cursor
 from agentd.session.commands import Detach
+from agentd.session.errors import SessionError
 from agentd.session.eventlog import EventWriter
 from agentd.session.hub import Subscriber
 from agentd.session.manager import SessionManager
 from agentd.session.services import ActorServices
 from agentd.session.sinks import FrameSink
 from agentd.store.db import Store
-from agentd.transport.guards import RateLimiter
+from agentd.transport.guards import RateLimiter, rate_key
 from agentd.transport.revocation import LiveTokens
-from agentd.transport.rpc import Dispatcher
 
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
@@ -34,6 +37,59 @@ if TYPE_CHECKING:
 Replay = Literal["none", "acp", "attach"]
 
 
+class Peer(FrameSink, Protocol):
+    """What a call sees of the client connection it came on (`Connection`, which runs the
+    dispatcher, so it is named here by what calls use of it)."""
+
+    id: str
+    sessions: set[str]  # attached session ids
+    initialized: bool
+    client_capabilities: ClientCapabilities
+    opt_in: OptIn
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any: ...
+
+    def supports_update(self, session_update: str) -> bool: ...
+
+    def send_encoded(self, text: str) -> bool: ...
+
+    def send_urgent(self, method: str, params: dict[str, Any]) -> None: ...
+
+
+class Dispatch(Protocol):
+    """The one JSON-RPC path (`agentd.transport.rpc.Dispatcher`), as the state holds it."""
+
+    route: RouteHook | None
+
+    async def call(self, request: Request, ctx: CallContext) -> Any: ...
+
+    async def answer(self, raw: Any, ctx: CallContext) -> dict[str, Any] | list[dict[str, Any]] | None: ...
+
+    async def handle_batch(self, items: list[Any], ctx: CallContext) -> list[dict[str, Any]]: ...
+
+    async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None: ...
+
+
+@dataclass
+class CallContext:
+    state: AppState
+    principal: str
+    connection: Peer | None = None  # None over HTTP
+    remote: str | None = None  # the client's address over HTTP (its rate-limit bucket without auth)
+    teams: frozenset[str] = frozenset()  # the token's teams: sessions shared with them are open (R-X2)
+    routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
+    token_hash: str | None = None  # the caller's token (None without auth): revocation ends its waits
+
+    @property
+    def rate_key(self) -> str:
+        conn_id = self.connection.id if self.connection is not None else None
+        return rate_key(self.state.auth.mode is not AuthMode.NONE, self.principal, conn_id, self.remote)
+
+
+# Forwards a call whose session another replica owns (agentd/transport/routed.py).
+RouteHook = Callable[[CallContext, Request, SessionError], Awaitable[Any]]
+
+
 @dataclass
 class AppState:
     settings: Settings
@@ -41,7 +97,7 @@ class AppState:
     writer: EventWriter
     manager: SessionManager
     provider: Provider
-    dispatcher: Dispatcher
+    dispatcher: Dispatch
     services: ActorServices
     auth: Authenticator
     rate_limiter: RateLimiter

@@ -10,6 +10,9 @@ text/event-stream) carries server→client messages as Server-Sent Events.
 - `GET` with the connection header is that stream (one at a time; a `GET` that also names
   an `Acp-Session-Id` is accepted and kept open with heartbeats, everything arrives on the
   connection's stream); `DELETE` closes the connection.
+- Revoking the token that opened a connection (issue 28 item 3) ends it within
+  `AGENTD_TOKEN_RECHECK_S`: its event streams get `_agentd/token_revoked` as their last
+  message — nothing queued behind it is delivered — and end; the connection closes.
 
 Behind it is the same `Connection` as on the WebSocket: `HttpChannel` gives it the two
 calls it uses. Same semantics, bounded queues, and a connection nobody uses for
@@ -31,8 +34,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocketDisconnect
 
 from agentd.infra.auth import CHALLENGE, AuthError, Identity
+from agentd.protocol import outgoing
+from agentd.protocol.jsonrpc import notification
 from agentd.protocol.methods import Served
 from agentd.transport.connection import Connection
+from agentd.transport.revocation import CloseReason
 
 router = APIRouter()
 
@@ -79,6 +85,7 @@ class HttpConnection:
     task: asyncio.Task[None]
     streaming: int = 0  # open event streams
     last_seen: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+    revoked: asyncio.Event = field(default_factory=asyncio.Event)  # its token was revoked
 
     def touch(self) -> None:
         self.last_seen = asyncio.get_running_loop().time()
@@ -95,14 +102,32 @@ class HttpConnections:
         self.by_id: dict[str, HttpConnection] = {}
         self._sweeper: asyncio.Task[None] | None = None
 
-    def open(self, state: Any, principal: str, teams: frozenset[str] = frozenset()) -> HttpConnection:
+    def open(self, state: Any, identity: Identity) -> HttpConnection:
         channel = HttpChannel()
-        conn = Connection(channel, state, state.dispatcher, principal=principal, teams=teams)
+        conn = Connection(
+            channel,
+            state,
+            state.dispatcher,
+            principal=identity.principal,
+            teams=identity.teams,
+            token_hash=identity.token_hash,
+        )
         cid = f"acp_{uuid.uuid4().hex}"
         task = asyncio.create_task(conn.serve(), name=f"http-acp-{cid}")
-        entry = HttpConnection(cid, principal, channel, conn, task)
+        entry = HttpConnection(cid, identity.principal, channel, conn, task)
         self.by_id[cid] = entry
-        task.add_done_callback(lambda _t: self.by_id.pop(cid, None))
+
+        async def end_revoked() -> None:
+            entry.revoked.set()  # its streams say why and end (acp_stream)
+            entry.close()
+
+        forget = state.live_tokens.register(identity.token_hash, end_revoked)
+
+        def closed(_t: asyncio.Task[None]) -> None:
+            self.by_id.pop(cid, None)
+            forget()
+
+        task.add_done_callback(closed)
         if self._sweeper is None or self._sweeper.done():
             self._sweeper = asyncio.create_task(self._sweep(), name="http-acp-sweeper")
         return entry
@@ -161,7 +186,7 @@ async def acp_post(request: Request) -> Response:
             return _error(400, "the first message must be a JSON-RPC initialize request")
         if not (isinstance(msg, dict) and msg.get("method") == Served.INITIALIZE and "id" in msg):
             return _error(400, f"no {CONNECTION_HEADER}: the first message must be an initialize request")
-        opened = registry.open(state, principal, identity.teams)
+        opened = registry.open(state, identity)
         answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         opened.channel.waiting[msg["id"]] = answer
         await opened.channel.inbox.put(body.decode())
@@ -198,23 +223,30 @@ async def acp_stream(request: Request) -> Response:
         return _error(404, "no such connection: POST an initialize request first")
     session_scoped = request.headers.get(SESSION_HEADER) is not None
     heartbeat = state.settings.sse_heartbeat_s
+    revoked_frame = b"data: " + orjson.dumps(_revoked_message()) + b"\n\n"
 
     async def frames() -> AsyncIterator[bytes]:
         entry.streaming += 1
         try:
-            while not entry.task.done():
+            while not entry.task.done() and not entry.revoked.is_set():
                 if session_scoped:
                     # Everything arrives on the connection's stream; this one only stays open.
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(entry.task), heartbeat)
-                    yield b": keepalive\n\n"
+                    await _first(asyncio.shield(entry.task), entry.revoked.wait(), within=heartbeat)
+                    if not entry.revoked.is_set():
+                        yield b": keepalive\n\n"
                     continue
-                try:
-                    text = await asyncio.wait_for(entry.channel.outbox.get(), heartbeat)
-                except TimeoutError:
-                    yield b": keepalive\n\n"
+                if not entry.channel.outbox.empty():  # the common case under load: no waiting
+                    yield b"data: " + entry.channel.outbox.get_nowait().encode() + b"\n\n"
                     continue
-                yield b"data: " + text.encode() + b"\n\n"
+                got = await _first(entry.channel.outbox.get(), entry.revoked.wait(), within=heartbeat)
+                if entry.revoked.is_set():
+                    if isinstance(got, str):  # taken from the queue: not delivered after all
+                        with contextlib.suppress(asyncio.QueueFull):
+                            entry.channel.outbox.put_nowait(got)
+                    break
+                yield b": keepalive\n\n" if got is None else b"data: " + str(got).encode() + b"\n\n"
+            if entry.revoked.is_set():
+                yield revoked_frame  # the last message: why the stream ends
         finally:
             entry.streaming -= 1
             entry.touch()
@@ -224,6 +256,30 @@ async def acp_stream(request: Request) -> Response:
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+def _revoked_message() -> dict[str, Any]:
+    frame = outgoing.token_revoked(CloseReason.TOKEN_REVOKED.value)
+    return notification(frame.method, frame.params)
+
+
+async def _first(main: Any, stop: Any, *, within: float) -> Any:
+    """`main`'s result, or None when `stop` finished first or `within` seconds passed;
+    whichever did not finish is cancelled (`main` is shielded by the caller when it must
+    survive)."""
+    main_task = asyncio.ensure_future(main)
+    stop_task = asyncio.ensure_future(stop)
+    try:
+        done, _ = await asyncio.wait(
+            {main_task, stop_task}, timeout=within, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        stop_task.cancel()
+        if not main_task.done():
+            main_task.cancel()
+    if main_task in done and not main_task.cancelled() and main_task.exception() is None:
+        return main_task.result()
+    return None
 
 
 @router.delete("/acp", summary="ACP Streamable HTTP: close a connection")

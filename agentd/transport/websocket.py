@@ -7,7 +7,7 @@ import contextlib
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from agentd.infra.auth import CHALLENGE, AuthError, chosen_subprotocol
+from agentd.infra.auth import CHALLENGE, AuthError, AuthUnavailable, chosen_subprotocol
 from agentd.transport.connection import Connection
 from agentd.transport.guards import connection_key
 from agentd.transport.revocation import CloseCode, CloseReason
@@ -22,8 +22,19 @@ async def acp_endpoint(ws: WebSocket) -> None:
         body = {"error": "unauthorized", "detail": str(err)}
         await ws.send_denial_response(JSONResponse(body, status_code=401, headers=CHALLENGE))
         return
+    except AuthUnavailable as err:  # no database connection free: retry, the token may be good
+        busy = {"error": "overloaded", "detail": str(err), "retryAfter": err.retry_after}
+        await ws.send_denial_response(JSONResponse(busy, status_code=503, headers=err.headers))
+        return
     await ws.accept(subprotocol=chosen_subprotocol(ws.headers))
-    conn = Connection(ws, state, state.dispatcher, principal=identity.principal, teams=identity.teams)
+    conn = Connection(
+        ws,
+        state,
+        state.dispatcher,
+        principal=identity.principal,
+        teams=identity.teams,
+        token_hash=identity.token_hash,
+    )
 
     async def close_revoked() -> None:
         # The reader then sees the client's close and ends the connection as usual.

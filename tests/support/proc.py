@@ -72,7 +72,7 @@ async def agentd_serve(
     process group) on exit if still running."""
     await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
     port = free_port()
-    env = server_env(home, port=str(port), provider="scripted", **settings)
+    env = server_env(home, port=str(port), **{"provider": "scripted", **settings})
     log = home / log_name
     async with agentd_process(["serve", "--log-level", "warning"], env=env, log=log) as proc:
         base = f"http://127.0.0.1:{port}"

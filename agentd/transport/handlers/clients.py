@@ -14,8 +14,8 @@ from agentd.session.replay import ReplayMode
 from agentd.transport.client_hooks import ClientStopHook
 from agentd.transport.handlers.common import attach_with_replay, session_for, subscriber
 from agentd.transport.handlers.remote import attach_remote, here_or_owner
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access
+from agentd.transport.state import CallContext
 
 
 async def session_attach(ctx: CallContext, params: AttachParams) -> dict[str, Any]:
@@ -61,9 +61,12 @@ async def permission_respond(ctx: CallContext, params: PermissionRespondParams) 
     """First answer wins, as among WebSocket clients; every client then gets
     `_agentd/permission/resolved`."""
     actor = await session_for(ctx, params.session_id, Access.DRIVE)
+    # Answered only once the answer is in the store (issue 26): its resolution, taken now.
+    resolution = actor.permission_resolution(params.request_id)
     if params.outcome == "cancelled" or params.option_id is None:
         if not actor.cancel_permission(params.request_id):
             raise _not_pending(params.request_id)
+        await actor.permission_saved(resolution)
         return {"outcome": "cancelled"}
     won = actor.answer_permission(params.request_id, params.option_id)
     if won is None:
@@ -75,6 +78,7 @@ async def permission_respond(ctx: CallContext, params: PermissionRespondParams) 
         )
     if not won:
         raise _not_pending(params.request_id)
+    await actor.permission_saved(resolution)
     return {"outcome": "selected", "optionId": params.option_id}
 
 

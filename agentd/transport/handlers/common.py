@@ -11,8 +11,8 @@ from agentd.infra.config import AuthMode
 from agentd.protocol.jsonrpc import RpcError
 from agentd.session.config_options import MODES
 from agentd.session.sinks import FrameSink
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access, WatchSink, access_of, denied
+from agentd.transport.state import CallContext
 from agentd.transport.workspace_policy import check_contained, default_workspace
 
 if TYPE_CHECKING:

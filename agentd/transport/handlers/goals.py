@@ -9,8 +9,8 @@ from typing import Any
 from agentd.protocol.agentd import GoalSetParams, RewindParams, SessionParams
 from agentd.session.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone, Rewind
 from agentd.transport.handlers.common import session_for
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access
+from agentd.transport.state import CallContext
 
 
 async def goal_set(ctx: CallContext, params: GoalSetParams) -> dict[str, Any]:

@@ -40,8 +40,8 @@ from agentd.transport.handlers.ended import end_closed, end_deleted
 from agentd.transport.handlers.remote import here_or_owner, load_remote
 from agentd.transport.handlers.session_info import live_listing, search_query
 from agentd.transport.handlers.share import listing_meta
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access, denied
+from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor

@@ -20,8 +20,9 @@ from agentd.session.commands import (
 )
 from agentd.transport.guards import check_prompt_size
 from agentd.transport.handlers.common import agentd_meta, attach_with_replay, session_for
-from agentd.transport.rpc import CallContext, Method
+from agentd.transport.rpc import Method
 from agentd.transport.sharing import Access
+from agentd.transport.state import CallContext
 
 
 def _prompt_meta(ctx: CallContext, meta: Any) -> dict[str, Any]:

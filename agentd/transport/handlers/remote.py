@@ -16,8 +16,8 @@ from agentd.session.replay import ReplayAborted, ReplayMode
 from agentd.session.sinks import tracked_sessions
 from agentd.store.records import SessionRecord
 from agentd.transport.handlers.common import owner_access, session_access, subscriber
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access
+from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor

@@ -12,12 +12,13 @@ from agentd.protocol.jsonrpc import RpcError
 from agentd.session.commands import SetAgent, SetMode, SetModel, SetPlan
 from agentd.session.config_options import PLAN_OFF, PLAN_ON
 from agentd.transport.handlers.common import config_options, known_agent, session_for
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access
+from agentd.transport.state import CallContext
 
 
 async def session_set_config_option(ctx: CallContext, params: SetConfigOptionParams) -> dict[str, Any]:
     actor = await session_for(ctx, params.session_id, Access.DRIVE)
+    since = ctx.state.writer.mark()
     loop = asyncio.get_running_loop()
     if params.config_id == "mode":
         await session_set_mode(ctx, SetModeParams(session_id=params.session_id, mode_id=str(params.value)))
@@ -49,7 +50,8 @@ async def session_set_config_option(ctx: CallContext, params: SetConfigOptionPar
         raise RpcError.invalid_params(
             f"Invalid params: configId: {msg}", [{"path": "configId", "message": msg}]
         )
-    await ctx.state.writer.barrier()  # every client sees config_option_update before the answer
+    # Stored (else a retryable error), and every client saw config_option_update, first.
+    await ctx.state.writer.require_committed(actor.id, since)
     return {"configOptions": config_options(ctx, actor)}
 
 
@@ -62,8 +64,10 @@ async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str,
             f"Invalid params: unknown mode {params.mode_id!r} (one of {known})"
         ) from None
     actor = await session_for(ctx, params.session_id, Access.DRIVE)
+    since = ctx.state.writer.mark()
     reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     actor.send(SetMode(mode, reply))
     await reply
-    await ctx.state.writer.barrier()  # clients see current_mode_update before the response
+    # Stored (else a retryable error), and clients saw current_mode_update, before the answer.
+    await ctx.state.writer.require_committed(actor.id, since)
     return {}

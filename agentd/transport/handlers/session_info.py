@@ -13,8 +13,8 @@ from agentd.protocol.agentd import RenameParams
 from agentd.protocol.jsonrpc import RpcError
 from agentd.session.commands import SetTitle
 from agentd.transport.handlers.common import agentd_meta, session_for
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access, holder
+from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor
@@ -80,8 +80,9 @@ async def session_rename(ctx: CallContext, params: RenameParams) -> dict[str, An
     """A driver or the owner names the session; the title is stored (it outlives restarts)
     and every attached client gets a `session_info_update` before the answer."""
     actor = await session_for(ctx, params.session_id, Access.DRIVE)
+    since = ctx.state.writer.mark()
     reply: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     actor.send(SetTitle(params.title, reply))
     await reply
-    await ctx.state.writer.barrier()  # stored before the answer
+    await ctx.state.writer.require_committed(actor.id, since)  # stored before the answer
     return {"sessionId": actor.id, "title": params.title}

@@ -13,8 +13,8 @@ from agentd.session.sinks import requesting
 from agentd.store.records import SessionSummary
 from agentd.transport.handlers.common import session_for
 from agentd.transport.handlers.ended import end_deleted, end_watch
-from agentd.transport.rpc import CallContext
 from agentd.transport.sharing import Access, access_of, holder
+from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
     from agentd.session.hub import EventHub

@@ -43,3 +43,32 @@ def test_history_bench_smoke_prints_cpu_at_both_history_lengths_and_the_ratio() 
             r"ratio=([\d.]+|inf) \(target <= 1.5: (met|not met)\)"
         )
         assert re.search(line, out, re.M), out
+
+
+def test_live_chunks_bench_smoke_prints_both_clients_delays_per_broker() -> None:
+    out = _run("live_chunks.py")
+    if "postgres skipped" in out:
+        return  # replicas share a Postgres database: nothing to run without one
+    figure = r"p50= *[\d.]+ p99= *[\d.]+ ms"
+    for broker in ("notify", "redis"):
+        line = (
+            rf"^{broker} +sessions=1 +chunks=20 +owner {figure} \| non-owner {figure} \| "
+            rf"p99 diff= *[+-][\d.]+ ms \((ok|OVER 50 ms)\) \| lag {figure} \| missed=\d+$"
+        )
+        assert re.search(line, out, re.M) or (broker == "redis" and "redis skipped" in out), out
+
+
+def test_fairness_bench_smoke_prints_both_p99_with_and_without_the_flood() -> None:
+    out = _run("fairness.py")
+    for phase in ("baseline", r"flood \(defaults\)"):
+        line = rf"^{phase} +B turns n=\d+ +p50= *[\d.]+ ms p99= *[\d.]+ ms .*\| /healthz n=\d+ +p50= "
+        assert re.search(line, out, re.M), out
+    assert re.search(r"^ +A's prompts: .*rate=\d+", out, re.M), out
+    assert re.search(r"^side by side: flood \(defaults\): B p99 [\d.]+ ms vs [\d.]+ ms", out, re.M), out
+
+
+def test_revocation_bench_smoke_prints_the_time_to_end_each_transport() -> None:
+    out = _run("revocation.py")
+    for name in ("websocket", "sse", "streamable http"):
+        assert re.search(rf"^{name} +rounds=2 revoke -> ended: median= *\d+ ms max= *\d+ ms", out, re.M), out
+    assert re.search(r"^worst \d+ ms; target <= 1 s: ", out, re.M), out

@@ -89,7 +89,9 @@ def replicas() -> dict[str, dict[str, Any]]:
 
 
 def proxy() -> dict[str, Any]:
-    (found,) = [s for s in compose()["services"].values() if in_profile(s) and "image" in s]
+    (found,) = [
+        s for s in compose()["services"].values() if in_profile(s) and "image" in s and s.get("ports")
+    ]  # the profile's one published image (Redis is only reachable inside)
     return dict(found)
 
 
@@ -128,6 +130,16 @@ def test_the_profile_runs_two_replicas_with_their_own_ids_and_homes_on_one_datab
     assert workspaces[0] == workspaces[1] and workspaces[0]  # either replica can run any session
     # The single-replica default is unchanged: `docker compose up` starts only the first one.
     assert [name for name, s in found.items() if not s.get("profiles")] == ["agentd"]
+
+
+def test_the_profile_runs_redis_and_every_replica_uses_it_for_live_text() -> None:
+    redis = compose()["services"]["redis"]
+    assert in_profile(redis) and re.fullmatch(r"redis:[\w.-]+", redis["image"]), redis
+    assert "ports" not in redis and "volumes" not in redis  # pub/sub only: nothing kept, not published
+    urls = {s["environment"]["AGENTD_REDIS_URL"] for s in replicas().values()}
+    # One broker for all: a replica on NOTIFY would not hear one on Redis (nor the reverse).
+    assert len(urls) == 1 and urls.pop().startswith("redis://redis:6379/"), urls
+    assert Settings(redis_url="redis://redis:6379/0").redis_url  # a setting agentd knows
 
 
 def test_the_proxy_is_an_official_image_in_front_of_exactly_the_replicas() -> None:

@@ -135,8 +135,11 @@ async def test_every_acknowledged_enqueue_survives_kill_9(
             dict(zip(acked, (f"p{i}" for i in range(n)), strict=True))[pid] for _, pid in by_position
         ]
         # Its retry after the restart is answered with the same prompt, and queues nothing.
-        again = await client.call("_agentd/prompt/enqueue", _enqueue_params(sid, "p0 again", "r0"))
+        again = await client.call("_agentd/prompt/enqueue", _enqueue_params(sid, "p0", "r0"))
         assert again["promptId"] == acked[0]
+        # The same requestId for other content is no retry (issue 28 item 5), after a restart too.
+        reused = await client.request("_agentd/prompt/enqueue", _enqueue_params(sid, "p0 again", "r0"))
+        assert reused["error"]["code"] == -32030 and reused["error"]["data"]["promptId"] == acked[0]
         listed = await client.call("_agentd/queue/list", {"sessionId": sid})
         assert len(listed["queue"]) == len(queued)
         await client.close()
@@ -160,7 +163,7 @@ async def test_repeated_enqueue_is_answered_with_the_original_live_and_after_it_
         assert first["position"] == 1
 
         # While it waits: the same {promptId, position}, over WebSocket and POST /rpc.
-        again = await client.call("_agentd/prompt/enqueue", _enqueue_params(sid, "one (retry)", "req-1"))
+        again = await client.call("_agentd/prompt/enqueue", _enqueue_params(sid, "one", "req-1"))
         assert again == first
         over_http = await asyncio.wait_for(
             _rpc(server.base_url, "_agentd/prompt/enqueue", _enqueue_params(sid, "one", "req-1")), BOUND_S

@@ -2,7 +2,10 @@
 `Router`s on one database, each woken by its own `PgListener`. A command reaches its
 owner and the answer its caller, the row is gone afterwards; a caller never hangs — no
 owner serving: `route_timeout`; the owner's lease gone: `owner_lost`; the owner process
-restarted (same replica id) while running it: `owner_restarted`."""
+restarted (same replica id) while running it: `owner_restarted`. A command the dead owner
+never started is withdrawn (`OwnerGone.ran` False: safe to carry on elsewhere, and the owner
+coming back can no longer run it). A pool with no free connection on the owner delays a
+command, never loses it, and never ends the router (issue 26 item 5)."""
 
 from __future__ import annotations
 
@@ -13,14 +16,18 @@ from typing import Any
 
 import asyncpg
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.routing import Router
+from agentd.session.routing import OwnerGone, Router
 from agentd.store import leases as store_leases
+from agentd.store import routed as routed_rows
 from agentd.store.db import Store
 from agentd.store.notify import PgListener, asyncpg_dsn
 from agentd.store.routed import RoutedCommand
 from tests.support.databases import postgres_database
+from tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(60)
 SID = "sess_routed"
@@ -45,6 +52,10 @@ async def _rows(url: str) -> int:
         return int(await conn.fetchval("SELECT count(*) FROM routed_commands"))
     finally:
         await conn.close()
+
+
+async def _no_rows(url: str) -> bool:
+    return await _rows(url) == 0
 
 
 async def _forward(
@@ -90,7 +101,9 @@ async def test_commands_reach_the_owner_and_callers_never_hang() -> None:
                 answer = await _forward(caller, "replica-a", n=1)
                 assert answer == {"result": {"echo": {"sessionId": SID, "n": 1}, "as": "alice"}}
                 assert seen[-1].teams == ("core",) and seen[-1].caller == "replica-b"
-                assert await _rows(url) == 0  # read and deleted
+                await until(
+                    lambda: _no_rows(url), 10
+                )  # deleted (later: the outcome came in its notification)
                 # The owner does not answer in time: a clear, retryable error at the deadline.
                 with pytest.raises(SessionError) as timed_out:
                     await _forward(caller, "replica-a", hold=True)
@@ -130,4 +143,104 @@ async def test_commands_reach_the_owner_and_callers_never_hang() -> None:
             assert await _rows(url) == 0
         finally:
             release.set()
+            await store.close()
+
+
+async def test_a_command_the_dead_owner_never_started_is_withdrawn_for_carrying_on() -> None:
+    async with postgres_database(migrated=True) as url:
+        store = await Store.open(url)
+        await store.create_session(id=SID, owner="alice", cwd="/w", mode="default", model="m")
+        caller = Router(store.engine, "replica-b", timeout_s=30, check_interval_s=0.2)
+        try:
+            await caller.start()
+            assert await store_leases.acquire(store.engine, SID, "replica-a", 30, 1) == 1
+            async with listening(url, caller):
+                # A is dead (nobody serves its channel): the command waits while its lease runs.
+                sent = asyncio.create_task(_forward(caller, "replica-a", wait_for_turn=True, n=1))
+                await until(lambda: _has_rows(url), 10)
+                assert not sent.done()
+                await store_leases.release(store.engine, SID, "replica-a", 1)  # the lease ran out
+                with pytest.raises(OwnerGone) as gone:
+                    await asyncio.wait_for(sent, 10)
+                assert gone.value.ran is False and gone.value.holder is None
+                assert gone.value.data == {"reason": "owner_lost", "retryable": True}
+                assert await _rows(url) == 0  # withdrawn: A, were it to come back, finds nothing to run
+        finally:
+            await store.close()
+
+
+async def test_an_exhausted_pool_on_the_owner_delays_a_command_and_the_router_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with postgres_database(migrated=True) as url:
+        store = await Store.open(url)
+        await store.create_session(id=SID, owner="alice", cwd="/w", mode="default", model="m")
+        tiny = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=0.1)
+        owner = Router(tiny, "replica-a", timeout_s=30, check_interval_s=0.2)
+        caller = Router(store.engine, "replica-b", timeout_s=30, check_interval_s=0.2)
+
+        async def execute(command: RoutedCommand) -> dict[str, Any]:
+            return {"result": {"n": command.params["n"]}}
+
+        owner.execute = execute
+        rescans = asyncio.create_task(owner.run())
+        try:
+            await owner.start()
+            await caller.start()
+            assert await store_leases.acquire(store.engine, SID, "replica-a", 30, 1) == 1
+            async with listening(url, owner), listening(url, caller):
+                async with tiny.connect() as hog:  # the owner's only connection, taken
+                    await hog.execute(text("SELECT 1"))
+                    sent = asyncio.create_task(_forward(caller, "replica-a", n=1))
+                    await until(lambda: "claiming routed command" in caplog.text, 10)
+                    assert not sent.done()
+                # Freed: the claim goes through on a retry (or the rescan), the answer comes back.
+                assert await asyncio.wait_for(sent, 20) == {"result": {"n": 1}}
+                assert await _forward(caller, "replica-a", n=2) == {"result": {"n": 2}}  # still serving
+            assert "Task exception was never retrieved" not in caplog.text
+            assert not rescans.done()
+        finally:
+            rescans.cancel()
+            await owner.stop()
+            await tiny.dispose()
+            await store.close()
+
+
+async def _has_rows(url: str) -> bool:
+    return await _rows(url) > 0
+
+
+async def test_a_claim_whose_answer_was_lost_is_taken_again_by_the_same_process() -> None:
+    """The claim committed but its connection dropped before the answer: the row is running
+    under this process's own stamp; the retry (or the next rescan) takes it again and runs
+    it, instead of leaving its caller waiting for good."""
+    async with postgres_database(migrated=True) as url:
+        store = await Store.open(url)
+        await store.create_session(id=SID, owner="alice", cwd="/w", mode="default", model="m")
+        owner = Router(store.engine, "replica-a", timeout_s=30, check_interval_s=0.2)
+        caller = Router(store.engine, "replica-b", timeout_s=30, check_interval_s=0.2)
+        ran: list[int] = []
+
+        async def execute(command: RoutedCommand) -> dict[str, Any]:
+            ran.append(command.id)
+            return {"result": {"n": command.params["n"]}}
+
+        owner.execute = execute
+        try:
+            await caller.start()
+            assert await store_leases.acquire(store.engine, SID, "replica-a", 30, 1) == 1
+            async with listening(url, caller):  # (nobody listens for A: it is woken by hand)
+                sent = asyncio.create_task(_forward(caller, "replica-a", n=7))
+                await until(lambda: _has_rows(url), 10)
+                (command_id,) = await routed_rows.pending(store.engine, "replica-a", owner.incarnation)
+                assert await routed_rows.claim(
+                    store.engine, command_id, "replica-a", owner.incarnation
+                )  # answer "lost"
+                other = await routed_rows.claim(store.engine, command_id, "replica-a", "another-process")
+                assert other is None  # nobody else can take it
+                await owner.rescan()
+                assert await asyncio.wait_for(sent, 10) == {"result": {"n": 7}}
+                assert ran == [command_id]  # run once
+        finally:
+            await owner.stop()
             await store.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +102,11 @@ class Completion:
     model: str = "fake-model"
     stall_after: int | None = None  # after N blocks, go silent for `stall_s` (a stalled stream)
     stall_s: float = 30.0
+    # After `gate_after` blocks, wait until the test sets `gate` (a stream provably mid-way).
+    gate_after: int | None = None
+    gate: threading.Event | None = None
+    # When set, `time.perf_counter()` after each block went out (benchmarks: chunk delays).
+    sent_at: list[float] | None = None
 
     @classmethod
     def from_text(cls, text: str, *, chunk_size: int = 4, **kwargs: Any) -> Completion:
@@ -283,6 +289,8 @@ class _BlockStream(Response):
         delay: float = 0.0,
         abort: bool = False,
         pauses: dict[int, float] | None = None,
+        gate: tuple[int, threading.Event] | None = None,
+        sent_at: list[float] | None = None,
     ) -> None:
         self.blocks = blocks
         self.status_code = status
@@ -291,6 +299,8 @@ class _BlockStream(Response):
         self.delay = delay
         self.abort = abort
         self.pauses = pauses or {}  # block index → seconds of silence before it
+        self.gate = gate  # (block index, event): that block waits for the event
+        self.sent_at = sent_at
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -315,6 +325,12 @@ class _BlockStream(Response):
                 }
             )
             for i, block in enumerate(self.blocks):
+                if self.gate is not None and self.gate[0] == i:
+                    gate = self.gate[1]
+                    while not gate.is_set():  # the test's thread sets it; polled, not blocking our loop
+                        if disconnected.is_set():
+                            return
+                        await asyncio.sleep(0.005)
                 pause = self.pauses.get(i, self.first_delay if i == 0 else self.delay)
                 if pause > 0:
                     try:
@@ -323,6 +339,8 @@ class _BlockStream(Response):
                     except TimeoutError:
                         pass
                 await send({"type": "http.response.body", "body": block, "more_body": True})
+                if self.sent_at is not None:
+                    self.sent_at.append(time.perf_counter())
             if not self.abort:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
@@ -391,6 +409,10 @@ class FakeOpenAI(ScriptedServer[ScriptedResponse]):
             delay=script.chunk_delay,
             abort=script.cut_after is not None and script.cut_abruptly,
             pauses={script.stall_after: script.stall_s} if script.stall_after is not None else None,
+            gate=(script.gate_after, script.gate)
+            if script.gate_after is not None and script.gate is not None
+            else None,
+            sent_at=script.sent_at,
         )
 
     thread_name = "fake-openai"

@@ -67,6 +67,31 @@ async def test_a_session_taken_over_is_lost_and_reported(db: dict[str, Any]) -> 
     assert err.value.data is not None and err.value.data["owner"] == "B"
 
 
+async def test_a_holder_seen_is_remembered_until_its_lease_ends_and_forgotten_when_gone(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A non-owner asks the database once per lease seen, not once per routed command."""
+    asked: list[str] = []
+    acquire = store_leases.acquire
+
+    async def counting(*args: Any) -> int | store_leases.Holder | None:
+        asked.append(args[1])
+        return await acquire(*args)
+
+    monkeypatch.setattr(store_leases, "acquire", counting)
+    db["rows"]["s1"] = ("B", 1)  # B holds it (5 s left, as the stand-in says)
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    for _ in range(3):
+        with pytest.raises(SessionError) as err:
+            await keeper.acquire("s1")
+        assert err.value.data is not None and err.value.data["owner"] == "B"
+    assert asked == ["s1"]  # remembered
+    keeper.forget_holder("s1")  # the router found B gone: ask again
+    db["rows"]["s1"] = (None, 1)  # (its lease ran out)
+    await keeper.acquire("s1")
+    assert asked == ["s1", "s1"] and keeper.fences == {"s1": 2}
+
+
 async def test_unreachable_database_loses_leases_only_once_they_ran_out(
     db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -25,6 +25,9 @@ class FakeJournal:
     def persist_fields(self, fields: dict[str, Any]) -> None:
         pass
 
+    def mark(self) -> int:
+        return 0
+
 
 class FakeRender:
     def permission_request(self, sid: str, rid: str, call: dict[str, Any], options: Any) -> tuple[str, dict]:

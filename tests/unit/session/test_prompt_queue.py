@@ -114,3 +114,33 @@ async def test_a_stored_command_is_classified_again_when_read_back() -> None:
         QueueKind.LOCAL,
         QueueKind.PROMPT,
     ]
+
+
+# ---------------------------------------------------------------- content digests (issue 28 item 5)
+
+
+def test_the_content_digest_tells_other_content_from_a_retry() -> None:
+    from agentd.session.prompt_queue import content_digest
+
+    one = content_digest([TextContent(text="hello")])
+    assert one == content_digest([TextContent(text="hello")])
+    assert one != content_digest([TextContent(text="hello!")])
+    assert one != content_digest([TextContent(text="hel"), TextContent(text="lo")])
+
+
+async def test_the_ledger_keeps_each_request_ids_first_digest() -> None:
+    from agentd.session.prompt_queue import REQUEST_DIGEST
+
+    ledger = RequestLedger()
+    loop = asyncio.get_running_loop()
+    cmd = Prompt(
+        [TextContent(text="a")], loop.create_future(), meta={"requestId": "r1", REQUEST_DIGEST: "d1"}
+    )
+    ledger.remember("r1", QueuedPrompt("p1", cmd))
+    cmd.blocks = [TextContent(text="edited in the queue")]  # an edit does not change what was submitted
+    assert ledger.digest_of("r1") == "d1"
+    ledger.remember_outcome("r2", PromptDone("p2", None, TurnOutcome.cancelled("user_cancelled")), "d2")
+    ledger.remember_outcome(
+        "r3", PromptDone("p3", None, TurnOutcome.cancelled("user_cancelled"))
+    )  # an older log
+    assert (ledger.digest_of("r2"), ledger.digest_of("r3"), ledger.digest_of("r4")) == ("d2", None, None)

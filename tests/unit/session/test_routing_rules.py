@@ -12,10 +12,19 @@ from agentd.protocol.methods import QueueOp, Served
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.leases import owned_elsewhere
 from agentd.session.remote import RemoteWatch
+from agentd.session.routing import OwnerGone
 from agentd.store.db import Store
-from agentd.store.routed import Wake, parse_payload, payload, replica_channel
+from agentd.store.routed import (
+    MAX_NOTIFY_PAYLOAD,
+    Wake,
+    carried_outcome,
+    parse_payload,
+    payload,
+    replica_channel,
+    reply_payload,
+)
 from agentd.transport.render import ACP_RENDERER
-from agentd.transport.routed import ROUTED, TURN_LONG, connection_bound, routable, session_id_of
+from agentd.transport.routed import ROUTED, TURN_LONG, carryable, connection_bound, routable, session_id_of
 
 
 def test_payloads_round_trip_and_anything_else_is_ignored() -> None:
@@ -120,3 +129,37 @@ def test_a_stop_hook_on_a_non_owner_is_refused_saying_why_and_not_to_retry() -> 
 def test_only_what_waits_for_a_turn_is_forwarded_without_a_deadline() -> None:
     assert TURN_LONG == {Served.SESSION_PROMPT, Served.COMPACT}  # compaction runs a model call
     assert TURN_LONG <= ROUTED
+
+
+def test_a_reply_carries_its_outcome_when_it_fits_and_only_then() -> None:
+    small = '{"result":{"stopReason":"end_turn"}}'
+    raw = reply_payload(7, small)
+    assert parse_payload(raw) == (Wake.REPLY, 7)
+    assert carried_outcome(raw) == {"result": {"stopReason": "end_turn"}}
+    big = '{"result":{"text":"' + "x" * MAX_NOTIFY_PAYLOAD + '"}}'
+    assert reply_payload(7, big) == payload(Wake.REPLY, 7)  # read from its row instead
+    assert carried_outcome(payload(Wake.REPLY, 7)) is None
+    for bad in [
+        "reply 7 {",
+        "reply 7 [1]",
+        'reply 7 {"other":1}',
+        'cmd 7 {"result":{}}',
+        'reply 7 {"error":3}',
+    ]:
+        assert carried_outcome(bad) is None, bad
+
+
+def test_only_a_command_that_never_ran_or_a_prompt_with_a_requestid_is_carried_on() -> None:
+    never_ran = OwnerGone("s", "replica-a", None, ran=False)
+    may_have_run = OwnerGone("s", "replica-a", "replica-c", ran=None)
+    with_id = {"sessionId": "s", "_meta": {"agentd": {"requestId": "r-1"}}}
+    for method in (Served.SESSION_PROMPT, Served.RENAME, Served.SESSION_CANCEL, QueueOp.REMOVE.method):
+        assert carryable(method, {"sessionId": "s"}, never_ran)  # it never ran: safe anywhere
+    for method in (Served.SESSION_PROMPT, Served.ENQUEUE, Served.SEND_NOW):
+        assert carryable(method, with_id, may_have_run)  # joins its first run
+        assert not carryable(method, {"sessionId": "s"}, may_have_run)  # might run twice
+    assert not carryable(Served.RENAME, with_id, may_have_run)
+    assert not carryable(Served.SESSION_PROMPT, {"_meta": {"agentd": {"requestId": 3}}}, may_have_run)
+    assert may_have_run.data == {"reason": "owner_lost", "retryable": True}
+    assert "may or may not have taken effect" in may_have_run.message
+    assert "may or may not" not in never_ran.message

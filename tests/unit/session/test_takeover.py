@@ -4,6 +4,8 @@ sweep against real replicas: tests/e2e/session/test_failover.py)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Collection
 from typing import Any, cast
 
 import pytest
@@ -13,34 +15,59 @@ from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.leases import owned_elsewhere
 from agentd.session.manager import SessionManager
 from agentd.session.takeover import RETRY_FIRST_S, Backoff, Takeover, sweep_interval
+from tests.support.polling import until
+
+
+class FakeLeases:
+    def __init__(self) -> None:
+        self.released: list[str] = []
+
+    def release(self, session_id: str) -> None:
+        self.released.append(session_id)
 
 
 class FakeManager:
-    def __init__(self, outcomes: dict[str, Any]) -> None:
+    def __init__(self, outcomes: dict[str, Any], *, gate: asyncio.Event | None = None) -> None:
         self.outcomes = outcomes  # sid → an actor stand-in, None (gone) or an exception
         self.loaded: list[str] = []
-        self.live: set[str] = set()
         self.closing = False
-
-    def live_actor(self, session_id: str) -> object | None:
-        return object() if session_id in self.live else None
+        self.leases = FakeLeases()
+        self.gate = gate  # loads wait for it (to see them run side by side)
+        self.loading = 0
+        self.most_at_once = 0
 
     async def get(self, session_id: str) -> object | None:
         self.loaded.append(session_id)
-        outcome = self.outcomes[session_id]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+        self.loading += 1
+        self.most_at_once = max(self.most_at_once, self.loading)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            outcome = self.outcomes[session_id]
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+        finally:
+            self.loading -= 1
 
 
-def _sweeper(manager: FakeManager, found: list[str], batch: int = 8) -> tuple[Takeover, list[int]]:
-    asked: list[int] = []
+class FakeClaims:
+    """The database's side: each orphan is handed out once (as SKIP LOCKED does)."""
 
-    async def find(limit: int) -> list[str]:
-        asked.append(limit)
-        return found[:limit]
+    def __init__(self, orphans: list[str]) -> None:
+        self.orphans = list(orphans)
+        self.asked: list[tuple[int, frozenset[str]]] = []
 
-    return Takeover(cast(SessionManager, manager), find, interval_s=1.0, batch=batch), asked
+    async def __call__(self, limit: int, skip: Collection[str]) -> list[str]:
+        self.asked.append((limit, frozenset(skip)))
+        got = [s for s in self.orphans if s not in skip][:limit]
+        for s in got:
+            self.orphans.remove(s)
+        return got
+
+
+def _sweeper(manager: FakeManager, claims: FakeClaims, parallel: int = 8) -> Takeover:
+    return Takeover(cast(SessionManager, manager), claims, interval_s=1.0, parallel=parallel)
 
 
 def test_the_sweep_runs_a_quarter_of_a_lease_so_the_default_takeover_is_within_15_s() -> None:
@@ -51,34 +78,82 @@ def test_the_sweep_runs_a_quarter_of_a_lease_so_the_default_takeover_is_within_1
     assert sweep_interval(0.01) > 0  # never a busy loop
 
 
-async def test_a_sweep_takes_what_it_wins_and_skips_what_another_replica_won() -> None:
-    manager = FakeManager(
-        {"won": object(), "lost": owned_elsewhere("lost", "replica-c", 3.0), "gone": None, "mine": object()}
-    )
-    manager.live.add("mine")
-    sweeper, asked = _sweeper(manager, ["won", "lost", "gone", "mine"], batch=8)
+async def test_a_sweep_claims_as_many_as_it_has_free_slots_and_claims_again_as_they_free() -> None:
+    sids = [f"s{i}" for i in range(10)]
+    manager = FakeManager(dict.fromkeys(sids, object()))
+    claims = FakeClaims(sids)
+    sweeper = _sweeper(manager, claims, parallel=4)
+    assert sorted(await sweeper.sweep()) == sorted(sids)
+    assert sorted(manager.loaded) == sorted(sids)  # each loaded once
+    assert claims.asked[0][0] == 4  # the first claim fills the slots
+    assert all(limit <= 4 for limit, _ in claims.asked)
+    assert claims.orphans == [] and sweeper.taken == 10
+
+
+async def test_the_claimed_sessions_load_side_by_side_up_to_the_bound() -> None:
+    sids = [f"s{i}" for i in range(6)]
+    gate = asyncio.Event()
+    manager = FakeManager(dict.fromkeys(sids, object()), gate=gate)
+    sweeper = _sweeper(manager, FakeClaims(sids), parallel=4)
+    sweep = asyncio.create_task(sweeper.sweep())
+    await until(lambda: manager.loading == 4, 5)
+    gate.set()
+    assert len(await sweep) == 6
+    assert manager.most_at_once == 4  # concurrent, and bounded
+
+
+async def test_a_session_another_replica_won_or_that_is_gone_is_not_counted() -> None:
+    manager = FakeManager({"won": object(), "lost": owned_elsewhere("lost", "replica-c", 3.0), "gone": None})
+    sweeper = _sweeper(manager, FakeClaims(["won", "lost", "gone"]))
     assert await sweeper.sweep() == ["won"]
-    assert asked == [8]  # bounded by the batch
-    assert manager.loaded == ["won", "lost", "gone"]  # its own live actor is not loaded again
     assert sweeper.taken == 1
 
 
 async def test_a_failing_session_waits_longer_each_time_and_others_go_on() -> None:
     broken = SessionError(SessionErrorKind.INTERNAL, "the database refused its recovery writes")
     manager = FakeManager({"broken": broken, "fine": object()})
-    sweeper, _ = _sweeper(manager, ["broken", "fine"])
+    claims = FakeClaims(["broken", "fine"])
+    sweeper = _sweeper(manager, claims)
     assert await sweeper.sweep() == ["fine"]
-    manager.live.add("fine")
-    assert await sweeper.sweep() == []  # within its wait: not tried again
+    claims.orphans.append("broken")  # released by the failed load: orphaned again
+    assert await sweeper.sweep() == []
+    assert "broken" in claims.asked[-1][1]  # within its wait: not claimed again
     assert manager.loaded == ["broken", "fine"]
 
 
-async def test_a_closing_manager_stops_the_sweep() -> None:
+async def test_a_failing_claim_lets_the_loads_under_way_finish() -> None:
+    manager = FakeManager({"a": object()})
+    calls = 0
+
+    async def claim(limit: int, skip: Collection[str]) -> list[str]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return ["a"]
+        raise OSError("connection lost")
+
+    sweeper = Takeover(cast(SessionManager, manager), claim, interval_s=1.0, parallel=1)
+    assert await sweeper.sweep() == ["a"]
+
+
+async def test_a_closing_manager_claims_nothing_and_releases_what_it_had_claimed() -> None:
     manager = FakeManager({"a": object()})
     manager.closing = True
-    sweeper, _ = _sweeper(manager, ["a"])
+    claims = FakeClaims(["a"])
+    assert await _sweeper(manager, claims).sweep() == []
+    assert claims.asked == [] and manager.loaded == []
+
+
+async def test_a_claimed_session_the_closing_manager_will_not_load_is_released() -> None:
+    manager = FakeManager({"a": object()})
+
+    async def claim(limit: int, skip: Collection[str]) -> list[str]:
+        manager.closing = True  # the server began stopping while the claim ran
+        return ["a"]
+
+    sweeper = Takeover(cast(SessionManager, manager), claim, interval_s=1.0)
     assert await sweeper.sweep() == []
-    assert manager.loaded == []
+    assert manager.leases.released == ["a"] and manager.loaded == []
 
 
 def test_backoff_doubles_up_to_its_cap_and_forgets_on_success() -> None:

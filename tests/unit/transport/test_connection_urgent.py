@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from agentd.protocol.agentd import OptIn
 from agentd.transport.connection import Connection
 from tests.support.polling import until
 
@@ -34,7 +35,9 @@ class Channel:
 
 def connection(channel: Channel, capacity: int = 10) -> Connection:
     state = SimpleNamespace(settings=SimpleNamespace(client_buffer_frames=capacity))
-    return Connection(channel, cast(Any, state), cast(Any, None), "alice")
+    conn = Connection(channel, cast(Any, state), cast(Any, None), "alice")
+    conn.opt_in = OptIn(notifications=["*"])  # agentd's own notifications: an agentd client
+    return conn
 
 
 async def test_an_urgent_frame_reaches_an_idle_client_at_once() -> None:

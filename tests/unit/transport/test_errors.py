@@ -100,7 +100,12 @@ def test_every_kind_has_a_code() -> None:
             "replay stopped: d",
             None,
         ),
-        (SessionError(SessionErrorKind.INTERNAL, "session s1: refused"), -32603, "session s1: refused", None),
+        (
+            SessionError(SessionErrorKind.INTERNAL, "session s1: refused"),
+            -32603,
+            "session s1: refused",
+            {"reason": "internal", "retryable": False},
+        ),
         (
             route_failed("owner_lost", "replica a is gone; retry"),
             -32021,  # its own code: a client tells "retry" from a bug (-32603)

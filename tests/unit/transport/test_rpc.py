@@ -62,14 +62,14 @@ class FakeLimiter:
     wait: float | None = None
     keys: list[str] = field(default_factory=list)
 
-    def allow(self, key: str) -> float | None:
+    def allow(self, key: str, cost: float = 1.0) -> float | None:
         self.keys.append(key)
         return self.wait
 
 
 def context(*, wait: float | None = None, connection: Any = None, depth: int = 64) -> CallContext:
     state = SimpleNamespace(
-        settings=SimpleNamespace(max_json_depth=depth, rate_limit_per_s=10),
+        settings=SimpleNamespace(max_json_depth=depth, rate_limit_per_s=10, max_prompt_blocks=1000),
         rate_limiter=FakeLimiter(wait),
         auth=SimpleNamespace(mode=AuthMode.NONE),
     )
