@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,10 @@ from agentd.protocol.methods import ClientRequest, Notification, QueueOp, Served
 
 console = Console(highlight=False, soft_wrap=True)
 screen = ChatScreen(console)
+
+INTERRUPT = "\x03"  # Ctrl-C, as a line or an answer: never typed by a person (the terminal signals it)
+MAX_ECHOES = 256  # waiting prompts remembered for their echo
+CANCELLED = "cancelled"  # a question left by Ctrl-C: the turn is being cancelled
 
 ANSWERS = {"y": "allow_once", "yes": "allow_once", "a": "allow_always", "always": "allow_always",
            "n": "reject_once", "no": "reject_once"}  # fmt: skip
@@ -53,6 +58,12 @@ class Chat:
         self.permissions: collections.deque[dict[str, Any]] = collections.deque()
         self.answer: asyncio.Future[str] | None = None  # a line from the user answers it
         self._asking: asyncio.Task[None] | None = None
+        # Prompts of ours that did not start at once, by requestId (`turn_started` names it,
+        # even when it comes before the answer): shown when they start, as last edited.
+        self.echo: dict[str, str] = {}
+        self.edited: dict[str, str] = {}  # promptId -> its text after an /edit
+        self.interjected_in: str | None = None  # the turn we last sent words into
+        self.cancelling = False  # Ctrl-C cancelled the running turn: another one quits
 
     # ------------------------------------------------------------ state
 
@@ -97,10 +108,16 @@ class Chat:
         if kind == "turn_started":
             self.running = str(event.get("turnId"))
             self.started_or_gone(str(event.get("promptId")))
+            waited = self.echo.pop(str(event.get("requestId")), None)
+            edited = self.edited.pop(str(event.get("promptId")), None)
+            if waited is not None:
+                waited = edited or waited  # typed earlier, scrolled away since: say what runs now
+                screen.line(Text.assemble(("> ", "bold"), (waited, "bold"), ("  (from the queue)", "dim")))
             if event.get("source") == "task_notification":  # not ours: a finished background task
                 screen.line("a background task finished; the agent takes it up", style="dim")
         elif kind == "turn_ended":
             self.running = None
+            self.cancelling = False
             style = "dim" if event.get("outcome") == "completed" else "red"
             screen.line(
                 f"turn ended: {event.get('outcome')} (stopReason: {event.get('stopReason')})", style=style
@@ -137,24 +154,30 @@ class Chat:
             option = await self._ask(msg["params"]["toolCall"])
             if self.permissions and self.permissions[0] is msg:
                 self.permissions.popleft()
-            if option is not None:
+            if option == CANCELLED:
+                self.link.respond(msg["id"], {"outcome": {"outcome": "cancelled"}})
+            elif option is not None:
                 self.link.respond(msg["id"], {"outcome": {"outcome": "selected", "optionId": option}})
 
     async def _ask(self, call: dict[str, Any]) -> str | None:
         title = str(call.get("title") or call.get("toolCallId") or "this tool call")
         screen.line(Text.assemble(("? allow ", "yellow"), (title, "yellow"), ("? ", "yellow")))
-        for part in permission_preview(call):
+        for part in permission_preview(call, str(self.cwd)):
             screen.show(part)
         while True:
             if self.leaving:
                 screen.line("end of input: rejected", style="dim")
                 return "reject_once"
             # Text, not markup: "[y]" would be swallowed as a style tag.
-            console.print(Text("[y]es once / [a]lways / [n]o: "), end="")
+            # A line of its own: the answer is typed on the input line below it.
+            console.print(Text("[y]es once / [a]lways / [n]o:"))
             sys.stdout.flush()
             self.answer = asyncio.get_running_loop().create_future()
             answer = (await self.answer).strip().lower()
             self.answer = None
+            if answer == INTERRUPT:
+                screen.line("(cancelled)", style="dim")
+                return CANCELLED
             if not answer:
                 screen.line("(answered elsewhere)", style="dim")
                 return None
@@ -171,12 +194,20 @@ class Chat:
     async def prompt(self, text: str, *, now: bool = False) -> dict[str, Any]:
         """Queue `text` (it runs at once when nothing else is waiting); `now`: run it next,
         stopping the running turn (`_agentd/prompt/send_now`)."""
+        waits = now or self.busy()  # it will not start at once: echoed when it does
         self.inflight += 1
         self.changed()
         self.sent[text] += 1
+        more: dict[str, Any] = {"prompt": [{"type": "text", "text": text}]}
+        if waits:
+            request_id = f"chat_{uuid.uuid4().hex}"
+            more["_meta"] = {"agentd": {"requestId": request_id}}
+            self.echo[request_id] = text
+            while len(self.echo) > MAX_ECHOES:  # dropped prompts never start: forget the oldest
+                self.echo.pop(next(iter(self.echo)))
         try:
             method = Served.SEND_NOW if now else Served.ENQUEUE
-            answer = await self.link.call(method, self.params(prompt=[{"type": "text", "text": text}]))
+            answer = await self.link.call(method, self.params(**more))
         except ChatError:
             self.sent[text] -= 1
             raise
@@ -202,3 +233,18 @@ class Chat:
 
     async def cancel(self) -> None:
         self.link.notify(Served.SESSION_CANCEL, self.params())
+
+    def interrupt(self, lines: asyncio.Queue[str | None]) -> None:
+        """Ctrl-C: cancel the running turn (a question it asks is answered `cancelled`);
+        with no turn running, or pressed again, quit (`lines` gets INTERRUPT)."""
+        asking = self.answer is not None and not self.answer.done()
+        if (self.running is None and not asking) or self.cancelling:
+            lines.put_nowait(INTERRUPT)
+            return
+        self.cancelling = True
+        screen.line("cancelling the turn (Ctrl-C again quits)", style="yellow")
+        if asking:
+            assert self.answer is not None
+            self.answer.set_result(INTERRUPT)
+        self.link.notify(Served.SESSION_CANCEL, self.params())
+        sys.stdout.flush()

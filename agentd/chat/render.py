@@ -6,6 +6,7 @@ shell call."""
 from __future__ import annotations
 
 import difflib
+import posixpath
 from typing import Any
 
 from rich.console import Console, RenderableType
@@ -95,18 +96,38 @@ class ChatScreen(Screen):
             return
         super().update(update)
 
+    def note(self, text: str | Text, style: str = "") -> None:
+        """A line of the chat's own (a command's answer) while the agent's answer may be
+        streaming: between its markdown blocks, never inside one — the block still being
+        written is not flushed half-way (that split `[link](https://exam` into raw text)."""
+        if self.stream is Stream.MESSAGE:  # only whole blocks are printed: at a line start
+            self.console.print(text if isinstance(text, Text) else Text(text, style=style))
+        else:
+            self.line(text, style)
+
     def show(self, renderable: RenderableType) -> None:
         self._switch(Stream.NONE)
         self.console.print(renderable)
 
 
-def unified_diff(path: str, old: str | None, new: str) -> str:
-    """`old` → `new` as a unified diff (`old` None: a new file)."""
+def shown_path(path: str, cwd: str | None) -> str:
+    """A path as the diff names it: relative to the session's folder when inside it, else
+    as given (an absolute path outside it stays absolute)."""
+    if cwd and path.startswith("/"):
+        rel = posixpath.relpath(posixpath.normpath(path), posixpath.normpath(cwd))
+        if rel != "." and not rel.startswith("../") and rel != "..":
+            return rel
+    return path
+
+
+def unified_diff(path: str, old: str | None, new: str, cwd: str | None = None) -> str:
+    """`old` → `new` as a unified diff (`old` None: a new file). Relative paths get git's
+    `a/` and `b/` prefixes; an absolute one is named as it is (never `b//abs/path`)."""
     before = (old or "").splitlines(keepends=True)
     after = new.splitlines(keepends=True)
-    lines = difflib.unified_diff(
-        before, after, fromfile="/dev/null" if old is None else f"a/{path}", tofile=f"b/{path}"
-    )
+    name = shown_path(path, cwd)
+    a, b = (name, name) if name.startswith("/") else (f"a/{name}", f"b/{name}")
+    lines = difflib.unified_diff(before, after, fromfile="/dev/null" if old is None else a, tofile=b)
     out = [line if line.endswith("\n") else line + "\n" for line in lines]
     if len(out) > MAX_DIFF_LINES:
         out = [*out[:MAX_DIFF_LINES], f"… {len(out) - MAX_DIFF_LINES} more diff lines\n"]
@@ -119,16 +140,18 @@ def _diff_view(diff: str) -> RenderableType:
     return Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True)
 
 
-def permission_preview(tool_call: dict[str, Any]) -> list[RenderableType]:
+def permission_preview(tool_call: dict[str, Any], cwd: str | None = None) -> list[RenderableType]:
     """What a permission question is about: the diffs the server previewed (`content` items
     of type `diff`), else what `rawInput` says — a write's whole new content, an edit's old
-    and new strings, a shell call's exact command and folder."""
+    and new strings, a shell call's exact command and the folder it runs in (its own `cwd`,
+    else the session's `cwd`)."""
     out: list[RenderableType] = []
     for item in tool_call.get("content") or []:
         if isinstance(item, dict) and item.get("type") == "diff" and isinstance(item.get("newText"), str):
             old = item.get("oldText")
             path = str(item.get("path", ""))
-            out.append(_diff_view(unified_diff(path, old if isinstance(old, str) else None, item["newText"])))
+            before = old if isinstance(old, str) else None
+            out.append(_diff_view(unified_diff(path, before, item["newText"], cwd)))
     if out:
         return out
     raw = tool_call.get("rawInput")
@@ -137,12 +160,15 @@ def permission_preview(tool_call: dict[str, Any]) -> list[RenderableType]:
     path = str(raw.get("path", ""))
     if isinstance(raw.get("command"), str):
         out.append(Text.assemble(("  $ ", "bold"), (raw["command"], "bold")))
-        if isinstance(raw.get("cwd"), str):
-            out.append(Text.assemble(("  in ", "dim"), (raw["cwd"], "")))
+        folder = raw.get("cwd") if isinstance(raw.get("cwd"), str) else cwd
+        if folder:
+            if cwd and not folder.startswith("/"):  # relative to the session's folder
+                folder = posixpath.normpath(posixpath.join(cwd, folder))
+            out.append(Text.assemble(("  in ", "dim"), (folder, "")))
     elif isinstance(raw.get("content"), str):
         out.append(Text(f"  writes {path} (whole new content):", style="dim"))
-        out.append(_diff_view(unified_diff(path, None, raw["content"])))
+        out.append(_diff_view(unified_diff(path, None, raw["content"], cwd)))
     elif isinstance(raw.get("old_string"), str) and isinstance(raw.get("new_string"), str):
         out.append(Text(f"  edits {path}:", style="dim"))
-        out.append(_diff_view(unified_diff(path, raw["old_string"], raw["new_string"])))
+        out.append(_diff_view(unified_diff(path, raw["old_string"], raw["new_string"], cwd)))
     return out

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -13,7 +14,8 @@ from typing import Any
 
 from rich.text import Text
 
-from agentd.chat.app import Chat, screen
+from agentd.chat.app import INTERRUPT, Chat, screen
+from agentd.chat.editor import stop_editor, terminal_editor
 from agentd.chat.link import ChatError
 from agentd.protocol.agentd import AGENTD_CLIENT
 from agentd.protocol.methods import QueueOp, Served
@@ -23,9 +25,11 @@ HELP = [
     "/queue — the waiting prompts, numbered",
     "/edit N — change prompt N (held while you type the new text; an empty line keeps it)",
     "/drop N — remove prompt N",
-    "/now N — run prompt N next, stopping the running turn; /now TEXT — the same for new text",
+    "/now N — run prompt N next, stopping the running turn; /now TEXT — the same for new text"
+    " (words you interjected that the stopped turn had not read yet run just before it)",
     "/interject TEXT — words into the running turn now; /interject N — prompt N into it",
-    "/cancel — stop the running turn;  /quit — leave (the session stays on the server)",
+    "/cancel or Ctrl-C — stop the running turn (Ctrl-C again quits);"
+    "  /quit — leave (the session stays on the server)",
 ]
 
 
@@ -52,7 +56,9 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
         print(f"agentd: error: {exc}", file=sys.stderr)
         return 2
     lines: asyncio.Queue[str | None] = asyncio.Queue()
-    read_lines(lines, sys.stdin.readline)
+    editor = terminal_editor(lines)  # on a terminal: typed input stays under the output
+    if editor is None:
+        read_lines(lines, sys.stdin.readline)
     try:
         caps: dict[str, Any] = {"session": {"notices": {}}}
         init = await chat.link.call(
@@ -70,11 +76,17 @@ async def run_chat(url: str, *, token: str | None, cwd: Path, session_id: str | 
             chat.session_id = new["sessionId"]
         screen.line(f"session {chat.session_id} — /help for commands, /quit to leave", style="dim")
         sys.stdout.flush()
-        return await Repl(chat, lines).run()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, chat.interrupt, lines)
+        try:
+            return await Repl(chat, lines).run()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
     except ChatError as exc:
         screen.line(f"agentd chat: {exc}", style="red")
         return 1
     finally:
+        stop_editor(editor)
         await chat.link.close()
 
 
@@ -87,6 +99,9 @@ class Repl:
         chat = self.chat
         while True:
             line = await self.lines.get()
+            if line == INTERRUPT:  # Ctrl-C with no turn running, or a second one: quit now
+                screen.note("interrupted: leaving (the session stays on the server)", style="dim")
+                return 130
             if chat.answer is not None and not chat.answer.done():
                 chat.answer.set_result(line if line is not None else "n")  # end of input rejects
                 if line is not None:
@@ -99,7 +114,7 @@ class Repl:
             try:
                 await self.handle(line.strip())
             except ChatError as exc:
-                screen.line(str(exc), style="red")
+                screen.note(str(exc), style="red")
             sys.stdout.flush()
 
     async def handle(self, line: str) -> None:
@@ -110,10 +125,10 @@ class Repl:
             return
         if word == "/help":
             for text in HELP:
-                screen.line(text, style="dim")
+                screen.note(text, style="dim")
         elif word == "/cancel":
             if chat.running is None:
-                screen.line("no turn is running", style="dim")
+                screen.note("no turn is running", style="dim")
             else:
                 await chat.cancel()
         elif word == "/queue":
@@ -125,15 +140,16 @@ class Repl:
             await self.interject(rest)
         elif word == "/now":
             if not rest:
-                screen.line("usage: /now N (a queued prompt) or /now TEXT", style="red")
+                screen.note("usage: /now N (a queued prompt) or /now TEXT", style="red")
                 return
+            after = self.after_interjection()  # before the turn it stops has ended
             await chat.prompt(rest, now=True)
-            screen.line("runs next", style="dim")
+            screen.note(f"runs next{after}", style="dim")
         else:
             busy = chat.running is not None or len(chat.queue) > 0
             answer = await chat.prompt(line)
             if busy and answer.get("position"):
-                screen.line(
+                screen.note(
                     f"queued as #{answer['position']}: runs after this turn"
                     " (/queue, /edit N, /drop N, /now N)",
                     style="dim",
@@ -141,24 +157,25 @@ class Repl:
 
     def show_queue(self) -> None:
         if not len(self.chat.queue):
-            screen.line("the queue is empty", style="dim")
+            screen.note("the queue is empty", style="dim")
             return
-        screen.line(f"{len(self.chat.queue)} waiting:", style="dim")
+        screen.note(f"{len(self.chat.queue)} waiting:", style="dim")
         for text in self.chat.queue.lines():
-            screen.line(Text(text))
+            screen.note(Text(text))
 
     async def interject(self, text: str) -> None:
         if not text:
-            screen.line("usage: /interject TEXT (or N, a queued prompt)", style="red")
+            screen.note("usage: /interject TEXT (or N, a queued prompt)", style="red")
             return
         self.chat.sent[text] += 1
         answer = await self.chat.link.call(
             Served.INTERJECT, self.chat.params(prompt=[{"type": "text", "text": text}])
         )
         if answer.get("status") == "interjected":
-            screen.line("↳ sent into the running turn", style="dim")
+            self.chat.interjected_in = str(answer.get("turnId") or self.chat.running)
+            screen.note("↳ sent into the running turn", style="dim")
         else:
-            screen.line("no turn is running: queued as a prompt", style="dim")
+            screen.note("no turn is running: queued as a prompt", style="dim")
 
     async def on_entry(self, word: str, rest: str) -> None:
         chat = self.chat
@@ -167,7 +184,7 @@ class Repl:
             await chat.queue_op(QueueOp.LIST)  # the numbers may have moved: show them again
             entry = chat.queue.at(int(rest)) if rest.isdigit() else None
         if entry is None:
-            screen.line(f"{word} N: no prompt #{rest or '?'} in the queue", style="red")
+            screen.note(f"{word} N: no prompt #{rest or '?'} in the queue", style="red")
             self.show_queue()
             return
         if word == "/drop":
@@ -175,12 +192,15 @@ class Repl:
             self.report(done, f"dropped #{rest}: {entry.text}")
         elif word == "/interject":
             done = await chat.queue_op(QueueOp.INTERJECT, id=entry.id)
+            if done.get("applied"):
+                chat.interjected_in = chat.running
             self.report(done, f"#{rest} went into the running turn")
         elif word == "/now":
+            after = self.after_interjection()  # before the turn it stops has ended
             done = await chat.queue_op(QueueOp.REMOVE, id=entry.id, expectedVersion=entry.version)
             if self.report(done, None):
                 await chat.prompt(entry.text, now=True)
-                screen.line(f"#{rest} runs next", style="dim")
+                screen.note(f"#{rest} runs next{after}", style="dim")
         else:
             await self.edit(entry.id, rest)
 
@@ -194,27 +214,36 @@ class Repl:
         entry = next((e for e in chat.queue.entries if e.id == entry_id), None)
         try:
             if entry is None:
-                screen.line(f"#{number} is no longer queued", style="red")
+                screen.note(f"#{number} is no longer queued", style="red")
                 return
-            screen.line(Text.assemble((f"editing #{number} (held): ", "dim"), entry.text))
-            screen.line("new text (an empty line keeps it):", style="dim")
+            screen.note(Text.assemble((f"editing #{number} (held): ", "dim"), entry.text))
+            screen.note("new text (an empty line keeps it):", style="dim")
             sys.stdout.flush()
             new = await self.lines.get()
-            if new is None or not new.strip():
-                screen.line("unchanged", style="dim")
+            if new is None or new == INTERRUPT or not new.strip():
+                screen.note("unchanged", style="dim")
                 return
             done = await chat.queue_op(
                 QueueOp.EDIT, id=entry_id, text=new.strip(), expectedVersion=entry.version
             )
-            self.report(done, f"#{number} is now: {new.strip()}")
+            if self.report(done, f"#{number} is now: {new.strip()}"):
+                chat.edited[entry_id] = new.strip()
         finally:
             await chat.queue_op(QueueOp.RELEASE, id=entry_id)
+
+    def after_interjection(self) -> str:
+        """What `/now` must say when words we interjected into the stopped turn may be
+        unread: the server runs them first, as a prompt of their own."""
+        chat = self.chat
+        if chat.running is not None and chat.interjected_in == chat.running:
+            return " (after your interjection, if the stopped turn had not read it yet)"
+        return ""
 
     @staticmethod
     def report(answer: dict[str, object], done: str | None) -> bool:
         if answer.get("applied"):
             if done:
-                screen.line(Text(done, style="dim"))
+                screen.note(Text(done, style="dim"))
             return True
-        screen.line(f"not changed: {answer.get('reason') or 'the queue changed meanwhile'}", style="red")
+        screen.note(f"not changed: {answer.get('reason') or 'the queue changed meanwhile'}", style="red")
         return False

@@ -138,6 +138,11 @@ def _absolute(path: str) -> str:
     return path
 
 
+def _absolute_or_default(path: str) -> str:
+    # An empty cwd asks for the caller's default workspace (the server picks and confines it).
+    return path if path == "" else _absolute(path)
+
+
 def _no_additional_directories(value: list[str] | None) -> list[str] | None:
     # Not advertised (sessionCapabilities.additionalDirectories): a session's tools are
     # confined to its one cwd, so extra roots are refused rather than silently ignored.
@@ -154,7 +159,7 @@ class NewSessionParams(Wire):
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     additional_directories: list[str] | None = None
 
-    _check_cwd = field_validator("cwd")(_absolute)
+    _check_cwd = field_validator("cwd")(_absolute_or_default)
     _check_dirs = field_validator("additional_directories")(_no_additional_directories)
 
 

@@ -43,7 +43,10 @@ class Method:
 
 def validation_data(exc: ValidationError) -> list[dict[str, Any]]:
     return [
-        {"path": ".".join(str(p) for p in err["loc"]) or "params", "message": err["msg"]}
+        {
+            "path": ".".join(str(p) for p in err["loc"]) or "params",
+            "message": err["msg"].removeprefix("Value error, "),
+        }
         for err in exc.errors(include_url=False)
     ]
 

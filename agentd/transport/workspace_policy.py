@@ -43,6 +43,15 @@ def allowed_roots(settings: Settings, principal: str) -> list[Path] | None:
     return ([own] if own is not None else []) + list(settings.workspace_grants.get(principal, []))
 
 
+def default_workspace(settings: Settings, principal: str) -> Path | None:
+    """Where a session goes when its client names no folder (an empty cwd): the principal's
+    own root with auth, else the workspace root, else `<AGENTD_HOME>/workspaces/default`.
+    None: the principal has no directory of its own."""
+    if settings.auth is not AuthMode.NONE:
+        return own_root(settings, principal)
+    return settings.workspace_root or settings.home / "workspaces" / "default"
+
+
 def _denied(settings: Settings, principal: str, cwd: str) -> RpcError:
     if settings.auth is AuthMode.NONE:
         return RpcError(

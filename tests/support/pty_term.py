@@ -69,6 +69,9 @@ class PtyTerminal:
     async def type(self, line: str) -> None:
         os.write(self.master, line.encode() + b"\n")
 
+    async def ctrl_c(self) -> None:
+        os.write(self.master, b"\x03")  # the line discipline turns it into SIGINT
+
     async def end_input(self) -> None:
         os.write(self.master, b"\x04")  # Ctrl-D at the start of a line: end of input
 
@@ -81,6 +84,13 @@ class PtyTerminal:
         return code
 
 
+def _own_terminal() -> None:
+    """In the child: a session of its own with the pty as its controlling terminal, so the
+    terminal's keys act as at a console (Ctrl-C is SIGINT to the foreground group)."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 @contextlib.asynccontextmanager
 async def pty_run(*command: str, env: dict[str, str], cwd: Path | None = None) -> AsyncIterator[PtyTerminal]:
     master, slave = os.openpty()
@@ -89,7 +99,7 @@ async def pty_run(*command: str, env: dict[str, str], cwd: Path | None = None) -
     env.pop("NO_COLOR", None)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *command, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, start_new_session=True
+            *command, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd, preexec_fn=_own_terminal
         )
     finally:
         os.close(slave)

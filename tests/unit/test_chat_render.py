@@ -130,3 +130,34 @@ def test_the_queue_mirror_follows_queue_updates() -> None:
     assert q.apply([{"change": "removed", "id": "p2", "reason": "started"}]) == ["p2"]
     at = q.at(1)
     assert at is not None and at.id == "p1" and q.at(2) is None and q.at(0) is None
+
+
+def test_absolute_paths_are_shown_relative_to_the_session_or_whole() -> None:
+    inside = unified_diff("/work/p/src/a.py", "x\n", "y\n", "/work/p")
+    assert "--- a/src/a.py" in inside and "+++ b/src/a.py" in inside
+    outside = unified_diff("/etc/hosts", "x\n", "y\n", "/work/p")
+    assert "--- /etc/hosts" in outside and "+++ /etc/hosts" in outside and "//" not in outside
+    assert "+++ /work/p/a.py" in unified_diff("/work/p/a.py", None, "y\n")  # no folder known
+
+
+def test_a_shell_question_names_its_folder() -> None:
+    shell = shown(permission_preview({"rawInput": {"command": "make"}}, "/work/p"))
+    assert "$ make" in shell and "in /work/p" in shell
+    sub = shown(permission_preview({"rawInput": {"command": "make", "cwd": "sub"}}, "/work/p"))
+    assert "in /work/p/sub" in sub
+
+
+def test_a_note_while_the_answer_streams_does_not_split_its_block() -> None:
+    c, out = console()
+    screen = ChatScreen(c)
+    chunk = {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "See [the docs](https://exam"},
+    }
+    screen.update(chunk)
+    screen.note("queued as #1")
+    rest = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "ple.com) now.\n\n"}}
+    screen.update(rest)
+    lines = [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
+    assert lines[0] == "queued as #1"
+    assert "See the docs" in lines[1] and "[the docs]" not in out.getvalue()

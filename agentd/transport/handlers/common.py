@@ -13,7 +13,7 @@ from agentd.session.config_options import MODES
 from agentd.session.sinks import FrameSink
 from agentd.transport.sharing import Access, WatchSink, access_of, denied
 from agentd.transport.state import CallContext
-from agentd.transport.workspace_policy import check_contained
+from agentd.transport.workspace_policy import check_contained, default_workspace
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor
@@ -68,6 +68,13 @@ async def check_cwd(ctx: CallContext, cwd: str) -> str:
 
 
 def _check_cwd_sync(ctx: CallContext, cwd: str) -> str:
+    if not cwd:  # the caller's default workspace, made on first use; still confined below
+        default = default_workspace(ctx.state.settings, ctx.principal)
+        if default is None:
+            msg = "name a folder: your principal has no default workspace"
+            raise RpcError.invalid_params(f"Invalid params: cwd: {msg}", [{"path": "cwd", "message": msg}])
+        default.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cwd = str(default)
     resolved = check_contained(ctx.state.settings, ctx.principal, cwd)  # per principal with auth
     if not resolved.is_dir():
         msg = f"{cwd} is not an existing directory"

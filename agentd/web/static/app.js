@@ -16,8 +16,15 @@ const mine = new Map();                // requestId of a prompt this page sent -
 const RESYNC_REQUIRED = -32017;
 
 const rpc = (method, p, opts) => conn.rpc(method, p, opts).catch((e) => {
-  T.showError(e.message === CONNECTION_LOST ? "not sent: the connection was lost" : e.message); throw e;
+  T.showError(e.message === CONNECTION_LOST ? "Not sent: the connection was lost." : sentence(e.message)); throw e;
 });
+
+// A server error as a person reads it: no "Invalid params: field:" or validator prefixes.
+function sentence(message) {
+  const text = String(message || "something went wrong")
+    .replace(/^Invalid params: (?:[\w.]+: )?/, "").replace(/^Value error, /, "").trim();
+  return /[.!?]$/.test(text) ? text : text + ".";
+}
 const notify = (method, p) => conn.notify(method, p);
 const queue = new QueueView({rpc: (m, p) => conn.rpc(m, p), session: () => current, interjected});
 
@@ -198,21 +205,44 @@ async function openSession(sessionId) {
   await refreshSessions();
 }
 
-$("new-session").onclick = async () => {
-  const res = await rpc("session/new", {cwd: $("new-session-cwd").value.trim(), mcpServers: []});
-  if (current) await rpc("_agentd/session/detach", {sessionId: current}).catch(() => {});
-  current = res.sessionId;  // session/new already subscribed this socket
-  closedElsewhere = false;
-  clearView();
-  $("session-title").textContent = res.sessionId; setStatus("idle");
-  await refreshSessions();
-};
+// A new session in the folder typed, or (empty) the server's default workspace for this
+// principal; the status line says what is happening and where the session works.
+let creating = null;
+function newSession() {
+  if (!creating) creating = createSession().finally(() => { creating = null; });
+  return creating;
+}
+async function createSession() {
+  const status = $("new-session-status"), button = $("new-session");
+  const cwd = $("new-session-cwd").value.trim();
+  status.dataset.state = "busy"; status.textContent = "Creating a session…"; button.disabled = true;
+  try {
+    const res = await conn.rpc("session/new", {cwd, mcpServers: []});
+    if (current) await conn.rpc("_agentd/session/detach", {sessionId: current}).catch(() => {});
+    current = res.sessionId;  // session/new already subscribed this socket
+    closedElsewhere = false;
+    clearView();
+    $("session-title").textContent = res.sessionId; setStatus("idle");
+    await refreshSessions().catch(() => {});
+    status.dataset.state = "done";
+    status.textContent = "New session in " + (S.cwdOf(res.sessionId) || cwd || "your default workspace");
+    return true;
+  } catch (e) {
+    status.dataset.state = "error";
+    status.textContent = "Could not create a session: " + sentence(e.message === CONNECTION_LOST ? "the connection was lost" : e.message);
+    return false;
+  } finally {
+    button.disabled = false;
+  }
+}
+$("new-session").onclick = () => newSession();
 
 // The prompt waits in the queue (shown there) and appears in the transcript when it runs.
 // Sent under a requestId: after a dropped connection it is sent again, never queued twice.
 async function submit(method) {
   const text = $("prompt").value.trim();
-  if (!text || !current) return;
+  if (!text) return;
+  if (!current && !(await newSession())) return;  // the first prompt needs no Create first
   if (closedElsewhere) { closedElsewhere = false; await attach(current, lastSeq); }
   $("prompt").value = "";
   const requestId = "web-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);

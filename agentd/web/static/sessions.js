@@ -74,6 +74,8 @@ export function onNotification(msg) {
       || (msg.method === "session/update" && update.sessionUpdate === "session_info_update")) scheduleRefresh();
 }
 
+export function cwdOf(sessionId) { const s = entry(sessionId); return s ? s.cwd : ""; }
+
 function entry(sessionId) { return entries.find((s) => s.sessionId === sessionId); }
 function agentd(s) { return (s && s._meta && s._meta.agentd) || {}; }
 function accessOf(s) { return agentd(s).access || "owner"; }

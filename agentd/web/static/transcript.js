@@ -135,13 +135,13 @@ export function onUsage(u, meta) {
 function renderSessionUsage() {
   const withUsage = turns.filter((t) => t.usage || t.cost);
   const box = $("usage");
-  if (!withUsage.length) { box.textContent = "no turns yet"; $("session-usage").textContent = ""; return; }
+  if (!turns.length) { box.textContent = "no turns yet"; $("session-usage").textContent = ""; return; }
   const sum = (k) => withUsage.reduce((n, t) => n + ((t.usage && t.usage[k]) || 0), 0);
   const cost = withUsage.reduce((n, t) => n + (t.cost || 0), 0);
   const last = turns[turns.length - 1];
   box.replaceChildren();
   const rows = [
-    ["turns", String(withUsage.length)],
+    ["turns", String(turns.length)],  // every turn, with usage reported or not
     ["input", formatTokens(sum("inputTokens"))],
     ["output", formatTokens(sum("outputTokens"))],
     ["cost", cost ? formatCost(cost) : "—"],

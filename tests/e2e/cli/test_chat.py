@@ -147,7 +147,7 @@ async def test_chat_survives_bracketed_text_and_asks_clearly(server_factory, wor
         term = await Terminal.start("--url", ws_url(server.base_url), "--cwd", str(workspace))
         await term.wait_for("/quit to leave")
         await term.type("write it")
-        await term.wait_for("[y]es once / [a]lways / [n]o: ")
+        await term.wait_for("[y]es once / [a]lways / [n]o:")
         assert BRACKETS in term.screen
         await term.type("maybe")
         await term.wait_for("please answer y, a or n (not 'maybe')")

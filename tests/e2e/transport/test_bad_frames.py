@@ -82,10 +82,7 @@ async def test_a_nul_in_cwd_is_invalid_params(server_factory, workspace: Path, m
             params = {"cwd": f"{workspace}\x00"}
         resp = await client.request(method, params)
         assert resp["error"]["code"] == INVALID_PARAMS, resp
-        assert (
-            resp["error"]["message"]
-            == "Invalid params: cwd: Value error, cwd must not contain a NUL character"
-        )
+        assert resp["error"]["message"] == "Invalid params: cwd: cwd must not contain a NUL character"
         listed = await client.call("session/list", {})
         assert [s["sessionId"] for s in listed["sessions"]] == [sid]  # nothing was created
         await assert_still_usable(client, sid)

@@ -152,8 +152,8 @@ async def test_invalid_params_are_described_in_data(server_factory, workspace: P
 
             assert relative == {
                 "code": INVALID_PARAMS,
-                "message": "Invalid params: cwd: Value error, cwd must be an absolute path",
-                "data": [{"path": "cwd", "message": "Value error, cwd must be an absolute path"}],
+                "message": "Invalid params: cwd: cwd must be an absolute path",
+                "data": [{"path": "cwd", "message": "cwd must be an absolute path"}],
             }
             assert empty_prompt["code"] == INVALID_PARAMS
             assert empty_prompt["message"].startswith("Invalid params: prompt: ")

@@ -14,6 +14,8 @@ const marked = new Marked({gfm: true, breaks: false, async: false});
 marked.use({
   renderer: {
     html(token) { return escapeHtml(token.text ?? token.raw ?? ""); },  // raw HTML is text
+    // A task list keeps its boxes as characters: form inputs are sanitised away.
+    checkbox({checked}) { return checked ? "☑ " : "☐ "; },
   },
 });
 
