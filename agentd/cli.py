@@ -227,7 +227,6 @@ def serve(
         raise typer.Exit(2)
     # The cheap checks first: a port in use is reported before migrations and imports.
     try:
-        check_home(settings)
         check_provider(settings)
         check_sandbox(settings)
         from agentd.doctor import log_startup_notes
@@ -235,6 +234,11 @@ def serve(
         log_startup_notes()
         sock = listen_socket(settings.host, settings.port)
     except StartupError as exc:
+        _fail(exc)
+    try:
+        check_home(settings)  # after the cheap checks, which create nothing
+    except StartupError as exc:
+        sock.close()
         _fail(exc)
     try:
         # Held (open) until the process ends; a local `agentd acp` on this file relays here.

@@ -11,6 +11,7 @@ from typing import Any, get_args, get_origin
 import websockets
 from pydantic import BaseModel
 
+from agentd.protocol.agentd import AGENTD_CLIENT
 from agentd.transport.handlers import METHODS
 from tests.support.client import WsClient
 
@@ -93,7 +94,7 @@ async def ws_as(base: str, token: str) -> WsClient:
         max_size=None,
     )
     client = WsClient(ws)
-    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT})
     return client
 
 

@@ -58,11 +58,6 @@ def test_every_fault_was_injected_and_took_effect(report: ChaosReport) -> None:
     assert report.acked and report.events, summary(report)  # traffic went on around them
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 26 item 1: an enqueue acked under pg_terminate_backend / kill churn left no "
-    "turn and no queue row (the ack answered for a batch the writer dropped), fixed on branch h26a",
-)
 def test_no_acknowledged_prompt_is_lost(report: ChaosReport) -> None:
     assert report.lost == [], summary(report)
 
@@ -75,30 +70,14 @@ def test_the_log_has_no_gap(report: ChaosReport) -> None:
     assert report.gaps == [], summary(report)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 26 item 3: clients on non-owner replicas get a message's final text twice under one "
-    "seq (its final chunk and its agent_message event), fixed on branch h26b",
-)
 def test_each_client_gets_each_seq_once_in_one_form_in_order(report: ChaosReport) -> None:
     assert report.seq_faults == [], summary(report) + "\n" + "\n".join(map(str, report.seq_faults[:10]))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 26 item 2: after pg_terminate_backend and kills, watchers stop receiving with their "
-    "sockets open and no _agentd/resync_required, fixed on branch h26b",
-)
 def test_no_client_is_stranded(report: ChaosReport) -> None:
     assert not report.stranded_clients, summary(report) + "\n" + "\n".join(map(str, report.stranded[:10]))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 26 item 2: after pg_terminate_backend of all its backends a replica logs 'LISTEN "
-    "connection lost; reconnecting' and never LISTENs again (no NOTIFY-driven tail, routed command or "
-    "share change reaches it), fixed on branch h26b",
-)
 def test_every_replica_listens_again_after_its_connections_are_cut(report: ChaosReport) -> None:
     assert report.listening == 3, summary(report)
 
@@ -107,11 +86,6 @@ def test_every_queue_drains_once_the_faults_stop(report: ChaosReport) -> None:
     assert report.undrained == [], summary(report)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 26 item 6: takeover is serial — after kill -9 sessions resumed in 3.5–8.1 s at "
-    "TTL 3 (bound 5.75 s) in bench/chaos.py, 2.0–4.1 s of 4.5 s here, fixed on branch h26d",
-)
 def test_a_killed_replicas_sessions_resume_within_ttl_plus_sweep_plus_2s(report: ChaosReport) -> None:
     killed = [t for t in report.takeovers if t.fault.kind == "kill9"]
     assert killed, summary(report)  # the killed replica owned sessions

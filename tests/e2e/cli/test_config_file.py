@@ -48,7 +48,7 @@ def test_the_file_sits_under_environment_and_flags(tmp_path: Path, clean_env: py
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("prot = 9001\n", "unknown setting(s) prot"),
+        ("prot = 9001\n", "prot is not a setting (did you mean port?); it is refused"),
         ("port = \n", "config file"),
         ('port = "not a number"\n', "port"),
     ],
@@ -107,4 +107,4 @@ async def test_agentd_refuses_to_start_on_a_bad_config_file(tmp_path: Path) -> N
     )  # fmt: skip
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 2
-    assert "unknown setting(s) bogus_setting" in err.decode()
+    assert "bogus_setting is not a setting" in err.decode()

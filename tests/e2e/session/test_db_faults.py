@@ -20,9 +20,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from agentd.protocol.agentd import ENQUEUE
-from tests.conftest import PG_ADMIN_DSN
 from tests.support.client import WsClient, text_prompt, ws_client
-from tests.support.databases import postgres_database
+from tests.support.databases import PG_ADMIN_DSN, postgres_database
 from tests.support.polling import until, value_of
 from tests.support.proc import write_script
 from tests.support.replicas import replicas

@@ -26,6 +26,7 @@ from typing import Any
 import websockets
 
 from agentd.infra.config import PermissionMode
+from agentd.protocol.agentd import AGENTD_CLIENT
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import allow, text_prompt
 from tests.support.server import scripted
@@ -58,7 +59,9 @@ class SlowClient:
             base_url.replace("http://", "ws://") + "/acp", max_size=None, max_queue=1
         )
         client = cls(ws, pause)
-        await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        await client.call(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT}
+        )
         return client
 
     async def close(self) -> None:

@@ -14,6 +14,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from agentd.protocol.agentd import AGENTD_CLIENT
 from tests.support.client import text_prompt
 from tests.support.frames import ATTACH, durable_seqs, has_turn_ended, is_durable, message_text, stored_seqs
 from tests.support.polling import until
@@ -102,7 +103,14 @@ class RawWs:
 async def stalled_client(base_url: str, session_id: str) -> RawWs:
     """Initialises and attaches; after the attach response the test stops reading."""
     ws = await RawWs.connect(base_url)
-    await ws.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    await ws.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": 1, "_meta": AGENTD_CLIENT},
+        }
+    )
     assert (await ws.recv())["id"] == 1
     await ws.send(
         {"jsonrpc": "2.0", "id": 2, "method": ATTACH, "params": {"sessionId": session_id, "afterSeq": 0}}
@@ -218,7 +226,14 @@ async def _watch_raw(base_url: str, session_id: str, attached: asyncio.Event) ->
 
     async with connect(base_url.replace("http://", "ws://") + "/acp", max_size=None) as ws:
         await ws.send(
-            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 1, "_meta": AGENTD_CLIENT},
+                }
+            )
         )
         params = {"sessionId": session_id, "afterSeq": 0}
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": ATTACH, "params": params}))

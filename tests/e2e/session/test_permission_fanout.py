@@ -251,12 +251,13 @@ async def test_request_with_no_client_attached_waits_for_the_next_client(
         await bob.close()
 
 
-async def test_request_survives_the_asked_client_leaving(
+async def test_request_is_refused_when_the_last_client_able_to_answer_leaves(
     server_factory: Any, db_url: str, workspace: Path
 ) -> None:
-    """The only client is asked and disconnects without answering: the request stays
-    pending (the turn goes on waiting) and is shown to, and answered by, the next client
-    that attaches."""
+    """Issue 29 item 1: the only client is asked and disconnects without answering — the
+    question ends refused at once (`unanswered`), the call is not run and the turn ends
+    `cancelled`, instead of waiting for the permission timeout; the next client to attach
+    finds the turn over."""
     provider = scripted(
         {"tool_calls": [bash("call_b", "echo ok > ok.txt")]},
         {"text": "Done."},
@@ -272,16 +273,12 @@ async def test_request_survives_the_asked_client_leaving(
         await without_clients(server, sid)
 
         bob = await server.client()
-        snap = (await attach(bob, sid, 0))["result"]["snapshot"]
-        assert [p["requestId"] for p in snap["pendingPermissions"]] == [requested["requestId"]]
-        request = await asked(bob)
-        assert request["params"]["toolCall"]["toolCallId"] == "call_b"
-        await answer(bob, request, "allow_once")
+        await attach(bob, sid, 0)
         await until(has_turn_ended(bob, sid))
-        assert events(bob, sid, "turn_ended")[-1]["outcome"] == "completed"
-        assert (workspace / "ok.txt").read_text() == "ok\n"
+        assert events(bob, sid, "turn_ended")[-1]["outcome"] == "cancelled"
         got = await resolved(bob, sid)
-        assert (got["requestId"], got["outcome"]) == (requested["requestId"], "selected")
+        assert (got["requestId"], got["outcome"]) == (requested["requestId"], "unanswered")
+        assert not (workspace / "ok.txt").exists()
         await bob.close()
 
 

@@ -16,6 +16,7 @@ import pytest
 import websockets
 
 from agentd.core.events import Event, EventKind
+from agentd.protocol.agentd import AGENTD_CLIENT
 from agentd.session.hub import Subscriber
 from agentd.store.db import StoredEvent
 from agentd.transport.render import acp_replay_frames
@@ -48,7 +49,9 @@ class PausedClient:
             f"ws://{host}:{port}/acp", sock=sock, max_size=None, max_queue=4, compression=None
         )
         client = cls(ws)
-        await client.send(0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        await client.send(
+            0, "initialize", {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT}
+        )
         await client.read_until(lambda f: f.get("id") == 0)
         return client
 

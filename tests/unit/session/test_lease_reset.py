@@ -17,8 +17,7 @@ from sqlalchemy.engine import make_url
 from agentd.session.leases import PostgresLeases
 from agentd.store import leases as store_leases
 from agentd.store.db import Store
-from tests.conftest import PG_ADMIN_DSN
-from tests.support.databases import postgres_database
+from tests.support.databases import PG_ADMIN_DSN, postgres_database
 from tests.support.polling import until
 
 TTL = 6.0

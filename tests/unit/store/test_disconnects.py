@@ -17,8 +17,7 @@ from sqlalchemy.engine import make_url
 
 from agentd.store.db import Batch, Store, StoredEvent
 from agentd.store.disconnects import is_disconnect
-from tests.conftest import PG_ADMIN_DSN
-from tests.support.databases import postgres_database
+from tests.support.databases import PG_ADMIN_DSN, postgres_database
 from tests.support.polling import until
 
 
