@@ -44,6 +44,8 @@ from urllib.parse import urlsplit
 import orjson
 from turnkit import CHUNK_WIDTH, CLK_TCK, Server, agentd_server, backends, model_process, pct
 
+from agentd.protocol.agentd import AGENTD_CLIENT
+
 RATE_TARGET = 50_000  # deliveries/s at 50 clients
 SPREAD_TARGET_MS = 50.0
 
@@ -94,7 +96,7 @@ async def _client(url: str, sid: str, counters: list[Counter], slot: int, ready:
 
 def _hello(sid: str) -> list[tuple[str, dict[str, Any]]]:
     return [
-        ("initialize", {"protocolVersion": 1, "clientCapabilities": {}}),
+        ("initialize", {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT}),
         ("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0}),
     ]
 

@@ -49,6 +49,7 @@ from typing import Any
 
 from turnkit import CLK_TCK, MODEL, ROOT, free_port, model_process, pct, pg_available, postgres_database
 
+from agentd.protocol.agentd import AGENTD_CLIENT
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.polling import until
 
@@ -243,7 +244,7 @@ async def _stamped_client(base: str) -> tuple[WsClient, _Stamped]:
 
     ws = _Stamped(await websockets.connect(base.replace("http://", "ws://") + "/acp", max_size=None))
     client = WsClient(ws)
-    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT})
     return client, ws
 
 

@@ -31,11 +31,17 @@ import httpx  # noqa: E402
 import websockets  # noqa: E402
 
 from agentd.infra.auth import create_token  # noqa: E402
+from agentd.protocol.agentd import AGENTD_CLIENT  # noqa: E402
 from agentd.store.db import Store  # noqa: E402
 
 TARGET_S = 1.0
 REVOKED = "_agentd/token_revoked"
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "_meta": AGENTD_CLIENT},
+}
 
 
 def free_port() -> int:

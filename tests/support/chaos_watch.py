@@ -17,7 +17,7 @@ import websockets
 
 from agentd.core.events import Event, EventKind
 from agentd.protocol.acp import ClientCapabilities
-from agentd.protocol.agentd import ATTACH
+from agentd.protocol.agentd import AGENTD_CLIENT, ATTACH
 from agentd.transport.render import attach_frames, for_client, live_frames
 from tests.support.chaos_check import ClientRecord, Notice, Received, Stored
 from tests.support.proc import AgentdProcess
@@ -68,7 +68,7 @@ class Watcher:
                     json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": ATTACH, "params": params})
                 )
 
-            init = {"protocolVersion": 1, "clientCapabilities": {}}
+            init = {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT}
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
             await attach()
             async for text in ws:

@@ -23,7 +23,7 @@ import asyncpg
 import pytest
 import websockets
 
-from agentd.protocol.agentd import ATTACH, ENQUEUE
+from agentd.protocol.agentd import AGENTD_CLIENT, ATTACH, ENQUEUE
 from tests.support.client import RpcFailed, WsClient, text_prompt
 from tests.support.databases import postgres_database
 from tests.support.nginx import NGINX_CONF, agentd_serve_at, nginx_binary, running_nginx
@@ -80,7 +80,7 @@ class ProxiedClient:
                     json.dumps({"jsonrpc": "2.0", "id": next(ids), "method": ATTACH, "params": params})
                 )
 
-            init = {"protocolVersion": 1, "clientCapabilities": {}}
+            init = {"protocolVersion": 1, "clientCapabilities": {}, "_meta": AGENTD_CLIENT}
             await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
             await attach()
             async for text in ws:
