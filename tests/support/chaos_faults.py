@@ -15,6 +15,8 @@ from pathlib import Path
 
 import asyncpg
 
+from agentd.store.notify import LISTEN_APPLICATION_NAME
+
 # The driver's own connections carry this name and are never terminated.
 CHAOS_APP = "agentd-chaos"
 
@@ -26,14 +28,14 @@ REDIS_RESTART = [
 
 async def terminate_backends(db: asyncpg.Connection, database: str, *, listen_only: bool = False) -> int:
     """pg_terminate_backend of `database`'s backends (but the driver's own); with
-    `listen_only`, only those whose last statement was a LISTEN (the replicas' notification
-    listeners). Returns how many were terminated."""
+    `listen_only`, only the replicas' notification listeners (named `agentd-listen`; their
+    last statement may be a ping, not a LISTEN). Returns how many were terminated."""
     query = (
         "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
         " WHERE datname = $1 AND pid <> pg_backend_pid() AND coalesce(application_name, '') <> $2"
     )
     if listen_only:
-        query += " AND query ILIKE 'LISTEN%'"
+        query += f" AND (application_name = '{LISTEN_APPLICATION_NAME}' OR query ILIKE 'LISTEN%')"
     return int(await db.fetchval(query, database, CHAOS_APP))
 
 

@@ -60,8 +60,10 @@ def test_replicas_bench_smoke_prints_rates_per_replica_count_and_the_takeover() 
     # non-owner's client first (both are woken by the same commit), so a lag can be negative.
     figure = r"p50=-?[\d.]+ ms p99=-?[\d.]+ ms"
     assert re.search(rf"^replicas=2 cross-replica event latency: {figure}$", out, re.M), out
-    routed = r"p50=[\d.]+ ms p99=[\d.]+ ms direct p50=[\d.]+ ms direct p99=[\d.]+ ms"
-    assert re.search(rf"^replicas=2 routed-command latency: {routed}$", out, re.M), out
+    side = r"p50=[\d.]+ p99=[\d.]+ ms errors=\d+"
+    for clients in (1, 20):  # routed and direct side by side, with their ratio
+        routed = rf"^replicas=2 routed vs direct: clients={clients} direct {side} \| routed {side} \| routed/direct p50 = [\d.]+$"
+        assert re.search(routed, out, re.M), out
     takeover = (
         r"^replicas=2 takeover after kill -9: a prompt on another replica answered after "
         r"[\d.]+ s \(end_turn"
