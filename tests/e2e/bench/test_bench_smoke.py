@@ -62,7 +62,10 @@ def test_replicas_bench_smoke_prints_rates_per_replica_count_and_the_takeover() 
     assert re.search(rf"^replicas=2 cross-replica event latency: {figure}$", out, re.M), out
     side = r"p50=[\d.]+ p99=[\d.]+ ms errors=\d+"
     for clients in (1, 20):  # routed and direct side by side, with their ratio
-        routed = rf"^replicas=2 routed vs direct: clients={clients} direct {side} \| routed {side} \| routed/direct p50 = [\d.]+$"
+        routed = (
+            rf"^replicas=2 routed vs direct: clients={clients} direct {side} \| routed {side}"
+            r" \| routed/direct p50 = [\d.]+$"
+        )
         assert re.search(routed, out, re.M), out
     takeover = (
         r"^replicas=2 takeover after kill -9: a prompt on another replica answered after "
