@@ -378,11 +378,12 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
     assert len(dumps[True]["events"]) == 4 and len(dumps[True]["messages"]) == 3
 
 
-async def test_a_postgres_writer_whose_connection_died_fails_transiently_then_recovers(pg_url: str) -> None:
-    # The one-statement commit runs on asyncpg's connection itself: its errors must still
-    # be SQLAlchemy's (the event log retries the transient ones), and the next commit works.
+async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_commit(pg_url: str) -> None:
+    # The one-statement commit runs on asyncpg's connection itself: a connection the server
+    # killed may fail the commit in flight (a transient error the event log retries), but it
+    # is never reused (issue 26 item 1) — the next commit reconnects and goes through, and
+    # nothing is written twice.
     from sqlalchemy import text
-    from sqlalchemy.exc import DBAPIError
 
     from agentd.session.eventlog import is_transient
 
@@ -394,10 +395,11 @@ async def test_a_postgres_writer_whose_connection_died_fails_transiently_then_re
         writer = store._write_dbapi.driver_connection
         async with store.engine.begin() as conn:
             await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": writer.get_server_pid()})
-        with pytest.raises(DBAPIError) as died:
+        try:
             await store.commit([Batch("s0", events=[StoredEvent(2, "plan", {})])])
-        assert is_transient(died.value)
-        await store.commit([Batch("s0", events=[StoredEvent(2, "plan", {})])])
+        except Exception as exc:  # the commit in flight may die with its connection: retryable
+            assert is_transient(exc), exc
+            await store.commit([Batch("s0", events=[StoredEvent(2, "plan", {})])])
         assert [e.seq for e in await store.read_events("s0")] == [1, 2]
     finally:
         await store.close()
