@@ -107,6 +107,8 @@ class Chat:
     def _event(self, kind: str, event: dict[str, Any]) -> None:
         if kind == "turn_started":
             self.running = str(event.get("turnId"))
+            if self.cancelling:  # Ctrl-C came between our prompt going out and its turn starting
+                self.link.notify(Served.SESSION_CANCEL, self.params())
             self.started_or_gone(str(event.get("promptId")))
             waited = self.echo.pop(str(event.get("requestId")), None)
             edited = self.edited.pop(str(event.get("promptId")), None)
@@ -235,10 +237,13 @@ class Chat:
         self.link.notify(Served.SESSION_CANCEL, self.params())
 
     def interrupt(self, lines: asyncio.Queue[str | None]) -> None:
-        """Ctrl-C: cancel the running turn (a question it asks is answered `cancelled`);
-        with no turn running, or pressed again, quit (`lines` gets INTERRUPT)."""
+        """Ctrl-C: cancel the running turn (a question it asks is answered `cancelled`), or the
+        one our prompt just started; with no turn running, or pressed again, quit (`lines`
+        gets INTERRUPT)."""
         asking = self.answer is not None and not self.answer.done()
-        if (self.running is None and not asking) or self.cancelling:
+        # Our prompt is sent (or acknowledged) but its turn_started not seen yet: cancel it on start.
+        starting = self.inflight > 0 or bool(self.waiting)
+        if (self.running is None and not starting and not asking) or self.cancelling:
             lines.put_nowait(INTERRUPT)
             return
         self.cancelling = True

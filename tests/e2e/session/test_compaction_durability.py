@@ -14,7 +14,9 @@ from tests.support.client import WsClient, text_prompt
 from tests.support.polling import value_of
 from tests.support.proc import agentd_serve, write_script
 
-GATE_STEP = {"text": "working", "delay": 60}  # runs until the server dies
+# Streams its first chunk, then stalls until the server dies: once that chunk is seen, the
+# turn's request is under way and a compaction can only be scheduled for its next one.
+GATE_STEP = {"text": "working on it", "chunk_size": 4, "chunk_delay": 60}
 SUMMARY = "The user asked two questions; the agent answered both."
 
 
@@ -41,7 +43,12 @@ async def test_a_compaction_acknowledged_behind_a_running_turn_survives_kill_9(
             assert (await client.call("session/prompt", text_prompt(sid, text)))["stopReason"] == "end_turn"
         running = asyncio.create_task(client.request("session/prompt", text_prompt(sid, "long job")))
         await client.wait_notification(
-            lambda m: m["method"] == "_agentd/event" and m["params"]["kind"] == "turn_started", within=30
+            lambda m: (
+                m["method"] == "session/update"
+                and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+                and m["params"]["update"]["content"].get("text") == "work"
+            ),
+            within=30,
         )
         scheduled = await client.call("_agentd/session/compact", {"sessionId": sid})
         assert scheduled == {"status": "scheduled"}
