@@ -25,14 +25,14 @@ from agentd.infra.logs import redact_tokens_in_server_logs
 from agentd.infra.metrics import Metrics
 from agentd.infra.rss_trim import limit_arenas, run_trimmer
 from agentd.providers.factory import close_providers, make_lanes, make_provider
-from agentd.session.eventlog import EventWriter
-from agentd.session.leases import session_leases
+from agentd.session.eventlog.writer import EventWriter
 from agentd.session.manager import SessionManager
+from agentd.session.replicas.leases import session_leases
+from agentd.session.replicas.takeover import start_takeover
 from agentd.session.services import ActorServices
-from agentd.session.takeover import start_takeover
 from agentd.store.db import Store
-from agentd.tools.sandbox import SandboxError
-from agentd.tools.shell import ShellLauncher
+from agentd.tools.shell.launch import ShellLauncher
+from agentd.tools.shell.sandbox import SandboxError
 from agentd.transport.docs import router as docs_router
 from agentd.transport.guards import RateLimiter
 from agentd.transport.handlers import METHODS, UNSUPPORTED

@@ -194,7 +194,7 @@ def version(path: str | None, flag: str = "--version") -> str | None:
 
 
 async def gather(settings: Settings) -> Facts:
-    from agentd.tools.shell import probe_bwrap
+    from agentd.tools.shell.launch import probe_bwrap
 
     paths = which_programs()
     bwrap = paths["bwrap"]

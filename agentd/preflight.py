@@ -116,9 +116,9 @@ def check_sandbox(settings: Settings) -> None:
     (e.g. token auth off loopback and no bubblewrap, unless AGENTD_SANDBOX=none is set)."""
     import shutil
 
-    from agentd.tools.egress_policy import parse_allowed
-    from agentd.tools.sandbox import SandboxError, resolve_sandbox
-    from agentd.tools.shell import probe_bwrap
+    from agentd.tools.shell.egress_policy import parse_allowed
+    from agentd.tools.shell.launch import probe_bwrap
+    from agentd.tools.shell.sandbox import SandboxError, resolve_sandbox
 
     probe = probe_bwrap(shutil.which("bwrap"))
     try:

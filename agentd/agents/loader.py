@@ -44,7 +44,7 @@ from agentd.agents.builder import AgentBuilder, join_names
 from agentd.agents.definition import DEFAULT_AGENT, AgentDefinition, AgentDefinitionError, Problem
 from agentd.agents.dialects import translate
 from agentd.agents.frontmatter import parse_markdown
-from agentd.loop.task_tool import TASK_TOOL
+from agentd.loop.subagents.task_tool import TASK_TOOL
 from agentd.tools.registry import BUILTIN_TOOLS
 
 log = logging.getLogger(__name__)

@@ -93,7 +93,7 @@ class SandboxNetwork(StrEnum):
     """Sandboxed commands always get a network namespace of their own (the host's loopback,
     agentd's API among it, is out of reach); this says whether they have a way out."""
 
-    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/egress.py)
+    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/shell/egress.py)
     OFF = "off"  # no network at all
 
 
@@ -252,7 +252,7 @@ class Settings(BaseSettings):
     fallbacks: list[FallbackLane] = Field(default_factory=list)
     # Prices per model for the usage ledger's cost (R-R4), as JSON in AGENTD_PRICES.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    # The OS sandbox of `bash` (agentd/tools/sandbox.py) and its limits per command (0: none).
+    # The OS sandbox of `bash` (agentd/tools/shell/sandbox.py) and its limits per command (0: none).
     sandbox: SandboxSetting = SandboxSetting.AUTO
     sandbox_network: SandboxNetwork = SandboxNetwork.ON
     # Destinations (ADDRESS:PORT) the egress proxy lets sandboxed commands reach although

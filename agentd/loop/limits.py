@@ -16,10 +16,10 @@ from typing import Any
 
 from agentd.loop.budget import BudgetLimits
 from agentd.loop.compaction import CompactionLimits
-from agentd.loop.detection import StationarityLimits
+from agentd.loop.detection.degeneration import StationarityLimits
+from agentd.loop.detection.sequence import LoopDetectorLimits
 from agentd.loop.drain import DrainLimits
-from agentd.loop.goal import GoalLimits
-from agentd.loop.loop_detector import LoopDetectorLimits
+from agentd.loop.goals.decide import GoalLimits
 from agentd.loop.max_tokens import MaxTokensLimits
 from agentd.loop.repair import RepairLimits
 from agentd.loop.retry import Bucket, RetryLimits

@@ -18,8 +18,8 @@ from typing import Any
 
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.loop.budget import BudgetStopKind
-from agentd.loop.detection import DegenerationReason, StationarityReason
-from agentd.loop.loop_detector import LoopReason
+from agentd.loop.detection.degeneration import DegenerationReason, StationarityReason
+from agentd.loop.detection.sequence import LoopReason
 from agentd.protocol.acp import StopReason
 
 

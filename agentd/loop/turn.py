@@ -25,7 +25,7 @@ from agentd.core.events import EventKind
 from agentd.core.updates import Notice
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
-from agentd.loop.goal import (
+from agentd.loop.goals.decide import (
     GoalAction,
     GoalStatus,
     continuation_text,
@@ -35,10 +35,10 @@ from agentd.loop.goal import (
     decide_refusal,
     with_continuation,
 )
-from agentd.loop.goal_eval import evaluate, evaluator_lanes, run_verification
+from agentd.loop.goals.evaluate import evaluate, evaluator_lanes, run_verification
 from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
-from agentd.loop.react import run_react
-from agentd.loop.react_base import run_compaction
+from agentd.loop.react.base import run_compaction
+from agentd.loop.react.run import run_react
 from agentd.loop.reminders import system_reminder
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.loop.detection import NoProgress, Stationarity
-from agentd.loop.loop_detector import LoopDetector
+from agentd.loop.detection.degeneration import NoProgress, Stationarity
+from agentd.loop.detection.sequence import LoopDetector
+from agentd.loop.react.step import NextStepStop
 from agentd.loop.repair import RepairReason
-from agentd.loop.step import NextStepStop
 from agentd.loop.usage import UsageLedger
 
 

@@ -48,7 +48,7 @@ def stream_timeouts(settings: Settings) -> StreamTimeouts:
 
 def make_provider(settings: Settings) -> Provider:
     if settings.provider is ProviderName.OPENAI:
-        from agentd.providers.openai import OpenAIProvider
+        from agentd.providers.openai.chat import OpenAIProvider
 
         base = redact_url(settings.openai_base_url)
         log.info("provider: openai-compatible at %s, model %s", base, settings.model)
@@ -61,7 +61,7 @@ def make_provider(settings: Settings) -> Provider:
             **stream_timeouts(settings),
         )
     if settings.provider is ProviderName.OPENAI_RESPONSES:
-        from agentd.providers.openai_responses import OpenAIResponsesProvider
+        from agentd.providers.openai.responses import OpenAIResponsesProvider
 
         base = redact_url(settings.openai_base_url)
         log.info("provider: openai responses API at %s, model %s", base, settings.model)
@@ -73,7 +73,7 @@ def make_provider(settings: Settings) -> Provider:
             **stream_timeouts(settings),
         )
     if settings.provider is ProviderName.ANTHROPIC:
-        from agentd.providers.anthropic import AnthropicProvider
+        from agentd.providers.anthropic.provider import AnthropicProvider
 
         base = redact_url(settings.anthropic_base_url)
         log.info("provider: anthropic at %s, model %s", base, settings.model)

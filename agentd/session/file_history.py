@@ -23,8 +23,8 @@ from pathlib import Path
 from agentd.store import snapshots as rows
 from agentd.store.db import Store
 from agentd.store.snapshots import FileSnapshot, TurnCut
-from agentd.tools import safefs
 from agentd.tools.errors import ToolError
+from agentd.tools.files import safefs
 
 log = logging.getLogger(__name__)
 

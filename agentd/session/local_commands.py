@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 from agentd.core.modes import PermissionMode
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnContext
-from agentd.loop.goal import GoalState
+from agentd.loop.goals.decide import GoalState
 from agentd.loop.prompt import prompt_text
-from agentd.loop.react_base import run_compaction
+from agentd.loop.react.base import run_compaction
 from agentd.loop.turn_state import TurnState
 from agentd.session.errors import SessionError
-from agentd.session.queue_ops import QueueKind
+from agentd.session.queue.ops import QueueKind
 from agentd.session.rewind import rewind, rewindable_turns
 
 if TYPE_CHECKING:  # the actor runs its builtins here (same package)
-    from agentd.session.actor import SessionActor
+    from agentd.session.actor.session_actor import SessionActor
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from agentd.core.modes import PermissionMode
 from agentd.core.permission import PermissionAnswer, PermissionOptionKind, PermissionOutcome
 from agentd.protocol.acp import RequestPermissionResult
 from agentd.session.commit_outcome import CommitFailure, not_committed
-from agentd.session.journal import Journal
+from agentd.session.eventlog.journal import Journal
 from agentd.session.sinks import FrameSink, Renderer, requesting
 from agentd.tools.permissions import Remembered
 

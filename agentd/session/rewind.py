@@ -25,11 +25,11 @@ from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.file_history import ABSENT, PRESENT
 from agentd.store import snapshots as rows
 from agentd.store.snapshots import FileSnapshot, TurnMark
-from agentd.tools import safefs
 from agentd.tools.errors import ToolError
+from agentd.tools.files import safefs
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.session.actor.session_actor import SessionActor
 
 
 def invalid(message: str) -> SessionError:

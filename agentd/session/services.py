@@ -15,8 +15,8 @@ from agentd.core.lane import Lane
 from agentd.core.provider import Provider
 from agentd.infra.config import Settings
 from agentd.infra.metrics import Metrics
-from agentd.session.eventlog import EventWriter
-from agentd.session.queue_sync import QueuedBytes
+from agentd.session.eventlog.writer import EventWriter
+from agentd.session.queue.sync import QueuedBytes
 from agentd.session.sinks import Renderer
 from agentd.store.db import Store
 
@@ -25,12 +25,12 @@ if TYPE_CHECKING:
     from agentd.loop.budget import BudgetLimits
     from agentd.loop.limits import LoopLimits
     from agentd.loop.usage import Price
-    from agentd.session.live import LivePublisher
     from agentd.session.local_commands import Skill
+    from agentd.session.replicas.live import LivePublisher
     from agentd.session.turn_kit import TurnKit
     from agentd.tools.base import Tool
     from agentd.tools.hooks import HooksConfig
-    from agentd.tools.shell import ShellLauncher
+    from agentd.tools.shell.launch import ShellLauncher
 
 
 @dataclass
@@ -45,7 +45,7 @@ class ActorServices:
     queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
     store: Store | None = None  # file snapshots and turn marks (R-T12); None: not kept
     shell: ShellLauncher | None = None  # how commands start (sandbox): stdio MCP servers too
-    # Several replicas: transient events also go to the broker (agentd/session/live.py).
+    # Several replicas: transient events also go to the broker (agentd/session/replicas/live.py).
     live: LivePublisher | None = None
 
     @functools.cached_property

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agentd.core.events import EventKind
 from agentd.core.modes import SessionModes
-from agentd.session.journal import Journal
+from agentd.session.eventlog.journal import Journal
 
 
 def record_modes_change(journal: Journal, old: SessionModes, new: SessionModes) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from agentd.tools.agent_tasks import AgentTasks
     from agentd.tools.client_bridge import ClientBridge
-    from agentd.tools.shell import ShellLauncher
+    from agentd.tools.shell.launch import ShellLauncher
 
 
 class BackgroundShell(Protocol):

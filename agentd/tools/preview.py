@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentd.tools import safefs
 from agentd.tools.base import ToolContext
 from agentd.tools.errors import ToolError
-from agentd.tools.filekind import is_binary
+from agentd.tools.files import safefs
+from agentd.tools.files.kind import is_binary
 from agentd.tools.offload import run_blocking
 
 PREVIEW_MAX_BYTES = 256 * 1024  # a larger file is described, not diffed

@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 
-from agentd.tools.background import TaskOutput
 from agentd.tools.base import Tool
-from agentd.tools.bash import Bash
-from agentd.tools.files import EditFile, ListDir, ReadFile, WriteFile
-from agentd.tools.search import Glob, Grep
-from agentd.tools.shell import ShellLauncher
+from agentd.tools.files.tools import EditFile, ListDir, ReadFile, WriteFile
+from agentd.tools.search.grep import Glob, Grep
+from agentd.tools.shell.background import TaskOutput
+from agentd.tools.shell.bash import Bash
+from agentd.tools.shell.launch import ShellLauncher
+from agentd.tools.shell.wait_tool import Wait
 from agentd.tools.todo import TodoWrite
-from agentd.tools.wait_tool import Wait
 
 BUILTIN_TOOLS: tuple[type[Tool], ...] = (
     ReadFile,

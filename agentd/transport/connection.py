@@ -3,7 +3,7 @@
 Every incoming request is handled in its own task (a reader that awaited a prompt
 inline would deadlock on the cancel or permission reply that must follow it). Outgoing
 frames go through a bounded queue drained by one writer task, so producers never await
-a slow socket. Replays (agentd/session/replay.py) and responses are the exception: they
+a slow socket. Replays (agentd/session/eventlog/replay.py) and responses are the exception: they
 await room instead (agentd/transport/outgoing.py), so they are paced by the client and
 never dropped.
 """

@@ -153,7 +153,7 @@ async def healthz() -> JSONResponse:
     summary="Readiness: database reachable, migrations current, session leases renewed (R-C1)",
 )
 async def readyz(request: Request) -> JSONResponse:
-    """Also names the replica and reports its leases (agentd/session/leases.py, `health`):
+    """Also names the replica and reports its leases (agentd/session/replicas/leases.py, `health`):
     a replica whose lease renewals fail is not ready — it could not keep a session."""
     state = request.app.state.agentd
     leases = state.manager.leases.health()

@@ -8,7 +8,7 @@ the very request — method and params as the client sent them — to the owner 
 `Router.forward`. The owner runs it through its own dispatcher (`execute`) as the caller's
 principal and teams, with no connection (as over `POST /rpc`): the same authorisation as a
 local call, and it is never routed on. A `session/prompt` caller on a connection is first
-subscribed to the session's events here (agentd/session/remote.py): its turn's events
+subscribed to the session's events here (agentd/session/replicas/remote.py): its turn's events
 reach it from the log while the forward waits for the stop reason.
 
 Carry-on (issue 26 item 5): when the owner dies with the command unstarted (withdrawn:
@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from agentd.infra.overload import overload_error
 from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError
 from agentd.protocol.methods import QueueOp, Served
-from agentd.session.commands import ROUTED_FROM
+from agentd.session.actor.commands import ROUTED_FROM
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.routing import OwnerGone
+from agentd.session.replicas.routing import OwnerGone
 from agentd.session.sinks import FrameSink
 from agentd.store.routed import RoutedCommand
 from agentd.transport.errors import rpc_error
@@ -260,7 +260,7 @@ def _error(err: RpcError) -> dict[str, Any]:
 
 
 def permission_answerer(state: AppState) -> Any:
-    """The `answer` of agentd/session/remote.py: a watching client's choice goes to the
+    """The `answer` of agentd/session/replicas/remote.py: a watching client's choice goes to the
     owner as that client's `_agentd/permission/respond` (its rights checked there)."""
 
     async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str | None) -> None:
@@ -289,9 +289,9 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     """Several replicas on one Postgres: this replica's router, its watches of sessions
     owned elsewhere and the one LISTEN connection waking both. Returns the stop (after the
     actors have stopped: the outcomes of commands run here still go out)."""
-    from agentd.session.live import LivePublisher
-    from agentd.session.remote import RemoteWatches
-    from agentd.session.routing import Router
+    from agentd.session.replicas.live import LivePublisher
+    from agentd.session.replicas.remote import RemoteWatches
+    from agentd.session.replicas.routing import Router
     from agentd.store.broker import Broker, PgBroker
     from agentd.store.notify import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, PgListener
     from agentd.transport.render import ACP_RENDERER

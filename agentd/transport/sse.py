@@ -5,7 +5,7 @@ The same payloads as the WebSocket notifications. A durable event's frame carrie
 `id: <seq>`, so a browser's EventSource resumes by itself (`Last-Event-ID`); `?after=SEQ`
 does the same by hand. Transient deltas carry no id and heartbeats are comment frames,
 so neither ever moves the cursor. The first frame is the snapshot of the live state.
-The replay runs alongside the response, paced by it (agentd/session/replay.py).
+The replay runs alongside the response, paced by it (agentd/session/eventlog/replay.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from agentd.protocol import outgoing
 from agentd.protocol.jsonrpc import RpcError
 from agentd.protocol.methods import Notification
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.replay import ReplayMode
+from agentd.session.eventlog.replay import ReplayMode
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.revocation import CloseReason
 from agentd.transport.sharing import Access, access_of

@@ -9,8 +9,8 @@ from typing import Any
 from agentd.protocol.agentd import AttachParams, HooksRegisterParams, PermissionRespondParams, SessionParams
 from agentd.protocol.jsonrpc import RpcError
 from agentd.protocol.methods import ClientRequest
-from agentd.session.commands import RegisterHook
-from agentd.session.replay import ReplayMode
+from agentd.session.actor.commands import RegisterHook
+from agentd.session.eventlog.replay import ReplayMode
 from agentd.transport.client_hooks import ClientStopHook
 from agentd.transport.handlers.common import attach_with_replay, session_for, subscriber
 from agentd.transport.handlers.remote import attach_remote, here_or_owner

@@ -16,7 +16,7 @@ from agentd.transport.state import CallContext
 from agentd.transport.workspace_policy import check_contained, default_workspace
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.session.actor.session_actor import SessionActor
 
 
 def modes_state(actor: SessionActor) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from agentd.protocol.agentd import GoalSetParams, RewindParams, SessionParams
-from agentd.session.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone, Rewind
+from agentd.session.actor.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone, Rewind
 from agentd.transport.handlers.common import session_for
 from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext

@@ -25,7 +25,7 @@ from agentd.protocol.acp import (
 from agentd.protocol.agentd import ForkParams, OptIn
 from agentd.protocol.jsonrpc import RpcError
 from agentd.protocol.methods import EXTENSIONS
-from agentd.session.commands import AttachMcp, Cancel, QueueOp
+from agentd.session.actor.commands import AttachMcp, Cancel, QueueOp
 from agentd.transport.handlers.common import (
     agentd_meta,
     attach_with_replay,
@@ -44,8 +44,8 @@ from agentd.transport.sharing import Access, denied
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
-    from agentd.tools.mcp import McpConnections
+    from agentd.session.actor.session_actor import SessionActor
+    from agentd.tools.mcp.client import McpConnections
 
 
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
@@ -102,8 +102,8 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]], cwd: Path) -> 
     invalid-params error naming it."""
     if not raw:
         return None
-    from agentd.tools.mcp import McpConnections, McpError, parse_specs  # (idle memory: issue 14)
-    from agentd.tools.mcp_policy import check_mcp_specs
+    from agentd.tools.mcp.client import McpConnections, McpError, parse_specs  # (idle memory: issue 14)
+    from agentd.tools.mcp.policy import check_mcp_specs
 
     try:
         specs = parse_specs(raw)

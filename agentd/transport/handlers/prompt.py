@@ -9,7 +9,7 @@ from typing import Any
 from agentd.protocol.acp import PromptParams, SessionIdParams
 from agentd.protocol.agentd import EnqueueParams, InterjectParams, QueueOpParams
 from agentd.protocol.jsonrpc import ErrorCode, RpcError
-from agentd.session.commands import (
+from agentd.session.actor.commands import (
     ROUTED_FROM,
     Cancel,
     EnqueueAck,

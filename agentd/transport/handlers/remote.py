@@ -1,6 +1,6 @@
 """Attaching to a session another replica owns (R-C1, issue 15 item 2): `session/load`,
 `session/resume` and `_agentd/session/attach` on a non-owner are served here, from the log
-(agentd/session/remote.py) — the caller's access checked against the stored session and
+(agentd/session/replicas/remote.py) — the caller's access checked against the stored session and
 its shares exactly as for a local one (R-X2)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from agentd.core.modes import SessionModes
 from agentd.protocol.jsonrpc import RpcError
 from agentd.session.config_options import MODES, session_config_options
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.hub import Subscriber
-from agentd.session.replay import ReplayAborted, ReplayMode
+from agentd.session.eventlog.hub import Subscriber
+from agentd.session.eventlog.replay import ReplayAborted, ReplayMode
 from agentd.session.sinks import tracked_sessions
 from agentd.store.records import SessionRecord
 from agentd.transport.handlers.common import owner_access, session_access, subscriber
@@ -20,7 +20,7 @@ from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.session.actor.session_actor import SessionActor
 
 
 def owner_elsewhere(ctx: CallContext, exc: SessionError) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 from agentd.core.modes import PermissionMode
 from agentd.protocol.acp import SetConfigOptionParams, SetModeParams
 from agentd.protocol.jsonrpc import RpcError
-from agentd.session.commands import SetAgent, SetMode, SetModel, SetPlan
+from agentd.session.actor.commands import SetAgent, SetMode, SetModel, SetPlan
 from agentd.session.config_options import PLAN_OFF, PLAN_ON
 from agentd.transport.handlers.common import config_options, known_agent, session_for
 from agentd.transport.sharing import Access

@@ -17,7 +17,7 @@ from agentd.transport.sharing import Access, access_of, holder
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.hub import EventHub
+    from agentd.session.eventlog.hub import EventHub
     from agentd.transport.state import AppState
 
 

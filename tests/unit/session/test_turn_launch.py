@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentd.session.local_commands import Skill, prompt_kind
-from agentd.session.queue_ops import QueueKind
+from agentd.session.queue.ops import QueueKind
 from agentd.session.turn_launch import classify, goal_lanes, title_from
 
 SKILLS = {"review": Skill("review", "Review code", "Review this: $ARGUMENTS")}
