@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from agentd.core.completion import CompletionRequirement
+from agentd.core import CompletionRequirement
 
 T = TypeVar("T")
 

@@ -15,12 +15,12 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 # Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
-from agentd.core.modes import PermissionMode as PermissionMode
-from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
+from agentd.core import PermissionMode as PermissionMode
+from agentd.core import SqliteSynchronous as SqliteSynchronous
 from agentd.infra.settings_check import async_database_url, unknown_keys
 
 if TYPE_CHECKING:
-    from agentd.store.engine import PoolLimits
+    from agentd.store import PoolLimits
 
 
 def redact_url(url: str) -> str:
@@ -388,7 +388,7 @@ class Settings(BaseSettings):
         return self.context_windows.get(model, self.context_window)
 
     def pool_limits(self) -> PoolLimits:
-        from agentd.store.engine import PoolLimits  # the store imports nothing of the settings
+        from agentd.store import PoolLimits
 
         return PoolLimits(
             self.db_pool_size, self.db_pool_overflow, self.db_pool_timeout_s, self.db_statement_timeout_s

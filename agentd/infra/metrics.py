@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.events import EventKind
+from agentd.core import EventKind
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Histogram

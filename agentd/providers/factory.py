@@ -6,9 +6,8 @@ import logging
 from collections.abc import Iterable
 from typing import TypedDict
 
-from agentd.core.lane import Lane
-from agentd.core.provider import Provider
-from agentd.infra.config import HttpTransport, ProviderName, Settings, redact_url
+from agentd.core import Lane, Provider
+from agentd.infra import HttpTransport, ProviderName, Settings, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ def stream_timeouts(settings: Settings) -> StreamTimeouts:
 
 def make_provider(settings: Settings) -> Provider:
     if settings.provider is ProviderName.OPENAI:
-        from agentd.providers.openai.chat import OpenAIProvider
+        from agentd.providers.openai import OpenAIProvider
 
         base = redact_url(settings.openai_base_url)
         log.info("provider: openai-compatible at %s, model %s", base, settings.model)
@@ -61,7 +60,7 @@ def make_provider(settings: Settings) -> Provider:
             **stream_timeouts(settings),
         )
     if settings.provider is ProviderName.OPENAI_RESPONSES:
-        from agentd.providers.openai.responses import OpenAIResponsesProvider
+        from agentd.providers.openai import OpenAIResponsesProvider
 
         base = redact_url(settings.openai_base_url)
         log.info("provider: openai responses API at %s, model %s", base, settings.model)
@@ -73,7 +72,7 @@ def make_provider(settings: Settings) -> Provider:
             **stream_timeouts(settings),
         )
     if settings.provider is ProviderName.ANTHROPIC:
-        from agentd.providers.anthropic.provider import AnthropicProvider
+        from agentd.providers.anthropic import AnthropicProvider
 
         base = redact_url(settings.anthropic_base_url)
         log.info("provider: anthropic at %s, model %s", base, settings.model)

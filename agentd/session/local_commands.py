@@ -10,19 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentd.core.modes import PermissionMode
-from agentd.loop.compaction import CompactionReason
-from agentd.loop.context import TurnContext
-from agentd.loop.goals.decide import GoalState
-from agentd.loop.prompt import prompt_text
-from agentd.loop.react.base import run_compaction
-from agentd.loop.turn_state import TurnState
+from agentd.core import PermissionMode
+from agentd.loop import CompactionReason, GoalState, TurnContext, TurnState, prompt_text, run_compaction
 from agentd.session.errors import SessionError
-from agentd.session.queue.ops import QueueKind
 from agentd.session.rewind import rewind, rewindable_turns
 
 if TYPE_CHECKING:  # the actor runs its builtins here (same package)
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
 
 
 @dataclass(frozen=True)
@@ -106,20 +100,6 @@ def parse_local(text: str) -> tuple[LocalCommand, str] | None:
     name, _, arg = stripped[1:].partition(" ")
     command = BUILTINS.get(name)
     return (command, arg.strip()) if command else None
-
-
-def prompt_kind(text: str, skills: Mapping[str, Skill]) -> QueueKind:
-    """What a prompt's text runs as, decided when it is queued (and again when it is
-    edited): a builtin `/command`, a `!cmd`, a skill, or plain text. Queue operations
-    read it — only plain prompts may be combined (R-S3) — so a command that waits in the
-    queue stays a command."""
-    if parse_local(text) is not None:
-        return QueueKind.LOCAL
-    if parse_bang(text) is not None:
-        return QueueKind.BANG
-    if expand_skill(text, skills) is not None:
-        return QueueKind.SKILL
-    return QueueKind.PROMPT
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.conversation import Message
-from agentd.core.modes import PermissionMode, SessionModes
-from agentd.session.actor.commands import Shutdown
+from agentd.core import Message, PermissionMode, SessionModes
+from agentd.session.commands import Shutdown
 from agentd.session.errors import (
     RETRY_SESSION_FAILED,
     ResyncReason,
@@ -24,14 +23,13 @@ from agentd.session.errors import (
     session_stopping,
     shutting_down,
 )
-from agentd.session.eventlog.recovery import RECENT_KINDS, RECENT_LIMIT, recover
-from agentd.session.replicas.leases import SessionLeases
+from agentd.session.eventlog import RECENT_KINDS, RECENT_LIMIT, recover
+from agentd.session.replicas import SessionLeases
 from agentd.session.services import ActorServices
-from agentd.store.db import LoadedSession, SessionRecord, Store
-from agentd.store.leases import is_stale_fence
+from agentd.store import LoadedSession, SessionRecord, Store, is_stale_fence
 
 if TYPE_CHECKING:
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +37,7 @@ log = logging.getLogger(__name__)
 def _actor_class() -> type[SessionActor]:
     # The actor (with the loop and the tools) loads with the first session, not at start-up
     # (issue 14: idle RSS; tests/unit/test_startup_imports.py).
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
 
     return SessionActor
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from agentd.core.updates import Notice, NoticeSeverity
-from agentd.session.actor.commands import Prompt, PromptDone, PromptSource
+from agentd.core import Notice, NoticeSeverity
+from agentd.session.commands import Prompt, PromptDone, PromptSource
 
 if TYPE_CHECKING:  # the actor hands itself in (same package)
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
 
 
 class WakeDecision(StrEnum):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from agentd.tools.agent_tasks import AgentTasks
     from agentd.tools.client_bridge import ClientBridge
-    from agentd.tools.shell.launch import ShellLauncher
+    from agentd.tools.shell import ShellLauncher
 
 
 class BackgroundShell(Protocol):
@@ -115,5 +115,5 @@ class Tool(Protocol):
         """Do the work. Raise `ToolError` for a readable failure; cancellation must clean up."""
         ...
 
-    # Optional: `async def preview(self, args, ctx) -> ToolPreview` (agentd/tools/preview.py)
+    # Optional: `async def preview(self, args, ctx) -> ToolPreview` (agentd/tools/files/preview.py)
     # says what the call will do before it is approved — an edit's diff, a command's cwd.

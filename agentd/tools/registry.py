@@ -6,12 +6,9 @@ import functools
 from collections.abc import Iterable, Mapping
 
 from agentd.tools.base import Tool
-from agentd.tools.files.tools import EditFile, ListDir, ReadFile, WriteFile
-from agentd.tools.search.grep import Glob, Grep
-from agentd.tools.shell.background import TaskOutput
-from agentd.tools.shell.bash import Bash
-from agentd.tools.shell.launch import ShellLauncher
-from agentd.tools.shell.wait_tool import Wait
+from agentd.tools.files import EditFile, ReadFile, WriteFile
+from agentd.tools.search import Glob, Grep, ListDir
+from agentd.tools.shell import Bash, ShellLauncher, TaskOutput, Wait
 from agentd.tools.todo import TodoWrite
 
 BUILTIN_TOOLS: tuple[type[Tool], ...] = (

@@ -8,31 +8,27 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentd.core.provider import Provider
-from agentd.infra.auth import Authenticator
-from agentd.infra.config import AuthMode, Settings
-from agentd.infra.metrics import Metrics
-from agentd.protocol.acp import ClientCapabilities
-from agentd.protocol.agentd import OptIn
-from agentd.protocol.jsonrpc import Request
-from agentd.session.actor.commands import Detach
-from agentd.session.errors import SessionError
-from agentd.session.eventlog.attach import attach as attach_client
-from agentd.session.eventlog.attach import check_cursor
-from agentd.session.eventlog.hub import Subscriber
-from agentd.session.eventlog.writer import EventWriter
-from agentd.session.manager import SessionManager
-from agentd.session.services import ActorServices
-from agentd.session.sinks import FrameSink
-from agentd.store.db import Store
+from agentd.core import Provider
+from agentd.infra import Authenticator, AuthMode, Metrics, Settings
+from agentd.protocol import ClientCapabilities, OptIn, Request
+from agentd.session import (
+    ActorServices,
+    Detach,
+    EventWriter,
+    FrameSink,
+    SessionError,
+    SessionManager,
+    Subscriber,
+    check_cursor,
+)
+from agentd.session import attach as attach_client
+from agentd.store import Store
 from agentd.transport.guards import RateLimiter, rate_key
 from agentd.transport.revocation import LiveTokens
 
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
-    from agentd.session.actor.session_actor import SessionActor
-    from agentd.session.replicas.remote import RemoteWatches
-    from agentd.session.replicas.routing import Router
+    from agentd.session import RemoteWatches, Router, SessionActor
 
 Replay = Literal["none", "acp", "attach"]
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core.conversation import ToolCall
-from agentd.core.provider import StopReason
+from agentd.core import StopReason, ToolCall
 from agentd.loop.reminders import system_reminder
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core.conversation import ToolCall
+from agentd.core import ToolCall
 from agentd.loop.detection.degeneration import step_signature
 
 SHELL_TOOL = "bash"

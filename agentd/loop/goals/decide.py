@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, field_validator, model_validator
 
-from agentd.core.conversation import Message
+from agentd.core import Message
 
 CONTINUATION_TAG = "goal_continuation"
 

@@ -9,17 +9,17 @@ import logging
 from enum import StrEnum
 from typing import Any
 
-from agentd.core.permission import PermissionOptionKind, PermissionOutcome
-from agentd.core.updates import ToolCallAnnounced
+from agentd.core import PermissionOptionKind, PermissionOutcome, ToolCallAnnounced
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.outcome import EndReason
 from agentd.loop.react.slot import Slot
-from agentd.tools.base import ToolContext, ToolResult
-from agentd.tools.hooks import HookDecision
-from agentd.tools.permissions import (
+from agentd.tools import (
     PERMISSION_OPTIONS,
     Decision,
+    HookDecision,
     Remembered,
+    ToolContext,
+    ToolResult,
     decide,
     plan_gate_refuses,
     plan_mode_refuses,

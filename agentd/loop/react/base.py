@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.core.errors import HarnessError
-from agentd.core.events import EventKind
-from agentd.core.updates import CompactionProgress, CompactionStatus
+from agentd.core import CompactionProgress, CompactionStatus, EventKind, HarnessError
 from agentd.loop.compaction import CompactionReason, compact, compactable
 from agentd.loop.context import TurnContext, run_cancellable
 from agentd.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
+from agentd.loop.react.state import TurnState
 from agentd.loop.retry import LoopDecision
-from agentd.loop.turn_state import TurnState
 
 
 def _compaction_progress(ctx: TurnContext, update: CompactionProgress) -> None:

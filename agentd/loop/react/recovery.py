@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from agentd.core.errors import HarnessError
-from agentd.core.events import EventKind
-from agentd.core.provider import ProviderRequest, Usage
-from agentd.core.updates import Notice
+from agentd.core import EventKind, HarnessError, Notice, ProviderRequest, Usage
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
-from agentd.loop.detection.degeneration import (
-    DegenerationReason,
-    RepetitionHit,
-    RetriableHit,
-    retriable_response,
-)
+from agentd.loop.detection import DegenerationReason, RepetitionHit, RetriableHit, retriable_response
 from agentd.loop.outcome import OutcomeKind, TurnOutcome
 from agentd.loop.react.base import cancelled_outcome, ended_outcome, record_decision, run_compaction
 from agentd.loop.react.sampling import Sample, commit_sample, stream_sample
+from agentd.loop.react.state import TurnState
 from agentd.loop.retry import Bucket, Decision
-from agentd.loop.turn_state import TurnState
 
 
 class Rebuild:

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.core.conversation import Message
-from agentd.core.events import EventKind
-from agentd.core.provider import ProviderRequest
-from agentd.core.updates import Notice, UserMessage
+from agentd.core import EventKind, Message, Notice, ProviderRequest, UserMessage
 from agentd.loop.budget import (
     BudgetStop,
     BudgetStopKind,
@@ -27,12 +24,13 @@ from agentd.loop.budget import (
 from agentd.loop.checkpoint import checkpoint_budget_exhaustion
 from agentd.loop.compaction import CompactionReason, should_compact
 from agentd.loop.context import TurnCancelled, TurnContext
-from agentd.loop.detection.sequence import LoopReason
+from agentd.loop.detection import LoopReason
 from agentd.loop.drain import drain_barrier
 from agentd.loop.outcome import OutcomeKind, TurnOutcome
 from agentd.loop.react.base import cancelled_outcome, ended_outcome, run_compaction
 from agentd.loop.react.recovery import Rebuild, sample_with_recovery
 from agentd.loop.react.sampling import Sample, build_request, commit_sample, uses_native_schema
+from agentd.loop.react.state import TurnState
 from agentd.loop.react.step import (
     NextStepContinue,
     NextStepFinalOutput,
@@ -47,7 +45,6 @@ from agentd.loop.react.step import (
 from agentd.loop.react.tool_round import run_tools
 from agentd.loop.react.toolrun import skip_tool_round
 from agentd.loop.task_notices import drain_task_notices
-from agentd.loop.turn_state import TurnState
 
 
 def drain_interjections(ctx: TurnContext) -> int:

@@ -7,27 +7,31 @@ import contextlib
 import uuid
 from dataclasses import dataclass, field
 
-from agentd.core import tracing
-from agentd.core.conversation import Message, ReasoningBlock, ToolCall
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import (
+from agentd.core import (
+    AgentText,
+    AgentTextChunk,
+    ErrorKind,
+    HarnessError,
+    Message,
     ProviderRequest,
+    ReasoningBlock,
     ReasoningBlockComplete,
     ReasoningDelta,
     Stop,
     StopReason,
     TextDelta,
+    ToolCall,
     ToolCallComplete,
+    ToolCallIds,
     ToolSpec,
     Usage,
+    tracing,
 )
-from agentd.core.tool_call_ids import ToolCallIds
-from agentd.core.updates import AgentText, AgentTextChunk
 from agentd.loop.context import TurnContext
-from agentd.loop.detection.degeneration import RepetitionDetector, RepetitionHit
+from agentd.loop.detection import RepetitionDetector, RepetitionHit
 from agentd.loop.reminders import system_reminder
 from agentd.loop.structured import SHIM_REMINDER
-from agentd.tools.registry import system_prompt_guidance
+from agentd.tools import system_prompt_guidance
 
 
 @dataclass

@@ -14,9 +14,9 @@ import orjson
 if TYPE_CHECKING:
     import jsonschema
 
-from agentd.core.conversation import ToolCall
+from agentd.core import ToolCall
 from agentd.loop.context import TurnContext
-from agentd.tools.base import Tool, ToolResult
+from agentd.tools import Tool, ToolResult
 
 
 @dataclass

@@ -21,11 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core.conversation import ToolCall
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import StopReason
-from agentd.loop.detection.degeneration import NUDGE_TEXT, Nudge, StationarityDecision, Stop
-from agentd.loop.detection.sequence import LoopAction, LoopVerdict
+from agentd.core import ErrorKind, HarnessError, StopReason, ToolCall
+from agentd.loop.detection import NUDGE_TEXT, LoopAction, LoopVerdict, Nudge, StationarityDecision, Stop
 from agentd.loop.max_tokens import (
     CONTINUE_TEXT,
     EMPTY_FAILURE_TEXT,
@@ -52,7 +49,7 @@ from agentd.loop.structured import (
     retry_text,
 )
 from agentd.loop.todo_gate import TodoGateLimits, todo_gate
-from agentd.tools.base import ToolResult
+from agentd.tools import ToolResult
 
 # ----------------------------------------------------------------------------- inputs
 

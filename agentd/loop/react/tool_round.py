@@ -3,14 +3,13 @@ tools and the loop detector's round verdicts decide."""
 
 from __future__ import annotations
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.events import EventKind
-from agentd.core.updates import Notice
+from agentd.core import ErrorKind, EventKind, HarnessError, Notice
 from agentd.loop.context import TurnContext
-from agentd.loop.detection.sequence import LoopAction, LoopReason, LoopVerdict
+from agentd.loop.detection import LoopAction, LoopReason, LoopVerdict
 from agentd.loop.drain import DrainResult, drain_barrier
 from agentd.loop.react.base import record_decision
 from agentd.loop.react.sampling import Sample
+from agentd.loop.react.state import TurnState
 from agentd.loop.react.step import (
     NextStep,
     NextStepRunTools,
@@ -19,7 +18,6 @@ from agentd.loop.react.step import (
 )
 from agentd.loop.react.toolrun import BreakReason, execute_tool_round, skip_tool_round
 from agentd.loop.retry import Bucket, Decision
-from agentd.loop.turn_state import TurnState
 
 CANCELLED_BEFORE_TOOLS = "Not run: the user cancelled the turn before its tools started."
 

@@ -21,23 +21,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentd.core import tracing
-from agentd.core.conversation import Message, ToolCall
-from agentd.core.updates import (
+from agentd.core import (
+    Message,
     PlanUpdated,
+    ToolCall,
     ToolCallAnnounced,
     ToolCallFinished,
     ToolCallProgress,
     ToolCallStarted,
     text_content,
+    tracing,
 )
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
-from agentd.loop.detection.degeneration import NoProgress, with_no_progress_note
-from agentd.loop.detection.sequence import CallRecord, shell_failed
+from agentd.loop.detection import CallRecord, NoProgress, shell_failed, with_no_progress_note
 from agentd.loop.react.approval import BreakReason, approve
 from agentd.loop.react.slot import Slot, parse_call
-from agentd.tools.base import Access, ToolContext, ToolResult
-from agentd.tools.errors import ToolError
+from agentd.tools import Access, ToolContext, ToolError, ToolResult
 
 __all__ = ["BreakReason", "RoundResult", "execute_tool_round", "file_digests", "skip_tool_round"]
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.core.events import EventKind
-from agentd.core.updates import text_content
+from agentd.core import EventKind, text_content
 from agentd.loop.context import EventSink
 
 

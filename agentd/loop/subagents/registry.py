@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from agentd.core.conversation import Message
-from agentd.core.task_notice import (
+from agentd.core import (
+    Message,
     TaskCompletion,
     TaskEnd,
     TaskKind,
@@ -65,10 +65,7 @@ from agentd.loop.subagents.events import NestedEvents
 from agentd.loop.subagents.limits import SubagentLimits, can_spawn, child_budget, spawn_refusal
 from agentd.loop.subagents.task_tool import TASK_TOOL, AgentSpec, ChildRequest, TaskTool
 from agentd.loop.usage import UsageLedger
-from agentd.tools.base import Tool, ToolResult
-from agentd.tools.errors import ToolError
-from agentd.tools.hooks import StopHook
-from agentd.tools.todo import TodoList
+from agentd.tools import StopHook, TodoList, Tool, ToolError, ToolResult
 
 log = logging.getLogger(__name__)
 

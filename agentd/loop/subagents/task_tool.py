@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.core.completion import CompletionRequirement
+from agentd.core import CompletionRequirement
 from agentd.loop.subagents.limits import DEFAULT_CHILD_MAX_TURNS, child_max_turns
-from agentd.tools.base import Access, Tool, ToolContext, ToolKind, ToolResult
-from agentd.tools.errors import ToolError
+from agentd.tools import Access, Tool, ToolContext, ToolError, ToolKind, ToolResult
 
 if TYPE_CHECKING:
     from agentd.loop.context import TurnContext

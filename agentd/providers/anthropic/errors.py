@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.providers.http.common import parse_retry_after
+from agentd.core import ErrorKind, HarnessError
+from agentd.providers.http import parse_retry_after
 
 # e.g. "prompt is too long: 208310 tokens > 200000 maximum",
 # "input length and `max_tokens` exceed context limit: 197000 + 8192 > 200000, ..."

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentd.core.conversation import Message, ReasoningBlock
+from agentd.core import Message, ReasoningBlock
 
 # The `ReasoningBlock.provider` of blocks this API made (and only it can verify).
 PROVIDER = "anthropic"

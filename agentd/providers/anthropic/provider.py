@@ -23,15 +23,13 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import ProviderRequest, StreamEvent
-from agentd.infra.config import HttpTransport
+from agentd.core import ErrorKind, HarnessError, ProviderRequest, StreamEvent
+from agentd.infra import HttpTransport
 from agentd.providers.anthropic.errors import classify_http_error
 from agentd.providers.anthropic.request import AnthropicOptions, build_body
 from agentd.providers.anthropic.stream import Assembler
 from agentd.providers.anthropic.wire import AnthropicWire
-from agentd.providers.http.provider import HttpProvider
-from agentd.providers.http.sse import parse_json
+from agentd.providers.http import HttpProvider, parse_json
 
 __all__ = ["API_VERSION", "AnthropicProvider", "classify_http_error"]
 

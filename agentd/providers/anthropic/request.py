@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.core.provider import ProviderRequest
+from agentd.core import ProviderRequest
 from agentd.providers.anthropic.messages import REASONING_TYPES, translate_messages
 
 # The API refuses a request with more breakpoints than this.

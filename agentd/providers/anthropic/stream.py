@@ -17,9 +17,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core.conversation import ReasoningBlock
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import (
+from agentd.core import (
+    ErrorKind,
+    HarnessError,
+    ReasoningBlock,
     ReasoningBlockComplete,
     ReasoningDelta,
     Stop,

@@ -16,8 +16,7 @@ from typing import Any
 
 import orjson
 
-from agentd.core.conversation import Message, extends
-from agentd.core.provider import ProviderRequest
+from agentd.core import Message, ProviderRequest, extends
 from agentd.providers import wire_cache
 from agentd.providers.anthropic.messages import content_blocks
 from agentd.providers.anthropic.request import (

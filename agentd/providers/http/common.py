@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
-from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core import ErrorKind, HarnessError
 from agentd.providers.http import pool as http_pool
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from weakref import WeakKeyDictionary
 
 import httpx
 
-from agentd.infra.config import HttpTransport
+from agentd.infra import HttpTransport
 from agentd.providers.http.body import BodyPieces
 from agentd.providers.http.lean import LeanTransport
 from agentd.providers.http.proxy import Proxies

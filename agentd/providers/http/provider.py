@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import SecretStr
 
-from agentd.core.errors import HarnessError
-from agentd.infra.config import HttpTransport
+from agentd.core import HarnessError
+from agentd.infra import HttpTransport
 from agentd.providers.http import pool as http_pool
 from agentd.providers.http.common import default_ssl_context, guard, open_stream
 from agentd.providers.http.sse import SSEReader, parse_json

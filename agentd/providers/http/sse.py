@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import orjson
 
-from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core import ErrorKind, HarnessError
 from agentd.providers.http.common import drain, guard, transport_error
 from agentd.providers.http.lean import body_chunks, lean_body
 

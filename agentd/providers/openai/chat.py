@@ -22,13 +22,9 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from agentd.core.conversation import Message
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import ProviderRequest, StreamEvent
-from agentd.infra.config import HttpTransport, ReasoningEffort, TokenField
-from agentd.providers.http.common import parse_retry_after  # re-exported, tests import it here
-from agentd.providers.http.provider import HttpProvider
-from agentd.providers.http.sse import SSEReader, parse_json
+from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
+from agentd.infra import HttpTransport, ReasoningEffort, TokenField
+from agentd.providers.http import HttpProvider, SSEReader, parse_json, parse_retry_after
 from agentd.providers.openai.chat_stream import ChatAssembler, non_stream_as_chunk
 from agentd.providers.openai.errors import classify_http_error
 from agentd.providers.openai.models import Amendments, is_reasoning_model, token_field

@@ -9,8 +9,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import (
+from agentd.core import (
+    ErrorKind,
+    HarnessError,
     ReasoningDelta,
     Stop,
     StopReason,

@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.providers.http.common import parse_retry_after
+from agentd.core import ErrorKind, HarnessError
+from agentd.providers.http import parse_retry_after
 
 # Wordings used by OpenAI, vLLM, llama.cpp, OpenRouter... for an over-long prompt.
 _CONTEXT_OVERFLOW_RE = re.compile(

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.infra.config import TokenField
+from agentd.core import ErrorKind, HarnessError
+from agentd.infra import TokenField
 
 # o1, o3-mini, o4-mini, gpt-5, gpt-5.1-codex, codex-mini..., optionally behind a router's
 # "openai/" prefix; gpt-oss (served by vLLM & co.). gpt-5-chat models are the non-reasoning variants.

@@ -17,12 +17,9 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from agentd.core.conversation import Message
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import ProviderRequest, StreamEvent
-from agentd.infra.config import HttpTransport, ReasoningEffort
-from agentd.providers.http.provider import HttpProvider
-from agentd.providers.http.sse import parse_json
+from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
+from agentd.infra import HttpTransport, ReasoningEffort
+from agentd.providers.http import HttpProvider, parse_json
 from agentd.providers.openai.errors import classify_http_error
 from agentd.providers.openai.models import is_reasoning_model
 from agentd.providers.openai.responses_stream import PROVIDER_TAG, TERMINAL_EVENTS, ResponsesAssembler

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core.conversation import ReasoningBlock
-from agentd.core.errors import HarnessError
-from agentd.core.provider import (
+from agentd.core import (
+    HarnessError,
+    ReasoningBlock,
     ReasoningBlockComplete,
     ReasoningDelta,
     Stop,

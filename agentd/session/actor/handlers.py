@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentd.loop.goals.decide import GoalState
-from agentd.loop.outcome import OutcomeKind
-from agentd.session.actor.commands import (
+from agentd.loop import GoalState, OutcomeKind
+from agentd.session.actor.stop import shut_down
+from agentd.session.commands import (
     Attach,
     AttachComplete,
     AttachMcp,
@@ -33,10 +33,8 @@ from agentd.session.actor.commands import (
     TaskFinished,
     TurnFinished,
 )
-from agentd.session.actor.stop import shut_down
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.queue.ops import QueueKind
-from agentd.session.queue.prompt_queue import QueuedPrompt, new_id
+from agentd.session.queue import QueuedPrompt, QueueKind, new_id
 from agentd.session.rewind import rewind
 from agentd.session.wake import maybe_wake
 

@@ -24,34 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from agentd.agents import DEFAULT_AGENT
-from agentd.core.conversation import Message
-from agentd.core.events import EventKind
-from agentd.core.log_context import bind_log_context
-from agentd.core.modes import PermissionMode, SessionModes
-from agentd.loop.context import Conversation
-from agentd.loop.goals.decide import GoalState
-from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome
-from agentd.loop.retry import RetryState
-from agentd.loop.usage import UsageLedger
-from agentd.session.actor.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
+from agentd.core import EventKind, Message, PermissionMode, SessionModes, bind_log_context
+from agentd.loop import Conversation, EndReason, GoalState, OutcomeKind, RetryState, TurnOutcome, UsageLedger
 from agentd.session.actor.handlers import HANDLERS
 from agentd.session.actor.stop import StopState, refuse
+from agentd.session.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
 from agentd.session.config_options import session_config_options
 from agentd.session.errors import session_failed
-from agentd.session.eventlog.hub import EventHub
-from agentd.session.eventlog.journal import PARTIAL_CHECKPOINT_INTERVAL_S, Journal
+from agentd.session.eventlog import PARTIAL_CHECKPOINT_INTERVAL_S, EventHub, Journal
 from agentd.session.file_history import FileHistory
 from agentd.session.local_commands import available_commands
 from agentd.session.permission_gate import PermissionGate
+from agentd.session.queue import PromptQueue, QueuedPrompt, new_id, request_digest_of, request_id_of
 from agentd.session.queue import ops as queue_ops
-from agentd.session.queue.prompt_queue import (
-    PromptQueue,
-    QueuedPrompt,
-    new_id,
-    request_digest_of,
-    request_id_of,
-)
-from agentd.session.replicas.live import LiveFeed
+from agentd.session.replicas import LiveFeed
 from agentd.session.services import ActorServices
 from agentd.session.session_modes import record_modes_change
 from agentd.session.sinks import FrameSink
@@ -59,11 +45,8 @@ from agentd.session.snapshot import Running, build_snapshot
 from agentd.session.subagents import session_subagents
 from agentd.session.turn_launch import RunningTurn, answer_turn, launch
 from agentd.session.wake import WakeStreak
-from agentd.store.db import SessionRecord
-from agentd.tools.hooks import StopHook
-from agentd.tools.mcp.client import McpConnections
-from agentd.tools.shell.background import BackgroundTasks
-from agentd.tools.todo import TodoList
+from agentd.store import SessionRecord
+from agentd.tools import BackgroundTasks, McpConnections, StopHook, TodoList
 
 __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "SessionActor", "new_id"]
 

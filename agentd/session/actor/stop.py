@@ -9,8 +9,8 @@ import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from agentd.loop.outcome import EndReason, TurnOutcome
-from agentd.session.actor.commands import (
+from agentd.loop import EndReason, TurnOutcome
+from agentd.session.commands import (
     AttachComplete,
     Cancel,
     Detach,
@@ -24,8 +24,7 @@ from agentd.session.actor.commands import (
 )
 from agentd.session.commit_outcome import NotCommitted, not_committed
 from agentd.session.errors import session_stopping, shutting_down
-from agentd.session.queue.prompt_queue import resolve
-from agentd.session.queue.sync import answer_all
+from agentd.session.queue import answer_all, resolve
 from agentd.session.turn_launch import stop_turn
 
 if TYPE_CHECKING:  # the actor's own stop path (same package)

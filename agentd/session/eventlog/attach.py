@@ -8,16 +8,16 @@ import asyncio
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from agentd.session.actor.commands import Attach, AttachComplete, Detach
+from agentd.session.commands import Attach, AttachComplete, Detach
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.eventlog.hub import Subscriber
-from agentd.session.eventlog.replay import ReplayAborted, ReplayMode
-from agentd.session.eventlog.replay import replay as replay_log
+from agentd.session.eventlog.replayer import ReplayAborted, ReplayMode
+from agentd.session.eventlog.replayer import replay as replay_log
 from agentd.session.sinks import FrameSink, tracked_sessions
-from agentd.store.db import Store
+from agentd.store import Store
 
 if TYPE_CHECKING:
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
 
 
 class Replay(StrEnum):

@@ -3,7 +3,7 @@
 A `Subscriber` renders events into frames (with the injected `Renderer`: the wire shape
 lives in agentd/transport/render.py) and puts them on its connection's bounded
 outgoing queue without ever awaiting, so a slow client cannot slow the actor or the
-other clients. While a subscriber is catching up from the store (agentd/session/eventlog/replay.py)
+other clients. While a subscriber is catching up from the store (agentd/session/eventlog/replayer.py)
 it buffers live events — at most `buffer_limit`; past that the buffer is discarded and
 the replay reads the store further — and then goes live without gap or duplicate.
 
@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from agentd.core.events import Event, EventKind
+from agentd.core import Event, EventKind
 from agentd.session.errors import ResyncReason
 from agentd.session.sinks import Frame, FrameSink, Renderer, encoded, filtering, urgent
 

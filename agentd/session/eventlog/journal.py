@@ -13,15 +13,16 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from agentd.core.conversation import Message
-from agentd.core.events import Event, EventKind
-from agentd.core.tool_call_ids import ToolCallIds
-from agentd.core.updates import ToolCallFinished, text_content
-from agentd.infra.metrics import Metrics
-from agentd.loop.context import Conversation
-from agentd.loop.outcome import TurnOutcome, stop_reason
-from agentd.loop.repair import INTERRUPTED_RESULT, repair_dangling_tool_calls
-from agentd.loop.usage import UsageLedger
+from agentd.core import Event, EventKind, Message, ToolCallFinished, ToolCallIds, text_content
+from agentd.infra import Metrics
+from agentd.loop import (
+    INTERRUPTED_RESULT,
+    Conversation,
+    TurnOutcome,
+    UsageLedger,
+    repair_dangling_tool_calls,
+    stop_reason,
+)
 from agentd.session.eventlog.writer import EventWriter
 
 # R-E1: the text of a message still streaming reaches the store at most this often.

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.events import EventKind
-from agentd.core.task_history import replay
-from agentd.core.task_notice import TaskKind
-from agentd.session.actor.commands import PromptDone
-from agentd.store.db import SessionRecord, Store, StoredEvent
+from agentd.core import EventKind, TaskKind, replay
+from agentd.session.commands import PromptDone
+from agentd.store import SessionRecord, Store, StoredEvent
 
 if TYPE_CHECKING:
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
     from agentd.session.eventlog.journal import Partial
 
 CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
@@ -73,7 +71,7 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> b
     for ev in ends:
         request_id = ev.payload.get("requestId")
         if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
-            from agentd.loop.outcome import TurnOutcome  # loaded with the actor
+            from agentd.loop import TurnOutcome
 
             try:
                 outcome = TurnOutcome.from_event(ev.payload)
@@ -90,7 +88,7 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> b
 
 def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
-    from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome  # loaded with the actor
+    from agentd.loop import EndReason, OutcomeKind, TurnOutcome
 
     outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_RESTARTED)
     request_id = started.get("requestId")

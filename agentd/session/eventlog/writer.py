@@ -33,9 +33,8 @@ from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
-from agentd.core import tracing
-from agentd.core.events import Event
-from agentd.infra.metrics import Metrics
+from agentd.core import Event, tracing
+from agentd.infra import Metrics
 from agentd.session.commit_outcome import (
     COMMITTED,
     CommitFailure,
@@ -45,9 +44,7 @@ from agentd.session.commit_outcome import (
     is_deadlock,
     not_committed,
 )
-from agentd.store.db import Batch, Store, StoredEvent
-from agentd.store.disconnects import is_disconnect
-from agentd.store.queue_rows import QueueWrite
+from agentd.store import Batch, QueueWrite, Store, StoredEvent, is_disconnect
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
+
+from agentd.session.local_commands import Skill, expand_skill, parse_bang, parse_local
 
 HOLD_SECONDS = 600.0  # a hold (a user editing an entry) expires after 10 minutes
 
@@ -209,3 +211,17 @@ def insert_send_now(queue: deque[Any], entry: Any) -> int:
         position += 1
     queue.insert(position, entry)
     return position
+
+
+def prompt_kind(text: str, skills: Mapping[str, Skill]) -> QueueKind:
+    """What a prompt's text runs as, decided when it is queued (and again when it is
+    edited): a builtin `/command`, a `!cmd`, a skill, or plain text. Queue operations
+    read it — only plain prompts may be combined (R-S3) — so a command that waits in the
+    queue stays a command."""
+    if parse_local(text) is not None:
+        return QueueKind.LOCAL
+    if parse_bang(text) is not None:
+        return QueueKind.BANG
+    if expand_skill(text, skills) is not None:
+        return QueueKind.SKILL
+    return QueueKind.PROMPT

@@ -24,12 +24,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from pydantic import TypeAdapter
 
-from agentd.core.events import EventKind
-from agentd.loop.context import Interjection
-from agentd.loop.outcome import EndReason, TurnOutcome
-from agentd.loop.prompt import prompt_text
-from agentd.protocol.acp import ContentBlock, TextContent, dump
-from agentd.session.actor.commands import (
+from agentd.core import EventKind
+from agentd.loop import EndReason, Interjection, TurnOutcome, prompt_text
+from agentd.protocol import ContentBlock, TextContent, dump
+from agentd.session.commands import (
     EnqueueAck,
     Interject,
     InterjectResult,
@@ -40,13 +38,13 @@ from agentd.session.actor.commands import (
     ResumeQueue,
 )
 from agentd.session.errors import SessionError, request_conflict
-from agentd.session.local_commands import Skill, prompt_kind
+from agentd.session.local_commands import Skill
 from agentd.session.queue import ops as queue_ops
-from agentd.session.queue.ops import OpRefusal, QueueKind, QueueOpName
+from agentd.session.queue.ops import OpRefusal, QueueKind, QueueOpName, prompt_kind
 from agentd.session.queue.sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size
 
 if TYPE_CHECKING:  # the desk works for its actor (same package)
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
 
 log = logging.getLogger(__name__)
 

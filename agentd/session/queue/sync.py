@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from agentd.core.input_limits import prompt_bytes
-from agentd.infra.config import Settings
-from agentd.protocol.acp import dump
-from agentd.session.actor.commands import Prompt
+from agentd.core import prompt_bytes
+from agentd.infra import Settings
+from agentd.protocol import dump
+from agentd.session.commands import Prompt
 from agentd.session.commit_outcome import CommitFailure, CommitOutcome, NotCommitted, not_committed
 from agentd.session.errors import SessionError, limit_exceeded
 from agentd.session.queue import ops as queue_ops
-from agentd.store.queue_rows import QueueWrite
+from agentd.store import QueueWrite
 
 
 class LeftQueue(StrEnum):

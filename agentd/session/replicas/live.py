@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from agentd.core.events import Event, EventKind
+from agentd.core import Event, EventKind
 
 if TYPE_CHECKING:
-    from agentd.store.broker import Broker, Gap, Subscription
+    from agentd.store import Broker, Gap, Subscription
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from agentd.core.events import Event, EventKind
-from agentd.store.db import Store
-from agentd.store.notify import parse_events_payload
+from agentd.core import Event, EventKind
+from agentd.store import Store, parse_events_payload
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The owner's actor fans its events out to its own clients only. Here, one `Remote
 per such session keeps a `LogTail` (woken by the NOTIFY each commit sends: "seq session")
 publishing the log's new events into a hub of its own, which the clients attached here
 subscribe to exactly as to an actor's hub — the same replay-then-live hand-over
-(agentd/session/eventlog/replay.py), so each durable event reaches them once, in seq order, with no
+(agentd/session/eventlog/replayer.py), so each durable event reaches them once, in seq order, with no
 gap. Streaming deltas are not in the log: the owner sends them through the broker and the
 watch forwards them in order with the durable events (agentd/session/replicas/live.py); without them
 such a client gets each message's final text whole (the subscriber's "missed start" rule),
@@ -32,19 +32,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from agentd.core.events import Event, EventKind
-from agentd.core.modes import SessionModes
-from agentd.protocol.acp import RequestPermissionResult
-from agentd.session.actor.commands import ROUTED_FROM
+from agentd.core import Event, EventKind, SessionModes
+from agentd.protocol import RequestPermissionResult
+from agentd.session.commands import ROUTED_FROM
 from agentd.session.errors import ResyncReason
-from agentd.session.eventlog.hub import EventHub, Subscriber
-from agentd.session.eventlog.replay import ReplayAborted, ReplayMode
-from agentd.session.eventlog.replay import replay as replay_log
+from agentd.session.eventlog import EventHub, ReplayAborted, ReplayMode, Subscriber
+from agentd.session.eventlog import replay as replay_log
 from agentd.session.replicas.live import LiveRelay, live_channel, run_relay
 from agentd.session.replicas.log_tail import STUCK_AFTER_S, LogTail, LogTails
 from agentd.session.sinks import FrameSink, Renderer, requesting
-from agentd.store.broker import Broker
-from agentd.store.db import Store
+from agentd.store import Broker, Store
 
 log = logging.getLogger(__name__)
 

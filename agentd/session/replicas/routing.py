@@ -36,10 +36,10 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
-from agentd.protocol.jsonrpc import ErrorCode
+from agentd.protocol import ErrorCode
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.store import RoutedCommand, State, Wake
 from agentd.store import routed as rows
-from agentd.store.routed import RoutedCommand, State, Wake
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,7 @@ from agentd.tools.errors import ToolError
 from agentd.tools.files import safefs
 from agentd.tools.files.args import opt_int_arg, os_error, safe_locations, str_arg
 from agentd.tools.files.kind import BINARY_SNIFF_BYTES, count_lines, describe_binary, is_binary, mime_type
+from agentd.tools.files.preview import ToolPreview, diff_item, note, write_preview
 from agentd.tools.files.text import (
     READ_MAX_BYTES,
     READ_MAX_LINE_CHARS,
@@ -34,16 +35,12 @@ from agentd.tools.files.text import (
 )
 from agentd.tools.files.workspace import display_path, resolve_in_workspace
 from agentd.tools.offload import run_blocking
-from agentd.tools.preview import ToolPreview, diff_item, note, write_preview
-from agentd.tools.search.listdir import LIST_MAX_ENTRIES, ListDir
 
 __all__ = [
-    "LIST_MAX_ENTRIES",
     "READ_MAX_BYTES",
     "READ_MAX_LINES",
     "READ_MAX_LINE_CHARS",
     "EditFile",
-    "ListDir",
     "ReadFile",
     "WriteFile",
 ]

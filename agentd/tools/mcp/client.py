@@ -24,10 +24,8 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
-from agentd.tools.preview import ToolPreview
-from agentd.tools.shell.launch import ShellLauncher
-from agentd.tools.shell.proctrack import new_tag
-from agentd.tools.shell.sandbox import SandboxMode
+from agentd.tools.files import ToolPreview
+from agentd.tools.shell import SandboxMode, ShellLauncher, new_tag
 
 if TYPE_CHECKING:  # the SDK itself is imported only when a session names an MCP server
     from mcp import ClientSession

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from agentd.infra.config import AuthMode, Settings
+from agentd.infra import AuthMode, Settings
 from agentd.tools.mcp.client import McpHttp, McpStdio
 
 # Names (or prefixes, ending in "_") that inject code into whatever process reads them.

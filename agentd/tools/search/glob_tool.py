@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
-from agentd.tools.files.workspace import display_path, resolve_in_workspace
+from agentd.tools.files import display_path, resolve_in_workspace
 from agentd.tools.search.globmatch import GlobMatcher as _GlobMatcher
 from agentd.tools.search.ripgrep import SearchStopped, find_rg, list_files
 from agentd.tools.search.walk import (

@@ -23,8 +23,7 @@ if TYPE_CHECKING:  # `regex` loads with the first grep, not at start-up (idle me
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
-from agentd.tools.files import safefs
-from agentd.tools.files.workspace import display_path, resolve_in_workspace
+from agentd.tools.files import display_path, resolve_in_workspace, safefs
 from agentd.tools.search import regexguard
 from agentd.tools.search.engine import Match, PythonEngine, RgEngine, SearchStopped, find_rg
 from agentd.tools.search.glob_tool import GLOB_MAX_RESULTS, Glob

@@ -12,8 +12,7 @@ from typing import Any, ClassVar
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
-from agentd.tools.files.args import os_error, safe_locations, str_arg
-from agentd.tools.files.workspace import display_path, resolve_in_workspace
+from agentd.tools.files import display_path, os_error, resolve_in_workspace, safe_locations, str_arg
 from agentd.tools.offload import run_blocking
 from agentd.tools.search.ignore import IgnoreRules
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from agentd.tools.base import ToolContext
 from agentd.tools.errors import ToolError
-from agentd.tools.files.workspace import resolve_in_workspace
+from agentd.tools.files import resolve_in_workspace
 from agentd.tools.offload import Pool, run_blocking
 from agentd.tools.search.ignore import IgnoreRules
 

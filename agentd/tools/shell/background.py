@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agentd.core.task_history import EarlierTasks
-from agentd.core.task_notice import (
+from agentd.core import (
+    EarlierTasks,
     TaskCompletion,
     TaskEnd,
     TaskKind,

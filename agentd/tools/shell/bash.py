@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
-from agentd.tools.preview import ToolPreview
+from agentd.tools.files import ToolPreview
 from agentd.tools.shell.launch import Launch, ShellLauncher
 from agentd.tools.shell.output import CappedOutput as _CappedOutput
 from agentd.tools.shell.output import ShellOutput

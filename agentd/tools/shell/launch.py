@@ -21,7 +21,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from agentd.infra.config import SandboxNetwork, Settings
+from agentd.infra import SandboxNetwork, Settings
 from agentd.tools.errors import ToolError
 from agentd.tools.shell import pidlimit
 from agentd.tools.shell.egress import EgressProxy

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from pathlib import Path
 
-from agentd.infra.config import AuthMode, SandboxSetting
+from agentd.infra import AuthMode, SandboxSetting
 
 MIB = 1024 * 1024
 SHELL = "/bin/bash"

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from agentd.tools.errors import ToolError
-from agentd.tools.files.safefs import parent_dir
+from agentd.tools.files import parent_dir
 
 log = logging.getLogger(__name__)
 

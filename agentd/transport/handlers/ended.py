@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentd.session.errors import ResyncReason
-from agentd.session.sinks import FrameSink, tracked_sessions, urgent
+from agentd.session import FrameSink, ResyncReason, tracked_sessions, urgent
 from agentd.transport.render import ACP_RENDERER
 
 if TYPE_CHECKING:
-    from agentd.session.eventlog.hub import EventHub
+    from agentd.session import EventHub
     from agentd.transport.state import AppState
 
 

@@ -7,20 +7,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.modes import SessionModes
-from agentd.protocol.jsonrpc import RpcError
-from agentd.session.config_options import MODES, session_config_options
-from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.eventlog.hub import Subscriber
-from agentd.session.eventlog.replay import ReplayAborted, ReplayMode
-from agentd.session.sinks import tracked_sessions
-from agentd.store.records import SessionRecord
+from agentd.core import SessionModes
+from agentd.protocol import RpcError
+from agentd.session import (
+    MODES,
+    ReplayAborted,
+    ReplayMode,
+    SessionError,
+    SessionErrorKind,
+    Subscriber,
+    session_config_options,
+    tracked_sessions,
+)
+from agentd.store import SessionRecord
 from agentd.transport.handlers.common import owner_access, session_access, subscriber
 from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session import SessionActor
 
 
 def owner_elsewhere(ctx: CallContext, exc: SessionError) -> str | None:

@@ -38,7 +38,7 @@ from agentd.loop.goals.decide import (
     GoalStatus,
     after_evaluation,
 )
-from agentd.loop.goals.evaluate import EVALUATOR_SYSTEM, evaluate, parse_verdict
+from agentd.loop.goals.evaluator import EVALUATOR_SYSTEM, evaluate, parse_verdict
 from agentd.protocol.jsonrpc import ErrorCode
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.support.server import scripted

@@ -137,7 +137,7 @@ def _message_id(events: list[StoredEvent]) -> str:
 
 
 def _replay_tasks() -> list[asyncio.Task[Any]]:
-    """Tasks currently inside the store replay (agentd/session/eventlog/replay.py)."""
+    """Tasks currently inside the store replay (agentd/session/eventlog/replayer.py)."""
     out = []
     for task in asyncio.all_tasks():
         coro: Any = task.get_coro()

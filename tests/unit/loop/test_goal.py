@@ -22,7 +22,7 @@ from agentd.loop.goals.decide import (
     decide_budget,
     decide_refusal,
 )
-from agentd.loop.goals.evaluate import evaluator_lanes
+from agentd.loop.goals.evaluator import evaluator_lanes
 
 
 def verdict(decision: str, blocker_key: str | None = None) -> Verdict:

@@ -265,7 +265,7 @@ async def test_auxiliary_calls_go_without_thinking() -> None:
     their own small output cap."""
     from agentd.loop.compaction import summarise
     from agentd.loop.goals.decide import GoalState
-    from agentd.loop.goals.evaluate import evaluator_request
+    from agentd.loop.goals.evaluator import evaluator_request
     from agentd.providers.scripted import ScriptedProvider
 
     scripted = ScriptedProvider.from_dict({"steps": [{"text": "summary"}]})

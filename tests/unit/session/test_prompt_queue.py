@@ -10,7 +10,7 @@ import pytest
 
 from agentd.loop.outcome import TurnOutcome
 from agentd.protocol.acp import TextContent
-from agentd.session.actor.commands import Prompt, PromptDone
+from agentd.session.commands import Prompt, PromptDone
 from agentd.session.queue.prompt_queue import (
     MAX_REMEMBERED_REQUESTS,
     QueuedPrompt,

@@ -12,8 +12,8 @@ import pytest
 
 from agentd.infra.config import Settings
 from agentd.protocol.acp import TextContent
-from agentd.session.actor.commands import Prompt
 from agentd.session.actor.session_actor import QueuedPrompt
+from agentd.session.commands import Prompt
 from agentd.session.queue import ops as queue_ops
 from agentd.session.queue.sync import LeftQueue, QueuedBytes, QueueSync
 from agentd.store.queue_rows import QueueWrite

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from agentd.session.actor.commands import PromptSource
+from agentd.session.commands import PromptSource
 from agentd.session.wake import WakeDecision, WakeState, WakeStreak, decide_wake, should_wake
 
 IDLE_WITH_NEWS = WakeState(

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentd.tools.base import ToolContext
+from agentd.tools.files.preview import PREVIEW_MAX_BYTES, ToolPreview
 from agentd.tools.files.tools import EditFile, WriteFile
-from agentd.tools.preview import PREVIEW_MAX_BYTES, ToolPreview
 from agentd.tools.shell.bash import Bash
 
 

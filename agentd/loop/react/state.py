@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.loop.detection.degeneration import NoProgress, Stationarity
-from agentd.loop.detection.sequence import LoopDetector
+from agentd.loop.detection import LoopDetector, NoProgress, Stationarity
 from agentd.loop.react.step import NextStepStop
 from agentd.loop.repair import RepairReason
 from agentd.loop.usage import UsageLedger

@@ -19,12 +19,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentd.core.conversation import Message
-from agentd.core.errors import HarnessError
-from agentd.core.provider import Provider, ProviderRequest, TextDelta, Usage
+from agentd.core import HarnessError, Message, Provider, ProviderRequest, TextDelta, Usage
 from agentd.loop.goals.decide import CONTINUATION_TAG, DEFAULT_LIMITS, GoalLimits, GoalState, Verdict
-from agentd.tools.shell.launch import Launch, ShellLauncher
-from agentd.tools.shell.proctrack import new_tag
+from agentd.tools import Launch, ShellLauncher, new_tag
 
 VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",

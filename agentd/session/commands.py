@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.modes import PermissionMode
-from agentd.protocol.acp import ContentBlock
-from agentd.session.eventlog.hub import Subscriber
+from agentd.core import PermissionMode
+from agentd.protocol import ContentBlock
 from agentd.session.sinks import FrameSink
 
 if TYPE_CHECKING:  # the loop and MCP load with the first session (issue 14: idle memory)
-    from agentd.loop.outcome import TurnOutcome
-    from agentd.tools.mcp.client import McpConnections
+    from agentd.loop import TurnOutcome
+    from agentd.session.eventlog import Subscriber
+    from agentd.tools import McpConnections
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from enum import StrEnum
 
-from agentd.core.events import Event, EventKind
+from agentd.core import Event, EventKind
 from agentd.session.eventlog.hub import Subscriber
 from agentd.session.sinks import Frame, FrameSink, filtering
-from agentd.store.db import Store
+from agentd.store import Store
 
 PAGE_SIZE = 500  # events per store read: enough to amortise a query, small enough to hold
 _FINALS = (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT)
