@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.session.actor.session_actor import SessionActor as SessionActor
+    from agentd.session.command_syntax import Advertised as Advertised
     from agentd.session.commands import ROUTED_FROM as ROUTED_FROM
     from agentd.session.commands import AttachMcp as AttachMcp
     from agentd.session.commands import Cancel as Cancel
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from agentd.session.eventlog.replayer import ReplayAborted as ReplayAborted
     from agentd.session.eventlog.replayer import ReplayMode as ReplayMode
     from agentd.session.eventlog.writer import EventWriter as EventWriter
-    from agentd.session.local_commands import Advertised as Advertised
     from agentd.session.manager import SessionManager as SessionManager
     from agentd.session.replicas.leases import session_leases as session_leases
     from agentd.session.replicas.live import LivePublisher as LivePublisher
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
     "ActorServices": "agentd.session.services",
-    "Advertised": "agentd.session.local_commands",
+    "Advertised": "agentd.session.command_syntax",
     "AttachMcp": "agentd.session.commands",
     "Cancel": "agentd.session.commands",
     "Compact": "agentd.session.commands",

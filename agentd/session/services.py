@@ -21,7 +21,7 @@ from agentd.store import Store
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
     from agentd.loop import BudgetLimits, LoopLimits, Price
-    from agentd.session.local_commands import Skill
+    from agentd.session.command_syntax import Skill
     from agentd.session.replicas import LivePublisher
     from agentd.session.turn_kit import TurnKit
     from agentd.tools import HooksConfig, ShellLauncher, Tool

@@ -16,7 +16,7 @@ from agentd.core import Event
 from agentd.protocol import ClientCapabilities
 
 if TYPE_CHECKING:
-    from agentd.session.local_commands import Advertised
+    from agentd.session.command_syntax import Advertised
 
 Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification
 

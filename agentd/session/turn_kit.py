@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from agentd.agents import DEFAULT_AGENT, AgentDefinition, default_definitions
 from agentd.infra import Settings
 from agentd.loop import TASK_TOOL, BudgetLimits, GoalLimits, LoopLimits
-from agentd.session.local_commands import Skill, load_skills
+from agentd.session.command_syntax import Skill, load_skills
 from agentd.tools import HooksConfig, ShellLauncher, Tool, builtin_tools, load_hooks
 
 

@@ -38,15 +38,9 @@ from agentd.loop import (
     run_turn,
 )
 from agentd.protocol import ContentBlock, TextContent, dump
+from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, parse_bang, parse_local
 from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
-from agentd.session.local_commands import (
-    LocalCommand,
-    Skill,
-    expand_skill,
-    parse_bang,
-    parse_local,
-    run_local_command,
-)
+from agentd.session.local_commands import run_local_command
 from agentd.session.queue import (
     REQUEST_DIGEST,
     QueuedPrompt,

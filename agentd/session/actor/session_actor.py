@@ -28,12 +28,12 @@ from agentd.core import EventKind, Message, PermissionMode, SessionModes, bind_l
 from agentd.loop import Conversation, EndReason, GoalState, OutcomeKind, RetryState, TurnOutcome, UsageLedger
 from agentd.session.actor.handlers import HANDLERS
 from agentd.session.actor.stop import StopState, refuse
+from agentd.session.command_syntax import available_commands
 from agentd.session.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
 from agentd.session.config_options import session_config_options
 from agentd.session.errors import session_failed
 from agentd.session.eventlog import PARTIAL_CHECKPOINT_INTERVAL_S, EventHub, Journal
 from agentd.session.file_history import FileHistory
-from agentd.session.local_commands import available_commands
 from agentd.session.permission_gate import PermissionGate
 from agentd.session.queue import PromptQueue, QueuedPrompt, new_id, request_digest_of, request_id_of
 from agentd.session.queue import ops as queue_ops

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from agentd.session.local_commands import Skill, expand_skill, parse_bang, parse_local
+from agentd.session.command_syntax import Skill, expand_skill, parse_bang, parse_local
 
 HOLD_SECONDS = 600.0  # a hold (a user editing an entry) expires after 10 minutes
 

@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 from agentd.core import EventKind
 from agentd.loop import EndReason, Interjection, TurnOutcome, prompt_text
 from agentd.protocol import ContentBlock, TextContent, dump
+from agentd.session.command_syntax import Skill
 from agentd.session.commands import (
     EnqueueAck,
     Interject,
@@ -38,7 +39,6 @@ from agentd.session.commands import (
     ResumeQueue,
 )
 from agentd.session.errors import SessionError, request_conflict
-from agentd.session.local_commands import Skill
 from agentd.session.queue import ops as queue_ops
 from agentd.session.queue.ops import OpRefusal, QueueKind, QueueOpName, prompt_kind
 from agentd.session.queue.sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size

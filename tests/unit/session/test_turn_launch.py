@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentd.session.local_commands import Skill
+from agentd.session.command_syntax import Skill
 from agentd.session.queue.ops import QueueKind, prompt_kind
 from agentd.session.turn_launch import classify, goal_lanes, title_from
 
