@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
+from agentd.tools.mcp_content import client_content, model_view
 from agentd.tools.preview import ToolPreview
 from agentd.tools.proctrack import new_tag
 from agentd.tools.sandbox import SandboxMode
@@ -87,36 +88,6 @@ def tool_name(server: str, tool: str) -> str:
     return safe[:64]
 
 
-def _text(content: list[Any]) -> str:
-    """What the model reads of an MCP result (tool messages are text for every provider)."""
-    parts = []
-    for block in content:
-        kind = getattr(block, "type", "content")
-        text = getattr(block, "text", None)
-        if isinstance(text, str):
-            parts.append(text)
-        elif kind == "resource_link":
-            parts.append(f"[resource link: {getattr(block, 'name', '')} <{getattr(block, 'uri', '')}>]")
-        elif kind == "image":
-            parts.append(f"[image: {getattr(block, 'mime_type', '')}, shown to the user]")
-        else:
-            parts.append(f"[{kind}]")
-    return "\n".join(parts)
-
-
-def _acp_blocks(content: list[Any]) -> list[dict[str, Any]]:
-    """MCP content that is more than text (images, audio, resource links, embedded
-    resources) as ACP tool-call content blocks, so the client shows the real thing."""
-    out: list[dict[str, Any]] = []
-    for block in content:
-        if getattr(block, "type", None) in ("image", "audio", "resource_link", "resource"):
-            dumped = block.model_dump(by_alias=True, exclude_none=True, mode="json")
-            dumped.pop("annotations", None)  # MCP annotations are not ACP's
-            dumped.pop("_meta", None)
-            out.append({"type": "content", "content": dumped})
-    return out
-
-
 @dataclass
 class McpTool:
     """One tool of one MCP server, shaped like a built-in tool."""
@@ -149,13 +120,14 @@ class McpTool:
             raise ToolError(f"MCP server {self.server!r}: {self.remote_name} timed out") from None
         except Exception as exc:  # the server died or answered nonsense: the model reads why
             raise ToolError(f"MCP server {self.server!r}: {self.remote_name} failed: {exc}") from None
-        output = _text(result.content)
+        view = model_view(result.content)
         if result.is_error:
-            raise ToolError(output or f"{self.remote_name} failed")
+            raise ToolError(view.text or f"{self.remote_name} failed")
         structured = getattr(result, "structured_content", None)
         return ToolResult(
-            output,
-            content=_acp_blocks(result.content),
+            view.text,
+            images=view.images,
+            content=client_content(result.content),
             raw_output={"structured": structured} if structured is not None else None,
         )
 

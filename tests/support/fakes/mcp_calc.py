@@ -7,7 +7,15 @@ import sys
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ImageContent, ResourceLink, TextContent, ToolAnnotations
+from mcp.types import (
+    BlobResourceContents,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
@@ -33,6 +41,35 @@ def picture() -> list[Any]:
         ImageContent(type="image", data=PNG_1PX, mime_type="image/png"),
         ResourceLink(type="resource_link", name="source", uri="file:///tmp/pixel.png", mime_type="image/png"),
         TextContent(type="text", text="one pixel"),
+    ]
+
+
+NOTES_URI = "file:///project/NOTES.md"
+NOTES_TEXT = "# Notes\nThe deploy key rotates on Fridays."
+CHART_URI = "memory://chart.png"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def resources() -> list[Any]:
+    """An embedded text resource, an embedded image, an embedded binary, a described link."""
+    return [
+        TextContent(type="text", text="three resources"),
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(uri=NOTES_URI, mime_type="text/markdown", text=NOTES_TEXT),
+        ),
+        EmbeddedResource(
+            type="resource", resource=BlobResourceContents(uri=CHART_URI, mime_type="image/png", blob=PNG_1PX)
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri="memory://data.bin", mime_type="application/octet-stream", blob="AAAA"
+            ),
+        ),
+        ResourceLink(
+            type="resource_link", name="spec", uri="https://example.com/spec", description="The spec."
+        ),
     ]
 
 

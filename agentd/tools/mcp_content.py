@@ -1,0 +1,135 @@
+"""What an MCP tool result becomes (issue 29, item 5): the text and images the model gets,
+and the ACP tool-call content the client shows.
+
+The model reads text blocks as they are, an embedded text resource inlined with its URI
+(the same `<resource uri=…>` form as a prompt's embedded context), a resource link as its
+name and URI, and images as images — in the provider's own format where its tool results
+take images (Anthropic's `tool_result`, the Responses API's `function_call_output`);
+Chat Completions' tool messages are text only, so there the text says the image went to
+the user (`agentd.providers.openai`). Binary resources and audio stay a note.
+
+Sizes are bounded: one result's text for the model, the number and size of its images,
+and the size of any block a client is sent (a bigger one becomes a note).
+The blocks are the `mcp` SDK's models, read by attribute so that the SDK need not be
+imported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentd.core.conversation import IMAGE_TYPES, Image
+
+MAX_TEXT = 200_000  # chars of one result the model reads; more is cut with a marker
+MAX_IMAGES = 8  # images of one result the model gets; the rest stay a note
+# Base64 chars of one image or binary block (the model's images, and any block a client
+# is sent): Anthropic refuses images over 5 MB.
+MAX_DATA = 5 * 1024 * 1024
+MAX_RESOURCE_TEXT = MAX_TEXT  # chars of an embedded text resource a client is sent
+
+
+@dataclass
+class ModelView:
+    """One MCP result as the model receives it."""
+
+    text: str
+    images: list[Image] = field(default_factory=list)
+
+
+def _size(chars: int) -> str:
+    """A base64 payload's decoded size, readably."""
+    n = chars * 3 // 4
+    if n >= 1024 * 1024:
+        return f"{n / 1024 / 1024:.1f} MB"
+    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... truncated {len(text) - limit} characters]"
+
+
+def _link(block: Any) -> str:
+    name = getattr(block, "title", None) or getattr(block, "name", "") or ""
+    mime = getattr(block, "mime_type", None)
+    line = f"[resource link: {name} <{getattr(block, 'uri', '')}>{', ' + mime if mime else ''}]"
+    description = getattr(block, "description", None)
+    return f"{line}\n{description}" if description else line
+
+
+def model_view(content: list[Any]) -> ModelView:
+    """The text (and images) the model reads of an MCP result."""
+    parts: list[str] = []
+    images: list[Image] = []
+
+    def image(mime: str, data: str, what: str) -> str:
+        if mime not in IMAGE_TYPES:
+            return f"[{what} omitted: {mime or 'no type'} is not a supported image type]"
+        if len(data) > MAX_DATA:
+            return f"[{what} omitted: {_size(len(data))} is over the {_size(MAX_DATA)} limit]"
+        if len(images) >= MAX_IMAGES:
+            return f"[{what} omitted: more than {MAX_IMAGES} images in one result]"
+        images.append(Image(mime_type=mime, data=data))
+        return f"[image {len(images)}: {mime}]"
+
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(str(getattr(block, "text", "")))
+        elif kind == "image":
+            mime, data = getattr(block, "mime_type", None) or "", getattr(block, "data", None) or ""
+            parts.append(image(mime, data, "image"))
+        elif kind == "resource_link":
+            parts.append(_link(block))
+        elif kind == "resource":
+            res = getattr(block, "resource", None)
+            uri = getattr(res, "uri", "")
+            mime = getattr(res, "mime_type", None) or ""
+            text = getattr(res, "text", None)
+            blob = getattr(res, "blob", None)
+            if isinstance(text, str):
+                attrs = f' uri="{uri}"' + (f' mimeType="{mime}"' if mime else "")
+                parts.append(f"<resource{attrs}>\n{text}\n</resource>")
+            elif isinstance(blob, str) and mime.startswith("image/"):
+                parts.append(f'<resource uri="{uri}">{image(mime, blob, "image resource")}</resource>')
+            else:
+                size = _size(len(blob)) if isinstance(blob, str) else "no data"
+                parts.append(f"[binary resource <{uri}> ({mime or 'no type'}, {size}), shown to the user]")
+        elif kind == "audio":
+            parts.append(f"[audio: {getattr(block, 'mime_type', '')}, shown to the user]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content omitted]")
+    return ModelView(_truncate("\n".join(parts), MAX_TEXT), images)
+
+
+def _client_block(block: Any) -> dict[str, Any]:
+    """One MCP block as an ACP content block, or a text note when it is too big to send."""
+    dumped: dict[str, Any] = block.model_dump(by_alias=True, exclude_none=True, mode="json")
+    dumped.pop("annotations", None)  # MCP annotations are not ACP's
+    dumped.pop("_meta", None)
+    resource = dumped.get("resource")
+    if isinstance(resource, dict):
+        resource.pop("_meta", None)
+        text = resource.get("text")
+        if isinstance(text, str) and len(text) > MAX_RESOURCE_TEXT:
+            resource["text"] = _truncate(text, MAX_RESOURCE_TEXT)
+        blob = resource.get("blob")
+        if isinstance(blob, str) and len(blob) > MAX_DATA:
+            uri = resource.get("uri", "")
+            return {"type": "text", "text": f"[resource <{uri}> not shown: {_size(len(blob))} is too big]"}
+    data = dumped.get("data")
+    if isinstance(data, str) and len(data) > MAX_DATA:
+        return {"type": "text", "text": f"[{dumped.get('type')} not shown: {_size(len(data))} is too big]"}
+    return dumped
+
+
+def client_content(content: list[Any]) -> list[dict[str, Any]]:
+    """MCP content that is more than text (images, audio, resource links, embedded
+    resources) as ACP tool-call content, so the client shows the real thing."""
+    return [
+        {"type": "content", "content": _client_block(block)}
+        for block in content
+        if getattr(block, "type", None) in ("image", "audio", "resource_link", "resource")
+    ]
