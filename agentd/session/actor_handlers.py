@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentd.core.updates import Notice, NoticeSeverity
 from agentd.loop.goal import GoalState
 from agentd.loop.outcome import OutcomeKind
 from agentd.session.actor_stop import shut_down
@@ -133,6 +134,9 @@ async def _on_set_title(actor: SessionActor, cmd: SetTitle) -> None:
 @_handles(AttachMcp)
 async def _on_attach_mcp(actor: SessionActor, cmd: AttachMcp) -> None:
     previous, actor.mcp = actor.mcp, cmd.connections
+    for failure in cmd.connections.failures:  # one notice per server left out, naming it
+        notice = Notice(failure.message, NoticeSeverity.WARNING)
+        actor.journal.emit(notice.kind, notice.payload())
     cmd.reply.set_result(previous)  # the caller closes it, off the actor's step
 
 

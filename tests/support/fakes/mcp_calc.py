@@ -82,6 +82,15 @@ def boom() -> str:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--crash":
         sys.exit("calc: refusing to start")
+    if len(sys.argv) > 1 and sys.argv[1] == "--hang":  # never answers; ends when stdin closes
+        sys.stdin.read()
+        sys.exit(0)
+    if len(sys.argv) > 3 and sys.argv[1] == "--rendezvous":
+        # Opening a FIFO blocks until its other end is opened: this server answers only
+        # once its peer (the FIFO's other end) has been started too.
+        with open(sys.argv[2], "w" if sys.argv[3] == "writer" else "r"):
+            pass
+        sys.argv[1:] = []
     if len(sys.argv) > 2 and sys.argv[1] == "--http":  # streamable HTTP on 127.0.0.1:PORT/mcp
         import uvicorn
 
