@@ -29,7 +29,7 @@ from agentd.tools.mcp_content import client_content, model_view
 from agentd.tools.preview import ToolPreview
 from agentd.tools.proctrack import new_tag
 from agentd.tools.sandbox import SandboxMode
-from agentd.tools.shell import ShellLauncher
+from agentd.tools.shell import ShellLauncher, paths_under_tmp
 
 if TYPE_CHECKING:  # the SDK itself is imported only when a session names an MCP server
     from mcp import ClientSession
@@ -268,7 +268,9 @@ class McpConnections:
                 log.info("MCP server %r runs outside the sandbox (AGENTD_MCP_UNSANDBOXED)", spec.name)
             return StdioServerParameters(command=spec.command, args=spec.args, env=env or None)
         assert self.shell is not None
-        launch = self.shell.prepare("exec " + shlex.join([spec.command, *spec.args]), self.cwd, new_tag())
+        argv = [spec.command, *spec.args]
+        # The sandbox has a /tmp of its own: a server living in the host's is bound back.
+        launch = self.shell.prepare("exec " + shlex.join(argv), self.cwd, new_tag(), paths_under_tmp(argv))
         stack.callback(launch.release)  # its egress proxy and pids cgroup, once it has ended
         return StdioServerParameters(
             command=launch.argv[0], args=launch.argv[1:], env={**launch.env, **env}, cwd=self.cwd
