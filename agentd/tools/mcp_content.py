@@ -6,7 +6,8 @@ The model reads text blocks as they are, an embedded text resource inlined with 
 name and URI, and images as images — in the provider's own format where its tool results
 take images (Anthropic's `tool_result`, the Responses API's `function_call_output`);
 Chat Completions' tool messages are text only, so there the text says the image went to
-the user (`agentd.providers.openai`). Binary resources and audio stay a note.
+the user (`agentd.providers.openai`). A text blob (a `text/*` or JSON/XML type, base64) is
+read as text; other binary resources and audio stay a note.
 
 Sizes are bounded: one result's text for the model, the number and size of its images,
 and the size of any block a client is sent (a bigger one becomes a note).
@@ -16,6 +17,8 @@ imported here.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +62,23 @@ def _link(block: Any) -> str:
     return f"{line}\n{description}" if description else line
 
 
+def _is_text(mime: str) -> bool:
+    return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
+
+
+_TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yaml", "application/javascript"})
+
+
+def _decoded(blob: str) -> str | None:
+    """A text blob's UTF-8 text (None: too big to decode here, not base64, or not UTF-8)."""
+    if len(blob) > MAX_DATA:
+        return None
+    try:
+        return base64.b64decode(blob, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
 def model_view(content: list[Any]) -> ModelView:
     """The text (and images) the model reads of an MCP result."""
     parts: list[str] = []
@@ -89,6 +109,8 @@ def model_view(content: list[Any]) -> ModelView:
             mime = getattr(res, "mime_type", None) or ""
             text = getattr(res, "text", None)
             blob = getattr(res, "blob", None)
+            if not isinstance(text, str) and isinstance(blob, str) and _is_text(mime):
+                text = _decoded(blob)  # text sent as a blob (base64) is still text
             if isinstance(text, str):
                 attrs = f' uri="{uri}"' + (f' mimeType="{mime}"' if mime else "")
                 parts.append(f"<resource{attrs}>\n{text}\n</resource>")

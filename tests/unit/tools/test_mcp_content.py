@@ -4,6 +4,8 @@ the rest as notes; ACP content for the client, with oversized blocks replaced by
 
 from __future__ import annotations
 
+import base64
+
 from mcp.types import (
     Annotations,
     AudioContent,
@@ -98,3 +100,21 @@ def test_client_content_is_acp_blocks_and_oversized_ones_become_notes() -> None:
         {"type": "text", "text": "[image not shown: 3.8 MB is too big]"},
     ]
     assert all(b["type"] == "content" for b in blocks)
+
+
+def test_a_text_blob_is_read_as_text_and_a_broken_one_stays_a_note() -> None:
+    hello = base64.b64encode("héllo".encode()).decode()
+    view = model_view(
+        [
+            blob_resource("memory://a.txt", hello, "text/plain"),
+            blob_resource("memory://b.json", "not base64!", "application/json"),
+            blob_resource("memory://c.txt", base64.b64encode(b"\xff\xfe").decode(), "text/plain"),
+        ]
+    )
+    assert view.text.split("\n") == [
+        '<resource uri="memory://a.txt" mimeType="text/plain">',
+        "héllo",
+        "</resource>",
+        "[binary resource <memory://b.json> (application/json, 8 B), shown to the user]",
+        "[binary resource <memory://c.txt> (text/plain, 3 B), shown to the user]",
+    ]
