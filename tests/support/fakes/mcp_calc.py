@@ -85,6 +85,11 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--hang":  # never answers; ends when stdin closes
         sys.stdin.read()
         sys.exit(0)
+    if len(sys.argv) > 2 and sys.argv[1] == "--slow-start":  # (bench/mcp_start.py) then serves
+        import time
+
+        time.sleep(float(sys.argv[2]))
+        sys.argv[1:] = []
     if len(sys.argv) > 3 and sys.argv[1] == "--rendezvous":
         # Opening a FIFO blocks until its other end is opened: this server answers only
         # once its peer (the FIFO's other end) has been started too.
