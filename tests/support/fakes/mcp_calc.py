@@ -83,6 +83,9 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--crash":
         sys.exit("calc: refusing to start")
     if len(sys.argv) > 1 and sys.argv[1] == "--hang":  # never answers; ends when stdin closes
+        if len(sys.argv) > 2:  # says it is up: its pid, in the file named
+            with open(sys.argv[2], "w") as out:
+                out.write(str(os.getpid()))
         sys.stdin.read()
         sys.exit(0)
     if len(sys.argv) > 2 and sys.argv[1] == "--slow-start":  # (bench/mcp_start.py) then serves
