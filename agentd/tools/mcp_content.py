@@ -30,6 +30,10 @@ MAX_IMAGES = 8  # images of one result the model gets; the rest stay a note
 # is sent): Anthropic refuses images over 5 MB.
 MAX_DATA = 5 * 1024 * 1024
 MAX_RESOURCE_TEXT = MAX_TEXT  # chars of an embedded text resource a client is sent
+# All of one result's images (the model's), and all of its data a client is sent (images,
+# blobs, resource text): a provider refuses requests over ~32 MB, and the event log keeps
+# what clients are sent.
+MAX_TOTAL = 2 * MAX_DATA
 
 
 @dataclass
@@ -91,6 +95,8 @@ def model_view(content: list[Any]) -> ModelView:
             return f"[{what} omitted: {_size(len(data))} is over the {_size(MAX_DATA)} limit]"
         if len(images) >= MAX_IMAGES:
             return f"[{what} omitted: more than {MAX_IMAGES} images in one result]"
+        if len(data) + sum(len(i.data) for i in images) > MAX_TOTAL:
+            return f"[{what} omitted: the result's images are over {_size(MAX_TOTAL)}]"
         images.append(Image(mime_type=mime, data=data))
         return f"[image {len(images)}: {mime}]"
 
@@ -126,32 +132,38 @@ def model_view(content: list[Any]) -> ModelView:
     return ModelView(_truncate("\n".join(parts), MAX_TEXT), images)
 
 
-def _client_block(block: Any) -> dict[str, Any]:
-    """One MCP block as an ACP content block, or a text note when it is too big to send."""
+def _client_block(block: Any, left: int) -> tuple[dict[str, Any], int]:
+    """One MCP block as an ACP content block and the chars of data it uses, or a text note
+    when it is bigger than one block may be or than `left` of the result's budget."""
     dumped: dict[str, Any] = block.model_dump(by_alias=True, exclude_none=True, mode="json")
     dumped.pop("annotations", None)  # MCP annotations are not ACP's
     dumped.pop("_meta", None)
     resource = dumped.get("resource")
     if isinstance(resource, dict):
         resource.pop("_meta", None)
+        if isinstance(resource.get("text"), str):
+            resource["text"] = _truncate(resource["text"], MAX_RESOURCE_TEXT)
         text = resource.get("text")
-        if isinstance(text, str) and len(text) > MAX_RESOURCE_TEXT:
-            resource["text"] = _truncate(text, MAX_RESOURCE_TEXT)
-        blob = resource.get("blob")
-        if isinstance(blob, str) and len(blob) > MAX_DATA:
-            uri = resource.get("uri", "")
-            return {"type": "text", "text": f"[resource <{uri}> not shown: {_size(len(blob))} is too big]"}
-    data = dumped.get("data")
-    if isinstance(data, str) and len(data) > MAX_DATA:
-        return {"type": "text", "text": f"[{dumped.get('type')} not shown: {_size(len(data))} is too big]"}
-    return dumped
+        payload = resource.get("blob") or text or ""
+        what = f"resource <{resource.get('uri', '')}>"
+    else:
+        text, payload = None, dumped.get("data") or ""
+        what = str(dumped.get("type"))
+    size = len(payload) if isinstance(payload, str) else 0
+    if size > min(MAX_DATA, left):
+        readable = f"{size} characters" if payload is text else _size(size)
+        return {"type": "text", "text": f"[{what} not shown: {readable} is too big]"}, 0
+    return dumped, size
 
 
 def client_content(content: list[Any]) -> list[dict[str, Any]]:
     """MCP content that is more than text (images, audio, resource links, embedded
     resources) as ACP tool-call content, so the client shows the real thing."""
-    return [
-        {"type": "content", "content": _client_block(block)}
-        for block in content
-        if getattr(block, "type", None) in ("image", "audio", "resource_link", "resource")
-    ]
+    out: list[dict[str, Any]] = []
+    left = MAX_TOTAL
+    for block in content:
+        if getattr(block, "type", None) in ("image", "audio", "resource_link", "resource"):
+            shown, used = _client_block(block, left)
+            left -= used
+            out.append({"type": "content", "content": shown})
+    return out

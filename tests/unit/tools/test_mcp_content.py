@@ -18,7 +18,7 @@ from mcp.types import (
 )
 
 from agentd.core.conversation import Image
-from agentd.tools.mcp_content import MAX_DATA, MAX_IMAGES, MAX_TEXT, client_content, model_view
+from agentd.tools.mcp_content import MAX_DATA, MAX_IMAGES, MAX_TEXT, MAX_TOTAL, client_content, model_view
 
 PNG = "iVBORw0KGgo="
 
@@ -118,3 +118,15 @@ def test_a_text_blob_is_read_as_text_and_a_broken_one_stays_a_note() -> None:
         "[binary resource <memory://b.json> (application/json, 8 B), shown to the user]",
         "[binary resource <memory://c.txt> (text/plain, 3 B), shown to the user]",
     ]
+
+
+def test_one_results_images_and_client_data_are_bounded_in_total() -> None:
+    big = "A" * (MAX_DATA - 4)  # each under the per-block limit
+    blocks = [ImageContent(type="image", data=big, mime_type="image/png") for _ in range(3)]
+    view = model_view(blocks)
+    assert len(view.images) == MAX_TOTAL // MAX_DATA == 2
+    assert view.text.split("\n")[-1].startswith("[image omitted: the result's images are over 7.5 MB")
+    shown = [b["content"] for b in client_content([*blocks, text_resource("file:///n", "notes, more notes")])]
+    assert [b["type"] for b in shown] == ["image", "image", "text", "text"]
+    assert shown[2]["text"] == "[image not shown: 3.7 MB is too big]"
+    assert shown[3]["text"] == "[resource <file:///n> not shown: 17 characters is too big]"
