@@ -180,7 +180,7 @@ class McpConnections:
     start_timeout: float = START_TIMEOUT_S
     tools: dict[str, McpTool] = field(default_factory=dict)
     failures: list[McpFailure] = field(default_factory=list)
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _tasks: list[tuple[asyncio.Task[None], asyncio.Future[list[McpTool]]]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> dict[str, McpTool]:
@@ -203,7 +203,7 @@ class McpConnections:
         limit = spec.meta.agentd.start_timeout_seconds or self.start_timeout
         ready: asyncio.Future[list[McpTool]] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(self._serve(spec, ready), name=f"mcp-{spec.name}")
-        self._tasks.append(task)
+        self._tasks.append((task, ready))
         try:
             async with asyncio.timeout(limit):
                 return await asyncio.shield(ready)
@@ -216,11 +216,15 @@ class McpConnections:
             return McpFailure(spec.name, McpFailureKind.FAILED, f"{exc}; {_WITHOUT}")
 
     async def close(self) -> None:
-        self._stop.set()
+        self._stop.set()  # servers that are up end their sessions cleanly
+        for task, ready in self._tasks:
+            if not ready.done():  # one still starting (the start was given up) is stopped
+                ready.cancel()
+                task.cancel()
         if self._tasks:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 async with asyncio.timeout(10):
-                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                    await asyncio.gather(*(task for task, _ in self._tasks), return_exceptions=True)
 
     async def _serve(self, spec: McpStdio | McpHttp, ready: asyncio.Future[list[McpTool]]) -> None:
         try:
