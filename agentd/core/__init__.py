@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentd.core import tracing as tracing
     from agentd.core.completion import CompletionRequirement as CompletionRequirement
+    from agentd.core.conversation import IMAGE_TYPES as IMAGE_TYPES
     from agentd.core.conversation import Image as Image
     from agentd.core.conversation import Message as Message
     from agentd.core.conversation import ReasoningBlock as ReasoningBlock
@@ -75,6 +76,8 @@ if TYPE_CHECKING:
 _WHERE = {
     "AgentText": "agentd.core.updates",
     "AgentTextChunk": "agentd.core.updates",
+    "bind_log_context": "agentd.core.log_context",
+    "common_prefix": "agentd.core.conversation",
     "CompactionCompleted": "agentd.core.updates",
     "CompactionProgress": "agentd.core.updates",
     "CompactionStatus": "agentd.core.updates",
@@ -84,34 +87,44 @@ _WHERE = {
     "ErrorKind": "agentd.core.errors",
     "Event": "agentd.core.events",
     "EventKind": "agentd.core.events",
+    "extends": "agentd.core.conversation",
     "HarnessError": "agentd.core.errors",
+    "hint": "agentd.core.errors",
     "Image": "agentd.core.conversation",
-    "LOG_CONTEXT_FIELDS": "agentd.core.log_context",
+    "IMAGE_TYPES": "agentd.core.conversation",
     "Lane": "agentd.core.lane",
+    "limit_exceeded": "agentd.core.input_limits",
+    "LOG_CONTEXT_FIELDS": "agentd.core.log_context",
     "LogContextFilter": "agentd.core.log_context",
     "Message": "agentd.core.conversation",
     "Notice": "agentd.core.updates",
     "NoticeSeverity": "agentd.core.updates",
+    "output_call": "agentd.core.task_notice",
     "PermissionAnswer": "agentd.core.permission",
     "PermissionMode": "agentd.core.modes",
     "PermissionOptionKind": "agentd.core.permission",
     "PermissionOutcome": "agentd.core.permission",
     "PlanUpdated": "agentd.core.updates",
+    "prompt_bytes": "agentd.core.input_limits",
     "Provider": "agentd.core.provider",
     "ProviderRequest": "agentd.core.provider",
     "ReasoningBlock": "agentd.core.conversation",
     "ReasoningBlockComplete": "agentd.core.provider",
     "ReasoningDelta": "agentd.core.provider",
     "RecoveryHint": "agentd.core.errors",
+    "render_reminder": "agentd.core.task_notice",
+    "replay": "agentd.core.task_history",
     "SessionModes": "agentd.core.modes",
     "SqliteSynchronous": "agentd.core.modes",
     "Stop": "agentd.core.provider",
+    "stop_runners": "agentd.core.task_notice",
     "StopReason": "agentd.core.provider",
     "StreamEvent": "agentd.core.provider",
     "TaskCompletion": "agentd.core.task_notice",
     "TaskEnd": "agentd.core.task_notice",
     "TaskKind": "agentd.core.task_notice",
     "TaskStart": "agentd.core.task_notice",
+    "text_content": "agentd.core.updates",
     "TextDelta": "agentd.core.provider",
     "ToolCall": "agentd.core.conversation",
     "ToolCallAnnounced": "agentd.core.updates",
@@ -124,17 +137,6 @@ _WHERE = {
     "ToolSpec": "agentd.core.provider",
     "Usage": "agentd.core.provider",
     "UserMessage": "agentd.core.updates",
-    "bind_log_context": "agentd.core.log_context",
-    "common_prefix": "agentd.core.conversation",
-    "extends": "agentd.core.conversation",
-    "hint": "agentd.core.errors",
-    "limit_exceeded": "agentd.core.input_limits",
-    "output_call": "agentd.core.task_notice",
-    "prompt_bytes": "agentd.core.input_limits",
-    "render_reminder": "agentd.core.task_notice",
-    "replay": "agentd.core.task_history",
-    "stop_runners": "agentd.core.task_notice",
-    "text_content": "agentd.core.updates",
     "wait_for_any": "agentd.core.task_notice",
 }
 
@@ -155,6 +157,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "IMAGE_TYPES",
     "LOG_CONTEXT_FIELDS",
     "AgentText",
     "AgentTextChunk",

@@ -19,8 +19,13 @@ class ToolCall(BaseModel):
     arguments: str = "{}"
 
 
+# The image types providers accept natively (OpenAI and Anthropic alike); others stay a note.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
 class Image(BaseModel):
-    """An image the user attached (ACP `image` block): base64 data and its MIME type."""
+    """An image for the model: one the user attached (ACP `image` block) or an MCP tool
+    returned; base64 data and its MIME type."""
 
     mime_type: str
     data: str
@@ -44,7 +49,8 @@ class Message(BaseModel):
     # role == "assistant": opaque reasoning records in the order the provider sent them.
     reasoning_blocks: list[ReasoningBlock] = Field(default_factory=list)
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    images: list[Image] = Field(default_factory=list)  # role == "user": sent in the provider's format
+    # role == "user" or "tool": sent in the provider's format (a tool result's where its API takes them)
+    images: list[Image] = Field(default_factory=list)
     tool_call_id: str | None = None  # role == "tool"
     name: str | None = None  # tool name, role == "tool"
     is_error: bool = False  # role == "tool"
@@ -61,8 +67,17 @@ class Message(BaseModel):
         return cls(role="user", content=text, images=images or [])
 
     @classmethod
-    def tool_result(cls, call: ToolCall, output: str, *, is_error: bool = False) -> Message:
-        return cls(role="tool", content=output, tool_call_id=call.id, name=call.name, is_error=is_error)
+    def tool_result(
+        cls, call: ToolCall, output: str, *, is_error: bool = False, images: list[Image] | None = None
+    ) -> Message:
+        return cls(
+            role="tool",
+            content=output,
+            tool_call_id=call.id,
+            name=call.name,
+            is_error=is_error,
+            images=images or [],
+        )
 
 
 def extends(new: list[Message], old: list[Message]) -> bool:

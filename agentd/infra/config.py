@@ -184,6 +184,10 @@ class Settings(BaseSettings):
     # Stdio MCP commands that run outside the sandbox (as the server's user); every other
     # one runs under the same sandbox as `bash`. Comma-separated or a JSON list.
     mcp_unsandboxed: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # How long each MCP server of a session may take to start (they start in parallel); a
+    # slower one is left out and reported. A server's `_meta.agentd.startTimeoutSeconds`
+    # overrides it.
+    mcp_start_timeout_s: float = Field(default=30.0, gt=0)
     # How often open WebSockets, SSE streams, Streamable HTTP connections and forwarded
     # commands re-check their token (a revoked one ends them, also when revoked by `agentd
     # token revoke` from another process): one query per replica, only while some are open.

@@ -30,6 +30,9 @@ class CompactionLimits:
     keep_recent_user_turns: int = 2  # the last N user turns stay verbatim
     summary_max_tokens: int = 2048
     per_message_overhead_chars: int = 16  # role markers and separators, counted conservatively
+    # An image (a prompt's, an MCP tool's) costs providers up to ~1,600 tokens whatever its
+    # bytes: counted at that ceiling, so a run of tool screenshots still triggers compaction.
+    per_image_chars: int = 6_400
 
 
 DEFAULT_LIMITS = CompactionLimits()
@@ -58,6 +61,7 @@ def message_chars(m: Message, limits: CompactionLimits = DEFAULT_LIMITS) -> int:
     """What one message adds to `estimate_tokens`'s character count (`RequestMemo` sums
     it once per message)."""
     chars = len(m.content) + len(m.reasoning) + limits.per_message_overhead_chars
+    chars += len(m.images) * limits.per_image_chars
     for call in m.tool_calls:
         chars += len(call.name) + len(call.arguments) + len(call.id)
     for block in m.reasoning_blocks:

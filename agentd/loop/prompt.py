@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentd.core import Image
+from agentd.core import IMAGE_TYPES, Image
 from agentd.protocol import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
-
-# What providers accept natively (OpenAI and Anthropic alike); others stay a text note.
-IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 MAX_PROMPT_TEXT = 200_000  # chars of one block the model gets; more is cut with a marker
 

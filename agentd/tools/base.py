@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
+    from agentd.core import Image
     from agentd.tools.agent_tasks import AgentTasks
     from agentd.tools.client_bridge import ClientBridge
     from agentd.tools.shell import ShellLauncher
@@ -70,6 +71,8 @@ class ToolResult:
     raw_output: dict[str, Any] | None = None
     # Set by `todo_write`: the complete plan to publish as an ACP `plan` update.
     plan: list[dict[str, Any]] | None = None
+    # Images the model gets with `output` (an MCP tool's), where the provider takes them.
+    images: list[Image] = field(default_factory=list)
 
 
 @dataclass

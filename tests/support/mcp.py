@@ -10,10 +10,15 @@ from tests.support.paths import SUPPORT_DIR
 CALC = str(SUPPORT_DIR / "fakes" / "mcp_calc.py")
 
 
-def calc_stdio(*extra: str, **env: str) -> dict[str, Any]:
-    return {
-        "name": "calc",
+def calc_stdio(
+    *extra: str, name: str = "calc", start_timeout: float | None = None, **env: str
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": name,
         "command": sys.executable,
         "args": [CALC, *extra],
         "env": [{"name": k, "value": v} for k, v in env.items()],
     }
+    if start_timeout is not None:  # agentd's per-server start timeout
+        spec["_meta"] = {"agentd": {"startTimeoutSeconds": start_timeout}}
+    return spec

@@ -189,7 +189,9 @@ def _write_back(ctx: TurnContext, slots: list[Slot], no_progress: NoProgress | N
         if no_progress is not None and slot.approved and no_progress.observe(slot.call, output):
             output = with_no_progress_note(output)
         _emit(ctx, _final_update(slot))
-        ctx.conversation.append(Message.tool_result(slot.call, output, is_error=result.is_error))
+        ctx.conversation.append(
+            Message.tool_result(slot.call, output, is_error=result.is_error, images=result.images)
+        )
 
 
 def skip_tool_round(ctx: TurnContext, calls: list[ToolCall], why: str) -> None:

@@ -1,5 +1,6 @@
 """Conversation → Anthropic Messages API `messages`: strict user/assistant alternation,
-tool results as `tool_result` blocks, images as base64 blocks, signed thinking blocks first
+tool results as `tool_result` blocks (with an MCP tool's images beside their text), images as
+base64 blocks, signed thinking blocks first
 in their assistant message."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentd.core import Message, ReasoningBlock
+from agentd.core import Image, Message, ReasoningBlock
 
 # The `ReasoningBlock.provider` of blocks this API made (and only it can verify).
 PROVIDER = "anthropic"
@@ -41,8 +42,11 @@ def translate_messages(messages: list[Message], *, with_reasoning: bool = False)
 
 
 def content_blocks(message: Message, *, with_reasoning: bool = False) -> tuple[str, list[dict[str, Any]]]:
+    images = [_image(i) for i in message.images]
     if message.role == "tool":
-        content = message.content if message.content.strip() else EMPTY_TOOL_RESULT
+        text = message.content if message.content.strip() else EMPTY_TOOL_RESULT
+        # A tool_result takes image blocks beside its text (an MCP tool's images).
+        content: str | list[dict[str, Any]] = [{"type": "text", "text": text}, *images] if images else text
         block = {
             "type": "tool_result",
             "tool_use_id": message.tool_call_id or "",
@@ -51,10 +55,7 @@ def content_blocks(message: Message, *, with_reasoning: bool = False) -> tuple[s
         }
         return "user", [block]
     # Whitespace-only text blocks are rejected ("text content blocks must contain non-whitespace text").
-    blocks: list[dict[str, Any]] = [
-        {"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}}
-        for i in message.images
-    ]
+    blocks: list[dict[str, Any]] = images
     if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     if message.role == "assistant":
@@ -68,6 +69,10 @@ def content_blocks(message: Message, *, with_reasoning: bool = False) -> tuple[s
         ]
         return "assistant", blocks
     return "user", blocks
+
+
+def _image(image: Image) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:

@@ -193,9 +193,17 @@ def _encode_message(message: Message) -> bytes:
     return encode_items([_translate_message(message)])
 
 
+# Chat Completions' tool messages are text only (images go in user messages, which cannot
+# sit between a call and its result): the model is told why it cannot see them.
+_IMAGES_NOT_SENT = (
+    "\n[The images above are not shown to you: tool results carry text only on this API. The user sees them.]"
+)
+
+
 def _translate_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
+        content = message.content + (_IMAGES_NOT_SENT if message.images else "")
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
     if message.role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:

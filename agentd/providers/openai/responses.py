@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
+from agentd.core import ErrorKind, HarnessError, Image, Message, ProviderRequest, StreamEvent
 from agentd.infra import HttpTransport, ReasoningEffort
 from agentd.providers.http import HttpProvider, parse_json
 from agentd.providers.openai.errors import classify_http_error
@@ -163,10 +163,18 @@ def _encode_message(message: Message) -> bytes:
     return encode_items(message_items(message))
 
 
+def _image(image: Image) -> dict[str, Any]:
+    url = f"data:{image.mime_type};base64,{image.data}"
+    return {"type": "input_image", "image_url": url, "detail": "auto"}
+
+
 def message_items(m: Message) -> list[dict[str, Any]]:
     """One message's input items (none, one or several)."""
     if m.role == "tool":
-        return [{"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.content}]
+        output: str | list[dict[str, Any]] = m.content
+        if m.images:  # a function_call_output takes image items beside its text
+            output = [{"type": "input_text", "text": m.content}, *(_image(i) for i in m.images)]
+        return [{"type": "function_call_output", "call_id": m.tool_call_id or "", "output": output}]
     if m.role == "assistant":
         # Reasoning first, as the model produced it, then the text, then the calls it led to.
         items = [dict(b.data) for b in m.reasoning_blocks if b.provider == PROVIDER_TAG]
@@ -179,9 +187,6 @@ def message_items(m: Message) -> list[dict[str, Any]]:
         return items
     if m.images:
         parts: list[dict[str, Any]] = [{"type": "input_text", "text": m.content}] if m.content else []
-        parts += [
-            {"type": "input_image", "image_url": f"data:{i.mime_type};base64,{i.data}", "detail": "auto"}
-            for i in m.images
-        ]
+        parts += [_image(i) for i in m.images]
         return [{"type": "message", "role": m.role, "content": parts}]
     return [{"role": m.role, "content": m.content}]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentd.core import Notice, NoticeSeverity
 from agentd.loop import GoalState, OutcomeKind
 from agentd.session.actor.stop import shut_down
 from agentd.session.commands import (
@@ -39,7 +40,7 @@ from agentd.session.rewind import rewind
 from agentd.session.wake import maybe_wake
 
 if TYPE_CHECKING:  # the actor's own handlers (same package)
-    from agentd.session.actor.session_actor import SessionActor
+    from agentd.session.actor import SessionActor
 
 C = TypeVar("C")
 
@@ -131,6 +132,9 @@ async def _on_set_title(actor: SessionActor, cmd: SetTitle) -> None:
 @_handles(AttachMcp)
 async def _on_attach_mcp(actor: SessionActor, cmd: AttachMcp) -> None:
     previous, actor.mcp = actor.mcp, cmd.connections
+    for failure in cmd.connections.failures:  # one notice per server left out, naming it
+        notice = Notice(failure.message, NoticeSeverity.WARNING)
+        actor.journal.emit(notice.kind, notice.payload())
     cmd.reply.set_result(previous)  # the caller closes it, off the actor's step
 
 

@@ -17,6 +17,7 @@ import logging
 import re
 import shlex
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -25,14 +26,15 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
 from agentd.tools.files import ToolPreview
-from agentd.tools.shell import SandboxMode, ShellLauncher, new_tag
+from agentd.tools.mcp.content import client_content, model_view
+from agentd.tools.shell import SandboxMode, ShellLauncher, new_tag, paths_under_tmp
 
 if TYPE_CHECKING:  # the SDK itself is imported only when a session names an MCP server
     from mcp import ClientSession
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 30.0  # per server, by default (AGENTD_MCP_START_TIMEOUT_S)
 CALL_TIMEOUT_S = 300.0
 
 
@@ -41,12 +43,23 @@ class NameValue(BaseModel):
     value: str
 
 
+class AgentdServerMeta(BaseModel):
+    """agentd's own settings of one server, in the spec's `_meta.agentd`."""
+
+    start_timeout_seconds: float | None = Field(default=None, alias="startTimeoutSeconds", gt=0, le=600)
+
+
+class ServerMeta(BaseModel):
+    agentd: AgentdServerMeta = Field(default_factory=AgentdServerMeta)
+
+
 class McpStdio(BaseModel):
     type: Literal["stdio"] = "stdio"
     name: str = Field(min_length=1)
     command: str = Field(min_length=1)
     args: list[str] = Field(default_factory=list)
     env: list[NameValue] = Field(default_factory=list)
+    meta: ServerMeta = Field(default_factory=ServerMeta, alias="_meta")
 
 
 class McpHttp(BaseModel):
@@ -54,6 +67,7 @@ class McpHttp(BaseModel):
     name: str = Field(min_length=1)
     url: str = Field(min_length=1)
     headers: list[NameValue] = Field(default_factory=list)
+    meta: ServerMeta = Field(default_factory=ServerMeta, alias="_meta")
 
 
 McpServerSpec = Annotated[McpStdio | McpHttp, Field(discriminator="type")]
@@ -83,36 +97,6 @@ def tool_name(server: str, tool: str) -> str:
     """`mcp__<server>__<tool>`, in the character set and length providers accept."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp__{server}__{tool}")
     return safe[:64]
-
-
-def _text(content: list[Any]) -> str:
-    """What the model reads of an MCP result (tool messages are text for every provider)."""
-    parts = []
-    for block in content:
-        kind = getattr(block, "type", "content")
-        text = getattr(block, "text", None)
-        if isinstance(text, str):
-            parts.append(text)
-        elif kind == "resource_link":
-            parts.append(f"[resource link: {getattr(block, 'name', '')} <{getattr(block, 'uri', '')}>]")
-        elif kind == "image":
-            parts.append(f"[image: {getattr(block, 'mime_type', '')}, shown to the user]")
-        else:
-            parts.append(f"[{kind}]")
-    return "\n".join(parts)
-
-
-def _acp_blocks(content: list[Any]) -> list[dict[str, Any]]:
-    """MCP content that is more than text (images, audio, resource links, embedded
-    resources) as ACP tool-call content blocks, so the client shows the real thing."""
-    out: list[dict[str, Any]] = []
-    for block in content:
-        if getattr(block, "type", None) in ("image", "audio", "resource_link", "resource"):
-            dumped = block.model_dump(by_alias=True, exclude_none=True, mode="json")
-            dumped.pop("annotations", None)  # MCP annotations are not ACP's
-            dumped.pop("_meta", None)
-            out.append({"type": "content", "content": dumped})
-    return out
 
 
 @dataclass
@@ -147,21 +131,42 @@ class McpTool:
             raise ToolError(f"MCP server {self.server!r}: {self.remote_name} timed out") from None
         except Exception as exc:  # the server died or answered nonsense: the model reads why
             raise ToolError(f"MCP server {self.server!r}: {self.remote_name} failed: {exc}") from None
-        output = _text(result.content)
+        view = model_view(result.content)
         if result.is_error:
-            raise ToolError(output or f"{self.remote_name} failed")
+            raise ToolError(view.text or f"{self.remote_name} failed")
         structured = getattr(result, "structured_content", None)
         return ToolResult(
-            output,
-            content=_acp_blocks(result.content),
+            view.text,
+            images=view.images,
+            content=client_content(result.content),
             raw_output={"structured": structured} if structured is not None else None,
         )
 
 
+_WITHOUT = "the session goes on without its tools"
+
+
+class McpFailureKind(StrEnum):
+    TIMEOUT = "timeout"  # it did not answer `initialize` / `tools/list` in time
+    FAILED = "failed"  # it could not be started, or ended, or answered nonsense
+
+
+@dataclass(frozen=True)
+class McpFailure:
+    """A server the session goes on without; `message` names it and says why."""
+
+    server: str
+    kind: McpFailureKind
+    message: str
+
+
 @dataclass
 class McpConnections:
-    """The MCP servers of one session. The SDK's context managers must be entered and
-    left by one task, so a task of its own holds them open until `close()`."""
+    """The MCP servers of one session. They start in parallel, each within its own
+    timeout (`start_timeout`, or the spec's `_meta.agentd.startTimeoutSeconds`); one that
+    fails or is too slow is left out and listed in `failures`, the others work. The SDK's
+    context managers must be entered and left by one task, so each server has a task of
+    its own that holds them open until `close()`."""
 
     specs: list[McpStdio | McpHttp]
     log_dir: Path
@@ -170,57 +175,68 @@ class McpConnections:
     shell: ShellLauncher | None = None
     cwd: Path | None = None
     unsandboxed: frozenset[str] = frozenset()
+    start_timeout: float = START_TIMEOUT_S
     tools: dict[str, McpTool] = field(default_factory=dict)
-    _task: asyncio.Task[None] | None = None
+    failures: list[McpFailure] = field(default_factory=list)
+    _tasks: list[tuple[asyncio.Task[None], asyncio.Future[list[McpTool]]]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> dict[str, McpTool]:
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._run(ready), name="mcp-connections")
+        """Start every server; returns once each is up or has failed (at most the longest
+        timeout). Never raises for a server: see `failures`."""
         try:
-            async with asyncio.timeout(START_TIMEOUT_S):
-                await ready
-        except TimeoutError:
+            outcomes = await asyncio.gather(*(self._start_one(spec) for spec in self.specs))
+        except BaseException:  # the caller went away: no server outlives its request
             await self.close()
-            raise McpError(f"MCP servers did not start within {START_TIMEOUT_S:.0f}s") from None
+            raise
+        for outcome in outcomes:
+            if isinstance(outcome, McpFailure):
+                log.warning("%s", outcome.message)
+                self.failures.append(outcome)
+            else:
+                self.tools.update({t.name: t for t in outcome})
         return self.tools
 
+    async def _start_one(self, spec: McpStdio | McpHttp) -> list[McpTool] | McpFailure:
+        limit = spec.meta.agentd.start_timeout_seconds or self.start_timeout
+        ready: asyncio.Future[list[McpTool]] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._serve(spec, ready), name=f"mcp-{spec.name}")
+        self._tasks.append((task, ready))
+        try:
+            async with asyncio.timeout(limit):
+                return await asyncio.shield(ready)
+        except TimeoutError:
+            ready.cancel()
+            task.cancel()  # ends its process; `close()` waits for that, `session/new` does not
+            message = f"MCP server {spec.name!r} did not start within {limit:g}s"
+            return McpFailure(spec.name, McpFailureKind.TIMEOUT, f"{message}; {_WITHOUT}")
+        except McpError as exc:
+            return McpFailure(spec.name, McpFailureKind.FAILED, f"{exc}; {_WITHOUT}")
+
     async def close(self) -> None:
-        self._stop.set()
-        if self._task is not None:
+        self._stop.set()  # servers that are up end their sessions cleanly
+        for task, ready in self._tasks:
+            if not ready.done():  # one still starting (the start was given up) is stopped
+                ready.cancel()
+                task.cancel()
+        if self._tasks:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 async with asyncio.timeout(10):
-                    await self._task
+                    await asyncio.gather(*(task for task, _ in self._tasks), return_exceptions=True)
 
-    async def _run(self, ready: asyncio.Future[None]) -> None:
-        current = ""
+    async def _serve(self, spec: McpStdio | McpHttp, ready: asyncio.Future[list[McpTool]]) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
-                for spec in self.specs:
-                    current = spec.name
-                    session = await self._connect(stack, spec)
-                    await session.initialize()
-                    listed = await session.list_tools()
-                    for t in listed.tools:
-                        read_only = bool(getattr(t.annotations, "read_only_hint", None))
-                        tool = McpTool(
-                            server=spec.name,
-                            remote_name=t.name,
-                            session=session,
-                            name=tool_name(spec.name, t.name),
-                            description=(t.description or t.name)[:1024],
-                            parameters=t.input_schema or {"type": "object"},
-                            access=Access.READ if read_only else Access.EXECUTE,
-                            kind=ToolKind.READ if read_only else ToolKind.OTHER,
-                        )
-                        self.tools[tool.name] = tool
-                ready.set_result(None)
+                session = await self._connect(stack, spec)
+                await session.initialize()
+                listed = await session.list_tools()
+                ready.set_result([_tool(spec.name, session, t) for t in listed.tools])
                 await self._stop.wait()
         except BaseException as exc:
             if not ready.done():
-                ready.set_exception(McpError(f"MCP server {current!r} could not start: {_reason(exc)}"))
+                ready.set_exception(McpError(f"MCP server {spec.name!r} could not start: {_reason(exc)}"))
             elif not isinstance(exc, asyncio.CancelledError):
-                log.warning("MCP connections ended: %s", _reason(exc))
+                log.warning("MCP server %r ended: %s", spec.name, _reason(exc))
 
     async def _connect(self, stack: contextlib.AsyncExitStack, spec: McpStdio | McpHttp) -> ClientSession:
         # Imported here, not at start-up: the SDK costs about a second of imports.
@@ -254,11 +270,27 @@ class McpConnections:
                 log.info("MCP server %r runs outside the sandbox (AGENTD_MCP_UNSANDBOXED)", spec.name)
             return StdioServerParameters(command=spec.command, args=spec.args, env=env or None)
         assert self.shell is not None
-        launch = self.shell.prepare("exec " + shlex.join([spec.command, *spec.args]), self.cwd, new_tag())
+        argv = [spec.command, *spec.args]
+        # The sandbox has a /tmp of its own: a server living in the host's is bound back.
+        launch = self.shell.prepare("exec " + shlex.join(argv), self.cwd, new_tag(), paths_under_tmp(argv))
         stack.callback(launch.release)  # its egress proxy and pids cgroup, once it has ended
         return StdioServerParameters(
             command=launch.argv[0], args=launch.argv[1:], env={**launch.env, **env}, cwd=self.cwd
         )
+
+
+def _tool(server: str, session: ClientSession, t: Any) -> McpTool:
+    read_only = bool(getattr(t.annotations, "read_only_hint", None))
+    return McpTool(
+        server=server,
+        remote_name=t.name,
+        session=session,
+        name=tool_name(server, t.name),
+        description=(t.description or t.name)[:1024],
+        parameters=t.input_schema or {"type": "object"},
+        access=Access.READ if read_only else Access.EXECUTE,
+        kind=ToolKind.READ if read_only else ToolKind.OTHER,
+    )
 
 
 def _reason(exc: BaseException) -> str:

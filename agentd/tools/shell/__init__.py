@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from agentd.tools.shell.background import TaskOutput as TaskOutput
     from agentd.tools.shell.bash import Bash as Bash
     from agentd.tools.shell.launch import ShellLauncher as ShellLauncher
+    from agentd.tools.shell.launch import paths_under_tmp as paths_under_tmp
     from agentd.tools.shell.proctrack import kill_all_now as kill_all_now
     from agentd.tools.shell.proctrack import new_tag as new_tag
     from agentd.tools.shell.proctrack import tagged_env as tagged_env
@@ -18,13 +19,14 @@ if TYPE_CHECKING:
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
     "Bash": "agentd.tools.shell.bash",
-    "SandboxMode": "agentd.tools.shell.sandbox",
-    "ShellLauncher": "agentd.tools.shell.launch",
-    "TaskOutput": "agentd.tools.shell.background",
-    "Wait": "agentd.tools.shell.wait_tool",
     "kill_all_now": "agentd.tools.shell.proctrack",
     "new_tag": "agentd.tools.shell.proctrack",
+    "paths_under_tmp": "agentd.tools.shell.launch",
+    "SandboxMode": "agentd.tools.shell.sandbox",
+    "ShellLauncher": "agentd.tools.shell.launch",
     "tagged_env": "agentd.tools.shell.proctrack",
+    "TaskOutput": "agentd.tools.shell.background",
+    "Wait": "agentd.tools.shell.wait_tool",
 }
 
 
@@ -51,5 +53,6 @@ __all__ = [
     "Wait",
     "kill_all_now",
     "new_tag",
+    "paths_under_tmp",
     "tagged_env",
 ]

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -93,8 +94,9 @@ class ShellLauncher:
     output_limit: int = DEFAULT_OUTPUT_LIMIT  # bytes of output before a command is stopped
     egress: EgressPolicy = field(default_factory=EgressPolicy)
 
-    def prepare(self, command: str, cwd: Path, tag: str) -> Launch:
-        """Called on the event loop (the egress proxy of a sandboxed command is served there)."""
+    def prepare(self, command: str, cwd: Path, tag: str, readable: Sequence[Path] = ()) -> Launch:
+        """Called on the event loop (the egress proxy of a sandboxed command is served there).
+        `readable`: host paths under /tmp the command needs (`paths_under_tmp`)."""
         env = tagged_env(tag)  # inherited by every descendant, setsid or not
         if self.mode is SandboxMode.NONE:
             return Launch([SHELL, "-c", command], env)
@@ -116,7 +118,12 @@ class ShellLauncher:
             env.update(PROXY_ENV)
         try:
             argv = bwrap_argv(
-                policy, Path(os.path.realpath(cwd)), command, egress.path if egress else None, BRIDGE_CODE
+                policy,
+                Path(os.path.realpath(cwd)),
+                command,
+                egress.path if egress else None,
+                BRIDGE_CODE,
+                readable,
             )
             procs = self.policy.limits.procs
             if self.pids_parent is None or not procs:
@@ -180,6 +187,36 @@ class ShellLauncher:
             procs_how,
         )
         return cls(SandboxMode.BWRAP, policy, pids_parent, output_limit, egress)
+
+
+def paths_under_tmp(argv: Sequence[str]) -> list[Path]:
+    """What of a command line lies under /tmp, which the sandbox replaces with its own: the
+    command (found on PATH), its `#!` interpreter and the arguments naming existing files —
+    each file, or the whole virtualenv for an interpreter inside one (its `pyvenv.cfg` and
+    packages come with it). Only files: never a directory (nor a socket) named by an argument."""
+    found: list[Path] = []
+
+    def add(path: str) -> None:
+        for p in dict.fromkeys((Path(path), Path(os.path.realpath(path)))):
+            if not p.is_relative_to("/tmp") or not p.is_file():
+                continue
+            venv = p.parent.parent
+            found.append(venv if p.parent.name == "bin" and (venv / "pyvenv.cfg").is_file() else p)
+
+    for i, arg in enumerate(argv):
+        path = (shutil.which(arg) or "") if i == 0 and "/" not in arg else arg
+        if not os.path.isabs(path):
+            continue
+        add(path)
+        if i == 0 and os.path.isfile(path):
+            head = b""
+            with contextlib.suppress(OSError), open(path, "rb") as f:
+                head = f.read(256)
+            if head.startswith(b"#!"):  # the interpreter of a script
+                interpreter = head[2:].split(b"\n", 1)[0].split()
+                if interpreter and interpreter[0].startswith(b"/"):
+                    add(os.fsdecode(interpreter[0]))
+    return list(dict.fromkeys(found))
 
 
 def probe_bwrap(path: str | None) -> BwrapProbe:

@@ -166,11 +166,13 @@ def limits_prologue(limits: SandboxLimits, bridge: bool = False) -> str:
 
 class _Order(IntEnum):
     # At the same depth a hidden directory goes first, so a workspace that *is* a hidden
-    # root is bound back on top of it.
+    # root is bound back on top of it; a path bound back from /tmp goes before it, so a
+    # hidden directory wins.
     BASE = 0
-    HIDE = 1
-    WORKSPACE = 2
-    MASK = 3
+    READABLE = 1
+    HIDE = 2
+    WORKSPACE = 3
+    MASK = 4
 
 
 def _inside(path: Path, dirs: Sequence[Path]) -> bool:
@@ -178,10 +180,17 @@ def _inside(path: Path, dirs: Sequence[Path]) -> bool:
 
 
 def bwrap_argv(
-    policy: SandboxPolicy, workspace: Path, command: str, egress: Path | None = None, bridge: str = ""
+    policy: SandboxPolicy,
+    workspace: Path,
+    command: str,
+    egress: Path | None = None,
+    bridge: str = "",
+    readable: Sequence[Path] = (),
 ) -> list[str]:
     """The argv that runs `/bin/bash -c command` in the sandbox, cwd the workspace; with
     `egress` (the proxy's socket on the host) and `bridge` (its code), the command's way out.
+    `readable`: host paths under /tmp the command needs (its interpreter, its script),
+    bound back read-only over the sandbox's private /tmp — never one that is hidden.
 
     Mounts are applied in order of depth (parents before children), whatever their kind:
     a workspace inside a hidden directory is bound back on top of the tmpfs, and a hidden
@@ -200,11 +209,19 @@ def bwrap_argv(
     if with_bridge:
         mounts.append((len(EGRESS_SOCKET.parts), _Order.MASK, ["--ro-bind", str(egress), str(EGRESS_SOCKET)]))
     hidden = [Path(d) for d in policy.hidden_dirs]
+    masked = {Path(f) for f in policy.hidden_files}
+    tmp = Path("/tmp")
+    back = [p for p in map(Path, readable) if p.is_relative_to(tmp) and p != tmp]
+    back = [p for p in back if not _inside(p, hidden) and p not in masked]
+    for p in back:
+        mounts.append((len(p.parts), _Order.READABLE, ["--ro-bind", str(p), str(p)]))
 
     def covered(p: Path) -> bool:
         # Under another hidden directory (or /tmp) `p` is gone already, unless it is inside
-        # the workspace, which is bound back on top: then it needs hiding of its own.
-        return _inside(p, [d for d in [*hidden, Path("/tmp")] if d != p]) and not p.is_relative_to(ws)
+        # the workspace or a path bound back from /tmp: then it needs hiding of its own.
+        if p.is_relative_to(ws) or _inside(p, back):
+            return False
+        return _inside(p, [d for d in [*hidden, tmp] if d != p])
 
     for d in hidden:
         if not covered(d):

@@ -83,27 +83,30 @@ async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, A
         )
     meta = agentd_meta(params.meta)
     agent = known_agent(ctx, meta["agent"], "_meta.agentd.agent") if "agent" in meta else "default"
-    mcp = await _start_mcp(ctx, params.mcp_servers, Path(cwd))  # first: a server that fails creates nothing
+    # First: a refused spec creates nothing. A server that fails to start is left out (and
+    # reported once the client follows the session); the others work.
+    mcp = await _start_mcp(ctx, params.mcp_servers, Path(cwd))
     try:
         actor = await ctx.state.manager.create(cwd=cwd, owner=ctx.principal, agent=agent)
     except BaseException:
         if mcp is not None:
             await mcp.close()
         raise
-    if mcp is not None:
-        await _attach_mcp(actor, mcp)
     if ctx.connection is not None:
         await attach_with_replay(ctx, actor, replay=False)
+    if mcp is not None:
+        await _attach_mcp(actor, mcp)
     return {"sessionId": actor.id, "modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
 async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]], cwd: Path) -> McpConnections | None:
     """Connect the requested MCP servers (R-T9), stdio ones in the sandbox with `cwd` (the
-    session's workspace) writable; a bad spec or a server that does not start is an
-    invalid-params error naming it."""
+    session's workspace) writable, all at once, each within its start timeout. A bad or
+    refused spec is an invalid-params error naming it; a server that fails or times out is
+    in the connections' `failures` (the session reports it as a notice)."""
     if not raw:
         return None
-    from agentd.tools import McpConnections, McpError, check_mcp_specs, parse_specs
+    from agentd.tools import McpConnections, check_mcp_specs, parse_specs
 
     try:
         specs = parse_specs(raw)
@@ -117,11 +120,9 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]], cwd: Path) -> 
         shell=ctx.state.services.shell,
         cwd=cwd,
         unsandboxed=frozenset(settings.mcp_unsandboxed),
+        start_timeout=settings.mcp_start_timeout_s,
     )
-    try:
-        await conns.start()
-    except McpError as exc:
-        raise RpcError.invalid_params(f"Invalid params: mcpServers: {exc}", {"kind": "mcp_spawn"}) from None
+    await conns.start()
     return conns
 
 

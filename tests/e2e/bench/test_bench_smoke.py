@@ -72,3 +72,10 @@ def test_replicas_bench_smoke_prints_rates_per_replica_count_and_the_takeover() 
         r"[\d.]+ s \(end_turn"
     )
     assert re.search(takeover, out, re.M), out
+
+
+def test_mcp_start_bench_smoke_prints_session_new_times_and_the_ratio() -> None:
+    out = _run("mcp_start.py")
+    for label in ("1 server", "3 servers", "3 servers \\+ 1 hanging"):
+        assert re.search(rf"^session/new {label} +median +\d+ ms", out, re.M), out
+    assert re.search(r"^3 servers / 1 server: [\d.]+x", out, re.M), out

@@ -104,7 +104,7 @@ async def test_mcp_images_and_links_reach_the_client_as_content_blocks(
             assert not any("[image]" in json.dumps(b) for b in blocks)
             # The model reads a description, not base64.
             result = next(m for m in provider.requests[1].messages if m.role == "tool")
-            assert "[image: image/png" in result.content and PNG_1PX not in result.content
+            assert "[image 1: image/png]" in result.content and PNG_1PX not in result.content
             assert "one pixel" in result.content
             assert_valid_frames(client)
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -96,12 +97,12 @@ async def test_plan_mode_refuses_mcp_tools_that_are_not_read_only(server_factory
     ("spec", "message"),
     [
         ({"name": "calc"}, "mcpServers.0.command"),
-        ({"name": "calc", "command": "/nonexistent/mcp-server"}, "could not start"),
-        (calc_stdio("--crash"), "could not start"),
         ({"type": "http", "name": "web"}, "mcpServers.0.url"),
+        (calc_stdio(start_timeout=0), "mcpServers.0._meta.agentd.startTimeoutSeconds"),
+        ({**calc_stdio(), "_meta": {"agentd": []}}, "mcpServers.0._meta.agentd"),
     ],
 )
-async def test_a_bad_or_failing_server_fails_session_new_and_creates_nothing(
+async def test_a_bad_spec_fails_session_new_and_creates_nothing(
     server_factory, workspace: Path, spec: dict[str, Any], message: str
 ) -> None:
     async with server_factory(scripted()) as server:
@@ -111,6 +112,64 @@ async def test_a_bad_or_failing_server_fails_session_new_and_creates_nothing(
         assert failed.value.code == -32602 and message in failed.value.error["message"]
         assert (await client.call("session/list", {}))["sessions"] == []
         assert (await client.call("session/list", {})) is not None  # the connection goes on
+        await client.close()
+
+
+def notices(client: WsClient, sid: str) -> list[str]:
+    return [u["title"] for u in client.updates(sid) if u["sessionUpdate"] == "notice"]
+
+
+async def test_a_hanging_or_crashing_server_is_reported_and_the_others_work(
+    server_factory, workspace: Path
+) -> None:
+    """Issue 29 item 6: a server that never answers is left out after its own timeout, one
+    that cannot start at once; each is one notice naming it, and the session works with
+    the rest."""
+    provider = scripted({"tool_calls": [tool_call("mcp__calc__add", "c_add", a=2, b=3)]}, {"text": "5"})
+    servers = [
+        calc_stdio("--hang", name="slow", start_timeout=1),
+        calc_stdio(),
+        calc_stdio("--crash", name="broken"),
+        {"name": "missing", "command": "/nonexistent/mcp-server"},
+    ]
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        client = await server.client(session={"notices": {}})
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": servers}))["sessionId"]
+        result = await client.call("session/prompt", text_prompt(sid, "add 2 and 3"))
+        assert result["stopReason"] == "end_turn"
+        assert next(m for m in provider.requests[1].messages if m.role == "tool").content == "5"
+        offered = {t.name for t in provider.requests[0].tools}
+        assert "mcp__calc__add" in offered
+        assert not [t for t in offered if t.startswith(("mcp__slow", "mcp__broken", "mcp__missing"))]
+        told = notices(client, sid)
+        assert len(told) == 3
+        without = "; the session goes on without its tools"
+        assert "MCP server 'slow' did not start within 1s" + without in told
+        assert any(
+            t.startswith("MCP server 'broken' could not start: ") and t.endswith(without) for t in told
+        )
+        assert any(t.startswith("MCP server 'missing' could not start: ") for t in told)
+        await client.close()
+
+
+async def test_servers_start_in_parallel(server_factory, workspace: Path) -> None:
+    """Two servers that each answer only once the other has been started (the two ends of
+    one FIFO): started one after the other, the first would wait for the second forever
+    and hit its timeout."""
+    fifo = workspace / "rendezvous"
+    os.mkfifo(fifo)
+    servers = [
+        calc_stdio("--rendezvous", str(fifo), "writer", name="a", start_timeout=60),
+        calc_stdio("--rendezvous", str(fifo), "reader", name="b", start_timeout=60),
+    ]
+    provider = scripted({"text": "hi"})
+    async with server_factory(provider) as server:
+        client = await server.client(session={"notices": {}})
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": servers}))["sessionId"]
+        await client.call("session/prompt", text_prompt(sid, "hi"))
+        offered = {t.name for t in provider.requests[0].tools}
+        assert {"mcp__a__add", "mcp__b__add"} <= offered
+        assert notices(client, sid) == []
         await client.close()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import SandboxSetting
-from tests.support.client import RpcFailed
+from tests.support.client import RpcFailed, text_prompt
 from tests.support.mcp import CALC
 from tests.support.server import scripted
 from tests.support.session import new_session
@@ -107,3 +107,23 @@ async def test_without_auth_the_operators_allow_list_refuses_other_commands(
         assert "AGENTD_MCP_ALLOWED_COMMANDS" in err.value.error["message"]
         await client.close()
     assert not (workspace / "ran.txt").exists() and not (outside / "marker").exists()
+
+
+async def test_a_server_whose_script_lies_under_tmp_starts_in_the_sandbox(
+    server_factory, workspace: Path, tmp_path: Path
+) -> None:
+    """The sandbox has a /tmp of its own; a server script in the host's /tmp is bound back
+    (read-only), so the server starts and its tools work."""
+    assert tmp_path.is_relative_to("/tmp")
+    script = tmp_path / "servers" / "calc.py"
+    script.parent.mkdir()
+    shutil.copy(CALC, script)
+    spec = {"name": "calc", "command": sys.executable, "args": [str(script)], "env": []}
+    provider = scripted({"text": "hi"})
+    async with server_factory(provider, sandbox=SandboxSetting.BWRAP) as server:
+        client = await server.client(session={"notices": {}})
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": [spec]}))["sessionId"]
+        await client.call("session/prompt", text_prompt(sid, "hi"))
+        assert "mcp__calc__add" in {t.name for t in provider.requests[0].tools}
+        assert [u for u in client.updates(sid) if u["sessionUpdate"] == "notice"] == []
+        await client.close()

@@ -3,12 +3,14 @@ What the argv really does is tried against bubblewrap in tests/e2e/tools/test_sa
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from agentd.infra.config import AuthMode, SandboxSetting, Settings
 from agentd.preflight import StartupError, check_sandbox
+from agentd.tools.shell import paths_under_tmp
 from agentd.tools.shell.pidlimit import _own_paths
 from agentd.tools.shell.sandbox import (
     BRIDGE_PORT,
@@ -168,6 +170,36 @@ def test_argv_files_under_tmp_are_already_gone_unless_in_the_workspace() -> None
     m = mounts(bwrap_argv(policy, ws, "ls"))
     assert ("--tmpfs", "/tmp/t/home") not in m and ("--ro-bind", "/tmp/t/db.sqlite") not in m
     assert m.index(("--tmpfs", "/tmp")) < m.index(("--bind", str(ws)))
+
+
+def test_argv_binds_back_readable_paths_under_tmp_but_never_a_hidden_one() -> None:
+    ws = Path("/srv/ws")
+    venv, home = Path("/tmp/t/venv"), Path("/tmp/t/venv/home")
+    policy = SandboxPolicy(hidden_dirs=(home, Path("/tmp/h")), hidden_files=(Path("/tmp/t/db.sqlite"),))
+    readable = [venv, Path("/tmp/h/server.py"), Path("/tmp/t/db.sqlite"), Path("/opt/x"), Path("/tmp")]
+    m = mounts(bwrap_argv(policy, ws, "ls", readable=readable))
+    assert m.index(("--tmpfs", "/tmp")) < m.index(("--ro-bind", str(venv)))
+    # A hidden directory inside a path bound back is hidden again, on top of it.
+    assert m.index(("--ro-bind", str(venv))) < m.index(("--tmpfs", str(home)))
+    # Nothing hidden, nothing outside /tmp and not /tmp itself is bound back.
+    assert [d for o, d in m if o == "--ro-bind" and d != "/"] == [str(venv)]
+
+
+def test_paths_under_tmp_finds_the_command_its_interpreter_scripts_and_virtualenvs(tmp_path: Path) -> None:
+    assert tmp_path.is_relative_to("/tmp")  # pytest's base temp (the sandbox's case)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = venv / "bin" / "python"
+    python.symlink_to(sys.executable)
+    script = tmp_path / "server.py"
+    script.write_text(f"#!{python}\nprint('hi')\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    assert paths_under_tmp([str(python), str(script), "--port", "1"]) == [venv, script]
+    # A script's `#!` interpreter comes with it; a directory argument never does.
+    assert paths_under_tmp([str(script), str(data), "/tmp/missing.py"]) == [script, venv]
+    assert paths_under_tmp(["sh", "-c", "exit 0"]) == []
 
 
 def test_argv_always_unshares_the_network_and_hides_daemon_sockets() -> None:
