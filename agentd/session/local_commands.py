@@ -17,6 +17,7 @@ from agentd.loop.goal import GoalState
 from agentd.loop.prompt import prompt_text
 from agentd.loop.react_base import run_compaction
 from agentd.loop.turn_state import TurnState
+from agentd.session.changes import changes_text, session_changes
 from agentd.session.errors import SessionError
 from agentd.session.queue_ops import QueueKind
 from agentd.session.rewind import rewind, rewindable_turns
@@ -47,6 +48,7 @@ BUILTINS: dict[str, LocalCommand] = {
         LocalCommand(
             "rewind", "Undo the last turns' file edits and conversation", "N turns back (default 1) | turn id"
         ),
+        LocalCommand("diff", "Show what the session changed in its files", "turn id (changes from it on)"),
     )
 }
 
@@ -213,6 +215,11 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
             return "Compacted the conversation." if changed else "Nothing old enough to compact."
         case "rewind":
             return await rewind_command(actor, arg)
+        case "diff":
+            try:
+                return changes_text(await session_changes(actor, arg or None))
+            except SessionError as exc:
+                raise ValueError(exc.message) from None
     raise ValueError(f"Unknown command /{name}.")
 
 

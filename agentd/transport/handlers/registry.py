@@ -16,13 +16,17 @@ from agentd.protocol.acp import (
 )
 from agentd.protocol.agentd import (
     AttachParams,
+    ChangesParams,
     EnqueueParams,
+    ExportParams,
     ForkParams,
     GoalSetParams,
     HooksRegisterParams,
+    ImportParams,
     InterjectParams,
     PermissionRespondParams,
     RenameParams,
+    RevertFileParams,
     RewindParams,
     SessionParams,
     ShareParams,
@@ -52,6 +56,12 @@ from agentd.transport.handlers.lifecycle import (
     session_load,
     session_new,
     session_resume,
+)
+from agentd.transport.handlers.portable import (
+    session_changes_method,
+    session_export,
+    session_import,
+    session_revert_file,
 )
 from agentd.transport.handlers.prompt import (
     interject,
@@ -93,6 +103,10 @@ METHODS: dict[str, Method] = {
     Served.USAGE_GET: Method(SessionParams, usage_get),
     Served.COMPACT: Method(SessionParams, session_compact),
     Served.REWIND: Method(RewindParams, session_rewind),
+    Served.EXPORT: Method(ExportParams, session_export),
+    Served.IMPORT: Method(ImportParams, session_import),
+    Served.CHANGES: Method(ChangesParams, session_changes_method),
+    Served.REVERT_FILE: Method(RevertFileParams, session_revert_file),
     Served.INTERJECT: Method(InterjectParams, interject),
     Served.PERMISSION_RESPOND: Method(PermissionRespondParams, permission_respond),
     Served.INITIALIZE: Method(InitializeParams, initialize),
