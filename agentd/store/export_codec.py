@@ -207,6 +207,8 @@ def decode(data: bytes) -> SessionBundle:
     if not lines or not lines[0].strip():
         raise ExportFormatError("empty file: not an agentd session export")
     bundle = SessionBundle(_header(_decode_line(lines[0], 1)))
+    if not data.endswith(b"\n"):  # every line of an export ends with one, the end line too
+        raise _fail(len(lines), "corrupt: the file is truncated (its last line is cut)")
     digest = hashlib.sha256(lines[0])
     last_seq = 0
     for i, raw in enumerate(lines[1:], start=2):
