@@ -101,7 +101,7 @@ def test_damaged_files_are_refused_naming_the_line() -> None:
         b'{"type": "header", "format": "other"}\n': "not an agentd session export",
         b"\n".join(lines[:-1]) + b"\n": "no end line (the file is truncated)",
         b"\n".join(lines[:3]) + b"\n": "no end line",
-        good[:-5]: "line 9: corrupt: the file is truncated (its last line is cut)",
+        good[:-5]: "line 11: corrupt: the file is truncated (its last line is cut)",
         good.replace(b"hello", b"HELLO"): "does not match its checksum",
         good + good.splitlines()[1] + b"\n": "lines after the end line",
         b"\n".join([*lines[:2], b"[1, 2]", *lines[2:]]) + b"\n": "line 3: corrupt: not a JSON object",
