@@ -160,8 +160,9 @@ def changes_text(result: dict[str, Any]) -> str:
         parts.append(f"{f['path']} ({f['status']}){how}")
         if f.get("binary"):
             parts.append("(binary file)")
-        elif f.get("diff"):
-            parts.append(f["diff"].rstrip("\n"))
+        elif f.get("diff"):  # fenced: clients render agent text as markdown
+            fence = "````" if "```" in f["diff"] else "```"
+            parts.append(f"{fence}diff\n{f['diff'].rstrip(chr(10))}\n{fence}")
     if result.get("omitted"):
         parts.append(f"… and {result['omitted']} more file(s)")
     return "\n".join(parts)
