@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentd.store import queue_rows, session_load
@@ -82,6 +83,14 @@ async def write_bundle(
 ) -> str:
     """Insert the session in one transaction; its id is the exported one unless that is
     taken here (or `new_id` is given): then a fresh one. Returns the id it got."""
+    try:
+        return await _write(engine, bundle, owner, cwd, new_id)
+    except IntegrityError as exc:  # the transaction rolled back: nothing of it stays
+        first = str(exc.orig).splitlines()[0] if exc.orig is not None else type(exc).__name__
+        raise ImportConflict(f"a row conflicts with one stored here ({first})") from None
+
+
+async def _write(engine: AsyncEngine, bundle: SessionBundle, owner: str, cwd: str, new_id: str | None) -> str:
     s = bundle.session
     async with engine.begin() as conn:
         sid = new_id or str(s.get("id") or "")
