@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from agentd.core.events import EventKind
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.file_history import ABSENT, PRESENT, read_prior
-from agentd.session.rewind import _restore
+from agentd.session.rewind import restore_snapshot
 from agentd.store import snapshots as rows
 from agentd.store.export_codec import safe_relative
 from agentd.store.snapshots import FileSnapshot
@@ -248,10 +248,13 @@ async def revert_file(actor: SessionActor, path: str, turn_id: str | None, force
         }
         hint = "" if check.reason == "not_restorable" else " (force: true reverts anyway)"
         raise invalid(f"cannot revert {rel}: {messages[check.reason]}{hint}", path=rel, reason=check.reason)
-    outcome = await asyncio.to_thread(_restore, actor.cwd, base)
+    outcome = await asyncio.to_thread(restore_snapshot, actor.cwd, base)
     if outcome == "notRestored":
         raise invalid(f"cannot revert {rel}: the file could not be written", path=rel, reason="write_failed")
-    return {"path": rel, "reverted": outcome, "turnId": base.turn_id}
+    result = {"path": rel, "reverted": outcome, "turnId": base.turn_id}
+    actor.journal.emit(EventKind.FILE_REVERTED, result)  # every client's changes view reads again
+    await actor.journal.flushed()
+    return result
 
 
 # ---------------------------------------------------------------------------------- git

@@ -153,7 +153,7 @@ function onEvent(kind, ev, seq) {
       mine.delete(ev.requestId);
     }
   } else if (kind === "turn_ended") { setStatus("idle"); T.onTurnEnded(ev); S.onTurnEnded(seq); changesSoon(); }
-  else if (kind === "rewound") changesSoon();
+  else if (kind === "rewound" || kind === "file_reverted") changesSoon();
   else if (kind === "queue_update") { if (!(seq <= snapshotSeq)) queue.apply(ev); }
   else if ((kind === "agent_message" || kind === "agent_thought") && ev.text) {
     T.onFinalText(kind === "agent_thought" ? "thought" : "agent", ev.messageId, ev.text);

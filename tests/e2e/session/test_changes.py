@@ -85,6 +85,10 @@ async def test_revert_file_restores_one_file_to_before_the_session(server_factor
 
         done = await client.call(REVERT, {"sessionId": sid, "path": "a.txt"})
         assert done == {"path": "a.txt", "reverted": "restored", "turnId": done["turnId"]}
+        told = await client.wait_notification(  # every attached client is told
+            lambda f: f.get("method") == "_agentd/event" and f["params"]["kind"] == "file_reverted"
+        )
+        assert told["params"]["event"] == done
         assert (workspace / "a.txt").read_text() == "zero\n"
         assert (workspace / "sub/new.txt").read_text() == "created\n"  # only the one file
         assert set(_by_path(await client.call(CHANGES, {"sessionId": sid}))) == {"sub/new.txt"}
