@@ -118,6 +118,8 @@ def session_import(
         raise _refuse(f"error: {exc}") from None
     if not owner.strip():
         raise _refuse("error: --owner must not be empty")
+    if cwd is not None and not cwd.is_dir():
+        raise _refuse(f"error: --cwd: {cwd} is not an existing folder")
     where = str(cwd.resolve()) if cwd is not None else None
     try:
         done = _store_job(

@@ -72,6 +72,11 @@ async def test_bad_files_are_refused_with_one_line_and_import_nothing(tmp_path: 
         lines = run.err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("agentd: error: cannot import: "), (name, run.err)
         assert message in lines[0], (name, lines[0])
+    (tmp_path / "good.jsonl").write_text(good)
+    run = await agentd(
+        "session", "import", "good.jsonl", "--cwd", "nowhere", "--database-url", target, env=env, cwd=tmp_path
+    )
+    assert run.code == 2 and run.err.strip() == "agentd: error: --cwd: nowhere is not an existing folder"
     run = await agentd("session", "import", "absent.jsonl", "--database-url", target, env=env, cwd=tmp_path)
     assert run.code == 2 and run.err.strip().startswith("agentd: error: cannot read absent.jsonl")
     assert await _sessions(target) == 0
