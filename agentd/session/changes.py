@@ -187,6 +187,18 @@ async def _since_seq(order: dict[str, int], since: str | None) -> int | None:
     return order[since]
 
 
+def _read_now(cwd: Path, rel: str) -> bytes | None:
+    try:
+        return read_prior(cwd, cwd / rel)
+    except (ToolError, OSError):
+        return None
+
+
+def _snapshot_changes(cwd: Path, found: dict[str, FileSnapshot]) -> list[dict[str, Any]]:
+    entries = (file_change(path, found[path], _read_now(cwd, path)) for path in sorted(found))
+    return [e for e in entries if e is not None]
+
+
 async def _current(cwd: Path, rel: str) -> bytes | None:
     try:
         return await asyncio.to_thread(read_prior, cwd, cwd / rel)
@@ -201,11 +213,7 @@ async def session_changes(actor: SessionActor, since: str | None) -> dict[str, A
     order = await _turn_order(actor)
     since_seq = await _since_seq(order, since)
     found = bases(await rows.session_snapshots(store.engine, actor.id), order, since_seq)
-    files: list[dict[str, Any]] = []
-    for path in sorted(found):
-        entry = file_change(path, found[path], await _current(actor.cwd, path))
-        if entry is not None:
-            files.append(entry)
+    files = await asyncio.to_thread(_snapshot_changes, actor.cwd, found)  # diffs: off the event loop
     git = await git_changes(actor.cwd, set(found)) if since is None else None
     if git is not None:
         files.extend(git)
@@ -304,12 +312,11 @@ async def git_changes(cwd: Path, skip: set[str]) -> list[dict[str, Any]] | None:
         status = {"A": "added", "D": "deleted"}.get(statuses[path][:1], "modified")
         entry: dict[str, Any] = {"path": path, "status": status, "source": "git", "revertible": False}
         if path in new_files:
-            now = await _current(cwd, path)
-            text = _text(now)
+            text = _text(await _current(cwd, path))
             if text is None:
                 entry["binary"] = True
             else:
-                _with_diff(entry, path, "", text, True, False)
+                await asyncio.to_thread(_with_diff, entry, path, "", text, True, False)
         else:
             diff = await _git(cwd, "diff", "HEAD", "--relative", "--no-ext-diff", "--no-textconv", "--", path)
             entry["diff"] = (diff or b"").decode("utf-8", "replace")[:MAX_DIFF_CHARS]
