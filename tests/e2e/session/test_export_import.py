@@ -155,6 +155,18 @@ async def test_export_carries_no_server_secret_and_workspace_files_on_request(
         assert files == {".gitignore": b"build/\n", "notes.md": b"# notes\n"}  # what git ignores stays
         target = tmp_path / "elsewhere"
         target.mkdir()
+        clash = tmp_path / "clash"
+        clash.mkdir()
+        (clash / "notes.md").write_text("mine\n")
+        store = server.app.state.agentd.store
+        before = await store.count_sessions("local")
+        refused = await client.request(IMPORT, {"jsonl": with_files, "cwd": str(clash)})
+        assert (
+            "files in" in refused["error"]["message"]
+            and "differ from the export's: notes.md" in (refused["error"]["message"])
+        )
+        assert (clash / "notes.md").read_text() == "mine\n" and not (clash / ".gitignore").exists()
+        assert await store.count_sessions("local") == before  # nothing imported
         done = await client.call(IMPORT, {"jsonl": with_files, "cwd": str(target)})
         assert done["files"] == 2 and (target / "notes.md").read_text() == "# notes\n"
         await client.close()
