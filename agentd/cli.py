@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from pydantic import ValidationError
 
+from agentd import cli_session
 from agentd.core import PermissionMode
 from agentd.infra import CONFIG_ENV, AuthMode, LogLevel, ProviderName, Settings, redact_url
 
@@ -277,6 +278,7 @@ def migrate(database_url: DbOption = None, config: ConfigOption = None) -> None:
 
 token_app = typer.Typer(help="Bearer tokens for AGENTD_AUTH=token (stored hashed).", no_args_is_help=True)
 app.add_typer(token_app, name="token")
+app.add_typer(cli_session.bind(_use_config, _settings, _run), name="session")
 
 
 def _with_store(database_url: str | None, job: Any) -> Any:

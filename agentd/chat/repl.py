@@ -27,6 +27,7 @@ HELP = [
     "/now N — run prompt N next, stopping the running turn; /now TEXT — the same for new text"
     " (words you interjected that the stopped turn had not read yet run just before it)",
     "/interject TEXT — words into the running turn now; /interject N — prompt N into it",
+    "/diff — what the session changed in its files, a diff per file (/diff TURN: from that turn on)",
     "/cancel or Ctrl-C — stop the running turn (Ctrl-C again quits);"
     "  /quit — leave (the session stays on the server)",
 ]

@@ -39,6 +39,7 @@ class EventKind(StrEnum):
     BACKGROUND_TASK = "background_task"  # a background task finished (agentd/core/task_notice.py)
     BACKGROUND_TASK_STARTED = "background_task_started"  # {taskId, taskKind, summary, startedAt, turnId}
     REWOUND = "rewound"  # {turnId, files, restored, removed, notRestored, messages, turnsUndone}
+    FILE_REVERTED = "file_reverted"  # {path, reverted, turnId}: `_agentd/session/revert_file`
     # transient
     AGENT_MESSAGE_CHUNK = "agent_message_chunk"  # {messageId, text}
     AGENT_THOUGHT_CHUNK = "agent_thought_chunk"  # {messageId, text}

@@ -35,15 +35,19 @@ if TYPE_CHECKING:
     from agentd.protocol.acp import session_notification as session_notification
     from agentd.protocol.agentd import AGENTD_CLIENT as AGENTD_CLIENT
     from agentd.protocol.agentd import AttachParams as AttachParams
+    from agentd.protocol.agentd import ChangesParams as ChangesParams
     from agentd.protocol.agentd import EnqueueParams as EnqueueParams
+    from agentd.protocol.agentd import ExportParams as ExportParams
     from agentd.protocol.agentd import ForkParams as ForkParams
     from agentd.protocol.agentd import GoalSetParams as GoalSetParams
     from agentd.protocol.agentd import HooksRegisterParams as HooksRegisterParams
+    from agentd.protocol.agentd import ImportParams as ImportParams
     from agentd.protocol.agentd import InterjectParams as InterjectParams
     from agentd.protocol.agentd import OptIn as OptIn
     from agentd.protocol.agentd import PermissionRespondParams as PermissionRespondParams
     from agentd.protocol.agentd import QueueOpParams as QueueOpParams
     from agentd.protocol.agentd import RenameParams as RenameParams
+    from agentd.protocol.agentd import RevertFileParams as RevertFileParams
     from agentd.protocol.agentd import RewindParams as RewindParams
     from agentd.protocol.agentd import SessionParams as SessionParams
     from agentd.protocol.agentd import ShareParams as ShareParams
@@ -71,35 +75,46 @@ _WHERE = {
     "AudioContent": "agentd.protocol.acp",
     "AuthenticateParams": "agentd.protocol.acp",
     "CANCEL_REQUEST": "agentd.protocol.methods",
+    "ChangesParams": "agentd.protocol.agentd",
+    "chunk_update": "agentd.protocol.acp",
     "ClientCapabilities": "agentd.protocol.acp",
     "ClientRequest": "agentd.protocol.methods",
     "ContentBlock": "agentd.protocol.acp",
-    "EXTENSIONS": "agentd.protocol.methods",
+    "dump": "agentd.protocol.acp",
     "EmbeddedResource": "agentd.protocol.acp",
     "EnqueueParams": "agentd.protocol.agentd",
+    "error_response": "agentd.protocol.jsonrpc",
+    "ExportParams": "agentd.protocol.agentd",
+    "EXTENSIONS": "agentd.protocol.methods",
     "ForkParams": "agentd.protocol.agentd",
     "GoalSetParams": "agentd.protocol.agentd",
     "HooksRegisterParams": "agentd.protocol.agentd",
     "ImageContent": "agentd.protocol.acp",
+    "ImportParams": "agentd.protocol.agentd",
     "InitializeParams": "agentd.protocol.acp",
     "InterjectParams": "agentd.protocol.agentd",
     "ListSessionsParams": "agentd.protocol.acp",
     "LoadSessionParams": "agentd.protocol.acp",
     "NewSessionParams": "agentd.protocol.acp",
+    "notification": "agentd.protocol.jsonrpc",
     "Notification": "agentd.protocol.methods",
     "OptIn": "agentd.protocol.agentd",
     "Outgoing": "agentd.protocol.outgoing",
-    "PROTOCOL_VERSION": "agentd.protocol.acp",
     "PermissionRespondParams": "agentd.protocol.agentd",
     "PromptParams": "agentd.protocol.acp",
+    "PROTOCOL_VERSION": "agentd.protocol.acp",
     "QueueOp": "agentd.protocol.methods",
     "QueueOpParams": "agentd.protocol.agentd",
     "RenameParams": "agentd.protocol.agentd",
     "Request": "agentd.protocol.jsonrpc",
+    "request": "agentd.protocol.jsonrpc",
     "RequestPermissionResult": "agentd.protocol.acp",
     "ResourceLink": "agentd.protocol.acp",
+    "response": "agentd.protocol.jsonrpc",
+    "RevertFileParams": "agentd.protocol.agentd",
     "RewindParams": "agentd.protocol.agentd",
     "Served": "agentd.protocol.methods",
+    "session_notification": "agentd.protocol.acp",
     "SessionIdParams": "agentd.protocol.acp",
     "SessionParams": "agentd.protocol.agentd",
     "SetConfigOptionParams": "agentd.protocol.acp",
@@ -108,13 +123,6 @@ _WHERE = {
     "StopReason": "agentd.protocol.acp",
     "TextContent": "agentd.protocol.acp",
     "Unsupported": "agentd.protocol.methods",
-    "chunk_update": "agentd.protocol.acp",
-    "dump": "agentd.protocol.acp",
-    "error_response": "agentd.protocol.jsonrpc",
-    "notification": "agentd.protocol.jsonrpc",
-    "request": "agentd.protocol.jsonrpc",
-    "response": "agentd.protocol.jsonrpc",
-    "session_notification": "agentd.protocol.acp",
 }
 
 
@@ -142,16 +150,19 @@ __all__ = [
     "AttachParams",
     "AudioContent",
     "AuthenticateParams",
+    "ChangesParams",
     "ClientCapabilities",
     "ClientRequest",
     "ContentBlock",
     "EmbeddedResource",
     "EnqueueParams",
     "ErrorCode",
+    "ExportParams",
     "ForkParams",
     "GoalSetParams",
     "HooksRegisterParams",
     "ImageContent",
+    "ImportParams",
     "InitializeParams",
     "InterjectParams",
     "ListSessionsParams",
@@ -168,6 +179,7 @@ __all__ = [
     "Request",
     "RequestPermissionResult",
     "ResourceLink",
+    "RevertFileParams",
     "RewindParams",
     "RpcError",
     "Served",

@@ -103,6 +103,38 @@ class RewindParams(Wire):
     files: bool = True
 
 
+class ExportParams(Wire):
+    """`_agentd/session/export` (issue 33): the session as the JSONL of `agentd session export`;
+    `files`: with the workspace's files."""
+
+    session_id: str
+    files: bool = False
+
+
+class ImportParams(Wire):
+    """`_agentd/session/import`: a session export (its JSONL text) becomes a session of the
+    caller's, working in `cwd` (default: the exported one, if the caller may work there)."""
+
+    jsonl: str = Field(min_length=1)
+    cwd: str | None = None
+
+
+class ChangesParams(Wire):
+    """`_agentd/session/changes`: every file the session changed; `since`: from that turn on."""
+
+    session_id: str
+    since: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class RevertFileParams(Wire):
+    """`_agentd/session/revert_file`: one file back to before the session (or `toTurnId`)."""
+
+    session_id: str
+    path: str = Field(min_length=1, max_length=4096)
+    to_turn_id: str | None = Field(default=None, min_length=1, max_length=64)
+    force: bool = False
+
+
 class ShareParams(Wire):
     """`_agentd/session/share` (R-X2): the owner opens its session to one of its teams —
     `watch` (read), `drive` (also command it) — or closes it again (`none`)."""

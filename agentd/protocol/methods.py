@@ -33,6 +33,10 @@ class Served(StrEnum):
     RENAME = "_agentd/session/rename"
     COMPACT = "_agentd/session/compact"
     REWIND = "_agentd/session/rewind"
+    EXPORT = "_agentd/session/export"
+    IMPORT = "_agentd/session/import"
+    CHANGES = "_agentd/session/changes"
+    REVERT_FILE = "_agentd/session/revert_file"
     ENQUEUE = "_agentd/prompt/enqueue"
     SEND_NOW = "_agentd/prompt/send_now"
     INTERJECT = "_agentd/interject"
@@ -133,5 +137,9 @@ EXTENSIONS: tuple[str, ...] = tuple(
         Served.PERMISSION_RESPOND,
         Served.SHARE,
         Served.RENAME,
+        Served.EXPORT,
+        Served.IMPORT,
+        Served.CHANGES,
+        Served.REVERT_FILE,
     )
 )

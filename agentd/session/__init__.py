@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.session.actor.session_actor import SessionActor as SessionActor
+    from agentd.session.changes import session_changes as session_changes
     from agentd.session.command_syntax import Advertised as Advertised
     from agentd.session.commands import ROUTED_FROM as ROUTED_FROM
     from agentd.session.commands import AttachMcp as AttachMcp
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from agentd.session.commands import PromptDone as PromptDone
     from agentd.session.commands import QueueOp as QueueOp
     from agentd.session.commands import RegisterHook as RegisterHook
+    from agentd.session.commands import RevertFile as RevertFile
     from agentd.session.commands import Rewind as Rewind
     from agentd.session.commands import SetAgent as SetAgent
     from agentd.session.commands import SetMode as SetMode
@@ -43,6 +45,10 @@ if TYPE_CHECKING:
     from agentd.session.eventlog.replayer import ReplayMode as ReplayMode
     from agentd.session.eventlog.writer import EventWriter as EventWriter
     from agentd.session.manager import SessionManager as SessionManager
+    from agentd.session.portable import PortabilityError as PortabilityError
+    from agentd.session.portable import export_session as export_session
+    from agentd.session.portable import import_session as import_session
+    from agentd.session.portable import parse as parse
     from agentd.session.replicas.leases import session_leases as session_leases
     from agentd.session.replicas.live import LivePublisher as LivePublisher
     from agentd.session.replicas.remote import RemoteWatches as RemoteWatches
@@ -63,36 +69,48 @@ if TYPE_CHECKING:
 _WHERE = {
     "ActorServices": "agentd.session.services",
     "Advertised": "agentd.session.command_syntax",
+    "attach": "agentd.session.eventlog.attach",
     "AttachMcp": "agentd.session.commands",
+    "build_kit": "agentd.session.turn_kit",
     "Cancel": "agentd.session.commands",
+    "check_cursor": "agentd.session.eventlog.attach",
     "Compact": "agentd.session.commands",
     "Detach": "agentd.session.commands",
     "EnqueueAck": "agentd.session.commands",
     "EventHub": "agentd.session.eventlog.hub",
     "EventWriter": "agentd.session.eventlog.writer",
+    "export_session": "agentd.session.portable",
     "Frame": "agentd.session.sinks",
     "FrameSink": "agentd.session.sinks",
     "GoalClear": "agentd.session.commands",
     "GoalGet": "agentd.session.commands",
     "GoalSet": "agentd.session.commands",
+    "import_session": "agentd.session.portable",
     "Interject": "agentd.session.commands",
     "InterjectResult": "agentd.session.commands",
     "LivePublisher": "agentd.session.replicas.live",
     "MODES": "agentd.session.config_options",
     "OwnerGone": "agentd.session.replicas.routing",
+    "parse": "agentd.session.portable",
     "PLAN_OFF": "agentd.session.config_options",
     "PLAN_ON": "agentd.session.config_options",
+    "PortabilityError": "agentd.session.portable",
     "Prompt": "agentd.session.commands",
     "PromptDone": "agentd.session.commands",
     "QueueOp": "agentd.session.commands",
-    "ROUTED_FROM": "agentd.session.commands",
     "RegisterHook": "agentd.session.commands",
     "RemoteWatches": "agentd.session.replicas.remote",
     "ReplayAborted": "agentd.session.eventlog.replayer",
     "ReplayMode": "agentd.session.eventlog.replayer",
+    "requesting": "agentd.session.sinks",
     "ResyncReason": "agentd.session.errors",
+    "RevertFile": "agentd.session.commands",
     "Rewind": "agentd.session.commands",
+    "ROUTED_FROM": "agentd.session.commands",
     "Router": "agentd.session.replicas.routing",
+    "session_changes": "agentd.session.changes",
+    "session_config_options": "agentd.session.config_options",
+    "session_leases": "agentd.session.replicas.leases",
     "SessionActor": "agentd.session.actor.session_actor",
     "SessionError": "agentd.session.errors",
     "SessionErrorKind": "agentd.session.errors",
@@ -102,16 +120,10 @@ _WHERE = {
     "SetModel": "agentd.session.commands",
     "SetPlan": "agentd.session.commands",
     "SetTitle": "agentd.session.commands",
-    "Subscriber": "agentd.session.eventlog.hub",
-    "TurnKit": "agentd.session.turn_kit",
-    "attach": "agentd.session.eventlog.attach",
-    "build_kit": "agentd.session.turn_kit",
-    "check_cursor": "agentd.session.eventlog.attach",
-    "requesting": "agentd.session.sinks",
-    "session_config_options": "agentd.session.config_options",
-    "session_leases": "agentd.session.replicas.leases",
     "start_takeover": "agentd.session.replicas.takeover",
+    "Subscriber": "agentd.session.eventlog.hub",
     "tracked_sessions": "agentd.session.sinks",
+    "TurnKit": "agentd.session.turn_kit",
     "urgent": "agentd.session.sinks",
 }
 
@@ -154,6 +166,7 @@ __all__ = [
     "InterjectResult",
     "LivePublisher",
     "OwnerGone",
+    "PortabilityError",
     "Prompt",
     "PromptDone",
     "QueueOp",
@@ -162,6 +175,7 @@ __all__ = [
     "ReplayAborted",
     "ReplayMode",
     "ResyncReason",
+    "RevertFile",
     "Rewind",
     "Router",
     "SessionActor",
@@ -178,7 +192,11 @@ __all__ = [
     "attach",
     "build_kit",
     "check_cursor",
+    "export_session",
+    "import_session",
+    "parse",
     "requesting",
+    "session_changes",
     "session_config_options",
     "session_leases",
     "start_takeover",

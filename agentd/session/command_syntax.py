@@ -32,6 +32,7 @@ BUILTINS: dict[str, LocalCommand] = {
         LocalCommand(
             "rewind", "Undo the last turns' file edits and conversation", "N turns back (default 1) | turn id"
         ),
+        LocalCommand("diff", "Show what the session changed in its files", "turn id (changes from it on)"),
     )
 }
 

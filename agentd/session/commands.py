@@ -166,6 +166,16 @@ class Rewind:
 
 
 @dataclass
+class RevertFile:
+    """One file back to before the session or `turn_id` (issue 33 item 2); idle sessions only."""
+
+    path: str
+    turn_id: str | None
+    force: bool
+    reply: asyncio.Future[dict[str, Any]]
+
+
+@dataclass
 class SetModel:
     model: str
     reply: asyncio.Future[None]
@@ -245,6 +255,7 @@ SessionCommand = (
     | Cancel
     | Compact
     | Rewind
+    | RevertFile
     | GoalSet
     | GoalGet
     | GoalClear

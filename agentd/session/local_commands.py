@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from agentd.core import PermissionMode
 from agentd.loop import CompactionReason, GoalState, TurnContext, TurnState, prompt_text, run_compaction
+from agentd.session.changes import changes_text, session_changes
 from agentd.session.command_syntax import help_text
 from agentd.session.errors import SessionError
 from agentd.session.rewind import rewind, rewindable_turns
@@ -88,6 +89,11 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
             return "Compacted the conversation." if changed else "Nothing old enough to compact."
         case "rewind":
             return await rewind_command(actor, arg)
+        case "diff":
+            try:
+                return changes_text(await session_changes(actor, arg or None))
+            except SessionError as exc:
+                raise ValueError(exc.message) from None
     raise ValueError(f"Unknown command /{name}.")
 
 

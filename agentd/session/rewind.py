@@ -88,7 +88,7 @@ async def rewind(actor: SessionActor, turn_id: str, *, files: bool) -> dict[str,
         for snap in sorted(snaps, key=lambda s: order[s.turn_id]):
             first.setdefault(snap.path, snap)  # the state before the earliest undone turn
         for path in sorted(first):
-            outcome = await asyncio.to_thread(_restore, actor.cwd, first[path])
+            outcome = await asyncio.to_thread(restore_snapshot, actor.cwd, first[path])
             result[outcome].append(path)
         actor.files.forget(sum(len(s.content or b"") for s in snaps))
     actor.conversation.replace(actor.conversation.messages[: target.message_idx])
@@ -101,7 +101,7 @@ async def rewind(actor: SessionActor, turn_id: str, *, files: bool) -> dict[str,
     return result
 
 
-def _restore(root: Path, snap: FileSnapshot) -> str:
+def restore_snapshot(root: Path, snap: FileSnapshot) -> str:
     """Put one file back; which list of the result it belongs to."""
     if snap.state not in (PRESENT, ABSENT):
         return "notRestored"

@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from agentd.store.db import TokenRecord as TokenRecord
     from agentd.store.disconnects import is_disconnect as is_disconnect
     from agentd.store.engine import PoolLimits as PoolLimits
+    from agentd.store.export_codec import FORMAT as FORMAT
+    from agentd.store.export_codec import VERSION as VERSION
+    from agentd.store.export_codec import ExportFormatError as ExportFormatError
+    from agentd.store.export_codec import SessionBundle as SessionBundle
+    from agentd.store.export_codec import decode as decode
+    from agentd.store.export_codec import encode_all as encode_all
+    from agentd.store.export_codec import safe_relative as safe_relative
     from agentd.store.file_lock import DatabaseInUse as DatabaseInUse
     from agentd.store.file_lock import lock_database as lock_database
     from agentd.store.leases import is_stale_fence as is_stale_fence
@@ -45,8 +52,12 @@ _WHERE = {
     "Batch": "agentd.store.db",
     "Broker": "agentd.store.broker",
     "DatabaseInUse": "agentd.store.file_lock",
+    "decode": "agentd.store.export_codec",
+    "encode_all": "agentd.store.export_codec",
     "EVENTS_CHANNEL": "agentd.store.notify",
+    "ExportFormatError": "agentd.store.export_codec",
     "FileSnapshot": "agentd.store.snapshots",
+    "FORMAT": "agentd.store.export_codec",
     "Gap": "agentd.store.broker",
     "is_disconnect": "agentd.store.disconnects",
     "is_stale_fence": "agentd.store.leases",
@@ -60,6 +71,8 @@ _WHERE = {
     "QueueWrite": "agentd.store.queue_rows",
     "RedisBroker": "agentd.store.redis_broker",
     "RoutedCommand": "agentd.store.routed",
+    "safe_relative": "agentd.store.export_codec",
+    "SessionBundle": "agentd.store.export_codec",
     "SessionRecord": "agentd.store.records",
     "SessionSummary": "agentd.store.records",
     "SHARES_CHANNEL": "agentd.store.notify",
@@ -70,6 +83,7 @@ _WHERE = {
     "TokenRecord": "agentd.store.db",
     "TurnCut": "agentd.store.snapshots",
     "TurnMark": "agentd.store.snapshots",
+    "VERSION": "agentd.store.export_codec",
     "Wake": "agentd.store.routed",
 }
 
@@ -91,11 +105,14 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "EVENTS_CHANNEL",
+    "FORMAT",
     "MAX_SESSION_ID",
     "SHARES_CHANNEL",
+    "VERSION",
     "Batch",
     "Broker",
     "DatabaseInUse",
+    "ExportFormatError",
     "FileSnapshot",
     "Gap",
     "LoadedSession",
@@ -105,6 +122,7 @@ __all__ = [
     "QueueWrite",
     "RedisBroker",
     "RoutedCommand",
+    "SessionBundle",
     "SessionRecord",
     "SessionSummary",
     "State",
@@ -116,11 +134,14 @@ __all__ = [
     "TurnMark",
     "Wake",
     "claims",
+    "decode",
+    "encode_all",
     "is_disconnect",
     "is_stale_fence",
     "leases",
     "lock_database",
     "parse_events_payload",
     "routed",
+    "safe_relative",
     "snapshots",
 ]

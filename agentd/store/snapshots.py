@@ -113,6 +113,18 @@ async def snapshots(engine: AsyncEngine, session_id: str, turn_ids: Sequence[str
     return [FileSnapshot(r.turn_id, r.path, r.state, r.content) for r in rows]
 
 
+async def session_snapshots(engine: AsyncEngine, session_id: str) -> list[FileSnapshot]:
+    """Every snapshot the session keeps (its turns not rewound), oldest first."""
+    q = (
+        select(FileSnapshotRow)
+        .where(FileSnapshotRow.session_id == session_id)
+        .order_by(FileSnapshotRow.created_at, FileSnapshotRow.path)
+    )
+    async with engine.connect() as conn:
+        rows = (await conn.execute(q)).all()
+    return [FileSnapshot(r.turn_id, r.path, r.state, r.content) for r in rows]
+
+
 async def stored_bytes(engine: AsyncEngine, session_id: str) -> int:
     q = select(func.coalesce(func.sum(FileSnapshotRow.size), 0)).where(
         FileSnapshotRow.session_id == session_id

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from agentd.tools.registry import BUILTIN_TOOLS as BUILTIN_TOOLS
     from agentd.tools.registry import builtin_tools as builtin_tools
     from agentd.tools.registry import system_prompt_guidance as system_prompt_guidance
+    from agentd.tools.search.walk import Walk as Walk
+    from agentd.tools.search.walk import ignore_rules as ignore_rules
     from agentd.tools.shell.background import MAX_WAIT as MAX_WAIT
     from agentd.tools.shell.background import BackgroundTasks as BackgroundTasks
     from agentd.tools.shell.egress_policy import parse_allowed as parse_allowed
@@ -53,8 +55,8 @@ _WHERE = {
     "Access": "agentd.tools.base",
     "AgentTasks": "agentd.tools.agent_tasks",
     "BackgroundTasks": "agentd.tools.shell.background",
-    "builtin_tools": "agentd.tools.registry",
     "BUILTIN_TOOLS": "agentd.tools.registry",
+    "builtin_tools": "agentd.tools.registry",
     "check_mcp_specs": "agentd.tools.mcp.policy",
     "ClientBridge": "agentd.tools.client_bridge",
     "decide": "agentd.tools.permissions",
@@ -62,6 +64,7 @@ _WHERE = {
     "HookDecision": "agentd.tools.hooks",
     "HooksConfig": "agentd.tools.hooks",
     "HookVerdict": "agentd.tools.hooks",
+    "ignore_rules": "agentd.tools.search.walk",
     "Launch": "agentd.tools.shell.launch",
     "load_hooks": "agentd.tools.hooks",
     "MAX_WAIT": "agentd.tools.shell.background",
@@ -91,6 +94,7 @@ _WHERE = {
     "ToolError": "agentd.tools.errors",
     "ToolKind": "agentd.tools.base",
     "ToolResult": "agentd.tools.base",
+    "Walk": "agentd.tools.search.walk",
 }
 
 
@@ -136,9 +140,11 @@ __all__ = [
     "ToolError",
     "ToolKind",
     "ToolResult",
+    "Walk",
     "builtin_tools",
     "check_mcp_specs",
     "decide",
+    "ignore_rules",
     "load_hooks",
     "new_tag",
     "parent_dir",

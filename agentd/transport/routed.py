@@ -55,6 +55,9 @@ ROUTED: frozenset[str] = frozenset(
         Served.RENAME,
         Served.COMPACT,
         Served.REWIND,
+        Served.REVERT_FILE,  # in the owner's actor step: no turn writes the file meanwhile
+        Served.CHANGES,  # the files are the owner's (its workspace, its journal's flush)
+        Served.EXPORT,  # its log up to now is the owner's (its writer's barrier)
         Served.SESSION_CANCEL,
         Served.INTERJECT,
         Served.ENQUEUE,

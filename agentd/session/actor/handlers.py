@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from agentd.core import Notice, NoticeSeverity
 from agentd.loop import GoalState, OutcomeKind
 from agentd.session.actor.stop import shut_down
+from agentd.session.changes import revert_file
 from agentd.session.commands import (
     Attach,
     AttachComplete,
@@ -24,6 +25,7 @@ from agentd.session.commands import (
     QueueOp,
     RegisterHook,
     ResumeQueue,
+    RevertFile,
     Rewind,
     SetAgent,
     SetMode,
@@ -181,6 +183,19 @@ async def _on_rewind(actor: SessionActor, cmd: Rewind) -> None:
         return
     try:
         cmd.reply.set_result(await rewind(actor, cmd.turn_id, files=cmd.files))
+    except SessionError as exc:
+        cmd.reply.set_exception(exc)
+
+
+@_handles(RevertFile)
+async def _on_revert_file(actor: SessionActor, cmd: RevertFile) -> None:
+    # In the actor's step, like a rewind: no turn writes the file meanwhile.
+    if actor.running is not None:
+        busy = SessionError(SessionErrorKind.BUSY, "session_busy: a turn is running; cancel it, then revert")
+        cmd.reply.set_exception(busy)
+        return
+    try:
+        cmd.reply.set_result(await revert_file(actor, cmd.path, cmd.turn_id, cmd.force))
     except SessionError as exc:
         cmd.reply.set_exception(exc)
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 from agentd.protocol import (
     AttachParams,
     AuthenticateParams,
+    ChangesParams,
     EnqueueParams,
+    ExportParams,
     ForkParams,
     GoalSetParams,
     HooksRegisterParams,
+    ImportParams,
     InitializeParams,
     InterjectParams,
     ListSessionsParams,
@@ -19,6 +22,7 @@ from agentd.protocol import (
     PromptParams,
     QueueOp,
     RenameParams,
+    RevertFileParams,
     RewindParams,
     Served,
     SessionIdParams,
@@ -52,6 +56,12 @@ from agentd.transport.handlers.lifecycle import (
     session_load,
     session_new,
     session_resume,
+)
+from agentd.transport.handlers.portable import (
+    session_changes_method,
+    session_export,
+    session_import,
+    session_revert_file,
 )
 from agentd.transport.handlers.prompt import (
     interject,
@@ -93,6 +103,10 @@ METHODS: dict[str, Method] = {
     Served.USAGE_GET: Method(SessionParams, usage_get),
     Served.COMPACT: Method(SessionParams, session_compact),
     Served.REWIND: Method(RewindParams, session_rewind),
+    Served.EXPORT: Method(ExportParams, session_export),
+    Served.IMPORT: Method(ImportParams, session_import),
+    Served.CHANGES: Method(ChangesParams, session_changes_method),
+    Served.REVERT_FILE: Method(RevertFileParams, session_revert_file),
     Served.INTERJECT: Method(InterjectParams, interject),
     Served.PERMISSION_RESPOND: Method(PermissionRespondParams, permission_respond),
     Served.INITIALIZE: Method(InitializeParams, initialize),

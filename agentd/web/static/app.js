@@ -1,5 +1,6 @@
 // agentd's own page: one WebSocket to /acp speaking ACP + the _agentd extensions.
 import { dropPermission, onToolUpdate, showPermission } from "./cards.js";
+import { initChanges, refreshChanges, resetChanges } from "./changes.js";
 import { $, el } from "./dom.js";
 import * as S from "./sessions.js";
 import * as T from "./transcript.js";
@@ -151,7 +152,8 @@ function onEvent(kind, ev, seq) {
       T.userMessage(queue.textOf(ev.promptId) ?? mine.get(ev.requestId).text, marker);
       mine.delete(ev.requestId);
     }
-  } else if (kind === "turn_ended") { setStatus("idle"); T.onTurnEnded(ev); S.onTurnEnded(seq); }
+  } else if (kind === "turn_ended") { setStatus("idle"); T.onTurnEnded(ev); S.onTurnEnded(seq); changesSoon(); }
+  else if (kind === "rewound" || kind === "file_reverted") changesSoon();
   else if (kind === "queue_update") { if (!(seq <= snapshotSeq)) queue.apply(ev); }
   else if ((kind === "agent_message" || kind === "agent_thought") && ev.text) {
     T.onFinalText(kind === "agent_thought" ? "thought" : "agent", ev.messageId, ev.text);
@@ -191,8 +193,13 @@ S.initSessions({
   closed: () => { current = null; clearView(); $("session-title").textContent = "No session"; setStatus("idle"); },
 });
 
+// The Changes view follows the session's turns; a replay's many turn_ended make one read.
+let changesTimer = 0;
+function changesSoon() { clearTimeout(changesTimer); changesTimer = setTimeout(() => refreshChanges(), 200); }
+initChanges({rpc: (m, p) => conn.rpc(m, p), current: () => current, open: (sid) => openSession(sid)});
+
 function clearView() {
-  T.reset(); queue.reset(); snapshotSeq = 0; lastSeq = 0;
+  T.reset(); queue.reset(); resetChanges(); snapshotSeq = 0; lastSeq = 0;
   $("permissions").replaceChildren(el("div", "muted", "none"));
 }
 
@@ -203,6 +210,7 @@ async function openSession(sessionId) {
   clearView();
   await attach(sessionId, 0);
   await refreshSessions();
+  changesSoon();
 }
 
 // A new session in the folder typed, or (empty) the server's default workspace for this

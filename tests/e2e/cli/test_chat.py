@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentd.infra.auth import create_token
-from agentd.infra.config import AuthMode
+from agentd.infra.config import AuthMode, PermissionMode
 from tests.support.polling import until
 from tests.support.server import scripted
 
@@ -207,3 +207,24 @@ async def test_chat_session_replay_shows_the_users_own_messages(server_factory, 
         assert await back.exit_code() == 0
         assert "> my [own] question" in back.screen
         assert back.screen.index("> my [own] question") < back.screen.index("An answer.")
+
+
+async def test_chat_diff_shows_what_the_session_changed(server_factory, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("zero\n")
+    edit = {
+        "name": "edit_file",
+        "id": "c1",
+        "arguments": {"path": "a.txt", "old_string": "zero", "new_string": "one"},
+    }
+    provider = scripted({"tool_calls": [edit]}, {"text": "Edited it."})
+    async with server_factory(provider, permission_mode=PermissionMode.BYPASS) as server:
+        term = await Terminal.start("--url", ws_url(server.base_url), "--cwd", str(workspace))
+        await term.wait_for("/quit to leave")
+        await term.type("change a")
+        await term.wait_for("Edited it.")
+        await term.type("/diff")
+        await term.wait_for("a.txt (modified)")
+        await term.wait_for("+one")
+        assert "-zero" in term.screen
+        term.proc.stdin.close()
+        assert await term.exit_code() == 0

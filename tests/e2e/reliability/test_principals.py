@@ -209,7 +209,9 @@ async def probe(
     # `_agentd/session/rewind` a turn that is not one of the session's: answered only after
     # the session was found and is B's, so it proves the check too.
     message = str(error.get("message", ""))
-    past_the_check = "no pending permission request" in message or "not a turn of this session" in message
+    # `_agentd/session/revert_file` a file the session did not change.
+    passed = ("no pending permission request", "not a turn of this session", "did not change it")
+    past_the_check = any(p in message for p in passed)
     if error.get("code") in (NOT_FOUND, -32602, -32600) and not past_the_check:
         problems.append(f"{method}: the control on B's own session failed, the probe proves nothing: {own}")
     return problems

@@ -61,6 +61,7 @@ NEEDS: dict[str, str] = {
     Served.DETACH: "watch",
     Served.GOAL_GET: "watch",
     Served.USAGE_GET: "watch",
+    Served.CHANGES: "watch",
     QueueOp.LIST.method: "watch",
     Served.SESSION_PROMPT: "drive",
     Served.SESSION_CANCEL: "drive",
@@ -75,11 +76,13 @@ NEEDS: dict[str, str] = {
     Served.RENAME: "drive",
     Served.COMPACT: "drive",
     Served.REWIND: "drive",
+    Served.REVERT_FILE: "drive",
     Served.HOOKS_REGISTER: "drive",
     Served.PERMISSION_RESPOND: "drive",
     **{op.method: "drive" for op in QueueOp if op is not QueueOp.LIST},
     Served.SESSION_DELETE: "owner",
     Served.FORK: "owner",
+    Served.EXPORT: "owner",  # its file snapshots and workspace are the owner's
     Served.SHARE: "owner",
 }
 

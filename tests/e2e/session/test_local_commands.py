@@ -38,6 +38,7 @@ async def test_builtins_answer_locally_without_sampling(server_factory, workspac
             "usage",
             "clear",
             "rewind",
+            "diff",
         ]
 
         result, text = await _run(client, sid, "/help")

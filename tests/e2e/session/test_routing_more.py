@@ -1,12 +1,13 @@
 """Every session-scoped method works from any replica (R-C1): two real `agentd serve`
 processes on one Postgres, tokens on. Alice's session is owned by replica A; her client on
-replica B renames, rewinds, forks, shares, compacts, closes and deletes it — each forwarded
-to A and run there with her rights (the store shows the effect; a close or delete stops A's
-actor, whose lease goes) — and answers a permission question `cancelled` (the tool call is
-refused on A, as for a local `cancelled`). Mallory, on B, is refused every one of them
-exactly as on A, and nothing changes; when a share is closed on A, B detaches her at once,
-as A does its own clients. A stop hook cannot be registered from B: a clear,
-non-retryable refusal (A could not call back a client connected to B)."""
+replica B renames, reads its changes, exports, rewinds, forks, shares, compacts, closes and
+deletes it — each forwarded to A and run there with her rights (the store shows the
+effect; a close or delete stops A's actor, whose lease goes) — and answers a permission
+question `cancelled` (the tool call is refused on A, as for a local `cancelled`). Mallory,
+on B, is refused every one of them exactly as on A, and nothing changes; when a share is
+closed on A, B detaches her at once, as A does its own clients. A stop hook cannot be
+registered from B: a clear, non-retryable refusal (A could not call back a client
+connected to B)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.store.db import Store
+from agentd.store.export_codec import decode
 from agentd.store.routed import lease_holder
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until
@@ -102,6 +104,9 @@ async def test_every_session_method_works_from_a_replica_that_does_not_own_the_s
                 ("_agentd/session/fork", {"sessionId": sid}),
                 ("_agentd/session/share", {"sessionId": sid, "team": "eng", "access": "drive"}),
                 ("_agentd/session/compact", {"sessionId": sid}),
+                ("_agentd/session/changes", {"sessionId": sid}),
+                ("_agentd/session/revert_file", {"sessionId": sid, "path": "a.txt"}),
+                ("_agentd/session/export", {"sessionId": sid}),
                 ("_agentd/hooks/register", {"sessionId": sid, "events": ["stop"]}),
                 ("session/close", {"sessionId": sid}),
                 ("session/delete", {"sessionId": sid}),
@@ -123,6 +128,10 @@ async def test_every_session_method_works_from_a_replica_that_does_not_own_the_s
             assert renamed == {"sessionId": sid, "title": "routed"}, renamed
             record = await store.get_session(sid)
             assert record is not None and record.title == "routed"
+            changes = await cb.call("_agentd/session/changes", {"sessionId": sid})
+            assert changes["sessionId"] == sid and changes["files"] == [], changes
+            exported = await cb.call("_agentd/session/export", {"sessionId": sid})
+            assert decode(exported["jsonl"].encode()).session["title"] == "routed"
 
             rewound = await cb.call(
                 "_agentd/session/rewind", {"sessionId": sid, "toTurnId": turn_id, "files": False}
