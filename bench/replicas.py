@@ -120,8 +120,15 @@ class Cluster:
     async def new_session(self, replica: Replica) -> tuple[WsClient, str]:
         client = await WsClient.connect(replica.base)
         new = {"cwd": str(self.workspace), "mcpServers": []}
-        sid = (await client.call("session/new", new))["sessionId"]
-        return client, sid
+        for attempt in range(20):  # a loaded host: the pool says "retry shortly" (-32019)
+            try:
+                sid = (await client.call("session/new", new))["sessionId"]
+                return client, sid
+            except RpcFailed as exc:
+                if not (exc.error.get("data") or {}).get("retryable") or attempt == 19:
+                    raise
+                await asyncio.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def events(self) -> int:
         import asyncpg
