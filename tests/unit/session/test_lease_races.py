@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from agentd.session.leases import PostgresLeases
+from agentd.session.replicas.leases import PostgresLeases
 from agentd.store import claims
 from agentd.store import leases as store_leases
 from agentd.store.db import Batch, Store

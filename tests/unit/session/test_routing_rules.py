@@ -12,9 +12,9 @@ import pytest
 from agentd.core.events import Event, EventKind
 from agentd.protocol.methods import QueueOp, Served
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.leases import owned_elsewhere
-from agentd.session.remote import RemoteWatch
-from agentd.session.routing import OwnerGone, Router
+from agentd.session.replicas.leases import owned_elsewhere
+from agentd.session.replicas.remote import RemoteWatch
+from agentd.session.replicas.routing import OwnerGone, Router
 from agentd.store import routed as routed_rows
 from agentd.store.db import Store
 from agentd.store.routed import (
