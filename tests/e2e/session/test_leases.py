@@ -101,7 +101,10 @@ async def test_a_paused_owner_loses_the_session_and_none_of_its_late_writes_land
         assert resync["params"]["reason"] in ("lease_lost", "session_failed")
         await until(lambda: prompt.done(), what="A answering its prompt")
         a_log = await a.output()
-        assert "lease was lost" in a_log or "agentd_stale_fence" in a_log, a_log[-3000:]
+        # (By its renewal, its next write refused, or — stopped past its own deadline on a
+        # loaded machine — its own clock.)
+        found_out = ("lease was lost", "agentd_stale_fence", "lease ran out unrenewed")
+        assert any(why in a_log for why in found_out), a_log[-3000:]
         # Re-attaching to A now watches it from the log: B owns the session.
         again = await ca.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
         assert again["snapshot"]["ownedBy"] == "replica-b", again
