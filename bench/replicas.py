@@ -1,7 +1,7 @@
 """Several replicas on one Postgres (R-C1, issue 15 item 7; prints figures, no asserts).
 
     .venv/bin/python bench/replicas.py [--replicas 1,2,3] [--sessions 12] [--turns 5]
-                                       [--lease-ttl 5] [--smoke]
+                                       [--lease-ttl 5] [--smoke] [--baseline DIR]
 
 Real `agentd serve` processes on one fresh Postgres database (each its own AGENTD_REPLICA_ID
 and home), the OpenAI provider pointed at the fake streaming model of bench/turnkit.py in
@@ -17,6 +17,10 @@ then 3 (the earlier ones keep running), each step prints
   (`--routed-clients`), each prompting its own session owned by the first replica — on the
   owner (direct) and through the second replica (routed), alternating rounds in one run:
   p50/p99 of each, the errors by code, and the routed/direct p50 ratio (`routed_vs_direct`).
+  `--baseline DIR`: another checkout (e.g. `git worktree add /tmp/base main`) runs two
+  replicas of its own beside these, on a database of its own; the comparison's rounds
+  alternate between the two clusters, so before and after are measured side by side, in one
+  run, under the same load.
 Both need commands and events routed across replicas; until then a replica refuses a
 session another one owns (`-32020 owned_elsewhere`) and they print "n/a (needs routing)".
 At the end, takeover: a session owned by the first replica, which is `kill -9`ed; a client
@@ -83,6 +87,7 @@ class Cluster:
     lease_ttl_s: float
     replicas: list[Replica] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # more settings for every replica
+    root: Path = ROOT  # the checkout whose agentd the replicas run (`--baseline`: another)
 
     @property
     def live(self) -> list[Replica]:
@@ -100,12 +105,12 @@ class Cluster:
             AGENTD_LEASE_TTL_S=str(self.lease_ttl_s), AGENTD_PROVIDER="openai", AGENTD_MODEL=MODEL,
             AGENTD_OPENAI_BASE_URL=self.model_url, AGENTD_OPENAI_API_KEY="sk-bench",
             AGENTD_PERMISSION_MODE="bypass", AGENTD_RATE_LIMIT_PER_S="0",
-            PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+            PYTHONPATH=str(self.root) + os.pathsep + env.get("PYTHONPATH", ""),
         )  # fmt: skip
         env.update(self.env)
         log = (home / "serve.log").open("wb")
         cmd = [sys.executable, "-m", "agentd.cli", "serve", "--log-level", "warning"]
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)  # noqa: ASYNC220
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.root)  # noqa: ASYNC220
         log.close()
         replica = Replica(name, f"http://127.0.0.1:{port}", proc)
         self.replicas.append(replica)
@@ -115,8 +120,15 @@ class Cluster:
     async def new_session(self, replica: Replica) -> tuple[WsClient, str]:
         client = await WsClient.connect(replica.base)
         new = {"cwd": str(self.workspace), "mcpServers": []}
-        sid = (await client.call("session/new", new))["sessionId"]
-        return client, sid
+        for attempt in range(20):  # a loaded host: the pool says "retry shortly" (-32019)
+            try:
+                sid = (await client.call("session/new", new))["sessionId"]
+                return client, sid
+            except RpcFailed as exc:
+                if not (exc.error.get("data") or {}).get("retryable") or attempt == 19:
+                    raise
+                await asyncio.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def events(self) -> int:
         import asyncpg
@@ -148,14 +160,16 @@ def _tail(log: Path) -> str:
 
 
 @contextlib.asynccontextmanager
-async def cluster(model_url: str, lease_ttl_s: float, **env: str) -> AsyncIterator[Cluster]:
+async def cluster(
+    model_url: str, lease_ttl_s: float, root: Path = ROOT, **env: str
+) -> AsyncIterator[Cluster]:
     home = Path(tempfile.mkdtemp(prefix="agentd-bench-replicas-"))
     workspace = home / "ws"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Bench\n")
     try:
         async with postgres_database() as url:
-            c = Cluster(url, model_url, home, workspace, lease_ttl_s, env=env)
+            c = Cluster(url, model_url, home, workspace, lease_ttl_s, env=env, root=root)
             try:
                 yield c
             finally:
@@ -323,41 +337,63 @@ async def _round(pairs: list[tuple[WsClient, str]]) -> tuple[list[float], list[s
     return [r for r in results if isinstance(r, float)], [r for r in results if isinstance(r, str)]
 
 
-async def routed_vs_direct(c: Cluster, clients: int, rounds: int) -> str:
-    """`clients` sessions owned by the first replica, each prompted at once by its own
-    client: on the owner (direct) and through the second replica (routed), round after
-    round alternately, side by side in one run; p50/p99 of each and the p50 ratio."""
+Pairs = list[tuple[WsClient, str]]
+
+
+async def _comparison_clients(c: Cluster, clients: int) -> tuple[Pairs, Pairs]:
+    """`clients` sessions owned by the cluster's first replica, each with a client on it
+    (direct) and one on the second replica (routed)."""
     owner_replica, other = c.live[0], c.live[1]
-    direct: list[tuple[WsClient, str]] = []
+    direct: Pairs = []
     for start in range(0, clients, 50):  # created a few at a time
         direct += await asyncio.gather(
             *(c.new_session(owner_replica) for _ in range(start, min(clients, start + 50)))
         )
-    routed: list[tuple[WsClient, str]] = []
+    routed: Pairs = []
     for start in range(0, clients, 50):
         more = await asyncio.gather(
             *(WsClient.connect(other.base) for _ in range(start, min(clients, start + 50)))
         )
         routed += [(client, sid) for client, (_, sid) in zip(more, direct[start : start + 50], strict=True)]
+    return direct, routed
+
+
+async def routed_vs_direct(
+    c: Cluster, clients: int, rounds: int, baseline: Cluster | None = None
+) -> list[str]:
+    """`clients` sessions owned by the first replica, each prompted at once by its own
+    client: on the owner (direct) and through the second replica (routed), round after
+    round alternately, side by side in one run; p50/p99 of each and the p50 ratio. With a
+    `baseline` cluster, its rounds alternate with these: one line per cluster."""
+    setups = [await _comparison_clients(c, clients)]
+    if baseline is not None:
+        setups.append(await _comparison_clients(baseline, clients))
     try:
-        for client, sid in direct[:1] + routed[:1]:  # warm-up: the actor, the routing rows
-            await client.call("session/prompt", text_prompt(sid, "warm up"))
-        times: dict[str, list[float]] = {"direct": [], "routed": []}
-        errors: dict[str, list[str]] = {"direct": [], "routed": []}
+        for direct, routed in setups:
+            for client, sid in direct[:1] + routed[:1]:  # warm-up: the actor, the routing rows
+                await client.call("session/prompt", text_prompt(sid, "warm up"))
+        times: list[dict[str, list[float]]] = [{"direct": [], "routed": []} for _ in setups]
+        errors: list[dict[str, list[str]]] = [{"direct": [], "routed": []} for _ in setups]
         for _ in range(rounds):
-            for kind, pairs in (("direct", direct), ("routed", routed)):
-                ok, failed = await _round(pairs)
-                times[kind] += ok
-                errors[kind] += failed
-        d50, r50 = pct(times["direct"], 50), pct(times["routed"], 50)
-        return (
-            f"clients={clients} direct p50={d50:.1f} p99={pct(times['direct'], 99):.1f} ms "
-            f"errors={_codes(errors['direct'])} | routed p50={r50:.1f} p99={pct(times['routed'], 99):.1f} ms "
-            f"errors={_codes(errors['routed'])} | routed/direct p50 = {r50 / d50:.2f}"
-        )
+            for i, (direct, routed) in enumerate(setups):
+                for kind, pairs in (("direct", direct), ("routed", routed)):
+                    ok, failed = await _round(pairs)
+                    times[i][kind] += ok
+                    errors[i][kind] += failed
+        return [_figures(clients, t, e) for t, e in zip(times, errors, strict=True)]
     finally:
-        for client, _ in direct + routed:
-            await client.close()
+        for direct, routed in setups:
+            for client, _ in direct + routed:
+                await client.close()
+
+
+def _figures(clients: int, times: dict[str, list[float]], errors: dict[str, list[str]]) -> str:
+    d50, r50 = pct(times["direct"], 50), pct(times["routed"], 50)
+    return (
+        f"clients={clients} direct p50={d50:.1f} p99={pct(times['direct'], 99):.1f} ms "
+        f"errors={_codes(errors['direct'])} | routed p50={r50:.1f} p99={pct(times['routed'], 99):.1f} ms "
+        f"errors={_codes(errors['routed'])} | routed/direct p50 = {r50 / d50:.2f}"
+    )
 
 
 def _codes(codes: list[str]) -> str:
@@ -409,12 +445,22 @@ def _ms(figures: tuple[float, ...] | None, labels: tuple[str, ...]) -> str:
     return " ".join(f"{label}={value:.1f} ms" for label, value in zip(labels, figures, strict=True))
 
 
+@contextlib.asynccontextmanager
+async def _baseline(model_url: str, args: argparse.Namespace) -> AsyncIterator[Cluster | None]:
+    """The `--baseline` checkout's cluster (None without one)."""
+    if not args.baseline:
+        yield None
+        return
+    async with cluster(model_url, args.lease_ttl, root=Path(args.baseline)) as base:
+        yield base
+
+
 async def main(args: argparse.Namespace) -> None:
     if not await pg_available():
         print("postgres skipped (not reachable)")
         return
     with model_process() as model_url:
-        async with cluster(model_url, args.lease_ttl) as c:
+        async with cluster(model_url, args.lease_ttl) as c, _baseline(model_url, args) as base:
             for n in args.replicas:
                 while len(c.live) < n:
                     await c.start_replica()
@@ -425,8 +471,14 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"replicas={n} cross-replica event latency: {_ms(lat, ('p50', 'p99'))}", flush=True)
                 for clients in args.routed_clients:
                     rounds = max(args.turns, args.routed_samples // clients)  # enough samples for a p50
-                    figures = await routed_vs_direct(c, clients, rounds)
-                    print(f"replicas={n} routed vs direct: {figures}", flush=True)
+                    while base is not None and len(base.live) < 2:
+                        await base.start_replica()
+                    figures = await routed_vs_direct(c, clients, rounds, base)
+                    print(f"replicas={n} routed vs direct: {figures[0]}", flush=True)
+                    if base is not None:
+                        print(
+                            f"replicas={n} routed vs direct (baseline {base.root}): {figures[1]}", flush=True
+                        )
             if len(c.live) >= 2:
                 print(f"replicas={len(c.live)} {await takeover_after_kill(c)}", flush=True)
 
@@ -446,7 +498,13 @@ if __name__ == "__main__":
         "--routed-samples", type=int, default=40, help="prompts of each kind at least, per client count"
     )
     parser.add_argument("--smoke", action="store_true", help="a short run (1 and 2 replicas)")
+    parser.add_argument(
+        "--baseline",
+        default="",
+        help="another checkout, compared side by side in the routed-vs-direct rounds",
+    )
     ns = parser.parse_args()
+    ns.baseline = str(Path(ns.baseline).resolve()) if ns.baseline else ""
     if ns.smoke:
         ns.replicas, ns.sessions, ns.turns, ns.lease_ttl, ns.routed_clients = [1, 2], 4, 2, 3.0, [1, 20]
     asyncio.run(main(ns))

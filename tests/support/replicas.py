@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
+
 from agentd.infra.auth import create_token
 from agentd.store.db import Store
 from tests.support.databases import postgres_database
 from tests.support.proc import AgentdProcess, agentd_serve, write_script
+
+_EXPIRE = text("UPDATE session_leases SET expires_at = now() WHERE session_id = :s")
 
 
 @dataclass
@@ -28,6 +32,18 @@ class Replicas:
     @property
     def b(self) -> AgentdProcess:
         return self.servers["replica-b"]
+
+    async def expire_lease(self, session_id: str) -> None:
+        """The session's lease runs out now (by the database's clock): a test drives the
+        expiry a stopped or killed owner would reach, instead of waiting a lease time on a
+        loaded machine — the lease can then be long, and no live replica loses one by
+        being starved of CPU for a moment."""
+        store = await Store.open(self.url)
+        try:
+            async with store.engine.begin() as conn:
+                await conn.execute(_EXPIRE, {"s": session_id})
+        finally:
+            await store.close()
 
     async def tokens(self, *principals: str, teams: Iterable[str] = ()) -> list[str]:
         """A new token for each principal, a member of `teams`."""

@@ -221,6 +221,10 @@ class PostgresLeases(SessionLeases):
         self._last_round: float | None = None  # … that ended, either way (or the start)
         self._fenced_out: set[tuple[str, int]] = set()  # losses counted already (bounded by fences)
         self._holders: dict[str, tuple[str, float]] = {}  # sid → (other replica, until: loop time)
+        # Our token-taking statements must not cross (issue 26: a recovery fenced out by our
+        # own take-back): acquisitions in flight (sid → how many), the take-back in flight.
+        self._acquiring: dict[str, int] = {}
+        self._taking_back: asyncio.Future[None] | None = None
 
     async def orphaned(self, limit: int, *, queued: bool) -> list[str]:
         return await store_leases.orphaned(self._engine, limit, queued=queued)
@@ -228,22 +232,44 @@ class PostgresLeases(SessionLeases):
     async def claim_orphans(
         self, limit: int, *, queued: bool, mine: bool = False, skip: Collection[str] = ()
     ) -> list[str]:
-        started = asyncio.get_running_loop().time()
-        got = await claims.claim_orphans(
-            self._engine,
-            self.replica_id,
-            limit,
-            self.ttl_s,
-            queued=queued,
-            mine=mine,
-            skip=[*self.fences, *skip],
-        )
-        for session_id, token in got.items():  # ours now: the load that follows finds it held
-            self.fences[session_id] = token
-            self._valid_until[session_id] = started + self.ttl_s
+        """Never claims what is held or being acquired here (a claim bumps the token under
+        its load's writes). `mine` takes this replica id's live leases: acquisitions wait
+        for it (one statement), or one committed before it ran would be taken from its load."""
+        loop = asyncio.get_running_loop()
+        taking_back: asyncio.Future[None] | None = None
+        if mine:
+            while self._taking_back is not None:
+                await asyncio.shield(self._taking_back)
+            taking_back = self._taking_back = loop.create_future()
+        try:
+            started = loop.time()
+            got = await claims.claim_orphans(
+                self._engine,
+                self.replica_id,
+                limit,
+                self.ttl_s,
+                queued=queued,
+                mine=mine,
+                skip=[*self.fences, *self._acquiring, *skip],
+            )
+            for session_id, token in got.items():  # ours now: the load that follows finds it held
+                self._hold(session_id, token, started)
+        finally:
+            if taking_back is not None:
+                self._taking_back = None
+                taking_back.set_result(None)
         return list(got)
 
+    def _hold(self, session_id: str, token: int, started: float) -> None:
+        """A token got here; a late answer with an older one (a claim committed before our
+        acquisition bumped it again) never replaces the newer, which the database holds."""
+        if token > self.fences.get(session_id, 0):
+            self.fences[session_id] = token
+            self._valid_until[session_id] = started + self.ttl_s
+
     async def acquire(self, session_id: str) -> None:
+        while self._taking_back is not None:  # it may be taking this very session (see claim_orphans)
+            await asyncio.shield(self._taking_back)
         started = asyncio.get_running_loop().time()
         if session_id in self.fences and self._valid_until.get(session_id, 0.0) > started:
             return  # claimed by the takeover (claim_orphans) for the load that asks now
@@ -252,17 +278,21 @@ class PostgresLeases(SessionLeases):
             if memo[1] > started:
                 raise owned_elsewhere(session_id, memo[0], memo[1] - started)
             del self._holders[session_id]
-        got = await store_leases.acquire(
-            self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
-        )
+        self._acquiring[session_id] = self._acquiring.get(session_id, 0) + 1
+        try:
+            got = await store_leases.acquire(
+                self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
+            )
+        finally:
+            if (left := self._acquiring.pop(session_id) - 1) > 0:
+                self._acquiring[session_id] = left
         if isinstance(got, store_leases.Holder):
             if not any(c.isspace() for c in got.owner):  # a replica id (not "a replica with a write …")
                 self._remember_holder(session_id, got.owner, started + min(got.expires_in_s, self.ttl_s))
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
         if got is None:
             return  # no such session (the load that follows finds none either)
-        self.fences[session_id] = got
-        self._valid_until[session_id] = started + self.ttl_s
+        self._hold(session_id, got, started)
 
     def _remember_holder(self, session_id: str, owner: str, until: float) -> None:
         self._holders.pop(session_id, None)

@@ -129,9 +129,16 @@ class LogTail:
     async def caught_up(self) -> None:
         """Everything announced so far published: at once when it is (a routed command's
         answer arrives on the listener after the notification of the events committed
-        before it), else after a read."""
-        if self._unsure or self.cursor < self.announced:
-            await self.catch_up()
+        before it), else after a read — or after the read in flight, when that one covered
+        it (a routed prompt's answer usually comes while its turn's last events are being
+        read: a second read would put one more round trip before the answer)."""
+        if self._behind():
+            async with self._reading:
+                if self._behind():
+                    await self._catch_up()
+
+    def _behind(self) -> bool:
+        return self._unsure or self.cursor < self.announced
 
     async def _catch_up(self) -> None:
         self._unsure = False  # (a wake-up without a seq during this read sets it again)

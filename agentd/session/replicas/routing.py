@@ -47,6 +47,7 @@ Execute = Callable[[RoutedCommand], Awaitable[dict[str, Any]]]
 Observe = Callable[[str, str], None]  # (method, outcome) → the routed-commands metric
 PURGE_AFTER_S = 86_400.0  # rows older than this are left by callers gone for good
 MAX_UNREAD = 10_000  # delivered outcomes whose rows wait to be deleted (bounded: `purge` gets the rest)
+MAX_EARLY = 1_000  # replies that came before their command's submit returned (the oldest go)
 RETRY_FIRST_S = 0.05  # a failed claim or finish is tried again after this, doubling
 RETRY_MAX_S = 2.0
 
@@ -107,6 +108,9 @@ class Router:
         self.execute: Execute | None = None  # set by the composition root (the dispatcher)
         self._waiting: dict[int, asyncio.Event] = {}
         self._carried: dict[int, dict[str, Any]] = {}  # outcomes that came in their notification
+        # Replies that beat their submit's answer here (a busy event loop, a quick command):
+        # kept for `forward`, which would otherwise wait a check interval to read the row.
+        self._early: dict[int, dict[str, Any] | None] = {}
         self._unread: set[int] = set()  # … whose rows are still to be deleted
         self._serving: set[int] = set()  # commands being claimed or run here
         self._running: set[asyncio.Task[None]] = set()
@@ -145,6 +149,11 @@ class Router:
             params=params,
         )
         self._waiting[command_id] = wake
+        if command_id in self._early:
+            early = self._early.pop(command_id)
+            if early is not None:
+                self._carried[command_id] = early
+            wake.set()
         label = RouteOutcome.ABANDONED
         try:
             outcome, label = await self._await_outcome(command_id, session_id, owner, wake, deadline)
@@ -264,11 +273,15 @@ class Router:
         kind, command_id = parsed
         if kind is Wake.REPLY:
             wake = self._waiting.get(command_id)
-            if wake is not None:
-                carried = rows.carried_outcome(raw)
-                if carried is not None:
-                    self._carried[command_id] = carried
-                wake.set()
+            carried = rows.carried_outcome(raw)
+            if wake is None:  # (or nobody waits any more: bounded, forgotten in time)
+                self._early[command_id] = carried
+                while len(self._early) > MAX_EARLY:
+                    self._early.pop(next(iter(self._early)))
+                return
+            if carried is not None:
+                self._carried[command_id] = carried
+            wake.set()
         else:
             self._spawn(self.serve(command_id))
 

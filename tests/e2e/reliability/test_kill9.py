@@ -327,15 +327,7 @@ def without_meta(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k != "_meta"}
 
 
-# Known bug (issue 26, found at the end of session 10, after the replica branches merged): on
-# Postgres a session re-loaded after kill -9 sometimes fails with "the database refused its
-# recovery writes" (its fencing token moved under the recovery), so a re-attach is refused.
-KNOWN_PG_RECOVERY_FENCE = pytest.mark.xfail(
-    strict=False, reason="issue 26: recovery writes fenced out after kill -9 on Postgres (open)"
-)
-
-
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=KNOWN_PG_RECOVERY_FENCE)])
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def campaign(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign:
     # Its own event loop: one campaign (minutes of real processes) feeds several tests.
     return asyncio.run(run_campaign(request.param, tmp_path_factory.mktemp(f"kill9-{request.param}")))

@@ -71,7 +71,12 @@ async def test_readyz_names_the_replica_and_its_leases(server_factory, db_url: s
 async def test_a_lost_lease_is_counted_per_replica_in_the_metrics(server_factory, workspace: Path) -> None:
     async with postgres_database() as url:
         async with server_factory(
-            scripted({"text": "ok"}), database_url=url, replica_id="replica-m", lease_ttl_s=3.0
+            # A lease long enough that a loaded machine never runs it out by the replica's
+            # own clock first: the loss counted is the renewal finding the newer token.
+            scripted({"text": "ok"}),
+            database_url=url,
+            replica_id="replica-m",
+            lease_ttl_s=10.0,
         ) as server:
             client, sid = await _new_session(server, workspace)
             before = await scrape(server.base_url)

@@ -110,7 +110,7 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
     root = tmp_path / "ws"
     (root / "alice").mkdir(parents=True)
     async with two_replicas(
-        tmp_path, SCRIPT, permission_mode="default", auth="token", workspace_root=str(root), lease_ttl_s="2"
+        tmp_path, SCRIPT, permission_mode="default", auth="token", workspace_root=str(root), lease_ttl_s="10"
     ) as replicas:
         url, a, b = replicas.url, replicas.a, replicas.b
         alice, mallory = await replicas.tokens("alice", "mallory")
@@ -262,6 +262,7 @@ async def test_a_client_on_b_drives_a_session_owned_by_a(tmp_path: Path) -> None
             if not fourth.done():
                 break
         os.kill(a.pid, signal.SIGKILL)
+        await replicas.expire_lease(sid)  # (its lease runs out: not waited for on a loaded machine)
         lost = await asyncio.wait_for(fourth, 60)
         assert lost["error"]["code"] == -32021, lost  # route_failed: retry, not a bug
         assert lost["error"]["data"] == {"reason": "owner_lost", "retryable": True}, lost

@@ -60,7 +60,7 @@ async def test_a_delete_on_either_replica_detaches_every_replicas_watchers(tmp_p
     cwd = root / "alice"
     cwd.mkdir(parents=True)
     async with two_replicas(
-        tmp_path, SCRIPT, auth="token", workspace_root=str(root), lease_ttl_s="2"
+        tmp_path, SCRIPT, auth="token", workspace_root=str(root), lease_ttl_s="10"
     ) as replicas:
         a, b = replicas.a, replicas.b
         store = await Store.open(replicas.url)

@@ -63,7 +63,7 @@ async def test_every_session_method_works_from_a_replica_that_does_not_own_the_s
     root = tmp_path / "ws"
     (root / "alice").mkdir(parents=True)
     async with two_replicas(
-        tmp_path, SCRIPT, permission_mode="default", auth="token", workspace_root=str(root), lease_ttl_s="2"
+        tmp_path, SCRIPT, permission_mode="default", auth="token", workspace_root=str(root), lease_ttl_s="10"
     ) as replicas:
         a, b = replicas.a, replicas.b
         alice, mallory = await replicas.tokens("alice", "mallory", teams=["eng"])

@@ -121,3 +121,31 @@ async def test_a_gap_that_fills_in_is_published_in_order() -> None:
         await until(lambda: [e.seq for e in got] == [1, 2, 3], what="events in order once 1 is there")
     finally:
         task.cancel()
+
+
+async def test_caught_up_waits_for_the_read_in_flight_and_reads_again_only_when_behind() -> None:
+    """A routed prompt's answer arrives while the tail reads its turn's last events: it is
+    given once that read is through, without a second read; something announced and not
+    read yet is read before the answer."""
+    store = FlakyStore()
+    got: list[Event] = []
+    tail = tail_of(store, got.append)
+    task = await _running(tail)
+    try:
+        store.append(1, 3)
+        store.hold = asyncio.Event()
+        tail.wake(3)
+        await until(lambda: tail.reads == 0 and tail._reading.locked(), what="the read in flight")
+        answered = asyncio.create_task(tail.caught_up())
+        await asyncio.sleep(0)  # it waits for the read in flight (no second read is started)
+        assert not answered.done()
+        store.hold.set()
+        store.hold = None
+        await answered
+        assert [e.seq for e in got] == [1, 2, 3] and tail.reads == 1
+        store.append(4, 4)
+        tail.announced = 4  # its notification came, its read not yet begun: read now
+        await tail.caught_up()
+        assert [e.seq for e in got] == [1, 2, 3, 4] and tail.reads == 2
+    finally:
+        task.cancel()

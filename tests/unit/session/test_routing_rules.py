@@ -7,15 +7,19 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
+import pytest
+
 from agentd.core.events import Event, EventKind
 from agentd.protocol.methods import QueueOp, Served
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.replicas.leases import owned_elsewhere
 from agentd.session.replicas.remote import RemoteWatch
-from agentd.session.replicas.routing import OwnerGone
+from agentd.session.replicas.routing import OwnerGone, Router
+from agentd.store import routed as routed_rows
 from agentd.store.db import Store
 from agentd.store.routed import (
     MAX_NOTIFY_PAYLOAD,
+    State,
     Wake,
     carried_outcome,
     parse_payload,
@@ -163,3 +167,33 @@ def test_only_a_command_that_never_ran_or_a_prompt_with_a_requestid_is_carried_o
     assert may_have_run.data == {"reason": "owner_lost", "retryable": True}
     assert "may or may not have taken effect" in may_have_run.message
     assert "may or may not" not in never_ran.message
+
+
+async def test_a_reply_that_beats_its_submit_is_not_waited_for_a_check_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owner ran a quick command and its reply came in before this busy replica heard
+    its submit's answer: the forward returns the carried outcome without reading the row."""
+    router = Router(None, "replica-b", timeout_s=30, check_interval_s=0)
+    read: list[int] = []
+
+    async def submit(_engine: Any, **_kw: Any) -> int:
+        router.on_notification(reply_payload(7, '{"result": {"from": "the reply"}}'))
+        return 7
+
+    async def take_outcome(_engine: Any, command_id: int) -> tuple[State, dict[str, Any]]:
+        read.append(command_id)
+        return State.DONE, {"result": {"from": "the row"}}
+
+    async def nothing(*_a: Any) -> Any:
+        return "replica-a" if _a[1:] == ("s1",) else None
+
+    monkeypatch.setattr(routed_rows, "submit", submit)
+    monkeypatch.setattr(routed_rows, "take_outcome", take_outcome)
+    monkeypatch.setattr(routed_rows, "lease_holder", nothing)
+    monkeypatch.setattr(routed_rows, "forget_many", nothing)
+    outcome = await router.forward(
+        session_id="s1", owner="replica-a", method="_agentd/usage/get", params={}, principal="p", teams=()
+    )
+    assert outcome == {"result": {"from": "the reply"}} and read == []
+    await router.stop()
