@@ -72,3 +72,20 @@ def test_revocation_bench_smoke_prints_the_time_to_end_each_transport() -> None:
     for name in ("websocket", "sse", "streamable http"):
         assert re.search(rf"^{name} +rounds=2 revoke -> ended: median= *\d+ ms max= *\d+ ms", out, re.M), out
     assert re.search(r"^worst \d+ ms; target <= 1 s: ", out, re.M), out
+
+
+def test_floor_bench_smoke_prints_agentd_against_the_bare_relay_per_kind_of_turn() -> None:
+    out = _run("floor.py")
+    ratio = r"(?:[\d.]+|n/a)"
+    for kind in ("trivial ", "one-tool"):
+        line = (
+            rf"^sqlite +{kind} turns=6 cpu/turn agentd=[\d.]+ ms floor=[\d.]+ ms ratio={ratio} "
+            rf"\(target ≤ [\d.]+\) \| p50 agentd=[\d.]+ ms floor=[\d.]+ ms ratio={ratio}"
+        )
+        assert re.search(line, out, re.M), out
+        # the relay replays agentd's own frames: the same WebSocket bytes within a few seqs' digits
+        sizes = re.search(rf"^ +{kind} WebSocket bytes/turn agentd=(\d+) floor=(\d+)$", out, re.M)
+        assert sizes, out
+        assert abs(int(sizes[1]) - int(sizes[2])) < 0.05 * int(sizes[1]), out
+        assert re.search(rf"^ +{kind} agentd threads \(ms CPU/turn\): loop [\d.]+", out, re.M), out
+    assert re.search(r"^postgres +trivial  turns=6 |^postgres skipped", out, re.M), out
