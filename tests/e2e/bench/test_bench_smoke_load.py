@@ -25,12 +25,16 @@ def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None
 def test_fanout_bench_smoke_prints_rate_spread_cpu_and_no_lost_frames() -> None:
     out = _run("fanout.py")
     for clients in (1, 3):
-        line = (
-            rf"^sqlite +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
-            r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
-            r"lost=0 duplicated=0 out_of_order=0 "
-        )
-        assert re.search(line, out, re.M), out
+        # agentd, then the bare broadcast of the same frames to as many clients, then the ratio
+        for who in ("sqlite", "floor"):
+            line = (
+                rf"^{who} +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
+                r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
+                r"lost=0 duplicated=0 out_of_order=0 "
+            )
+            assert re.search(line, out, re.M), out
+        ratio = rf"^sqlite +clients={clients} +server CPU/delivery agentd/floor = ([\d.]+|n/a) "
+        assert re.search(ratio, out, re.M), out
     assert re.search(r"^postgres +clients=3 |^postgres skipped", out, re.M), out
 
 
