@@ -151,9 +151,9 @@ def package(file: str) -> str:
     """Where a function lives, coarsely: server.<part>, a third-party package, the stdlib module."""
     if "site-packages/" in file:
         return file.split("site-packages/")[1].split("/")[0]
-    if "/server/" in file:
-        part = file.split("/server/")[1].split("/")[0]
-        return "server." + part.removesuffix(".py")
+    if "/agentd/" in file:  # agentd's own code, by sub-package (a layer of the turn)
+        part = file.rsplit("/agentd/", 1)[1].split("/")[0]
+        return "agentd." + part.removesuffix(".py")
     if file.startswith("~") or file.startswith("<"):
         return "builtins / frozen importlib"
     return "stdlib " + Path(file).parent.name if Path(file).parent.name != "python3.11" else Path(file).stem
