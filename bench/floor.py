@@ -1,6 +1,6 @@
 """agentd's turn against its floor: a bare relay doing the same I/O (prints figures; no asserts).
 
-    .venv/bin/python bench/floor.py [--turns 300] [--db sqlite,postgres] [--smoke]
+    .venv/bin/python bench/floor.py [--turns 300] [--db sqlite,postgres] [--tree DIR] [--smoke]
 
 Why the relay (bench/floor_relay.py) is a fair floor — the least any server doing a
 trivial turn's work with these libraries could spend:
@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import turnkit
 from profile_turn import diff_threads, thread_cpu
 from turnkit import (
     TOOL_MARK,
@@ -335,7 +336,10 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--db", default="sqlite,postgres", help="which of sqlite,postgres")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
+    parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
     ns = parser.parse_args()
+    if ns.tree:
+        turnkit.ROOT = Path(ns.tree).resolve()
     if ns.smoke:
         ns.turns = 6
     asyncio.run(main(ns))
