@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import pstats
 import shutil
@@ -39,11 +40,29 @@ from turnkit import CLK_TCK, Server, agentd_server, model_process
 from tests.support.client import WsClient, text_prompt
 
 HOOK = """
-import cProfile, signal, time
+import cProfile, gc, json, signal, threading, time
 _prof = cProfile.Profile(time.thread_time)  # CPU of the loop's thread: waiting is not cost
-signal.signal(signal.SIGUSR1, lambda *_: _prof.enable())
+# The garbage collector's CPU over the measured turns, by generation (a full collection
+# lands inside whatever function allocated last: the profile alone hides it).
+_gc = {{"on": False, "t0": 0.0, "s": 0.0, "n": [0, 0, 0]}}
+def _gc_cb(phase, info):
+    if not _gc["on"] or threading.current_thread() is not threading.main_thread():
+        return
+    if phase == "start":
+        _gc["t0"] = time.thread_time()
+    else:
+        _gc["s"] += time.thread_time() - _gc["t0"]
+        _gc["n"][info["generation"]] += 1
+gc.callbacks.append(_gc_cb)
+def _start(*_):
+    _gc["on"] = True
+    _prof.enable()
+signal.signal(signal.SIGUSR1, _start)
 def _dump(*_):
     _prof.disable()
+    _gc["on"] = False
+    with open({out!r} + ".gc", "w") as f:
+        json.dump({{"s": _gc["s"], "n": _gc["n"], "frozen": gc.get_freeze_count()}}, f)
     _prof.dump_stats({out!r})
 signal.signal(signal.SIGUSR2, _dump)
 """
@@ -161,6 +180,7 @@ def package(file: str) -> str:
 
 def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     stats = pstats.Stats(str(out))
+    collected = json.loads(Path(str(out) + ".gc").read_text())
     if args.save:
         shutil.copy(out, args.save)
     shutil.rmtree(out.parent, ignore_errors=True)
@@ -174,6 +194,9 @@ def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     # Deterministic where CPU time is not (a busy machine): Python calls made on the loop
     # thread per turn (cProfile counts each call and each resumption of a coroutine).
     print(f"function calls on the event loop per turn: {stats.total_calls / args.turns:.0f}")  # type: ignore[attr-defined]
+    gc_ms = collected["s"] * 1000 / args.turns
+    print(f"garbage collection on the event loop: {gc_ms:.3f} ms/turn (collections by generation "
+          f"{collected['n']}, objects frozen at start-up: {collected['frozen']})")  # fmt: skip
     calls = sum(v[1] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
     cum = sum(v[3] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
     print(
