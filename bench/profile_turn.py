@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--sessions 1] [--save F]
                                            [--hide-sniffio] [--smoke]
-                                           [--db sqlite|postgres] [--chunk-gap-ms 0]
+                                           [--db sqlite|postgres] [--chunk-gap-ms 0] [--tree DIR]
 
 The set-up of bench/turn.py (SQLite; `--db postgres`: Postgres): `agentd serve` in a
 subprocess with cProfile hooked to SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the
@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import turnkit
 from turnkit import CLK_TCK, Server, agentd_server, model_process
 
 from tests.support.client import WsClient, text_prompt
@@ -230,7 +231,10 @@ if __name__ == "__main__":
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--chunk-gap-ms", type=float, default=0.0, help="the fake's pause between chunks")
+    parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
     ns = parser.parse_args()
     if ns.smoke:
         ns.turns = 5
+    if ns.tree:
+        turnkit.ROOT = Path(ns.tree).resolve()
     report(ns, *asyncio.run(profile(ns)))
