@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import socket
 import sys
@@ -48,11 +47,10 @@ _CLOSE_POLL_S = 0.005  # how often shutdown looks whether the connections have c
 
 
 class AgentdServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, app: Any, *, freeze_heap: bool = False) -> None:
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
         super().__init__(config)
         self._app = app
         self._exit_requested = asyncio.Event()
-        self._freeze_heap = freeze_heap
 
     def request_exit(self) -> None:
         """Stop serving (a program that embeds the server stops it): the main loop sees it
@@ -62,12 +60,6 @@ class AgentdServer(uvicorn.Server):
 
     async def main_loop(self) -> None:
         """uvicorn's main loop (a tick every 0.1 s), woken early by `request_exit`."""
-        if self._freeze_heap:
-            # Start-up leaves ~150k long-lived objects (modules, classes, settings, the
-            # app) that every full collection walked again: ~0.4 ms of a trivial turn's
-            # CPU (issue 32). Frozen, collections only walk what serving creates. Not
-            # collected first (that costs start-up time); a cycle of start-up garbage stays.
-            gc.freeze()
         counter = 0
         should_exit = await self.on_tick(counter)
         while not should_exit:
@@ -135,17 +127,9 @@ def ws_ceiling(max_frame_bytes: int) -> int:
 
 
 def server_for(
-    app: Any,
-    *,
-    host: str,
-    port: int,
-    log_level: str = "info",
-    max_frame_bytes: int | None = None,
-    freeze_heap: bool = False,
+    app: Any, *, host: str, port: int, log_level: str = "info", max_frame_bytes: int | None = None
 ) -> AgentdServer:
-    """`max_frame_bytes` defaults to the app's settings (`create_app` keeps them on app.state).
-    `freeze_heap`: the process is this server's alone (`agentd serve`): its start-up objects
-    are frozen out of the garbage collector's walks (an embedding program's are its own)."""
+    """`max_frame_bytes` defaults to the app's settings (`create_app` keeps them on app.state)."""
     settings = getattr(app.state, "settings", None)
     if max_frame_bytes is None:
         default = Settings.model_fields["max_frame_bytes"].default
@@ -164,7 +148,7 @@ def server_for(
         ws_max_size=ws_ceiling(max_frame_bytes),
         ws_per_message_deflate=compression,
     )
-    return AgentdServer(config, app, freeze_heap=freeze_heap)
+    return AgentdServer(config, app)
 
 
 @contextlib.asynccontextmanager
