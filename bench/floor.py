@@ -105,7 +105,7 @@ async def _send(self, data):
     _rec("frame", orjson.loads(data))
     return await _send_text(self, data)
 _sw.WebSocket.send_text = _send
-import agentd.providers.http_conn as _hc
+import agentd.providers.http.conn as _hc
 _write = _hc.Connection.write
 async def _hwrite(self, data, limit_s):
     if _TL[0] is not None and _TL[0] and _TL[0][-1][0] == "http":
