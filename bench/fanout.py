@@ -37,16 +37,21 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from turnkit import CHUNK_WIDTH, CLK_TCK, Server, agentd_server, backends, model_process, pct
+from turnkit import CHUNK_WIDTH, CLK_TCK, Server, agentd_server, backends, free_port, model_process, pct
 
 from agentd.protocol.agentd import AGENTD_CLIENT
 
+HERE = Path(__file__).resolve().parent
 RATE_TARGET = 50_000  # deliveries/s at 50 clients
+FLOOR_TARGET = 1.5  # server CPU per delivery, agentd / the bare broadcast (bench/fanout_floor.py)
+FLOOR_SID = "sess_00000000000000000000000000000000"  # the bare broadcast's (as long as agentd's)
 SPREAD_TARGET_MS = 50.0
 
 
@@ -271,8 +276,10 @@ async def rpc(http: Any, method: str, params: dict[str, Any]) -> Any:
     return body["result"]
 
 
-async def one_count(server: Server, http: Any, n: int, args: argparse.Namespace) -> str:
-    sid = (await rpc(http, "session/new", {"cwd": str(server.workspace), "mcpServers": []}))["sessionId"]
+async def one_count(
+    server: Server, n: int, args: argparse.Namespace, sid: str, prompt: Callable[[], Awaitable[None]]
+) -> tuple[str, float]:
+    """(the figures line, server CPU µs per delivery) of `args.turns` turns to `n` clients."""
     procs = min(args.procs, n)
     url = server.base.replace("http://", "ws://") + "/acp"
     workers = [_spawn(url, sid, n // procs + (k < n % procs), args.chunks, args.client) for k in range(procs)]
@@ -292,11 +299,7 @@ async def one_count(server: Server, http: Any, n: int, args: argparse.Namespace)
                 if (await _line(w)).strip() != "armed":
                     raise SystemExit("a client process did not arm")
             cpu0, sys0 = server.cpu_s(), sys_cpu_s(server)
-            result = await rpc(
-                http, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
-            )
-            if result.get("stopReason") != "end_turn":
-                raise SystemExit(f"turn ended with {result}")
+            await prompt()
             outs = [json.loads(await _line(w)) for w in workers]
             if turn == 0:
                 continue
@@ -322,22 +325,65 @@ async def one_count(server: Server, http: Any, n: int, args: argparse.Namespace)
     rate = got / elapsed if elapsed else 0.0
     target = f" (target ≥ {RATE_TARGET:,})" if n == 50 else ""
     spread_target = f" (target ≤ {SPREAD_TARGET_MS:.0f})" if n == 50 else ""
+    per = cpu * 1e6 / max(got, 1)
     return (
         f"clients={n:<4} procs={procs} deliveries={got} deliveries/s={rate:,.0f}{target} "
         f"spread p50={pct(spreads, 50):.2f} ms p99={pct(spreads, 99):.2f} ms{spread_target} "
-        f"server CPU/delivery={cpu * 1e6 / max(got, 1):.1f} µs (system {sys_cpu * 1e6 / max(got, 1):.1f}) "
+        f"server CPU/delivery={per:.1f} µs (system {sys_cpu * 1e6 / max(got, 1):.1f}) "
         f"lost={totals['lost']} duplicated={totals['duplicated']} out_of_order={totals['out_of_order']}"
-    )
+    ), per
+
+
+@asynccontextmanager
+async def broadcast_floor(chunks: int) -> AsyncIterator[tuple[Server, Callable[[], Awaitable[None]]]]:
+    """bench/fanout_floor.py in a process of its own; (it as a Server, its turn)."""
+    port = free_port()
+    cmd = [sys.executable, str(HERE / "fanout_floor.py"), str(port), str(chunks), FLOOR_SID]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # noqa: ASYNC220
+
+    async def turn() -> None:
+        assert proc.stdin is not None
+        proc.stdin.write("turn\n")
+        proc.stdin.flush()
+        if (await _line(proc)).strip() != "done":
+            raise SystemExit("the bare broadcast did not finish its turn")
+
+    try:
+        if (await _line(proc)).strip() != "ready":
+            raise SystemExit("the bare broadcast did not start")
+        yield Server(f"http://127.0.0.1:{port}", proc.pid, HERE), turn
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            await asyncio.to_thread(proc.wait, 10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 async def bench(kind: str, model_url: str, args: argparse.Namespace) -> None:
     import httpx
 
-    async with agentd_server(kind, model_url) as server:
+    async with agentd_server(kind, model_url) as server, broadcast_floor(args.chunks) as (floor, floor_turn):
         async with httpx.AsyncClient(base_url=server.base, timeout=600) as http:
             for n in args.clients:
-                line = await one_count(server, http, n, args)
+                new = {"cwd": str(server.workspace), "mcpServers": []}
+                sid = (await rpc(http, "session/new", new))["sessionId"]
+
+                async def turn(sid: str = sid) -> None:
+                    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+                    result = await rpc(http, "session/prompt", prompt)
+                    if result.get("stopReason") != "end_turn":
+                        raise SystemExit(f"turn ended with {result}")
+
+                # Side by side: agentd's turns, then the bare broadcast's to as many clients.
+                line, per = await one_count(server, n, args, sid, turn)
                 print(f"{kind:<8} {line} load={loadavg()}", flush=True)
+                line, floor_per = await one_count(floor, n, args, FLOOR_SID, floor_turn)
+                print(f"{'floor':<8} {line} load={loadavg()}", flush=True)
+                ratio = f"{per / floor_per:.2f}" if floor_per > 0 else "n/a"
+                print(f"{kind:<8} clients={n:<4} server CPU/delivery agentd/floor = {ratio} "
+                      f"(target ≤ {FLOOR_TARGET} at 50 clients)", flush=True)  # fmt: skip
 
 
 async def main(args: argparse.Namespace) -> None:

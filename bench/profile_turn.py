@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--sessions 1] [--save F]
                                            [--hide-sniffio] [--smoke]
-                                           [--db sqlite|postgres] [--chunk-gap-ms 0]
+                                           [--db sqlite|postgres] [--chunk-gap-ms 0] [--tree DIR]
 
 The set-up of bench/turn.py (SQLite; `--db postgres`: Postgres): `agentd serve` in a
 subprocess with cProfile hooked to SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import pstats
 import shutil
@@ -34,16 +35,35 @@ import tempfile
 import time
 from pathlib import Path
 
+import turnkit
 from turnkit import CLK_TCK, Server, agentd_server, model_process
 
 from tests.support.client import WsClient, text_prompt
 
 HOOK = """
-import cProfile, signal, time
+import cProfile, gc, json, signal, threading, time
 _prof = cProfile.Profile(time.thread_time)  # CPU of the loop's thread: waiting is not cost
-signal.signal(signal.SIGUSR1, lambda *_: _prof.enable())
+# The garbage collector's CPU over the measured turns, by generation (a full collection
+# lands inside whatever function allocated last: the profile alone hides it).
+_gc = {{"on": False, "t0": 0.0, "s": 0.0, "n": [0, 0, 0]}}
+def _gc_cb(phase, info):
+    if not _gc["on"] or threading.current_thread() is not threading.main_thread():
+        return
+    if phase == "start":
+        _gc["t0"] = time.thread_time()
+    else:
+        _gc["s"] += time.thread_time() - _gc["t0"]
+        _gc["n"][info["generation"]] += 1
+gc.callbacks.append(_gc_cb)
+def _start(*_):
+    _gc["on"] = True
+    _prof.enable()
+signal.signal(signal.SIGUSR1, _start)
 def _dump(*_):
     _prof.disable()
+    _gc["on"] = False
+    with open({out!r} + ".gc", "w") as f:
+        json.dump({{"s": _gc["s"], "n": _gc["n"], "frozen": gc.get_freeze_count()}}, f)
     _prof.dump_stats({out!r})
 signal.signal(signal.SIGUSR2, _dump)
 """
@@ -151,9 +171,9 @@ def package(file: str) -> str:
     """Where a function lives, coarsely: server.<part>, a third-party package, the stdlib module."""
     if "site-packages/" in file:
         return file.split("site-packages/")[1].split("/")[0]
-    if "/server/" in file:
-        part = file.split("/server/")[1].split("/")[0]
-        return "server." + part.removesuffix(".py")
+    if "/agentd/" in file:  # agentd's own code, by sub-package (a layer of the turn)
+        part = file.rsplit("/agentd/", 1)[1].split("/")[0]
+        return "agentd." + part.removesuffix(".py")
     if file.startswith("~") or file.startswith("<"):
         return "builtins / frozen importlib"
     return "stdlib " + Path(file).parent.name if Path(file).parent.name != "python3.11" else Path(file).stem
@@ -161,6 +181,7 @@ def package(file: str) -> str:
 
 def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     stats = pstats.Stats(str(out))
+    collected = json.loads(Path(str(out) + ".gc").read_text())
     if args.save:
         shutil.copy(out, args.save)
     shutil.rmtree(out.parent, ignore_errors=True)
@@ -174,6 +195,9 @@ def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     # Deterministic where CPU time is not (a busy machine): Python calls made on the loop
     # thread per turn (cProfile counts each call and each resumption of a coroutine).
     print(f"function calls on the event loop per turn: {stats.total_calls / args.turns:.0f}")  # type: ignore[attr-defined]
+    gc_ms = collected["s"] * 1000 / args.turns
+    print(f"garbage collection on the event loop: {gc_ms:.3f} ms/turn (collections by generation "
+          f"{collected['n']}, objects frozen at start-up: {collected['frozen']})")  # fmt: skip
     calls = sum(v[1] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
     cum = sum(v[3] for k, v in entries.items() if k[2] == "current_async_library" and "httpcore" in k[0])
     print(
@@ -207,7 +231,10 @@ if __name__ == "__main__":
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--chunk-gap-ms", type=float, default=0.0, help="the fake's pause between chunks")
+    parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
     ns = parser.parse_args()
     if ns.smoke:
         ns.turns = 5
+    if ns.tree:
+        turnkit.ROOT = Path(ns.tree).resolve()
     report(ns, *asyncio.run(profile(ns)))

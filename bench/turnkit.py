@@ -174,6 +174,7 @@ class Server:
     base: str
     pid: int
     workspace: Path
+    db_url: str = ""  # its database (bench/floor.py copies the schema for the bare relay)
 
     def cpu_s(self) -> float:
         """User + system CPU of the server process (all its threads) so far."""
@@ -222,7 +223,7 @@ async def _served(kind: str, model_url: str, prelude: str, home: Path) -> AsyncI
         )
         try:
             await asyncio.to_thread(_wait_healthy, proc, port)
-            yield Server(f"http://127.0.0.1:{port}", proc.pid, workspace)
+            yield Server(f"http://127.0.0.1:{port}", proc.pid, workspace, db_url)
         finally:
             proc.terminate()
             try:

@@ -25,12 +25,16 @@ def test_turn_profile_smoke_prints_cpu_sniffio_calls_and_top_functions() -> None
 def test_fanout_bench_smoke_prints_rate_spread_cpu_and_no_lost_frames() -> None:
     out = _run("fanout.py")
     for clients in (1, 3):
-        line = (
-            rf"^sqlite +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
-            r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
-            r"lost=0 duplicated=0 out_of_order=0 "
-        )
-        assert re.search(line, out, re.M), out
+        # agentd, then the bare broadcast of the same frames to as many clients, then the ratio
+        for who in ("sqlite", "floor"):
+            line = (
+                rf"^{who} +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
+                r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
+                r"lost=0 duplicated=0 out_of_order=0 "
+            )
+            assert re.search(line, out, re.M), out
+        ratio = rf"^sqlite +clients={clients} +server CPU/delivery agentd/floor = ([\d.]+|n/a) "
+        assert re.search(ratio, out, re.M), out
     assert re.search(r"^postgres +clients=3 |^postgres skipped", out, re.M), out
 
 
@@ -72,3 +76,20 @@ def test_revocation_bench_smoke_prints_the_time_to_end_each_transport() -> None:
     for name in ("websocket", "sse", "streamable http"):
         assert re.search(rf"^{name} +rounds=2 revoke -> ended: median= *\d+ ms max= *\d+ ms", out, re.M), out
     assert re.search(r"^worst \d+ ms; target <= 1 s: ", out, re.M), out
+
+
+def test_floor_bench_smoke_prints_agentd_against_the_bare_relay_per_kind_of_turn() -> None:
+    out = _run("floor.py")
+    ratio = r"(?:[\d.]+|n/a)"
+    for kind in ("trivial ", "one-tool"):
+        line = (
+            rf"^sqlite +{kind} turns=6 cpu/turn agentd=[\d.]+ ms floor=[\d.]+ ms ratio={ratio} "
+            rf"\(target ≤ [\d.]+\) \| p50 agentd=[\d.]+ ms floor=[\d.]+ ms ratio={ratio}"
+        )
+        assert re.search(line, out, re.M), out
+        # the relay replays agentd's own frames: the same WebSocket bytes within a few seqs' digits
+        sizes = re.search(rf"^ +{kind} WebSocket bytes/turn agentd=(\d+) floor=(\d+)$", out, re.M)
+        assert sizes, out
+        assert abs(int(sizes[1]) - int(sizes[2])) < 0.05 * int(sizes[1]), out
+        assert re.search(rf"^ +{kind} agentd threads \(ms CPU/turn\): loop [\d.]+", out, re.M), out
+    assert re.search(r"^postgres +trivial  turns=6 |^postgres skipped", out, re.M), out
