@@ -16,9 +16,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agentd.infra import Settings
-from agentd.store import ExportFormatError, SessionBundle, Store, decode, encode_all, export_rows
-from agentd.tools import ToolError, Walk, ignore_rules
-from agentd.tools.files import safefs
+from agentd.store import (
+    ExportFormatError,
+    ImportConflict,
+    SessionBundle,
+    Store,
+    decode,
+    encode_all,
+    read_bundle,
+    write_bundle,
+)
+from agentd.tools import ToolError, Walk, ignore_rules, parent_dir, read_existing, replace_atomically
 
 MIN_SECRET_CHARS = 6  # shorter "secrets" would redact ordinary words
 
@@ -58,7 +66,7 @@ async def export_session(
     store: Store, session_id: str, settings: Settings, *, with_files: bool = False
 ) -> bytes | None:
     """The session's export, or None when there is no such session."""
-    bundle = await export_rows.read_bundle(store.engine, session_id)
+    bundle = await read_bundle(store.engine, session_id)
     if bundle is None:
         return None
     if with_files:
@@ -90,8 +98,8 @@ def _file_conflicts(root: Path, files: list[tuple[str, bytes]]) -> list[str]:
     clash = []
     for rel, content in files:
         try:
-            with safefs.parent_dir(root, root / rel, rel) as (dir_fd, name):
-                prior = safefs.read_existing(dir_fd, name, rel)
+            with parent_dir(root, root / rel, rel) as (dir_fd, name):
+                prior = read_existing(dir_fd, name, rel)
         except FileNotFoundError:
             continue
         except (ToolError, OSError):
@@ -104,8 +112,8 @@ def _file_conflicts(root: Path, files: list[tuple[str, bytes]]) -> list[str]:
 
 def _write_files(root: Path, files: list[tuple[str, bytes]]) -> None:
     for rel, content in files:
-        with safefs.parent_dir(root, root / rel, rel, create=True) as (dir_fd, name):
-            safefs.replace_atomically(dir_fd, name, rel, content)
+        with parent_dir(root, root / rel, rel, create=True) as (dir_fd, name):
+            replace_atomically(dir_fd, name, rel, content)
 
 
 async def import_session(
@@ -121,8 +129,8 @@ async def import_session(
             shown = ", ".join(clash[:5]) + (" …" if len(clash) > 5 else "")
             raise PortabilityError(f"cannot import: files in {where} differ from the export's: {shown}")
     try:
-        sid = await export_rows.write_bundle(store.engine, bundle, owner=owner, cwd=where)
-    except export_rows.ImportConflict as exc:
+        sid = await write_bundle(store.engine, bundle, owner=owner, cwd=where)
+    except ImportConflict as exc:
         raise PortabilityError(f"cannot import: {exc}") from None
     if bundle.files:
         try:

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from agentd.store.export_codec import decode as decode
     from agentd.store.export_codec import encode_all as encode_all
     from agentd.store.export_codec import safe_relative as safe_relative
+    from agentd.store.export_rows import ImportConflict as ImportConflict
+    from agentd.store.export_rows import read_bundle as read_bundle
+    from agentd.store.export_rows import write_bundle as write_bundle
     from agentd.store.file_lock import DatabaseInUse as DatabaseInUse
     from agentd.store.file_lock import lock_database as lock_database
     from agentd.store.leases import is_stale_fence as is_stale_fence
@@ -59,6 +62,7 @@ _WHERE = {
     "FileSnapshot": "agentd.store.snapshots",
     "FORMAT": "agentd.store.export_codec",
     "Gap": "agentd.store.broker",
+    "ImportConflict": "agentd.store.export_rows",
     "is_disconnect": "agentd.store.disconnects",
     "is_stale_fence": "agentd.store.leases",
     "LoadedSession": "agentd.store.db",
@@ -69,6 +73,7 @@ _WHERE = {
     "PgListener": "agentd.store.notify",
     "PoolLimits": "agentd.store.engine",
     "QueueWrite": "agentd.store.queue_rows",
+    "read_bundle": "agentd.store.export_rows",
     "RedisBroker": "agentd.store.redis_broker",
     "RoutedCommand": "agentd.store.routed",
     "safe_relative": "agentd.store.export_codec",
@@ -85,6 +90,7 @@ _WHERE = {
     "TurnMark": "agentd.store.snapshots",
     "VERSION": "agentd.store.export_codec",
     "Wake": "agentd.store.routed",
+    "write_bundle": "agentd.store.export_rows",
 }
 
 
@@ -115,6 +121,7 @@ __all__ = [
     "ExportFormatError",
     "FileSnapshot",
     "Gap",
+    "ImportConflict",
     "LoadedSession",
     "PgBroker",
     "PgListener",
@@ -141,7 +148,9 @@ __all__ = [
     "leases",
     "lock_database",
     "parse_events_payload",
+    "read_bundle",
     "routed",
     "safe_relative",
     "snapshots",
+    "write_bundle",
 ]
