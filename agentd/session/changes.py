@@ -17,7 +17,7 @@ import asyncio
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.core import EventKind
 from agentd.session.errors import SessionError, SessionErrorKind
@@ -28,7 +28,22 @@ from agentd.store import snapshots as rows
 from agentd.tools import ToolError
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.session.eventlog import Journal
+    from agentd.session.services import ActorServices
+
+
+class ChangesHost(Protocol):
+    """The actor as the changes view sees it: only these names."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def cwd(self) -> Path: ...
+    @property
+    def services(self) -> ActorServices: ...
+    @property
+    def journal(self) -> Journal: ...
+
 
 MAX_DIFF_CHARS = 256 * 1024  # one file's diff; a longer one is cut (`truncated`)
 MAX_FILES = 500  # files listed; more are counted in `omitted`
@@ -170,7 +185,7 @@ def changes_text(result: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------ reading
 
 
-async def _turn_order(actor: SessionActor) -> dict[str, int]:
+async def _turn_order(actor: ChangesHost) -> dict[str, int]:
     store = actor.services.store
     assert store is not None
     await actor.journal.flushed()
@@ -205,7 +220,7 @@ async def _current(cwd: Path, rel: str) -> bytes | None:
         return None
 
 
-async def session_changes(actor: SessionActor, since: str | None) -> dict[str, Any]:
+async def session_changes(actor: ChangesHost, since: str | None) -> dict[str, Any]:
     store = actor.services.store
     if store is None:
         raise invalid("changes are not available: this server keeps no snapshots")
@@ -224,7 +239,7 @@ async def session_changes(actor: SessionActor, since: str | None) -> dict[str, A
     return out
 
 
-async def revert_file(actor: SessionActor, path: str, turn_id: str | None, force: bool) -> dict[str, Any]:
+async def revert_file(actor: ChangesHost, path: str, turn_id: str | None, force: bool) -> dict[str, Any]:
     """One file back to its state before the session (or before `turn_id`)."""
     store = actor.services.store
     if store is None:

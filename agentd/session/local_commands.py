@@ -5,17 +5,40 @@ They are advertised to clients (`available_commands`; the transport renders them
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Protocol
 
 from agentd.core import PermissionMode
 from agentd.loop import CompactionReason, GoalState, TurnContext, TurnState, prompt_text, run_compaction
 from agentd.session.changes import changes_text, session_changes
 from agentd.session.command_syntax import help_text
 from agentd.session.errors import SessionError
-from agentd.session.rewind import rewind, rewindable_turns
+from agentd.session.rewind import RewindHost, rewind, rewindable_turns
 
-if TYPE_CHECKING:  # the actor runs its builtins here (same package)
-    from agentd.session.actor import SessionActor
+if TYPE_CHECKING:
+    from agentd.loop import UsageLedger
+    from agentd.session.queue import QueuedPrompt
+    from agentd.tools import TodoList
+
+
+class LocalCommandsHost(RewindHost, Protocol):
+    """The actor as its builtins see it (a rewind's names, and `/changes` needs fewer)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def goal(self) -> GoalState | None: ...
+    @property
+    def queue(self) -> Collection[QueuedPrompt]: ...
+    @property
+    def usage(self) -> UsageLedger: ...
+    @property
+    def todos(self) -> TodoList: ...
+    def mode(self) -> PermissionMode: ...
+    def set_mode(self, mode: PermissionMode) -> None: ...
+    def set_plan(self, on: bool) -> None: ...
+    def set_model(self, model: str) -> None: ...
+    def set_goal(self, goal: GoalState | None) -> None: ...
 
 
 def describe_plan(mode_id: PermissionMode) -> str:
@@ -35,7 +58,7 @@ def describe_goal(goal: GoalState | None) -> str:
     return text
 
 
-async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, arg: str) -> str:
+async def run_local_command(actor: LocalCommandsHost, ctx: TurnContext, name: str, arg: str) -> str:
     """Run builtin `/name arg` on the session; the text answered. A ValueError's message
     is answered too (a bad argument, an unknown command)."""
     match name:
@@ -97,7 +120,7 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
     raise ValueError(f"Unknown command /{name}.")
 
 
-async def rewind_command(actor: SessionActor, arg: str) -> str:
+async def rewind_command(actor: LocalCommandsHost, arg: str) -> str:
     """`/rewind [N | turn id]`: files and conversation back to before the Nth last turn."""
     marks = await rewindable_turns(actor)
     if arg and not arg.isdigit():

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.core import EventKind
 from agentd.session.errors import SessionError, SessionErrorKind
@@ -28,14 +28,34 @@ from agentd.store import snapshots as rows
 from agentd.tools import ToolError, parent_dir, replace_atomically
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.loop import Conversation
+    from agentd.session.eventlog import Journal
+    from agentd.session.file_history import FileHistory
+    from agentd.session.services import ActorServices
+
+
+class RewindHost(Protocol):
+    """The actor as a rewind sees it: only these names."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def cwd(self) -> Path: ...
+    @property
+    def services(self) -> ActorServices: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def conversation(self) -> Conversation: ...
+    @property
+    def files(self) -> FileHistory: ...
 
 
 def invalid(message: str) -> SessionError:
     return SessionError(SessionErrorKind.INVALID, message)
 
 
-async def _compacted_at(actor: SessionActor) -> int:
+async def _compacted_at(actor: RewindHost) -> int:
     """The seq of the session's last compaction (0: none); no turn before it can be rewound."""
     store = actor.services.store
     assert store is not None
@@ -43,7 +63,7 @@ async def _compacted_at(actor: SessionActor) -> int:
     return found[0].seq if found else 0
 
 
-async def rewindable_turns(actor: SessionActor, after_seq: int | None = None) -> list[TurnMark]:
+async def rewindable_turns(actor: RewindHost, after_seq: int | None = None) -> list[TurnMark]:
     """The turns a rewind can reach, oldest first: the session's `turn_started` events after
     its last compaction (read once they are committed), less those rewinds undid."""
     store = actor.services.store
@@ -55,7 +75,7 @@ async def rewindable_turns(actor: SessionActor, after_seq: int | None = None) ->
     return await rows.marks(store.engine, actor.id, EventKind.TURN_STARTED.value, after_seq)
 
 
-async def rewind(actor: SessionActor, turn_id: str, *, files: bool) -> dict[str, Any]:
+async def rewind(actor: RewindHost, turn_id: str, *, files: bool) -> dict[str, Any]:
     """Undo `turn_id` and the turns after it; the result says what was restored."""
     store = actor.services.store
     if store is None:

@@ -9,18 +9,34 @@ ends it `interrupted`), and its end may wake an idle session (wake.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from agentd.core import TaskCompletion, TaskStart
 from agentd.loop import TASK_TOOL, SubagentLimits, Subagents, TurnContext, UsageLedger, run_turn
 from agentd.session.commands import TaskFinished
 from agentd.tools import StopHook, Tool
 
-if TYPE_CHECKING:  # the actor hands itself in (same package)
-    from agentd.session.actor import SessionActor
+if TYPE_CHECKING:
+    from agentd.session.commands import SessionCommand
+    from agentd.session.eventlog import Journal
+    from agentd.session.services import ActorServices
 
 
-def session_subagents(actor: SessionActor) -> Subagents:
+class SubagentsHost(Protocol):
+    """The actor as its sub-agents' registry sees it: only these names."""
+
+    @property
+    def services(self) -> ActorServices: ...
+    @property
+    def usage(self) -> UsageLedger: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def client_subagent_hooks(self) -> dict[str, StopHook]: ...
+    def send(self, command: SessionCommand) -> None: ...
+
+
+def session_subagents(actor: SubagentsHost) -> Subagents:
     services = actor.services
     settings = services.settings
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentd.agents import AgentDefinition
 from agentd.core import ErrorKind, EventKind, HarnessError, Message, Provider, ToolCall, bind_log_context
@@ -40,7 +40,7 @@ from agentd.loop import (
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, parse_bang, parse_local
 from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
-from agentd.session.local_commands import run_local_command
+from agentd.session.local_commands import LocalCommandsHost, run_local_command
 from agentd.session.queue import (
     REQUEST_DIGEST,
     QueuedPrompt,
@@ -53,8 +53,42 @@ from agentd.session.sinks import FrameSink, capable
 from agentd.session.subagents import with_task_tool
 from agentd.tools import ClientBridge, PreToolHook, StopHook, Tool
 
-if TYPE_CHECKING:  # the actor hands itself to the runners (same package)
-    from agentd.session.actor import SessionActor
+if TYPE_CHECKING:
+    from agentd.loop import RetryState, Subagents
+    from agentd.session.commands import SessionCommand
+    from agentd.session.eventlog import EventHub
+    from agentd.session.permission_gate import PermissionGate
+    from agentd.tools import BackgroundTasks, McpConnections
+
+
+class TurnHost(LocalCommandsHost, Protocol):
+    """The actor as the turn's launcher and runners see it (and its builtins): only these
+    names."""
+
+    title: str | None  # the first prompt names an untitled session
+
+    @property
+    def agent(self) -> AgentDefinition: ...
+    @property
+    def mcp(self) -> McpConnections | None: ...
+    @property
+    def client_hooks(self) -> dict[str, StopHook]: ...
+    @property
+    def permissions(self) -> PermissionGate: ...
+    @property
+    def background(self) -> BackgroundTasks: ...
+    @property
+    def path_locks(self) -> dict[str, asyncio.Lock]: ...
+    @property
+    def retry(self) -> RetryState: ...
+    @property
+    def hub(self) -> EventHub: ...
+    @property
+    def subagents(self) -> Subagents: ...
+    def send(self, command: SessionCommand) -> None: ...
+    def record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None: ...
+    def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +180,7 @@ def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | Non
     return bridge if bridge.can_read or bridge.can_write or bridge.can_terminal else None
 
 
-def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> TurnContext:
+def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnContext:
     """Everything the turn reads: the session's state and services at this instant."""
     services = actor.services
     settings = services.settings
@@ -201,7 +235,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
     return ctx
 
 
-def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
+def _announce_prompt(actor: TurnHost, queued: QueuedPrompt) -> None:
     """The prompt as a user message on the wire; the first one names the session."""
     cmd = queued.command
     journal = actor.journal
@@ -217,9 +251,7 @@ def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
             journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
 
 
-def _announce_turn(
-    actor: SessionActor, turn_id: str, queued: QueuedPrompt, message_index: int | None
-) -> None:
+def _announce_turn(actor: TurnHost, turn_id: str, queued: QueuedPrompt, message_index: int | None) -> None:
     started: dict[str, Any] = {
         "turnId": turn_id,
         "promptId": queued.id,
@@ -235,7 +267,7 @@ def _announce_turn(
     actor.journal.emit(EventKind.TURN_STARTED, started)
 
 
-def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
+def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
     """Announce the entry (its user message, the title, `turn_started`) and start its runner."""
     cmd = queued.command
     # A wake turn (wake.py) has no text of its own: the task's reminder is its first input.
@@ -267,7 +299,7 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
     return RunningTurn(turn_id, queued, task, ctx)
 
 
-async def _run_model(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt) -> None:
+async def _run_model(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt) -> None:
     try:
         try:
             job = queued.kind is QueueKind.COMPACT
@@ -287,9 +319,7 @@ async def _run_model(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt
         actor.send(TurnFinished(ctx.turn_id))
 
 
-async def _run_local(
-    actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt, name: str, arg: str
-) -> None:
+async def _run_local(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, name: str, arg: str) -> None:
     """A builtin command: answer locally, never sample the model (R-S6)."""
     try:
         try:
@@ -309,7 +339,7 @@ async def _run_local(
         actor.send(TurnFinished(ctx.turn_id))
 
 
-async def _run_bang(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt, command: str) -> None:
+async def _run_bang(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, command: str) -> None:
     """`!cmd`: run it through the ordinary tool path (events, permission rules, plan
     mode), without sampling; the model sees command and output in the next turn."""
     try:
@@ -331,7 +361,13 @@ async def _run_bang(actor: SessionActor, ctx: TurnContext, queued: QueuedPrompt,
         actor.send(TurnFinished(ctx.turn_id))
 
 
-async def stop_turn(actor: SessionActor, turn: RunningTurn, grace: float) -> None:
+class KilledTurnEnder(Protocol):
+    """What ends a turn whose task had to be killed (the actor, when it stops)."""
+
+    def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None: ...
+
+
+async def stop_turn(actor: KilledTurnEnder, turn: RunningTurn, grace: float) -> None:
     """Shutdown is the first budget gate: the turn stops at its next round. If it does
     not finish within the grace period it is cancelled, then killed."""
     turn.ctx.budget.request_shutdown()

@@ -21,15 +21,51 @@ too) carry the reminder themselves, so they are never overtaken.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sized
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentd.core import Notice, NoticeSeverity
 from agentd.session.commands import Prompt, PromptDone, PromptSource
 
-if TYPE_CHECKING:  # the actor hands itself in (same package)
-    from agentd.session.actor import SessionActor
+if TYPE_CHECKING:
+    from agentd.loop import Subagents
+    from agentd.session.eventlog import Journal
+    from agentd.session.queue import PromptQueue
+    from agentd.session.services import ActorServices
+    from agentd.tools import BackgroundTasks
+
+
+class _Stopping(Protocol):
+    @property
+    def stopping(self) -> bool: ...
+
+
+class WakeHost(Protocol):
+    """The actor as `maybe_wake` sees it: only these names (the actor need not be imported,
+    so no type-only cycle runs through it)."""
+
+    @property
+    def services(self) -> ActorServices: ...
+    @property
+    def background(self) -> BackgroundTasks: ...
+    @property
+    def subagents(self) -> Subagents: ...
+    @property
+    def running(self) -> object | None: ...  # only whether a turn runs
+    @property
+    def queue(self) -> Sized: ...
+    @property
+    def stop_state(self) -> _Stopping: ...
+    @property
+    def wake(self) -> WakeStreak: ...
+    @property
+    def desk(self) -> PromptQueue: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def journal(self) -> Journal: ...
 
 
 class WakeDecision(StrEnum):
@@ -87,7 +123,7 @@ class WakeStreak:
             self.count, self.paused, self.told_capped = 0, False, False
 
 
-def wake_state(actor: SessionActor) -> WakeState:
+def wake_state(actor: WakeHost) -> WakeState:
     settings = actor.services.settings
     unseen = [*actor.background.unreported(), *actor.subagents.unreported()]
     return WakeState(
@@ -102,7 +138,7 @@ def wake_state(actor: SessionActor) -> WakeState:
     )
 
 
-def maybe_wake(actor: SessionActor) -> WakeDecision:
+def maybe_wake(actor: WakeHost) -> WakeDecision:
     """In the actor's step: queue a `task_notification` prompt if the session should wake."""
     decision = decide_wake(wake_state(actor))
     if decision is WakeDecision.WAKE:

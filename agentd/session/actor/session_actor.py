@@ -21,7 +21,7 @@ import dataclasses
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd.agents import DEFAULT_AGENT
 from agentd.core import EventKind, Message, PermissionMode, SessionModes, bind_log_context
@@ -47,6 +47,18 @@ from agentd.session.turn_launch import RunningTurn, answer_turn, launch
 from agentd.session.wake import WakeStreak
 from agentd.store import SessionRecord
 from agentd.tools import BackgroundTasks, McpConnections, StopHook, TodoList
+
+if TYPE_CHECKING:
+    from agentd.session.actor.handlers import HandlersHost
+    from agentd.session.actor.stop import StopHost
+    from agentd.session.changes import ChangesHost
+    from agentd.session.eventlog import AttachHost, RecoveryHost
+    from agentd.session.local_commands import LocalCommandsHost
+    from agentd.session.queue import DeskHost
+    from agentd.session.rewind import RewindHost
+    from agentd.session.subagents import SubagentsHost
+    from agentd.session.turn_launch import KilledTurnEnder, TurnHost
+    from agentd.session.wake import WakeHost
 
 __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "SessionActor", "new_id"]
 
@@ -336,3 +348,36 @@ class SessionActor:
     def permission_options(self, request_id: str) -> list[str] | None:
         """The option ids a pending request offers (None when it is not pending)."""
         return self.permissions.options(request_id)
+
+
+if TYPE_CHECKING:
+
+    def _is_every_host(actor: SessionActor) -> tuple[object, ...]:
+        """The actor is each narrow view its collaborators take of it: mypy checks these
+        assignments, so a view cannot drift from the actor (nothing runs this)."""
+        handlers_host: HandlersHost = actor
+        stop_host: StopHost = actor
+        killed_turn_ender: KilledTurnEnder = actor
+        turn_host: TurnHost = actor
+        local_commands_host: LocalCommandsHost = actor
+        rewind_host: RewindHost = actor
+        changes_host: ChangesHost = actor
+        desk_host: DeskHost = actor
+        wake_host: WakeHost = actor
+        subagents_host: SubagentsHost = actor
+        attach_host: AttachHost = actor
+        recovery_host: RecoveryHost = actor
+        return (
+            handlers_host,
+            stop_host,
+            killed_turn_ender,
+            turn_host,
+            local_commands_host,
+            rewind_host,
+            changes_host,
+            desk_host,
+            wake_host,
+            subagents_host,
+            attach_host,
+            recovery_host,
+        )

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.loop import EndReason, TurnOutcome
 from agentd.session.commands import (
@@ -25,10 +26,14 @@ from agentd.session.commands import (
 from agentd.session.commit_outcome import NotCommitted, not_committed
 from agentd.session.errors import session_stopping, shutting_down
 from agentd.session.queue import answer_all, resolve
-from agentd.session.turn_launch import stop_turn
+from agentd.session.turn_launch import KilledTurnEnder, RunningTurn, stop_turn
 
-if TYPE_CHECKING:  # the actor's own stop path (same package)
-    from agentd.session.actor.session_actor import SessionActor
+if TYPE_CHECKING:
+    from agentd.loop import Subagents
+    from agentd.session.eventlog import Journal
+    from agentd.session.queue import PromptQueue, QueuedPrompt
+    from agentd.session.services import ActorServices
+    from agentd.tools import BackgroundTasks, McpConnections
 
 
 @dataclasses.dataclass
@@ -40,7 +45,39 @@ class StopState:
     exited: bool = False  # the actor's task ends (after a shutdown)
 
 
-def refuse(actor: SessionActor, command: SessionCommand) -> None:
+class StopHost(KilledTurnEnder, Protocol):
+    """The actor as its stop path sees it: only these names (the actor's module imports this
+    one, so naming `SessionActor` here would be a type-only cycle)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def stop_state(self) -> StopState: ...
+    @property
+    def running(self) -> RunningTurn | None: ...
+    @property
+    def task(self) -> asyncio.Task[None] | None: ...
+    @property
+    def mailbox(self) -> asyncio.Queue[SessionCommand]: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def background(self) -> BackgroundTasks: ...
+    @property
+    def subagents(self) -> Subagents: ...
+    @property
+    def queue(self) -> deque[QueuedPrompt]: ...
+    @property
+    def desk(self) -> PromptQueue: ...
+    @property
+    def mcp(self) -> McpConnections | None: ...
+    @property
+    def services(self) -> ActorServices: ...
+    def idle_since(self) -> float | None: ...
+    def finish_turn(self, turn_id: str) -> None: ...
+
+
+def refuse(actor: StopHost, command: SessionCommand) -> None:
     """The actor is stopping and reads no more commands: answer what waits instead of
     letting it hang. During a server shutdown a prompt ends `server_shutting_down`."""
     reply: asyncio.Future[Any] | None = None
@@ -74,7 +111,7 @@ def refuse(actor: SessionActor, command: SessionCommand) -> None:
             reply.set_exception(session_stopping(actor.id))  # retryable: the next request reloads it
 
 
-async def shut_down(actor: SessionActor, cmd: Shutdown) -> None:
+async def shut_down(actor: StopHost, cmd: Shutdown) -> None:
     if cmd.only_if_idle and (actor.idle_since() is None or not actor.mailbox.empty()):
         cmd.reply.set_result(False)  # work arrived since the sweep looked
         return
@@ -87,7 +124,7 @@ async def shut_down(actor: SessionActor, cmd: Shutdown) -> None:
     actor.stop_state.exited = True
 
 
-async def _wind_down(actor: SessionActor, grace: float) -> None:
+async def _wind_down(actor: StopHost, grace: float) -> None:
     actor.journal.stopped = True
     actor.journal.cancel_checkpoints()
     await asyncio.gather(actor.background.close(), actor.subagents.close())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentd.session.commands import Attach, AttachComplete, Detach
 from agentd.session.errors import SessionError, SessionErrorKind
@@ -17,7 +17,18 @@ from agentd.session.sinks import FrameSink, tracked_sessions
 from agentd.store import Store
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.session.commands import SessionCommand
+
+
+class AttachHost(Protocol):
+    """The actor as an attaching client sees it: only these names."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def last_seq(self) -> int: ...
+    def send(self, command: SessionCommand) -> None: ...
+    def send_available_commands(self, sink: FrameSink) -> None: ...
 
 
 class Replay(StrEnum):
@@ -26,7 +37,7 @@ class Replay(StrEnum):
     ATTACH = "attach"  # a snapshot, then every durable event after a cursor
 
 
-def check_cursor(actor: SessionActor, after_seq: int) -> None:
+def check_cursor(actor: AttachHost, after_seq: int) -> None:
     """An attach cursor beyond the log cannot be served (`resync_required`). Checked
     before any subscription is touched, so a failed attach changes nothing; seqs only
     grow, so a cursor valid now stays valid."""
@@ -41,7 +52,7 @@ def check_cursor(actor: SessionActor, after_seq: int) -> None:
 
 async def attach(
     store: Store,
-    actor: SessionActor,
+    actor: AttachHost,
     sink: FrameSink,
     *,
     replay: Replay | str = Replay.NONE,

@@ -6,15 +6,35 @@ turns' requestIds are remembered so a client's retry learns how they ended."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.core import EventKind, TaskKind, replay
 from agentd.session.commands import PromptDone
 from agentd.store import SessionRecord, Store, StoredEvent
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
-    from agentd.session.eventlog.journal import Partial
+    from agentd.loop import Conversation, Subagents, UsageLedger
+    from agentd.session.eventlog.journal import Journal, Partial
+    from agentd.tools import BackgroundTasks
+
+
+class RecoveryHost(Protocol):
+    """The actor being loaded, as crash repair sees it: only these names."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def journal(self) -> Journal: ...
+    @property
+    def conversation(self) -> Conversation: ...
+    @property
+    def usage(self) -> UsageLedger: ...
+    @property
+    def background(self) -> BackgroundTasks: ...
+    @property
+    def subagents(self) -> Subagents: ...
+    def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None: ...
+
 
 CHUNK_KINDS = (EventKind.AGENT_MESSAGE_CHUNK.value, EventKind.AGENT_THOUGHT_CHUNK.value)
 # How many recent turns' requestIds a reloaded session still answers retries for; the
@@ -30,7 +50,7 @@ RECENT_LIMIT = REMEMBERED_TURNS + REMEMBERED_TASK_MARKS
 
 
 async def recover(
-    store: Store, actor: SessionActor, record: SessionRecord, recent: list[StoredEvent]
+    store: Store, actor: RecoveryHost, record: SessionRecord, recent: list[StoredEvent]
 ) -> None:
     """Repair what the log of a session loaded from the store left open (before it starts).
     `recent`: its newest RECENT_LIMIT events of the RECENT_KINDS, oldest first."""
@@ -46,7 +66,7 @@ async def recover(
         actor.journal.persist_fields({"running_turn": None})
 
 
-async def _recover_partial_text(store: Store, actor: SessionActor, checkpoint: dict[str, Any]) -> None:
+async def _recover_partial_text(store: Store, actor: RecoveryHost, checkpoint: dict[str, Any]) -> None:
     """Messages that were streaming when the server died end with their checkpointed
     text (R-E1) — unless their final event made it to the log after all."""
     after = int(checkpoint.get("seq", 0))
@@ -64,7 +84,7 @@ async def _recover_partial_text(store: Store, actor: SessionActor, checkpoint: d
     actor.journal.persist_fields({"partial": None})
 
 
-def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> bool:
+def _recover_interrupted_turn(actor: RecoveryHost, ends: list[StoredEvent]) -> bool:
     """A turn that was running when the server died ends `interrupted` (R-E6); the
     requestIds of recent turns are remembered so a client's retry learns their end.
     True when there was one (its `turn_ended` clears `running_turn` too)."""
@@ -86,7 +106,7 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> b
     return False
 
 
-def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> None:
+def _close_interrupted_turn(actor: RecoveryHost, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
     from agentd.loop import EndReason, OutcomeKind, TurnOutcome
 
@@ -112,7 +132,7 @@ def _digest(payload: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _recover_background_tasks(actor: SessionActor, marks: list[StoredEvent]) -> None:
+def _recover_background_tasks(actor: RecoveryHost, marks: list[StoredEvent]) -> None:
     """Background tasks die with their process: one that was running ends `interrupted`
     (a durable `background_task` event, announced to the model at its next sampling round;
     it starts no turn). Every task of the earlier lives stays known to `task_output`, and

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.session.queue import ops as ops
+    from agentd.session.queue.host import DeskHost as DeskHost
     from agentd.session.queue.ops import QueueKind as QueueKind
     from agentd.session.queue.prompt_queue import REQUEST_DIGEST as REQUEST_DIGEST
     from agentd.session.queue.prompt_queue import PromptQueue as PromptQueue
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "DeskHost": "agentd.session.queue.host",
     "PromptQueue": "agentd.session.queue.prompt_queue",
     "QueueKind": "agentd.session.queue.ops",
     "QueuedBytes": "agentd.session.queue.sync",
@@ -50,6 +52,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "REQUEST_DIGEST",
+    "DeskHost",
     "PromptQueue",
     "QueueKind",
     "QueuedBytes",

@@ -19,7 +19,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import TypeAdapter
@@ -40,11 +40,9 @@ from agentd.session.commands import (
 )
 from agentd.session.errors import SessionError, request_conflict
 from agentd.session.queue import ops as queue_ops
+from agentd.session.queue.host import DeskHost
 from agentd.session.queue.ops import OpRefusal, QueueKind, QueueOpName, prompt_kind
 from agentd.session.queue.sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size
-
-if TYPE_CHECKING:  # the desk works for its actor (same package)
-    from agentd.session.actor import SessionActor
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +215,7 @@ class PromptQueue:
     in here (in the actor's step); what changed is published and stored as a delta, and
     every answer goes out once what it says is committed."""
 
-    def __init__(self, actor: SessionActor) -> None:
+    def __init__(self, actor: DeskHost) -> None:
         services = actor.services
         self._actor = actor
         self.entries: deque[QueuedPrompt] = deque()
