@@ -25,6 +25,7 @@ from agentd.infra.logs import redact_tokens_in_server_logs
 from agentd.infra.metrics import Metrics
 from agentd.infra.rss_trim import limit_arenas, run_trimmer
 from agentd.providers.factory import close_providers, make_lanes, make_provider
+from agentd.providers.model_catalogue import catalogue_for
 from agentd.session.eventlog import EventWriter
 from agentd.session.leases import session_leases
 from agentd.session.manager import SessionManager
@@ -112,6 +113,7 @@ def create_app(
             metrics=metrics,
             store=store,
             shell=shell,
+            models=catalogue_for(prov, settings.models_ttl_s, settings.models_allow),
         )
         if _reads_files(settings):  # a mistake in a configured file stops the server now
             try:

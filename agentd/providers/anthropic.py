@@ -31,6 +31,7 @@ from agentd.providers.anthropic_request import AnthropicOptions, build_body
 from agentd.providers.anthropic_stream import Assembler
 from agentd.providers.anthropic_wire import AnthropicWire
 from agentd.providers.http_provider import HttpProvider
+from agentd.providers.model_catalogue import ListFormat
 from agentd.providers.sse import parse_json
 
 __all__ = ["API_VERSION", "AnthropicProvider", "classify_http_error"]
@@ -44,6 +45,8 @@ class AnthropicProvider(HttpProvider):
     name = "anthropic"
     supports_native_schema = False
     path = "/v1/messages"
+    models_path = "/v1/models"
+    models_format = ListFormat.ANTHROPIC
     classify = classify_http_error
 
     def __init__(

@@ -20,6 +20,7 @@ from agentd.core.errors import HarnessError
 from agentd.infra.config import HttpTransport
 from agentd.providers import http_pool
 from agentd.providers.http_common import default_ssl_context, guard, open_stream
+from agentd.providers.model_catalogue import ListFormat, ModelsEndpoint
 from agentd.providers.sse import SSEReader, parse_json
 
 __all__ = ["HttpProvider"]
@@ -30,6 +31,8 @@ class HttpProvider:
     `classify` (an error status → `HarnessError`), and build the body."""
 
     path: ClassVar[str]
+    models_path: ClassVar[str] = "/models"  # OpenAI's, under a base URL that ends in /v1
+    models_format: ClassVar[ListFormat] = ListFormat.OPENAI
     classify: ClassVar[Callable[[int, Any, Any], HarnessError]]
 
     def __init__(
@@ -63,6 +66,10 @@ class HttpProvider:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
         if self._owns_client:
             await self._client.aclose()
+
+    def models_endpoint(self) -> ModelsEndpoint:
+        """Where this provider's models are listed (agentd/providers/model_catalogue.py)."""
+        return ModelsEndpoint(f"{self.base_url}{self.models_path}", self._headers(), self.models_format)
 
     def _headers(self) -> dict[str, str]:
         """An SSE answer, the key as a bearer token (OpenAI's way; Anthropic has its own)."""

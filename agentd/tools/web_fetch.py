@@ -191,7 +191,7 @@ def to_markdown(html: str) -> str:
     from markdownify import MarkdownConverter
 
     soup = BeautifulSoup(html, "html.parser")
-    for tag in soup(["script", "style", "noscript", "template", "svg", "iframe", "head"]):
+    for tag in soup(["script", "style", "noscript", "template", "svg", "iframe", "head", "nav", "footer"]):
         tag.decompose()
     text = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
     lines = [line.rstrip() for line in text.splitlines()]

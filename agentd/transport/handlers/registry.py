@@ -21,6 +21,7 @@ from agentd.protocol.agentd import (
     GoalSetParams,
     HooksRegisterParams,
     InterjectParams,
+    ModelsListParams,
     PermissionRespondParams,
     RenameParams,
     RewindParams,
@@ -53,6 +54,7 @@ from agentd.transport.handlers.lifecycle import (
     session_new,
     session_resume,
 )
+from agentd.transport.handlers.models import models_list
 from agentd.transport.handlers.prompt import (
     interject,
     prompt_enqueue,
@@ -91,6 +93,7 @@ METHODS: dict[str, Method] = {
     Served.HOOKS_REGISTER: Method(HooksRegisterParams, hooks_register, needs_connection=True),
     Served.SESSION_SET_CONFIG_OPTION: Method(SetConfigOptionParams, session_set_config_option),
     Served.USAGE_GET: Method(SessionParams, usage_get),
+    Served.MODELS_LIST: Method(ModelsListParams, models_list),
     Served.COMPACT: Method(SessionParams, session_compact),
     Served.REWIND: Method(RewindParams, session_rewind),
     Served.INTERJECT: Method(InterjectParams, interject),

@@ -39,6 +39,7 @@ async def test_an_html_page_comes_back_as_markdown_without_scripts(site: WebSite
     assert "Run `pip install agentd`, then read\n[the guide](/guide)." in result.output
     assert "- fast\n- durable" in result.output
     assert "secret" not in result.output and "color:red" not in result.output
+    assert "menu" not in result.output  # the page's navigation
     html = "text/html; charset=utf-8"
     assert result.raw_output == {"url": f"{site.base_url}/page", "status": 200, "contentType": html}
 
