@@ -140,6 +140,10 @@ async def test_switching_mid_session_keeps_the_conversation_and_prices_each_call
             ("user", "question two"),
         ]
         assert agent_text(client.updates(sid)) == "first answersecond answer"
+        # The context gauge (and compaction, at 85 % of it) follows the model: the provider's
+        # window for small-model, the default for test-model.
+        sizes = [u["size"] for u in client.updates(sid) if u["sessionUpdate"] == "usage_update"]
+        assert sizes[0] == 128000 and sizes[-1] == 32000
         usage = (await client.call("_agentd/usage/get", {"sessionId": sid}))["session"]
         # The fake reports 10 input and 5 output tokens a call: one call at each model's price.
         assert usage["inputTokens"] == 20 and usage["outputTokens"] == 10
