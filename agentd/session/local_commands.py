@@ -180,9 +180,15 @@ async def run_local_command(actor: SessionActor, ctx: TurnContext, name: str, ar
                 raise ValueError(f"Unknown argument {arg!r}; /plan on, off or status.")
             return describe_plan(actor.mode())
         case "model":
+            offered = next(o for o in actor.config_options() if o["id"] == "model")["options"]
+            names = [o["value"] for o in offered]
+            if arg and actor.services.settings.models_allow and arg not in names:
+                # The operator limited the models: `/model` is no way around the picker.
+                raise ValueError(f"Model {arg!r} is not offered; one of {', '.join(names)}.")
             if arg:
                 actor.set_model(arg)
-            return f"Model: {actor.model}"
+                return f"Model: {actor.model}"
+            return f"Model: {actor.model}\nOffered: {', '.join(names)}"
         case "goal":
             if arg in ("", "status"):
                 return describe_goal(actor.goal)

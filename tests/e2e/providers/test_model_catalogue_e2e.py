@@ -85,6 +85,28 @@ async def test_the_picker_offers_the_allowed_served_models_with_their_windows(
         assert len(fake.models_requests) == 1
 
 
+async def test_slash_model_lists_the_offered_models_and_keeps_to_the_operator_s_list(
+    server_factory, workspace: Path, fake: FakeOpenAI
+) -> None:
+    fake.models = [{"id": "test-model"}, {"id": "big-model"}, {"id": "whisper-1"}]
+    provider = OpenAIProvider(base_url=fake.base_url, api_key="sk-test", model="test-model")
+    async with server_factory(provider, models_allow=["*-model"], **LISTING) as server:
+        client = await server.client()
+        sid = (await open_session(client, workspace))["sessionId"]
+
+        async def local(text: str) -> str:
+            before = len(agent_text(client.updates(sid)))
+            await client.call("session/prompt", text_prompt(sid, text))
+            return agent_text(client.updates(sid))[before:]
+
+        assert await local("/model") == "Model: test-model\nOffered: test-model, big-model"
+        assert await local("/model whisper-1") == (
+            "Model 'whisper-1' is not offered; one of test-model, big-model."
+        )
+        assert await local("/model big-model") == "Model: big-model"
+        assert fake.requests == []  # all answered locally
+
+
 async def test_a_failing_models_endpoint_leaves_the_configured_model_and_a_refresh_recovers(
     server_factory, workspace: Path, fake: FakeOpenAI
 ) -> None:
