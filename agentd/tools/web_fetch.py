@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from urllib.parse import urljoin, urlsplit
 
 import httpcore
+import httpx
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.egress_policy import IpAddress
@@ -65,7 +66,7 @@ class _CheckedBackend(httpcore.AsyncNetworkBackend):
         try:
             async with asyncio.timeout(RESOLVE_TIMEOUT_S):
                 infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (OSError, TimeoutError):
+        except (OSError, TimeoutError, UnicodeError):  # UnicodeError: a label IDNA refuses
             raise httpcore.ConnectError(f"cannot resolve {host}") from None
         addresses = list(dict.fromkeys(_ip(str(info[4][0])) for info in infos))
         for ip in addresses:  # every address a name has must pass: no picking the harmless one
@@ -118,7 +119,7 @@ async def fetch(url: str, policy: WebFetchPolicy, limits: FetchLimits) -> Page:
         async with asyncio.timeout(limits.timeout_s):
             async with httpcore.AsyncConnectionPool(network_backend=_CheckedBackend(policy)) as pool:
                 for _ in range(MAX_REDIRECTS + 1):
-                    _check_url(url, policy)  # the addresses: by the backend, at each connection
+                    url = _check_url(url, policy)  # the addresses: by the backend, at each connection
                     page, location = await _get(pool, url, limits.max_bytes)
                     if location is None:
                         return page
@@ -132,10 +133,16 @@ async def fetch(url: str, policy: WebFetchPolicy, limits: FetchLimits) -> Page:
         raise ToolError(f"fetching {url} failed: {exc}") from None
 
 
-def _check_url(url: str, policy: WebFetchPolicy) -> None:
-    target = policy.check_url(url)
+def _check_url(url: str, policy: WebFetchPolicy) -> str:
+    """The URL as it goes on the wire (IDNA host, percent-encoded path), once allowed."""
+    try:
+        wire = str(httpx.URL(url))
+    except (httpx.InvalidURL, UnicodeError, ValueError):
+        raise Refused(f"{url} is not fetched: {_URL_REFUSALS[UrlRefusal.MALFORMED]}") from None
+    target = policy.check_url(wire)
     if isinstance(target, UrlRefusal):
         raise Refused(f"{url} is not fetched: {_URL_REFUSALS[target]}")
+    return wire
 
 
 _URL_REFUSALS = {

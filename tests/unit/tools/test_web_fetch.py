@@ -93,7 +93,8 @@ def _refused_spellings(port: int) -> list[str]:
 async def test_every_spelling_of_this_host_is_refused_without_an_allow_entry(site: WebSite) -> None:
     tool = WebFetch(build_policy([], [], [8765]))
     for url in _refused_spellings(site.port):
-        with pytest.raises(ToolError, match=r"is not allowed: (loopback|this_host)"):
+        # (httpx's URL parser already refuses the octal form as malformed: refused too.)
+        with pytest.raises(ToolError, match=r"is not allowed: (loopback|this_host)|not a valid URL"):
             await tool.run({"url": url}, CTX)
     assert site.paths == []  # not one connection carried a request
 
@@ -153,3 +154,20 @@ async def test_binary_content_is_not_returned_and_an_http_error_is_an_error_resu
 async def test_a_missing_url_is_a_readable_error(args: dict[str, object]) -> None:
     with pytest.raises(ToolError, match="url: expected"):
         await WebFetch(build_policy([], [], [])).run(args, CTX)
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://[::1/", "not a valid URL"),
+        ("http://example.com:abc/", "not a valid URL"),
+        ("http://ex\x00ample.com/", "not a valid URL"),
+        ("http://127.0.0.1\t/", "not a valid URL"),
+        ("http://" + "a" * 70 + ".com/", "cannot resolve"),  # a label IDNA refuses: no lookup made
+        ("ftp://example.com/", "only http and https"),
+        ("http://user:pw@127.0.0.1/", "user name or password"),
+    ],
+)
+async def test_a_malformed_url_is_a_readable_refusal(url: str, said: str) -> None:
+    with pytest.raises(ToolError, match=said):
+        await WebFetch(build_policy([], [], [])).run({"url": url}, CTX)
