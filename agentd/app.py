@@ -178,6 +178,8 @@ def create_app(
                 await stop_routing()
             await writer.stop()
             await leases.stop()
+            if services.models is not None:
+                await services.models.aclose()
             await close_providers([prov, *(lane.provider for lane in services.fallbacks)])
             await store.close()
             if traced:

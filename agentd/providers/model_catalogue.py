@@ -186,6 +186,14 @@ class ModelCatalogue:
             self._inflight.add_done_callback(self._done)
         await asyncio.shield(self._inflight)
 
+    async def aclose(self) -> None:
+        """At shutdown: a request still under way is abandoned."""
+        task = self._inflight
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     def _done(self, task: asyncio.Task[None]) -> None:
         self._inflight = None
 

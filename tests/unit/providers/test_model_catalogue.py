@@ -16,6 +16,7 @@ from agentd.providers.model_catalogue import (
     ModelCatalogue,
     ModelInfo,
     ModelListError,
+    ModelsEndpoint,
     catalogue_for,
     is_stale,
     offered,
@@ -26,6 +27,7 @@ from agentd.providers.scripted import ScriptedProvider
 from agentd.session.services import ActorServices
 from tests.support.fakes.anthropic_server import FakeAnthropic
 from tests.support.fakes.openai_server import FakeOpenAI
+from tests.support.web_site import WebSite
 
 
 def test_an_openai_list_with_the_context_windows_compatible_servers_give() -> None:
@@ -159,3 +161,24 @@ def test_the_context_window_is_the_operator_s_then_the_provider_s_then_the_defau
     assert services.context_window_for("pinned") == 5000
     assert services.context_window_for("listed") == 32768
     assert services.context_window_for("unknown") == 100_000
+
+
+class _Hanging:
+    """A provider whose models endpoint never answers (the web site's `/hang`)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def models_endpoint(self) -> ModelsEndpoint:
+        return ModelsEndpoint(self.url, {}, ListFormat.OPENAI)
+
+
+async def test_a_provider_that_does_not_answer_delays_no_more_than_the_wait_and_shutdown_ends_it() -> None:
+    async with WebSite() as site:
+        catalogue = ModelCatalogue(_Hanging(f"{site.base_url}/hang"), 600.0)
+        await catalogue.fresh(wait_s=0.2)  # returns: the request goes on behind it
+        assert catalogue.models() == [] and catalogue.fetched_at is None
+        assert catalogue.refresh_soon() is not None  # still the one request under way
+        await catalogue.aclose()
+        assert catalogue.refresh_soon() is not None  # stale still: the next need asks again
+        await catalogue.aclose()
