@@ -167,6 +167,9 @@ async def _get(pool: httpcore.AsyncConnectionPool, url: str, max_bytes: int) -> 
         found = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in response.headers}
         if response.status in REDIRECT_STATUSES and "location" in found:
             return Page(url, response.status, "", b"", False), found["location"]
+        encoding = found.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):  # not decompressed here: its size is unknown
+            raise ToolError(f"{url} came {encoding}-compressed although asked not to be")
         chunks: list[bytes] = []
         size, truncated = 0, False
         async for chunk in response.aiter_stream():

@@ -1,10 +1,11 @@
 """A small real web site on a free loopback port, for `web_fetch`: an HTML page, plain text,
-redirects (to itself, to another address, in a loop), a large page, a binary file and a page
-that never answers (held until the test ends)."""
+redirects (to itself, to another address, in a loop), a large page, a binary file, a
+compressed body nobody asked for and a page that never answers (held until the test ends)."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import threading
 from typing import Any
 
@@ -39,6 +40,7 @@ class WebSite(ThreadedServer):
                 Route("/binary", self._binary),
                 Route("/hang", self._hang),
                 Route("/missing", self._missing),
+                Route("/gzip", self._gzip),
             ]
         )
 
@@ -77,6 +79,11 @@ class WebSite(ThreadedServer):
     async def _missing(self, request: Request) -> Response:
         self.paths.append(request.url.path)
         return PlainTextResponse("no such page", status_code=404)
+
+    async def _gzip(self, request: Request) -> Response:
+        self.paths.append(request.url.path)  # compressed although the request said identity
+        body = gzip.compress(b"x" * 100_000)
+        return Response(body, media_type="text/plain", headers={"Content-Encoding": "gzip"})
 
     async def _hang(self, request: Request) -> Any:
         self.paths.append(request.url.path)

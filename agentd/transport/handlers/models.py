@@ -29,22 +29,18 @@ async def models_list(ctx: CallContext, params: ModelsListParams) -> dict[str, A
     if catalogue is not None:
         await (catalogue.refresh() if params.refresh else catalogue.fresh(MODELS_WAIT_S))
     served = {m.id: m for m in catalogue.models()} if catalogue is not None else {}
-    configured = model_choices(
-        services.settings.model,
-        (lane.model for lane in services.fallbacks),
-        (a.model for a in services.agents.values()),
-        services.settings.model,
-    )
-    models = []
-    for model in model_choices(services.settings.model, configured, served, services.settings.model):
-        info = served.get(model)
-        entry: dict[str, Any] = {
+    default = services.settings.model
+    lanes = (lane.model for lane in services.fallbacks)
+    configured = model_choices(default, lanes, (a.model for a in services.agents.values()), default)
+    models = [
+        {
             "id": model,
-            "name": (info.name if info else None) or model,
+            "name": (served[model].name if model in served else None) or model,
             "source": "configured" if model in configured else "provider",
             "contextWindow": services.context_window_for(model),
         }
-        models.append(entry)
+        for model in dict.fromkeys([*configured, *served])
+    ]
     fetched = catalogue.fetched_wall if catalogue is not None else None
     return {
         "models": models,

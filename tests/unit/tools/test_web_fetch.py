@@ -138,6 +138,11 @@ async def test_the_body_is_cut_at_the_size_limit(site: WebSite) -> None:
     assert whole.output.endswith("\n\n" + "x" * MAX_OUTPUT_CHARS)
 
 
+async def test_a_compressed_body_nobody_asked_for_is_refused_not_inflated(site: WebSite) -> None:
+    with pytest.raises(ToolError, match="came gzip-compressed although asked not to be"):
+        await allowed(site).run({"url": f"{site.base_url}/gzip"}, CTX)
+
+
 async def test_a_page_that_never_answers_ends_at_the_time_limit(site: WebSite) -> None:
     with pytest.raises(ToolError, match=r"took longer than 0\.3 s"):
         await allowed(site, timeout_s=0.3).run({"url": f"{site.base_url}/hang"}, CTX)
