@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.modes import PermissionMode
-from agentd.providers.model_catalogue import ModelInfo
+from agentd.core import PermissionMode
 
 if TYPE_CHECKING:
+    from agentd.providers import ModelInfo
     from agentd.session.services import ActorServices
 
 MODES: list[dict[str, str]] = [

@@ -12,16 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentd.agents import DEFAULT_AGENT, AgentDefinition, default_definitions
-from agentd.infra.config import SandboxNetwork, Settings
-from agentd.loop.budget import BudgetLimits
-from agentd.loop.goal import GoalLimits
-from agentd.loop.limits import LoopLimits
-from agentd.loop.task_tool import TASK_TOOL
-from agentd.session.local_commands import Skill, load_skills
-from agentd.tools.base import Tool
-from agentd.tools.hooks import HooksConfig, load_hooks
-from agentd.tools.registry import builtin_tools
-from agentd.tools.shell import ShellLauncher
+from agentd.infra import SandboxNetwork, Settings
+from agentd.loop import TASK_TOOL, BudgetLimits, GoalLimits, LoopLimits
+from agentd.session.command_syntax import Skill, load_skills
+from agentd.tools import HooksConfig, ShellLauncher, Tool, builtin_tools, load_hooks
 
 
 @dataclass
@@ -52,10 +46,9 @@ def web_tools(settings: Settings) -> dict[str, Tool]:
     cut commands off the network did not mean the model to reach it another way."""
     if not settings.web_fetch or settings.sandbox_network is SandboxNetwork.OFF:
         return {}
-    from agentd.tools.web_fetch import FetchLimits, WebFetch
-    from agentd.tools.web_fetch_policy import build_policy
+    from agentd.tools import FetchLimits, WebFetch, build_fetch_policy
 
-    policy = build_policy(settings.web_fetch_allow, settings.web_fetch_deny, (settings.port,))
+    policy = build_fetch_policy(settings.web_fetch_allow, settings.web_fetch_deny, (settings.port,))
     limits = FetchLimits(int(settings.web_fetch_max_mb * 1024 * 1024), settings.web_fetch_timeout_s)
     return {WebFetch.name: WebFetch(policy, limits)}
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agentd.protocol.agentd import ModelsListParams
-from agentd.session.config_options import model_choices
+from agentd.protocol import ModelsListParams
+from agentd.session import model_choices
 from agentd.transport.state import CallContext
 
 # A session/new waits this long at most for a stale list (once per TTL; a provider that

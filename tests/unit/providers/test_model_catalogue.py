@@ -10,7 +10,7 @@ import pytest
 
 from agentd.infra.config import Settings
 from agentd.providers.anthropic import AnthropicProvider
-from agentd.providers.model_catalogue import (
+from agentd.providers.http.catalogue import (
     RETRY_AFTER_FAILURE_S,
     ListFormat,
     ModelCatalogue,

@@ -13,8 +13,8 @@ import pytest
 
 from agentd.tools.base import ToolContext
 from agentd.tools.errors import ToolError
-from agentd.tools.web_fetch import MAX_OUTPUT_CHARS, MAX_REDIRECTS, FetchLimits, WebFetch
-from agentd.tools.web_fetch_policy import build_policy
+from agentd.tools.web.fetch import MAX_OUTPUT_CHARS, MAX_REDIRECTS, FetchLimits, WebFetch
+from agentd.tools.web.policy import build_fetch_policy
 from tests.support.web_site import BIG_BYTES, WebSite
 
 CTX = ToolContext(cwd=Path("/"), session_id="s")
@@ -28,7 +28,9 @@ async def site() -> AsyncIterator[WebSite]:
 
 def allowed(site: WebSite, max_bytes: int = 5 << 20, timeout_s: float = 30.0) -> WebFetch:
     """The tool with the site's address:port on the operator's allow list."""
-    return WebFetch(build_policy([f"127.0.0.1:{site.port}"], [], [8765]), FetchLimits(max_bytes, timeout_s))
+    return WebFetch(
+        build_fetch_policy([f"127.0.0.1:{site.port}"], [], [8765]), FetchLimits(max_bytes, timeout_s)
+    )
 
 
 async def test_an_html_page_comes_back_as_markdown_without_scripts(site: WebSite) -> None:
@@ -91,7 +93,7 @@ def _refused_spellings(port: int) -> list[str]:
 
 
 async def test_every_spelling_of_this_host_is_refused_without_an_allow_entry(site: WebSite) -> None:
-    tool = WebFetch(build_policy([], [], [8765]))
+    tool = WebFetch(build_fetch_policy([], [], [8765]))
     for url in _refused_spellings(site.port):
         # (httpx's URL parser already refuses the octal form as malformed: refused too.)
         with pytest.raises(ToolError, match=r"is not allowed: (loopback|this_host)|not a valid URL"):
@@ -105,17 +107,17 @@ async def test_the_allow_entry_is_for_its_port_only_and_the_deny_list_wins(site:
         other.listen()
         with pytest.raises(ToolError, match="not allowed: loopback"):
             await allowed(site).run({"url": f"http://127.0.0.1:{other.getsockname()[1]}/"}, CTX)
-    denied = WebFetch(build_policy([f"127.0.0.1:{site.port}"], ["127.0.0.0/8"], [8765]))
+    denied = WebFetch(build_fetch_policy([f"127.0.0.1:{site.port}"], ["127.0.0.0/8"], [8765]))
     with pytest.raises(ToolError, match="not allowed: denied"):
         await denied.run({"url": f"{site.base_url}/page"}, CTX)
-    by_name = WebFetch(build_policy([f"127.0.0.1:{site.port}"], ["localhost"], [8765]))
+    by_name = WebFetch(build_fetch_policy([f"127.0.0.1:{site.port}"], ["localhost"], [8765]))
     with pytest.raises(ToolError, match="deny list"):
         await by_name.run({"url": f"http://localhost:{site.port}/page"}, CTX)
     assert site.paths == []
 
 
 async def test_agentd_s_own_port_is_refused_whatever_is_allowed(site: WebSite) -> None:
-    tool = WebFetch(build_policy([f"127.0.0.1:{site.port}"], [], [site.port]))
+    tool = WebFetch(build_fetch_policy([f"127.0.0.1:{site.port}"], [], [site.port]))
     with pytest.raises(ToolError, match="not allowed: agentd"):
         await tool.run({"url": f"{site.base_url}/page"}, CTX)
     assert site.paths == []
@@ -158,7 +160,7 @@ async def test_binary_content_is_not_returned_and_an_http_error_is_an_error_resu
 @pytest.mark.parametrize("args", [{}, {"url": ""}, {"url": 7}])
 async def test_a_missing_url_is_a_readable_error(args: dict[str, object]) -> None:
     with pytest.raises(ToolError, match="url: expected"):
-        await WebFetch(build_policy([], [], [])).run(args, CTX)
+        await WebFetch(build_fetch_policy([], [], [])).run(args, CTX)
 
 
 @pytest.mark.parametrize(
@@ -175,4 +177,4 @@ async def test_a_missing_url_is_a_readable_error(args: dict[str, object]) -> Non
 )
 async def test_a_malformed_url_is_a_readable_refusal(url: str, said: str) -> None:
     with pytest.raises(ToolError, match=said):
-        await WebFetch(build_policy([], [], [])).run({"url": url}, CTX)
+        await WebFetch(build_fetch_policy([], [], [])).run({"url": url}, CTX)

@@ -11,11 +11,11 @@ from agentd.core.modes import PermissionMode
 from agentd.infra.config import SandboxNetwork, Settings
 from agentd.session.turn_kit import web_tools
 from agentd.tools.base import Access
-from agentd.tools.egress_policy import Refusal
 from agentd.tools.permissions import Decision, decide, plan_gate_refuses
-from agentd.tools.web_fetch_policy import Target, UrlRefusal, build_policy
+from agentd.tools.shell.egress_policy import Refusal
+from agentd.tools.web.policy import Target, UrlRefusal, build_fetch_policy
 
-POLICY = build_policy(["10.0.0.5:8080"], ["*.evil.example", "203.0.113.0/24"], [8765])
+POLICY = build_fetch_policy(["10.0.0.5:8080"], ["*.evil.example", "203.0.113.0/24"], [8765])
 
 
 @pytest.mark.parametrize(
@@ -73,14 +73,16 @@ def test_addresses(address: str, port: int, expected: Refusal | UrlRefusal | Non
 
 
 def test_a_host_allow_list_lets_only_its_hosts_and_the_allowed_addresses_through() -> None:
-    policy = build_policy(["docs.python.org", "*.example.com", "127.0.0.1:9000"], [], [8765])
+    policy = build_fetch_policy(["docs.python.org", "*.example.com", "127.0.0.1:9000"], [], [8765])
     assert policy.check_url("https://docs.python.org/3/") == Target("https", "docs.python.org", 443)
     assert policy.check_url("https://api.example.com/") == Target("https", "api.example.com", 443)
     assert policy.check_url("https://example.org/") is UrlRefusal.NOT_ALLOWED
     assert policy.check_url("http://127.0.0.1:9000/") == Target("http", "127.0.0.1", 9000)
     assert policy.check_url("http://127.0.0.1:9001/") is UrlRefusal.NOT_ALLOWED
     # Without host patterns, any host is named (the address checks still apply).
-    assert build_policy([], [], []).check_url("https://example.org/") == Target("https", "example.org", 443)
+    assert build_fetch_policy([], [], []).check_url("https://example.org/") == Target(
+        "https", "example.org", 443
+    )
 
 
 @pytest.mark.parametrize(
@@ -89,7 +91,7 @@ def test_a_host_allow_list_lets_only_its_hosts_and_the_allowed_addresses_through
 )
 def test_a_bad_entry_is_named(allow: list[str], deny: list[str]) -> None:
     with pytest.raises(ValueError, match="bad"):
-        build_policy(allow, deny, [])
+        build_fetch_policy(allow, deny, [])
 
 
 def test_fetching_asks_like_a_command_and_the_plan_gate_refuses_it() -> None:
