@@ -8,7 +8,8 @@ is no gap between the check and the connection for a rebinding name server, and 
 redirect's connection goes through the same checks. TLS still verifies the URL's host name.
 
 Bounded: the body (`max_bytes`, then cut), the whole fetch (`timeout_s`), redirects
-(`MAX_REDIRECTS`), and the text the model gets (`MAX_OUTPUT_CHARS`).
+(`MAX_REDIRECTS`), the HTML converted (`MAX_HTML_CHARS`) and the text the model gets
+(`MAX_OUTPUT_CHARS`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from agentd.tools.web.policy import REDIRECT_STATUSES, UrlRefusal, WebFetchPolic
 
 MAX_REDIRECTS = 5
 MAX_OUTPUT_CHARS = 100_000
+# HTML parsed and converted at most (pure Python: about a second per 100 kB on a loaded
+# machine); the markdown of a bigger page would be cut at MAX_OUTPUT_CHARS anyway.
+MAX_HTML_CHARS = 1_000_000
+CONVERT_DEADLINE_S = 120.0
 RESOLVE_TIMEOUT_S = 10.0
 USER_AGENT = "agentd-web-fetch/1 (+https://github.com/agentd)"
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml", "+json", "+xml")
@@ -212,19 +217,22 @@ def to_markdown(html: str) -> str:
     return "\n".join(out).strip()
 
 
-def render(page: Page) -> str:
+def render(page: Page, html_cap: int = MAX_HTML_CHARS) -> str:
     """What the model reads: a short header, then the text."""
     try:
         text = page.body.decode(charset(page.content_type), errors="replace")
     except LookupError:  # an unknown charset name
         text = page.body.decode("utf-8", errors="replace")
     media = page.content_type.split(";", 1)[0].strip().lower()
-    if media in ("text/html", "application/xhtml+xml") or (not media and "<html" in text[:1000].lower()):
-        text = to_markdown(text)
-    header = f"URL: {page.url}\nStatus: {page.status}\nContent-Type: {page.content_type or 'unknown'}\n"
     notes = []
     if page.truncated:
         notes.append("the body was cut at the size limit")
+    if media in ("text/html", "application/xhtml+xml") or (not media and "<html" in text[:1000].lower()):
+        if len(text) > html_cap:
+            text = text[:html_cap]
+            notes.append(f"the page was cut at {html_cap} characters before conversion")
+        text = to_markdown(text)
+    header = f"URL: {page.url}\nStatus: {page.status}\nContent-Type: {page.content_type or 'unknown'}\n"
     if len(text) > MAX_OUTPUT_CHARS:
         text = text[:MAX_OUTPUT_CHARS]
         notes.append(f"the text was cut at {MAX_OUTPUT_CHARS} characters")
@@ -270,6 +278,8 @@ class WebFetch:
             raise ToolError(str(exc)) from None
         if not is_text(page.content_type):
             raise ToolError(f"{page.url} is {page.content_type} ({len(page.body)} bytes read): not text")
-        text = await run_blocking(lambda _stop: render(page), what="web_fetch", pool=Pool.SEARCH)
+        text = await run_blocking(
+            lambda _stop: render(page), what="web_fetch", deadline=CONVERT_DEADLINE_S, pool=Pool.SEARCH
+        )
         raw = {"url": page.url, "status": page.status, "contentType": page.content_type}
         return ToolResult(text, is_error=page.status >= 400, raw_output=raw)

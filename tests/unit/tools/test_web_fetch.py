@@ -13,7 +13,7 @@ import pytest
 
 from agentd.tools.base import ToolContext
 from agentd.tools.errors import ToolError
-from agentd.tools.web.fetch import MAX_OUTPUT_CHARS, MAX_REDIRECTS, FetchLimits, WebFetch
+from agentd.tools.web.fetch import MAX_OUTPUT_CHARS, MAX_REDIRECTS, FetchLimits, Page, WebFetch, render
 from agentd.tools.web.policy import build_fetch_policy
 from tests.support.web_site import BIG_BYTES, WebSite
 
@@ -178,3 +178,12 @@ async def test_a_missing_url_is_a_readable_error(args: dict[str, object]) -> Non
 async def test_a_malformed_url_is_a_readable_refusal(url: str, said: str) -> None:
     with pytest.raises(ToolError, match=said):
         await WebFetch(build_fetch_policy([], [], [])).run({"url": url}, CTX)
+
+
+def test_a_huge_html_page_is_cut_before_conversion_and_says_so() -> None:
+    html = "<html><body>" + "<p>word</p>" * 1000 + "</body></html>"
+    page = Page("https://example.com/", 200, "text/html", html.encode(), truncated=False)
+    text = render(page, html_cap=551)  # 49 paragraphs whole (12 + 49 × 11 characters)
+    assert "Note: the page was cut at 551 characters before conversion\n" in text
+    assert text.count("word") == 49
+    assert "Note:" not in render(page)  # under the real cap: whole
