@@ -29,7 +29,7 @@ from agentd.infra import (
     redact_tokens_in_server_logs,
     run_trimmer,
 )
-from agentd.providers import close_providers, make_lanes, make_provider
+from agentd.providers import catalogue_for, close_providers, make_lanes, make_provider
 from agentd.session import ActorServices, EventWriter, SessionManager, session_leases, start_takeover
 from agentd.store import Store
 from agentd.tools import SandboxError, ShellLauncher
@@ -116,6 +116,7 @@ def create_app(
             metrics=metrics,
             store=store,
             shell=shell,
+            models=catalogue_for(prov, settings.models_ttl_s, settings.models_allow),
         )
         if _reads_files(settings):  # a mistake in a configured file stops the server now
             try:
@@ -180,6 +181,8 @@ def create_app(
                 await stop_routing()
             await writer.stop()
             await leases.stop()
+            if services.models is not None:
+                await services.models.aclose()
             await close_providers([prov, *(lane.provider for lane in services.fallbacks)])
             await store.close()
             if traced:

@@ -126,6 +126,12 @@ def check_sandbox(settings: Settings) -> None:
         parse_allowed(settings.sandbox_egress_allow)
     except ValueError as exc:
         raise StartupError(f"AGENTD_SANDBOX_EGRESS_ALLOW: {exc}") from None
+    from agentd.tools import build_fetch_policy
+
+    try:
+        build_fetch_policy(settings.web_fetch_allow, settings.web_fetch_deny, ())
+    except ValueError as exc:
+        raise StartupError(f"AGENTD_WEB_FETCH_ALLOW / AGENTD_WEB_FETCH_DENY: {exc}") from None
 
 
 def check_provider(settings: Settings) -> None:

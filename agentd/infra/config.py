@@ -262,6 +262,18 @@ class Settings(BaseSettings):
     # Destinations (ADDRESS:PORT) the egress proxy lets sandboxed commands reach although
     # they are loopback or private (a mirror on the LAN); never agentd's own port.
     sandbox_egress_allow: list[str] = Field(default_factory=list)
+    # The `web_fetch` tool (agentd/tools/web/; never with AGENTD_SANDBOX_NETWORK=off):
+    # public addresses only; allow entries ADDRESS:PORT (one non-public destination) or host
+    # patterns (then only those hosts); deny entries host patterns or address ranges.
+    web_fetch: bool = True
+    web_fetch_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    web_fetch_deny: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    web_fetch_timeout_s: float = Field(default=30.0, gt=0)
+    web_fetch_max_mb: float = Field(default=5.0, gt=0)
+    # The model picker lists what the provider serves (its models endpoint), cached this
+    # long (0: not asked; only the configured models); patterns limiting what it offers.
+    models_ttl_s: float = Field(default=600.0, ge=0)
+    models_allow: Annotated[list[str], NoDecode] = Field(default_factory=list)
     sandbox_cpu_s: int = Field(default=3600, ge=0)  # CPU seconds per process
     sandbox_memory_mb: int = Field(default=8192, ge=0)  # data segment per process
     sandbox_file_mb: int = Field(default=4096, ge=0)  # largest file a command may write
@@ -359,7 +371,7 @@ class Settings(BaseSettings):
         # postgres:// and postgresql:// (what hosting panels hand out) run on asyncpg.
         return async_database_url(value) if isinstance(value, str) else value
 
-    @field_validator("mcp_unsandboxed", mode="before")
+    @field_validator("mcp_unsandboxed", "web_fetch_allow", "web_fetch_deny", "models_allow", mode="before")
     @classmethod
     def _names(cls, value: Any) -> Any:
         if isinstance(value, str):  # `a,b` (as the environment spells it) or a JSON list

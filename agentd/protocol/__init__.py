@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from agentd.protocol.agentd import HooksRegisterParams as HooksRegisterParams
     from agentd.protocol.agentd import ImportParams as ImportParams
     from agentd.protocol.agentd import InterjectParams as InterjectParams
+    from agentd.protocol.agentd import ModelsListParams as ModelsListParams
     from agentd.protocol.agentd import OptIn as OptIn
     from agentd.protocol.agentd import PermissionRespondParams as PermissionRespondParams
     from agentd.protocol.agentd import QueueOpParams as QueueOpParams
@@ -95,6 +96,7 @@ _WHERE = {
     "InterjectParams": "agentd.protocol.agentd",
     "ListSessionsParams": "agentd.protocol.acp",
     "LoadSessionParams": "agentd.protocol.acp",
+    "ModelsListParams": "agentd.protocol.agentd",
     "NewSessionParams": "agentd.protocol.acp",
     "notification": "agentd.protocol.jsonrpc",
     "Notification": "agentd.protocol.methods",
@@ -167,6 +169,7 @@ __all__ = [
     "InterjectParams",
     "ListSessionsParams",
     "LoadSessionParams",
+    "ModelsListParams",
     "NewSessionParams",
     "Notification",
     "OptIn",

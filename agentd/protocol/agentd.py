@@ -13,6 +13,7 @@ from agentd.protocol.methods import QueueOp, Served
 INTERJECT = Served.INTERJECT
 COMPACT = Served.COMPACT
 USAGE_GET = Served.USAGE_GET
+MODELS_LIST = Served.MODELS_LIST
 GOAL_SET = Served.GOAL_SET
 GOAL_GET = Served.GOAL_GET
 GOAL_CLEAR = Served.GOAL_CLEAR
@@ -92,6 +93,12 @@ class PermissionRespondParams(Wire):
 
 class SessionParams(Wire):
     session_id: str
+
+
+class ModelsListParams(Wire):
+    """`_agentd/models/list`: `refresh` asks the provider now instead of using its cached list."""
+
+    refresh: bool = False
 
 
 class RewindParams(Wire):

@@ -41,6 +41,7 @@ class Served(StrEnum):
     SEND_NOW = "_agentd/prompt/send_now"
     INTERJECT = "_agentd/interject"
     USAGE_GET = "_agentd/usage/get"
+    MODELS_LIST = "_agentd/models/list"
     GOAL_SET = "_agentd/goal/set"
     GOAL_GET = "_agentd/goal/get"
     GOAL_CLEAR = "_agentd/goal/clear"
@@ -128,6 +129,7 @@ EXTENSIONS: tuple[str, ...] = tuple(
         Served.COMPACT,
         Served.REWIND,
         Served.USAGE_GET,
+        Served.MODELS_LIST,
         Served.GOAL_SET,
         Served.GOAL_GET,
         Served.GOAL_CLEAR,

@@ -8,15 +8,21 @@ if TYPE_CHECKING:
     from agentd.providers.factory import close_providers as close_providers
     from agentd.providers.factory import make_lanes as make_lanes
     from agentd.providers.factory import make_provider as make_provider
+    from agentd.providers.http.catalogue import ModelCatalogue as ModelCatalogue
+    from agentd.providers.http.catalogue import ModelInfo as ModelInfo
+    from agentd.providers.http.catalogue import catalogue_for as catalogue_for
     from agentd.providers.scripted import ScriptedProvider as ScriptedProvider
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
-    "ScriptedProvider": "agentd.providers.scripted",
+    "catalogue_for": "agentd.providers.http.catalogue",
     "close_providers": "agentd.providers.factory",
     "make_lanes": "agentd.providers.factory",
     "make_provider": "agentd.providers.factory",
+    "ModelCatalogue": "agentd.providers.http.catalogue",
+    "ModelInfo": "agentd.providers.http.catalogue",
+    "ScriptedProvider": "agentd.providers.scripted",
 }
 
 
@@ -36,7 +42,10 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ModelCatalogue",
+    "ModelInfo",
     "ScriptedProvider",
+    "catalogue_for",
     "close_providers",
     "make_lanes",
     "make_provider",

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from agentd.session.config_options import MODES as MODES
     from agentd.session.config_options import PLAN_OFF as PLAN_OFF
     from agentd.session.config_options import PLAN_ON as PLAN_ON
+    from agentd.session.config_options import model_choices as model_choices
     from agentd.session.config_options import session_config_options as session_config_options
     from agentd.session.errors import ResyncReason as ResyncReason
     from agentd.session.errors import SessionError as SessionError
@@ -89,6 +90,7 @@ _WHERE = {
     "Interject": "agentd.session.commands",
     "InterjectResult": "agentd.session.commands",
     "LivePublisher": "agentd.session.replicas.live",
+    "model_choices": "agentd.session.config_options",
     "MODES": "agentd.session.config_options",
     "OwnerGone": "agentd.session.replicas.routing",
     "parse": "agentd.session.portable",
@@ -194,6 +196,7 @@ __all__ = [
     "check_cursor",
     "export_session",
     "import_session",
+    "model_choices",
     "parse",
     "requesting",
     "session_changes",

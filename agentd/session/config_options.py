@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agentd.core import PermissionMode
 
 if TYPE_CHECKING:
+    from agentd.providers import ModelInfo
     from agentd.session.services import ActorServices
 
 MODES: list[dict[str, str]] = [
@@ -34,7 +35,8 @@ def model_choices(
     default: str, lanes: Iterable[str], agent_models: Iterable[str | None], current: str
 ) -> list[str]:
     """The models a session may switch to: the server's model, the provider chain's, the
-    agent definitions' — and the current one (e.g. set with `/model`), without repeats."""
+    agent definitions' and the provider's list (`agent_models`) — and the current one (e.g.
+    set with `/model`), without repeats."""
     seen: dict[str, None] = {}
     for m in (default, *lanes, *(m for m in agent_models if m), current):
         seen.setdefault(m, None)
@@ -42,9 +44,16 @@ def model_choices(
 
 
 def config_options(
-    *, mode: str, model: str, agent: str, agents: Mapping[str, str], models: list[str], plan: bool = False
+    *,
+    mode: str,
+    model: str,
+    agent: str,
+    agents: Mapping[str, str],
+    models: list[str],
+    plan: bool = False,
+    catalogue: Mapping[str, ModelInfo] | None = None,
 ) -> list[dict[str, Any]]:
-    """`agents`: name → description."""
+    """`agents`: name → description; `catalogue`: what the provider says of its models."""
     return [
         {
             "id": "mode",
@@ -69,7 +78,7 @@ def config_options(
             "category": "model",
             "type": "select",
             "currentValue": model,
-            "options": [{"value": m, "name": m} for m in models],
+            "options": [_model_option(m, (catalogue or {}).get(m)) for m in models],
         },
         {
             "id": "agent",
@@ -81,15 +90,32 @@ def config_options(
     ]
 
 
+def _model_option(model: str, info: ModelInfo | None) -> dict[str, Any]:
+    option: dict[str, Any] = {"value": model, "name": (info.name if info else None) or model}
+    if info is not None and info.context_window:
+        option["description"] = f"{_tokens(info.context_window)} context"
+        option["_meta"] = {"agentd": {"contextWindow": info.context_window}}
+    return option
+
+
+def _tokens(n: int) -> str:
+    """128000 → "128k", 1048576 → "1M" (as model cards write them)."""
+    return f"{round(n / 1_000_000, 1):g}M" if n >= 1_000_000 else f"{round(n / 1000)}k"
+
+
 def session_config_options(
     services: ActorServices, mode: str, model: str, agent: str, *, plan: bool = False
 ) -> list[dict[str, Any]]:
     """A session's options: its state, with the choices the server's configuration offers."""
+    served = services.models.models() if services.models is not None else []
     models = model_choices(
         services.settings.model,
         (lane.model for lane in services.fallbacks),
-        (a.model for a in services.agents.values()),
+        [*(a.model for a in services.agents.values()), *(m.id for m in served)],
         model,
     )
     agents = {name: a.description for name, a in services.agents.items()}
-    return config_options(mode=mode, model=model, agent=agent, agents=agents, models=models, plan=plan)
+    catalogue = {m.id: m for m in served}
+    return config_options(
+        mode=mode, model=model, agent=agent, agents=agents, models=models, plan=plan, catalogue=catalogue
+    )

@@ -6,7 +6,7 @@ They are advertised to clients (`available_commands`; the transport renders them
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.core import PermissionMode
 from agentd.loop import CompactionReason, GoalState, TurnContext, TurnState, prompt_text, run_compaction
@@ -39,6 +39,7 @@ class LocalCommandsHost(RewindHost, Protocol):
     def set_plan(self, on: bool) -> None: ...
     def set_model(self, model: str) -> None: ...
     def set_goal(self, goal: GoalState | None) -> None: ...
+    def config_options(self) -> list[dict[str, Any]]: ...
 
 
 def describe_plan(mode_id: PermissionMode) -> str:
@@ -79,9 +80,15 @@ async def run_local_command(actor: LocalCommandsHost, ctx: TurnContext, name: st
                 raise ValueError(f"Unknown argument {arg!r}; /plan on, off or status.")
             return describe_plan(actor.mode())
         case "model":
+            offered = next(o for o in actor.config_options() if o["id"] == "model")["options"]
+            names = [o["value"] for o in offered]
+            if arg and actor.services.settings.models_allow and arg not in names:
+                # The operator limited the models: `/model` is no way around the picker.
+                raise ValueError(f"Model {arg!r} is not offered; one of {', '.join(names)}.")
             if arg:
                 actor.set_model(arg)
-            return f"Model: {actor.model}"
+                return f"Model: {actor.model}"
+            return f"Model: {actor.model}\nOffered: {', '.join(names)}"
         case "goal":
             if arg in ("", "status"):
                 return describe_goal(actor.goal)

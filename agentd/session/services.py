@@ -21,6 +21,7 @@ from agentd.store import Store
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
     from agentd.loop import BudgetLimits, LoopLimits, Price
+    from agentd.providers import ModelCatalogue
     from agentd.session.command_syntax import Skill
     from agentd.session.replicas import LivePublisher
     from agentd.session.turn_kit import TurnKit
@@ -41,6 +42,8 @@ class ActorServices:
     shell: ShellLauncher | None = None  # how commands start (sandbox): stdio MCP servers too
     # Several replicas: transient events also go to the broker (agentd/session/replicas/live.py).
     live: LivePublisher | None = None
+    # What the provider serves, for the model picker (agentd/providers/http/catalogue.py).
+    models: ModelCatalogue | None = None
 
     @functools.cached_property
     def kit(self) -> TurnKit:
@@ -65,6 +68,14 @@ class ActorServices:
     @property
     def skills(self) -> dict[str, Skill]:
         return self.kit.skills
+
+    def context_window_for(self, model: str) -> int:
+        """The operator's per-model setting, else what the provider says, else the default:
+        a session switched to another model compacts at that model's window."""
+        if model in self.settings.context_windows:
+            return self.settings.context_windows[model]
+        known = self.models.context_window(model) if self.models is not None else None
+        return known or self.settings.context_window
 
     def budget_limits(self) -> BudgetLimits:
         return self.limits.budget

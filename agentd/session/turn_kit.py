@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentd.agents import DEFAULT_AGENT, AgentDefinition, default_definitions
-from agentd.infra import Settings
+from agentd.infra import SandboxNetwork, Settings
 from agentd.loop import TASK_TOOL, BudgetLimits, GoalLimits, LoopLimits
 from agentd.session.command_syntax import Skill, load_skills
 from agentd.tools import HooksConfig, ShellLauncher, Tool, builtin_tools, load_hooks
@@ -41,11 +41,23 @@ def loop_limits(settings: Settings) -> LoopLimits:
     return base.with_overrides(settings.limits)
 
 
+def web_tools(settings: Settings) -> dict[str, Tool]:
+    """`web_fetch`, unless it is turned off — or the sandbox's network is: an operator who
+    cut commands off the network did not mean the model to reach it another way."""
+    if not settings.web_fetch or settings.sandbox_network is SandboxNetwork.OFF:
+        return {}
+    from agentd.tools import FetchLimits, WebFetch, build_fetch_policy
+
+    policy = build_fetch_policy(settings.web_fetch_allow, settings.web_fetch_deny, (settings.port,))
+    limits = FetchLimits(int(settings.web_fetch_max_mb * 1024 * 1024), settings.web_fetch_timeout_s)
+    return {WebFetch.name: WebFetch(policy, limits)}
+
+
 def build_kit(
     settings: Settings, shell: ShellLauncher | None, tools: dict[str, Tool] | None = None
 ) -> TurnKit:
     """`tools` replace the built-in set (embedding, tests); `shell`: how `bash` starts commands."""
-    tools_in_use = tools or builtin_tools(shell)
+    tools_in_use = tools or {**builtin_tools(shell), **web_tools(settings)}
     return TurnKit(
         tools=tools_in_use,
         hooks=load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig(),

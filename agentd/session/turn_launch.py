@@ -210,7 +210,7 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         max_turns=agent.max_turns if agent.max_turns is not None else settings.max_turns,
         path_locks=actor.path_locks,
         pre_tool_hooks=pre_tool,
-        context_window=settings.context_window_for(actor.model),
+        context_window=services.context_window_for(actor.model),
         fallbacks=list(services.fallbacks),
         prices=services.prices(),
         retry=actor.retry,

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from agentd.tools.shell.sandbox import SandboxError as SandboxError
     from agentd.tools.shell.sandbox import resolve_sandbox as resolve_sandbox
     from agentd.tools.todo import TodoList as TodoList
+    from agentd.tools.web.fetch import FetchLimits as FetchLimits
+    from agentd.tools.web.fetch import WebFetch as WebFetch
+    from agentd.tools.web.policy import build_fetch_policy as build_fetch_policy
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
@@ -55,12 +58,14 @@ _WHERE = {
     "Access": "agentd.tools.base",
     "AgentTasks": "agentd.tools.agent_tasks",
     "BackgroundTasks": "agentd.tools.shell.background",
+    "build_fetch_policy": "agentd.tools.web.policy",
     "BUILTIN_TOOLS": "agentd.tools.registry",
     "builtin_tools": "agentd.tools.registry",
     "check_mcp_specs": "agentd.tools.mcp.policy",
     "ClientBridge": "agentd.tools.client_bridge",
     "decide": "agentd.tools.permissions",
     "Decision": "agentd.tools.permissions",
+    "FetchLimits": "agentd.tools.web.fetch",
     "HookDecision": "agentd.tools.hooks",
     "HooksConfig": "agentd.tools.hooks",
     "HookVerdict": "agentd.tools.hooks",
@@ -95,6 +100,7 @@ _WHERE = {
     "ToolKind": "agentd.tools.base",
     "ToolResult": "agentd.tools.base",
     "Walk": "agentd.tools.search.walk",
+    "WebFetch": "agentd.tools.web.fetch",
 }
 
 
@@ -122,6 +128,7 @@ __all__ = [
     "BackgroundTasks",
     "ClientBridge",
     "Decision",
+    "FetchLimits",
     "HookDecision",
     "HookVerdict",
     "HooksConfig",
@@ -141,6 +148,8 @@ __all__ = [
     "ToolKind",
     "ToolResult",
     "Walk",
+    "WebFetch",
+    "build_fetch_policy",
     "builtin_tools",
     "check_mcp_specs",
     "decide",

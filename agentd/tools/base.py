@@ -59,6 +59,9 @@ class Access(StrEnum):
     READ = "read"  # never asks
     WRITE = "write"  # file edits: asks in `default`, allowed in `accept_edits`, refused in `plan`
     EXECUTE = "execute"  # commands: asks in `default` and `accept_edits`, refused in `plan`
+    # Reaching the network from agentd itself (`web_fetch`): asks like a command does (what
+    # the model sends out may carry the workspace's secrets), refused in `plan`.
+    NETWORK = "network"
 
 
 @dataclass

@@ -29,26 +29,26 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "acp_endpoint": "agentd.transport.websocket",
     "ACP_RENDERER": "agentd.transport.render",
     "AppState": "agentd.transport.state",
+    "auth_unavailable": "agentd.transport.http",
     "Bridge": "agentd.transport.bridge",
+    "bridge_stdio": "agentd.transport.stdio",
+    "check_url": "agentd.transport.bridge",
+    "close_all": "agentd.transport.streamable_http",
     "Dispatcher": "agentd.transport.rpc",
+    "docs_router": "agentd.transport.docs",
+    "http_router": "agentd.transport.http",
     "LiveTokens": "agentd.transport.revocation",
     "METHODS": "agentd.transport.handlers",
     "OriginGuard": "agentd.transport.origin",
     "RateLimiter": "agentd.transport.guards",
-    "UNSUPPORTED": "agentd.transport.handlers",
-    "acp_endpoint": "agentd.transport.websocket",
-    "auth_unavailable": "agentd.transport.http",
-    "bridge_stdio": "agentd.transport.stdio",
-    "check_url": "agentd.transport.bridge",
-    "close_all": "agentd.transport.streamable_http",
-    "docs_router": "agentd.transport.docs",
-    "http_router": "agentd.transport.http",
-    "sse_router": "agentd.transport.sse",
-    "streamable_router": "agentd.transport.streamable_http",
     "serve_stdio": "agentd.transport.stdio",
+    "sse_router": "agentd.transport.sse",
     "start_routing": "agentd.transport.routed",
+    "streamable_router": "agentd.transport.streamable_http",
+    "UNSUPPORTED": "agentd.transport.handlers",
 }
 
 

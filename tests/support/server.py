@@ -52,6 +52,9 @@ async def running_server(
     # must resume it) waits half the shutdown grace for it to reach its gate: 0.5 s here,
     # not 5 s. Tests of the shutdown itself set their own.
     settings_kw.setdefault("shutdown_grace_s", TEST_SHUTDOWN_GRACE_S)
+    # The provider's model list is asked for only by the tests about it: the others count
+    # their fake provider's connections and requests.
+    settings_kw.setdefault("models_ttl_s", 0)
     settings = Settings(
         home=home,
         database_url=database_url,

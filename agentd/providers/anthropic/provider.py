@@ -29,7 +29,7 @@ from agentd.providers.anthropic.errors import classify_http_error
 from agentd.providers.anthropic.request import AnthropicOptions, build_body
 from agentd.providers.anthropic.stream import Assembler
 from agentd.providers.anthropic.wire import AnthropicWire
-from agentd.providers.http import HttpProvider, parse_json
+from agentd.providers.http import HttpProvider, ListFormat, parse_json
 
 __all__ = ["API_VERSION", "AnthropicProvider", "classify_http_error"]
 
@@ -42,6 +42,8 @@ class AnthropicProvider(HttpProvider):
     name = "anthropic"
     supports_native_schema = False
     path = "/v1/messages"
+    models_path = "/v1/models"
+    models_format = ListFormat.ANTHROPIC
     classify = classify_http_error
 
     def __init__(

@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agentd.providers.http.catalogue import ListFormat as ListFormat
+    from agentd.providers.http.catalogue import ModelCatalogue as ModelCatalogue
+    from agentd.providers.http.catalogue import ModelInfo as ModelInfo
+    from agentd.providers.http.catalogue import ModelsEndpoint as ModelsEndpoint
+    from agentd.providers.http.catalogue import catalogue_for as catalogue_for
     from agentd.providers.http.common import parse_retry_after as parse_retry_after
     from agentd.providers.http.provider import HttpProvider as HttpProvider
     from agentd.providers.http.sse import SSEReader as SSEReader
@@ -13,10 +18,15 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "catalogue_for": "agentd.providers.http.catalogue",
     "HttpProvider": "agentd.providers.http.provider",
-    "SSEReader": "agentd.providers.http.sse",
+    "ListFormat": "agentd.providers.http.catalogue",
+    "ModelCatalogue": "agentd.providers.http.catalogue",
+    "ModelInfo": "agentd.providers.http.catalogue",
+    "ModelsEndpoint": "agentd.providers.http.catalogue",
     "parse_json": "agentd.providers.http.sse",
     "parse_retry_after": "agentd.providers.http.common",
+    "SSEReader": "agentd.providers.http.sse",
 }
 
 
@@ -37,7 +47,12 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "HttpProvider",
+    "ListFormat",
+    "ModelCatalogue",
+    "ModelInfo",
+    "ModelsEndpoint",
     "SSEReader",
+    "catalogue_for",
     "parse_json",
     "parse_retry_after",
 ]

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from agentd.core import HarnessError
 from agentd.infra import HttpTransport
 from agentd.providers.http import pool as http_pool
+from agentd.providers.http.catalogue import ListFormat, ModelsEndpoint
 from agentd.providers.http.common import default_ssl_context, guard, open_stream
 from agentd.providers.http.sse import SSEReader, parse_json
 
@@ -30,6 +31,8 @@ class HttpProvider:
     `classify` (an error status → `HarnessError`), and build the body."""
 
     path: ClassVar[str]
+    models_path: ClassVar[str] = "/models"  # OpenAI's, under a base URL that ends in /v1
+    models_format: ClassVar[ListFormat] = ListFormat.OPENAI
     classify: ClassVar[Callable[[int, Any, Any], HarnessError]]
 
     def __init__(
@@ -63,6 +66,10 @@ class HttpProvider:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
         if self._owns_client:
             await self._client.aclose()
+
+    def models_endpoint(self) -> ModelsEndpoint:
+        """Where this provider's models are listed (agentd/providers/http/catalogue.py)."""
+        return ModelsEndpoint(f"{self.base_url}{self.models_path}", self._headers(), self.models_format)
 
     def _headers(self) -> dict[str, str]:
         """An SSE answer, the key as a bearer token (OpenAI's way; Anthropic has its own)."""

@@ -21,14 +21,14 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "answer_all": "agentd.session.queue.sync",
     "DeskHost": "agentd.session.queue.host",
+    "new_id": "agentd.session.queue.prompt_queue",
     "PromptQueue": "agentd.session.queue.prompt_queue",
-    "QueueKind": "agentd.session.queue.ops",
     "QueuedBytes": "agentd.session.queue.sync",
     "QueuedPrompt": "agentd.session.queue.prompt_queue",
+    "QueueKind": "agentd.session.queue.ops",
     "REQUEST_DIGEST": "agentd.session.queue.prompt_queue",
-    "answer_all": "agentd.session.queue.sync",
-    "new_id": "agentd.session.queue.prompt_queue",
     "request_digest_of": "agentd.session.queue.prompt_queue",
     "request_id_of": "agentd.session.queue.prompt_queue",
     "resolve": "agentd.session.queue.prompt_queue",

@@ -38,6 +38,7 @@ from agentd.transport.handlers.common import (
     session_for,
 )
 from agentd.transport.handlers.ended import end_closed, end_deleted
+from agentd.transport.handlers.models import catalogue_fresh
 from agentd.transport.handlers.remote import here_or_owner, load_remote
 from agentd.transport.handlers.session_info import live_listing, search_query
 from agentd.transport.handlers.share import listing_meta
@@ -96,6 +97,7 @@ async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, A
         await attach_with_replay(ctx, actor, replay=False)
     if mcp is not None:
         await _attach_mcp(actor, mcp)
+    await catalogue_fresh(ctx)  # the model picker offers what the provider serves
     return {"sessionId": actor.id, "modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
@@ -147,6 +149,7 @@ async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str,
     if mcp is not None:
         await _attach_mcp(actor, mcp)
     await attach_with_replay(ctx, actor, replay=True, access=access)
+    await catalogue_fresh(ctx)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
@@ -158,6 +161,7 @@ async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[st
     actor, access = found
     await check_loaded_cwd(ctx, actor, params.cwd)
     await attach_with_replay(ctx, actor, replay=False, access=access)
+    await catalogue_fresh(ctx)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 

@@ -17,6 +17,7 @@ from agentd.protocol import (
     InterjectParams,
     ListSessionsParams,
     LoadSessionParams,
+    ModelsListParams,
     NewSessionParams,
     PermissionRespondParams,
     PromptParams,
@@ -57,6 +58,7 @@ from agentd.transport.handlers.lifecycle import (
     session_new,
     session_resume,
 )
+from agentd.transport.handlers.models import models_list
 from agentd.transport.handlers.portable import (
     session_changes_method,
     session_export,
@@ -101,6 +103,7 @@ METHODS: dict[str, Method] = {
     Served.HOOKS_REGISTER: Method(HooksRegisterParams, hooks_register, needs_connection=True),
     Served.SESSION_SET_CONFIG_OPTION: Method(SetConfigOptionParams, session_set_config_option),
     Served.USAGE_GET: Method(SessionParams, usage_get),
+    Served.MODELS_LIST: Method(ModelsListParams, models_list),
     Served.COMPACT: Method(SessionParams, session_compact),
     Served.REWIND: Method(RewindParams, session_rewind),
     Served.EXPORT: Method(ExportParams, session_export),

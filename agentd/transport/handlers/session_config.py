@@ -4,14 +4,18 @@ agent). `plan` is the plan gate, apart from the permission mode: `on` / `off`.""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd.core import PermissionMode
 from agentd.protocol import RpcError, SetConfigOptionParams, SetModeParams
 from agentd.session import PLAN_OFF, PLAN_ON, SetAgent, SetMode, SetModel, SetPlan
 from agentd.transport.handlers.common import config_options, known_agent, session_for
+from agentd.transport.handlers.models import catalogue_fresh
 from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext
+
+if TYPE_CHECKING:
+    from agentd.session import SessionActor
 
 
 async def session_set_config_option(ctx: CallContext, params: SetConfigOptionParams) -> dict[str, Any]:
@@ -29,8 +33,10 @@ async def session_set_config_option(ctx: CallContext, params: SetConfigOptionPar
         actor.send(SetPlan(params.value == PLAN_ON, reply_plan))
         await reply_plan
     elif params.config_id == "model":
-        choices = next(o for o in actor.config_options() if o["id"] == "model")["options"]
-        known = [c["value"] for c in choices]
+        known = _model_values(actor)
+        if params.value not in known and ctx.state.services.models is not None:
+            await catalogue_fresh(ctx)  # a model listed since the list was last asked for
+            known = _model_values(actor)
         if params.value not in known:
             msg = f"unknown model {params.value!r} (one of {', '.join(known)})"
             data = [{"path": "value", "message": msg}]
@@ -51,6 +57,11 @@ async def session_set_config_option(ctx: CallContext, params: SetConfigOptionPar
     # Stored (else a retryable error), and every client saw config_option_update, first.
     await ctx.state.writer.require_committed(actor.id, since)
     return {"configOptions": config_options(ctx, actor)}
+
+
+def _model_values(actor: SessionActor) -> list[str]:
+    choices = next(o for o in actor.config_options() if o["id"] == "model")["options"]
+    return [c["value"] for c in choices]
 
 
 async def session_set_mode(ctx: CallContext, params: SetModeParams) -> dict[str, Any]:

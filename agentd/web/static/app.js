@@ -7,6 +7,7 @@ import * as T from "./transcript.js";
 // ---- issue 17 items 4-5: queue, reconnect, sign-in (queue.js, connection.js, signin.js)
 import { CONNECTION_LOST, Connection } from "./connection.js";
 import { QueueView } from "./queue.js";
+import { ModelPicker } from "./models.js";
 import { REVOKED, checkToken, forgetToken, signIn, takeToken } from "./signin.js";
 
 const params = new URLSearchParams(location.search);
@@ -28,6 +29,7 @@ function sentence(message) {
 }
 const notify = (method, p) => conn.notify(method, p);
 const queue = new QueueView({rpc: (m, p) => conn.rpc(m, p), session: () => current, interjected});
+const models = new ModelPicker({rpc: (m, p) => rpc(m, p), session: () => current});
 
 // A queued prompt of ours moved into the running turn: the server does not echo our own
 // text back, so it shows here (another client's comes as a user message).
@@ -46,6 +48,7 @@ async function onReady(reconnected) {
   $("signout").hidden = !conn.token;
   if (reconnected && current) { T.reconnected(); await attach(current, lastSeq); refreshSessions().catch(() => {}); return; }
   await refreshSessions();
+  models.load().catch(() => {});
   const wanted = params.get("session");
   if (wanted && !current) openSession(wanted);
 }
@@ -140,6 +143,7 @@ function onUpdate(u, meta) {
   // A replayed title is history (a fork's is its source's): the snapshot's is the current one.
   else if (kind === "session_info_update" && u.title && !(meta.seq <= snapshotSeq)) $("session-title").textContent = u.title;
   else if (kind === "current_mode_update") $("session-title").dataset.mode = u.currentModeId;
+  else if (kind === "config_option_update") models.fromConfigOptions(u.configOptions);
 }
 
 function onEvent(kind, ev, seq) {
@@ -167,6 +171,7 @@ function onSnapshot(s) {
   setStatus(s.status);
   $("session-title").textContent = s.title || s.sessionId;
   T.onGoal(s.goal);
+  models.setCurrent(s.model);
   // The snapshot has the whole queue; replayed queue_update deltas up to it are history.
   snapshotSeq = s.lastSeq || 0;
   queue.replace(s.queue);
@@ -199,7 +204,7 @@ function changesSoon() { clearTimeout(changesTimer); changesTimer = setTimeout((
 initChanges({rpc: (m, p) => conn.rpc(m, p), current: () => current, open: (sid) => openSession(sid)});
 
 function clearView() {
-  T.reset(); queue.reset(); resetChanges(); snapshotSeq = 0; lastSeq = 0;
+  T.reset(); queue.reset(); resetChanges(); models.reset(); snapshotSeq = 0; lastSeq = 0;
   $("permissions").replaceChildren(el("div", "muted", "none"));
 }
 
@@ -231,6 +236,7 @@ async function createSession() {
     closedElsewhere = false;
     clearView();
     $("session-title").textContent = res.sessionId; setStatus("idle");
+    models.fromConfigOptions(res.configOptions);
     await refreshSessions().catch(() => {});
     status.dataset.state = "done";
     status.textContent = "New session in " + (S.cwdOf(res.sessionId) || cwd || "your default workspace");

@@ -30,6 +30,12 @@ export function previewOf(call) {
     if (meta.background || raw.run_in_background) cmd.append(el("div", "cwd", "runs in the background"));
     frag.append(cmd);
   }
+  if (call.kind === "fetch" && typeof raw.url === "string") {
+    const box = el("div", "detail fetch");
+    box.append(el("span", "detail-label", "fetches"), el("code", "url", raw.url));
+    box.append(el("div", "cwd", "a GET from the web, public addresses only; the page comes back as text"));
+    frag.append(box);
+  }
   if (meta.mcpServer) {
     frag.append(block("args", `MCP ${meta.mcpServer} → ${meta.mcpTool}`, JSON.stringify(meta.arguments ?? raw, null, 2), "js"));
   } else if (call.kind === "other" && command === undefined && Object.keys(raw).length) {

@@ -376,7 +376,45 @@ class FakeAnthropic(ScriptedServer[ScriptedResponse]):
     ) -> None:
         self.strict = strict
         super().__init__(responses, default=default)
-        self.app = Starlette(routes=[Route("/v1/messages", self._handle, methods=["POST"])])
+        # `GET /v1/models`, paged as the real API pages it (`limit`, `after_id`, `has_more`,
+        # `last_id`), at most `models_page_size` a page; `models_status` answers an error.
+        self.models: list[dict[str, Any]] = []
+        self.models_status = 200
+        self.models_page_size = 1000
+        self.models_requests: list[RecordedRequest] = []
+        self.app = Starlette(
+            routes=[
+                Route("/v1/messages", self._handle, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+
+    async def _models(self, request: Request) -> Response:
+        self.models_requests.append(
+            RecordedRequest(request.url.path, dict(request.headers.items()), dict(request.query_params))
+        )
+        if not request.headers.get("x-api-key"):
+            return _error(401, "authentication_error", "x-api-key header is required")
+        if not request.headers.get("anthropic-version"):
+            return _error(400, "invalid_request_error", "anthropic-version: header is required")
+        if self.models_status != 200:
+            return _error(self.models_status, "api_error", "FakeAnthropic: models unavailable")
+        ids = [m["id"] for m in self.models]
+        after = request.query_params.get("after_id")
+        start = ids.index(after) + 1 if after in ids else 0
+        size = min(int(request.query_params.get("limit", "20")), self.models_page_size)
+        page = [
+            {"type": "model", "created_at": "2025-05-14T00:00:00Z", "display_name": m["id"], **m}
+            for m in self.models[start : start + size]
+        ]
+        return JSONResponse(
+            {
+                "data": page,
+                "has_more": start + size < len(ids),
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+            }
+        )
 
     @property
     def base_url(self) -> str:

@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests.support.fakes.threaded import ScriptedServer
+from tests.support.fakes.threaded import RecordedRequest, ScriptedServer
 from tests.support.openai_types import chat_body_error
 
 # -- scripted responses ------------------------------------------------------------------
@@ -365,7 +365,26 @@ class FakeOpenAI(ScriptedServer[ScriptedResponse]):
     ) -> None:
         self.validate = validate
         super().__init__(responses, default=default)
-        self.app = Starlette(routes=[Route("/v1/chat/completions", self._handle, methods=["POST"])])
+        # `GET /v1/models`: these model objects (`id` and any extra fields, e.g. vLLM's
+        # `max_model_len`), or an error with `models_status`. Its requests are recorded apart
+        # (`models_requests`), so the scripted-completion bookkeeping is not disturbed.
+        self.models: list[dict[str, Any]] = []
+        self.models_status = 200
+        self.models_requests: list[RecordedRequest] = []
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._handle, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+
+    async def _models(self, request: Request) -> Response:
+        self.models_requests.append(RecordedRequest(request.url.path, dict(request.headers.items()), None))
+        if self.models_status != 200:
+            error = {"message": "FakeOpenAI: models unavailable", "type": "server_error"}
+            return JSONResponse({"error": error}, status_code=self.models_status)
+        data = [{"object": "model", "created": 1700000000, "owned_by": "fake", **m} for m in self.models]
+        return JSONResponse({"object": "list", "data": data})
 
     @property
     def base_url(self) -> str:

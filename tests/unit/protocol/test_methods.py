@@ -48,6 +48,7 @@ WIRE = [
     (Served.SEND_NOW, "_agentd/prompt/send_now"),
     (Served.INTERJECT, "_agentd/interject"),
     (Served.USAGE_GET, "_agentd/usage/get"),
+    (Served.MODELS_LIST, "_agentd/models/list"),
     (Served.GOAL_SET, "_agentd/goal/set"),
     (Served.GOAL_GET, "_agentd/goal/get"),
     (Served.GOAL_CLEAR, "_agentd/goal/clear"),

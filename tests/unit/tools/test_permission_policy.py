@@ -13,7 +13,7 @@ from agentd.tools.base import Access
 from agentd.tools.permissions import Decision, Remembered, decide, plan_mode_refuses
 
 ALLOW, ASK, DENY = Decision.ALLOW, Decision.ASK, Decision.DENY
-R, W, X = Access.READ, Access.WRITE, Access.EXECUTE
+R, W, X, N = Access.READ, Access.WRITE, Access.EXECUTE, Access.NETWORK
 ALWAYS, NEVER = Remembered.ALLOW_ALWAYS, Remembered.REJECT_ALWAYS
 
 # mode → access → {remembered: decision}; None is "nothing remembered".
@@ -22,21 +22,25 @@ MATRIX: dict[PermissionMode, dict[Access, dict[Remembered | None, Decision]]] = 
         R: {None: ALLOW, ALWAYS: ALLOW, NEVER: ALLOW},  # reads never ask, whatever was said
         W: {None: ASK, ALWAYS: ALLOW, NEVER: DENY},
         X: {None: ASK, ALWAYS: ALLOW, NEVER: DENY},
+        N: {None: ASK, ALWAYS: ALLOW, NEVER: DENY},  # web_fetch: asks like a command
     },
     PermissionMode.ACCEPT_EDITS: {
         R: {None: ALLOW, ALWAYS: ALLOW, NEVER: ALLOW},
         W: {None: ALLOW, ALWAYS: ALLOW, NEVER: DENY},  # a remembered rejection still wins
         X: {None: ASK, ALWAYS: ALLOW, NEVER: DENY},
+        N: {None: ASK, ALWAYS: ALLOW, NEVER: DENY},  # not an edit
     },
     PermissionMode.BYPASS: {
         R: {None: ALLOW, ALWAYS: ALLOW, NEVER: ALLOW},
         W: {None: ALLOW, ALWAYS: ALLOW, NEVER: ALLOW},  # bypass approves everything
         X: {None: ALLOW, ALWAYS: ALLOW, NEVER: ALLOW},
+        N: {None: ALLOW, ALWAYS: ALLOW, NEVER: ALLOW},
     },
     PermissionMode.PLAN: {
         R: {None: ALLOW, ALWAYS: ALLOW, NEVER: ALLOW},
         W: {None: DENY, ALWAYS: DENY, NEVER: DENY},  # read-only: no "always allow" opens it
         X: {None: DENY, ALWAYS: DENY, NEVER: DENY},
+        N: {None: DENY, ALWAYS: DENY, NEVER: DENY},
     },
 }
 

@@ -1,0 +1,43 @@
+"""The public names of `agentd.tools.web`: the `web_fetch` tool and where it may go."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.tools.web.fetch import FetchLimits as FetchLimits
+    from agentd.tools.web.fetch import WebFetch as WebFetch
+    from agentd.tools.web.policy import WebFetchPolicy as WebFetchPolicy
+    from agentd.tools.web.policy import build_fetch_policy as build_fetch_policy
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "build_fetch_policy": "agentd.tools.web.policy",
+    "FetchLimits": "agentd.tools.web.fetch",
+    "WebFetch": "agentd.tools.web.fetch",
+    "WebFetchPolicy": "agentd.tools.web.policy",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "FetchLimits",
+    "WebFetch",
+    "WebFetchPolicy",
+    "build_fetch_policy",
+]
