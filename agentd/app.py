@@ -24,7 +24,7 @@ from agentd.infra.config import AuthMode, Settings
 from agentd.infra.logs import redact_tokens_in_server_logs
 from agentd.infra.metrics import Metrics
 from agentd.infra.rss_trim import limit_arenas, run_trimmer
-from agentd.providers.factory import close_providers, make_lanes, make_provider
+from agentd.providers.factory import close_providers, lazy_provider, make_lanes
 from agentd.session.eventlog import EventWriter
 from agentd.session.leases import session_leases
 from agentd.session.manager import SessionManager
@@ -101,7 +101,7 @@ def create_app(
             raise RuntimeError(str(exc)) from None
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
-        prov = provider or make_provider(settings)
+        prov = provider or lazy_provider(settings)
         services = ActorServices(
             settings=settings,
             writer=writer,
