@@ -243,13 +243,15 @@ class Settings(BaseSettings):
     # clients of replicas that do not own it — goes through Redis pub/sub when this is set
     # (redis://host:port/db), else through Postgres NOTIFY (issue 26). No data lives there.
     redis_url: str = ""
-    # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
-    # gets a retryable -32019 (overloaded); Postgres statements time out after
-    # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
+    # Database pool: a request waits for a connection until its deadline (`request_deadline_s`
+    # after it arrived: a burst queues), then gets a retryable -32019 (overloaded); work that
+    # is no request (a session's turn) waits at most `db_pool_timeout_s`. Postgres statements
+    # time out after `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
     db_pool_size: int = 5
     db_pool_overflow: int = 10
     db_pool_timeout_s: float = 5.0
     db_statement_timeout_s: float = 30.0
+    request_deadline_s: float = Field(default=30.0, gt=0)
 
     # A hold on a queued prompt (a user editing it) runs out after this (R-S3).
     queue_hold_s: float = 600.0
