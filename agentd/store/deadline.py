@@ -52,6 +52,9 @@ class DeadlinePool(AsyncAdaptedQueuePool):
     """SQLAlchemy's asyncio queue pool whose checkout timeout is `pool_wait()`: SQLAlchemy
     runs the checkout in a greenlet of the calling task, with that task's context."""
 
+    # Its log lines stay SQLAlchemy's (`sqlalchemy.pool…`, quiet unless asked), not agentd's.
+    _sqla_logger_namespace = "sqlalchemy.pool.impl.AsyncAdaptedQueuePool"
+
     @property
     def _timeout(self) -> float:
         return pool_wait(self._base_timeout)

@@ -6,6 +6,7 @@ the request started) gives up after the pool's timeout — the retryable "overlo
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -91,3 +92,9 @@ async def test_a_recreated_pool_keeps_the_pools_own_timeout(engine: AsyncEngine)
     with until(time.monotonic() + 100):
         fresh = engine.sync_engine.pool.recreate()
     assert isinstance(fresh, DeadlinePool) and fresh._timeout == POOL_TIMEOUT_S
+
+
+def test_the_pool_logs_as_sqlalchemys_own(engine: AsyncEngine) -> None:
+    """Not under the `agentd` logger, whose INFO lines a user sees (a refused start-up is one line)."""
+    logger = engine.sync_engine.pool.logger
+    assert isinstance(logger, logging.Logger) and logger.name.startswith("sqlalchemy.pool.")
