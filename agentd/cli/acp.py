@@ -42,7 +42,7 @@ def acp(
     server that survives reconnects. One JSON-RPC message per line."""
     import asyncio
 
-    from agentd.infra.logs import configure_logging
+    from agentd.infra import configure_logging
     from agentd.preflight import (
         DatabaseHeld,
         StartupError,
@@ -54,8 +54,7 @@ def acp(
 
     use_config(config)
     if connect is not None:
-        from agentd.transport.bridge import check_url
-        from agentd.transport.stdio import bridge_stdio
+        from agentd.transport import bridge_stdio, check_url
 
         if listen is not None:
             raise typer.BadParameter("--listen serves a local agentd; it cannot go with --connect")
@@ -65,9 +64,9 @@ def acp(
         raise typer.Exit(asyncio.run(bridge_stdio(connect, token)))
 
     from agentd.app import create_app
-    from agentd.infra.auth import insecure_bind
+    from agentd.infra import insecure_bind
     from agentd.serve import running_app
-    from agentd.transport.stdio import serve_stdio
+    from agentd.transport import serve_stdio
 
     address = _host_port(listen) if listen else None
     settings = load_settings()
@@ -86,7 +85,7 @@ def acp(
     except DatabaseHeld as held:
         if held.url is None or address is not None:
             fail(StartupError(f"{held}; it serves no address to relay to: use `agentd serve` and --connect"))
-        from agentd.transport.stdio import bridge_stdio
+        from agentd.transport import bridge_stdio
 
         typer.echo(f"agentd: the database is held by a running agentd; relaying to {held.url}", err=True)
         raise typer.Exit(asyncio.run(bridge_stdio(held.url, token))) from None

@@ -36,7 +36,7 @@ def chat(
     import asyncio
 
     from agentd.chat import run_chat
-    from agentd.transport.bridge import check_url
+    from agentd.transport import check_url
 
     use_config(config)
     if url is None:
@@ -67,7 +67,7 @@ def demo(
     """Run a scripted session end to end, in-process, over a real WebSocket: no key, no network."""
     import asyncio
 
-    from agentd.demo.run import run_demo
+    from agentd.demo import run_demo
 
     raise typer.Exit(asyncio.run(run_demo(workspace, prompt)))
 

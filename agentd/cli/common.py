@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from agentd.core.modes import PermissionMode
-from agentd.infra.setting_choices import (
+from agentd.core import PermissionMode
+from agentd.infra import (
     CONFIG_ENV,
     DEFAULT_HOST,
     DEFAULT_MODEL,
@@ -26,7 +26,7 @@ from agentd.infra.setting_choices import (
 )
 
 if TYPE_CHECKING:
-    from agentd.infra.config import Settings
+    from agentd.infra import Settings
 
 app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).",
@@ -136,8 +136,7 @@ def load_settings(**overrides: Any) -> Settings:
     setting is named with the closest setting (a warning; refused with --strict)."""
     from pydantic import ValidationError
 
-    from agentd.infra.config import Settings
-    from agentd.infra.settings_check import explain, explain_unparsable, unknown_variables
+    from agentd.infra import Settings, explain, explain_unparsable, unknown_variables
 
     given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     secret = [n for n, f in Settings.model_fields.items() if "Secret" in str(f.annotation)]

@@ -22,8 +22,8 @@ from agentd.cli.common import (
     run,
     use_config,
 )
-from agentd.core.modes import PermissionMode
-from agentd.infra.setting_choices import AuthMode, LogLevel, ProviderName
+from agentd.core import PermissionMode
+from agentd.infra import AuthMode, LogLevel, ProviderName
 
 
 @app.command()
@@ -70,9 +70,7 @@ def serve(
     config: ConfigOption = None,
 ) -> None:
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
-    from agentd.infra.auth import insecure_bind
-    from agentd.infra.config import redact_url
-    from agentd.infra.logs import configure_logging
+    from agentd.infra import configure_logging, insecure_bind, redact_url
     from agentd.preflight import (
         StartupError,
         check_database,

@@ -49,7 +49,7 @@ def token_create(
     config: ConfigOption = None,
 ) -> None:
     """Create a token and print it — the only time it is shown."""
-    from agentd.infra.auth import create_token, parse_duration, team_names
+    from agentd.infra import create_token, parse_duration, team_names
 
     use_config(config)
     if not principal.strip():

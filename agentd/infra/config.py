@@ -14,8 +14,8 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 # Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
-from agentd.core.modes import PermissionMode as PermissionMode
-from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
+from agentd.core import PermissionMode as PermissionMode
+from agentd.core import SqliteSynchronous as SqliteSynchronous
 from agentd.infra.setting_choices import CONFIG_ENV as CONFIG_ENV
 from agentd.infra.setting_choices import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
 from agentd.infra.setting_choices import AuthMode as AuthMode
@@ -30,7 +30,7 @@ from agentd.infra.setting_choices import TokenField as TokenField
 from agentd.infra.settings_check import async_database_url, unknown_keys
 
 if TYPE_CHECKING:
-    from agentd.store.engine import PoolLimits
+    from agentd.store import PoolLimits
 
 
 def redact_url(url: str) -> str:
@@ -194,7 +194,7 @@ class Settings(BaseSettings):
     fallbacks: list[FallbackLane] = Field(default_factory=list)
     # Prices per model for the usage ledger's cost (R-R4), as JSON in AGENTD_PRICES.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    # The OS sandbox of `bash` (agentd/tools/sandbox.py) and its limits per command (0: none).
+    # The OS sandbox of `bash` (agentd/tools/shell/sandbox.py) and its limits per command (0: none).
     sandbox: SandboxSetting = SandboxSetting.AUTO
     sandbox_network: SandboxNetwork = SandboxNetwork.ON
     # Destinations (ADDRESS:PORT) the egress proxy lets sandboxed commands reach although
@@ -332,7 +332,7 @@ class Settings(BaseSettings):
         return self.context_windows.get(model, self.context_window)
 
     def pool_limits(self) -> PoolLimits:
-        from agentd.store.engine import PoolLimits  # the store imports nothing of the settings
+        from agentd.store import PoolLimits
 
         return PoolLimits(
             self.db_pool_size, self.db_pool_overflow, self.db_pool_timeout_s, self.db_statement_timeout_s

@@ -73,5 +73,5 @@ class SandboxNetwork(StrEnum):
     """Sandboxed commands always get a network namespace of their own (the host's loopback,
     agentd's API among it, is out of reach); this says whether they have a way out."""
 
-    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/egress.py)
+    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/shell/egress.py)
     OFF = "off"  # no network at all

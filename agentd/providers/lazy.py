@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from agentd.core.provider import Provider, ProviderRequest, StreamEvent
+from agentd.core import Provider, ProviderRequest, StreamEvent
 
 
 class LazyProvider:

@@ -6,9 +6,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.protocol import outgoing
-from agentd.protocol.methods import ClientRequest
-from agentd.tools.hooks import HookDecision, HookVerdict
+from agentd.protocol import ClientRequest, outgoing
+from agentd.tools import HookDecision, HookVerdict
 from agentd.transport.state import Peer
 
 STOP_HOOK_METHOD = ClientRequest.HOOKS_STOP

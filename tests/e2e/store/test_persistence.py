@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from agentd.core.conversation import Message, ToolCall
 from agentd.infra.config import PermissionMode, Settings
 from agentd.loop.repair import INTERRUPTED_RESULT
-from agentd.session.eventlog import EventWriter
+from agentd.session.eventlog.writer import EventWriter
 from agentd.session.manager import SessionManager
 from agentd.session.services import ActorServices
 from agentd.session.turn_kit import TurnKit

@@ -14,11 +14,11 @@ import pytest
 
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import ProviderName, Settings
-from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.anthropic.provider import AnthropicProvider
 from agentd.providers.factory import LAZY_KINDS, lazy_provider
 from agentd.providers.lazy import LazyProvider
-from agentd.providers.openai import OpenAIProvider
-from agentd.providers.openai_responses import OpenAIResponsesProvider
+from agentd.providers.openai.chat import OpenAIProvider
+from agentd.providers.openai.responses import OpenAIResponsesProvider
 from tests.support.paths import REPO_ROOT
 
 CLASSES = {
@@ -76,9 +76,9 @@ HEAVY = (
     "httpx",
     "httpcore",
     "h11",
-    "agentd.providers.openai",
-    "agentd.providers.anthropic",
-    "agentd.providers.http_lean",
+    "agentd.providers.openai.chat",
+    "agentd.providers.anthropic.provider",
+    "agentd.providers.http.lean",
 )
 IDLE = """
 import asyncio, json, sys
@@ -101,7 +101,8 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize(
-    ("kind", "module"), [("openai", "agentd.providers.openai"), ("anthropic", "agentd.providers.anthropic")]
+    ("kind", "module"),
+    [("openai", "agentd.providers.openai.chat"), ("anthropic", "agentd.providers.anthropic.provider")],
 )
 def test_an_idle_server_with_a_real_provider_has_not_imported_it(
     kind: str, module: str, tmp_path: Path
