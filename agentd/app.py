@@ -29,7 +29,7 @@ from agentd.infra import (
     redact_tokens_in_server_logs,
     run_trimmer,
 )
-from agentd.providers import catalogue_for, close_providers, make_lanes, make_provider
+from agentd.providers import catalogue_for, close_providers, lazy_provider, make_lanes
 from agentd.session import ActorServices, EventWriter, SessionManager, session_leases, start_takeover
 from agentd.store import Store
 from agentd.tools import SandboxError, ShellLauncher
@@ -105,7 +105,7 @@ def create_app(
             raise RuntimeError(str(exc)) from None
         metrics = Metrics()
         writer = EventWriter(store, flush_interval=settings.flush_interval_ms / 1000, metrics=metrics)
-        prov = provider or make_provider(settings)
+        prov = provider or lazy_provider(settings)
         services = ActorServices(
             settings=settings,
             writer=writer,
@@ -137,7 +137,9 @@ def create_app(
         metrics.track_sessions(manager.live)
         metrics.track_leases(leases.health)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
-        trimmer = asyncio.create_task(run_trimmer(settings.memory_trim_s), name="memory-trim")
+        trimmer = asyncio.create_task(
+            run_trimmer(settings.memory_trim_s, lambda: manager.unloaded), name="memory-trim"
+        )
         live_tokens = LiveTokens()
         revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")
         # Sessions a dead replica left mid-turn or with queued prompts (R-C1, R-E6).

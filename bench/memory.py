@@ -83,11 +83,13 @@ async def serve(home: Path, db_url: str) -> AsyncIterator[Running]:
         PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
     )  # fmt: skip
     cmd = [sys.executable, "-c", "from agentd.cli import main; main()", "serve", "--log-level", "warning"]
-    proc = subprocess.Popen(  # noqa: ASYNC220 - once per phase, before anything is measured
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
-    )
+    log = home / "serve.log"  # a file: an unread pipe would fill and stall the server
+    with log.open("ab") as err:
+        proc = subprocess.Popen(  # noqa: ASYNC220 - once per phase, before anything is measured
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT
+        )
     try:
-        await asyncio.to_thread(_wait_healthy, proc, port)
+        await asyncio.to_thread(_wait_healthy, proc, port, log)
         yield Running(f"http://127.0.0.1:{port}", proc.pid)
     finally:
         proc.terminate()

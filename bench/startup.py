@@ -1,18 +1,30 @@
-"""Start-up cost of `agentd serve` (prints figures; no asserts).
+"""Start-up cost of `agentd serve`, `agentd acp` and `agentd --help`, each side by side with
+its floor (prints figures and ratios; no asserts).
 
-    .venv/bin/python bench/startup.py [--runs 5] [--top 15] [--smoke]
+    .venv/bin/python bench/startup.py [--runs 6] [--top 15] [--smoke]
 
-- start → /healthz: wall time from spawning `agentd serve` (scripted provider, SQLite)
-  until `/healthz` answers 200; the first run creates the database (migrations run), the
-  others start on the existing one (the schema is current);
-- idle RSS: the server's resident memory once healthy and idle;
-- import time: the heaviest modules of `import agentd.cli, agentd.app, agentd.serve`
-  under `python -X importtime` (cumulative µs), and whether `mcp` / `alembic` load at all.
+Every round runs each contender once, in turn (interleaved: a load change on this shared
+host hits all of them alike); the ratios are of medians (issue 32, item 2):
+
+- start → /healthz: `agentd serve` (scripted provider, SQLite) vs a minimal uvicorn app that
+  imports fastapi, sqlalchemy and pydantic-settings and answers `/healthz` (the floor of a
+  server built on these libraries); the first agentd run creates the database (migrations
+  run) and is reported apart, the others start on the existing one;
+- idle RSS once healthy: the minimal app, agentd with the scripted provider, and agentd
+  configured for a real provider (OpenAI-compatible, Anthropic; a key and a local base URL
+  that is never called: idle means no model call yet) (item 3);
+- `agentd acp` → an answered `initialize` on stdio vs a bare
+  `python -c "import fastapi, sqlalchemy, pydantic"`;
+- `agentd --help` vs `python -c "import typer"` (the help is Typer's);
+- import time: the heaviest modules of `import agentd.cli, agentd.app, agentd.serve` and of
+  `agentd --help` under `python -X importtime` (cumulative µs), and whether `mcp` /
+  `alembic` load at all.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -26,6 +38,31 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAZY = ("mcp", "alembic")  # modules a request may never need
+# The floor of a server on agentd's libraries: what importing them and serving one route costs.
+MINIMAL_APP = """
+import sys
+import fastapi, sqlalchemy, pydantic_settings, uvicorn
+
+app = fastapi.FastAPI()
+
+
+@app.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+BARE_IMPORT = "import fastapi, sqlalchemy, pydantic"
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+# Idle with a real provider configured: a key and a base URL no request reaches while idle.
+PROVIDERS: dict[str, dict[str, str]] = {
+    "scripted": {"AGENTD_PROVIDER": "scripted"},
+    "openai": {"AGENTD_PROVIDER": "openai", "AGENTD_OPENAI_API_KEY": "sk-bench",
+               "AGENTD_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
+    "anthropic": {"AGENTD_PROVIDER": "anthropic", "AGENTD_ANTHROPIC_API_KEY": "sk-ant-bench",
+                  "AGENTD_ANTHROPIC_BASE_URL": "http://127.0.0.1:9"},
+}  # fmt: skip
 
 
 def free_port() -> int:
@@ -41,32 +78,43 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def env_for(home: Path, port: int) -> dict[str, str]:
+def env_for(home: Path, port: int, provider: str = "scripted") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(
         HOME=str(home),
         AGENTD_HOME=str(home / "agentd"),
         AGENTD_PORT=str(port),
-        AGENTD_PROVIDER="scripted",
         PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        **PROVIDERS[provider],
     )
     return env
 
 
-def one_start(home: Path, settle_s: float) -> tuple[float, float]:
-    """(seconds from spawn to /healthz 200, idle RSS in MiB)."""
+def agentd_serve(port: int) -> list[str]:
+    return [sys.executable, "-c", "from agentd.cli import main; main()", "serve", "--log-level", "warning"]
+
+
+def minimal_app(port: int) -> list[str]:
+    return [sys.executable, "-c", MINIMAL_APP, str(port)]
+
+
+def one_start(
+    home: Path, settle_s: float, provider: str = "scripted", *, minimal: bool = False
+) -> tuple[float, float]:
+    """(seconds from spawn to /healthz 200, idle RSS in MiB) of `agentd serve`, or of the
+    minimal app."""
     port = free_port()
-    cmd = [sys.executable, "-c", "from agentd.cli import main; main()", "serve", "--log-level", "warning"]
+    cmd = minimal_app(port) if minimal else agentd_serve(port)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, env=env_for(home, port), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
+        cmd, env=env_for(home, port, provider), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
     )
     try:
         url = f"http://127.0.0.1:{port}/healthz"
         while True:
             if proc.poll() is not None:
                 err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                raise SystemExit(f"agentd serve exited with {proc.returncode}:\n{err[-2000:]}")
+                raise SystemExit(f"{cmd[-1]} exited with {proc.returncode}:\n{err[-2000:]}")
             try:
                 with urllib.request.urlopen(url, timeout=5) as resp:
                     if resp.status == 200:
@@ -88,9 +136,46 @@ def one_start(home: Path, settle_s: float) -> tuple[float, float]:
             proc.wait()
 
 
-def import_times(top: int) -> None:
+def one_acp(home: Path) -> float:
+    """Seconds from spawning `agentd acp` to its answer to `initialize` on stdout."""
+    env = env_for(home, free_port())
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentd.cli", "acp"], env=env, cwd=ROOT,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(INITIALIZE.encode() + b"\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()  # the answer, or b"" when it died (then: no figure)
+        elapsed = time.perf_counter() - started
+        if not line or json.loads(line).get("id") != 1:
+            raise SystemExit(f"agentd acp did not answer initialize: {line[:300]!r}")
+        return elapsed
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def one_run(cmd: list[str], home: Path) -> float:
+    """Seconds a command takes from spawn to exit (its output discarded)."""
+    started = time.perf_counter()
+    subprocess.run(
+        cmd, env=env_for(home, free_port()), cwd=ROOT, capture_output=True, check=True, timeout=120
+    )
+    return time.perf_counter() - started
+
+
+def import_times(
+    top: int, code: str = "import agentd.cli, agentd.app, agentd.serve", root: str = "agentd.app"
+) -> None:
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import agentd.cli, agentd.app, agentd.serve"],
+        [sys.executable, "-X", "importtime", "-c", code],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True,
     )  # fmt: skip
     rows: list[tuple[int, int, str]] = []
@@ -100,8 +185,10 @@ def import_times(top: int) -> None:
         self_us, cum_us, name = line.removeprefix("import time:").split("|")
         rows.append((int(cum_us), int(self_us), name.rstrip()))
     loaded = {name.strip() for _, _, name in rows}
-    total = max((cum for cum, _, name in rows if name.strip() == "agentd.app"), default=0)
-    print(f"import agentd.app (cumulative, -X importtime): {total / 1000:.0f} ms")
+    # The top-level imports (one space after the bar; each level below indents two more).
+    total = sum(cum for cum, _, name in rows if not name.startswith("  "))
+    at_root = max((cum for cum, _, name in rows if name.strip() == root), default=0)
+    print(f"{code!r} (-X importtime): {total / 1000:.0f} ms in all, {root} {at_root / 1000:.0f} ms")
     print(f"top {top} imports by cumulative time (µs, self µs, module):")
     for cum, self_us, name in sorted(rows, reverse=True)[:top]:
         print(f"  {cum:>9} {self_us:>8}  {name}")
@@ -109,11 +196,23 @@ def import_times(top: int) -> None:
         print(f"imports {mod}: {'yes' if mod in loaded else 'no'}")
 
 
+def median_ms(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000
+
+
+def ratio_line(what: str, ours: list[float], floor: list[float], target: float) -> None:
+    r = statistics.median(ours) / statistics.median(floor)
+    print(f"{what}: agentd {median_ms(ours):.0f} ms vs floor {median_ms(floor):.0f} ms = {r:.2f}x "
+          f"(target <= {target}x)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=6, help="starts (the first on a fresh database)")
+    parser.add_argument(
+        "--runs", type=int, default=6, help="rounds (the first agentd start on a fresh database)"
+    )
     parser.add_argument("--top", type=int, default=15, help="import-time entries to print")
     parser.add_argument("--settle", type=float, default=1.0, help="idle seconds before reading RSS")
     parser.add_argument("--smoke", action="store_true", help="a tiny quick run (CI)")
@@ -121,21 +220,46 @@ def main() -> None:
     if args.smoke:
         args.runs, args.top, args.settle = 2, 5, 0.2
     home = Path(tempfile.mkdtemp(prefix="agentd-startup-"))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, {args.runs} starts")
-    times: list[float] = []
-    rss: list[float] = []
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}, "
+        f"{args.runs} rounds"
+    )
+    first, _ = one_start(home, 0.0)  # creates the database: migrations run
+    print(f"start -> /healthz (fresh database, migrations run): {first * 1000:.0f} ms")
+    serve: list[float] = []
+    floor: list[float] = []
+    rss: dict[str, list[float]] = {"minimal app": [], **{p: [] for p in PROVIDERS}}
+    acp: list[float] = []
+    bare: list[float] = []
+    helps: list[float] = []
+    typer_only: list[float] = []
     for i in range(args.runs):
-        t, r = one_start(home, args.settle)
-        times.append(t)
-        rss.append(r)
-        print(f"  start {i + 1}: {t * 1000:.0f} ms to /healthz, idle RSS {r:.1f} MiB"
-              + ("  (fresh database)" if i == 0 else ""))  # fmt: skip
-    warm = times[1:] or times
-    print(f"start -> /healthz (fresh database): {times[0] * 1000:.0f} ms")
-    print(f"start -> /healthz (existing database): median {statistics.median(warm) * 1000:.0f} ms, "
-          f"min {min(warm) * 1000:.0f} ms, max {max(warm) * 1000:.0f} ms")  # fmt: skip
-    print(f"idle RSS: median {statistics.median(rss):.1f} MiB, max {max(rss):.1f} MiB")
+        t, r = one_start(home, args.settle, minimal=True)
+        floor.append(t)
+        rss["minimal app"].append(r)
+        for provider in PROVIDERS:
+            t, r = one_start(home, args.settle, provider)
+            rss[provider].append(r)
+            if provider == "scripted":
+                serve.append(t)
+        acp.append(one_acp(home))
+        bare.append(one_run([sys.executable, "-c", BARE_IMPORT], home))
+        helps.append(one_run([sys.executable, "-m", "agentd.cli", "--help"], home))
+        typer_only.append(one_run([sys.executable, "-c", "import typer"], home))
+        print(f"  round {i + 1}: serve {serve[-1] * 1000:.0f} / minimal app {floor[-1] * 1000:.0f} ms; "
+              f"acp initialize {acp[-1] * 1000:.0f} / bare import {bare[-1] * 1000:.0f} ms; "
+              f"--help {helps[-1] * 1000:.0f} / import typer {typer_only[-1] * 1000:.0f} ms")  # fmt: skip
+    ratio_line("start -> /healthz (existing database)", serve, floor, 1.2)
+    ratio_line("agentd acp -> initialize answered, vs import fastapi, sqlalchemy, pydantic", acp, bare, 1.3)
+    ratio_line("agentd --help, vs import typer", helps, typer_only, 1.0)
+    base = statistics.median(rss["minimal app"])
+    for name, values in rss.items():
+        vs = "" if name == "minimal app" else f" = {statistics.median(values) / base:.2f}x the minimal app"
+        print(f"idle RSS {name}: median {statistics.median(values):.1f} MiB, max {max(values):.1f} MiB{vs}"
+              + ("" if not vs else " (target <= 1.1x)"))  # fmt: skip
     import_times(args.top)
+    import_times(args.top, "import sys; sys.argv = ['agentd', '--help']\nfrom agentd.cli import main\n"
+                 "try: main()\nexcept SystemExit: pass", "agentd.cli")  # fmt: skip
 
 
 if __name__ == "__main__":

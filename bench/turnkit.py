@@ -218,11 +218,15 @@ async def _served(kind: str, model_url: str, prelude: str, home: Path) -> AsyncI
         )  # fmt: skip
         code = prelude + "\nfrom agentd.cli import main; main()"
         cmd = [sys.executable, "-c", code, "serve", "--log-level", "warning"]
-        proc = subprocess.Popen(  # noqa: ASYNC220 - once per run, before anything is measured
-            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
-        )
+        # Its log goes to a file: a pipe nobody reads while the bench runs would fill with a
+        # burst's warnings and stall the server on its next log line.
+        log = home / "serve.log"
+        with log.open("wb") as err:
+            proc = subprocess.Popen(  # noqa: ASYNC220 - once per run, before anything is measured
+                cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT
+            )
         try:
-            await asyncio.to_thread(_wait_healthy, proc, port)
+            await asyncio.to_thread(_wait_healthy, proc, port, log)
             yield Server(f"http://127.0.0.1:{port}", proc.pid, workspace, db_url)
         finally:
             proc.terminate()
@@ -231,13 +235,23 @@ async def _served(kind: str, model_url: str, prelude: str, home: Path) -> AsyncI
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            _report_log(kind, log)
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], port: int) -> None:
+def _report_log(kind: str, log: Path) -> None:
+    """The server's warnings and errors, counted, and the last few (the figures' context)."""
+    lines = [x for x in log.read_text(errors="replace").splitlines() if " WARNING " in x or " ERROR " in x]
+    if lines:
+        print(f"  {kind} server log: {len(lines)} warnings/errors; the last:", flush=True)
+        for line in lines[-5:]:
+            print(f"    {line[:300]}", flush=True)
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
     started = time.perf_counter()
     while True:
         if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            err = log.read_text(errors="replace")
             raise SystemExit(f"agentd serve exited with {proc.returncode}:\n{err[-2000:]}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:

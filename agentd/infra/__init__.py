@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.infra.auth import CHALLENGE as CHALLENGE
-    from agentd.infra.auth import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL
     from agentd.infra.auth import Authenticator as Authenticator
     from agentd.infra.auth import AuthError as AuthError
     from agentd.infra.auth import AuthUnavailable as AuthUnavailable
@@ -18,16 +17,7 @@ if TYPE_CHECKING:
     from agentd.infra.auth import insecure_bind as insecure_bind
     from agentd.infra.auth import parse_duration as parse_duration
     from agentd.infra.auth import team_names as team_names
-    from agentd.infra.config import CONFIG_ENV as CONFIG_ENV
-    from agentd.infra.config import AuthMode as AuthMode
-    from agentd.infra.config import HttpTransport as HttpTransport
-    from agentd.infra.config import LogLevel as LogLevel
-    from agentd.infra.config import ProviderName as ProviderName
-    from agentd.infra.config import ReasoningEffort as ReasoningEffort
-    from agentd.infra.config import SandboxNetwork as SandboxNetwork
-    from agentd.infra.config import SandboxSetting as SandboxSetting
     from agentd.infra.config import Settings as Settings
-    from agentd.infra.config import TokenField as TokenField
     from agentd.infra.config import redact_url as redact_url
     from agentd.infra.logs import configure_logging as configure_logging
     from agentd.infra.logs import redact_tokens_in_server_logs as redact_tokens_in_server_logs
@@ -38,6 +28,20 @@ if TYPE_CHECKING:
     from agentd.infra.overload import retry_later as retry_later
     from agentd.infra.rss_trim import limit_arenas as limit_arenas
     from agentd.infra.rss_trim import run_trimmer as run_trimmer
+    from agentd.infra.setting_choices import CONFIG_ENV as CONFIG_ENV
+    from agentd.infra.setting_choices import DEFAULT_HOST as DEFAULT_HOST
+    from agentd.infra.setting_choices import DEFAULT_MODEL as DEFAULT_MODEL
+    from agentd.infra.setting_choices import DEFAULT_PORT as DEFAULT_PORT
+    from agentd.infra.setting_choices import LOCAL_PRINCIPAL as LOCAL_PRINCIPAL
+    from agentd.infra.setting_choices import AuthMode as AuthMode
+    from agentd.infra.setting_choices import HttpTransport as HttpTransport
+    from agentd.infra.setting_choices import LogFormat as LogFormat
+    from agentd.infra.setting_choices import LogLevel as LogLevel
+    from agentd.infra.setting_choices import ProviderName as ProviderName
+    from agentd.infra.setting_choices import ReasoningEffort as ReasoningEffort
+    from agentd.infra.setting_choices import SandboxNetwork as SandboxNetwork
+    from agentd.infra.setting_choices import SandboxSetting as SandboxSetting
+    from agentd.infra.setting_choices import TokenField as TokenField
     from agentd.infra.settings_check import explain as explain
     from agentd.infra.settings_check import explain_unparsable as explain_unparsable
     from agentd.infra.settings_check import unknown_variables as unknown_variables
@@ -47,37 +51,41 @@ if TYPE_CHECKING:
 _WHERE = {
     "Authenticator": "agentd.infra.auth",
     "AuthError": "agentd.infra.auth",
-    "AuthMode": "agentd.infra.config",
+    "AuthMode": "agentd.infra.setting_choices",
     "AuthUnavailable": "agentd.infra.auth",
     "CHALLENGE": "agentd.infra.auth",
     "chosen_subprotocol": "agentd.infra.auth",
-    "CONFIG_ENV": "agentd.infra.config",
+    "CONFIG_ENV": "agentd.infra.setting_choices",
     "configure_logging": "agentd.infra.logs",
     "create_token": "agentd.infra.auth",
+    "DEFAULT_HOST": "agentd.infra.setting_choices",
+    "DEFAULT_MODEL": "agentd.infra.setting_choices",
+    "DEFAULT_PORT": "agentd.infra.setting_choices",
     "explain": "agentd.infra.settings_check",
     "explain_unparsable": "agentd.infra.settings_check",
-    "HttpTransport": "agentd.infra.config",
+    "HttpTransport": "agentd.infra.setting_choices",
     "Identity": "agentd.infra.auth",
     "insecure_bind": "agentd.infra.auth",
     "limit_arenas": "agentd.infra.rss_trim",
     "LimitKind": "agentd.infra.overload",
-    "LOCAL_PRINCIPAL": "agentd.infra.auth",
-    "LogLevel": "agentd.infra.config",
+    "LOCAL_PRINCIPAL": "agentd.infra.setting_choices",
+    "LogFormat": "agentd.infra.setting_choices",
+    "LogLevel": "agentd.infra.setting_choices",
     "Metrics": "agentd.infra.metrics",
     "overload_error": "agentd.infra.overload",
     "parse_duration": "agentd.infra.auth",
-    "ProviderName": "agentd.infra.config",
-    "ReasoningEffort": "agentd.infra.config",
+    "ProviderName": "agentd.infra.setting_choices",
+    "ReasoningEffort": "agentd.infra.setting_choices",
     "redact_tokens_in_server_logs": "agentd.infra.logs",
     "redact_url": "agentd.infra.config",
     "retry_later": "agentd.infra.overload",
     "RetryReason": "agentd.infra.overload",
     "run_trimmer": "agentd.infra.rss_trim",
-    "SandboxNetwork": "agentd.infra.config",
-    "SandboxSetting": "agentd.infra.config",
+    "SandboxNetwork": "agentd.infra.setting_choices",
+    "SandboxSetting": "agentd.infra.setting_choices",
     "Settings": "agentd.infra.config",
     "team_names": "agentd.infra.auth",
-    "TokenField": "agentd.infra.config",
+    "TokenField": "agentd.infra.setting_choices",
     "unknown_variables": "agentd.infra.settings_check",
 }
 
@@ -100,6 +108,9 @@ def __dir__() -> list[str]:
 __all__ = [
     "CHALLENGE",
     "CONFIG_ENV",
+    "DEFAULT_HOST",
+    "DEFAULT_MODEL",
+    "DEFAULT_PORT",
     "LOCAL_PRINCIPAL",
     "AuthError",
     "AuthMode",
@@ -108,6 +119,7 @@ __all__ = [
     "HttpTransport",
     "Identity",
     "LimitKind",
+    "LogFormat",
     "LogLevel",
     "Metrics",
     "ProviderName",

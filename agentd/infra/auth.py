@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 
 from agentd.infra.config import AuthMode
 from agentd.infra.overload import overload_error
+from agentd.infra.setting_choices import LOCAL_PRINCIPAL
 from agentd.store import Store, TokenRecord
 
-LOCAL_PRINCIPAL = "local"
 TOKEN_PREFIX = "agentd_"
 SUBPROTOCOL_PREFIX = "agentd.bearer."
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # headers of every 401

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -17,6 +16,17 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 # Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
 from agentd.core import PermissionMode as PermissionMode
 from agentd.core import SqliteSynchronous as SqliteSynchronous
+from agentd.infra.setting_choices import CONFIG_ENV as CONFIG_ENV
+from agentd.infra.setting_choices import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
+from agentd.infra.setting_choices import AuthMode as AuthMode
+from agentd.infra.setting_choices import HttpTransport as HttpTransport
+from agentd.infra.setting_choices import LogFormat as LogFormat
+from agentd.infra.setting_choices import LogLevel as LogLevel
+from agentd.infra.setting_choices import ProviderName as ProviderName
+from agentd.infra.setting_choices import ReasoningEffort as ReasoningEffort
+from agentd.infra.setting_choices import SandboxNetwork as SandboxNetwork
+from agentd.infra.setting_choices import SandboxSetting as SandboxSetting
+from agentd.infra.setting_choices import TokenField as TokenField
 from agentd.infra.settings_check import async_database_url, unknown_keys
 
 if TYPE_CHECKING:
@@ -30,71 +40,6 @@ def redact_url(url: str) -> str:
         return url
     host = parts.netloc.rsplit("@", 1)[1]
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-
-
-class ProviderName(StrEnum):
-    OPENAI = "openai"  # Chat Completions (OpenAI and the compatible servers)
-    OPENAI_RESPONSES = "openai-responses"  # OpenAI's Responses API
-    ANTHROPIC = "anthropic"
-    SCRIPTED = "scripted"
-
-
-class TokenField(StrEnum):
-    """Which Chat Completions field carries the output-token cap."""
-
-    AUTO = "auto"  # max_completion_tokens on api.openai.com and for reasoning models, else max_tokens
-    MAX_TOKENS = "max_tokens"
-    MAX_COMPLETION_TOKENS = "max_completion_tokens"
-
-
-class ReasoningEffort(StrEnum):
-    """OpenAI's `reasoning_effort` / `reasoning.effort`; sent to reasoning models only."""
-
-    NONE = "none"
-    MINIMAL = "minimal"
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    XHIGH = "xhigh"
-
-
-class AuthMode(StrEnum):
-    NONE = "none"  # every caller is the local user (refused off the loopback interface)
-    TOKEN = "token"  # every request needs a bearer token (`agentd token create`)
-
-
-class LogLevel(StrEnum):
-    CRITICAL = "critical"
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-    DEBUG = "debug"  # also shows the traceback behind a start-up error
-
-
-class LogFormat(StrEnum):
-    TEXT = "text"
-    JSON = "json"  # one JSON object per line (structlog)
-
-
-class HttpTransport(StrEnum):
-    """The model calls' HTTP transport: agentd's lean HTTP/1.1 one, or httpx's own."""
-
-    LEAN = "lean"
-    HTTPX = "httpx"
-
-
-class SandboxSetting(StrEnum):
-    AUTO = "auto"  # bwrap when it is installed and works, else none (with a warning)
-    BWRAP = "bwrap"  # bubblewrap or refuse to start
-    NONE = "none"  # shell commands run unconfined
-
-
-class SandboxNetwork(StrEnum):
-    """Sandboxed commands always get a network namespace of their own (the host's loopback,
-    agentd's API among it, is out of reach); this says whether they have a way out."""
-
-    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/shell/egress.py)
-    OFF = "off"  # no network at all
 
 
 class FallbackLane(BaseModel):
@@ -113,9 +58,6 @@ class ModelPrice(BaseModel):
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
-
-
-CONFIG_ENV = "AGENTD_CONFIG"
 
 
 class TomlFileSource(PydanticBaseSettingsSource):
@@ -156,8 +98,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="AGENTD_", extra="ignore")
 
-    host: str = "127.0.0.1"
-    port: int = 8765
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     auth: AuthMode = AuthMode.NONE  # R-X1; a non-loopback host requires `token`
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.TEXT
@@ -194,7 +136,7 @@ class Settings(BaseSettings):
     token_recheck_s: float = Field(default=0.5, gt=0)
 
     provider: ProviderName | None = None  # None → the scripted demo provider
-    model: str = "gpt-4o-mini"
+    model: str = DEFAULT_MODEL
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: SecretStr | None = None
     # Chat Completions: the output-token cap's field name (a 400 naming it switches once).
@@ -317,13 +259,15 @@ class Settings(BaseSettings):
     # clients of replicas that do not own it — goes through Redis pub/sub when this is set
     # (redis://host:port/db), else through Postgres NOTIFY (issue 26). No data lives there.
     redis_url: str = ""
-    # Database pool: a request waits at most `db_pool_timeout_s` for a connection, then
-    # gets a retryable -32019 (overloaded); Postgres statements time out after
-    # `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
+    # Database pool: a request waits for a connection until its deadline (`request_deadline_s`
+    # after it arrived: a burst queues), then gets a retryable -32019 (overloaded); work that
+    # is no request (a session's turn) waits at most `db_pool_timeout_s`. Postgres statements
+    # time out after `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
     db_pool_size: int = 5
     db_pool_overflow: int = 10
     db_pool_timeout_s: float = 5.0
     db_statement_timeout_s: float = 30.0
+    request_deadline_s: float = Field(default=30.0, gt=0)
 
     # A hold on a queued prompt (a user editing it) runs out after this (R-S3).
     queue_hold_s: float = 600.0

@@ -3,8 +3,10 @@
 CPython frees large objects with `free()`, but glibc keeps freed heap pages mapped unless
 asked (`malloc_trim`), so after a flood of large prompts or replays a long-lived server
 would stay at its peak size. A low-priority background task asks now and then — after a
-full garbage collection, so cycles holding big buffers go first — and only when the
-resident size grew since the last time it asked (or since its lowest reading after that).
+full garbage collection, so cycles holding big buffers go first — when the resident size
+grew since the last time it asked (or since its lowest reading after that), and when
+sessions were unloaded since (`released`: an eviction after a load frees its sessions'
+state, which no growth would ever reveal: freed memory does not show until trimmed).
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 GROWTH_TRIGGER = 16 * 2**20  # bytes of growth since the last trim worth a new one
+# Sessions unloaded since the last trim: a trim at most this often for them (each is a full
+# collection; a steady trickle of evictions must not turn into a collection every tick).
+RELEASE_TRIM_EVERY_S = 30.0
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 # glibc gives each thread that allocates its own arena (up to 8 per core); the database
 # driver's and the tools' threads then each keep their own high-water mark of freed memory.
@@ -76,22 +82,28 @@ def trim() -> None:
         _TRIM(0)
 
 
-def should_trim(last: int, now: int) -> bool:
-    """Whether the resident size `now` grew by GROWTH_TRIGGER from `last` (the size after
-    the last trim, or the lowest reading since)."""
-    return now - last >= GROWTH_TRIGGER
+def should_trim(last: int, now: int, *, released: int = 0, since_trim_s: float = 0.0) -> bool:
+    """Whether to trim: the resident size `now` grew by GROWTH_TRIGGER from `last` (the size
+    after the last trim, or the lowest reading since), or `released` sessions were unloaded
+    since the last trim, `since_trim_s` ago, and it was RELEASE_TRIM_EVERY_S ago or more."""
+    return now - last >= GROWTH_TRIGGER or (released > 0 and since_trim_s >= RELEASE_TRIM_EVERY_S)
 
 
-async def run_trimmer(interval_s: float) -> None:
-    """Every `interval_s`: if the process grew by GROWTH_TRIGGER since the last trim,
-    collect and trim (off the event loop: a big heap takes a moment)."""
+async def run_trimmer(interval_s: float, unloaded: Callable[[], int] | None = None) -> None:
+    """Every `interval_s`: if the process grew by GROWTH_TRIGGER since the last trim, or
+    sessions were unloaded since (`unloaded()`: how many ever were), collect and trim (off
+    the event loop: a big heap takes a moment)."""
     if interval_s <= 0:
         return
+    loop = asyncio.get_running_loop()
     last = rss_bytes()
+    count = unloaded or (lambda: 0)
+    unloaded_at_trim, trimmed_at = count(), loop.time()
     while True:
         await asyncio.sleep(interval_s)
         now = rss_bytes()
-        if not should_trim(last, now):
+        released = count() - unloaded_at_trim
+        if not should_trim(last, now, released=released, since_trim_s=loop.time() - trimmed_at):
             # A shrink lowers the mark, so later growth is measured from the low point. A
             # shrink itself is no reason to trim: measured after a flood, trims on shrinks
             # gave back 2-5 MiB more at best, and on a big heap each costs a full collection.
@@ -104,3 +116,4 @@ async def run_trimmer(interval_s: float) -> None:
         except Exception:  # never let housekeeping take the server down
             log.exception("memory trim failed")
         last = rss_bytes()
+        unloaded_at_trim, trimmed_at = count(), loop.time()

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.providers.factory import close_providers as close_providers
+    from agentd.providers.factory import lazy_provider as lazy_provider
     from agentd.providers.factory import make_lanes as make_lanes
     from agentd.providers.factory import make_provider as make_provider
     from agentd.providers.http.catalogue import ModelCatalogue as ModelCatalogue
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "catalogue_for": "agentd.providers.http.catalogue",
     "close_providers": "agentd.providers.factory",
+    "lazy_provider": "agentd.providers.factory",
     "make_lanes": "agentd.providers.factory",
     "make_provider": "agentd.providers.factory",
     "ModelCatalogue": "agentd.providers.http.catalogue",
@@ -47,6 +49,7 @@ __all__ = [
     "ScriptedProvider",
     "catalogue_for",
     "close_providers",
+    "lazy_provider",
     "make_lanes",
     "make_provider",
 ]

@@ -45,12 +45,46 @@ def stream_timeouts(settings: Settings) -> StreamTimeouts:
     )
 
 
-def make_provider(settings: Settings) -> Provider:
+# The HTTP providers' `name` and `supports_native_schema`, known without importing them.
+LAZY_KINDS: dict[ProviderName, tuple[str, bool]] = {
+    ProviderName.OPENAI: ("openai", True),
+    ProviderName.OPENAI_RESPONSES: ("openai-responses", True),
+    ProviderName.ANTHROPIC: ("anthropic", False),
+}
+
+
+def lazy_provider(settings: Settings) -> Provider:
+    """The server's provider: an HTTP one is said in the log now and made at its first
+    call (agentd/providers/lazy.py); the scripted one is made now (it is small, and a bad
+    script is reported at start-up)."""
+    kind = LAZY_KINDS.get(settings.provider) if settings.provider is not None else None
+    if kind is None:
+        return make_provider(settings)
+    announce(settings)
+    from agentd.providers.lazy import LazyProvider
+
+    return LazyProvider(*kind, make=lambda: make_provider(settings, announced=True))
+
+
+def announce(settings: Settings) -> None:
+    """The log line naming the HTTP provider in use (its URL without a password)."""
+    if settings.provider is ProviderName.ANTHROPIC:
+        base = redact_url(settings.anthropic_base_url)
+        log.info("provider: anthropic at %s, model %s", base, settings.model)
+    elif settings.provider is ProviderName.OPENAI_RESPONSES:
+        base = redact_url(settings.openai_base_url)
+        log.info("provider: openai responses API at %s, model %s", base, settings.model)
+    elif settings.provider is ProviderName.OPENAI:
+        base = redact_url(settings.openai_base_url)
+        log.info("provider: openai-compatible at %s, model %s", base, settings.model)
+
+
+def make_provider(settings: Settings, *, announced: bool = False) -> Provider:
+    if settings.provider in LAZY_KINDS and not announced:
+        announce(settings)
     if settings.provider is ProviderName.OPENAI:
         from agentd.providers.openai import OpenAIProvider
 
-        base = redact_url(settings.openai_base_url)
-        log.info("provider: openai-compatible at %s, model %s", base, settings.model)
         return OpenAIProvider(
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,
@@ -62,8 +96,6 @@ def make_provider(settings: Settings) -> Provider:
     if settings.provider is ProviderName.OPENAI_RESPONSES:
         from agentd.providers.openai import OpenAIResponsesProvider
 
-        base = redact_url(settings.openai_base_url)
-        log.info("provider: openai responses API at %s, model %s", base, settings.model)
         return OpenAIResponsesProvider(
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,
@@ -74,8 +106,6 @@ def make_provider(settings: Settings) -> Provider:
     if settings.provider is ProviderName.ANTHROPIC:
         from agentd.providers.anthropic import AnthropicProvider
 
-        base = redact_url(settings.anthropic_base_url)
-        log.info("provider: anthropic at %s, model %s", base, settings.model)
         return AnthropicProvider(
             base_url=settings.anthropic_base_url,
             api_key=settings.anthropic_api_key,

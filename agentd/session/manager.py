@@ -58,6 +58,7 @@ class SessionManager:
         self.leases = leases or SessionLeases()
         services.writer.fences = self.leases.fences
         self._actors: dict[str, SessionActor] = {}
+        self.unloaded = 0  # actors taken out of service so far (evicted, closed, deleted)
         self._loading: dict[str, asyncio.Future[SessionActor | None]] = {}
         # Sessions whose actor was taken out of service and has not ended yet → resolved
         # when its task is done. No new actor is made for them meanwhile.
@@ -271,6 +272,7 @@ class SessionManager:
         has ended (the returned future)."""
         if self._actors.get(actor.id) is actor:
             del self._actors[actor.id]
+            self.unloaded += 1  # its state is freed once it ends (the memory trimmer asks)
         ended = self._stopping.get(actor.id)
         if ended is not None:
             return ended

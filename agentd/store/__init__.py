@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentd.store.db import Store as Store
     from agentd.store.db import StoredEvent as StoredEvent
     from agentd.store.db import TokenRecord as TokenRecord
+    from agentd.store.deadline import until as until
     from agentd.store.disconnects import is_disconnect as is_disconnect
     from agentd.store.engine import PoolLimits as PoolLimits
     from agentd.store.export_codec import FORMAT as FORMAT
@@ -88,6 +89,7 @@ _WHERE = {
     "TokenRecord": "agentd.store.db",
     "TurnCut": "agentd.store.snapshots",
     "TurnMark": "agentd.store.snapshots",
+    "until": "agentd.store.deadline",
     "VERSION": "agentd.store.export_codec",
     "Wake": "agentd.store.routed",
     "write_bundle": "agentd.store.export_rows",
@@ -152,5 +154,6 @@ __all__ = [
     "routed",
     "safe_relative",
     "snapshots",
+    "until",
     "write_bundle",
 ]

@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentd.core import SqliteSynchronous
+from agentd.store.deadline import DeadlinePool
 from agentd.store.disconnects import guard
 from agentd.store.sqlite_writer import SqliteWriter
 
@@ -85,6 +86,8 @@ class PoolLimits:
             "max_overflow": 0 if writer else self.overflow,
             "pool_timeout": self.timeout_s,
         }
+        if not writer:  # requests wait for a connection until their own deadline
+            kw["poolclass"] = DeadlinePool
         if writer:
             # The writer only uses `engine.begin()`, which commits (or rolls back on an
             # error) before the connection goes back: the pool's reset-on-return rollback

@@ -33,6 +33,7 @@ from agentd.protocol import (
     outgoing,
 )
 from agentd.transport.relay import RelayState, Verdict
+from agentd.transport.retry_after import retry_wait
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,9 @@ class Bridge:
         self._internal: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
         self.closing = False
+        # Editor requests refused with `retryAfter` (an overloaded server): id → times sent again.
+        self.retries: dict[Any, int] = {}
+        self._retrying: set[asyncio.Task[None]] = set()
 
     # ---------------------------------------------------------------- to the editor
 
@@ -207,12 +211,35 @@ class Bridge:
             if fut is not None and not fut.done():
                 fut.set_result(msg)
             return
-        sent = self.pending.pop(req_id, None)
+        sent = self.pending.get(req_id)
+        if sent is not None and "error" in msg:
+            wait = retry_wait(msg["error"], self.retries.get(req_id, 0))
+            if wait is not None:  # refused for now: the editor sees the answer of a later try
+                self._retry_later(req_id, sent, wait)
+                return
+        self.pending.pop(req_id, None)
+        self.retries.pop(req_id, None)
         if sent is not None and sent[0].get("method") == Served.SESSION_NEW:
             session_id = (msg.get("result") or {}).get("sessionId")
             if isinstance(session_id, str):
                 self.state.track(session_id)
         await self.to_editor(msg)
+
+    def _retry_later(self, req_id: Any, sent: tuple[dict[str, Any], int], wait: float) -> None:
+        """Send the refused request again after `wait` — unless the link dropped meanwhile
+        (`_resume` has then re-sent or failed it) or the bridge is closing."""
+        self.retries[req_id] = self.retries.get(req_id, 0) + 1
+        log.info("request %r refused for now: %s; retrying in %.2fs", req_id, sent[0].get("method"), wait)
+
+        async def again() -> None:
+            await asyncio.sleep(wait)  # the wait the server named
+            if self.closing or not self.up.is_set() or self.pending.get(req_id) != sent:
+                return
+            await self._send(orjson.dumps(sent[0]).decode(), req_id)
+
+        task = asyncio.create_task(again())
+        self._retrying.add(task)
+        task.add_done_callback(self._retrying.discard)
 
     # ---------------------------------------------------------------- the link
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from agentd.core import limit_exceeded
 from agentd.infra import overload_error
 from agentd.protocol import ErrorCode, Request, RpcError, Served, error_response, response
 from agentd.session import SessionError, SessionErrorKind
+from agentd.store import until
 from agentd.transport.errors import rpc_error
 from agentd.transport.guards import check_depth, check_prompt_blocks, prompt_of, request_cost
 from agentd.transport.state import CallContext, RouteHook
@@ -212,7 +214,8 @@ class Dispatcher:
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
         try:
-            result = await self.call(parsed, ctx)
+            with until(time.monotonic() + settings.request_deadline_s):  # its database waits
+                result = await self.call(parsed, ctx)
         except RpcError as err:
             return None if parsed.is_notification else error_response(parsed.id, err)
         except SessionError as exc:  # the session's own errors get their wire codes here

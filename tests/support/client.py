@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,25 @@ class RpcFailed(Exception):
         super().__init__(f"{error.get('code')}: {error.get('message')}")
         self.error = error
         self.code = error.get("code")
+
+
+def retry_after(error: dict[str, Any]) -> float | None:
+    """The seconds a refusal asks the client to wait before trying again (`data.retryAfter`:
+    an overloaded database, a rate limit, a stopping session), None for a final error."""
+    data = error.get("data")
+    wait = data.get("retryAfter") if isinstance(data, dict) else None
+    return float(wait) if isinstance(wait, int | float) else None
+
+
+def error_kind(exc: BaseException) -> str:
+    """A failure said as its kind, for counting: `-32019 db_pool`, `timeout`, an exception's type."""
+    if isinstance(exc, RpcFailed):
+        data = exc.error.get("data")
+        detail = (data.get("limit") or data.get("reason")) if isinstance(data, dict) else None
+        return f"{exc.code} {detail}" if detail else str(exc.code)
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return type(exc).__name__
 
 
 class AnswerError(Exception):
@@ -120,6 +140,24 @@ class WsClient:
         if "error" in resp:
             raise RpcFailed(resp["error"])
         return resp["result"]
+
+    async def call_retrying(
+        self, method: str, params: dict[str, Any] | None = None, *, attempts: int = 30,
+        retried: Counter[str] | None = None,
+    ) -> Any:  # fmt: skip
+        """`call`, trying again after the wait a refusal names (`retryAfter`, capped at 5 s),
+        at most `attempts` times; each retry is counted by kind in `retried`."""
+        for attempt in range(attempts):
+            try:
+                return await self.call(method, params)
+            except RpcFailed as exc:
+                wait = retry_after(exc.error)
+                if wait is None or attempt == attempts - 1:
+                    raise
+                if retried is not None:
+                    retried[error_kind(exc)] += 1
+                await asyncio.sleep(min(wait, 5.0))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.ws.send(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}))

@@ -52,7 +52,6 @@ LAYERS: dict[str, int] = {
     "chat": 10,
     "embedded": 11,
     "demo": 12,
-    "cli_session": 12,  # `agentd session export|import`, added to the cli's commands
     "cli": 13,
 }
 

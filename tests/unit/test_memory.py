@@ -1,11 +1,12 @@
 """The trimmer's decision (agentd/infra/rss_trim.py): trim on growth of GROWTH_TRIGGER or more since
-the mark, never on a shrink or a smaller change."""
+the mark, never on a shrink or a smaller change; and after sessions were unloaded (their
+freed state shows only once trimmed), at most every RELEASE_TRIM_EVERY_S."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentd.infra.rss_trim import GROWTH_TRIGGER, should_trim
+from agentd.infra.rss_trim import GROWTH_TRIGGER, RELEASE_TRIM_EVERY_S, should_trim
 
 MIB = 2**20
 BASE = 100 * MIB
@@ -26,3 +27,16 @@ BASE = 100 * MIB
 )
 def test_should_trim(last: int, now: int, trim: bool) -> None:
     assert should_trim(last, now) is trim
+
+
+@pytest.mark.parametrize(
+    ("released", "since_trim_s", "trim"),
+    [
+        (0, 10 * RELEASE_TRIM_EVERY_S, False),  # nothing unloaded: no reason
+        (1, RELEASE_TRIM_EVERY_S, True),  # a session unloaded, the last trim long enough ago
+        (100, RELEASE_TRIM_EVERY_S - 1, False),  # a load's end, but a trim just ran: next tick
+        (100, 10 * RELEASE_TRIM_EVERY_S, True),
+    ],
+)
+def test_should_trim_after_sessions_were_unloaded(released: int, since_trim_s: float, trim: bool) -> None:
+    assert should_trim(BASE, BASE, released=released, since_trim_s=since_trim_s) is trim

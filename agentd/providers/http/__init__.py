@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.providers.http.catalogue import ListFormat as ListFormat
+    from agentd.providers.http.catalogue import ListsModels as ListsModels
     from agentd.providers.http.catalogue import ModelCatalogue as ModelCatalogue
     from agentd.providers.http.catalogue import ModelInfo as ModelInfo
     from agentd.providers.http.catalogue import ModelsEndpoint as ModelsEndpoint
@@ -21,6 +22,7 @@ _WHERE = {
     "catalogue_for": "agentd.providers.http.catalogue",
     "HttpProvider": "agentd.providers.http.provider",
     "ListFormat": "agentd.providers.http.catalogue",
+    "ListsModels": "agentd.providers.http.catalogue",
     "ModelCatalogue": "agentd.providers.http.catalogue",
     "ModelInfo": "agentd.providers.http.catalogue",
     "ModelsEndpoint": "agentd.providers.http.catalogue",
@@ -48,6 +50,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "HttpProvider",
     "ListFormat",
+    "ListsModels",
     "ModelCatalogue",
     "ModelInfo",
     "ModelsEndpoint",

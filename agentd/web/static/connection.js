@@ -2,7 +2,8 @@
 // reconnect with backoff after a network drop or a server restart. `onReady(reconnected)`
 // runs after every `initialize` (the app re-attaches its session from the last seq there);
 // requests sent with `{retry: true}` (idempotent ones, e.g. an enqueue under its requestId)
-// are sent again after a reconnect instead of failing.
+// are sent again after a reconnect instead of failing. A request the server refuses for now
+// (`retryAfter`: an overloaded database, the rate limit) is sent again after that wait.
 
 const CAPABILITIES = {session: {compaction: {}, notices: {}}};
 const BACKOFF_MS = [200, 400, 800, 1600, 3200, 5000];
@@ -10,6 +11,18 @@ const TOKEN_REVOKED = 4401;  // agentd/transport/revocation.py
 export const CONNECTION_LOST = "connection lost";
 
 const OPT_IN = {agentd: {notifications: ["*"]}};
+// The rule of agentd/transport/retry_after.py (the stdio bridge and `agentd chat` follow it too).
+const MAX_REFUSAL_RETRIES = 8;
+const MAX_REFUSAL_WAIT_S = 10;
+
+// Seconds to wait before sending a refused request again, or -1: the error is the answer.
+export function retryWait(error, retries) {
+  const data = error && error.data;
+  if (retries >= MAX_REFUSAL_RETRIES || !data || typeof data !== "object" || Array.isArray(data)) return -1;
+  const wait = data.retryAfter;
+  if (data.retryable === false || typeof wait !== "number" || Number.isNaN(wait)) return -1;
+  return Math.min(Math.max(wait, 0), MAX_REFUSAL_WAIT_S);
+}
 
 export class Connection {
   // checkToken(token) -> {ok, unreachable?}: asked when a socket with a token is refused.
@@ -72,7 +85,7 @@ export class Connection {
     this.onStatus("connected", "connected to " + init.agentInfo.name + " " + init.agentInfo.version);
     try { await this.onReady(reconnected); } catch { /* shown by the app */ }
     const again = this.retries; this.retries = [];
-    for (const r of again) this._request(r.method, r.params).then(r.resolve, (e) => this._retryOrFail(r, e));
+    for (const r of again) this._patiently(r.method, r.params).then(r.resolve, (e) => this._retryOrFail(r, e));
   }
 
   _receive(msg) {
@@ -97,17 +110,28 @@ export class Connection {
     return new Promise((resolve, reject) => this.pending.set(id, {resolve, reject}));
   }
 
+  // `_request`, sent again after the wait a refusal names, a bounded number of times.
+  async _patiently(method, params) {
+    for (let tries = 0; ; tries++) {
+      try { return await this._request(method, params); } catch (e) {
+        const wait = retryWait(e, tries);
+        if (wait < 0 || this.stopped) throw e;
+        await new Promise((resolve) => setTimeout(resolve, wait * 1000));
+      }
+    }
+  }
+
   _retryOrFail(r, e) {
     if (e && e.lost && !this.stopped) this.retries.push(r); else r.reject(e);
   }
 
   // A request; `retry`: sent again after a reconnect when the connection drops first.
   rpc(method, params, {retry = false} = {}) {
-    if (!retry) return this.ready ? this._request(method, params) : Promise.reject({message: CONNECTION_LOST, lost: true});
+    if (!retry) return this.ready ? this._patiently(method, params) : Promise.reject({message: CONNECTION_LOST, lost: true});
     return new Promise((resolve, reject) => {
       const r = {method, params, resolve, reject};
       if (!this.ready) { this.retries.push(r); return; }
-      this._request(method, params).then(resolve, (e) => this._retryOrFail(r, e));
+      this._patiently(method, params).then(resolve, (e) => this._retryOrFail(r, e));
     });
   }
 

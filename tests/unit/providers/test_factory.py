@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import agentd.app
 import agentd.providers.factory as factory
 from agentd.app import create_app
 from agentd.core.provider import Provider, ProviderRequest, StreamEvent
@@ -90,14 +89,13 @@ async def test_shutdown_closes_the_main_provider_and_every_fallback_lane(
     made: list[Provider] = []
     original = factory.make_provider
 
-    def recording(settings: Settings) -> Provider:
-        provider = original(settings)
+    def recording(settings: Settings, **kw: Any) -> Provider:
+        provider = original(settings, **kw)
         made.append(provider)
         return provider
 
-    # app.py calls make_provider for the main provider, make_lanes calls it for each lane.
+    # make_lanes calls make_provider for each lane; the main provider calls it at its first use.
     monkeypatch.setattr(factory, "make_provider", recording)
-    monkeypatch.setattr(agentd.app, "make_provider", recording)
     lanes = [
         {"provider": "anthropic", "model": "claude-x", "api_key": "sk-ant"},
         {"provider": "openai", "model": "gpt-y", "base_url": "http://127.0.0.1:9/v1"},
@@ -112,6 +110,8 @@ async def test_shutdown_closes_the_main_provider_and_every_fallback_lane(
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        assert [type(p) for p in made] == [OpenAIProvider, AnthropicProvider, OpenAIProvider]
+        # The main provider is made at its first call (providers/lazy.py): make that call.
+        app.state.agentd.provider.stream(ProviderRequest(model="gpt-4o-mini", system="", messages=[]))
+        assert [type(p) for p in made] == [AnthropicProvider, OpenAIProvider, OpenAIProvider]
         assert not any(p._client.is_closed for p in made)  # type: ignore[attr-defined]
     assert all(p._client.is_closed for p in made)  # type: ignore[attr-defined]

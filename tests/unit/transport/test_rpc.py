@@ -69,7 +69,9 @@ class FakeLimiter:
 
 def context(*, wait: float | None = None, connection: Any = None, depth: int = 64) -> CallContext:
     state = SimpleNamespace(
-        settings=SimpleNamespace(max_json_depth=depth, rate_limit_per_s=10, max_prompt_blocks=1000),
+        settings=SimpleNamespace(
+            max_json_depth=depth, rate_limit_per_s=10, max_prompt_blocks=1000, request_deadline_s=30.0
+        ),
         rate_limiter=FakeLimiter(wait),
         auth=SimpleNamespace(mode=AuthMode.NONE),
     )

@@ -8,11 +8,15 @@ import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentd.infra import LOCAL_PRINCIPAL, Settings
+from agentd.cli.common import app, load_settings, run, use_config
+from agentd.infra import LOCAL_PRINCIPAL
+
+if TYPE_CHECKING:
+    from agentd.infra import Settings
 
 session_app = typer.Typer(
     help="Move sessions between servers: export to JSONL, import it.", no_args_is_help=True
@@ -32,7 +36,7 @@ def _refuse(message: str, code: int = 2) -> typer.Exit:
 @dataclass(frozen=True)
 class _CliHooks:
     """The command line's settings checks and error handling, handed over by `agentd.cli`
-    (which imports this module, so it cannot import that one back)."""
+    (`agentd.cli.common`; kept as a seam the tests can replace)."""
 
     use_config: Callable[[Path | None], None]
     settings: Callable[..., Settings]
@@ -130,3 +134,6 @@ def session_import(
         f"imported {done.session_id} ({done.events} events, {done.messages} messages, {done.files} files) "
         f"working in {done.cwd}"
     )
+
+
+app.add_typer(bind(use_config, load_settings, run), name="session")

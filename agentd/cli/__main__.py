@@ -1,0 +1,5 @@
+"""`python -m agentd.cli`: the same as the `agentd` script."""
+
+from agentd.cli import main
+
+main()

@@ -1,0 +1,41 @@
+"""A provider made at its first sampling call (issue 32, idle memory): importing an HTTP
+provider brings in httpx, its SSL and the wire code (+6.4 MiB resident), which a server
+that has not yet been asked anything does not need. Its `name` and
+`supports_native_schema` are known up front, so logs, usage and the loop's choices see
+the same values before and after."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, cast
+
+from agentd.core import Provider, ProviderRequest, StreamEvent
+
+if TYPE_CHECKING:
+    from agentd.providers.http import ListsModels, ModelsEndpoint
+
+
+class LazyProvider:
+    def __init__(self, name: str, supports_native_schema: bool, make: Callable[[], Provider]) -> None:
+        self.name = name
+        self.supports_native_schema = supports_native_schema
+        self._make = make
+        self.made: Provider | None = None  # the real provider, once a call needed it
+
+    def _real(self) -> Provider:
+        made = self.made
+        if made is None:
+            made = self.made = self._make()
+        return made
+
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        return self._real().stream(request)
+
+    def models_endpoint(self) -> ModelsEndpoint:
+        """Where the model catalogue lists models (only HTTP providers are made lazily, and
+        each lists its models): asking makes the provider, at a session's start, not idle."""
+        return cast("ListsModels", self._real()).models_endpoint()
+
+    async def aclose(self) -> None:
+        if self.made is not None:
+            await self.made.aclose()

@@ -1,0 +1,102 @@
+"""Resident memory after a sustained load (issue 32, item 3; prints figures; no asserts).
+
+    .venv/bin/python bench/rss_after_load.py [--sessions 100] [--prompts 5000] [--watch 60] [--smoke]
+
+A real `agentd serve` (OpenAI provider against the fake streaming model in its own process,
+as bench/turn.py; SQLite, then Postgres when reachable). Its RSS is read idle (healthy, no
+session yet), then `--sessions` sessions on their own WebSockets send `--prompts` trivial
+prompts in all, back to back, and close; RSS is read at the load's end and every 5 s for
+`--watch` seconds after it. Target: back to ≤ 1.2× the idle figure within a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+from turnkit import agentd_server, backends, model_process
+
+from tests.support.client import WsClient, text_prompt
+
+TARGET = 1.2
+STEP_S = 5.0
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def one_session(base: str, workspace: Path, prompts: int) -> int:
+    """Returns the number of failed prompts."""
+    client = await WsClient.connect(base)
+    failed = 0
+    try:
+        sid = (await client.call_retrying("session/new", {"cwd": str(workspace), "mcpServers": []}))[
+            "sessionId"
+        ]
+        for _ in range(prompts):
+            result = await client.call_retrying("session/prompt", text_prompt(sid, "hi"))
+            failed += result.get("stopReason") != "end_turn"
+            while not client.notifications.empty():  # bounded: the figures need no updates
+                client.notifications.get_nowait()
+            client.frames.clear()
+    finally:
+        await client.close()
+    return failed
+
+
+async def bench(kind: str, model_url: str, sessions: int, prompts: int, watch_s: float, evict: str) -> None:
+    prelude = f"import os; os.environ['AGENTD_IDLE_EVICT_S'] = {evict!r}" if evict else ""
+    async with agentd_server(kind, model_url, prelude=prelude) as server:
+        await asyncio.sleep(1.0)  # idle: let start-up garbage settle before the first reading
+        idle = rss_mib(server.pid)
+        per = max(1, prompts // sessions)
+        t0 = time.perf_counter()
+        failed = await asyncio.gather(
+            *(one_session(server.base, server.workspace, per) for _ in range(sessions))
+        )
+        wall = time.perf_counter() - t0
+        end = rss_mib(server.pid)
+        print(f"{kind:<8} idle {idle:.1f} MiB; {sessions} sessions x {per} prompts in {wall:.0f} s "
+              f"({sum(failed)} failed); at the end {end:.1f} MiB = {end / idle:.2f}x idle",
+              flush=True)  # fmt: skip
+        readings = []
+        waited = 0.0
+        while waited < watch_s:
+            await asyncio.sleep(STEP_S)  # a reading every STEP_S: the figure is the curve
+            waited += STEP_S
+            now = rss_mib(server.pid)
+            readings.append(f"{waited:.0f}s {now:.1f}")
+        last = rss_mib(server.pid)
+        print(f"  after the load (s, MiB): {', '.join(readings)}", flush=True)
+        print(
+            f"  {watch_s:.0f} s after: {last:.1f} MiB = {last / idle:.2f}x idle (target <= {TARGET}x)",
+            flush=True,
+        )
+
+
+async def main(args: argparse.Namespace) -> None:
+    kinds = await backends()
+    with model_process() as model_url:
+        for kind in kinds:
+            await bench(kind, model_url, args.sessions, args.prompts, args.watch, args.idle_evict)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--prompts", type=int, default=5000, help="prompts in all, spread over the sessions")
+    parser.add_argument("--watch", type=float, default=60.0, help="seconds to watch RSS after the load")
+    parser.add_argument("--idle-evict", default="", help="AGENTD_IDLE_EVICT_S (default: its own)")
+    parser.add_argument("--smoke", action="store_true", help="a tiny run")
+    ns = parser.parse_args()
+    if ns.smoke:
+        ns.sessions, ns.prompts, ns.watch = 4, 8, 5.0
+    asyncio.run(main(ns))

@@ -1,0 +1,42 @@
+"""Bursts queue, never fail (issue 32, item 4): a real `agentd serve` whose request pool has
+one connection and a pool timeout far shorter than the burst takes gets many simultaneous
+`session/new` + `session/prompt`, each on its own WebSocket, and every one completes —
+each request waits for the connection until its own deadline, not the pool's fixed
+timeout (which would refuse most of them as "overloaded"). On SQLite and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tests.support.client import WsClient, text_prompt
+from tests.support.proc import agentd_serve, write_script
+
+BURST = 60
+
+
+async def new_and_prompt(client: WsClient, workspace: Path) -> str:
+    sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
+    return str((await client.call("session/prompt", text_prompt(sid, "hi")))["stopReason"])
+
+
+async def test_a_burst_on_a_one_connection_pool_completes(db_url: str, tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    script = write_script(tmp_path / "script.json", [{"text": "ok"}])
+    async with agentd_serve(
+        tmp_path / "home",
+        database_url=db_url,
+        script=str(script),
+        db_pool_size="1",
+        db_pool_overflow="0",
+        db_pool_timeout_s="0.05",  # the fixed wait that used to refuse a burst
+        rate_limit_per_s="0",  # one principal sends the whole burst: not what is tested here
+    ) as server:
+        clients = await asyncio.gather(*(WsClient.connect(server.base_url) for _ in range(BURST)))
+        try:
+            stops = await asyncio.gather(*(new_and_prompt(c, workspace) for c in clients))
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+        assert stops == ["end_turn"] * BURST
+        assert "overloaded" not in await server.output()
