@@ -32,6 +32,7 @@ from agentd.loop.context import Conversation
 from agentd.loop.goal import GoalState
 from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome
 from agentd.loop.retry import RetryState
+from agentd.loop.turn_reminders import ReminderMemory, previous_end_of
 from agentd.loop.usage import UsageLedger
 from agentd.session import queue_ops
 from agentd.session.actor_handlers import HANDLERS
@@ -46,6 +47,7 @@ from agentd.session.live import LiveFeed
 from agentd.session.local_commands import available_commands
 from agentd.session.permission_gate import PermissionGate
 from agentd.session.prompt_queue import PromptQueue, QueuedPrompt, new_id, request_digest_of, request_id_of
+from agentd.session.queue_ops import QueueKind
 from agentd.session.services import ActorServices
 from agentd.session.session_modes import record_modes_change
 from agentd.session.sinks import FrameSink
@@ -55,7 +57,7 @@ from agentd.session.turn_launch import RunningTurn, answer_turn, launch
 from agentd.session.wake import WakeStreak
 from agentd.store.db import SessionRecord
 from agentd.tools.background import BackgroundTasks
-from agentd.tools.hooks import StopHook
+from agentd.tools.hooks import PromptHook, StopHook
 from agentd.tools.mcp import McpConnections
 from agentd.tools.todo import TodoList
 
@@ -89,6 +91,8 @@ class SessionActor:
         self.goal = GoalState.from_dict(record.goal) if record.goal else None
         self.client_hooks: dict[str, StopHook] = {}  # connection id → hook (Stop)
         self.client_subagent_hooks: dict[str, StopHook] = {}  # connection id → hook (SubagentStop)
+        self.client_prompt_hooks: dict[str, PromptHook] = {}  # connection id → hook (UserPromptSubmit)
+        self.reminders = ReminderMemory()  # what the model was told (turn_reminders.py)
         self.agent = services.agents.get(record.agent) or DEFAULT_AGENT
         if self.agent.model:
             self.model = self.agent.model
@@ -165,6 +169,10 @@ class SessionActor:
         return self._turn
 
     @property
+    def plan_mode(self) -> bool:
+        return self._modes.plan
+
+    @property
     def queued(self) -> int:
         return len(self.queue)
 
@@ -211,6 +219,8 @@ class SessionActor:
             if cancelled_by and by_user:
                 outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
             self._turn.outcome = outcome
+        if queued.kind in (QueueKind.PROMPT, QueueKind.BANG):  # what the next turn opens with
+            self.reminders.previous_end = previous_end_of(outcome.kind, outcome.reason)
         request_id = request_id_of(queued.command.meta)
         self.journal.emit_turn_ended(
             turn_id,

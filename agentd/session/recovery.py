@@ -91,8 +91,10 @@ def _recover_interrupted_turn(actor: SessionActor, ends: list[StoredEvent]) -> b
 def _close_interrupted_turn(actor: SessionActor, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
     from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome  # loaded with the actor
+    from agentd.loop.turn_reminders import PreviousEnd
 
     outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_RESTARTED)
+    actor.reminders.previous_end = PreviousEnd.CUT_OFF  # the next turn is told (task recovery)
     request_id = started.get("requestId")
     actor.journal.emit_turn_ended(
         started["turnId"],

@@ -26,6 +26,7 @@ from agentd.core.events import EventKind
 from agentd.core.log_context import bind_log_context
 from agentd.core.provider import Provider
 from agentd.loop.context import Conversation, TurnContext
+from agentd.loop.goal import GoalStatus
 from agentd.loop.goal_eval import evaluator_lanes
 from agentd.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
 from agentd.loop.prompt import prompt_images, prompt_text
@@ -33,6 +34,15 @@ from agentd.loop.structured import OutputSchema
 from agentd.loop.task_tool import TASK_TOOL
 from agentd.loop.toolrun import execute_tool_round
 from agentd.loop.turn import run_compaction_job, run_turn
+from agentd.loop.turn_reminders import (
+    McpServerState,
+    OpeningState,
+    PreviousEnd,
+    ReminderKind,
+    TurnOpening,
+    opening_message,
+    opening_reminders,
+)
 from agentd.protocol.acp import ContentBlock, TextContent, dump
 from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
 from agentd.session.local_commands import (
@@ -49,7 +59,7 @@ from agentd.session.sinks import FrameSink, capable
 from agentd.session.subagents import with_task_tool
 from agentd.tools.base import Tool
 from agentd.tools.client_bridge import ClientBridge
-from agentd.tools.hooks import PreToolHook, StopHook
+from agentd.tools.hooks import PreToolHook, PromptHook, StopHook
 
 if TYPE_CHECKING:  # the actor hands itself to the runners (same package)
     from agentd.session.actor import SessionActor
@@ -156,6 +166,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
     hooks = services.hooks
     pre_tool = cast("list[PreToolHook]", list(hooks.pre_tool))
     stop_hooks = [*cast("list[StopHook]", hooks.stop), *actor.client_hooks.values()]
+    prompt_hooks = [*cast("list[PromptHook]", hooks.user_prompt_submit), *actor.client_prompt_hooks.values()]
     ctx = TurnContext(
         session_id=actor.id,
         turn_id=turn_id,
@@ -192,6 +203,10 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         before_write=functools.partial(actor.files.before_write, turn_id),
         shell=services.shell,
         trace_meta=cmd.meta,
+        prompt_hooks=prompt_hooks,
+        reminders=actor.reminders,
+        live_tools=lambda: cast("dict[str, Tool]", actor.mcp.tools if actor.mcp is not None else {}),
+        live_names=frozenset(mcp_tools),
     )
     ctx.subagents = actor.subagents
     if agent.allows_tool(TASK_TOOL):  # sub-agents (R-T11)
@@ -213,6 +228,42 @@ def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
         if actor.title:
             now = datetime.now(UTC).isoformat()
             journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
+
+
+def opening_state(actor: SessionActor) -> OpeningState:
+    """What a user prompt's turn opens with is decided on (turn_reminders.py)."""
+    servers: tuple[McpServerState, ...] = ()
+    if actor.mcp is not None:
+        tools = actor.mcp.tools
+        servers = tuple(
+            McpServerState(spec.name, tuple(sorted(n for n, t in tools.items() if t.server == spec.name)))
+            for spec in actor.mcp.specs
+        )
+    goal = actor.goal if actor.goal is not None and actor.goal.status is not GoalStatus.COMPLETE else None
+    return OpeningState(
+        plan_mode=actor.plan_mode,
+        mcp_servers=servers,
+        mcp_announced=actor.reminders.mcp_announced,
+        previous_end=actor.reminders.previous_end,
+        goal=(goal.objective, goal.status.value) if goal is not None else None,
+        open_todos=tuple(e["content"] for e in actor.todos.unfinished()),
+    )
+
+
+def _write_opening(actor: SessionActor, queued: QueuedPrompt, index: int) -> TurnOpening:
+    """001's L2: "注入一批 reminder（MCP、plan mode、任务恢复、workflow 状态、中断提示等）" then
+    "把用户消息写进 ChatState" — the reminders as one user message, then the prompt."""
+    state = opening_state(actor)
+    reminders = opening_reminders(state)
+    if (text := opening_message(reminders)) is not None:
+        actor.conversation.append(Message.user(text))
+    memory = actor.reminders
+    memory.mcp_announced = frozenset(s.name for s in state.mcp_servers)
+    memory.previous_end = PreviousEnd.NORMAL  # told once
+    blocks = queued.command.blocks
+    prompt = prompt_text(blocks)
+    actor.conversation.append(Message.user(prompt, prompt_images(blocks)))
+    return TurnOpening(prompt, queued.id, index, reminders)
 
 
 def _announce_turn(
@@ -244,13 +295,18 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
     queued.kind = plan.kind
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
+    opening: TurnOpening | None = None
     if plan.shown_to_clients and not woken:
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
-            actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
+            opening = _write_opening(actor, queued, before)
     rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
     _announce_turn(actor, turn_id, queued, before if rewindable else None)
     ctx = build_context(actor, turn_id, queued)
+    ctx.opening = opening
+    if opening is not None and any(r.kind is ReminderKind.MCP for r in opening.reminders):
+        # The model was just told the MCP tools: the first sampling need not say it again.
+        actor.reminders.seen_tools = frozenset(ctx.tools)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):
         if plan.local is not None:
