@@ -8,7 +8,7 @@ loop testable without a server and keeps session state owned by the actor.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -28,7 +28,7 @@ from agentd.loop.limits import LoopLimits
 from agentd.loop.request_memo import RequestMemo
 from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
-from agentd.loop.turn_reminders import ReminderMemory, TurnOpening
+from agentd.loop.turn_reminders import LiveTools, ReminderMemory, TurnOpening
 from agentd.loop.usage import Price, UsageLedger
 from agentd.tools.agent_tasks import AgentTasks
 from agentd.tools.background import BackgroundTasks
@@ -222,7 +222,7 @@ class TurnContext:
     # The session's MCP tools as they are now (a `session/load` may replace its servers while
     # the turn runs), re-read before each sampling; `live_names` are those now in `tools`.
     # None: the tool set is fixed (a sub-agent's).
-    live_tools: Callable[[], Mapping[str, Tool]] | None = None
+    live_tools: Callable[[], LiveTools] | None = None
     live_names: frozenset[str] = frozenset()
 
     def rotate_lane(self) -> bool:

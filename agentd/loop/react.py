@@ -47,7 +47,7 @@ from agentd.loop.step import (
 )
 from agentd.loop.task_notices import drain_task_notices
 from agentd.loop.toolrun import skip_tool_round
-from agentd.loop.turn_reminders import toolset_reminder, with_live_tools
+from agentd.loop.turn_reminders import reminder_message, toolset_reminder, with_live_tools
 from agentd.loop.turn_state import TurnState
 
 
@@ -68,15 +68,19 @@ def refresh_toolset(ctx: TurnContext, state: TurnState) -> None:
     system-reminder". The session's MCP tools are re-read (its servers may have been replaced
     while the turn ran); when the set differs from the last request's, a reminder says what
     changed before the model is sampled with it."""
+    servers = None
     if ctx.live_tools is not None:
-        live = dict(ctx.live_tools())
-        ctx.tools = with_live_tools(ctx.tools, ctx.live_names, live)
-        ctx.live_names = frozenset(live)
+        live = ctx.live_tools()
+        ctx.tools = with_live_tools(ctx.tools, ctx.live_names, live.tools)
+        ctx.live_names = frozenset(live.tools)
+        servers = live.servers
     current = frozenset(ctx.tools)
     reminder = toolset_reminder(ctx.reminders.seen_tools, current)
     if reminder is not None:
-        ctx.conversation.append(Message.user(reminder.render()))
+        ctx.conversation.append(reminder_message(reminder.render()))
         state.reminders.append(reminder.as_data())
+        if servers is not None:  # told: the next turn's opening need not announce them again
+            ctx.reminders.mcp_announced = servers
     ctx.reminders.seen_tools = current
 
 

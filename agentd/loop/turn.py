@@ -45,6 +45,7 @@ from agentd.loop.react_base import run_compaction
 from agentd.loop.reminders import system_reminder
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
+from agentd.loop.turn_reminders import reminder_message
 from agentd.loop.turn_state import TurnState
 from agentd.tools.hooks import HookDecision
 
@@ -116,7 +117,7 @@ async def _open_turn(ctx: TurnContext, state: TurnState) -> TurnOutcome | None:
         return TurnOutcome(OutcomeKind.COMPLETED, reason=EndReason.PROMPT_BLOCKED)
     reminder = context_reminder(verdict)
     if reminder is not None:
-        ctx.conversation.append(Message.user(reminder.render()))
+        ctx.conversation.append(reminder_message(reminder.render()))
         state.reminders.append(reminder.as_data())
     return None
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from agentd.core.conversation import Message
 from agentd.loop.outcome import EndReason, OutcomeKind, Reason
 from agentd.loop.reminders import system_reminder
 
@@ -31,6 +32,9 @@ TASK_RECOVERY_TEXT = (
 INTERRUPTION_TEXT = (
     "The user interrupted your previous turn. Do not resume that work unless this message asks you to."
 )
+
+# The marker of the messages these reminders are written in (agentd's own, never sent).
+REMINDER_TAG = "system_reminder"
 
 MAX_LISTED = 40  # names listed per reminder: a server with 500 tools must not flood the context
 
@@ -81,6 +85,10 @@ class OpeningState:
     previous_end: PreviousEnd = PreviousEnd.NORMAL
     goal: tuple[str, str] | None = None  # (objective, status) of an unfinished goal
     open_todos: tuple[str, ...] = ()
+    # The tools this turn offers and those of the last request (None: no request yet). A set
+    # changed between turns (another agent, other MCP servers) is told here, before the prompt.
+    tools: frozenset[str] = frozenset()
+    seen_tools: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,14 @@ class TurnOpening:
     prompt_id: str
     index: int
     reminders: tuple[Reminder, ...] = ()
+
+
+@dataclass(frozen=True)
+class LiveTools:
+    """The session's MCP servers as they are now: their tools by name, and the server names."""
+
+    tools: Mapping[str, Any]
+    servers: frozenset[str]
 
 
 @dataclass
@@ -121,7 +137,8 @@ def _names(names: Sequence[str]) -> str:
 
 def opening_reminders(state: OpeningState) -> tuple[Reminder, ...]:
     """The reminders a turn opens with, in 001's order (MCP, plan mode, task recovery,
-    workflow state, interruption); each only when there is something to say."""
+    workflow state, interruption); each only when there is something to say. A tool set that
+    changed since the last request follows the MCP reminder (which covers it when it fires)."""
     out: list[Reminder] = []
     servers = {s.name: s for s in state.mcp_servers}
     if set(servers) != set(state.mcp_announced):
@@ -131,6 +148,8 @@ def opening_reminders(state: OpeningState) -> tuple[Reminder, ...]:
         if gone:
             text += ("\n" if text else "") + f"No longer connected (their tools are gone): {', '.join(gone)}."
         out.append(Reminder(ReminderKind.MCP, text))
+    elif (changed := toolset_reminder(state.seen_tools, state.tools)) is not None:
+        out.append(changed)
     if state.plan_mode:
         out.append(Reminder(ReminderKind.PLAN_MODE, PLAN_MODE_TEXT))
     if state.previous_end is PreviousEnd.CUT_OFF:
@@ -151,6 +170,12 @@ def opening_reminders(state: OpeningState) -> tuple[Reminder, ...]:
 def opening_message(reminders: Sequence[Reminder]) -> str | None:
     """The reminders as one user message's text (None when there are none)."""
     return "\n".join(r.render() for r in reminders) if reminders else None
+
+
+def reminder_message(text: str) -> Message:
+    """A user message of reminder text, tagged as agentd's own (a transcript of what the user
+    and the agent said leaves it out)."""
+    return Message(role="user", content=text, tag=REMINDER_TAG)
 
 
 def toolset_reminder(seen: frozenset[str] | None, current: frozenset[str]) -> Reminder | None:

@@ -35,13 +35,14 @@ from agentd.loop.task_tool import TASK_TOOL
 from agentd.loop.toolrun import execute_tool_round
 from agentd.loop.turn import run_compaction_job, run_turn
 from agentd.loop.turn_reminders import (
+    LiveTools,
     McpServerState,
     OpeningState,
     PreviousEnd,
-    ReminderKind,
     TurnOpening,
     opening_message,
     opening_reminders,
+    reminder_message,
 )
 from agentd.protocol.acp import ContentBlock, TextContent, dump
 from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
@@ -205,7 +206,7 @@ def build_context(actor: SessionActor, turn_id: str, queued: QueuedPrompt) -> Tu
         trace_meta=cmd.meta,
         prompt_hooks=prompt_hooks,
         reminders=actor.reminders,
-        live_tools=lambda: cast("dict[str, Tool]", actor.mcp.tools if actor.mcp is not None else {}),
+        live_tools=functools.partial(live_mcp, actor),
         live_names=frozenset(mcp_tools),
     )
     ctx.subagents = actor.subagents
@@ -230,13 +231,21 @@ def _announce_prompt(actor: SessionActor, queued: QueuedPrompt) -> None:
             journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
 
 
-def opening_state(actor: SessionActor) -> OpeningState:
+def live_mcp(actor: SessionActor) -> LiveTools:
+    """The session's MCP tools and servers now (a `session/load` may have replaced them)."""
+    mcp = actor.mcp
+    if mcp is None:
+        return LiveTools({}, frozenset())
+    return LiveTools(dict(mcp.tools), frozenset(spec.name for spec in mcp.specs))
+
+
+def opening_state(actor: SessionActor, tools: frozenset[str]) -> OpeningState:
     """What a user prompt's turn opens with is decided on (turn_reminders.py)."""
     servers: tuple[McpServerState, ...] = ()
     if actor.mcp is not None:
-        tools = actor.mcp.tools
+        mcp_tools = actor.mcp.tools
         servers = tuple(
-            McpServerState(spec.name, tuple(sorted(n for n, t in tools.items() if t.server == spec.name)))
+            McpServerState(spec.name, tuple(sorted(n for n, t in mcp_tools.items() if t.server == spec.name)))
             for spec in actor.mcp.specs
         )
     goal = actor.goal if actor.goal is not None and actor.goal.status is not GoalStatus.COMPLETE else None
@@ -247,19 +256,24 @@ def opening_state(actor: SessionActor) -> OpeningState:
         previous_end=actor.reminders.previous_end,
         goal=(goal.objective, goal.status.value) if goal is not None else None,
         open_todos=tuple(e["content"] for e in actor.todos.unfinished()),
+        tools=tools,
+        seen_tools=actor.reminders.seen_tools,
     )
 
 
-def _write_opening(actor: SessionActor, queued: QueuedPrompt, index: int) -> TurnOpening:
+def _write_opening(
+    actor: SessionActor, queued: QueuedPrompt, index: int, tools: frozenset[str]
+) -> TurnOpening:
     """001's L2: "注入一批 reminder（MCP、plan mode、任务恢复、workflow 状态、中断提示等）" then
     "把用户消息写进 ChatState" — the reminders as one user message, then the prompt."""
-    state = opening_state(actor)
+    state = opening_state(actor, tools)
     reminders = opening_reminders(state)
     if (text := opening_message(reminders)) is not None:
-        actor.conversation.append(Message.user(text))
+        actor.conversation.append(reminder_message(text))
     memory = actor.reminders
     memory.mcp_announced = frozenset(s.name for s in state.mcp_servers)
     memory.previous_end = PreviousEnd.NORMAL  # told once
+    memory.seen_tools = tools  # told too (or the first request shows them): L3 says no more
     blocks = queued.command.blocks
     prompt = prompt_text(blocks)
     actor.conversation.append(Message.user(prompt, prompt_images(blocks)))
@@ -295,18 +309,13 @@ def launch(actor: SessionActor, queued: QueuedPrompt, turn_id: str) -> RunningTu
     queued.kind = plan.kind
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
-    opening: TurnOpening | None = None
+    ctx = build_context(actor, turn_id, queued)  # its tools are what the opening tells of
     if plan.shown_to_clients and not woken:
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
-            opening = _write_opening(actor, queued, before)
+            ctx.opening = _write_opening(actor, queued, before, frozenset(ctx.tools))
     rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
     _announce_turn(actor, turn_id, queued, before if rewindable else None)
-    ctx = build_context(actor, turn_id, queued)
-    ctx.opening = opening
-    if opening is not None and any(r.kind is ReminderKind.MCP for r in opening.reminders):
-        # The model was just told the MCP tools: the first sampling need not say it again.
-        actor.reminders.seen_tools = frozenset(ctx.tools)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):
         if plan.local is not None:

@@ -18,11 +18,14 @@ from typing import Any
 
 import pytest
 
+from agentd.infra.config import PermissionMode
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import openai_server as oai
+from tests.support.mcp import calc_stdio
 from tests.support.polling import until
 from tests.support.proc import AgentdProcess, agentd_serve
-from tests.support.session import events
+from tests.support.server import scripted
+from tests.support.session import events, tool_call
 
 MODEL = "test-model"
 
@@ -200,4 +203,64 @@ async def test_a_client_registered_prompt_hook_is_asked(
             "user",
             "<system-reminder>\nAnswer in French.\n</system-reminder>",
         )
+        await client.close()
+
+
+def user_texts(request: Any) -> list[str]:
+    return [m.content for m in request.messages if m.role == "user"]
+
+
+async def test_mcp_servers_are_announced_and_a_tool_set_changed_mid_turn_is_told_before_sampling(
+    server_factory, workspace: Path
+) -> None:
+    """001, L2: "注入一批 reminder（MCP、…）" — the first turn with MCP servers opens with their
+    tools; L3 step 2: "如有必要，告诉模型当前 MCP 服务器/工具集合发生了什么变化的 system-reminder" —
+    a `session/load` replacing the servers while the turn waits on a permission question makes
+    the next sampling of the same turn offer the new tools, after a reminder naming the change."""
+    provider = scripted(
+        {"tool_calls": [tool_call("write_file", "w1", path="notes.txt", content="hi")]},
+        {"text": "noted"},
+        {"text": "second turn"},
+    )
+    calc2 = {**calc_stdio(), "name": "calc2"}
+    async with server_factory(provider, permission_mode=PermissionMode.DEFAULT) as server:
+        client = await server.client()
+        other = await server.client()
+        sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": [calc_stdio()]}))[
+            "sessionId"
+        ]
+
+        async def swap_servers_then_allow(msg: dict[str, Any]) -> dict[str, Any]:
+            load = {"sessionId": sid, "cwd": str(workspace), "mcpServers": [calc2]}
+            await other.call("session/load", load)
+            return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+        client.on_request = swap_servers_then_allow
+        result = await client.call("session/prompt", text_prompt(sid, "take a note"))
+        assert result["stopReason"] == "end_turn"
+
+        first, second = provider.requests[:2]
+        opening, prompt = user_texts(first)
+        assert reminder(opening) and "MCP servers connected to this session" in opening
+        assert "- calc: mcp__calc__add, mcp__calc__boom" in opening
+        assert prompt == "take a note"
+        assert "mcp__calc__add" in {t.name for t in first.tools}
+        # Same turn, next sampling: the new set, and the reminder right before it is sampled.
+        offered = {t.name for t in second.tools}
+        assert "mcp__calc2__add" in offered and "mcp__calc__add" not in offered
+        change = second.messages[-1]
+        assert change.role == "user" and reminder(change.content)
+        assert "The tools available to you changed" in change.content
+        assert "New: mcp__calc2__add" in change.content
+        assert "No longer available (do not call them): mcp__calc__add" in change.content
+        assert second.messages[-2].role == "tool"  # it follows the step's results
+
+        # The next turn: the servers were told (the change reminder), nothing is said again.
+        await client.call("session/prompt", text_prompt(sid, "again"))
+        assert user_texts(provider.requests[2])[-1] == "again"
+        assert sum("changed since your last step" in t for t in user_texts(provider.requests[2])) == 1
+        assert sum("MCP servers connected" in t for t in user_texts(provider.requests[2])) == 1
+        ended = events(client, sid, "turn_ended")
+        assert [r["kind"] for r in ended[0]["turn"]["reminders"]] == ["mcp", "toolset_changed"]
+        await other.close()
         await client.close()

@@ -123,3 +123,13 @@ def test_with_live_tools_replaces_only_the_live_part() -> None:
         "web__fetch": 4,
     }
     assert with_live_tools(tools, frozenset(), {}) == tools
+
+
+def test_a_tool_set_changed_between_turns_is_told_in_the_opening_unless_mcp_covers_it() -> None:
+    old, new = frozenset({"read_file", "bash"}), frozenset({"read_file"})
+    [changed] = opening_reminders(OpeningState(tools=new, seen_tools=old))
+    assert changed.kind is ReminderKind.TOOLSET_CHANGED and "bash" in changed.text
+    assert opening_reminders(OpeningState(tools=new, seen_tools=None)) == ()  # a first request
+    assert opening_reminders(OpeningState(tools=new, seen_tools=new)) == ()
+    with_mcp = OpeningState(mcp_servers=(FILES,), tools=new | {"files__read"}, seen_tools=old)
+    assert kinds(with_mcp) == [ReminderKind.MCP]
