@@ -112,6 +112,8 @@ async def _open_turn(ctx: TurnContext, state: TurnState) -> TurnOutcome | None:
     verdict = await run_prompt_hooks(ctx, opening.prompt, opening.prompt_id)
     if verdict.decision is HookDecision.BLOCK:
         ctx.conversation.replace(ctx.conversation.messages[: opening.index])
+        if opening.told_before is not None:  # its reminders left with it: the next opening says them
+            ctx.reminders.restore(opening.told_before)
         notice = Notice(blocked_text(verdict))
         ctx.events.emit(notice.kind, notice.payload())
         return TurnOutcome(OutcomeKind.COMPLETED, reason=EndReason.PROMPT_BLOCKED)

@@ -100,6 +100,7 @@ class TurnOpening:
     prompt_id: str
     index: int
     reminders: tuple[Reminder, ...] = ()
+    told_before: ReminderMemory | None = None  # the memory before this opening (a block restores it)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,16 @@ class ReminderMemory:
     mcp_announced: frozenset[str] = frozenset()
     seen_tools: frozenset[str] | None = None  # the tool names of the last request; None: none yet
     previous_end: PreviousEnd = PreviousEnd.NORMAL
+
+    def copy(self) -> ReminderMemory:
+        return ReminderMemory(self.mcp_announced, self.seen_tools, self.previous_end)
+
+    def restore(self, other: ReminderMemory) -> None:
+        self.mcp_announced, self.seen_tools, self.previous_end = (
+            other.mcp_announced,
+            other.seen_tools,
+            other.previous_end,
+        )
 
 
 def previous_end_of(kind: OutcomeKind, reason: Reason | None) -> PreviousEnd:

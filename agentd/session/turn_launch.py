@@ -271,13 +271,14 @@ def _write_opening(
     if (text := opening_message(reminders)) is not None:
         actor.conversation.append(reminder_message(text))
     memory = actor.reminders
+    told_before = memory.copy()
     memory.mcp_announced = frozenset(s.name for s in state.mcp_servers)
     memory.previous_end = PreviousEnd.NORMAL  # told once
     memory.seen_tools = tools  # told too (or the first request shows them): L3 says no more
     blocks = queued.command.blocks
     prompt = prompt_text(blocks)
     actor.conversation.append(Message.user(prompt, prompt_images(blocks)))
-    return TurnOpening(prompt, queued.id, index, reminders)
+    return TurnOpening(prompt, queued.id, index, reminders, told_before)
 
 
 def _announce_turn(

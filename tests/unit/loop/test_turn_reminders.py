@@ -16,6 +16,7 @@ from agentd.loop.turn_reminders import (
     OpeningState,
     PreviousEnd,
     ReminderKind,
+    ReminderMemory,
     opening_message,
     opening_reminders,
     previous_end_of,
@@ -133,3 +134,11 @@ def test_a_tool_set_changed_between_turns_is_told_in_the_opening_unless_mcp_cove
     assert opening_reminders(OpeningState(tools=new, seen_tools=new)) == ()
     with_mcp = OpeningState(mcp_servers=(FILES,), tools=new | {"files__read"}, seen_tools=old)
     assert kinds(with_mcp) == [ReminderKind.MCP]
+
+
+def test_a_blocked_prompt_gives_back_what_its_opening_told() -> None:
+    memory = ReminderMemory(frozenset({"files"}), frozenset({"a"}), PreviousEnd.USER_CANCELLED)
+    before = memory.copy()
+    memory.mcp_announced, memory.seen_tools, memory.previous_end = frozenset(), None, PreviousEnd.NORMAL
+    memory.restore(before)
+    assert memory == ReminderMemory(frozenset({"files"}), frozenset({"a"}), PreviousEnd.USER_CANCELLED)
