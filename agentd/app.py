@@ -16,40 +16,44 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from agentd import __version__
-from agentd.core import tracing
-from agentd.core.lane import Lane
-from agentd.core.provider import Provider
-from agentd.infra.auth import LOCAL_PRINCIPAL, Authenticator, AuthUnavailable, insecure_bind
-from agentd.infra.config import AuthMode, Settings
-from agentd.infra.logs import redact_tokens_in_server_logs
-from agentd.infra.metrics import Metrics
-from agentd.infra.rss_trim import limit_arenas, run_trimmer
-from agentd.providers.factory import close_providers, make_lanes, make_provider
-from agentd.session.eventlog import EventWriter
-from agentd.session.leases import session_leases
-from agentd.session.manager import SessionManager
-from agentd.session.services import ActorServices
-from agentd.session.takeover import start_takeover
-from agentd.store.db import Store
-from agentd.tools.sandbox import SandboxError
-from agentd.tools.shell import ShellLauncher
-from agentd.transport.docs import router as docs_router
-from agentd.transport.guards import RateLimiter
-from agentd.transport.handlers import METHODS, UNSUPPORTED
-from agentd.transport.http import auth_unavailable, router
-from agentd.transport.origin import OriginGuard
-from agentd.transport.render import ACP_RENDERER
-from agentd.transport.revocation import LiveTokens
-from agentd.transport.rpc import Dispatcher
-from agentd.transport.sse import router as sse_router
-from agentd.transport.state import AppState
-from agentd.transport.streamable_http import close_all as close_http_connections
-from agentd.transport.streamable_http import router as streamable_router
-from agentd.transport.websocket import acp_endpoint
+from agentd.core import Lane, Provider, tracing
+from agentd.infra import (
+    LOCAL_PRINCIPAL,
+    Authenticator,
+    AuthMode,
+    AuthUnavailable,
+    Metrics,
+    Settings,
+    insecure_bind,
+    limit_arenas,
+    redact_tokens_in_server_logs,
+    run_trimmer,
+)
+from agentd.providers import close_providers, make_lanes, make_provider
+from agentd.session import ActorServices, EventWriter, SessionManager, session_leases, start_takeover
+from agentd.store import Store
+from agentd.tools import SandboxError, ShellLauncher
+from agentd.transport import (
+    ACP_RENDERER,
+    METHODS,
+    UNSUPPORTED,
+    AppState,
+    Dispatcher,
+    LiveTokens,
+    OriginGuard,
+    RateLimiter,
+    acp_endpoint,
+    auth_unavailable,
+    docs_router,
+    http_router,
+    sse_router,
+    streamable_router,
+)
+from agentd.transport import close_all as close_http_connections
 
 if TYPE_CHECKING:
-    from agentd.session.turn_kit import TurnKit
-    from agentd.tools.base import Tool
+    from agentd.session import TurnKit
+    from agentd.tools import Tool
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ log = logging.getLogger(__name__)
 # The turn machinery (loop, tools, agents) loads with the first session, not at start-up
 # (issue 14: idle RSS; tests/unit/test_startup_imports.py): agentd/session/turn_kit.py.
 def _build_kit(settings: Settings, shell: ShellLauncher, tools: dict[str, Tool] | None) -> TurnKit:
-    from agentd.session.turn_kit import build_kit
+    from agentd.session import build_kit
 
     return build_kit(settings, shell, tools)
 
@@ -158,7 +162,7 @@ def create_app(
         )
         stop_routing = None
         if store.engine.dialect.name == "postgresql":  # commands and events across replicas (R-C1)
-            from agentd.transport.routed import start_routing
+            from agentd.transport import start_routing
 
             replica = getattr(leases, "replica_id", settings.replica_id)
             stop_routing = await start_routing(app.state.agentd, settings.resolved_database_url(), replica)
@@ -205,7 +209,7 @@ def create_app(
         # Without auth only the loopback names: a rebinding page gets no further (outermost).
         loopback = ["127.0.0.1", "localhost", "[::1]", "::1"] if settings.auth is AuthMode.NONE else []
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*loopback, *settings.allowed_hosts])
-    app.include_router(router)
+    app.include_router(http_router)
     app.include_router(sse_router)
     app.include_router(streamable_router)
     app.include_router(docs_router)

@@ -14,15 +14,8 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from pydantic import ValidationError
 
-from agentd.core.modes import PermissionMode
-from agentd.infra.config import (
-    CONFIG_ENV,
-    AuthMode,
-    LogLevel,
-    ProviderName,
-    Settings,
-    redact_url,
-)
+from agentd.core import PermissionMode
+from agentd.infra import CONFIG_ENV, AuthMode, LogLevel, ProviderName, Settings, redact_url
 
 app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).",
@@ -120,7 +113,7 @@ def _run(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
 def _settings(**overrides: Any) -> Settings:
     """The settings, or one line per mistake and exit 2. An `AGENTD_*` variable that is no
     setting is named with the closest setting (a warning; refused with --strict)."""
-    from agentd.infra.settings_check import explain, explain_unparsable, unknown_variables
+    from agentd.infra import explain, explain_unparsable, unknown_variables
 
     given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
     secret = [n for n, f in Settings.model_fields.items() if "Secret" in str(f.annotation)]
@@ -193,8 +186,7 @@ def serve(
     config: ConfigOption = None,
 ) -> None:
     """Run the server (WebSocket /acp, POST /rpc, /healthz, /readyz)."""
-    from agentd.infra.auth import insecure_bind
-    from agentd.infra.logs import configure_logging
+    from agentd.infra import configure_logging, insecure_bind
     from agentd.preflight import (
         StartupError,
         check_database,
@@ -323,7 +315,7 @@ def token_create(
     config: ConfigOption = None,
 ) -> None:
     """Create a token and print it — the only time it is shown."""
-    from agentd.infra.auth import create_token, parse_duration, team_names
+    from agentd.infra import create_token, parse_duration, team_names
 
     _use_config(config)
     if not principal.strip():
@@ -403,7 +395,7 @@ def chat(
     questions with their diffs, the prompt queue (/queue, /edit N, /drop N, /now N),
     /interject; it reconnects by itself."""
     from agentd.chat import run_chat
-    from agentd.transport.bridge import check_url
+    from agentd.transport import check_url
 
     _use_config(config)
     if url is None:
@@ -432,7 +424,7 @@ def demo(
     ] = "Write me a hello-world script.",
 ) -> None:
     """Run a scripted session end to end, in-process, over a real WebSocket: no key, no network."""
-    from agentd.demo.run import run_demo
+    from agentd.demo import run_demo
 
     raise typer.Exit(asyncio.run(run_demo(workspace, prompt)))
 
@@ -480,7 +472,7 @@ def acp(
     """Speak ACP on stdin/stdout for an editor (Zed, JetBrains, Neovim): agentd in-process on
     its settings (SQLite under AGENTD_HOME by default), or with --connect a relay to a shared
     server that survives reconnects. One JSON-RPC message per line."""
-    from agentd.infra.logs import configure_logging
+    from agentd.infra import configure_logging
     from agentd.preflight import (
         DatabaseHeld,
         StartupError,
@@ -492,8 +484,7 @@ def acp(
 
     _use_config(config)
     if connect is not None:
-        from agentd.transport.bridge import check_url
-        from agentd.transport.stdio import bridge_stdio
+        from agentd.transport import bridge_stdio, check_url
 
         if listen is not None:
             raise typer.BadParameter("--listen serves a local agentd; it cannot go with --connect")
@@ -503,9 +494,9 @@ def acp(
         raise typer.Exit(asyncio.run(bridge_stdio(connect, token)))
 
     from agentd.app import create_app
-    from agentd.infra.auth import insecure_bind
+    from agentd.infra import insecure_bind
     from agentd.serve import running_app
-    from agentd.transport.stdio import serve_stdio
+    from agentd.transport import serve_stdio
 
     address = _host_port(listen) if listen else None
     settings = _settings()
@@ -524,7 +515,7 @@ def acp(
     except DatabaseHeld as held:
         if held.url is None or address is not None:
             _fail(StartupError(f"{held}; it serves no address to relay to: use `agentd serve` and --connect"))
-        from agentd.transport.stdio import bridge_stdio
+        from agentd.transport import bridge_stdio
 
         typer.echo(f"agentd: the database is held by a running agentd; relaying to {held.url}", err=True)
         raise typer.Exit(asyncio.run(bridge_stdio(held.url, token))) from None

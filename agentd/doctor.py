@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from agentd.infra.config import Settings, redact_url
+from agentd.infra import Settings, redact_url
 
 PROBE_TIMEOUT_S = 3.0  # each program's --version, each connection
 
@@ -194,7 +194,7 @@ def version(path: str | None, flag: str = "--version") -> str | None:
 
 
 async def gather(settings: Settings) -> Facts:
-    from agentd.tools.shell import probe_bwrap
+    from agentd.tools import probe_bwrap
 
     paths = which_programs()
     bwrap = paths["bwrap"]

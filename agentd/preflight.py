@@ -15,9 +15,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import IO
 
-from agentd.infra.config import AuthMode, ProviderName, Settings, redact_url
-from agentd.store.db import Store
-from agentd.store.file_lock import DatabaseInUse, lock_database
+from agentd.infra import AuthMode, ProviderName, Settings, redact_url
+from agentd.store import DatabaseInUse, Store, lock_database
 
 log = logging.getLogger("agentd")
 
@@ -116,9 +115,7 @@ def check_sandbox(settings: Settings) -> None:
     (e.g. token auth off loopback and no bubblewrap, unless AGENTD_SANDBOX=none is set)."""
     import shutil
 
-    from agentd.tools.egress_policy import parse_allowed
-    from agentd.tools.sandbox import SandboxError, resolve_sandbox
-    from agentd.tools.shell import probe_bwrap
+    from agentd.tools import SandboxError, parse_allowed, probe_bwrap, resolve_sandbox
 
     probe = probe_bwrap(shutil.which("bwrap"))
     try:
@@ -157,7 +154,7 @@ def check_provider(settings: Settings) -> None:
         if needs_key and not key:
             raise StartupError(f"AGENTD_FALLBACKS[{i}] ({lane.provider.value}) needs an api_key")
     if settings.provider in (None, ProviderName.SCRIPTED) and settings.script is not None:
-        from agentd.providers.scripted import ScriptedProvider
+        from agentd.providers import ScriptedProvider
 
         try:
             ScriptedProvider.from_file(settings.script)

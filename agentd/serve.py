@@ -17,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentd.infra.config import Settings
+from agentd.infra import Settings
 
 
 def _import_uvicorn_without_reloader() -> None:

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 
 from agentd.core.events import Event, EventKind
-from agentd.session.eventlog import EventWriter
+from agentd.session.eventlog.writer import EventWriter
 from agentd.store.db import Store
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -51,14 +51,14 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentd.core.events import Event, EventKind
 from agentd.infra.config import Settings
-from agentd.session.eventlog import EventWriter
+from agentd.session.eventlog.writer import EventWriter
 from agentd.store import leases, pg_commit, routed
 from agentd.store.db import Store
 from agentd.store.engine import PoolLimits
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 EVENTS_PER_TURN = 5
-CHECKPOINTS_PER_S = 1.0  # agentd/session/journal.py PARTIAL_CHECKPOINT_INTERVAL_S
+CHECKPOINTS_PER_S = 1.0  # agentd/session/eventlog/journal.py PARTIAL_CHECKPOINT_INTERVAL_S
 CHUNK = "x" * 24  # a streamed chunk's text
 
 

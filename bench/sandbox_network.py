@@ -25,8 +25,8 @@ from pathlib import Path
 
 from agentd.infra.config import SandboxNetwork, SandboxSetting, Settings
 from agentd.tools.base import ToolContext
-from agentd.tools.bash import Bash
-from agentd.tools.shell import ShellLauncher
+from agentd.tools.shell.bash import Bash
+from agentd.tools.shell.launch import ShellLauncher
 
 
 def pct(values: list[float], q: float) -> float:

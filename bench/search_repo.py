@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentd.tools.base import ToolContext
-from agentd.tools.glob_tool import Glob
-from agentd.tools.search import Grep
+from agentd.tools.search.glob_tool import Glob
+from agentd.tools.search.grep import Grep
 
 RUNS = 5
 PROJECT_FILES = 150

@@ -28,7 +28,7 @@ import asyncpg
 from turnkit import pg_available, postgres_database
 
 from agentd.protocol.agentd import ENQUEUE
-from agentd.session.takeover import sweep_interval
+from agentd.session.replicas.takeover import sweep_interval
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until
 from tests.support.proc import AgentdProcess, agentd_serve, write_script

@@ -26,7 +26,7 @@ from agentd.app import create_app
 from agentd.embedded import serve_in_background
 from agentd.infra.config import PermissionMode, ProviderName, Settings
 from agentd.providers.scripted import ScriptedProvider
-from agentd.tools.grepengine import find_rg
+from agentd.tools.search.engine import find_rg
 from tests.support.client import WsClient, text_prompt
 
 

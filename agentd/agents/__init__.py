@@ -28,7 +28,7 @@ from agentd.agents.loader import (
     load_definitions,
     select_agent,
 )
-from agentd.core.completion import CompletionRequirement
+from agentd.core import CompletionRequirement
 
 __all__ = [
     "COMPLETION_KEYS",

@@ -16,8 +16,8 @@ from typing import Any
 
 from agentd.agents.definition import AgentDefinition, AgentDefinitionError, Problem
 from agentd.agents.fields import DefinitionFields, validate_fields
-from agentd.core.completion import CompletionRequirement
-from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
+from agentd.core import CompletionRequirement
+from agentd.loop import STRUCTURED_OUTPUT_TOOL
 
 
 def join_names(values: Iterable[str]) -> str:

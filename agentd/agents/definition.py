@@ -5,7 +5,7 @@ system prompt, a tool allow-list, a model, a turn cap, a completion requirement 
 and an output schema. It holds no conversation and no runtime state, so many sessions can
 share one definition without leaking anything into each other. The *runtime* agent — the
 conversation, the tool context, the rendered prompt, the running turn — is the session
-actor (`agentd.session.actor`); it is deliberately not in this package. A session picks
+actor (`agentd.session.actor.session_actor`); it is deliberately not in this package. A session picks
 its definition by name (`select_agent`) when it is created and keeps a reference to it.
 
 The definition's tool allow-list drives both tracks of the dual-track tool description:
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from agentd.core.completion import CompletionRequirement
+from agentd.core import CompletionRequirement
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import ErrorDetails
 
 from agentd.agents.definition import NAME_PATTERN, Problem
-from agentd.core.completion import CompletionRequirement
+from agentd.core import CompletionRequirement
 
 _Positive = Annotated[int, Field(strict=True, ge=1)]
 _NonEmpty = Annotated[str, Field(strict=True, min_length=1)]

@@ -44,8 +44,8 @@ from agentd.agents.builder import AgentBuilder, join_names
 from agentd.agents.definition import DEFAULT_AGENT, AgentDefinition, AgentDefinitionError, Problem
 from agentd.agents.dialects import translate
 from agentd.agents.frontmatter import parse_markdown
-from agentd.loop.task_tool import TASK_TOOL
-from agentd.tools.registry import BUILTIN_TOOLS
+from agentd.loop import TASK_TOOL
+from agentd.tools import BUILTIN_TOOLS
 
 log = logging.getLogger(__name__)
 

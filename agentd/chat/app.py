@@ -16,7 +16,7 @@ from rich.text import Text
 from agentd.chat.link import ChatError, Link
 from agentd.chat.queue import QueueMirror
 from agentd.chat.render import ChatScreen, permission_preview
-from agentd.protocol.methods import ClientRequest, Notification, QueueOp, Served
+from agentd.protocol import ClientRequest, Notification, QueueOp, Served
 
 console = Console(highlight=False, soft_wrap=True)
 screen = ChatScreen(console)

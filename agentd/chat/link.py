@@ -15,7 +15,7 @@ from typing import Any
 
 from websockets.exceptions import InvalidHandshake
 
-from agentd.transport.bridge import Bridge
+from agentd.transport import Bridge
 
 Handler = Callable[[dict[str, Any]], Awaitable[None] | None]
 

@@ -17,8 +17,7 @@ from rich.text import Text
 from agentd.chat.app import INTERRUPT, Chat, screen
 from agentd.chat.editor import stop_editor, terminal_editor
 from agentd.chat.link import ChatError
-from agentd.protocol.agentd import AGENTD_CLIENT
-from agentd.protocol.methods import QueueOp, Served
+from agentd.protocol import AGENTD_CLIENT, QueueOp, Served
 
 HELP = [
     "a line is a prompt; while a turn runs it waits in the queue",

@@ -1,0 +1,222 @@
+"""The public names of `agentd.core`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.core import tracing as tracing
+    from agentd.core.completion import CompletionRequirement as CompletionRequirement
+    from agentd.core.conversation import Image as Image
+    from agentd.core.conversation import Message as Message
+    from agentd.core.conversation import ReasoningBlock as ReasoningBlock
+    from agentd.core.conversation import ToolCall as ToolCall
+    from agentd.core.conversation import common_prefix as common_prefix
+    from agentd.core.conversation import extends as extends
+    from agentd.core.errors import ErrorKind as ErrorKind
+    from agentd.core.errors import HarnessError as HarnessError
+    from agentd.core.errors import RecoveryHint as RecoveryHint
+    from agentd.core.errors import hint as hint
+    from agentd.core.events import Event as Event
+    from agentd.core.events import EventKind as EventKind
+    from agentd.core.input_limits import limit_exceeded as limit_exceeded
+    from agentd.core.input_limits import prompt_bytes as prompt_bytes
+    from agentd.core.lane import Lane as Lane
+    from agentd.core.log_context import LOG_CONTEXT_FIELDS as LOG_CONTEXT_FIELDS
+    from agentd.core.log_context import LogContextFilter as LogContextFilter
+    from agentd.core.log_context import bind_log_context as bind_log_context
+    from agentd.core.modes import PermissionMode as PermissionMode
+    from agentd.core.modes import SessionModes as SessionModes
+    from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
+    from agentd.core.permission import PermissionAnswer as PermissionAnswer
+    from agentd.core.permission import PermissionOptionKind as PermissionOptionKind
+    from agentd.core.permission import PermissionOutcome as PermissionOutcome
+    from agentd.core.provider import Provider as Provider
+    from agentd.core.provider import ProviderRequest as ProviderRequest
+    from agentd.core.provider import ReasoningBlockComplete as ReasoningBlockComplete
+    from agentd.core.provider import ReasoningDelta as ReasoningDelta
+    from agentd.core.provider import Stop as Stop
+    from agentd.core.provider import StopReason as StopReason
+    from agentd.core.provider import StreamEvent as StreamEvent
+    from agentd.core.provider import TextDelta as TextDelta
+    from agentd.core.provider import ToolCallComplete as ToolCallComplete
+    from agentd.core.provider import ToolCallDelta as ToolCallDelta
+    from agentd.core.provider import ToolSpec as ToolSpec
+    from agentd.core.provider import Usage as Usage
+    from agentd.core.task_history import EarlierTasks as EarlierTasks
+    from agentd.core.task_history import replay as replay
+    from agentd.core.task_notice import CompletionSource as CompletionSource
+    from agentd.core.task_notice import TaskCompletion as TaskCompletion
+    from agentd.core.task_notice import TaskEnd as TaskEnd
+    from agentd.core.task_notice import TaskKind as TaskKind
+    from agentd.core.task_notice import TaskStart as TaskStart
+    from agentd.core.task_notice import output_call as output_call
+    from agentd.core.task_notice import render_reminder as render_reminder
+    from agentd.core.task_notice import stop_runners as stop_runners
+    from agentd.core.task_notice import wait_for_any as wait_for_any
+    from agentd.core.tool_call_ids import ToolCallIds as ToolCallIds
+    from agentd.core.updates import AgentText as AgentText
+    from agentd.core.updates import AgentTextChunk as AgentTextChunk
+    from agentd.core.updates import CompactionCompleted as CompactionCompleted
+    from agentd.core.updates import CompactionProgress as CompactionProgress
+    from agentd.core.updates import CompactionStatus as CompactionStatus
+    from agentd.core.updates import Notice as Notice
+    from agentd.core.updates import NoticeSeverity as NoticeSeverity
+    from agentd.core.updates import PlanUpdated as PlanUpdated
+    from agentd.core.updates import ToolCallAnnounced as ToolCallAnnounced
+    from agentd.core.updates import ToolCallFinished as ToolCallFinished
+    from agentd.core.updates import ToolCallProgress as ToolCallProgress
+    from agentd.core.updates import ToolCallStarted as ToolCallStarted
+    from agentd.core.updates import UserMessage as UserMessage
+    from agentd.core.updates import text_content as text_content
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "AgentText": "agentd.core.updates",
+    "AgentTextChunk": "agentd.core.updates",
+    "CompactionCompleted": "agentd.core.updates",
+    "CompactionProgress": "agentd.core.updates",
+    "CompactionStatus": "agentd.core.updates",
+    "CompletionRequirement": "agentd.core.completion",
+    "CompletionSource": "agentd.core.task_notice",
+    "EarlierTasks": "agentd.core.task_history",
+    "ErrorKind": "agentd.core.errors",
+    "Event": "agentd.core.events",
+    "EventKind": "agentd.core.events",
+    "HarnessError": "agentd.core.errors",
+    "Image": "agentd.core.conversation",
+    "LOG_CONTEXT_FIELDS": "agentd.core.log_context",
+    "Lane": "agentd.core.lane",
+    "LogContextFilter": "agentd.core.log_context",
+    "Message": "agentd.core.conversation",
+    "Notice": "agentd.core.updates",
+    "NoticeSeverity": "agentd.core.updates",
+    "PermissionAnswer": "agentd.core.permission",
+    "PermissionMode": "agentd.core.modes",
+    "PermissionOptionKind": "agentd.core.permission",
+    "PermissionOutcome": "agentd.core.permission",
+    "PlanUpdated": "agentd.core.updates",
+    "Provider": "agentd.core.provider",
+    "ProviderRequest": "agentd.core.provider",
+    "ReasoningBlock": "agentd.core.conversation",
+    "ReasoningBlockComplete": "agentd.core.provider",
+    "ReasoningDelta": "agentd.core.provider",
+    "RecoveryHint": "agentd.core.errors",
+    "SessionModes": "agentd.core.modes",
+    "SqliteSynchronous": "agentd.core.modes",
+    "Stop": "agentd.core.provider",
+    "StopReason": "agentd.core.provider",
+    "StreamEvent": "agentd.core.provider",
+    "TaskCompletion": "agentd.core.task_notice",
+    "TaskEnd": "agentd.core.task_notice",
+    "TaskKind": "agentd.core.task_notice",
+    "TaskStart": "agentd.core.task_notice",
+    "TextDelta": "agentd.core.provider",
+    "ToolCall": "agentd.core.conversation",
+    "ToolCallAnnounced": "agentd.core.updates",
+    "ToolCallComplete": "agentd.core.provider",
+    "ToolCallDelta": "agentd.core.provider",
+    "ToolCallFinished": "agentd.core.updates",
+    "ToolCallIds": "agentd.core.tool_call_ids",
+    "ToolCallProgress": "agentd.core.updates",
+    "ToolCallStarted": "agentd.core.updates",
+    "ToolSpec": "agentd.core.provider",
+    "Usage": "agentd.core.provider",
+    "UserMessage": "agentd.core.updates",
+    "bind_log_context": "agentd.core.log_context",
+    "common_prefix": "agentd.core.conversation",
+    "extends": "agentd.core.conversation",
+    "hint": "agentd.core.errors",
+    "limit_exceeded": "agentd.core.input_limits",
+    "output_call": "agentd.core.task_notice",
+    "prompt_bytes": "agentd.core.input_limits",
+    "render_reminder": "agentd.core.task_notice",
+    "replay": "agentd.core.task_history",
+    "stop_runners": "agentd.core.task_notice",
+    "text_content": "agentd.core.updates",
+    "wait_for_any": "agentd.core.task_notice",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "LOG_CONTEXT_FIELDS",
+    "AgentText",
+    "AgentTextChunk",
+    "CompactionCompleted",
+    "CompactionProgress",
+    "CompactionStatus",
+    "CompletionRequirement",
+    "CompletionSource",
+    "EarlierTasks",
+    "ErrorKind",
+    "Event",
+    "EventKind",
+    "HarnessError",
+    "Image",
+    "Lane",
+    "LogContextFilter",
+    "Message",
+    "Notice",
+    "NoticeSeverity",
+    "PermissionAnswer",
+    "PermissionMode",
+    "PermissionOptionKind",
+    "PermissionOutcome",
+    "PlanUpdated",
+    "Provider",
+    "ProviderRequest",
+    "ReasoningBlock",
+    "ReasoningBlockComplete",
+    "ReasoningDelta",
+    "RecoveryHint",
+    "SessionModes",
+    "SqliteSynchronous",
+    "Stop",
+    "StopReason",
+    "StreamEvent",
+    "TaskCompletion",
+    "TaskEnd",
+    "TaskKind",
+    "TaskStart",
+    "TextDelta",
+    "ToolCall",
+    "ToolCallAnnounced",
+    "ToolCallComplete",
+    "ToolCallDelta",
+    "ToolCallFinished",
+    "ToolCallIds",
+    "ToolCallProgress",
+    "ToolCallStarted",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+    "bind_log_context",
+    "common_prefix",
+    "extends",
+    "hint",
+    "limit_exceeded",
+    "output_call",
+    "prompt_bytes",
+    "render_reminder",
+    "replay",
+    "stop_runners",
+    "text_content",
+    "tracing",
+    "wait_for_any",
+]

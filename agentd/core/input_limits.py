@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentd.protocol.acp import ContentBlock, EmbeddedResource, TextContent
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
+from agentd.protocol import ContentBlock, EmbeddedResource, ErrorCode, RpcError, TextContent
 
 
 def limit_exceeded(what: str, maximum: float, message: str, **extra: Any) -> RpcError:

@@ -4,7 +4,7 @@ A background task (a `bash` with run_in_background, a background sub-agent) live
 process that started it; nothing of it survives a `kill -9` or a restart. What does survive
 is the log: a `background_task_started` event when it starts and a `background_task` event
 when it ends. `replay` pairs them (pure): a start without an end is a task that was running
-when the process died, and crash repair (`agentd/session/recovery.py`) ends it `interrupted`
+when the process died, and crash repair (`agentd/session/eventlog/recovery.py`) ends it `interrupted`
 durably. `EarlierTasks` then answers for those ids in the new life — `task_output` gets
 their status instead of "unknown task", and an interrupted task is announced to the model
 once, like any finished task (it is a `CompletionSource`). Children are never resumed

@@ -11,8 +11,8 @@ conversation before the next sampling round (L3 step 2, beside pending interject
 and a `background_task` event for the clients as soon as it finishes.
 
 Pure: the record of one completion, the reminder text and the event payload. Where the
-completions come from is a `CompletionSource` (`agentd/tools/background.py` for shell
-tasks; `agentd/loop/subagent.py` for background sub-agents).
+completions come from is a `CompletionSource` (`agentd/tools/shell/background.py` for shell
+tasks; `agentd/loop/subagents/registry.py` for background sub-agents).
 """
 
 from __future__ import annotations

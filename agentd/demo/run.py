@@ -15,10 +15,10 @@ from rich.text import Text
 
 from agentd.app import create_app
 from agentd.chat import screen, show_update
-from agentd.core.modes import PermissionMode
+from agentd.core import PermissionMode
 from agentd.embedded import serve_in_background
-from agentd.infra.config import ProviderName, Settings
-from agentd.protocol.agentd import AGENTD_CLIENT
+from agentd.infra import ProviderName, Settings
+from agentd.protocol import AGENTD_CLIENT
 
 
 class DemoClient:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 
 from agentd.infra.config import AuthMode
 from agentd.infra.overload import overload_error
-from agentd.store.db import Store, TokenRecord
+from agentd.store import Store, TokenRecord
 
 LOCAL_PRINCIPAL = "local"
 TOKEN_PREFIX = "agentd_"

@@ -15,12 +15,12 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 # Re-exported from here too (the `as` form makes the re-export explicit for mypy --strict).
-from agentd.core.modes import PermissionMode as PermissionMode
-from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
+from agentd.core import PermissionMode as PermissionMode
+from agentd.core import SqliteSynchronous as SqliteSynchronous
 from agentd.infra.settings_check import async_database_url, unknown_keys
 
 if TYPE_CHECKING:
-    from agentd.store.engine import PoolLimits
+    from agentd.store import PoolLimits
 
 
 def redact_url(url: str) -> str:
@@ -93,7 +93,7 @@ class SandboxNetwork(StrEnum):
     """Sandboxed commands always get a network namespace of their own (the host's loopback,
     agentd's API among it, is out of reach); this says whether they have a way out."""
 
-    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/egress.py)
+    ON = "on"  # through agentd's egress proxy, to public addresses only (agentd/tools/shell/egress.py)
     OFF = "off"  # no network at all
 
 
@@ -252,7 +252,7 @@ class Settings(BaseSettings):
     fallbacks: list[FallbackLane] = Field(default_factory=list)
     # Prices per model for the usage ledger's cost (R-R4), as JSON in AGENTD_PRICES.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
-    # The OS sandbox of `bash` (agentd/tools/sandbox.py) and its limits per command (0: none).
+    # The OS sandbox of `bash` (agentd/tools/shell/sandbox.py) and its limits per command (0: none).
     sandbox: SandboxSetting = SandboxSetting.AUTO
     sandbox_network: SandboxNetwork = SandboxNetwork.ON
     # Destinations (ADDRESS:PORT) the egress proxy lets sandboxed commands reach although
@@ -388,7 +388,7 @@ class Settings(BaseSettings):
         return self.context_windows.get(model, self.context_window)
 
     def pool_limits(self) -> PoolLimits:
-        from agentd.store.engine import PoolLimits  # the store imports nothing of the settings
+        from agentd.store import PoolLimits
 
         return PoolLimits(
             self.db_pool_size, self.db_pool_overflow, self.db_pool_timeout_s, self.db_statement_timeout_s

@@ -10,7 +10,7 @@ from collections.abc import MutableMapping
 from typing import IO, Any
 from urllib.parse import unquote_plus
 
-from agentd.core.log_context import LOG_CONTEXT_FIELDS, LogContextFilter
+from agentd.core import LOG_CONTEXT_FIELDS, LogContextFilter
 from agentd.infra.config import LogFormat
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

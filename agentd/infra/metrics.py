@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.events import EventKind
+from agentd.core import EventKind
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -28,7 +28,7 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 
 class _LeaseCollector:
-    """Series read from `health()` (agentd/session/leases.py's `LeaseHealth`) per scrape:
+    """Series read from `health()` (agentd/session/replicas/leases.py's `LeaseHealth`) per scrape:
     the counters live in the leases, so nothing counted before the first scrape is lost."""
 
     def __init__(self, health: Callable[[], Any]) -> None:

@@ -8,8 +8,8 @@ from enum import StrEnum
 
 from sqlalchemy import exc as sa_exc
 
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
-from agentd.store.disconnects import is_disconnect
+from agentd.protocol import ErrorCode, RpcError
+from agentd.store import is_disconnect
 
 
 class RetryReason(StrEnum):

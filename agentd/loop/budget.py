@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from agentd.core.provider import Usage
+from agentd.core import Usage
 
 Clock = Callable[[], float]
 

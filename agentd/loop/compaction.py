@@ -13,9 +13,7 @@ import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
-from agentd.core.conversation import Message
-from agentd.core.provider import Provider, ProviderRequest, TextDelta
-from agentd.core.updates import CompactionCompleted
+from agentd.core import CompactionCompleted, Message, Provider, ProviderRequest, TextDelta
 
 
 class CompactionReason(StrEnum):

@@ -13,39 +13,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from agentd.core.completion import CompletionRequirement
-from agentd.core.conversation import Message
-from agentd.core.events import EventKind
-from agentd.core.lane import Lane as Lane  # re-exported from here too
-from agentd.core.modes import PermissionMode
-from agentd.core.permission import PermissionAnswer as PermissionAnswer  # re-exported for the session
-from agentd.core.provider import Provider
-from agentd.core.task_notice import CompletionSource
-from agentd.core.tool_call_ids import ToolCallIds
+from agentd.core import (
+    CompletionRequirement,
+    CompletionSource,
+    EventKind,
+    Message,
+    PermissionMode,
+    Provider,
+    ToolCallIds,
+)
+from agentd.core import Lane as Lane
+from agentd.core import PermissionAnswer as PermissionAnswer
 from agentd.loop.budget import BudgetLimits, BudgetState
-from agentd.loop.goal import GoalState
+from agentd.loop.goals import GoalState
 from agentd.loop.limits import LoopLimits
 from agentd.loop.request_memo import RequestMemo
 from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
 from agentd.loop.turn_reminders import LiveTools, ReminderMemory, TurnOpening
 from agentd.loop.usage import Price, UsageLedger
-from agentd.tools.agent_tasks import AgentTasks
-from agentd.tools.background import BackgroundTasks
-from agentd.tools.base import Tool
-from agentd.tools.client_bridge import ClientBridge
-from agentd.tools.hooks import PreToolHook, PromptHook, StopHook
-from agentd.tools.permissions import Remembered
-from agentd.tools.todo import TodoList
+from agentd.tools import (
+    AgentTasks,
+    BackgroundTasks,
+    ClientBridge,
+    PreToolHook,
+    PromptHook,
+    Remembered,
+    StopHook,
+    TodoList,
+    Tool,
+)
 
 if TYPE_CHECKING:
-    from agentd.tools.shell import ShellLauncher
+    from agentd.tools import ShellLauncher
 
 T = TypeVar("T")
 
 
 class ChildAgents(AgentTasks, CompletionSource, Protocol):
-    """What a turn needs of the session's sub-agents (`agentd.loop.subagent.Subagents`, which
+    """What a turn needs of the session's sub-agents (`agentd.loop.subagents.registry.Subagents`, which
     runs turns itself, so this module names it by what it does): `task_output`'s view, the
     reminders' source, and whether a background child of a turn still runs."""
 

@@ -16,16 +16,15 @@ from typing import Any
 
 from agentd.loop.budget import BudgetLimits
 from agentd.loop.compaction import CompactionLimits
-from agentd.loop.detection import StationarityLimits
+from agentd.loop.detection import LoopDetectorLimits, StationarityLimits
 from agentd.loop.drain import DrainLimits
-from agentd.loop.goal import GoalLimits
-from agentd.loop.loop_detector import LoopDetectorLimits
+from agentd.loop.goals import GoalLimits
 from agentd.loop.max_tokens import MaxTokensLimits
 from agentd.loop.repair import RepairLimits
 from agentd.loop.retry import Bucket, RetryLimits
 from agentd.loop.structured import StructuredOutputLimits
 from agentd.loop.todo_gate import TodoGateLimits
-from agentd.tools.hooks import StopHookLimits
+from agentd.tools import StopHookLimits
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core import ErrorKind, HarnessError
 from agentd.loop.budget import BudgetStopKind
-from agentd.loop.detection import DegenerationReason, StationarityReason
-from agentd.loop.loop_detector import LoopReason
-from agentd.protocol.acp import StopReason
+from agentd.loop.detection import DegenerationReason, LoopReason, StationarityReason
+from agentd.protocol import StopReason
 
 
 class OutcomeKind(StrEnum):

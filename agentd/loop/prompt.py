@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentd.core.conversation import Image
-from agentd.protocol.acp import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
+from agentd.core import Image
+from agentd.protocol import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
 
 # What providers accept natively (OpenAI and Anthropic alike); others stay a text note.
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentd.core.events import EventKind
+from agentd.core import EventKind
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.turn_reminders import Reminder, ReminderKind
-from agentd.tools.hooks import HookDecision, HookVerdict
+from agentd.tools import HookDecision, HookVerdict
 
 
 def merge_prompt_verdicts(verdicts: Sequence[HookVerdict]) -> HookVerdict:

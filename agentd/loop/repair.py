@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-from agentd.core.conversation import Message, ToolCall
+from agentd.core import Message, ToolCall
 
 
 class RepairReason(StrEnum):

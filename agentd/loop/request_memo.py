@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from agentd.core.conversation import Message, common_prefix, extends
+from agentd.core import Message, common_prefix, extends
 from agentd.loop.compaction import DEFAULT_LIMITS as ESTIMATE_LIMITS
 from agentd.loop.compaction import CompactionLimits, chars_to_tokens, message_chars
 from agentd.loop.repair import (

@@ -30,7 +30,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from agentd.core.errors import ErrorKind, HarnessError, RecoveryHint, hint
+from agentd.core import ErrorKind, HarnessError, RecoveryHint, hint
 
 
 class Bucket(StrEnum):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentd.infra.config import Settings
+from agentd.infra import Settings
 from agentd.loop.budget import BudgetLimits
 from agentd.loop.limits import LoopLimits
 from agentd.loop.retry import Bucket
-from agentd.loop.subagent_limits import DEFAULT_CHILD_MAX_TURNS
-from agentd.tools.background import MAX_WAIT
+from agentd.loop.subagents import DEFAULT_CHILD_MAX_TURNS
+from agentd.tools import MAX_WAIT
 
 
 @dataclass(frozen=True)

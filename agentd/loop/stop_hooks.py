@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentd.core.events import EventKind
+from agentd.core import EventKind
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
-from agentd.tools.hooks import HookDecision, HookVerdict
+from agentd.tools import HookDecision, HookVerdict
 
 
 def merge_stop_verdicts(verdicts: Sequence[HookVerdict]) -> HookVerdict:

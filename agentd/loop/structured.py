@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.core.provider import ToolSpec
+from agentd.core import ToolSpec
 
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 

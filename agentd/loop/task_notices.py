@@ -14,8 +14,7 @@ died with an earlier server process are announced here too (as `interrupted`,
 
 from __future__ import annotations
 
-from agentd.core.conversation import Message
-from agentd.core.task_notice import CompletionSource, TaskCompletion, render_reminder
+from agentd.core import CompletionSource, Message, TaskCompletion, render_reminder
 from agentd.loop.context import TurnContext
 
 

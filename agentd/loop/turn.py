@@ -20,14 +20,10 @@ import dataclasses
 import logging
 from typing import Any
 
-from agentd.core import tracing
-from agentd.core.conversation import Message
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.events import EventKind
-from agentd.core.updates import Notice
+from agentd.core import ErrorKind, EventKind, HarnessError, Message, Notice, tracing
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
-from agentd.loop.goal import (
+from agentd.loop.goals import (
     GoalAction,
     GoalStatus,
     continuation_text,
@@ -35,19 +31,19 @@ from agentd.loop.goal import (
     decide_after_verification,
     decide_budget,
     decide_refusal,
+    evaluate,
+    evaluator_lanes,
+    run_verification,
     with_continuation,
 )
-from agentd.loop.goal_eval import evaluate, evaluator_lanes, run_verification
 from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
 from agentd.loop.prompt_hooks import blocked_text, context_reminder, run_prompt_hooks
-from agentd.loop.react import run_react
-from agentd.loop.react_base import run_compaction
+from agentd.loop.react import TurnState, run_compaction, run_react
 from agentd.loop.reminders import system_reminder
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
 from agentd.loop.turn_reminders import reminder_message
-from agentd.loop.turn_state import TurnState
-from agentd.tools.hooks import HookDecision
+from agentd.tools import HookDecision
 
 log = logging.getLogger(__name__)
 

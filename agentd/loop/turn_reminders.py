@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from agentd.core.conversation import Message
+from agentd.core import Message
 from agentd.loop.outcome import EndReason, OutcomeKind, Reason
 from agentd.loop.reminders import system_reminder
 

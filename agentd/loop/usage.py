@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core.provider import Usage
+from agentd.core import Usage
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ import logging
 from collections.abc import Iterable
 from typing import TypedDict
 
-from agentd.core.lane import Lane
-from agentd.core.provider import Provider
-from agentd.infra.config import HttpTransport, ProviderName, Settings, redact_url
+from agentd.core import Lane, Provider
+from agentd.infra import HttpTransport, ProviderName, Settings, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ def make_provider(settings: Settings) -> Provider:
             **stream_timeouts(settings),
         )
     if settings.provider is ProviderName.OPENAI_RESPONSES:
-        from agentd.providers.openai_responses import OpenAIResponsesProvider
+        from agentd.providers.openai import OpenAIResponsesProvider
 
         base = redact_url(settings.openai_base_url)
         log.info("provider: openai responses API at %s, model %s", base, settings.model)

@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.provider import (
+from agentd.core import (
+    ErrorKind,
+    HarnessError,
     ProviderRequest,
     ReasoningDelta,
     Stop,

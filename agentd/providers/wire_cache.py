@@ -29,8 +29,7 @@ from typing import Any
 
 import orjson
 
-from agentd.core.conversation import Message, common_prefix, extends
-from agentd.core.errors import ErrorKind, HarnessError
+from agentd.core import ErrorKind, HarnessError, Message, common_prefix, extends
 
 # Sessions whose encoded conversation is kept (least recently used dropped first): each
 # holds its messages and their bytes, about the conversation's size again.

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.modes import PermissionMode
-from agentd.protocol.acp import ContentBlock
-from agentd.session.hub import Subscriber
+from agentd.core import PermissionMode
+from agentd.protocol import ContentBlock
 from agentd.session.sinks import FrameSink
 
 if TYPE_CHECKING:  # the loop and MCP load with the first session (issue 14: idle memory)
-    from agentd.loop.outcome import TurnOutcome
-    from agentd.tools.mcp import McpConnections
+    from agentd.loop import TurnOutcome
+    from agentd.session.eventlog import Subscriber
+    from agentd.tools import McpConnections
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,9 @@ class ResumeQueue:
 
 @dataclass
 class QueueOp:
-    """One of the queue operations of R-S3 (see agentd/session/queue_ops.py)."""
+    """One of the queue operations of R-S3 (see agentd/session/queue/ops.py)."""
 
-    op: str  # a `QueueOpName` (agentd/session/queue_ops.py); anything else is answered unknown
+    op: str  # a `QueueOpName` (agentd/session/queue/ops.py); anything else is answered unknown
     args: dict[str, Any]
     principal: str
     reply: asyncio.Future[dict[str, Any]]

@@ -19,7 +19,7 @@ from enum import StrEnum
 from sqlalchemy import exc as sa_exc
 
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.store.leases import is_stale_fence
+from agentd.store import is_stale_fence
 
 # Postgres SQLSTATEs that roll the whole statement back and are worth retrying as they are.
 DEADLOCK_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.modes import PermissionMode
+from agentd.core import PermissionMode
 
 if TYPE_CHECKING:
     from agentd.session.services import ActorServices

@@ -20,11 +20,9 @@ import asyncio
 import logging
 from pathlib import Path
 
+from agentd.store import FileSnapshot, Store, TurnCut
 from agentd.store import snapshots as rows
-from agentd.store.db import Store
-from agentd.store.snapshots import FileSnapshot, TurnCut
-from agentd.tools import safefs
-from agentd.tools.errors import ToolError
+from agentd.tools import ToolError, parent_dir, read_existing
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +34,8 @@ def read_prior(root: Path, path: Path) -> bytes | None:
     without following a symlink (raises `ToolError` for one, as the tool itself would)."""
     disp = str(path)
     try:
-        with safefs.parent_dir(root, path, disp) as (dir_fd, name):
-            return safefs.read_existing(dir_fd, name, disp)
+        with parent_dir(root, path, disp) as (dir_fd, name):
+            return read_existing(dir_fd, name, disp)
     except FileNotFoundError:  # a missing directory on the way: the file is new
         return None
 

@@ -13,8 +13,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.conversation import Message
-from agentd.core.modes import PermissionMode, SessionModes
+from agentd.core import Message, PermissionMode, SessionModes
 from agentd.session.commands import Shutdown
 from agentd.session.errors import (
     RETRY_SESSION_FAILED,
@@ -24,11 +23,10 @@ from agentd.session.errors import (
     session_stopping,
     shutting_down,
 )
-from agentd.session.leases import SessionLeases
-from agentd.session.recovery import RECENT_KINDS, RECENT_LIMIT, recover
+from agentd.session.eventlog import RECENT_KINDS, RECENT_LIMIT, recover
+from agentd.session.replicas import SessionLeases
 from agentd.session.services import ActorServices
-from agentd.store.db import LoadedSession, SessionRecord, Store
-from agentd.store.leases import is_stale_fence
+from agentd.store import LoadedSession, SessionRecord, Store, is_stale_fence
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor

@@ -12,14 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core.events import EventKind
-from agentd.core.modes import PermissionMode
-from agentd.core.permission import PermissionAnswer, PermissionOptionKind, PermissionOutcome
-from agentd.protocol.acp import RequestPermissionResult
+from agentd.core import EventKind, PermissionAnswer, PermissionMode, PermissionOptionKind, PermissionOutcome
+from agentd.protocol import RequestPermissionResult
 from agentd.session.commit_outcome import CommitFailure, not_committed
-from agentd.session.journal import Journal
+from agentd.session.eventlog import Journal
 from agentd.session.sinks import FrameSink, Renderer, requesting
-from agentd.tools.permissions import Remembered
+from agentd.tools import Remembered
 
 log = logging.getLogger(__name__)
 

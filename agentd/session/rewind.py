@@ -20,13 +20,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.events import EventKind
+from agentd.core import EventKind
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.file_history import ABSENT, PRESENT
+from agentd.store import FileSnapshot, TurnMark
 from agentd.store import snapshots as rows
-from agentd.store.snapshots import FileSnapshot, TurnMark
-from agentd.tools import safefs
-from agentd.tools.errors import ToolError
+from agentd.tools import ToolError, parent_dir, replace_atomically
 
 if TYPE_CHECKING:
     from agentd.session.actor import SessionActor
@@ -110,10 +109,10 @@ def _restore(root: Path, snap: FileSnapshot) -> str:
     disp = snap.path
     try:
         if snap.state == PRESENT:
-            with safefs.parent_dir(root, path, disp, create=True) as (dir_fd, name):
-                safefs.replace_atomically(dir_fd, name, disp, snap.content or b"")
+            with parent_dir(root, path, disp, create=True) as (dir_fd, name):
+                replace_atomically(dir_fd, name, disp, snap.content or b"")
             return "restored"
-        with safefs.parent_dir(root, path, disp) as (dir_fd, name):
+        with parent_dir(root, path, disp) as (dir_fd, name):
             # unlink removes a symlink itself, never its target; a directory stays.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=dir_fd)

@@ -11,26 +11,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentd.core.lane import Lane
-from agentd.core.provider import Provider
-from agentd.infra.config import Settings
-from agentd.infra.metrics import Metrics
+from agentd.core import Lane, Provider
+from agentd.infra import Metrics, Settings
 from agentd.session.eventlog import EventWriter
-from agentd.session.queue_sync import QueuedBytes
+from agentd.session.queue import QueuedBytes
 from agentd.session.sinks import Renderer
-from agentd.store.db import Store
+from agentd.store import Store
 
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
-    from agentd.loop.budget import BudgetLimits
-    from agentd.loop.limits import LoopLimits
-    from agentd.loop.usage import Price
-    from agentd.session.live import LivePublisher
-    from agentd.session.local_commands import Skill
+    from agentd.loop import BudgetLimits, LoopLimits, Price
+    from agentd.session.command_syntax import Skill
+    from agentd.session.replicas import LivePublisher
     from agentd.session.turn_kit import TurnKit
-    from agentd.tools.base import Tool
-    from agentd.tools.hooks import HooksConfig
-    from agentd.tools.shell import ShellLauncher
+    from agentd.tools import HooksConfig, ShellLauncher, Tool
 
 
 @dataclass
@@ -45,7 +39,7 @@ class ActorServices:
     queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
     store: Store | None = None  # file snapshots and turn marks (R-T12); None: not kept
     shell: ShellLauncher | None = None  # how commands start (sandbox): stdio MCP servers too
-    # Several replicas: transient events also go to the broker (agentd/session/live.py).
+    # Several replicas: transient events also go to the broker (agentd/session/replicas/live.py).
     live: LivePublisher | None = None
 
     @functools.cached_property
@@ -76,7 +70,7 @@ class ActorServices:
         return self.limits.budget
 
     def prices(self) -> dict[str, Price]:
-        from agentd.loop.usage import Price
+        from agentd.loop import Price
 
         return {
             m: Price(p.input, p.output, p.cache_read, p.cache_write) for m, p in self.settings.prices.items()

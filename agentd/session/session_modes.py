@@ -5,9 +5,8 @@ survives a restart) and announced — `plan_mode` when the gate moves, `mode_cha
 
 from __future__ import annotations
 
-from agentd.core.events import EventKind
-from agentd.core.modes import SessionModes
-from agentd.session.journal import Journal
+from agentd.core import EventKind, SessionModes
+from agentd.session.eventlog import Journal
 
 
 def record_modes_change(journal: Journal, old: SessionModes, new: SessionModes) -> bool:

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
-from agentd.core.events import Event
-from agentd.protocol.acp import ClientCapabilities
+from agentd.core import Event
+from agentd.protocol import ClientCapabilities
 
 if TYPE_CHECKING:
-    from agentd.session.local_commands import Advertised
+    from agentd.session.command_syntax import Advertised
 
 Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification
 

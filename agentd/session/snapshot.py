@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.loop.goal import GoalState
+from agentd.loop import GoalState
 from agentd.session.permission_gate import PendingPermission
-from agentd.session.prompt_queue import QueuedPrompt
+from agentd.session.queue import QueuedPrompt
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from agentd.core.task_notice import TaskCompletion, TaskStart
-from agentd.loop.context import TurnContext
-from agentd.loop.subagent import Subagents
-from agentd.loop.subagent_limits import SubagentLimits
-from agentd.loop.task_tool import TASK_TOOL
-from agentd.loop.turn import run_turn
-from agentd.loop.usage import UsageLedger
+from agentd.core import TaskCompletion, TaskStart
+from agentd.loop import TASK_TOOL, SubagentLimits, Subagents, TurnContext, UsageLedger, run_turn
 from agentd.session.commands import TaskFinished
-from agentd.tools.base import Tool
-from agentd.tools.hooks import StopHook
+from agentd.tools import StopHook, Tool
 
 if TYPE_CHECKING:  # the actor hands itself in (same package)
     from agentd.session.actor import SessionActor

@@ -12,16 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentd.agents import DEFAULT_AGENT, AgentDefinition, default_definitions
-from agentd.infra.config import Settings
-from agentd.loop.budget import BudgetLimits
-from agentd.loop.goal import GoalLimits
-from agentd.loop.limits import LoopLimits
-from agentd.loop.task_tool import TASK_TOOL
-from agentd.session.local_commands import Skill, load_skills
-from agentd.tools.base import Tool
-from agentd.tools.hooks import HooksConfig, load_hooks
-from agentd.tools.registry import builtin_tools
-from agentd.tools.shell import ShellLauncher
+from agentd.infra import Settings
+from agentd.loop import TASK_TOOL, BudgetLimits, GoalLimits, LoopLimits
+from agentd.session.command_syntax import Skill, load_skills
+from agentd.tools import HooksConfig, ShellLauncher, Tool, builtin_tools, load_hooks
 
 
 @dataclass

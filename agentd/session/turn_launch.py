@@ -20,47 +20,47 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from agentd.agents import AgentDefinition
-from agentd.core.conversation import Message, ToolCall
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.events import EventKind
-from agentd.core.log_context import bind_log_context
-from agentd.core.provider import Provider
-from agentd.loop.context import Conversation, TurnContext
-from agentd.loop.goal import GoalStatus
-from agentd.loop.goal_eval import evaluator_lanes
-from agentd.loop.outcome import EndReason, LocalCommandReason, OutcomeKind, TurnOutcome
-from agentd.loop.prompt import prompt_images, prompt_text
-from agentd.loop.structured import OutputSchema
-from agentd.loop.task_tool import TASK_TOOL
-from agentd.loop.toolrun import execute_tool_round
-from agentd.loop.turn import run_compaction_job, run_turn
-from agentd.loop.turn_reminders import (
+from agentd.core import ErrorKind, EventKind, HarnessError, Message, Provider, ToolCall, bind_log_context
+from agentd.loop import (
+    TASK_TOOL,
+    Conversation,
+    EndReason,
+    GoalStatus,
     LiveTools,
+    LocalCommandReason,
     McpServerState,
     OpeningState,
+    OutcomeKind,
+    OutputSchema,
     PreviousEnd,
+    TurnContext,
     TurnOpening,
+    TurnOutcome,
+    evaluator_lanes,
+    execute_tool_round,
     opening_message,
     opening_reminders,
+    prompt_images,
+    prompt_text,
     reminder_message,
+    run_compaction_job,
+    run_turn,
 )
-from agentd.protocol.acp import ContentBlock, TextContent, dump
+from agentd.protocol import ContentBlock, TextContent, dump
+from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, parse_bang, parse_local
 from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
-from agentd.session.local_commands import (
-    LocalCommand,
-    Skill,
-    expand_skill,
-    parse_bang,
-    parse_local,
-    run_local_command,
+from agentd.session.local_commands import run_local_command
+from agentd.session.queue import (
+    REQUEST_DIGEST,
+    QueuedPrompt,
+    QueueKind,
+    new_id,
+    request_digest_of,
+    request_id_of,
 )
-from agentd.session.prompt_queue import REQUEST_DIGEST, QueuedPrompt, new_id, request_digest_of, request_id_of
-from agentd.session.queue_ops import QueueKind
 from agentd.session.sinks import FrameSink, capable
 from agentd.session.subagents import with_task_tool
-from agentd.tools.base import Tool
-from agentd.tools.client_bridge import ClientBridge
-from agentd.tools.hooks import PreToolHook, PromptHook, StopHook
+from agentd.tools import ClientBridge, PreToolHook, PromptHook, StopHook, Tool
 
 if TYPE_CHECKING:  # the actor hands itself to the runners (same package)
     from agentd.session.actor import SessionActor

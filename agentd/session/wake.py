@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from agentd.core.updates import Notice, NoticeSeverity
+from agentd.core import Notice, NoticeSeverity
 from agentd.session.commands import Prompt, PromptDone, PromptSource
 
 if TYPE_CHECKING:  # the actor hands itself in (same package)

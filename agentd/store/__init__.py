@@ -1,0 +1,126 @@
+"""The public names of `agentd.store`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.store import claims as claims
+    from agentd.store import leases as leases
+    from agentd.store import routed as routed
+    from agentd.store import snapshots as snapshots
+    from agentd.store.broker import Broker as Broker
+    from agentd.store.broker import Gap as Gap
+    from agentd.store.broker import PgBroker as PgBroker
+    from agentd.store.broker import Subscription as Subscription
+    from agentd.store.db import Batch as Batch
+    from agentd.store.db import LoadedSession as LoadedSession
+    from agentd.store.db import Store as Store
+    from agentd.store.db import StoredEvent as StoredEvent
+    from agentd.store.db import TokenRecord as TokenRecord
+    from agentd.store.disconnects import is_disconnect as is_disconnect
+    from agentd.store.engine import PoolLimits as PoolLimits
+    from agentd.store.file_lock import DatabaseInUse as DatabaseInUse
+    from agentd.store.file_lock import lock_database as lock_database
+    from agentd.store.leases import is_stale_fence as is_stale_fence
+    from agentd.store.notify import EVENTS_CHANNEL as EVENTS_CHANNEL
+    from agentd.store.notify import MAX_SESSION_ID as MAX_SESSION_ID
+    from agentd.store.notify import SHARES_CHANNEL as SHARES_CHANNEL
+    from agentd.store.notify import PgListener as PgListener
+    from agentd.store.notify import parse_events_payload as parse_events_payload
+    from agentd.store.queue_rows import QueueWrite as QueueWrite
+    from agentd.store.records import SessionRecord as SessionRecord
+    from agentd.store.records import SessionSummary as SessionSummary
+    from agentd.store.redis_broker import RedisBroker as RedisBroker
+    from agentd.store.routed import RoutedCommand as RoutedCommand
+    from agentd.store.routed import State as State
+    from agentd.store.routed import Wake as Wake
+    from agentd.store.snapshots import FileSnapshot as FileSnapshot
+    from agentd.store.snapshots import TurnCut as TurnCut
+    from agentd.store.snapshots import TurnMark as TurnMark
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "Batch": "agentd.store.db",
+    "Broker": "agentd.store.broker",
+    "DatabaseInUse": "agentd.store.file_lock",
+    "EVENTS_CHANNEL": "agentd.store.notify",
+    "FileSnapshot": "agentd.store.snapshots",
+    "Gap": "agentd.store.broker",
+    "is_disconnect": "agentd.store.disconnects",
+    "is_stale_fence": "agentd.store.leases",
+    "LoadedSession": "agentd.store.db",
+    "lock_database": "agentd.store.file_lock",
+    "MAX_SESSION_ID": "agentd.store.notify",
+    "parse_events_payload": "agentd.store.notify",
+    "PgBroker": "agentd.store.broker",
+    "PgListener": "agentd.store.notify",
+    "PoolLimits": "agentd.store.engine",
+    "QueueWrite": "agentd.store.queue_rows",
+    "RedisBroker": "agentd.store.redis_broker",
+    "RoutedCommand": "agentd.store.routed",
+    "SessionRecord": "agentd.store.records",
+    "SessionSummary": "agentd.store.records",
+    "SHARES_CHANNEL": "agentd.store.notify",
+    "State": "agentd.store.routed",
+    "Store": "agentd.store.db",
+    "StoredEvent": "agentd.store.db",
+    "Subscription": "agentd.store.broker",
+    "TokenRecord": "agentd.store.db",
+    "TurnCut": "agentd.store.snapshots",
+    "TurnMark": "agentd.store.snapshots",
+    "Wake": "agentd.store.routed",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "EVENTS_CHANNEL",
+    "MAX_SESSION_ID",
+    "SHARES_CHANNEL",
+    "Batch",
+    "Broker",
+    "DatabaseInUse",
+    "FileSnapshot",
+    "Gap",
+    "LoadedSession",
+    "PgBroker",
+    "PgListener",
+    "PoolLimits",
+    "QueueWrite",
+    "RedisBroker",
+    "RoutedCommand",
+    "SessionRecord",
+    "SessionSummary",
+    "State",
+    "Store",
+    "StoredEvent",
+    "Subscription",
+    "TokenRecord",
+    "TurnCut",
+    "TurnMark",
+    "Wake",
+    "claims",
+    "is_disconnect",
+    "is_stale_fence",
+    "leases",
+    "lock_database",
+    "parse_events_payload",
+    "routed",
+    "snapshots",
+]

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentd.core.modes import SqliteSynchronous
+from agentd.core import SqliteSynchronous
 from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
 from agentd.store.batch_write import apply_batches
 from agentd.store.disconnects import driver_closed

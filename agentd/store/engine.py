@@ -13,7 +13,7 @@ from sqlalchemy import Connection, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from agentd.core.modes import SqliteSynchronous
+from agentd.core import SqliteSynchronous
 from agentd.store.disconnects import guard
 from agentd.store.sqlite_writer import SqliteWriter
 

@@ -162,7 +162,7 @@ def renewal_engine(engine: AsyncEngine, timeout_s: float) -> AsyncEngine:
             pool_size=1,
             max_overflow=1,
             pool_timeout=timeout_s,
-            # (Each attempt, connecting included, is bounded by the keeper: session/leases.py.)
+            # (Each attempt, connecting included, is bounded by the keeper: session/replicas/leases.py.)
             connect_args={
                 "command_timeout": timeout_s,
                 "server_settings": {"application_name": RENEWAL_APPLICATION},

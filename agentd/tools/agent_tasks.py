@@ -1,6 +1,6 @@
 """What `task_output` needs from the session's background sub-agents (R-T11).
 
-The sub-agents themselves run the loop (`agentd/loop/subagent.py`), which the tools layer
+The sub-agents themselves run the loop (`agentd/loop/subagents/registry.py`), which the tools layer
 must not import; `task_output` sees them only through this protocol, the way it sees
 background shell tasks through `BackgroundTasks`. Ids differ by prefix (`agent-N` vs `bg-N`).
 """

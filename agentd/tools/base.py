@@ -115,5 +115,5 @@ class Tool(Protocol):
         """Do the work. Raise `ToolError` for a readable failure; cancellation must clean up."""
         ...
 
-    # Optional: `async def preview(self, args, ctx) -> ToolPreview` (agentd/tools/preview.py)
+    # Optional: `async def preview(self, args, ctx) -> ToolPreview` (agentd/tools/files/preview.py)
     # says what the call will do before it is approved — an edit's diff, a command's cwd.

@@ -15,10 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentd.protocol import outgoing
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
-from agentd.protocol.methods import ClientRequest
-from agentd.protocol.outgoing import Outgoing
+from agentd.protocol import ClientRequest, ErrorCode, Outgoing, RpcError, outgoing
 from agentd.tools.errors import ToolError
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]

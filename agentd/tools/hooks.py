@@ -47,7 +47,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentd.tools.proctrack import kill_all_now, new_tag, tagged_env
+from agentd.tools.shell import kill_all_now, new_tag, tagged_env
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from agentd.core.modes import PermissionMode
+from agentd.core import PermissionMode
 from agentd.tools.base import Access
 
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 
-from agentd.tools.background import TaskOutput
 from agentd.tools.base import Tool
-from agentd.tools.bash import Bash
-from agentd.tools.files import EditFile, ListDir, ReadFile, WriteFile
-from agentd.tools.search import Glob, Grep
-from agentd.tools.shell import ShellLauncher
+from agentd.tools.files import EditFile, ReadFile, WriteFile
+from agentd.tools.search import Glob, Grep, ListDir
+from agentd.tools.shell import Bash, ShellLauncher, TaskOutput, Wait
 from agentd.tools.todo import TodoWrite
-from agentd.tools.wait_tool import Wait
 
 BUILTIN_TOOLS: tuple[type[Tool], ...] = (
     ReadFile,

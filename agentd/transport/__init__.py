@@ -1,0 +1,91 @@
+"""The public names of `agentd.transport`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.transport.bridge import Bridge as Bridge
+    from agentd.transport.bridge import check_url as check_url
+    from agentd.transport.docs import docs_router as docs_router
+    from agentd.transport.guards import RateLimiter as RateLimiter
+    from agentd.transport.handlers import METHODS as METHODS
+    from agentd.transport.handlers import UNSUPPORTED as UNSUPPORTED
+    from agentd.transport.http import auth_unavailable as auth_unavailable
+    from agentd.transport.http import http_router as http_router
+    from agentd.transport.origin import OriginGuard as OriginGuard
+    from agentd.transport.render import ACP_RENDERER as ACP_RENDERER
+    from agentd.transport.revocation import LiveTokens as LiveTokens
+    from agentd.transport.routed import start_routing as start_routing
+    from agentd.transport.rpc import Dispatcher as Dispatcher
+    from agentd.transport.sse import sse_router as sse_router
+    from agentd.transport.state import AppState as AppState
+    from agentd.transport.stdio import bridge_stdio as bridge_stdio
+    from agentd.transport.stdio import serve_stdio as serve_stdio
+    from agentd.transport.streamable_http import close_all as close_all
+    from agentd.transport.streamable_http import streamable_router as streamable_router
+    from agentd.transport.websocket import acp_endpoint as acp_endpoint
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "ACP_RENDERER": "agentd.transport.render",
+    "AppState": "agentd.transport.state",
+    "Bridge": "agentd.transport.bridge",
+    "Dispatcher": "agentd.transport.rpc",
+    "LiveTokens": "agentd.transport.revocation",
+    "METHODS": "agentd.transport.handlers",
+    "OriginGuard": "agentd.transport.origin",
+    "RateLimiter": "agentd.transport.guards",
+    "UNSUPPORTED": "agentd.transport.handlers",
+    "acp_endpoint": "agentd.transport.websocket",
+    "auth_unavailable": "agentd.transport.http",
+    "bridge_stdio": "agentd.transport.stdio",
+    "check_url": "agentd.transport.bridge",
+    "close_all": "agentd.transport.streamable_http",
+    "docs_router": "agentd.transport.docs",
+    "http_router": "agentd.transport.http",
+    "sse_router": "agentd.transport.sse",
+    "streamable_router": "agentd.transport.streamable_http",
+    "serve_stdio": "agentd.transport.stdio",
+    "start_routing": "agentd.transport.routed",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "ACP_RENDERER",
+    "METHODS",
+    "UNSUPPORTED",
+    "AppState",
+    "Bridge",
+    "Dispatcher",
+    "LiveTokens",
+    "OriginGuard",
+    "RateLimiter",
+    "acp_endpoint",
+    "auth_unavailable",
+    "bridge_stdio",
+    "check_url",
+    "close_all",
+    "docs_router",
+    "http_router",
+    "serve_stdio",
+    "sse_router",
+    "start_routing",
+    "streamable_router",
+]

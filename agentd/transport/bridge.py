@@ -22,10 +22,16 @@ import orjson
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from agentd.protocol import outgoing
-from agentd.protocol.agentd import AGENTD_CLIENT, OptIn
-from agentd.protocol.jsonrpc import ErrorCode, notification
-from agentd.protocol.methods import AGENTD_PREFIX, Notification, Served
+from agentd.protocol import (
+    AGENTD_CLIENT,
+    AGENTD_PREFIX,
+    ErrorCode,
+    Notification,
+    OptIn,
+    Served,
+    notification,
+    outgoing,
+)
 from agentd.transport.relay import RelayState, Verdict
 
 log = logging.getLogger(__name__)

@@ -8,9 +8,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.protocol import outgoing
-from agentd.protocol.methods import ClientRequest
-from agentd.tools.hooks import PROMPT_DECISIONS, HookDecision, HookVerdict, parse_verdict
+from agentd.protocol import ClientRequest, outgoing
+from agentd.tools import PROMPT_DECISIONS, HookDecision, HookVerdict, parse_verdict
 from agentd.transport.state import Peer
 
 STOP_HOOK_METHOD = ClientRequest.HOOKS_STOP

@@ -3,7 +3,7 @@
 Every incoming request is handled in its own task (a reader that awaited a prompt
 inline would deadlock on the cancel or permission reply that must follow it). Outgoing
 frames go through a bounded queue drained by one writer task, so producers never await
-a slow socket. Replays (agentd/session/replay.py) and responses are the exception: they
+a slow socket. Replays (agentd/session/eventlog/replayer.py) and responses are the exception: they
 await room instead (agentd/transport/outgoing.py), so they are paced by the client and
 never dropped.
 """
@@ -21,10 +21,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 from starlette.websockets import WebSocketDisconnect
 
-from agentd.protocol.acp import ClientCapabilities
-from agentd.protocol.agentd import OptIn
-from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response, notification, request
-from agentd.protocol.methods import AGENTD_PREFIX, CANCEL_REQUEST
+from agentd.protocol import (
+    AGENTD_PREFIX,
+    CANCEL_REQUEST,
+    ClientCapabilities,
+    ErrorCode,
+    OptIn,
+    RpcError,
+    error_response,
+    notification,
+    request,
+)
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.rpc import Dispatcher, read_message, response_problem
 from agentd.transport.state import CallContext

@@ -14,9 +14,9 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import JSONResponse, Response
 
-from agentd.infra.auth import CHALLENGE, AuthError
+from agentd.infra import CHALLENGE, AuthError
 
-router = APIRouter(include_in_schema=False)
+docs_router = APIRouter(include_in_schema=False)
 
 
 async def _refused(request: Request) -> Response | None:
@@ -33,19 +33,19 @@ def _schema_url(request: Request) -> str:
     return "/openapi.json" + (f"?{urlencode({'token': token})}" if token else "")
 
 
-@router.get("/openapi.json")
+@docs_router.get("/openapi.json")
 async def openapi(request: Request) -> Response:
     return await _refused(request) or JSONResponse(request.app.openapi())
 
 
-@router.get("/docs")
+@docs_router.get("/docs")
 async def swagger(request: Request) -> Response:
     return await _refused(request) or get_swagger_ui_html(
         openapi_url=_schema_url(request), title=f"{request.app.title} - docs"
     )
 
 
-@router.get("/redoc")
+@docs_router.get("/redoc")
 async def redoc(request: Request) -> Response:
     return await _refused(request) or get_redoc_html(
         openapi_url=_schema_url(request), title=f"{request.app.title} - ReDoc"

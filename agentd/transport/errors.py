@@ -4,8 +4,8 @@ transports that answer outside it (SSE)."""
 
 from __future__ import annotations
 
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
-from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.protocol import ErrorCode, RpcError
+from agentd.session import SessionError, SessionErrorKind
 
 CODES: dict[SessionErrorKind, ErrorCode] = {
     SessionErrorKind.SHUTTING_DOWN: ErrorCode.SHUTTING_DOWN,

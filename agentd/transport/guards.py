@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core.input_limits import limit_exceeded, prompt_bytes  # re-exported from here too
-from agentd.protocol.acp import ContentBlock
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
+from agentd.core import limit_exceeded, prompt_bytes
+from agentd.protocol import ContentBlock, ErrorCode, RpcError
 
 
 def json_depth(value: Any) -> int:

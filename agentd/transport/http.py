@@ -8,16 +8,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentd.infra.auth import CHALLENGE, AuthError, AuthUnavailable
-from agentd.infra.overload import LimitKind, RetryReason, retry_later
-from agentd.protocol.jsonrpc import ErrorCode, RpcError, error_response
-from agentd.protocol.methods import Served
+from agentd.infra import CHALLENGE, AuthError, AuthUnavailable, LimitKind, RetryReason, retry_later
+from agentd.protocol import ErrorCode, RpcError, Served, error_response
 from agentd.transport.rpc import read_message
 from agentd.transport.state import CallContext
 from agentd.transport.web import router as web_router
 
-router = APIRouter()
-router.include_router(web_router)  # `/` and the page's assets
+http_router = APIRouter()
+http_router.include_router(web_router)  # `/` and the page's assets
 
 # The body is read raw (a batch, bad JSON and oversized bodies get JSON-RPC errors, not
 # FastAPI's 422), so the OpenAPI description of it is spelled out here.
@@ -84,7 +82,7 @@ RPC_OPENAPI: dict[str, Any] = {
 }
 
 
-@router.post(
+@http_router.post(
     "/rpc",
     summary="JSON-RPC 2.0 over HTTP (one request or a batch)",
     response_class=Response,
@@ -131,7 +129,7 @@ async def auth_unavailable(request: Request, exc: Exception) -> Response:
     return JSONResponse(body, status_code=503, headers=exc.headers)
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@http_router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 async def metrics(request: Request) -> Response:
     state = request.app.state.agentd
     try:
@@ -141,19 +139,19 @@ async def metrics(request: Request) -> Response:
     return Response(state.metrics.render(), media_type=state.metrics.content_type)
 
 
-@router.get("/healthz", summary="Liveness")
+@http_router.get("/healthz", summary="Liveness")
 async def healthz() -> JSONResponse:
     # A Response, not a dict: FastAPI's serializer would first import `pydantic.v1` (1.3 MiB
     # resident for good) to rule out a v1 model.
     return JSONResponse({"status": "ok"})
 
 
-@router.get(
+@http_router.get(
     "/readyz",
     summary="Readiness: database reachable, migrations current, session leases renewed (R-C1)",
 )
 async def readyz(request: Request) -> JSONResponse:
-    """Also names the replica and reports its leases (agentd/session/leases.py, `health`):
+    """Also names the replica and reports its leases (agentd/session/replicas/leases.py, `health`):
     a replica whose lease renewals fail is not ready — it could not keep a session."""
     state = request.app.state.agentd
     leases = state.manager.leases.health()

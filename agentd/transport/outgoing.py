@@ -1,7 +1,7 @@
 """A client's outgoing frames, in order, with two bounds.
 
 Live frames are put without waiting and refused when `maxsize` of them are queued (the
-subscriber then tells the client to resync). Replay frames (agentd/session/replay.py)
+subscriber then tells the client to resync). Replay frames (agentd/session/eventlog/replayer.py)
 go through the same queue, so everything reaches the client in the order it was queued,
 but they do not count against that bound: they have their own window, which
 `put_replay` awaits, so a replay is paced by the client and never crowds out live frames.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from agentd.protocol.methods import ClientRequest, Notification
+from agentd.protocol import ClientRequest, Notification
 
 CHUNKS = ("agent_message_chunk", "agent_thought_chunk")
 PERMISSION = ClientRequest.REQUEST_PERMISSION

@@ -15,15 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentd.core.events import Event, EventKind
-from agentd.protocol import outgoing
-from agentd.protocol.acp import chunk_update, session_notification
-from agentd.protocol.jsonrpc import notification
-from agentd.protocol.methods import AGENTD_PREFIX, Notification
-from agentd.session.sinks import Frame
+from agentd.core import Event, EventKind
+from agentd.protocol import (
+    AGENTD_PREFIX,
+    Notification,
+    chunk_update,
+    notification,
+    outgoing,
+    session_notification,
+)
+from agentd.session import Frame
 
 if TYPE_CHECKING:
-    from agentd.session.local_commands import Advertised
+    from agentd.session import Advertised
 
 __all__ = ["ACP_RENDERER", "AcpRenderer", "Frame"]
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from enum import IntEnum, StrEnum
 from typing import TypeVar
 
-from agentd.store.db import Store
+from agentd.store import Store
 
 log = logging.getLogger(__name__)
 

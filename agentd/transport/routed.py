@@ -8,7 +8,7 @@ the very request — method and params as the client sent them — to the owner 
 `Router.forward`. The owner runs it through its own dispatcher (`execute`) as the caller's
 principal and teams, with no connection (as over `POST /rpc`): the same authorisation as a
 local call, and it is never routed on. A `session/prompt` caller on a connection is first
-subscribed to the session's events here (agentd/session/remote.py): its turn's events
+subscribed to the session's events here (agentd/session/replicas/remote.py): its turn's events
 reach it from the log while the forward waits for the stop reason.
 
 Carry-on (issue 26 item 5): when the owner dies with the command unstarted (withdrawn:
@@ -30,14 +30,10 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from agentd.infra.overload import overload_error
-from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError
-from agentd.protocol.methods import QueueOp, Served
-from agentd.session.commands import ROUTED_FROM
-from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.routing import OwnerGone
-from agentd.session.sinks import FrameSink
-from agentd.store.routed import RoutedCommand
+from agentd.infra import overload_error
+from agentd.protocol import ErrorCode, QueueOp, Request, RpcError, Served
+from agentd.session import ROUTED_FROM, FrameSink, OwnerGone, SessionError, SessionErrorKind
+from agentd.store import RoutedCommand
 from agentd.transport.errors import rpc_error
 from agentd.transport.revocation import TokenRevoked
 from agentd.transport.sharing import holder
@@ -153,7 +149,7 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
     sid = session_id_of(request.params)
     if refusal is not None:
         if sid is not None:  # a caller without the rights is told "not found", as anywhere (R-X2)
-            from agentd.transport.handlers.remote import stored_access
+            from agentd.transport.handlers import stored_access
             from agentd.transport.sharing import Access
 
             await stored_access(ctx, sid, Access.DRIVE)
@@ -167,7 +163,7 @@ async def route(ctx: CallContext, request: Request, exc: SessionError) -> Any:
     if conn is not None and request.method in _PROMPTS:
         params = with_routed_from(params, f"{state.router.replica_id}/{conn.id}")
     if prompt and conn is not None and sid not in conn.sessions and state.remote is not None:
-        from agentd.transport.handlers.remote import watch_from_here
+        from agentd.transport.handlers import watch_from_here
 
         await watch_from_here(ctx, sid, owner)  # its turn's events come from the log
     loop = asyncio.get_running_loop()
@@ -260,7 +256,7 @@ def _error(err: RpcError) -> dict[str, Any]:
 
 
 def permission_answerer(state: AppState) -> Any:
-    """The `answer` of agentd/session/remote.py: a watching client's choice goes to the
+    """The `answer` of agentd/session/replicas/remote.py: a watching client's choice goes to the
     owner as that client's `_agentd/permission/respond` (its rights checked there)."""
 
     async def answer(sink: FrameSink, session_id: str, request_id: str, option_id: str | None) -> None:
@@ -289,11 +285,8 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     """Several replicas on one Postgres: this replica's router, its watches of sessions
     owned elsewhere and the one LISTEN connection waking both. Returns the stop (after the
     actors have stopped: the outcomes of commands run here still go out)."""
-    from agentd.session.live import LivePublisher
-    from agentd.session.remote import RemoteWatches
-    from agentd.session.routing import Router
-    from agentd.store.broker import Broker, PgBroker
-    from agentd.store.notify import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, PgListener
+    from agentd.session import LivePublisher, RemoteWatches, Router
+    from agentd.store import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, Broker, PgBroker, PgListener
     from agentd.transport.render import ACP_RENDERER
 
     settings = state.settings
@@ -308,7 +301,7 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     pg_broker: PgBroker | None = None
     broker: Broker
     if settings.redis_url:
-        from agentd.store.redis_broker import RedisBroker
+        from agentd.store import RedisBroker
 
         # Named in CLIENT LIST: which replica, which process.
         name = re.sub(r"[^A-Za-z0-9_.:-]", "_", f"agentd-{replica_id}-{os.getpid()}")
@@ -332,7 +325,7 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     rechecks: set[asyncio.Task[None]] = set()
 
     async def recheck(session_id: str) -> None:
-        from agentd.transport.handlers.share import recheck_remote_access
+        from agentd.transport.handlers import recheck_remote_access
 
         try:
             await recheck_remote_access(state, session_id)

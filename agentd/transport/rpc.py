@@ -19,11 +19,10 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from agentd.core.input_limits import limit_exceeded
-from agentd.infra.overload import overload_error
-from agentd.protocol.jsonrpc import ErrorCode, Request, RpcError, error_response, response
-from agentd.protocol.methods import Served
-from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.core import limit_exceeded
+from agentd.infra import overload_error
+from agentd.protocol import ErrorCode, Request, RpcError, Served, error_response, response
+from agentd.session import SessionError, SessionErrorKind
 from agentd.transport.errors import rpc_error
 from agentd.transport.guards import check_depth, check_prompt_blocks, prompt_of, request_cost
 from agentd.transport.state import CallContext, RouteHook

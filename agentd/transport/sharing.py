@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
+from agentd.protocol import ErrorCode, RpcError
 
 if TYPE_CHECKING:
     from agentd.transport.state import Peer

@@ -5,7 +5,7 @@ The same payloads as the WebSocket notifications. A durable event's frame carrie
 `id: <seq>`, so a browser's EventSource resumes by itself (`Last-Event-ID`); `?after=SEQ`
 does the same by hand. Transient deltas carry no id and heartbeats are comment frames,
 so neither ever moves the cursor. The first frame is the snapshot of the live state.
-The replay runs alongside the response, paced by it (agentd/session/replay.py).
+The replay runs alongside the response, paced by it (agentd/session/eventlog/replayer.py).
 """
 
 from __future__ import annotations
@@ -21,17 +21,14 @@ import orjson
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
-from agentd.infra.auth import CHALLENGE, AuthError, Identity
-from agentd.protocol import outgoing
-from agentd.protocol.jsonrpc import RpcError
-from agentd.protocol.methods import Notification
-from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.replay import ReplayMode
+from agentd.infra import CHALLENGE, AuthError, Identity
+from agentd.protocol import Notification, RpcError, outgoing
+from agentd.session import ReplayMode, SessionError, SessionErrorKind
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.revocation import CloseReason
 from agentd.transport.sharing import Access, access_of
 
-router = APIRouter()
+sse_router = APIRouter()
 log = logging.getLogger(__name__)
 
 _END = object()
@@ -159,7 +156,7 @@ async def _may_watch(state: Any, identity: Identity, session_id: str, owner: str
     return access_of(identity.principal, identity.teams, owner, shares) is not Access.NONE
 
 
-@router.get(
+@sse_router.get(
     "/sessions/{session_id}/events",
     summary="The session's events as Server-Sent Events",
     openapi_extra={"parameters": _PARAMETERS},

@@ -8,31 +8,27 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from agentd.core.provider import Provider
-from agentd.infra.auth import Authenticator
-from agentd.infra.config import AuthMode, Settings
-from agentd.infra.metrics import Metrics
-from agentd.protocol.acp import ClientCapabilities
-from agentd.protocol.agentd import OptIn
-from agentd.protocol.jsonrpc import Request
-from agentd.session.attach import attach as attach_client
-from agentd.session.attach import check_cursor
-from agentd.session.commands import Detach
-from agentd.session.errors import SessionError
-from agentd.session.eventlog import EventWriter
-from agentd.session.hub import Subscriber
-from agentd.session.manager import SessionManager
-from agentd.session.services import ActorServices
-from agentd.session.sinks import FrameSink
-from agentd.store.db import Store
+from agentd.core import Provider
+from agentd.infra import Authenticator, AuthMode, Metrics, Settings
+from agentd.protocol import ClientCapabilities, OptIn, Request
+from agentd.session import (
+    ActorServices,
+    Detach,
+    EventWriter,
+    FrameSink,
+    SessionError,
+    SessionManager,
+    Subscriber,
+    check_cursor,
+)
+from agentd.session import attach as attach_client
+from agentd.store import Store
 from agentd.transport.guards import RateLimiter, rate_key
 from agentd.transport.revocation import LiveTokens
 
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
-    from agentd.session.actor import SessionActor
-    from agentd.session.remote import RemoteWatches
-    from agentd.session.routing import Router
+    from agentd.session import RemoteWatches, Router, SessionActor
 
 Replay = Literal["none", "acp", "attach"]
 
@@ -122,14 +118,14 @@ class AppState:
         return await self.auth.principal(headers, query)
 
     def check_cursor(self, actor: SessionActor, after_seq: int) -> None:
-        """Raises when an attach cursor is beyond the log (agentd/session/attach.py)."""
+        """Raises when an attach cursor is beyond the log (agentd/session/eventlog/attach.py)."""
         check_cursor(actor, after_seq)
 
     async def attach(
         self, actor: SessionActor, sink: FrameSink, *, replay: Replay = "none", after_seq: int = 0
     ) -> Subscriber:
         """Subscribe `sink` to the session, with the replay asked for (R-E3; see
-        agentd/session/attach.py)."""
+        agentd/session/eventlog/attach.py)."""
         if self.remote is not None:  # it watched the session from the log while another replica ran it
             await self.remote.detach(actor.id, sink.id)
         return await attach_client(

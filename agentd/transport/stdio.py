@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from starlette.websockets import WebSocketDisconnect
 
-from agentd.infra.auth import LOCAL_PRINCIPAL
+from agentd.infra import LOCAL_PRINCIPAL
 from agentd.transport.connection import _CLOSE, Connection
 
 log = logging.getLogger(__name__)

@@ -33,14 +33,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.websockets import WebSocketDisconnect
 
-from agentd.infra.auth import CHALLENGE, AuthError, Identity
-from agentd.protocol import outgoing
-from agentd.protocol.jsonrpc import notification
-from agentd.protocol.methods import Served
+from agentd.infra import CHALLENGE, AuthError, Identity
+from agentd.protocol import Served, notification, outgoing
 from agentd.transport.connection import Connection
 from agentd.transport.revocation import CloseReason
 
-router = APIRouter()
+streamable_router = APIRouter()
 
 CONNECTION_HEADER = "Acp-Connection-Id"
 SESSION_HEADER = "Acp-Session-Id"
@@ -167,7 +165,9 @@ async def _identity(request: Request) -> Identity | JSONResponse:
         return JSONResponse({"error": "unauthorized", "detail": str(err)}, status_code=401, headers=CHALLENGE)
 
 
-@router.post("/acp", summary="ACP Streamable HTTP: a client message (initialize opens a connection)")
+@streamable_router.post(
+    "/acp", summary="ACP Streamable HTTP: a client message (initialize opens a connection)"
+)
 async def acp_post(request: Request) -> Response:
     state = request.app.state.agentd
     identity = await _identity(request)
@@ -212,7 +212,7 @@ async def acp_post(request: Request) -> Response:
     return Response(status_code=202)
 
 
-@router.get("/acp", summary="ACP Streamable HTTP: the connection's server→client event stream")
+@streamable_router.get("/acp", summary="ACP Streamable HTTP: the connection's server→client event stream")
 async def acp_stream(request: Request) -> Response:
     state = request.app.state.agentd
     identity = await _identity(request)
@@ -282,7 +282,7 @@ async def _first(main: Any, stop: Any, *, within: float) -> Any:
     return None
 
 
-@router.delete("/acp", summary="ACP Streamable HTTP: close a connection")
+@streamable_router.delete("/acp", summary="ACP Streamable HTTP: close a connection")
 async def acp_delete(request: Request) -> Response:
     identity = await _identity(request)
     if isinstance(identity, JSONResponse):

@@ -20,8 +20,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentd.infra.auth import AuthError
-from agentd.infra.config import AuthMode
+from agentd.infra import AuthError, AuthMode
 
 router = APIRouter()
 

@@ -7,7 +7,7 @@ import contextlib
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from agentd.infra.auth import CHALLENGE, AuthError, AuthUnavailable, chosen_subprotocol
+from agentd.infra import CHALLENGE, AuthError, AuthUnavailable, chosen_subprotocol
 from agentd.transport.connection import Connection
 from agentd.transport.guards import connection_key
 from agentd.transport.revocation import CloseCode, CloseReason

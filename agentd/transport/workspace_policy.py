@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agentd.infra.config import AuthMode, Settings
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
+from agentd.infra import AuthMode, Settings
+from agentd.protocol import ErrorCode, RpcError
 
 # A principal's own directory is named after it: only names that are one plain path
 # segment qualify (no separators, no leading dot, so never `.` or `..`).

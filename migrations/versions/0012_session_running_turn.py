@@ -7,7 +7,7 @@ Create Date: 2026-12-01
 The group commit sets it with a turn's `turn_started` and clears it with its `turn_ended`
 (same transaction as the events). A session whose lease ran out while it is set (its owner
 died mid-turn), or that still has queued prompts, is one another replica takes over and
-recovers (agentd/session/takeover.py). The partial index holds only the sessions running
+recovers (agentd/session/replicas/takeover.py). The partial index holds only the sessions running
 a turn now, so finding those candidates never reads the whole table.
 """
 

@@ -1,6 +1,6 @@
 """Long model answers for stream tests that are not repetitive text.
 
-The repetition detector (agentd/loop/detection.py, seed 003's `is_repetitive_output`) cuts a
+The repetition detector (agentd/loop/detection/degeneration.py, seed 003's `is_repetitive_output`) cuts a
 stream whose trailing 20–100 characters keep occurring in its window, so a sentence repeated
 with a counter is degenerate output, not a long answer. These words never repeat."""
 

@@ -201,3 +201,123 @@ def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:
         "agentd.core.events",
         "agentd.loop.y",
     }
+
+
+# ---------------------------------------------------------------- package faces (issue 27)
+
+
+def _packages(modules: dict[str, Path]) -> set[str]:
+    return {m for m, path in modules.items() if path.name == "__init__.py"}
+
+
+def required_face(importer: str, target: str, packages: set[str]) -> str | None:
+    """The package whose `__init__` an import of `target` from `importer` must go through:
+    the outermost package holding `target` that does not hold `importer` (None: same package)."""
+    parts = target.split(".")
+    for i in range(2, len(parts) + 1):
+        package = ".".join(parts[:i])
+        if package in packages and not (importer == package or importer.startswith(package + ".")):
+            return package
+    return None
+
+
+def declared_public(init: Path) -> set[str]:
+    """The names a face's `__all__` lists (a module named there is public too)."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return {e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)}
+    return set()
+
+
+def face_violations(modules: dict[str, Path]) -> list[str]:
+    """Imports that reach past a package's face: `from agentd.session.actor.session_actor
+    import SessionActor` in the transport, or a module its face does not list, imported from
+    outside its package."""
+    packages = _packages(modules)
+    public = {p: declared_public(modules[p]) for p in packages}
+    found: list[str] = []
+    for module, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            sources: list[tuple[str, str]] = []  # (what the import names, the module it reaches)
+            if (
+                isinstance(node, ast.ImportFrom)
+                and not node.level
+                and (node.module or "").startswith("agentd.")
+            ):
+                source = node.module or ""
+                for alias in node.names:
+                    whole = f"{source}.{alias.name}"
+                    sources.append((source, whole) if whole in modules else (source, source))
+            elif isinstance(node, ast.Import):
+                sources = [(a.name, a.name) for a in node.names if a.name.startswith("agentd.")]
+            for named, reached in sources:
+                if module in packages and reached.startswith(module + "."):
+                    continue  # a face re-exports what its package holds
+                face = required_face(module, reached, packages)
+                if face is not None and named == face and reached.rpartition(".")[0] == face:
+                    if reached.rpartition(".")[2] in public[face]:
+                        continue  # a module the face lists as public (`from agentd.core import tracing`)
+                if face is not None and (named != face or reached != face):
+                    found.append(f"{module}: imports {reached} (use the face {face})")
+    return sorted(set(found))
+
+
+def test_outsiders_import_only_a_package_face() -> None:
+    """Code outside a package imports only the names its `__init__` exports."""
+    violations = face_violations(_modules())
+    assert not violations, "imports past a package's face:\n" + "\n".join(violations)
+
+
+def test_the_face_check_sees_a_deep_import(tmp_path: Path) -> None:
+    modules = {
+        "agentd.session": tmp_path / "session" / "__init__.py",
+        "agentd.session.actor": tmp_path / "session" / "actor" / "__init__.py",
+        "agentd.session.actor.core": tmp_path / "session" / "actor" / "core.py",
+        "agentd.session.hub": tmp_path / "session" / "hub.py",
+        "agentd.transport": tmp_path / "transport" / "__init__.py",
+        "agentd.transport.ws": tmp_path / "transport" / "ws.py",
+    }
+    for path in modules.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    modules["agentd.transport.ws"].write_text(
+        "from agentd.session import Hub\n"  # through the face: fine
+        "from agentd.session.actor.core import Actor\n"  # past it
+        "from agentd.session import hub\n"  # a module of the package, not its face
+        "from agentd.session import log\n"  # a module its face lists: fine
+    )
+    modules["agentd.session.log"] = tmp_path / "session" / "log.py"
+    modules["agentd.session.log"].write_text("")
+    modules["agentd.session"].write_text('__all__ = ["Hub", "log"]\n')
+    modules["agentd.session.hub"].write_text(
+        "from agentd.session.actor import Actor\n"  # a sibling sub-package's face: fine
+        "from agentd.session.actor.core import Other\n"  # past it
+    )
+    assert face_violations(modules) == [
+        "agentd.session.hub: imports agentd.session.actor.core (use the face agentd.session.actor)",
+        "agentd.transport.ws: imports agentd.session.actor.core (use the face agentd.session)",
+        "agentd.transport.ws: imports agentd.session.hub (use the face agentd.session)",
+    ]
+
+
+def test_every_face_name_resolves() -> None:
+    """Each lazy face's table names a module that defines the name (a renamed function
+    would otherwise fail only when first used)."""
+    import importlib
+
+    broken = []
+    for module, path in sorted(_modules().items()):
+        if path.name != "__init__.py":
+            continue
+        package = importlib.import_module(module)
+        for name in getattr(package, "__all__", ()):
+            try:
+                getattr(package, name)
+            except AttributeError as exc:
+                try:  # a public submodule
+                    importlib.import_module(f"{module}.{name}")
+                except ModuleNotFoundError:
+                    broken.append(f"{module}.{name}: {exc}")
+    assert not broken, "\n".join(broken)

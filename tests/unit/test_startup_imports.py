@@ -31,10 +31,11 @@ LAZY = (
 )  # fmt: skip
 # Loaded with the first session (or metric), not by a started, idle server.
 FIRST_SESSION = (
-    "prometheus_client", "agentd.session.actor", "agentd.session.turn_kit", "agentd.session.local_commands",
-    "agentd.session.journal", "agentd.loop.react", "agentd.loop.context", "agentd.loop.limits",
-    "agentd.tools.registry", "agentd.tools.bash", "agentd.tools.files", "agentd.tools.search",
-    "agentd.agents", "agentd.loop.outcome", "agentd.tools.mcp",
+    "prometheus_client", "agentd.session.actor.session_actor", "agentd.session.turn_kit",
+    "agentd.session.local_commands", "agentd.session.eventlog.journal", "agentd.loop.react.run",
+    "agentd.loop.context", "agentd.loop.limits", "agentd.tools.registry", "agentd.tools.shell.bash",
+    "agentd.tools.files.tools", "agentd.tools.search.grep", "agentd.agents", "agentd.loop.outcome",
+    "agentd.tools.mcp.client",
 )  # fmt: skip
 
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentd.protocol.agentd import AttachParams, HooksRegisterParams, PermissionRespondParams, SessionParams
-from agentd.protocol.jsonrpc import RpcError
-from agentd.protocol.methods import ClientRequest
-from agentd.session.commands import RegisterHook
-from agentd.session.replay import ReplayMode
+from agentd.protocol import (
+    AttachParams,
+    ClientRequest,
+    HooksRegisterParams,
+    PermissionRespondParams,
+    RpcError,
+    SessionParams,
+)
+from agentd.session import RegisterHook, ReplayMode
 from agentd.transport.client_hooks import ClientStopHook
 from agentd.transport.handlers.common import attach_with_replay, session_for, subscriber
 from agentd.transport.handlers.remote import attach_remote, here_or_owner

@@ -7,16 +7,15 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentd.infra.config import AuthMode
-from agentd.protocol.jsonrpc import RpcError
-from agentd.session.config_options import MODES
-from agentd.session.sinks import FrameSink
+from agentd.infra import AuthMode
+from agentd.protocol import RpcError
+from agentd.session import MODES, FrameSink
 from agentd.transport.sharing import Access, WatchSink, access_of, denied
 from agentd.transport.state import CallContext
 from agentd.transport.workspace_policy import check_contained, default_workspace
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.session import SessionActor
 
 
 def modes_state(actor: SessionActor) -> dict[str, Any]:

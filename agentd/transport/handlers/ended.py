@@ -2,19 +2,18 @@
 access (R-X2), anyone watching a deleted session, or the other clients of a session one
 client closed — are told `_agentd/resync_required`
 with the reason, and detached. The same code serves the clients of the session's actor and
-this replica's watch of a session another replica runs (agentd/session/remote.py), so a
+this replica's watch of a session another replica runs (agentd/session/replicas/remote.py), so a
 client hears the same wherever it is attached."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentd.session.errors import ResyncReason
-from agentd.session.sinks import FrameSink, tracked_sessions, urgent
+from agentd.session import FrameSink, ResyncReason, tracked_sessions, urgent
 from agentd.transport.render import ACP_RENDERER
 
 if TYPE_CHECKING:
-    from agentd.session.hub import EventHub
+    from agentd.session import EventHub
     from agentd.transport.state import AppState
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentd.protocol.agentd import GoalSetParams, RewindParams, SessionParams
-from agentd.session.commands import Compact, GoalClear, GoalGet, GoalSet, PromptDone, Rewind
+from agentd.protocol import GoalSetParams, RewindParams, SessionParams
+from agentd.session import Compact, GoalClear, GoalGet, GoalSet, PromptDone, Rewind
 from agentd.transport.handlers.common import session_for
 from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext

@@ -12,20 +12,21 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentd import __version__
-from agentd.core.input_limits import limit_exceeded
-from agentd.protocol.acp import (
+from agentd.core import limit_exceeded
+from agentd.protocol import (
+    EXTENSIONS,
     PROTOCOL_VERSION,
     AuthenticateParams,
+    ForkParams,
     InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
     NewSessionParams,
+    OptIn,
+    RpcError,
     SessionIdParams,
 )
-from agentd.protocol.agentd import ForkParams, OptIn
-from agentd.protocol.jsonrpc import RpcError
-from agentd.protocol.methods import EXTENSIONS
-from agentd.session.commands import AttachMcp, Cancel, QueueOp
+from agentd.session import AttachMcp, Cancel, QueueOp
 from agentd.transport.handlers.common import (
     agentd_meta,
     attach_with_replay,
@@ -44,8 +45,8 @@ from agentd.transport.sharing import Access, denied
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
-    from agentd.tools.mcp import McpConnections
+    from agentd.session import SessionActor
+    from agentd.tools import McpConnections
 
 
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
@@ -102,8 +103,7 @@ async def _start_mcp(ctx: CallContext, raw: list[dict[str, Any]], cwd: Path) -> 
     invalid-params error naming it."""
     if not raw:
         return None
-    from agentd.tools.mcp import McpConnections, McpError, parse_specs  # (idle memory: issue 14)
-    from agentd.tools.mcp_policy import check_mcp_specs
+    from agentd.tools import McpConnections, McpError, check_mcp_specs, parse_specs
 
     try:
         specs = parse_specs(raw)

@@ -6,18 +6,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentd.protocol.acp import PromptParams, SessionIdParams
-from agentd.protocol.agentd import EnqueueParams, InterjectParams, QueueOpParams
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
-from agentd.session.commands import (
-    ROUTED_FROM,
-    Cancel,
-    EnqueueAck,
-    Interject,
-    InterjectResult,
-    Prompt,
-    QueueOp,
+from agentd.protocol import (
+    EnqueueParams,
+    ErrorCode,
+    InterjectParams,
+    PromptParams,
+    QueueOpParams,
+    RpcError,
+    SessionIdParams,
 )
+from agentd.session import ROUTED_FROM, Cancel, EnqueueAck, Interject, InterjectResult, Prompt, QueueOp
 from agentd.transport.guards import check_prompt_size
 from agentd.transport.handlers.common import agentd_meta, attach_with_replay, session_for
 from agentd.transport.rpc import Method
@@ -72,7 +70,7 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
         meta["structuredOutput"] = outcome.structured_output
     if "usage" in outcome.turn:
         meta["usage"] = outcome.turn["usage"]  # this prompt's tokens and cost (R-R4)
-    from agentd.loop.outcome import OutcomeKind, stop_reason  # loaded with the actor (issue 14)
+    from agentd.loop import OutcomeKind, stop_reason
 
     if outcome.kind is OutcomeKind.FAILED:
         err = outcome.error
@@ -109,7 +107,7 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
     if answer.done is None:
         return {"promptId": answer.prompt_id, "position": answer.position}
     # A repeated requestId whose prompt already ended: how it ended.
-    from agentd.loop.outcome import stop_reason  # loaded with the actor (issue 14)
+    from agentd.loop import stop_reason
 
     outcome = answer.done.outcome
     ended: dict[str, Any] = {

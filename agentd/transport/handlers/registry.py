@@ -3,31 +3,31 @@ model and handler."""
 
 from __future__ import annotations
 
-from agentd.protocol.acp import (
-    AuthenticateParams,
-    InitializeParams,
-    ListSessionsParams,
-    LoadSessionParams,
-    NewSessionParams,
-    PromptParams,
-    SessionIdParams,
-    SetConfigOptionParams,
-    SetModeParams,
-)
-from agentd.protocol.agentd import (
+from agentd.protocol import (
     AttachParams,
+    AuthenticateParams,
     EnqueueParams,
     ForkParams,
     GoalSetParams,
     HooksRegisterParams,
+    InitializeParams,
     InterjectParams,
+    ListSessionsParams,
+    LoadSessionParams,
+    NewSessionParams,
     PermissionRespondParams,
+    PromptParams,
+    QueueOp,
     RenameParams,
     RewindParams,
+    Served,
+    SessionIdParams,
     SessionParams,
+    SetConfigOptionParams,
+    SetModeParams,
     ShareParams,
+    Unsupported,
 )
-from agentd.protocol.methods import QueueOp, Served, Unsupported
 from agentd.transport.handlers.clients import (
     hooks_register,
     permission_respond,

@@ -1,26 +1,31 @@
 """Attaching to a session another replica owns (R-C1, issue 15 item 2): `session/load`,
 `session/resume` and `_agentd/session/attach` on a non-owner are served here, from the log
-(agentd/session/remote.py) — the caller's access checked against the stored session and
+(agentd/session/replicas/remote.py) — the caller's access checked against the stored session and
 its shares exactly as for a local one (R-X2)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentd.core.modes import SessionModes
-from agentd.protocol.jsonrpc import RpcError
-from agentd.session.config_options import MODES, session_config_options
-from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.hub import Subscriber
-from agentd.session.replay import ReplayAborted, ReplayMode
-from agentd.session.sinks import tracked_sessions
-from agentd.store.records import SessionRecord
+from agentd.core import SessionModes
+from agentd.protocol import RpcError
+from agentd.session import (
+    MODES,
+    ReplayAborted,
+    ReplayMode,
+    SessionError,
+    SessionErrorKind,
+    Subscriber,
+    session_config_options,
+    tracked_sessions,
+)
+from agentd.store import SessionRecord
 from agentd.transport.handlers.common import owner_access, session_access, subscriber
 from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
+    from agentd.session import SessionActor
 
 
 def owner_elsewhere(ctx: CallContext, exc: SessionError) -> str | None:

@@ -6,11 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentd.core.modes import PermissionMode
-from agentd.protocol.acp import SetConfigOptionParams, SetModeParams
-from agentd.protocol.jsonrpc import RpcError
-from agentd.session.commands import SetAgent, SetMode, SetModel, SetPlan
-from agentd.session.config_options import PLAN_OFF, PLAN_ON
+from agentd.core import PermissionMode
+from agentd.protocol import RpcError, SetConfigOptionParams, SetModeParams
+from agentd.session import PLAN_OFF, PLAN_ON, SetAgent, SetMode, SetModel, SetPlan
 from agentd.transport.handlers.common import config_options, known_agent, session_for
 from agentd.transport.sharing import Access
 from agentd.transport.state import CallContext

@@ -9,16 +9,15 @@ from collections import Counter
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from agentd.protocol.agentd import RenameParams
-from agentd.protocol.jsonrpc import RpcError
-from agentd.session.commands import SetTitle
+from agentd.protocol import RenameParams, RpcError
+from agentd.session import SetTitle
 from agentd.transport.handlers.common import agentd_meta, session_for
 from agentd.transport.sharing import Access, holder
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.actor import SessionActor
-    from agentd.store.records import SessionSummary
+    from agentd.session import SessionActor
+    from agentd.store import SessionSummary
 
 QUERY_MAX = 200  # characters of a `session/list` search term
 

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentd.infra.config import AuthMode
-from agentd.protocol.agentd import ShareParams
-from agentd.protocol.jsonrpc import RpcError
-from agentd.session.errors import ResyncReason
-from agentd.session.sinks import requesting
-from agentd.store.records import SessionSummary
+from agentd.infra import AuthMode
+from agentd.protocol import RpcError, ShareParams
+from agentd.session import ResyncReason, requesting
+from agentd.store import SessionSummary
 from agentd.transport.handlers.common import session_for
 from agentd.transport.handlers.ended import end_deleted, end_watch
 from agentd.transport.sharing import Access, access_of, holder
 from agentd.transport.state import CallContext
 
 if TYPE_CHECKING:
-    from agentd.session.hub import EventHub
+    from agentd.session import EventHub
     from agentd.transport.state import AppState
 
 

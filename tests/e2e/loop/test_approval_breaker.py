@@ -21,7 +21,7 @@ from typing import Any
 
 from agentd.core.conversation import Message
 from agentd.infra.config import PermissionMode
-from agentd.loop.tool_approval import INTERJECTED_TEXT
+from agentd.loop.react.approval import INTERJECTED_TEXT
 from agentd.providers.scripted import ScriptedProvider
 from tests.support.client import RequestHandler, WsClient, text_prompt
 from tests.support.polling import until

@@ -29,7 +29,7 @@ import pytest
 from agentd.infra.config import PermissionMode
 from agentd.loop.budget import BudgetStop, BudgetStopKind, render_budget_stop
 from agentd.loop.checkpoint import CheckpointConfig
-from agentd.loop.react import GRACE_TEXT
+from agentd.loop.react.run import GRACE_TEXT
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import WsClient, text_prompt
 from tests.support.server import scripted

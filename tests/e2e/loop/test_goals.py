@@ -31,14 +31,14 @@ import pytest
 from agentd.core.conversation import Message
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
-from agentd.loop.goal import (
+from agentd.loop.goals.decide import (
     CONTINUATION_TAG,
     GoalLimits,
     GoalState,
     GoalStatus,
     after_evaluation,
 )
-from agentd.loop.goal_eval import EVALUATOR_SYSTEM, evaluate, parse_verdict
+from agentd.loop.goals.evaluator import EVALUATOR_SYSTEM, evaluate, parse_verdict
 from agentd.protocol.jsonrpc import ErrorCode
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.support.server import scripted

@@ -13,8 +13,8 @@ from agentd.core.conversation import Image, Message
 from agentd.infra.config import PermissionMode
 from agentd.loop.prompt import prompt_images, prompt_text
 from agentd.protocol.acp import ImageContent, TextContent
-from agentd.providers.anthropic_messages import content_blocks as _content_blocks
-from agentd.providers.openai import _translate_message
+from agentd.providers.anthropic.messages import content_blocks as _content_blocks
+from agentd.providers.openai.chat import _translate_message
 from tests.support.client import text_prompt
 from tests.support.fakes.mcp_calc import PNG_1PX
 from tests.support.mcp import calc_stdio
@@ -114,8 +114,8 @@ async def test_mcp_images_and_links_reach_the_client_as_content_blocks(
 async def test_images_reach_the_real_provider_wire_formats(server_factory: Any, workspace: Path) -> None:
     """Through the whole server to local servers speaking the OpenAI and Anthropic wire
     formats (the Anthropic fake validates image blocks as the real API does)."""
-    from agentd.providers.anthropic import AnthropicProvider
-    from agentd.providers.openai import OpenAIProvider
+    from agentd.providers.anthropic.provider import AnthropicProvider
+    from agentd.providers.openai.chat import OpenAIProvider
     from tests.support.fakes.anthropic_server import FakeAnthropic, StreamedMessage
     from tests.support.fakes.openai_server import Completion, FakeOpenAI
 

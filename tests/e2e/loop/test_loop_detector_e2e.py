@@ -23,8 +23,8 @@ from typing import Any
 
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
-from agentd.loop.loop_detector import CHURN_NUDGE_TEXT
-from agentd.providers.openai import OpenAIProvider
+from agentd.loop.detection.sequence import CHURN_NUDGE_TEXT
+from agentd.providers.openai.chat import OpenAIProvider
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import openai_server as oai
 from tests.support.server import scripted

@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentd.core.conversation import Message
 from agentd.core.provider import ProviderRequest
-from agentd.loop.detection import NUDGE_TEXT
+from agentd.loop.detection.degeneration import NUDGE_TEXT
 from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT
 from agentd.protocol.jsonrpc import ErrorCode
 from tests.support.client import WsClient, agent_text, text_prompt

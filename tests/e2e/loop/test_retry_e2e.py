@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from agentd.protocol.jsonrpc import ErrorCode
-from agentd.providers.anthropic import AnthropicProvider
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.anthropic.provider import AnthropicProvider
+from agentd.providers.openai.chat import OpenAIProvider
 from agentd.store.db import Store
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes import anthropic_server as anth

@@ -33,8 +33,8 @@ import pytest
 from agentd.core.conversation import Message
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
-from agentd.loop.detection import NO_PROGRESS_NOTE, NUDGE_TEXT
-from agentd.loop.react_recovery import DEGENERATE_TEXT
+from agentd.loop.detection.degeneration import NO_PROGRESS_NOTE, NUDGE_TEXT
+from agentd.loop.react.recovery import DEGENERATE_TEXT
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, new_session, served_session

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentd.loop.subagent_limits import DEFAULT_CHILD_MAX_TURNS
+from agentd.loop.subagents.limits import DEFAULT_CHILD_MAX_TURNS
 from tests.support.client import text_prompt
 from tests.support.routed import RoutedProvider
 from tests.support.server import scripted

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agentd.core.conversation import ToolCall
 from agentd.infra.config import PermissionMode
-from agentd.loop.sampling import unique_tool_call_id
+from agentd.loop.react.sampling import unique_tool_call_id
 from tests.support.client import text_prompt
 from tests.support.server import scripted
 from tests.support.session import served_session

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from agentd.core.provider import ProviderRequest
-from agentd.loop.goal_eval import EVALUATOR_SYSTEM
+from agentd.loop.goals.evaluator import EVALUATOR_SYSTEM
 from tests.support.client import WsClient, text_prompt
 from tests.support.server import scripted
 from tests.support.session import events, is_update, served_session

@@ -22,7 +22,7 @@ import pytest
 from agentd.core.provider import Usage
 from agentd.loop.usage import Price
 from agentd.protocol.jsonrpc import ErrorCode
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.openai.chat import OpenAIProvider
 from agentd.store.db import Store
 from tests.support.client import WsClient, text_prompt
 from tests.support.fakes import openai_server as oai

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agentd.infra.config import HttpTransport
-from agentd.providers import http_pool
+from agentd.providers.http import pool as http_pool
 
 
 @pytest.fixture(params=list(HttpTransport), ids=lambda t: f"http-{t.value}")

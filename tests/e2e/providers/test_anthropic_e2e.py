@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from agentd.providers.anthropic import AnthropicProvider
-from agentd.providers.anthropic_request import count_cache_breakpoints
+from agentd.providers.anthropic.provider import AnthropicProvider
+from agentd.providers.anthropic.request import count_cache_breakpoints
 from tests.support.client import text_prompt
 from tests.support.fakes.anthropic_server import (
     FakeAnthropic,

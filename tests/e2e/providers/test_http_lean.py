@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 transport (agentd/providers/http_lean.py) against a real local server
+"""The lean HTTP/1.1 transport (agentd/providers/http/lean.py) against a real local server
 that answers with scripted bytes: every body framing (chunked split anywhere, with
 extensions and trailers; Content-Length; up to the close), interim 1xx answers, the
 request as sent, and each failure as the httpx exception the providers translate."""
@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from agentd.providers import http_pool
-from agentd.providers.http_common import default_ssl_context
-from agentd.providers.http_lean import LeanTransport
+from agentd.providers.http import pool as http_pool
+from agentd.providers.http.common import default_ssl_context
+from agentd.providers.http.lean import LeanTransport
 
 SSE = b"data: one\n\ndata: two\n\n"
 

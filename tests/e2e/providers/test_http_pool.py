@@ -1,4 +1,4 @@
-"""The providers' connection pool (agentd/providers/http_pool.py, http_lean.py) against a real
+"""The providers' connection pool (agentd/providers/http/pool.py, http_lean.py) against a real
 local HTTP/1.1 server: it reuses connections, respects its limits and survives closed, dropped
 and cancelled ones."""
 
@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from agentd.providers import http_pool
-from agentd.providers.http_common import default_ssl_context
-from agentd.providers.http_lean import LeanTransport
+from agentd.providers.http import pool as http_pool
+from agentd.providers.http.common import default_ssl_context
+from agentd.providers.http.lean import LeanTransport
 from tests.support.polling import until
 
 

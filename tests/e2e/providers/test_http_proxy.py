@@ -14,8 +14,8 @@ from agentd.core.conversation import Message
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, TextDelta
 from agentd.infra.config import HttpTransport
-from agentd.providers import http_pool
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.http import pool as http_pool
+from agentd.providers.openai.chat import OpenAIProvider
 from tests.support.cli import clean_env
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes.openai_server import Completion, FakeOpenAI

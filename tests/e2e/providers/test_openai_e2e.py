@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentd.protocol.jsonrpc import ErrorCode
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.openai.chat import OpenAIProvider
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import RpcFailed, agent_text, text_prompt
 from tests.support.fakes.openai_server import Completion, ErrorResponse, FakeOpenAI, ToolCallScript

@@ -12,7 +12,7 @@ import pytest
 
 from agentd.infra.config import ProviderName, Settings
 from agentd.providers.factory import make_provider
-from agentd.providers.openai_responses import OpenAIResponsesProvider
+from agentd.providers.openai.responses import OpenAIResponsesProvider
 from tests.support.client import agent_text, text_prompt
 from tests.support.fakes.openai_responses_server import (
     FakeResponses,

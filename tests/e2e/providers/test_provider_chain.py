@@ -27,8 +27,8 @@ from agentd.core.provider import ProviderRequest, StreamEvent, TextDelta, Usage
 from agentd.loop.context import Lane
 from agentd.loop.usage import Price
 from agentd.protocol.jsonrpc import ErrorCode
-from agentd.providers.anthropic import AnthropicProvider
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.anthropic.provider import AnthropicProvider
+from agentd.providers.openai.chat import OpenAIProvider
 from tests.support.client import agent_text, text_prompt
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_server as oai

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.openai.chat import OpenAIProvider
 from tests.support.client import text_prompt
 from tests.support.fakes import openai_server as oai
 from tests.support.session import events as ext_events

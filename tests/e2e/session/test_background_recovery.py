@@ -1,5 +1,5 @@
 """A background task running when the server is `kill -9`'d (agentd/core/task_history.py,
-agentd/session/recovery.py), on SQLite and on Postgres.
+agentd/session/eventlog/recovery.py), on SQLite and on Postgres.
 
 A real `agentd serve` process starts a background task — a `bash` with run_in_background,
 or a background sub-agent — and dies with it running. After the restart on the same

@@ -66,7 +66,7 @@ async def test_close_tells_and_detaches_the_sessions_other_clients(server_factor
             await watcher.call(ATTACH, {"sessionId": sid, "afterSeq": 0})
             async with sse(server.base_url, sid, params={"after": 0}) as stream:
                 # Live once its replay is over: the available commands follow the replay
-                # (agentd/session/attach.py). Until then live frames wait behind it, and a
+                # (agentd/session/eventlog/attach.py). Until then live frames wait behind it, and a
                 # close would tell the stream the lower `lastSeq` it had been sent.
                 await stream.until(lambda f: f.get("event") == "_agentd/session/snapshot")
                 await stream.until(_commands)

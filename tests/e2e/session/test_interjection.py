@@ -28,7 +28,7 @@ from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.session.commands import Prompt
-from agentd.tools.background import INTERRUPTED_TEXT
+from agentd.tools.shell.background import INTERRUPTED_TEXT
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.server import scripted

@@ -31,7 +31,7 @@ import pytest
 
 from agentd.protocol.agentd import ATTACH, ENQUEUE
 from agentd.protocol.methods import Notification
-from agentd.session.leases import LATE_GRACE_S
+from agentd.session.replicas.leases import LATE_GRACE_S
 from agentd.store.notify import LISTEN_APPLICATION_NAME
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import transcript

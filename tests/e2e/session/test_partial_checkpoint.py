@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from agentd.core.events import Event, EventKind
-from agentd.session.actor import PARTIAL_CHECKPOINT_INTERVAL_S
-from agentd.session.hub import Subscriber
+from agentd.session.actor.session_actor import PARTIAL_CHECKPOINT_INTERVAL_S
+from agentd.session.eventlog.hub import Subscriber
 from agentd.store.db import Store
 from agentd.transport.render import ACP_RENDERER
 from tests.support.client import text_prompt

@@ -289,7 +289,7 @@ def test_a_hold_expires_after_ten_minutes() -> None:
     from collections import deque
     from types import SimpleNamespace
 
-    from agentd.session import queue_ops
+    from agentd.session.queue import ops as queue_ops
 
     entry = SimpleNamespace(id="p1", kind="prompt", version=1, owner="u", last_editor="u", held_until=None)
     q: deque[Any] = deque([entry])

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agentd.core.events import Event, EventKind
-from agentd.session.hub import Subscriber
+from agentd.session.eventlog.hub import Subscriber
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.render import ACP_RENDERER
 from tests.support.client import WsClient

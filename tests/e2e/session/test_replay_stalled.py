@@ -17,7 +17,7 @@ import websockets
 
 from agentd.core.events import Event, EventKind
 from agentd.protocol.agentd import AGENTD_CLIENT
-from agentd.session.hub import Subscriber
+from agentd.session.eventlog.hub import Subscriber
 from agentd.store.db import StoredEvent
 from agentd.transport.render import acp_replay_frames
 from tests.support.client import text_prompt
@@ -137,7 +137,7 @@ def _message_id(events: list[StoredEvent]) -> str:
 
 
 def _replay_tasks() -> list[asyncio.Task[Any]]:
-    """Tasks currently inside the store replay (agentd/session/replay.py)."""
+    """Tasks currently inside the store replay (agentd/session/eventlog/replayer.py)."""
     out = []
     for task in asyncio.all_tasks():
         coro: Any = task.get_coro()

@@ -27,7 +27,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
 from agentd.infra.overload import overload_error
-from agentd.session.actor import SessionActor
+from agentd.session.actor.session_actor import SessionActor
 from agentd.store.db import Store
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until

@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 
 from agentd.protocol.agentd import ENQUEUE
-from agentd.session.takeover import sweep_interval
+from agentd.session.replicas.takeover import sweep_interval
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until
 from tests.support.proc import agentd_serve, write_script

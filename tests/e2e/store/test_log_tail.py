@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from agentd.core.events import Event
-from agentd.session.log_tail import LogTail, LogTails
+from agentd.session.replicas.log_tail import LogTail, LogTails
 from agentd.store.db import Batch, Store, StoredEvent
 from agentd.store.notify import (
     EVENTS_CHANNEL,

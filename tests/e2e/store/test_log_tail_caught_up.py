@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from agentd.core.events import Event
-from agentd.session.log_tail import LogTail
+from agentd.session.replicas.log_tail import LogTail
 from agentd.store.db import Batch, Store, StoredEvent
 
 pytestmark = pytest.mark.timeout(60)

@@ -24,7 +24,7 @@ from agentd.infra.config import PermissionMode, Settings
 from agentd.loop.reminders import system_reminder
 from agentd.loop.repair import INTERRUPTED_RESULT
 from agentd.loop.turn_reminders import TASK_RECOVERY_TEXT
-from agentd.session.eventlog import EventWriter
+from agentd.session.eventlog.writer import EventWriter
 from agentd.session.manager import SessionManager
 from agentd.session.services import ActorServices
 from agentd.session.turn_kit import TurnKit

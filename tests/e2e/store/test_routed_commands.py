@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.routing import OwnerGone, Router
+from agentd.session.replicas.routing import OwnerGone, Router
 from agentd.store import leases as store_leases
 from agentd.store import routed as routed_rows
 from agentd.store.db import Store

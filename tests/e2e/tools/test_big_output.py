@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentd.tools.spill import SPILL_CAP
+from agentd.tools.shell.spill import SPILL_CAP
 from tests.support.paths import REPO_ROOT
 
 MB = 1_000_000
@@ -23,7 +23,7 @@ SCRIPT = r"""
 import asyncio, json, sys
 from pathlib import Path
 from agentd.tools.base import ToolContext
-from agentd.tools.bash import Bash
+from agentd.tools.shell.bash import Bash
 
 def peak_kib() -> int:
     for line in open("/proc/self/status"):

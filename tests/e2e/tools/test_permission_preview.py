@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agentd.infra.config import PermissionMode
-from agentd.tools.preview import PREVIEW_MAX_BYTES
+from agentd.tools.files.preview import PREVIEW_MAX_BYTES
 from tests.support.client import allow, text_prompt
 from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, new_session, tool_call

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import PermissionMode, SandboxNetwork, SandboxSetting, Settings
-from agentd.tools.background import BackgroundTasks
 from agentd.tools.base import ToolContext, ToolResult
-from agentd.tools.bash import Bash
-from agentd.tools.proctrack import TAG_VAR
-from agentd.tools.sandbox import SandboxMode
-from agentd.tools.shell import ShellLauncher
+from agentd.tools.shell.background import BackgroundTasks
+from agentd.tools.shell.bash import Bash
+from agentd.tools.shell.launch import ShellLauncher
+from agentd.tools.shell.proctrack import TAG_VAR
+from agentd.tools.shell.sandbox import SandboxMode
 from tests.support.client import text_prompt
 from tests.support.polling import until
 from tests.support.server import scripted
@@ -337,7 +337,7 @@ async def test_cancel_kills_every_process_in_the_sandbox(server_factory, workspa
 def test_start_up_says_in_one_line_what_commands_run_under(
     world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="agentd.tools.shell")
+    caplog.set_level(logging.INFO, logger="agentd.tools.shell.launch")
     shell = ShellLauncher.from_settings(Settings(home=world.home, sandbox_procs=50))
     assert shell.mode is SandboxMode.BWRAP
     [line] = [r for r in caplog.records if r.getMessage().startswith("sandbox:")]

@@ -12,8 +12,8 @@ import pytest
 
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode, Settings
-from agentd.tools.mcp import McpHttp, McpStdio
-from agentd.tools.mcp_policy import check_mcp_specs, url_allowed
+from agentd.tools.mcp.client import McpHttp, McpStdio
+from agentd.tools.mcp.policy import check_mcp_specs, url_allowed
 from tests.support.client import RpcFailed, WsClient, text_prompt, ws_client
 from tests.support.mcp import calc_stdio
 from tests.support.server import scripted

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from agentd.infra.config import PermissionMode, SandboxSetting
-from agentd.tools import search
+from agentd.tools.search import grep as search
 from tests.support.client import WsClient, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.proc import process_alive, read_pid

@@ -55,7 +55,7 @@ async def test_metrics_need_a_token_when_auth_is_on(server_factory) -> None:
 def test_a_client_dropped_for_falling_behind_is_counted() -> None:
     from agentd.core.events import Event, EventKind
     from agentd.infra.metrics import Metrics
-    from agentd.session.hub import EventHub
+    from agentd.session.eventlog.hub import EventHub
     from agentd.transport.render import ACP_RENDERER
 
     class FullSink:

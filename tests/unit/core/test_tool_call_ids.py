@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agentd.core.conversation import ToolCall
 from agentd.core.tool_call_ids import ToolCallIds
-from agentd.loop.sampling import unique_tool_call_id
+from agentd.loop.react.sampling import unique_tool_call_id
 
 _BASE = st.sampled_from(["c", "d"])
 _ID = st.one_of(_BASE, st.builds(lambda b, n: f"{b}_{n}", _BASE, st.integers(2, 5)))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentd.loop.goal import (
+from agentd.loop.goals.decide import (
     GoalAction,
     GoalLimits,
     GoalState,
@@ -22,7 +22,7 @@ from agentd.loop.goal import (
     decide_budget,
     decide_refusal,
 )
-from agentd.loop.goal_eval import evaluator_lanes
+from agentd.loop.goals.evaluator import evaluator_lanes
 
 
 def verdict(decision: str, blocker_key: str | None = None) -> Verdict:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentd.core.conversation import ToolCall
-from agentd.loop.detection import (
+from agentd.loop.detection.degeneration import (
     NO_PROGRESS_NOTE,
     NOOP_SIGNATURE,
     NUDGE_TEXT,

@@ -1,5 +1,5 @@
-"""The sequence layer's pure detectors (`agentd/loop/loop_detector.py`) and the response
-layer's `retriable_response` (`agentd/loop/detection.py`), driven step by step."""
+"""The sequence layer's pure detectors (`agentd/loop/detection/sequence.py`) and the response
+layer's `retriable_response` (`agentd/loop/detection/degeneration.py`), driven step by step."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 
 from agentd.core.conversation import ToolCall
 from agentd.core.provider import StopReason
-from agentd.loop.detection import DegenerationReason, retriable_response, step_signature
-from agentd.loop.limits import LoopLimits
-from agentd.loop.loop_detector import (
+from agentd.loop.detection.degeneration import DegenerationReason, retriable_response, step_signature
+from agentd.loop.detection.sequence import (
     CallRecord,
     CycleDetector,
     FileChurn,
@@ -24,6 +23,7 @@ from agentd.loop.loop_detector import (
     find_cycle,
     shell_failed,
 )
+from agentd.loop.limits import LoopLimits
 from agentd.loop.outcome import parse_reason
 
 LIMITS = LoopDetectorLimits()

@@ -10,7 +10,7 @@ import pytest
 
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.loop.budget import BudgetStopKind
-from agentd.loop.detection import DegenerationReason, StationarityReason
+from agentd.loop.detection.degeneration import DegenerationReason, StationarityReason
 from agentd.loop.outcome import (
     EndReason,
     LocalCommandReason,

@@ -11,17 +11,16 @@ import pytest
 from agentd.core.conversation import ToolCall
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import StopReason
-from agentd.loop.detection import (
+from agentd.loop.detection.degeneration import (
     NUDGE_TEXT,
     Nudge,
     StationarityReason,
     Stop,
 )
-from agentd.loop.loop_detector import LoopAction, LoopReason, LoopVerdict
+from agentd.loop.detection.sequence import LoopAction, LoopReason, LoopVerdict
 from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
 from agentd.loop.outcome import EndReason, OutcomeKind, reported_as
-from agentd.loop.reminders import is_system_reminder, system_reminder
-from agentd.loop.step import (
+from agentd.loop.react.step import (
     ContinueReason,
     NextStepContinue,
     NextStepFinalOutput,
@@ -36,6 +35,8 @@ from agentd.loop.step import (
     resolve_step,
     shim_presets,
 )
+from agentd.loop.react.toolrun import BreakReason
+from agentd.loop.reminders import is_system_reminder, system_reminder
 from agentd.loop.structured import (
     ACCEPTED_TEXT,
     MISSING_CALL_TEXT,
@@ -45,7 +46,6 @@ from agentd.loop.structured import (
     StructuredOutputLimits,
 )
 from agentd.loop.todo_gate import TodoGateLimits
-from agentd.loop.toolrun import BreakReason
 
 SCHEMA = OutputSchema.check({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
 NATIVE = StepPolicy(schema=SCHEMA, mode=SchemaMode.NATIVE)

@@ -1,4 +1,4 @@
-"""Sub-agent limits (R-T11): the pure decisions of `agentd/loop/subagent_limits.py`.
+"""Sub-agent limits (R-T11): the pure decisions of `agentd/loop/subagents/limits.py`.
 
 Seed 000: "主会话默认没有轮数上限……只在子代理场景由定义或父代理填充" and "子代理没有这只手，
 所以子代理才有 max_turns" — a child always runs bounded: the turn cap its parent asks for,
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from agentd.loop.budget import BudgetLimits
-from agentd.loop.subagent_limits import (
+from agentd.loop.subagents.limits import (
     DEFAULT_CHILD_MAX_TURNS,
     SubagentLimits,
     can_spawn,

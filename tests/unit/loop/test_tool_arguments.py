@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from agentd.loop.tool_slot import _validator, argument_error
+from agentd.loop.react.slot import _validator, argument_error
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

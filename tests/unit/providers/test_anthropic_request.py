@@ -12,8 +12,8 @@ import pytest
 
 from agentd.core.conversation import Message, ReasoningBlock, ToolCall
 from agentd.core.provider import ProviderRequest, ToolSpec
-from agentd.providers.anthropic import AnthropicProvider
-from agentd.providers.anthropic_request import count_cache_breakpoints
+from agentd.providers.anthropic.provider import AnthropicProvider
+from agentd.providers.anthropic.request import count_cache_breakpoints
 from tests.support.fakes.anthropic_validation import REDACTED_PREFIX, sdk_problem, sign, validate_body
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -264,8 +264,8 @@ async def test_auxiliary_calls_go_without_thinking() -> None:
     thinking budget configured their Anthropic bodies still carry no `thinking`, and keep
     their own small output cap."""
     from agentd.loop.compaction import summarise
-    from agentd.loop.goal import GoalState
-    from agentd.loop.goal_eval import evaluator_request
+    from agentd.loop.goals.decide import GoalState
+    from agentd.loop.goals.evaluator import evaluator_request
     from agentd.providers.scripted import ScriptedProvider
 
     scripted = ScriptedProvider.from_dict({"steps": [{"text": "summary"}]})

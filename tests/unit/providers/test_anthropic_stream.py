@@ -18,7 +18,7 @@ from agentd.core.provider import (
     ToolCallDelta,
     Usage,
 )
-from agentd.providers.anthropic_stream import Assembler
+from agentd.providers.anthropic.stream import Assembler
 
 
 def start(index: int, block: dict[str, Any]) -> dict[str, Any]:

@@ -15,9 +15,9 @@ import agentd.providers.factory as factory
 from agentd.app import create_app
 from agentd.core.provider import Provider, ProviderRequest, StreamEvent
 from agentd.infra.config import ProviderName, Settings
-from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.anthropic.provider import AnthropicProvider
 from agentd.providers.factory import close_providers
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.openai.chat import OpenAIProvider
 from agentd.providers.scripted import ScriptedProvider
 
 

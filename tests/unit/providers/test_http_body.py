@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentd.providers.http_body import BATCH, BodyPieces, batches
+from agentd.providers.http.body import BATCH, BodyPieces, batches
 
 _piece = st.one_of(st.binary(max_size=40), st.integers(0, 3 * BATCH).map(lambda n: bytes([65 + n % 26]) * n))
 

@@ -1,10 +1,10 @@
-"""Which proxy the environment names for an origin (agentd/providers/http_proxy.py)."""
+"""Which proxy the environment names for an origin (agentd/providers/http/proxy.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentd.providers.http_proxy import Proxies, ProxyConfigError, bypassed, parse_proxy
+from agentd.providers.http.proxy import Proxies, ProxyConfigError, bypassed, parse_proxy
 
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
 

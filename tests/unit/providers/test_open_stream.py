@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from agentd.core.errors import HarnessError
-from agentd.providers.http_common import open_stream
+from agentd.providers.http.common import open_stream
 
 BODY: dict[str, Any] = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "héllo ✓"}]}
 

@@ -15,8 +15,8 @@ from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, Stop, StopReason, StreamEvent, TextDelta, ToolSpec
 from agentd.infra.config import ReasoningEffort, TokenField
 from agentd.loop.compaction import CompactionLimits, summarise
-from agentd.providers.openai import OpenAIProvider
-from agentd.providers.openai_models import is_reasoning_model, token_field
+from agentd.providers.openai.chat import OpenAIProvider
+from agentd.providers.openai.models import is_reasoning_model, token_field
 from tests.support.fakes.openai_server import Completion, ErrorResponse, FakeOpenAI, RawStream
 from tests.support.openai_types import chat_body_error
 

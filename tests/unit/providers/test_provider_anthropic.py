@@ -25,7 +25,7 @@ from agentd.core.provider import (
     ToolSpec,
     Usage,
 )
-from agentd.providers.anthropic import AnthropicProvider, classify_http_error
+from agentd.providers.anthropic.provider import AnthropicProvider, classify_http_error
 from tests.support.fakes.anthropic_server import (
     ErrorResponse,
     FakeAnthropic,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentd.infra.config import Settings
-from agentd.providers.anthropic import AnthropicProvider
+from agentd.providers.anthropic.provider import AnthropicProvider
 from agentd.providers.factory import make_lanes, make_provider
-from agentd.providers.openai import OpenAIProvider
+from agentd.providers.openai.chat import OpenAIProvider
 from agentd.providers.scripted import ScriptedProvider
 
 
@@ -77,7 +77,7 @@ async def test_anthropic_caching_and_thinking_come_from_settings(monkeypatch: py
 
 async def test_openai_responses_and_the_provider_settings(monkeypatch: pytest.MonkeyPatch):
     from agentd.infra.config import ReasoningEffort, TokenField
-    from agentd.providers.openai_responses import OpenAIResponsesProvider
+    from agentd.providers.openai.responses import OpenAIResponsesProvider
 
     monkeypatch.setenv("AGENTD_PROVIDER", "openai-responses")
     monkeypatch.setenv("AGENTD_REASONING_EFFORT", "high")

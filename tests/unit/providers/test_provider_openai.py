@@ -25,7 +25,7 @@ from agentd.core.provider import (
     ToolSpec,
     Usage,
 )
-from agentd.providers.openai import OpenAIProvider, classify_http_error, parse_retry_after
+from agentd.providers.openai.chat import OpenAIProvider, classify_http_error, parse_retry_after
 from tests.support.fakes.openai_server import (
     Completion,
     ErrorResponse,

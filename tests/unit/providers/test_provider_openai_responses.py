@@ -25,7 +25,7 @@ from agentd.core.provider import (
     Usage,
 )
 from agentd.infra.config import ReasoningEffort
-from agentd.providers.openai_responses import OpenAIResponsesProvider
+from agentd.providers.openai.responses import OpenAIResponsesProvider
 from tests.support.fakes.openai_responses_server import (
     ErrorResponse,
     FakeResponses,

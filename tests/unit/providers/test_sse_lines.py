@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentd.core.errors import ErrorKind, HarnessError
-from agentd.providers.sse import LineSplitter, SSEDecoder, parse_json
+from agentd.providers.http.sse import LineSplitter, SSEDecoder, parse_json
 
 BODY = "event: a\r\ndata: héllo ✓\r\n\r\ndata: one\ndata: two\n\n: keep-alive\rdata: cr\r\rdata: last"
 

@@ -14,9 +14,9 @@ from agentd.core.conversation import Message
 from agentd.core.errors import ErrorKind, HarnessError, RecoveryHint, hint
 from agentd.core.provider import Provider, ProviderRequest, StreamEvent, TextDelta, ToolSpec
 from agentd.loop.retry import Bucket, Decision, RetryState
-from agentd.providers.anthropic import AnthropicProvider
-from agentd.providers.openai import OpenAIProvider
-from agentd.providers.openai_responses import OpenAIResponsesProvider
+from agentd.providers.anthropic.provider import AnthropicProvider
+from agentd.providers.openai.chat import OpenAIProvider
+from agentd.providers.openai.responses import OpenAIResponsesProvider
 from tests.support.fakes import anthropic_server as anth
 from tests.support.fakes import openai_responses_server as resp
 from tests.support.fakes import openai_server as oai

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from agentd.core.conversation import Image, Message, ReasoningBlock, ToolCall
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, ToolSpec
-from agentd.providers import openai as openai_module
-from agentd.providers import openai_responses as responses_module
 from agentd.providers import wire_cache
-from agentd.providers.anthropic import AnthropicProvider
-from agentd.providers.openai import OpenAIProvider
-from agentd.providers.openai_responses import OpenAIResponsesProvider
+from agentd.providers.anthropic.provider import AnthropicProvider
+from agentd.providers.openai import chat as openai_module
+from agentd.providers.openai import responses as responses_module
+from agentd.providers.openai.chat import OpenAIProvider
+from agentd.providers.openai.responses import OpenAIResponsesProvider
 from agentd.providers.wire_cache import EncodedMessages
 
 _TEXT = st.sampled_from(
@@ -219,7 +219,7 @@ def test_orjson_escapes_strings_as_the_stdlib_did() -> None:
 def test_anthropic_translates_only_the_new_messages_through_tool_loops(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentd.providers import anthropic_wire
+    from agentd.providers.anthropic import wire as anthropic_wire
 
     translated: list[Message] = []
     real = anthropic_wire.content_blocks

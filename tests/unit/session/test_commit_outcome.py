@@ -24,8 +24,8 @@ from agentd.session.commit_outcome import (
     not_committed,
 )
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.eventlog import EventWriter
-from agentd.session.queue_sync import AfterCommit
+from agentd.session.eventlog.writer import EventWriter
+from agentd.session.queue.sync import AfterCommit
 from agentd.store import leases
 from agentd.store.db import Batch, Store
 from agentd.store.models import EventRow

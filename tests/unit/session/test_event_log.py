@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentd.core.events import Event, EventKind
-from agentd.session.eventlog import EventWriter
+from agentd.session.eventlog.writer import EventWriter
 from agentd.store.db import Store
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentd.core.events import Event, EventKind
-from agentd.session.hub import EventHub
+from agentd.session.eventlog.hub import EventHub
 from agentd.session.sinks import Frame
 from agentd.transport.render import AcpRenderer, encode_notification
 

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from agentd.core.events import Event, EventKind
-from agentd.session.hub import EventHub
+from agentd.session.eventlog.hub import EventHub
 from agentd.transport.render import ACP_RENDERER, encode_notification
 
 SID = "sess_1"

@@ -11,8 +11,8 @@ from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.events import EventKind
 from agentd.loop.outcome import OutcomeKind, TurnOutcome
 from agentd.loop.repair import INTERRUPTED_RESULT
-from agentd.session.eventlog import EventWriter
-from agentd.session.journal import Journal, interrupted_tool_call_update, turn_ended_payload
+from agentd.session.eventlog.journal import Journal, interrupted_tool_call_update, turn_ended_payload
+from agentd.session.eventlog.writer import EventWriter
 
 USAGE = {"total": {"calls": 0}}
 

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from agentd.session.leases import PostgresLeases
+from agentd.session.replicas.leases import PostgresLeases
 from agentd.store import leases as store_leases
 from agentd.store.db import Store
 from tests.support.databases import PG_ADMIN_DSN, postgres_database

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agentd.session import leases as session_leases
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.leases import LeaseMode, PostgresLeases, SessionLeases, home_replica_id
+from agentd.session.replicas import leases as session_leases
+from agentd.session.replicas.leases import LeaseMode, PostgresLeases, SessionLeases, home_replica_id
 from agentd.store import leases as store_leases
 from tests.support.polling import until
 

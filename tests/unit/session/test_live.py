@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentd.core.events import Event, EventKind
-from agentd.session.live import LiveFeed, LivePublisher, LiveRelay, decode, encode
+from agentd.session.replicas.live import LiveFeed, LivePublisher, LiveRelay, decode, encode
 from agentd.store.broker import Gap
 from tests.support.polling import until
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from agentd.core.events import Event
-from agentd.session.log_tail import LogTail
+from agentd.session.replicas.log_tail import LogTail
 from agentd.store.db import Store, StoredEvent
 from tests.support.polling import until
 

@@ -1,4 +1,4 @@
-"""QueueSync (agentd/session/queue_sync.py): a queue change yields an event and a store
+"""QueueSync (agentd/session/queue/sync.py): a queue change yields an event and a store
 write of what changed only — no other prompt's text, a bounded number of rows — and the
 queued-byte ledger follows every change."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from agentd.infra.config import Settings
 from agentd.protocol.acp import TextContent
-from agentd.session import queue_ops
-from agentd.session.actor import QueuedPrompt
+from agentd.session.actor.session_actor import QueuedPrompt
 from agentd.session.commands import Prompt
-from agentd.session.queue_sync import LeftQueue, QueuedBytes, QueueSync
+from agentd.session.queue import ops as queue_ops
+from agentd.session.queue.sync import LeftQueue, QueuedBytes, QueueSync
 from agentd.store.queue_rows import QueueWrite
 
 ORIGINAL: dict[str, str] = {}  # prompt id → its text when queued

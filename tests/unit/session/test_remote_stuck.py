@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from agentd.session.remote import RemoteWatches
+from agentd.session.replicas.remote import RemoteWatches
 from agentd.store.db import Store, StoredEvent
 from agentd.transport.render import ACP_RENDERER
 from tests.support.polling import until

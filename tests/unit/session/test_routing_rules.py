@@ -10,9 +10,9 @@ from typing import Any, cast
 from agentd.core.events import Event, EventKind
 from agentd.protocol.methods import QueueOp, Served
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.leases import owned_elsewhere
-from agentd.session.remote import RemoteWatch
-from agentd.session.routing import OwnerGone
+from agentd.session.replicas.leases import owned_elsewhere
+from agentd.session.replicas.remote import RemoteWatch
+from agentd.session.replicas.routing import OwnerGone
 from agentd.store.db import Store
 from agentd.store.routed import (
     MAX_NOTIFY_PAYLOAD,

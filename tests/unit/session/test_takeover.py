@@ -12,9 +12,9 @@ import pytest
 
 from agentd.infra.config import Settings
 from agentd.session.errors import SessionError, SessionErrorKind
-from agentd.session.leases import owned_elsewhere
 from agentd.session.manager import SessionManager
-from agentd.session.takeover import RETRY_FIRST_S, Backoff, Takeover, sweep_interval
+from agentd.session.replicas.leases import owned_elsewhere
+from agentd.session.replicas.takeover import RETRY_FIRST_S, Backoff, Takeover, sweep_interval
 from tests.support.polling import until
 
 

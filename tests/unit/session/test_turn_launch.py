@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentd.session.local_commands import Skill, prompt_kind
-from agentd.session.queue_ops import QueueKind
+from agentd.session.command_syntax import Skill
+from agentd.session.queue.ops import QueueKind, prompt_kind
 from agentd.session.turn_launch import classify, goal_lanes, title_from
 
 SKILLS = {"review": Skill("review", "Review code", "Review this: $ARGUMENTS")}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentd.core.task_notice import TaskEnd, TaskKind
-from agentd.tools.background import BackgroundTasks
+from agentd.tools.shell.background import BackgroundTasks
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agentd.tools.egress import HEAD_LIMIT, REFUSED_HEADER, EgressProxy
-from agentd.tools.egress_policy import EgressPolicy
 from agentd.tools.errors import ToolError
-from agentd.tools.sandbox import SandboxMode, SandboxPolicy
-from agentd.tools.shell import ShellLauncher
+from agentd.tools.shell.egress import HEAD_LIMIT, REFUSED_HEADER, EgressProxy
+from agentd.tools.shell.egress_policy import EgressPolicy
+from agentd.tools.shell.launch import ShellLauncher
+from agentd.tools.shell.sandbox import SandboxMode, SandboxPolicy
 from tests.support.polling import until
 
 

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from agentd.tools.egress_policy import EgressPolicy, Refusal, parse_allowed, split_authority
+from agentd.tools.shell.egress_policy import EgressPolicy, Refusal, parse_allowed, split_authority
 
 POLICY = EgressPolicy(
     allowed=frozenset({("10.0.0.5", 3128), ("127.0.0.1", 9000)}), agentd_ports=frozenset({8765})

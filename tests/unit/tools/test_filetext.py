@@ -1,4 +1,4 @@
-"""Pure text shaping of the file tools (agentd/tools/filetext.py) and their argument helpers
+"""Pure text shaping of the file tools (agentd/tools/files/text.py) and their argument helpers
 (fileargs.py, walk.py), without a server or a file system."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from agentd.tools.errors import ToolError
-from agentd.tools.fileargs import opt_int_arg, str_arg
-from agentd.tools.filetext import (
+from agentd.tools.files.args import opt_int_arg, str_arg
+from agentd.tools.files.text import (
     READ_MAX_LINE_CHARS,
     find_all,
     line_of,
@@ -19,7 +19,7 @@ from agentd.tools.filetext import (
     replace_once,
     until_stopped,
 )
-from agentd.tools.walk import joined, pattern_arg
+from agentd.tools.search.walk import joined, pattern_arg
 
 
 @pytest.mark.parametrize(

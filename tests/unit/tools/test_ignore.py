@@ -1,4 +1,4 @@
-"""Git's ignore rules (agentd/tools/ignore.py): nested .gitignore files, negation, dir-only
+"""Git's ignore rules (agentd/tools/search/ignore.py): nested .gitignore files, negation, dir-only
 and anchored patterns, .git/info/exclude, the global excludes file; checked against git
 itself where it is installed."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentd.tools.ignore import IgnoreRules, find_top, global_excludes_path
+from agentd.tools.search.ignore import IgnoreRules, find_top, global_excludes_path
 
 
 @pytest.fixture(autouse=True)

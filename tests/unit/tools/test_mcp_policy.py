@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from agentd.infra.config import AuthMode, Settings
-from agentd.tools.mcp import McpHttp, McpStdio, NameValue
-from agentd.tools.mcp_policy import check_mcp_specs
+from agentd.tools.mcp.client import McpHttp, McpStdio, NameValue
+from agentd.tools.mcp.policy import check_mcp_specs
 
 SH = McpStdio(name="sh", command="/bin/sh", args=["-c", "id"])
 CALC = McpStdio(name="calc", command="/usr/bin/calc-mcp")

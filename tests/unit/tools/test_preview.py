@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentd.tools.base import ToolContext
-from agentd.tools.bash import Bash
-from agentd.tools.files import EditFile, WriteFile
-from agentd.tools.preview import PREVIEW_MAX_BYTES, ToolPreview
+from agentd.tools.files.preview import PREVIEW_MAX_BYTES, ToolPreview
+from agentd.tools.files.tools import EditFile, WriteFile
+from agentd.tools.shell.bash import Bash
 
 
 def ctx(root: Path) -> ToolContext:

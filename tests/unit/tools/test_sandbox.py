@@ -9,8 +9,8 @@ import pytest
 
 from agentd.infra.config import AuthMode, SandboxSetting, Settings
 from agentd.preflight import StartupError, check_sandbox
-from agentd.tools.pidlimit import _own_paths
-from agentd.tools.sandbox import (
+from agentd.tools.shell.pidlimit import _own_paths
+from agentd.tools.shell.sandbox import (
     BRIDGE_PORT,
     EGRESS_SOCKET,
     BwrapProbe,
@@ -222,7 +222,7 @@ def test_the_cgroup_sweep_spares_the_groups_of_live_servers(tmp_path: Path) -> N
     import os
     import subprocess
 
-    from agentd.tools.pidlimit import sweep
+    from agentd.tools.shell.pidlimit import sweep
 
     dead = subprocess.Popen(["true"])
     dead.wait()

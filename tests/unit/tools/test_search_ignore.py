@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from agentd.tools.base import ToolContext
-from agentd.tools.glob_tool import GLOB_MAX_RESULTS, Glob
-from agentd.tools.listdir import ListDir
-from agentd.tools.search import Grep
+from agentd.tools.search.glob_tool import GLOB_MAX_RESULTS, Glob
+from agentd.tools.search.grep import Grep
+from agentd.tools.search.listdir import ListDir
 
 needs_rg = pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep (Debian: ripgrep) not installed")
 

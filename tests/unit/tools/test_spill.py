@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from agentd.tools.background import BackgroundTasks, TaskOutput
 from agentd.tools.base import ToolContext
-from agentd.tools.bash import OUTPUT_CAP, Bash
-from agentd.tools.shell import ShellLauncher
-from agentd.tools.shellout import ShellOutput
-from agentd.tools.spill import SPILL_DIR, Spill
+from agentd.tools.shell.background import BackgroundTasks, TaskOutput
+from agentd.tools.shell.bash import OUTPUT_CAP, Bash
+from agentd.tools.shell.launch import ShellLauncher
+from agentd.tools.shell.output import ShellOutput
+from agentd.tools.shell.spill import SPILL_DIR, Spill
 
 
 def logs(ws: Path) -> list[Path]:

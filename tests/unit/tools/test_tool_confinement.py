@@ -17,16 +17,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentd.tools import files, grepengine, offload, regexguard, search
-from agentd.tools.background import BackgroundTasks
+from agentd.tools import offload
 from agentd.tools.base import ToolContext
-from agentd.tools.bash import Bash
 from agentd.tools.errors import ToolError
-from agentd.tools.files import EditFile, ReadFile, WriteFile
-from agentd.tools.globmatch import compile_path, compile_segment, match_path, match_segment
+from agentd.tools.files import tools as files
+from agentd.tools.files.tools import EditFile, ReadFile, WriteFile
+from agentd.tools.files.workspace import resolve_in_workspace
 from agentd.tools.hooks import CommandHook
-from agentd.tools.search import Glob, Grep
-from agentd.tools.workspace import resolve_in_workspace
+from agentd.tools.search import engine as grepengine
+from agentd.tools.search import grep as search
+from agentd.tools.search import regexguard
+from agentd.tools.search.globmatch import compile_path, compile_segment, match_path, match_segment
+from agentd.tools.search.grep import Glob, Grep
+from agentd.tools.shell.background import BackgroundTasks
+from agentd.tools.shell.bash import Bash
 from tests.support.polling import until, value_of
 from tests.support.proc import process_alive, read_pid
 

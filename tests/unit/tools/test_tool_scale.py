@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from agentd.tools.base import ToolContext
-from agentd.tools.files import READ_MAX_LINE_CHARS, ReadFile
-from agentd.tools.search import GREP_DEFAULT_RESULTS, Grep
+from agentd.tools.files.tools import READ_MAX_LINE_CHARS, ReadFile
+from agentd.tools.search.grep import GREP_DEFAULT_RESULTS, Grep
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BIG = 200 * 1024 * 1024
@@ -57,8 +57,8 @@ def _peak(call: str, ws: Path, env: dict[str, str] | None = None) -> tuple[dict[
         import asyncio, json, tracemalloc
         from pathlib import Path
         from agentd.tools.base import ToolContext
-        from agentd.tools.files import ReadFile
-        from agentd.tools.search import Grep
+        from agentd.tools.files.tools import ReadFile
+        from agentd.tools.search.grep import Grep
         ctx = ToolContext(cwd=Path({str(ws)!r}), session_id="s")
         tracemalloc.start()
         res = asyncio.run({call})

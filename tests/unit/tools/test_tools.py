@@ -12,11 +12,12 @@ import jsonschema
 import pytest
 
 from agentd.tools.base import Access, ToolContext, ToolKind
-from agentd.tools.bash import OUTPUT_CAP, Bash
 from agentd.tools.errors import ToolError
-from agentd.tools.files import READ_MAX_LINES, EditFile, ListDir, ReadFile, WriteFile
+from agentd.tools.files.tools import READ_MAX_LINES, EditFile, ReadFile, WriteFile
+from agentd.tools.files.workspace import display_path, resolve_in_workspace
 from agentd.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
-from agentd.tools.workspace import display_path, resolve_in_workspace
+from agentd.tools.search.listdir import ListDir
+from agentd.tools.shell.bash import OUTPUT_CAP, Bash
 from tests.support.proc import process_alive, wait_dead, wait_pid
 
 # --- fixtures and helpers ---

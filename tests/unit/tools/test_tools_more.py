@@ -12,14 +12,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agentd.tools.background import INTERRUPTED_TEXT, BackgroundTasks, TaskOutput
 from agentd.tools.base import Access, ToolContext, ToolKind
-from agentd.tools.bash import Bash
 from agentd.tools.errors import ToolError
 from agentd.tools.registry import BUILTIN_TOOLS, builtin_tools, system_prompt_guidance
-from agentd.tools.search import GLOB_MAX_RESULTS, GREP_MAX_FILE_BYTES, Glob, Grep
+from agentd.tools.search.grep import GLOB_MAX_RESULTS, GREP_MAX_FILE_BYTES, Glob, Grep
+from agentd.tools.shell.background import INTERRUPTED_TEXT, BackgroundTasks, TaskOutput
+from agentd.tools.shell.bash import Bash
+from agentd.tools.shell.wait_tool import Wait
 from agentd.tools.todo import TodoList, TodoWrite
-from agentd.tools.wait_tool import Wait
 from tests.support.polling import until
 from tests.support.proc import process_alive, wait_dead, wait_pid
 

@@ -16,7 +16,7 @@ from agentd.session.errors import (
     session_stopping,
     shutting_down,
 )
-from agentd.session.routing import route_failed
+from agentd.session.replicas.routing import route_failed
 from agentd.transport.errors import CODES, rpc_error
 
 

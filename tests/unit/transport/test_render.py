@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentd.core.events import Event, EventKind
-from agentd.session.local_commands import BUILTINS, Skill, available_commands
+from agentd.session.command_syntax import BUILTINS, Skill, available_commands
 from agentd.transport.render import ACP_RENDERER, live_frames
 
 

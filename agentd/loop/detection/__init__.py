@@ -1,0 +1,94 @@
+"""The public names of `agentd.loop.detection`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.loop.detection.degeneration import NUDGE_TEXT as NUDGE_TEXT
+    from agentd.loop.detection.degeneration import DegenerationReason as DegenerationReason
+    from agentd.loop.detection.degeneration import NoProgress as NoProgress
+    from agentd.loop.detection.degeneration import Nudge as Nudge
+    from agentd.loop.detection.degeneration import RepetitionDetector as RepetitionDetector
+    from agentd.loop.detection.degeneration import RepetitionHit as RepetitionHit
+    from agentd.loop.detection.degeneration import RetriableHit as RetriableHit
+    from agentd.loop.detection.degeneration import Stationarity as Stationarity
+    from agentd.loop.detection.degeneration import StationarityDecision as StationarityDecision
+    from agentd.loop.detection.degeneration import StationarityLimits as StationarityLimits
+    from agentd.loop.detection.degeneration import StationarityReason as StationarityReason
+    from agentd.loop.detection.degeneration import Stop as Stop
+    from agentd.loop.detection.degeneration import retriable_response as retriable_response
+    from agentd.loop.detection.degeneration import with_no_progress_note as with_no_progress_note
+    from agentd.loop.detection.sequence import CallRecord as CallRecord
+    from agentd.loop.detection.sequence import LoopAction as LoopAction
+    from agentd.loop.detection.sequence import LoopDetector as LoopDetector
+    from agentd.loop.detection.sequence import LoopDetectorLimits as LoopDetectorLimits
+    from agentd.loop.detection.sequence import LoopReason as LoopReason
+    from agentd.loop.detection.sequence import LoopVerdict as LoopVerdict
+    from agentd.loop.detection.sequence import shell_failed as shell_failed
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "CallRecord": "agentd.loop.detection.sequence",
+    "DegenerationReason": "agentd.loop.detection.degeneration",
+    "LoopAction": "agentd.loop.detection.sequence",
+    "LoopDetector": "agentd.loop.detection.sequence",
+    "LoopDetectorLimits": "agentd.loop.detection.sequence",
+    "LoopReason": "agentd.loop.detection.sequence",
+    "LoopVerdict": "agentd.loop.detection.sequence",
+    "NUDGE_TEXT": "agentd.loop.detection.degeneration",
+    "NoProgress": "agentd.loop.detection.degeneration",
+    "Nudge": "agentd.loop.detection.degeneration",
+    "RepetitionDetector": "agentd.loop.detection.degeneration",
+    "RepetitionHit": "agentd.loop.detection.degeneration",
+    "RetriableHit": "agentd.loop.detection.degeneration",
+    "Stationarity": "agentd.loop.detection.degeneration",
+    "StationarityDecision": "agentd.loop.detection.degeneration",
+    "StationarityLimits": "agentd.loop.detection.degeneration",
+    "StationarityReason": "agentd.loop.detection.degeneration",
+    "Stop": "agentd.loop.detection.degeneration",
+    "retriable_response": "agentd.loop.detection.degeneration",
+    "shell_failed": "agentd.loop.detection.sequence",
+    "with_no_progress_note": "agentd.loop.detection.degeneration",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "NUDGE_TEXT",
+    "CallRecord",
+    "DegenerationReason",
+    "LoopAction",
+    "LoopDetector",
+    "LoopDetectorLimits",
+    "LoopReason",
+    "LoopVerdict",
+    "NoProgress",
+    "Nudge",
+    "RepetitionDetector",
+    "RepetitionHit",
+    "RetriableHit",
+    "Stationarity",
+    "StationarityDecision",
+    "StationarityLimits",
+    "StationarityReason",
+    "Stop",
+    "retriable_response",
+    "shell_failed",
+    "with_no_progress_note",
+]

@@ -1,0 +1,43 @@
+"""The public names of `agentd.loop.react`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.loop.react.base import run_compaction as run_compaction
+    from agentd.loop.react.run import run_react as run_react
+    from agentd.loop.react.state import TurnState as TurnState
+    from agentd.loop.react.step import NextStepStop as NextStepStop
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "NextStepStop": "agentd.loop.react.step",
+    "run_compaction": "agentd.loop.react.base",
+    "run_react": "agentd.loop.react.run",
+    "TurnState": "agentd.loop.react.state",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "NextStepStop",
+    "TurnState",
+    "run_compaction",
+    "run_react",
+]

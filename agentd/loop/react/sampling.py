@@ -1,0 +1,235 @@
+"""One sampling call: stream the provider's answer into events and an accumulator."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from dataclasses import dataclass, field
+
+from agentd.core import (
+    AgentText,
+    AgentTextChunk,
+    ErrorKind,
+    HarnessError,
+    Message,
+    ProviderRequest,
+    ReasoningBlock,
+    ReasoningBlockComplete,
+    ReasoningDelta,
+    Stop,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolCallComplete,
+    ToolCallIds,
+    ToolSpec,
+    Usage,
+    tracing,
+)
+from agentd.loop.context import TurnContext
+from agentd.loop.detection import RepetitionDetector, RepetitionHit
+from agentd.loop.reminders import system_reminder
+from agentd.loop.structured import SHIM_REMINDER
+from agentd.tools import system_prompt_guidance
+
+
+@dataclass
+class Sample:
+    """What one provider call produced so far (kept even if the call is cut off)."""
+
+    message_id: str = field(default_factory=lambda: f"msg_{uuid.uuid4().hex[:16]}")
+    thought_id: str = field(default_factory=lambda: f"thought_{uuid.uuid4().hex[:16]}")
+    text: str = ""
+    reasoning: str = ""
+    reasoning_blocks: list[ReasoningBlock] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    stop: StopReason | None = None
+    degenerate: RepetitionHit | None = None  # the stream was cut as repetitive text
+
+
+def build_request(
+    ctx: TurnContext,
+    messages: list[Message] | None = None,
+    *,
+    force_schema: bool = True,
+    offer_shim: bool = False,
+) -> ProviderRequest:
+    """`force_schema=False` leaves a structured-output schema off (recovery rounds);
+    `offer_shim` still offers the StructuredOutput tool, unforced (the recovery of a
+    StructuredOutput completion requirement must be able to call it)."""
+    system = "\n\n".join(
+        part
+        for part in (
+            ctx.system_prompt,
+            system_prompt_guidance(list(ctx.tools.values())),
+            f"The workspace root is {ctx.cwd}. Paths are relative to it.",
+        )
+        if part
+    )
+    tools = [ToolSpec(t.name, t.description, t.parameters) for t in ctx.tools.values()]
+    if messages is None:
+        messages = ctx.conversation.messages
+    native_schema = None
+    schema = ctx.output_schema if force_schema or offer_shim else None
+    if schema is not None:
+        if force_schema and uses_native_schema(ctx):
+            native_schema = schema.schema
+        else:
+            tools.append(schema.tool_spec())
+            messages = with_shim_reminder(messages)
+    return ProviderRequest(
+        model=ctx.model,
+        system=system,
+        messages=messages,
+        tools=tools,
+        output_schema=native_schema,
+        session_id=ctx.session_id,
+    )
+
+
+def with_shim_reminder(messages: list[Message]) -> list[Message]:
+    """The request's messages with the StructuredOutput reminder as `<system-reminder>` text in
+    the last user message (001: "<system-reminder> 标签会作为某条 user content 里的文本"; "注入
+    reminder，要求模型最后用 StructuredOutput 工具交答案"), not in the system prompt. Only the
+    request carries it: the stored conversation is what happened."""
+    reminder = system_reminder(SHIM_REMINDER)
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            updated = messages[i].model_copy(update={"content": f"{messages[i].content}\n\n{reminder}"})
+            return [*messages[:i], updated, *messages[i + 1 :]]
+    return [*messages, Message.user(reminder)]
+
+
+def uses_native_schema(ctx: TurnContext) -> bool:
+    schema = ctx.output_schema
+    return schema is not None and schema.error is None and ctx.provider.supports_native_schema
+
+
+async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
+    repetition = RepetitionDetector(ctx.limits.stationarity)
+    attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
+    call_max = ctx.limits.retry.call_max_s
+    if tracing.enabled():
+        attributes |= request_attributes(ctx.provider.name, request.model)
+    with tracing.span("agentd.sampling", attributes) as span:
+        # 003: "LLM call max 1200s" — past it the call is a timeout (the `timeout` bucket).
+        deadline = asyncio.timeout(call_max if call_max > 0 else None)
+        try:
+            async with deadline, contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
+                async for ev in stream:
+                    _apply(ctx, sample, ev, repetition)
+                    if sample.degenerate is not None:
+                        return  # a degenerate stream: stop reading it (closing the provider stream)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            raise HarnessError(
+                ErrorKind.TIMEOUT, f"the model call ran past its maximum of {call_max:g}s"
+            ) from exc
+        finally:
+            if span is not None:  # what came back, even from a call cut off
+                span.set_attributes(response_attributes(sample))
+
+
+def request_attributes(provider: str, model: str) -> dict[str, str]:
+    """OpenTelemetry GenAI semantic-convention attributes of a sampling call's request."""
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": provider,  # the older name of gen_ai.provider.name; backends read either
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": model,
+    }
+
+
+def response_attributes(sample: Sample) -> dict[str, str | int | list[str]]:
+    """What the response reported: model, tokens (cache reads and writes apart) and why it stopped."""
+    out: dict[str, str | int | list[str]] = {}
+    if (usage := sample.usage) is not None:
+        out |= {
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+        }
+        if usage.model:
+            out["gen_ai.response.model"] = usage.model
+    if sample.stop is not None:
+        out["gen_ai.response.finish_reasons"] = [sample.stop.value]
+    return out
+
+
+def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionDetector) -> None:
+    match ev:
+        # `offset` lets a client that attached mid-message know it missed the start.
+        case TextDelta(text=text) if text:
+            offset = len(sample.text)
+            sample.text += text
+            chunk = AgentTextChunk(sample.message_id, text, offset)
+            ctx.events.emit_transient(chunk.kind, chunk.payload())
+            sample.degenerate = repetition.feed(text)
+        case ReasoningDelta(text=text) if text:
+            offset = len(sample.reasoning)
+            sample.reasoning += text
+            chunk = AgentTextChunk(sample.thought_id, text, offset, thought=True)
+            ctx.events.emit_transient(chunk.kind, chunk.payload())
+        case ReasoningBlockComplete(block=block):
+            sample.reasoning_blocks.append(block)
+        case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+            call_id = unique_tool_call_id(call_id, ctx.used_tool_call_ids, sample.tool_calls)
+            sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+        case Usage():
+            sample.usage = ev
+        case Stop(reason=reason):
+            sample.stop = reason
+
+
+def unique_tool_call_id(call_id: str, used: set[str], pending: list[ToolCall]) -> str:
+    """The provider's id, or — if the session already used it — the id with a suffix.
+    The conversation carries the new id both ways, so the provider sees a consistent
+    history; clients never see two different calls under one toolCallId."""
+    # No union of the sets: `used` holds every id of the session, and copying it per call
+    # made a tool call's cost grow with the history.
+    pending_ids = {c.id for c in pending}
+
+    def taken(candidate: str) -> bool:
+        return candidate in used or candidate in pending_ids
+
+    if not taken(call_id):
+        return call_id
+    # The session's set knows where its run of taken suffixes ends (`ToolCallIds`): a
+    # provider that reuses one id every step would otherwise walk them all, every call.
+    n = used.first_free_suffix(call_id) if isinstance(used, ToolCallIds) else 2
+    while taken(f"{call_id}_{n}"):
+        n += 1
+    return f"{call_id}_{n}"
+
+
+def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) -> None:
+    """Record the (possibly partial) assistant message: durable final-text events first,
+    then the conversation entry the next request will carry. A `discarded` attempt (the
+    provider failed mid-stream and the call is retried) keeps its events — clients saw
+    the text — but stays out of the conversation; its text was cut off, so it is marked
+    interrupted like any message that stopped mid-stream (R-E1)."""
+    finals = [
+        AgentText(
+            sample.thought_id, sample.reasoning, thought=True, discarded=discarded, interrupted=discarded
+        ),
+        AgentText(sample.message_id, sample.text, discarded=discarded, interrupted=discarded),
+    ]
+    for final in finals:
+        if final.text:
+            ctx.events.emit(final.kind, final.payload())
+    if discarded:
+        return
+    if sample.text or sample.reasoning or sample.reasoning_blocks or sample.tool_calls:
+        ctx.conversation.append(
+            Message(
+                role="assistant",
+                content=sample.text,
+                reasoning=sample.reasoning,
+                reasoning_blocks=list(sample.reasoning_blocks),
+                tool_calls=list(sample.tool_calls),
+            )
+        )

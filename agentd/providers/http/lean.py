@@ -1,0 +1,444 @@
+"""The providers' HTTP/1.1 transport: httpx's client API on asyncio's own protocol layer
+(issue 14, items 1 and 2).
+
+A trivial turn's model call went through httpx → httpcore → h11 → anyio: a third of the
+event loop's CPU per turn went to that stack (per request: h11's header validation and
+event objects, anyio cancel scopes and locks, httpcore's pool and per-read timeouts; per
+body chunk: a cancel scope, an h11 event, a `sniffio` look-up). `LeanTransport` speaks the
+same HTTP/1.1 to the model API with one `asyncio.Protocol` per connection (`http_conn`):
+the response head is parsed from the bytes received, the body (Content-Length, chunked, or
+up to the close) is decoded from the connection's buffer, and every read waits on one future, its
+deadline watched by the connection's one timer (read_deadline). httpx stays the client
+(redirect rules, auth, cookies, content decoding, `httpx` exceptions), so the providers and
+their error mapping do not change.
+
+Connections are kept alive per origin (scheme, host, port), the most recently used reused
+first; one that is closed, expired (idle longer than `keepalive_expiry`), or that received
+anything while idle is dropped instead. A connection goes back to the pool only when its
+response was read to the end and neither side asked to close it; a half-read, failed or
+cancelled exchange closes it. At most `max_connections` exchanges run at once; more wait
+(up to the pool timeout) for one to finish. The environment's proxies are honoured
+(`http_proxy`): a CONNECT tunnel for https, the absolute URL as target for http.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+
+from agentd.providers.http.body import BodyPieces, batches
+from agentd.providers.http.conn import Connection, Key
+from agentd.providers.http.proxy import Proxies, Proxy, ProxyConfigError
+
+_MAX_HEAD = 256 * 1024  # response status line + headers
+_MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
+
+
+def _timeouts(request: httpx.Request) -> dict[str, float | None]:
+    found = request.extensions.get("timeout")
+    return found if isinstance(found, dict) else {}
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body read from the connection's buffer; its close hands the connection
+    back (read to the end, keep-alive) or closes it."""
+
+    def __init__(
+        self,
+        pool: LeanTransport,
+        conn: Connection,
+        framing: int | None,
+        keep: bool,
+        read_timeout: float | None,
+    ) -> None:
+        self._pool, self._conn, self._keep, self._timeout = pool, conn, keep, read_timeout
+        # framing: a byte count (Content-Length), -1 chunked, None up to the close
+        self._left = framing if framing is not None and framing >= 0 else 0
+        self._chunked = framing == -1
+        self._to_close = framing is None
+        self._chunk_left = 0  # chunked: data bytes left in the current chunk
+        self._state = 0  # chunked: 0 size line, 1 data, 2 CRLF after data, 3 trailers, 4 done
+        self.done = framing == 0
+        self._released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while (data := await self.read()) is not None:
+            yield data
+
+    async def read(
+        self, until: float | None = None, expired: Callable[[], BaseException] | None = None
+    ) -> bytes | None:
+        """The next decoded body bytes (never empty); None at the end. The read timeout
+        bounds each wait for bytes; `until` (loop time), if given, the whole read: then
+        `expired()` is raised."""
+        conn = self._conn
+        while not self.done:
+            data = self._take()
+            if data:
+                return data
+            if self.done:
+                break
+            if conn.eof and not conn.buffer:
+                if self._to_close:
+                    self.done = True
+                    break
+                raise conn.cut()
+            await conn.wait_data(self._timeout, until, expired)
+        return None
+
+    def _take(self) -> bytes:
+        """Decoded body bytes available in the buffer now (b"" when more must arrive)."""
+        buf = self._conn.buffer
+        if not buf:
+            return b""
+        if self._to_close:
+            data = bytes(buf)
+            buf.clear()
+            return data
+        if not self._chunked:
+            n = min(self._left, len(buf))
+            data = bytes(buf[:n])
+            del buf[:n]
+            self._left -= n
+            self.done = self._left == 0
+            return data
+        return self._take_chunked(buf)
+
+    def _take_chunked(self, buf: bytearray) -> bytes:
+        out: list[bytes] = []
+        pos = 0
+        while True:
+            if self._state == 1:
+                n = min(self._chunk_left, len(buf) - pos)
+                if n == 0:
+                    break
+                out.append(bytes(buf[pos : pos + n]))
+                pos += n
+                self._chunk_left -= n
+                if self._chunk_left:
+                    break
+                self._state = 2
+                continue
+            end = buf.find(b"\n", pos)
+            if end < 0:
+                if len(buf) - pos > _MAX_CHUNK_LINE:
+                    raise httpx.RemoteProtocolError("a chunk-size line is too long")
+                break
+            line = bytes(buf[pos:end]).rstrip(b"\r")
+            pos = end + 1
+            if self._state == 0:
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError as exc:
+                    raise httpx.RemoteProtocolError(f"bad chunk size {line[:40]!r}") from exc
+                if size < 0:
+                    raise httpx.RemoteProtocolError(f"bad chunk size {line[:40]!r}")
+                self._chunk_left, self._state = size, (1 if size else 3)
+            elif self._state == 2:
+                if line:
+                    raise httpx.RemoteProtocolError("no CRLF after a chunk's data")
+                self._state = 0
+            elif not line:  # state 3: the empty line that ends the trailers
+                self._state, self.done = 4, True
+                break
+        del buf[:pos]
+        return b"".join(out)
+
+    async def aclose(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self._pool._finished(self._conn, reuse=self.done and self._keep and not self._conn.buffer)
+
+
+def lean_body(response: httpx.Response) -> _Body | None:
+    """The response's body read straight from its connection (`_Body.read`), when it is
+    one without a content coding; else None (read `body_chunks`)."""
+    stream = response.stream
+    if type(stream) is _Body and "content-encoding" not in response.headers:
+        return stream
+    return None
+
+
+def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """`response.aiter_bytes()`. A lean body without a content coding is read straight from
+    its connection: httpx's iterator adds a decoder chain, a chunker and state checks per
+    chunk that do nothing for it."""
+    stream = response.stream
+    if type(stream) is _Body and "content-encoding" not in response.headers:
+        return stream.__aiter__()
+    return response.aiter_bytes()
+
+
+class LeanTransport(httpx.AsyncBaseTransport):
+    def __init__(self, verify: ssl.SSLContext, limits: httpx.Limits, proxies: Proxies | None = None) -> None:
+        self._ssl = verify
+        self._proxies = proxies if proxies else None
+        self._max_keepalive = limits.max_keepalive_connections or 0
+        self._expiry = limits.keepalive_expiry if limits.keepalive_expiry is not None else 5.0
+        self._slots = asyncio.Semaphore(limits.max_connections or 1_000_000)
+        self._idle: dict[Key, list[Connection]] = {}
+        self.idle_count = 0
+        self.active = 0  # exchanges holding a connection (for tests and metrics)
+        self.connects = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeouts = _timeouts(request)
+        if self._slots.locked():
+            await _acquire(self._slots, timeouts.get("pool"))
+        else:
+            await self._slots.acquire()  # a free slot: returns at once
+        conn: Connection | None = None
+        try:
+            url = request.url
+            key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+            proxy = self._proxy(key)
+            # Plain http through a proxy: the proxy reads the origin from the request line.
+            head = _request_head(request, proxy if key[0] == "http" else None)
+            stream = request.stream
+            # A small body in pieces goes out in one write with the head, as bytes would.
+            pieces = stream.pieces if isinstance(stream, BodyPieces) and stream.length >= 65536 else None
+            if pieces is None:
+                if isinstance(stream, BodyPieces):
+                    body = b"".join(stream.pieces)
+                else:
+                    body = request.content if _has_bytes(request) else await _read_body(request)
+            conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"), proxy)
+            self.active += 1
+            if pieces is not None:
+                for out in batches(head, pieces):
+                    await conn.write(out, timeouts.get("write"))
+            else:
+                await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
+                if len(body) >= 65536:
+                    await conn.write(body, timeouts.get("write"))
+            response = await _read_head(conn, request, timeouts.get("read"), self)
+        except BaseException:
+            if conn is not None:
+                self._finished(conn, reuse=False)
+            else:
+                self._slots.release()
+            raise
+        return response
+
+    def _reuse(self, key: Key) -> Connection | None:
+        stack = self._idle.get(key)
+        now = time.monotonic()
+        while stack:
+            conn = stack.pop()
+            self.idle_count -= 1
+            if conn.reusable(now, self._expiry):
+                return conn
+            conn.close()
+        return None
+
+    def _proxy(self, key: Key) -> Proxy | None:
+        if self._proxies is None:
+            return None
+        try:
+            return self._proxies.for_origin(key[0], key[1])
+        except ProxyConfigError as exc:
+            raise httpx.ProxyError(str(exc)) from exc
+
+    async def _connect(self, key: Key, limit_s: float | None, proxy: Proxy | None = None) -> Connection:
+        scheme, host, port = key
+        if scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
+        tls = self._ssl if scheme == "https" else None
+        loop = asyncio.get_running_loop()
+        conn: Connection | None = None
+        try:
+            async with asyncio.timeout(limit_s):
+                if proxy is None:
+                    _, conn = await loop.create_connection(
+                        lambda: Connection(key), host, port, ssl=tls, server_hostname=host if tls else None
+                    )
+                else:
+                    _, conn = await loop.create_connection(lambda: Connection(key), proxy.host, proxy.port)
+                    if tls is not None:
+                        await _tunnel(conn, host, port, proxy)
+                        assert conn.transport is not None
+                        # TLS with the origin inside the tunnel: the proxy sees only bytes.
+                        conn.transport = await loop.start_tls(conn.transport, conn, tls, server_hostname=host)
+        except TimeoutError as exc:
+            if conn is not None:
+                conn.close()
+            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
+        except (OSError, ssl.SSLError) as exc:
+            if conn is not None:
+                conn.close()
+            via = f" through the proxy {proxy.url}" if proxy is not None else ""
+            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}{via}") from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        self.connects += 1
+        return conn
+
+    def _finished(self, conn: Connection, *, reuse: bool) -> None:
+        """The exchange on `conn` is over: keep the connection alive, or close it."""
+        self.active -= 1
+        self._slots.release()
+        if not reuse or conn.closed or conn.eof:
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        self._idle.setdefault(conn.key, []).append(conn)
+        self.idle_count += 1
+        while self.idle_count > self._max_keepalive:
+            self._drop_oldest_idle()
+
+    def _drop_oldest_idle(self) -> None:
+        oldest: list[Connection] | None = None
+        for stack in self._idle.values():
+            if stack and (oldest is None or stack[0].idle_since < oldest[0].idle_since):
+                oldest = stack
+        if oldest is None:
+            self.idle_count = 0
+            return
+        oldest.pop(0).close()
+        self.idle_count -= 1
+
+    def idle_connections(self) -> int:
+        """Kept-alive connections that are still open (for tests)."""
+        return sum(1 for stack in self._idle.values() for c in stack if not c.closed)
+
+    async def aclose(self) -> None:
+        for stack in self._idle.values():
+            for conn in stack:
+                conn.close()
+        self._idle.clear()
+        self.idle_count = 0
+
+
+async def _acquire(slots: asyncio.Semaphore, limit_s: float | None) -> None:
+    try:
+        async with asyncio.timeout(limit_s):
+            await slots.acquire()
+    except TimeoutError as exc:
+        raise httpx.PoolTimeout("no connection became free in time") from exc
+
+
+def _has_bytes(request: httpx.Request) -> bool:
+    return hasattr(request, "_content")
+
+
+async def _read_body(request: httpx.Request) -> bytes:
+    """A streamed request body, whole (the providers send bytes; this is the general case)."""
+    stream = request.stream
+    if not isinstance(stream, httpx.AsyncByteStream):
+        raise httpx.LocalProtocolError("a synchronous request body on an async transport")
+    parts = [part async for part in stream]
+    data = b"".join(parts)
+    if request.headers.get("transfer-encoding", "").lower() == "chunked":
+        return (b"%x\r\n%s\r\n" % (len(data), data) if data else b"") + b"0\r\n\r\n"
+    return data
+
+
+async def _tunnel(conn: Connection, host: str, port: int, proxy: Proxy) -> None:
+    """Ask the proxy for a tunnel to host:port (CONNECT); raises httpx.ProxyError unless
+    it answers 2xx. The caller bounds the wait."""
+    target = b"%s:%d" % (_authority_host(host), port)
+    lines = [b"CONNECT " + target + b" HTTP/1.1", b"Host: " + target]
+    if proxy.authorization is not None:
+        lines.append(b"Proxy-Authorization: " + proxy.authorization)
+    await conn.write(b"\r\n".join(lines) + b"\r\n\r\n", None)
+    end = conn.buffer.find(b"\r\n\r\n")
+    while end < 0:
+        if len(conn.buffer) > _MAX_HEAD:
+            raise httpx.ProxyError(f"the proxy {proxy.url} sent an oversized answer to CONNECT")
+        try:
+            await conn.wait_data(None)
+        except httpx.TransportError as exc:
+            raise httpx.ProxyError(f"the proxy {proxy.url} closed the connection on CONNECT") from exc
+        end = conn.buffer.find(b"\r\n\r\n")
+    status_line = bytes(conn.buffer[: conn.buffer.find(b"\r\n")])
+    del conn.buffer[: end + 4]
+    parts = status_line.split(b" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit() or not 200 <= int(parts[1]) < 300:
+        raise httpx.ProxyError(
+            f"the proxy {proxy.url} refused CONNECT {target.decode()}: "
+            + status_line[:80].decode(errors="replace")
+        )
+    if conn.buffer:  # the origin speaks only after our TLS hello
+        raise httpx.ProxyError(f"the proxy {proxy.url} sent bytes after its CONNECT answer")
+
+
+def _authority_host(host: str) -> bytes:
+    return (f"[{host}]" if ":" in host else host).encode("ascii")
+
+
+def _request_head(request: httpx.Request, proxy: Proxy | None = None) -> bytes:
+    url = request.url
+    target = url.raw_path
+    if proxy is not None:  # absolute-form (RFC 9112 3.2.2), as a proxy expects
+        port = b":%d" % url.port if url.port is not None else b""
+        target = url.scheme.encode("ascii") + b"://" + _authority_host(url.host) + port + target
+    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), target)]
+    if proxy is not None and proxy.authorization is not None:
+        lines.append(b"Proxy-Authorization: " + proxy.authorization)
+    for name, value in request.headers.raw:
+        if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name or b":" in name:
+            raise httpx.LocalProtocolError(f"illegal header {name!r}")
+        lines.append(name + b": " + value)
+    lines.append(b"\r\n")
+    return b"\r\n".join(lines)
+
+
+async def _read_head(
+    conn: Connection, request: httpx.Request, read_timeout: float | None, pool: LeanTransport
+) -> httpx.Response:
+    while True:  # 1xx interim answers are skipped
+        end = conn.buffer.find(b"\r\n\r\n")
+        while end < 0:
+            if len(conn.buffer) > _MAX_HEAD:
+                raise httpx.RemoteProtocolError("the response head is too large")
+            await conn.wait_data(read_timeout)
+            end = conn.buffer.find(b"\r\n\r\n")
+        head = bytes(conn.buffer[:end])
+        del conn.buffer[: end + 4]
+        status, reason, version, headers = _parse_head(head)
+        if not 100 <= status < 200 or status == 101:
+            break
+    keep = version == b"HTTP/1.1"
+    framing: int | None = None
+    chunked = False
+    for name, value in headers:
+        lower = name.lower()
+        if lower == b"content-length" and not chunked:
+            try:
+                framing = int(value)
+            except ValueError as exc:
+                raise httpx.RemoteProtocolError(f"bad Content-Length {value[:40]!r}") from exc
+            if framing < 0:
+                raise httpx.RemoteProtocolError(f"bad Content-Length {value[:40]!r}")
+        elif lower == b"transfer-encoding" and b"chunked" in value.lower():
+            framing, chunked = -1, True
+        elif lower == b"connection":
+            tokens = value.lower()
+            keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
+    if request.method == "HEAD" or status in (204, 304):
+        framing = 0
+    body = _Body(pool, conn, framing, keep and framing is not None, read_timeout)
+    extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}
+    return httpx.Response(status, headers=headers, stream=body, extensions=extensions)
+
+
+def _parse_head(head: bytes) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise httpx.RemoteProtocolError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+    headers: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
+        headers.append((name, value.strip()))
+    return int(parts[1]), parts[2] if len(parts) > 2 else b"", parts[0], headers

@@ -1,0 +1,121 @@
+"""The providers' HTTP client: httpx's client on `http_lean.LeanTransport` (issue 14,
+items 1 and 2), with limits for many sessions streaming at once, and cookies parsed only
+when a response sets one.
+
+httpcore 1.0's pool re-examined every connection on every request and response close, and
+httpx's default limits kept only 20 connections alive (a busy server reconnected on most
+turns) and allowed 100 at most (the 101st concurrent model stream waited up to the pool
+timeout). `LeanTransport` keeps idle connections on a stack per origin (O(1) per request)
+and runs up to `LIMITS.max_connections` exchanges at once.
+"""
+
+from __future__ import annotations
+
+import ssl
+from weakref import WeakKeyDictionary
+
+import httpx
+
+from agentd.infra import HttpTransport
+from agentd.providers.http.body import BodyPieces
+from agentd.providers.http.lean import LeanTransport
+from agentd.providers.http.proxy import Proxies
+
+# Many sessions stream at once, each holding a connection for its whole answer: enough
+# kept alive that a busy server does not reconnect per turn. An idle connection is dropped
+# after 4 s, under the 5 s keep-alive timeout of common servers (uvicorn, Node): one reused
+# just as the server closes it fails the request (a reset, httpx's ReadError).
+LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=256, keepalive_expiry=4.0)
+
+
+# The transport a provider gets when it is not told (`AGENTD_HTTP_TRANSPORT` is passed
+# explicitly by the factory; tests switch this to run the same provider tests on both).
+DEFAULT_TRANSPORT = HttpTransport.LEAN
+
+
+def client(
+    timeout: httpx.Timeout, verify: ssl.SSLContext, transport: HttpTransport | None = None
+) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` on the lean HTTP/1.1 transport (`http_lean`), or on httpx's
+    own; either way through the environment's proxies (HTTPS_PROXY, HTTP_PROXY, NO_PROXY)."""
+    if (transport or DEFAULT_TRANSPORT) is HttpTransport.HTTPX:
+        # No `transport=`: httpx then mounts its own per proxy from the environment (trust_env).
+        http = httpx.AsyncClient(timeout=timeout, verify=verify, limits=LIMITS, trust_env=True)
+    else:
+        lean = LeanTransport(verify, LIMITS, Proxies.from_environment())
+        http = httpx.AsyncClient(timeout=timeout, verify=verify, limits=LIMITS, transport=lean)
+    http._cookies = _Cookies()  # (the public setter would copy into a plain `Cookies`)
+    return http
+
+
+class _Cookies(httpx.Cookies):
+    """httpx runs every response through `http.cookiejar` (a urllib request built, the
+    headers parsed), ~4 % of a trivial turn's loop CPU: only a response that sets a cookie
+    is worth that (model APIs behind a CDN do, and get them back as before)."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        if "set-cookie" in response.headers:
+            super().extract_cookies(response)
+
+
+# Per client, the headers its requests get (its defaults merged with a provider's own), by the
+# provider's headers: `build_request` merged and re-validated them on every model call.
+_MERGED: WeakKeyDictionary[httpx.AsyncClient, dict[tuple[tuple[str, str], ...], httpx.Headers]] = (
+    WeakKeyDictionary()
+)
+_MERGED_PER_CLIENT = 16  # a provider's header sets (one per API key): bounded all the same
+
+
+def post_request(
+    client: httpx.AsyncClient,
+    url: httpx.URL,
+    content: bytes | list[bytes],
+    headers: dict[str, str],
+    timeout: httpx.Timeout,
+) -> httpx.Request:
+    """`client.build_request("POST", url, content=..., headers=..., timeout=...)`, with the
+    merged headers kept per client. A client with cookies (or params, a base URL) goes the
+    general way: the jar adds its Cookie header per request. `content` in pieces (the
+    providers' encoded body) reaches this module's transport as they are (`BodyPieces`);
+    any other transport gets them joined."""
+    if isinstance(content, list) and type(client._transport) is not LeanTransport:
+        content = b"".join(content)
+    if client.cookies or client.params or str(client.base_url):
+        if isinstance(content, list):
+            content = b"".join(content)
+        return client.build_request("POST", url, content=content, headers=headers, timeout=timeout)
+    known = _MERGED.setdefault(client, {})
+    key = tuple(headers.items())
+    merged = known.get(key)
+    if merged is None:
+        if len(known) >= _MERGED_PER_CLIENT:
+            known.clear()
+        merged = known[key] = client._merge_headers(headers)  # type: ignore[assignment]
+    extensions = {"timeout": timeout.as_dict()}
+    if isinstance(content, list):
+        body = BodyPieces(content)
+        request = httpx.Request("POST", url, headers=merged, stream=body, extensions=extensions)
+        # The headers `content=` would give (Host, Content-Length), in the same places.
+        request._prepare({"Content-Length": str(body.length)})
+        return request
+    return httpx.Request("POST", url, content=content, headers=merged, extensions=extensions)
+
+
+async def send_streaming(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """`client.send(request, stream=True)`. On this module's clients the transport is called
+    directly: they have no auth, no event hooks and do not follow redirects, so what
+    `send` adds per call (its auth and redirect generators, a bound stream, a timer) does
+    nothing for them but cost ~0.1 ms; the cookies a response sets are kept as `send` would."""
+    transport = client._transport
+    if (
+        type(transport) is not LeanTransport
+        or client.is_closed
+        or client.follow_redirects
+        or client.auth is not None
+        or any(client.event_hooks.values())
+    ):
+        return await client.send(request, stream=True)
+    response = await transport.handle_async_request(request)
+    response.request = request
+    client.cookies.extract_cookies(response)  # (`_Cookies`: only when one is set)
+    return response

@@ -1,0 +1,217 @@
+"""OpenAI-compatible Chat Completions provider (streaming SSE over httpx).
+
+Speaks `POST {base_url}/chat/completions` with `stream: true`, which OpenAI itself and
+most self-hosted or proxy servers (vLLM, llama.cpp, Ollama, OpenRouter, DeepSeek, LiteLLM)
+implement. The stream is translated into the provider-neutral `StreamEvent`s of
+`agentd.core.provider`; every failure leaves as a classified `HarnessError` so the loop
+can decide on retries by `ErrorKind` alone. The one request repeated here is a body a server
+refused for a single optional parameter (`openai_models.Amendments`): the amended body is
+sent once, and later calls use it from the start.
+
+Compatibility choices: `tool_choice` is never sent (the default `auto` is what we want, and
+several servers reject the field or need a special flag for it); `stream_options.include_usage`
+is asked for, and a stream without usage is still a complete answer. The stream side is in
+`openai_stream.py`, the error classification in `openai_errors.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
+from agentd.infra import HttpTransport, ReasoningEffort, TokenField
+from agentd.providers.http import HttpProvider, SSEReader, parse_json, parse_retry_after
+from agentd.providers.openai.chat_stream import ChatAssembler, non_stream_as_chunk
+from agentd.providers.openai.errors import classify_http_error
+from agentd.providers.openai.models import Amendments, is_reasoning_model, token_field
+from agentd.providers.wire_cache import EncodedMessages, Spliced, encode_items, wire_pieces
+
+__all__ = ["OpenAIProvider", "classify_http_error", "parse_retry_after"]
+
+
+class OpenAIProvider(HttpProvider):
+    """One OpenAI-compatible endpoint + model. `stream()` performs one sampling call."""
+
+    name = "openai"
+    supports_native_schema = True
+    path = "/chat/completions"
+    classify = classify_http_error
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: SecretStr | str | None,
+        model: str,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        first_token_timeout: float | None = None,
+        stream_idle_timeout: float | None = None,
+        token_field: TokenField = TokenField.AUTO,
+        reasoning_effort: ReasoningEffort | None = None,
+        client: httpx.AsyncClient | None = None,
+        http_transport: HttpTransport | None = None,
+    ) -> None:
+        super().__init__(
+            base_url=base_url.rstrip("/"),
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            first_token_timeout=first_token_timeout,
+            stream_idle_timeout=stream_idle_timeout,
+            client=client,
+            http_transport=http_transport,
+        )
+        self.token_field = token_field
+        self.reasoning_effort = reasoning_effort
+        self._amendments: dict[str, Amendments] = {}  # per model
+        self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
+
+    # -- request translation -------------------------------------------------------------
+
+    def build_body(self, request: ProviderRequest) -> dict[str, Any]:
+        """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend(_translate_message(m) for m in request.messages)
+        return self._compose(request, messages)
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """`build_body(request)` encoded, the conversation's bytes reused from the session's
+        previous call (`wire_cache`)."""
+        return b"".join(self.encode_pieces(request))
+
+    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
+        """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
+        return wire_pieces(
+            lambda: self._compose(request, self._messages_fragment(request)), lambda: self.build_body(request)
+        )
+
+    def _messages_fragment(self, request: ProviderRequest) -> Spliced:
+        first = encode_items([{"role": "system", "content": request.system}]) if request.system else b""
+        return self._encoded.array(request.session_id, request.messages, _encode_message, first)
+
+    def _compose(self, request: ProviderRequest, messages: Any) -> dict[str, Any]:
+        model = request.model or self.model
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            # Without this the stream carries no token counts at all.
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in request.tools
+            ]
+        if request.output_schema is not None:
+            # strict=False: strict mode rejects common schema features (optional fields,
+            # additionalProperties omitted); the loop validates the answer itself anyway.
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.output_schema, "strict": False},
+            }
+        if request.max_output_tokens is not None:
+            field = token_field(self.token_field, base_url=self.base_url, model=model)
+            body[field] = request.max_output_tokens
+        if self.reasoning_effort is not None and is_reasoning_model(model):
+            body["reasoning_effort"] = self.reasoning_effort.value
+        return self._amendments.get(model, Amendments()).apply(body)
+
+    # -- streaming -----------------------------------------------------------------------
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Yield the events of one streamed completion; raise `HarnessError` on any failure."""
+        model = request.model or self.model
+        for attempt in range(2):
+            try:
+                # With what the server refused so far amended.
+                response, deadline = await self._open(self.encode_pieces(request))
+                break
+            except HarnessError as err:
+                amendments = self._amendments.setdefault(model, Amendments())
+                if attempt or not amendments.learn(self._compose(request, []), err):
+                    raise
+        else:  # pragma: no cover
+            raise AssertionError("unreachable")
+        try:
+            assembler = ChatAssembler()
+            reader = self._reader(response, deadline)
+            if reader is None:
+                # Some servers ignore `stream: true` and answer with one JSON document.
+                for event in assembler.feed(non_stream_as_chunk(await self._document(response, deadline))):
+                    yield event
+                assembler.done = True
+            else:
+                async for event in self._read_sse(reader, assembler):
+                    yield event
+            if not assembler.done and assembler.finish_reason is None:
+                raise HarnessError(
+                    ErrorKind.PROVIDER_UNAVAILABLE,
+                    "stream cut: the server closed the stream without [DONE] or a finish_reason",
+                )
+            for event in assembler.finish():
+                yield event
+        finally:
+            await response.aclose()
+
+    async def _read_sse(self, reader: SSEReader, assembler: ChatAssembler) -> AsyncIterator[StreamEvent]:
+        try:
+            async for _, data in reader.events():
+                if data.strip() == "[DONE]":
+                    assembler.done = True
+                    reader.end()  # the rest of the body is read, so the connection is reused
+                    continue
+                for event in assembler.feed(parse_json(data)):
+                    reader.first_token()
+                    yield event
+        except HarnessError as err:
+            # Once the finish_reason is in, only the usage chunk and [DONE] are missing:
+            # the answer is complete, so a late transport hiccup must not discard it.
+            if assembler.finish_reason is None or err.kind not in _TRANSPORT_KINDS:
+                raise
+
+
+# Failures of the connection rather than of the answer (a malformed chunk is not one).
+_TRANSPORT_KINDS = frozenset({ErrorKind.TIMEOUT, ErrorKind.NETWORK, ErrorKind.PROVIDER_UNAVAILABLE})
+
+
+# -- message translation -----------------------------------------------------------------
+
+
+def _encode_message(message: Message) -> bytes:
+    return encode_items([_translate_message(message)])
+
+
+def _translate_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
+    if message.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            # `null` rather than "" beside tool calls: some servers reject an empty string.
+            out["content"] = message.content or None
+            out["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in message.tool_calls
+            ]
+        # `reasoning` is deliberately not sent back: DeepSeek rejects reasoning_content in input.
+        return out
+    if message.images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+        parts += [
+            {"type": "image_url", "image_url": {"url": f"data:{i.mime_type};base64,{i.data}"}}
+            for i in message.images
+        ]
+        return {"role": message.role, "content": parts}
+    return {"role": message.role, "content": message.content}

@@ -1,0 +1,186 @@
+"""Folding a Chat Completions stream (chunk by chunk) into the provider-neutral
+`StreamEvent`s; a non-streamed `chat.completion` is replayed as one chunk."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentd.core import (
+    ErrorKind,
+    HarnessError,
+    ReasoningDelta,
+    Stop,
+    StopReason,
+    StreamEvent,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+    Usage,
+)
+from agentd.providers.openai.errors import classify_http_error
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "stop": StopReason.END_TURN,
+    "tool_calls": StopReason.TOOL_USE,
+    "function_call": StopReason.TOOL_USE,  # legacy functions API
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.REFUSAL,
+}
+
+# Where compatible servers put the model's reasoning text: DeepSeek / llama.cpp / older vLLM
+# say `reasoning_content`, vLLM >= 0.10 / OpenRouter / Ollama `reasoning`. Some send both
+# (the same text twice): the first one present wins.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def non_stream_as_chunk(doc: dict[str, Any]) -> dict[str, Any]:
+    """Reshape a non-streamed `chat.completion` into one equivalent stream chunk."""
+    if "error" in doc:
+        return doc
+    choices = []
+    for choice in doc.get("choices") or []:
+        message = dict(choice.get("message") or {})
+        message["tool_calls"] = [
+            {**call, "index": i} for i, call in enumerate(message.get("tool_calls") or [])
+        ]
+        choices.append(
+            {"index": choice.get("index", 0), "delta": message, "finish_reason": choice.get("finish_reason")}
+        )
+    return {"choices": choices, "usage": doc.get("usage")}
+
+
+@dataclass
+class _PendingCall:
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ChatAssembler:
+    """Folds chunks into events; tool calls are accumulated by `index` until the end."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, _PendingCall] = {}
+        self.finish_reason: str | None = None
+        self.refused = False
+        self.usage: Usage | None = None
+        self.model = ""  # the answering model, as the chunks name it
+        self.done = False  # [DONE] seen
+
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        if "error" in chunk and not chunk.get("choices"):
+            # OpenRouter / vLLM report failures after the 200 as an error object in the stream.
+            raise classify_http_error(None, chunk, {})
+        events: list[StreamEvent] = []
+        if isinstance(model := chunk.get("model"), str) and model:
+            self.model = model
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = _usage(usage)
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # we always ask for n=1
+            delta = choice.get("delta") or {}
+            reasoning = next(
+                (r for r in (delta.get(f) for f in REASONING_FIELDS) if isinstance(r, str) and r), None
+            )
+            if reasoning:
+                events.append(ReasoningDelta(reasoning))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                events.append(TextDelta(content))
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                self.refused = True
+                events.append(TextDelta(refusal))
+            for fragment in delta.get("tool_calls") or []:
+                if isinstance(fragment, dict):
+                    events.append(self._tool_fragment(fragment))
+            if choice.get("finish_reason"):
+                self.finish_reason = str(choice["finish_reason"])
+        return events
+
+    def _tool_fragment(self, fragment: dict[str, Any]) -> ToolCallDelta:
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            # A few servers omit `index`: a fragment with a new id opens a call, else continues the last.
+            known = {c.id: i for i, c in self.calls.items()}
+            fragment_id = fragment.get("id")
+            if fragment_id and fragment_id in known:
+                index = known[fragment_id]
+            elif fragment_id or not self.calls:
+                index = len(self.calls)
+            else:
+                index = max(self.calls)
+        call = self.calls.setdefault(index, _PendingCall())
+        function = fragment.get("function") or {}
+        new_id = fragment.get("id") or None
+        new_name = function.get("name") or None
+        if new_id and call.id is None:
+            call.id = new_id
+        if new_name and not call.name:
+            call.name = new_name  # some servers repeat the name in every fragment: keep the first
+        arguments = function.get("arguments") or ""
+        if not isinstance(arguments, str):  # a server sending parsed JSON instead of text
+            arguments = json.dumps(arguments)
+        call.arguments.append(arguments)
+        return ToolCallDelta(index=index, id=new_id, name=new_name, arguments_delta=arguments)
+
+    def finish(self) -> list[StreamEvent]:
+        if self.finish_reason == "error":
+            raise HarnessError(
+                ErrorKind.PROVIDER_UNAVAILABLE, "the server ended the stream with finish_reason=error"
+            )
+        events: list[StreamEvent] = []
+        for index in sorted(self.calls):
+            call = self.calls[index]
+            events.append(
+                ToolCallComplete(
+                    index=index,
+                    id=call.id or f"call_{uuid.uuid4().hex[:24]}",  # Ollama & co. may omit ids
+                    name=call.name,
+                    arguments="".join(call.arguments) or "{}",
+                )
+            )
+        if self.usage is not None:
+            events.append(dataclasses.replace(self.usage, model=self.model))
+        if self.refused:
+            reason = StopReason.REFUSAL
+        elif self.calls and self.finish_reason in (None, "stop"):
+            # Several servers (older vLLM, Ollama) say "stop" even when they emitted tool calls.
+            reason = StopReason.TOOL_USE
+        else:
+            reason = _FINISH_REASONS.get(self.finish_reason or "stop", StopReason.END_TURN)
+        events.append(Stop(reason))
+        return events
+
+
+def token_count(value: Any) -> int:
+    """A token count from a usage object; a missing or garbled one counts 0, never crashes."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int | float):
+        return max(0, int(value))
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if cached is None:
+        cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek's spelling
+    # `prompt_tokens` includes the cached part on OpenAI; agentd's `input_tokens` means
+    # uncached input (as Anthropic reports it), so budgets that add cache reads never
+    # count the cached tokens twice.
+    cached_n = token_count(cached)
+    return Usage(
+        input_tokens=max(0, token_count(usage.get("prompt_tokens")) - cached_n),
+        output_tokens=token_count(usage.get("completion_tokens")),
+        cache_read_tokens=cached_n,
+    )

@@ -1,0 +1,236 @@
+"""The session actor's mailbox commands (R-S1): one handler per command type in
+commands.py, looked up by the actor's loop in `HANDLERS`. Each runs in the actor's step."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentd.loop import GoalState, OutcomeKind
+from agentd.session.actor.stop import shut_down
+from agentd.session.commands import (
+    Attach,
+    AttachComplete,
+    AttachMcp,
+    Cancel,
+    Compact,
+    Detach,
+    GoalClear,
+    GoalGet,
+    GoalSet,
+    Interject,
+    Prompt,
+    QueueOp,
+    RegisterHook,
+    ResumeQueue,
+    Rewind,
+    SetAgent,
+    SetMode,
+    SetModel,
+    SetPlan,
+    SetTitle,
+    Shutdown,
+    TaskFinished,
+    TurnFinished,
+)
+from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.queue import QueuedPrompt, QueueKind, new_id
+from agentd.session.rewind import rewind
+from agentd.session.wake import maybe_wake
+
+if TYPE_CHECKING:  # the actor's own handlers (same package)
+    from agentd.session.actor.session_actor import SessionActor
+
+C = TypeVar("C")
+
+# One handler per mailbox command, registered with `@_handles(CommandType)` below.
+HANDLERS: dict[type[Any], Callable[[SessionActor, Any], Awaitable[None]]] = {}
+
+
+def _handles(
+    kind: type[C],
+) -> Callable[[Callable[[SessionActor, C], Awaitable[None]]], Callable[[SessionActor, C], Awaitable[None]]]:
+    def register(
+        handler: Callable[[SessionActor, C], Awaitable[None]],
+    ) -> Callable[[SessionActor, C], Awaitable[None]]:
+        HANDLERS[kind] = handler
+        return handler
+
+    return register
+
+
+@_handles(Prompt)
+async def _on_prompt(actor: SessionActor, cmd: Prompt) -> None:
+    actor.desk.submit(cmd)
+
+
+@_handles(QueueOp)
+async def _on_queue_op(actor: SessionActor, cmd: QueueOp) -> None:
+    actor.desk.operate(cmd)
+
+
+@_handles(ResumeQueue)
+async def _on_resume_queue(actor: SessionActor, cmd: ResumeQueue) -> None:
+    actor.start_next_turn()
+
+
+@_handles(Interject)
+async def _on_interject(actor: SessionActor, cmd: Interject) -> None:
+    actor.desk.interject(cmd)
+
+
+@_handles(GoalSet)
+async def _on_goal_set(actor: SessionActor, cmd: GoalSet) -> None:
+    actor.set_goal(GoalState(cmd.objective, token_budget=cmd.token_budget, verify=cmd.verify))
+    assert actor.goal is not None
+    cmd.reply.set_result(actor.goal.to_dict())
+
+
+@_handles(GoalGet)
+async def _on_goal_get(actor: SessionActor, cmd: GoalGet) -> None:
+    cmd.reply.set_result(actor.goal.to_dict() if actor.goal else None)
+
+
+@_handles(GoalClear)
+async def _on_goal_clear(actor: SessionActor, cmd: GoalClear) -> None:
+    previous = actor.goal
+    actor.set_goal(None)
+    cmd.reply.set_result(previous.to_dict() if previous else None)
+
+
+@_handles(SetAgent)
+async def _on_set_agent(actor: SessionActor, cmd: SetAgent) -> None:
+    actor.set_agent(cmd.name)
+    cmd.reply.set_result(None)
+
+
+@_handles(SetModel)
+async def _on_set_model(actor: SessionActor, cmd: SetModel) -> None:
+    actor.set_model(cmd.model)
+    cmd.reply.set_result(None)
+
+
+@_handles(SetMode)
+async def _on_set_mode(actor: SessionActor, cmd: SetMode) -> None:
+    actor.set_mode(cmd.mode)
+    cmd.reply.set_result(None)
+
+
+@_handles(SetPlan)
+async def _on_set_plan(actor: SessionActor, cmd: SetPlan) -> None:
+    actor.set_plan(cmd.on)
+    cmd.reply.set_result(None)
+
+
+@_handles(SetTitle)
+async def _on_set_title(actor: SessionActor, cmd: SetTitle) -> None:
+    actor.set_title(cmd.title)
+    cmd.reply.set_result(None)
+
+
+@_handles(AttachMcp)
+async def _on_attach_mcp(actor: SessionActor, cmd: AttachMcp) -> None:
+    previous, actor.mcp = actor.mcp, cmd.connections
+    cmd.reply.set_result(previous)  # the caller closes it, off the actor's step
+
+
+@_handles(RegisterHook)
+async def _on_register_hook(actor: SessionActor, cmd: RegisterHook) -> None:
+    # 001: "两类来源：文件配置的 hook，以及 client 注册的 hook" — for Stop and SubagentStop alike.
+    # A client may also register for user_prompt_submit (asked at a prompt's turn start).
+    registries: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("stop", actor.client_hooks),
+        ("subagent_stop", actor.client_subagent_hooks),
+        ("user_prompt_submit", actor.client_prompt_hooks),
+    )
+    for event, hooks in registries:
+        if event in cmd.events:
+            hooks[cmd.hook.connection_id] = cmd.hook
+        else:
+            hooks.pop(cmd.hook.connection_id, None)
+    cmd.reply.set_result(None)
+
+
+@_handles(Compact)
+async def _on_compact(actor: SessionActor, cmd: Compact) -> None:
+    if actor.running is not None:
+        # Compaction happens inside the running turn, before its next request; a stored
+        # job keeps the request should the turn end first or the server die.
+        actor.running.ctx.compact_requested = True
+        actor.desk.schedule_compaction(actor.running.id, cmd.reply)
+    else:
+        job = QueuedPrompt(new_id("compact"), Prompt([], cmd.reply), kind=QueueKind.COMPACT)
+        actor.queue.appendleft(job)
+        actor.start_next_turn()
+
+
+@_handles(TaskFinished)
+async def _on_task_finished(actor: SessionActor, cmd: TaskFinished) -> None:
+    # Clients learn it now, idle or not; the model at its next sampling round (react) —
+    # and an idle session starts that round itself (wake.py).
+    if not cmd.announced:
+        done = actor.background.completion(cmd.task_id)
+        actor.journal.emit(done.kind, done.payload())
+    maybe_wake(actor)
+
+
+@_handles(Rewind)
+async def _on_rewind(actor: SessionActor, cmd: Rewind) -> None:
+    # In the actor's step: no turn can start while files and conversation go back.
+    if actor.running is not None:
+        busy = SessionError(SessionErrorKind.BUSY, "session_busy: a turn is running; cancel it, then rewind")
+        cmd.reply.set_exception(busy)
+        return
+    try:
+        cmd.reply.set_result(await rewind(actor, cmd.turn_id, files=cmd.files))
+    except SessionError as exc:
+        cmd.reply.set_exception(exc)
+
+
+@_handles(Cancel)
+async def _on_cancel(actor: SessionActor, cmd: Cancel) -> None:
+    # ACP cancel targets the running turn; queued prompts stay queued.
+    if actor.running is not None:
+        actor.running.cancel.set()
+
+
+@_handles(Attach)
+async def _on_attach(actor: SessionActor, cmd: Attach) -> None:
+    sub = actor.hub.subscribe(cmd.sink, actor.id)
+    sub.attached_seq = actor.journal.seq
+    # Taken in the same step as the subscription, so nothing falls between them.
+    sub.snapshot = actor.snapshot()
+    sub.partials = [(kind, mid, text) for mid, (kind, text) in actor.journal.partial.items()]
+    cmd.reply.set_result(sub)
+
+
+@_handles(AttachComplete)
+async def _on_attach_complete(actor: SessionActor, cmd: AttachComplete) -> None:
+    if cmd.send_commands:
+        actor.send_available_commands(cmd.sink)
+    for pending in actor.permissions.pending.values():
+        actor.permissions.ask_sink(cmd.sink, pending)
+
+
+@_handles(Detach)
+async def _on_detach(actor: SessionActor, cmd: Detach) -> None:
+    actor.hub.unsubscribe(cmd.sink_id)
+    actor.client_hooks.pop(cmd.sink_id, None)
+    actor.client_subagent_hooks.pop(cmd.sink_id, None)
+    actor.client_prompt_hooks.pop(cmd.sink_id, None)
+    actor.permissions.forget_sink(cmd.sink_id)
+
+
+@_handles(TurnFinished)
+async def _on_turn_finished(actor: SessionActor, cmd: TurnFinished) -> None:
+    turn = actor.running
+    if turn is not None and turn.id == cmd.turn_id and turn.outcome is not None:
+        if turn.outcome.kind is OutcomeKind.CANCELLED:
+            actor.wake.paused = True  # stopped by someone: nothing wakes until the user prompts
+    actor.finish_turn(cmd.turn_id)
+    actor.start_next_turn()
+    # A task that ended after the turn's last sampling round was never announced in it.
+    maybe_wake(actor)
+
+
+_handles(Shutdown)(shut_down)

@@ -1,0 +1,64 @@
+"""The public names of `agentd.session.eventlog`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.session.eventlog.hub import EventHub as EventHub
+    from agentd.session.eventlog.hub import Subscriber as Subscriber
+    from agentd.session.eventlog.journal import PARTIAL_CHECKPOINT_INTERVAL_S as PARTIAL_CHECKPOINT_INTERVAL_S
+    from agentd.session.eventlog.journal import Journal as Journal
+    from agentd.session.eventlog.recovery import RECENT_KINDS as RECENT_KINDS
+    from agentd.session.eventlog.recovery import RECENT_LIMIT as RECENT_LIMIT
+    from agentd.session.eventlog.recovery import recover as recover
+    from agentd.session.eventlog.replayer import ReplayAborted as ReplayAborted
+    from agentd.session.eventlog.replayer import ReplayMode as ReplayMode
+    from agentd.session.eventlog.replayer import replay as replay
+    from agentd.session.eventlog.writer import EventWriter as EventWriter
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "EventHub": "agentd.session.eventlog.hub",
+    "EventWriter": "agentd.session.eventlog.writer",
+    "Journal": "agentd.session.eventlog.journal",
+    "PARTIAL_CHECKPOINT_INTERVAL_S": "agentd.session.eventlog.journal",
+    "RECENT_KINDS": "agentd.session.eventlog.recovery",
+    "RECENT_LIMIT": "agentd.session.eventlog.recovery",
+    "recover": "agentd.session.eventlog.recovery",
+    "replay": "agentd.session.eventlog.replayer",
+    "ReplayAborted": "agentd.session.eventlog.replayer",
+    "ReplayMode": "agentd.session.eventlog.replayer",
+    "Subscriber": "agentd.session.eventlog.hub",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "PARTIAL_CHECKPOINT_INTERVAL_S",
+    "RECENT_KINDS",
+    "RECENT_LIMIT",
+    "EventHub",
+    "EventWriter",
+    "Journal",
+    "ReplayAborted",
+    "ReplayMode",
+    "Subscriber",
+    "recover",
+    "replay",
+]

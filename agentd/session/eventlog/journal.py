@@ -1,0 +1,268 @@
+"""The session's journal: every event the actor and its running turn emit, in order.
+
+It numbers durable events (the session's `seq`), hands them to the `EventWriter` (which
+commits, then publishes to the hub), checkpoints the text of messages still streaming
+(R-E1) and repairs what a crash or a killed turn left open: messages cut off mid-stream,
+tool calls without a result, the turn that never ended (R-E6, R-L3c). It is the turn's
+`EventSink` (agentd/loop/context.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agentd.core import Event, EventKind, Message, ToolCallFinished, ToolCallIds, text_content
+from agentd.infra import Metrics
+from agentd.loop import (
+    INTERRUPTED_RESULT,
+    Conversation,
+    TurnOutcome,
+    UsageLedger,
+    repair_dangling_tool_calls,
+    stop_reason,
+)
+from agentd.session.eventlog.writer import EventWriter
+
+# R-E1: the text of a message still streaming reaches the store at most this often.
+PARTIAL_CHECKPOINT_INTERVAL_S = 1.0
+# The events that set and clear `sessions.running_turn`.
+RUNNING_TURN_MARKS = (EventKind.TURN_STARTED, EventKind.TURN_ENDED)
+
+# An in-flight message: its kind (a chunk kind) and the text streamed so far.
+Partial = tuple[EventKind, str]
+
+
+def interrupted_tool_call_update(call_id: str) -> dict[str, Any]:
+    """The stored payload that ends a tool call which never got its result (the same
+    ACP-shaped `tool_call_update` the loop stores for a failed call, so old logs replay
+    identically)."""
+    return ToolCallFinished(
+        call_id,
+        failed=True,
+        content=[text_content(INTERRUPTED_RESULT)],
+        raw_output={"output": INTERRUPTED_RESULT, "interrupted": True},
+    ).payload()
+
+
+def turn_ended_payload(
+    turn_id: str,
+    prompt_id: str | None,
+    outcome: TurnOutcome,
+    request_id: str | None,
+    session_usage: dict[str, Any],
+) -> dict[str, Any]:
+    """The `turn_ended` event of one turn (the key order is the stored one)."""
+    payload: dict[str, Any] = {
+        "turnId": turn_id,
+        "promptId": prompt_id,
+        "outcome": outcome.kind.value,
+        "stopReason": stop_reason(outcome).value,
+        "toolsCalled": outcome.tools_called,
+    }
+    if request_id is not None:
+        payload["requestId"] = request_id
+    if outcome.reason:
+        payload["reason"] = outcome.wire_reason
+    if outcome.error is not None:
+        payload["error"] = {"kind": outcome.error.kind.value, "message": outcome.error.message}
+    if outcome.structured_output is not None:
+        payload["structuredOutput"] = outcome.structured_output
+    if outcome.turn:
+        payload["turn"] = outcome.turn
+    payload["sessionUsage"] = session_usage
+    return payload
+
+
+class Journal:
+    def __init__(
+        self,
+        session_id: str,
+        writer: EventWriter,
+        publish: Callable[[Event], None],
+        last_seq: int,
+        messages: list[Message],
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._session_id = session_id
+        self._writer = writer
+        self._publish = publish
+        self._metrics = metrics
+        self.seq = last_seq
+        # The conversation's backing list (the actor's `Conversation` wraps the same list).
+        self._messages = messages
+        # In-flight message id → its chunks so far: appended, joined only when read (a
+        # long answer re-copied per chunk would cost O(n²)).
+        self._parts: dict[str, tuple[EventKind, list[str]]] = {}
+        self._checkpointed = False  # the store holds a partial-text checkpoint
+        self._checkpoint_timer: asyncio.TimerHandle | None = None
+        self._last_checkpoint = float("-inf")
+        self.stopped = False  # no more periodic checkpoints
+        self.open_tool_calls: dict[str, None] = {}  # toolCallIds announced and not finished
+        self.tool_call_ids = ToolCallIds(c.id for m in messages for c in m.tool_calls)  # used on the wire
+
+    @property
+    def partial(self) -> dict[str, Partial]:
+        """In-flight message id → (chunk kind, text streamed so far)."""
+        out: dict[str, Partial] = {}
+        for mid, (kind, parts) in self._parts.items():
+            if len(parts) > 1:
+                parts[:] = ["".join(parts)]  # later reads start from the joined text
+            out[mid] = (kind, parts[0])
+        return out
+
+    # ------------------------------------------------------------------ EventSink
+
+    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
+        ended_partial = kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT) and (
+            self._parts.pop(payload["messageId"], None) is not None
+        )
+        if kind is EventKind.TOOL_CALL:
+            self.open_tool_calls[payload["toolCallId"]] = None
+            self.tool_call_ids.add(payload["toolCallId"])
+        elif kind is EventKind.TOOL_CALL_UPDATE and payload.get("status") in ("completed", "failed"):
+            self.open_tool_calls.pop(payload["toolCallId"], None)
+        self.seq += 1
+        event = Event(self._session_id, kind, payload, seq=self.seq, origin=origin)
+        self._writer.submit(self._session_id, event=event, publish=self._publish)
+        if kind in RUNNING_TURN_MARKS:
+            # Same commit as the event: a replica whose owner died mid-turn finds the
+            # session by this column (R-C1 takeover), not by reading logs.
+            running = payload["turnId"] if kind is EventKind.TURN_STARTED else None
+            self.persist_fields({"running_turn": running})
+        if self._metrics is not None:
+            self._metrics.observe_event(kind, payload)
+        if ended_partial and self._checkpointed:
+            # Same commit as the final text: the store never holds both, or neither.
+            self._checkpoint_partials(from_timer=False)
+
+    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
+        if kind in (EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK):
+            # The text streamed so far, for clients that attach mid-message (R-E3).
+            mid = payload["messageId"]
+            entry = self._parts.get(mid)
+            if entry is None:
+                self._parts[mid] = (kind, [payload["text"]])
+            else:
+                entry[1].append(payload["text"])
+            self._schedule_checkpoint()
+        self._writer.submit_transient(self._session_id, Event(self._session_id, kind, payload), self._publish)
+
+    async def flushed(self) -> None:
+        await self._writer.barrier()
+
+    def mark(self) -> int:
+        """Before the writes an acknowledgement stands for (see `committed`)."""
+        return self._writer.mark()
+
+    async def committed(self, since: int) -> None:
+        """Return once this session's writes from `since` on are committed; raise a
+        retryable `not_committed` error if the writer dropped any of them (issue 26)."""
+        await self._writer.require_committed(self._session_id, since)
+
+    # ------------------------------------------------------------------ session row and messages
+
+    def persist_fields(self, fields: dict[str, Any]) -> None:
+        self._writer.submit(self._session_id, session_fields=fields)
+
+    def persist_message(self, idx: int, message: Message) -> None:
+        # `seq`: the log position the message belongs to (forks cut the conversation there).
+        data = {**message.model_dump(mode="json"), "_seq": self.seq}
+        self._writer.submit(self._session_id, messages=[(idx, data)])
+
+    def rewrite_messages(self, messages: list[Message]) -> None:
+        data = [(i, {**m.model_dump(mode="json"), "_seq": self.seq}) for i, m in enumerate(messages)]
+        self._writer.submit(self._session_id, truncate_from=0, messages=data)
+
+    # ------------------------------------------------------------------ partial text (R-E1)
+
+    def _schedule_checkpoint(self) -> None:
+        if self._checkpoint_timer is not None or self.stopped:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._last_checkpoint + PARTIAL_CHECKPOINT_INTERVAL_S - loop.time())
+        self._checkpoint_timer = loop.call_later(delay, self._checkpoint_partials)
+
+    def cancel_checkpoints(self) -> None:
+        """The actor stops: no periodic checkpoint after this."""
+        if self._checkpoint_timer is not None:
+            self._checkpoint_timer.cancel()
+            self._checkpoint_timer = None
+
+    def _checkpoint_partials(self, *, from_timer: bool = True) -> None:
+        """Write the streamed-so-far text of in-flight messages to the session row (or
+        clear it): after a crash it becomes those messages' final, interrupted text."""
+        if from_timer:  # the periodic checkpoint (else: a final text just cleared one)
+            self._checkpoint_timer = None
+            self._last_checkpoint = asyncio.get_running_loop().time()
+        if not self._parts and not self._checkpointed:
+            return
+        record = None
+        if self._parts:
+            record = {
+                "seq": self.seq,
+                "messages": [
+                    {"messageId": mid, "kind": kind.value, "text": text}
+                    for mid, (kind, text) in self.partial.items()
+                ],
+            }
+        self.persist_fields({"partial": record})
+        self._checkpointed = record is not None
+
+    # ------------------------------------------------------------------ repair
+
+    def finish_interrupted_messages(
+        self, partials: list[tuple[str, Partial]], conversation: Conversation
+    ) -> None:
+        """Messages that stopped streaming without their final event (the turn was killed,
+        or the server died) end with the text clients were shown, marked interrupted; the
+        model sees its own cut-off words in the next request."""
+        for mid, (kind, text) in partials:
+            thought = kind is EventKind.AGENT_THOUGHT_CHUNK
+            final = EventKind.AGENT_THOUGHT if thought else EventKind.AGENT_MESSAGE
+            # emit() ends the in-flight entry and updates the checkpoint with it.
+            self.emit(final, {"messageId": mid, "text": text, "interrupted": True})
+            if final is EventKind.AGENT_MESSAGE and text:
+                conversation.append(Message(role="assistant", content=text))
+
+    def close_dangling_tool_calls(self) -> None:
+        """Tool calls without a result (killed, or the server died) get a synthesised
+        "interrupted" result in the conversation (R-L3c) and a `failed` update on the
+        wire, so no client is left with a call that runs forever."""
+        dangling, first_changed = repair_dangling_tool_calls(self._messages)
+        if first_changed is not None:
+            self._writer.submit(
+                self._session_id,
+                truncate_from=first_changed,
+                messages=[
+                    (i, {**m.model_dump(mode="json"), "_seq": self.seq})
+                    for i, m in enumerate(self._messages)
+                    if i >= first_changed
+                ],
+            )
+        ids = list(dict.fromkeys([*self.open_tool_calls, *(c.id for c in dangling)]))
+        for call_id in ids:
+            self.emit(EventKind.TOOL_CALL_UPDATE, interrupted_tool_call_update(call_id))
+
+    def emit_turn_ended(
+        self,
+        turn_id: str,
+        prompt_id: str | None,
+        outcome: TurnOutcome,
+        request_id: str | None,
+        *,
+        usage: UsageLedger,
+        conversation: Conversation,
+        request_digest: str | None = None,
+    ) -> None:
+        """The turn's end, after any message it left cut off mid-stream (durably, first);
+        the turn's usage joins the session's ledger."""
+        self.finish_interrupted_messages(list(self.partial.items()), conversation)
+        if outcome.turn and "usage" in outcome.turn:
+            usage.merge(UsageLedger.from_dict(outcome.turn["usage"]))
+            self.persist_fields({"usage": usage.to_dict()})
+        payload = turn_ended_payload(turn_id, prompt_id, outcome, request_id, usage.to_dict())
+        if request_id is not None and request_digest is not None:
+            payload["requestDigest"] = request_digest  # a restart still tells a retry from a reuse
+        self.emit(EventKind.TURN_ENDED, payload)

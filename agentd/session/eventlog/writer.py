@@ -1,0 +1,452 @@
+"""The ordered, group-committed pipeline from session actors to the store and clients.
+
+Actors `submit()` events (and conversation writes) in order. One writer task takes
+whatever has queued up, commits every durable item of all sessions in one transaction,
+and only then hands the events to each session's hub — so no client ever sees a durable
+event a crash could lose (R-E2), and transient deltas never overtake the durable events
+queued before them. `flushed()` waits until everything submitted so far was delivered
+to the hubs (the drain barrier of R-L3h).
+
+A batch the database refuses for good (bad data, a stale lease token, a deadlock on every
+retry, or a database unreachable past `give_up_after_s`) fails its session: the batch and
+everything the session submits afterwards is neither committed nor shown, so the store
+keeps a gap-free prefix of the session's log; the manager is told (`on_session_failed`),
+stops the actor and reloads the session from the store.
+
+Acknowledgements wait on `committed(session_id, since)`, not on a bare barrier: it
+resolves `Committed` only if none of the session's writes submitted since the `mark()`
+`since` was dropped or discarded, else `NotCommitted(reason)` (commit_outcome.py) — so
+"committed" is never answered for rows that did not reach the database (issue 26). A
+commit whose answer was lost with its connection is checked against the store before it
+is sent again (`Store.landed`): it may have committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+
+from agentd.core import Event, tracing
+from agentd.infra import Metrics
+from agentd.session.commit_outcome import (
+    COMMITTED,
+    CommitFailure,
+    CommitOutcome,
+    NotCommitted,
+    classify,
+    is_deadlock,
+    not_committed,
+)
+from agentd.store import Batch, QueueWrite, Store, StoredEvent, is_disconnect
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[Event], None]
+
+
+def _commit_attributes(batches: dict[str, Batch]) -> dict[str, Any]:
+    if not tracing.enabled():
+        return {}
+    return {
+        "agentd.session_ids": sorted(batches),
+        "agentd.events": sum(len(b.events) for b in batches.values()),
+        "agentd.messages": sum(len(b.messages) for b in batches.values()),
+    }
+
+
+SessionFailed = Callable[[str, BaseException], None]
+
+# A failed commit is retried after 50 ms, doubling up to this: a reset costs the sessions
+# little more than the reconnection, and an outage one connection attempt per interval.
+MAX_RETRY_DELAY_S = 0.5
+# A batch that deadlocks this many times in a row is refused (it fails its session).
+MAX_DEADLOCK_RETRIES = 5
+# Sessions whose last dropped write is remembered for acknowledgements still waiting.
+MAX_REMEMBERED_DROPS = 10_000
+
+
+class GaveUp(Exception):
+    """The database stayed unreachable for the writer's whole deadline."""
+
+
+@dataclass(slots=True)
+class _Item:
+    session_id: str
+    event: Event | None = None
+    messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    truncate_from: int | None = None
+    session_fields: dict[str, Any] = field(default_factory=dict)
+    queue: QueueWrite | None = None
+    publish: Publish | None = None
+    done: asyncio.Future[None] | None = None
+    # An acknowledgement's waiter: were the session's writes from ticket `since` on committed?
+    outcome: asyncio.Future[CommitOutcome] | None = None
+    since: int = 0
+    ticket: int = 0  # the order of submission (`EventWriter.mark`)
+    submitted_at: float = 0.0
+    fence: int | None = None  # the session's lease token when it was submitted (R-C1)
+    cause: Any = None  # the span context of the turn that submitted it (tracing on)
+
+    @property
+    def needs_commit(self) -> bool:
+        return bool(
+            (self.event is not None and self.event.durable)
+            or self.messages
+            or self.session_fields
+            or self.queue is not None
+            or self.truncate_from is not None
+        )
+
+
+class EventWriter:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        flush_interval: float = 0.0,
+        metrics: Metrics | None = None,
+        give_up_after_s: float = 30.0,
+    ) -> None:
+        self._store = store
+        # How long a commit is retried while the database is unreachable before its
+        # sessions fail (and their waiting acknowledgements with them): never forever.
+        self.give_up_after_s = give_up_after_s
+        self._metrics = metrics
+        self._flush_interval = flush_interval
+        # Submitted items in order, and the writer's wake-up while it waits for one: a plain
+        # deque (13 items per trivial turn: an asyncio.Queue's put/get bookkeeping per item
+        # cost more than the rest of handing it over).
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._wake: asyncio.Future[None] | None = None
+        # Items taken off the queue and not yet all published (the writer's batch, or a
+        # transient event published at once): later transient events must queue behind them.
+        self._holding = False
+        self._task: asyncio.Task[None] | None = None
+        self.commits = 0  # for metrics and tests
+        self.dropped_batches = 0  # batches the database refused (each failed its session)
+        # Sessions whose batch was refused (and why): their later writes are discarded until
+        # `clear_failure` (a new actor, loaded from the store, takes over).
+        self._failed: dict[str, CommitFailure] = {}
+        self._tickets = 0  # the last ticket handed out
+        # Session id → (the last ticket of its writes dropped, why), oldest first.
+        self._dropped: collections.OrderedDict[str, tuple[int, CommitFailure]] = collections.OrderedDict()
+        # The database as the writer sees it (for /readyz): commits failing in a row, since when.
+        self.failing_since: float | None = None
+        self.last_error: str = ""
+        self.on_session_failed: SessionFailed | None = None
+        # Session id → its lease's fencing token (R-C1), kept by `SessionLeases`: every
+        # write is stamped with the token current when it was submitted, and the database
+        # refuses it if the session was taken over since. Empty without leases (SQLite).
+        self.fences: dict[str, int] = {}
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="event-writer")
+
+    async def stop(self) -> None:
+        """Flush what is queued, then stop."""
+        await self.barrier()
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    # ------------------------------------------------------------------ producers
+
+    def submit(
+        self,
+        session_id: str,
+        *,
+        event: Event | None = None,
+        publish: Publish | None = None,
+        messages: list[tuple[int, dict[str, Any]]] | None = None,
+        truncate_from: int | None = None,
+        session_fields: dict[str, Any] | None = None,
+        queue: QueueWrite | None = None,
+    ) -> None:
+        self._put(
+            _Item(
+                session_id,
+                event=event,
+                publish=publish,
+                messages=messages or [],
+                truncate_from=truncate_from,
+                session_fields=session_fields or {},
+                queue=queue,
+                submitted_at=asyncio.get_running_loop().time() if self._metrics is not None else 0.0,
+                fence=self.fences.get(session_id),
+                cause=tracing.cause(),
+            )
+        )
+
+    def submit_transient(self, session_id: str, event: Event, publish: Publish) -> None:
+        """A non-durable event (a streamed chunk). With nothing queued or in flight before it,
+        it is published at once — the order is the same, and a wake-up of the writer task
+        per chunk is saved (issue 14: a model streaming chunk by chunk paid one each)."""
+        if self._queue or self._holding:
+            self.submit(session_id, event=event, publish=publish)
+            return
+        if session_id in self._failed:
+            self._tickets += 1
+            self._note_drop(session_id, self._tickets, self._failed[session_id])
+            return  # as the writer: nothing of a failed session is shown
+        self._holding = True  # whatever the publishing submits goes behind this event
+        try:
+            publish(event)
+        except Exception:  # a broken subscriber must not stop the log
+            log.exception("publishing event failed")
+        finally:
+            self._holding = False
+        if self._metrics is not None:
+            self._metrics.fanout_lag_seconds.observe(0.0)
+
+    def failed(self, session_id: str) -> bool:
+        return session_id in self._failed
+
+    def discard(self, session_id: str) -> None:
+        """The session's lease was lost: its writes not yet committed, and any it still
+        submits, are dropped (never shown) until `clear_failure`."""
+        self._failed.setdefault(session_id, CommitFailure.LEASE_LOST)
+
+    def clear_failure(self, session_id: str) -> None:
+        """The failed session's actor is gone (and a barrier passed since): writes for it
+        are accepted again — they come from an actor loaded from the store's last seq."""
+        self._failed.pop(session_id, None)
+
+    async def barrier(self) -> None:
+        """Return once everything submitted before this call is committed (or dropped) and
+        published. It says nothing of which: an acknowledgement waits on `committed`."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._put(_Item("", done=fut))
+        await fut
+
+    def mark(self) -> int:
+        """The ticket of the next write submitted: `committed(session, mark)` covers it and
+        everything after it."""
+        return self._tickets + 1
+
+    def committed(self, session_id: str, since: int) -> asyncio.Future[CommitOutcome]:
+        """Resolves once everything submitted so far is through the writer: `Committed`
+        if none of the session's writes from ticket `since` on was dropped or discarded,
+        else `NotCommitted(reason)`. Queued at once (not when first awaited), so it is
+        after every write submitted before the call."""
+        fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
+        self._put(_Item(session_id, outcome=fut, since=since))
+        return fut
+
+    async def require_committed(self, session_id: str, since: int) -> None:
+        """`committed`, raising a retryable `not_committed` error for a `NotCommitted`:
+        what a handler awaits before acknowledging the session's writes since `since`."""
+        outcome = await self.committed(session_id, since)
+        if isinstance(outcome, NotCommitted):
+            raise not_committed(session_id, outcome.reason)
+
+    def outcome_since(self, session_id: str, since: int) -> CommitOutcome:
+        dropped = self._dropped.get(session_id)
+        if dropped is not None and dropped[0] >= since:
+            return NotCommitted(dropped[1])
+        return COMMITTED
+
+    def _note_drop(self, session_id: str, ticket: int, reason: CommitFailure) -> None:
+        last = self._dropped.pop(session_id, None)
+        self._dropped[session_id] = (max(ticket, last[0] if last else 0), reason)
+        while len(self._dropped) > MAX_REMEMBERED_DROPS:
+            self._dropped.popitem(last=False)
+
+    def _put(self, item: _Item) -> None:
+        self._tickets += 1
+        item.ticket = self._tickets
+        self._queue.append(item)
+        wake, self._wake = self._wake, None
+        if wake is not None and not wake.done():
+            wake.set_result(None)
+
+    # ------------------------------------------------------------------ writer
+
+    async def _run(self) -> None:
+        busy = False  # the last batch found more queued behind it: the writer is under load
+        while True:
+            while not self._queue:
+                wake = self._wake = asyncio.get_running_loop().create_future()
+                await wake
+            if self._queue[0].needs_commit:
+                # Adaptive linger: an idle writer commits at once (one loop turn lets the
+                # producers woken with this one add theirs); under load the batch grows by
+                # itself while the previous commit is in flight, and `flush_interval` is an
+                # optional extra wait for still larger batches.
+                await asyncio.sleep(self._flush_interval if busy else 0)
+            items = list(self._queue)
+            self._queue.clear()
+            self._holding = True
+            try:
+                dropped = await self._commit(items)
+                busy = bool(self._queue)
+                self._publish(items, dropped)
+            finally:
+                self._holding = False
+
+    def _publish(self, items: list[_Item], dropped: Collection[str]) -> None:
+        now = asyncio.get_running_loop().time()
+        for item in items:
+            if item.session_id in dropped and item.event is not None:
+                continue  # not durable (or after a refused batch), so never shown
+            if item.event is not None and item.publish is not None:
+                try:
+                    item.publish(item.event)
+                except Exception:  # a broken subscriber must not stop the log
+                    log.exception("publishing event failed")
+                if self._metrics is not None:
+                    self._metrics.fanout_lag_seconds.observe(now - item.submitted_at)
+            if item.done is not None and not item.done.done():
+                item.done.set_result(None)
+            if item.outcome is not None and not item.outcome.done():
+                item.outcome.set_result(self.outcome_since(item.session_id, item.since))
+
+    async def _commit(self, items: list[_Item]) -> dict[str, CommitFailure]:
+        """Commit the durable items; returns the sessions whose writes were dropped (and
+        why), every one of their items in `items` remembered as dropped."""
+        dropped = await self._commit_items(items)
+        if dropped:  # (the common batch drops nothing: no second pass over it)
+            for item in items:
+                reason = dropped.get(item.session_id)
+                if reason is not None:
+                    self._note_drop(item.session_id, item.ticket, reason)
+        return dropped
+
+    async def _commit_items(self, items: list[_Item]) -> dict[str, CommitFailure]:
+        batches: dict[str, Batch] = {}
+        failed = {i.session_id: self._failed[i.session_id] for i in items if i.session_id in self._failed}
+        for item in items:
+            if not item.needs_commit or item.session_id in failed:
+                continue
+            b = batches.setdefault(item.session_id, Batch(item.session_id, fence=item.fence))
+            if item.event is not None and item.event.durable:
+                assert item.event.seq is not None
+                b.events.append(StoredEvent(item.event.seq, item.event.kind.value, item.event.payload))
+            if item.truncate_from is not None:
+                # A truncation discards earlier queued writes at or after that index.
+                b.messages = [(i, m) for i, m in b.messages if i < item.truncate_from]
+                b.truncate_from = (
+                    item.truncate_from
+                    if b.truncate_from is None
+                    else min(b.truncate_from, item.truncate_from)
+                )
+            b.messages.extend(item.messages)
+            b.session_fields.update(item.session_fields)
+            if item.queue is not None:
+                b.queue.append(item.queue)
+        if not batches:
+            return failed
+        listed = list(batches.values())
+        # Under the turn that caused it (linked to each, when a batch carries several turns').
+        causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
+        with tracing.commit_span("agentd.commit", _commit_attributes(batches), causes):
+            exc = await self._attempt(listed)
+        if exc is None:
+            return failed
+        if isinstance(exc, GaveUp) or len(listed) == 1:
+            for batch in listed:
+                failed[batch.session_id] = self._fail(batch, exc)
+            return failed
+        return failed | await self._commit_one_by_one(listed)
+
+    async def _attempt(self, batches: list[Batch]) -> BaseException | None:
+        """Commit `batches` together: None once committed; else the error that refused
+        them for good (`GaveUp`: the database stayed unreachable for `give_up_after_s`).
+        A connection error or a deadlock is retried (a deadlock at most
+        `MAX_DEADLOCK_RETRIES` times); a commit whose answer was lost with its connection
+        is first looked for in the store — it may have committed."""
+        try:
+            return await self._attempt_retrying(batches)
+        finally:
+            # Failing only while a commit is being retried: once it went through or was
+            # given up, /readyz no longer reports it (nothing may be written for a while).
+            self.failing_since, self.last_error = None, ""
+
+    async def _attempt_retrying(self, batches: list[Batch]) -> BaseException | None:
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + self.give_up_after_s
+        delay, deadlocks, in_doubt = 0.05, 0, False
+        while True:
+            try:
+                if not (in_doubt and await self._store.landed(batches)):
+                    started = loop.time()
+                    await self._store.commit(batches)
+                    if self._metrics is not None:
+                        self._metrics.flush_seconds.observe(loop.time() - started)
+                self.commits += 1
+                return None
+            except Exception as exc:
+                deadlock = is_deadlock(exc)
+                deadlocks += deadlock
+                if not (is_transient(exc) or deadlock) or deadlocks > MAX_DEADLOCK_RETRIES:
+                    return exc
+                in_doubt = in_doubt or is_disconnect(exc)
+                if self.failing_since is None:
+                    self.failing_since = loop.time()
+                self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+                if loop.time() + delay > give_up_at:
+                    return GaveUp(f"the database stayed unreachable for {self.give_up_after_s:g}s: {exc}")
+                # Never publish what is not committed; keep trying (the DB may be restarting).
+                log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_DELAY_S)
+
+    async def _commit_one_by_one(self, batches: list[Batch]) -> dict[str, CommitFailure]:
+        """A permanent error (bad data) must not wedge every session: commit each
+        session's batch alone; the session whose batch the database refuses fails."""
+        dropped: dict[str, CommitFailure] = {}
+        for batch in batches:
+            exc = await self._attempt([batch])
+            if exc is not None:
+                dropped[batch.session_id] = self._fail(batch, exc)
+        return dropped
+
+    def database_health(self) -> str:
+        """Empty while commits go through; else what has been failing, and for how long."""
+        if self.failing_since is None:
+            return ""
+        age = asyncio.get_running_loop().time() - self.failing_since
+        return f"event log commits failing for {age:.1f}s: {self.last_error}"
+
+    def _fail(self, batch: Batch, exc: BaseException) -> CommitFailure:
+        seqs = [e.seq for e in batch.events]
+        log.error(
+            "session %s FAILED: the database refused its batch (seqs %s): %s; its later writes are "
+            "discarded and it is reloaded from the store",
+            batch.session_id,
+            f"{seqs[0]}..{seqs[-1]}" if seqs else "none",
+            exc,
+        )
+        self.dropped_batches += 1
+        reason = CommitFailure.CONNECTION_LOST if isinstance(exc, GaveUp) else classify(exc)
+        self._failed[batch.session_id] = reason
+        if self.on_session_failed is not None:
+            try:
+                self.on_session_failed(batch.session_id, exc)
+            except Exception:  # the writer must go on for every other session
+                log.exception("session %s: handling its failure failed", batch.session_id)
+        return reason
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying as they are: the connection, not the data."""
+    if isinstance(
+        exc,
+        (
+            OSError,
+            ConnectionError,
+            TimeoutError,
+            sa_exc.TimeoutError,  # no pooled connection free in time (a flood of requests)
+            sa_exc.OperationalError,
+            sa_exc.InterfaceError,
+        ),
+    ):
+        return True
+    return is_disconnect(exc)

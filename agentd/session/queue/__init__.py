@@ -1,0 +1,63 @@
+"""The public names of `agentd.session.queue`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentd.session.queue import ops as ops
+    from agentd.session.queue.ops import QueueKind as QueueKind
+    from agentd.session.queue.prompt_queue import REQUEST_DIGEST as REQUEST_DIGEST
+    from agentd.session.queue.prompt_queue import PromptQueue as PromptQueue
+    from agentd.session.queue.prompt_queue import QueuedPrompt as QueuedPrompt
+    from agentd.session.queue.prompt_queue import new_id as new_id
+    from agentd.session.queue.prompt_queue import request_digest_of as request_digest_of
+    from agentd.session.queue.prompt_queue import request_id_of as request_id_of
+    from agentd.session.queue.prompt_queue import resolve as resolve
+    from agentd.session.queue.sync import QueuedBytes as QueuedBytes
+    from agentd.session.queue.sync import answer_all as answer_all
+
+# The public names, each loaded from its module on first use (PEP 562): importing the package
+# costs nothing, so a started server loads only what it runs.
+_WHERE = {
+    "PromptQueue": "agentd.session.queue.prompt_queue",
+    "QueueKind": "agentd.session.queue.ops",
+    "QueuedBytes": "agentd.session.queue.sync",
+    "QueuedPrompt": "agentd.session.queue.prompt_queue",
+    "REQUEST_DIGEST": "agentd.session.queue.prompt_queue",
+    "answer_all": "agentd.session.queue.sync",
+    "new_id": "agentd.session.queue.prompt_queue",
+    "request_digest_of": "agentd.session.queue.prompt_queue",
+    "request_id_of": "agentd.session.queue.prompt_queue",
+    "resolve": "agentd.session.queue.prompt_queue",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = [
+    "REQUEST_DIGEST",
+    "PromptQueue",
+    "QueueKind",
+    "QueuedBytes",
+    "QueuedPrompt",
+    "answer_all",
+    "new_id",
+    "ops",
+    "request_digest_of",
+    "request_id_of",
+    "resolve",
+]
