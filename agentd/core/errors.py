@@ -54,7 +54,10 @@ class RecoveryHint(StrEnum):
     BACKOFF_RETRY = "backoff_retry"  # transient: wait and try the same thing again
     SWITCH_PROVIDER = "switch_provider"  # the lane is sick, the task is not: next provider in the chain
     COMPACT_CONTEXT = "compact_context"  # the request no longer fits: shrink the context, then retry
-    FAIL_FAST = "fail_fast"  # retrying cannot help (bad key, bad request); for tools: don't retry the call
+    FAIL_FAST = "fail_fast"  # retrying cannot help (bad request, filtered); for tools: don't retry the call
+    # 000: "认证重试有独立 schedule" — a rejected credential is retried on the same lane on a
+    # schedule of its own (a key being rotated, a gateway blip), never on another lane.
+    AUTH_SCHEDULE = "auth_schedule"
     BUG = "bug"  # our own fault: surface it, never loop on it
 
 
@@ -68,8 +71,9 @@ _HINTS: dict[ErrorKind, RecoveryHint] = {
     ErrorKind.PROVIDER_UNAVAILABLE: RecoveryHint.SWITCH_PROVIDER,
     ErrorKind.QUOTA: RecoveryHint.SWITCH_PROVIDER,
     ErrorKind.CONTEXT_OVERFLOW: RecoveryHint.COMPACT_CONTEXT,
-    # A bad key fails on every lane, so authentication never switches provider.
-    ErrorKind.AUTHENTICATION: RecoveryHint.FAIL_FAST,
+    # A bad key fails on every lane, so authentication never switches provider (003); it is
+    # retried on its own schedule instead (000), which wins over the spec's fail_fast.
+    ErrorKind.AUTHENTICATION: RecoveryHint.AUTH_SCHEDULE,
     ErrorKind.INVALID_REQUEST: RecoveryHint.FAIL_FAST,
     ErrorKind.CONTENT_FILTERED: RecoveryHint.FAIL_FAST,
     ErrorKind.DELEGATE_DEPTH_EXCEEDED: RecoveryHint.FAIL_FAST,

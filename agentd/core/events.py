@@ -27,6 +27,7 @@ class EventKind(StrEnum):
     COMPLETION_RECOVERY = "completion_recovery"  # {tool, attempt, maxRetries, delaySeconds}
     GOAL = "goal"  # the goal's state after a change or a verdict
     STOP_HOOKS = "stop_hooks"  # {reentries, verdicts}
+    PROMPT_HOOKS = "prompt_hooks"  # {verdicts}: the user_prompt_submit hooks asked at a turn's start
     QUEUE_UPDATE = "queue_update"  # {queue: [entries]} — the whole visible queue after a change
     MODE_CHANGED = "mode_changed"  # {modeId, permissionMode, plan}
     PLAN_MODE = "plan_mode"  # {plan}: the plan gate turned on or off

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from agentd.loop.context import TurnContext as TurnContext
     from agentd.loop.goals.decide import GoalLimits as GoalLimits
     from agentd.loop.goals.decide import GoalState as GoalState
+    from agentd.loop.goals.decide import GoalStatus as GoalStatus
     from agentd.loop.goals.evaluator import evaluator_lanes as evaluator_lanes
     from agentd.loop.limits import LoopLimits as LoopLimits
     from agentd.loop.outcome import EndReason as EndReason
@@ -34,6 +35,16 @@ if TYPE_CHECKING:
     from agentd.loop.subagents.task_tool import TASK_TOOL as TASK_TOOL
     from agentd.loop.turn import run_compaction_job as run_compaction_job
     from agentd.loop.turn import run_turn as run_turn
+    from agentd.loop.turn_reminders import LiveTools as LiveTools
+    from agentd.loop.turn_reminders import McpServerState as McpServerState
+    from agentd.loop.turn_reminders import OpeningState as OpeningState
+    from agentd.loop.turn_reminders import PreviousEnd as PreviousEnd
+    from agentd.loop.turn_reminders import ReminderMemory as ReminderMemory
+    from agentd.loop.turn_reminders import TurnOpening as TurnOpening
+    from agentd.loop.turn_reminders import opening_message as opening_message
+    from agentd.loop.turn_reminders import opening_reminders as opening_reminders
+    from agentd.loop.turn_reminders import previous_end_of as previous_end_of
+    from agentd.loop.turn_reminders import reminder_message as reminder_message
     from agentd.loop.usage import Price as Price
     from agentd.loop.usage import UsageLedger as UsageLedger
 
@@ -48,15 +59,25 @@ _WHERE = {
     "execute_tool_round": "agentd.loop.react.toolrun",
     "GoalLimits": "agentd.loop.goals.decide",
     "GoalState": "agentd.loop.goals.decide",
+    "GoalStatus": "agentd.loop.goals.decide",
     "Interjection": "agentd.loop.context",
     "INTERRUPTED_RESULT": "agentd.loop.repair",
+    "LiveTools": "agentd.loop.turn_reminders",
     "LocalCommandReason": "agentd.loop.outcome",
     "LoopLimits": "agentd.loop.limits",
+    "McpServerState": "agentd.loop.turn_reminders",
+    "opening_message": "agentd.loop.turn_reminders",
+    "opening_reminders": "agentd.loop.turn_reminders",
+    "OpeningState": "agentd.loop.turn_reminders",
     "OutcomeKind": "agentd.loop.outcome",
     "OutputSchema": "agentd.loop.structured",
+    "previous_end_of": "agentd.loop.turn_reminders",
+    "PreviousEnd": "agentd.loop.turn_reminders",
     "Price": "agentd.loop.usage",
     "prompt_images": "agentd.loop.prompt",
     "prompt_text": "agentd.loop.prompt",
+    "reminder_message": "agentd.loop.turn_reminders",
+    "ReminderMemory": "agentd.loop.turn_reminders",
     "repair_dangling_tool_calls": "agentd.loop.repair",
     "RetryState": "agentd.loop.retry",
     "run_compaction": "agentd.loop.react.base",
@@ -68,6 +89,7 @@ _WHERE = {
     "Subagents": "agentd.loop.subagents.registry",
     "TASK_TOOL": "agentd.loop.subagents.task_tool",
     "TurnContext": "agentd.loop.context",
+    "TurnOpening": "agentd.loop.turn_reminders",
     "TurnOutcome": "agentd.loop.outcome",
     "TurnState": "agentd.loop.react.state",
     "UsageLedger": "agentd.loop.usage",
@@ -99,23 +121,34 @@ __all__ = [
     "EndReason",
     "GoalLimits",
     "GoalState",
+    "GoalStatus",
     "Interjection",
+    "LiveTools",
     "LocalCommandReason",
     "LoopLimits",
+    "McpServerState",
+    "OpeningState",
     "OutcomeKind",
     "OutputSchema",
+    "PreviousEnd",
     "Price",
+    "ReminderMemory",
     "RetryState",
     "SubagentLimits",
     "Subagents",
     "TurnContext",
+    "TurnOpening",
     "TurnOutcome",
     "TurnState",
     "UsageLedger",
     "evaluator_lanes",
     "execute_tool_round",
+    "opening_message",
+    "opening_reminders",
+    "previous_end_of",
     "prompt_images",
     "prompt_text",
+    "reminder_message",
     "repair_dangling_tool_calls",
     "run_compaction",
     "run_compaction_job",

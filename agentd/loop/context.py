@@ -30,12 +30,14 @@ from agentd.loop.limits import LoopLimits
 from agentd.loop.request_memo import RequestMemo
 from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
+from agentd.loop.turn_reminders import LiveTools, ReminderMemory, TurnOpening
 from agentd.loop.usage import Price, UsageLedger
 from agentd.tools import (
     AgentTasks,
     BackgroundTasks,
     ClientBridge,
     PreToolHook,
+    PromptHook,
     Remembered,
     StopHook,
     TodoList,
@@ -217,6 +219,17 @@ class TurnContext:
     depth: int = 0
     stop_payload: dict[str, Any] = field(default_factory=dict)
     child_usage: UsageLedger = field(default_factory=UsageLedger)
+    # The L2 opening (issue 30 item 7): the user_prompt_submit hooks, the user prompt that
+    # started the turn with the reminders it opened with (None: no user prompt), and the
+    # session's memory of what the model was told.
+    prompt_hooks: list[PromptHook] = field(default_factory=list)
+    opening: TurnOpening | None = None
+    reminders: ReminderMemory = field(default_factory=ReminderMemory)
+    # The session's MCP tools as they are now (a `session/load` may replace its servers while
+    # the turn runs), re-read before each sampling; `live_names` are those now in `tools`.
+    # None: the tool set is fixed (a sub-agent's).
+    live_tools: Callable[[], LiveTools] | None = None
+    live_names: frozenset[str] = frozenset()
 
     def rotate_lane(self) -> bool:
         """Move to the next provider lane; False when there is none."""

@@ -59,6 +59,8 @@ class LoopLimits:
             values = dict(values)
             if section == "retry" and "bucket_limits" in values:
                 values["bucket_limits"] = {Bucket(k): int(v) for k, v in values["bucket_limits"].items()}
+            if section == "retry" and "auth_schedule_s" in values:
+                values["auth_schedule_s"] = tuple(values["auth_schedule_s"])
             if section == "stationarity" and "pattern_lengths" in values:
                 values["pattern_lengths"] = tuple(values["pattern_lengths"])
             changes[section] = dataclasses.replace(current, **values)

@@ -47,6 +47,7 @@ class EndReason(StrEnum):
     EMPTY_MAX_TOKENS = "empty_max_tokens"
     AUTO_RECOVERY_EXHAUSTED = "auto_recovery_exhausted"
     SHELL_COMMAND = "shell_command"  # a `!command` prompt
+    PROMPT_BLOCKED = "prompt_blocked"  # a user_prompt_submit hook refused the prompt
     LOCAL_COMMAND = "local_command"  # wire form is `local_command:<name>`: see LocalCommandReason
 
 

@@ -12,6 +12,10 @@ successful call does not reset the provider buckets. What keeps a long-lived ses
 being poisoned for ever is a sliding window: a bucket counts the failures of the last
 `window_s` (48 h by default: yesterday's failures still count today, last week's no longer
 do). Each bucket keeps the times of its newest `limit + 1` failures — all a decision needs.
+
+Authentication is the exception on both counts (000: "认证重试有独立 schedule"): a rejected
+credential is retried on the same lane after the fixed waits of `auth_schedule_s` (not the
+shared backoff), and an authenticated call ends the episode — its bucket starts over.
 """
 
 from __future__ import annotations
@@ -96,6 +100,10 @@ class RetryLimits:
     jitter: float = 0.2  # ± fraction of the backoff, so many sessions don't retry in lockstep
     # 003: "LLM call max 1200s" — one model call (first byte to last) never runs longer.
     call_max_s: float = 1200.0
+    # 000: "认证重试有独立 schedule". The wait before each authentication retry: the nth retry
+    # waits the nth entry (the last one repeats). How many retries is the bucket's limit (003:
+    # "authentication 1"). Fixed waits — no jitter, no Retry-After: a rejected key is not load.
+    auth_schedule_s: tuple[float, ...] = (2.0,)
     # A failure counts in its bucket this long (sliding window): across turns and restarts, but
     # a session that hit its limits days ago gets its allowance back.
     window_s: float = 48 * 3600.0
@@ -108,6 +116,10 @@ class RetryLimits:
             raise ValueError("jitter must be in [0, 1)")
         if self.window_s <= 0:
             raise ValueError("window_s must be > 0")
+        schedule = tuple(float(s) for s in self.auth_schedule_s)
+        if not schedule or any(s < 0 for s in schedule):
+            raise ValueError("auth_schedule_s must be a non-empty list of waits >= 0")
+        object.__setattr__(self, "auth_schedule_s", schedule)
         object.__setattr__(self, "bucket_limits", MappingProxyType(merged))
 
     def limit(self, bucket: Bucket) -> int:
@@ -116,6 +128,10 @@ class RetryLimits:
     def backoff_s(self, attempt: int) -> float:
         """Un-jittered exponential backoff for the nth attempt (1-based): min(base·2^(n-1), max)."""
         return min(self.backoff_base_s * (1 << max(attempt - 1, 0)), self.backoff_max_s)
+
+    def auth_delay_s(self, attempt: int) -> float:
+        """The authentication schedule's wait before the nth retry (1-based; the last repeats)."""
+        return self.auth_schedule_s[min(max(attempt, 1), len(self.auth_schedule_s)) - 1]
 
 
 class Decision(StrEnum):
@@ -229,8 +245,9 @@ class RetryState:
         backoff_retry → continue after an (honoured Retry-After or jittered exponential) delay;
         switch_provider → rotate_and_retry when a fallback lane exists, else provider_unavailable
         waits and retries the same lane while quota escalates (an empty wallet won't refill in
-        seconds); compact_context → compact_and_retry; fail_fast → escalate at once, never retried
-        on another lane (a bad key or a bad request fails everywhere) — except tool-scoped errors,
+        seconds); compact_context → compact_and_retry; auth_schedule → continue on the same lane
+        after the authentication schedule's wait, never rotated (a bad key fails on every lane);
+        fail_fast → escalate at once (a bad request fails everywhere) — except tool-scoped errors,
         which continue: the model already sees the failure as the tool's result; bug → escalate.
         """
         bucket = Bucket.of(err)
@@ -257,6 +274,10 @@ class RetryState:
                 return decide(Decision.ESCALATE, "no fallback provider")
             case RecoveryHint.COMPACT_CONTEXT:
                 return decide(Decision.COMPACT_AND_RETRY, "compacting the context")
+            case RecoveryHint.AUTH_SCHEDULE:
+                delay = self.limits.auth_delay_s(attempt)
+                why = f"credential rejected, retrying this provider after the auth schedule's {delay:g}s"
+                return decide(Decision.CONTINUE, why, delay)
             case RecoveryHint.FAIL_FAST if kind in _TOOL_SCOPED:
                 return decide(Decision.CONTINUE, "reported to the model; the call is not retried")
             case RecoveryHint.FAIL_FAST:
@@ -286,8 +307,10 @@ class RetryState:
         return LoopDecision(Decision.CONTINUE, bucket, attempt, limit, delay, reason)
 
     def record_success(self, bucket: Bucket | ErrorKind) -> None:
-        """A call of this kind succeeded: its bucket starts over. Only the tool bucket uses it
-        (a productive tool call); provider buckets are not reset by success (seed 003)."""
+        """A call of this kind succeeded: its bucket starts over. Used for the tool bucket (a
+        productive tool call) and authentication (an authenticated call ends the episode, so the
+        next rejection gets the whole schedule again); the other provider buckets are not reset
+        by success (seed 003)."""
         self._failures[Bucket.of(bucket)] = []
 
     def snapshot(self) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """The turn loop, L2 (R-L2): what happens around each L3 run.
 
+    opening: the reminders were written with the prompt (session/turn_launch.py);
+             user_prompt_submit hooks → add context, or block (no sampling at all)
     loop:
         outcome = L3 with completion recovery
         not Completed, or a refusal → stop (a refusal also pauses a goal)
@@ -35,10 +37,12 @@ from agentd.loop.goals import (
     with_continuation,
 )
 from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
+from agentd.loop.prompt_hooks import blocked_text, context_reminder, run_prompt_hooks
 from agentd.loop.react import TurnState, run_compaction, run_react
 from agentd.loop.reminders import system_reminder
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
+from agentd.loop.turn_reminders import reminder_message
 from agentd.tools import HookDecision
 
 log = logging.getLogger(__name__)
@@ -75,7 +79,7 @@ async def _guarded_turn(ctx: TurnContext) -> TurnOutcome:
 async def _run_turn(ctx: TurnContext) -> TurnOutcome:
     state = TurnState.for_limits(ctx.limits)
     try:
-        outcome = await _turn_rounds(ctx, state)
+        outcome = await _open_turn(ctx, state) or await _turn_rounds(ctx, state)
     finally:
         state.usage.merge(ctx.child_usage)  # finished foreground sub-agents (R-T11)
     # The summary is taken at the very end so goal verdicts and hook rounds are on it.
@@ -88,6 +92,32 @@ async def _run_turn(ctx: TurnContext) -> TurnOutcome:
     if reported is not None:  # telemetry reads it (000: MaxTurnsReached counts as Cancelled)
         summary["reportedAs"] = reported
     return dataclasses.replace(outcome, turn=summary)
+
+
+async def _open_turn(ctx: TurnContext, state: TurnState) -> TurnOutcome | None:
+    """001's L2 opening, after the reminders and the user message were written: "跑
+    UserPromptSubmit hook". A block takes the prompt (and its reminders) out of the
+    conversation and ends the turn unsampled; an added context follows the prompt as a
+    system reminder. None: go on to the rounds."""
+    opening = ctx.opening
+    if opening is None:
+        return None
+    state.reminders.extend(r.as_data() for r in opening.reminders)
+    if not ctx.prompt_hooks:
+        return None
+    verdict = await run_prompt_hooks(ctx, opening.prompt, opening.prompt_id)
+    if verdict.decision is HookDecision.BLOCK:
+        ctx.conversation.replace(ctx.conversation.messages[: opening.index])
+        if opening.told_before is not None:  # its reminders left with it: the next opening says them
+            ctx.reminders.restore(opening.told_before)
+        notice = Notice(blocked_text(verdict))
+        ctx.events.emit(notice.kind, notice.payload())
+        return TurnOutcome(OutcomeKind.COMPLETED, reason=EndReason.PROMPT_BLOCKED)
+    reminder = context_reminder(verdict)
+    if reminder is not None:
+        ctx.conversation.append(reminder_message(reminder.render()))
+        state.reminders.append(reminder.as_data())
+    return None
 
 
 async def _turn_rounds(ctx: TurnContext, state: TurnState) -> TurnOutcome:

@@ -145,7 +145,7 @@ class RegisterHook:
 
     hook: Any  # a StopHook bound to the client's connection
     reply: asyncio.Future[None]
-    events: frozenset[str] = frozenset({"stop"})  # "stop" and/or "subagent_stop"
+    events: frozenset[str] = frozenset({"stop"})  # "stop", "subagent_stop", "user_prompt_submit"
 
 
 @dataclass

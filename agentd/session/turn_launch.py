@@ -25,15 +25,24 @@ from agentd.loop import (
     TASK_TOOL,
     Conversation,
     EndReason,
+    GoalStatus,
+    LiveTools,
     LocalCommandReason,
+    McpServerState,
+    OpeningState,
     OutcomeKind,
     OutputSchema,
+    PreviousEnd,
     TurnContext,
+    TurnOpening,
     TurnOutcome,
     evaluator_lanes,
     execute_tool_round,
+    opening_message,
+    opening_reminders,
     prompt_images,
     prompt_text,
+    reminder_message,
     run_compaction_job,
     run_turn,
 )
@@ -51,10 +60,10 @@ from agentd.session.queue import (
 )
 from agentd.session.sinks import FrameSink, capable
 from agentd.session.subagents import with_task_tool
-from agentd.tools import ClientBridge, PreToolHook, StopHook, Tool
+from agentd.tools import ClientBridge, PreToolHook, PromptHook, StopHook, Tool
 
 if TYPE_CHECKING:
-    from agentd.loop import RetryState, Subagents
+    from agentd.loop import ReminderMemory, RetryState, Subagents
     from agentd.session.commands import SessionCommand
     from agentd.session.eventlog import EventHub
     from agentd.session.permission_gate import PermissionGate
@@ -73,6 +82,12 @@ class TurnHost(LocalCommandsHost, Protocol):
     def mcp(self) -> McpConnections | None: ...
     @property
     def client_hooks(self) -> dict[str, StopHook]: ...
+    @property
+    def client_prompt_hooks(self) -> dict[str, PromptHook]: ...
+    @property
+    def reminders(self) -> ReminderMemory: ...
+    @property
+    def plan_mode(self) -> bool: ...
     @property
     def permissions(self) -> PermissionGate: ...
     @property
@@ -192,6 +207,7 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
     hooks = services.hooks
     pre_tool = cast("list[PreToolHook]", list(hooks.pre_tool))
     stop_hooks = [*cast("list[StopHook]", hooks.stop), *actor.client_hooks.values()]
+    prompt_hooks = [*cast("list[PromptHook]", hooks.user_prompt_submit), *actor.client_prompt_hooks.values()]
     ctx = TurnContext(
         session_id=actor.id,
         turn_id=turn_id,
@@ -228,6 +244,10 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         before_write=functools.partial(actor.files.before_write, turn_id),
         shell=services.shell,
         trace_meta=cmd.meta,
+        prompt_hooks=prompt_hooks,
+        reminders=actor.reminders,
+        live_tools=functools.partial(live_mcp, actor),
+        live_names=frozenset(mcp_tools),
     )
     ctx.subagents = actor.subagents
     if agent.allows_tool(TASK_TOOL):  # sub-agents (R-T11)
@@ -249,6 +269,54 @@ def _announce_prompt(actor: TurnHost, queued: QueuedPrompt) -> None:
         if actor.title:
             now = datetime.now(UTC).isoformat()
             journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
+
+
+def live_mcp(actor: TurnHost) -> LiveTools:
+    """The session's MCP tools and servers now (a `session/load` may have replaced them)."""
+    mcp = actor.mcp
+    if mcp is None:
+        return LiveTools({}, frozenset())
+    return LiveTools(dict(mcp.tools), frozenset(spec.name for spec in mcp.specs))
+
+
+def opening_state(actor: TurnHost, tools: frozenset[str]) -> OpeningState:
+    """What a user prompt's turn opens with is decided on (turn_reminders.py)."""
+    servers: tuple[McpServerState, ...] = ()
+    if actor.mcp is not None:
+        mcp_tools = actor.mcp.tools
+        servers = tuple(
+            McpServerState(spec.name, tuple(sorted(n for n, t in mcp_tools.items() if t.server == spec.name)))
+            for spec in actor.mcp.specs
+        )
+    goal = actor.goal if actor.goal is not None and actor.goal.status is not GoalStatus.COMPLETE else None
+    return OpeningState(
+        plan_mode=actor.plan_mode,
+        mcp_servers=servers,
+        mcp_announced=actor.reminders.mcp_announced,
+        previous_end=actor.reminders.previous_end,
+        goal=(goal.objective, goal.status.value) if goal is not None else None,
+        open_todos=tuple(e["content"] for e in actor.todos.unfinished()),
+        tools=tools,
+        seen_tools=actor.reminders.seen_tools,
+    )
+
+
+def _write_opening(actor: TurnHost, queued: QueuedPrompt, index: int, tools: frozenset[str]) -> TurnOpening:
+    """001's L2: "注入一批 reminder（MCP、plan mode、任务恢复、workflow 状态、中断提示等）" then
+    "把用户消息写进 ChatState" — the reminders as one user message, then the prompt."""
+    state = opening_state(actor, tools)
+    reminders = opening_reminders(state)
+    if (text := opening_message(reminders)) is not None:
+        actor.conversation.append(reminder_message(text))
+    memory = actor.reminders
+    told_before = memory.copy()
+    memory.mcp_announced = frozenset(s.name for s in state.mcp_servers)
+    memory.previous_end = PreviousEnd.NORMAL  # told once
+    memory.seen_tools = tools  # told too (or the first request shows them): L3 says no more
+    blocks = queued.command.blocks
+    prompt = prompt_text(blocks)
+    actor.conversation.append(Message.user(prompt, prompt_images(blocks)))
+    return TurnOpening(prompt, queued.id, index, reminders, told_before)
 
 
 def _announce_turn(actor: TurnHost, turn_id: str, queued: QueuedPrompt, message_index: int | None) -> None:
@@ -278,13 +346,13 @@ def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
     queued.kind = plan.kind
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
+    ctx = build_context(actor, turn_id, queued)  # its tools are what the opening tells of
     if plan.shown_to_clients and not woken:
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
-            actor.conversation.append(Message.user(prompt_text(cmd.blocks), prompt_images(cmd.blocks)))
+            ctx.opening = _write_opening(actor, queued, before, frozenset(ctx.tools))
     rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
     _announce_turn(actor, turn_id, queued, before if rewindable else None)
-    ctx = build_context(actor, turn_id, queued)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):
         if plan.local is not None:

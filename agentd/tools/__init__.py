@@ -16,13 +16,16 @@ if TYPE_CHECKING:
     from agentd.tools.files.safefs import parent_dir as parent_dir
     from agentd.tools.files.safefs import read_existing as read_existing
     from agentd.tools.files.safefs import replace_atomically as replace_atomically
+    from agentd.tools.hooks import PROMPT_DECISIONS as PROMPT_DECISIONS
     from agentd.tools.hooks import HookDecision as HookDecision
     from agentd.tools.hooks import HooksConfig as HooksConfig
     from agentd.tools.hooks import HookVerdict as HookVerdict
     from agentd.tools.hooks import PreToolHook as PreToolHook
+    from agentd.tools.hooks import PromptHook as PromptHook
     from agentd.tools.hooks import StopHook as StopHook
     from agentd.tools.hooks import StopHookLimits as StopHookLimits
     from agentd.tools.hooks import load_hooks as load_hooks
+    from agentd.tools.hooks import parse_verdict as parse_verdict
     from agentd.tools.mcp.client import McpConnections as McpConnections
     from agentd.tools.mcp.client import McpError as McpError
     from agentd.tools.mcp.client import parse_specs as parse_specs
@@ -79,11 +82,14 @@ _WHERE = {
     "parent_dir": "agentd.tools.files.safefs",
     "parse_allowed": "agentd.tools.shell.egress_policy",
     "parse_specs": "agentd.tools.mcp.client",
+    "parse_verdict": "agentd.tools.hooks",
     "PERMISSION_OPTIONS": "agentd.tools.permissions",
     "plan_gate_refuses": "agentd.tools.permissions",
     "plan_mode_refuses": "agentd.tools.permissions",
     "PreToolHook": "agentd.tools.hooks",
     "probe_bwrap": "agentd.tools.shell.launch",
+    "PROMPT_DECISIONS": "agentd.tools.hooks",
+    "PromptHook": "agentd.tools.hooks",
     "read_existing": "agentd.tools.files.safefs",
     "Remembered": "agentd.tools.permissions",
     "replace_atomically": "agentd.tools.files.safefs",
@@ -123,6 +129,7 @@ __all__ = [
     "BUILTIN_TOOLS",
     "MAX_WAIT",
     "PERMISSION_OPTIONS",
+    "PROMPT_DECISIONS",
     "Access",
     "AgentTasks",
     "BackgroundTasks",
@@ -136,6 +143,7 @@ __all__ = [
     "McpConnections",
     "McpError",
     "PreToolHook",
+    "PromptHook",
     "Remembered",
     "SandboxError",
     "ShellLauncher",
@@ -159,6 +167,7 @@ __all__ = [
     "parent_dir",
     "parse_allowed",
     "parse_specs",
+    "parse_verdict",
     "plan_gate_refuses",
     "plan_mode_refuses",
     "probe_bwrap",

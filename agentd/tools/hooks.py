@@ -1,4 +1,5 @@
-"""Hooks: outside programs that may veto a tool call (pre-tool) or keep a turn going (stop).
+"""Hooks: outside programs that may veto a tool call (pre-tool), keep a turn going (stop), or
+add context to a prompt or refuse it (user_prompt_submit).
 
 A command hook receives one JSON object on stdin and answers with one JSON object on
 stdout. A hook that crashes, times out or prints nonsense *fails open* — the call runs,
@@ -17,6 +18,9 @@ Config file (TOML, `AGENTD_HOOKS_FILE`):
     [[subagent_stop]]         # asked when a sub-agent (R-T11) is about to stop
     command = "./check_child.sh"
 
+    [[user_prompt_submit]]    # asked when a user's prompt starts a turn, before any sampling
+    command = "./prompt_policy.sh"
+
 pre-tool stdin:  {"event": "pre_tool", "sessionId", "cwd", "tool", "input"}
 pre-tool stdout: {"decision": "allow" | "deny", "reason": "..."}
 stop stdin:      {"event": "stop", "sessionId", "cwd", "turnId", "lastMessage", "reentries"}
@@ -24,6 +28,12 @@ stop stdout:     {"decision": "allow" | "block" | "prevent", "reason": "...", "c
 subagent_stop stdin: the stop payload with "event": "subagent_stop", plus "agent", "taskId",
                  "parentTurnId", "parentToolCallId", "depth"; it answers like a stop hook
                  (block: the child keeps working; its own ≤ 8 re-entries).
+user_prompt_submit stdin:  {"event": "user_prompt_submit", "sessionId", "cwd", "turnId",
+                            "promptId", "prompt"}
+user_prompt_submit stdout: {"decision": "allow" | "block", "reason": "...", "context": "..."}
+                 (context: added for the model as a system reminder after the prompt; block:
+                 the prompt is taken out of the conversation and the turn ends unsampled,
+                 the reason shown to the user)
 """
 
 from __future__ import annotations
@@ -81,6 +91,12 @@ class StopHook(Protocol):
     name: str
 
     async def stop(self, payload: dict[str, Any]) -> HookVerdict: ...
+
+
+class PromptHook(Protocol):
+    name: str
+
+    async def user_prompt_submit(self, payload: dict[str, Any]) -> HookVerdict: ...
 
 
 @dataclass(frozen=True)
@@ -162,23 +178,36 @@ class CommandHook:
         if isinstance(answer, str):
             log.warning("stop hook %r failed open: %s", self.command, answer)
             return HookVerdict(HookDecision.ALLOW, answer, hook=self.name, failed_open=True)
-        decision = str(answer.get("decision", "allow")).lower()
-        reason = answer.get("reason")
-        context = answer.get("context")
-        try:
-            parsed = HookDecision(decision)
-        except ValueError:
-            return HookVerdict(
-                HookDecision.ALLOW, f"unknown decision {decision!r}", hook=self.name, failed_open=True
-            )
-        if parsed is HookDecision.DENY:
-            parsed = HookDecision.BLOCK
-        return HookVerdict(
-            parsed,
-            str(reason) if reason else None,
-            str(context) if context else None,
-            hook=self.name,
-        )
+        return parse_verdict(answer, self.name)
+
+    async def user_prompt_submit(self, payload: dict[str, Any]) -> HookVerdict:
+        answer = await self.run(payload)
+        if isinstance(answer, str):
+            log.warning("user_prompt_submit hook %r failed open: %s", self.command, answer)
+            return HookVerdict(HookDecision.ALLOW, answer, hook=self.name, failed_open=True)
+        return parse_verdict(answer, self.name, PROMPT_DECISIONS)
+
+
+# A prompt hook allows (maybe adding context) or blocks; "deny" reads as block.
+PROMPT_DECISIONS = frozenset({HookDecision.ALLOW, HookDecision.BLOCK})
+
+
+def parse_verdict(
+    answer: dict[str, Any], hook: str, allowed: frozenset[HookDecision] | None = None
+) -> HookVerdict:
+    """A stop or prompt hook's JSON answer as a verdict; a decision it may not give fails open."""
+    decision = str(answer.get("decision", "allow")).lower()
+    reason = answer.get("reason")
+    context = answer.get("context")
+    try:
+        parsed = HookDecision(decision)
+    except ValueError:
+        parsed = None
+    if parsed is HookDecision.DENY:
+        parsed = HookDecision.BLOCK
+    if parsed is None or (allowed is not None and parsed not in allowed):
+        return HookVerdict(HookDecision.ALLOW, f"unknown decision {decision!r}", hook=hook, failed_open=True)
+    return HookVerdict(parsed, str(reason) if reason else None, str(context) if context else None, hook=hook)
 
 
 @dataclass(frozen=True)
@@ -186,6 +215,7 @@ class HooksConfig:
     pre_tool: list[CommandHook] = field(default_factory=list)
     stop: list[CommandHook] = field(default_factory=list)
     subagent_stop: list[CommandHook] = field(default_factory=list)  # SubagentStop (R-T11)
+    user_prompt_submit: list[CommandHook] = field(default_factory=list)  # at a prompt's turn start
 
 
 def load_hooks(path: Path) -> HooksConfig:
@@ -215,9 +245,10 @@ def load_hooks(path: Path) -> HooksConfig:
             hooks.append(CommandHook(entry["command"], frozenset(tools) if tools else None, float(timeout)))
         return hooks
 
-    unknown = set(data) - {"pre_tool", "stop", "subagent_stop"}
+    sections = ("pre_tool", "stop", "subagent_stop", "user_prompt_submit")
+    unknown = set(data) - set(sections)
     if unknown:
         raise HookConfigError(
-            f"hooks file {path}: unknown sections {sorted(unknown)} (use pre_tool, stop, subagent_stop)"
+            f"hooks file {path}: unknown sections {sorted(unknown)} (use {', '.join(sections)})"
         )
-    return HooksConfig(parse("pre_tool"), parse("stop"), parse("subagent_stop"))
+    return HooksConfig(*(parse(kind) for kind in sections))

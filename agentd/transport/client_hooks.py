@@ -1,4 +1,6 @@
-"""A stop hook that lives in a client (R-L2d): the server asks it with a request."""
+"""A hook that lives in a client (R-L2d): the server asks it with a request. One request
+method for every event it registered for (stop, subagent_stop, user_prompt_submit); the
+payload's `event` tells them apart."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentd.protocol import ClientRequest, outgoing
-from agentd.tools import HookDecision, HookVerdict
+from agentd.tools import PROMPT_DECISIONS, HookDecision, HookVerdict, parse_verdict
 from agentd.transport.state import Peer
 
 STOP_HOOK_METHOD = ClientRequest.HOOKS_STOP
@@ -27,6 +29,12 @@ class ClientStopHook:
         return f"client:{self.connection.id}"
 
     async def stop(self, payload: dict[str, Any]) -> HookVerdict:
+        return await self._ask(payload, None)
+
+    async def user_prompt_submit(self, payload: dict[str, Any]) -> HookVerdict:
+        return await self._ask(payload, PROMPT_DECISIONS)
+
+    async def _ask(self, payload: dict[str, Any], allowed: frozenset[HookDecision] | None) -> HookVerdict:
         try:
             async with asyncio.timeout(self.timeout):
                 call = outgoing.stop_hook(payload)
@@ -41,17 +49,4 @@ class ClientStopHook:
             return HookVerdict(
                 HookDecision.ALLOW, "answer is not an object", hook=self.name, failed_open=True
             )
-        raw = str(answer.get("decision", "allow")).lower()
-        try:
-            decision = HookDecision(raw)
-        except ValueError:
-            return HookVerdict(
-                HookDecision.ALLOW, f"unknown decision {raw!r}", hook=self.name, failed_open=True
-            )
-        if decision is HookDecision.DENY:
-            decision = HookDecision.BLOCK
-        reason = answer.get("reason")
-        context = answer.get("context")
-        return HookVerdict(
-            decision, str(reason) if reason else None, str(context) if context else None, hook=self.name
-        )
+        return parse_verdict(answer, self.name, allowed)

@@ -146,8 +146,11 @@ async def sample_with_recovery(
         ctx.budget.mark_progress()
         # A success resets no provider bucket: a storm spread over turns must still exhaust
         # it (seed 003); the buckets' sliding window forgives old failures instead (retry.py).
-        # Only the repetition streak ends with a clean response (octos' per-call retry).
-        if ctx.retry.count(Bucket.DEGENERATE_OUTPUT):
-            ctx.retry.record_success(Bucket.DEGENERATE_OUTPUT)
+        # Only the repetition streak ends with a clean response (octos' per-call retry), and an
+        # authentication episode with an authenticated call (its own schedule, 000).
+        reset = [b for b in (Bucket.DEGENERATE_OUTPUT, Bucket.AUTHENTICATION) if ctx.retry.count(b)]
+        for bucket in reset:
+            ctx.retry.record_success(bucket)
+        if reset:
             ctx.persist({"retry_state": ctx.retry.to_dict()})
         return sample

@@ -45,6 +45,7 @@ from agentd.loop.react.step import (
 from agentd.loop.react.tool_round import run_tools
 from agentd.loop.react.toolrun import skip_tool_round
 from agentd.loop.task_notices import drain_task_notices
+from agentd.loop.turn_reminders import reminder_message, toolset_reminder, with_live_tools
 
 
 def drain_interjections(ctx: TurnContext) -> int:
@@ -57,6 +58,27 @@ def drain_interjections(ctx: TurnContext) -> int:
         ctx.events.emit(message.kind, message.payload(), origin=item.origin)
         ctx.conversation.append(Message.user(item.text))
     return len(taken)
+
+
+def refresh_toolset(ctx: TurnContext, state: TurnState) -> None:
+    """L3 step 2, 001: "如有必要，告诉模型当前 MCP 服务器/工具集合发生了什么变化的
+    system-reminder". The session's MCP tools are re-read (its servers may have been replaced
+    while the turn ran); when the set differs from the last request's, a reminder says what
+    changed before the model is sampled with it."""
+    servers = None
+    if ctx.live_tools is not None:
+        live = ctx.live_tools()
+        ctx.tools = with_live_tools(ctx.tools, ctx.live_names, live.tools)
+        ctx.live_names = frozenset(live.tools)
+        servers = live.servers
+    current = frozenset(ctx.tools)
+    reminder = toolset_reminder(ctx.reminders.seen_tools, current)
+    if reminder is not None:
+        ctx.conversation.append(reminder_message(reminder.render()))
+        state.reminders.append(reminder.as_data())
+        if servers is not None:  # told: the next turn's opening need not announce them again
+            ctx.reminders.mcp_announced = servers
+    ctx.reminders.seen_tools = current
 
 
 GRACE_TEXT = (
@@ -220,6 +242,7 @@ async def run_react(
 
         state.interjections += drain_interjections(ctx)
         drain_task_notices(ctx)  # background tasks that finished unseen: one reminder
+        refresh_toolset(ctx, state)
         try:
             request = await _build_request(ctx, state, force_schema=force_schema, offer_shim=offer_shim)
         except TurnCancelled:

@@ -43,6 +43,7 @@ class TurnState:
     goal_verdicts: list[dict[str, Any]] = field(default_factory=list)
     todos_remaining: int = 0  # set when the TodoGate let the model stop anyway
     head_stop: NextStepStop | None = None  # a stationarity stop the next pass's head takes
+    reminders: list[dict[str, Any]] = field(default_factory=list)  # opening and tool-set reminders
 
     @classmethod
     def for_limits(cls, limits: Any) -> TurnState:
@@ -93,4 +94,6 @@ class TurnState:
             data["goalVerdicts"] = list(self.goal_verdicts)
         if self.todos_remaining:
             data["todosRemaining"] = self.todos_remaining
+        if self.reminders:
+            data["reminders"] = list(self.reminders)
         return data

@@ -64,6 +64,7 @@ from agentd.loop.structured import OutputSchema
 from agentd.loop.subagents.events import NestedEvents
 from agentd.loop.subagents.limits import SubagentLimits, can_spawn, child_budget, spawn_refusal
 from agentd.loop.subagents.task_tool import TASK_TOOL, AgentSpec, ChildRequest, TaskTool
+from agentd.loop.turn_reminders import ReminderMemory
 from agentd.loop.usage import UsageLedger
 from agentd.tools import StopHook, TodoList, Tool, ToolError, ToolResult
 
@@ -231,6 +232,11 @@ class Subagents:
                 "depth": depth,
             },
             child_usage=UsageLedger(),
+            prompt_hooks=[],  # a child's prompt is its parent's call, not a user's
+            opening=None,
+            reminders=ReminderMemory(),  # what the child's model was told is its own
+            live_tools=None,  # a child's tool set is fixed
+            live_names=frozenset(),
         )
         if task is not None:
             task.bind(ctx)

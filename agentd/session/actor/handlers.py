@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from agentd.session.eventlog import EventHub
     from agentd.session.permission_gate import PermissionGate
     from agentd.session.sinks import FrameSink
-    from agentd.tools import McpConnections, StopHook
+    from agentd.tools import McpConnections, PromptHook, StopHook
 
 
 class HandlersHost(StopHost, WakeHost, RewindHost, Protocol):
@@ -64,6 +64,8 @@ class HandlersHost(StopHost, WakeHost, RewindHost, Protocol):
     def permissions(self) -> PermissionGate: ...
     @property
     def client_hooks(self) -> dict[str, StopHook]: ...
+    @property
+    def client_prompt_hooks(self) -> dict[str, PromptHook]: ...
     @property
     def client_subagent_hooks(self) -> dict[str, StopHook]: ...
     def snapshot(self) -> dict[str, Any]: ...
@@ -176,7 +178,13 @@ async def _on_attach_mcp(actor: HandlersHost, cmd: AttachMcp) -> None:
 @_handles(RegisterHook)
 async def _on_register_hook(actor: HandlersHost, cmd: RegisterHook) -> None:
     # 001: "两类来源：文件配置的 hook，以及 client 注册的 hook" — for Stop and SubagentStop alike.
-    for event, hooks in (("stop", actor.client_hooks), ("subagent_stop", actor.client_subagent_hooks)):
+    # A client may also register for user_prompt_submit (asked at a prompt's turn start).
+    registries: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("stop", actor.client_hooks),
+        ("subagent_stop", actor.client_subagent_hooks),
+        ("user_prompt_submit", actor.client_prompt_hooks),
+    )
+    for event, hooks in registries:
         if event in cmd.events:
             hooks[cmd.hook.connection_id] = cmd.hook
         else:
@@ -263,6 +271,7 @@ async def _on_detach(actor: HandlersHost, cmd: Detach) -> None:
     actor.hub.unsubscribe(cmd.sink_id)
     actor.client_hooks.pop(cmd.sink_id, None)
     actor.client_subagent_hooks.pop(cmd.sink_id, None)
+    actor.client_prompt_hooks.pop(cmd.sink_id, None)
     actor.permissions.forget_sink(cmd.sink_id)
 
 

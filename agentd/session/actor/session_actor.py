@@ -25,7 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from agentd.agents import DEFAULT_AGENT
 from agentd.core import EventKind, Message, PermissionMode, SessionModes, bind_log_context
-from agentd.loop import Conversation, EndReason, GoalState, OutcomeKind, RetryState, TurnOutcome, UsageLedger
+from agentd.loop import (
+    Conversation,
+    EndReason,
+    GoalState,
+    OutcomeKind,
+    ReminderMemory,
+    RetryState,
+    TurnOutcome,
+    UsageLedger,
+    previous_end_of,
+)
 from agentd.session.actor.handlers import HANDLERS
 from agentd.session.actor.stop import StopState, refuse
 from agentd.session.command_syntax import available_commands
@@ -35,7 +45,14 @@ from agentd.session.errors import session_failed
 from agentd.session.eventlog import PARTIAL_CHECKPOINT_INTERVAL_S, EventHub, Journal
 from agentd.session.file_history import FileHistory
 from agentd.session.permission_gate import PermissionGate
-from agentd.session.queue import PromptQueue, QueuedPrompt, new_id, request_digest_of, request_id_of
+from agentd.session.queue import (
+    PromptQueue,
+    QueuedPrompt,
+    QueueKind,
+    new_id,
+    request_digest_of,
+    request_id_of,
+)
 from agentd.session.queue import ops as queue_ops
 from agentd.session.replicas import LiveFeed
 from agentd.session.services import ActorServices
@@ -46,7 +63,7 @@ from agentd.session.subagents import session_subagents
 from agentd.session.turn_launch import RunningTurn, answer_turn, launch
 from agentd.session.wake import WakeStreak
 from agentd.store import SessionRecord
-from agentd.tools import BackgroundTasks, McpConnections, StopHook, TodoList
+from agentd.tools import BackgroundTasks, McpConnections, PromptHook, StopHook, TodoList
 
 if TYPE_CHECKING:
     from agentd.session.actor.handlers import HandlersHost
@@ -90,6 +107,8 @@ class SessionActor:
         self.goal = GoalState.from_dict(record.goal) if record.goal else None
         self.client_hooks: dict[str, StopHook] = {}  # connection id → hook (Stop)
         self.client_subagent_hooks: dict[str, StopHook] = {}  # connection id → hook (SubagentStop)
+        self.client_prompt_hooks: dict[str, PromptHook] = {}  # connection id → hook (UserPromptSubmit)
+        self.reminders = ReminderMemory()  # what the model was told (turn_reminders.py)
         self.agent = services.agents.get(record.agent) or DEFAULT_AGENT
         if self.agent.model:
             self.model = self.agent.model
@@ -166,6 +185,10 @@ class SessionActor:
         return self._turn
 
     @property
+    def plan_mode(self) -> bool:
+        return self._modes.plan
+
+    @property
     def queued(self) -> int:
         return len(self.queue)
 
@@ -212,6 +235,8 @@ class SessionActor:
             if cancelled_by and by_user:
                 outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
             self._turn.outcome = outcome
+        if queued.kind in (QueueKind.PROMPT, QueueKind.BANG):  # what the next turn opens with
+            self.reminders.previous_end = previous_end_of(outcome.kind, outcome.reason)
         request_id = request_id_of(queued.command.meta)
         self.journal.emit_turn_ended(
             turn_id,

@@ -13,7 +13,7 @@ from agentd.session.commands import PromptDone
 from agentd.store import SessionRecord, Store, StoredEvent
 
 if TYPE_CHECKING:
-    from agentd.loop import Conversation, Subagents, UsageLedger
+    from agentd.loop import Conversation, ReminderMemory, Subagents, UsageLedger
     from agentd.session.eventlog.journal import Journal, Partial
     from agentd.tools import BackgroundTasks
 
@@ -31,6 +31,8 @@ class RecoveryHost(Protocol):
     def usage(self) -> UsageLedger: ...
     @property
     def background(self) -> BackgroundTasks: ...
+    @property
+    def reminders(self) -> ReminderMemory: ...
     @property
     def subagents(self) -> Subagents: ...
     def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None: ...
@@ -108,9 +110,10 @@ def _recover_interrupted_turn(actor: RecoveryHost, ends: list[StoredEvent]) -> b
 
 def _close_interrupted_turn(actor: RecoveryHost, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
-    from agentd.loop import EndReason, OutcomeKind, TurnOutcome
+    from agentd.loop import EndReason, OutcomeKind, PreviousEnd, TurnOutcome
 
     outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_RESTARTED)
+    actor.reminders.previous_end = PreviousEnd.CUT_OFF  # the next turn is told (task recovery)
     request_id = started.get("requestId")
     actor.journal.emit_turn_ended(
         started["turnId"],

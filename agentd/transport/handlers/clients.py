@@ -45,15 +45,16 @@ async def session_detach(ctx: CallContext, params: SessionParams) -> dict[str, A
     return {"detached": False}
 
 
-# The hook events a client may register for: Stop (the session's agent) and SubagentStop
-# (a sub-agent's), both asked with the same request; the payload's "event" tells them apart.
-HOOK_EVENTS = ("stop", "subagent_stop")
+# The hook events a client may register for: Stop (the session's agent), SubagentStop (a
+# sub-agent's) and UserPromptSubmit (a user's prompt starting a turn), all asked with the same
+# request; the payload's "event" tells them apart.
+HOOK_EVENTS = ("stop", "subagent_stop", "user_prompt_submit")
 
 
 async def hooks_register(ctx: CallContext, params: HooksRegisterParams) -> dict[str, Any]:
     unknown = [e for e in params.events if e not in HOOK_EVENTS]
     if unknown or not params.events:
-        msg = f"unknown hook events {unknown} (use 'stop', 'subagent_stop')"
+        msg = f"unknown hook events {unknown} (use 'stop', 'subagent_stop', 'user_prompt_submit')"
         raise RpcError.invalid_params(f"Invalid params: events: {msg}", [{"path": "events", "message": msg}])
     actor = await session_for(ctx, params.session_id, Access.DRIVE)  # the hook steers turns
     assert ctx.connection is not None

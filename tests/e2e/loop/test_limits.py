@@ -54,12 +54,18 @@ def test_the_seed_defaults_are_visible_in_one_object():
         "shell_spiral": 1, "degenerate_output": 3,
     }  # fmt: skip
     assert {b.value: limits.retry.limit(b) for b in Bucket} == expected
+    assert limits.retry.auth_schedule_s == (2.0,)  # authentication's own schedule (000)
 
 
 def test_settings_and_overrides_build_the_limits_in_force(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(
         "AGENTD_LIMITS",
-        json.dumps({"stationarity": {"stop_at": 6}, "retry": {"bucket_limits": {"rate_limited": 9}}}),
+        json.dumps(
+            {
+                "stationarity": {"stop_at": 6},
+                "retry": {"bucket_limits": {"rate_limited": 9}, "auth_schedule_s": [1, 5]},
+            }
+        ),
     )
     monkeypatch.setenv("AGENTD_MAX_ITERATIONS", "50")
     limits = loop_limits(Settings())
@@ -67,6 +73,7 @@ def test_settings_and_overrides_build_the_limits_in_force(monkeypatch: pytest.Mo
     assert limits.stationarity.nudge_at == 8  # untouched fields keep their defaults
     assert limits.retry.limit(Bucket.RATE_LIMITED) == 9
     assert limits.retry.limit(Bucket.NETWORK) == 4
+    assert limits.retry.auth_schedule_s == (1.0, 5.0)
     assert limits.budget.max_iterations == 50
 
 

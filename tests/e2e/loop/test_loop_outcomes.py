@@ -275,7 +275,7 @@ async def test_sixteen_identical_steps_end_with_stationarity(server_factory, wor
 
 async def test_failed_turn_answers_the_prompt_with_a_json_rpc_error(server_factory, workspace: Path):
     provider = scripted(
-        {"error": {"kind": "authentication", "message": "invalid API key", "status": 401}},
+        {"error": {"kind": "invalid_request", "message": "invalid tool schema", "status": 400}},
         {"text": "back again"},
     )
     async with served_session(server_factory, workspace, provider) as (_, client, sid):
@@ -284,14 +284,14 @@ async def test_failed_turn_answers_the_prompt_with_a_json_rpc_error(server_facto
         assert "result" not in resp, resp
         err = resp["error"]
         assert err["code"] == ErrorCode.TURN_FAILED
-        assert "invalid API key" in err["message"]
-        assert err["data"]["kind"] == "authentication"
+        assert "invalid tool schema" in err["message"]
+        assert err["data"]["kind"] == "invalid_request"
         assert err["data"]["outcome"] == "failed"
-        assert err["data"]["reason"] == "authentication"
+        assert err["data"]["reason"] == "invalid_request"
         ended = the_turn_end(client, sid)
         assert ended["outcome"] == "failed"
-        assert ended["reason"] == "authentication"
-        assert ended["error"] == {"kind": "authentication", "message": "invalid API key"}
+        assert ended["reason"] == "invalid_request"
+        assert ended["error"] == {"kind": "invalid_request", "message": "invalid tool schema"}
         assert ended["turnId"] == err["data"]["turnId"]
         assert len(provider.requests) == 1
 

@@ -5,9 +5,12 @@ the real OpenAI / Anthropic providers against the local fakes (real HTTP, real S
   the prompt ends `end_turn`;
 - six 429s on one prompt: five continue, the sixth is `exhausted` and the prompt fails
   with -32012, `data.kind == "rate_limited"`;
-- a 401 escalates at once: no retry request reaches the fake;
+- authentication (401/403, both wires) retries on its own schedule (000: "认证重试有独立
+  schedule"): the same request again after the schedule's wait, once (003: "authentication
+  1"); a second rejection ends the turn (000: "不可恢复错误（如认证重试耗尽）");
 - the buckets are persisted in `sessions.retry_state`; a success does not reset them (seed
-  003; their sliding window is tested in test_retry_buckets_window.py);
+  003; their sliding window is tested in test_retry_buckets_window.py) — except the
+  authentication bucket, whose episode an authenticated call ends;
 - the persisted counters survive a restart and the restarted server keeps counting from
   them (on SQLite and Postgres).
 """
@@ -151,29 +154,87 @@ async def test_sixth_rate_limit_in_a_row_is_exhausted_and_fails_the_prompt(
     assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 6}
 
 
-async def test_unauthorized_escalates_at_once(server_factory, workspace: Path, fake: oai.FakeOpenAI) -> None:
-    fake.enqueue(oai.ErrorResponse.unauthorized(), oai.Completion.from_text("never served"))
-    async with served_session(server_factory, workspace, openai_provider(fake), model=MODEL) as (
-        _,
-        client,
-        sid,
-    ):
-        resp = await client.request("session/prompt", text_prompt(sid, "hello"))
+# The schedule's wait, short so the test does not idle; the events must carry exactly it.
+AUTH_SCHEDULE = {"retry": {"auth_schedule_s": [0.05]}}
 
-        err = resp["error"]
-        assert err["code"] == ErrorCode.TURN_FAILED
-        assert err["data"]["kind"] == "authentication"
-        assert "Incorrect API key" in err["message"]
-        [retry] = retries(client, sid)
-        assert (retry["decision"], retry["bucket"], retry["attempt"], retry["limit"]) == (
-            "escalate",
-            "authentication",
-            1,
-            1,
-        )
-        assert retry["delaySeconds"] == 0
-    assert len(fake.requests) == 1  # no retry request reached the provider
-    assert fake.pending == 1
+REJECTIONS: dict[str, Any] = {
+    "openai-401": ("openai", oai.ErrorResponse.unauthorized),
+    "openai-403": ("openai", oai.ErrorResponse.forbidden),
+    "anthropic-401": ("anthropic", anth.ErrorResponse.unauthorized),
+    "anthropic-403": ("anthropic", anth.ErrorResponse.permission_denied),
+}
+
+
+def rejecting_upstream(wire: str, *steps: Any) -> Any:
+    return oai.FakeOpenAI(list(steps)) if wire == "openai" else anth.FakeAnthropic(list(steps))
+
+
+def provider_for(wire: str, upstream: Any) -> Any:
+    if wire == "openai":
+        return OpenAIProvider(base_url=upstream.base_url, api_key="sk-test", model=MODEL)
+    return AnthropicProvider(base_url=upstream.base_url, api_key="sk-ant-test", model=MODEL)
+
+
+def success(wire: str, text: str) -> Any:
+    return oai.Completion.from_text(text) if wire == "openai" else anth.StreamedMessage.from_text(text)
+
+
+@pytest.mark.parametrize("case", list(REJECTIONS))
+async def test_a_rejected_credential_is_retried_once_on_its_own_schedule(
+    server_factory, workspace: Path, case: str
+) -> None:
+    """000: "认证重试有独立 schedule" — the 401/403 is sent again after the schedule's wait
+    (not the shared backoff), the retry succeeds, and the authenticated call ends the episode:
+    the authentication bucket starts over while the other buckets keep their counts."""
+    wire, rejection = REJECTIONS[case]
+    wires: Any = oai if wire == "openai" else anth
+    limited = wires.ErrorResponse.rate_limited(retry_after=0)  # another bucket, counted apart
+    async with rejecting_upstream(wire, limited, rejection(), success(wire, "Let in.")) as upstream:
+        async with served_session(
+            server_factory, workspace, provider_for(wire, upstream), model=MODEL, limits=AUTH_SCHEDULE
+        ) as (server, client, sid):
+            result = await client.call("session/prompt", text_prompt(sid, "hello"))
+
+            assert result["stopReason"] == "end_turn"
+            assert agent_text(client.updates(sid)) == "Let in."
+            assert decisions(client, sid) == [
+                ("continue", "rate_limited", 1),
+                ("continue", "authentication", 1),
+            ]
+            auth = retries(client, sid)[-1]
+            assert (auth["limit"], auth["delaySeconds"], auth["lane"]) == (1, 0.05, "primary")
+            assert "auth schedule's 0.05s" in auth["reason"]
+            assert auth["error"]["kind"] == "authentication"
+            db_url = server.settings.resolved_database_url()
+        assert len(upstream.requests) == 3
+        assert upstream.requests[1].body == upstream.requests[2].body  # the same request again
+    assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 1}
+
+
+@pytest.mark.parametrize("case", list(REJECTIONS))
+async def test_a_second_rejection_exhausts_the_schedule_and_fails_the_prompt(
+    server_factory, workspace: Path, case: str
+) -> None:
+    """003 "authentication 1": one retry; the second rejection ends the turn (000:
+    "不可恢复错误（如认证重试耗尽）") with -32012, kind authentication, and no third request."""
+    wire, rejection = REJECTIONS[case]
+    async with rejecting_upstream(wire, rejection(), rejection(), success(wire, "never served")) as upstream:
+        async with served_session(
+            server_factory, workspace, provider_for(wire, upstream), model=MODEL, limits=AUTH_SCHEDULE
+        ) as (_, client, sid):
+            resp = await client.request("session/prompt", text_prompt(sid, "hello"))
+
+            err = resp["error"]
+            assert err["code"] == ErrorCode.TURN_FAILED
+            assert err["data"]["kind"] == "authentication"
+            assert decisions(client, sid) == [
+                ("continue", "authentication", 1),
+                ("exhausted", "authentication", 2),
+            ]
+            assert "2 failures exceed the limit of 1" in retries(client, sid)[-1]["reason"]
+            ended = ext_events(client, sid, "turn_ended")[0]
+            assert ended["outcome"] == "failed" and ended["error"]["kind"] == "authentication"
+        assert len(upstream.requests) == 2 and upstream.pending == 1
 
 
 # ---------------------------------------------------------------------------- persistence and reset
@@ -183,14 +244,16 @@ async def test_buckets_are_persisted_and_a_success_does_not_reset_them(
     server_factory, workspace: Path, fake: oai.FakeOpenAI
 ) -> None:
     fake.enqueue(
-        # Prompt 1: two rate limits, then a bad key: the turn fails with both buckets counted.
+        # Prompt 1: two rate limits, then a bad key (retried once on its schedule): the turn
+        # fails with both buckets counted.
         oai.ErrorResponse.rate_limited(retry_after=0),
         oai.ErrorResponse.rate_limited(retry_after=0),
+        oai.ErrorResponse.unauthorized(),
         oai.ErrorResponse.unauthorized(),
         # Prompt 2: a success.
         oai.Completion.from_text("Fine now."),
     )
-    async with server_factory(openai_provider(fake), model=MODEL) as server:
+    async with server_factory(openai_provider(fake), model=MODEL, limits=AUTH_SCHEDULE) as server:
         db_url = server.settings.resolved_database_url()
         client = await server.client()
         sid = await new_session(client, workspace)
@@ -200,33 +263,40 @@ async def test_buckets_are_persisted_and_a_success_does_not_reset_them(
         assert decisions(client, sid) == [
             ("continue", "rate_limited", 1),
             ("continue", "rate_limited", 2),
-            ("escalate", "authentication", 1),
+            ("continue", "authentication", 1),
+            ("exhausted", "authentication", 2),
         ]
         # The prompt's response comes after its events were committed.
-        assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 2, "authentication": 1}
+        assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 2, "authentication": 2}
 
         result = await client.call("session/prompt", text_prompt(sid, "two"))
         assert result["stopReason"] == "end_turn"
-        assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 2, "authentication": 1}
+        # The rate limits still count; the authenticated call ended the authentication episode.
+        assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 2}
         await client.close()
-    assert len(fake.requests) == 4
+    assert len(fake.requests) == 5
 
 
 async def test_persisted_buckets_survive_a_restart_and_keep_counting(
     server_factory, workspace: Path, fake: oai.FakeOpenAI, db_url: str
 ) -> None:
-    # Server 1: three rate limits, then a 401 ends the turn.
+    # Server 1: three rate limits, then two 401s (the schedule's one retry) end the turn.
     fake.enqueue(*[oai.ErrorResponse.rate_limited(retry_after=0) for _ in range(3)])
-    fake.enqueue(oai.ErrorResponse.unauthorized())
+    fake.enqueue(oai.ErrorResponse.unauthorized(), oai.ErrorResponse.unauthorized())
     async with served_session(
-        server_factory, workspace, openai_provider(fake), model=MODEL, database_url=db_url
+        server_factory,
+        workspace,
+        openai_provider(fake),
+        model=MODEL,
+        database_url=db_url,
+        limits=AUTH_SCHEDULE,
     ) as (_, client, sid):
         resp = await client.request("session/prompt", text_prompt(sid, "one"))
         assert resp["error"]["data"]["kind"] == "authentication"
-        assert decisions(client, sid)[-1] == ("escalate", "authentication", 1)
-    assert len(fake.requests) == 4
+        assert decisions(client, sid)[-1] == ("exhausted", "authentication", 2)
+    assert len(fake.requests) == 5
     before = counts(await persisted_retry_state(db_url, sid))
-    assert before == {"rate_limited": 3, "authentication": 1}
+    assert before == {"rate_limited": 3, "authentication": 2}
 
     # Server 2 (a restart): the rate-limit bucket continues at 4, so the third 429 of this
     # prompt is already the sixth overall and exhausts the bucket. A fresh bucket would
@@ -246,5 +316,5 @@ async def test_persisted_buckets_survive_a_restart_and_keep_counting(
             ("exhausted", "rate_limited", 6),
         ]
         await client.close()
-    assert len(fake.requests) == 7 and fake.pending == 1
-    assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 6, "authentication": 1}
+    assert len(fake.requests) == 8 and fake.pending == 1
+    assert counts(await persisted_retry_state(db_url, sid)) == {"rate_limited": 6, "authentication": 2}

@@ -210,10 +210,10 @@ CASES: dict[str, dict[str, Any]] = {
         "reason": "user_cancelled",
     },
     "failed": {
-        "steps": [{"error": {"kind": "authentication", "message": "invalid API key", "status": 401}}],
+        "steps": [{"error": {"kind": "invalid_request", "message": "invalid tool schema", "status": 400}}],
         "requests": 1,
         "stop": None,  # a JSON-RPC error instead of a result
-        "reason": "authentication",
+        "reason": "invalid_request",
     },
     "max_turns": {
         "steps": [

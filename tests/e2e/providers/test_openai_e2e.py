@@ -145,8 +145,13 @@ async def test_streamed_text_then_parallel_tool_calls_then_final_text(
 async def test_unauthorized_fails_the_prompt_with_kind_authentication_and_session_recovers(
     server_factory, workspace: Path, fake: FakeOpenAI
 ) -> None:
-    fake.enqueue(ErrorResponse.unauthorized(), Completion.from_text("Working again.", chunk_size=3))
-    async with server_factory(openai_provider(fake), **MODEL) as server:
+    fake.enqueue(
+        ErrorResponse.unauthorized(),
+        ErrorResponse.unauthorized(),
+        Completion.from_text("Working again.", chunk_size=3),
+    )
+    fast = {"retry": {"auth_schedule_s": [0.01]}}
+    async with server_factory(openai_provider(fake), limits=fast, **MODEL) as server:
         client = await server.client()
         sid = (await client.call("session/new", {"cwd": str(workspace), "mcpServers": []}))["sessionId"]
 
@@ -157,16 +162,16 @@ async def test_unauthorized_fails_the_prompt_with_kind_authentication_and_sessio
         assert error["data"]["kind"] == "authentication"
         assert error["data"]["outcome"] == "failed"
         assert "401" in error["message"] and "Incorrect API key" in error["message"]
-        assert len(fake.requests) == 1  # an authentication error is not retried
+        assert len(fake.requests) == 2  # retried once on the authentication schedule, then failed
 
         # The session is still usable: the next prompt streams and ends normally.
         result = await client.call("session/prompt", text_prompt(sid, "try again"))
         assert result["stopReason"] == "end_turn"
         assert agent_text(client.updates(sid)) == "Working again."
-        assert len(fake.requests) == 2
-        roles = [m["role"] for m in fake.requests[1].body["messages"]]
+        assert len(fake.requests) == 3
+        roles = [m["role"] for m in fake.requests[2].body["messages"]]
         assert roles[0] == "system" and roles[-1] == "user"
-        assert fake.requests[1].body["messages"][-1]["content"] == "try again"
+        assert fake.requests[2].body["messages"][-1]["content"] == "try again"
 
         # The failed turn was recorded with its error kind.
         ended = [

@@ -8,7 +8,8 @@ with the real providers against the local fakes.
   `_agentd/usage/get`): a discarded attempt whose usage was reported is counted on its
   lane; a request refused before any output costs nothing; one whose usage was never
   reported marks the lane (and the ledger) `dirty`;
-- authentication (401) fails fast: the fallback is never tried;
+- authentication (401) retries the primary on its own schedule, then fails: the fallback
+  is never tried (a bad key fails on every lane);
 - quota on every lane: rotation, then the quota bucket is exhausted;
 - Anthropic as the fallback lane works too (cache read/write tokens included).
 """
@@ -241,13 +242,18 @@ async def test_a_discarded_attempt_with_reported_usage_is_counted_on_its_lane(
 # ---------------------------------------------------------------------------- fail fast / exhaustion
 
 
-async def test_authentication_fails_fast_without_trying_the_fallback(
+async def test_authentication_never_tries_the_fallback(
     server_factory, workspace: Path, primary: oai.FakeOpenAI, secondary: oai.FakeOpenAI
 ) -> None:
-    primary.enqueue(oai.ErrorResponse.unauthorized())
+    """000: "认证重试有独立 schedule" — the primary is asked again on that schedule; 003: "错误密钥
+    在每条 lane 上都会失败" — never the fallback."""
+    primary.enqueue(oai.ErrorResponse.unauthorized(), oai.ErrorResponse.unauthorized())
     secondary.enqueue(oai.Completion.from_text("never served"))
     lanes = [fallback_lane(openai_provider(secondary, FALLBACK))]
-    async with server_factory(openai_provider(primary, PRIMARY), fallbacks=lanes, model=PRIMARY) as server:
+    fast = {"retry": {"auth_schedule_s": [0.01]}}
+    async with server_factory(
+        openai_provider(primary, PRIMARY), fallbacks=lanes, model=PRIMARY, limits=fast
+    ) as server:
         client = await server.client()
         sid = await new_session(client, workspace)
 
@@ -255,16 +261,15 @@ async def test_authentication_fails_fast_without_trying_the_fallback(
 
         assert resp["error"]["code"] == ErrorCode.TURN_FAILED
         assert resp["error"]["data"]["kind"] == "authentication"
-        [retry] = ext_events(client, sid, "retry")
-        assert (retry["decision"], retry["bucket"], retry["lane"]) == (
-            "escalate",
-            "authentication",
-            "primary",
-        )
+        retries = ext_events(client, sid, "retry")
+        assert [(r["decision"], r["bucket"], r["lane"]) for r in retries] == [
+            ("continue", "authentication", "primary"),
+            ("exhausted", "authentication", "primary"),
+        ]
         usage = ext_events(client, sid, "turn_ended")[0]["turn"]["usage"]
         assert set(usage["byLane"]) == {"primary"}
         await client.close()
-    assert len(primary.requests) == 1
+    assert len(primary.requests) == 2
     assert secondary.requests == []  # a bad key fails on every lane: never rotated
 
 

@@ -186,7 +186,7 @@ async def test_provider_error_answers_the_prompt_with_an_error_and_the_session_g
     server_factory, workspace: Path
 ):
     provider = scripted(
-        {"error": {"kind": "authentication", "message": "invalid API key", "status": 401}},
+        {"error": {"kind": "invalid_request", "message": "invalid tool schema", "status": 400}},
         {"text": "working again"},
     )
     async with served_session(server_factory, workspace, provider) as (_, client, sid):
@@ -194,17 +194,17 @@ async def test_provider_error_answers_the_prompt_with_an_error_and_the_session_g
         assert "result" not in resp
         err = resp["error"]
         assert err["code"] == ErrorCode.TURN_FAILED
-        assert "invalid API key" in err["message"]
-        assert err["data"]["kind"] == "authentication"
+        assert "invalid tool schema" in err["message"]
+        assert err["data"]["kind"] == "invalid_request"
         failed_turn = [e for _, k, e in turn_events(client, sid) if k == "turn_ended"]
         assert len(failed_turn) == 1
         assert failed_turn[0]["outcome"] == "failed"
-        assert failed_turn[0]["error"]["kind"] == "authentication"
+        assert failed_turn[0]["error"]["kind"] == "invalid_request"
         assert err["data"]["promptId"] == failed_turn[0]["promptId"]
         assert err["data"]["turnId"] == failed_turn[0]["turnId"]
         assert response_index(client, resp["id"]) > [i for i, k, _ in turn_events(client, sid)][-1]
 
-        # Not retried (authentication is not transient), and the next prompt works.
+        # Not retried (an invalid request fails the same way again), and the next prompt works.
         assert len(provider.requests) == 1
         result = await client.call("session/prompt", text_prompt(sid, "second try"))
         assert result["stopReason"] == "end_turn"

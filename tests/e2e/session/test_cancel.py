@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 from agentd.core.conversation import Message
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode, SandboxSetting
+from agentd.loop.reminders import system_reminder
+from agentd.loop.turn_reminders import INTERRUPTION_TEXT
 from tests.support.client import agent_text, text_prompt
 from tests.support.polling import until, value_of
 from tests.support.proc import process_alive, read_pid
@@ -27,6 +29,9 @@ from tests.support.session import (
     served_session,
     shown_text,
 )
+
+# The next turn opens with it after a user's cancel (001: "中断提示"; issue 30 item 7).
+INTERRUPTED = system_reminder(INTERRUPTION_TEXT)
 
 T = TypeVar("T")
 
@@ -89,6 +94,7 @@ async def test_cancel_during_streamed_answer_ends_cancelled_and_keeps_the_partia
         assert [(m.role, m.content) for m in provider.requests[1].messages] == [
             ("user", "tell me a story"),
             ("assistant", partial),
+            ("user", INTERRUPTED),  # 001's opening "中断提示" (issue 30 item 7)
             ("user", "go on"),
         ]
         assert_all_requests_well_formed(provider.requests)
@@ -142,7 +148,8 @@ async def test_cancel_while_bash_runs_kills_the_command_and_its_children(server_
         second = provider.requests[1].messages
         tool_msgs = [m for m in second if m.role == "tool"]
         assert len(tool_msgs) == 1 and tool_msgs[0].tool_call_id == "call_sleep" and tool_msgs[0].is_error
-        assert [m.role for m in second] == ["user", "assistant", "tool", "user"]
+        assert [m.role for m in second] == ["user", "assistant", "tool", "user", "user"]
+        assert second[-2].content == INTERRUPTED
         assert_all_requests_well_formed(provider.requests)
         assert_valid_frames(client)
 
@@ -212,6 +219,7 @@ async def test_cancel_while_waiting_for_permission(server_factory, workspace: Pa
             "assistant",
             "tool",
             "tool",
+            "user",  # the interruption reminder
             "user",
         ]
         assert_all_requests_well_formed(provider.requests)
@@ -241,6 +249,7 @@ async def test_cancel_ends_only_the_running_turn_and_queued_prompts_still_run(
         # Cancelled before the first token: nothing of turn one reached the conversation.
         assert [(m.role, m.content) for m in provider.requests[1].messages] == [
             ("user", "slow one"),
+            ("user", INTERRUPTED),
             ("user", "queued one"),
         ]
 
@@ -341,9 +350,9 @@ async def test_cancel_then_new_prompt_in_every_state_keeps_the_conversation_well
         last = provider.requests[3].messages
         assert [m.role for m in last] == [
             "user", "assistant",  # one (partial text)
-            "user", "assistant", "tool", "tool",  # two
-            "user", "assistant", "tool",  # three
-            "user",  # four
+            "user", "user", "assistant", "tool", "tool",  # the interruption reminder, two
+            "user", "user", "assistant", "tool",  # three
+            "user", "user",  # four
         ]  # fmt: skip
         assert [e["outcome"] for e in events(client, sid, "turn_ended")] == [
             "cancelled", "cancelled", "cancelled", "completed",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentd.loop.reminders import system_reminder
+from agentd.loop.turn_reminders import PLAN_MODE_TEXT
 from tests.support.acp_schema import AcpValidator
 from tests.support.client import agent_text, allow, text_prompt
 from tests.support.server import scripted
@@ -78,7 +80,12 @@ async def test_builtins_answer_locally_without_sampling(server_factory, workspac
         await client.call("session/prompt", text_prompt(sid, "hello"))
         assert len(provider.requests) == 1
         assert provider.requests[0].model == "other-model"
-        assert [m.content for m in provider.requests[0].messages if m.role == "user"] == ["hello"]
+        # `/mode plan` above left the plan gate on: the turn opens with its reminder (issue 30
+        # item 7, 001: "注入一批 reminder（…plan mode…）").
+        assert [m.content for m in provider.requests[0].messages if m.role == "user"] == [
+            system_reminder(PLAN_MODE_TEXT),
+            "hello",
+        ]
 
         _, text = await _run(client, sid, "/clear")
         assert text.startswith("Context cleared.")

@@ -21,7 +21,9 @@ from sqlalchemy.engine import make_url
 
 from agentd.core.conversation import Message, ToolCall
 from agentd.infra.config import PermissionMode, Settings
+from agentd.loop.reminders import system_reminder
 from agentd.loop.repair import INTERRUPTED_RESULT
+from agentd.loop.turn_reminders import TASK_RECOVERY_TEXT
 from agentd.session.eventlog.writer import EventWriter
 from agentd.session.manager import SessionManager
 from agentd.session.services import ActorServices
@@ -284,12 +286,14 @@ async def test_kill_9_mid_tool_then_restart_recovers_the_session(
         assert result["stopReason"] == "end_turn"
         assert agent_text(client.updates(sid)).endswith("The command was interrupted by a restart.")
         messages = after.requests[0].messages
-        assert [m.role for m in messages] == ["user", "assistant", "tool", "user"]
+        assert [m.role for m in messages] == ["user", "assistant", "tool", "user", "user"]
         assert messages[1].tool_calls[0].id == "call_s"
         dangling = messages[2]
         assert dangling.tool_call_id == "call_s" and dangling.name == "bash" and dangling.is_error
         assert dangling.content == INTERRUPTED_RESULT and "Interrupted" in dangling.content
-        assert messages[3].content == "what happened?"
+        # The turn after the crash opens with 001's "任务恢复" reminder (issue 30 item 7).
+        assert messages[3].content == system_reminder(TASK_RECOVERY_TEXT)
+        assert messages[4].content == "what happened?"
         await client.close()
 
     # The log records the interrupted turn, and the repaired conversation was persisted.
@@ -306,7 +310,7 @@ async def test_kill_9_mid_tool_then_restart_recovers_the_session(
         seqs = [e.seq for e in events]
         assert seqs == list(range(1, len(seqs) + 1))
         stored = [Message.model_validate(m) for m in await store.load_messages(sid)]
-        assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
+        assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "user", "assistant"]
         assert stored[2].content == INTERRUPTED_RESULT
     finally:
         await store.close()
@@ -582,6 +586,7 @@ async def test_kill_9_while_streaming_keeps_the_checkpointed_partial_text(
         assert [(m.role, m.content) for m in messages] == [
             ("user", "tell me a long story"),
             ("assistant", checkpointed),
+            ("user", system_reminder(TASK_RECOVERY_TEXT)),  # 001's "任务恢复" (issue 30 item 7)
             ("user", "queued behind the story"),
             ("assistant", "Queued one done."),
             ("user", "go on"),

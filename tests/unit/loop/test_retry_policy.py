@@ -47,8 +47,9 @@ HINTS = {
     RecoveryHint.BACKOFF_RETRY: {"rate_limited", "network", "timeout", "mcp_timeout"},
     RecoveryHint.SWITCH_PROVIDER: {"provider_unavailable", "quota"},
     RecoveryHint.COMPACT_CONTEXT: {"context_overflow"},
+    # 000 "认证重试有独立 schedule" wins over the spec's fail_fast for authentication (issue 30).
+    RecoveryHint.AUTH_SCHEDULE: {"authentication"},
     RecoveryHint.FAIL_FAST: {
-        "authentication",
         "invalid_request",
         "content_filtered",
         "delegate_depth_exceeded",
@@ -68,10 +69,39 @@ def test_every_error_kind_has_exactly_the_spec_hint() -> None:
             assert hint(err(ErrorKind(kind))) is expected  # the error itself works too
 
 
-def test_authentication_never_switches_provider() -> None:
-    assert hint(ErrorKind.AUTHENTICATION) is RecoveryHint.FAIL_FAST
-    d = RetryState().observe(err(ErrorKind.AUTHENTICATION), has_fallback=True)
-    assert d.decision is Decision.ESCALATE
+@pytest.mark.parametrize("has_fallback", [True, False])
+def test_authentication_retries_the_same_lane_on_its_own_schedule(has_fallback: bool) -> None:
+    """000: "认证重试有独立 schedule" — a 401/403 waits the schedule's fixed delay (no jitter,
+    no Retry-After, not the shared backoff) and retries the same lane, even with a fallback
+    (003: a bad key fails on every lane); the bucket's limit (003: authentication 1) says how
+    many times, then the turn ends (000: "不可恢复错误（如认证重试耗尽）")."""
+    state = RetryState()
+    d = state.observe(err(ErrorKind.AUTHENTICATION, retry_after=99), has_fallback=has_fallback, rng=rng())
+    assert (d.decision, d.attempt, d.limit, d.delay_s) == (Decision.CONTINUE, 1, 1, 2.0)
+    assert "auth schedule's 2s" in d.reason
+    d = state.observe(err(ErrorKind.AUTHENTICATION), has_fallback=has_fallback, rng=rng())
+    assert (d.decision, d.attempt) == (Decision.EXHAUSTED, 2)
+
+
+def test_the_authentication_schedule_is_its_own_and_its_last_wait_repeats() -> None:
+    limits = RetryLimits(auth_schedule_s=(0.5, 3.0), bucket_limits={Bucket.AUTHENTICATION: 3})
+    state = RetryState(limits)
+    # Other buckets' failures take nothing from it, and its waits are not the backoff's.
+    for _ in range(5):
+        state.observe(err(ErrorKind.RATE_LIMITED), has_fallback=False, rng=rng())
+    waits = [state.observe(err(ErrorKind.AUTHENTICATION), has_fallback=False).delay_s for _ in range(3)]
+    assert waits == [0.5, 3.0, 3.0]
+    assert state.observe(err(ErrorKind.AUTHENTICATION), has_fallback=False).decision is Decision.EXHAUSTED
+    assert state.count(Bucket.RATE_LIMITED) == 5  # and it took nothing from the others
+    # An authenticated call ends the episode: the next rejection gets the schedule again.
+    state.record_success(Bucket.AUTHENTICATION)
+    assert state.observe(err(ErrorKind.AUTHENTICATION), has_fallback=False).delay_s == 0.5
+
+
+@pytest.mark.parametrize("schedule", [(), (-1.0,), (1.0, -0.1)])
+def test_a_bad_authentication_schedule_is_refused(schedule: tuple[float, ...]) -> None:
+    with pytest.raises(ValueError, match="auth_schedule_s"):
+        RetryLimits(auth_schedule_s=schedule)
 
 
 # --- buckets and limits -----------------------------------------------------------------------
@@ -199,7 +229,6 @@ def test_context_overflow_compacts() -> None:
 @pytest.mark.parametrize(
     "kind",
     [
-        ErrorKind.AUTHENTICATION,
         ErrorKind.INVALID_REQUEST,
         ErrorKind.CONTENT_FILTERED,
         ErrorKind.DELEGATE_DEPTH_EXCEEDED,

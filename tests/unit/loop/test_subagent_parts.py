@@ -109,5 +109,5 @@ def test_subagent_stop_hooks_load_from_their_own_section(tmp_path: Path) -> None
     assert [h.command for h in hooks.stop] == ["a"]
     assert [(h.command, h.timeout) for h in hooks.subagent_stop] == [("b", 3.0)]
     path.write_text('[[subagentstop]]\ncommand = "b"\n')
-    with pytest.raises(HookConfigError, match="use pre_tool, stop, subagent_stop"):
+    with pytest.raises(HookConfigError, match="use pre_tool, stop, subagent_stop, user_prompt_submit"):
         load_hooks(path)
