@@ -93,11 +93,13 @@ async def session_new(ctx: CallContext, params: NewSessionParams) -> dict[str, A
         if mcp is not None:
             await mcp.close()
         raise
+    # Before the attach: waiting here lets the actor send the attached client its commands
+    # ahead of this answer, for a session the client does not know yet.
+    await catalogue_fresh(ctx)  # the model picker offers what the provider serves
     if ctx.connection is not None:
         await attach_with_replay(ctx, actor, replay=False)
     if mcp is not None:
         await _attach_mcp(actor, mcp)
-    await catalogue_fresh(ctx)  # the model picker offers what the provider serves
     return {"sessionId": actor.id, "modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
@@ -148,8 +150,8 @@ async def session_load(ctx: CallContext, params: LoadSessionParams) -> dict[str,
     mcp = await _start_mcp(ctx, params.mcp_servers, Path(actor.cwd))
     if mcp is not None:
         await _attach_mcp(actor, mcp)
-    await attach_with_replay(ctx, actor, replay=True, access=access)
     await catalogue_fresh(ctx)
+    await attach_with_replay(ctx, actor, replay=True, access=access)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 
@@ -160,8 +162,8 @@ async def session_resume(ctx: CallContext, params: LoadSessionParams) -> dict[st
         return await load_remote(ctx, params.session_id, found, replay=False, mcp=False)
     actor, access = found
     await check_loaded_cwd(ctx, actor, params.cwd)
-    await attach_with_replay(ctx, actor, replay=False, access=access)
     await catalogue_fresh(ctx)
+    await attach_with_replay(ctx, actor, replay=False, access=access)
     return {"modes": modes_state(actor), "configOptions": config_options(ctx, actor)}
 
 

@@ -21,9 +21,15 @@ def test_commit_bench_smoke_prints_rate_and_p99_per_session_count() -> None:
 
 def test_startup_bench_smoke_prints_healthz_time_rss_and_import_breakdown() -> None:
     out = _run("startup.py")
-    assert re.search(r"^start -> /healthz \(existing database\): median \d+ ms", out, re.M), out
-    assert re.search(r"^idle RSS: median [\d.]+ MiB", out, re.M), out
-    assert re.search(r"^import agentd.app \(cumulative, -X importtime\): \d+ ms", out, re.M), out
+    ratio = r"agentd \d+ ms vs floor \d+ ms = [\d.]+x"
+    assert re.search(rf"^start -> /healthz \(existing database\): {ratio}", out, re.M), out
+    assert re.search(rf"^agentd acp -> initialize answered, .*: {ratio}", out, re.M), out
+    assert re.search(rf"^agentd --help, vs import typer: {ratio}", out, re.M), out
+    for provider in ("scripted", "openai", "anthropic"):
+        rss = rf"^idle RSS {provider}: median [\d.]+ MiB.* = [\d.]+x the minimal app"
+        assert re.search(rss, out, re.M), out
+    imports = r"^'import agentd.cli, agentd.app, agentd.serve' \(-X importtime\): \d+ ms"
+    assert re.search(imports, out, re.M), out
     assert "imports mcp: no" in out and "imports alembic: no" in out, out
 
 

@@ -17,6 +17,7 @@ import websockets
 
 from agentd.core.events import Event, EventKind
 from agentd.protocol.agentd import AGENTD_CLIENT
+from agentd.session.eventlog import replayer
 from agentd.session.eventlog.hub import Subscriber
 from agentd.store.db import StoredEvent
 from agentd.transport.render import acp_replay_frames
@@ -143,7 +144,7 @@ def _replay_tasks() -> list[asyncio.Task[Any]]:
         coro: Any = task.get_coro()
         while coro is not None:
             code = getattr(coro, "cr_code", None)
-            if code is not None and code.co_filename.endswith("replay.py"):
+            if code is not None and code.co_filename == replayer.__file__:
                 out.append(task)
                 break
             coro = getattr(coro, "cr_await", None)
