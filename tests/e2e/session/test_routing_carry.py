@@ -80,6 +80,9 @@ async def test_a_flood_on_a_one_connection_pool_gets_typed_retryable_errors_and_
     settings = {
         "permission_mode": "bypass", "rate_limit_per_s": "0",
         "db_pool_size": "1", "db_pool_overflow": "0", "db_pool_timeout_s": "0.05",
+        # A request waits for a connection only until its own deadline (issue 32): a short
+        # one makes the flood run the pool out, which is what this test is about.
+        "request_deadline_s": "0.05",
     }  # fmt: skip
     async with two_replicas(tmp_path, SCRIPT, **settings) as cluster:
         ca = await WsClient.connect(cluster.a.base_url)
