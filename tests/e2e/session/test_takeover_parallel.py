@@ -20,7 +20,7 @@ import pytest
 from agentd.protocol.agentd import ENQUEUE
 from agentd.session.replicas.takeover import sweep_interval
 from tests.support.client import WsClient, text_prompt
-from tests.support.polling import until
+from tests.support.polling import until, value_of
 from tests.support.proc import agentd_serve, write_script
 from tests.support.replicas import replicas
 from tests.support.session import new_session
@@ -110,7 +110,14 @@ async def test_the_sessions_of_a_killed_replica_are_resumed_in_parallel_each_onc
             after = await _leases(db, sids)
             assert all(after[s][1] == before[s][1] + 1 for s in sids), "a session was taken more than once"
             assert set((await _recovered(db, sids)).values()) == {1}  # one recovery each
-            taken = {rid: _taken(await cluster.servers[rid].output()) for rid in SURVIVORS}
+
+            # A sweep logs what it took once all its loads are done, a moment after the
+            # database shows them: wait for the lines rather than read them at once.
+            async def logged() -> dict[str, int] | None:
+                counts = {rid: _taken(await cluster.servers[rid].output()) for rid in SURVIVORS}
+                return counts if sum(counts.values()) >= SESSIONS else None
+
+            taken = await value_of(logged, 30, what="each survivor's takeover logged")
             assert sum(taken.values()) == SESSIONS, taken
             assert all(n > 0 for n in taken.values()), taken  # the survivors shared the work
             by_lease = {rid: sum(1 for s in sids if after[s][0] == rid) for rid in SURVIVORS}
