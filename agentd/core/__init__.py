@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.core import tracing as tracing
     from agentd.core.completion import CompletionRequirement as CompletionRequirement
@@ -141,21 +143,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "IMAGE_TYPES",
     "LOG_CONTEXT_FIELDS",
@@ -223,3 +210,5 @@ __all__ = [
     "tracing",
     "wait_for_any",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.infra.auth import CHALLENGE as CHALLENGE
     from agentd.infra.auth import Authenticator as Authenticator
@@ -90,21 +92,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "CHALLENGE",
     "CONFIG_ENV",
@@ -145,3 +132,5 @@ __all__ = [
     "team_names",
     "unknown_variables",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.loop.budget import BudgetLimits as BudgetLimits
     from agentd.loop.compaction import CompactionReason as CompactionReason
@@ -96,21 +98,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "INTERRUPTED_RESULT",
     "STRUCTURED_OUTPUT_TOOL",
@@ -155,3 +142,5 @@ __all__ = [
     "run_turn",
     "stop_reason",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

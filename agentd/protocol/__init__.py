@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
 from agentd.protocol.jsonrpc import ErrorCode, RpcError
 
 if TYPE_CHECKING:
@@ -128,21 +129,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "AGENTD_CLIENT",
     "AGENTD_PREFIX",
@@ -203,3 +189,5 @@ __all__ = [
     "response",
     "session_notification",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.providers.factory import close_providers as close_providers
     from agentd.providers.factory import lazy_provider as lazy_provider
@@ -28,21 +30,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "ModelCatalogue",
     "ModelInfo",
@@ -53,3 +40,5 @@ __all__ = [
     "make_lanes",
     "make_provider",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

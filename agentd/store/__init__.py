@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.store import claims as claims
     from agentd.store import leases as leases
@@ -96,21 +98,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "EVENTS_CHANNEL",
     "FORMAT",
@@ -157,3 +144,5 @@ __all__ = [
     "until",
     "write_bundle",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

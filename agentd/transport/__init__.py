@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.transport.bridge import Bridge as Bridge
     from agentd.transport.bridge import check_url as check_url
@@ -52,21 +54,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "ACP_RENDERER",
     "METHODS",
@@ -89,3 +76,5 @@ __all__ = [
     "start_routing",
     "streamable_router",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -35,6 +35,7 @@ PACKAGES = ("agentd",)
 LAYERS: dict[str, int] = {
     "protocol": 0,  # wire models: pydantic only
     "agentd": 0,  # agentd/__init__.py: just __version__
+    "_faces": -1,  # below everything: the lazy package face every `__init__` uses (imports only the stdlib)
     "core": 1,  # shared domain types; may use protocol's wire models
     "store": 2,  # SQLAlchemy tables and the Store
     "infra": 3,  # settings (they build the store's pool limits), auth, logs, metrics, overload

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.loop.detection.degeneration import NUDGE_TEXT as NUDGE_TEXT
     from agentd.loop.detection.degeneration import DegenerationReason as DegenerationReason
@@ -54,21 +56,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "NUDGE_TEXT",
     "CallRecord",
@@ -92,3 +79,5 @@ __all__ = [
     "shell_failed",
     "with_no_progress_note",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

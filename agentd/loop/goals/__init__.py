@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.loop.goals.decide import GoalAction as GoalAction
     from agentd.loop.goals.decide import GoalLimits as GoalLimits
@@ -38,21 +40,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "GoalAction",
     "GoalLimits",
@@ -68,3 +55,5 @@ __all__ = [
     "run_verification",
     "with_continuation",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.providers.http.catalogue import ListFormat as ListFormat
     from agentd.providers.http.catalogue import ListsModels as ListsModels
@@ -32,21 +34,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "HttpProvider",
     "ListFormat",
@@ -59,3 +46,5 @@ __all__ = [
     "parse_json",
     "parse_retry_after",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.session.eventlog.attach import AttachHost as AttachHost
     from agentd.session.eventlog.hub import EventHub as EventHub
@@ -38,21 +40,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "PARTIAL_CHECKPOINT_INTERVAL_S",
     "RECENT_KINDS",
@@ -67,3 +54,5 @@ __all__ = [
     "recover",
     "replay",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

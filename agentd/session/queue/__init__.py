@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
+
 if TYPE_CHECKING:
     from agentd.session.queue import ops as ops
     from agentd.session.queue.host import DeskHost as DeskHost
@@ -35,21 +37,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "REQUEST_DIGEST",
     "DeskHost",
@@ -64,3 +51,5 @@ __all__ = [
     "request_id_of",
     "resolve",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentd._faces import lazy_face
 from agentd.transport.handlers.registry import METHODS, UNSUPPORTED
 
 if TYPE_CHECKING:
@@ -21,21 +22,6 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
 __all__ = [
     "METHODS",
     "UNSUPPORTED",
@@ -43,3 +29,5 @@ __all__ = [
     "stored_access",
     "watch_from_here",
 ]
+
+__getattr__, __dir__ = lazy_face(globals(), _WHERE)
