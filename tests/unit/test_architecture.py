@@ -25,6 +25,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+from tests.support.module_graph import cycles, imports_of, modules_under
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("agentd",)
 
@@ -63,11 +65,7 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()  # none left: keep it
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
+        found.update(modules_under(ROOT, ROOT / package))
     return found
 
 
@@ -77,31 +75,9 @@ def layer_of(module: str) -> str:
 
 
 def _imports(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Every in-repo module `module` imports, anywhere in the file."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                source = ".".join([*base, node.module] if node.module else base)
-            else:
-                source = node.module or ""
-            # `from agentd.store import queue_rows` imports the module agentd.store.queue_rows
-            names = [
-                f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
-                for alias in node.names
-            ]
-        for name in names:
-            # `import agentd.loop.turn` → the deepest in-repo module named
-            while name and name not in modules:
-                name = name.rpartition(".")[0]
-            if name and name != module:
-                targets.add(name)
-    return targets
+    """Every in-repo module `module` imports, anywhere in the file (a face's names count as
+    the face itself here: it sits in the layer of what it re-exports)."""
+    return imports_of(module, {**modules, module: path}, {})
 
 
 def _edges() -> set[tuple[str, str]]:
@@ -125,41 +101,6 @@ def test_imports_go_down_the_layers() -> None:
     assert not upward, "imports that go up (or sideways) the layer map:\n" + "\n".join(upward)
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one node (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in graph.get(node, ()):
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component: list[str] = []
-            while True:
-                top = stack.pop()
-                on_stack.discard(top)
-                component.append(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
 def test_no_import_cycle_between_packages() -> None:
     graph: dict[str, set[str]] = defaultdict(set)
     witness: dict[tuple[str, str], str] = {}
@@ -168,12 +109,12 @@ def test_no_import_cycle_between_packages() -> None:
         if a != b:
             graph[a].add(b)
             witness.setdefault((a, b), f"{src} -> {dst}")
-    cycles = _cycles(graph)
+    found = cycles(graph)
     described = [
         f"{' <-> '.join(c)}: " + "; ".join(witness[(a, b)] for a in c for b in c if (a, b) in witness)
-        for c in cycles
+        for c in found
     ]
-    assert not cycles, "import cycles between packages:\n" + "\n".join(described)
+    assert not found, "import cycles between packages:\n" + "\n".join(described)
 
 
 def test_known_exceptions_still_exist() -> None:
