@@ -1,6 +1,6 @@
 """The invariants a multi-replica deployment promises (issue 26), checked after the fact over
 what the database holds and what every client recorded — pure functions over plain data,
-so each is unit-tested with hand-made records (tests/unit/chaos/) and reused by the chaos
+so each is unit-tested with hand-made records (tests/unit/support/) and reused by the chaos
 driver (tests/support/chaos.py), its CI short mode (tests/e2e/chaos/) and bench/chaos.py.
 
 - no acknowledged prompt lost: every acked `requestId` started a turn or is still queued;

@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-from tests.support.paths import TESTS_DIR
+from tests.support.paths import REPO_ROOT, TESTS_DIR
 
 ALLOWED = "tests.support"
 # A line that may import a test module: only a file with one is parsed (the suite stays fast).
@@ -109,3 +109,32 @@ def test_no_case_skips_itself_by_database() -> None:
     assert not offenders, f"parametrise over the database (pg_url / db_url) instead of skipping: {offenders}"
     probe = "async def test_x(db_url):\n    if 'sqlite' in db_url:\n        pytest.skip('pg only')\n"
     assert skips_by_database(probe) == [3]
+
+
+def unmirrored_folders(unit_dir: Path, code_dir: Path) -> list[str]:
+    """Folders of `unit_dir` that mirror no package of `code_dir` (`support/` tests the
+    helpers of tests/support/, which have no package of their own in the code)."""
+    return sorted(
+        str(folder.relative_to(unit_dir))
+        for folder in unit_dir.rglob("*")
+        if folder.is_dir()
+        and folder.name != "__pycache__"
+        and folder.relative_to(unit_dir).parts[0] != "support"
+        and not (code_dir / folder.relative_to(unit_dir) / "__init__.py").is_file()
+    )
+
+
+def test_unit_test_folders_mirror_the_packages() -> None:
+    """tests/unit/<path>/ holds the tests of agentd/<path>/: a renamed or moved package
+    takes its tests along (docs/architecture.md: tests mirror the code)."""
+    stray = unmirrored_folders(TESTS_DIR / "unit", REPO_ROOT / "agentd")
+    assert not stray, f"no agentd package for these test folders: {stray}"
+
+
+def test_the_mirror_check_sees_a_stray_folder(tmp_path: Path) -> None:
+    (tmp_path / "agentd" / "loop" / "goals").mkdir(parents=True)
+    for pkg in ("loop", "loop/goals"):
+        (tmp_path / "agentd" / pkg / "__init__.py").write_text("")
+    for folder in ("loop/goals", "loop/react", "support", "chaos"):
+        (tmp_path / "unit" / folder).mkdir(parents=True)
+    assert unmirrored_folders(tmp_path / "unit", tmp_path / "agentd") == ["chaos", "loop/react"]
