@@ -135,6 +135,7 @@ def serve(
             port=settings.port,
             log_level=settings.log_level.value,
             max_frame_bytes=settings.max_frame_bytes,
+            freeze_heap=True,
         )
         server.run(sockets=[sock])
     finally:

@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentd.core import EventKind
+from agentd.infra.loop_metrics import LoopCollector, LoopCounter, LoopHistogram
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry, Counter, Histogram
+    from prometheus_client import CollectorRegistry, Counter
 
 __all__ = ["Metrics"]
 
@@ -70,40 +71,39 @@ class _LeaseCollector:
 
 class _Instruments:
     def __init__(self, live: Callable[[], list[Any]] | None, leases: Callable[[], Any] | None) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+        from prometheus_client import CollectorRegistry, Counter, Gauge
 
         self.registry = r = CollectorRegistry()
         self.sessions_live = Gauge("agentd_sessions_live", "Session actors in memory", registry=r)
         self.clients = Gauge("agentd_clients_attached", "Client subscriptions over all sessions", registry=r)
         self.turns_running = Gauge("agentd_turns_running", "Turns running now", registry=r)
         self.queued = Gauge("agentd_prompts_queued", "Prompts waiting in session queues", registry=r)
-        self.turns = Counter("agentd_turns", "Turns ended, by outcome", ["outcome"], registry=r)
-        self.turns_by_reason = Counter(
+        # Counted on every turn: plain numbers, rendered at scrape time (loop_metrics).
+        self.turns = LoopCounter("agentd_turns", "Turns ended, by outcome", ["outcome"])
+        self.turns_by_reason = LoopCounter(
             "agentd_turns_reported",
             "Turns reported as another outcome, with the reason label (max_turns_reached)",
             ["outcome", "reason"],
-            registry=r,
         )
-        self.retries = Counter(
-            "agentd_retry_decisions",
-            "Retry decisions, by decision and bucket",
-            ["decision", "bucket"],
-            registry=r,
+        self.retries = LoopCounter(
+            "agentd_retry_decisions", "Retry decisions, by decision and bucket", ["decision", "bucket"]
         )
-        self.events = Counter("agentd_events", "Durable events appended to the log", registry=r)
+        self.events = LoopCounter("agentd_events", "Durable events appended to the log")
         self.resyncs = Counter("agentd_client_resyncs", "Clients dropped for falling behind", registry=r)
-        self.flush_seconds = Histogram(
-            "agentd_db_flush_seconds",
-            "Group-commit latency of the event log",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+        self.flush_seconds = LoopHistogram(
+            "agentd_db_flush_seconds", "Group-commit latency of the event log", _LATENCY_BUCKETS
         )
-        self.fanout_lag_seconds = Histogram(
+        self.fanout_lag_seconds = LoopHistogram(
             "agentd_event_fanout_lag_seconds",
             "From an event's submission to its delivery to the session's clients",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+            _LATENCY_BUCKETS,
         )
+        r.register(
+            LoopCollector(
+                [self.turns, self.turns_by_reason, self.retries, self.events, self.flush_seconds,
+                 self.fanout_lag_seconds]
+            )
+        )  # fmt: skip
         self._routing(r)
         if live is not None:
             self.track(live)
@@ -172,11 +172,11 @@ class Metrics:
         return self._m.resyncs
 
     @property
-    def flush_seconds(self) -> Histogram:
+    def flush_seconds(self) -> LoopHistogram:
         return self._m.flush_seconds
 
     @property
-    def fanout_lag_seconds(self) -> Histogram:
+    def fanout_lag_seconds(self) -> LoopHistogram:
         return self._m.fanout_lag_seconds
 
     def observe_event(self, kind: EventKind, payload: dict[str, Any]) -> None:

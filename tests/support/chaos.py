@@ -25,6 +25,7 @@ import asyncpg
 import websockets
 
 from agentd.protocol.agentd import ENQUEUE
+from agentd.store.notify import LISTEN_APPLICATION_NAME
 from tests.support import chaos_faults as faults
 from tests.support.chaos_check import (
     FaultAt,
@@ -310,6 +311,18 @@ class Chaos:
         found = [str(r["query"])[:40] for r in rows]
         return sorted(set(found)) if distinct else found
 
+    async def listeners(self) -> int:
+        """The replicas' listener connections that have LISTENed: their last statement is a
+        LISTEN, or the listener's ping (`SELECT 1`, every min(5 s, TTL / 2), which it sends
+        only after its LISTENs). The last statement alone raced that ping: a listener up
+        for over a second showed `SELECT 1` and was not counted."""
+        rows = await self.db.fetch(
+            "SELECT query FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
+            self.database,
+            LISTEN_APPLICATION_NAME,
+        )
+        return sum(str(r["query"]).startswith("LISTEN") or r["query"] == "SELECT 1" for r in rows)
+
     async def schedule(self) -> None:
         """The faults in turn, each after a calm gap, for `seconds` — every one at least once."""
         end = time.monotonic() + self.config.seconds
@@ -358,7 +371,7 @@ class Chaos:
         r.doubles = double_runs(logs)
         r.gaps = log_gaps(logs)
         r.undrained = await self.busy()
-        r.listening = sum(q.startswith("LISTEN") for q in await self.statements(distinct=False))
+        r.listening = await self.listeners()
         r.events = sum(len(log) for log in logs.values())
         forms = {sid: expected_forms(sid, log) for sid, log in logs.items()}
         records = [w.record for w in watchers]

@@ -11,7 +11,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import httpx
 import orjson
@@ -132,18 +132,25 @@ async def open_stream(
         content = (
             body if isinstance(body, bytes | list) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
         )
-        request = http_pool.post_request(
-            client,
-            _parse_url(url),
-            content,
-            headers if _has_content_type(headers) else {**headers, "Content-Type": "application/json"},
-            http_timeout,
+        parsed = _parse_url(url)
+        if not _has_content_type(headers):
+            headers = {**headers, "Content-Type": "application/json"}
+        # A lean client's kept head per endpoint; else an httpx request (the general way).
+        head = http_pool.lean_head(client, parsed, headers)
+        request = (
+            None
+            if head is not None
+            else http_pool.post_request(client, parsed, content, headers, http_timeout)
         )
     except (httpx.InvalidURL, httpx.UnsupportedProtocol, TypeError, ValueError) as exc:
         # A bad base_url or a schema that is not JSON-serialisable: retrying cannot help.
         raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc
+    except httpx.RequestError as exc:  # a header the transport refuses (as when it sends)
+        raise transport_error(exc, base_url) from exc
     response = await guard(
-        http_pool.send_streaming(client, request),
+        http_pool.send_head(client, head, content, http_timeout)
+        if head is not None
+        else http_pool.send_streaming(client, cast(httpx.Request, request)),
         deadline,
         base_url=base_url,
         first_token_timeout=first_token_timeout,

@@ -188,36 +188,64 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.connects = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        timeouts = _timeouts(request)
+        key, proxy, head = self.request_head(request)
+        stream = request.stream
+        body: bytes | list[bytes]
+        if isinstance(stream, BodyPieces):
+            body = stream.pieces
+        else:
+            body = request.content if _has_bytes(request) else await _read_body(request)
+        return await self.exchange(
+            key, proxy, head, body, _timeouts(request), head_only=request.method == "HEAD"
+        )
+
+    def request_head(self, request: httpx.Request) -> tuple[Key, Proxy | None, bytes]:
+        """The origin, its proxy and the head `handle_async_request` would write for
+        `request` (the providers keep it per endpoint: `http_pool.post_streaming`)."""
+        url = request.url
+        key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        proxy = self._proxy(key)
+        # Plain http through a proxy: the proxy reads the origin from the request line.
+        return key, proxy, _request_head(request, proxy if key[0] == "http" else None)
+
+    async def exchange(
+        self,
+        key: Key,
+        proxy: Proxy | None,
+        head: bytes,
+        body: bytes | list[bytes],
+        timeouts: dict[str, float | None],
+        *,
+        head_only: bool = False,
+    ) -> httpx.Response:
+        """Write `head` and `body` (in pieces: written as they are when large) on a
+        connection to `key` and read the response head; its body is the response's stream.
+        The response has no `request` (`handle_async_request`'s caller sets it)."""
         if self._slots.locked():
             await _acquire(self._slots, timeouts.get("pool"))
         else:
             await self._slots.acquire()  # a free slot: returns at once
         conn: Connection | None = None
         try:
-            url = request.url
-            key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
-            proxy = self._proxy(key)
-            # Plain http through a proxy: the proxy reads the origin from the request line.
-            head = _request_head(request, proxy if key[0] == "http" else None)
-            stream = request.stream
             # A small body in pieces goes out in one write with the head, as bytes would.
-            pieces = stream.pieces if isinstance(stream, BodyPieces) and stream.length >= 65536 else None
-            if pieces is None:
-                if isinstance(stream, BodyPieces):
-                    body = b"".join(stream.pieces)
+            if isinstance(body, list):
+                if sum(map(len, body)) >= 65536:
+                    pieces: list[bytes] | None = body
                 else:
-                    body = request.content if _has_bytes(request) else await _read_body(request)
+                    pieces, body = None, b"".join(body)
+            else:
+                pieces = None
             conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"), proxy)
             self.active += 1
             if pieces is not None:
                 for out in batches(head, pieces):
                     await conn.write(out, timeouts.get("write"))
             else:
+                assert isinstance(body, bytes)
                 await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
                 if len(body) >= 65536:
                     await conn.write(body, timeouts.get("write"))
-            response = await _read_head(conn, request, timeouts.get("read"), self)
+            response = await _read_head(conn, head_only, timeouts.get("read"), self)
         except BaseException:
             if conn is not None:
                 self._finished(conn, reuse=False)
@@ -392,7 +420,7 @@ def _request_head(request: httpx.Request, proxy: Proxy | None = None) -> bytes:
 
 
 async def _read_head(
-    conn: Connection, request: httpx.Request, read_timeout: float | None, pool: LeanTransport
+    conn: Connection, head_only: bool, read_timeout: float | None, pool: LeanTransport
 ) -> httpx.Response:
     while True:  # 1xx interim answers are skipped
         end = conn.buffer.find(b"\r\n\r\n")
@@ -423,7 +451,7 @@ async def _read_head(
         elif lower == b"connection":
             tokens = value.lower()
             keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
-    if request.method == "HEAD" or status in (204, 304):
+    if head_only or status in (204, 304):
         framing = 0
     body = _Body(pool, conn, framing, keep and framing is not None, read_timeout)
     extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}

@@ -12,14 +12,16 @@ and runs up to `LIMITS.max_connections` exchanges at once.
 from __future__ import annotations
 
 import ssl
+from typing import Any, cast
 from weakref import WeakKeyDictionary
 
 import httpx
 
 from agentd.infra import HttpTransport
 from agentd.providers.http.body import BodyPieces
+from agentd.providers.http.conn import Key
 from agentd.providers.http.lean import LeanTransport
-from agentd.providers.http.proxy import Proxies
+from agentd.providers.http.proxy import Proxies, Proxy
 
 # Many sessions stream at once, each holding a connection for its whole answer: enough
 # kept alive that a busy server does not reconnect per turn. An idle connection is dropped
@@ -99,6 +101,92 @@ def post_request(
         request._prepare({"Content-Length": str(body.length)})
         return request
     return httpx.Request("POST", url, content=content, headers=merged, extensions=extensions)
+
+
+class _Head:
+    """A provider endpoint's request head on a lean client, up to the Content-Length value:
+    what `post_request` + `_request_head` rebuilt on every model call (an httpx `Request`,
+    its `Headers` normalised twice, the head joined line by line)."""
+
+    __slots__ = ("key", "merged", "prefix", "proxy", "url")
+
+    def __init__(
+        self, key: Key, proxy: Proxy | None, prefix: bytes, url: httpx.URL, merged: httpx.Headers
+    ) -> None:
+        self.key, self.proxy, self.prefix, self.url, self.merged = key, proxy, prefix, url, merged
+
+
+# Per lean client, by id(url) and the provider's headers (the URL object is kept and
+# compared: ids are reused once an object is gone). None: that endpoint goes the general way.
+_HEADS: WeakKeyDictionary[httpx.AsyncClient, dict[tuple[int, tuple[tuple[str, str], ...]], _Head | None]] = (
+    WeakKeyDictionary()
+)
+_CONTENT_LENGTH_TAIL = b"\r\nContent-Length: 1\r\n\r\n"
+_MISSING: Any = object()
+
+
+def lean_head(client: httpx.AsyncClient, url: httpx.URL, headers: dict[str, str]) -> _Head | None:
+    """The kept head for POSTing to `url` with `headers` (send with `send_head`), on this
+    module's plain lean clients (no cookies, auth, hooks, redirects, params or base URL);
+    None otherwise: `post_request` + `send_streaming`, the general way. Made once per
+    endpoint by httpx's own rules (its merged headers, Host first, Content-Length last), so
+    the bytes on the wire stay the same, without an httpx `Request` per model call. A bad
+    header raises here, as `post_request` would."""
+    transport = client._transport
+    if type(transport) is not LeanTransport or not _plain(client):
+        return None
+    known = _HEADS.setdefault(client, {})
+    key = (id(url), tuple(headers.items()))
+    head = known.get(key, _MISSING)
+    if head is _MISSING or (head is not None and head.url is not url):
+        if len(known) >= _MERGED_PER_CLIENT:
+            known.clear()
+        head = known[key] = _head(client, transport, url, headers)
+    return cast("_Head | None", head)
+
+
+async def send_head(
+    client: httpx.AsyncClient, head: _Head, content: bytes | list[bytes], http_timeout: httpx.Timeout
+) -> httpx.Response:
+    """POST `content` behind `head` (`lean_head`) for a streamed answer, straight to the
+    transport. A cookie the answer sets is kept (later calls then go the general way,
+    which sends it back)."""
+    transport = client._transport
+    assert type(transport) is LeanTransport
+    length = sum(map(len, content)) if isinstance(content, list) else len(content)
+    response = await transport.exchange(
+        head.key, head.proxy, head.prefix + b"%d\r\n\r\n" % length, content, http_timeout.as_dict()
+    )
+    if "set-cookie" in response.headers:  # (the jar reads the request's URL)
+        response.request = httpx.Request("POST", head.url, headers=head.merged)
+        client.cookies.extract_cookies(response)
+    return response
+
+
+def _plain(client: httpx.AsyncClient) -> bool:
+    return not (
+        client.is_closed
+        or client.follow_redirects
+        or client.auth is not None
+        or client.cookies
+        or client.params
+        or str(client.base_url)
+        or any(client.event_hooks.values())
+    )
+
+
+def _head(
+    client: httpx.AsyncClient, transport: LeanTransport, url: httpx.URL, headers: dict[str, str]
+) -> _Head | None:
+    """The endpoint's head as httpx would build it (`post_request`'s request, a one-byte
+    body), cut before the Content-Length value; None when it does not end with that header
+    (headers of the provider's own framing: the general way then)."""
+    merged: httpx.Headers = client._merge_headers(headers)  # type: ignore[assignment]
+    request = httpx.Request("POST", url, headers=merged, content=b"0")
+    key, proxy, head = transport.request_head(request)
+    if not head.endswith(_CONTENT_LENGTH_TAIL) or head.count(b"\r\nContent-Length:") != 1:
+        return None
+    return _Head(key, proxy, head[: -len(b"1\r\n\r\n")], url, merged)
 
 
 async def send_streaming(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:

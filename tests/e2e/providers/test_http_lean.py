@@ -262,34 +262,59 @@ async def test_a_header_with_a_line_break_is_refused_before_sending() -> None:
             await client.aclose()
 
 
-async def test_the_providers_fast_path_sends_what_httpx_would_and_keeps_cookies() -> None:
-    """`post_request` + `send_streaming` (what the providers call) against `build_request` +
-    `send`: the same request on the wire; a cookie the server sets goes back next time."""
+async def test_the_providers_fast_paths_send_what_httpx_would_and_keep_cookies() -> None:
+    """`post_request` + `send_streaming`, and the kept head (`lean_head` + `send_head`, what
+    the providers call), against `build_request` + `send`: the same request on the wire; a
+    cookie the server sets goes back next time (the kept head then steps aside)."""
     cookie = b"HTTP/1.1 200 OK\r\nset-cookie: cf=1; Path=/\r\ncontent-length: 2\r\n\r\nok"
     plain = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
-    async with serving(Scripted([plain], [plain], [cookie], [plain])) as server:
+    async with serving(Scripted([plain], [plain], [plain], [plain], [cookie], [plain])) as server:
         client = make_client()
         timeout = httpx.Timeout(30.0)
         headers = {"Authorization": "Bearer k", "Content-Type": "application/json"}
         try:
             url = httpx.URL(server.url)
-            for fast in (False, True, True, True):
-                if fast:
-                    request = http_pool.post_request(client, url, b"{}", headers, timeout)
-                    response = await http_pool.send_streaming(client, request)
-                else:
+            for way in ("httpx", "request", "head", "head", "head", "after-cookie"):
+                head = http_pool.lean_head(client, url, headers)
+                assert (head is None) == (way == "after-cookie")  # a cookie to send: general way
+                if way == "head":
+                    assert head is not None
+                    response = await http_pool.send_head(client, head, b"{}", timeout)
+                elif way == "httpx":
                     request = client.build_request(
                         "POST", url, content=b"{}", headers=headers, timeout=timeout
                     )
                     response = await client.send(request, stream=True)
+                else:
+                    request = http_pool.post_request(client, url, b"{}", headers, timeout)
+                    response = await http_pool.send_streaming(client, request)
                 assert await response.aread() == b"ok"
                 await response.aclose()
-            slow, fast_, _, after_cookie = server.requests
-            assert slow == fast_
-            assert b"\r\nCookie: cf=1\r\n" in after_cookie and b"Cookie" not in fast_
+            slow, fast, kept, kept_again, _, after_cookie = server.requests
+            assert slow == fast == kept == kept_again
+            assert b"\r\nCookie: cf=1\r\n" in after_cookie and b"Cookie" not in kept
             assert server.accepted == 1 and pool_of(client).active == 0
         finally:
             await client.aclose()
+
+
+async def test_the_kept_head_refuses_a_bad_header_before_sending_and_steps_aside_for_other_clients() -> None:
+    async with serving(Scripted([CHUNKED])) as server:
+        client = make_client()
+        try:
+            with pytest.raises(httpx.LocalProtocolError):
+                http_pool.lean_head(client, httpx.URL(server.url), {"X-Evil": "a\r\nInjected: 1"})
+            assert server.requests == [] and pool_of(client).active == 0
+        finally:
+            await client.aclose()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(200))) as other:
+        assert http_pool.lean_head(other, httpx.URL("http://127.0.0.1:9/v1"), {}) is None
+    redirecting = make_client()
+    redirecting.follow_redirects = True
+    try:
+        assert http_pool.lean_head(redirecting, httpx.URL("http://127.0.0.1:9/v1"), {}) is None
+    finally:
+        await redirecting.aclose()
 
 
 async def test_a_body_in_pieces_goes_out_as_the_joined_body_would() -> None:
@@ -299,7 +324,7 @@ async def test_a_body_in_pieces_goes_out_as_the_joined_body_would() -> None:
     plain = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
     pieces = [b'{"m":[', b"1," * 40000, b"2,", b"", b"3," * 3000, b"4" * 5000, b"]}"]
     joined = b"".join(pieces)
-    async with serving(Scripted([plain], [plain])) as server:
+    async with serving(Scripted([plain], [plain], [plain], [plain])) as server:
         client = make_client()
         timeout = httpx.Timeout(30.0)
         headers = {"Authorization": "Bearer k", "Content-Type": "application/json"}
@@ -310,8 +335,15 @@ async def test_a_body_in_pieces_goes_out_as_the_joined_body_would() -> None:
                 response = await http_pool.send_streaming(client, request)
                 assert await response.aread() == b"ok"
                 await response.aclose()
-            as_bytes, as_pieces = server.requests
-            assert as_pieces == as_bytes and as_bytes.endswith(b"\r\n\r\n" + joined)
+            head = http_pool.lean_head(client, url, headers)
+            assert head is not None
+            for content in (joined, list(pieces)):
+                response = await http_pool.send_head(client, head, content, timeout)
+                assert await response.aread() == b"ok"
+                await response.aclose()
+            as_bytes, as_pieces, kept_bytes, kept_pieces = server.requests
+            assert as_pieces == as_bytes == kept_bytes == kept_pieces
+            assert as_bytes.endswith(b"\r\n\r\n" + joined)
             assert server.accepted == 1 and pool_of(client).active == 0
         finally:
             await client.aclose()

@@ -1,0 +1,60 @@
+"""The hot path's counters and histograms (agentd/infra/loop_metrics.py) render exactly as
+`prometheus_client`'s own would for the same observations: same series, buckets (a value on
+a bound counts in that bound's bucket), sums and `_created` series."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from agentd.infra.loop_metrics import LoopCollector, LoopCounter, LoopHistogram
+
+BUCKETS = (0.0005, 0.001, 0.0025, 0.5, 2.5)
+SAMPLES = (0.0, 0.0005, 0.0007, 0.001, 0.3, 2.5, 2.6, 40.0)
+
+
+def _exposition(registry: CollectorRegistry) -> list[str]:
+    """The text exposition, `_created` timestamps blanked, in a stable order."""
+    text = generate_latest(registry).decode()
+    return sorted(re.sub(r"(_created(\{[^}]*\})?) \S+", r"\1 T", line) for line in text.splitlines())
+
+
+def test_a_loop_histogram_renders_as_prometheus_client_s_histogram() -> None:
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    reference = Histogram("agentd_x_seconds", "A latency", buckets=BUCKETS, registry=theirs)
+    loop = LoopHistogram("agentd_x_seconds", "A latency", BUCKETS)
+    ours.register(LoopCollector([loop]))
+    for value in SAMPLES:
+        reference.observe(value)
+        loop.observe(value)
+    assert _exposition(ours) == _exposition(theirs)
+    assert 'agentd_x_seconds_bucket{le="0.001"} 4.0' in _exposition(ours)  # 0.001 itself included
+
+
+def test_loop_counters_render_as_prometheus_client_s_counters() -> None:
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    plain = Counter("agentd_things", "Things", registry=theirs)
+    labelled = Counter("agentd_turns", "Turns", ["outcome", "reason"], registry=theirs)
+    loop_plain = LoopCounter("agentd_things", "Things")
+    loop_labelled = LoopCounter("agentd_turns", "Turns", ["outcome", "reason"])
+    ours.register(LoopCollector([loop_plain, loop_labelled]))
+    for counter, labels in ((plain, labelled), (loop_plain, loop_labelled)):
+        counter.inc()
+        counter.inc(2.5)
+        labels.labels("completed", "").inc()
+        labels.labels("completed", "").inc()
+        labels.labels("cancelled", "max_turns_reached").inc()
+    assert _exposition(ours) == _exposition(theirs)
+    assert "agentd_things_total 3.5" in _exposition(ours)
+
+
+def test_a_loop_counter_refuses_a_decrement_and_wrong_labels_and_keeps_its_value() -> None:
+    counter = LoopCounter("agentd_turns", "Turns", ["outcome"])
+    counter.labels("completed").inc()
+    with pytest.raises(ValueError, match="non-negative"):
+        counter.labels("completed").inc(-1)
+    with pytest.raises(ValueError, match="takes labels"):
+        counter.labels("completed", "extra")
+    assert counter.labels("completed").value == 1.0
