@@ -20,12 +20,23 @@ import dataclasses
 import logging
 from typing import Any
 
-from agentd.core import ErrorKind, EventKind, HarnessError, Message, Notice, tracing
+from agentd.core import (
+    EndReason,
+    ErrorKind,
+    EventKind,
+    GoalStatus,
+    HarnessError,
+    Message,
+    Notice,
+    OutcomeKind,
+    TurnOutcome,
+    reported_as,
+    tracing,
+)
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.goals import (
     GoalAction,
-    GoalStatus,
     continuation_text,
     decide_after_evaluation,
     decide_after_verification,
@@ -36,7 +47,6 @@ from agentd.loop.goals import (
     run_verification,
     with_continuation,
 )
-from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
 from agentd.loop.prompt_hooks import blocked_text, context_reminder, run_prompt_hooks
 from agentd.loop.react import TurnState, run_compaction, run_react
 from agentd.loop.reminders import system_reminder

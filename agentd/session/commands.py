@@ -14,7 +14,7 @@ from agentd.protocol import ContentBlock
 from agentd.session.sinks import FrameSink
 
 if TYPE_CHECKING:  # the loop and MCP load with the first session (issue 14: idle memory)
-    from agentd.loop import TurnOutcome
+    from agentd.core import TurnOutcome
     from agentd.session.eventlog import Subscriber
     from agentd.tools import McpConnections
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.core import PermissionMode
-from agentd.loop import CompactionReason, GoalState, TurnContext, TurnState, prompt_text, run_compaction
+from agentd.core import GoalState, PermissionMode, prompt_text
+from agentd.loop import CompactionReason, TurnContext, TurnState, run_compaction
 from agentd.session.changes import changes_text, session_changes
 from agentd.session.command_syntax import help_text
 from agentd.session.errors import SessionError
 from agentd.session.rewind import RewindHost, rewind, rewindable_turns
 
 if TYPE_CHECKING:
-    from agentd.loop import UsageLedger
+    from agentd.core import UsageLedger
     from agentd.session.queue import QueuedPrompt
     from agentd.tools import TodoList
 

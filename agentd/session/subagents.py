@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, cast
 
-from agentd.core import TaskCompletion, TaskStart
-from agentd.loop import TASK_TOOL, SubagentLimits, Subagents, TurnContext, UsageLedger, run_turn
+from agentd.core import TaskCompletion, TaskStart, UsageLedger
+from agentd.loop import TASK_TOOL, SubagentLimits, Subagents, TurnContext, run_turn
 from agentd.session.commands import TaskFinished
 from agentd.tools import StopHook, Tool
 

@@ -20,28 +20,36 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentd.agents import AgentDefinition
-from agentd.core import ErrorKind, EventKind, HarnessError, Message, Provider, ToolCall, bind_log_context
-from agentd.loop import (
-    TASK_TOOL,
+from agentd.core import (
     Conversation,
     EndReason,
+    ErrorKind,
+    EventKind,
     GoalStatus,
-    LiveTools,
+    HarnessError,
     LocalCommandReason,
+    Message,
+    OutcomeKind,
+    Provider,
+    ToolCall,
+    TurnOutcome,
+    bind_log_context,
+    prompt_images,
+    prompt_text,
+)
+from agentd.loop import (
+    TASK_TOOL,
+    LiveTools,
     McpServerState,
     OpeningState,
-    OutcomeKind,
     OutputSchema,
     PreviousEnd,
     TurnContext,
     TurnOpening,
-    TurnOutcome,
     evaluator_lanes,
     execute_tool_round,
     opening_message,
     opening_reminders,
-    prompt_images,
-    prompt_text,
     reminder_message,
     run_compaction_job,
     run_turn,

@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentd.loop.goals.decide import GoalAction as GoalAction
     from agentd.loop.goals.decide import GoalLimits as GoalLimits
-    from agentd.loop.goals.decide import GoalState as GoalState
-    from agentd.loop.goals.decide import GoalStatus as GoalStatus
     from agentd.loop.goals.decide import continuation_text as continuation_text
     from agentd.loop.goals.decide import decide_after_evaluation as decide_after_evaluation
     from agentd.loop.goals.decide import decide_after_verification as decide_after_verification
@@ -31,8 +29,6 @@ _WHERE = {
     "evaluator_lanes": "agentd.loop.goals.evaluator",
     "GoalAction": "agentd.loop.goals.decide",
     "GoalLimits": "agentd.loop.goals.decide",
-    "GoalState": "agentd.loop.goals.decide",
-    "GoalStatus": "agentd.loop.goals.decide",
     "run_verification": "agentd.loop.goals.evaluator",
     "with_continuation": "agentd.loop.goals.decide",
 }
@@ -56,8 +52,6 @@ def __dir__() -> list[str]:
 __all__ = [
     "GoalAction",
     "GoalLimits",
-    "GoalState",
-    "GoalStatus",
     "continuation_text",
     "decide_after_evaluation",
     "decide_after_verification",

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentd.core import HarnessError, Message, Provider, ProviderRequest, TextDelta, Usage
-from agentd.loop.goals.decide import CONTINUATION_TAG, DEFAULT_LIMITS, GoalLimits, GoalState, Verdict
+from agentd.core import GoalState, HarnessError, Message, Provider, ProviderRequest, TextDelta, Usage
+from agentd.loop.goals.decide import CONTINUATION_TAG, DEFAULT_LIMITS, GoalLimits, Verdict
 from agentd.tools import Launch, ShellLauncher, new_tag
 
 VERDICT_SCHEMA: dict[str, Any] = {

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.core import CompactionProgress, CompactionStatus, EventKind, HarnessError
+from agentd.core import (
+    CompactionProgress,
+    CompactionStatus,
+    EndReason,
+    EventKind,
+    HarnessError,
+    OutcomeKind,
+    Reason,
+    TurnOutcome,
+)
 from agentd.loop.compaction import CompactionReason, compact, compactable
 from agentd.loop.context import TurnContext, run_cancellable
-from agentd.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
 from agentd.loop.react.state import TurnState
 from agentd.loop.retry import LoopDecision
 

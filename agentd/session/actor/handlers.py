@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from agentd.core import Notice, NoticeSeverity
-from agentd.loop import GoalState, OutcomeKind
+from agentd.core import GoalState, Notice, NoticeSeverity, OutcomeKind
 from agentd.session.actor.stop import StopHost, shut_down
 from agentd.session.changes import revert_file
 from agentd.session.commands import (

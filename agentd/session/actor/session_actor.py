@@ -24,18 +24,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentd.agents import DEFAULT_AGENT
-from agentd.core import EventKind, Message, PermissionMode, SessionModes, bind_log_context
-from agentd.loop import (
+from agentd.core import (
     Conversation,
     EndReason,
+    EventKind,
     GoalState,
+    Message,
     OutcomeKind,
-    ReminderMemory,
-    RetryState,
+    PermissionMode,
+    SessionModes,
     TurnOutcome,
     UsageLedger,
-    previous_end_of,
+    bind_log_context,
 )
+from agentd.loop import ReminderMemory, RetryState, previous_end_of
 from agentd.session.actor.handlers import HANDLERS
 from agentd.session.actor.stop import StopState, refuse
 from agentd.session.command_syntax import available_commands

@@ -10,7 +10,7 @@ import dataclasses
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.loop import EndReason, TurnOutcome
+from agentd.core import EndReason, TurnOutcome
 from agentd.session.commands import (
     AttachComplete,
     Cancel,

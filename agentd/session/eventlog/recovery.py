@@ -13,7 +13,8 @@ from agentd.session.commands import PromptDone
 from agentd.store import SessionRecord, Store, StoredEvent
 
 if TYPE_CHECKING:
-    from agentd.loop import Conversation, ReminderMemory, Subagents, UsageLedger
+    from agentd.core import Conversation, UsageLedger
+    from agentd.loop import ReminderMemory, Subagents
     from agentd.session.eventlog.journal import Journal, Partial
     from agentd.tools import BackgroundTasks
 
@@ -93,7 +94,7 @@ def _recover_interrupted_turn(actor: RecoveryHost, ends: list[StoredEvent]) -> b
     for ev in ends:
         request_id = ev.payload.get("requestId")
         if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
-            from agentd.loop import TurnOutcome
+            from agentd.core import TurnOutcome
 
             try:
                 outcome = TurnOutcome.from_event(ev.payload)
@@ -110,7 +111,8 @@ def _recover_interrupted_turn(actor: RecoveryHost, ends: list[StoredEvent]) -> b
 
 def _close_interrupted_turn(actor: RecoveryHost, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
-    from agentd.loop import EndReason, OutcomeKind, PreviousEnd, TurnOutcome
+    from agentd.core import EndReason, OutcomeKind, TurnOutcome
+    from agentd.loop import PreviousEnd
 
     outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_RESTARTED)
     actor.reminders.previous_end = PreviousEnd.CUT_OFF  # the next turn is told (task recovery)

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
+from agentd.core import GoalState, GoalStatus
 from agentd.loop.goals.decide import (
     GoalAction,
     GoalLimits,
-    GoalState,
-    GoalStatus,
     Verdict,
     after_evaluation,
     budget_check,
