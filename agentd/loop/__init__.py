@@ -15,11 +15,13 @@ if TYPE_CHECKING:
     from agentd.loop.react.state import TurnState as TurnState
     from agentd.loop.react.toolrun import execute_tool_round as execute_tool_round
     from agentd.loop.retry import RetryState as RetryState
+    from agentd.loop.session_state import SessionLoopState as SessionLoopState
     from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL as STRUCTURED_OUTPUT_TOOL
     from agentd.loop.structured import OutputSchema as OutputSchema
     from agentd.loop.subagents.limits import SubagentLimits as SubagentLimits
     from agentd.loop.subagents.registry import Subagents as Subagents
     from agentd.loop.subagents.task_tool import TASK_TOOL as TASK_TOOL
+    from agentd.loop.turn import run_bang as run_bang
     from agentd.loop.turn import run_compaction_job as run_compaction_job
     from agentd.loop.turn import run_turn as run_turn
     from agentd.loop.turn_reminders import LiveTools as LiveTools
@@ -54,7 +56,9 @@ _WHERE = {
     "ReminderMemory": "agentd.loop.turn_reminders",
     "RetryState": "agentd.loop.retry",
     "run_compaction": "agentd.loop.react.base",
+    "run_bang": "agentd.loop.turn",
     "run_compaction_job": "agentd.loop.turn",
+    "SessionLoopState": "agentd.loop.session_state",
     "run_turn": "agentd.loop.turn",
     "STRUCTURED_OUTPUT_TOOL": "agentd.loop.structured",
     "SubagentLimits": "agentd.loop.subagents.limits",
@@ -95,6 +99,7 @@ __all__ = [
     "PreviousEnd",
     "ReminderMemory",
     "RetryState",
+    "SessionLoopState",
     "SubagentLimits",
     "Subagents",
     "TurnContext",
@@ -106,6 +111,7 @@ __all__ = [
     "opening_reminders",
     "previous_end_of",
     "reminder_message",
+    "run_bang",
     "run_compaction",
     "run_compaction_job",
     "run_turn",

@@ -158,6 +158,8 @@ class TurnContext:
     completion: CompletionRequirement | None = None
     goal: GoalState | None = None  # session-owned; the turn updates it
     goal_lanes: list[tuple[Provider, str]] = field(default_factory=list)  # evaluator: small model first
+    # With no `goal_lanes`, the lanes are this small model first, then the turn's (goal_lanes()).
+    goal_evaluator_model: str | None = None
     limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
     stop_hooks: list[StopHook] = field(default_factory=list)
     # Every toolCallId the session has used on the wire: a provider that reuses ids

@@ -21,7 +21,7 @@ from agentd.store import Store
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
     from agentd.core import Price
-    from agentd.loop import BudgetLimits, LoopLimits
+    from agentd.loop import LoopLimits
     from agentd.providers import ModelCatalogue
     from agentd.session.command_syntax import Skill
     from agentd.session.replicas import LivePublisher
@@ -77,9 +77,6 @@ class ActorServices:
             return self.settings.context_windows[model]
         known = self.models.context_window(model) if self.models is not None else None
         return known or self.settings.context_window
-
-    def budget_limits(self) -> BudgetLimits:
-        return self.limits.budget
 
     def prices(self) -> dict[str, Price]:
         from agentd.core import Price

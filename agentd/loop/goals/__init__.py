@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from agentd.loop.goals.decide import with_continuation as with_continuation
     from agentd.loop.goals.evaluator import evaluate as evaluate
     from agentd.loop.goals.evaluator import evaluator_lanes as evaluator_lanes
+    from agentd.loop.goals.evaluator import goal_lanes as goal_lanes
     from agentd.loop.goals.evaluator import run_verification as run_verification
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
@@ -27,6 +28,7 @@ _WHERE = {
     "decide_refusal": "agentd.loop.goals.decide",
     "evaluate": "agentd.loop.goals.evaluator",
     "evaluator_lanes": "agentd.loop.goals.evaluator",
+    "goal_lanes": "agentd.loop.goals.evaluator",
     "GoalAction": "agentd.loop.goals.decide",
     "GoalLimits": "agentd.loop.goals.decide",
     "run_verification": "agentd.loop.goals.evaluator",
@@ -59,6 +61,7 @@ __all__ = [
     "decide_refusal",
     "evaluate",
     "evaluator_lanes",
+    "goal_lanes",
     "run_verification",
     "with_continuation",
 ]

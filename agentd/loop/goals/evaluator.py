@@ -63,6 +63,15 @@ def evaluator_lanes(session: Lane, small: Lane | None, attempts: int = DEFAULT_L
     return [small if small is not None else session, *[session] * (attempts - 1)]
 
 
+def goal_lanes(
+    provider: Provider, model: str, evaluator_model: str | None, attempts: int = DEFAULT_LIMITS.attempts
+) -> list[tuple[Provider, str]]:
+    """Who judges a turn's goal, attempt by attempt: the small evaluator model first (when
+    set and different), then the session's; with none the session's model gets every attempt."""
+    small = (provider, evaluator_model) if evaluator_model and evaluator_model != model else None
+    return evaluator_lanes((provider, model), small, attempts)
+
+
 # ----------------------------------------------------------------------------- evaluator input
 
 

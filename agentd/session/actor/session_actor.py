@@ -37,7 +37,6 @@ from agentd.core import (
     UsageLedger,
     bind_log_context,
 )
-from agentd.loop import ReminderMemory, RetryState, previous_end_of
 from agentd.session.actor.handlers import HANDLERS
 from agentd.session.actor.stop import StopState, refuse
 from agentd.session.command_syntax import available_commands
@@ -61,7 +60,7 @@ from agentd.session.services import ActorServices
 from agentd.session.session_modes import record_modes_change
 from agentd.session.sinks import FrameSink
 from agentd.session.snapshot import Running, build_snapshot
-from agentd.session.subagents import session_subagents
+from agentd.session.subagents import session_loop
 from agentd.session.turn_launch import RunningTurn, answer_turn, launch
 from agentd.session.wake import WakeStreak
 from agentd.store import SessionRecord
@@ -98,19 +97,11 @@ class SessionActor:
         self.model = record.model
         self.title = record.title
         self._modes = SessionModes.of(record.mode, record.plan)
-        # Persisted so a crash-restart loop can never reset them into endless retries.
-        retry_limits = services.limits.retry
-        self.retry = (
-            RetryState.from_dict(record.retry_state, retry_limits)
-            if record.retry_state
-            else RetryState(retry_limits)
-        )
         self.usage = UsageLedger.from_dict(record.usage)
         self.goal = GoalState.from_dict(record.goal) if record.goal else None
         self.client_hooks: dict[str, StopHook] = {}  # connection id → hook (Stop)
         self.client_subagent_hooks: dict[str, StopHook] = {}  # connection id → hook (SubagentStop)
         self.client_prompt_hooks: dict[str, PromptHook] = {}  # connection id → hook (UserPromptSubmit)
-        self.reminders = ReminderMemory()  # what the model was told (turn_reminders.py)
         self.agent = services.agents.get(record.agent) or DEFAULT_AGENT
         if self.agent.model:
             self.model = self.agent.model
@@ -148,7 +139,8 @@ class SessionActor:
             on_started=lambda start: self.journal.emit(start.kind, start.payload()),
         )
         self.wake = WakeStreak()  # turns started by finished tasks since the last user prompt
-        self.subagents = session_subagents(self)  # R-T11: the `task` tool's children
+        # Retry buckets (as persisted), what the model was told, the sub-agents (R-T11).
+        self.loop_state = session_loop(self, record.retry_state)
         self._task: asyncio.Task[None] | None = None
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
         s = services.settings
@@ -238,7 +230,7 @@ class SessionActor:
                 outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
             self._turn.outcome = outcome
         if queued.kind in (QueueKind.PROMPT, QueueKind.BANG):  # what the next turn opens with
-            self.reminders.previous_end = previous_end_of(outcome.kind, outcome.reason)
+            self.loop_state.turn_ended(outcome)
         request_id = request_id_of(queued.command.meta)
         self.journal.emit_turn_ended(
             turn_id,
@@ -292,7 +284,7 @@ class SessionActor:
     def idle_since(self) -> float | None:
         """When the actor became evictable (no clients, no work), or None while it is not."""
         busy = self._turn is not None or self.queue or len(self.hub) or self.permissions.pending
-        if busy or self.subagents.running_background():  # eviction would cancel a child
+        if busy or self.loop_state.subagents.running_background():  # eviction would cancel a child
             self._idle_since = None
             return None
         if self._idle_since is None:

@@ -29,7 +29,7 @@ from agentd.session.queue import answer_all, resolve
 from agentd.session.turn_launch import KilledTurnEnder, RunningTurn, stop_turn
 
 if TYPE_CHECKING:
-    from agentd.loop import Subagents
+    from agentd.loop import SessionLoopState
     from agentd.session.eventlog import Journal
     from agentd.session.queue import PromptQueue, QueuedPrompt
     from agentd.session.services import ActorServices
@@ -64,7 +64,7 @@ class StopHost(KilledTurnEnder, Protocol):
     @property
     def background(self) -> BackgroundTasks: ...
     @property
-    def subagents(self) -> Subagents: ...
+    def loop_state(self) -> SessionLoopState: ...
     @property
     def queue(self) -> deque[QueuedPrompt]: ...
     @property
@@ -127,7 +127,7 @@ async def shut_down(actor: StopHost, cmd: Shutdown) -> None:
 async def _wind_down(actor: StopHost, grace: float) -> None:
     actor.journal.stopped = True
     actor.journal.cancel_checkpoints()
-    await asyncio.gather(actor.background.close(), actor.subagents.close())
+    await asyncio.gather(actor.background.close(), actor.loop_state.subagents.close())
     turn = actor.running
     if turn is not None:
         await stop_turn(actor, turn, grace)
