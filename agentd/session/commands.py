@@ -223,11 +223,6 @@ class Detach:
 
 
 @dataclass
-class TurnFinished:
-    turn_id: str
-
-
-@dataclass
 class TaskFinished:
     """A background task of this session finished (announced to clients once); in an idle
     session it may start a turn (agentd/session/wake.py)."""
@@ -271,6 +266,5 @@ SessionCommand = (
     | AttachComplete
     | TaskFinished
     | Detach
-    | TurnFinished
     | Shutdown
 )

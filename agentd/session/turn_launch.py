@@ -1,9 +1,9 @@
 """Starting a turn: what a queue entry runs as, the `TurnContext` it runs with, and the
 three runners (a model turn or compaction job, a builtin `/command`, a `!cmd`).
 
-Every runner ends the same way: it records the turn's end, waits until its events reached
-the clients' queues, and tells the actor (`TurnFinished`) — whatever happened, so the
-prompt never hangs.
+Every runner ends the same way: it records the turn's end, whatever happened, and waits
+until its events reached the clients' queues; the actor awaits the turn's task, so its end
+is the turn's end (no message to the actor).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -39,7 +39,7 @@ from agentd.loop import (
 )
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, parse_bang, parse_local
-from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
+from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource
 from agentd.session.local_commands import LocalCommandsHost, run_local_command
 from agentd.session.queue import (
     REQUEST_DIGEST,
@@ -53,7 +53,6 @@ from agentd.session.sinks import FrameSink, capable
 from agentd.tools import ClientBridge, PreToolHook, PromptHook, StopHook, Tool
 
 if TYPE_CHECKING:
-    from agentd.session.commands import SessionCommand
     from agentd.session.eventlog import EventHub
     from agentd.session.permission_gate import PermissionGate
     from agentd.tools import BackgroundTasks, McpConnections
@@ -85,12 +84,13 @@ class TurnHost(LocalCommandsHost, Protocol):
     def hub(self) -> EventHub: ...
     @property
     def loop_state(self) -> SessionLoopState: ...
-    def send(self, command: SessionCommand) -> None: ...
     def record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None: ...
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None: ...
 
 
 log = logging.getLogger(__name__)
+# What a turn runs: a model turn, a compaction job, a builtin `/command` or a `!cmd`.
+Runner = Callable[[], Awaitable[TurnOutcome]]
 
 
 @dataclass
@@ -281,67 +281,51 @@ def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
     _announce_turn(actor, turn_id, queued, before if rewindable else None)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):
+        body: Runner
         if plan.local is not None:
             command, arg = plan.local
-            task = asyncio.create_task(
-                _run_local(actor, ctx, queued, command.name, arg), name=f"local-{turn_id}"
-            )
+            name, body = "local", functools.partial(_run_local, actor, ctx, command.name, arg)
         elif plan.bang is not None:
-            task = asyncio.create_task(_run_bang(actor, ctx, queued, plan.bang), name=f"bang-{turn_id}")
+            name, body = "bang", functools.partial(run_bang, ctx, plan.bang, new_id("bang"))
+        elif queued.kind is QueueKind.COMPACT:
+            name, body = "turn", functools.partial(run_compaction_job, ctx)
         else:
-            task = asyncio.create_task(_run_model(actor, ctx, queued), name=f"turn-{turn_id}")
+            name, body = "turn", functools.partial(run_turn, ctx)
+        task = asyncio.create_task(_run(actor, ctx, queued, body), name=f"{name}-{turn_id}")
     return RunningTurn(turn_id, queued, task, ctx)
 
 
-async def _run_model(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt) -> None:
+async def _run(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, body: Runner) -> None:
+    """The turn's task: its runner's outcome recorded — whatever happened, so the prompt never
+    hangs — and its events in the clients' queues. The actor awaits this task: its end is
+    the turn's (session_actor.py)."""
     try:
-        try:
-            job = queued.kind is QueueKind.COMPACT
-            outcome = await (run_compaction_job(ctx) if job else run_turn(ctx))
-        except asyncio.CancelledError:
-            actor.end_killed_turn(ctx.turn_id, queued)
-            raise
-        except Exception as exc:  # a bug below the loop's own guard: end the turn readably
-            log.exception("turn %s crashed", ctx.turn_id)
-            err = HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-            outcome = TurnOutcome.failed(err)
-        actor.record_turn_end(ctx.turn_id, queued, outcome)
-        # The response to session/prompt must come after every update of its turn.
-        await actor.journal.flushed()
-    finally:
-        # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
-        actor.send(TurnFinished(ctx.turn_id))
+        outcome = await body()
+    except asyncio.CancelledError:
+        actor.end_killed_turn(ctx.turn_id, queued)
+        raise
+    except Exception as exc:  # a bug below the loop's own guard: end the turn readably
+        log.exception("turn %s crashed", ctx.turn_id)
+        err = HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        outcome = TurnOutcome.failed(err)
+    actor.record_turn_end(ctx.turn_id, queued, outcome)
+    # The response to session/prompt must come after every update of its turn.
+    await actor.journal.flushed()
 
 
-async def _run_local(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, name: str, arg: str) -> None:
+async def _run_local(actor: TurnHost, ctx: TurnContext, name: str, arg: str) -> TurnOutcome:
     """A builtin command: answer locally, never sample the model (R-S6)."""
     try:
-        try:
-            text = await run_local_command(actor, ctx, name, arg)
-        except ValueError as exc:
-            text = str(exc)
-        outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
-        message_id = new_id("msg")
-        journal = actor.journal
-        journal.emit_transient(
-            EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
-        )
-        journal.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
-        actor.record_turn_end(ctx.turn_id, queued, outcome)
-        await journal.flushed()
-    finally:
-        actor.send(TurnFinished(ctx.turn_id))
-
-
-async def _run_bang(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, command: str) -> None:
-    """`!cmd`: run it through the ordinary tool path (events, permission rules, plan
-    mode), without sampling; the model sees command and output in the next turn."""
-    try:
-        outcome = await run_bang(ctx, command, new_id("bang"))
-        actor.record_turn_end(ctx.turn_id, queued, outcome)
-        await actor.journal.flushed()
-    finally:
-        actor.send(TurnFinished(ctx.turn_id))
+        text = await run_local_command(actor, ctx, name, arg)
+    except ValueError as exc:
+        text = str(exc)
+    message_id = new_id("msg")
+    journal = actor.journal
+    journal.emit_transient(
+        EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
+    )
+    journal.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
+    return TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
 
 
 class KilledTurnEnder(Protocol):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from asyncio import FIRST_COMPLETED
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,7 @@ from agentd.core import (
     UsageLedger,
     bind_log_context,
 )
-from agentd.session.actor.handlers import HANDLERS
+from agentd.session.actor.handlers import HANDLERS, on_turn_done
 from agentd.session.actor.stop import StopState, refuse
 from agentd.session.command_syntax import available_commands
 from agentd.session.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
@@ -187,14 +188,39 @@ class SessionActor:
         return len(self.queue)
 
     async def _run(self) -> None:
-        while not self.stop_state.exited:
-            cmd = await self.mailbox.get()
-            try:
-                await HANDLERS[type(cmd)](self, cmd)
-            except Exception:  # one bad command must not kill the session
-                log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
+        # The next command or the running turn's end, whichever comes first: a turn's end
+        # is its task completing, handled here, never a message the turn sends its actor.
+        get: asyncio.Task[SessionCommand] | None = None
+        try:
+            while not self.stop_state.exited:
+                if get is None:
+                    get = asyncio.create_task(self.mailbox.get())
+                turn = self._turn
+                await asyncio.wait({get} if turn is None else {get, turn.task}, return_when=FIRST_COMPLETED)
+                if turn is not None and turn.task.done() and self._turn is turn:
+                    self._turn_done(turn)
+                elif get.done():
+                    cmd, get = get.result(), None
+                    try:
+                        await HANDLERS[type(cmd)](self, cmd)
+                    except Exception:  # one bad command must not kill the session
+                        log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
+        finally:
+            if get is not None and get.done() and not get.cancelled():
+                refuse(self, get.result())  # taken from the mailbox as the actor stopped
+            elif get is not None:
+                get.cancel()
         while not self.mailbox.empty():  # arrived while it was stopping
             refuse(self, self.mailbox.get_nowait())
+
+    def _turn_done(self, turn: RunningTurn) -> None:
+        if not turn.task.cancelled() and (exc := turn.task.exception()) is not None:
+            # The runners record every end themselves (turn_launch.py); this is a bug in that.
+            log.error("session %s: turn %s ended unrecorded", self.id, turn.id, exc_info=exc)
+        try:
+            on_turn_done(self, turn.id)
+        except Exception:  # the session goes on
+            log.exception("session %s: ending turn %s failed", self.id, turn.id)
 
     # ------------------------------------------------------------------ turns
 

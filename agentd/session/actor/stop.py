@@ -21,7 +21,6 @@ from agentd.session.commands import (
     SessionCommand,
     Shutdown,
     TaskFinished,
-    TurnFinished,
 )
 from agentd.session.commit_outcome import NotCommitted, not_committed
 from agentd.session.errors import session_stopping, shutting_down
@@ -100,7 +99,7 @@ def refuse(actor: StopHost, command: SessionCommand) -> None:
             else:
                 resolve(stopped, True)
             return
-        case ResumeQueue() | AttachComplete() | Detach() | TurnFinished() | TaskFinished():
+        case ResumeQueue() | AttachComplete() | Detach() | TaskFinished():
             return  # nobody waits for an answer
         case _:
             reply = command.reply
