@@ -193,18 +193,21 @@ class SessionActor:
         get: asyncio.Task[SessionCommand] | None = None
         try:
             while not self.stop_state.exited:
-                if get is None:
-                    get = asyncio.create_task(self.mailbox.get())
                 turn = self._turn
-                await asyncio.wait({get} if turn is None else {get, turn.task}, return_when=FIRST_COMPLETED)
-                if turn is not None and turn.task.done() and self._turn is turn:
+                if turn is not None and turn.task.done():
                     self._turn_done(turn)
-                elif get.done():
+                elif get is not None and get.done():
                     cmd, get = get.result(), None
-                    try:
-                        await HANDLERS[type(cmd)](self, cmd)
-                    except Exception:  # one bad command must not kill the session
-                        log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
+                    await self._handle(cmd)
+                elif get is None and (turn is None or not self.mailbox.empty()):
+                    # No turn to watch (turns start only in this loop's handlers), or a
+                    # command is already waiting: no task to make (bench/actor_loop.py).
+                    await self._handle(await self.mailbox.get())
+                else:
+                    if get is None:
+                        get = asyncio.create_task(self.mailbox.get())
+                    watched = {get} if turn is None else {get, turn.task}
+                    await asyncio.wait(watched, return_when=FIRST_COMPLETED)
         finally:
             if get is not None and get.done() and not get.cancelled():
                 refuse(self, get.result())  # taken from the mailbox as the actor stopped
@@ -212,6 +215,12 @@ class SessionActor:
                 get.cancel()
         while not self.mailbox.empty():  # arrived while it was stopping
             refuse(self, self.mailbox.get_nowait())
+
+    async def _handle(self, cmd: SessionCommand) -> None:
+        try:
+            await HANDLERS[type(cmd)](self, cmd)
+        except Exception:  # one bad command must not kill the session
+            log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
 
     def _turn_done(self, turn: RunningTurn) -> None:
         if not turn.task.cancelled() and (exc := turn.task.exception()) is not None:
@@ -221,6 +230,8 @@ class SessionActor:
             on_turn_done(self, turn.id)
         except Exception:  # the session goes on
             log.exception("session %s: ending turn %s failed", self.id, turn.id)
+            if self._turn is turn:  # or the loop would find it done again, forever
+                self._turn = None
 
     # ------------------------------------------------------------------ turns
 
