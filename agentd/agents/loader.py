@@ -128,9 +128,10 @@ def default_definitions(
 ) -> dict[str, AgentDefinition]:
     """`{"default": DEFAULT_AGENT}` merged with the definitions in `folder` (a file may
     override `default`). A missing folder, or `None`, just yields the built-in default.
-    `known_tools` defaults to the built-in tool names."""
-    if known_tools is None:
-        known_tools = [*(cls.name for cls in BUILTIN_TOOLS), TASK_TOOL]
+    `known_tools` defaults to the built-in tool names; the sub-agents' `task` tool is
+    always known."""
+    names = known_tools if known_tools is not None else [cls.name for cls in BUILTIN_TOOLS]
+    known_tools = [*names, TASK_TOOL]
     definitions = {DEFAULT_AGENT.name: DEFAULT_AGENT}
     if folder is not None and Path(folder).exists():
         definitions.update(load_definitions(Path(folder), known_tools=known_tools, known_models=known_models))

@@ -10,18 +10,24 @@ if TYPE_CHECKING:
     from agentd.core import tracing as tracing
     from agentd.core.completion import CompletionRequirement as CompletionRequirement
     from agentd.core.conversation import IMAGE_TYPES as IMAGE_TYPES
+    from agentd.core.conversation import INTERRUPTED_RESULT as INTERRUPTED_RESULT
+    from agentd.core.conversation import Conversation as Conversation
     from agentd.core.conversation import Image as Image
+    from agentd.core.conversation import Interjection as Interjection
     from agentd.core.conversation import Message as Message
     from agentd.core.conversation import ReasoningBlock as ReasoningBlock
     from agentd.core.conversation import ToolCall as ToolCall
     from agentd.core.conversation import common_prefix as common_prefix
     from agentd.core.conversation import extends as extends
+    from agentd.core.conversation import repair_dangling_tool_calls as repair_dangling_tool_calls
     from agentd.core.errors import ErrorKind as ErrorKind
     from agentd.core.errors import HarnessError as HarnessError
     from agentd.core.errors import RecoveryHint as RecoveryHint
     from agentd.core.errors import hint as hint
     from agentd.core.events import Event as Event
     from agentd.core.events import EventKind as EventKind
+    from agentd.core.goal import GoalState as GoalState
+    from agentd.core.goal import GoalStatus as GoalStatus
     from agentd.core.input_limits import limit_exceeded as limit_exceeded
     from agentd.core.input_limits import prompt_bytes as prompt_bytes
     from agentd.core.lane import Lane as Lane
@@ -31,9 +37,25 @@ if TYPE_CHECKING:
     from agentd.core.modes import PermissionMode as PermissionMode
     from agentd.core.modes import SessionModes as SessionModes
     from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
+    from agentd.core.outcome import LOCAL_COMMAND_PREFIX as LOCAL_COMMAND_PREFIX
+    from agentd.core.outcome import BudgetStopKind as BudgetStopKind
+    from agentd.core.outcome import DegenerationReason as DegenerationReason
+    from agentd.core.outcome import EndReason as EndReason
+    from agentd.core.outcome import LocalCommandReason as LocalCommandReason
+    from agentd.core.outcome import LoopReason as LoopReason
+    from agentd.core.outcome import OutcomeKind as OutcomeKind
+    from agentd.core.outcome import Reason as Reason
+    from agentd.core.outcome import StationarityReason as StationarityReason
+    from agentd.core.outcome import TurnOutcome as TurnOutcome
+    from agentd.core.outcome import parse_reason as parse_reason
+    from agentd.core.outcome import reported_as as reported_as
+    from agentd.core.outcome import stop_reason as stop_reason
     from agentd.core.permission import PermissionAnswer as PermissionAnswer
     from agentd.core.permission import PermissionOptionKind as PermissionOptionKind
     from agentd.core.permission import PermissionOutcome as PermissionOutcome
+    from agentd.core.prompt import MAX_PROMPT_TEXT as MAX_PROMPT_TEXT
+    from agentd.core.prompt import prompt_images as prompt_images
+    from agentd.core.prompt import prompt_text as prompt_text
     from agentd.core.provider import Provider as Provider
     from agentd.core.provider import ProviderRequest as ProviderRequest
     from agentd.core.provider import ReasoningBlockComplete as ReasoningBlockComplete
@@ -72,10 +94,38 @@ if TYPE_CHECKING:
     from agentd.core.updates import ToolCallStarted as ToolCallStarted
     from agentd.core.updates import UserMessage as UserMessage
     from agentd.core.updates import text_content as text_content
+    from agentd.core.usage import Price as Price
+    from agentd.core.usage import UsageLedger as UsageLedger
+    from agentd.core.usage import UsageTotals as UsageTotals
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "OutcomeKind": "agentd.core.outcome",
+    "EndReason": "agentd.core.outcome",
+    "LocalCommandReason": "agentd.core.outcome",
+    "TurnOutcome": "agentd.core.outcome",
+    "stop_reason": "agentd.core.outcome",
+    "reported_as": "agentd.core.outcome",
+    "parse_reason": "agentd.core.outcome",
+    "Reason": "agentd.core.outcome",
+    "LOCAL_COMMAND_PREFIX": "agentd.core.outcome",
+    "BudgetStopKind": "agentd.core.outcome",
+    "StationarityReason": "agentd.core.outcome",
+    "DegenerationReason": "agentd.core.outcome",
+    "LoopReason": "agentd.core.outcome",
+    "Price": "agentd.core.usage",
+    "UsageTotals": "agentd.core.usage",
+    "UsageLedger": "agentd.core.usage",
+    "prompt_text": "agentd.core.prompt",
+    "prompt_images": "agentd.core.prompt",
+    "MAX_PROMPT_TEXT": "agentd.core.prompt",
+    "INTERRUPTED_RESULT": "agentd.core.conversation",
+    "repair_dangling_tool_calls": "agentd.core.conversation",
+    "Conversation": "agentd.core.conversation",
+    "Interjection": "agentd.core.conversation",
+    "GoalState": "agentd.core.goal",
+    "GoalStatus": "agentd.core.goal",
     "AgentText": "agentd.core.updates",
     "AgentTextChunk": "agentd.core.updates",
     "bind_log_context": "agentd.core.log_context",
@@ -145,38 +195,54 @@ _WHERE = {
 
 __all__ = [
     "IMAGE_TYPES",
+    "INTERRUPTED_RESULT",
+    "LOCAL_COMMAND_PREFIX",
     "LOG_CONTEXT_FIELDS",
+    "MAX_PROMPT_TEXT",
     "AgentText",
     "AgentTextChunk",
+    "BudgetStopKind",
     "CompactionCompleted",
     "CompactionProgress",
     "CompactionStatus",
     "CompletionRequirement",
     "CompletionSource",
+    "Conversation",
+    "DegenerationReason",
     "EarlierTasks",
+    "EndReason",
     "ErrorKind",
     "Event",
     "EventKind",
+    "GoalState",
+    "GoalStatus",
     "HarnessError",
     "Image",
+    "Interjection",
     "Lane",
+    "LocalCommandReason",
     "LogContextFilter",
+    "LoopReason",
     "Message",
     "Notice",
     "NoticeSeverity",
+    "OutcomeKind",
     "PermissionAnswer",
     "PermissionMode",
     "PermissionOptionKind",
     "PermissionOutcome",
     "PlanUpdated",
+    "Price",
     "Provider",
     "ProviderRequest",
+    "Reason",
     "ReasoningBlock",
     "ReasoningBlockComplete",
     "ReasoningDelta",
     "RecoveryHint",
     "SessionModes",
     "SqliteSynchronous",
+    "StationarityReason",
     "Stop",
     "StopReason",
     "StreamEvent",
@@ -194,7 +260,10 @@ __all__ = [
     "ToolCallProgress",
     "ToolCallStarted",
     "ToolSpec",
+    "TurnOutcome",
     "Usage",
+    "UsageLedger",
+    "UsageTotals",
     "UserMessage",
     "bind_log_context",
     "common_prefix",
@@ -202,9 +271,15 @@ __all__ = [
     "hint",
     "limit_exceeded",
     "output_call",
+    "parse_reason",
     "prompt_bytes",
+    "prompt_images",
+    "prompt_text",
     "render_reminder",
+    "repair_dangling_tool_calls",
     "replay",
+    "reported_as",
+    "stop_reason",
     "stop_runners",
     "text_content",
     "tracing",

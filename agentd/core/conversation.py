@@ -6,6 +6,8 @@ on restart. Providers translate it into their own wire format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -95,3 +97,85 @@ def common_prefix(a: list[Message], b: list[Message]) -> int:
         if a[i] is not b[i] and a[i] != b[i]:
             return i
     return n
+
+
+# --------------------------------------------------------------------------- after a crash or kill
+
+INTERRUPTED_RESULT = "Interrupted: the server stopped before this tool call finished."
+
+
+def repair_dangling_tool_calls(messages: list[Message]) -> tuple[list[ToolCall], int | None]:
+    """Tool calls without results (the server died mid-tool) get synthesised
+    "interrupted" results, right after their own step, so the next request is
+    well-formed. Mutates `messages`; returns the repaired calls and the first index that
+    changed (None when nothing did).
+
+    Not `_synthesize_missing`: a result stored anywhere counts as an answer here, so a
+    misplaced one is left for the per-request repair (c) to move and report, rather than
+    shadowed by a stored "interrupted" duplicate."""
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    out: list[Message] = []
+    dangling: list[ToolCall] = []
+    first_changed: int | None = None
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        out.append(m)
+        i += 1
+        if m.role != "assistant" or not m.tool_calls:
+            continue
+        while i < len(messages) and messages[i].role == "tool":  # this step's results
+            out.append(messages[i])
+            i += 1
+        for call in m.tool_calls:
+            if call.id not in answered:
+                if first_changed is None:
+                    first_changed = len(out)
+                dangling.append(call)
+                out.append(Message.tool_result(call, INTERRUPTED_RESULT, is_error=True))
+    messages[:] = out
+    return dangling, first_changed
+
+
+@dataclass(frozen=True)
+class Interjection:
+    text: str
+    origin: str | None = None  # the connection that sent it (not echoed back to it)
+
+
+class Conversation:
+    """The model-visible transcript; every change is handed to `persist` (one appended
+    message) or `rewrite` (the whole transcript, after compaction) in order."""
+
+    def __init__(
+        self,
+        messages: list[Message],
+        persist: Callable[[int, Message], None],
+        rewrite: Callable[[list[Message]], None] | None = None,
+    ) -> None:
+        self._messages = messages
+        self._persist = persist
+        self._rewrite = rewrite
+        # What the last request's repair and estimate made of this transcript (per session,
+        # so a turn's requests cost the new messages, not the whole history): the loop's
+        # `RequestMemo`, made at the first request (agentd/loop/request_memo.py).
+        self.memo: object | None = None
+
+    def replace(self, messages: list[Message]) -> None:
+        self._messages[:] = messages
+        if self._rewrite is not None:
+            self._rewrite(list(messages))
+        else:
+            for i, m in enumerate(messages):
+                self._persist(i, m)
+
+    @property
+    def messages(self) -> list[Message]:
+        return list(self._messages)
+
+    def append(self, message: Message) -> None:
+        self._messages.append(message)
+        self._persist(len(self._messages) - 1, message)
+
+    def __len__(self) -> int:
+        return len(self._messages)

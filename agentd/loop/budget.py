@@ -13,10 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, ClassVar
 
-from agentd.core import Usage
+from agentd.core import BudgetStopKind, Usage
 
 Clock = Callable[[], float]
 
@@ -111,14 +110,6 @@ class BudgetState:
     def grant_grace(self) -> None:
         """The loop calls this when it acts on a positive `grace_decision`."""
         self.grace_used = True
-
-
-class BudgetStopKind(StrEnum):
-    SHUTDOWN = "shutdown"
-    MAX_ITERATIONS = "max_iterations"
-    IDLE_PROGRESS_TIMEOUT = "idle_progress_timeout"
-    ACTIVITY_TIMEOUT = "activity_timeout"
-    TOKEN_BUDGET = "token_budget"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentd.loop.budget import BudgetStop, BudgetStopKind
+from agentd.core import BudgetStopKind
+from agentd.loop.budget import BudgetStop
 
 log = logging.getLogger(__name__)
 

@@ -16,22 +16,23 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from agentd.core import (
     CompletionRequirement,
     CompletionSource,
+    Conversation,
     EventKind,
-    Message,
+    GoalState,
+    Interjection,
     PermissionMode,
+    Price,
     Provider,
     ToolCallIds,
+    UsageLedger,
 )
 from agentd.core import Lane as Lane
 from agentd.core import PermissionAnswer as PermissionAnswer
 from agentd.loop.budget import BudgetLimits, BudgetState
-from agentd.loop.goals import GoalState
 from agentd.loop.limits import LoopLimits
-from agentd.loop.request_memo import RequestMemo
 from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
 from agentd.loop.turn_reminders import LiveTools, ReminderMemory, TurnOpening
-from agentd.loop.usage import Price, UsageLedger
 from agentd.tools import (
     AgentTasks,
     BackgroundTasks,
@@ -90,12 +91,6 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
     raise TurnCancelled
 
 
-@dataclass(frozen=True)
-class Interjection:
-    text: str
-    origin: str | None = None  # the connection that sent it (not echoed back to it)
-
-
 class EventSink(Protocol):
     def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
         """A durable event (gets a seq, committed before delivery)."""
@@ -120,43 +115,6 @@ class PermissionGate(Protocol):
     def remember(self, tool_name: str, answer: Remembered) -> None: ...
 
     async def ask(self, tool_call: dict[str, Any], options: list[dict[str, str]]) -> PermissionAnswer: ...
-
-
-class Conversation:
-    """The model-visible transcript; every change is handed to `persist` (one appended
-    message) or `rewrite` (the whole transcript, after compaction) in order."""
-
-    def __init__(
-        self,
-        messages: list[Message],
-        persist: Callable[[int, Message], None],
-        rewrite: Callable[[list[Message]], None] | None = None,
-    ) -> None:
-        self._messages = messages
-        self._persist = persist
-        self._rewrite = rewrite
-        # What the last request's repair and estimate made of this transcript (per session,
-        # so a turn's requests cost the new messages, not the whole history).
-        self.memo = RequestMemo()
-
-    def replace(self, messages: list[Message]) -> None:
-        self._messages[:] = messages
-        if self._rewrite is not None:
-            self._rewrite(list(messages))
-        else:
-            for i, m in enumerate(messages):
-                self._persist(i, m)
-
-    @property
-    def messages(self) -> list[Message]:
-        return list(self._messages)
-
-    def append(self, message: Message) -> None:
-        self._messages.append(message)
-        self._persist(len(self._messages) - 1, message)
-
-    def __len__(self) -> int:
-        return len(self._messages)
 
 
 @dataclass
@@ -200,6 +158,8 @@ class TurnContext:
     completion: CompletionRequirement | None = None
     goal: GoalState | None = None  # session-owned; the turn updates it
     goal_lanes: list[tuple[Provider, str]] = field(default_factory=list)  # evaluator: small model first
+    # With no `goal_lanes`, the lanes are this small model first, then the turn's (goal_lanes()).
+    goal_evaluator_model: str | None = None
     limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
     stop_hooks: list[StopHook] = field(default_factory=list)
     # Every toolCallId the session has used on the wire: a provider that reuses ids

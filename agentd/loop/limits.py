@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd.loop.budget import BudgetLimits
 from agentd.loop.compaction import CompactionLimits
@@ -25,6 +25,9 @@ from agentd.loop.retry import Bucket, RetryLimits
 from agentd.loop.structured import StructuredOutputLimits
 from agentd.loop.todo_gate import TodoGateLimits
 from agentd.tools import StopHookLimits
+
+if TYPE_CHECKING:
+    from agentd.infra import Settings
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,20 @@ class LoopLimits:
     goal: GoalLimits = field(default_factory=GoalLimits)
     stop_hooks: StopHookLimits = field(default_factory=StopHookLimits)
     drain: DrainLimits = field(default_factory=DrainLimits)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LoopLimits:
+        """The seed defaults, the budget and goal settings, then `AGENTD_LIMITS` overrides."""
+        base = cls(
+            budget=BudgetLimits(
+                max_iterations=settings.max_iterations,
+                idle_progress_s=settings.idle_progress_s,
+                activity_timeout_s=settings.activity_timeout_s,
+                token_budget=settings.token_budget,
+            ),
+            goal=GoalLimits(attempt_timeout_s=settings.goal_attempt_timeout_s),
+        )
+        return base.with_overrides(settings.limits)
 
     def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]]) -> LoopLimits:
         sections = {f.name for f in dataclasses.fields(self)}

@@ -17,28 +17,41 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 from typing import Any
 
-from agentd.core import ErrorKind, EventKind, HarnessError, Message, Notice, tracing
+from agentd.core import (
+    Conversation,
+    EndReason,
+    ErrorKind,
+    EventKind,
+    GoalStatus,
+    HarnessError,
+    Message,
+    Notice,
+    OutcomeKind,
+    ToolCall,
+    TurnOutcome,
+    reported_as,
+    tracing,
+)
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.goals import (
     GoalAction,
-    GoalStatus,
     continuation_text,
     decide_after_evaluation,
     decide_after_verification,
     decide_budget,
     decide_refusal,
     evaluate,
-    evaluator_lanes,
+    goal_lanes,
     run_verification,
     with_continuation,
 )
-from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome, reported_as
 from agentd.loop.prompt_hooks import blocked_text, context_reminder, run_prompt_hooks
-from agentd.loop.react import TurnState, run_compaction, run_react
+from agentd.loop.react import TurnState, execute_tool_round, run_compaction, run_react
 from agentd.loop.reminders import system_reminder
 from agentd.loop.stop_hooks import keep_working_text, run_stop_hooks
 from agentd.loop.structured import STRUCTURED_OUTPUT_TOOL
@@ -222,7 +235,9 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
     if goal.status is not GoalStatus.ACTIVE:
         _save_goal(ctx)
         return False
-    lanes = list(ctx.goal_lanes) or evaluator_lanes((ctx.provider, ctx.model), None, ctx.limits.goal.attempts)
+    lanes = list(ctx.goal_lanes) or goal_lanes(
+        ctx.provider, ctx.model, ctx.goal_evaluator_model, ctx.limits.goal.attempts
+    )
     evaluation = await run_cancellable(
         evaluate(lanes, goal, ctx.todos.as_plan(), ctx.conversation.messages, ctx.limits.goal), ctx.cancel
     )
@@ -284,3 +299,17 @@ async def run_compaction_job(ctx: TurnContext) -> TurnOutcome:
         log.exception("compaction job %s crashed", ctx.turn_id)
         return TurnOutcome.failed(HarnessError(ErrorKind.INTERNAL, f"compaction failed: {exc}"))
     return TurnOutcome(OutcomeKind.COMPLETED, turn=state.summary())
+
+
+async def run_bang(ctx: TurnContext, command: str, call_id: str) -> TurnOutcome:
+    """`!cmd`: run it through the ordinary tool path (events, permission rules, plan mode),
+    without sampling; the model sees command and output in the next turn."""
+    scratch: list[Message] = []
+    side = dataclasses.replace(ctx, conversation=Conversation(scratch, lambda i, m: None))
+    call = ToolCall(id=call_id, name="bash", arguments=json.dumps({"command": command}))
+    result = await execute_tool_round(side, [call])
+    output = scratch[-1].content if scratch else ""
+    ctx.conversation.append(Message.user(f"I ran `{command}` myself:\n{output}"))
+    if result.break_reason is not None:
+        return TurnOutcome.cancelled(result.break_reason.end_reason, tools_called=result.executed)
+    return TurnOutcome(OutcomeKind.COMPLETED, reason=EndReason.SHELL_COMMAND, tools_called=result.executed)

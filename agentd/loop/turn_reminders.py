@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import Message
-from agentd.loop.outcome import EndReason, OutcomeKind, Reason
+from agentd.core import EndReason, Message, OutcomeKind, Reason
 from agentd.loop.reminders import system_reminder
 
 PLAN_MODE_TEXT = (

@@ -14,7 +14,7 @@ from agentd.protocol import ContentBlock
 from agentd.session.sinks import FrameSink
 
 if TYPE_CHECKING:  # the loop and MCP load with the first session (issue 14: idle memory)
-    from agentd.loop import TurnOutcome
+    from agentd.core import TurnOutcome
     from agentd.session.eventlog import Subscriber
     from agentd.tools import McpConnections
 
@@ -223,11 +223,6 @@ class Detach:
 
 
 @dataclass
-class TurnFinished:
-    turn_id: str
-
-
-@dataclass
 class TaskFinished:
     """A background task of this session finished (announced to clients once); in an idle
     session it may start a turn (agentd/session/wake.py)."""
@@ -271,6 +266,5 @@ SessionCommand = (
     | AttachComplete
     | TaskFinished
     | Detach
-    | TurnFinished
     | Shutdown
 )

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.core import PermissionMode
-from agentd.loop import CompactionReason, GoalState, TurnContext, TurnState, prompt_text, run_compaction
+from agentd.core import GoalState, PermissionMode, prompt_text
+from agentd.loop import TurnContext, run_compaction
 from agentd.session.changes import changes_text, session_changes
 from agentd.session.command_syntax import help_text
 from agentd.session.errors import SessionError
 from agentd.session.rewind import RewindHost, rewind, rewindable_turns
 
 if TYPE_CHECKING:
-    from agentd.loop import UsageLedger
+    from agentd.core import UsageLedger
     from agentd.session.queue import QueuedPrompt
     from agentd.tools import TodoList
 
@@ -115,7 +115,7 @@ async def run_local_command(actor: LocalCommandsHost, ctx: TurnContext, name: st
             await actor.files.conversation_cleared(actor.journal.seq)
             return "Context cleared. The session log keeps the history."
         case "compact":
-            changed = await run_compaction(ctx, TurnState(), CompactionReason.REQUESTED)
+            changed = await run_compaction(ctx)
             return "Compacted the conversation." if changed else "Nothing old enough to compact."
         case "rewind":
             return await rewind_command(actor, arg)

@@ -28,7 +28,7 @@ from agentd.store import snapshots as rows
 from agentd.tools import ToolError, parent_dir, replace_atomically
 
 if TYPE_CHECKING:
-    from agentd.loop import Conversation
+    from agentd.core import Conversation
     from agentd.session.eventlog import Journal
     from agentd.session.file_history import FileHistory
     from agentd.session.services import ActorServices

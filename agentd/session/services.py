@@ -20,7 +20,8 @@ from agentd.store import Store
 
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
-    from agentd.loop import BudgetLimits, LoopLimits, Price
+    from agentd.core import Price
+    from agentd.loop import LoopLimits
     from agentd.providers import ModelCatalogue
     from agentd.session.command_syntax import Skill
     from agentd.session.replicas import LivePublisher
@@ -77,11 +78,8 @@ class ActorServices:
         known = self.models.context_window(model) if self.models is not None else None
         return known or self.settings.context_window
 
-    def budget_limits(self) -> BudgetLimits:
-        return self.limits.budget
-
     def prices(self) -> dict[str, Price]:
-        from agentd.loop import Price
+        from agentd.core import Price
 
         return {
             m: Price(p.input, p.output, p.cache_read, p.cache_write) for m, p in self.settings.prices.items()

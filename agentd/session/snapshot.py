@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.loop import GoalState
+from agentd.core import GoalState
 from agentd.session.permission_gate import PendingPermission
 from agentd.session.queue import QueuedPrompt
 

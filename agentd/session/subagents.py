@@ -1,5 +1,5 @@
-"""The session's side of sub-agents (R-T11): its `Subagents` registry and the `task` tool
-of each turn.
+"""The session's side of sub-agents (R-T11): the loop's state for the session, whose
+registry reports the children to the actor.
 
 A background child's usage joins the session's ledger when it finishes (persisted like a
 turn's), and clients learn of its end at once through a `background_task` event, as for a
@@ -9,12 +9,13 @@ ends it `interrupted`), and its end may wake an idle session (wake.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from agentd.core import TaskCompletion, TaskStart
-from agentd.loop import TASK_TOOL, SubagentLimits, Subagents, TurnContext, UsageLedger, run_turn
+from agentd.core import TaskCompletion, TaskStart, UsageLedger
+from agentd.loop import SessionLoopState
 from agentd.session.commands import TaskFinished
-from agentd.tools import StopHook, Tool
+from agentd.tools import StopHook
 
 if TYPE_CHECKING:
     from agentd.session.commands import SessionCommand
@@ -36,9 +37,9 @@ class SubagentsHost(Protocol):
     def send(self, command: SessionCommand) -> None: ...
 
 
-def session_subagents(actor: SubagentsHost) -> Subagents:
+def session_loop(actor: SubagentsHost, retry_state: Mapping[str, Any] | None) -> SessionLoopState:
+    """The loop's state for this session, its sub-agents reporting to the actor."""
     services = actor.services
-    settings = services.settings
 
     def on_usage(ledger: UsageLedger) -> None:
         actor.usage.merge(ledger)
@@ -51,26 +52,14 @@ def session_subagents(actor: SubagentsHost) -> Subagents:
         actor.journal.emit(done.kind, done.payload())
         actor.send(TaskFinished(done.task_id, announced=True))  # an idle session may wake
 
-    return Subagents(
+    return SessionLoopState.create(
+        services.settings,
+        services.limits,
+        retry_state,
         agents=services.agents,
-        run_turn=run_turn,
-        limits=SubagentLimits(settings.subagent_max_depth, settings.subagent_max_concurrent),
-        default_system_prompt=settings.system_prompt,
         stop_hooks=cast("list[StopHook]", list(services.hooks.subagent_stop)),
         client_stop_hooks=lambda: list(actor.client_subagent_hooks.values()),
         on_usage=on_usage,
         on_finished=on_finished,
         on_started=on_started,
     )
-
-
-def with_task_tool(ctx: TurnContext, subagents: Subagents, available: dict[str, Tool]) -> TurnContext:
-    """`ctx` with the `task` tool added when the session's agent may use it (its allow-list
-    names it, or it has none) and sub-agents are enabled."""
-    if TASK_TOOL in ctx.tools or not subagents.agents:
-        return ctx
-    tool = subagents.task_tool(ctx, available)
-    if tool is not None:
-        ctx.tools[TASK_TOOL] = tool
-    ctx.subagents = subagents
-    return ctx

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from agentd.agents import DEFAULT_AGENT, AgentDefinition, default_definitions
 from agentd.infra import SandboxNetwork, Settings
-from agentd.loop import TASK_TOOL, BudgetLimits, GoalLimits, LoopLimits
+from agentd.loop import LoopLimits
 from agentd.session.command_syntax import Skill, load_skills
 from agentd.tools import HooksConfig, ShellLauncher, Tool, builtin_tools, load_hooks
 
@@ -25,20 +25,6 @@ class TurnKit:
     agents: dict[str, AgentDefinition] = field(default_factory=lambda: {DEFAULT_AGENT.name: DEFAULT_AGENT})
     limits: LoopLimits = field(default_factory=LoopLimits)  # every loop constant in force
     skills: dict[str, Skill] = field(default_factory=dict)
-
-
-def loop_limits(settings: Settings) -> LoopLimits:
-    """The seed defaults, the budget and goal settings, then `AGENTD_LIMITS` overrides."""
-    base = LoopLimits(
-        budget=BudgetLimits(
-            max_iterations=settings.max_iterations,
-            idle_progress_s=settings.idle_progress_s,
-            activity_timeout_s=settings.activity_timeout_s,
-            token_budget=settings.token_budget,
-        ),
-        goal=GoalLimits(attempt_timeout_s=settings.goal_attempt_timeout_s),
-    )
-    return base.with_overrides(settings.limits)
 
 
 def web_tools(settings: Settings) -> dict[str, Tool]:
@@ -61,7 +47,7 @@ def build_kit(
     return TurnKit(
         tools=tools_in_use,
         hooks=load_hooks(settings.hooks_file) if settings.hooks_file else HooksConfig(),
-        agents=default_definitions(settings.agents_dir, known_tools=[*tools_in_use, TASK_TOOL]),
-        limits=loop_limits(settings),
+        agents=default_definitions(settings.agents_dir, known_tools=tools_in_use),
+        limits=LoopLimits.from_settings(settings),
         skills=load_skills(settings.skills_dir),
     )

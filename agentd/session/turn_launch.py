@@ -1,54 +1,45 @@
 """Starting a turn: what a queue entry runs as, the `TurnContext` it runs with, and the
 three runners (a model turn or compaction job, a builtin `/command`, a `!cmd`).
 
-Every runner ends the same way: it records the turn's end, waits until its events reached
-the clients' queues, and tells the actor (`TurnFinished`) — whatever happened, so the
-prompt never hangs.
+Every runner ends the same way: it records the turn's end, whatever happened, and waits
+until its events reached the clients' queues; the actor awaits the turn's task, so its end
+is the turn's end (no message to the actor).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
-import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentd.agents import AgentDefinition
-from agentd.core import ErrorKind, EventKind, HarnessError, Message, Provider, ToolCall, bind_log_context
-from agentd.loop import (
-    TASK_TOOL,
-    Conversation,
+from agentd.core import (
     EndReason,
-    GoalStatus,
-    LiveTools,
+    ErrorKind,
+    EventKind,
+    HarnessError,
     LocalCommandReason,
-    McpServerState,
-    OpeningState,
     OutcomeKind,
-    OutputSchema,
-    PreviousEnd,
-    TurnContext,
-    TurnOpening,
     TurnOutcome,
-    evaluator_lanes,
-    execute_tool_round,
-    opening_message,
-    opening_reminders,
-    prompt_images,
+    bind_log_context,
     prompt_text,
-    reminder_message,
+)
+from agentd.loop import (
+    OutputSchema,
+    SessionLoopState,
+    TurnContext,
+    run_bang,
     run_compaction_job,
     run_turn,
 )
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, parse_bang, parse_local
-from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
+from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource
 from agentd.session.local_commands import LocalCommandsHost, run_local_command
 from agentd.session.queue import (
     REQUEST_DIGEST,
@@ -59,12 +50,9 @@ from agentd.session.queue import (
     request_id_of,
 )
 from agentd.session.sinks import FrameSink, capable
-from agentd.session.subagents import with_task_tool
 from agentd.tools import ClientBridge, PreToolHook, PromptHook, StopHook, Tool
 
 if TYPE_CHECKING:
-    from agentd.loop import ReminderMemory, RetryState, Subagents
-    from agentd.session.commands import SessionCommand
     from agentd.session.eventlog import EventHub
     from agentd.session.permission_gate import PermissionGate
     from agentd.tools import BackgroundTasks, McpConnections
@@ -85,8 +73,6 @@ class TurnHost(LocalCommandsHost, Protocol):
     @property
     def client_prompt_hooks(self) -> dict[str, PromptHook]: ...
     @property
-    def reminders(self) -> ReminderMemory: ...
-    @property
     def plan_mode(self) -> bool: ...
     @property
     def permissions(self) -> PermissionGate: ...
@@ -95,17 +81,16 @@ class TurnHost(LocalCommandsHost, Protocol):
     @property
     def path_locks(self) -> dict[str, asyncio.Lock]: ...
     @property
-    def retry(self) -> RetryState: ...
-    @property
     def hub(self) -> EventHub: ...
     @property
-    def subagents(self) -> Subagents: ...
-    def send(self, command: SessionCommand) -> None: ...
+    def loop_state(self) -> SessionLoopState: ...
     def record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None: ...
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None: ...
 
 
 log = logging.getLogger(__name__)
+# What a turn runs: a model turn, a compaction job, a builtin `/command` or a `!cmd`.
+Runner = Callable[[], Awaitable[TurnOutcome]]
 
 
 @dataclass
@@ -168,15 +153,6 @@ def output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema 
     return OutputSchema.check(schema) if isinstance(schema, dict) else None
 
 
-def goal_lanes(
-    provider: Provider, model: str, evaluator_model: str | None, attempts: int = 2
-) -> list[tuple[Provider, str]]:
-    """Who judges a goal, attempt by attempt: the small evaluator model first (when set and
-    different), then the session's; with none the session's model is asked twice."""
-    small = (provider, evaluator_model) if evaluator_model and evaluator_model != model else None
-    return evaluator_lanes((provider, model), small, attempts)
-
-
 def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | None) -> ClientBridge | None:
     """The prompting client's files and terminal, if it offered them (R-T6); a prompt
     from no attached client (HTTP, a restart) works on the server's own."""
@@ -229,14 +205,12 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         context_window=services.context_window_for(actor.model),
         fallbacks=list(services.fallbacks),
         prices=services.prices(),
-        retry=actor.retry,
+        retry=actor.loop_state.retry,
         persist=actor.journal.persist_fields,
-        budget_limits=services.budget_limits(),
+        budget_limits=services.limits.budget,
         completion=agent.completion,
         goal=actor.goal,
-        goal_lanes=goal_lanes(
-            services.provider, actor.model, settings.goal_evaluator_model, services.limits.goal.attempts
-        ),
+        goal_evaluator_model=settings.goal_evaluator_model,
         limits=services.limits,
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,
@@ -245,13 +219,11 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         shell=services.shell,
         trace_meta=cmd.meta,
         prompt_hooks=prompt_hooks,
-        reminders=actor.reminders,
-        live_tools=functools.partial(live_mcp, actor),
+        reminders=actor.loop_state.reminders,
+        live_tools=SessionLoopState.live_tools(lambda: actor.mcp),
         live_names=frozenset(mcp_tools),
     )
-    ctx.subagents = actor.subagents
-    if agent.allows_tool(TASK_TOOL):  # sub-agents (R-T11)
-        with_task_tool(ctx, actor.subagents, {**services.tools, **mcp_tools})
+    actor.loop_state.equip(ctx, {**services.tools, **mcp_tools}, allowed=agent.allows_tool)  # R-T11
     return ctx
 
 
@@ -269,54 +241,6 @@ def _announce_prompt(actor: TurnHost, queued: QueuedPrompt) -> None:
         if actor.title:
             now = datetime.now(UTC).isoformat()
             journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
-
-
-def live_mcp(actor: TurnHost) -> LiveTools:
-    """The session's MCP tools and servers now (a `session/load` may have replaced them)."""
-    mcp = actor.mcp
-    if mcp is None:
-        return LiveTools({}, frozenset())
-    return LiveTools(dict(mcp.tools), frozenset(spec.name for spec in mcp.specs))
-
-
-def opening_state(actor: TurnHost, tools: frozenset[str]) -> OpeningState:
-    """What a user prompt's turn opens with is decided on (turn_reminders.py)."""
-    servers: tuple[McpServerState, ...] = ()
-    if actor.mcp is not None:
-        mcp_tools = actor.mcp.tools
-        servers = tuple(
-            McpServerState(spec.name, tuple(sorted(n for n, t in mcp_tools.items() if t.server == spec.name)))
-            for spec in actor.mcp.specs
-        )
-    goal = actor.goal if actor.goal is not None and actor.goal.status is not GoalStatus.COMPLETE else None
-    return OpeningState(
-        plan_mode=actor.plan_mode,
-        mcp_servers=servers,
-        mcp_announced=actor.reminders.mcp_announced,
-        previous_end=actor.reminders.previous_end,
-        goal=(goal.objective, goal.status.value) if goal is not None else None,
-        open_todos=tuple(e["content"] for e in actor.todos.unfinished()),
-        tools=tools,
-        seen_tools=actor.reminders.seen_tools,
-    )
-
-
-def _write_opening(actor: TurnHost, queued: QueuedPrompt, index: int, tools: frozenset[str]) -> TurnOpening:
-    """001's L2: "注入一批 reminder（MCP、plan mode、任务恢复、workflow 状态、中断提示等）" then
-    "把用户消息写进 ChatState" — the reminders as one user message, then the prompt."""
-    state = opening_state(actor, tools)
-    reminders = opening_reminders(state)
-    if (text := opening_message(reminders)) is not None:
-        actor.conversation.append(reminder_message(text))
-    memory = actor.reminders
-    told_before = memory.copy()
-    memory.mcp_announced = frozenset(s.name for s in state.mcp_servers)
-    memory.previous_end = PreviousEnd.NORMAL  # told once
-    memory.seen_tools = tools  # told too (or the first request shows them): L3 says no more
-    blocks = queued.command.blocks
-    prompt = prompt_text(blocks)
-    actor.conversation.append(Message.user(prompt, prompt_images(blocks)))
-    return TurnOpening(prompt, queued.id, index, reminders, told_before)
 
 
 def _announce_turn(actor: TurnHost, turn_id: str, queued: QueuedPrompt, message_index: int | None) -> None:
@@ -350,83 +274,58 @@ def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
     if plan.shown_to_clients and not woken:
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
-            ctx.opening = _write_opening(actor, queued, before, frozenset(ctx.tools))
+            actor.loop_state.open_turn(
+                ctx, queued.command.blocks, queued.id, before, plan_mode=actor.plan_mode, mcp=actor.mcp
+            )
     rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
     _announce_turn(actor, turn_id, queued, before if rewindable else None)
     # The task copies the context: every record it logs carries this turn's id.
     with bind_log_context(turn_id=turn_id):
+        body: Runner
         if plan.local is not None:
             command, arg = plan.local
-            task = asyncio.create_task(
-                _run_local(actor, ctx, queued, command.name, arg), name=f"local-{turn_id}"
-            )
+            name, body = "local", functools.partial(_run_local, actor, ctx, command.name, arg)
         elif plan.bang is not None:
-            task = asyncio.create_task(_run_bang(actor, ctx, queued, plan.bang), name=f"bang-{turn_id}")
+            name, body = "bang", functools.partial(run_bang, ctx, plan.bang, new_id("bang"))
+        elif queued.kind is QueueKind.COMPACT:
+            name, body = "turn", functools.partial(run_compaction_job, ctx)
         else:
-            task = asyncio.create_task(_run_model(actor, ctx, queued), name=f"turn-{turn_id}")
+            name, body = "turn", functools.partial(run_turn, ctx)
+        task = asyncio.create_task(_run(actor, ctx, queued, body), name=f"{name}-{turn_id}")
     return RunningTurn(turn_id, queued, task, ctx)
 
 
-async def _run_model(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt) -> None:
+async def _run(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, body: Runner) -> None:
+    """The turn's task: its runner's outcome recorded — whatever happened, so the prompt never
+    hangs — and its events in the clients' queues. The actor awaits this task: its end is
+    the turn's (session_actor.py)."""
     try:
-        try:
-            job = queued.kind is QueueKind.COMPACT
-            outcome = await (run_compaction_job(ctx) if job else run_turn(ctx))
-        except asyncio.CancelledError:
-            actor.end_killed_turn(ctx.turn_id, queued)
-            raise
-        except Exception as exc:  # a bug below the loop's own guard: end the turn readably
-            log.exception("turn %s crashed", ctx.turn_id)
-            err = HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-            outcome = TurnOutcome.failed(err)
-        actor.record_turn_end(ctx.turn_id, queued, outcome)
-        # The response to session/prompt must come after every update of its turn.
-        await actor.journal.flushed()
-    finally:
-        # Whatever happened, the actor must learn the turn is over (or the prompt hangs).
-        actor.send(TurnFinished(ctx.turn_id))
+        outcome = await body()
+    except asyncio.CancelledError:
+        actor.end_killed_turn(ctx.turn_id, queued)
+        raise
+    except Exception as exc:  # a bug below the loop's own guard: end the turn readably
+        log.exception("turn %s crashed", ctx.turn_id)
+        err = HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        outcome = TurnOutcome.failed(err)
+    actor.record_turn_end(ctx.turn_id, queued, outcome)
+    # The response to session/prompt must come after every update of its turn.
+    await actor.journal.flushed()
 
 
-async def _run_local(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, name: str, arg: str) -> None:
+async def _run_local(actor: TurnHost, ctx: TurnContext, name: str, arg: str) -> TurnOutcome:
     """A builtin command: answer locally, never sample the model (R-S6)."""
     try:
-        try:
-            text = await run_local_command(actor, ctx, name, arg)
-        except ValueError as exc:
-            text = str(exc)
-        outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
-        message_id = new_id("msg")
-        journal = actor.journal
-        journal.emit_transient(
-            EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
-        )
-        journal.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
-        actor.record_turn_end(ctx.turn_id, queued, outcome)
-        await journal.flushed()
-    finally:
-        actor.send(TurnFinished(ctx.turn_id))
-
-
-async def _run_bang(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, command: str) -> None:
-    """`!cmd`: run it through the ordinary tool path (events, permission rules, plan
-    mode), without sampling; the model sees command and output in the next turn."""
-    try:
-        scratch: list[Message] = []
-        side = dataclasses.replace(ctx, conversation=Conversation(scratch, lambda i, m: None))
-        call = ToolCall(id=new_id("bang"), name="bash", arguments=json.dumps({"command": command}))
-        result = await execute_tool_round(side, [call])
-        output = scratch[-1].content if scratch else ""
-        actor.conversation.append(Message.user(f"I ran `{command}` myself:\n{output}"))
-        if result.break_reason is not None:
-            outcome = TurnOutcome.cancelled(result.break_reason.end_reason, tools_called=result.executed)
-        else:
-            outcome = TurnOutcome(
-                OutcomeKind.COMPLETED, reason=EndReason.SHELL_COMMAND, tools_called=result.executed
-            )
-        actor.record_turn_end(ctx.turn_id, queued, outcome)
-        await actor.journal.flushed()
-    finally:
-        actor.send(TurnFinished(ctx.turn_id))
+        text = await run_local_command(actor, ctx, name, arg)
+    except ValueError as exc:
+        text = str(exc)
+    message_id = new_id("msg")
+    journal = actor.journal
+    journal.emit_transient(
+        EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
+    )
+    journal.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
+    return TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
 
 
 class KilledTurnEnder(Protocol):

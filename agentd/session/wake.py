@@ -30,7 +30,7 @@ from agentd.core import Notice, NoticeSeverity
 from agentd.session.commands import Prompt, PromptDone, PromptSource
 
 if TYPE_CHECKING:
-    from agentd.loop import Subagents
+    from agentd.loop import SessionLoopState
     from agentd.session.eventlog import Journal
     from agentd.session.queue import PromptQueue
     from agentd.session.services import ActorServices
@@ -51,7 +51,7 @@ class WakeHost(Protocol):
     @property
     def background(self) -> BackgroundTasks: ...
     @property
-    def subagents(self) -> Subagents: ...
+    def loop_state(self) -> SessionLoopState: ...
     @property
     def running(self) -> object | None: ...  # only whether a turn runs
     @property
@@ -125,7 +125,7 @@ class WakeStreak:
 
 def wake_state(actor: WakeHost) -> WakeState:
     settings = actor.services.settings
-    unseen = [*actor.background.unreported(), *actor.subagents.unreported()]
+    unseen = [*actor.background.unreported(), *actor.loop_state.subagents.unreported()]
     return WakeState(
         enabled=settings.wake_on_task_finish,
         turn_running=actor.running is not None,

@@ -34,7 +34,7 @@ FIRST_SESSION = (
     "prometheus_client", "agentd.session.actor.session_actor", "agentd.session.turn_kit",
     "agentd.session.local_commands", "agentd.session.eventlog.journal", "agentd.loop.react.run",
     "agentd.loop.context", "agentd.loop.limits", "agentd.tools.registry", "agentd.tools.shell.bash",
-    "agentd.tools.files.tools", "agentd.tools.search.grep", "agentd.agents", "agentd.loop.outcome",
+    "agentd.tools.files.tools", "agentd.tools.search.grep", "agentd.agents", "agentd.core.outcome",
     "agentd.tools.mcp.client",
 )  # fmt: skip
 

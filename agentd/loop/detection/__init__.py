@@ -8,7 +8,6 @@ from agentd._faces import lazy_face
 
 if TYPE_CHECKING:
     from agentd.loop.detection.degeneration import NUDGE_TEXT as NUDGE_TEXT
-    from agentd.loop.detection.degeneration import DegenerationReason as DegenerationReason
     from agentd.loop.detection.degeneration import NoProgress as NoProgress
     from agentd.loop.detection.degeneration import Nudge as Nudge
     from agentd.loop.detection.degeneration import RepetitionDetector as RepetitionDetector
@@ -17,7 +16,6 @@ if TYPE_CHECKING:
     from agentd.loop.detection.degeneration import Stationarity as Stationarity
     from agentd.loop.detection.degeneration import StationarityDecision as StationarityDecision
     from agentd.loop.detection.degeneration import StationarityLimits as StationarityLimits
-    from agentd.loop.detection.degeneration import StationarityReason as StationarityReason
     from agentd.loop.detection.degeneration import Stop as Stop
     from agentd.loop.detection.degeneration import retriable_response as retriable_response
     from agentd.loop.detection.degeneration import with_no_progress_note as with_no_progress_note
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
     from agentd.loop.detection.sequence import LoopAction as LoopAction
     from agentd.loop.detection.sequence import LoopDetector as LoopDetector
     from agentd.loop.detection.sequence import LoopDetectorLimits as LoopDetectorLimits
-    from agentd.loop.detection.sequence import LoopReason as LoopReason
     from agentd.loop.detection.sequence import LoopVerdict as LoopVerdict
     from agentd.loop.detection.sequence import shell_failed as shell_failed
 
@@ -33,11 +30,9 @@ if TYPE_CHECKING:
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
     "CallRecord": "agentd.loop.detection.sequence",
-    "DegenerationReason": "agentd.loop.detection.degeneration",
     "LoopAction": "agentd.loop.detection.sequence",
     "LoopDetector": "agentd.loop.detection.sequence",
     "LoopDetectorLimits": "agentd.loop.detection.sequence",
-    "LoopReason": "agentd.loop.detection.sequence",
     "LoopVerdict": "agentd.loop.detection.sequence",
     "NoProgress": "agentd.loop.detection.degeneration",
     "Nudge": "agentd.loop.detection.degeneration",
@@ -50,7 +45,6 @@ _WHERE = {
     "Stationarity": "agentd.loop.detection.degeneration",
     "StationarityDecision": "agentd.loop.detection.degeneration",
     "StationarityLimits": "agentd.loop.detection.degeneration",
-    "StationarityReason": "agentd.loop.detection.degeneration",
     "Stop": "agentd.loop.detection.degeneration",
     "with_no_progress_note": "agentd.loop.detection.degeneration",
 }
@@ -59,11 +53,9 @@ _WHERE = {
 __all__ = [
     "NUDGE_TEXT",
     "CallRecord",
-    "DegenerationReason",
     "LoopAction",
     "LoopDetector",
     "LoopDetectorLimits",
-    "LoopReason",
     "LoopVerdict",
     "NoProgress",
     "Nudge",
@@ -73,7 +65,6 @@ __all__ = [
     "Stationarity",
     "StationarityDecision",
     "StationarityLimits",
-    "StationarityReason",
     "Stop",
     "retriable_response",
     "shell_failed",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import StopReason, ToolCall
+from agentd.core import DegenerationReason, StationarityReason, StopReason, ToolCall
 from agentd.loop.reminders import system_reminder
 
 
@@ -67,11 +67,6 @@ NO_PROGRESS_NOTE = (
 class StationarityAction(StrEnum):
     NUDGE = "nudge"
     STOP = "stop"
-
-
-class StationarityReason(StrEnum):
-    IDENTICAL_STEPS = "identical_steps"
-    NOOP_STEPS = "noop_steps"
 
 
 @dataclass(frozen=True)
@@ -239,14 +234,6 @@ def with_no_progress_note(result_text: str) -> str:
 
 
 # --------------------------------------------------------------------------- repetitive text
-
-
-class DegenerationReason(StrEnum):
-    REPETITIVE_TEXT = "repetitive_text"
-    # `retriable_response`: answers that say nothing, sent back to the call retry ladder.
-    EMPTY_RESPONSE = "empty_response"
-    FILTERED_RESPONSE = "filtered_response"
-    TOOL_USE_WITHOUT_CALLS = "tool_use_without_calls"
 
 
 @dataclass(frozen=True)

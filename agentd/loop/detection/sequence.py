@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import ToolCall
+from agentd.core import LoopReason, ToolCall
 from agentd.loop.detection.degeneration import step_signature
 
 SHELL_TOOL = "bash"
@@ -47,15 +47,6 @@ class LoopDetectorLimits:
     churn_stop_at: int = 4  # reverts of one file before the run stops
     shell_spiral_at: int = 4  # failing bash calls in a row (octos SHELL_RETRY_RECOVERY_THRESHOLD)
     malformed_stop_at: int = 3  # consecutive steps whose every call was malformed
-
-
-class LoopReason(StrEnum):
-    """Why the sequence layer stopped a run (the turn's `reason`, a `stationarity_ended`)."""
-
-    TOOL_CYCLE = "tool_cycle"
-    FILE_CHURN = "file_churn"
-    SHELL_SPIRAL = "shell_spiral"
-    MALFORMED_TOOL_CALLS = "malformed_tool_calls"
 
 
 class LoopAction(StrEnum):

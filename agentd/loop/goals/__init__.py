@@ -9,8 +9,6 @@ from agentd._faces import lazy_face
 if TYPE_CHECKING:
     from agentd.loop.goals.decide import GoalAction as GoalAction
     from agentd.loop.goals.decide import GoalLimits as GoalLimits
-    from agentd.loop.goals.decide import GoalState as GoalState
-    from agentd.loop.goals.decide import GoalStatus as GoalStatus
     from agentd.loop.goals.decide import continuation_text as continuation_text
     from agentd.loop.goals.decide import decide_after_evaluation as decide_after_evaluation
     from agentd.loop.goals.decide import decide_after_verification as decide_after_verification
@@ -19,6 +17,7 @@ if TYPE_CHECKING:
     from agentd.loop.goals.decide import with_continuation as with_continuation
     from agentd.loop.goals.evaluator import evaluate as evaluate
     from agentd.loop.goals.evaluator import evaluator_lanes as evaluator_lanes
+    from agentd.loop.goals.evaluator import goal_lanes as goal_lanes
     from agentd.loop.goals.evaluator import run_verification as run_verification
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
@@ -31,10 +30,9 @@ _WHERE = {
     "decide_refusal": "agentd.loop.goals.decide",
     "evaluate": "agentd.loop.goals.evaluator",
     "evaluator_lanes": "agentd.loop.goals.evaluator",
+    "goal_lanes": "agentd.loop.goals.evaluator",
     "GoalAction": "agentd.loop.goals.decide",
     "GoalLimits": "agentd.loop.goals.decide",
-    "GoalState": "agentd.loop.goals.decide",
-    "GoalStatus": "agentd.loop.goals.decide",
     "run_verification": "agentd.loop.goals.evaluator",
     "with_continuation": "agentd.loop.goals.decide",
 }
@@ -43,8 +41,6 @@ _WHERE = {
 __all__ = [
     "GoalAction",
     "GoalLimits",
-    "GoalState",
-    "GoalStatus",
     "continuation_text",
     "decide_after_evaluation",
     "decide_after_verification",
@@ -52,6 +48,7 @@ __all__ = [
     "decide_refusal",
     "evaluate",
     "evaluator_lanes",
+    "goal_lanes",
     "run_verification",
     "with_continuation",
 ]

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentd.core import HarnessError, Message, Provider, ProviderRequest, TextDelta, Usage
-from agentd.loop.goals.decide import CONTINUATION_TAG, DEFAULT_LIMITS, GoalLimits, GoalState, Verdict
+from agentd.core import GoalState, HarnessError, Message, Provider, ProviderRequest, TextDelta, Usage
+from agentd.loop.goals.decide import CONTINUATION_TAG, DEFAULT_LIMITS, GoalLimits, Verdict
 from agentd.tools import Launch, ShellLauncher, new_tag
 
 VERDICT_SCHEMA: dict[str, Any] = {
@@ -61,6 +61,15 @@ def evaluator_lanes(session: Lane, small: Lane | None, attempts: int = DEFAULT_L
     if attempts <= 0:
         return []
     return [small if small is not None else session, *[session] * (attempts - 1)]
+
+
+def goal_lanes(
+    provider: Provider, model: str, evaluator_model: str | None, attempts: int = DEFAULT_LIMITS.attempts
+) -> list[tuple[Provider, str]]:
+    """Who judges a turn's goal, attempt by attempt: the small evaluator model first (when
+    set and different), then the session's; with none the session's model gets every attempt."""
+    small = (provider, evaluator_model) if evaluator_model and evaluator_model != model else None
+    return evaluator_lanes((provider, model), small, attempts)
 
 
 # ----------------------------------------------------------------------------- evaluator input

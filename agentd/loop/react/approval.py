@@ -9,9 +9,8 @@ import logging
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import PermissionOptionKind, PermissionOutcome, ToolCallAnnounced
+from agentd.core import EndReason, PermissionOptionKind, PermissionOutcome, ToolCallAnnounced
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
-from agentd.loop.outcome import EndReason
 from agentd.loop.react.slot import Slot
 from agentd.tools import (
     PERMISSION_OPTIONS,

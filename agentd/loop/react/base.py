@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.core import CompactionProgress, CompactionStatus, EventKind, HarnessError
+from agentd.core import (
+    CompactionProgress,
+    CompactionStatus,
+    EndReason,
+    EventKind,
+    HarnessError,
+    OutcomeKind,
+    Reason,
+    TurnOutcome,
+)
 from agentd.loop.compaction import CompactionReason, compact, compactable
 from agentd.loop.context import TurnContext, run_cancellable
-from agentd.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
 from agentd.loop.react.state import TurnState
 from agentd.loop.retry import LoopDecision
 
@@ -17,9 +25,15 @@ def _compaction_progress(ctx: TurnContext, update: CompactionProgress) -> None:
     ctx.events.emit_transient(update.kind, update.payload())
 
 
-async def run_compaction(ctx: TurnContext, state: TurnState, reason: CompactionReason | str) -> bool:
+async def run_compaction(
+    ctx: TurnContext,
+    state: TurnState | None = None,
+    reason: CompactionReason | str = CompactionReason.REQUESTED,
+) -> bool:
     """Fold older history into a summary (R-L3d). True when the conversation changed.
-    A failing summariser leaves the conversation as it was."""
+    A failing summariser leaves the conversation as it was. Without a turn's `state`
+    (`/compact` answered locally) it is asked for by the user."""
+    state = state if state is not None else TurnState()
     reason = CompactionReason(reason)
     if not compactable(ctx.conversation.messages, ctx.limits.compaction):
         return False  # say nothing: there is no compaction to report

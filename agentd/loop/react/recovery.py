@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import asyncio
 
-from agentd.core import EventKind, HarnessError, Notice, ProviderRequest, Usage
+from agentd.core import (
+    DegenerationReason,
+    EventKind,
+    HarnessError,
+    Notice,
+    OutcomeKind,
+    ProviderRequest,
+    TurnOutcome,
+    Usage,
+)
 from agentd.loop.compaction import CompactionReason
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
-from agentd.loop.detection import DegenerationReason, RepetitionHit, RetriableHit, retriable_response
-from agentd.loop.outcome import OutcomeKind, TurnOutcome
+from agentd.loop.detection import RepetitionHit, RetriableHit, retriable_response
 from agentd.loop.react.base import cancelled_outcome, ended_outcome, record_decision, run_compaction
 from agentd.loop.react.sampling import Sample, commit_sample, stream_sample
 from agentd.loop.react.state import TurnState

@@ -13,20 +13,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.core import EventKind, Message, Notice, ProviderRequest, UserMessage
-from agentd.loop.budget import (
-    BudgetStop,
+from agentd.core import (
     BudgetStopKind,
-    check_budget,
-    grace_decision,
-    render_budget_stop,
+    EventKind,
+    LoopReason,
+    Message,
+    Notice,
+    OutcomeKind,
+    ProviderRequest,
+    TurnOutcome,
+    UserMessage,
 )
+from agentd.loop.budget import BudgetStop, check_budget, grace_decision, render_budget_stop
 from agentd.loop.checkpoint import checkpoint_budget_exhaustion
 from agentd.loop.compaction import CompactionReason, should_compact
 from agentd.loop.context import TurnCancelled, TurnContext
-from agentd.loop.detection import LoopReason
 from agentd.loop.drain import drain_barrier
-from agentd.loop.outcome import OutcomeKind, TurnOutcome
 from agentd.loop.react.base import cancelled_outcome, ended_outcome, run_compaction
 from agentd.loop.react.recovery import Rebuild, sample_with_recovery
 from agentd.loop.react.sampling import Sample, build_request, commit_sample, uses_native_schema
@@ -44,6 +46,7 @@ from agentd.loop.react.step import (
 )
 from agentd.loop.react.tool_round import run_tools
 from agentd.loop.react.toolrun import skip_tool_round
+from agentd.loop.request_memo import RequestMemo
 from agentd.loop.task_notices import drain_task_notices
 from agentd.loop.turn_reminders import reminder_message, toolset_reminder, with_live_tools
 
@@ -195,6 +198,8 @@ async def _build_request(
     """Pre-sampling maintenance. The request carries a repaired copy; the stored
     conversation stays exactly as it happened. May compact first (raises TurnCancelled)."""
     memo = ctx.conversation.memo
+    if not isinstance(memo, RequestMemo):  # the transcript's first request
+        memo = ctx.conversation.memo = RequestMemo()
     messages, repairs = memo.repair(ctx.conversation.messages, ctx.limits.repair)
     state.record_repairs(repairs)
     request = build_request(ctx, messages, force_schema=force_schema, offer_shim=offer_shim)

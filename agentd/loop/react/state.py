@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentd.core import UsageLedger
 from agentd.loop.detection import LoopDetector, NoProgress, Stationarity
 from agentd.loop.react.step import NextStepStop
 from agentd.loop.repair import RepairReason
-from agentd.loop.usage import UsageLedger
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import ErrorKind, HarnessError, StopReason, ToolCall
+from agentd.core import EndReason, ErrorKind, HarnessError, OutcomeKind, Reason, StopReason, ToolCall
 from agentd.loop.detection import NUDGE_TEXT, LoopAction, LoopVerdict, Nudge, StationarityDecision, Stop
 from agentd.loop.max_tokens import (
     CONTINUE_TEXT,
@@ -31,7 +31,6 @@ from agentd.loop.max_tokens import (
     MaxTokensLimits,
     on_max_tokens,
 )
-from agentd.loop.outcome import EndReason, OutcomeKind, Reason
 from agentd.loop.react.toolrun import BreakReason
 from agentd.loop.reminders import system_reminder
 from agentd.loop.structured import (

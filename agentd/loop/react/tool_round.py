@@ -3,9 +3,9 @@ tools and the loop detector's round verdicts decide."""
 
 from __future__ import annotations
 
-from agentd.core import ErrorKind, EventKind, HarnessError, Notice
+from agentd.core import ErrorKind, EventKind, HarnessError, LoopReason, Notice
 from agentd.loop.context import TurnContext
-from agentd.loop.detection import LoopAction, LoopReason, LoopVerdict
+from agentd.loop.detection import LoopAction, LoopVerdict
 from agentd.loop.drain import DrainResult, drain_barrier
 from agentd.loop.react.base import record_decision
 from agentd.loop.react.sampling import Sample

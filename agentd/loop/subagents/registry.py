@@ -47,25 +47,28 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from agentd.core import (
+    Conversation,
+    EndReason,
     Message,
+    OutcomeKind,
     TaskCompletion,
     TaskEnd,
     TaskKind,
     TaskStart,
+    TurnOutcome,
+    UsageLedger,
     output_call,
     stop_runners,
     wait_for_any,
 )
 from agentd.loop.budget import BudgetState
-from agentd.loop.context import Conversation, TurnContext
-from agentd.loop.outcome import EndReason, OutcomeKind, TurnOutcome
+from agentd.loop.context import TurnContext
 from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
 from agentd.loop.subagents.events import NestedEvents
 from agentd.loop.subagents.limits import SubagentLimits, can_spawn, child_budget, spawn_refusal
 from agentd.loop.subagents.task_tool import TASK_TOOL, AgentSpec, ChildRequest, TaskTool
 from agentd.loop.turn_reminders import ReminderMemory
-from agentd.loop.usage import UsageLedger
 from agentd.tools import StopHook, TodoList, Tool, ToolError, ToolResult
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from agentd.core import Notice, NoticeSeverity
-from agentd.loop import GoalState, OutcomeKind
+from agentd.core import GoalState, Notice, NoticeSeverity, OutcomeKind
 from agentd.session.actor.stop import StopHost, shut_down
 from agentd.session.changes import revert_file
 from agentd.session.commands import (
@@ -34,7 +33,6 @@ from agentd.session.commands import (
     SetTitle,
     Shutdown,
     TaskFinished,
-    TurnFinished,
 )
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.queue import QueuedPrompt, QueueKind, new_id
@@ -275,13 +273,14 @@ async def _on_detach(actor: HandlersHost, cmd: Detach) -> None:
     actor.permissions.forget_sink(cmd.sink_id)
 
 
-@_handles(TurnFinished)
-async def _on_turn_finished(actor: HandlersHost, cmd: TurnFinished) -> None:
+def on_turn_done(actor: HandlersHost, turn_id: str) -> None:
+    """The running turn's task is done (the actor awaits it beside its mailbox): answer its
+    prompt, start the next one."""
     turn = actor.running
-    if turn is not None and turn.id == cmd.turn_id and turn.outcome is not None:
+    if turn is not None and turn.id == turn_id and turn.outcome is not None:
         if turn.outcome.kind is OutcomeKind.CANCELLED:
             actor.wake.paused = True  # stopped by someone: nothing wakes until the user prompts
-    actor.finish_turn(cmd.turn_id)
+    actor.finish_turn(turn_id)
     actor.start_next_turn()
     # A task that ended after the turn's last sampling round was never announced in it.
     maybe_wake(actor)

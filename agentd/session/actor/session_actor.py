@@ -19,24 +19,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from asyncio import FIRST_COMPLETED
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentd.agents import DEFAULT_AGENT
-from agentd.core import EventKind, Message, PermissionMode, SessionModes, bind_log_context
-from agentd.loop import (
+from agentd.core import (
     Conversation,
     EndReason,
+    EventKind,
     GoalState,
+    Message,
     OutcomeKind,
-    ReminderMemory,
-    RetryState,
+    PermissionMode,
+    SessionModes,
     TurnOutcome,
     UsageLedger,
-    previous_end_of,
+    bind_log_context,
 )
-from agentd.session.actor.handlers import HANDLERS
+from agentd.session.actor.handlers import HANDLERS, on_turn_done
 from agentd.session.actor.stop import StopState, refuse
 from agentd.session.command_syntax import available_commands
 from agentd.session.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
@@ -59,7 +61,7 @@ from agentd.session.services import ActorServices
 from agentd.session.session_modes import record_modes_change
 from agentd.session.sinks import FrameSink
 from agentd.session.snapshot import Running, build_snapshot
-from agentd.session.subagents import session_subagents
+from agentd.session.subagents import session_loop
 from agentd.session.turn_launch import RunningTurn, answer_turn, launch
 from agentd.session.wake import WakeStreak
 from agentd.store import SessionRecord
@@ -96,19 +98,11 @@ class SessionActor:
         self.model = record.model
         self.title = record.title
         self._modes = SessionModes.of(record.mode, record.plan)
-        # Persisted so a crash-restart loop can never reset them into endless retries.
-        retry_limits = services.limits.retry
-        self.retry = (
-            RetryState.from_dict(record.retry_state, retry_limits)
-            if record.retry_state
-            else RetryState(retry_limits)
-        )
         self.usage = UsageLedger.from_dict(record.usage)
         self.goal = GoalState.from_dict(record.goal) if record.goal else None
         self.client_hooks: dict[str, StopHook] = {}  # connection id → hook (Stop)
         self.client_subagent_hooks: dict[str, StopHook] = {}  # connection id → hook (SubagentStop)
         self.client_prompt_hooks: dict[str, PromptHook] = {}  # connection id → hook (UserPromptSubmit)
-        self.reminders = ReminderMemory()  # what the model was told (turn_reminders.py)
         self.agent = services.agents.get(record.agent) or DEFAULT_AGENT
         if self.agent.model:
             self.model = self.agent.model
@@ -146,7 +140,8 @@ class SessionActor:
             on_started=lambda start: self.journal.emit(start.kind, start.payload()),
         )
         self.wake = WakeStreak()  # turns started by finished tasks since the last user prompt
-        self.subagents = session_subagents(self)  # R-T11: the `task` tool's children
+        # Retry buckets (as persisted), what the model was told, the sub-agents (R-T11).
+        self.loop_state = session_loop(self, record.retry_state)
         self._task: asyncio.Task[None] | None = None
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
         s = services.settings
@@ -193,14 +188,50 @@ class SessionActor:
         return len(self.queue)
 
     async def _run(self) -> None:
-        while not self.stop_state.exited:
-            cmd = await self.mailbox.get()
-            try:
-                await HANDLERS[type(cmd)](self, cmd)
-            except Exception:  # one bad command must not kill the session
-                log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
+        # The next command or the running turn's end, whichever comes first: a turn's end
+        # is its task completing, handled here, never a message the turn sends its actor.
+        get: asyncio.Task[SessionCommand] | None = None
+        try:
+            while not self.stop_state.exited:
+                turn = self._turn
+                if turn is not None and turn.task.done():
+                    self._turn_done(turn)
+                elif get is not None and get.done():
+                    cmd, get = get.result(), None
+                    await self._handle(cmd)
+                elif get is None and (turn is None or not self.mailbox.empty()):
+                    # No turn to watch (turns start only in this loop's handlers), or a
+                    # command is already waiting: no task to make (bench/actor_loop.py).
+                    await self._handle(await self.mailbox.get())
+                else:
+                    if get is None:
+                        get = asyncio.create_task(self.mailbox.get())
+                    watched = {get} if turn is None else {get, turn.task}
+                    await asyncio.wait(watched, return_when=FIRST_COMPLETED)
+        finally:
+            if get is not None and get.done() and not get.cancelled():
+                refuse(self, get.result())  # taken from the mailbox as the actor stopped
+            elif get is not None:
+                get.cancel()
         while not self.mailbox.empty():  # arrived while it was stopping
             refuse(self, self.mailbox.get_nowait())
+
+    async def _handle(self, cmd: SessionCommand) -> None:
+        try:
+            await HANDLERS[type(cmd)](self, cmd)
+        except Exception:  # one bad command must not kill the session
+            log.exception("session %s: command %s failed", self.id, type(cmd).__name__)
+
+    def _turn_done(self, turn: RunningTurn) -> None:
+        if not turn.task.cancelled() and (exc := turn.task.exception()) is not None:
+            # The runners record every end themselves (turn_launch.py); this is a bug in that.
+            log.error("session %s: turn %s ended unrecorded", self.id, turn.id, exc_info=exc)
+        try:
+            on_turn_done(self, turn.id)
+        except Exception:  # the session goes on
+            log.exception("session %s: ending turn %s failed", self.id, turn.id)
+            if self._turn is turn:  # or the loop would find it done again, forever
+                self._turn = None
 
     # ------------------------------------------------------------------ turns
 
@@ -236,7 +267,7 @@ class SessionActor:
                 outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
             self._turn.outcome = outcome
         if queued.kind in (QueueKind.PROMPT, QueueKind.BANG):  # what the next turn opens with
-            self.reminders.previous_end = previous_end_of(outcome.kind, outcome.reason)
+            self.loop_state.turn_ended(outcome)
         request_id = request_id_of(queued.command.meta)
         self.journal.emit_turn_ended(
             turn_id,
@@ -290,7 +321,7 @@ class SessionActor:
     def idle_since(self) -> float | None:
         """When the actor became evictable (no clients, no work), or None while it is not."""
         busy = self._turn is not None or self.queue or len(self.hub) or self.permissions.pending
-        if busy or self.subagents.running_background():  # eviction would cancel a child
+        if busy or self.loop_state.subagents.running_background():  # eviction would cancel a child
             self._idle_since = None
             return None
         if self._idle_since is None:

@@ -10,7 +10,7 @@ import dataclasses
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.loop import EndReason, TurnOutcome
+from agentd.core import EndReason, TurnOutcome
 from agentd.session.commands import (
     AttachComplete,
     Cancel,
@@ -21,7 +21,6 @@ from agentd.session.commands import (
     SessionCommand,
     Shutdown,
     TaskFinished,
-    TurnFinished,
 )
 from agentd.session.commit_outcome import NotCommitted, not_committed
 from agentd.session.errors import session_stopping, shutting_down
@@ -29,7 +28,7 @@ from agentd.session.queue import answer_all, resolve
 from agentd.session.turn_launch import KilledTurnEnder, RunningTurn, stop_turn
 
 if TYPE_CHECKING:
-    from agentd.loop import Subagents
+    from agentd.loop import SessionLoopState
     from agentd.session.eventlog import Journal
     from agentd.session.queue import PromptQueue, QueuedPrompt
     from agentd.session.services import ActorServices
@@ -64,7 +63,7 @@ class StopHost(KilledTurnEnder, Protocol):
     @property
     def background(self) -> BackgroundTasks: ...
     @property
-    def subagents(self) -> Subagents: ...
+    def loop_state(self) -> SessionLoopState: ...
     @property
     def queue(self) -> deque[QueuedPrompt]: ...
     @property
@@ -100,7 +99,7 @@ def refuse(actor: StopHost, command: SessionCommand) -> None:
             else:
                 resolve(stopped, True)
             return
-        case ResumeQueue() | AttachComplete() | Detach() | TurnFinished() | TaskFinished():
+        case ResumeQueue() | AttachComplete() | Detach() | TaskFinished():
             return  # nobody waits for an answer
         case _:
             reply = command.reply
@@ -127,7 +126,7 @@ async def shut_down(actor: StopHost, cmd: Shutdown) -> None:
 async def _wind_down(actor: StopHost, grace: float) -> None:
     actor.journal.stopped = True
     actor.journal.cancel_checkpoints()
-    await asyncio.gather(actor.background.close(), actor.subagents.close())
+    await asyncio.gather(actor.background.close(), actor.loop_state.subagents.close())
     turn = actor.running
     if turn is not None:
         await stop_turn(actor, turn, grace)

@@ -13,16 +13,21 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from agentd.core import Event, EventKind, Message, ToolCallFinished, ToolCallIds, text_content
-from agentd.infra import Metrics
-from agentd.loop import (
+from agentd.core import (
     INTERRUPTED_RESULT,
     Conversation,
+    Event,
+    EventKind,
+    Message,
+    ToolCallFinished,
+    ToolCallIds,
     TurnOutcome,
     UsageLedger,
     repair_dangling_tool_calls,
     stop_reason,
+    text_content,
 )
+from agentd.infra import Metrics
 from agentd.session.eventlog.writer import EventWriter
 
 # R-E1: the text of a message still streaming reaches the store at most this often.

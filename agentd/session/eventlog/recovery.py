@@ -13,7 +13,8 @@ from agentd.session.commands import PromptDone
 from agentd.store import SessionRecord, Store, StoredEvent
 
 if TYPE_CHECKING:
-    from agentd.loop import Conversation, ReminderMemory, Subagents, UsageLedger
+    from agentd.core import Conversation, UsageLedger
+    from agentd.loop import SessionLoopState
     from agentd.session.eventlog.journal import Journal, Partial
     from agentd.tools import BackgroundTasks
 
@@ -32,9 +33,7 @@ class RecoveryHost(Protocol):
     @property
     def background(self) -> BackgroundTasks: ...
     @property
-    def reminders(self) -> ReminderMemory: ...
-    @property
-    def subagents(self) -> Subagents: ...
+    def loop_state(self) -> SessionLoopState: ...
     def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None: ...
 
 
@@ -93,7 +92,7 @@ def _recover_interrupted_turn(actor: RecoveryHost, ends: list[StoredEvent]) -> b
     for ev in ends:
         request_id = ev.payload.get("requestId")
         if ev.kind == EventKind.TURN_ENDED.value and isinstance(request_id, str):
-            from agentd.loop import TurnOutcome
+            from agentd.core import TurnOutcome
 
             try:
                 outcome = TurnOutcome.from_event(ev.payload)
@@ -110,10 +109,10 @@ def _recover_interrupted_turn(actor: RecoveryHost, ends: list[StoredEvent]) -> b
 
 def _close_interrupted_turn(actor: RecoveryHost, started: dict[str, Any]) -> None:
     """The turn that was running when the server died ends `interrupted` (R-E6)."""
-    from agentd.loop import EndReason, OutcomeKind, PreviousEnd, TurnOutcome
+    from agentd.core import EndReason, OutcomeKind, TurnOutcome
 
     outcome = TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_RESTARTED)
-    actor.reminders.previous_end = PreviousEnd.CUT_OFF  # the next turn is told (task recovery)
+    actor.loop_state.cut_off()  # the next turn is told (task recovery)
     request_id = started.get("requestId")
     actor.journal.emit_turn_ended(
         started["turnId"],
@@ -148,4 +147,4 @@ def _recover_background_tasks(actor: RecoveryHost, marks: list[StoredEvent]) -> 
         actor.journal.emit(lost.kind, lost.payload())
         actor.background.earlier.add(lost, announce=True)
     actor.background.resume_ids(history.last_ids.get(TaskKind.BASH, 0))
-    actor.subagents.resume_ids(history.last_ids.get(TaskKind.AGENT, 0))
+    actor.loop_state.subagents.resume_ids(history.last_ids.get(TaskKind.AGENT, 0))

@@ -7,7 +7,8 @@ import asyncio
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from agentd.loop import GoalState, TurnContext
+    from agentd.core import GoalState
+    from agentd.loop import TurnContext
     from agentd.session.commands import PromptDone, SessionCommand
     from agentd.session.eventlog import Journal
     from agentd.session.services import ActorServices

@@ -24,8 +24,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import TypeAdapter
 
-from agentd.core import EventKind
-from agentd.loop import EndReason, Interjection, TurnOutcome, prompt_text
+from agentd.core import EndReason, EventKind, Interjection, TurnOutcome, prompt_text
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import Skill
 from agentd.session.commands import (

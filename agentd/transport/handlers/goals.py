@@ -42,11 +42,11 @@ async def usage_get(ctx: CallContext, params: SessionParams) -> dict[str, Any]:
     `retry`: the retry buckets' counts in their window (R-R2)."""
     actor = await session_for(ctx, params.session_id, Access.WATCH)
     session = actor.usage.to_dict()
-    if actor.subagents.running_background():
+    if actor.loop_state.subagents.running_background():
         # 000 (background_live): a background sub-agent still runs — its spend is not in yet;
         # the report is incomplete, not dirty (the ledger books it when the child ends).
         session["incomplete"] = True
-    return {"sessionId": actor.id, "session": session, "retry": actor.retry.snapshot()}
+    return {"sessionId": actor.id, "session": session, "retry": actor.loop_state.retry.snapshot()}
 
 
 async def session_compact(ctx: CallContext, params: SessionParams) -> dict[str, Any]:

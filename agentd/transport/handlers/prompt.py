@@ -70,7 +70,7 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
         meta["structuredOutput"] = outcome.structured_output
     if "usage" in outcome.turn:
         meta["usage"] = outcome.turn["usage"]  # this prompt's tokens and cost (R-R4)
-    from agentd.loop import OutcomeKind, stop_reason
+    from agentd.core import OutcomeKind, stop_reason
 
     if outcome.kind is OutcomeKind.FAILED:
         err = outcome.error
@@ -107,7 +107,7 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
     if answer.done is None:
         return {"promptId": answer.prompt_id, "position": answer.position}
     # A repeated requestId whose prompt already ended: how it ended.
-    from agentd.loop import stop_reason
+    from agentd.core import stop_reason
 
     outcome = answer.done.outcome
     ended: dict[str, Any] = {

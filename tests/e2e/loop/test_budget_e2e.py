@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
+from agentd.core import BudgetStopKind
 from agentd.infra.config import PermissionMode
-from agentd.loop.budget import BudgetStop, BudgetStopKind, render_budget_stop
+from agentd.loop.budget import BudgetStop, render_budget_stop
 from agentd.loop.checkpoint import CheckpointConfig
 from agentd.loop.react.run import GRACE_TEXT
 from tests.support.acp_schema import AcpValidator

@@ -28,16 +28,11 @@ from typing import Any
 
 import pytest
 
+from agentd.core import GoalState, GoalStatus
 from agentd.core.conversation import Message
 from agentd.core.provider import ProviderRequest
 from agentd.infra.config import PermissionMode
-from agentd.loop.goals.decide import (
-    CONTINUATION_TAG,
-    GoalLimits,
-    GoalState,
-    GoalStatus,
-    after_evaluation,
-)
+from agentd.loop.goals.decide import CONTINUATION_TAG, GoalLimits, after_evaluation
 from agentd.loop.goals.evaluator import EVALUATOR_SYSTEM, evaluate, parse_verdict
 from agentd.protocol.jsonrpc import ErrorCode
 from tests.support.client import RpcFailed, WsClient, agent_text, text_prompt

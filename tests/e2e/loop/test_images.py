@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentd.core import prompt_images, prompt_text
 from agentd.core.conversation import Image, Message
 from agentd.infra.config import PermissionMode
-from agentd.loop.prompt import prompt_images, prompt_text
 from agentd.protocol.acp import ImageContent, TextContent
 from agentd.providers.anthropic.messages import content_blocks as _content_blocks
 from agentd.providers.openai.chat import _translate_message

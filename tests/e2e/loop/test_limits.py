@@ -11,7 +11,6 @@ import pytest
 from agentd.infra.config import Settings
 from agentd.loop.limits import LoopLimits
 from agentd.loop.retry import Bucket
-from agentd.session.turn_kit import loop_limits
 from tests.support.client import text_prompt
 from tests.support.server import scripted
 from tests.support.session import served_session
@@ -68,7 +67,7 @@ def test_settings_and_overrides_build_the_limits_in_force(monkeypatch: pytest.Mo
         ),
     )
     monkeypatch.setenv("AGENTD_MAX_ITERATIONS", "50")
-    limits = loop_limits(Settings())
+    limits = LoopLimits.from_settings(Settings())
     assert limits.stationarity.stop_at == 6
     assert limits.stationarity.nudge_at == 8  # untouched fields keep their defaults
     assert limits.retry.limit(Bucket.RATE_LIMITED) == 9

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from agentd.core import INTERRUPTED_RESULT
 from agentd.core.conversation import Message, ToolCall
-from agentd.loop.repair import DEFAULT_LIMITS, INTERRUPTED_RESULT, MISSING_RESULT_TEXT, normalize_tool_call_id
+from agentd.loop.repair import DEFAULT_LIMITS, MISSING_RESULT_TEXT, normalize_tool_call_id
 from agentd.providers.scripted import ScriptedProvider
 from agentd.store.db import Batch, Store
 from tests.support.acp_schema import AcpValidator

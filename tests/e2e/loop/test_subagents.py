@@ -290,10 +290,10 @@ async def test_a_running_background_child_keeps_its_session_from_being_evicted(
 
         assert await manager.evict_idle(0.0) == []  # the child still runs
         actor = manager.live_actor(sid)
-        assert actor is not None and actor.subagents.running_background() == ["agent-1"]
+        assert actor is not None and actor.loop_state.subagents.running_background() == ["agent-1"]
 
         child.release(0)
-        await until(lambda: not actor.subagents.running_background(), what="the child's end")
+        await until(lambda: not actor.loop_state.subagents.running_background(), what="the child's end")
         assert await manager.evict_idle(0.0) == [sid]
         await client.close()
 

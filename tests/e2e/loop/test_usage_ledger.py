@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from agentd.core import Price
 from agentd.core.provider import Usage
-from agentd.loop.usage import Price
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.providers.openai.chat import OpenAIProvider
 from agentd.store.db import Store

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from agentd.core import Price
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, StreamEvent, TextDelta, Usage
 from agentd.loop.context import Lane
-from agentd.loop.usage import Price
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.providers.anthropic.provider import AnthropicProvider
 from agentd.providers.openai.chat import OpenAIProvider

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 import pytest
 from sqlalchemy.engine import make_url
 
+from agentd.core import INTERRUPTED_RESULT
 from agentd.core.conversation import Message, ToolCall
 from agentd.infra.config import PermissionMode, Settings
 from agentd.loop.reminders import system_reminder
-from agentd.loop.repair import INTERRUPTED_RESULT
 from agentd.loop.turn_reminders import TASK_RECOVERY_TEXT
 from agentd.session.eventlog.writer import EventWriter
 from agentd.session.manager import SessionManager

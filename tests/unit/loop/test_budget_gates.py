@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from agentd.core import BudgetStopKind
 from agentd.core.provider import Usage
 from agentd.loop.budget import (
     BudgetLimits,
     BudgetState,
     BudgetStop,
-    BudgetStopKind,
     check_budget,
     grace_decision,
     render_budget_stop,

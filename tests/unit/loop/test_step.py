@@ -8,18 +8,13 @@ from typing import Any
 
 import pytest
 
+from agentd.core import EndReason, LoopReason, OutcomeKind, StationarityReason, reported_as
 from agentd.core.conversation import ToolCall
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import StopReason
-from agentd.loop.detection.degeneration import (
-    NUDGE_TEXT,
-    Nudge,
-    StationarityReason,
-    Stop,
-)
-from agentd.loop.detection.sequence import LoopAction, LoopReason, LoopVerdict
+from agentd.loop.detection.degeneration import NUDGE_TEXT, Nudge, Stop
+from agentd.loop.detection.sequence import LoopAction, LoopVerdict
 from agentd.loop.max_tokens import CONTINUE_TEXT, EMPTY_NUDGE_TEXT, MaxTokensLimits
-from agentd.loop.outcome import EndReason, OutcomeKind, reported_as
 from agentd.loop.react.step import (
     ContinueReason,
     NextStepContinue,

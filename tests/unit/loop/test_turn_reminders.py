@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentd.loop.outcome import EndReason, OutcomeKind
+from agentd.core import EndReason, OutcomeKind
 from agentd.loop.reminders import is_system_reminder
 from agentd.loop.turn_reminders import (
     MAX_LISTED,

@@ -1,4 +1,4 @@
-"""What a queue entry runs as, the title a first prompt gives a session, who judges a goal."""
+"""What a queue entry runs as, the title a first prompt gives a session."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from agentd.session.command_syntax import Skill
 from agentd.session.queue.ops import QueueKind, prompt_kind
-from agentd.session.turn_launch import classify, goal_lanes, title_from
+from agentd.session.turn_launch import classify, title_from
 
 SKILLS = {"review": Skill("review", "Review code", "Review this: $ARGUMENTS")}
 
@@ -54,21 +54,6 @@ def test_what_an_entry_runs_as(
 )
 def test_title_from_the_first_prompt(text: str, title: str | None) -> None:
     assert title_from(text) == title
-
-
-@pytest.mark.parametrize(
-    ("model", "evaluator", "expected"),
-    [
-        ("big", None, ["big", "big"]),  # no small model: the session's model, twice
-        ("big", "small", ["small", "big"]),
-        ("big", "big", ["big", "big"]),  # the same model: asked twice as well
-    ],
-)
-def test_goal_lanes(model: str, evaluator: str | None, expected: list[str]) -> None:
-    provider = object()
-    lanes = goal_lanes(provider, model, evaluator)  # type: ignore[arg-type]
-    assert [m for _, m in lanes] == expected
-    assert all(p is provider for p, _ in lanes)
 
 
 @pytest.mark.parametrize(

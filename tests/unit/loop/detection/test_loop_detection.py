@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentd.core import StationarityReason
 from agentd.core.conversation import ToolCall
 from agentd.loop.detection.degeneration import (
     NO_PROGRESS_NOTE,
@@ -19,7 +20,6 @@ from agentd.loop.detection.degeneration import (
     RepetitionDetector,
     Stationarity,
     StationarityLimits,
-    StationarityReason,
     Stop,
     detect_repetitive_text,
     step_signature,

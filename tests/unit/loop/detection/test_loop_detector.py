@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from agentd.core import DegenerationReason, LoopReason, parse_reason
 from agentd.core.conversation import ToolCall
 from agentd.core.provider import StopReason
-from agentd.loop.detection.degeneration import DegenerationReason, retriable_response, step_signature
+from agentd.loop.detection.degeneration import retriable_response, step_signature
 from agentd.loop.detection.sequence import (
     CallRecord,
     CycleDetector,
@@ -17,14 +18,12 @@ from agentd.loop.detection.sequence import (
     LoopAction,
     LoopDetector,
     LoopDetectorLimits,
-    LoopReason,
     MalformedCalls,
     ShellSpiral,
     find_cycle,
     shell_failed,
 )
 from agentd.loop.limits import LoopLimits
-from agentd.loop.outcome import parse_reason
 
 LIMITS = LoopDetectorLimits()
 

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
+from agentd.core import GoalState, GoalStatus
 from agentd.loop.goals.decide import (
     GoalAction,
     GoalLimits,
-    GoalState,
-    GoalStatus,
     Verdict,
     after_evaluation,
     budget_check,
@@ -22,7 +21,7 @@ from agentd.loop.goals.decide import (
     decide_budget,
     decide_refusal,
 )
-from agentd.loop.goals.evaluator import evaluator_lanes
+from agentd.loop.goals.evaluator import evaluator_lanes, goal_lanes
 
 
 def verdict(decision: str, blocker_key: str | None = None) -> Verdict:
@@ -241,3 +240,18 @@ def test_evaluator_lanes(small: str | None, attempts: int, expected: list[str]) 
 def test_two_evaluator_attempts_by_default() -> None:
     assert GoalLimits().attempts == 2
     assert evaluator_lanes("session", None) == ["session", "session"]
+
+
+@pytest.mark.parametrize(
+    ("model", "evaluator", "expected"),
+    [
+        ("big", None, ["big", "big"]),  # no small model: the session's model, twice
+        ("big", "small", ["small", "big"]),
+        ("big", "big", ["big", "big"]),  # the same model: asked twice as well
+    ],
+)
+def test_goal_lanes(model: str, evaluator: str | None, expected: list[str]) -> None:
+    provider = object()
+    lanes = goal_lanes(provider, model, evaluator)  # type: ignore[arg-type]
+    assert [m for _, m in lanes] == expected
+    assert all(p is provider for p, _ in lanes)

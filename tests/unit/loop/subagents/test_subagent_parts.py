@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
+from agentd.core import OutcomeKind, TurnOutcome, UsageLedger
 from agentd.core.conversation import Message
 from agentd.core.events import EventKind
 from agentd.core.provider import Usage
-from agentd.loop.outcome import OutcomeKind, TurnOutcome
 from agentd.loop.subagents.events import NestedEvents
 from agentd.loop.subagents.registry import attributed, final_answer, lane_of
-from agentd.loop.usage import UsageLedger
 from agentd.tools.hooks import HookConfigError, load_hooks
 
 

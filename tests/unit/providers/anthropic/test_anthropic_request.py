@@ -263,8 +263,8 @@ async def test_auxiliary_calls_go_without_thinking() -> None:
     """The compaction summary and the goal evaluator ask for no extended reasoning: with a
     thinking budget configured their Anthropic bodies still carry no `thinking`, and keep
     their own small output cap."""
+    from agentd.core import GoalState
     from agentd.loop.compaction import summarise
-    from agentd.loop.goals.decide import GoalState
     from agentd.loop.goals.evaluator import evaluator_request
     from agentd.providers.scripted import ScriptedProvider
 

@@ -7,10 +7,9 @@ from typing import Any, cast
 
 import pytest
 
+from agentd.core import INTERRUPTED_RESULT, OutcomeKind, TurnOutcome
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.events import EventKind
-from agentd.loop.outcome import OutcomeKind, TurnOutcome
-from agentd.loop.repair import INTERRUPTED_RESULT
 from agentd.session.eventlog.journal import Journal, interrupted_tool_call_update, turn_ended_payload
 from agentd.session.eventlog.writer import EventWriter
 

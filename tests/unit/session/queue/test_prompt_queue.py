@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentd.loop.outcome import TurnOutcome
+from agentd.core import TurnOutcome
 from agentd.protocol.acp import TextContent
 from agentd.session.commands import Prompt, PromptDone
 from agentd.session.queue.prompt_queue import (

@@ -8,17 +8,18 @@ import json
 import orjson
 import pytest
 
-from agentd.core.errors import ErrorKind, HarnessError
-from agentd.loop.budget import BudgetStopKind
-from agentd.loop.detection.degeneration import DegenerationReason, StationarityReason
-from agentd.loop.outcome import (
+from agentd.core import (
+    BudgetStopKind,
+    DegenerationReason,
     EndReason,
     LocalCommandReason,
     OutcomeKind,
     Reason,
+    StationarityReason,
     TurnOutcome,
     parse_reason,
 )
+from agentd.core.errors import ErrorKind, HarnessError
 
 ALL_ENUM_REASONS: list[Reason] = [
     *EndReason,

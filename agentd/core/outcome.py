@@ -16,10 +16,40 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import ErrorKind, HarnessError
-from agentd.loop.budget import BudgetStopKind
-from agentd.loop.detection import DegenerationReason, LoopReason, StationarityReason
+from agentd.core.errors import ErrorKind, HarnessError
 from agentd.protocol import StopReason
+
+
+# The reasons the loop's gates and detectors stop a turn with (agentd/loop/budget.py,
+# agentd/loop/detection/): data on the outcome, so they live with it.
+class BudgetStopKind(StrEnum):
+    SHUTDOWN = "shutdown"
+    MAX_ITERATIONS = "max_iterations"
+    IDLE_PROGRESS_TIMEOUT = "idle_progress_timeout"
+    ACTIVITY_TIMEOUT = "activity_timeout"
+    TOKEN_BUDGET = "token_budget"
+
+
+class StationarityReason(StrEnum):
+    IDENTICAL_STEPS = "identical_steps"
+    NOOP_STEPS = "noop_steps"
+
+
+class DegenerationReason(StrEnum):
+    REPETITIVE_TEXT = "repetitive_text"
+    # `retriable_response`: answers that say nothing, sent back to the call retry ladder.
+    EMPTY_RESPONSE = "empty_response"
+    FILTERED_RESPONSE = "filtered_response"
+    TOOL_USE_WITHOUT_CALLS = "tool_use_without_calls"
+
+
+class LoopReason(StrEnum):
+    """Why the sequence layer stopped a run (the turn's `reason`, a `stationarity_ended`)."""
+
+    TOOL_CYCLE = "tool_cycle"
+    FILE_CHURN = "file_churn"
+    SHELL_SPIRAL = "shell_spiral"
+    MALFORMED_TOOL_CALLS = "malformed_tool_calls"
 
 
 class OutcomeKind(StrEnum):

@@ -1,0 +1,91 @@
+"""The loop's state of a session between its turns (`SessionLoopState`, issue 27): a prompt's
+opening, how the last turn ended, the `task` tool — what the session used to do itself with a
+dozen loop names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentd.agents import DEFAULT_AGENT
+from agentd.core import Conversation, EndReason, GoalState, Message, TurnOutcome
+from agentd.loop.context import TurnContext
+from agentd.loop.retry import RetryState
+from agentd.loop.session_state import SessionLoopState
+from agentd.loop.subagents import TASK_TOOL, Subagents
+from agentd.loop.turn import run_turn
+from agentd.loop.turn_reminders import PreviousEnd, ReminderKind
+from agentd.protocol import TextContent
+
+
+def context(messages: list[Message], **fields: Any) -> TurnContext:
+    return TurnContext(
+        session_id="sess",
+        turn_id="turn",
+        cwd=Path("."),
+        provider=object(),  # type: ignore[arg-type]  # never sampled here
+        model="model",
+        system_prompt="",
+        tools={"bash": object()},  # type: ignore[dict-item]
+        conversation=Conversation(messages, lambda i, m: None),
+        events=object(),  # type: ignore[arg-type]
+        permissions=object(),  # type: ignore[arg-type]
+        **fields,
+    )
+
+
+def loop_state(agents: dict[str, Any] | None = None) -> SessionLoopState:
+    return SessionLoopState(RetryState(), Subagents(agents=agents or {}, run_turn=run_turn))
+
+
+def test_a_prompt_opens_with_its_reminders_then_the_prompt() -> None:
+    state = loop_state()
+    state.cut_off()  # the server died mid-turn
+    messages: list[Message] = []
+    ctx = context(messages, goal=GoalState("ship it"))
+    ctx.todos.replace([{"content": "write the changelog", "status": "pending"}])
+
+    state.open_turn(ctx, [TextContent(text="go on")], "prompt-1", 0, plan_mode=True, mcp=None)
+
+    assert [m.role for m in messages] == ["user", "user"]
+    assert "write the changelog" in messages[0].content and messages[1].content == "go on"
+    opening = ctx.opening
+    assert opening is not None and (opening.prompt, opening.prompt_id, opening.index) == (
+        "go on",
+        "prompt-1",
+        0,
+    )
+    assert [r.kind for r in opening.reminders] == [
+        ReminderKind.PLAN_MODE,
+        ReminderKind.TASK_RECOVERY,
+        ReminderKind.WORKFLOW,
+    ]
+    # Told once: the memory moved on, and what it was before is kept (a blocked prompt restores it).
+    assert opening.told_before is not None and opening.told_before.previous_end is PreviousEnd.CUT_OFF
+    assert state.reminders.previous_end is PreviousEnd.NORMAL
+    assert state.reminders.seen_tools == frozenset({"bash"})
+
+
+def test_the_next_opening_says_how_the_last_turn_ended() -> None:
+    state = loop_state()
+    state.turn_ended(TurnOutcome.cancelled(EndReason.USER_CANCELLED))
+    ctx = context([])
+    state.open_turn(ctx, [TextContent(text="again")], "prompt-2", 0, plan_mode=False, mcp=None)
+    assert ctx.opening is not None
+    assert [r.kind for r in ctx.opening.reminders] == [ReminderKind.INTERRUPTION]
+
+
+def test_the_task_tool_only_for_an_agent_that_may_use_it() -> None:
+    state = loop_state(agents={"helper": DEFAULT_AGENT})
+    refused = context([])
+    state.equip(refused, {}, allowed=lambda name: name != TASK_TOOL)
+    assert TASK_TOOL not in refused.tools and refused.subagents is state.subagents
+
+    allowed = context([])
+    state.equip(allowed, {}, allowed=lambda name: True)
+    assert TASK_TOOL in allowed.tools and allowed.subagents is state.subagents
+
+    no_agents = loop_state()
+    ctx = context([])
+    no_agents.equip(ctx, {}, allowed=lambda name: True)
+    assert TASK_TOOL not in ctx.tools
