@@ -19,14 +19,15 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"pro
 async def first_healthy(http: httpx.AsyncClient, proc: asyncio.subprocess.Process, log: Path) -> None:
     """Polls /healthz until its first 200 (the process started a moment ago)."""
     for _ in range(6000):  # up to ~60 s on a loaded host
-        assert proc.returncode is None, log.read_text()
+        if proc.returncode is not None:
+            raise AssertionError(f"exited with {proc.returncode}:\n{await asyncio.to_thread(log.read_text)}")
         try:
             if (await http.get("/healthz")).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         await asyncio.sleep(0.01)
-    raise AssertionError(f"never healthy:\n{log.read_text()}")
+    raise AssertionError(f"never healthy:\n{await asyncio.to_thread(log.read_text)}")
 
 
 async def test_requests_sent_when_healthz_first_answers_are_held_and_answered(tmp_path: Path) -> None:
@@ -51,7 +52,7 @@ async def test_requests_sent_when_healthz_first_answers_are_held_and_answered(tm
         await ws.close()
         ready = await http.get("/readyz")
         assert (ready.status_code, ready.json()["status"]) == (200, "ok"), ready.text
-    output = log.read_text()
+    output = await asyncio.to_thread(log.read_text)
     assert output.count("ready: serving every request") == 1, output
     # The early /healthz came first: the ready line follows the first health check's access log.
     assert output.index('"GET /healthz HTTP/1.1" 200') < output.index("ready: serving every request"), output
