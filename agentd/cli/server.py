@@ -81,6 +81,7 @@ def serve(
         check_provider,
         check_sandbox,
         claim_database,
+        database_current,
         listen_socket,
         local_ws_url,
     )
@@ -126,7 +127,8 @@ def serve(
         sock.close()
         fail(exc)
     try:
-        run(lambda: check_database(settings))
+        if not database_current(settings):  # else the app's start-up connects (in the background)
+            run(lambda: check_database(settings))
         logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
 
         import asyncio
