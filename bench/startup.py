@@ -37,6 +37,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LAZY = ("mcp", "alembic")  # modules a request may never need
@@ -140,7 +141,7 @@ def one_start(
             proc.wait()
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+def wait_ready(url: str, proc: subprocess.Popen[Any]) -> None:
     """Until `url` answers 200: agentd answers /healthz while its app still loads."""
     deadline = time.perf_counter() + 60
     while time.perf_counter() < deadline and proc.poll() is None:
@@ -212,6 +213,39 @@ def import_times(
         print(f"  {cum:>9} {self_us:>8}  {name}")
     for mod in LAZY:
         print(f"imports {mod}: {'yes' if mod in loaded else 'no'}")
+
+
+def serve_import_split(home: Path, top: int) -> None:
+    """`agentd serve` under `-X importtime`, its imports split at the moment it serves
+    (uvicorn's "Application startup complete": from then on /healthz answers) — what it
+    loads before serving, and what its app loads after, behind /readyz — grouped by
+    package (self µs: a module a lazy face loads through `importlib` is not listed on its
+    own, its self time goes to the importer)."""
+    port = free_port()
+    cmd = [sys.executable, "-X", "importtime", "-m", "agentd.cli", "serve"]
+    proc = subprocess.Popen(
+        cmd, env=env_for(home, port), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz", proc)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    phases: dict[str, dict[str, int]] = {"before serving": {}, "after (the app)": {}}
+    phase = "before serving"
+    for line in err.splitlines():
+        if "Application startup complete" in line:
+            phase = "after (the app)"
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        self_us, _, name = line.removeprefix("import time:").split("|")
+        parts = name.strip().split(".")
+        group = ".".join(parts[:2]) if parts[0] in ("agentd", "sqlalchemy", "fastapi") else parts[0]
+        phases[phase][group] = phases[phase].get(group, 0) + int(self_us)
+    for what, groups in phases.items():
+        print(f"agentd serve imports {what}: {sum(groups.values()) / 1000:.0f} ms (self), by package:")
+        for group, us in sorted(groups.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {us / 1000:7.1f} ms  {group}")
 
 
 def median_ms(xs: list[float]) -> float:
@@ -300,6 +334,7 @@ def main() -> None:
         for name, values in base_rss.items():
             print(f"  base idle RSS {name}: median {statistics.median(values):.1f} MiB = "
                   f"{statistics.median(values) / base:.2f}x the minimal app")  # fmt: skip
+    serve_import_split(home, args.top)
     import_times(args.top)
     import_times(args.top, "import sys; sys.argv = ['agentd', '--help']\nfrom agentd.cli import main\n"
                  "try: main()\nexcept SystemExit: pass", "agentd.cli")  # fmt: skip
