@@ -17,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
-from agentd.infra import AuthMode, Settings
+from agentd.infra import AuthMode, Settings, limit_arenas, trim
 
 
 def _import_uvicorn_without_reloader() -> None:
@@ -185,12 +185,16 @@ class StartingApp:
                 return
 
     async def _run(self) -> None:
+        if self.state.settings.memory_trim_s > 0:
+            limit_arenas()  # before the loading thread allocates (idle memory), as the app's lifespan does
         try:
             app = await self._load()
             async with app.router.lifespan_context(app):
                 self._app = app
                 self._ready.set()
                 log.info("ready: serving every request")
+                if self.state.settings.memory_trim_s > 0:
+                    trim()  # what the loading thread's malloc arena holds free (idle: ~1 MiB)
                 await self._stop.wait()
         except Exception as exc:
             if self._ready.is_set():
