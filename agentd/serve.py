@@ -127,6 +127,7 @@ class StartingApp:
         from starlette.datastructures import State
 
         self._load = load
+        self._settings = settings
         self._early_state = State()
         self._early_state.settings = settings  # server_for reads it before the app exists
         # The host rule of the real app (agentd/app.py) applies to the early /healthz too.
@@ -185,7 +186,7 @@ class StartingApp:
                 return
 
     async def _run(self) -> None:
-        if self.state.settings.memory_trim_s > 0:
+        if self._settings.memory_trim_s > 0:
             limit_arenas()  # before the loading thread allocates (idle memory), as the app's lifespan does
         try:
             app = await self._load()
@@ -193,12 +194,12 @@ class StartingApp:
                 self._app = app
                 self._ready.set()
                 log.info("ready: serving every request")
-                if self.state.settings.memory_trim_s > 0:
+                if self._settings.memory_trim_s > 0:
                     trim()  # what the loading thread's malloc arena holds free (idle: ~1 MiB)
                 await self._stop.wait()
         except Exception as exc:
             if self._ready.is_set():
-                log.exception("the application's shutdown failed")
+                log.exception("the application failed after its start-up")
                 return
             log.error("start-up failed: %s", exc, exc_info=exc)
             self.failure = exc
