@@ -13,10 +13,13 @@ import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from agentd.infra import AuthMode, ProviderName, Settings, redact_url
-from agentd.store import DatabaseInUse, Store, lock_database
+from agentd.store import DatabaseInUse, lock_database, sqlite_at_head
+
+if TYPE_CHECKING:
+    from agentd.store import Store
 
 log = logging.getLogger("agentd")
 
@@ -174,6 +177,8 @@ def check_provider(settings: Settings) -> None:
 async def open_store(url: str, *, migrate: bool = True) -> AsyncIterator[Store]:
     """The store at `url`, connected (and migrated); a bad or unreachable URL is a
     `StartupError` naming AGENTD_DATABASE_URL."""
+    from agentd.store import Store  # SQLAlchemy's engine and ORM: not for the cheap checks
+
     shown = redact_url(url)
     try:
         store = await Store.open(url)
@@ -196,6 +201,13 @@ async def open_store(url: str, *, migrate: bool = True) -> AsyncIterator[Store]:
         yield store
     finally:
         await store.close()
+
+
+def database_current(settings: Settings) -> bool:
+    """Whether the database is a SQLite file already at the newest schema and nothing else
+    needs saying (no AGENTD_AUTH=token hint): `agentd serve` then skips `check_database`,
+    whose store (SQLAlchemy's engine and ORM) the app's start-up opens anyway."""
+    return settings.auth is not AuthMode.TOKEN and sqlite_at_head(settings.resolved_database_url())
 
 
 async def check_database(settings: Settings) -> None:

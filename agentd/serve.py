@@ -15,10 +15,10 @@ import gc
 import logging
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
-from agentd.infra import Settings
+from agentd.infra import AuthMode, Settings, limit_arenas, trim
 
 
 def _import_uvicorn_without_reloader() -> None:
@@ -112,6 +112,120 @@ class AgentdServer(uvicorn.Server):
                 t.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
         if not self.force_exit:
             await self.lifespan.shutdown()
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "[::1]", "::1"]
+
+
+class StartingApp:
+    """The ASGI app `agentd serve` listens with while the real one loads (issue 32 item 2).
+
+    From the moment the socket listens, `/healthz` (liveness: the process is up) answers 200
+    and `/readyz` 503 `starting`; every other request, HTTP or WebSocket, is held — awaited,
+    never refused — until `load` has made the real app (its imports run in a thread, so
+    /healthz keeps answering) and its lifespan has started (store, migrations, sandbox,
+    writer, manager), then passed to it. If that start-up fails, the held requests get 503,
+    `failure` keeps the error and `on_failure` runs (the CLI stops the server, exits 3).
+    """
+
+    def __init__(self, settings: Settings, load: Callable[[], Awaitable[Any]]) -> None:
+        from starlette.datastructures import State
+
+        self._load = load
+        self._settings = settings
+        self._early_state = State()
+        self._early_state.settings = settings  # server_for reads it before the app exists
+        # The host rule of the real app (agentd/app.py) applies to the early /healthz too.
+        hosts = [*(LOOPBACK_NAMES if settings.auth is AuthMode.NONE else []), *settings.allowed_hosts]
+        self._healthz: Any = _healthz
+        if hosts:
+            from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+            self._healthz = TrustedHostMiddleware(_healthz, allowed_hosts=hosts)
+        self._app: Any = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self.on_failure: Callable[[], None] = lambda: None
+
+    @property
+    def state(self) -> Any:
+        """The real app's state once it is made (AgentdServer's shutdown drains through it)."""
+        return self._app.state if self._app is not None else self._early_state
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set() and self.failure is None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if not self._ready.is_set() and scope["type"] == "http":
+            if scope["path"] == "/healthz":
+                await self._healthz(scope, receive, send)
+                return
+            if scope["path"] == "/readyz":
+                await _json(send, 503, {"status": "starting", "detail": "the server is still starting"})
+                return
+        await self._ready.wait()
+        if self.failure is None:
+            await self._app(scope, receive, send)
+        elif scope["type"] == "http":
+            await _json(send, 503, {"status": "unavailable", "detail": "the server failed to start"})
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1011})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._task = asyncio.create_task(self._run(), name="agentd-start")
+                await send({"type": "lifespan.startup.complete"})  # serve /healthz now
+            elif message["type"] == "lifespan.shutdown":
+                self._stop.set()
+                if self._task is not None:
+                    await self._task  # a start-up under way finishes first, then stops cleanly
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _run(self) -> None:
+        if self._settings.memory_trim_s > 0:
+            limit_arenas()  # before the loading thread allocates (idle memory), as the app's lifespan does
+        try:
+            app = await self._load()
+            async with app.router.lifespan_context(app):
+                self._app = app
+                self._ready.set()
+                log.info("ready: serving every request")
+                if self._settings.memory_trim_s > 0:
+                    trim()  # what the loading thread's malloc arena holds free (idle: ~1 MiB)
+                await self._stop.wait()
+        except Exception as exc:
+            if self._ready.is_set():
+                log.exception("the application failed after its start-up")
+                return
+            log.error("start-up failed: %s", exc, exc_info=exc)
+            self.failure = exc
+            self._ready.set()
+            self.on_failure()
+
+
+async def _json(send: Send, status: int, body: dict[str, str]) -> None:
+    import json
+
+    data = json.dumps(body, separators=(",", ":")).encode()  # as Starlette's JSONResponse
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def _healthz(scope: Scope, receive: Receive, send: Send) -> None:
+    await _json(send, 200, {"status": "ok"})  # the real route's answer (agentd/transport/http.py)
 
 
 def page_url(host: str, port: int) -> str:

@@ -1,7 +1,7 @@
 """Start-up cost of `agentd serve`, `agentd acp` and `agentd --help`, each side by side with
 its floor (prints figures and ratios; no asserts).
 
-    .venv/bin/python bench/startup.py [--runs 6] [--top 15] [--smoke]
+    .venv/bin/python bench/startup.py [--runs 6] [--top 15] [--smoke] [--base TREE]
 
 Every round runs each contender once, in turn (interleaved: a load change on this shared
 host hits all of them alike); the ratios are of medians (issue 32, item 2):
@@ -16,6 +16,8 @@ host hits all of them alike); the ratios are of medians (issue 32, item 2):
 - `agentd acp` → an answered `initialize` on stdio vs a bare
   `python -c "import fastapi, sqlalchemy, pydantic"`;
 - `agentd --help` vs `python -c "import typer"` (the help is Typer's);
+- with `--base TREE` (another checkout, e.g. a `git worktree` of main), its `agentd serve`
+  and `agentd acp` run in the same rounds too: before/after ratios measured side by side;
 - import time: the heaviest modules of `import agentd.cli, agentd.app, agentd.serve` and of
   `agentd --help` under `python -X importtime` (cumulative µs), and whether `mcp` /
   `alembic` load at all.
@@ -35,6 +37,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LAZY = ("mcp", "alembic")  # modules a request may never need
@@ -78,13 +81,13 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def env_for(home: Path, port: int, provider: str = "scripted") -> dict[str, str]:
+def env_for(home: Path, port: int, provider: str = "scripted", tree: Path = ROOT) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(
         HOME=str(home),
         AGENTD_HOME=str(home / "agentd"),
         AGENTD_PORT=str(port),
-        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        PYTHONPATH=str(tree) + os.pathsep + env.get("PYTHONPATH", ""),
         **PROVIDERS[provider],
     )
     return env
@@ -99,16 +102,15 @@ def minimal_app(port: int) -> list[str]:
 
 
 def one_start(
-    home: Path, settle_s: float, provider: str = "scripted", *, minimal: bool = False
-) -> tuple[float, float]:
-    """(seconds from spawn to /healthz 200, idle RSS in MiB) of `agentd serve`, or of the
-    minimal app."""
+    home: Path, settle_s: float, provider: str = "scripted", *, minimal: bool = False, tree: Path = ROOT
+) -> tuple[float, float, float]:
+    """(seconds from spawn to /healthz 200, to /readyz 200, idle RSS in MiB) of `agentd serve`
+    (of `tree`), or of the minimal app (ready when healthy). Idle RSS is read once ready."""
     port = free_port()
     cmd = minimal_app(port) if minimal else agentd_serve(port)
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, env=env_for(home, port, provider), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
-    )
+    env = env_for(home, port, provider, tree)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tree)
     try:
         url = f"http://127.0.0.1:{port}/healthz"
         while True:
@@ -125,8 +127,11 @@ def one_start(
                 raise SystemExit("agentd serve never became healthy")
             time.sleep(0.005)
         elapsed = time.perf_counter() - started
+        if not minimal:
+            wait_ready(f"http://127.0.0.1:{port}/readyz", proc)
+        ready = time.perf_counter() - started
         time.sleep(settle_s)  # idle: let start-up garbage settle before reading RSS
-        return elapsed, rss_mib(proc.pid)
+        return elapsed, ready, rss_mib(proc.pid)
     finally:
         proc.terminate()
         try:
@@ -136,12 +141,26 @@ def one_start(
             proc.wait()
 
 
-def one_acp(home: Path) -> float:
-    """Seconds from spawning `agentd acp` to its answer to `initialize` on stdout."""
-    env = env_for(home, free_port())
+def wait_ready(url: str, proc: subprocess.Popen[Any]) -> None:
+    """Until `url` answers 200: agentd answers /healthz while its app still loads."""
+    deadline = time.perf_counter() + 60
+    while time.perf_counter() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.01)
+    raise SystemExit(f"{url} never answered 200")
+
+
+def one_acp(home: Path, tree: Path = ROOT) -> float:
+    """Seconds from spawning `agentd acp` (of `tree`) to its answer to `initialize` on stdout."""
+    env = env_for(home, free_port(), tree=tree)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentd.cli", "acp"], env=env, cwd=ROOT,
+        [sys.executable, "-m", "agentd.cli", "acp"], env=env, cwd=tree,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -196,6 +215,39 @@ def import_times(
         print(f"imports {mod}: {'yes' if mod in loaded else 'no'}")
 
 
+def serve_import_split(home: Path, top: int) -> None:
+    """`agentd serve` under `-X importtime`, its imports split at the moment it serves
+    (uvicorn's "Application startup complete": from then on /healthz answers) — what it
+    loads before serving, and what its app loads after, behind /readyz — grouped by
+    package (self µs: a module a lazy face loads through `importlib` is not listed on its
+    own, its self time goes to the importer)."""
+    port = free_port()
+    cmd = [sys.executable, "-X", "importtime", "-m", "agentd.cli", "serve"]
+    proc = subprocess.Popen(
+        cmd, env=env_for(home, port), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}/readyz", proc)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    phases: dict[str, dict[str, int]] = {"before serving": {}, "after (the app)": {}}
+    phase = "before serving"
+    for line in err.splitlines():
+        if "Application startup complete" in line:
+            phase = "after (the app)"
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        self_us, _, name = line.removeprefix("import time:").split("|")
+        parts = name.strip().split(".")
+        group = ".".join(parts[:2]) if parts[0] in ("agentd", "sqlalchemy", "fastapi") else parts[0]
+        phases[phase][group] = phases[phase].get(group, 0) + int(self_us)
+    for what, groups in phases.items():
+        print(f"agentd serve imports {what}: {sum(groups.values()) / 1000:.0f} ms (self), by package:")
+        for group, us in sorted(groups.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {us / 1000:7.1f} ms  {group}")
+
+
 def median_ms(xs: list[float]) -> float:
     return statistics.median(xs) * 1000
 
@@ -216,6 +268,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15, help="import-time entries to print")
     parser.add_argument("--settle", type=float, default=1.0, help="idle seconds before reading RSS")
     parser.add_argument("--smoke", action="store_true", help="a tiny quick run (CI)")
+    parser.add_argument("--base", type=Path, help="another checkout to run side by side (before/after)")
     args = parser.parse_args()
     if args.smoke:
         args.runs, args.top, args.settle = 2, 5, 0.2
@@ -224,25 +277,40 @@ def main() -> None:
         f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}, "
         f"{args.runs} rounds"
     )
-    first, _ = one_start(home, 0.0)  # creates the database: migrations run
+    first, _, _ = one_start(home, 0.0)  # creates the database: migrations run
     print(f"start -> /healthz (fresh database, migrations run): {first * 1000:.0f} ms")
     serve: list[float] = []
+    ready: list[float] = []
     floor: list[float] = []
     rss: dict[str, list[float]] = {"minimal app": [], **{p: [] for p in PROVIDERS}}
     acp: list[float] = []
+    # --base: the other tree's serve (healthy = ready there, before this change), RSS, acp.
+    base_serve: list[float] = []
+    base_ready: list[float] = []
+    base_rss: dict[str, list[float]] = {p: [] for p in PROVIDERS}
+    base_acp: list[float] = []
     bare: list[float] = []
     helps: list[float] = []
     typer_only: list[float] = []
     for i in range(args.runs):
-        t, r = one_start(home, args.settle, minimal=True)
+        t, _, r = one_start(home, args.settle, minimal=True)
         floor.append(t)
         rss["minimal app"].append(r)
         for provider in PROVIDERS:
-            t, r = one_start(home, args.settle, provider)
+            t, ok, r = one_start(home, args.settle, provider)
             rss[provider].append(r)
             if provider == "scripted":
                 serve.append(t)
+                ready.append(ok)
+            if args.base is not None:
+                t, ok, r = one_start(home, args.settle, provider, tree=args.base)
+                base_rss[provider].append(r)
+                if provider == "scripted":
+                    base_serve.append(t)
+                    base_ready.append(ok)
         acp.append(one_acp(home))
+        if args.base is not None:
+            base_acp.append(one_acp(home, args.base))
         bare.append(one_run([sys.executable, "-c", BARE_IMPORT], home))
         helps.append(one_run([sys.executable, "-m", "agentd.cli", "--help"], home))
         typer_only.append(one_run([sys.executable, "-c", "import typer"], home))
@@ -250,6 +318,7 @@ def main() -> None:
               f"acp initialize {acp[-1] * 1000:.0f} / bare import {bare[-1] * 1000:.0f} ms; "
               f"--help {helps[-1] * 1000:.0f} / import typer {typer_only[-1] * 1000:.0f} ms")  # fmt: skip
     ratio_line("start -> /healthz (existing database)", serve, floor, 1.2)
+    ratio_line("start -> /readyz 200 (the app loaded and started)", ready, floor, 1.2)
     ratio_line("agentd acp -> initialize answered, vs import fastapi, sqlalchemy, pydantic", acp, bare, 1.3)
     ratio_line("agentd --help, vs import typer", helps, typer_only, 1.0)
     base = statistics.median(rss["minimal app"])
@@ -257,6 +326,15 @@ def main() -> None:
         vs = "" if name == "minimal app" else f" = {statistics.median(values) / base:.2f}x the minimal app"
         print(f"idle RSS {name}: median {statistics.median(values):.1f} MiB, max {max(values):.1f} MiB{vs}"
               + ("" if not vs else " (target <= 1.1x)"))  # fmt: skip
+    if args.base is not None:
+        print(f"--base {args.base}, same rounds:")
+        ratio_line("  base start -> /healthz", base_serve, floor, 1.2)
+        ratio_line("  base start -> /readyz", base_ready, floor, 1.2)
+        ratio_line("  base agentd acp -> initialize", base_acp, bare, 1.3)
+        for name, values in base_rss.items():
+            print(f"  base idle RSS {name}: median {statistics.median(values):.1f} MiB = "
+                  f"{statistics.median(values) / base:.2f}x the minimal app")  # fmt: skip
+    serve_import_split(home, args.top)
     import_times(args.top)
     import_times(args.top, "import sys; sys.argv = ['agentd', '--help']\nfrom agentd.cli import main\n"
                  "try: main()\nexcept SystemExit: pass", "agentd.cli")  # fmt: skip

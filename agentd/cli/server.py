@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,6 +24,9 @@ from agentd.cli.common import (
 )
 from agentd.core import PermissionMode
 from agentd.infra import AuthMode, LogLevel, ProviderName
+
+if TYPE_CHECKING:
+    from agentd.infra import Settings
 
 
 @app.command()
@@ -78,6 +81,7 @@ def serve(
         check_provider,
         check_sandbox,
         claim_database,
+        database_current,
         listen_socket,
         local_ws_url,
     )
@@ -123,25 +127,39 @@ def serve(
         sock.close()
         fail(exc)
     try:
-        run(lambda: check_database(settings))
+        if not database_current(settings):  # else the app's start-up connects (in the background)
+            run(lambda: check_database(settings))
         logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
 
-        from agentd.app import create_app
-        from agentd.serve import server_for
+        import asyncio
 
+        from agentd.serve import StartingApp, server_for
+
+        # /healthz answers as soon as the socket listens; the app (most of agentd's imports)
+        # loads meanwhile and other requests wait for it (agentd/serve.py, StartingApp).
+        starting = StartingApp(settings, lambda: asyncio.to_thread(_make_app, settings))
         server = server_for(
-            create_app(settings),
+            starting,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level.value,
             max_frame_bytes=settings.max_frame_bytes,
             freeze_heap=True,
         )
+        starting.on_failure = server.request_exit
         server.run(sockets=[sock])
+        if starting.failure is not None:
+            raise typer.Exit(3)  # logged by StartingApp (uvicorn's own code for a failed start-up)
     finally:
         sock.close()
         if db_lock is not None:
             db_lock.close()
+
+
+def _make_app(settings: Settings) -> Any:
+    from agentd.app import create_app
+
+    return create_app(settings)
 
 
 @app.command()

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from agentd.infra.overload import retry_later as retry_later
     from agentd.infra.rss_trim import limit_arenas as limit_arenas
     from agentd.infra.rss_trim import run_trimmer as run_trimmer
+    from agentd.infra.rss_trim import trim as trim
     from agentd.infra.setting_choices import CONFIG_ENV as CONFIG_ENV
     from agentd.infra.setting_choices import DEFAULT_HOST as DEFAULT_HOST
     from agentd.infra.setting_choices import DEFAULT_MODEL as DEFAULT_MODEL
@@ -83,6 +84,7 @@ _WHERE = {
     "retry_later": "agentd.infra.overload",
     "RetryReason": "agentd.infra.overload",
     "run_trimmer": "agentd.infra.rss_trim",
+    "trim": "agentd.infra.rss_trim",
     "SandboxNetwork": "agentd.infra.setting_choices",
     "SandboxSetting": "agentd.infra.setting_choices",
     "Settings": "agentd.infra.config",
@@ -130,6 +132,7 @@ __all__ = [
     "retry_later",
     "run_trimmer",
     "team_names",
+    "trim",
     "unknown_variables",
 ]
 

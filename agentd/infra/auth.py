@@ -19,11 +19,14 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from agentd.infra.config import AuthMode
 from agentd.infra.overload import overload_error
 from agentd.infra.setting_choices import LOCAL_PRINCIPAL
-from agentd.store import Store, TokenRecord
+
+if TYPE_CHECKING:  # the store (SQLAlchemy's ORM) is not for `insecure_bind` at start-up
+    from agentd.store import Store, TokenRecord
 
 TOKEN_PREFIX = "agentd_"
 SUBPROTOCOL_PREFIX = "agentd.bearer."

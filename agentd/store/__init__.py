@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from agentd.store.routed import RoutedCommand as RoutedCommand
     from agentd.store.routed import State as State
     from agentd.store.routed import Wake as Wake
+    from agentd.store.schema_head import sqlite_at_head as sqlite_at_head
     from agentd.store.snapshots import FileSnapshot as FileSnapshot
     from agentd.store.snapshots import TurnCut as TurnCut
     from agentd.store.snapshots import TurnMark as TurnMark
@@ -80,6 +81,7 @@ _WHERE = {
     "RedisBroker": "agentd.store.redis_broker",
     "RoutedCommand": "agentd.store.routed",
     "safe_relative": "agentd.store.export_codec",
+    "sqlite_at_head": "agentd.store.schema_head",
     "SessionBundle": "agentd.store.export_codec",
     "SessionRecord": "agentd.store.records",
     "SessionSummary": "agentd.store.records",
@@ -141,6 +143,7 @@ __all__ = [
     "routed",
     "safe_relative",
     "snapshots",
+    "sqlite_at_head",
     "until",
     "write_bundle",
 ]

@@ -17,12 +17,14 @@ error is raised, which a server's termination message often precedes. So:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import ExceptionContext
-from sqlalchemy.ext.asyncio import AsyncEngine
+
+if TYPE_CHECKING:  # `sqlalchemy.ext.asyncio` brings the ORM: not for `is_disconnect` (start-up)
+    from sqlalchemy.engine import ExceptionContext
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 # connection_exception (08xxx), operator intervention: admin/crash shutdown, cannot connect now.
 _SQLSTATE_PREFIXES = ("08", "57P")

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from agentd.core import SqliteSynchronous
 from agentd.store.deadline import DeadlinePool
 from agentd.store.disconnects import guard
+from agentd.store.schema_head import SCHEMA_HEAD as SCHEMA_HEAD  # its home: no engine imported there
 from agentd.store.sqlite_writer import SqliteWriter
 
 if TYPE_CHECKING:  # Alembic is imported only when the schema is behind (start-up time)
@@ -32,10 +33,6 @@ def _migrations_dir() -> Path:
 
 
 MIGRATIONS_DIR = _migrations_dir()
-
-# The newest migration's revision id: a database already there needs no Alembic at all.
-# Add a migration, update this (tests/unit/store compares it with the scripts' head).
-SCHEMA_HEAD = "0014"
 
 
 def _json_dumps(value: Any) -> str:

@@ -156,17 +156,28 @@ async def agentd_process(args: list[str], *, env: dict[str, str], log: Path) -> 
 
 
 async def wait_healthy(base_url: str, proc: Any, log: Path) -> None:
+    """Until the server is up and its app started: /healthz answers from the moment the
+    socket listens, /readyz says `starting` until the app is loaded (agentd/serve.py); a
+    test then finds its lifespan's work done (log lines, idle memory), as before."""
     async with httpx.AsyncClient() as http:
         for _ in range(600):  # up to ~30 s for the interpreter to import and migrate
             if proc.returncode is not None:
                 output = await asyncio.to_thread(log.read_text)
                 pytest.fail(f"agentd serve exited with {proc.returncode}:\n{output}")
             with contextlib.suppress(httpx.TransportError):
-                if (await http.get(f"{base_url}/healthz", timeout=2)).status_code == 200:
+                if (
+                    await http.get(f"{base_url}/healthz", timeout=2)
+                ).status_code == 200 and not await starting(http, base_url):
                     return
             await asyncio.sleep(0.05)
     output = await asyncio.to_thread(log.read_text)
     pytest.fail(f"agentd serve never became healthy:\n{output}")
+
+
+async def starting(http: httpx.AsyncClient, base_url: str) -> bool:
+    """Whether the server's app is still loading (any other /readyz answer is the app's)."""
+    resp = await http.get(f"{base_url}/readyz", timeout=10)
+    return resp.status_code == 503 and resp.json().get("status") == "starting"
 
 
 def agentd_command() -> list[str]:

@@ -11,7 +11,10 @@ either — the session actor, the loop, the tool implementations, the agent defi
 turn's outcome type or the MCP client — nor
 `prometheus_client` (agentd/infra/metrics.py: the instruments are made at the first observation
 or scrape); the first session brings them in.
-Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
+`agentd serve` on a current SQLite database answers /healthz before it imports the app at all
+(agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's ORM and async engine,
+the store, the transport and the session machinery load in the background, after the socket
+serves. Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from pathlib import Path
 from agentd.infra.config import Settings
 from agentd.preflight import open_store
 from tests.support.paths import REPO_ROOT
+from tests.support.proc import free_port, server_env
 
 LAZY = (
     "mcp", "alembic", "structlog", "rich", "pygments", "jsonschema", "pathspec", "regex", "pydantic.v1",
@@ -111,3 +115,36 @@ def test_importing_the_server_loads_no_database_dialect() -> None:
     dialects = "sorted(m for m in sys.modules if m.startswith('sqlalchemy.dialects.'))"
     code = f"import agentd.app, agentd.store.models\nprint(json.dumps({dialects}))\n"
     assert printed(code) == [[]]
+
+
+# What `agentd serve` does not import before it serves /healthz: the app and what it runs.
+BEFORE_SERVING = (
+    "fastapi", "sqlalchemy.orm", "sqlalchemy.ext.asyncio", "aiosqlite", "alembic", "agentd.app",
+    "agentd.store.db", "agentd.store.models", "agentd.transport.http", "agentd.transport.handlers",
+    "agentd.session.manager", "agentd.session.eventlog.writer", "agentd.providers.factory",
+)  # fmt: skip
+# The real `agentd serve`, stopped where the app starts loading (uvicorn has started: the
+# next thing it does is listen): what it has imported by then.
+SERVE_UNTIL_LOADING = f"""
+import agentd.cli.server
+
+def loading(settings):
+    print({among(BEFORE_SERVING)}, flush=True)
+    os._exit(0)
+
+agentd.cli.server._make_app = loading
+sys.argv = ["agentd", "serve", "--log-level", "warning"]
+from agentd.cli import main
+main()
+"""
+
+
+def test_serve_listens_before_importing_the_app_store_or_orm(tmp_path: Path) -> None:
+    env = server_env(tmp_path, port=str(free_port()), provider="scripted")
+    env["AGENTD_HOME"] = str(migrated_home(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", "import json, os, sys\n" + SERVE_UNTIL_LOADING],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line) for line in out.stdout.splitlines()] == [[]], out.stderr

@@ -23,6 +23,7 @@ def test_startup_bench_smoke_prints_healthz_time_rss_and_import_breakdown() -> N
     out = _run("startup.py")
     ratio = r"agentd \d+ ms vs floor \d+ ms = [\d.]+x"
     assert re.search(rf"^start -> /healthz \(existing database\): {ratio}", out, re.M), out
+    assert re.search(rf"^start -> /readyz 200 \(the app loaded and started\): {ratio}", out, re.M), out
     assert re.search(rf"^agentd acp -> initialize answered, .*: {ratio}", out, re.M), out
     assert re.search(rf"^agentd --help, vs import typer: {ratio}", out, re.M), out
     for provider in ("scripted", "openai", "anthropic"):
