@@ -47,6 +47,7 @@ Execute = Callable[[RoutedCommand], Awaitable[dict[str, Any]]]
 Observe = Callable[[str, str], None]  # (method, outcome) → the routed-commands metric
 PURGE_AFTER_S = 86_400.0  # rows older than this are left by callers gone for good
 MAX_UNREAD = 10_000  # delivered outcomes whose rows wait to be deleted (bounded: `purge` gets the rest)
+DELETE_AFTER_S = 0.02  # answered outcomes' rows are deleted in a batch this long after the first
 MAX_EARLY = 1_000  # replies that came before their command's submit returned (the oldest go)
 RETRY_FIRST_S = 0.05  # a failed claim or finish is tried again after this, doubling
 RETRY_MAX_S = 2.0
@@ -253,7 +254,9 @@ class Router:
             self._spawn(self._delete_unread())
 
     async def _delete_unread(self) -> None:
-        await asyncio.sleep(0)  # the outcomes delivered meanwhile join this batch
+        # After the answers that are on their way (not a statement's CPU before them); the
+        # outcomes delivered meanwhile join this batch.
+        await asyncio.sleep(DELETE_AFTER_S)
         while self._unread:
             batch, self._unread = self._unread, set()
             try:
