@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import Dialect
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 
 from agentd.store.disconnects import is_disconnect
 
@@ -76,14 +77,18 @@ class Driver:
 
 @contextlib.asynccontextmanager
 async def driver(engine: AsyncEngine) -> AsyncIterator[Driver]:
-    """A pooled connection's driver for a few autocommitted statements. SQLAlchemy begins
-    no transaction on it (nothing runs through SQLAlchemy), so its return to the pool
-    costs no round trip; a connection an error broke is invalidated instead."""
-    async with engine.connect() as conn:
-        fairy = await conn.get_raw_connection()
-        direct = Driver(fairy.dbapi_connection, conn.dialect)
-        try:
-            yield direct
-        finally:
-            if direct.broken:
-                await conn.invalidate()
+    """A pooled connection's driver for a few autocommitted statements: checked out of the
+    pool itself (its limits, its deadline, its check of a closed connection; no
+    SQLAlchemy `Connection` around it), put back with no round trip (no transaction was
+    begun on it) — or invalidated when an error broke it, or when the task was cancelled
+    in the middle of a statement (the connection's state is then unknown)."""
+    fairy = await engine.raw_connection()
+    direct = Driver(fairy.dbapi_connection, engine.dialect)
+    try:
+        yield direct
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            direct.broken = True
+        raise
+    finally:
+        await greenlet_spawn(fairy.invalidate if direct.broken else fairy.close)
