@@ -3,7 +3,8 @@
 SQLAlchemy's path for one statement — a greenlet, a cursor, a result, the compiled
 statement's parameter processing — costs about as much CPU as the round trip on an idle
 host. The few statements a routed command waits on (agentd/store/routed.py: submit, claim,
-finish; issue 26 item 5) and the group commit (agentd/store/pg_commit.py) go to asyncpg
+finish; issue 26 item 5), the log reads of the tails that publish its turn's events
+(`Store.read_events`) and the group commit (agentd/store/pg_commit.py) go to asyncpg
 directly, still through the engine's pool (its limits, its wait within the request's
 deadline, its discarding of broken connections), autocommitted: one statement is one
 round trip and one implicit transaction. Their errors reach the caller as SQLAlchemy's
@@ -53,6 +54,12 @@ class Driver:
     async def fetchrow(self, sql: str, *params: Any) -> Any:
         try:
             return await self._adapted.driver_connection.fetchrow(sql, *params)
+        except Exception as exc:
+            raise self._fail(sql, params, exc) from exc
+
+    async def fetch(self, sql: str, *params: Any) -> list[Any]:
+        try:
+            return list(await self._adapted.driver_connection.fetch(sql, *params))
         except Exception as exc:
             raise self._fail(sql, params, exc) from exc
 
