@@ -110,15 +110,24 @@ def _loads(value: Any) -> Any:
 
 
 # The three statements a routed command waits on go to asyncpg directly (pg_driver).
+# The forward commits without waiting for its WAL flush (`synchronous_commit` off for its
+# own implicit transaction only: a flush is most of a write's time on a slow disk). Nothing
+# is acknowledged on it: the owner's claim, a later commit that waits for the flush, makes
+# it durable before the command runs; a forward lost with a crashed database was never
+# claimed, so it never runs, and its caller finds no row (`route_lost`, retryable).
 _SUBMIT = (
-    "WITH ins AS (INSERT INTO routed_commands "
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    "ins AS (INSERT INTO routed_commands "
     "(session_id, target, caller, method, principal, teams, params, state, created_at) "
     "VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, 'pending', now()) RETURNING id) "
-    "SELECT id, pg_notify($8, 'cmd ' || id) FROM ins"
+    "SELECT id, pg_notify($8, 'cmd ' || id) FROM ins, unflushed"
 )
 # Pending, or claimed by this very process already: a claim whose answer was lost (the
 # connection dropped after its commit) is taken again on the retry, not left running.
 _MINE = "(state = 'pending' OR (state = 'running' AND runner = {runner}))"
+# The claim and the outcome wait for their flush: a claim lost with a crashed database
+# would let a withdrawal succeed for a command that ran, and a lost outcome would leave
+# its row running by this process, whose rescan would take it again — twice either way.
 _CLAIM = (
     "UPDATE routed_commands SET state = 'running', runner = $3 "
     "WHERE id = $1 AND target = $2 AND " + _MINE.format(runner="$3") + " "

@@ -1,0 +1,31 @@
+"""The forward of a routed command commits without waiting for its WAL flush, for its own
+statement only (agentd/store/routed.py, issue 26 item 5): the pooled connection it used
+still commits everything else durably, and the row is committed at once."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from agentd.store import routed as rows
+from agentd.store.pg_driver import driver
+from tests.support.databases import postgres_database
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_a_forward_leaves_its_connection_committing_durably() -> None:
+    async with postgres_database(migrated=True) as url:
+        engine = create_async_engine(url, pool_size=1, max_overflow=0)  # one connection: the same one
+        try:
+            command_id = await rows.submit(
+                engine, session_id="s", target="a", caller="b", method="m", principal="p", teams=(), params={}
+            )
+            async with driver(engine) as conn:
+                assert await conn.fetchval("SHOW synchronous_commit") == "on"
+                state = await conn.fetchval("SELECT state FROM routed_commands WHERE id = $1", command_id)
+            assert state == "pending"
+            claimed = await rows.claim(engine, command_id, "a", "incarnation")
+            assert claimed is not None and claimed.id == command_id
+        finally:
+            await engine.dispose()
