@@ -1,6 +1,7 @@
-"""The forward of a routed command commits without waiting for its WAL flush, for its own
-statement only (agentd/store/routed.py, issue 26 item 5): the pooled connection it used
-still commits everything else durably, and the row is committed at once."""
+"""A routed command's forward, and the delete of the rows whose outcome was delivered,
+commit without waiting for their WAL flush — for their own statement only
+(agentd/store/routed.py, issue 26 item 5): the pooled connection they used still commits
+everything else durably, and what they wrote is committed at once."""
 
 from __future__ import annotations
 
@@ -27,5 +28,31 @@ async def test_a_forward_leaves_its_connection_committing_durably() -> None:
             assert state == "pending"
             claimed = await rows.claim(engine, command_id, "a", "incarnation")
             assert claimed is not None and claimed.id == command_id
+        finally:
+            await engine.dispose()
+
+
+async def test_deleting_delivered_rows_leaves_its_connection_committing_durably() -> None:
+    async with postgres_database(migrated=True) as url:
+        engine = create_async_engine(url, pool_size=1, max_overflow=0)
+        try:
+            ids = [
+                await rows.submit(
+                    engine,
+                    session_id="s",
+                    target="a",
+                    caller="b",
+                    method="m",
+                    principal="p",
+                    teams=(),
+                    params={},
+                )
+                for _ in range(3)
+            ]
+            await rows.forget_many(engine, ids[:2])
+            async with driver(engine) as conn:
+                assert await conn.fetchval("SHOW synchronous_commit") == "on"
+                left = await conn.fetch("SELECT id FROM routed_commands")
+            assert [r["id"] for r in left] == ids[2:]
         finally:
             await engine.dispose()
