@@ -143,6 +143,16 @@ _FINISH = (
     "WHERE id = $1 AND state = 'running' RETURNING id) "
     "SELECT pg_notify($3, $4) FROM u"
 )
+_FINISH_QUIET = (
+    "UPDATE routed_commands SET state = 'done', outcome = $2::json WHERE id = $1 AND state = 'running'"
+)
+# A reply carrying its outcome, sent beside the outcome's durable write: the caller needs
+# no row then, and the NOTIFY does not wait for a flush (Postgres holds one lock for every
+# NOTIFYing commit through its flush: outcomes sent that way would queue one flush each).
+_REPLY = (
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    "SELECT pg_notify($1, $2) FROM unflushed"
+)
 # A previous process of this replica (same id, another incarnation) died running these.
 _ORPHANS = text(
     "UPDATE routed_commands SET state = 'done', outcome = CAST(:outcome AS json) "
@@ -212,12 +222,34 @@ async def pending(engine: AsyncEngine, target: str, runner: str) -> list[int]:
         ]
 
 
-async def finish(engine: AsyncEngine, command: RoutedCommand, outcome: dict[str, Any]) -> None:
-    """Store the outcome and wake the caller (nothing if the caller gave up meanwhile)."""
-    outcome_json = _json(outcome)
-    channel, wake = replica_channel(command.caller), reply_payload(command.id, outcome_json)
+def outcome_text(outcome: dict[str, Any]) -> str:
+    return _json(outcome)
+
+
+def reply_carries(command_id: int, outcome_json: str) -> bool:
+    """Whether the reply notification can carry this outcome (else the caller reads the row)."""
+    return reply_payload(command_id, outcome_json) != payload(Wake.REPLY, command_id)
+
+
+async def finish(
+    engine: AsyncEngine, command: RoutedCommand, outcome_json: str, *, wake: bool = True
+) -> None:
+    """Store the outcome (nothing if the caller gave up meanwhile) and, with `wake`, wake the
+    caller once it is stored (an outcome too long for a notification is read from the row)."""
     async with driver(engine) as conn:
-        await conn.execute(_FINISH, command.id, outcome_json, channel, wake)
+        if wake:
+            channel, reply = replica_channel(command.caller), reply_payload(command.id, outcome_json)
+            await conn.execute(_FINISH, command.id, outcome_json, channel, reply)
+        else:
+            await conn.execute(_FINISH_QUIET, command.id, outcome_json)
+
+
+async def send_reply(engine: AsyncEngine, command: RoutedCommand, outcome_json: str) -> None:
+    """Wake the caller with the outcome in the notification (`reply_carries`), without
+    waiting for the outcome's durable write (`finish(wake=False)` beside it): the command's
+    effects are committed already, and the row only serves a caller that missed this."""
+    async with driver(engine) as conn:
+        await conn.execute(_REPLY, replica_channel(command.caller), reply_payload(command.id, outcome_json))
 
 
 async def fail_orphans(engine: AsyncEngine, target: str, runner: str, outcome: dict[str, Any]) -> int:
