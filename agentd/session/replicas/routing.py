@@ -18,9 +18,9 @@ On the owner, `Router.serve` claims the command and runs it through `execute` (t
 transport's dispatcher, as the caller's principal and teams: authorised as a local call
 would be, and never routed on again), then stores the outcome and wakes the caller (a
 reply that carries the outcome goes out beside the outcome's durable write, not after its
-flush). Every failure there is caught and retried (bounded): a database that is away for a moment — a
-pool with no free connection, a reset — never ends the router; `run` rescans for commands
-left pending by a failed wake-up, so none waits for ever. Commands an earlier process of
+flush). Every failure there is caught and retried (bounded): a database that is away for
+a moment — a pool with no free connection, a reset — never ends the router; `run` rescans
+for commands left pending by a failed wake-up, so none waits for ever. Commands an earlier process of
 this replica died running are answered `owner_restarted` when it starts again.
 
 An outcome is `{"result": …}` or `{"error": {"code", "message", "data"?}}`, a JSON-RPC
