@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from agentd.store.engine import (
 from agentd.store.migration_lock import take_migration_lock
 from agentd.store.models import EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from agentd.store.notify import SHARES_CHANNEL
+from agentd.store.pg_driver import driver
 from agentd.store.records import (
     Batch,
     SessionRecord,
@@ -404,18 +405,13 @@ class Store(ApiTokens):
     async def read_events(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
-        async with self._one_read() as conn:
-            return await session_load.events(conn, session_id, after_seq, limit)
-
-    @contextlib.asynccontextmanager
-    async def _one_read(self) -> AsyncIterator[AsyncConnection]:
-        """A connection for one statement that reads. On Postgres it is autocommitted: one
-        round trip instead of three (BEGIN, the SELECT, the pool's ROLLBACK) — log tails read
-        on every notification, and a routed prompt's answer waits for its tail (issue 26)."""
+        if self.engine.dialect.name == "postgresql":
+            # One autocommitted statement on asyncpg itself (pg_driver): log tails read on
+            # every notification, and a routed prompt's answer waits for its tail (issue 26).
+            async with driver(self.engine) as conn:
+                return await session_load.events_direct(conn, session_id, after_seq, limit)
         async with self.engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            yield conn
+            return await session_load.events(conn, session_id, after_seq, limit)
 
     async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
         """The newest `limit` events of the given kinds, oldest first."""

@@ -27,11 +27,10 @@ from typing import Any
 
 import orjson
 from sqlalchemy import JSON, Dialect
-from sqlalchemy import exc as sa_exc
 
-from agentd.store.disconnects import is_disconnect
 from agentd.store.models import SessionRow
 from agentd.store.notify import EVENTS_CHANNEL
+from agentd.store.pg_driver import translated
 from agentd.store.records import Batch
 
 # WITH ORDINALITY … ORDER BY: rows get their ids in the batch's order, as executemany gave.
@@ -176,12 +175,7 @@ async def run(adapted: Any, dialect: Dialect, sql: str, params: tuple[Any, ...])
     try:
         await execute(adapted.driver_connection, sql, params)
     except Exception as exc:
-        try:  # asyncpg's error → the DBAPI's, as SQLAlchemy's cursor would have raised it
-            adapted._handle_exception(exc)
-        except dialect.loaded_dbapi.Error as translated:
-            # The server's termination message often comes before the socket closes.
-            invalidated = bool(dialect.is_disconnect(translated, adapted, None)) or is_disconnect(exc)
-            raise sa_exc.DBAPIError.instance(
-                sql, params, translated, dialect.loaded_dbapi.Error, connection_invalidated=invalidated
-            ) from translated
-        raise
+        error = translated(adapted, dialect, sql, params, exc)
+        if error is exc:
+            raise
+        raise error from exc

@@ -11,7 +11,10 @@ the rows after its listener (re)connects. Postgres only.
 Payloads on a replica's channel: "cmd <id>" (run it) and "reply <id>" (its outcome is in),
 or "reply <id> <outcome JSON>" when the outcome fits a notification: the caller then has
 it without reading the row, which it deletes later in batches (issue 26 item 5: routing is
-a few round trips, not a dozen). Each statement here is one autocommitted round trip.
+a few round trips, not a dozen). Each statement here is one autocommitted round trip; the
+ones a routed command waits on (submit, claim, finish) and the batched delete go to asyncpg
+directly (agentd/store/pg_driver.py: SQLAlchemy's per-statement CPU was as much as the round
+trip on an idle host).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agentd.store.pg_driver import driver
 
 MAX_ID_DIGITS = 18
 # Postgres refuses a NOTIFY payload of 8000 bytes or more: a longer outcome stays in its row.
@@ -104,26 +109,49 @@ def _loads(value: Any) -> Any:
     return orjson.loads(value) if isinstance(value, (str, bytes)) else value
 
 
-_SUBMIT = text(
-    "WITH ins AS (INSERT INTO routed_commands "
+# The three statements a routed command waits on go to asyncpg directly (pg_driver).
+# The forward commits without waiting for its WAL flush (`synchronous_commit` off for its
+# own implicit transaction only: a flush is most of a write's time on a slow disk). Nothing
+# is acknowledged on it: the owner's claim, a later commit that waits for the flush, makes
+# it durable before the command runs; a forward lost with a crashed database was never
+# claimed, so it never runs, and its caller finds no row (`route_lost`, retryable).
+_SUBMIT = (
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    "ins AS (INSERT INTO routed_commands "
     "(session_id, target, caller, method, principal, teams, params, state, created_at) "
-    "VALUES (:sid, :target, :caller, :method, :principal, CAST(:teams AS json), CAST(:params AS json), "
-    "'pending', now()) RETURNING id) "
-    "SELECT id, pg_notify(:channel, 'cmd ' || id) FROM ins"
+    "VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, 'pending', now()) RETURNING id) "
+    "SELECT id, pg_notify($8, 'cmd ' || id) FROM ins, unflushed"
 )
 # Pending, or claimed by this very process already: a claim whose answer was lost (the
 # connection dropped after its commit) is taken again on the retry, not left running.
-_MINE = "(state = 'pending' OR (state = 'running' AND runner = :runner))"
-_CLAIM = text(
-    "UPDATE routed_commands SET state = 'running', runner = :runner "
-    f"WHERE id = :id AND target = :target AND {_MINE} "
+_MINE = "(state = 'pending' OR (state = 'running' AND runner = {runner}))"
+# The claim and the outcome wait for their flush: a claim lost with a crashed database
+# would let a withdrawal succeed for a command that ran, and a lost outcome would leave
+# its row running by this process, whose rescan would take it again — twice either way.
+_CLAIM = (
+    "UPDATE routed_commands SET state = 'running', runner = $3 "
+    "WHERE id = $1 AND target = $2 AND " + _MINE.format(runner="$3") + " "
     "RETURNING id, session_id, caller, method, principal, teams, params"
 )
-_PENDING = text(f"SELECT id FROM routed_commands WHERE target = :target AND {_MINE} ORDER BY id")
-_FINISH = text(
-    "WITH u AS (UPDATE routed_commands SET state = 'done', outcome = CAST(:outcome AS json) "
-    "WHERE id = :id AND state = 'running' RETURNING id) "
-    "SELECT pg_notify(:channel, :payload) FROM u"
+_PENDING = text(
+    "SELECT id FROM routed_commands WHERE target = :target AND "
+    + _MINE.format(runner=":runner")
+    + " ORDER BY id"
+)
+_FINISH = (
+    "WITH u AS (UPDATE routed_commands SET state = 'done', outcome = $2::json "
+    "WHERE id = $1 AND state = 'running' RETURNING id) "
+    "SELECT pg_notify($3, $4) FROM u"
+)
+_FINISH_QUIET = (
+    "UPDATE routed_commands SET state = 'done', outcome = $2::json WHERE id = $1 AND state = 'running'"
+)
+# A reply carrying its outcome, sent beside the outcome's durable write: the caller needs
+# no row then, and the NOTIFY does not wait for a flush (Postgres holds one lock for every
+# NOTIFYing commit through its flush: outcomes sent that way would queue one flush each).
+_REPLY = (
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    "SELECT pg_notify($1, $2) FROM unflushed"
 )
 # A previous process of this replica (same id, another incarnation) died running these.
 _ORPHANS = text(
@@ -139,7 +167,13 @@ _TAKE = text(
     "SELECT (SELECT outcome FROM d) AS outcome, (SELECT state FROM routed_commands WHERE id = :id) AS state"
 )
 _FORGET = text("DELETE FROM routed_commands WHERE id = :id")
-_FORGET_MANY = text("DELETE FROM routed_commands WHERE id = ANY(CAST(:ids AS int8[]))")
+# Rows whose outcome was delivered: nobody reads them again, so the delete does not wait
+# for its flush either (lost with a crashed database, they are purged later) — and its
+# flush does not queue before the next command's.
+_FORGET_MANY = (
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    "DELETE FROM routed_commands USING unflushed WHERE id = ANY($1::int8[])"
+)
 _WITHDRAW = text("DELETE FROM routed_commands WHERE id = :id AND state = 'pending' RETURNING id")
 _FORGET_CALLER = text("DELETE FROM routed_commands WHERE caller = :caller")
 _PURGE = text("DELETE FROM routed_commands WHERE created_at < now() - make_interval(secs => :age)")
@@ -156,35 +190,26 @@ async def _autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 async def submit(engine: AsyncEngine, *, session_id: str, target: str, caller: str, method: str,
                  principal: str, teams: tuple[str, ...], params: dict[str, Any]) -> int:  # fmt: skip
-    values = {
-        "sid": session_id,
-        "target": target,
-        "caller": caller,
-        "method": method,
-        "principal": principal,
-        "teams": _json(list(teams)),
-        "params": _json(params),
-        "channel": replica_channel(target),
-    }
-    async with _autocommit(engine) as conn:
-        return int((await conn.execute(_SUBMIT, values)).scalar_one())
+    values = (session_id, target, caller, method, principal, _json(list(teams)), _json(params))
+    async with driver(engine) as conn:
+        return int(await conn.fetchval(_SUBMIT, *values, replica_channel(target)))
 
 
 async def claim(engine: AsyncEngine, command_id: int, target: str, runner: str) -> RoutedCommand | None:
     """Take a pending command addressed to `target` (None: not pending, or not ours)."""
-    async with _autocommit(engine) as conn:
-        row = (await conn.execute(_CLAIM, {"id": command_id, "target": target, "runner": runner})).first()
+    async with driver(engine) as conn:
+        row = await conn.fetchrow(_CLAIM, command_id, target, runner)
     if row is None:
         return None
-    teams = _loads(row.teams)
+    teams = _loads(row["teams"])
     return RoutedCommand(
-        id=int(row.id),
-        session_id=str(row.session_id),
-        caller=str(row.caller),
-        method=str(row.method),
-        principal=str(row.principal),
+        id=int(row["id"]),
+        session_id=str(row["session_id"]),
+        caller=str(row["caller"]),
+        method=str(row["method"]),
+        principal=str(row["principal"]),
         teams=tuple(str(t) for t in teams) if isinstance(teams, list) else (),
-        params=_loads(row.params) or {},
+        params=_loads(row["params"]) or {},
     )
 
 
@@ -197,17 +222,34 @@ async def pending(engine: AsyncEngine, target: str, runner: str) -> list[int]:
         ]
 
 
-async def finish(engine: AsyncEngine, command: RoutedCommand, outcome: dict[str, Any]) -> None:
-    """Store the outcome and wake the caller (nothing if the caller gave up meanwhile)."""
-    outcome_json = _json(outcome)
-    values = {
-        "id": command.id,
-        "outcome": outcome_json,
-        "channel": replica_channel(command.caller),
-        "payload": reply_payload(command.id, outcome_json),
-    }
-    async with _autocommit(engine) as conn:
-        await conn.execute(_FINISH, values)
+def outcome_text(outcome: dict[str, Any]) -> str:
+    return _json(outcome)
+
+
+def reply_carries(command_id: int, outcome_json: str) -> bool:
+    """Whether the reply notification can carry this outcome (else the caller reads the row)."""
+    return reply_payload(command_id, outcome_json) != payload(Wake.REPLY, command_id)
+
+
+async def finish(
+    engine: AsyncEngine, command: RoutedCommand, outcome_json: str, *, wake: bool = True
+) -> None:
+    """Store the outcome (nothing if the caller gave up meanwhile) and, with `wake`, wake the
+    caller once it is stored (an outcome too long for a notification is read from the row)."""
+    async with driver(engine) as conn:
+        if wake:
+            channel, reply = replica_channel(command.caller), reply_payload(command.id, outcome_json)
+            await conn.execute(_FINISH, command.id, outcome_json, channel, reply)
+        else:
+            await conn.execute(_FINISH_QUIET, command.id, outcome_json)
+
+
+async def send_reply(engine: AsyncEngine, command: RoutedCommand, outcome_json: str) -> None:
+    """Wake the caller with the outcome in the notification (`reply_carries`), without
+    waiting for the outcome's durable write (`finish(wake=False)` beside it): the command's
+    effects are committed already, and the row only serves a caller that missed this."""
+    async with driver(engine) as conn:
+        await conn.execute(_REPLY, replica_channel(command.caller), reply_payload(command.id, outcome_json))
 
 
 async def fail_orphans(engine: AsyncEngine, target: str, runner: str, outcome: dict[str, Any]) -> int:
@@ -243,8 +285,8 @@ async def forget(engine: AsyncEngine, command_id: int) -> None:
 
 async def forget_many(engine: AsyncEngine, command_ids: Collection[int]) -> None:
     """Delete rows whose outcome reached the caller in its notification."""
-    async with _autocommit(engine) as conn:
-        await conn.execute(_FORGET_MANY, {"ids": list(command_ids)})
+    async with driver(engine) as conn:
+        await conn.execute(_FORGET_MANY, list(command_ids))
 
 
 async def withdraw(engine: AsyncEngine, command_id: int) -> bool:

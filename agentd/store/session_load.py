@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentd.store import queue_rows
 from agentd.store.models import EventRow, MessageRow, SessionRow
+from agentd.store.pg_driver import Driver
 from agentd.store.records import SessionRecord, StoredEvent, session_record
 
 SESSION = select(SessionRow).where(SessionRow.id == bindparam("sid"))
@@ -33,6 +34,10 @@ EVENTS = (
     .order_by(EventRow.seq)
 )
 EVENTS_PAGE = EVENTS.limit(bindparam("limit"))  # replay reads the log in pages
+# The same on asyncpg itself (Postgres; `LIMIT NULL`: all of them).
+EVENTS_DIRECT = (
+    "SELECT seq, kind, payload FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +85,14 @@ async def events(
             await conn.execute(EVENTS_PAGE, {"sid": session_id, "after": after_seq, "limit": limit})
         ).all()
     return [StoredEvent(seq=r.seq, kind=r.kind, payload=r.payload) for r in rows]
+
+
+async def events_direct(
+    conn: Driver, session_id: str, after_seq: int, limit: int | None
+) -> list[StoredEvent]:
+    """`events` through a pooled connection's asyncpg connection (Postgres)."""
+    rows = await conn.fetch(EVENTS_DIRECT, session_id, after_seq, limit)
+    return [StoredEvent(seq=r["seq"], kind=r["kind"], payload=r["payload"]) for r in rows]
 
 
 async def load(

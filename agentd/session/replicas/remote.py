@@ -210,7 +210,9 @@ class RemoteWatches:
         self._observe_lag = observe_lag
         self.tails = LogTails()
         self._watches: dict[str, RemoteWatch] = {}
-        self._lock = asyncio.Lock()
+        # Watches being made, by session: one per session, while other sessions' are made
+        # meanwhile (200 clients' first routed prompts at once must not queue on one lock).
+        self._making: dict[str, asyncio.Future[None]] = {}
 
     def get(self, session_id: str) -> RemoteWatch | None:
         return self._watches.get(session_id)
@@ -222,32 +224,42 @@ class RemoteWatches:
         return list(self._watches)
 
     async def _watch(self, session_id: str) -> RemoteWatch:
-        async with self._lock:
-            watch = self._watches.get(session_id)
-            if watch is not None:
-                return watch
-            cursor = await self._store.last_seq(session_id)
-            watch = RemoteWatch(
-                self._store,
-                session_id,
-                self._render,
-                self._answer,
-                cursor=cursor,
-                replica_id=self._replica_id,
-                observe_lag=self._observe_lag,
-                on_stuck=self._stuck,
-                stuck_after_s=self._stuck_after,
-            )
-            kinds = [EventKind.PERMISSION_REQUESTED.value, EventKind.PERMISSION_RESOLVED.value]
-            for stored in await self._store.latest_events(session_id, kinds, limit=RECENT_PERMISSIONS):
-                if stored.seq <= cursor:
-                    watch.track(Event(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq))
-            if self.broker is not None:
-                await watch.start_live(self.broker)
-            self._watches[session_id] = watch
-            self.tails.add(watch.tail)
-            watch.start()
+        while (making := self._making.get(session_id)) is not None:
+            await asyncio.shield(making)  # (made, or failed: then this caller tries)
+        watch = self._watches.get(session_id)
+        if watch is not None:
             return watch
+        made: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._making[session_id] = made
+        try:
+            return await self._make(session_id)
+        finally:
+            del self._making[session_id]
+            made.set_result(None)
+
+    async def _make(self, session_id: str) -> RemoteWatch:
+        cursor = await self._store.last_seq(session_id)
+        watch = RemoteWatch(
+            self._store,
+            session_id,
+            self._render,
+            self._answer,
+            cursor=cursor,
+            replica_id=self._replica_id,
+            observe_lag=self._observe_lag,
+            on_stuck=self._stuck,
+            stuck_after_s=self._stuck_after,
+        )
+        kinds = [EventKind.PERMISSION_REQUESTED.value, EventKind.PERMISSION_RESOLVED.value]
+        for stored in await self._store.latest_events(session_id, kinds, limit=RECENT_PERMISSIONS):
+            if stored.seq <= cursor:
+                watch.track(Event(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq))
+        if self.broker is not None:
+            await watch.start_live(self.broker)
+        self._watches[session_id] = watch
+        self.tails.add(watch.tail)
+        watch.start()
+        return watch
 
     async def attach(
         self,

@@ -16,10 +16,11 @@ client sees latency, not an error.
 
 On the owner, `Router.serve` claims the command and runs it through `execute` (the
 transport's dispatcher, as the caller's principal and teams: authorised as a local call
-would be, and never routed on again), then stores the outcome and wakes the caller. Every
-failure there is caught and retried (bounded): a database that is away for a moment — a
-pool with no free connection, a reset — never ends the router; `run` rescans for commands
-left pending by a failed wake-up, so none waits for ever. Commands an earlier process of
+would be, and never routed on again), then stores the outcome and wakes the caller (a
+reply that carries the outcome goes out beside the outcome's durable write, not after its
+flush). Every failure there is caught and retried (bounded): a database that is away for
+a moment — a pool with no free connection, a reset — never ends the router; `run` rescans
+for commands left pending by a failed wake-up, so none waits for ever. Commands an earlier process of
 this replica died running are answered `owner_restarted` when it starts again.
 
 An outcome is `{"result": …}` or `{"error": {"code", "message", "data"?}}`, a JSON-RPC
@@ -47,6 +48,7 @@ Execute = Callable[[RoutedCommand], Awaitable[dict[str, Any]]]
 Observe = Callable[[str, str], None]  # (method, outcome) → the routed-commands metric
 PURGE_AFTER_S = 86_400.0  # rows older than this are left by callers gone for good
 MAX_UNREAD = 10_000  # delivered outcomes whose rows wait to be deleted (bounded: `purge` gets the rest)
+DELETE_AFTER_S = 0.02  # answered outcomes' rows are deleted in a batch this long after the first
 MAX_EARLY = 1_000  # replies that came before their command's submit returned (the oldest go)
 RETRY_FIRST_S = 0.05  # a failed claim or finish is tried again after this, doubling
 RETRY_MAX_S = 2.0
@@ -253,7 +255,9 @@ class Router:
             self._spawn(self._delete_unread())
 
     async def _delete_unread(self) -> None:
-        await asyncio.sleep(0)  # the outcomes delivered meanwhile join this batch
+        # After the answers that are on their way (not a statement's CPU before them); the
+        # outcomes delivered meanwhile join this batch.
+        await asyncio.sleep(DELETE_AFTER_S)
         while self._unread:
             batch, self._unread = self._unread, set()
             try:
@@ -356,14 +360,26 @@ class Router:
             except Exception as exc:  # the executor answers errors itself: this is a bug
                 log.exception("routed command %s (%s) failed", command.id, command.method)
                 outcome = {"error": {"code": -32603, "message": f"Internal error while routing: {exc}"}}
-            # The command ran: its outcome goes out, however long the database needs.
+            # The command ran: its outcome goes out, however long the database needs. One
+            # that fits a notification wakes the caller beside its durable write (no flush
+            # waited for on the way; a lost wake-up is found by the caller's own look).
+            text = rows.outcome_text(outcome)
+            carried = rows.reply_carries(command.id, text)
+            if carried:
+                self._spawn(self._reply(command, text))
             await self._retrying(
-                lambda: rows.finish(self._engine, command, outcome),
+                lambda: rows.finish(self._engine, command, text, wake=not carried),
                 f"storing the outcome of routed command {command.id}",
                 None,
             )
         finally:
             self._serving.discard(command_id)
+
+    async def _reply(self, command: RoutedCommand, text: str) -> None:
+        try:
+            await rows.send_reply(self._engine, command, text)
+        except Exception as exc:  # the caller reads the stored outcome at its next look
+            log.warning("waking the caller of routed command %s failed (%s)", command.id, exc)
 
     async def _retrying(self, step: Callable[[], Awaitable[Any]], what: str, within: float | None) -> Any:
         """`step()`, tried again after a database failure (backing off) until it goes

@@ -4,6 +4,7 @@ non-owner follows the permission questions open in the log."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, cast
 
@@ -19,6 +20,7 @@ from agentd.store import routed as routed_rows
 from agentd.store.db import Store
 from agentd.store.routed import (
     MAX_NOTIFY_PAYLOAD,
+    RoutedCommand,
     State,
     Wake,
     carried_outcome,
@@ -29,6 +31,7 @@ from agentd.store.routed import (
 )
 from agentd.transport.render import ACP_RENDERER
 from agentd.transport.routed import ROUTED, TURN_LONG, carryable, connection_bound, routable, session_id_of
+from tests.support.polling import until
 
 
 def test_payloads_round_trip_and_anything_else_is_ignored() -> None:
@@ -197,4 +200,43 @@ async def test_a_reply_that_beats_its_submit_is_not_waited_for_a_check_interval(
         session_id="s1", owner="replica-a", method="_agentd/usage/get", params={}, principal="p", teams=()
     )
     assert outcome == {"result": {"from": "the reply"}} and read == []
+    await router.stop()
+
+
+async def test_an_outcome_that_fits_wakes_its_caller_beside_its_durable_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owner's reply carrying the outcome does not wait for the outcome's row (its
+    flush); the row is still written, without a second wake-up. An outcome too long for a
+    notification wakes its caller only once stored (the caller reads it from the row)."""
+    router = Router(None, "replica-a", timeout_s=30, check_interval_s=30)
+    stored = asyncio.Event()
+    finished: list[tuple[int, bool]] = []
+    replies: list[tuple[int, bool]] = []  # (command, sent while its row was still being written)
+
+    async def claim(_engine: Any, command_id: int, *_a: Any) -> RoutedCommand:
+        return RoutedCommand(command_id, "s1", "replica-b", "m", "p", (), {"n": command_id})
+
+    async def finish(_engine: Any, command: RoutedCommand, text: str, *, wake: bool) -> None:
+        finished.append((command.id, wake))
+        await stored.wait()
+
+    async def send_reply(_engine: Any, command: RoutedCommand, text: str) -> None:
+        replies.append((command.id, not stored.is_set()))
+
+    async def execute(command: RoutedCommand) -> dict[str, Any]:
+        size = 10 if command.id == 1 else MAX_NOTIFY_PAYLOAD
+        return {"result": {"text": "x" * size}}
+
+    monkeypatch.setattr(routed_rows, "claim", claim)
+    monkeypatch.setattr(routed_rows, "finish", finish)
+    monkeypatch.setattr(routed_rows, "send_reply", send_reply)
+    router.execute = execute
+    serving = asyncio.create_task(router.serve(1))
+    await until(lambda: replies == [(1, True)], what="the caller woken before the row is written")
+    assert finished == [(1, False)]  # the row written all the same, waking nobody
+    stored.set()
+    await serving
+    await router.serve(2)  # too long to carry: the caller is woken by the row's write
+    assert finished == [(1, False), (2, True)] and replies == [(1, True)]
     await router.stop()
