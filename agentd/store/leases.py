@@ -12,6 +12,7 @@ never waits for writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,14 +94,23 @@ async def orphaned(engine: AsyncEngine, limit: int, *, queued: bool) -> list[str
 
 
 async def acquire(
-    engine: AsyncEngine, session_id: str, owner: str, ttl_s: float, lock_wait_s: float
+    engine: AsyncEngine,
+    session_id: str,
+    owner: str,
+    ttl_s: float,
+    lock_wait_s: float,
+    *,
+    connected: Callable[[], None] | None = None,
 ) -> int | Holder | None:
     """The new fencing token, or the other replica holding a live lease (None: there is no
     such session). Ours (same owner)
     or expired: taken over with the next token. `lock_wait_s` bounds the wait for a write
-    in flight (a paused replica mid-commit): then the lease counts as held."""
+    in flight (a paused replica mid-commit): then the lease counts as held. `connected` is
+    called once a connection is checked out, before the transaction whose `now()` starts
+    the lease: the caller's clock for the lease's start (a burst may keep it waiting for
+    the connection for longer than the lease lasts)."""
     try:
-        return await _acquire(engine, session_id, owner, ttl_s, lock_wait_s)
+        return await _acquire(engine, session_id, owner, ttl_s, lock_wait_s, connected)
     except DBAPIError as exc:
         if getattr(exc.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
             raise
@@ -108,9 +118,16 @@ async def acquire(
 
 
 async def _acquire(
-    engine: AsyncEngine, session_id: str, owner: str, ttl_s: float, lock_wait_s: float
+    engine: AsyncEngine,
+    session_id: str,
+    owner: str,
+    ttl_s: float,
+    lock_wait_s: float,
+    connected: Callable[[], None] | None,
 ) -> int | Holder | None:
-    async with engine.begin() as conn:
+    async with engine.connect() as conn, conn.begin():
+        if connected is not None:  # checked out; BEGIN goes with the first statement
+            connected()
         await conn.execute(text(f"SET LOCAL lock_timeout = '{int(lock_wait_s * 1000)}ms'"))
         row = (await conn.execute(_CURRENT, {"sid": session_id})).first()
         if row is None:

@@ -279,10 +279,12 @@ class PostgresLeases(SessionLeases):
                 raise owned_elsewhere(session_id, memo[0], memo[1] - started)
             del self._holders[session_id]
         self._acquiring[session_id] = self._acquiring.get(session_id, 0) + 1
-        try:
+        loop, began = asyncio.get_running_loop(), [started]  # the lease starts once a connection
+        try:  # is ours, not when we asked for one: a burst may keep it waiting for longer than a lease
             got = await store_leases.acquire(
-                self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
-            )
+                self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s,
+                connected=lambda: began.append(loop.time()),
+            )  # fmt: skip
         finally:
             if (left := self._acquiring.pop(session_id) - 1) > 0:
                 self._acquiring[session_id] = left
@@ -292,7 +294,7 @@ class PostgresLeases(SessionLeases):
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
         if got is None:
             return  # no such session (the load that follows finds none either)
-        self._hold(session_id, got, started)
+        self._hold(session_id, got, began[-1])
 
     def _remember_holder(self, session_id: str, owner: str, until: float) -> None:
         self._holders.pop(session_id, None)

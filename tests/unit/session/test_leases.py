@@ -26,9 +26,18 @@ class _Engine:
 @pytest.fixture
 def db(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A stand-in for the lease table: session → (owner, token); `down` fails every call."""
-    state: dict[str, Any] = {"rows": {}, "down": False}
+    async def no_wait() -> None:
+        return None
 
-    async def acquire(_e: Any, sid: str, owner: str, _ttl: float, _wait: float) -> int | store_leases.Holder:
+    # `pool_wait`: what acquiring waits before it has a connection
+    state: dict[str, Any] = {"rows": {}, "down": False, "pool_wait": no_wait}
+
+    async def acquire(
+        _e: Any, sid: str, owner: str, _ttl: float, _wait: float, *, connected: Any = None
+    ) -> int | store_leases.Holder:
+        await state["pool_wait"]()
+        if connected is not None:
+            connected()
         holder, token = state["rows"].get(sid, (None, 0))
         if holder not in (None, owner):
             return store_leases.Holder(holder, 5.0)
@@ -74,9 +83,9 @@ async def test_a_holder_seen_is_remembered_until_its_lease_ends_and_forgotten_wh
     asked: list[str] = []
     acquire = store_leases.acquire
 
-    async def counting(*args: Any) -> int | store_leases.Holder | None:
+    async def counting(*args: Any, **kw: Any) -> int | store_leases.Holder | None:
         asked.append(args[1])
-        return await acquire(*args)
+        return await acquire(*args, **kw)
 
     monkeypatch.setattr(store_leases, "acquire", counting)
     db["rows"]["s1"] = ("B", 1)  # B holds it (5 s left, as the stand-in says)
@@ -241,3 +250,25 @@ async def test_a_renewal_that_comes_too_late_loses_the_lease_whatever_the_databa
     keeper._valid_until["s1"] = asyncio.get_running_loop().time() - session_leases.LATE_GRACE_S - 0.1
     assert await keeper.renew() == ["s1"]
     assert lost == ["s1"] and keeper.fences == {"s2": 1} and keeper.health().lost == 1
+
+
+async def test_a_lease_acquired_after_a_long_wait_for_a_connection_runs_from_the_connection(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 4: in a burst, `session/new` waits for a pooled connection up to its
+    deadline, longer than a lease lasts. The lease starts with the statement (the
+    database's `now()`), so by our own clock it runs from when the connection was ours —
+    not from when we asked for one, which would drop the new session at once."""
+    monkeypatch.setattr(session_leases, "LATE_GRACE_S", 0.05)
+    ttl = 0.2
+
+    async def longer_than_a_lease() -> None:
+        await asyncio.sleep(ttl + 0.1)  # the burst ahead of it holds every connection
+
+    db["pool_wait"] = longer_than_a_lease
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=ttl)
+    lost: list[str] = []
+    keeper._on_lost = lost.append
+    await keeper.acquire("s1")
+    assert keeper.expire_overdue() == []
+    assert lost == [] and keeper.fences == {"s1": 1}
