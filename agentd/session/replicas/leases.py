@@ -37,11 +37,11 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.store import claims
@@ -50,6 +50,7 @@ from agentd.store import leases as store_leases
 log = logging.getLogger(__name__)
 
 LostLease = Callable[[str], None]
+T = TypeVar("T")
 
 # Renewals failed in a row from which the replica is not ready (see the module docstring).
 UNHEALTHY_AFTER_FAILURES = 2
@@ -204,7 +205,8 @@ class PostgresLeases(SessionLeases):
         # How long to wait for a write in flight on the lease row (a paused replica
         # mid-commit) before the session counts as held.
         self._lock_wait_s = min(2.0, ttl_s / 2)
-        self._renew_engine = store_leases.renewal_engine(engine, ttl_s / 3)
+        self._renew_engine = store_leases.renewal_engine(engine, ttl_s / 3)  # used on the lane only
+        self._lane: store_leases.RenewalLane | None = None  # a thread's loop, once started
         self._valid_until: dict[str, float] = {}  # our own (monotonic) view of each lease's end
         self._task: asyncio.Task[None] | None = None
         self._deadlines: asyncio.Task[None] | None = None
@@ -318,7 +320,7 @@ class PostgresLeases(SessionLeases):
 
     async def _release(self, session_id: str, token: int) -> None:
         try:
-            await store_leases.release(self._renew_engine, session_id, self.replica_id, token)
+            await self._on_lane(store_leases.release, self._renew_engine, session_id, self.replica_id, token)
         except Exception as exc:  # it runs out by itself
             log.warning(
                 "session %s: releasing its lease failed (%s); it expires in %.0fs",
@@ -327,8 +329,13 @@ class PostgresLeases(SessionLeases):
                 self.ttl_s,
             )
 
+    async def _on_lane(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        """The renewals' statements run on their own loop once started (RenewalLane)."""
+        return await (self._lane.run(fn, *args) if self._lane is not None else fn(*args))
+
     def start(self, on_lost: LostLease) -> None:
         self._on_lost = on_lost
+        self._lane = store_leases.RenewalLane()
         self._last_round = time.monotonic()
         self._task = asyncio.create_task(self._run(), name="lease-renewal")
         self._deadlines = asyncio.create_task(self._watch_deadlines(), name="lease-deadlines")
@@ -411,7 +418,9 @@ class PostgresLeases(SessionLeases):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await self._renew_engine.dispose()
+        await self._on_lane(self._renew_engine.dispose)
+        if self._lane is not None:
+            await self._lane.close()
         if self._id_lock is not None:
             self._id_lock.close()
 
@@ -450,9 +459,10 @@ class PostgresLeases(SessionLeases):
         try:
             async with asyncio.timeout(max(self.ttl_s / 3, soonest - started)):
                 if tokens:
-                    kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+                    renew = store_leases.renew
+                    kept = await self._on_lane(renew, self._renew_engine, self.replica_id, tokens, self.ttl_s)
                 else:
-                    await store_leases.ping(self._renew_engine)
+                    await self._on_lane(store_leases.ping, self._renew_engine)
                     kept = set()
         except Exception as exc:
             self._round_since = None

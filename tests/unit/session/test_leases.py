@@ -272,3 +272,45 @@ async def test_a_lease_acquired_after_a_long_wait_for_a_connection_runs_from_the
     await keeper.acquire("s1")
     assert keeper.expire_overdue() == []
     assert lost == [] and keeper.fences == {"s1": 1}
+
+
+async def test_a_renewal_is_not_held_back_by_a_burst_that_saturates_the_servers_loop(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 4: 1,000 sessions at once kept the server's loop so busy that each step
+    of a renewal statement (checkout, BEGIN, UPDATE, COMMIT) waited its turn behind them,
+    past the lease, and every session was dropped. Once started, the renewals' statements
+    run on a loop of their own: the renewal ends within a few turns of the server's loop,
+    however many steps its statement takes."""
+    steps = 50
+    renew = store_leases.renew
+
+    async def many_steps(*args: Any) -> set[str]:
+        for _ in range(steps):  # a statement's round trips, each a turn of the loop it runs on
+            await asyncio.sleep(0)
+        return await renew(*args)
+
+    monkeypatch.setattr(store_leases, "renew", many_steps)
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)  # no round of its own during the test
+    await keeper.acquire("s1")
+    keeper.start(lambda _s: None)
+    turns, renewed = 0, asyncio.Event()
+
+    async def burst() -> None:  # one turn of the server's loop per pass, each a while long
+        nonlocal turns
+        while not renewed.is_set():
+            turns += 1
+            time.sleep(0.02)  # the burst's own work (the GIL is free meanwhile, as in I/O)
+            await asyncio.sleep(0)
+
+    hog = asyncio.create_task(burst())
+    try:
+        await asyncio.sleep(0)  # the burst is running
+        assert await keeper.renew() == []
+        renewed.set()
+        assert turns < steps // 5, turns  # on the server's loop it would take `steps` turns
+        assert keeper.fences == {"s1": 1}
+    finally:
+        renewed.set()
+        await hog
+        await keeper.stop()
