@@ -63,8 +63,9 @@ _RENEW = text(
     "WHERE l.session_id = u.s AND l.token = u.t AND l.owner = :owner RETURNING l.session_id"
 )
 _RELEASE = text(
-    "UPDATE session_leases SET expires_at = now() "
-    "WHERE session_id = :sid AND owner = :owner AND token = :token"
+    "UPDATE session_leases AS l SET expires_at = now() "
+    "FROM unnest(CAST(:sids AS varchar[]), CAST(:tokens AS int8[])) AS u(s, t) "
+    "WHERE l.session_id = u.s AND l.token = u.t AND l.owner = :owner"
 )
 
 
@@ -166,8 +167,14 @@ async def ping(engine: AsyncEngine) -> None:
 
 async def release(engine: AsyncEngine, session_id: str, owner: str, token: int) -> None:
     """Let the lease expire now (the row and its token stay: tokens never go back)."""
+    await release_many(engine, owner, {session_id: token})
+
+
+async def release_many(engine: AsyncEngine, owner: str, tokens: dict[str, int]) -> None:
+    """`release` for all of `tokens` in one statement (a burst's sessions unloaded at once)."""
+    params = {"sids": list(tokens), "tokens": list(tokens.values()), "owner": owner}
     async with engine.begin() as conn:
-        await conn.execute(_RELEASE, {"sid": session_id, "owner": owner, "token": token})
+        await conn.execute(_RELEASE, params)
 
 
 RENEWAL_APPLICATION = "agentd-lease-renewal"  # its backends' application_name

@@ -214,7 +214,8 @@ class PostgresLeases(SessionLeases):
         # The renewal statement's own bounds: the pool's wait and the command's timeout.
         self._round_limit = 2 * ttl_s / 3
         self._on_lost: LostLease | None = None
-        self._releasing: set[asyncio.Task[None]] = set()
+        self._releasing: set[asyncio.Task[None]] = set()  # the one sending `_to_release`
+        self._to_release: dict[str, int] = {}  # sid → token released, not yet sent
         self.renewals = 0  # for tests and metrics
         self.renewal_failures = 0
         self.consecutive_failures = 0
@@ -312,22 +313,29 @@ class PostgresLeases(SessionLeases):
         under this lease, which another replica may take at once (in the background)."""
         token = self.fences.pop(session_id, None)
         self._valid_until.pop(session_id, None)
-        if token is not None:
-            self._fenced_out.discard((session_id, token))
-            task = asyncio.get_running_loop().create_task(self._release(session_id, token))
+        if token is None:
+            return
+        self._fenced_out.discard((session_id, token))
+        # Those released meanwhile go out together, in one statement: a thousand sessions
+        # unloaded at once must not queue a thousand on the renewals' two connections.
+        self._to_release[session_id] = token
+        if not self._releasing:
+            task = asyncio.get_running_loop().create_task(self._release())
             self._releasing.add(task)
             task.add_done_callback(self._releasing.discard)
 
-    async def _release(self, session_id: str, token: int) -> None:
-        try:
-            await self._on_lane(store_leases.release, self._renew_engine, session_id, self.replica_id, token)
-        except Exception as exc:  # it runs out by itself
-            log.warning(
-                "session %s: releasing its lease failed (%s); it expires in %.0fs",
-                session_id,
-                exc,
-                self.ttl_s,
-            )
+    async def _release(self) -> None:
+        while self._to_release:
+            tokens, self._to_release = self._to_release, {}
+            try:
+                await self._on_lane(store_leases.release_many, self._renew_engine, self.replica_id, tokens)
+            except Exception as exc:  # they run out by themselves
+                log.warning(
+                    "releasing %d session lease(s) failed (%s); they expire in %.0fs",
+                    len(tokens),
+                    exc,
+                    self.ttl_s,
+                )
 
     async def _on_lane(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         """The renewals' statements run on their own loop once started (RenewalLane)."""

@@ -26,6 +26,7 @@ class _Engine:
 @pytest.fixture
 def db(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A stand-in for the lease table: session → (owner, token); `down` fails every call."""
+
     async def no_wait() -> None:
         return None
 
@@ -177,18 +178,40 @@ def test_one_process_reports_its_replica_and_no_leases() -> None:
 async def test_a_release_forgets_the_token_at_once(
     db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    released: list[tuple[str, int]] = []
+    released: list[dict[str, int]] = []
 
-    async def release(_e: Any, sid: str, _owner: str, token: int) -> None:
-        released.append((sid, token))
+    async def release_many(_e: Any, _owner: str, tokens: dict[str, int]) -> None:
+        released.append(tokens)
 
-    monkeypatch.setattr(store_leases, "release", release)
+    monkeypatch.setattr(store_leases, "release_many", release_many)
     keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
     await keeper.acquire("s1")
     keeper.release("s1")
     assert keeper.fences == {}
     await keeper.stop()
-    assert released == [("s1", 1)]
+    assert released == [{"s1": 1}]
+
+
+async def test_sessions_released_at_once_go_out_in_one_statement(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 4: a server stopping after a 1,000-session burst released each lease
+    on its own, queued on the renewals' two connections; most waited past the pool's
+    timeout ("releasing its lease failed") and stayed held for a whole lease time."""
+    statements: list[dict[str, int]] = []
+
+    async def release_many(_e: Any, _owner: str, tokens: dict[str, int]) -> None:
+        statements.append(dict(tokens))
+
+    monkeypatch.setattr(store_leases, "release_many", release_many)
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    sids = [f"s{i}" for i in range(1000)]
+    for sid in sids:
+        await keeper.acquire(sid)
+    for sid in sids:
+        keeper.release(sid)
+    await keeper.stop()
+    assert statements == [dict.fromkeys(sids, 1)]
 
 
 async def test_without_leases_everything_is_ours() -> None:
@@ -300,7 +323,7 @@ async def test_a_renewal_is_not_held_back_by_a_burst_that_saturates_the_servers_
         nonlocal turns
         while not renewed.is_set():
             turns += 1
-            time.sleep(0.02)  # the burst's own work (the GIL is free meanwhile, as in I/O)
+            time.sleep(0.02)  # noqa: ASYNC251 - the burst's own work, blocking the loop (the GIL is free)
             await asyncio.sleep(0)
 
     hog = asyncio.create_task(burst())
