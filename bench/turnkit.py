@@ -236,6 +236,8 @@ async def _served(kind: str, model_url: str, prelude: str, home: Path) -> AsyncI
                 proc.kill()
                 proc.wait()
             _report_log(kind, log)
+            if keep := os.environ.get("BENCH_KEEP_LOG"):  # a directory: the whole log, to read after
+                shutil.copy(log, Path(keep) / f"serve-{kind}-{port}.log")
 
 
 def _report_log(kind: str, log: Path) -> None:

@@ -36,6 +36,12 @@ class LazyProvider:
         each lists its models): asking makes the provider, at a session's start, not idle."""
         return cast("ListsModels", self._real()).models_endpoint()
 
+    def forget_session(self, session_id: str) -> None:
+        """Passed on to the real provider, once made (its wire cache; none before)."""
+        forget = getattr(self.made, "forget_session", None)
+        if forget is not None:
+            forget(session_id)
+
     async def aclose(self) -> None:
         if self.made is not None:
             await self.made.aclose()

@@ -164,6 +164,10 @@ class EncodedMessages:
             self._sessions.popitem(last=False)
         return state.array(first)
 
+    def forget(self, session_id: str) -> None:
+        """The session was unloaded: its conversation need not stay (issue 32 item 3)."""
+        self._sessions.pop(session_id, None)
+
 
 def wire_pieces(fast: Callable[[], dict[str, Any]], plain: Callable[[], dict[str, Any]]) -> list[bytes]:
     """The encoded body, in pieces (the HTTP transport writes them as they are): `fast()`

@@ -95,12 +95,22 @@ class PoolLimits:
         return kw
 
 
-def _sqlite_pragmas(synchronous: str, *, writer: bool = False) -> Any:
+# The event writer's own wait for a request's write lock: it retries a failed commit itself,
+# and its thread blocked for long would hold up every session's events.
+WRITER_BUSY_TIMEOUT_S = 5.0
+
+
+def _sqlite_pragmas(synchronous: str, busy_timeout_s: float, *, writer: bool = False) -> Any:
+    """`busy_timeout_s`: how long a statement waits for another connection's write lock
+    (the statement timeout, as Postgres's `command_timeout`): a burst's writes queue behind
+    the event writer instead of failing "database is locked" after a fixed 5 s."""
+    busy_ms = max(1, int(busy_timeout_s * 1000))
+
     def pragmas(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA synchronous={synchronous}")
-        cur.execute("PRAGMA busy_timeout=5000")
+        cur.execute(f"PRAGMA busy_timeout={busy_ms}")
         if writer:
             cur.execute("PRAGMA wal_autocheckpoint=0")  # SqliteWriter checkpoints beside it
         cur.close()
@@ -131,10 +141,11 @@ async def open_engines(
             **limits.engine_kw(url, writer=True),
             connect_args={"check_same_thread": False},  # the writer thread, not the opener
         )
-        event.listen(sync_writer, "connect", _sqlite_pragmas(synchronous, writer=True))
+        writer_pragmas = _sqlite_pragmas(synchronous, WRITER_BUSY_TIMEOUT_S, writer=True)
+        event.listen(sync_writer, "connect", writer_pragmas)
         sqlite_writer = SqliteWriter(sync_writer, parsed.database)
     elif not is_sqlite:
         write_engine = guard(create_async_engine(url, **json_kw, **limits.engine_kw(url, writer=True)))
     if is_sqlite:
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas(synchronous))
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas(synchronous, limits.statement_timeout_s))
     return engine, write_engine, sqlite_writer

@@ -71,12 +71,14 @@ class WsClient:
 
     @classmethod
     async def connect(
-        cls, base_url: str, *, initialize: bool = True, token: str | None = None, **caps: Any
-    ) -> WsClient:
+        cls, base_url: str, *, initialize: bool = True, token: str | None = None,
+        open_timeout: float = 10.0, **caps: Any,
+    ) -> WsClient:  # fmt: skip
         """A client on `/acp`, initialized unless told not to; `token` authenticates it
-        (the `?token=` a browser uses); `caps` are its client capabilities."""
+        (the `?token=` a browser uses); `caps` are its client capabilities. `open_timeout`:
+        the wait for the opening handshake (a burst of connections queues for longer)."""
         url = base_url.replace("http://", "ws://") + "/acp" + (f"?token={token}" if token else "")
-        ws = await websockets.connect(url, max_size=None)
+        ws = await websockets.connect(url, max_size=None, open_timeout=open_timeout)
         client = cls(ws)
         if initialize:
             await client.call(

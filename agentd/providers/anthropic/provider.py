@@ -91,6 +91,10 @@ class AnthropicProvider(HttpProvider):
         previous call (`anthropic_wire`)."""
         return b"".join(self.encode_pieces(request))
 
+    def forget_session(self, session_id: str) -> None:
+        """Drop what is kept for the session (its conversation's wire bytes): it was unloaded."""
+        self._wire.forget(session_id)
+
     def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
         """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
         return self._wire.encode_pieces(request, self.options)

@@ -128,6 +128,11 @@ class AnthropicWire:
             self._sessions.popitem(last=False)
         return state
 
+    def forget(self, session_id: str) -> None:
+        """The session was unloaded: its conversation need not stay (issue 32 item 3)."""
+        for with_reasoning in (False, True):
+            self._sessions.pop((session_id, with_reasoning), None)
+
     def encode_pieces(self, request: ProviderRequest, options: AnthropicOptions) -> list[bytes]:
         """`build_body(request, options)` encoded, in pieces (the stdlib path when orjson
         refuses it)."""

@@ -74,6 +74,10 @@ class OpenAIProvider(HttpProvider):
 
     # -- request translation -------------------------------------------------------------
 
+    def forget_session(self, session_id: str) -> None:
+        """Drop what is kept for the session (its conversation's wire bytes): it was unloaded."""
+        self._encoded.forget(session_id)
+
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
         messages: list[dict[str, Any]] = []

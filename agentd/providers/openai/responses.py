@@ -64,6 +64,10 @@ class OpenAIResponsesProvider(HttpProvider):
         self.reasoning_effort = reasoning_effort
         self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
 
+    def forget_session(self, session_id: str) -> None:
+        """Drop what is kept for the session (its conversation's wire bytes): it was unloaded."""
+        self._encoded.forget(session_id)
+
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
         return self._compose(request, translate_input(request.messages))

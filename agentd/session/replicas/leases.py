@@ -37,11 +37,11 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.store import claims
@@ -50,6 +50,7 @@ from agentd.store import leases as store_leases
 log = logging.getLogger(__name__)
 
 LostLease = Callable[[str], None]
+T = TypeVar("T")
 
 # Renewals failed in a row from which the replica is not ready (see the module docstring).
 UNHEALTHY_AFTER_FAILURES = 2
@@ -204,7 +205,8 @@ class PostgresLeases(SessionLeases):
         # How long to wait for a write in flight on the lease row (a paused replica
         # mid-commit) before the session counts as held.
         self._lock_wait_s = min(2.0, ttl_s / 2)
-        self._renew_engine = store_leases.renewal_engine(engine, ttl_s / 3)
+        self._renew_engine = store_leases.renewal_engine(engine, ttl_s / 3)  # used on the lane only
+        self._lane: store_leases.RenewalLane | None = None  # a thread's loop, once started
         self._valid_until: dict[str, float] = {}  # our own (monotonic) view of each lease's end
         self._task: asyncio.Task[None] | None = None
         self._deadlines: asyncio.Task[None] | None = None
@@ -212,7 +214,8 @@ class PostgresLeases(SessionLeases):
         # The renewal statement's own bounds: the pool's wait and the command's timeout.
         self._round_limit = 2 * ttl_s / 3
         self._on_lost: LostLease | None = None
-        self._releasing: set[asyncio.Task[None]] = set()
+        self._releasing: set[asyncio.Task[None]] = set()  # the one sending `_to_release`
+        self._to_release: dict[str, int] = {}  # sid → token released, not yet sent
         self.renewals = 0  # for tests and metrics
         self.renewal_failures = 0
         self.consecutive_failures = 0
@@ -279,10 +282,12 @@ class PostgresLeases(SessionLeases):
                 raise owned_elsewhere(session_id, memo[0], memo[1] - started)
             del self._holders[session_id]
         self._acquiring[session_id] = self._acquiring.get(session_id, 0) + 1
-        try:
+        loop, began = asyncio.get_running_loop(), [started]  # the lease starts once a connection
+        try:  # is ours, not when we asked for one: a burst may keep it waiting for longer than a lease
             got = await store_leases.acquire(
-                self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s
-            )
+                self._engine, session_id, self.replica_id, self.ttl_s, self._lock_wait_s,
+                connected=lambda: began.append(loop.time()),
+            )  # fmt: skip
         finally:
             if (left := self._acquiring.pop(session_id) - 1) > 0:
                 self._acquiring[session_id] = left
@@ -292,7 +297,7 @@ class PostgresLeases(SessionLeases):
             raise owned_elsewhere(session_id, got.owner, got.expires_in_s)
         if got is None:
             return  # no such session (the load that follows finds none either)
-        self._hold(session_id, got, started)
+        self._hold(session_id, got, began[-1])
 
     def _remember_holder(self, session_id: str, owner: str, until: float) -> None:
         self._holders.pop(session_id, None)
@@ -308,25 +313,37 @@ class PostgresLeases(SessionLeases):
         under this lease, which another replica may take at once (in the background)."""
         token = self.fences.pop(session_id, None)
         self._valid_until.pop(session_id, None)
-        if token is not None:
-            self._fenced_out.discard((session_id, token))
-            task = asyncio.get_running_loop().create_task(self._release(session_id, token))
+        if token is None:
+            return
+        self._fenced_out.discard((session_id, token))
+        # Those released meanwhile go out together, in one statement: a thousand sessions
+        # unloaded at once must not queue a thousand on the renewals' two connections.
+        self._to_release[session_id] = token
+        if not self._releasing:
+            task = asyncio.get_running_loop().create_task(self._release())
             self._releasing.add(task)
             task.add_done_callback(self._releasing.discard)
 
-    async def _release(self, session_id: str, token: int) -> None:
-        try:
-            await store_leases.release(self._renew_engine, session_id, self.replica_id, token)
-        except Exception as exc:  # it runs out by itself
-            log.warning(
-                "session %s: releasing its lease failed (%s); it expires in %.0fs",
-                session_id,
-                exc,
-                self.ttl_s,
-            )
+    async def _release(self) -> None:
+        while self._to_release:
+            tokens, self._to_release = self._to_release, {}
+            try:
+                await self._on_lane(store_leases.release_many, self._renew_engine, self.replica_id, tokens)
+            except Exception as exc:  # they run out by themselves
+                log.warning(
+                    "releasing %d session lease(s) failed (%s); they expire in %.0fs",
+                    len(tokens),
+                    exc,
+                    self.ttl_s,
+                )
+
+    async def _on_lane(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        """The renewals' statements run on their own loop once started (RenewalLane)."""
+        return await (self._lane.run(fn, *args) if self._lane is not None else fn(*args))
 
     def start(self, on_lost: LostLease) -> None:
         self._on_lost = on_lost
+        self._lane = store_leases.RenewalLane()
         self._last_round = time.monotonic()
         self._task = asyncio.create_task(self._run(), name="lease-renewal")
         self._deadlines = asyncio.create_task(self._watch_deadlines(), name="lease-deadlines")
@@ -409,7 +426,9 @@ class PostgresLeases(SessionLeases):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await self._renew_engine.dispose()
+        await self._on_lane(self._renew_engine.dispose)
+        if self._lane is not None:
+            await self._lane.close()
         if self._id_lock is not None:
             self._id_lock.close()
 
@@ -448,9 +467,10 @@ class PostgresLeases(SessionLeases):
         try:
             async with asyncio.timeout(max(self.ttl_s / 3, soonest - started)):
                 if tokens:
-                    kept = await store_leases.renew(self._renew_engine, self.replica_id, tokens, self.ttl_s)
+                    renew = store_leases.renew
+                    kept = await self._on_lane(renew, self._renew_engine, self.replica_id, tokens, self.ttl_s)
                 else:
-                    await store_leases.ping(self._renew_engine)
+                    await self._on_lane(store_leases.ping, self._renew_engine)
                     kept = set()
         except Exception as exc:
             self._round_since = None

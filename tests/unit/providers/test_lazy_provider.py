@@ -127,3 +127,19 @@ def test_the_model_catalogue_lists_through_a_lazy_provider() -> None:
     catalogue = catalogue_for(provider, 600, [])
     assert catalogue.source is not None
     assert catalogue.source.models_endpoint().url.endswith("/models")
+
+
+def test_forgetting_a_session_reaches_the_made_provider_and_needs_none_before() -> None:
+    """The session manager tells the provider a session was unloaded (its wire cache)."""
+    forgotten: list[str] = []
+
+    class Made:
+        def forget_session(self, session_id: str) -> None:
+            forgotten.append(session_id)
+
+    lazy = LazyProvider("openai", False, make=lambda: Made())  # type: ignore[arg-type,return-value]
+    lazy.forget_session("s0")  # nothing made yet: nothing kept, and nothing is made for it
+    assert lazy.made is None
+    lazy._real()
+    lazy.forget_session("s1")
+    assert forgotten == ["s1"]

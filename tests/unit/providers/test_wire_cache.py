@@ -324,3 +324,24 @@ def test_a_long_conversation_is_a_few_segments() -> None:
     sealed = list(state.segments)
     cache.array("s", history, _encode_plain)
     assert all(a is b for a, b in zip(sealed, state.segments, strict=False))  # reused, not re-joined
+
+
+def _kept(provider: Any) -> int:
+    """How many sessions' conversations the provider keeps encoded."""
+    cache = provider._wire if isinstance(provider, AnthropicProvider) else provider._encoded
+    return len(cache._sessions)
+
+
+def test_an_unloaded_session_is_forgotten_and_encoded_afresh_if_it_comes_back() -> None:
+    """Issue 32 item 3: the cache kept the last 64 sessions' conversations (their messages
+    and bytes) after the server had unloaded them — ~5 MiB after 100 sessions' load."""
+    history = [Message.system("s"), Message.user("hi"), Message(role="assistant", content="a")]
+    for provider in _providers():
+        for sid in ("s1", "s2"):
+            request = ProviderRequest(model="", system="s", messages=list(history), session_id=sid)
+            provider.encode_body(request)
+        assert _kept(provider) == 2
+        provider.forget_session("s1")
+        provider.forget_session("gone")  # never seen: nothing to do
+        assert _kept(provider) == 1
+        _check(provider, ProviderRequest(model="", system="s", messages=list(history), session_id="s1"))

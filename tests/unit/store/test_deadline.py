@@ -16,8 +16,9 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from agentd.core import SqliteSynchronous
 from agentd.store.deadline import DeadlinePool, pool_wait, until
-from agentd.store.engine import PoolLimits
+from agentd.store.engine import PoolLimits, open_engines
 
 POOL_TIMEOUT_S = 0.05
 
@@ -98,3 +99,22 @@ def test_the_pool_logs_as_sqlalchemys_own(engine: AsyncEngine) -> None:
     """Not under the `agentd` logger, whose INFO lines a user sees (a refused start-up is one line)."""
     logger = engine.sync_engine.pool.logger
     assert isinstance(logger, logging.Logger) and logger.name.startswith("sqlalchemy.pool.")
+
+
+async def test_a_sqlite_request_waits_for_the_write_lock_as_long_as_a_statement_may_take(
+    tmp_path: Path,
+) -> None:
+    """Issue 32 item 4: under a 1,000-session burst a `session/new` on SQLite waited for the
+    event writer's lock for a fixed 5 s and was refused "database is locked"; the request
+    pool's connections wait the statement timeout (Postgres's `command_timeout`) instead."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'b.db'}"
+    engine, _, writer = await open_engines(
+        url, PoolLimits(statement_timeout_s=42.5), SqliteSynchronous("normal")
+    )
+    try:
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar_one() == 42_500
+    finally:
+        await engine.dispose()
+        if writer is not None:
+            await writer.close()

@@ -26,9 +26,19 @@ class _Engine:
 @pytest.fixture
 def db(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A stand-in for the lease table: session → (owner, token); `down` fails every call."""
-    state: dict[str, Any] = {"rows": {}, "down": False}
 
-    async def acquire(_e: Any, sid: str, owner: str, _ttl: float, _wait: float) -> int | store_leases.Holder:
+    async def no_wait() -> None:
+        return None
+
+    # `pool_wait`: what acquiring waits before it has a connection
+    state: dict[str, Any] = {"rows": {}, "down": False, "pool_wait": no_wait}
+
+    async def acquire(
+        _e: Any, sid: str, owner: str, _ttl: float, _wait: float, *, connected: Any = None
+    ) -> int | store_leases.Holder:
+        await state["pool_wait"]()
+        if connected is not None:
+            connected()
         holder, token = state["rows"].get(sid, (None, 0))
         if holder not in (None, owner):
             return store_leases.Holder(holder, 5.0)
@@ -74,9 +84,9 @@ async def test_a_holder_seen_is_remembered_until_its_lease_ends_and_forgotten_wh
     asked: list[str] = []
     acquire = store_leases.acquire
 
-    async def counting(*args: Any) -> int | store_leases.Holder | None:
+    async def counting(*args: Any, **kw: Any) -> int | store_leases.Holder | None:
         asked.append(args[1])
-        return await acquire(*args)
+        return await acquire(*args, **kw)
 
     monkeypatch.setattr(store_leases, "acquire", counting)
     db["rows"]["s1"] = ("B", 1)  # B holds it (5 s left, as the stand-in says)
@@ -168,18 +178,40 @@ def test_one_process_reports_its_replica_and_no_leases() -> None:
 async def test_a_release_forgets_the_token_at_once(
     db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    released: list[tuple[str, int]] = []
+    released: list[dict[str, int]] = []
 
-    async def release(_e: Any, sid: str, _owner: str, token: int) -> None:
-        released.append((sid, token))
+    async def release_many(_e: Any, _owner: str, tokens: dict[str, int]) -> None:
+        released.append(tokens)
 
-    monkeypatch.setattr(store_leases, "release", release)
+    monkeypatch.setattr(store_leases, "release_many", release_many)
     keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
     await keeper.acquire("s1")
     keeper.release("s1")
     assert keeper.fences == {}
     await keeper.stop()
-    assert released == [("s1", 1)]
+    assert released == [{"s1": 1}]
+
+
+async def test_sessions_released_at_once_go_out_in_one_statement(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 4: a server stopping after a 1,000-session burst released each lease
+    on its own, queued on the renewals' two connections; most waited past the pool's
+    timeout ("releasing its lease failed") and stayed held for a whole lease time."""
+    statements: list[dict[str, int]] = []
+
+    async def release_many(_e: Any, _owner: str, tokens: dict[str, int]) -> None:
+        statements.append(dict(tokens))
+
+    monkeypatch.setattr(store_leases, "release_many", release_many)
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    sids = [f"s{i}" for i in range(1000)]
+    for sid in sids:
+        await keeper.acquire(sid)
+    for sid in sids:
+        keeper.release(sid)
+    await keeper.stop()
+    assert statements == [dict.fromkeys(sids, 1)]
 
 
 async def test_without_leases_everything_is_ours() -> None:
@@ -241,3 +273,67 @@ async def test_a_renewal_that_comes_too_late_loses_the_lease_whatever_the_databa
     keeper._valid_until["s1"] = asyncio.get_running_loop().time() - session_leases.LATE_GRACE_S - 0.1
     assert await keeper.renew() == ["s1"]
     assert lost == ["s1"] and keeper.fences == {"s2": 1} and keeper.health().lost == 1
+
+
+async def test_a_lease_acquired_after_a_long_wait_for_a_connection_runs_from_the_connection(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 4: in a burst, `session/new` waits for a pooled connection up to its
+    deadline, longer than a lease lasts. The lease starts with the statement (the
+    database's `now()`), so by our own clock it runs from when the connection was ours —
+    not from when we asked for one, which would drop the new session at once."""
+    monkeypatch.setattr(session_leases, "LATE_GRACE_S", 0.05)
+    ttl = 0.2
+
+    async def longer_than_a_lease() -> None:
+        await asyncio.sleep(ttl + 0.1)  # the burst ahead of it holds every connection
+
+    db["pool_wait"] = longer_than_a_lease
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=ttl)
+    lost: list[str] = []
+    keeper._on_lost = lost.append
+    await keeper.acquire("s1")
+    assert keeper.expire_overdue() == []
+    assert lost == [] and keeper.fences == {"s1": 1}
+
+
+async def test_a_renewal_is_not_held_back_by_a_burst_that_saturates_the_servers_loop(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 item 4: 1,000 sessions at once kept the server's loop so busy that each step
+    of a renewal statement (checkout, BEGIN, UPDATE, COMMIT) waited its turn behind them,
+    past the lease, and every session was dropped. Once started, the renewals' statements
+    run on a loop of their own: the renewal ends within a few turns of the server's loop,
+    however many steps its statement takes."""
+    steps = 50
+    renew = store_leases.renew
+
+    async def many_steps(*args: Any) -> set[str]:
+        for _ in range(steps):  # a statement's round trips, each a turn of the loop it runs on
+            await asyncio.sleep(0)
+        return await renew(*args)
+
+    monkeypatch.setattr(store_leases, "renew", many_steps)
+    keeper = PostgresLeases(_Engine(), "A", ttl_s=9.0)  # no round of its own during the test
+    await keeper.acquire("s1")
+    keeper.start(lambda _s: None)
+    turns, renewed = 0, asyncio.Event()
+
+    async def burst() -> None:  # one turn of the server's loop per pass, each a while long
+        nonlocal turns
+        while not renewed.is_set():
+            turns += 1
+            time.sleep(0.02)  # noqa: ASYNC251 - the burst's own work, blocking the loop (the GIL is free)
+            await asyncio.sleep(0)
+
+    hog = asyncio.create_task(burst())
+    try:
+        await asyncio.sleep(0)  # the burst is running
+        assert await keeper.renew() == []
+        renewed.set()
+        assert turns < steps // 5, turns  # on the server's loop it would take `steps` turns
+        assert keeper.fences == {"s1": 1}
+    finally:
+        renewed.set()
+        await hog
+        await keeper.stop()
