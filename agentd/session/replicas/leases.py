@@ -31,11 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
-import os
-import secrets
-import socket
 import time
 from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
@@ -44,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.replicas.identity import default_replica_id, home_replica_id
 from agentd.store import claims
 from agentd.store import leases as store_leases
 
@@ -107,35 +104,6 @@ class LeaseHealth:
         if self.detail:
             body["detail"] = self.detail
         return body
-
-
-def default_replica_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-
-
-def home_replica_id(home: Path) -> tuple[str, IO[str] | None]:
-    """The replica id kept in `home` (`replica-id`), and the file holding its lock while
-    this process runs. A server restarted after a crash (`kill -9`: the kernel dropped the
-    lock) is the same replica again and takes its sessions back at once, instead of
-    waiting for their leases to run out; a second live process on the same home gets an
-    id of its own (hostname-pid-random), so no two live processes ever share one."""
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-        handle = (home / "replica-id").open("a+")
-    except OSError:
-        return default_replica_id(), None
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        return default_replica_id(), None
-    handle.seek(0)
-    kept = handle.read().strip()
-    if not kept:
-        kept = default_replica_id()
-        handle.write(kept + "\n")
-        handle.flush()
-    return kept, handle
 
 
 def owned_elsewhere(session_id: str, owner: str, expires_in_s: float) -> SessionError:
