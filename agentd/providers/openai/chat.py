@@ -21,22 +21,21 @@ from typing import Any, Unpack
 
 from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
 from agentd.infra import ReasoningEffort, TokenField
-from agentd.providers.http import HttpOptions, HttpProvider, SSEReader, parse_json, parse_retry_after
+from agentd.providers.http import HttpOptions, SSEReader, parse_json, parse_retry_after
+from agentd.providers.openai.base import OpenAIHttpProvider
 from agentd.providers.openai.chat_stream import ChatAssembler, non_stream_as_chunk
 from agentd.providers.openai.errors import classify_http_error
 from agentd.providers.openai.models import Amendments, is_reasoning_model, token_field
-from agentd.providers.wire_cache import EncodedMessages, Spliced, encode_items, wire_pieces
+from agentd.providers.wire_cache import Spliced, encode_items
 
 __all__ = ["OpenAIProvider", "classify_http_error", "parse_retry_after"]
 
 
-class OpenAIProvider(HttpProvider):
+class OpenAIProvider(OpenAIHttpProvider):
     """One OpenAI-compatible endpoint + model. `stream()` performs one sampling call."""
 
     name = "openai"
-    supports_native_schema = True
     path = "/chat/completions"
-    classify = classify_http_error
 
     def __init__(
         self,
@@ -46,11 +45,9 @@ class OpenAIProvider(HttpProvider):
         reasoning_effort: ReasoningEffort | None = None,
         **http: Unpack[HttpOptions],
     ) -> None:
-        super().__init__(base_url=base_url.rstrip("/"), **http)
+        super().__init__(base_url=base_url, reasoning_effort=reasoning_effort, **http)
         self.token_field = token_field
-        self.reasoning_effort = reasoning_effort
         self._amendments: dict[str, Amendments] = {}  # per model
-        self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
 
     # -- request translation -------------------------------------------------------------
 
@@ -62,14 +59,7 @@ class OpenAIProvider(HttpProvider):
         messages.extend(_translate_message(m) for m in request.messages)
         return self._compose(request, messages)
 
-    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
-        """`build_body(request)` encoded in pieces, as the transport writes them (not joined),
-        the conversation's bytes reused from the session's previous call (`wire_cache`)."""
-        return wire_pieces(
-            lambda: self._compose(request, self._messages_fragment(request)), lambda: self.build_body(request)
-        )
-
-    def _messages_fragment(self, request: ProviderRequest) -> Spliced:
+    def _conversation(self, request: ProviderRequest) -> Spliced:
         first = encode_items([{"role": "system", "content": request.system}]) if request.system else b""
         return self._encoded.array(request.session_id, request.messages, _encode_message, first)
 

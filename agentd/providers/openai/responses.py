@@ -11,47 +11,29 @@ stream as thought chunks. The stream side is in `openai_responses_stream.py`.
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Any
 
 from agentd.core import Image, Message, ProviderRequest
-from agentd.infra import ReasoningEffort
-from agentd.providers.http import HttpOptions, HttpProvider
-from agentd.providers.openai.errors import classify_http_error
+from agentd.providers.openai.base import OpenAIHttpProvider
 from agentd.providers.openai.models import is_reasoning_model
 from agentd.providers.openai.responses_stream import PROVIDER_TAG, ResponsesAssembler
-from agentd.providers.wire_cache import EncodedMessages, encode_items, wire_pieces
+from agentd.providers.wire_cache import Spliced, encode_items
 
 __all__ = ["OpenAIResponsesProvider", "translate_input"]
 
 
-class OpenAIResponsesProvider(HttpProvider):
+class OpenAIResponsesProvider(OpenAIHttpProvider):
     """One Responses API endpoint + model. `stream()` performs one sampling call."""
 
     name = "openai-responses"
-    supports_native_schema = True
     path = "/responses"
-    classify = classify_http_error
-
-    def __init__(
-        self, *, base_url: str, reasoning_effort: ReasoningEffort | None = None, **http: Unpack[HttpOptions]
-    ) -> None:
-        super().__init__(base_url=base_url.rstrip("/"), **http)
-        self.reasoning_effort = reasoning_effort
-        self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
         return self._compose(request, translate_input(request.messages))
 
-    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
-        """`build_body(request)` encoded in pieces, as the transport writes them (not joined),
-        the conversation's bytes reused from the session's previous call (`wire_cache`)."""
-        return wire_pieces(
-            lambda: self._compose(
-                request, self._encoded.array(request.session_id, request.messages, _encode_message)
-            ),
-            lambda: self.build_body(request),
-        )
+    def _conversation(self, request: ProviderRequest) -> Spliced:
+        return self._encoded.array(request.session_id, request.messages, _encode_message)
 
     def _compose(self, request: ProviderRequest, items: Any) -> dict[str, Any]:
         model = request.model or self.model
