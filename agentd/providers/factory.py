@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TypedDict
+from typing import TYPE_CHECKING
 
 from agentd.core import Lane, Provider
-from agentd.infra import HttpTransport, ProviderName, Settings, redact_url
+from agentd.infra import ProviderName, Settings, redact_url
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
+
+    from agentd.providers.http import HttpOptions
 
 log = logging.getLogger(__name__)
 
@@ -27,22 +32,6 @@ def make_lanes(settings: Settings) -> list[Lane]:
             Lane(make_provider(lane_settings), spec.model, f"fallback{i}:{spec.provider.value}/{spec.model}")
         )
     return lanes
-
-
-class StreamTimeouts(TypedDict):
-    first_token_timeout: float | None
-    stream_idle_timeout: float | None
-    http_transport: HttpTransport
-
-
-def stream_timeouts(settings: Settings) -> StreamTimeouts:
-    """The stream timeouts every HTTP provider takes (0 in the settings: off), and its
-    HTTP transport."""
-    return StreamTimeouts(
-        first_token_timeout=settings.first_token_timeout_s or None,
-        stream_idle_timeout=settings.stream_idle_timeout_s or None,
-        http_transport=settings.http_transport,
-    )
 
 
 # The HTTP providers' `name` and `supports_native_schema`, known without importing them.
@@ -66,55 +55,70 @@ def lazy_provider(settings: Settings) -> Provider:
     return LazyProvider(*kind, make=lambda: make_provider(settings, announced=True))
 
 
+# How the log names each HTTP provider.
+_LABELS = {
+    ProviderName.ANTHROPIC: "anthropic",
+    ProviderName.OPENAI_RESPONSES: "openai responses API",
+    ProviderName.OPENAI: "openai-compatible",
+}
+
+
 def announce(settings: Settings) -> None:
     """The log line naming the HTTP provider in use (its URL without a password)."""
+    if settings.provider in _LABELS:
+        base_url, _ = _endpoint(settings)
+        log.info(
+            "provider: %s at %s, model %s", _LABELS[settings.provider], redact_url(base_url), settings.model
+        )
+
+
+def _endpoint(settings: Settings) -> tuple[str, SecretStr | None]:
+    """The HTTP provider's base URL and API key: Anthropic's settings, or OpenAI's (both of
+    its wire formats)."""
     if settings.provider is ProviderName.ANTHROPIC:
-        base = redact_url(settings.anthropic_base_url)
-        log.info("provider: anthropic at %s, model %s", base, settings.model)
-    elif settings.provider is ProviderName.OPENAI_RESPONSES:
-        base = redact_url(settings.openai_base_url)
-        log.info("provider: openai responses API at %s, model %s", base, settings.model)
-    elif settings.provider is ProviderName.OPENAI:
-        base = redact_url(settings.openai_base_url)
-        log.info("provider: openai-compatible at %s, model %s", base, settings.model)
+        return settings.anthropic_base_url, settings.anthropic_api_key
+    return settings.openai_base_url, settings.openai_api_key
 
 
 def make_provider(settings: Settings, *, announced: bool = False) -> Provider:
-    if settings.provider in LAZY_KINDS and not announced:
+    if settings.provider not in LAZY_KINDS:
+        return _scripted(settings)
+    if not announced:
         announce(settings)
+    base_url, api_key = _endpoint(settings)
+    http: HttpOptions = {
+        "api_key": api_key,
+        "model": settings.model,
+        # 0 in the settings: off.
+        "first_token_timeout": settings.first_token_timeout_s or None,
+        "stream_idle_timeout": settings.stream_idle_timeout_s or None,
+        "http_transport": settings.http_transport,
+    }
     if settings.provider is ProviderName.OPENAI:
         from agentd.providers.openai import OpenAIProvider
 
         return OpenAIProvider(
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
-            model=settings.model,
+            base_url=base_url,
             token_field=settings.openai_token_field,
             reasoning_effort=settings.reasoning_effort,
-            **stream_timeouts(settings),
+            **http,
         )
     if settings.provider is ProviderName.OPENAI_RESPONSES:
         from agentd.providers.openai import OpenAIResponsesProvider
 
-        return OpenAIResponsesProvider(
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
-            model=settings.model,
-            reasoning_effort=settings.reasoning_effort,
-            **stream_timeouts(settings),
-        )
-    if settings.provider is ProviderName.ANTHROPIC:
-        from agentd.providers.anthropic import AnthropicProvider
+        return OpenAIResponsesProvider(base_url=base_url, reasoning_effort=settings.reasoning_effort, **http)
+    from agentd.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(
-            base_url=settings.anthropic_base_url,
-            api_key=settings.anthropic_api_key,
-            model=settings.model,
-            prompt_cache=settings.anthropic_prompt_cache,
-            thinking_budget=settings.anthropic_thinking_budget,
-            adaptive_thinking=settings.anthropic_adaptive_thinking,
-            **stream_timeouts(settings),
-        )
+    return AnthropicProvider(
+        base_url=base_url,
+        prompt_cache=settings.anthropic_prompt_cache,
+        thinking_budget=settings.anthropic_thinking_budget,
+        adaptive_thinking=settings.anthropic_adaptive_thinking,
+        **http,
+    )
+
+
+def _scripted(settings: Settings) -> Provider:
     from agentd.providers.scripted import ScriptedProvider
 
     if settings.script is not None:

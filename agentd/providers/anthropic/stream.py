@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from agentd.core import (
     ErrorKind,
@@ -84,13 +84,15 @@ class Assembler:
     """Folds stream events into `StreamEvent`s. Content blocks stream one after another, so
     a tool call is complete at its `content_block_stop` and tool calls finish in order."""
 
+    end_event: ClassVar[str] = "message_stop"
+
     def __init__(self) -> None:
         self.blocks: dict[int, _Block] = {}
         self.tool_count = 0
         self.stop_reason: str | None = None
         self.usage: dict[str, int] = {}
         self.model = ""  # the answering model, as `message_start` names it
-        self.stopped = False  # message_stop seen
+        self.ended = False  # message_stop seen
 
     def feed(self, event: dict[str, Any], event_name: str = "") -> list[StreamEvent]:
         kind = event.get("type") or event_name
@@ -120,7 +122,7 @@ class Assembler:
                 self.stop_reason = str(reason)
             self._merge_usage(event.get("usage"))  # cumulative counts: later values win
         elif kind == "message_stop":
-            self.stopped = True
+            self.ended = True
         elif kind == "error":
             raise classify_http_error(None, event, {})
         # "ping" and event types added after this was written carry nothing for us.
@@ -202,7 +204,7 @@ class Assembler:
             if isinstance(value, int) and not isinstance(value, bool):
                 self.usage[key] = value
 
-    def feed_message(self, message: dict[str, Any]) -> list[StreamEvent]:
+    def feed_document(self, message: dict[str, Any]) -> list[StreamEvent]:
         """A non-streamed Message document, replayed as the events that would have streamed it."""
         if message.get("type") == "error":
             raise classify_http_error(None, message, {})

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from agentd.providers.http.catalogue import ModelsEndpoint as ModelsEndpoint
     from agentd.providers.http.catalogue import catalogue_for as catalogue_for
     from agentd.providers.http.common import parse_retry_after as parse_retry_after
+    from agentd.providers.http.provider import HttpOptions as HttpOptions
     from agentd.providers.http.provider import HttpProvider as HttpProvider
+    from agentd.providers.http.provider import StreamFold as StreamFold
     from agentd.providers.http.sse import SSEReader as SSEReader
     from agentd.providers.http.sse import parse_json as parse_json
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
     "catalogue_for": "agentd.providers.http.catalogue",
+    "HttpOptions": "agentd.providers.http.provider",
     "HttpProvider": "agentd.providers.http.provider",
     "ListFormat": "agentd.providers.http.catalogue",
     "ListsModels": "agentd.providers.http.catalogue",
@@ -31,10 +34,12 @@ _WHERE = {
     "parse_json": "agentd.providers.http.sse",
     "parse_retry_after": "agentd.providers.http.common",
     "SSEReader": "agentd.providers.http.sse",
+    "StreamFold": "agentd.providers.http.provider",
 }
 
 
 __all__ = [
+    "HttpOptions",
     "HttpProvider",
     "ListFormat",
     "ListsModels",
@@ -42,6 +47,7 @@ __all__ = [
     "ModelInfo",
     "ModelsEndpoint",
     "SSEReader",
+    "StreamFold",
     "catalogue_for",
     "parse_json",
     "parse_retry_after",

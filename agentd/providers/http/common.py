@@ -41,25 +41,28 @@ async def guard(
     step (callers pass it once output is flowing). Both are `TIMEOUT` errors, so the loop's
     timeout bucket retries them."""
     try:
-        if deadline is not None:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    return await awaitable
-            except TimeoutError as exc:
-                raise HarnessError(
-                    ErrorKind.TIMEOUT, f"no first token within {first_token_timeout}s"
-                ) from exc
-        if idle_timeout is not None:
-            try:
-                async with asyncio.timeout(idle_timeout):
-                    return await awaitable
-            except TimeoutError as exc:
-                raise HarnessError(
-                    ErrorKind.TIMEOUT, f"the stream stalled: nothing received for {idle_timeout}s"
-                ) from exc
-        return await awaitable
+        if deadline is None and idle_timeout is None:
+            return await awaitable
+        scope = asyncio.timeout_at(deadline) if deadline is not None else asyncio.timeout(idle_timeout)
+        try:
+            async with scope:
+                return await awaitable
+        except TimeoutError as exc:
+            if deadline is not None:
+                raise no_first_token(first_token_timeout) from exc
+            raise stalled(idle_timeout) from exc
     except httpx.RequestError as exc:
         raise transport_error(exc, base_url) from exc
+
+
+def no_first_token(first_token_timeout: float | None) -> HarnessError:
+    """The first-token deadline passed (the loop's timeout bucket retries it)."""
+    return HarnessError(ErrorKind.TIMEOUT, f"no first token within {first_token_timeout}s")
+
+
+def stalled(idle_timeout: float | None) -> HarnessError:
+    """Nothing arrived for the idle timeout once output was flowing."""
+    return HarnessError(ErrorKind.TIMEOUT, f"the stream stalled: nothing received for {idle_timeout}s")
 
 
 def transport_error(exc: httpx.RequestError, base_url: str) -> HarnessError:

@@ -1,34 +1,64 @@
 """The transport half every HTTP provider shares: the endpoint, the API key, the timeouts,
 the pooled client (`http_pool`) and its closing, opening a streamed answer (an error status
 classified and raised), and reading it as SSE or as the one JSON document a server that
-ignored `stream: true` sends. Each provider (`anthropic`, `openai`, `openai_responses`)
-subclasses `HttpProvider` and keeps only its wire format: the body, the headers it needs
-beyond a bearer key, and turning events into `StreamEvent`s.
+ignored `stream: true` sends, folded into `StreamEvent`s by the provider's `StreamFold`.
+Each provider (`anthropic`, `openai`, `openai_responses`) subclasses `HttpProvider` and
+keeps only its wire format: the body, the headers it needs beyond a bearer key, and its fold
+(Chat Completions keeps its own `stream`: see agentd/providers/openai/chat.py).
 
 Per call this adds no coroutine layer: `_open` hands back `open_stream`'s coroutine for
-the caller to await, and `_reader` is a plain call (nothing here runs per chunk)."""
+the caller to await, `_reader` is a plain call, and `stream` is the one generator between
+the reader and the caller (per chunk it does only what the providers did themselves)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, ClassVar, Protocol, Required, TypedDict
 
 import httpx
 from pydantic import SecretStr
 
-from agentd.core import HarnessError
+from agentd.core import ErrorKind, HarnessError, ProviderRequest, StreamEvent
 from agentd.infra import HttpTransport
 from agentd.providers.http import pool as http_pool
 from agentd.providers.http.catalogue import ListFormat, ModelsEndpoint
 from agentd.providers.http.common import default_ssl_context, guard, open_stream
 from agentd.providers.http.sse import SSEReader, parse_json
 
-__all__ = ["HttpProvider"]
+__all__ = ["HttpOptions", "HttpProvider", "StreamFold"]
+
+
+class HttpOptions(TypedDict, total=False):
+    """The keywords every HTTP provider takes beside its base URL and its own options."""
+
+    api_key: Required[SecretStr | str | None]
+    model: Required[str]
+    timeout: float
+    connect_timeout: float
+    first_token_timeout: float | None
+    stream_idle_timeout: float | None
+    client: httpx.AsyncClient | None
+    http_transport: HttpTransport | None
+
+
+class StreamFold(Protocol):
+    """One answer's events folded into `StreamEvent`s (a provider's assembler)."""
+
+    # The wire's last event, named in the error when a stream ends before it.
+    end_event: ClassVar[str]
+    ended: bool  # the end event arrived: the rest of the body is not ours to read
+
+    def feed(self, event: dict[str, Any], event_name: str) -> list[StreamEvent]: ...
+
+    def feed_document(self, document: dict[str, Any]) -> list[StreamEvent]: ...
+
+    def finish(self) -> list[StreamEvent]: ...
 
 
 class HttpProvider:
     """One HTTP endpoint + model; subclasses set `path` (appended to the base URL) and
-    `classify` (an error status → `HarnessError`), and build the body."""
+    `classify` (an error status → `HarnessError`), encode the body (`encode_pieces`) and
+    fold the answer (`_fold`)."""
 
     path: ClassVar[str]
     models_path: ClassVar[str] = "/models"  # OpenAI's, under a base URL that ends in /v1
@@ -41,11 +71,11 @@ class HttpProvider:
         base_url: str,
         api_key: SecretStr | str | None,
         model: str,
-        timeout: float,
-        connect_timeout: float,
-        first_token_timeout: float | None,
-        stream_idle_timeout: float | None,
-        client: httpx.AsyncClient | None,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        first_token_timeout: float | None = None,
+        stream_idle_timeout: float | None = None,
+        client: httpx.AsyncClient | None = None,
         http_transport: HttpTransport | None = None,
     ) -> None:
         self.base_url = base_url
@@ -61,6 +91,46 @@ class HttpProvider:
         self._idle_timeout = stream_idle_timeout
         self._owns_client = client is None
         self._client = client or http_pool.client(self._timeout, default_ssl_context(), http_transport)
+
+    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
+        """The JSON body for `request` in pieces, as the transport writes them (not joined)."""
+        raise NotImplementedError
+
+    def encode_body(self, request: ProviderRequest) -> bytes:
+        """The body `stream` sends, joined (the conversation's bytes reused from the
+        session's previous call)."""
+        return b"".join(self.encode_pieces(request))
+
+    def _fold(self) -> StreamFold:
+        """A new fold for one answer."""
+        raise NotImplementedError
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Yield the events of one streamed answer; raise `HarnessError` on any failure."""
+        response, deadline = await self._open(self.encode_pieces(request))
+        try:
+            fold = self._fold()
+            reader = self._reader(response, deadline)
+            if reader is None:
+                # A server that ignored `stream: true` and answered with one JSON document.
+                for event in fold.feed_document(await self._document(response, deadline)):
+                    yield event
+            else:
+                async for name, data in reader.events():
+                    for event in fold.feed(parse_json(data), name):
+                        reader.first_token()
+                        yield event
+                    if fold.ended:
+                        reader.end()  # the reader drains the body, so the connection is reused
+            if not fold.ended:
+                raise HarnessError(
+                    ErrorKind.PROVIDER_UNAVAILABLE,
+                    f"stream cut: the server closed the stream before {fold.end_event}",
+                )
+            for event in fold.finish():
+                yield event
+        finally:
+            await response.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""

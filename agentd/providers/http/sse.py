@@ -13,7 +13,7 @@ import httpx
 import orjson
 
 from agentd.core import ErrorKind, HarnessError
-from agentd.providers.http.common import drain, guard, transport_error
+from agentd.providers.http.common import drain, guard, no_first_token, stalled, transport_error
 from agentd.providers.http.lean import body_chunks, lean_body
 
 
@@ -167,9 +167,7 @@ class SSEReader:
         self._ended = True
 
     def _no_first_token(self) -> HarnessError:
-        return HarnessError(ErrorKind.TIMEOUT, f"no first token within {self._first_token_timeout}s")
+        return no_first_token(self._first_token_timeout)
 
     def _stalled(self) -> HarnessError:
-        return HarnessError(
-            ErrorKind.TIMEOUT, f"the stream stalled: nothing received for {self._idle_timeout}s"
-        )
+        return stalled(self._idle_timeout)

@@ -17,66 +17,39 @@ is asked for, and a stream without usage is still a complete answer. The stream 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-import httpx
-from pydantic import SecretStr
+from typing import Any, Unpack
 
 from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
-from agentd.infra import HttpTransport, ReasoningEffort, TokenField
-from agentd.providers.http import HttpProvider, SSEReader, parse_json, parse_retry_after
+from agentd.infra import ReasoningEffort, TokenField
+from agentd.providers.http import HttpOptions, SSEReader, parse_json, parse_retry_after
+from agentd.providers.openai.base import OpenAIHttpProvider
 from agentd.providers.openai.chat_stream import ChatAssembler, non_stream_as_chunk
 from agentd.providers.openai.errors import classify_http_error
 from agentd.providers.openai.models import Amendments, is_reasoning_model, token_field
-from agentd.providers.wire_cache import EncodedMessages, Spliced, encode_items, wire_pieces
+from agentd.providers.wire_cache import Spliced, encode_items
 
 __all__ = ["OpenAIProvider", "classify_http_error", "parse_retry_after"]
 
 
-class OpenAIProvider(HttpProvider):
+class OpenAIProvider(OpenAIHttpProvider):
     """One OpenAI-compatible endpoint + model. `stream()` performs one sampling call."""
 
     name = "openai"
-    supports_native_schema = True
     path = "/chat/completions"
-    classify = classify_http_error
 
     def __init__(
         self,
         *,
         base_url: str,
-        api_key: SecretStr | str | None,
-        model: str,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
-        first_token_timeout: float | None = None,
-        stream_idle_timeout: float | None = None,
         token_field: TokenField = TokenField.AUTO,
         reasoning_effort: ReasoningEffort | None = None,
-        client: httpx.AsyncClient | None = None,
-        http_transport: HttpTransport | None = None,
+        **http: Unpack[HttpOptions],
     ) -> None:
-        super().__init__(
-            base_url=base_url.rstrip("/"),
-            api_key=api_key,
-            model=model,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            first_token_timeout=first_token_timeout,
-            stream_idle_timeout=stream_idle_timeout,
-            client=client,
-            http_transport=http_transport,
-        )
+        super().__init__(base_url=base_url, reasoning_effort=reasoning_effort, **http)
         self.token_field = token_field
-        self.reasoning_effort = reasoning_effort
         self._amendments: dict[str, Amendments] = {}  # per model
-        self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
 
     # -- request translation -------------------------------------------------------------
-
-    def forget_session(self, session_id: str) -> None:
-        """Drop what is kept for the session (its conversation's wire bytes): it was unloaded."""
-        self._encoded.forget(session_id)
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
@@ -86,18 +59,7 @@ class OpenAIProvider(HttpProvider):
         messages.extend(_translate_message(m) for m in request.messages)
         return self._compose(request, messages)
 
-    def encode_body(self, request: ProviderRequest) -> bytes:
-        """`build_body(request)` encoded, the conversation's bytes reused from the session's
-        previous call (`wire_cache`)."""
-        return b"".join(self.encode_pieces(request))
-
-    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
-        """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
-        return wire_pieces(
-            lambda: self._compose(request, self._messages_fragment(request)), lambda: self.build_body(request)
-        )
-
-    def _messages_fragment(self, request: ProviderRequest) -> Spliced:
+    def _conversation(self, request: ProviderRequest) -> Spliced:
         first = encode_items([{"role": "system", "content": request.system}]) if request.system else b""
         return self._encoded.array(request.session_id, request.messages, _encode_message, first)
 
@@ -135,7 +97,10 @@ class OpenAIProvider(HttpProvider):
     # -- streaming -----------------------------------------------------------------------
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        """Yield the events of one streamed completion; raise `HarnessError` on any failure."""
+        """Yield the events of one streamed completion; raise `HarnessError` on any failure.
+        Not `HttpProvider.stream`'s fold on purpose: a refused parameter is amended and the
+        body sent again, `[DONE]` is no JSON event, and a connection lost after the
+        finish_reason still leaves a complete answer."""
         model = request.model or self.model
         for attempt in range(2):
             try:

@@ -11,80 +11,29 @@ stream as thought chunks. The stream side is in `openai_responses_stream.py`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-from pydantic import SecretStr
-
-from agentd.core import ErrorKind, HarnessError, Image, Message, ProviderRequest, StreamEvent
-from agentd.infra import HttpTransport, ReasoningEffort
-from agentd.providers.http import HttpProvider, parse_json
-from agentd.providers.openai.errors import classify_http_error
+from agentd.core import Image, Message, ProviderRequest
+from agentd.providers.openai.base import OpenAIHttpProvider
 from agentd.providers.openai.models import is_reasoning_model
-from agentd.providers.openai.responses_stream import PROVIDER_TAG, TERMINAL_EVENTS, ResponsesAssembler
-from agentd.providers.wire_cache import EncodedMessages, encode_items, wire_pieces
+from agentd.providers.openai.responses_stream import PROVIDER_TAG, ResponsesAssembler
+from agentd.providers.wire_cache import Spliced, encode_items
 
 __all__ = ["OpenAIResponsesProvider", "translate_input"]
 
 
-class OpenAIResponsesProvider(HttpProvider):
+class OpenAIResponsesProvider(OpenAIHttpProvider):
     """One Responses API endpoint + model. `stream()` performs one sampling call."""
 
     name = "openai-responses"
-    supports_native_schema = True
     path = "/responses"
-    classify = classify_http_error
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        api_key: SecretStr | str | None,
-        model: str,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
-        first_token_timeout: float | None = None,
-        stream_idle_timeout: float | None = None,
-        reasoning_effort: ReasoningEffort | None = None,
-        client: httpx.AsyncClient | None = None,
-        http_transport: HttpTransport | None = None,
-    ) -> None:
-        super().__init__(
-            base_url=base_url.rstrip("/"),
-            api_key=api_key,
-            model=model,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            first_token_timeout=first_token_timeout,
-            stream_idle_timeout=stream_idle_timeout,
-            client=client,
-            http_transport=http_transport,
-        )
-        self.reasoning_effort = reasoning_effort
-        self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
-
-    def forget_session(self, session_id: str) -> None:
-        """Drop what is kept for the session (its conversation's wire bytes): it was unloaded."""
-        self._encoded.forget(session_id)
 
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
         return self._compose(request, translate_input(request.messages))
 
-    def encode_body(self, request: ProviderRequest) -> bytes:
-        """`build_body(request)` encoded, the conversation's bytes reused from the session's
-        previous call (`wire_cache`)."""
-        return b"".join(self.encode_pieces(request))
-
-    def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
-        """`encode_body(request)` in pieces, as the transport writes them (not joined)."""
-        return wire_pieces(
-            lambda: self._compose(
-                request, self._encoded.array(request.session_id, request.messages, _encode_message)
-            ),
-            lambda: self.build_body(request),
-        )
+    def _conversation(self, request: ProviderRequest) -> Spliced:
+        return self._encoded.array(request.session_id, request.messages, _encode_message)
 
     def _compose(self, request: ProviderRequest, items: Any) -> dict[str, Any]:
         model = request.model or self.model
@@ -128,34 +77,8 @@ class OpenAIResponsesProvider(HttpProvider):
             body["reasoning"] = reasoning
         return body
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        """Yield the events of one streamed response; raise `HarnessError` on any failure."""
-        response, deadline = await self._open(self.encode_pieces(request))
-        try:
-            assembler = ResponsesAssembler()
-            reader = self._reader(response, deadline)
-            if reader is None:
-                # A server that ignored `stream: true` and answered with one Response object.
-                for out in assembler.feed_response(await self._document(response, deadline)):
-                    yield out
-            else:
-                async for name, data in reader.events():
-                    chunk = parse_json(data)
-                    chunk.setdefault("type", name)
-                    for out in assembler.feed(chunk):
-                        reader.first_token()
-                        yield out
-                    if chunk["type"] in TERMINAL_EVENTS:
-                        reader.end()  # the rest of the body is read, so the connection is reused
-            if not assembler.ended:
-                raise HarnessError(
-                    ErrorKind.PROVIDER_UNAVAILABLE,
-                    "stream cut: the server closed the stream before response.completed",
-                )
-            for out in assembler.finish():
-                yield out
-        finally:
-            await response.aclose()
+    def _fold(self) -> ResponsesAssembler:
+        return ResponsesAssembler()
 
 
 def translate_input(messages: list[Message]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ way the model keeps its chain of thought across tool calls.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from agentd.core import (
     HarnessError,
@@ -30,9 +30,6 @@ from agentd.providers.openai.chat_stream import token_count
 from agentd.providers.openai.errors import classify_http_error
 
 PROVIDER_TAG = "openai-responses"  # ReasoningBlock.provider of this wire format
-
-# The events that end a response; anything after them is not ours to read.
-TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 _INCOMPLETE_REASONS: dict[str, StopReason] = {
     "max_output_tokens": StopReason.MAX_TOKENS,
@@ -62,18 +59,21 @@ def stream_error(error: Any) -> HarnessError:
 
 
 class ResponsesAssembler:
+    end_event: ClassVar[str] = "response.completed"
+
     def __init__(self) -> None:
         self.calls: dict[int, _PendingCall] = {}  # by output_index
         self.usage: Usage | None = None
-        self.ended = False  # a terminal event arrived
+        self.ended = False  # response.completed or .incomplete arrived (.failed raises)
         self.incomplete_reason: str | None = None
         self.refused = False
         self._text_items: set[str] = set()  # item ids whose text streamed as deltas
         self._summary_items: set[str] = set()  # reasoning item ids whose summary streamed
         self._last_part: tuple[str, int] | None = None  # (item id, summary index) last streamed
 
-    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
-        kind = event.get("type")
+    def feed(self, event: dict[str, Any], event_name: str | None = None) -> list[StreamEvent]:
+        """One event; a streamed one without a `type` takes its SSE event name."""
+        kind = event.get("type") if event_name is None else event.setdefault("type", event_name)
         match kind:
             case "response.output_text.delta":
                 self._text_items.add(str(event.get("item_id")))
@@ -214,7 +214,7 @@ class ResponsesAssembler:
         events.append(Stop(reason))
         return events
 
-    def feed_response(self, response: dict[str, Any]) -> list[StreamEvent]:
+    def feed_document(self, response: dict[str, Any]) -> list[StreamEvent]:
         """A whole (non-streamed) Response object, folded like its stream would be."""
         if response.get("error") and response.get("status") in (None, "failed"):
             raise stream_error(response["error"])

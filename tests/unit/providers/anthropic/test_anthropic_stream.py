@@ -138,7 +138,7 @@ def test_blocks_left_open_complete_at_the_end_reasoning_first() -> None:
 
 def test_a_non_streamed_message_keeps_its_signed_blocks() -> None:
     thinking = {"type": "thinking", "thinking": "ok", "signature": "sig"}
-    events = Assembler().feed_message(
+    events = Assembler().feed_document(
         {"type": "message", "content": [thinking, {"type": "text", "text": "Hi"}], "stop_reason": "end_turn"}
     )
     assert events == [ReasoningDelta("ok"), complete(thinking), TextDelta("Hi")]
