@@ -105,6 +105,17 @@ async def _send(self, data):
     _rec("frame", orjson.loads(data))
     return await _send_text(self, data)
 _sw.WebSocket.send_text = _send
+try:  # frames written straight to uvicorn's socket, several at once (issue 32 item 1)
+    import agentd.transport.socket_write as _sk
+except ImportError:  # a tree from before it
+    _sk = None
+if _sk is not None:
+    _sk_write = _sk.SocketWriter.write
+    def _write_frames(self, frames):
+        for frame in frames:
+            _rec("frame", orjson.loads(frame))
+        return _sk_write(self, frames)
+    _sk.SocketWriter.write = _write_frames
 import agentd.providers.http.conn as _hc
 _write = _hc.Connection.write
 async def _hwrite(self, data, limit_s):

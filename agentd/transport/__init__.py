@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agentd.transport.revocation import LiveTokens as LiveTokens
     from agentd.transport.routed import start_routing as start_routing
     from agentd.transport.rpc import Dispatcher as Dispatcher
+    from agentd.transport.socket_write import KeepRawSend as KeepRawSend
     from agentd.transport.sse import sse_router as sse_router
     from agentd.transport.state import AppState as AppState
     from agentd.transport.stdio import bridge_stdio as bridge_stdio
@@ -41,6 +42,7 @@ _WHERE = {
     "close_all": "agentd.transport.streamable_http",
     "Dispatcher": "agentd.transport.rpc",
     "docs_router": "agentd.transport.docs",
+    "KeepRawSend": "agentd.transport.socket_write",
     "http_router": "agentd.transport.http",
     "LiveTokens": "agentd.transport.revocation",
     "METHODS": "agentd.transport.handlers",
@@ -61,6 +63,7 @@ __all__ = [
     "AppState",
     "Bridge",
     "Dispatcher",
+    "KeepRawSend",
     "LiveTokens",
     "OriginGuard",
     "RateLimiter",

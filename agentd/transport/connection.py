@@ -58,6 +58,14 @@ class Channel(Protocol):
     async def send_text(self, data: str, /) -> None: ...
 
 
+class FrameSocket(Protocol):
+    """A socket that takes several frames in one write (agentd/transport/socket_write.py)."""
+
+    async def writable(self) -> None: ...
+
+    def write(self, frames: list[str], /) -> None: ...
+
+
 class Connection:
     def __init__(
         self,
@@ -67,10 +75,12 @@ class Connection:
         principal: str,
         teams: frozenset[str] = frozenset(),
         token_hash: str | None = None,
+        socket: FrameSocket | None = None,
     ) -> None:
         self.id = f"conn_{uuid.uuid4().hex[:12]}"
         self.token_hash = token_hash  # the token it was opened with (revocation, issue 28 item 3)
         self.ws = ws
+        self.socket = socket  # frames go straight to it, several at once (else `ws.send_text`)
         self.state = state
         self.dispatcher = dispatcher
         self.principal = principal
@@ -163,6 +173,7 @@ class Connection:
 
     async def _writer(self) -> None:
         burst = 0  # frames sent since this task last let others run
+        socket = self.socket
         while True:
             if self._urgent:
                 frame = self._urgent.popleft()
@@ -175,13 +186,41 @@ class Connection:
                 return
             if frame is _WAKE:
                 continue
-            await self.ws.send_text(frame)  # returns without waiting while the socket takes it
-            burst += 1
+            if socket is None:
+                await self.ws.send_text(frame)  # returns without waiting while the socket takes it
+                burst += 1
+            else:
+                # Held here while the socket is paused, as `send_text` would hold it: the
+                # queue's bound still counts everything else. Then what is ready now goes
+                # in one write, in order (never waiting for more: a lone frame leaves alone).
+                await socket.writable()
+                frames, closing = self._ready([frame])
+                socket.write(frames)
+                if closing:
+                    return
+                burst += len(frames)
             if burst >= WRITER_SLICE:
                 # Let the other clients' writers send theirs: a session's burst of frames
                 # then reaches all its clients together instead of one client after another.
                 burst = 0
                 await asyncio.sleep(0)
+
+    def _ready(self, frames: list[str]) -> tuple[list[str], bool]:
+        """`frames` and those queued behind it, urgent first, up to `WRITER_SLICE`; and
+        whether the queue's end (`_CLOSE`) was reached."""
+        out, urgent = self._out, self._urgent
+        while len(frames) < WRITER_SLICE:
+            if urgent:
+                frames.append(urgent.popleft())
+            elif out.empty():
+                break
+            else:
+                frame = out.get_nowait()
+                if frame is _CLOSE:
+                    return frames, True
+                if frame is not _WAKE:
+                    frames.append(frame)
+        return frames, False
 
     # ------------------------------------------------------------------ incoming
 

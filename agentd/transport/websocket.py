@@ -11,6 +11,7 @@ from agentd.infra import CHALLENGE, AuthError, AuthUnavailable, chosen_subprotoc
 from agentd.transport.connection import Connection
 from agentd.transport.guards import connection_key
 from agentd.transport.revocation import CloseCode, CloseReason
+from agentd.transport.socket_write import socket_for
 
 
 async def acp_endpoint(ws: WebSocket) -> None:
@@ -34,6 +35,7 @@ async def acp_endpoint(ws: WebSocket) -> None:
         principal=identity.principal,
         teams=identity.teams,
         token_hash=identity.token_hash,
+        socket=socket_for(ws.scope),  # under uvicorn: frames straight to the socket, batched
     )
 
     async def close_revoked() -> None:

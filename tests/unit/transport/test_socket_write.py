@@ -1,0 +1,172 @@
+"""Frames written straight to uvicorn's WebSocket protocol (agentd/transport/socket_write.py)
+are the bytes uvicorn's own `websocket.send` writes, in order, in one socket write; the
+connection's writer batches only what is already queued and keeps the queue's bound."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from uvicorn.config import Config
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from uvicorn.server import ServerState
+from websockets.protocol import State
+
+from agentd.protocol.agentd import OptIn
+from agentd.transport.connection import _CLOSE, WRITER_SLICE, Connection
+from agentd.transport.socket_write import RAW_SEND, SocketWriter, socket_for
+from tests.support.polling import until
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def _noop_app(scope: Any, receive: Any, send: Any) -> None:
+    return None
+
+
+def uvicorn_protocol() -> WebSocketsSansIOProtocol:
+    """uvicorn's protocol for one accepted WebSocket, its socket a list of writes."""
+    config = Config(_noop_app, ws="websockets-sansio", ws_per_message_deflate=False)
+    config.load()
+    proto = WebSocketsSansIOProtocol(config, ServerState(), app_state={})
+    proto.transport = cast(Any, Transport())
+    proto.handshake_complete = True
+    proto.conn.state = State.OPEN
+    return proto
+
+
+PAYLOADS = ["", "x", "a" * 125, "b" * 126, "é" * 63, "c" * 65535, "d" * 65536, '{"jsonrpc":"2.0"}']
+
+
+async def test_the_bytes_are_those_uvicorns_own_send_writes() -> None:
+    ours, theirs = uvicorn_protocol(), uvicorn_protocol()
+    writer = socket_for({RAW_SEND: ours.send})
+    assert isinstance(writer, SocketWriter)
+    writer.write(PAYLOADS)
+    for text in PAYLOADS:
+        await theirs.send({"type": "websocket.send", "text": text})
+    ours_out = cast(Transport, ours.transport).writes
+    assert len(ours_out) == 1  # one socket write for the batch
+    assert ours_out[0] == b"".join(cast(Transport, theirs.transport).writes)
+
+
+async def test_a_closed_or_gone_client_gets_nothing() -> None:
+    for close in ("close_sent", "disconnected"):
+        proto = uvicorn_protocol()
+        setattr(proto, close, True)
+        writer = socket_for({RAW_SEND: proto.send})
+        assert writer is not None
+        with pytest.raises(ConnectionError):
+            writer.write(["x"])
+        assert cast(Transport, proto.transport).writes == []
+    proto = uvicorn_protocol()
+    proto.conn.state = State.CLOSING
+    with pytest.raises(ConnectionError):
+        SocketWriter(proto).write(["x"])
+
+
+async def test_only_uvicorns_unwrapped_send_is_written_to_directly() -> None:
+    proto = uvicorn_protocol()
+
+    async def wrapped(message: Any) -> None:
+        await proto.send(message)
+
+    assert socket_for({}) is None
+    assert socket_for({RAW_SEND: wrapped}) is None
+    assert socket_for({RAW_SEND: Transport().write}) is None
+    assert socket_for({RAW_SEND: proto.send}) is not None
+
+
+class Socket:
+    """A FrameSocket recording each write; `gate` cleared: paused, as uvicorn pauses writing."""
+
+    def __init__(self) -> None:
+        self.writes: list[list[str]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def writable(self) -> None:
+        await self.gate.wait()
+
+    def write(self, frames: list[str], /) -> None:
+        self.writes.append([json.loads(f)["method"] for f in frames])
+
+
+def connection(socket: Socket, capacity: int = 100) -> Connection:
+    state = SimpleNamespace(settings=SimpleNamespace(client_buffer_frames=capacity))
+    return Connection(cast(Any, None), cast(Any, state), cast(Any, None), "alice", socket=socket)
+
+
+async def test_what_is_queued_goes_in_one_write_in_order_and_a_lone_frame_alone() -> None:
+    socket = Socket()
+    conn = connection(socket)
+    for i in range(5):
+        assert conn.send_notification(f"n/{i}", {})
+    writer = asyncio.create_task(conn._writer())
+    try:
+        await until(lambda: socket.writes, what="the first write")
+        assert socket.writes == [[f"n/{i}" for i in range(5)]]
+        assert conn.send_notification("n/lone", {})  # the writer waits for nothing more
+        await until(lambda: len(socket.writes) == 2, what="the lone frame")
+        assert socket.writes[1] == ["n/lone"]
+    finally:
+        writer.cancel()
+
+
+async def test_a_write_holds_at_most_a_slice_and_urgent_frames_go_first() -> None:
+    socket = Socket()
+    conn = connection(socket)
+    for i in range(WRITER_SLICE + 3):
+        assert conn.send_notification(f"n/{i}", {})
+    conn.opt_in = OptIn(notifications=["*"])  # agentd's own notifications: an agentd client
+    conn.send_urgent("_agentd/resync_required", {"sessionId": "s", "lastSeq": 0, "reason": "x"})
+    writer = asyncio.create_task(conn._writer())
+    try:
+        await until(lambda: sum(map(len, socket.writes)) == WRITER_SLICE + 4, what="everything out")
+        assert socket.writes[0][0] == "_agentd/resync_required"
+        assert [len(w) for w in socket.writes] == [WRITER_SLICE, 4]
+        assert [m for w in socket.writes for m in w][1:] == [f"n/{i}" for i in range(WRITER_SLICE + 3)]
+    finally:
+        writer.cancel()
+
+
+async def test_a_paused_socket_holds_one_frame_and_the_queue_keeps_its_bound() -> None:
+    socket = Socket()
+    socket.gate.clear()
+    conn = connection(socket, capacity=3)
+    writer = asyncio.create_task(conn._writer())
+    try:
+        assert conn.send_notification("n/held", {})
+        await until(lambda: conn._out.empty(), what="the writer holding the first frame")
+        assert all(conn.send_notification("n/queued", {}) for _ in range(3))
+        assert not conn.send_notification("n/over", {})  # full, as with one frame per send
+        socket.gate.set()
+        await until(lambda: socket.writes, what="the write once resumed")
+        assert socket.writes == [["n/held", "n/queued", "n/queued", "n/queued"]]
+    finally:
+        writer.cancel()
+
+
+async def test_the_queue_end_stops_the_writer_after_what_came_before() -> None:
+    socket = Socket()
+    conn = connection(socket)
+    assert conn.send_notification("n/a", {})
+    assert conn.send_notification("n/b", {})
+    conn._out.put_nowait(_CLOSE)
+    assert conn.send_notification("n/after", {})
+    await asyncio.wait_for(conn._writer(), 10)
+    assert socket.writes == [["n/a", "n/b"]]
