@@ -204,7 +204,8 @@ def create_app(
     app.add_exception_handler(AuthUnavailable, auth_unavailable)  # 503 + Retry-After, never 500
     app.state.settings = settings  # read before start-up too (serve.py: the WebSocket size ceiling)
     # Innermost: the server's own WebSocket `send`, for the writer's batched socket writes.
-    app.add_middleware(KeepRawSend)
+    if settings.ws_direct_write:
+        app.add_middleware(KeepRawSend)
     if settings.allowed_origins:  # listed pages may also call /rpc and the SSE stream
         app.add_middleware(
             CORSMiddleware,

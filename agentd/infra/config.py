@@ -289,6 +289,9 @@ class Settings(BaseSettings):
     # permessage-deflate on WebSockets when the client offers it. Off: agentd's frames are
     # small JSON, and compressing each one per client cost more CPU than the rest of sending it.
     ws_compression: bool = False
+    # Under uvicorn, a client's ready frames go to the socket in one write (transport/socket_write.py);
+    # off: every frame through ASGI's `websocket.send`, the library path (same bytes).
+    ws_direct_write: bool = True
     # File snapshots before tool edits (R-T12): a file over the per-file cap, or past the
     # session's total, is recorded as not restorable (rewind reports it) instead of kept.
     snapshot_max_file_bytes: int = 2 * 1024 * 1024
