@@ -125,7 +125,14 @@ class _Loader(threading.Thread):
 
 
 def _serve_loading(settings: Settings, address: tuple[str, int] | None) -> int:
-    from agentd.transport import answer_initialize, protocol_stdout, refuse_pending, serve_stdio
+    from agentd.transport import (
+        LoadFailed,
+        answer_initialize,
+        one_line,
+        protocol_stdout,
+        refuse_pending,
+        serve_stdio,
+    )
 
     out = protocol_stdout()
     loader = _Loader(settings, address)
@@ -135,10 +142,19 @@ def _serve_loading(settings: Settings, address: tuple[str, int] | None) -> int:
     )
     loader.join()
     if loader.error is not None:
-        reason = " ".join(str(loader.error).split()) or type(loader.error).__name__
-        refuse_pending(early, reason)
-        if debugging():
-            traceback.print_exception(loader.error)
-        typer.echo(f"agentd: error: could not start: {reason}", err=True)
-        return 1
-    return run(lambda: serve_stdio(loader.running, early))
+        refuse_pending(early, one_line(loader.error))
+        return _could_not_start(loader.error)
+    try:
+        return run(lambda: serve_stdio(loader.running, early))
+    except LoadFailed as exc:  # the app's start-up (its database, say) failed
+        return _could_not_start(exc.__cause__ or exc)
+
+
+def _could_not_start(exc: BaseException) -> int:
+    """One line on stderr (the traceback with --debug); the editor has had its errors."""
+    from agentd.transport import one_line
+
+    if debugging():
+        traceback.print_exception(exc)
+    typer.echo(f"agentd: error: could not start: {one_line(exc)}", err=True)
+    return 1

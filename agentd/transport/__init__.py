@@ -11,7 +11,9 @@ if TYPE_CHECKING:
     from agentd.transport.bridge import check_url as check_url
     from agentd.transport.docs import docs_router as docs_router
     from agentd.transport.early import EarlyStart as EarlyStart
+    from agentd.transport.early import LoadFailed as LoadFailed
     from agentd.transport.early import answer_initialize as answer_initialize
+    from agentd.transport.early import one_line as one_line
     from agentd.transport.early import protocol_stdout as protocol_stdout
     from agentd.transport.early import refuse_pending as refuse_pending
     from agentd.transport.guards import RateLimiter as RateLimiter
@@ -38,6 +40,8 @@ _WHERE = {
     "acp_endpoint": "agentd.transport.websocket",
     "answer_initialize": "agentd.transport.early",
     "EarlyStart": "agentd.transport.early",
+    "LoadFailed": "agentd.transport.early",
+    "one_line": "agentd.transport.early",
     "protocol_stdout": "agentd.transport.early",
     "refuse_pending": "agentd.transport.early",
     "ACP_RENDERER": "agentd.transport.render",
@@ -71,6 +75,7 @@ __all__ = [
     "Dispatcher",
     "EarlyStart",
     "LiveTokens",
+    "LoadFailed",
     "OriginGuard",
     "RateLimiter",
     "acp_endpoint",
@@ -81,6 +86,7 @@ __all__ = [
     "close_all",
     "docs_router",
     "http_router",
+    "one_line",
     "protocol_stdout",
     "refuse_pending",
     "serve_stdio",

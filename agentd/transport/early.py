@@ -57,6 +57,15 @@ def initialize_result() -> dict[str, Any]:
     }
 
 
+class LoadFailed(RuntimeError):
+    """The server did not load after `initialize` was answered (its pending requests have
+    been answered with the reason): the command says so in one line."""
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def accept_initialize(conn: Peer, params: InitializeParams) -> None:
     """The client's `initialize` taken by its connection: what it can show, and agentd's
     own traffic only if it asked (the handler's, and the early answer's hand-over)."""

@@ -20,7 +20,14 @@ from starlette.websockets import WebSocketDisconnect
 
 from agentd.infra import LOCAL_PRINCIPAL
 from agentd.transport.connection import _CLOSE, Connection
-from agentd.transport.early import EarlyStart, accept_initialize, protocol_stdout, refuse_pending
+from agentd.transport.early import (
+    EarlyStart,
+    LoadFailed,
+    accept_initialize,
+    one_line,
+    protocol_stdout,
+    refuse_pending,
+)
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +106,10 @@ async def serve_stdio(
         try:
             state = await stack.enter_async_context(running)
         except Exception as exc:
-            if early is not None:  # what the editor sent meanwhile gets an answer saying why
-                refuse_pending(early, " ".join(str(exc).split()) or type(exc).__name__)
-            raise
+            if early is None:
+                raise
+            refuse_pending(early, one_line(exc))  # what the editor sent meanwhile: answered why
+            raise LoadFailed(one_line(exc)) from exc
         unread = early.unread if early is not None else b""
         reader, writer = await stdio_pipes(out, state.settings.max_frame_bytes * _LINE_SLACK, unread)
         channel = StdioChannel(reader, writer)
