@@ -125,14 +125,8 @@ class _Loader(threading.Thread):
 
 
 def _serve_loading(settings: Settings, address: tuple[str, int] | None) -> int:
-    from agentd.transport import (
-        LoadFailed,
-        answer_initialize,
-        one_line,
-        protocol_stdout,
-        refuse_pending,
-        serve_stdio,
-    )
+    # Only the light early module here: the rest of the transport is the loader's to import.
+    from agentd.transport import LoadFailed, answer_initialize, one_line, protocol_stdout, refuse_pending
 
     out = protocol_stdout()
     loader = _Loader(settings, address)
@@ -144,6 +138,8 @@ def _serve_loading(settings: Settings, address: tuple[str, int] | None) -> int:
     if loader.error is not None:
         refuse_pending(early, one_line(loader.error))
         return _could_not_start(loader.error)
+    from agentd.transport import serve_stdio
+
     try:
         return run(lambda: serve_stdio(loader.running, early))
     except LoadFailed as exc:  # the app's start-up (its database, say) failed
