@@ -163,12 +163,15 @@ def refuse_pending(start: EarlyStart, reason: str) -> int:
     answered with an error saying why (an editor shows it instead of waiting for ever).
     Returns how many were answered."""
     data = start.unread
-    os.set_blocking(0, False)
     try:
-        while chunk := os.read(0, _CHUNK):
-            data += chunk
-    except (BlockingIOError, OSError):
-        pass  # nothing more waiting (or stdin is gone)
+        os.set_blocking(0, False)
+        try:
+            while chunk := os.read(0, _CHUNK):
+                data += chunk
+        finally:
+            os.set_blocking(0, True)  # the descriptor may be shared (a terminal)
+    except OSError:
+        pass  # nothing more waiting (BlockingIOError), or stdin is gone
     err = RpcError(
         ErrorCode.INTERNAL_ERROR, f"agentd could not start: {reason}", {"reason": "startup_failed"}
     )
