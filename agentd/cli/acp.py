@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import threading
+import traceback
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentd.cli.common import ConfigOption, app, fail, load_settings, run, use_config
+from agentd.cli.common import ConfigOption, app, debugging, fail, load_settings, run, use_config
+
+if TYPE_CHECKING:
+    from agentd.infra import Settings
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -63,10 +68,7 @@ def acp(
         configure_logging(log_level, load_settings().log_format)
         raise typer.Exit(asyncio.run(bridge_stdio(connect, token)))
 
-    from agentd.app import create_app
     from agentd.infra import insecure_bind
-    from agentd.serve import running_app
-    from agentd.transport import serve_stdio
 
     address = _host_port(listen) if listen else None
     settings = load_settings()
@@ -94,8 +96,61 @@ def acp(
     except StartupError as exc:
         fail(exc)
     try:
-        code = run(lambda: serve_stdio(running_app(create_app(settings), address)))
+        code = _serve_loading(settings, address)
     finally:
         if db_lock is not None:
             db_lock.close()
     raise typer.Exit(code)
+
+
+class _Loader(threading.Thread):
+    """Imports and builds the app (FastAPI, the ORM, the store, the session machinery) while
+    the main thread answers the editor's `initialize` (issue 32 item 2)."""
+
+    def __init__(self, settings: Settings, address: tuple[str, int] | None) -> None:
+        super().__init__(name="agentd-load", daemon=True)
+        self.settings, self.address = settings, address
+        self.running: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            from agentd.app import create_app
+            from agentd.serve import running_app
+            from agentd.transport import serve_stdio  # noqa: F401  (loaded here, off the answer's path)
+
+            self.running = running_app(create_app(self.settings), self.address)
+        except BaseException as exc:  # reported by the main thread, as one line
+            self.error = exc
+
+
+def _serve_loading(settings: Settings, address: tuple[str, int] | None) -> int:
+    # Only the light early module here: the rest of the transport is the loader's to import.
+    from agentd.transport import LoadFailed, answer_initialize, one_line, protocol_stdout, refuse_pending
+
+    out = protocol_stdout()
+    loader = _Loader(settings, address)
+    loader.start()
+    early = answer_initialize(
+        out, settings.max_frame_bytes, settings.max_json_depth, answer=loader.error is None
+    )
+    loader.join()
+    if loader.error is not None:
+        refuse_pending(early, one_line(loader.error))
+        return _could_not_start(loader.error)
+    from agentd.transport import serve_stdio
+
+    try:
+        return run(lambda: serve_stdio(loader.running, early))
+    except LoadFailed as exc:  # the app's start-up (its database, say) failed
+        return _could_not_start(exc.__cause__ or exc)
+
+
+def _could_not_start(exc: BaseException) -> int:
+    """One line on stderr (the traceback with --debug); the editor has had its errors."""
+    from agentd.transport import one_line
+
+    if debugging():
+        traceback.print_exception(exc)
+    typer.echo(f"agentd: error: could not start: {one_line(exc)}", err=True)
+    return 1

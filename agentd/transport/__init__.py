@@ -10,6 +10,12 @@ if TYPE_CHECKING:
     from agentd.transport.bridge import Bridge as Bridge
     from agentd.transport.bridge import check_url as check_url
     from agentd.transport.docs import docs_router as docs_router
+    from agentd.transport.early import EarlyStart as EarlyStart
+    from agentd.transport.early import LoadFailed as LoadFailed
+    from agentd.transport.early import answer_initialize as answer_initialize
+    from agentd.transport.early import one_line as one_line
+    from agentd.transport.early import protocol_stdout as protocol_stdout
+    from agentd.transport.early import refuse_pending as refuse_pending
     from agentd.transport.guards import RateLimiter as RateLimiter
     from agentd.transport.handlers import METHODS as METHODS
     from agentd.transport.handlers import UNSUPPORTED as UNSUPPORTED
@@ -33,6 +39,12 @@ if TYPE_CHECKING:
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
     "acp_endpoint": "agentd.transport.websocket",
+    "answer_initialize": "agentd.transport.early",
+    "EarlyStart": "agentd.transport.early",
+    "LoadFailed": "agentd.transport.early",
+    "one_line": "agentd.transport.early",
+    "protocol_stdout": "agentd.transport.early",
+    "refuse_pending": "agentd.transport.early",
     "ACP_RENDERER": "agentd.transport.render",
     "AppState": "agentd.transport.state",
     "auth_unavailable": "agentd.transport.http",
@@ -63,17 +75,23 @@ __all__ = [
     "AppState",
     "Bridge",
     "Dispatcher",
+    "EarlyStart",
     "KeepRawSend",
     "LiveTokens",
+    "LoadFailed",
     "OriginGuard",
     "RateLimiter",
     "acp_endpoint",
+    "answer_initialize",
     "auth_unavailable",
     "bridge_stdio",
     "check_url",
     "close_all",
     "docs_router",
     "http_router",
+    "one_line",
+    "protocol_stdout",
+    "refuse_pending",
     "serve_stdio",
     "sse_router",
     "start_routing",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 from typing import Any, BinaryIO
@@ -21,6 +20,14 @@ from starlette.websockets import WebSocketDisconnect
 
 from agentd.infra import LOCAL_PRINCIPAL
 from agentd.transport.connection import _CLOSE, Connection
+from agentd.transport.early import (
+    EarlyStart,
+    LoadFailed,
+    accept_initialize,
+    one_line,
+    protocol_stdout,
+    refuse_pending,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,35 +79,44 @@ class StdioConnection(Connection):
         await super()._close(writer)
 
 
-def protocol_stdout() -> BinaryIO:
-    """A private handle on the real stdout for the protocol; fd 1 then points at stderr, so a
-    stray print (or a library's banner) can never corrupt the message stream."""
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out
-
-
-async def stdio_pipes(out: BinaryIO, limit: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Non-blocking streams on stdin and the protocol's stdout."""
+async def stdio_pipes(
+    out: BinaryIO, limit: int, unread: bytes = b""
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Non-blocking streams on stdin and the protocol's stdout; `unread` (stdin already read
+    by `answer_initialize`) comes first, fed before the pipe can deliver anything after it."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
+    if unread:
+        reader.feed_data(unread)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return reader, writer
 
 
-async def serve_stdio(running: contextlib.AbstractAsyncContextManager[Any]) -> int:
+async def serve_stdio(
+    running: contextlib.AbstractAsyncContextManager[Any], early: EarlyStart | None = None
+) -> int:
     """Serve one editor on stdin/stdout until it closes stdin (or SIGTERM/SIGINT). `running`
     yields the app's state with its lifespan running (the composition root's `running_app`,
-    which may also serve HTTP: the transport does not import the server runner)."""
-    out = protocol_stdout()
-    async with running as state:
-        reader, writer = await stdio_pipes(out, state.settings.max_frame_bytes * _LINE_SLACK)
+    which may also serve HTTP: the transport does not import the server runner). `early`:
+    what `answer_initialize` read and answered while the server loaded, taken over here."""
+    out = early.out if early is not None else protocol_stdout()
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            state = await stack.enter_async_context(running)
+        except Exception as exc:
+            if early is None:
+                raise
+            refuse_pending(early, one_line(exc))  # what the editor sent meanwhile: answered why
+            raise LoadFailed(one_line(exc)) from exc
+        unread = early.unread if early is not None else b""
+        reader, writer = await stdio_pipes(out, state.settings.max_frame_bytes * _LINE_SLACK, unread)
         channel = StdioChannel(reader, writer)
         conn = StdioConnection(channel, state, state.dispatcher, principal=LOCAL_PRINCIPAL)
+        if early is not None and early.initialized is not None:
+            accept_initialize(conn, early.initialized)
+            state.rate_limiter.allow(conn._context().rate_key, 1.0)  # charged as the dispatcher would have
         serving = asyncio.create_task(conn.serve())
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

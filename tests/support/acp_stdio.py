@@ -127,3 +127,51 @@ async def whole_session(open_editor: Any, workspace: Path) -> None:
         assert client.agent_text(sid).startswith("Writing it.Done over stdio [ok].")
         assert client.agent_text(sid).endswith("after cancel")
         recorder.assert_all_frames_valid()
+
+
+class LineAgent:
+    """A spawned `agentd acp` driven line by line: the exact bytes of each answer."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def spawn(cls, env: dict[str, str]) -> LineAgent:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentd.cli", "acp", env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            limit=16 * 1024 * 1024,
+        )  # fmt: skip
+        return cls(proc)
+
+    async def send(self, *messages: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        await self.proc.stdin.drain()
+
+    async def line(self) -> bytes:
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
+        assert line, "agentd acp closed stdout"
+        return line
+
+    async def answer(self, req_id: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The response to `req_id`, and the other messages (notifications, requests) before
+        it; a permission request meanwhile is allowed (once)."""
+        others: list[dict[str, Any]] = []
+        while True:
+            message = json.loads(await self.line())
+            if message.get("id") == req_id and "method" not in message:
+                return message, others
+            others.append(message)
+            if message.get("method") == "session/request_permission":
+                allow = next(o for o in message["params"]["options"] if o["kind"] == "allow_once")
+                outcome = {"outcome": "selected", "optionId": allow["optionId"]}
+                await self.send({"jsonrpc": "2.0", "id": message["id"], "result": {"outcome": outcome}})
+
+    async def close(self) -> tuple[int, str]:
+        """End of input: the exit code and what it wrote on stderr."""
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        err = await asyncio.wait_for(self.proc.stderr.read(), 60)
+        return await asyncio.wait_for(self.proc.wait(), 60), err.decode()

@@ -14,7 +14,9 @@ or scrape); the first session brings them in.
 `agentd serve` on a current SQLite database answers /healthz before it imports the app at all
 (agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's ORM and async engine,
 the store, the transport and the session machinery load in the background, after the socket
-serves. Checked in a fresh interpreter, whose `sys.modules` this test process cannot pollute."""
+serves; `agentd acp` answers `initialize` before it imports them (agentd/transport/early.py:
+they load in a worker thread meanwhile). Checked in a fresh interpreter, whose `sys.modules`
+this test process cannot pollute."""
 
 from __future__ import annotations
 
@@ -148,3 +150,46 @@ def test_serve_listens_before_importing_the_app_store_or_orm(tmp_path: Path) -> 
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert [json.loads(line) for line in out.stdout.splitlines()] == [[]], out.stderr
+
+
+# What `agentd acp` has not imported when it answers `initialize`: the app, the store, the
+# real connection and the dispatcher (a worker thread loads them meanwhile).
+BEFORE_ANSWERING = (
+    *BEFORE_SERVING, "starlette", "uvicorn", "asyncpg", "agentd.serve", "agentd.transport.connection",
+    "agentd.transport.rpc", "agentd.transport.stdio", "agentd.session.actor",
+)  # fmt: skip
+# The real `agentd acp`, its loader held until the answer is out: the answer, then (on the
+# same stdout) what had been imported by then.
+ACP_UNTIL_ANSWERED = f"""
+import threading
+import agentd.cli.acp
+import agentd.transport.early as early
+
+gate = threading.Event()
+load = agentd.cli.acp._Loader.run
+agentd.cli.acp._Loader.run = lambda self: (gate.wait(), load(self))[1]
+answer = early.answer_initialize
+
+def answered(*args, **kwargs):
+    start = answer(*args, **kwargs)
+    start.out.write(({among(BEFORE_ANSWERING)} + "\\n").encode())
+    os._exit(0)
+
+early.answer_initialize = answered
+sys.argv = ["agentd", "acp"]
+from agentd.cli import main
+main()
+"""
+INITIALIZE = '{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\n'
+
+
+def test_acp_answers_initialize_before_importing_the_app_store_or_connection(tmp_path: Path) -> None:
+    env = server_env(tmp_path, provider="scripted")
+    out = subprocess.run(
+        [sys.executable, "-c", "import json, os, sys\n" + ACP_UNTIL_ANSWERED],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, env=env, input=INITIALIZE,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    answer, loaded = out.stdout.splitlines()
+    assert json.loads(answer)["result"]["protocolVersion"] == 1, out.stderr
+    assert json.loads(loaded) == [], out.stderr

@@ -11,22 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentd import __version__
 from agentd.core import limit_exceeded
 from agentd.protocol import (
-    EXTENSIONS,
-    PROTOCOL_VERSION,
     AuthenticateParams,
     ForkParams,
     InitializeParams,
     ListSessionsParams,
     LoadSessionParams,
     NewSessionParams,
-    OptIn,
     RpcError,
     SessionIdParams,
 )
 from agentd.session import AttachMcp, Cancel, QueueOp
+from agentd.transport.early import accept_initialize, initialize_result
 from agentd.transport.handlers.common import (
     agentd_meta,
     attach_with_replay,
@@ -52,21 +49,8 @@ if TYPE_CHECKING:
 
 async def initialize(ctx: CallContext, params: InitializeParams) -> dict[str, Any]:
     if ctx.connection is not None:
-        ctx.connection.client_capabilities = params.client_capabilities
-        ctx.connection.opt_in = OptIn.of(params.meta)  # agentd's own traffic only if asked
-        ctx.connection.initialized = True
-    return {
-        "protocolVersion": PROTOCOL_VERSION,
-        "agentCapabilities": {
-            "loadSession": True,
-            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": True, "sse": False},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
-        },
-        "authMethods": [],
-        "agentInfo": {"name": "agentd", "title": "agentd", "version": __version__},
-        "_meta": {"agentd": {"extensions": list(EXTENSIONS)}},
-    }
+        accept_initialize(ctx.connection, params)
+    return initialize_result()  # `agentd acp` answers with the same before it has loaded
 
 
 async def authenticate(ctx: CallContext, params: AuthenticateParams) -> dict[str, Any]:
