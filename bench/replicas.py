@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proc_cpu import CpuSplit, per_prompt_ms
 from turnkit import CLK_TCK, MODEL, ROOT, free_port, model_process, pct, pg_available, postgres_database
 
 from agentd.protocol.agentd import AGENTD_CLIENT
@@ -338,6 +339,7 @@ async def _round(pairs: list[tuple[WsClient, str]]) -> tuple[list[float], list[s
 
 
 Pairs = list[tuple[WsClient, str]]
+KINDS = ("direct", "routed")
 
 
 async def _comparison_clients(c: Cluster, clients: int) -> tuple[Pairs, Pairs]:
@@ -359,7 +361,7 @@ async def _comparison_clients(c: Cluster, clients: int) -> tuple[Pairs, Pairs]:
 
 
 async def routed_vs_direct(
-    c: Cluster, clients: int, rounds: int, baseline: Cluster | None = None
+    c: Cluster, clients: int, rounds: int, baseline: Cluster | None = None, kinds: tuple[str, ...] = KINDS
 ) -> list[str]:
     """`clients` sessions owned by the first replica, each prompted at once by its own
     client: on the owner (direct) and through the second replica (routed), round after
@@ -374,20 +376,39 @@ async def routed_vs_direct(
                 await client.call("session/prompt", text_prompt(sid, "warm up"))
         times: list[dict[str, list[float]]] = [{"direct": [], "routed": []} for _ in setups]
         errors: list[dict[str, list[str]]] = [{"direct": [], "routed": []} for _ in setups]
+        # CPU per process per kind (the replicas, the database's backends, this client)
+        cpu: list[dict[str, dict[str, float]]] = [{"direct": {}, "routed": {}} for _ in setups]
+        splits = [_cpu_split(cl) for cl in [c, baseline] if cl is not None]
         for _ in range(rounds):
             for i, (direct, routed) in enumerate(setups):
                 for kind, pairs in (("direct", direct), ("routed", routed)):
+                    if kind not in kinds:
+                        continue
+                    splits[i].start()
                     ok, failed = await _round(pairs)
+                    for name, s in splits[i].stop().items():
+                        cpu[i][kind][name] = cpu[i][kind].get(name, 0.0) + s
                     times[i][kind] += ok
                     errors[i][kind] += failed
-        return [_figures(clients, t, e) for t, e in zip(times, errors, strict=True)]
+        return [
+            _figures(clients, t, e) + "".join(f"\n  CPU per {k} prompt: {per_prompt_ms(u[k], len(t[k]))}" for k in kinds)
+            for t, e, u in zip(times, errors, cpu, strict=True)
+        ]
     finally:
         for direct, routed in setups:
             for client, _ in direct + routed:
                 await client.close()
 
 
+def _cpu_split(c: Cluster) -> CpuSplit:
+    return CpuSplit({r.name: r.proc.pid for r in c.live}, c.db_url.rsplit("/", 1)[1])
+
+
 def _figures(clients: int, times: dict[str, list[float]], errors: dict[str, list[str]]) -> str:
+    if not times["direct"] or not times["routed"]:  # one kind only (`--kinds`)
+        return f"clients={clients} " + " | ".join(
+            f"{k} p50={pct(v, 50):.1f} ms errors={_codes(errors[k])}" for k, v in times.items() if v
+        )
     d50, r50 = pct(times["direct"], 50), pct(times["routed"], 50)
     return (
         f"clients={clients} direct p50={d50:.1f} p99={pct(times['direct'], 99):.1f} ms "
@@ -473,7 +494,7 @@ async def main(args: argparse.Namespace) -> None:
                     rounds = max(args.turns, args.routed_samples // clients)  # enough samples for a p50
                     while base is not None and len(base.live) < 2:
                         await base.start_replica()
-                    figures = await routed_vs_direct(c, clients, rounds, base)
+                    figures = await routed_vs_direct(c, clients, rounds, base, args.kinds)
                     print(f"replicas={n} routed vs direct: {figures[0]}", flush=True)
                     if base is not None:
                         print(
@@ -497,6 +518,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--routed-samples", type=int, default=40, help="prompts of each kind at least, per client count"
     )
+    parser.add_argument(
+        "--kinds", type=lambda s: tuple(s.split(",")), default=KINDS,
+        help="the routed-vs-direct rounds to run: direct, routed or both (e.g. to profile one)",
+    )  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="a short run (1 and 2 replicas)")
     parser.add_argument(
         "--baseline",
