@@ -391,7 +391,8 @@ async def routed_vs_direct(
                     times[i][kind] += ok
                     errors[i][kind] += failed
         return [
-            _figures(clients, t, e) + "".join(f"\n  CPU per {k} prompt: {per_prompt_ms(u[k], len(t[k]))}" for k in kinds)
+            _figures(clients, t, e)
+            + "".join(f"\n  CPU per {k} prompt: {per_prompt_ms(u[k], len(t[k]))}" for k in kinds)
             for t, e, u in zip(times, errors, cpu, strict=True)
         ]
     finally:
