@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from routed_rounds import KINDS, routed_vs_direct
 from turnkit import CLK_TCK, MODEL, ROOT, free_port, model_process, pct, pg_available, postgres_database
 
 from agentd.protocol.agentd import AGENTD_CLIENT
@@ -319,87 +320,6 @@ async def cross_replica_event_latency(c: Cluster, turns: int) -> tuple[float, fl
         await other_client.close()
 
 
-async def _timed_prompt(client: WsClient, sid: str, start: asyncio.Barrier) -> float | str:
-    """Seconds to the prompt's answer, or its error code (as text)."""
-    await start.wait()
-    t0 = time.perf_counter()
-    resp = await client.request("session/prompt", text_prompt(sid, "hi"))
-    elapsed = time.perf_counter() - t0
-    client.frames.clear()
-    while not client.notifications.empty():  # bounded: the figures need no updates
-        client.notifications.get_nowait()
-    return str(resp["error"].get("code")) if "error" in resp else elapsed
-
-
-async def _round(pairs: list[tuple[WsClient, str]]) -> tuple[list[float], list[str]]:
-    start = asyncio.Barrier(len(pairs))
-    results = await asyncio.gather(*(_timed_prompt(client, sid, start) for client, sid in pairs))
-    return [r for r in results if isinstance(r, float)], [r for r in results if isinstance(r, str)]
-
-
-Pairs = list[tuple[WsClient, str]]
-
-
-async def _comparison_clients(c: Cluster, clients: int) -> tuple[Pairs, Pairs]:
-    """`clients` sessions owned by the cluster's first replica, each with a client on it
-    (direct) and one on the second replica (routed)."""
-    owner_replica, other = c.live[0], c.live[1]
-    direct: Pairs = []
-    for start in range(0, clients, 50):  # created a few at a time
-        direct += await asyncio.gather(
-            *(c.new_session(owner_replica) for _ in range(start, min(clients, start + 50)))
-        )
-    routed: Pairs = []
-    for start in range(0, clients, 50):
-        more = await asyncio.gather(
-            *(WsClient.connect(other.base) for _ in range(start, min(clients, start + 50)))
-        )
-        routed += [(client, sid) for client, (_, sid) in zip(more, direct[start : start + 50], strict=True)]
-    return direct, routed
-
-
-async def routed_vs_direct(
-    c: Cluster, clients: int, rounds: int, baseline: Cluster | None = None
-) -> list[str]:
-    """`clients` sessions owned by the first replica, each prompted at once by its own
-    client: on the owner (direct) and through the second replica (routed), round after
-    round alternately, side by side in one run; p50/p99 of each and the p50 ratio. With a
-    `baseline` cluster, its rounds alternate with these: one line per cluster."""
-    setups = [await _comparison_clients(c, clients)]
-    if baseline is not None:
-        setups.append(await _comparison_clients(baseline, clients))
-    try:
-        for direct, routed in setups:
-            for client, sid in direct[:1] + routed[:1]:  # warm-up: the actor, the routing rows
-                await client.call("session/prompt", text_prompt(sid, "warm up"))
-        times: list[dict[str, list[float]]] = [{"direct": [], "routed": []} for _ in setups]
-        errors: list[dict[str, list[str]]] = [{"direct": [], "routed": []} for _ in setups]
-        for _ in range(rounds):
-            for i, (direct, routed) in enumerate(setups):
-                for kind, pairs in (("direct", direct), ("routed", routed)):
-                    ok, failed = await _round(pairs)
-                    times[i][kind] += ok
-                    errors[i][kind] += failed
-        return [_figures(clients, t, e) for t, e in zip(times, errors, strict=True)]
-    finally:
-        for direct, routed in setups:
-            for client, _ in direct + routed:
-                await client.close()
-
-
-def _figures(clients: int, times: dict[str, list[float]], errors: dict[str, list[str]]) -> str:
-    d50, r50 = pct(times["direct"], 50), pct(times["routed"], 50)
-    return (
-        f"clients={clients} direct p50={d50:.1f} p99={pct(times['direct'], 99):.1f} ms "
-        f"errors={_codes(errors['direct'])} | routed p50={r50:.1f} p99={pct(times['routed'], 99):.1f} ms "
-        f"errors={_codes(errors['routed'])} | routed/direct p50 = {r50 / d50:.2f}"
-    )
-
-
-def _codes(codes: list[str]) -> str:
-    return "0" if not codes else ",".join(f"{code}x{codes.count(code)}" for code in sorted(set(codes)))
-
-
 # -- takeover after kill -9 ----------------------------------------------------------------
 
 
@@ -473,7 +393,7 @@ async def main(args: argparse.Namespace) -> None:
                     rounds = max(args.turns, args.routed_samples // clients)  # enough samples for a p50
                     while base is not None and len(base.live) < 2:
                         await base.start_replica()
-                    figures = await routed_vs_direct(c, clients, rounds, base)
+                    figures = await routed_vs_direct(c, clients, rounds, base, args.kinds)
                     print(f"replicas={n} routed vs direct: {figures[0]}", flush=True)
                     if base is not None:
                         print(
@@ -497,6 +417,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--routed-samples", type=int, default=40, help="prompts of each kind at least, per client count"
     )
+    parser.add_argument(
+        "--kinds", type=lambda s: tuple(s.split(",")), default=KINDS,
+        help="the routed-vs-direct rounds to run: direct, routed or both (e.g. to profile one)",
+    )  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="a short run (1 and 2 replicas)")
     parser.add_argument(
         "--baseline",

@@ -262,7 +262,8 @@ class Settings(BaseSettings):
     # Database pool: a request waits for a connection until its deadline (`request_deadline_s`
     # after it arrived: a burst queues), then gets a retryable -32019 (overloaded); work that
     # is no request (a session's turn) waits at most `db_pool_timeout_s`. Postgres statements
-    # time out after `db_statement_timeout_s` (SQLite waits busy_timeout for a lock).
+    # time out after `db_statement_timeout_s` (SQLite waits busy_timeout for a lock). At most
+    # size + overflow connections, each kept once opened (a burst does not reconnect).
     db_pool_size: int = 5
     db_pool_overflow: int = 10
     db_pool_timeout_s: float = 5.0

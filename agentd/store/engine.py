@@ -79,8 +79,14 @@ class PoolLimits:
         if self.in_memory(url):
             return {}  # one shared in-memory connection (StaticPool): nothing to bound
         kw: dict[str, Any] = {
-            "pool_size": 1 if writer else self.size,
-            "max_overflow": 0 if writer else self.overflow,
+            # Every connection opened stays pooled: an overflow connection would be closed
+            # as it is given back while the pool holds `size` idle ones, and opened again by
+            # the next checkout — under a burst that is a connect (a backend forked, a TLS
+            # attempt, authentication, the prepared statements lost) per statement, the
+            # largest CPU cost of 200 concurrent routed prompts (issue 26 item 5). The most
+            # connections a replica opens is unchanged: `size` + `overflow`.
+            "pool_size": 1 if writer else self.size + self.overflow,
+            "max_overflow": 0,
             "pool_timeout": self.timeout_s,
         }
         if not writer:  # requests wait for a connection until their own deadline

@@ -177,7 +177,9 @@ _FORGET_MANY = (
 _WITHDRAW = text("DELETE FROM routed_commands WHERE id = :id AND state = 'pending' RETURNING id")
 _FORGET_CALLER = text("DELETE FROM routed_commands WHERE caller = :caller")
 _PURGE = text("DELETE FROM routed_commands WHERE created_at < now() - make_interval(secs => :age)")
-_LEASE = text("SELECT owner, expires_at > now() AS live FROM session_leases WHERE session_id = :sid")
+# A waiting caller's "is the owner still there?", once per quiet check interval of every
+# routed command: on asyncpg directly too (pg_driver).
+_LEASE = "SELECT owner, expires_at > now() AS live FROM session_leases WHERE session_id = $1"
 
 
 @contextlib.asynccontextmanager
@@ -311,6 +313,6 @@ async def purge(engine: AsyncEngine, older_than_s: float) -> int:
 
 async def lease_holder(engine: AsyncEngine, session_id: str) -> str | None:
     """The replica holding a live lease on the session, if any."""
-    async with _autocommit(engine) as conn:
-        row = (await conn.execute(_LEASE, {"sid": session_id})).first()
-    return str(row.owner) if row is not None and row.live else None
+    async with driver(engine) as conn:
+        row = await conn.fetchrow(_LEASE, session_id)
+    return str(row["owner"]) if row is not None and row["live"] else None

@@ -118,3 +118,28 @@ async def test_a_sqlite_request_waits_for_the_write_lock_as_long_as_a_statement_
         await engine.dispose()
         if writer is not None:
             await writer.close()
+
+
+async def test_a_burst_keeps_the_connections_it_opened(tmp_path: Path) -> None:
+    """Connections beyond `size` stay pooled once given back: the next burst reuses them
+    instead of connecting again (a connect per statement under load, issue 26 item 5)."""
+    from sqlalchemy import event
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'b.db'}"
+    eng = create_async_engine(url, **PoolLimits(size=1, overflow=2, timeout_s=POOL_TIMEOUT_S).engine_kw(url))
+    connects: list[object] = []
+    event.listen(eng.sync_engine, "connect", lambda conn, _rec: connects.append(conn))
+    try:
+        for _ in range(3):  # three bursts of three concurrent checkouts
+            held = [await eng.connect() for _ in range(3)]
+            for conn in held:
+                await conn.close()
+        assert len(connects) == 3  # opened by the first burst, reused by the others
+        assert eng.sync_engine.pool.checkedin() == 3  # type: ignore[attr-defined]
+        held = [await eng.connect() for _ in range(3)]
+        with pytest.raises(sa_exc.TimeoutError):  # and never more than size + overflow
+            await eng.connect()
+        for conn in held:
+            await conn.close()
+    finally:
+        await eng.dispose()

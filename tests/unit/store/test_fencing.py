@@ -176,5 +176,18 @@ async def test_a_takeover_waits_for_a_write_in_flight(store: Store) -> None:
     assert await _seqs(store) == [(1, 1)]
 
 
+async def test_a_live_lease_held_elsewhere_is_read_without_the_locking_transaction(store: Store) -> None:
+    """A replica routing to the owner learns the holder from one unlocked read (issue 26
+    item 5): a write in flight holding the lease row does not make it wait, and it is told
+    who holds the lease — not "a write in flight" after its lock wait."""
+    assert await leases.acquire(store.engine, "s1", "A", TTL, 1.0) == 1
+    async with store.engine.connect() as writer:
+        await writer.execute(text("SELECT 1 FROM session_leases WHERE session_id = 's1' FOR UPDATE"))
+        held = await leases.acquire(store.engine, "s1", "B", TTL, 0.2)
+        assert isinstance(held, leases.Holder) and held.owner == "A" and 0 < held.expires_in_s <= TTL
+        await writer.rollback()
+    assert await leases.acquire(store.engine, "s1", "A", TTL, 1.0) == 2  # its own: still taken
+
+
 def test_is_stale_fence_does_not_match_other_errors() -> None:
     assert not leases.is_stale_fence(RuntimeError("boom"))
