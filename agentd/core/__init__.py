@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.core import tracing as tracing
+    from agentd.core.codec import decode as decode
+    from agentd.core.codec import encode as encode
     from agentd.core.completion import CompletionRequirement as CompletionRequirement
     from agentd.core.conversation import IMAGE_TYPES as IMAGE_TYPES
     from agentd.core.conversation import Image as Image
@@ -19,9 +21,10 @@ if TYPE_CHECKING:
     from agentd.core.errors import RecoveryHint as RecoveryHint
     from agentd.core.errors import hint as hint
     from agentd.core.events import Event as Event
-    from agentd.core.events import EventKind as EventKind
     from agentd.core.input_limits import limit_exceeded as limit_exceeded
     from agentd.core.input_limits import prompt_bytes as prompt_bytes
+    from agentd.core.kinds import TRANSIENT_KINDS as TRANSIENT_KINDS
+    from agentd.core.kinds import EventKind as EventKind
     from agentd.core.lane import Lane as Lane
     from agentd.core.log_context import LOG_CONTEXT_FIELDS as LOG_CONTEXT_FIELDS
     from agentd.core.log_context import LogContextFilter as LogContextFilter
@@ -56,24 +59,75 @@ if TYPE_CHECKING:
     from agentd.core.task_notice import stop_runners as stop_runners
     from agentd.core.task_notice import wait_for_any as wait_for_any
     from agentd.core.tool_call_ids import ToolCallIds as ToolCallIds
+    from agentd.core.updates import REQUEST_DIGEST as REQUEST_DIGEST
+    from agentd.core.updates import ROUTED_FROM as ROUTED_FROM
     from agentd.core.updates import AgentText as AgentText
     from agentd.core.updates import AgentTextChunk as AgentTextChunk
+    from agentd.core.updates import BadPayload as BadPayload
     from agentd.core.updates import CompactionCompleted as CompactionCompleted
     from agentd.core.updates import CompactionProgress as CompactionProgress
     from agentd.core.updates import CompactionStatus as CompactionStatus
+    from agentd.core.updates import CompletionRecovery as CompletionRecovery
+    from agentd.core.updates import ConfigOptionsChanged as ConfigOptionsChanged
+    from agentd.core.updates import FileReverted as FileReverted
+    from agentd.core.updates import GoalChanged as GoalChanged
+    from agentd.core.updates import ModeChanged as ModeChanged
     from agentd.core.updates import Notice as Notice
     from agentd.core.updates import NoticeSeverity as NoticeSeverity
+    from agentd.core.updates import PermissionRequested as PermissionRequested
+    from agentd.core.updates import PermissionResolved as PermissionResolved
+    from agentd.core.updates import PlanModeChanged as PlanModeChanged
     from agentd.core.updates import PlanUpdated as PlanUpdated
+    from agentd.core.updates import PromptHooksRan as PromptHooksRan
+    from agentd.core.updates import QueueChanged as QueueChanged
+    from agentd.core.updates import RetryDecided as RetryDecided
+    from agentd.core.updates import Rewound as Rewound
+    from agentd.core.updates import SessionInfoChanged as SessionInfoChanged
+    from agentd.core.updates import StopHooksRan as StopHooksRan
+    from agentd.core.updates import SubagentUpdate as SubagentUpdate
     from agentd.core.updates import ToolCallAnnounced as ToolCallAnnounced
     from agentd.core.updates import ToolCallFinished as ToolCallFinished
     from agentd.core.updates import ToolCallProgress as ToolCallProgress
     from agentd.core.updates import ToolCallStarted as ToolCallStarted
+    from agentd.core.updates import ToolCallStatus as ToolCallStatus
+    from agentd.core.updates import TurnEnded as TurnEnded
+    from agentd.core.updates import TurnStarted as TurnStarted
+    from agentd.core.updates import Unparsed as Unparsed
+    from agentd.core.updates import Update as Update
+    from agentd.core.updates import UsageReported as UsageReported
     from agentd.core.updates import UserMessage as UserMessage
     from agentd.core.updates import text_content as text_content
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "BadPayload": "agentd.core.updates",
+    "CompletionRecovery": "agentd.core.updates",
+    "ConfigOptionsChanged": "agentd.core.updates",
+    "FileReverted": "agentd.core.updates",
+    "GoalChanged": "agentd.core.updates",
+    "ModeChanged": "agentd.core.updates",
+    "PermissionRequested": "agentd.core.updates",
+    "PermissionResolved": "agentd.core.updates",
+    "PlanModeChanged": "agentd.core.updates",
+    "PromptHooksRan": "agentd.core.updates",
+    "QueueChanged": "agentd.core.updates",
+    "RetryDecided": "agentd.core.updates",
+    "Rewound": "agentd.core.updates",
+    "SessionInfoChanged": "agentd.core.updates",
+    "StopHooksRan": "agentd.core.updates",
+    "SubagentUpdate": "agentd.core.updates",
+    "ToolCallStatus": "agentd.core.updates",
+    "TurnEnded": "agentd.core.updates",
+    "TurnStarted": "agentd.core.updates",
+    "Unparsed": "agentd.core.updates",
+    "Update": "agentd.core.updates",
+    "UsageReported": "agentd.core.updates",
+    "REQUEST_DIGEST": "agentd.core.updates",
+    "ROUTED_FROM": "agentd.core.updates",
+    "decode": "agentd.core.codec",
+    "encode": "agentd.core.codec",
+    "TRANSIENT_KINDS": "agentd.core.kinds",
     "AgentText": "agentd.core.updates",
     "AgentTextChunk": "agentd.core.updates",
     "bind_log_context": "agentd.core.log_context",
@@ -86,7 +140,7 @@ _WHERE = {
     "EarlierTasks": "agentd.core.task_history",
     "ErrorKind": "agentd.core.errors",
     "Event": "agentd.core.events",
-    "EventKind": "agentd.core.events",
+    "EventKind": "agentd.core.kinds",
     "extends": "agentd.core.conversation",
     "HarnessError": "agentd.core.errors",
     "hint": "agentd.core.errors",
@@ -159,40 +213,59 @@ def __dir__() -> list[str]:
 __all__ = [
     "IMAGE_TYPES",
     "LOG_CONTEXT_FIELDS",
+    "REQUEST_DIGEST",
+    "ROUTED_FROM",
+    "TRANSIENT_KINDS",
     "AgentText",
     "AgentTextChunk",
+    "BadPayload",
     "CompactionCompleted",
     "CompactionProgress",
     "CompactionStatus",
+    "CompletionRecovery",
     "CompletionRequirement",
     "CompletionSource",
+    "ConfigOptionsChanged",
     "EarlierTasks",
     "ErrorKind",
     "Event",
     "EventKind",
+    "FileReverted",
+    "GoalChanged",
     "HarnessError",
     "Image",
     "Lane",
     "LogContextFilter",
     "Message",
+    "ModeChanged",
     "Notice",
     "NoticeSeverity",
     "PermissionAnswer",
     "PermissionMode",
     "PermissionOptionKind",
     "PermissionOutcome",
+    "PermissionRequested",
+    "PermissionResolved",
+    "PlanModeChanged",
     "PlanUpdated",
+    "PromptHooksRan",
     "Provider",
     "ProviderRequest",
+    "QueueChanged",
     "ReasoningBlock",
     "ReasoningBlockComplete",
     "ReasoningDelta",
     "RecoveryHint",
+    "RetryDecided",
+    "Rewound",
+    "SessionInfoChanged",
     "SessionModes",
     "SqliteSynchronous",
     "Stop",
+    "StopHooksRan",
     "StopReason",
     "StreamEvent",
+    "SubagentUpdate",
     "TaskCompletion",
     "TaskEnd",
     "TaskKind",
@@ -206,11 +279,19 @@ __all__ = [
     "ToolCallIds",
     "ToolCallProgress",
     "ToolCallStarted",
+    "ToolCallStatus",
     "ToolSpec",
+    "TurnEnded",
+    "TurnStarted",
+    "Unparsed",
+    "Update",
     "Usage",
+    "UsageReported",
     "UserMessage",
     "bind_log_context",
     "common_prefix",
+    "decode",
+    "encode",
     "extends",
     "hint",
     "limit_exceeded",

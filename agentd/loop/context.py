@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from agentd.core import (
     CompletionRequirement,
     CompletionSource,
-    EventKind,
     Message,
     PermissionMode,
     Provider,
     ToolCallIds,
+    Update,
 )
 from agentd.core import Lane as Lane
 from agentd.core import PermissionAnswer as PermissionAnswer
@@ -97,11 +97,11 @@ class Interjection:
 
 
 class EventSink(Protocol):
-    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
+    def emit(self, update: Update, *, origin: str | None = None) -> None:
         """A durable event (gets a seq, committed before delivery)."""
         ...
 
-    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None: ...
+    def emit_transient(self, update: Update) -> None: ...
 
     async def flushed(self) -> None:
         """Wait until every event emitted so far reached the clients' queues."""

@@ -45,10 +45,10 @@ def session_subagents(actor: SubagentsHost) -> Subagents:
         actor.journal.persist_fields({"usage": actor.usage.to_dict()})
 
     def on_started(start: TaskStart) -> None:
-        actor.journal.emit(start.kind, start.payload())  # a restart learns it was running
+        actor.journal.emit(start)  # a restart learns it was running
 
     def on_finished(done: TaskCompletion) -> None:
-        actor.journal.emit(done.kind, done.payload())
+        actor.journal.emit(done)
         actor.send(TaskFinished(done.task_id, announced=True))  # an idle session may wake
 
     return Subagents(

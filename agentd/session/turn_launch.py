@@ -20,7 +20,19 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentd.agents import AgentDefinition
-from agentd.core import ErrorKind, EventKind, HarnessError, Message, Provider, ToolCall, bind_log_context
+from agentd.core import (
+    AgentText,
+    AgentTextChunk,
+    ErrorKind,
+    HarnessError,
+    Message,
+    Provider,
+    SessionInfoChanged,
+    ToolCall,
+    TurnStarted,
+    UserMessage,
+    bind_log_context,
+)
 from agentd.loop import (
     TASK_TOOL,
     Conversation,
@@ -51,7 +63,6 @@ from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, par
 from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource, TurnFinished
 from agentd.session.local_commands import LocalCommandsHost, run_local_command
 from agentd.session.queue import (
-    REQUEST_DIGEST,
     QueuedPrompt,
     QueueKind,
     new_id,
@@ -259,16 +270,20 @@ def _announce_prompt(actor: TurnHost, queued: QueuedPrompt) -> None:
     """The prompt as a user message on the wire; the first one names the session."""
     cmd = queued.command
     journal = actor.journal
-    message = {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]}
-    if isinstance(routed_from := cmd.meta.get(ROUTED_FROM), str):
-        message[ROUTED_FROM] = routed_from  # whose own prompt it is, on another replica (R-C1)
-    journal.emit(EventKind.USER_MESSAGE, message, origin=cmd.origin)
+    routed_from = cmd.meta.get(ROUTED_FROM)  # whose own prompt it is, on another replica (R-C1)
+    message = UserMessage(
+        new_id("user"),
+        [dump(b) for b in cmd.blocks],
+        prompt_id=queued.id,
+        routed_from=routed_from if isinstance(routed_from, str) else None,
+    )
+    journal.emit(message, origin=cmd.origin)
     if actor.title is None:
         actor.title = title_from(prompt_text(cmd.blocks))
         journal.persist_fields({"title": actor.title})
         if actor.title:
             now = datetime.now(UTC).isoformat()
-            journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
+            journal.emit(SessionInfoChanged(actor.title, now))
 
 
 def live_mcp(actor: TurnHost) -> LiveTools:
@@ -320,19 +335,19 @@ def _write_opening(actor: TurnHost, queued: QueuedPrompt, index: int, tools: fro
 
 
 def _announce_turn(actor: TurnHost, turn_id: str, queued: QueuedPrompt, message_index: int | None) -> None:
-    started: dict[str, Any] = {
-        "turnId": turn_id,
-        "promptId": queued.id,
-        "kind": queued.kind.value,
-        "source": queued.command.source.value,  # why it started: a user, a finished task (wake.py)
-    }
-    if message_index is not None:  # a turn a rewind can undo: where it cuts the conversation
-        started["messageIndex"] = message_index
-    if (request_id := request_id_of(queued.command.meta)) is not None:
-        started["requestId"] = request_id  # so a restart can still answer its retry
-        if (digest := request_digest_of(queued.command.meta)) is not None:
-            started[REQUEST_DIGEST] = digest  # ...and tell it from a reuse for other content
-    actor.journal.emit(EventKind.TURN_STARTED, started)
+    request_id = request_id_of(queued.command.meta)  # so a restart can still answer its retry
+    started = TurnStarted(
+        turn_id,
+        queued.id,
+        queued.kind.value,
+        queued.command.source.value,  # why it started: a user, a finished task (wake.py)
+        # A turn a rewind can undo: where it cuts the conversation.
+        message_index=message_index,
+        request_id=request_id,
+        # ...and tell it from a reuse for other content.
+        request_digest=None if request_id is None else request_digest_of(queued.command.meta),
+    )
+    actor.journal.emit(started)
 
 
 def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
@@ -397,10 +412,8 @@ async def _run_local(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, na
         outcome = TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
         message_id = new_id("msg")
         journal = actor.journal
-        journal.emit_transient(
-            EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
-        )
-        journal.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
+        journal.emit_transient(AgentTextChunk(message_id, text, 0))
+        journal.emit(AgentText(message_id, text, local=True))
         actor.record_turn_end(ctx.turn_id, queued, outcome)
         await journal.flushed()
     finally:

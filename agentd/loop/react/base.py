@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.core import CompactionProgress, CompactionStatus, EventKind, HarnessError
+from agentd.core import CompactionProgress, CompactionStatus, HarnessError, RetryDecided
 from agentd.loop.compaction import CompactionReason, compact, compactable
 from agentd.loop.context import TurnContext, run_cancellable
 from agentd.loop.outcome import EndReason, OutcomeKind, Reason, TurnOutcome
@@ -14,7 +14,7 @@ from agentd.loop.retry import LoopDecision
 
 
 def _compaction_progress(ctx: TurnContext, update: CompactionProgress) -> None:
-    ctx.events.emit_transient(update.kind, update.payload())
+    ctx.events.emit_transient(update)
 
 
 async def run_compaction(ctx: TurnContext, state: TurnState, reason: CompactionReason | str) -> bool:
@@ -48,7 +48,7 @@ async def run_compaction(ctx: TurnContext, state: TurnState, reason: CompactionR
         return False
     ctx.conversation.replace(result.messages)
     completed = result.to_update(reason)
-    ctx.events.emit(completed.kind, completed.payload())
+    ctx.events.emit(completed)
     state.compactions.append({"reason": reason.value, "replacedMessages": len(result.replaced)})
     state.context_tokens = 0  # the provider's last report no longer describes the request
     return True
@@ -82,10 +82,8 @@ def cancelled_outcome(state: TurnState) -> TurnOutcome:
 
 def record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision, err: HarnessError) -> None:
     ctx.persist({"retry_state": ctx.retry.to_dict()})
-    data = {
-        **decision.to_event(),
-        "error": {"kind": err.kind.value, "message": err.message},
-        "lane": ctx.lane,
-    }
-    state.retries.append(data)
-    ctx.events.emit(EventKind.RETRY, data)
+    retry = RetryDecided(
+        decision.to_event(), error={"kind": err.kind.value, "message": err.message}, lane=ctx.lane
+    )
+    state.retries.append(retry.to_record())
+    ctx.events.emit(retry)

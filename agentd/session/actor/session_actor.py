@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentd.agents import DEFAULT_AGENT
-from agentd.core import EventKind, Message, PermissionMode, SessionModes, bind_log_context
+from agentd.core import (
+    ConfigOptionsChanged,
+    GoalChanged,
+    Message,
+    PermissionMode,
+    SessionInfoChanged,
+    SessionModes,
+    bind_log_context,
+)
 from agentd.loop import (
     Conversation,
     EndReason,
@@ -143,7 +151,7 @@ class SessionActor:
         self.path_locks: dict[str, asyncio.Lock] = {}
         self.background = BackgroundTasks(
             on_finished=lambda task_id: self.send(TaskFinished(task_id)),
-            on_started=lambda start: self.journal.emit(start.kind, start.payload()),
+            on_started=lambda start: self.journal.emit(start),
         )
         self.wake = WakeStreak()  # turns started by finished tasks since the last user prompt
         self.subagents = session_subagents(self)  # R-T11: the `task` tool's children
@@ -302,7 +310,7 @@ class SessionActor:
         if self._turn is not None:
             self._turn.ctx.goal = goal  # the running turn judges the new goal
         self.journal.persist_fields({"goal": goal.to_dict() if goal else None})
-        self.journal.emit(EventKind.GOAL, goal.to_dict() if goal else {"status": "cleared"})
+        self.journal.emit(GoalChanged(goal.to_dict() if goal else None))
 
     def set_mode(self, mode: PermissionMode) -> None:
         """`plan` turns the plan gate on; another id sets the permission mode under it."""
@@ -333,7 +341,7 @@ class SessionActor:
         self.title = title
         self.journal.persist_fields({"title": title})
         now = datetime.now(UTC).isoformat()
-        self.journal.emit(EventKind.SESSION_INFO, {"title": title, "updatedAt": now})
+        self.journal.emit(SessionInfoChanged(title, now))
 
     def config_options(self) -> list[dict[str, Any]]:
         return session_config_options(
@@ -342,7 +350,7 @@ class SessionActor:
 
     def _config_changed(self) -> None:
         """Every client's pickers follow a change made by any client (or `/mode`, `/model`)."""
-        self.journal.emit(EventKind.CONFIG_OPTIONS, {"configOptions": self.config_options()})
+        self.journal.emit(ConfigOptionsChanged(self.config_options()))
 
     # ------------------------------------------------------------------ permissions
 

@@ -67,7 +67,7 @@ def test_a_client_dropped_for_falling_behind_is_counted() -> None:
     metrics = Metrics()
     hub = EventHub(render=ACP_RENDERER, on_drop=metrics.resyncs.inc)
     hub.subscribe(FullSink(), "s1").go_live(0)
-    hub.publish(Event("s1", EventKind.MODE_CHANGED, {"modeId": "plan"}, seq=1))
+    hub.publish(Event.stored("s1", EventKind.MODE_CHANGED, {"modeId": "plan"}, seq=1))
     assert len(hub) == 0
     assert samples(metrics.render().decode())[("agentd_client_resyncs_total", ())] == 1
 
