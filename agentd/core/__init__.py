@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agentd.core import tracing as tracing
+    from agentd.core.answers import enqueue_result as enqueue_result
+    from agentd.core.answers import prompt_failure as prompt_failure
+    from agentd.core.answers import prompt_result as prompt_result
     from agentd.core.codec import decode as decode
     from agentd.core.codec import encode as encode
     from agentd.core.completion import CompletionRequirement as CompletionRequirement
@@ -101,6 +104,9 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "prompt_result": "agentd.core.answers",
+    "prompt_failure": "agentd.core.answers",
+    "enqueue_result": "agentd.core.answers",
     "BadPayload": "agentd.core.updates",
     "CompletionRecovery": "agentd.core.updates",
     "ConfigOptionsChanged": "agentd.core.updates",
@@ -292,11 +298,14 @@ __all__ = [
     "common_prefix",
     "decode",
     "encode",
+    "enqueue_result",
     "extends",
     "hint",
     "limit_exceeded",
     "output_call",
     "prompt_bytes",
+    "prompt_failure",
+    "prompt_result",
     "render_reminder",
     "replay",
     "stop_runners",

@@ -47,7 +47,7 @@ class TurnStarted(Flat):
 @dataclass(frozen=True)
 class TurnEnded(Flat):
     """A turn ended: its outcome, the ACP stop reason, and what the answer to its prompt says
-    (`agentd/core/prompt_result.py`)."""
+    (`agentd/core/answers.py`)."""
 
     kind: ClassVar[EventKind] = EventKind.TURN_ENDED
     _keys: ClassVar[Mapping[str, str]] = {

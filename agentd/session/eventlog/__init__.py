@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from agentd.session.eventlog.hub import Subscriber as Subscriber
     from agentd.session.eventlog.journal import PARTIAL_CHECKPOINT_INTERVAL_S as PARTIAL_CHECKPOINT_INTERVAL_S
     from agentd.session.eventlog.journal import Journal as Journal
+    from agentd.session.eventlog.journal import turn_ended as turn_ended
     from agentd.session.eventlog.recovery import RECENT_KINDS as RECENT_KINDS
     from agentd.session.eventlog.recovery import RECENT_LIMIT as RECENT_LIMIT
     from agentd.session.eventlog.recovery import RecoveryHost as RecoveryHost
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "turn_ended": "agentd.session.eventlog.journal",
     "AttachHost": "agentd.session.eventlog.attach",
     "EventHub": "agentd.session.eventlog.hub",
     "EventWriter": "agentd.session.eventlog.writer",
@@ -66,4 +68,5 @@ __all__ = [
     "Subscriber",
     "recover",
     "replay",
+    "turn_ended",
 ]
