@@ -123,7 +123,6 @@ class Journal:
     # ------------------------------------------------------------------ EventSink
 
     def emit(self, update: Update, *, origin: str | None = None) -> None:
-        kind = update.kind
         ended_partial = isinstance(update, AgentText) and (
             self._parts.pop(update.message_id, None) is not None
         )
@@ -141,7 +140,7 @@ class Journal:
             running = update.turn_id if isinstance(update, TurnStarted) else None
             self.persist_fields({"running_turn": running})
         if self._metrics is not None:
-            self._metrics.observe_event(kind, event.payload)
+            self._metrics.observe_event(update)
         if ended_partial and self._checkpointed:
             # Same commit as the final text: the store never holds both, or neither.
             self._checkpoint_partials(from_timer=False)

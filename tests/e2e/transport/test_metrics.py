@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 
+from agentd.core import TurnEnded
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode
 from tests.support.client import text_prompt
@@ -91,7 +92,6 @@ async def test_what_happens_before_the_first_scrape_is_counted(server_factory, w
 
 
 def test_the_session_gauges_work_whichever_comes_first() -> None:
-    from agentd.core.events import EventKind
     from agentd.infra.metrics import Metrics
 
     class Actor:
@@ -100,7 +100,7 @@ def test_the_session_gauges_work_whichever_comes_first() -> None:
         queued = 3
 
     early = Metrics()  # instruments made before the gauges are told where to read
-    early.observe_event(EventKind.TURN_ENDED, {"outcome": "completed"})
+    early.observe_event(TurnEnded("turn_1", "p1", "completed", "end_turn", 0))
     early.track_sessions(lambda: [Actor()])
     late = Metrics()
     late.track_sessions(lambda: [Actor()])
