@@ -100,9 +100,10 @@ _READERS: dict[EventKind, tuple[Reader, ...]] = {
 _MISREAD = (ValueError, KeyError, TypeError, IndexError, AttributeError)
 
 
-def encode(update: Update) -> bytes:
-    """The update's stored (and sent) bytes: its payload, as orjson writes it."""
-    return orjson.dumps(update.payload())
+def encode(update: Update, payload: Mapping[str, Any] | None = None) -> bytes:
+    """The update's stored (and sent) bytes: its payload (`payload`, when the caller built
+    it already), as orjson writes it."""
+    return orjson.dumps(update.payload() if payload is None else payload)
 
 
 def decode(kind: EventKind, data: bytes | str | Mapping[str, Any]) -> Update:

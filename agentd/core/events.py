@@ -55,7 +55,7 @@ class Event:
     @cached_property
     def data(self) -> bytes:
         """The payload's bytes, as stored and sent (encoded once, on first use)."""
-        return encode(self.update)
+        return encode(self.update, self.payload)  # the payload dict, built once for both
 
     @cached_property
     def payload(self) -> dict[str, Any]:
