@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from agentd.core import (
+    TRANSIENT_KINDS,
     AgentText,
     AgentTextChunk,
     CompactionCompleted,
     CompactionProgress,
     ConfigOptionsChanged,
     Event,
+    EventKind,
     ModeChanged,
     Notice,
     PermissionResolved,
@@ -32,6 +34,7 @@ from agentd.core import (
     ToolCallFinished,
     ToolCallProgress,
     ToolCallStarted,
+    Unparsed,
     UsageReported,
     UserMessage,
 )
@@ -96,6 +99,18 @@ def _usage(event: Event, usage: UsageReported, last_seq: int) -> Frame:
     return method, params
 
 
+# Kinds whose stored payload is the ACP update clients are sent.
+_AS_STORED = frozenset(
+    {
+        EventKind.TOOL_CALL,
+        EventKind.TOOL_CALL_UPDATE,
+        EventKind.TOOL_CALL_PROGRESS,
+        EventKind.PLAN,
+        EventKind.COMPACTION_PROGRESS,
+    }
+)
+
+
 def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | None:
     """Frames for events that have an ACP form; None when the event has none."""
     match event.update:
@@ -136,6 +151,18 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
         case SessionInfoChanged(title=title, updated_at=updated_at):
             info = {"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated_at}
             return [_update(event, info, last_seq)]
+        case Unparsed(kind=kind) if kind in _AS_STORED and not (replay and kind in TRANSIENT_KINDS):
+            # An older server's shape of an update stored as the ACP update itself: sent as stored.
+            return [_update(event, event.payload, last_seq)]
+        case Unparsed(kind=EventKind.USAGE):
+            p = event.payload
+            return [
+                _update(
+                    event,
+                    {"sessionUpdate": "usage_update", "used": p.get("used"), "size": p.get("size")},
+                    last_seq,
+                )
+            ]
         case ModeChanged(mode_id=mode_id):
             mode = {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
             return [_update(event, mode, last_seq)]
