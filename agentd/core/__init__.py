@@ -8,6 +8,11 @@ from agentd._faces import lazy_face
 
 if TYPE_CHECKING:
     from agentd.core import tracing as tracing
+    from agentd.core.answers import enqueue_result as enqueue_result
+    from agentd.core.answers import prompt_failure as prompt_failure
+    from agentd.core.answers import prompt_result as prompt_result
+    from agentd.core.codec import decode as decode
+    from agentd.core.codec import encode as encode
     from agentd.core.completion import CompletionRequirement as CompletionRequirement
     from agentd.core.conversation import IMAGE_TYPES as IMAGE_TYPES
     from agentd.core.conversation import INTERRUPTED_RESULT as INTERRUPTED_RESULT
@@ -25,11 +30,12 @@ if TYPE_CHECKING:
     from agentd.core.errors import RecoveryHint as RecoveryHint
     from agentd.core.errors import hint as hint
     from agentd.core.events import Event as Event
-    from agentd.core.events import EventKind as EventKind
     from agentd.core.goal import GoalState as GoalState
     from agentd.core.goal import GoalStatus as GoalStatus
     from agentd.core.input_limits import limit_exceeded as limit_exceeded
     from agentd.core.input_limits import prompt_bytes as prompt_bytes
+    from agentd.core.kinds import TRANSIENT_KINDS as TRANSIENT_KINDS
+    from agentd.core.kinds import EventKind as EventKind
     from agentd.core.lane import Lane as Lane
     from agentd.core.log_context import LOG_CONTEXT_FIELDS as LOG_CONTEXT_FIELDS
     from agentd.core.log_context import LogContextFilter as LogContextFilter
@@ -80,18 +86,42 @@ if TYPE_CHECKING:
     from agentd.core.task_notice import stop_runners as stop_runners
     from agentd.core.task_notice import wait_for_any as wait_for_any
     from agentd.core.tool_call_ids import ToolCallIds as ToolCallIds
+    from agentd.core.updates import REQUEST_DIGEST as REQUEST_DIGEST
+    from agentd.core.updates import ROUTED_FROM as ROUTED_FROM
     from agentd.core.updates import AgentText as AgentText
     from agentd.core.updates import AgentTextChunk as AgentTextChunk
+    from agentd.core.updates import BadPayload as BadPayload
     from agentd.core.updates import CompactionCompleted as CompactionCompleted
     from agentd.core.updates import CompactionProgress as CompactionProgress
     from agentd.core.updates import CompactionStatus as CompactionStatus
+    from agentd.core.updates import CompletionRecovery as CompletionRecovery
+    from agentd.core.updates import ConfigOptionsChanged as ConfigOptionsChanged
+    from agentd.core.updates import FileReverted as FileReverted
+    from agentd.core.updates import GoalChanged as GoalChanged
+    from agentd.core.updates import ModeChanged as ModeChanged
     from agentd.core.updates import Notice as Notice
     from agentd.core.updates import NoticeSeverity as NoticeSeverity
+    from agentd.core.updates import PermissionRequested as PermissionRequested
+    from agentd.core.updates import PermissionResolved as PermissionResolved
+    from agentd.core.updates import PlanModeChanged as PlanModeChanged
     from agentd.core.updates import PlanUpdated as PlanUpdated
+    from agentd.core.updates import PromptHooksRan as PromptHooksRan
+    from agentd.core.updates import QueueChanged as QueueChanged
+    from agentd.core.updates import RetryDecided as RetryDecided
+    from agentd.core.updates import Rewound as Rewound
+    from agentd.core.updates import SessionInfoChanged as SessionInfoChanged
+    from agentd.core.updates import StopHooksRan as StopHooksRan
+    from agentd.core.updates import SubagentUpdate as SubagentUpdate
     from agentd.core.updates import ToolCallAnnounced as ToolCallAnnounced
     from agentd.core.updates import ToolCallFinished as ToolCallFinished
     from agentd.core.updates import ToolCallProgress as ToolCallProgress
     from agentd.core.updates import ToolCallStarted as ToolCallStarted
+    from agentd.core.updates import ToolCallStatus as ToolCallStatus
+    from agentd.core.updates import TurnEnded as TurnEnded
+    from agentd.core.updates import TurnStarted as TurnStarted
+    from agentd.core.updates import Unparsed as Unparsed
+    from agentd.core.updates import Update as Update
+    from agentd.core.updates import UsageReported as UsageReported
     from agentd.core.updates import UserMessage as UserMessage
     from agentd.core.updates import text_content as text_content
     from agentd.core.usage import Price as Price
@@ -126,6 +156,36 @@ _WHERE = {
     "Interjection": "agentd.core.conversation",
     "GoalState": "agentd.core.goal",
     "GoalStatus": "agentd.core.goal",
+    "prompt_result": "agentd.core.answers",
+    "prompt_failure": "agentd.core.answers",
+    "enqueue_result": "agentd.core.answers",
+    "BadPayload": "agentd.core.updates",
+    "CompletionRecovery": "agentd.core.updates",
+    "ConfigOptionsChanged": "agentd.core.updates",
+    "FileReverted": "agentd.core.updates",
+    "GoalChanged": "agentd.core.updates",
+    "ModeChanged": "agentd.core.updates",
+    "PermissionRequested": "agentd.core.updates",
+    "PermissionResolved": "agentd.core.updates",
+    "PlanModeChanged": "agentd.core.updates",
+    "PromptHooksRan": "agentd.core.updates",
+    "QueueChanged": "agentd.core.updates",
+    "RetryDecided": "agentd.core.updates",
+    "Rewound": "agentd.core.updates",
+    "SessionInfoChanged": "agentd.core.updates",
+    "StopHooksRan": "agentd.core.updates",
+    "SubagentUpdate": "agentd.core.updates",
+    "ToolCallStatus": "agentd.core.updates",
+    "TurnEnded": "agentd.core.updates",
+    "TurnStarted": "agentd.core.updates",
+    "Unparsed": "agentd.core.updates",
+    "Update": "agentd.core.updates",
+    "UsageReported": "agentd.core.updates",
+    "REQUEST_DIGEST": "agentd.core.updates",
+    "ROUTED_FROM": "agentd.core.updates",
+    "decode": "agentd.core.codec",
+    "encode": "agentd.core.codec",
+    "TRANSIENT_KINDS": "agentd.core.kinds",
     "AgentText": "agentd.core.updates",
     "AgentTextChunk": "agentd.core.updates",
     "bind_log_context": "agentd.core.log_context",
@@ -138,7 +198,7 @@ _WHERE = {
     "EarlierTasks": "agentd.core.task_history",
     "ErrorKind": "agentd.core.errors",
     "Event": "agentd.core.events",
-    "EventKind": "agentd.core.events",
+    "EventKind": "agentd.core.kinds",
     "extends": "agentd.core.conversation",
     "HarnessError": "agentd.core.errors",
     "hint": "agentd.core.errors",
@@ -199,14 +259,20 @@ __all__ = [
     "LOCAL_COMMAND_PREFIX",
     "LOG_CONTEXT_FIELDS",
     "MAX_PROMPT_TEXT",
+    "REQUEST_DIGEST",
+    "ROUTED_FROM",
+    "TRANSIENT_KINDS",
     "AgentText",
     "AgentTextChunk",
+    "BadPayload",
     "BudgetStopKind",
     "CompactionCompleted",
     "CompactionProgress",
     "CompactionStatus",
+    "CompletionRecovery",
     "CompletionRequirement",
     "CompletionSource",
+    "ConfigOptionsChanged",
     "Conversation",
     "DegenerationReason",
     "EarlierTasks",
@@ -214,6 +280,8 @@ __all__ = [
     "ErrorKind",
     "Event",
     "EventKind",
+    "FileReverted",
+    "GoalChanged",
     "GoalState",
     "GoalStatus",
     "HarnessError",
@@ -224,6 +292,7 @@ __all__ = [
     "LogContextFilter",
     "LoopReason",
     "Message",
+    "ModeChanged",
     "Notice",
     "NoticeSeverity",
     "OutcomeKind",
@@ -231,21 +300,31 @@ __all__ = [
     "PermissionMode",
     "PermissionOptionKind",
     "PermissionOutcome",
+    "PermissionRequested",
+    "PermissionResolved",
+    "PlanModeChanged",
     "PlanUpdated",
     "Price",
+    "PromptHooksRan",
     "Provider",
     "ProviderRequest",
+    "QueueChanged",
     "Reason",
     "ReasoningBlock",
     "ReasoningBlockComplete",
     "ReasoningDelta",
     "RecoveryHint",
+    "RetryDecided",
+    "Rewound",
+    "SessionInfoChanged",
     "SessionModes",
     "SqliteSynchronous",
     "StationarityReason",
     "Stop",
+    "StopHooksRan",
     "StopReason",
     "StreamEvent",
+    "SubagentUpdate",
     "TaskCompletion",
     "TaskEnd",
     "TaskKind",
@@ -259,21 +338,32 @@ __all__ = [
     "ToolCallIds",
     "ToolCallProgress",
     "ToolCallStarted",
+    "ToolCallStatus",
     "ToolSpec",
+    "TurnEnded",
     "TurnOutcome",
+    "TurnStarted",
+    "Unparsed",
+    "Update",
     "Usage",
     "UsageLedger",
+    "UsageReported",
     "UsageTotals",
     "UserMessage",
     "bind_log_context",
     "common_prefix",
+    "decode",
+    "encode",
+    "enqueue_result",
     "extends",
     "hint",
     "limit_exceeded",
     "output_call",
     "parse_reason",
     "prompt_bytes",
+    "prompt_failure",
     "prompt_images",
+    "prompt_result",
     "prompt_text",
     "render_reminder",
     "repair_dangling_tool_calls",

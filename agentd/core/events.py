@@ -3,70 +3,61 @@
 Durable events get a per-session `seq` and are committed to the log before any client
 sees them (R-E1/R-E2). Transient events (streaming deltas) have no seq of their own;
 they ride the same ordered pipeline so they never overtake a durable event.
+
+An event carries its typed update (`agentd/core/updates/`); its bytes (`data`) are encoded
+once, by the codec, on first use — the writer stores them and the live paths and frames
+embed them as they are.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
+from agentd.core.codec import decode, encode
+from agentd.core.kinds import TRANSIENT_KINDS, EventKind
+from agentd.core.updates import Update
 
-class EventKind(StrEnum):
-    # durable
-    USER_MESSAGE = "user_message"  # {messageId, content: [ContentBlock]}
-    AGENT_MESSAGE = "agent_message"  # final text of one assistant message {messageId, text}
-    AGENT_THOUGHT = "agent_thought"  # final reasoning {messageId, text}
-    TOOL_CALL = "tool_call"  # ACP `tool_call` update dict
-    TOOL_CALL_UPDATE = "tool_call_update"  # ACP `tool_call_update` dict
-    PLAN = "plan"  # ACP `plan` update dict (always the complete plan)
-    COMPACTION = "compaction"  # {update: ACP compaction_update, replaced: [messages]}
-    RETRY = "retry"  # a retry-bucket decision {decision, bucket, attempt, limit, delaySeconds, reason, error}
-    NOTICE = "notice"  # ACP notice {severity, title} (budget stops, recovery exhausted, ...)
-    USAGE = "usage"  # {used, size, cost?, prompt: ledger}
-    COMPLETION_RECOVERY = "completion_recovery"  # {tool, attempt, maxRetries, delaySeconds}
-    GOAL = "goal"  # the goal's state after a change or a verdict
-    STOP_HOOKS = "stop_hooks"  # {reentries, verdicts}
-    PROMPT_HOOKS = "prompt_hooks"  # {verdicts}: the user_prompt_submit hooks asked at a turn's start
-    QUEUE_UPDATE = "queue_update"  # {queue: [entries]} — the whole visible queue after a change
-    MODE_CHANGED = "mode_changed"  # {modeId, permissionMode, plan}
-    PLAN_MODE = "plan_mode"  # {plan}: the plan gate turned on or off
-    CONFIG_OPTIONS = "config_options"  # {configOptions}: the full set after mode/model/agent changed
-    SESSION_INFO = "session_info"  # {title, updatedAt}
-    TURN_STARTED = "turn_started"  # {turnId, promptId, kind, source, requestId?, messageIndex?}
-    TURN_ENDED = "turn_ended"  # {turnId, promptId, outcome, stopReason, reason?, error?}
-    PERMISSION_REQUESTED = "permission_requested"  # {requestId, toolCall, options}
-    PERMISSION_RESOLVED = "permission_resolved"  # {requestId, outcome, optionId?}
-    BACKGROUND_TASK = "background_task"  # a background task finished (agentd/core/task_notice.py)
-    BACKGROUND_TASK_STARTED = "background_task_started"  # {taskId, taskKind, summary, startedAt, turnId}
-    REWOUND = "rewound"  # {turnId, files, restored, removed, notRestored, messages, turnsUndone}
-    FILE_REVERTED = "file_reverted"  # {path, reverted, turnId}: `_agentd/session/revert_file`
-    # transient
-    AGENT_MESSAGE_CHUNK = "agent_message_chunk"  # {messageId, text}
-    AGENT_THOUGHT_CHUNK = "agent_thought_chunk"  # {messageId, text}
-    TOOL_CALL_PROGRESS = "tool_call_progress"  # ACP `tool_call_update` with streamed output
-    COMPACTION_PROGRESS = "compaction_progress"  # ACP `compaction_update` (in_progress / failed)
-
-
-TRANSIENT_KINDS = frozenset(
-    {
-        EventKind.AGENT_MESSAGE_CHUNK,
-        EventKind.AGENT_THOUGHT_CHUNK,
-        EventKind.TOOL_CALL_PROGRESS,
-        EventKind.COMPACTION_PROGRESS,
-    }
-)
+__all__ = ["TRANSIENT_KINDS", "Event", "EventKind"]
 
 
 @dataclass(frozen=True)
 class Event:
     session_id: str
-    kind: EventKind
-    payload: dict[str, Any]
+    update: Update
     seq: int | None = None  # None for transient events
     # The connection whose request caused it (its own user message is not echoed back).
     origin: str | None = None
 
+    @classmethod
+    def stored(
+        cls,
+        session_id: str,
+        kind: EventKind | str,
+        data: bytes | str | dict[str, Any],
+        seq: int | None = None,
+    ) -> Event:
+        """An event read back from the log (its payload's bytes or the JSON column's value)."""
+        event = cls(session_id, decode(EventKind(kind), data), seq=seq)
+        if isinstance(data, bytes):
+            event.__dict__["data"] = data  # the stored bytes are the encoding: not again
+        return event
+
+    @property
+    def kind(self) -> EventKind:
+        return self.update.kind
+
     @property
     def durable(self) -> bool:
         return self.seq is not None
+
+    @cached_property
+    def data(self) -> bytes:
+        """The payload's bytes, as stored and sent (encoded once, on first use)."""
+        return encode(self.update, self.payload)  # the payload dict, built once for both
+
+    @cached_property
+    def payload(self) -> dict[str, Any]:
+        """The payload as a dict, for readers of a few keys (never written back)."""
+        return self.update.payload()

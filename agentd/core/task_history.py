@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core.events import EventKind
+from agentd.core.kinds import EventKind
 from agentd.core.task_notice import TaskCompletion, TaskKind, TaskStart
 
 _ID = re.compile(r"^(bg|agent)-(\d+)$")

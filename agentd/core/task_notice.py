@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol
 
-from agentd.core.events import EventKind
+from agentd.core.kinds import EventKind
 
 
 class TaskKind(StrEnum):
@@ -72,7 +72,7 @@ class TaskCompletion:
         }
 
     @classmethod
-    def from_payload(cls, p: dict[str, Any]) -> TaskCompletion:
+    def from_payload(cls, p: Mapping[str, Any]) -> TaskCompletion:
         """A stored `background_task` event read back (raises KeyError / ValueError)."""
         task_id = str(p["taskId"])
         exit_code = p.get("exitCode")
@@ -113,7 +113,7 @@ class TaskStart:
         return payload
 
     @classmethod
-    def from_payload(cls, p: dict[str, Any]) -> TaskStart:
+    def from_payload(cls, p: Mapping[str, Any]) -> TaskStart:
         turn_id = p.get("turnId")
         return cls(
             str(p["taskId"]),

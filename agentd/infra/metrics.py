@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentd.core import EventKind
+from agentd.core import RetryDecided, TurnEnded, Update
 from agentd.infra.loop_metrics import LoopCollector, LoopCounter, LoopHistogram
 
 if TYPE_CHECKING:
@@ -179,20 +179,21 @@ class Metrics:
     def fanout_lag_seconds(self) -> LoopHistogram:
         return self._m.fanout_lag_seconds
 
-    def observe_event(self, kind: EventKind, payload: dict[str, Any]) -> None:
+    def observe_event(self, update: Update) -> None:
         m = self._m
         m.events.inc()
-        if kind is EventKind.TURN_ENDED:
+        if isinstance(update, TurnEnded):
             # A turn may be reported as another outcome (000: MaxTurnsReached counts as
             # Cancelled with reason max_turns_reached); the loop writes that on the turn.
-            turn = payload.get("turn")
+            turn = update.turn
             reported = turn.get("reportedAs") if isinstance(turn, dict) else None
             outcome = reported.get("outcome") if isinstance(reported, dict) else None
-            m.turns.labels(str(outcome or payload.get("outcome", "unknown"))).inc()
+            m.turns.labels(str(outcome or update.outcome)).inc()
             if isinstance(reported, dict) and reported.get("reason"):
                 m.turns_by_reason.labels(str(outcome), str(reported["reason"])).inc()
-        elif kind is EventKind.RETRY:
-            m.retries.labels(str(payload.get("decision", "")), str(payload.get("bucket", ""))).inc()
+        elif isinstance(update, RetryDecided):
+            decision = update.decision
+            m.retries.labels(str(decision.get("decision", "")), str(decision.get("bucket", ""))).inc()
 
     # ---- replicas (R-C1, issue 15 item 2)
     def routed(self, method: str, outcome: str) -> None:

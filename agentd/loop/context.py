@@ -17,13 +17,13 @@ from agentd.core import (
     CompletionRequirement,
     CompletionSource,
     Conversation,
-    EventKind,
     GoalState,
     Interjection,
     PermissionMode,
     Price,
     Provider,
     ToolCallIds,
+    Update,
     UsageLedger,
 )
 from agentd.core import Lane as Lane
@@ -92,11 +92,11 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
 
 
 class EventSink(Protocol):
-    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
+    def emit(self, update: Update, *, origin: str | None = None) -> None:
         """A durable event (gets a seq, committed before delivery)."""
         ...
 
-    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None: ...
+    def emit_transient(self, update: Update) -> None: ...
 
     async def flushed(self) -> None:
         """Wait until every event emitted so far reached the clients' queues."""

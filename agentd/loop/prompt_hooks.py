@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentd.core import EventKind
+from agentd.core import PromptHooksRan
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.turn_reminders import Reminder, ReminderKind
 from agentd.tools import HookDecision, HookVerdict
@@ -63,5 +63,5 @@ async def run_prompt_hooks(ctx: TurnContext, prompt: str, prompt_id: str) -> Hoo
             name = getattr(hook, "name", "?")
             verdict = HookVerdict(HookDecision.ALLOW, f"hook failed: {exc}", hook=name, failed_open=True)
         verdicts.append(verdict)
-    ctx.events.emit(EventKind.PROMPT_HOOKS, {"verdicts": [v.to_event() for v in verdicts]})
+    ctx.events.emit(PromptHooksRan([v.to_event() for v in verdicts]))
     return merge_prompt_verdicts(verdicts)

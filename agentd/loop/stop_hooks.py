@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentd.core import EventKind
+from agentd.core import StopHooksRan
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.tools import HookDecision, HookVerdict
 
@@ -61,7 +61,5 @@ async def run_stop_hooks(ctx: TurnContext, reentries: int) -> HookVerdict:
                 HookDecision.ALLOW, f"hook failed: {exc}", hook=getattr(hook, "name", "?"), failed_open=True
             )
         verdicts.append(verdict)
-    ctx.events.emit(
-        EventKind.STOP_HOOKS, {"reentries": reentries, "verdicts": [v.to_event() for v in verdicts]}
-    )
+    ctx.events.emit(StopHooksRan(reentries, [v.to_event() for v in verdicts]))
     return merge_stop_verdicts(verdicts)

@@ -22,10 +22,11 @@ import logging
 from typing import Any
 
 from agentd.core import (
+    CompletionRecovery,
     Conversation,
     EndReason,
     ErrorKind,
-    EventKind,
+    GoalChanged,
     GoalStatus,
     HarnessError,
     Message,
@@ -124,7 +125,7 @@ async def _open_turn(ctx: TurnContext, state: TurnState) -> TurnOutcome | None:
         if opening.told_before is not None:  # its reminders left with it: the next opening says them
             ctx.reminders.restore(opening.told_before)
         notice = Notice(blocked_text(verdict))
-        ctx.events.emit(notice.kind, notice.payload())
+        ctx.events.emit(notice)
         return TurnOutcome(OutcomeKind.COMPLETED, reason=EndReason.PROMPT_BLOCKED)
     reminder = context_reminder(verdict)
     if reminder is not None:
@@ -180,7 +181,7 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
         if attempt >= req.max_retries:
             state.auto_recovery_exhausted = True
             notice = Notice(f"The agent finished without calling {req.tool} ({attempt} reminders).")
-            ctx.events.emit(notice.kind, notice.payload())
+            ctx.events.emit(notice)
             return TurnOutcome(
                 outcome.kind,
                 reason=EndReason.AUTO_RECOVERY_EXHAUSTED,
@@ -193,10 +194,7 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
         attempt += 1
         delay = req.delay_s(attempt)
         state.completion_recoveries = attempt
-        ctx.events.emit(
-            EventKind.COMPLETION_RECOVERY,
-            {"tool": req.tool, "attempt": attempt, "maxRetries": req.max_retries, "delaySeconds": delay},
-        )
+        ctx.events.emit(CompletionRecovery(req.tool, attempt, req.max_retries, delay))
         ctx.conversation.append(Message.user(RECOVERY_TEXT.format(tool=req.tool)))
         await run_cancellable(asyncio.sleep(delay), ctx.cancel)
         # Recovery rounds do not force the schema: "call the required tool" and "answer in
@@ -223,7 +221,7 @@ def _requirement_met(tool: str, ctx: TurnContext, outcome: TurnOutcome) -> bool:
 def _save_goal(ctx: TurnContext) -> None:
     if ctx.goal is not None:
         ctx.persist({"goal": ctx.goal.to_dict()})
-        ctx.events.emit(EventKind.GOAL, ctx.goal.to_dict())
+        ctx.events.emit(GoalChanged(ctx.goal.to_dict()))
 
 
 async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
@@ -279,7 +277,7 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
             verdict_event["action"] = action.value
             verdict_event["budgetSpent"] = True
     state.goal_verdicts.append(verdict_event)
-    ctx.events.emit(EventKind.GOAL, {**goal.to_dict(), "verdictEvent": verdict_event})
+    ctx.events.emit(GoalChanged(goal.to_dict(), verdict_event))
     ctx.persist({"goal": goal.to_dict()})
     if action is GoalAction.CONTINUE:
         text = continuation_text(goal, ctx.todos.as_plan())

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from agentd.session.portable import export_session as export_session
     from agentd.session.portable import import_session as import_session
     from agentd.session.portable import parse as parse
+    from agentd.session.prompt_answer import ended_turn as ended_turn
     from agentd.session.replicas.leases import session_leases as session_leases
     from agentd.session.replicas.live import LivePublisher as LivePublisher
     from agentd.session.replicas.remote import RemoteWatches as RemoteWatches
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "ended_turn": "agentd.session.prompt_answer",
     "ActorServices": "agentd.session.services",
     "Advertised": "agentd.session.command_syntax",
     "attach": "agentd.session.eventlog.attach",
@@ -181,6 +183,7 @@ __all__ = [
     "attach",
     "build_kit",
     "check_cursor",
+    "ended_turn",
     "export_session",
     "import_session",
     "model_choices",

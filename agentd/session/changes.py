@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.core import EventKind
+from agentd.core import EventKind, FileReverted
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.file_history import ABSENT, PRESENT, read_prior
 from agentd.session.rewind import restore_snapshot
@@ -273,8 +273,9 @@ async def revert_file(actor: ChangesHost, path: str, turn_id: str | None, force:
     outcome = await asyncio.to_thread(restore_snapshot, actor.cwd, base)
     if outcome == "notRestored":
         raise invalid(f"cannot revert {rel}: the file could not be written", path=rel, reason="write_failed")
-    result = {"path": rel, "reverted": outcome, "turnId": base.turn_id}
-    actor.journal.emit(EventKind.FILE_REVERTED, result)  # every client's changes view reads again
+    reverted = FileReverted(rel, outcome, base.turn_id)
+    actor.journal.emit(reverted)  # every client's changes view reads again
+    result = reverted.payload()
     await actor.journal.flushed()
     return result
 

@@ -12,7 +12,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core import EventKind, PermissionAnswer, PermissionMode, PermissionOptionKind, PermissionOutcome
+from agentd.core import (
+    PermissionAnswer,
+    PermissionMode,
+    PermissionOptionKind,
+    PermissionOutcome,
+    PermissionRequested,
+    PermissionResolved,
+)
 from agentd.protocol import RequestPermissionResult
 from agentd.session.commit_outcome import CommitFailure, not_committed
 from agentd.session.eventlog import Journal
@@ -88,10 +95,7 @@ class PermissionGate:
             new_id("perm"), tool_call, options, loop.create_future(), recorded=loop.create_future()
         )
         self.pending[pending.id] = pending
-        self._emit(
-            EventKind.PERMISSION_REQUESTED,
-            {"requestId": pending.id, "toolCall": tool_call, "options": options},
-        )
+        self._emit(PermissionRequested(pending.id, tool_call, options))
         # Clients see the tool_call (and this request's event) before the question itself.
         await self._flushed()
         for sink in self._sinks():
@@ -106,11 +110,9 @@ class PermissionGate:
             self.pending.pop(pending.id, None)
             for task in pending.asked.values():
                 task.cancel()
-            resolved: dict[str, Any] = {"requestId": pending.id, "outcome": answer.outcome}
-            if answer.option_kind:
-                resolved["optionId"] = answer.option_kind
+            resolved = PermissionResolved(pending.id, answer.outcome, answer.option_kind or None)
             since = self._journal.mark()
-            self._emit(EventKind.PERMISSION_RESOLVED, resolved)
+            self._emit(resolved)
             if pending.recorded is not None and not pending.recorded.done():
                 pending.recorded.set_result(since)
         return answer

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentd.core import EventKind
+from agentd.core import EventKind, Rewound
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.file_history import ABSENT, PRESENT
 from agentd.store import FileSnapshot, TurnMark
@@ -116,7 +116,17 @@ async def rewind(actor: RewindHost, turn_id: str, *, files: bool) -> dict[str, A
     result["turnsUndone"] = undone_ids = [m.turn_id for m in undone]
     # The turns started in [target, now] are undone: one rare row, with their snapshots gone.
     await rows.drop_turns(store.engine, actor.id, undone_ids, target.seq, actor.journal.seq)
-    actor.journal.emit(EventKind.REWOUND, result)
+    actor.journal.emit(
+        Rewound(
+            turn_id,
+            files,
+            result["restored"],
+            result["removed"],
+            result["notRestored"],
+            result["messages"],
+            undone_ids,
+        )
+    )
     await actor.journal.flushed()
     return result
 

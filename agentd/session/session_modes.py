@@ -5,7 +5,7 @@ survives a restart) and announced — `plan_mode` when the gate moves, `mode_cha
 
 from __future__ import annotations
 
-from agentd.core import EventKind, SessionModes
+from agentd.core import ModeChanged, PlanModeChanged, SessionModes
 from agentd.session.eventlog import Journal
 
 
@@ -15,9 +15,8 @@ def record_modes_change(journal: Journal, old: SessionModes, new: SessionModes) 
         return False
     journal.persist_fields({"mode": new.permission.value, "plan": new.plan})
     if new.plan != old.plan:
-        journal.emit(EventKind.PLAN_MODE, {"plan": new.plan})
+        journal.emit(PlanModeChanged(new.plan))
     # Also when the shown id stays `plan` (bypass chosen under the gate): the client that
     # picked another mode learns the session still shows `plan`.
-    payload = {"modeId": new.mode_id.value, "permissionMode": new.permission.value, "plan": new.plan}
-    journal.emit(EventKind.MODE_CHANGED, payload)
+    journal.emit(ModeChanged(new.mode_id.value, new.permission.value, new.plan))
     return True

@@ -46,10 +46,10 @@ def session_loop(actor: SubagentsHost, retry_state: Mapping[str, Any] | None) ->
         actor.journal.persist_fields({"usage": actor.usage.to_dict()})
 
     def on_started(start: TaskStart) -> None:
-        actor.journal.emit(start.kind, start.payload())  # a restart learns it was running
+        actor.journal.emit(start)  # a restart learns it was running
 
     def on_finished(done: TaskCompletion) -> None:
-        actor.journal.emit(done.kind, done.payload())
+        actor.journal.emit(done)
         actor.send(TaskFinished(done.task_id, announced=True))  # an idle session may wake
 
     return SessionLoopState.create(

@@ -19,36 +19,27 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentd.agents import AgentDefinition
 from agentd.core import (
+    ROUTED_FROM,
+    AgentText,
+    AgentTextChunk,
     EndReason,
     ErrorKind,
-    EventKind,
     HarnessError,
     LocalCommandReason,
     OutcomeKind,
+    SessionInfoChanged,
     TurnOutcome,
+    TurnStarted,
+    UserMessage,
     bind_log_context,
     prompt_text,
 )
-from agentd.loop import (
-    OutputSchema,
-    SessionLoopState,
-    TurnContext,
-    run_bang,
-    run_compaction_job,
-    run_turn,
-)
+from agentd.loop import OutputSchema, SessionLoopState, TurnContext, run_bang, run_compaction_job, run_turn
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, parse_bang, parse_local
-from agentd.session.commands import ROUTED_FROM, Prompt, PromptDone, PromptSource
+from agentd.session.commands import Prompt, PromptDone, PromptSource
 from agentd.session.local_commands import LocalCommandsHost, run_local_command
-from agentd.session.queue import (
-    REQUEST_DIGEST,
-    QueuedPrompt,
-    QueueKind,
-    new_id,
-    request_digest_of,
-    request_id_of,
-)
+from agentd.session.queue import QueuedPrompt, QueueKind, new_id, request_digest_of, request_id_of
 from agentd.session.sinks import FrameSink, capable
 from agentd.tools import ClientBridge, PreToolHook, PromptHook, StopHook, Tool
 
@@ -231,32 +222,36 @@ def _announce_prompt(actor: TurnHost, queued: QueuedPrompt) -> None:
     """The prompt as a user message on the wire; the first one names the session."""
     cmd = queued.command
     journal = actor.journal
-    message = {"messageId": new_id("user"), "promptId": queued.id, "content": [dump(b) for b in cmd.blocks]}
-    if isinstance(routed_from := cmd.meta.get(ROUTED_FROM), str):
-        message[ROUTED_FROM] = routed_from  # whose own prompt it is, on another replica (R-C1)
-    journal.emit(EventKind.USER_MESSAGE, message, origin=cmd.origin)
+    routed_from = cmd.meta.get(ROUTED_FROM)  # whose own prompt it is, on another replica (R-C1)
+    message = UserMessage(
+        new_id("user"),
+        [dump(b) for b in cmd.blocks],
+        prompt_id=queued.id,
+        routed_from=routed_from if isinstance(routed_from, str) else None,
+    )
+    journal.emit(message, origin=cmd.origin)
     if actor.title is None:
         actor.title = title_from(prompt_text(cmd.blocks))
         journal.persist_fields({"title": actor.title})
         if actor.title:
             now = datetime.now(UTC).isoformat()
-            journal.emit(EventKind.SESSION_INFO, {"title": actor.title, "updatedAt": now})
+            journal.emit(SessionInfoChanged(actor.title, now))
 
 
 def _announce_turn(actor: TurnHost, turn_id: str, queued: QueuedPrompt, message_index: int | None) -> None:
-    started: dict[str, Any] = {
-        "turnId": turn_id,
-        "promptId": queued.id,
-        "kind": queued.kind.value,
-        "source": queued.command.source.value,  # why it started: a user, a finished task (wake.py)
-    }
-    if message_index is not None:  # a turn a rewind can undo: where it cuts the conversation
-        started["messageIndex"] = message_index
-    if (request_id := request_id_of(queued.command.meta)) is not None:
-        started["requestId"] = request_id  # so a restart can still answer its retry
-        if (digest := request_digest_of(queued.command.meta)) is not None:
-            started[REQUEST_DIGEST] = digest  # ...and tell it from a reuse for other content
-    actor.journal.emit(EventKind.TURN_STARTED, started)
+    request_id = request_id_of(queued.command.meta)  # so a restart can still answer its retry
+    started = TurnStarted(
+        turn_id,
+        queued.id,
+        queued.kind.value,
+        queued.command.source.value,  # why it started: a user, a finished task (wake.py)
+        # A turn a rewind can undo: where it cuts the conversation.
+        message_index=message_index,
+        request_id=request_id,
+        # ...and tell it from a reuse for other content.
+        request_digest=None if request_id is None else request_digest_of(queued.command.meta),
+    )
+    actor.journal.emit(started)
 
 
 def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
@@ -321,10 +316,8 @@ async def _run_local(actor: TurnHost, ctx: TurnContext, name: str, arg: str) -> 
         text = str(exc)
     message_id = new_id("msg")
     journal = actor.journal
-    journal.emit_transient(
-        EventKind.AGENT_MESSAGE_CHUNK, {"messageId": message_id, "text": text, "offset": 0}
-    )
-    journal.emit(EventKind.AGENT_MESSAGE, {"messageId": message_id, "text": text, "local": True})
+    journal.emit_transient(AgentTextChunk(message_id, text, 0))
+    journal.emit(AgentText(message_id, text, local=True))
     return TurnOutcome(OutcomeKind.COMPLETED, reason=LocalCommandReason(name))
 
 

@@ -153,5 +153,5 @@ def maybe_wake(actor: WakeHost) -> WakeDecision:
             "its notice waits for your next prompt"
         )
         notice = Notice(title, NoticeSeverity.INFO)
-        actor.journal.emit(notice.kind, notice.payload())
+        actor.journal.emit(notice)
     return decision

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from agentd.store.notify import PgListener as PgListener
     from agentd.store.notify import parse_events_payload as parse_events_payload
     from agentd.store.queue_rows import QueueWrite as QueueWrite
+    from agentd.store.records import EventWrite as EventWrite
     from agentd.store.records import SessionRecord as SessionRecord
     from agentd.store.records import SessionSummary as SessionSummary
     from agentd.store.redis_broker import RedisBroker as RedisBroker
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
     "Batch": "agentd.store.db",
+    "EventWrite": "agentd.store.records",
     "Broker": "agentd.store.broker",
     "DatabaseInUse": "agentd.store.file_lock",
     "decode": "agentd.store.export_codec",
@@ -109,6 +111,7 @@ __all__ = [
     "Batch",
     "Broker",
     "DatabaseInUse",
+    "EventWrite",
     "ExportFormatError",
     "FileSnapshot",
     "Gap",

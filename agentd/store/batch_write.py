@@ -14,6 +14,7 @@ import functools
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Connection, bindparam, delete, insert, update
 
 from agentd.store import queue_rows
@@ -39,7 +40,7 @@ def apply_batches(conn: Connection, batches: list[Batch], now: datetime) -> None
             "session_id": b.session_id,
             "seq": e.seq,
             "kind": e.kind,
-            "payload": e.payload,
+            "payload": orjson.Fragment(e.data),  # the column's serialiser writes these bytes as they are
             "created_at": now,
             "fence": b.fence,
         }

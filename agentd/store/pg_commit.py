@@ -135,7 +135,7 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
             ev_sid.append(b.session_id)
             ev_seq.append(e.seq)
             ev_kind.append(e.kind)
-            ev_payload.append(_dumps(e.payload))
+            ev_payload.append(e.data.decode())  # the codec's bytes: not serialised again
             ev_fence.append(b.fence)
         for i, m in b.messages:
             msg_sid.append(b.session_id)

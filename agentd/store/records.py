@@ -61,12 +61,22 @@ class StoredEvent:
     payload: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class EventWrite:
+    """An event to store: its payload as the codec encoded it (agentd/core/codec.py), stored
+    as these bytes — never serialised a second time."""
+
+    seq: int
+    kind: str
+    data: bytes
+
+
 @dataclass
 class Batch:
     """Everything one session wants committed together."""
 
     session_id: str
-    events: list[StoredEvent] = field(default_factory=list)
+    events: list[EventWrite] = field(default_factory=list)
     # Conversation writes: (idx, message dict); `truncate_from` drops idx >= n first.
     messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     truncate_from: int | None = None

@@ -49,9 +49,10 @@ def commit(conn: Connection, batches: list[Batch], now: datetime) -> bool:
     if any(b.truncate_from is not None or b.queue for b in batches):
         return False
     dialect = conn.dialect
-    json, data = _processor(dialect, EventRow, "payload"), _processor(dialect, MessageRow, "data")
+    data = _processor(dialect, MessageRow, "data")
     at = _processor(dialect, EventRow, "created_at")(now)
-    events = [(b.session_id, e.seq, e.kind, json(e.payload), at) for b in batches for e in b.events]
+    # The codec's bytes, as text: what the column's serialiser wrote for the same payload.
+    events = [(b.session_id, e.seq, e.kind, e.data.decode(), at) for b in batches for e in b.events]
     messages = [(b.session_id, i, data(m)) for b in batches for i, m in b.messages]
     touched: list[tuple[Any, str]] = []
     groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}

@@ -15,7 +15,29 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from agentd.core import Event, EventKind
+from agentd.core import (
+    TRANSIENT_KINDS,
+    AgentText,
+    AgentTextChunk,
+    CompactionCompleted,
+    CompactionProgress,
+    ConfigOptionsChanged,
+    Event,
+    EventKind,
+    ModeChanged,
+    Notice,
+    PermissionResolved,
+    PlanUpdated,
+    SessionInfoChanged,
+    SubagentUpdate,
+    ToolCallAnnounced,
+    ToolCallFinished,
+    ToolCallProgress,
+    ToolCallStarted,
+    Unparsed,
+    UsageReported,
+    UserMessage,
+)
 from agentd.protocol import (
     AGENTD_PREFIX,
     Notification,
@@ -50,7 +72,8 @@ def _update(event: Event, update: dict[str, Any], last_seq: int) -> Frame:
 
 def _ext(event: Event, last_seq: int) -> Frame:
     # A compaction's replaced messages stay in the store; clients get the update only.
-    payload = event.payload["update"] if event.kind is EventKind.COMPACTION else event.payload
+    update = event.update
+    payload = update.update() if isinstance(update, CompactionCompleted) else event.payload
     return EXT_EVENT, {
         "sessionId": event.session_id,
         "kind": event.kind.value,
@@ -59,65 +82,90 @@ def _ext(event: Event, last_seq: int) -> Frame:
     }
 
 
+def _text_chunk(event: Event, text: str, message_id: str, thought: bool, last_seq: int) -> Frame:
+    kind = "agent_thought_chunk" if thought else "agent_message_chunk"
+    return _update(event, chunk_update(kind, text, message_id), last_seq)
+
+
+def _usage(event: Event, usage: UsageReported, last_seq: int) -> Frame:
+    # Replayed too, so a client that reloads sees the same stream as one that watched.
+    update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": usage.used, "size": usage.size}
+    if usage.cost is not None:
+        update["cost"] = usage.cost
+    method, params = _update(event, update, last_seq)
+    if isinstance(usage.prompt, dict):  # this turn's tokens and cost so far
+        turn = {k: v for k, v in usage.prompt.items() if k != "byLane"}
+        params["_meta"]["agentd"]["turnUsage"] = turn
+    return method, params
+
+
+# Kinds whose stored payload is the ACP update clients are sent.
+_AS_STORED = frozenset(
+    {
+        EventKind.TOOL_CALL,
+        EventKind.TOOL_CALL_UPDATE,
+        EventKind.TOOL_CALL_PROGRESS,
+        EventKind.PLAN,
+        EventKind.COMPACTION_PROGRESS,
+    }
+)
+
+
 def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | None:
     """Frames for events that have an ACP form; None when the event has none."""
-    p = event.payload
-    match event.kind:
-        case EventKind.USER_MESSAGE:
+    match event.update:
+        case UserMessage(message_id=mid, content=content):
+            chunks = [
+                {"sessionUpdate": "user_message_chunk", "content": b, "messageId": mid} for b in content
+            ]
+            return [_update(event, chunk, last_seq) for chunk in chunks]
+        case AgentTextChunk(message_id=mid, text=text, thought=thought):
+            return [_text_chunk(event, text, mid, thought, last_seq)]
+        case AgentText(message_id=mid, text=text, thought=thought, interrupted=interrupted) if replay:
+            if not text:
+                return []
+            method, params = _text_chunk(event, text, mid, thought, last_seq)
+            # The complete text of this messageId: a client holding a partial copy replaces it.
+            params["_meta"]["agentd"]["final"] = True
+            if interrupted:
+                params["_meta"]["agentd"]["interrupted"] = True  # cut off by a stop or crash
+            return [(method, params)]
+        case ToolCallProgress() if not replay:
+            return [_update(event, event.payload, last_seq)]
+        case SubagentUpdate(transient=transient) if not (transient and replay):
+            return [_update(event, event.payload, last_seq)]
+        case ToolCallAnnounced() | ToolCallStarted() | ToolCallFinished() | PlanUpdated():
+            return [_update(event, event.payload, last_seq)]
+        case CompactionCompleted():
+            return [_update(event, event.update.update(), last_seq)]
+        case CompactionProgress() if not replay:
+            return [_update(event, event.payload, last_seq)]
+        case Notice(title=title, severity=severity):
+            notice = {"sessionUpdate": "notice", "severity": severity.value, "title": title}
+            return [_update(event, notice, last_seq)]
+        case UsageReported() as usage:
+            return [_usage(event, usage, last_seq)]
+        case ConfigOptionsChanged(config_options=options):
+            config: dict[str, Any] = {"sessionUpdate": "config_option_update", "configOptions": options}
+            return [_update(event, config, last_seq)]
+        case SessionInfoChanged(title=title, updated_at=updated_at):
+            info = {"sessionUpdate": "session_info_update", "title": title, "updatedAt": updated_at}
+            return [_update(event, info, last_seq)]
+        case Unparsed(kind=kind) if kind in _AS_STORED and not (replay and kind in TRANSIENT_KINDS):
+            # An older server's shape of an update stored as the ACP update itself: sent as stored.
+            return [_update(event, event.payload, last_seq)]
+        case Unparsed(kind=EventKind.USAGE):
+            p = event.payload
             return [
                 _update(
                     event,
-                    {"sessionUpdate": "user_message_chunk", "content": block, "messageId": p["messageId"]},
+                    {"sessionUpdate": "usage_update", "used": p.get("used"), "size": p.get("size")},
                     last_seq,
                 )
-                for block in p["content"]
             ]
-        case EventKind.AGENT_MESSAGE_CHUNK:
-            return [_update(event, chunk_update("agent_message_chunk", p["text"], p["messageId"]), last_seq)]
-        case EventKind.AGENT_THOUGHT_CHUNK:
-            return [_update(event, chunk_update("agent_thought_chunk", p["text"], p["messageId"]), last_seq)]
-        case EventKind.AGENT_MESSAGE | EventKind.AGENT_THOUGHT if replay:
-            kind = "agent_message_chunk" if event.kind is EventKind.AGENT_MESSAGE else "agent_thought_chunk"
-            if not p["text"]:
-                return []
-            method, params = _update(event, chunk_update(kind, p["text"], p["messageId"]), last_seq)
-            # The complete text of this messageId: a client holding a partial copy replaces it.
-            params["_meta"]["agentd"]["final"] = True
-            if p.get("interrupted"):
-                params["_meta"]["agentd"]["interrupted"] = True  # cut off by a stop or crash
-            return [(method, params)]
-        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.TOOL_CALL_PROGRESS if not replay:
-            return [_update(event, p, last_seq)]
-        case EventKind.TOOL_CALL | EventKind.TOOL_CALL_UPDATE | EventKind.PLAN:
-            return [_update(event, p, last_seq)]
-        case EventKind.COMPACTION:
-            return [_update(event, p["update"], last_seq)]
-        case EventKind.COMPACTION_PROGRESS if not replay:
-            return [_update(event, p, last_seq)]
-        case EventKind.NOTICE:
-            notice = {"sessionUpdate": "notice", "severity": p["severity"], "title": p["title"]}
-            return [_update(event, notice, last_seq)]
-        case EventKind.USAGE:
-            # Replayed too, so a client that reloads sees the same stream as one that watched.
-            update = {"sessionUpdate": "usage_update", "used": p["used"], "size": p["size"]}
-            if "cost" in p:
-                update["cost"] = p["cost"]
-            method, params = _update(event, update, last_seq)
-            if isinstance(p.get("prompt"), dict):  # this turn's tokens and cost so far
-                turn = {k: v for k, v in p["prompt"].items() if k != "byLane"}
-                params["_meta"]["agentd"]["turnUsage"] = turn
-            return [(method, params)]
-        case EventKind.CONFIG_OPTIONS:
-            update = {"sessionUpdate": "config_option_update", "configOptions": p["configOptions"]}
-            return [_update(event, update, last_seq)]
-        case EventKind.SESSION_INFO:
-            return [_update(event, {"sessionUpdate": "session_info_update", **p}, last_seq)]
-        case EventKind.MODE_CHANGED:
-            return [
-                _update(
-                    event, {"sessionUpdate": "current_mode_update", "currentModeId": p["modeId"]}, last_seq
-                )
-            ]
+        case ModeChanged(mode_id=mode_id):
+            mode = {"sessionUpdate": "current_mode_update", "currentModeId": mode_id}
+            return [_update(event, mode, last_seq)]
     return None
 
 
@@ -143,7 +191,7 @@ def live_frames(event: Event, last_seq: int) -> list[Frame]:
     frames = _acp_frames(event, last_seq, replay=False)
     if frames is not None:
         return frames
-    if event.kind is EventKind.PERMISSION_RESOLVED:
+    if isinstance(event.update, PermissionResolved):
         return [
             (
                 EXT_PERMISSION_RESOLVED,

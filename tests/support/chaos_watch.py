@@ -97,7 +97,7 @@ def expected_forms(sid: str, log: list[Stored]) -> dict[int, list[list[dict[str,
     out = {}
     for e in log:
         try:
-            event = Event(sid, EventKind(e.kind), e.payload, e.seq)
+            event = Event.stored(sid, EventKind(e.kind), e.payload, e.seq)
         except ValueError:
             out[e.seq] = []
             continue

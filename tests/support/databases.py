@@ -13,11 +13,14 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+import orjson
 import pytest
 from sqlalchemy.engine import make_url
 
+from agentd.store import EventWrite
 from agentd.store.db import Store
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -137,3 +140,8 @@ async def postgres_database(*, migrated: bool = False) -> AsyncIterator[str]:
         yield f"{_pg_base}/{name}"
     finally:
         await _drop_database(name)
+
+
+def event_write(seq: int, kind: str, payload: dict[str, Any]) -> EventWrite:
+    """An event for a `Batch`, its payload encoded as the writer encodes one (orjson)."""
+    return EventWrite(seq, kind, orjson.dumps(payload))

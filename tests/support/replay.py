@@ -6,16 +6,18 @@ import uuid
 from pathlib import Path
 
 from agentd.infra.auth import LOCAL_PRINCIPAL
-from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store import EventWrite
+from agentd.store.db import Batch, Store
+from tests.support.databases import event_write
 
 BUFFER = 64  # the live buffer (client_buffer_frames) of every server here
 LOAD = "session/load"
 
 
-def history(session_id: str, n: int, pad: int) -> list[StoredEvent]:
+def history(session_id: str, n: int, pad: int) -> list[EventWrite]:
     """`n` durable events, each with exactly one frame in both replay forms; answers of
     `pad` characters."""
-    out: list[StoredEvent] = []
+    out: list[EventWrite] = []
     for seq in range(1, n + 1):
         turn, step = divmod(seq - 1, 5)
         call = f"call_{turn}"
@@ -32,7 +34,7 @@ def history(session_id: str, n: int, pad: int) -> list[StoredEvent]:
             ),
             ("usage", {"used": seq, "size": 128000}),
         ][step]
-        out.append(StoredEvent(seq, kind, payload))
+        out.append(event_write(seq, kind, payload))
     return out
 
 

@@ -9,10 +9,10 @@ from agentd.core import (
     CompactionProgress,
     CompactionStatus,
     EndReason,
-    EventKind,
     HarnessError,
     OutcomeKind,
     Reason,
+    RetryDecided,
     TurnOutcome,
 )
 from agentd.loop.compaction import CompactionReason, compact, compactable
@@ -22,7 +22,7 @@ from agentd.loop.retry import LoopDecision
 
 
 def _compaction_progress(ctx: TurnContext, update: CompactionProgress) -> None:
-    ctx.events.emit_transient(update.kind, update.payload())
+    ctx.events.emit_transient(update)
 
 
 async def run_compaction(
@@ -62,7 +62,7 @@ async def run_compaction(
         return False
     ctx.conversation.replace(result.messages)
     completed = result.to_update(reason)
-    ctx.events.emit(completed.kind, completed.payload())
+    ctx.events.emit(completed)
     state.compactions.append({"reason": reason.value, "replacedMessages": len(result.replaced)})
     state.context_tokens = 0  # the provider's last report no longer describes the request
     return True
@@ -96,10 +96,8 @@ def cancelled_outcome(state: TurnState) -> TurnOutcome:
 
 def record_decision(ctx: TurnContext, state: TurnState, decision: LoopDecision, err: HarnessError) -> None:
     ctx.persist({"retry_state": ctx.retry.to_dict()})
-    data = {
-        **decision.to_event(),
-        "error": {"kind": err.kind.value, "message": err.message},
-        "lane": ctx.lane,
-    }
-    state.retries.append(data)
-    ctx.events.emit(EventKind.RETRY, data)
+    retry = RetryDecided(
+        decision.to_event(), error={"kind": err.kind.value, "message": err.message}, lane=ctx.lane
+    )
+    state.retries.append(retry.to_record())
+    ctx.events.emit(retry)

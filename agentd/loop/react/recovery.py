@@ -7,11 +7,11 @@ import asyncio
 
 from agentd.core import (
     DegenerationReason,
-    EventKind,
     HarnessError,
     Notice,
     OutcomeKind,
     ProviderRequest,
+    RetryDecided,
     TurnOutcome,
     Usage,
 )
@@ -59,9 +59,9 @@ async def _retry_degenerate(
         ctx.persist({"retry_state": ctx.retry.to_dict()})
         accepted = {**hit.as_data(), "accepted": True}
         state.nudges.append(accepted)
-        data = {**decision.to_event(), "degenerate": accepted, "lane": ctx.lane}
-        state.retries.append(data)
-        ctx.events.emit(EventKind.RETRY, data)
+        retry = RetryDecided(decision.to_event(), degenerate=accepted, lane=ctx.lane)
+        state.retries.append(retry.to_record())
+        ctx.events.emit(retry)
         return _ACCEPT
     state.usage.record(ctx.lane, sample.usage, ctx.prices.get(ctx.model))  # spent all the same
     state.nudges.append(hit.as_data())
@@ -71,13 +71,13 @@ async def _retry_degenerate(
     commit_sample(ctx, sample, discarded=True)
     decision = ctx.retry.observe_degenerate_output()
     ctx.persist({"retry_state": ctx.retry.to_dict()})
-    data = {**decision.to_event(), "degenerate": hit.as_data(), "lane": ctx.lane}
-    state.retries.append(data)
-    ctx.events.emit(EventKind.RETRY, data)
+    retry = RetryDecided(decision.to_event(), degenerate=hit.as_data(), lane=ctx.lane)
+    state.retries.append(retry.to_record())
+    ctx.events.emit(retry)
     if not decision.retries:
         what = "kept repeating itself" if isinstance(hit, RepetitionHit) else "kept answering nothing"
         notice = Notice(f"The model {what} ({decision.attempt} responses in a row); the turn stopped.")
-        ctx.events.emit(notice.kind, notice.payload())
+        ctx.events.emit(notice)
         if hit.reason is DegenerationReason.FILTERED_RESPONSE:  # still filtered: it is a refusal
             return ended_outcome(state, OutcomeKind.COMPLETED, refusal=True)
         return ended_outcome(state, OutcomeKind.STATIONARITY_ENDED, hit.reason)

@@ -11,17 +11,15 @@ returns its own `TurnOutcome`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from agentd.core import (
     BudgetStopKind,
-    EventKind,
     LoopReason,
     Message,
     Notice,
     OutcomeKind,
     ProviderRequest,
     TurnOutcome,
+    UsageReported,
     UserMessage,
 )
 from agentd.loop.budget import BudgetStop, check_budget, grace_decision, render_budget_stop
@@ -58,7 +56,7 @@ def drain_interjections(ctx: TurnContext) -> int:
         message = UserMessage.text(
             f"interjection_{ctx.turn_id}_{len(ctx.conversation)}", item.text, interjection=True
         )
-        ctx.events.emit(message.kind, message.payload(), origin=item.origin)
+        ctx.events.emit(message, origin=item.origin)
         ctx.conversation.append(Message.user(item.text))
     return len(taken)
 
@@ -91,14 +89,14 @@ GRACE_TEXT = (
 
 
 def _emit_usage(ctx: TurnContext, state: TurnState) -> None:
-    payload: dict[str, Any] = {
-        "used": state.context_tokens,
-        "size": ctx.context_window,
-        "prompt": state.usage.to_dict(),
-    }
-    if state.usage.total.cost:
-        payload["cost"] = {"amount": round(state.usage.total.cost, 6), "currency": "USD"}
-    ctx.events.emit(EventKind.USAGE, payload)
+    cost = state.usage.total.cost
+    usage = UsageReported(
+        state.context_tokens,
+        ctx.context_window,
+        state.usage.to_dict(),
+        {"amount": round(cost, 6), "currency": "USD"} if cost else None,
+    )
+    ctx.events.emit(usage)
 
 
 async def _budget_stopped(ctx: TurnContext, state: TurnState, stop: BudgetStop) -> TurnOutcome:
@@ -113,7 +111,7 @@ async def _budget_stopped(ctx: TurnContext, state: TurnState, stop: BudgetStop) 
         if checkpoint is not None:
             state.budget_stop["checkpoint"] = checkpoint.to_event()
     notice = Notice(message)
-    ctx.events.emit(notice.kind, notice.payload())
+    ctx.events.emit(notice)
     return ended_outcome(state, OutcomeKind.BUDGET_STOPPED, stop.kind)
 
 
@@ -278,7 +276,7 @@ async def run_react(
             skip_tool_round(ctx, sample.tool_calls, step.skip_tools)
             if step.reason is LoopReason.TOOL_CYCLE:  # surface what it saw, as other loop stops do
                 notice = Notice(step.skip_tools)
-                ctx.events.emit(notice.kind, notice.payload())
+                ctx.events.emit(notice)
         match step:
             case NextStepContinue():
                 _continue(ctx, state, step)

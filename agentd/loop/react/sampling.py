@@ -167,13 +167,13 @@ def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionD
             offset = len(sample.text)
             sample.text += text
             chunk = AgentTextChunk(sample.message_id, text, offset)
-            ctx.events.emit_transient(chunk.kind, chunk.payload())
+            ctx.events.emit_transient(chunk)
             sample.degenerate = repetition.feed(text)
         case ReasoningDelta(text=text) if text:
             offset = len(sample.reasoning)
             sample.reasoning += text
             chunk = AgentTextChunk(sample.thought_id, text, offset, thought=True)
-            ctx.events.emit_transient(chunk.kind, chunk.payload())
+            ctx.events.emit_transient(chunk)
         case ReasoningBlockComplete(block=block):
             sample.reasoning_blocks.append(block)
         case ToolCallComplete(id=call_id, name=name, arguments=arguments):
@@ -220,7 +220,7 @@ def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) 
     ]
     for final in finals:
         if final.text:
-            ctx.events.emit(final.kind, final.payload())
+            ctx.events.emit(final)
     if discarded:
         return
     if sample.text or sample.reasoning or sample.reasoning_blocks or sample.tool_calls:

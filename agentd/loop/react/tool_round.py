@@ -3,7 +3,7 @@ tools and the loop detector's round verdicts decide."""
 
 from __future__ import annotations
 
-from agentd.core import ErrorKind, EventKind, HarnessError, LoopReason, Notice
+from agentd.core import ErrorKind, HarnessError, LoopReason, Notice, RetryDecided
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import LoopAction, LoopVerdict
 from agentd.loop.drain import DrainResult, drain_barrier
@@ -68,10 +68,10 @@ def _observe_loops(
         if verdict.reason is LoopReason.SHELL_SPIRAL:
             decision = ctx.retry.observe_shell_spiral()
             ctx.persist({"retry_state": ctx.retry.to_dict()})
-            data = {**decision.to_event(), "loop": verdict.as_data(), "lane": ctx.lane}
-            state.retries.append(data)
-            ctx.events.emit(EventKind.RETRY, data)
+            retry = RetryDecided(decision.to_event(), loop=verdict.as_data(), lane=ctx.lane)
+            state.retries.append(retry.to_record())
+            ctx.events.emit(retry)
         if verdict.action is LoopAction.STOP and verdict.message:
             notice = Notice(verdict.message)
-            ctx.events.emit(notice.kind, notice.payload())
+            ctx.events.emit(notice)
     return tuple(verdicts)

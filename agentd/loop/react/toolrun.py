@@ -89,7 +89,7 @@ def _final_update(slot: Slot) -> ToolCallFinished:
 def _emit(
     ctx: TurnContext, update: ToolCallAnnounced | ToolCallStarted | ToolCallFinished | PlanUpdated
 ) -> None:
-    ctx.events.emit(update.kind, update.payload())
+    ctx.events.emit(update)
 
 
 def _write_paths(ctx: TurnContext, slot: Slot) -> list[str]:
@@ -109,11 +109,11 @@ async def _execute(ctx: TurnContext, slot: Slot) -> None:
     async def progress(output_so_far: str) -> None:
         # Tools report everything so far (an ACP update replaces the shown content).
         update = ToolCallProgress.text(slot.call.id, output_so_far[-PROGRESS_TAIL_CHARS:])
-        ctx.events.emit_transient(update.kind, update.payload())
+        ctx.events.emit_transient(update)
 
     async def content(blocks: list[dict[str, Any]]) -> None:
         update = ToolCallProgress(slot.call.id, blocks)
-        ctx.events.emit_transient(update.kind, update.payload())
+        ctx.events.emit_transient(update)
         await ctx.events.flushed()  # in the clients' queues before the tool goes on
 
     tool_ctx = ToolContext(

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.core import EventKind, text_content
+from agentd.core import AgentText, SubagentUpdate, Update, text_content
 from agentd.loop.context import EventSink
 
 
@@ -36,27 +36,27 @@ class NestedEvents:
     agent: str
     depth: int
 
-    def _update(self, body: dict[str, Any]) -> dict[str, Any]:
-        sub = {"taskId": self.task_id, "agent": self.agent, "depth": self.depth, **body}
-        return {
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": self.tool_call_id,
-            "_meta": {"agentd": {"subagent": sub}},
-        }
+    def _update(
+        self, body: dict[str, Any], content: list[dict[str, Any]] | None = None, *, transient: bool = False
+    ) -> SubagentUpdate:
+        return SubagentUpdate(
+            self.tool_call_id, self.task_id, self.agent, self.depth, body, content, transient=transient
+        )
 
-    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
-        update = self._update({"event": {"kind": kind.value, "payload": payload}})
-        if kind is EventKind.AGENT_MESSAGE and payload.get("text"):
-            update["content"] = [text_content(f"[{self.agent}] {payload['text']}")]
-        self.parent.emit(EventKind.TOOL_CALL_UPDATE, update, origin=origin)
+    def emit(self, update: Update, *, origin: str | None = None) -> None:
+        shown = None
+        if isinstance(update, AgentText) and not update.thought and update.text:
+            shown = [text_content(f"[{self.agent}] {update.text}")]
+        nested = {"event": {"kind": update.kind.value, "payload": update.payload()}}
+        self.parent.emit(self._update(nested, shown), origin=origin)
 
-    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
-        update = self._update({"event": {"kind": kind.value, "payload": payload}})
-        self.parent.emit_transient(EventKind.TOOL_CALL_PROGRESS, update)
+    def emit_transient(self, update: Update) -> None:
+        nested = {"event": {"kind": update.kind.value, "payload": update.payload()}}
+        self.parent.emit_transient(self._update(nested, transient=True))
 
     async def flushed(self) -> None:
         await self.parent.flushed()
 
     def lifecycle(self, status: str, **fields: Any) -> None:
         """The child started (`running`) or ended (its outcome), durably."""
-        self.parent.emit(EventKind.TOOL_CALL_UPDATE, self._update({"status": status, **fields}))
+        self.parent.emit(self._update({"status": status, **fields}))

@@ -169,7 +169,7 @@ async def _on_attach_mcp(actor: HandlersHost, cmd: AttachMcp) -> None:
     previous, actor.mcp = actor.mcp, cmd.connections
     for failure in cmd.connections.failures:  # one notice per server left out, naming it
         notice = Notice(failure.message, NoticeSeverity.WARNING)
-        actor.journal.emit(notice.kind, notice.payload())
+        actor.journal.emit(notice)
     cmd.reply.set_result(previous)  # the caller closes it, off the actor's step
 
 
@@ -209,7 +209,7 @@ async def _on_task_finished(actor: HandlersHost, cmd: TaskFinished) -> None:
     # and an idle session starts that round itself (wake.py).
     if not cmd.announced:
         done = actor.background.completion(cmd.task_id)
-        actor.journal.emit(done.kind, done.payload())
+        actor.journal.emit(done)
     maybe_wake(actor)
 
 

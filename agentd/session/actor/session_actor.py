@@ -26,13 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from agentd.agents import DEFAULT_AGENT
 from agentd.core import (
+    ConfigOptionsChanged,
     Conversation,
     EndReason,
-    EventKind,
+    GoalChanged,
     GoalState,
     Message,
     OutcomeKind,
     PermissionMode,
+    SessionInfoChanged,
     SessionModes,
     TurnOutcome,
     UsageLedger,
@@ -137,7 +139,7 @@ class SessionActor:
         self.path_locks: dict[str, asyncio.Lock] = {}
         self.background = BackgroundTasks(
             on_finished=lambda task_id: self.send(TaskFinished(task_id)),
-            on_started=lambda start: self.journal.emit(start.kind, start.payload()),
+            on_started=lambda start: self.journal.emit(start),
         )
         self.wake = WakeStreak()  # turns started by finished tasks since the last user prompt
         # Retry buckets (as persisted), what the model was told, the sub-agents (R-T11).
@@ -333,7 +335,7 @@ class SessionActor:
         if self._turn is not None:
             self._turn.ctx.goal = goal  # the running turn judges the new goal
         self.journal.persist_fields({"goal": goal.to_dict() if goal else None})
-        self.journal.emit(EventKind.GOAL, goal.to_dict() if goal else {"status": "cleared"})
+        self.journal.emit(GoalChanged(goal.to_dict() if goal else None))
 
     def set_mode(self, mode: PermissionMode) -> None:
         """`plan` turns the plan gate on; another id sets the permission mode under it."""
@@ -364,7 +366,7 @@ class SessionActor:
         self.title = title
         self.journal.persist_fields({"title": title})
         now = datetime.now(UTC).isoformat()
-        self.journal.emit(EventKind.SESSION_INFO, {"title": title, "updatedAt": now})
+        self.journal.emit(SessionInfoChanged(title, now))
 
     def config_options(self) -> list[dict[str, Any]]:
         return session_config_options(
@@ -373,7 +375,7 @@ class SessionActor:
 
     def _config_changed(self) -> None:
         """Every client's pickers follow a change made by any client (or `/mode`, `/model`)."""
-        self.journal.emit(EventKind.CONFIG_OPTIONS, {"configOptions": self.config_options()})
+        self.journal.emit(ConfigOptionsChanged(self.config_options()))
 
     # ------------------------------------------------------------------ permissions
 

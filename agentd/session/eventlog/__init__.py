@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from agentd.session.eventlog.hub import Subscriber as Subscriber
     from agentd.session.eventlog.journal import PARTIAL_CHECKPOINT_INTERVAL_S as PARTIAL_CHECKPOINT_INTERVAL_S
     from agentd.session.eventlog.journal import Journal as Journal
+    from agentd.session.eventlog.journal import turn_ended as turn_ended
     from agentd.session.eventlog.recovery import RECENT_KINDS as RECENT_KINDS
     from agentd.session.eventlog.recovery import RECENT_LIMIT as RECENT_LIMIT
     from agentd.session.eventlog.recovery import RecoveryHost as RecoveryHost
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "turn_ended": "agentd.session.eventlog.journal",
     "AttachHost": "agentd.session.eventlog.attach",
     "EventHub": "agentd.session.eventlog.hub",
     "EventWriter": "agentd.session.eventlog.writer",
@@ -53,6 +55,7 @@ __all__ = [
     "Subscriber",
     "recover",
     "replay",
+    "turn_ended",
 ]
 
 __getattr__, __dir__ = lazy_face(globals(), _WHERE)

@@ -13,11 +13,12 @@ same frames (`Shared`): each client's connection queues the same text (`EncodedS
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from agentd.core import Event, EventKind
+from agentd.core import AgentTextChunk, Event, EventKind
 from agentd.session.errors import ResyncReason
 from agentd.session.sinks import Frame, FrameSink, Renderer, encoded, filtering, urgent
 
@@ -142,7 +143,8 @@ class Subscriber:
     def _seed_frames(self, kind: EventKind, message_id: str, text: str) -> list[Frame]:
         if not text:
             return []
-        chunk = Event(self.session_id, kind, {"messageId": message_id, "text": text, "offset": 0})
+        thought = kind is EventKind.AGENT_THOUGHT_CHUNK
+        chunk = Event(self.session_id, AgentTextChunk(message_id, text, 0, thought=thought))
         self._delivered[message_id] = 0
         return self._render_chunk(chunk, message_id)
 
@@ -218,12 +220,9 @@ class Subscriber:
         already = self._delivered[mid] - offset
         if already >= len(text):
             return []  # a client seeded with the partial text has this part
-        if already > 0:
-            event = Event(
-                event.session_id,
-                event.kind,
-                {**event.payload, "text": text[already:], "offset": offset + already},
-            )
+        if already > 0 and isinstance(event.update, AgentTextChunk):
+            rest = dataclasses.replace(event.update, text=text[already:], offset=offset + already)
+            event = Event(event.session_id, rest)
         self._delivered[mid] = offset + len(text)
         return self._for_client(event, self._live(event))
 

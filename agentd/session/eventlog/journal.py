@@ -15,13 +15,19 @@ from typing import Any
 
 from agentd.core import (
     INTERRUPTED_RESULT,
+    AgentText,
+    AgentTextChunk,
     Conversation,
     Event,
     EventKind,
     Message,
+    ToolCallAnnounced,
     ToolCallFinished,
     ToolCallIds,
+    TurnEnded,
     TurnOutcome,
+    TurnStarted,
+    Update,
     UsageLedger,
     repair_dangling_tool_calls,
     stop_reason,
@@ -32,52 +38,47 @@ from agentd.session.eventlog.writer import EventWriter
 
 # R-E1: the text of a message still streaming reaches the store at most this often.
 PARTIAL_CHECKPOINT_INTERVAL_S = 1.0
-# The events that set and clear `sessions.running_turn`.
-RUNNING_TURN_MARKS = (EventKind.TURN_STARTED, EventKind.TURN_ENDED)
 
 # An in-flight message: its kind (a chunk kind) and the text streamed so far.
 Partial = tuple[EventKind, str]
 
 
-def interrupted_tool_call_update(call_id: str) -> dict[str, Any]:
-    """The stored payload that ends a tool call which never got its result (the same
-    ACP-shaped `tool_call_update` the loop stores for a failed call, so old logs replay
-    identically)."""
+def interrupted_tool_call_update(call_id: str) -> ToolCallFinished:
+    """The update that ends a tool call which never got its result (the same failed
+    `tool_call_update` the loop stores for a failed call, so old logs replay identically)."""
     return ToolCallFinished(
         call_id,
         failed=True,
         content=[text_content(INTERRUPTED_RESULT)],
         raw_output={"output": INTERRUPTED_RESULT, "interrupted": True},
-    ).payload()
+    )
 
 
-def turn_ended_payload(
+def turn_ended(
     turn_id: str,
     prompt_id: str | None,
     outcome: TurnOutcome,
     request_id: str | None,
     session_usage: dict[str, Any],
-) -> dict[str, Any]:
-    """The `turn_ended` event of one turn (the key order is the stored one)."""
-    payload: dict[str, Any] = {
-        "turnId": turn_id,
-        "promptId": prompt_id,
-        "outcome": outcome.kind.value,
-        "stopReason": stop_reason(outcome).value,
-        "toolsCalled": outcome.tools_called,
-    }
-    if request_id is not None:
-        payload["requestId"] = request_id
-    if outcome.reason:
-        payload["reason"] = outcome.wire_reason
-    if outcome.error is not None:
-        payload["error"] = {"kind": outcome.error.kind.value, "message": outcome.error.message}
-    if outcome.structured_output is not None:
-        payload["structuredOutput"] = outcome.structured_output
-    if outcome.turn:
-        payload["turn"] = outcome.turn
-    payload["sessionUsage"] = session_usage
-    return payload
+    request_digest: str | None = None,
+) -> TurnEnded:
+    """The `turn_ended` update of one turn."""
+    error = outcome.error
+    return TurnEnded(
+        turn_id,
+        prompt_id,
+        outcome.kind.value,
+        stop_reason(outcome).value,
+        outcome.tools_called,
+        request_id=request_id,
+        reason=outcome.wire_reason if outcome.reason else None,
+        error=None if error is None else {"kind": error.kind.value, "message": error.message},
+        structured_output=outcome.structured_output,
+        turn=outcome.turn or None,
+        session_usage=session_usage,
+        # A restart still tells a retry from a reuse.
+        request_digest=request_digest if request_id is not None else None,
+    )
 
 
 class Journal:
@@ -119,40 +120,39 @@ class Journal:
 
     # ------------------------------------------------------------------ EventSink
 
-    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
-        ended_partial = kind in (EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT) and (
-            self._parts.pop(payload["messageId"], None) is not None
+    def emit(self, update: Update, *, origin: str | None = None) -> None:
+        ended_partial = isinstance(update, AgentText) and (
+            self._parts.pop(update.message_id, None) is not None
         )
-        if kind is EventKind.TOOL_CALL:
-            self.open_tool_calls[payload["toolCallId"]] = None
-            self.tool_call_ids.add(payload["toolCallId"])
-        elif kind is EventKind.TOOL_CALL_UPDATE and payload.get("status") in ("completed", "failed"):
-            self.open_tool_calls.pop(payload["toolCallId"], None)
+        if isinstance(update, ToolCallAnnounced):
+            self.open_tool_calls[update.tool_call_id] = None
+            self.tool_call_ids.add(update.tool_call_id)
+        elif isinstance(update, ToolCallFinished):
+            self.open_tool_calls.pop(update.tool_call_id, None)
         self.seq += 1
-        event = Event(self._session_id, kind, payload, seq=self.seq, origin=origin)
+        event = Event(self._session_id, update, seq=self.seq, origin=origin)
         self._writer.submit(self._session_id, event=event, publish=self._publish)
-        if kind in RUNNING_TURN_MARKS:
+        if isinstance(update, TurnStarted | TurnEnded):
             # Same commit as the event: a replica whose owner died mid-turn finds the
             # session by this column (R-C1 takeover), not by reading logs.
-            running = payload["turnId"] if kind is EventKind.TURN_STARTED else None
+            running = update.turn_id if isinstance(update, TurnStarted) else None
             self.persist_fields({"running_turn": running})
         if self._metrics is not None:
-            self._metrics.observe_event(kind, payload)
+            self._metrics.observe_event(update)
         if ended_partial and self._checkpointed:
             # Same commit as the final text: the store never holds both, or neither.
             self._checkpoint_partials(from_timer=False)
 
-    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
-        if kind in (EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK):
+    def emit_transient(self, update: Update) -> None:
+        if isinstance(update, AgentTextChunk):
             # The text streamed so far, for clients that attach mid-message (R-E3).
-            mid = payload["messageId"]
-            entry = self._parts.get(mid)
+            entry = self._parts.get(update.message_id)
             if entry is None:
-                self._parts[mid] = (kind, [payload["text"]])
+                self._parts[update.message_id] = (update.kind, [update.text])
             else:
-                entry[1].append(payload["text"])
+                entry[1].append(update.text)
             self._schedule_checkpoint()
-        self._writer.submit_transient(self._session_id, Event(self._session_id, kind, payload), self._publish)
+        self._writer.submit_transient(self._session_id, Event(self._session_id, update), self._publish)
 
     async def flushed(self) -> None:
         await self._writer.barrier()
@@ -225,10 +225,9 @@ class Journal:
         model sees its own cut-off words in the next request."""
         for mid, (kind, text) in partials:
             thought = kind is EventKind.AGENT_THOUGHT_CHUNK
-            final = EventKind.AGENT_THOUGHT if thought else EventKind.AGENT_MESSAGE
             # emit() ends the in-flight entry and updates the checkpoint with it.
-            self.emit(final, {"messageId": mid, "text": text, "interrupted": True})
-            if final is EventKind.AGENT_MESSAGE and text:
+            self.emit(AgentText(mid, text, thought=thought, interrupted=True))
+            if not thought and text:
                 conversation.append(Message(role="assistant", content=text))
 
     def close_dangling_tool_calls(self) -> None:
@@ -248,7 +247,7 @@ class Journal:
             )
         ids = list(dict.fromkeys([*self.open_tool_calls, *(c.id for c in dangling)]))
         for call_id in ids:
-            self.emit(EventKind.TOOL_CALL_UPDATE, interrupted_tool_call_update(call_id))
+            self.emit(interrupted_tool_call_update(call_id))
 
     def emit_turn_ended(
         self,
@@ -267,7 +266,4 @@ class Journal:
         if outcome.turn and "usage" in outcome.turn:
             usage.merge(UsageLedger.from_dict(outcome.turn["usage"]))
             self.persist_fields({"usage": usage.to_dict()})
-        payload = turn_ended_payload(turn_id, prompt_id, outcome, request_id, usage.to_dict())
-        if request_id is not None and request_digest is not None:
-            payload["requestDigest"] = request_digest  # a restart still tells a retry from a reuse
-        self.emit(EventKind.TURN_ENDED, payload)
+        self.emit(turn_ended(turn_id, prompt_id, outcome, request_id, usage.to_dict(), request_digest))

@@ -144,7 +144,7 @@ def _recover_background_tasks(actor: RecoveryHost, marks: list[StoredEvent]) -> 
         actor.background.earlier.add(done, announce=False)
     for start in history.open:
         lost = start.interrupted()
-        actor.journal.emit(lost.kind, lost.payload())
+        actor.journal.emit(lost)
         actor.background.earlier.add(lost, announce=True)
     actor.background.resume_ids(history.last_ids.get(TaskKind.BASH, 0))
     actor.loop_state.subagents.resume_ids(history.last_ids.get(TaskKind.AGENT, 0))

@@ -67,7 +67,7 @@ async def replay(
         while True:  # the store, page by page, up to its end
             page = await store.read_events(sub.session_id, after_seq=upto, limit=page_size)
             for stored in page:
-                event = Event(sub.session_id, EventKind(stored.kind), stored.payload, seq=stored.seq)
+                event = Event.stored(sub.session_id, stored.kind, stored.payload, stored.seq)
                 if event.kind in _FINALS and event.payload["messageId"] in streaming:
                     finished.add(event.payload["messageId"])
                 await _send(sink, sub, renderer.for_client(render(event), event, supports, stored.seq))

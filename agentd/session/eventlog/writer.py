@@ -44,7 +44,7 @@ from agentd.session.commit_outcome import (
     is_deadlock,
     not_committed,
 )
-from agentd.store import Batch, QueueWrite, Store, StoredEvent, is_disconnect
+from agentd.store import Batch, EventWrite, QueueWrite, Store, is_disconnect
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class EventWriter:
             b = batches.setdefault(item.session_id, Batch(item.session_id, fence=item.fence))
             if item.event is not None and item.event.durable:
                 assert item.event.seq is not None
-                b.events.append(StoredEvent(item.event.seq, item.event.kind.value, item.event.payload))
+                b.events.append(EventWrite(item.event.seq, item.event.kind.value, item.event.data))
             if item.truncate_from is not None:
                 # A truncation discards earlier queued writes at or after that index.
                 b.messages = [(i, m) for i, m in b.messages if i < item.truncate_from]

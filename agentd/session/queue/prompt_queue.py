@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import TypeAdapter
 
-from agentd.core import EndReason, EventKind, Interjection, TurnOutcome, prompt_text
+from agentd.core import EndReason, Interjection, TurnOutcome, prompt_text
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import Skill
 from agentd.session.commands import (
@@ -477,7 +477,7 @@ class PromptQueue:
         if write is not None:
             self._actor.services.writer.submit(self._actor.id, queue=write)
         if payload is not None:
-            self._actor.journal.emit(EventKind.QUEUE_UPDATE, payload)
+            self._actor.journal.emit(payload)
 
     def forget(self) -> None:
         """The actor stops: its queue stays in the store but no longer counts here."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from agentd.core import prompt_bytes
+from agentd.core import QueueChanged, prompt_bytes
 from agentd.infra import Settings
 from agentd.protocol import dump
 from agentd.session.commands import Prompt
@@ -174,7 +174,7 @@ class QueueSync:
         grows = len(text.encode()) - entry_size(entry)
         return self.check_room(settings, entry.owner, grows) if grows > 0 else None
 
-    def diff(self, queue: Sequence[QueueEntry]) -> tuple[dict[str, Any] | None, QueueWrite | None]:
+    def diff(self, queue: Sequence[QueueEntry]) -> tuple[QueueChanged | None, QueueWrite | None]:
         """The changes since the last call: (queue_update payload, store write), each
         None when nothing changed."""
         ids = [e.id for e in queue]
@@ -240,8 +240,7 @@ class QueueSync:
         self._order = ids
         if not changes:
             return None, None
-        payload = {"changes": changes, "length": len(ids)}
-        return payload, (None if write.empty() else write)
+        return QueueChanged(changes, len(ids)), (None if write.empty() else write)
 
 
 def answer_all(waiters: Iterable[asyncio.Future[Any]], result: Any) -> None:

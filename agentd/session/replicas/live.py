@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from agentd.core import Event, EventKind
+from agentd.core import AgentTextChunk, Event, EventKind
+from agentd.core import decode as decode_update
 
 if TYPE_CHECKING:
     from agentd.store import Broker, Gap, Subscription
@@ -48,8 +49,10 @@ def live_channel(session_id: str) -> str:
 
 
 def encode(session_id: str, after: int, event: Event) -> bytes:
-    """One transient event as the broker carries it (encoded once, whoever listens)."""
-    return orjson.dumps({"s": session_id, "a": after, "k": event.kind.value, "p": event.payload})
+    """One transient event as the broker carries it (encoded once, whoever listens; its
+    payload is the event's own bytes, not encoded again)."""
+    message = {"s": session_id, "a": after, "k": event.kind.value, "p": orjson.Fragment(event.data)}
+    return orjson.dumps(message)
 
 
 def decode(data: bytes, session_id: str) -> tuple[int, Event] | None:
@@ -66,7 +69,7 @@ def decode(data: bytes, session_id: str) -> tuple[int, Event] | None:
         isinstance(payload.get("messageId"), str) and isinstance(payload.get("text"), str)
     ):
         return None
-    return after, Event(session_id, kind, payload)
+    return after, Event(session_id, decode_update(kind, payload))
 
 
 class LivePublisher:
@@ -198,9 +201,9 @@ class LiveRelay:
         end = self._messages.get(mid)
         self._track(mid, None)
         if end is not None and end < len(text):
-            rest = {"messageId": mid, "text": text[end:], "offset": end}
+            rest = AgentTextChunk(mid, text[end:], end, thought=chunk is EventKind.AGENT_THOUGHT_CHUNK)
             self.forwarded += 1
-            self._publish(Event(self.session_id, chunk, rest))
+            self._publish(Event(self.session_id, rest))
 
     def after(self, event: Event) -> None:
         assert event.seq is not None

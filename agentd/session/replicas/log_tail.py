@@ -153,7 +153,7 @@ class LogTail:
                 except ValueError:  # written by a newer replica: skip it, keep the order
                     log.warning("%s: unknown event kind %r", self.session_id, stored.kind)
                 else:
-                    self._publish(Event(self.session_id, kind, stored.payload, seq=stored.seq))
+                    self._publish(Event.stored(self.session_id, kind, stored.payload, stored.seq))
                 self.cursor = stored.seq
             if len(page) < self._page:
                 return

@@ -253,7 +253,7 @@ class RemoteWatches:
         kinds = [EventKind.PERMISSION_REQUESTED.value, EventKind.PERMISSION_RESOLVED.value]
         for stored in await self._store.latest_events(session_id, kinds, limit=RECENT_PERMISSIONS):
             if stored.seq <= cursor:
-                watch.track(Event(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq))
+                watch.track(Event.stored(session_id, stored.kind, stored.payload, stored.seq))
         if self.broker is not None:
             await watch.start_live(self.broker)
         self._watches[session_id] = watch

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from agentd.core import enqueue_result, prompt_failure, prompt_result
 from agentd.protocol import (
     EnqueueParams,
     ErrorCode,
@@ -15,7 +16,16 @@ from agentd.protocol import (
     RpcError,
     SessionIdParams,
 )
-from agentd.session import ROUTED_FROM, Cancel, EnqueueAck, Interject, InterjectResult, Prompt, QueueOp
+from agentd.session import (
+    ROUTED_FROM,
+    Cancel,
+    EnqueueAck,
+    Interject,
+    InterjectResult,
+    Prompt,
+    QueueOp,
+    ended_turn,
+)
 from agentd.transport.guards import check_prompt_size
 from agentd.transport.handlers.common import agentd_meta, attach_with_replay, session_for
 from agentd.transport.rpc import Method
@@ -59,27 +69,11 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
             meta=agentd_meta,
         )
     )
-    done = await reply
-    outcome = done.outcome
-    meta: dict[str, Any] = {"promptId": done.prompt_id, "outcome": outcome.kind.value}
-    if done.turn_id:
-        meta["turnId"] = done.turn_id
-    if outcome.reason:
-        meta["reason"] = outcome.wire_reason
-    if outcome.structured_output is not None:
-        meta["structuredOutput"] = outcome.structured_output
-    if "usage" in outcome.turn:
-        meta["usage"] = outcome.turn["usage"]  # this prompt's tokens and cost (R-R4)
-    from agentd.core import OutcomeKind, stop_reason
-
-    if outcome.kind is OutcomeKind.FAILED:
-        err = outcome.error
-        raise RpcError(
-            ErrorCode.TURN_FAILED,
-            f"The turn failed: {err.message if err else 'unknown error'}",
-            {"kind": err.kind.value if err else "internal", **meta},
-        )
-    return {"stopReason": stop_reason(outcome).value, "_meta": {"agentd": meta}}
+    ended = ended_turn(await reply)
+    failure = prompt_failure(ended)
+    if failure is not None:
+        raise RpcError(ErrorCode.TURN_FAILED, *failure)
+    return prompt_result(ended)
 
 
 async def session_cancel(ctx: CallContext, params: SessionIdParams) -> None:
@@ -107,19 +101,7 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
     if answer.done is None:
         return {"promptId": answer.prompt_id, "position": answer.position}
     # A repeated requestId whose prompt already ended: how it ended.
-    from agentd.core import stop_reason
-
-    outcome = answer.done.outcome
-    ended: dict[str, Any] = {
-        "promptId": answer.prompt_id,
-        "stopReason": stop_reason(outcome).value,
-        "outcome": outcome.kind.value,
-    }
-    if answer.done.turn_id:
-        ended["turnId"] = answer.done.turn_id
-    if outcome.reason:
-        ended["reason"] = outcome.wire_reason
-    return ended
+    return enqueue_result(ended_turn(answer.done))
 
 
 async def prompt_enqueue(ctx: CallContext, params: EnqueueParams) -> dict[str, Any]:

@@ -314,7 +314,7 @@ def renderings(session_id: str, stored: StoredEvent) -> list[tuple[str, dict[str
     """Every form the event at this seq may take on the wire: live, attach replay, and
     both with capability-gated updates downgraded to `_agentd/event`."""
     try:
-        event = Event(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq)
+        event = Event.stored(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq)
     except ValueError:
         return []
     out = []

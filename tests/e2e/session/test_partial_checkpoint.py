@@ -118,7 +118,7 @@ def test_a_final_text_the_client_never_saw_stream_is_sent_whole() -> None:
     sub = Subscriber(sink, "s1", render=ACP_RENDERER)
     sub.go_live(0)
     sub.deliver(
-        Event(
+        Event.stored(
             "s1", EventKind.AGENT_MESSAGE, {"messageId": "m1", "text": "cut off", "interrupted": True}, seq=1
         )
     )
@@ -134,8 +134,10 @@ def test_a_final_text_the_client_never_saw_stream_is_sent_whole() -> None:
 
     # A message it did see stream only gets the end marker (no duplicate text).
     sink.frames.clear()
-    sub.deliver(Event("s1", EventKind.AGENT_MESSAGE_CHUNK, {"messageId": "m2", "text": "hello", "offset": 0}))
-    sub.deliver(Event("s1", EventKind.AGENT_MESSAGE, {"messageId": "m2", "text": "hello"}, seq=2))
+    sub.deliver(
+        Event.stored("s1", EventKind.AGENT_MESSAGE_CHUNK, {"messageId": "m2", "text": "hello", "offset": 0})
+    )
+    sub.deliver(Event.stored("s1", EventKind.AGENT_MESSAGE, {"messageId": "m2", "text": "hello"}, seq=2))
     texts = [p["update"]["content"]["text"] for m, p in sink.frames if m == "session/update"]
     assert texts == ["hello"]
     assert [m for m, _ in sink.frames] == ["session/update", "_agentd/event"]

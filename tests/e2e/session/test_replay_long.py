@@ -161,13 +161,15 @@ def test_text_after_discarded_chunks_waits_for_the_final_text() -> None:
     sub.go_live(0)  # seeds "Hello"
 
     def chunk(text: str, offset: int) -> Event:
-        return Event("s1", EventKind.AGENT_MESSAGE_CHUNK, {"messageId": "m1", "text": text, "offset": offset})
+        return Event.stored(
+            "s1", EventKind.AGENT_MESSAGE_CHUNK, {"messageId": "m1", "text": text, "offset": offset}
+        )
 
     whole = "Hello world, this is it!"
     sub.deliver(chunk(" wor", 5))
     sub.deliver(chunk("this ", 13))  # "ld, " (offsets 9..12) never reached this client
     sub.deliver(chunk("is it!", 18))
-    sub.deliver(Event("s1", EventKind.AGENT_MESSAGE, {"messageId": "m1", "text": whole}, seq=1))
+    sub.deliver(Event.stored("s1", EventKind.AGENT_MESSAGE, {"messageId": "m1", "text": whole}, seq=1))
     updates = [p for m, p in sink.frames if m == "session/update"]
     assert [u["update"]["content"]["text"] for u in updates] == ["Hello", " wor", whole]
     assert updates[-1]["_meta"]["agentd"].get("final") is True

@@ -130,7 +130,7 @@ async def test_a_stalled_replay_keeps_live_events_bounded_then_delivers_all(
 
 
 def _event(session_id: str, stored: StoredEvent) -> Event:
-    return Event(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq)
+    return Event.stored(session_id, EventKind(stored.kind), stored.payload, seq=stored.seq)
 
 
 def _message_id(events: list[StoredEvent]) -> str:

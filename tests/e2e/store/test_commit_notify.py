@@ -12,16 +12,17 @@ import asyncpg
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store import EventWrite
+from agentd.store.db import Batch, Store
 from agentd.store.notify import EVENTS_CHANNEL, asyncpg_dsn, parse_events_payload
-from tests.support.databases import postgres_database
+from tests.support.databases import event_write, postgres_database
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _events(first: int, last: int) -> list[StoredEvent]:
+def _events(first: int, last: int) -> list[EventWrite]:
     return [
-        StoredEvent(s, "agent_message", {"messageId": f"m{s}", "text": str(s)})
+        event_write(s, "agent_message", {"messageId": f"m{s}", "text": str(s)})
         for s in range(first, last + 1)
     ]
 

@@ -15,7 +15,7 @@ import pytest
 
 from agentd.core.events import Event
 from agentd.session.replicas.log_tail import LogTail, LogTails
-from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.db import Batch, Store
 from agentd.store.notify import (
     EVENTS_CHANNEL,
     LISTEN_APPLICATION_NAME,
@@ -24,7 +24,7 @@ from agentd.store.notify import (
     events_payload,
     parse_events_payload,
 )
-from tests.support.databases import postgres_database
+from tests.support.databases import event_write, postgres_database
 from tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,7 +46,7 @@ async def pg_url() -> AsyncIterator[str]:
 
 async def _append(store: Store, first: int, last: int) -> None:
     events = [
-        StoredEvent(seq, "agent_message", {"messageId": f"m{seq}", "text": str(seq)})
+        event_write(seq, "agent_message", {"messageId": f"m{seq}", "text": str(seq)})
         for seq in range(first, last + 1)
     ]
     await store.commit([Batch(SID, events=events)])

@@ -10,7 +10,8 @@ import pytest
 
 from agentd.core.events import Event
 from agentd.session.replicas.log_tail import LogTail
-from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.db import Batch, Store
+from tests.support.databases import event_write
 
 pytestmark = pytest.mark.timeout(60)
 SID = "s-watched"
@@ -23,7 +24,7 @@ async def test_caught_up_reads_only_when_something_announced_may_be_unpublished(
     try:
         got: list[Event] = []
         tail = LogTail(store, SID, got.append, after_seq=0)
-        events = [StoredEvent(s, "agent_message", {"messageId": f"m{s}", "text": str(s)}) for s in (1, 2, 3)]
+        events = [event_write(s, "agent_message", {"messageId": f"m{s}", "text": str(s)}) for s in (1, 2, 3)]
         await store.commit([Batch(SID, events=events)])
         await tail.caught_up()
         assert tail.reads == 0 and got == []  # nothing announced: nothing to wait for

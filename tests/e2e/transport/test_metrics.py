@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 
+from agentd.core import TurnEnded
 from agentd.infra.auth import create_token
 from agentd.infra.config import AuthMode
 from tests.support.client import text_prompt
@@ -67,7 +68,7 @@ def test_a_client_dropped_for_falling_behind_is_counted() -> None:
     metrics = Metrics()
     hub = EventHub(render=ACP_RENDERER, on_drop=metrics.resyncs.inc)
     hub.subscribe(FullSink(), "s1").go_live(0)
-    hub.publish(Event("s1", EventKind.MODE_CHANGED, {"modeId": "plan"}, seq=1))
+    hub.publish(Event.stored("s1", EventKind.MODE_CHANGED, {"modeId": "plan"}, seq=1))
     assert len(hub) == 0
     assert samples(metrics.render().decode())[("agentd_client_resyncs_total", ())] == 1
 
@@ -91,7 +92,6 @@ async def test_what_happens_before_the_first_scrape_is_counted(server_factory, w
 
 
 def test_the_session_gauges_work_whichever_comes_first() -> None:
-    from agentd.core.events import EventKind
     from agentd.infra.metrics import Metrics
 
     class Actor:
@@ -100,7 +100,7 @@ def test_the_session_gauges_work_whichever_comes_first() -> None:
         queued = 3
 
     early = Metrics()  # instruments made before the gauges are told where to read
-    early.observe_event(EventKind.TURN_ENDED, {"outcome": "completed"})
+    early.observe_event(TurnEnded("turn_1", "p1", "completed", "end_turn", 0))
     early.track_sessions(lambda: [Actor()])
     late = Metrics()
     late.track_sessions(lambda: [Actor()])

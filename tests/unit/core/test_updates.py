@@ -15,7 +15,6 @@ from agentd.core.updates import (
     CompactionCompleted,
     CompactionProgress,
     CompactionStatus,
-    DomainUpdate,
     Notice,
     NoticeSeverity,
     PlanUpdated,
@@ -23,6 +22,7 @@ from agentd.core.updates import (
     ToolCallFinished,
     ToolCallProgress,
     ToolCallStarted,
+    Update,
     UserMessage,
 )
 
@@ -123,7 +123,7 @@ TEXT = {"type": "content", "content": {"type": "text", "text": "out"}}
         ),
     ],
 )
-def test_payload_bytes(update: DomainUpdate, kind: EventKind, expected: str) -> None:
+def test_payload_bytes(update: Update, kind: EventKind, expected: str) -> None:
     assert update.kind is kind
     assert orjson.dumps(update.payload()).decode() == expected
 

@@ -45,7 +45,7 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 
 def _event(sid: str, seq: int) -> Event:
-    return Event(sid, EventKind.AGENT_MESSAGE, {"messageId": "m", "text": f"{sid}{seq}"}, seq=seq)
+    return Event.stored(sid, EventKind.AGENT_MESSAGE, {"messageId": "m", "text": f"{sid}{seq}"}, seq=seq)
 
 
 async def _seqs(store: Store, sid: str) -> list[int]:

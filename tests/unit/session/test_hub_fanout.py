@@ -78,15 +78,17 @@ def turn() -> list[Event]:
     """A user message, three streamed chunks, the final text, a notice."""
     text = "Hello there, world"
     chunks = [
-        Event(SID, EventKind.AGENT_MESSAGE_CHUNK, {"messageId": MID, "text": text[i : i + 6], "offset": i})
+        Event.stored(
+            SID, EventKind.AGENT_MESSAGE_CHUNK, {"messageId": MID, "text": text[i : i + 6], "offset": i}
+        )
         for i in range(0, len(text), 6)
     ]
     user = {"messageId": "u1", "content": [{"type": "text", "text": "hi"}]}
     return [
-        Event(SID, EventKind.USER_MESSAGE, user, seq=1),
+        Event.stored(SID, EventKind.USER_MESSAGE, user, seq=1),
         *chunks,
-        Event(SID, EventKind.AGENT_MESSAGE, {"messageId": MID, "text": text}, seq=2),
-        Event(SID, EventKind.NOTICE, {"severity": "info", "title": "done"}, seq=3),
+        Event.stored(SID, EventKind.AGENT_MESSAGE, {"messageId": MID, "text": text}, seq=2),
+        Event.stored(SID, EventKind.NOTICE, {"severity": "info", "title": "done"}, seq=3),
     ]
 
 

@@ -16,7 +16,7 @@ OPTIONS = [{"optionId": "allow", "kind": "allow_once", "name": "Allow"}]
 
 
 class FakeJournal:
-    def emit(self, kind: Any, payload: dict[str, Any], *, origin: str | None = None) -> None:
+    def emit(self, update: Any, *, origin: str | None = None) -> None:
         pass
 
     async def flushed(self) -> None:

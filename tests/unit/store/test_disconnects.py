@@ -15,9 +15,9 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.db import Batch, Store
 from agentd.store.disconnects import is_disconnect
-from tests.support.databases import PG_ADMIN_DSN, postgres_database
+from tests.support.databases import PG_ADMIN_DSN, event_write, postgres_database
 from tests.support.polling import until
 
 
@@ -59,7 +59,7 @@ async def _backends_gone(db: str) -> bool:
 
 
 def _batch(seq: int) -> Batch:
-    return Batch("s", events=[StoredEvent(seq, "agent_message", {"text": str(seq)})])
+    return Batch("s", events=[event_write(seq, "agent_message", {"text": str(seq)})])
 
 
 async def test_after_every_backend_is_terminated_the_next_operations_just_work(

@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentd.store import snapshots as snaps
-from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.db import Batch, Store
 from agentd.store.export_rows import ImportConflict, read_bundle, write_bundle
 from agentd.store.queue_rows import QueueWrite
 from agentd.store.snapshots import FileSnapshot
+from tests.support.databases import event_write
 
 
 @pytest.fixture
@@ -43,8 +44,8 @@ def _prompt(prompt_id: str, owner: str) -> dict[str, object]:
 async def _seeded(store: Store, sid: str) -> None:
     await store.create_session(id=sid, owner="alice", cwd="/w", mode="default", model="m")
     events = [
-        StoredEvent(1, "user_message", {"messageId": "u1"}),
-        StoredEvent(2, "agent_message", {"text": "hi"}),
+        event_write(1, "user_message", {"messageId": "u1"}),
+        event_write(2, "agent_message", {"text": "hi"}),
     ]
     queue = QueueWrite(upserts=[_prompt(f"{sid}_a", "alice"), _prompt(f"{sid}_b", "bob")])
     batch = Batch(sid, events=events, messages=[(0, {"role": "user", "content": "hi"})], queue=[queue])

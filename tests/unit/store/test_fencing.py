@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import select, text
 
 from agentd.store import leases
-from agentd.store.db import Batch, Store, StoredEvent
+from agentd.store.db import Batch, Store
 from agentd.store.models import EventRow
 from agentd.store.queue_rows import QueueWrite
-from tests.support.databases import postgres_database
+from tests.support.databases import event_write, postgres_database
 
 TTL = 30.0
 
@@ -34,7 +34,7 @@ async def store() -> AsyncIterator[Store]:
 def _events(seq: int, fence: int | None, sid: str = "s1") -> Batch:
     return Batch(
         sid,
-        events=[StoredEvent(seq, "agent_message", {"text": str(seq)})],
+        events=[event_write(seq, "agent_message", {"text": str(seq)})],
         messages=[(seq, {"role": "assistant", "content": str(seq)})],
         fence=fence,
     )

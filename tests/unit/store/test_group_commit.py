@@ -15,10 +15,11 @@ from sqlalchemy import event, select, update
 from sqlalchemy.exc import IntegrityError
 
 from agentd.store import pg_commit, sqlite_commit
-from agentd.store.db import Batch, Store, StoredEvent, alembic_config
+from agentd.store.db import Batch, Store, alembic_config
 from agentd.store.engine import SCHEMA_HEAD
 from agentd.store.models import EventRow, SessionRow
 from agentd.store.sqlite_writer import CHECKPOINT_EVERY
+from tests.support.databases import event_write
 from tests.support.polling import until
 
 SESSIONS = 40
@@ -40,7 +41,7 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 def _batch(i: int, seq: int) -> Batch:
     return Batch(
         f"s{i}",
-        events=[StoredEvent(seq, "agent_message", {"text": f"{i}-{seq}"}), StoredEvent(seq + 1, "plan", {})],
+        events=[event_write(seq, "agent_message", {"text": f"{i}-{seq}"}), event_write(seq + 1, "plan", {})],
         messages=[(seq, {"role": "assistant", "content": f"{i}-{seq}"})],
     )
 
@@ -102,7 +103,7 @@ async def test_rare_writes_in_a_shared_batch_land_on_their_own_session_only(stor
     await store.commit(
         [
             Batch("s0", truncate_from=0, messages=[(0, {"v": "summary"})]),
-            Batch("s1", events=[StoredEvent(3, "plan", {})], session_fields={"title": "named"}),
+            Batch("s1", events=[event_write(3, "plan", {})], session_fields={"title": "named"}),
             _batch(2, 3),
         ]
     )
@@ -142,7 +143,7 @@ async def test_sqlite_checkpoints_the_wal_beside_the_commits_not_inside_them(tmp
         with store.commit_engine.connect() as conn:  # the writer's own connection never does
             assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
         for seq in range(1, 2 * CHECKPOINT_EVERY + 1):
-            await store.commit([Batch("s0", events=[StoredEvent(seq, "plan", {"n": seq})])])
+            await store.commit([Batch("s0", events=[event_write(seq, "plan", {"n": seq})])])
         await until(lambda: writer.checkpoints >= 1)  # a PASSIVE one, on a connection of its own
         assert await store.last_seq("s0") == 2 * CHECKPOINT_EVERY
     finally:
@@ -161,7 +162,7 @@ async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_co
         checkouts: list[Any] = []
         event.listen(store.commit_engine, "checkout", lambda *a: checkouts.append(a))
         for seq in (1, 2, 3):
-            await store.commit([Batch("s0", events=[StoredEvent(seq, "plan", {"n": seq})])])
+            await store.commit([Batch("s0", events=[event_write(seq, "plan", {"n": seq})])])
         assert len(checkouts) <= 1  # held between commits, not checked out per commit
         dialect = store.commit_engine.dialect
         real = dialect.do_execute
@@ -193,9 +194,9 @@ async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_co
 
         monkeypatch.setattr(pg_commit, "execute", pg_fail_once)
         with pytest.raises(RuntimeError):
-            await store.commit([Batch("s0", events=[StoredEvent(4, "plan", {"n": 4})])])
+            await store.commit([Batch("s0", events=[event_write(4, "plan", {"n": 4})])])
         before = len(checkouts)
-        await store.commit([Batch("s0", events=[StoredEvent(4, "plan", {"n": 4})])])
+        await store.commit([Batch("s0", events=[event_write(4, "plan", {"n": 4})])])
         assert len(checkouts) == before + 1  # a fresh connection after the failure
         assert [e.seq for e in await store.read_events("s0")] == [1, 2, 3, 4]
     finally:
@@ -236,7 +237,7 @@ async def test_a_postgres_commit_opens_no_transaction_of_its_own(
         monkeypatch.setattr(asyncpg.transaction.Transaction, "start", counted_start)
         for seq in (1, 2):
             await store.commit(
-                [Batch("s0", events=[StoredEvent(seq, "plan", {})], session_fields={"title": "t"})]
+                [Batch("s0", events=[event_write(seq, "plan", {})], session_fields={"title": "t"})]
             )
         assert begins == []  # each commit was one autocommitted statement
         # The rare writes still share one transaction, and the connection autocommits after.
@@ -244,7 +245,7 @@ async def test_a_postgres_commit_opens_no_transaction_of_its_own(
             [Batch("s0", truncate_from=0, messages=[(0, {"v": 1})], session_fields={"title": "u"})]
         )
         assert len(begins) == 1
-        await store.commit([Batch("s0", events=[StoredEvent(3, "plan", {})])])
+        await store.commit([Batch("s0", events=[event_write(3, "plan", {})])])
         assert len(begins) == 1
         assert [e.seq for e in await store.read_events("s0")] == [1, 2, 3]
         assert (await store.get_session("s0")).title == "u"  # type: ignore[union-attr]
@@ -257,9 +258,9 @@ async def test_a_failed_commit_changes_nothing(store: Store) -> None:
     async with store.engine.begin() as conn:
         await conn.execute(update(SessionRow).values(updated_at=OLD))
     bad = [
-        Batch("s1", events=[StoredEvent(1, "plan", {})], session_fields={"title": "lost", "goal": {"g": 1}}),
-        Batch("s2", events=[StoredEvent(1, "plan", {})], messages=[(0, {"m": 1})]),
-        Batch("s0", events=[StoredEvent(1, "plan", {"again": True})]),  # seq 1 is taken
+        Batch("s1", events=[event_write(1, "plan", {})], session_fields={"title": "lost", "goal": {"g": 1}}),
+        Batch("s2", events=[event_write(1, "plan", {})], messages=[(0, {"m": 1})]),
+        Batch("s0", events=[event_write(1, "plan", {"again": True})]),  # seq 1 is taken
     ]
     with pytest.raises(IntegrityError):
         await store.commit(bad)
@@ -278,7 +279,7 @@ async def test_events_land_in_batch_order_without_gaps(store: Store) -> None:
     for seq in range(1, 30, 3):
         await store.commit(
             [
-                Batch(f"s{i}", events=[StoredEvent(seq + k, "plan", {"n": seq + k}) for k in range(3)])
+                Batch(f"s{i}", events=[event_write(seq + k, "plan", {"n": seq + k}) for k in range(3)])
                 for i in range(5)
             ]
         )
@@ -297,7 +298,7 @@ async def test_sessions_changing_different_columns_in_one_commit(store: Store) -
             Batch("s1", session_fields={"title": "b", "plan": False, "usage": None}),
             Batch("s2", session_fields={"goal": {"g": 2}, "partial": None}),
             Batch(
-                "s3", events=[StoredEvent(1, "plan", {})], session_fields={"title": None, "goal": {"g": 3}}
+                "s3", events=[event_write(1, "plan", {})], session_fields={"title": None, "goal": {"g": 3}}
             ),
         ]
     )
@@ -325,7 +326,7 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
         return [
             Batch(
                 "s0",
-                events=[StoredEvent(1, "agent_message", {"text": "é ✓", "n": [1, 2.5, None]})],
+                events=[event_write(1, "agent_message", {"text": "é ✓", "n": [1, 2.5, None]})],
                 messages=[(0, {"role": "user", "content": "hi"}), (1, {"role": "assistant"})],
                 session_fields={
                     "title": "t",
@@ -335,7 +336,7 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
                     "updated_at": OLD,
                 },
             ),
-            Batch("s1", events=[StoredEvent(1, "plan", {}), StoredEvent(2, "usage", {"in": 3})]),
+            Batch("s1", events=[event_write(1, "plan", {}), event_write(2, "usage", {"in": 3})]),
             Batch("s2", messages=[(0, {"m": 1})], session_fields={"partial": None}),
             Batch("s3", session_fields={"title": None, "plan": False}),
         ]
@@ -361,7 +362,7 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
                 await store.create_session(id=f"s{i}", owner="o", cwd="/w", mode="default", model="m")
             calls_before = len(driver_calls)
             await store.commit(batches())
-            await store.commit([Batch("s1", events=[StoredEvent(3, "plan", {"again": True})])])
+            await store.commit([Batch("s1", events=[event_write(3, "plan", {"again": True})])])
             assert (len(driver_calls) > calls_before) == fast  # the way under test was taken
         finally:
             await store.close()
@@ -391,15 +392,15 @@ async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_c
     try:
         await store.migrate()
         await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
-        await store.commit([Batch("s0", events=[StoredEvent(1, "plan", {})])])
+        await store.commit([Batch("s0", events=[event_write(1, "plan", {})])])
         writer = store._write_dbapi.driver_connection
         async with store.engine.begin() as conn:
             await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": writer.get_server_pid()})
         try:
-            await store.commit([Batch("s0", events=[StoredEvent(2, "plan", {})])])
+            await store.commit([Batch("s0", events=[event_write(2, "plan", {})])])
         except Exception as exc:  # the commit in flight may die with its connection: retryable
             assert is_transient(exc), exc
-            await store.commit([Batch("s0", events=[StoredEvent(2, "plan", {})])])
+            await store.commit([Batch("s0", events=[event_write(2, "plan", {})])])
         assert [e.seq for e in await store.read_events("s0")] == [1, 2]
     finally:
         await store.close()

@@ -15,8 +15,10 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, update
 from sqlalchemy.exc import IntegrityError
 
+from agentd.store import EventWrite
 from agentd.store.db import Batch, SessionRecord, Store, StoredEvent, alembic_config
 from agentd.store.models import SessionRow
+from tests.support.databases import event_write
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
@@ -35,8 +37,8 @@ async def add_session(store: Store, sid: str, *, owner: str = "alice", cwd: str 
     return await store.create_session(id=sid, owner=owner, cwd=cwd, mode="default", model="m")
 
 
-def ev(seq: int, kind: str = "agent_message", **payload: Any) -> StoredEvent:
-    return StoredEvent(seq, kind, payload or {"n": seq})
+def ev(seq: int, kind: str = "agent_message", **payload: Any) -> EventWrite:
+    return event_write(seq, kind, payload or {"n": seq})
 
 
 async def set_updated_at(store: Store, sid: str, at: datetime) -> None:
@@ -157,7 +159,7 @@ async def test_commit_batches_of_two_sessions_in_one_call(store: Store) -> None:
         [
             Batch(
                 "a",
-                events=[ev(1, "user_message", text="q"), StoredEvent(2, "agent_message", payload)],
+                events=[ev(1, "user_message", text="q"), event_write(2, "agent_message", payload)],
                 messages=[(0, {"role": "user", "content": "q"}), (1, {"role": "assistant", "content": "a"})],
             ),
             Batch("b", events=[ev(1, "turn_started"), ev(2, "turn_ended")], messages=[(0, {"role": "user"})]),

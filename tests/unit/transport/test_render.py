@@ -52,8 +52,8 @@ def test_permission_request() -> None:
 
 def test_usage_update_carries_the_turns_tokens_in_meta() -> None:
     ledger = {"inputTokens": 10, "outputTokens": 2, "totalTokens": 12, "cost": 0.5, "calls": 1, "byLane": {}}
-    payload = {"used": 12, "size": 100, "cost": {"amount": 0.5, "currency": "USD"}, "prompt": ledger}
-    [(method, params)] = live_frames(Event("s1", EventKind.USAGE, payload, seq=3), 3)
+    payload = {"used": 12, "size": 100, "prompt": ledger, "cost": {"amount": 0.5, "currency": "USD"}}
+    [(method, params)] = live_frames(Event.stored("s1", EventKind.USAGE, payload, seq=3), 3)
     assert method == "session/update"
     update = {"sessionUpdate": "usage_update", "used": 12, "size": 100, "cost": payload["cost"]}
     assert params["update"] == update

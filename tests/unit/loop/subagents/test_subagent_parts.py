@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from agentd.core import OutcomeKind, TurnOutcome, UsageLedger
+from agentd.core import (
+    AgentText,
+    AgentTextChunk,
+    OutcomeKind,
+    ToolCallStarted,
+    TurnOutcome,
+    Update,
+    UsageLedger,
+)
 from agentd.core.conversation import Message
 from agentd.core.events import EventKind
 from agentd.core.provider import Usage
@@ -27,11 +35,11 @@ class Recorder:
         self.durable: list[tuple[EventKind, dict[str, Any]]] = []
         self.transient: list[tuple[EventKind, dict[str, Any]]] = []
 
-    def emit(self, kind: EventKind, payload: dict[str, Any], *, origin: str | None = None) -> None:
-        self.durable.append((kind, payload))
+    def emit(self, update: Update, *, origin: str | None = None) -> None:
+        self.durable.append((update.kind, update.payload()))
 
-    def emit_transient(self, kind: EventKind, payload: dict[str, Any]) -> None:
-        self.transient.append((kind, payload))
+    def emit_transient(self, update: Update) -> None:
+        self.transient.append((update.kind, update.payload()))
 
     async def flushed(self) -> None:
         return None
@@ -40,9 +48,9 @@ class Recorder:
 def test_child_events_become_updates_of_the_parents_call() -> None:
     parent = Recorder()
     sink = NestedEvents(parent, "call_7", "agent-1", "explorer", 1)
-    sink.emit(EventKind.TOOL_CALL, {"toolCallId": "c1"})
-    sink.emit_transient(EventKind.AGENT_MESSAGE_CHUNK, {"messageId": "m", "text": "hi"})
-    sink.emit(EventKind.AGENT_MESSAGE, {"messageId": "m", "text": "hi there"})
+    sink.emit(ToolCallStarted("c1"))
+    sink.emit_transient(AgentTextChunk("m", "hi", 0))
+    sink.emit(AgentText("m", "hi there"))
     sink.lifecycle("completed", answer="hi there")
 
     kinds = [k for k, _ in parent.durable]
@@ -55,8 +63,8 @@ def test_child_events_become_updates_of_the_parents_call() -> None:
         assert (sub["taskId"], sub["agent"], sub["depth"]) == ("agent-1", "explorer", 1)
     call, message, end = (p for _, p in parent.durable)
     assert call["_meta"]["agentd"]["subagent"]["event"] == {
-        "kind": "tool_call",
-        "payload": {"toolCallId": "c1"},
+        "kind": "tool_call_update",
+        "payload": ToolCallStarted("c1").payload(),
     }
     assert "content" not in call
     assert message["content"][0]["content"]["text"] == "[explorer] hi there"  # for clients ignoring _meta
@@ -68,11 +76,11 @@ def test_a_grandchilds_events_are_wrapped_twice() -> None:
     root = Recorder()
     child = NestedEvents(root, "call_1", "agent-1", "nester", 1)
     grandchild = NestedEvents(child, "call_2", "agent-2", "explorer", 2)
-    grandchild.emit(EventKind.TOOL_CALL, {"toolCallId": "c9"})
+    grandchild.emit(ToolCallStarted("c9"))
     ((_, outer),) = root.durable
     inner = outer["_meta"]["agentd"]["subagent"]["event"]["payload"]
     assert outer["toolCallId"] == "call_1" and inner["toolCallId"] == "call_2"
-    assert inner["_meta"]["agentd"]["subagent"]["event"]["payload"] == {"toolCallId": "c9"}
+    assert inner["_meta"]["agentd"]["subagent"]["event"]["payload"] == ToolCallStarted("c9").payload()
 
 
 def test_child_usage_is_attributed_to_its_own_lanes() -> None:

@@ -25,7 +25,7 @@ async def store(db_url: str):
 
 def _event(sid: str, seq: int | None, text: str) -> Event:
     kind = EventKind.AGENT_MESSAGE if seq is not None else EventKind.AGENT_MESSAGE_CHUNK
-    return Event(sid, kind, {"messageId": "m", "text": text}, seq=seq)
+    return Event.stored(sid, kind, {"messageId": "m", "text": text}, seq=seq)
 
 
 class RecordingStore:

@@ -38,14 +38,16 @@ def durable(events: list[Event]) -> list[Event]:
 def conversation() -> list[Event]:
     user = {"messageId": "u1", "content": [{"type": "text", "text": "hi"}]}
     chunks = [
-        Event(SID, EventKind.AGENT_MESSAGE_CHUNK, {"messageId": MID, "text": TEXT[i : i + 6], "offset": i})
+        Event.stored(
+            SID, EventKind.AGENT_MESSAGE_CHUNK, {"messageId": MID, "text": TEXT[i : i + 6], "offset": i}
+        )
         for i in range(0, len(TEXT), 6)
     ]
     return [
-        Event(SID, EventKind.USER_MESSAGE, user, seq=1),
+        Event.stored(SID, EventKind.USER_MESSAGE, user, seq=1),
         *chunks,
-        Event(SID, EventKind.AGENT_MESSAGE, {"messageId": MID, "text": TEXT}, seq=2),
-        Event(SID, EventKind.NOTICE, {"severity": "info", "title": "done"}, seq=3),
+        Event.stored(SID, EventKind.AGENT_MESSAGE, {"messageId": MID, "text": TEXT}, seq=2),
+        Event.stored(SID, EventKind.NOTICE, {"severity": "info", "title": "done"}, seq=3),
     ]
 
 

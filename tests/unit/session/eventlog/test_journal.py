@@ -7,17 +7,16 @@ from typing import Any, cast
 
 import pytest
 
-from agentd.core import INTERRUPTED_RESULT, OutcomeKind, TurnOutcome
+from agentd.core import INTERRUPTED_RESULT, AgentText, OutcomeKind, TurnEnded, TurnOutcome, TurnStarted
 from agentd.core.errors import ErrorKind, HarnessError
-from agentd.core.events import EventKind
-from agentd.session.eventlog.journal import Journal, interrupted_tool_call_update, turn_ended_payload
+from agentd.session.eventlog.journal import Journal, interrupted_tool_call_update, turn_ended
 from agentd.session.eventlog.writer import EventWriter
 
 USAGE = {"total": {"calls": 0}}
 
 
 def test_an_interrupted_tool_call_ends_failed_with_the_interrupted_result() -> None:
-    assert interrupted_tool_call_update("c1") == {
+    assert interrupted_tool_call_update("c1").payload() == {
         "sessionUpdate": "tool_call_update",
         "toolCallId": "c1",
         "status": "failed",
@@ -69,8 +68,8 @@ def test_an_interrupted_tool_call_ends_failed_with_the_interrupted_result() -> N
         ),
     ],
 )
-def test_turn_ended_payload(outcome: TurnOutcome, request_id: str | None, expected: dict[str, Any]) -> None:
-    payload = turn_ended_payload("t1", "p1", outcome, request_id, USAGE)
+def test_turn_ended(outcome: TurnOutcome, request_id: str | None, expected: dict[str, Any]) -> None:
+    payload = turn_ended("t1", "p1", outcome, request_id, USAGE).payload()
     # The key order is the stored one: ids, outcome, then the optional parts, usage last.
     assert payload == {"turnId": "t1", "promptId": "p1", **expected, "sessionUsage": USAGE}
     assert list(payload)[:2] == ["turnId", "promptId"] and list(payload)[-1] == "sessionUsage"
@@ -94,9 +93,9 @@ def test_turn_boundaries_set_and_clear_running_turn_in_the_same_commit_as_the_ev
     mid-turn (R-C1 takeover): it follows `turn_started` / `turn_ended` straight away."""
     writer = RecordingWriter()
     journal = Journal("s1", cast(EventWriter, writer), lambda _e: None, 0, [])
-    journal.emit(EventKind.TURN_STARTED, {"turnId": "turn_1", "promptId": "p1", "kind": "prompt"})
-    journal.emit(EventKind.AGENT_MESSAGE, {"messageId": "m1", "text": "hi"})
-    journal.emit(EventKind.TURN_ENDED, {"turnId": "turn_1", "promptId": "p1", "outcome": "completed"})
+    journal.emit(TurnStarted("turn_1", "p1", "prompt", "user"))
+    journal.emit(AgentText("m1", "hi"))
+    journal.emit(TurnEnded("turn_1", "p1", "completed", "end_turn", 0))
     assert writer.writes == [
         ("event", "turn_started"),
         ("fields", {"running_turn": "turn_1"}),

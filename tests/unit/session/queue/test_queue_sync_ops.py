@@ -21,6 +21,12 @@ from agentd.store.queue_rows import QueueWrite
 ORIGINAL: dict[str, str] = {}  # prompt id → its text when queued
 
 
+def _diff(sync: Any, queue: Any) -> tuple[dict[str, Any] | None, Any]:
+    """`sync.diff`, its `queue_update` as the payload clients get."""
+    changed, write = sync.diff(list(queue))
+    return (None if changed is None else changed.payload()), write
+
+
 def entry(i: int, text: str | None = None, owner: str = "alice") -> QueuedPrompt:
     blocks = [TextContent(text=text if text is not None else f"text-{i}-" + "z" * 1000)]
     cmd = Prompt(blocks, reply=None, principal=owner, meta={"requestId": f"req-{i}"})  # type: ignore[arg-type]
@@ -41,7 +47,7 @@ def test_each_change_writes_and_publishes_only_what_changed() -> None:
     q: deque[QueuedPrompt] = deque()
     for e in entries:
         q.append(e)
-        event, write = sync.diff(list(q))
+        event, write = _diff(sync, q)
         assert event is not None and write is not None
         assert texts_in(event, entries) == {e.id} and texts_in(write, entries) == {e.id}
         assert (len(write.upserts), write.deletes, write.updates) == (1, [], [])
@@ -49,13 +55,13 @@ def test_each_change_writes_and_publishes_only_what_changed() -> None:
 
     # The front starts: one delete, nothing else rewritten.
     started = q.popleft()
-    event, write = sync.diff(list(q))
+    event, write = _diff(sync, q)
     assert event == {"changes": [{"change": "removed", "id": started.id, "reason": "started"}], "length": 49}
     assert write == QueueWrite(deletes=[started.id])
 
     # An edit rewrites that one row; the event carries the new text only.
     assert queue_ops.edit(q, "p10", 1, "edited ten", "bob").applied
-    event, write = sync.diff(list(q))
+    event, write = _diff(sync, q)
     assert event is not None and write is not None
     assert [c["change"] for c in event["changes"]] == ["updated"]
     assert event["changes"][0]["entry"]["text"] == "edited ten" and texts_in(event, entries) == set()
@@ -63,14 +69,14 @@ def test_each_change_writes_and_publishes_only_what_changed() -> None:
 
     # A hold sends no text at all and touches no text column.
     assert queue_ops.hold(q, "p20", "bob").applied
-    event, write = sync.diff(list(q))
+    event, write = _diff(sync, q)
     assert event is not None and "text" not in event["changes"][0]["entry"]
     assert event["changes"][0]["entry"]["held"] is True
     assert write is not None and not write.upserts and [u[0] for u in write.updates] == ["p20"]
 
     # Moving one prompt to the front: a "moved" with ids, positions only.
     assert queue_ops.move(q, ["p30"]).applied
-    event, write = sync.diff(list(q))
+    event, write = _diff(sync, q)
     assert event is not None and write is not None
     assert [c["change"] for c in event["changes"]] == ["moved"]
     assert event["changes"][0]["order"] == [e.id for e in q] and texts_in(event, entries) == set()
@@ -79,7 +85,7 @@ def test_each_change_writes_and_publishes_only_what_changed() -> None:
     # Removing one: a delete and the reason it left.
     result = queue_ops.remove(q, "p40", 1)
     sync.leaving["p40"] = LeftQueue.REMOVED
-    event, write = sync.diff(list(q))
+    event, write = _diff(sync, q)
     assert result.applied and write == QueueWrite(deletes=["p40"])
     assert event == {
         "changes": [{"change": "removed", "id": "p40", "reason": "removed_from_queue"}],

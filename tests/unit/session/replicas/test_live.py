@@ -18,11 +18,11 @@ CHUNK = EventKind.AGENT_MESSAGE_CHUNK
 
 
 def chunk(text: str, offset: int, mid: str = "m1") -> Event:
-    return Event(SID, CHUNK, {"messageId": mid, "text": text, "offset": offset})
+    return Event.stored(SID, CHUNK, {"messageId": mid, "text": text, "offset": offset})
 
 
 def durable(seq: int, kind: EventKind = EventKind.USAGE, **payload: Any) -> Event:
-    return Event(SID, kind, payload, seq=seq)
+    return Event.stored(SID, kind, payload, seq=seq)
 
 
 class Watch:

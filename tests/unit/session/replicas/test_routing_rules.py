@@ -79,7 +79,7 @@ async def _no_answer(*_: Any) -> None:
 
 
 def _event(kind: EventKind, seq: int, **payload: Any) -> Event:
-    return Event("sess_1", kind, payload, seq=seq)
+    return Event.stored("sess_1", kind, payload, seq=seq)
 
 
 async def test_a_watch_follows_the_open_permission_questions_of_the_log() -> None:
