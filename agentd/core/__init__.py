@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from agentd.core.events import Event as Event
     from agentd.core.goal import GoalState as GoalState
     from agentd.core.goal import GoalStatus as GoalStatus
+    from agentd.core.goal import verdict_next_step as verdict_next_step
+    from agentd.core.goal import verdict_wire as verdict_wire
     from agentd.core.input_limits import limit_exceeded as limit_exceeded
     from agentd.core.input_limits import prompt_bytes as prompt_bytes
     from agentd.core.kinds import TRANSIENT_KINDS as TRANSIENT_KINDS
@@ -131,6 +133,8 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "verdict_next_step": "agentd.core.goal",
+    "verdict_wire": "agentd.core.goal",
     "OutcomeKind": "agentd.core.outcome",
     "EndReason": "agentd.core.outcome",
     "LocalCommandReason": "agentd.core.outcome",
@@ -373,6 +377,8 @@ __all__ = [
     "stop_runners",
     "text_content",
     "tracing",
+    "verdict_next_step",
+    "verdict_wire",
     "wait_for_any",
 ]
 

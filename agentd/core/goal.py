@@ -89,3 +89,17 @@ class GoalState:
             user_action=d.get("userAction"),
             verify_failures=int(d.get("verifyFailures", 0)),
         )
+
+
+def verdict_wire(decision: str, evidence: str, next_step: str, blocker_key: str | None) -> dict[str, Any]:
+    """An evaluator's verdict as events and the persisted goal state hold it (camelCase)."""
+    data: dict[str, Any] = {"decision": decision, "evidence": evidence, "nextStep": next_step}
+    if blocker_key:
+        data["blockerKey"] = blocker_key
+    return data
+
+
+def verdict_next_step(verdict: dict[str, Any]) -> str | None:
+    """The next step a stored verdict names, if any."""
+    step = verdict.get("nextStep")
+    return step if isinstance(step, str) else None

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, field_validator, model_validator
 
-from agentd.core import GoalState, GoalStatus, Message
+from agentd.core import GoalState, GoalStatus, Message, verdict_next_step, verdict_wire
 
 CONTINUATION_TAG = "goal_continuation"
 
@@ -64,14 +64,7 @@ class Verdict(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """camelCase, for events and persisted state."""
-        data: dict[str, Any] = {
-            "decision": self.decision,
-            "evidence": self.evidence,
-            "nextStep": self.next_step,
-        }
-        if self.blocker_key:
-            data["blockerKey"] = self.blocker_key
-        return data
+        return verdict_wire(self.decision, self.evidence, self.next_step, self.blocker_key)
 
     @model_validator(mode="after")
     def _blocker(self) -> Verdict:
@@ -231,7 +224,7 @@ def continuation_text(state: GoalState, plan: Sequence[dict[str, str]] = ()) -> 
         f"Plan (todo list):\n{steps or '- no plan written'}\n"
         f"Progress so far: {verdict.get('evidence', '(not judged yet)')}\n"
         f"Known gaps:\n{gaps}\n"
-        f"Next step: {verdict.get('nextStep', 'decide the next concrete step')}"
+        f"Next step: {verdict_next_step(verdict) or 'decide the next concrete step'}"
     )
 
 

@@ -24,7 +24,6 @@ from agentd.session import (
     InterjectResult,
     Prompt,
     QueueOp,
-    ended_turn,
 )
 from agentd.transport.guards import check_prompt_size
 from agentd.transport.handlers.common import agentd_meta, attach_with_replay, session_for
@@ -69,6 +68,9 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
             meta=agentd_meta,
         )
     )
+    # Here, not at import: the outcome types come with the first session (start-up stays lean).
+    from agentd.session import ended_turn
+
     ended = ended_turn(await reply)
     failure = prompt_failure(ended)
     if failure is not None:
@@ -101,6 +103,8 @@ async def _submit(ctx: CallContext, params: EnqueueParams, *, send_now: bool) ->
     if answer.done is None:
         return {"promptId": answer.prompt_id, "position": answer.position}
     # A repeated requestId whose prompt already ended: how it ended.
+    from agentd.session import ended_turn
+
     return enqueue_result(ended_turn(answer.done))
 
 

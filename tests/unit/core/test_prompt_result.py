@@ -5,9 +5,18 @@ event render the same result."""
 from __future__ import annotations
 
 import orjson
-from agentd.loop.outcome import OutcomeKind, TurnOutcome
 
-from agentd.core import EventKind, TurnEnded, decode, encode, enqueue_result, prompt_failure, prompt_result
+from agentd.core import (
+    EventKind,
+    OutcomeKind,
+    TurnEnded,
+    TurnOutcome,
+    decode,
+    encode,
+    enqueue_result,
+    prompt_failure,
+    prompt_result,
+)
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.session.commands import PromptDone
 from agentd.session.eventlog.journal import turn_ended

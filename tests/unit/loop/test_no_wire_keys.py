@@ -28,19 +28,6 @@ NOT_YET_MOVED = {
     "checkpoint.py": {"resultPath"},
     "detection/degeneration.py": {"patternLength"},
     "detection/sequence.py": {"cycleLength", "exitCode"},
-    "goals/decide.py": {
-        "blockedCount",
-        "blockedKey",
-        "blockerKey",
-        "lastVerdict",
-        "nextStep",
-        "pauseReason",
-        "tokenBudget",
-        "tokensUsed",
-        "userAction",
-        "verifyFailures",
-    },
-    "outcome.py": {"stopReason", "structuredOutput", "toolsCalled"},
     "prompt_hooks.py": {"promptId", "sessionId", "turnId"},
     "react/approval.py": {"sessionId"},
     "react/base.py": {"replacedMessages"},
@@ -60,14 +47,6 @@ NOT_YET_MOVED = {
     "stop_hooks.py": {"lastMessage", "sessionId", "turnId"},
     "subagents/registry.py": {"parentToolCallId", "parentTurnId", "taskId"},
     "turn.py": {"budgetSpent", "reportedAs"},
-    "usage.py": {
-        "byLane",
-        "cacheReadTokens",
-        "cacheWriteTokens",
-        "inputTokens",
-        "outputTokens",
-        "totalTokens",
-    },
 }
 
 
