@@ -88,6 +88,9 @@ if TYPE_CHECKING:
     from agentd.core.task_notice import stop_runners as stop_runners
     from agentd.core.task_notice import wait_for_any as wait_for_any
     from agentd.core.tool_call_ids import ToolCallIds as ToolCallIds
+    from agentd.core.turn_summary import GoalRound as GoalRound
+    from agentd.core.turn_summary import TurnSummary as TurnSummary
+    from agentd.core.turn_summary import compaction_record as compaction_record
     from agentd.core.updates import REQUEST_DIGEST as REQUEST_DIGEST
     from agentd.core.updates import ROUTED_FROM as ROUTED_FROM
     from agentd.core.updates import AgentText as AgentText
@@ -151,6 +154,9 @@ _WHERE = {
     "Price": "agentd.core.usage",
     "UsageTotals": "agentd.core.usage",
     "UsageLedger": "agentd.core.usage",
+    "GoalRound": "agentd.core.turn_summary",
+    "TurnSummary": "agentd.core.turn_summary",
+    "compaction_record": "agentd.core.turn_summary",
     "prompt_text": "agentd.core.prompt",
     "prompt_images": "agentd.core.prompt",
     "MAX_PROMPT_TEXT": "agentd.core.prompt",
@@ -286,6 +292,7 @@ __all__ = [
     "EventKind",
     "FileReverted",
     "GoalChanged",
+    "GoalRound",
     "GoalState",
     "GoalStatus",
     "HarnessError",
@@ -347,6 +354,7 @@ __all__ = [
     "TurnEnded",
     "TurnOutcome",
     "TurnStarted",
+    "TurnSummary",
     "Unparsed",
     "Update",
     "Usage",
@@ -356,6 +364,7 @@ __all__ = [
     "UserMessage",
     "bind_log_context",
     "common_prefix",
+    "compaction_record",
     "decode",
     "encode",
     "enqueue_result",

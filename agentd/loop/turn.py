@@ -19,7 +19,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-from typing import Any
 
 from agentd.core import (
     CompletionRecovery,
@@ -27,6 +26,7 @@ from agentd.core import (
     EndReason,
     ErrorKind,
     GoalChanged,
+    GoalRound,
     GoalStatus,
     HarnessError,
     Message,
@@ -97,14 +97,13 @@ async def _run_turn(ctx: TurnContext) -> TurnOutcome:
     finally:
         state.usage.merge(ctx.child_usage)  # finished foreground sub-agents (R-T11)
     # The summary is taken at the very end so goal verdicts and hook rounds are on it.
-    summary = state.summary()
-    if ctx.subagents is not None and ctx.subagents.live_from(ctx.turn_id):
-        # 000: a background child still running marks the report incomplete, not dirty:
-        # its spend is booked into the session's ledger when it finishes.
-        summary["usage"]["incomplete"] = True
-    reported = reported_as(outcome.kind, outcome.reason)
-    if reported is not None:  # telemetry reads it (000: MaxTurnsReached counts as Cancelled)
-        summary["reportedAs"] = reported
+    # 000: a background child still running marks the report incomplete, not dirty: its spend
+    # is booked into the session's ledger when it finishes. `reportedAs` is what telemetry
+    # reads (000: MaxTurnsReached counts as Cancelled).
+    live = ctx.subagents is not None and ctx.subagents.live_from(ctx.turn_id)
+    summary = state.summary(
+        reported_as=reported_as(outcome.kind, outcome.reason), usage_incomplete=live
+    ).wire()
     return dataclasses.replace(outcome, turn=summary)
 
 
@@ -188,7 +187,7 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
                 refusal=outcome.refusal,
                 max_tokens=outcome.max_tokens,
                 tools_called=outcome.tools_called,
-                turn=state.summary(),
+                turn=state.summary().wire(),
                 structured_output=outcome.structured_output,
             )
         attempt += 1
@@ -249,9 +248,9 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
     decision = decide_after_evaluation(goal, evaluation.verdict, ctx.limits.goal)
     goal.assign(decision.goal)
     action = decision.action
-    verdict_event: dict[str, Any] = {"attempts": evaluation.attempts, "action": action.value}
+    verdict_event = GoalRound(evaluation.attempts, action.value)
     if evaluation.verdict is not None:
-        verdict_event["verdict"] = evaluation.verdict.wire()
+        verdict_event.verdict = evaluation.verdict.wire()
     if action is GoalAction.VERIFY:
         assert goal.verify is not None
         try:
@@ -264,20 +263,20 @@ async def goal_round_end(ctx: TurnContext, state: TurnState) -> bool:
             passed, output = False, f"verification could not run: {exc}"
         if ctx.goal is not goal:
             return False
-        verdict_event["verification"] = {"command": goal.verify, "passed": passed, "output": output[-2000:]}
+        verdict_event.verification = {"command": goal.verify, "passed": passed, "output": output[-2000:]}
         decision = decide_after_verification(goal, passed, output, ctx.limits.goal)
         goal.assign(decision.goal)
         action = decision.action
-        verdict_event["action"] = action.value
+        verdict_event.action = action.value
     if action is GoalAction.CONTINUE:  # read the token budget last
         budget = decide_budget(goal)
         if budget is not None:
             goal.assign(budget.goal)
             action = budget.action
-            verdict_event["action"] = action.value
-            verdict_event["budgetSpent"] = True
-    state.goal_verdicts.append(verdict_event)
-    ctx.events.emit(GoalChanged(goal.to_dict(), verdict_event))
+            verdict_event.action = action.value
+            verdict_event.budget_spent = True
+    state.goal_verdicts.append(verdict_event.wire())
+    ctx.events.emit(GoalChanged(goal.to_dict(), state.goal_verdicts[-1]))
     ctx.persist({"goal": goal.to_dict()})
     if action is GoalAction.CONTINUE:
         text = continuation_text(goal, ctx.todos.as_plan())
@@ -296,7 +295,7 @@ async def run_compaction_job(ctx: TurnContext) -> TurnOutcome:
     except Exception as exc:
         log.exception("compaction job %s crashed", ctx.turn_id)
         return TurnOutcome.failed(HarnessError(ErrorKind.INTERNAL, f"compaction failed: {exc}"))
-    return TurnOutcome(OutcomeKind.COMPLETED, turn=state.summary())
+    return TurnOutcome(OutcomeKind.COMPLETED, turn=state.summary().wire())
 
 
 async def run_bang(ctx: TurnContext, command: str, call_id: str) -> TurnOutcome:

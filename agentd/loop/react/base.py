@@ -14,6 +14,7 @@ from agentd.core import (
     Reason,
     RetryDecided,
     TurnOutcome,
+    compaction_record,
 )
 from agentd.loop.compaction import CompactionReason, compact, compactable
 from agentd.loop.context import TurnContext, run_cancellable
@@ -63,7 +64,7 @@ async def run_compaction(
     ctx.conversation.replace(result.messages)
     completed = result.to_update(reason)
     ctx.events.emit(completed)
-    state.compactions.append({"reason": reason.value, "replacedMessages": len(result.replaced)})
+    state.compactions.append(compaction_record(reason.value, len(result.replaced)))
     state.context_tokens = 0  # the provider's last report no longer describes the request
     return True
 
@@ -85,7 +86,7 @@ def ended_outcome(
         max_tokens=max_tokens,
         tools_called=state.tools_called,
         error=error,
-        turn=state.summary(),
+        turn=state.summary().wire(),
         structured_output=structured_output,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentd.core import UsageLedger
+from agentd.core import TurnSummary, UsageLedger
 from agentd.loop.detection import LoopDetector, NoProgress, Stationarity
 from agentd.loop.react.step import NextStepStop
 from agentd.loop.repair import RepairReason
@@ -59,41 +59,29 @@ class TurnState:
             if reason not in self.repairs:
                 self.repairs.append(reason)
 
-    def summary(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"iterations": self.iteration}
-        if self.repairs:
-            data["repairs"] = [r.value for r in self.repairs]
-        if self.nudges:
-            data["nudges"] = list(self.nudges)
-        if self.interjections:
-            data["interjections"] = self.interjections
-        if self.todo_nudges:
-            data["todoNudges"] = self.todo_nudges
-        if self.structured_attempts:
-            data["structuredAttempts"] = self.structured_attempts
-        if self.max_token_continuations:
-            data["maxTokenContinuations"] = self.max_token_continuations
-        if self.empty_retries:
-            data["emptyRetries"] = self.empty_retries
-        if self.compactions:
-            data["compactions"] = list(self.compactions)
-        if self.retries:
-            data["retries"] = list(self.retries)
-        if self.budget_stop:
-            data["budgetStop"] = self.budget_stop
-        if self.grace:
-            data["grace"] = True
-        data["usage"] = self.usage.to_dict()
-        if self.completion_recoveries:
-            data["completionRecoveries"] = self.completion_recoveries
-        if self.auto_recovery_exhausted:
-            data["autoRecoveryExhausted"] = True
-        if self.stop_reentries:
-            data["stopReentries"] = self.stop_reentries
-        if self.goal_verdicts:
-            data["goalVerdicts"] = list(self.goal_verdicts)
-        if self.todos_remaining:
-            data["todosRemaining"] = self.todos_remaining
-        if self.reminders:
-            data["reminders"] = list(self.reminders)
-        return data
+    def summary(
+        self, *, reported_as: dict[str, str] | None = None, usage_incomplete: bool = False
+    ) -> TurnSummary:
+        return TurnSummary(
+            iterations=self.iteration,
+            usage=self.usage.to_dict(),
+            repairs=[r.value for r in self.repairs],
+            nudges=list(self.nudges),
+            interjections=self.interjections,
+            todo_nudges=self.todo_nudges,
+            structured_attempts=self.structured_attempts,
+            max_token_continuations=self.max_token_continuations,
+            empty_retries=self.empty_retries,
+            compactions=list(self.compactions),
+            retries=list(self.retries),
+            budget_stop=self.budget_stop,
+            grace=self.grace,
+            completion_recoveries=self.completion_recoveries,
+            auto_recovery_exhausted=self.auto_recovery_exhausted,
+            stop_reentries=self.stop_reentries,
+            goal_verdicts=list(self.goal_verdicts),
+            todos_remaining=self.todos_remaining,
+            reminders=list(self.reminders),
+            usage_incomplete=usage_incomplete,
+            reported_as=reported_as,
+        )

@@ -30,23 +30,9 @@ NOT_YET_MOVED = {
     "detection/sequence.py": {"cycleLength", "exitCode"},
     "prompt_hooks.py": {"promptId", "sessionId", "turnId"},
     "react/approval.py": {"sessionId"},
-    "react/base.py": {"replacedMessages"},
-    "react/state.py": {
-        "autoRecoveryExhausted",
-        "budgetStop",
-        "completionRecoveries",
-        "emptyRetries",
-        "goalVerdicts",
-        "maxTokenContinuations",
-        "stopReentries",
-        "structuredAttempts",
-        "todoNudges",
-        "todosRemaining",
-    },
     "retry.py": {"delaySeconds", "lastFailureAt", "oldestExpiresAt", "windowSeconds"},
     "stop_hooks.py": {"lastMessage", "sessionId", "turnId"},
     "subagents/registry.py": {"parentToolCallId", "parentTurnId", "taskId"},
-    "turn.py": {"budgetSpent", "reportedAs"},
 }
 
 
