@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from agentd.core.goal import GoalStatus as GoalStatus
     from agentd.core.goal import verdict_next_step as verdict_next_step
     from agentd.core.goal import verdict_wire as verdict_wire
+    from agentd.core.hook_payloads import pre_tool_payload as pre_tool_payload
+    from agentd.core.hook_payloads import prompt_hook_payload as prompt_hook_payload
+    from agentd.core.hook_payloads import stop_hook_payload as stop_hook_payload
+    from agentd.core.hook_payloads import subagent_stop_payload as subagent_stop_payload
     from agentd.core.input_limits import limit_exceeded as limit_exceeded
     from agentd.core.input_limits import prompt_bytes as prompt_bytes
     from agentd.core.kinds import TRANSIENT_KINDS as TRANSIENT_KINDS
@@ -83,6 +87,9 @@ if TYPE_CHECKING:
     from agentd.core.task_notice import TaskEnd as TaskEnd
     from agentd.core.task_notice import TaskKind as TaskKind
     from agentd.core.task_notice import TaskStart as TaskStart
+    from agentd.core.task_notice import agent_report_output as agent_report_output
+    from agentd.core.task_notice import agent_result_output as agent_result_output
+    from agentd.core.task_notice import agent_started_output as agent_started_output
     from agentd.core.task_notice import output_call as output_call
     from agentd.core.task_notice import render_reminder as render_reminder
     from agentd.core.task_notice import stop_runners as stop_runners
@@ -155,6 +162,13 @@ _WHERE = {
     "UsageTotals": "agentd.core.usage",
     "UsageLedger": "agentd.core.usage",
     "GoalRound": "agentd.core.turn_summary",
+    "agent_report_output": "agentd.core.task_notice",
+    "agent_result_output": "agentd.core.task_notice",
+    "agent_started_output": "agentd.core.task_notice",
+    "pre_tool_payload": "agentd.core.hook_payloads",
+    "prompt_hook_payload": "agentd.core.hook_payloads",
+    "stop_hook_payload": "agentd.core.hook_payloads",
+    "subagent_stop_payload": "agentd.core.hook_payloads",
     "TurnSummary": "agentd.core.turn_summary",
     "compaction_record": "agentd.core.turn_summary",
     "prompt_text": "agentd.core.prompt",
@@ -362,6 +376,9 @@ __all__ = [
     "UsageReported",
     "UsageTotals",
     "UserMessage",
+    "agent_report_output",
+    "agent_result_output",
+    "agent_started_output",
     "bind_log_context",
     "common_prefix",
     "compaction_record",
@@ -373,8 +390,10 @@ __all__ = [
     "limit_exceeded",
     "output_call",
     "parse_reason",
+    "pre_tool_payload",
     "prompt_bytes",
     "prompt_failure",
+    "prompt_hook_payload",
     "prompt_images",
     "prompt_result",
     "prompt_text",
@@ -382,8 +401,10 @@ __all__ = [
     "repair_dangling_tool_calls",
     "replay",
     "reported_as",
+    "stop_hook_payload",
     "stop_reason",
     "stop_runners",
+    "subagent_stop_payload",
     "text_content",
     "tracing",
     "verdict_next_step",

@@ -202,3 +202,24 @@ async def stop_runners(runners: Iterable[asyncio.Future[Any]], grace_s: float) -
     for r in pending:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await r
+
+
+# The `task` / `task_output` tools' raw outputs for a sub-agent (clients read them as data).
+
+
+def agent_started_output(task_id: str, agent: str) -> dict[str, Any]:
+    return {"taskId": task_id, "agent": agent, "background": True}
+
+
+def agent_result_output(task_id: str, agent: str, status: str, reason: str | None) -> dict[str, Any]:
+    raw: dict[str, Any] = {"taskId": task_id, "agent": agent, "status": status}
+    if reason is not None:
+        raw["reason"] = reason
+    return raw
+
+
+def agent_report_output(task_id: str, agent: str, done: bool, status: str | None) -> dict[str, Any]:
+    raw: dict[str, Any] = {"taskId": task_id, "agent": agent, "done": done}
+    if status is not None:
+        raw["status"] = status
+    return raw

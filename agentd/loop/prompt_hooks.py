@@ -12,9 +12,8 @@ and records their verdicts on a `prompt_hooks` event.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from agentd.core import PromptHooksRan
+from agentd.core import PromptHooksRan, prompt_hook_payload
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.turn_reminders import Reminder, ReminderKind
 from agentd.tools import HookDecision, HookVerdict
@@ -45,14 +44,7 @@ def blocked_text(verdict: HookVerdict) -> str:
 
 async def run_prompt_hooks(ctx: TurnContext, prompt: str, prompt_id: str) -> HookVerdict:
     """Ask every user_prompt_submit hook about `prompt`; merge their verdicts."""
-    payload: dict[str, Any] = {
-        "event": "user_prompt_submit",
-        "sessionId": ctx.session_id,
-        "cwd": str(ctx.cwd),
-        "turnId": ctx.turn_id,
-        "promptId": prompt_id,
-        "prompt": prompt,
-    }
+    payload = prompt_hook_payload(ctx.session_id, ctx.cwd, ctx.turn_id, prompt_id, prompt)
     verdicts: list[HookVerdict] = []
     for hook in ctx.prompt_hooks:
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentd.core import StopHooksRan
+from agentd.core import StopHooksRan, stop_hook_payload
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.tools import HookDecision, HookVerdict
 
@@ -41,15 +41,8 @@ async def run_stop_hooks(ctx: TurnContext, reentries: int) -> HookVerdict:
     last = next(
         (m.content for m in reversed(ctx.conversation.messages) if m.role == "assistant" and m.content), ""
     )
-    payload = {
-        "event": "stop",
-        "sessionId": ctx.session_id,
-        "cwd": str(ctx.cwd),
-        "turnId": ctx.turn_id,
-        "lastMessage": last,
-        "reentries": reentries,
-        **ctx.stop_payload,  # a sub-agent's SubagentStop: "event": "subagent_stop", agent, taskId…
-    }
+    # A sub-agent's stop payload adds its SubagentStop fields (agentd.core.subagent_stop_payload).
+    payload = stop_hook_payload(ctx.session_id, ctx.cwd, ctx.turn_id, last, reentries, ctx.stop_payload)
     verdicts: list[HookVerdict] = []
     for hook in ctx.stop_hooks:
         try:

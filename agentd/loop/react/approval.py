@@ -9,7 +9,13 @@ import logging
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import EndReason, PermissionOptionKind, PermissionOutcome, ToolCallAnnounced
+from agentd.core import (
+    EndReason,
+    PermissionOptionKind,
+    PermissionOutcome,
+    ToolCallAnnounced,
+    pre_tool_payload,
+)
 from agentd.loop.context import TurnCancelled, TurnContext, run_cancellable
 from agentd.loop.react.slot import Slot
 from agentd.tools import (
@@ -55,13 +61,7 @@ PLAN_REFUSAL = "Refused: plan mode is read-only, {tool} would change the workspa
 
 async def _pre_tool_hooks(ctx: TurnContext, slot: Slot) -> ToolResult | None:
     assert slot.tool is not None
-    payload = {
-        "event": "pre_tool",
-        "sessionId": ctx.session_id,
-        "cwd": str(ctx.cwd),
-        "tool": slot.tool.name,
-        "input": slot.args,
-    }
+    payload = pre_tool_payload(ctx.session_id, ctx.cwd, slot.tool.name, slot.args)
     for hook in ctx.pre_tool_hooks:
         if not hook.applies_to(slot.tool.name):
             continue

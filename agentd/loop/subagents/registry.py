@@ -57,8 +57,12 @@ from agentd.core import (
     TaskStart,
     TurnOutcome,
     UsageLedger,
+    agent_report_output,
+    agent_result_output,
+    agent_started_output,
     output_call,
     stop_runners,
+    subagent_stop_payload,
     wait_for_any,
 )
 from agentd.loop.budget import BudgetState
@@ -226,14 +230,7 @@ class Subagents:
             goal_lanes=[],
             stop_hooks=[*self.stop_hooks, *self.client_stop_hooks()],
             depth=depth,
-            stop_payload={
-                "event": "subagent_stop",
-                "agent": spec.name,
-                "taskId": child.id,
-                "parentTurnId": parent.turn_id,
-                "parentToolCallId": tool_call_id,
-                "depth": depth,
-            },
+            stop_payload=subagent_stop_payload(spec.name, child.id, parent.turn_id, tool_call_id, depth),
             child_usage=UsageLedger(),
             prompt_hooks=[],  # a child's prompt is its parent's call, not a user's
             opening=None,
@@ -278,7 +275,7 @@ class Subagents:
             return ToolResult(
                 f"Started {child.id} ({child.agent}) in the background. Its answer arrives as a "
                 f'reminder when it finishes; read it any time with task_output (task_id "{child.id}").',
-                raw_output={"taskId": child.id, "agent": child.agent, "background": True},
+                raw_output=agent_started_output(child.id, child.agent),
             )
         try:
             await asyncio.shield(runner)
@@ -336,9 +333,8 @@ class Subagents:
         text = child.answer or "(the agent gave no answer)"
         if not ok:
             text = f"{text}\n[{self.status(child.id)}]"
-        raw = {"taskId": child.id, "agent": child.agent, "status": outcome.kind.value}
-        if outcome.reason is not None:
-            raw["reason"] = str(outcome.reason)
+        reason = str(outcome.reason) if outcome.reason is not None else None
+        raw = agent_result_output(child.id, child.agent, outcome.kind.value, reason)
         return ToolResult(text, is_error=not ok, raw_output=raw)
 
     # --- queries (AgentTasks for task_output; CompletionSource for the reminders) ---
@@ -369,9 +365,8 @@ class Subagents:
             messages = child.ctx.conversation.messages if child.ctx is not None else []
             so_far = next((m.content for m in reversed(messages) if m.role == "assistant" and m.content), "")
             body = f"(no answer yet; its latest message: {so_far})" if so_far else "(no answer yet)"
-        raw: dict[str, Any] = {"taskId": child.id, "agent": child.agent, "done": child.done}
-        if child.outcome is not None:
-            raw["status"] = child.outcome.kind.value
+        status = child.outcome.kind.value if child.outcome is not None else None
+        raw = agent_report_output(child.id, child.agent, child.done, status)
         return f"{body}\n[{self.status(task_id)}]", raw
 
     async def wait(self, task_id: str, timeout_s: float, interrupted: asyncio.Event | None) -> str:

@@ -28,11 +28,7 @@ NOT_YET_MOVED = {
     "checkpoint.py": {"resultPath"},
     "detection/degeneration.py": {"patternLength"},
     "detection/sequence.py": {"cycleLength", "exitCode"},
-    "prompt_hooks.py": {"promptId", "sessionId", "turnId"},
-    "react/approval.py": {"sessionId"},
     "retry.py": {"delaySeconds", "lastFailureAt", "oldestExpiresAt", "windowSeconds"},
-    "stop_hooks.py": {"lastMessage", "sessionId", "turnId"},
-    "subagents/registry.py": {"parentToolCallId", "parentTurnId", "taskId"},
 }
 
 
