@@ -46,6 +46,13 @@ if TYPE_CHECKING:
     from agentd.core.log_context import LOG_CONTEXT_FIELDS as LOG_CONTEXT_FIELDS
     from agentd.core.log_context import LogContextFilter as LogContextFilter
     from agentd.core.log_context import bind_log_context as bind_log_context
+    from agentd.core.loop_records import checkpoint_wire as checkpoint_wire
+    from agentd.core.loop_records import cycle_wire as cycle_wire
+    from agentd.core.loop_records import repetition_wire as repetition_wire
+    from agentd.core.loop_records import retry_bucket_wire as retry_bucket_wire
+    from agentd.core.loop_records import retry_decision_wire as retry_decision_wire
+    from agentd.core.loop_records import retry_snapshot_wire as retry_snapshot_wire
+    from agentd.core.loop_records import shell_exit_code as shell_exit_code
     from agentd.core.modes import PermissionMode as PermissionMode
     from agentd.core.modes import SessionModes as SessionModes
     from agentd.core.modes import SqliteSynchronous as SqliteSynchronous
@@ -162,6 +169,13 @@ _WHERE = {
     "UsageTotals": "agentd.core.usage",
     "UsageLedger": "agentd.core.usage",
     "GoalRound": "agentd.core.turn_summary",
+    "checkpoint_wire": "agentd.core.loop_records",
+    "cycle_wire": "agentd.core.loop_records",
+    "repetition_wire": "agentd.core.loop_records",
+    "retry_bucket_wire": "agentd.core.loop_records",
+    "retry_decision_wire": "agentd.core.loop_records",
+    "retry_snapshot_wire": "agentd.core.loop_records",
+    "shell_exit_code": "agentd.core.loop_records",
     "agent_report_output": "agentd.core.task_notice",
     "agent_result_output": "agentd.core.task_notice",
     "agent_started_output": "agentd.core.task_notice",
@@ -380,8 +394,10 @@ __all__ = [
     "agent_result_output",
     "agent_started_output",
     "bind_log_context",
+    "checkpoint_wire",
     "common_prefix",
     "compaction_record",
+    "cycle_wire",
     "decode",
     "encode",
     "enqueue_result",
@@ -399,8 +415,13 @@ __all__ = [
     "prompt_text",
     "render_reminder",
     "repair_dangling_tool_calls",
+    "repetition_wire",
     "replay",
     "reported_as",
+    "retry_bucket_wire",
+    "retry_decision_wire",
+    "retry_snapshot_wire",
+    "shell_exit_code",
     "stop_hook_payload",
     "stop_reason",
     "stop_runners",

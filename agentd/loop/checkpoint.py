@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentd.core import BudgetStopKind
+from agentd.core import BudgetStopKind, checkpoint_wire
 from agentd.loop.budget import BudgetStop
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,7 @@ class CheckpointResult:
         return f"budget_exhausted:{self.limit}"
 
     def to_event(self) -> dict[str, Any]:
-        return {
-            "commit": self.commit,
-            "resultPath": str(self.result_path),
-            "limit": self.limit,
-            "marker": self.marker,
-        }
+        return checkpoint_wire(self.commit, str(self.result_path), self.limit, self.marker)
 
 
 class _GitFailed(Exception):

@@ -30,7 +30,15 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from agentd.core import ErrorKind, HarnessError, RecoveryHint, hint
+from agentd.core import (
+    ErrorKind,
+    HarnessError,
+    RecoveryHint,
+    hint,
+    retry_bucket_wire,
+    retry_decision_wire,
+    retry_snapshot_wire,
+)
 
 
 class Bucket(StrEnum):
@@ -157,14 +165,9 @@ class LoopDecision:
         return self.decision in (Decision.CONTINUE, Decision.ROTATE_AND_RETRY, Decision.COMPACT_AND_RETRY)
 
     def to_event(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision.value,
-            "bucket": self.bucket.value,
-            "attempt": self.attempt,
-            "limit": self.limit,
-            "delaySeconds": self.delay_s,
-            "reason": self.reason,
-        }
+        return retry_decision_wire(
+            self.decision.value, self.bucket.value, self.attempt, self.limit, self.delay_s, self.reason
+        )
 
 
 # Tool-scoped errors go back to the model as a tool result (R-R1): the turn carries on, only the
@@ -322,14 +325,15 @@ class RetryState:
             self._prune(bucket, now)
             times = self._failures[bucket]
             if times:
-                buckets[bucket.value] = {
-                    "count": len(times),
-                    "limit": self.limits.limit(bucket),
-                    "exhausted": len(times) > self.limits.limit(bucket),
-                    "lastFailureAt": _iso(times[-1]),
-                    "oldestExpiresAt": _iso(times[0] + self.limits.window_s),
-                }
-        return {"windowSeconds": self.limits.window_s, "buckets": buckets}
+                limit = self.limits.limit(bucket)
+                buckets[bucket.value] = retry_bucket_wire(
+                    len(times),
+                    limit,
+                    len(times) > limit,
+                    _iso(times[-1]),
+                    _iso(times[0] + self.limits.window_s),
+                )
+        return retry_snapshot_wire(self.limits.window_s, buckets)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import DegenerationReason, StationarityReason, StopReason, ToolCall
+from agentd.core import DegenerationReason, StationarityReason, StopReason, ToolCall, repetition_wire
 from agentd.loop.reminders import system_reminder
 
 
@@ -243,12 +243,7 @@ class RepetitionHit:
     reason: DegenerationReason = DegenerationReason.REPETITIVE_TEXT
 
     def as_data(self) -> dict[str, Any]:
-        return {
-            "reason": self.reason.value,
-            "pattern": self.pattern,
-            "patternLength": len(self.pattern),
-            "repeats": self.repeats,
-        }
+        return repetition_wire(self.reason.value, self.pattern, self.repeats)
 
 
 def _trailing_repeats(window: str, length: int) -> int:

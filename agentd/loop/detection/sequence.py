@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentd.core import LoopReason, ToolCall
+from agentd.core import LoopReason, ToolCall, cycle_wire, shell_exit_code
 from agentd.loop.detection.degeneration import step_signature
 
 SHELL_TOOL = "bash"
@@ -122,7 +122,7 @@ class CycleDetector:
             LoopReason.TOOL_CYCLE,
             LoopAction.STOP,
             steps,
-            {"cycleLength": length},
+            cycle_wire(length),
             CYCLE_STOP_TEXT.format(n=steps, length=length),
         )
 
@@ -145,7 +145,7 @@ class CallRecord:
 
 def shell_failed(is_error: bool, raw_output: dict[str, Any] | None) -> bool:
     """A bash call failed: an error result or a non-zero exit (which bash reports as data)."""
-    code = (raw_output or {}).get("exitCode")
+    code = shell_exit_code(raw_output)
     return is_error or (isinstance(code, int) and code != 0)
 
 

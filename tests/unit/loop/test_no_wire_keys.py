@@ -20,17 +20,6 @@ CAMEL = re.compile(r"^_?[a-z]+(?:[A-Z][a-z0-9]*)+$")
 # (the `task` tool, the goal evaluator's structured verdict) — the model reads those.
 JSON_SCHEMA = {"additionalProperties", "minLength", "maxLength"}
 
-# Still to move (known debt, listed so the list only shrinks): records the loop builds for
-# events and the turn summary. They go to core with the value types they describe (the
-# retry state, the usage ledger, goals, the turn summary: issue 27's move of value types out
-# of the loop, on its own branch), their encoding beside the typed updates.
-NOT_YET_MOVED = {
-    "checkpoint.py": {"resultPath"},
-    "detection/degeneration.py": {"patternLength"},
-    "detection/sequence.py": {"cycleLength", "exitCode"},
-    "retry.py": {"delaySeconds", "lastFailureAt", "oldestExpiresAt", "windowSeconds"},
-}
-
 
 def wire_keys(source: str) -> set[str]:
     """The camelCase string literals `source` uses as keys."""
@@ -58,21 +47,10 @@ def test_the_loop_writes_no_wire_key() -> None:
     found = {}
     for path in sorted(LOOP.rglob("*.py")):
         name = path.relative_to(LOOP).as_posix()
-        extra = wire_keys(path.read_text()) - JSON_SCHEMA - NOT_YET_MOVED.get(name, set())
+        extra = wire_keys(path.read_text()) - JSON_SCHEMA
         if extra:
             found[name] = sorted(extra)
     assert not found, f"wire keys in agentd/loop/ (they belong to agentd/core/updates/): {found}"
-
-
-def test_the_debt_list_names_only_what_is_still_there() -> None:
-    """A key moved out leaves the list too (it only shrinks)."""
-    stale = {}
-    for name, allowed in NOT_YET_MOVED.items():
-        path = LOOP / name
-        gone = allowed - (wire_keys(path.read_text()) if path.exists() else set())
-        if gone:
-            stale[name] = sorted(gone)
-    assert not stale, f"no longer in agentd/loop/, drop from NOT_YET_MOVED: {stale}"
 
 
 def test_the_scan_sees_each_way_of_writing_a_key() -> None:
