@@ -24,7 +24,9 @@ SID = "sess_1"
 PLAN = {"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "medium", "status": "pending"}]}
 # The same JSON as orjson would write it, but spaced: a frame holding these bytes can only
 # have embedded them, never re-serialised the payload.
-SPACED = b'{"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "medium", "status": "pending"}]}'
+SPACED = (
+    b'{"sessionUpdate": "plan", "entries": [{"content": "a", "priority": "medium", "status": "pending"}]}'
+)
 
 
 def plan_event(seq: int = 1) -> Event:
