@@ -6,6 +6,9 @@ Live, agent text arrives as chunks; the durable "final text" event then only mar
 message's end (as an `_agentd/event`), so a live client never gets the text twice. In
 replay (`session/load`) the same durable event becomes one chunk holding the whole
 text. Either way the assembled text is identical (R-E3).
+
+An update sent exactly as stored is a `StoredPayload`: the encoder embeds the codec's bytes
+(`Event.data`) rather than serialise the payload again (issue 27 item 4).
 """
 
 from __future__ import annotations
