@@ -29,10 +29,10 @@ from agentd.protocol import (
     OptIn,
     RpcError,
     error_response,
-    notification,
     request,
 )
 from agentd.transport.outgoing import OutgoingQueue
+from agentd.transport.render import encode_message
 from agentd.transport.rpc import Dispatcher, read_message, response_problem
 from agentd.transport.state import CallContext
 
@@ -120,7 +120,13 @@ class Connection:
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
         if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return True  # not for a stock client: dropped on purpose, not for lack of room
-        return self.send_message(notification(method, params))
+        if self.closed:
+            return False
+        try:
+            self._out.put_nowait(encode_message(method, params).decode())
+            return True
+        except asyncio.QueueFull:
+            return False
 
     def send_encoded(self, text: str) -> bool:
         """A notification already encoded once for every client of the session
@@ -139,7 +145,7 @@ class Connection:
         if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return
         if not self.closed:
-            self._urgent.append(orjson.dumps(notification(method, params)).decode())
+            self._urgent.append(encode_message(method, params).decode())
             if self._out.empty():
                 # The writer may be waiting for a frame: without one it would not look at
                 # the urgent frame until some other traffic came (a resync of an idle
@@ -153,7 +159,7 @@ class Connection:
             return False
         if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return True
-        await self._out.put_replay(orjson.dumps(notification(method, params)).decode())
+        await self._out.put_replay(encode_message(method, params).decode())
         return True
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:

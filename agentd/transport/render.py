@@ -6,6 +6,9 @@ Live, agent text arrives as chunks; the durable "final text" event then only mar
 message's end (as an `_agentd/event`), so a live client never gets the text twice. In
 replay (`session/load`) the same durable event becomes one chunk holding the whole
 text. Either way the assembled text is identical (R-E3).
+
+An update sent exactly as stored is a `StoredPayload`: the encoder embeds the codec's bytes
+(`Event.data`) rather than serialise the payload again (issue 27 item 4).
 """
 
 from __future__ import annotations
@@ -51,12 +54,44 @@ from agentd.session import Frame
 if TYPE_CHECKING:
     from agentd.session import Advertised
 
-__all__ = ["ACP_RENDERER", "AcpRenderer", "Frame"]
+__all__ = ["ACP_RENDERER", "AcpRenderer", "Frame", "StoredPayload", "encode_message", "wire_params"]
 
 EXT_EVENT = Notification.EVENT
 EXT_PERMISSION_RESOLVED = Notification.PERMISSION_RESOLVED
 RESYNC_REQUIRED = Notification.RESYNC_REQUIRED
 SNAPSHOT = Notification.SESSION_SNAPSHOT
+
+
+class StoredPayload(dict[str, Any]):
+    """A frame's `update` (or `_agentd/event`'s `event`) that is exactly the event's stored
+    payload: a dict for in-process readers (`for_client`, tests), and the codec's bytes
+    (`Event.data`) for the encoder, which embeds them instead of serialising it again."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, event: Event) -> None:
+        super().__init__(event.payload)
+        self.data = event.data
+
+
+def _stored(event: Event) -> dict[str, Any]:
+    # An older server's shape (`Unparsed`) stays a plain dict: its stored bytes need not be
+    # what orjson writes (spacing, escapes), and the wire keeps sending the latter.
+    return event.payload if isinstance(event.update, Unparsed) else StoredPayload(event)
+
+
+def wire_params(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` as orjson should write it: a stored payload as its bytes, embedded."""
+    for key in ("update", "event"):
+        value = params.get(key)
+        if type(value) is StoredPayload:
+            return {**params, key: orjson.Fragment(value.data)}
+    return params
+
+
+def encode_message(method: str, params: dict[str, Any]) -> bytes:
+    """A notification's JSON-RPC bytes, a stored payload embedded as stored."""
+    return orjson.dumps(notification(method, wire_params(params)))
 
 
 def _meta(event: Event, last_seq: int) -> dict[str, Any]:
@@ -73,7 +108,7 @@ def _update(event: Event, update: dict[str, Any], last_seq: int) -> Frame:
 def _ext(event: Event, last_seq: int) -> Frame:
     # A compaction's replaced messages stay in the store; clients get the update only.
     update = event.update
-    payload = update.update() if isinstance(update, CompactionCompleted) else event.payload
+    payload = update.update() if isinstance(update, CompactionCompleted) else _stored(event)
     return EXT_EVENT, {
         "sessionId": event.session_id,
         "kind": event.kind.value,
@@ -131,15 +166,15 @@ def _acp_frames(event: Event, last_seq: int, *, replay: bool) -> list[Frame] | N
                 params["_meta"]["agentd"]["interrupted"] = True  # cut off by a stop or crash
             return [(method, params)]
         case ToolCallProgress() if not replay:
-            return [_update(event, event.payload, last_seq)]
+            return [_update(event, _stored(event), last_seq)]
         case SubagentUpdate(transient=transient) if not (transient and replay):
-            return [_update(event, event.payload, last_seq)]
+            return [_update(event, _stored(event), last_seq)]
         case ToolCallAnnounced() | ToolCallStarted() | ToolCallFinished() | PlanUpdated():
-            return [_update(event, event.payload, last_seq)]
+            return [_update(event, _stored(event), last_seq)]
         case CompactionCompleted():
             return [_update(event, event.update.update(), last_seq)]
         case CompactionProgress() if not replay:
-            return [_update(event, event.payload, last_seq)]
+            return [_update(event, _stored(event), last_seq)]
         case Notice(title=title, severity=severity):
             notice = {"sessionUpdate": "notice", "severity": severity.value, "title": title}
             return [_update(event, notice, last_seq)]
@@ -230,7 +265,7 @@ def attach_frames(event: Event) -> list[Frame]:
 
 def encode_notification(method: str, params: dict[str, Any]) -> str:
     """A notification as the JSON-RPC text a WebSocket (or stdio) connection sends."""
-    return orjson.dumps(notification(method, params)).decode()
+    return encode_message(method, params).decode()
 
 
 def available_commands_frame(session_id: str, commands: list[Advertised], seq: int) -> Frame:

@@ -25,6 +25,7 @@ from agentd.infra import CHALLENGE, AuthError, Identity
 from agentd.protocol import Notification, RpcError, outgoing
 from agentd.session import ReplayMode, SessionError, SessionErrorKind
 from agentd.transport.outgoing import OutgoingQueue
+from agentd.transport.render import wire_params
 from agentd.transport.revocation import CloseReason
 from agentd.transport.sharing import Access, access_of
 
@@ -107,7 +108,7 @@ def _frame(method: str, params: dict[str, Any]) -> bytes:
     if "seq" in meta and not meta.get("transient") and method != RESYNC_REQUIRED:
         lines.append(f"id: {meta['seq']}")
     lines.append(f"event: {method}")
-    lines.append("data: " + orjson.dumps(params).decode())
+    lines.append("data: " + orjson.dumps(wire_params(params)).decode())
     return ("\n".join(lines) + "\n\n").encode()
 
 
