@@ -32,12 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
 
-from agentd.core.events import Event, EventKind
+from agentd.core import AgentText, Event
 from agentd.session.eventlog.writer import EventWriter
 from agentd.store.db import Store
 
 PG_ADMIN_DSN = os.environ.get("AGENTD_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-PAYLOAD = {"text": "x" * 160, "messageId": "m-0000"}  # about the size of a message chunk event
+PAYLOAD = AgentText("m-0000", "x" * 160)  # about the size of a message chunk event
 
 
 class TimedStore(Store):
@@ -113,7 +113,7 @@ async def run(kind: str, sessions: int, window: int, args: argparse.Namespace) -
                     msg += 1
                 writer.submit(
                     sid,
-                    event=Event(sid, EventKind.AGENT_MESSAGE, dict(PAYLOAD), seq=seq),
+                    event=Event(sid, PAYLOAD, seq=seq),
                     publish=lambda _e, sent=sent: published(sent),
                     messages=messages,
                 )

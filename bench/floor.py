@@ -88,12 +88,16 @@ def _rec(kind, value):
         _TL[0].append((kind, value))
 import agentd.store.sqlite_commit as _sc, agentd.store.pg_commit as _pc
 _sc_commit, _sc_exec, _pc_exec = _sc.commit, _sc._execute, _pc.execute
+import threading
+_CUR = threading.local()  # the commit under way on this (the writer's) thread
 def _commit(conn, batches, now):
-    _rec("commit", [])
+    # Its own list: the loop thread records frames meanwhile, so "the last record" may not be it.
+    _CUR.rows = []
+    _rec("commit", _CUR.rows)
     return _sc_commit(conn, batches, now)
 def _execute(cursor, sql, rows):
-    if _TL[0] is not None:
-        _TL[0][-1][1].append((sql, [tuple(r) for r in rows]))
+    if _TL[0] is not None and getattr(_CUR, "rows", None) is not None:
+        _CUR.rows.append((sql, [tuple(r) for r in rows]))
     return _sc_exec(cursor, sql, rows)
 async def _pg_execute(driver, sql, params):
     _rec("commit", (sql, params))

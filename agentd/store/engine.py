@@ -78,6 +78,7 @@ class PoolLimits:
         parsed = make_url(url)
         if self.in_memory(url):
             return {}  # one shared in-memory connection (StaticPool): nothing to bound
+        sqlite = parsed.get_backend_name() == "sqlite"
         kw: dict[str, Any] = {
             # Every connection opened stays pooled: an overflow connection would be closed
             # as it is given back while the pool holds `size` idle ones, and opened again by
@@ -85,8 +86,10 @@ class PoolLimits:
             # attempt, authentication, the prepared statements lost) per statement, the
             # largest CPU cost of 200 concurrent routed prompts (issue 26 item 5). The most
             # connections a replica opens is unchanged: `size` + `overflow`.
-            "pool_size": 1 if writer else self.size + self.overflow,
-            "max_overflow": 0,
+            # SQLite keeps its overflow short-lived: opening a file is cheap, and each kept
+            # connection holds its page cache and aiosqlite's thread (memory after a flood).
+            "pool_size": 1 if writer else self.size + (0 if sqlite else self.overflow),
+            "max_overflow": self.overflow if sqlite and not writer else 0,
             "pool_timeout": self.timeout_s,
         }
         if not writer:  # requests wait for a connection until their own deadline

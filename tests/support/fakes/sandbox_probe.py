@@ -180,8 +180,10 @@ def main():
             continue
         outcome = attempt(ws_handshake("/acp", hdr), host, port, via_proxy, ws_after=ws_payload)
         results.append({"host": host, "proxy": via_proxy, "route": "websocket /acp", "outcome": outcome})
-    with open(f"probe-{label}.json", "w") as f:
+    # Whole or not at all: the test polls for the file and would read a half-written one.
+    with open(f"probe-{label}.json.part", "w") as f:
         json.dump({"label": label, "sockets": sockets, "results": results}, f)
+    os.replace(f"probe-{label}.json.part", f"probe-{label}.json")
     print(f"probe {label}: {len(results)} attempts")
 
 
