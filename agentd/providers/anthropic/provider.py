@@ -24,14 +24,14 @@ from agentd.providers.anthropic.errors import classify_http_error
 from agentd.providers.anthropic.request import AnthropicOptions, build_body
 from agentd.providers.anthropic.stream import Assembler
 from agentd.providers.anthropic.wire import AnthropicWire
-from agentd.providers.http import HttpOptions, HttpProvider, ListFormat
+from agentd.providers.http import FoldingHttpProvider, HttpOptions, ListFormat
 
 __all__ = ["API_VERSION", "AnthropicProvider", "classify_http_error"]
 
 API_VERSION = "2023-06-01"
 
 
-class AnthropicProvider(HttpProvider):
+class AnthropicProvider(FoldingHttpProvider):
     """One Anthropic endpoint + model. `stream()` performs one sampling call."""
 
     name = "anthropic"

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from agentd.providers.http.catalogue import ModelsEndpoint as ModelsEndpoint
     from agentd.providers.http.catalogue import catalogue_for as catalogue_for
     from agentd.providers.http.common import parse_retry_after as parse_retry_after
+    from agentd.providers.http.provider import FoldingHttpProvider as FoldingHttpProvider
     from agentd.providers.http.provider import HttpOptions as HttpOptions
     from agentd.providers.http.provider import HttpProvider as HttpProvider
     from agentd.providers.http.provider import StreamFold as StreamFold
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
 _WHERE = {
+    "FoldingHttpProvider": "agentd.providers.http.provider",
     "catalogue_for": "agentd.providers.http.catalogue",
     "HttpOptions": "agentd.providers.http.provider",
     "HttpProvider": "agentd.providers.http.provider",
@@ -39,6 +41,7 @@ _WHERE = {
 
 
 __all__ = [
+    "FoldingHttpProvider",
     "HttpOptions",
     "HttpProvider",
     "ListFormat",

@@ -12,6 +12,7 @@ the reader and the caller (per chunk it does only what the providers did themsel
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, ClassVar, Protocol, Required, TypedDict
 
@@ -25,7 +26,7 @@ from agentd.providers.http.catalogue import ListFormat, ModelsEndpoint
 from agentd.providers.http.common import default_ssl_context, guard, open_stream
 from agentd.providers.http.sse import SSEReader, parse_json
 
-__all__ = ["HttpOptions", "HttpProvider", "StreamFold"]
+__all__ = ["FoldingHttpProvider", "HttpOptions", "HttpProvider", "StreamFold"]
 
 
 class HttpOptions(TypedDict, total=False):
@@ -55,10 +56,10 @@ class StreamFold(Protocol):
     def finish(self) -> list[StreamEvent]: ...
 
 
-class HttpProvider:
+class HttpProvider(ABC):
     """One HTTP endpoint + model; subclasses set `path` (appended to the base URL) and
     `classify` (an error status → `HarnessError`), encode the body (`encode_pieces`) and
-    fold the answer (`_fold`)."""
+    read the answer: `FoldingHttpProvider` by a fold, Chat Completions by itself."""
 
     path: ClassVar[str]
     models_path: ClassVar[str] = "/models"  # OpenAI's, under a base URL that ends in /v1
@@ -92,45 +93,14 @@ class HttpProvider:
         self._owns_client = client is None
         self._client = client or http_pool.client(self._timeout, default_ssl_context(), http_transport)
 
+    @abstractmethod
     def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
         """The JSON body for `request` in pieces, as the transport writes them (not joined)."""
-        raise NotImplementedError
 
     def encode_body(self, request: ProviderRequest) -> bytes:
         """The body `stream` sends, joined (the conversation's bytes reused from the
         session's previous call)."""
         return b"".join(self.encode_pieces(request))
-
-    def _fold(self) -> StreamFold:
-        """A new fold for one answer."""
-        raise NotImplementedError
-
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        """Yield the events of one streamed answer; raise `HarnessError` on any failure."""
-        response, deadline = await self._open(self.encode_pieces(request))
-        try:
-            fold = self._fold()
-            reader = self._reader(response, deadline)
-            if reader is None:
-                # A server that ignored `stream: true` and answered with one JSON document.
-                for event in fold.feed_document(await self._document(response, deadline)):
-                    yield event
-            else:
-                async for name, data in reader.events():
-                    for event in fold.feed(parse_json(data), name):
-                        reader.first_token()
-                        yield event
-                    if fold.ended:
-                        reader.end()  # the reader drains the body, so the connection is reused
-            if not fold.ended:
-                raise HarnessError(
-                    ErrorKind.PROVIDER_UNAVAILABLE,
-                    f"stream cut: the server closed the stream before {fold.end_event}",
-                )
-            for event in fold.finish():
-                yield event
-        finally:
-            await response.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client if this provider created it (a passed-in client is the caller's)."""
@@ -185,3 +155,38 @@ class HttpProvider:
             first_token_timeout=self._first_token_timeout,
         )
         return parse_json(raw.decode(errors="replace"))
+
+
+class FoldingHttpProvider(HttpProvider):
+    """An `HttpProvider` whose answer is read by a `StreamFold` (Anthropic, Responses)."""
+
+    @abstractmethod
+    def _fold(self) -> StreamFold:
+        """A new fold for one answer."""
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Yield the events of one streamed answer; raise `HarnessError` on any failure."""
+        response, deadline = await self._open(self.encode_pieces(request))
+        try:
+            fold = self._fold()
+            reader = self._reader(response, deadline)
+            if reader is None:
+                # A server that ignored `stream: true` and answered with one JSON document.
+                for event in fold.feed_document(await self._document(response, deadline)):
+                    yield event
+            else:
+                async for name, data in reader.events():
+                    for event in fold.feed(parse_json(data), name):
+                        reader.first_token()
+                        yield event
+                    if fold.ended:
+                        reader.end()  # the reader drains the body, so the connection is reused
+            if not fold.ended:
+                raise HarnessError(
+                    ErrorKind.PROVIDER_UNAVAILABLE,
+                    f"stream cut: the server closed the stream before {fold.end_event}",
+                )
+            for event in fold.finish():
+                yield event
+        finally:
+            await response.aclose()

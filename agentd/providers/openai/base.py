@@ -4,6 +4,7 @@ around the session's cached conversation (`wire_cache`)."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, Unpack
 
 from agentd.core import ProviderRequest
@@ -33,9 +34,9 @@ class OpenAIHttpProvider(HttpProvider):
         """Drop what is kept for the session (its conversation's wire bytes): it was unloaded."""
         self._encoded.forget(session_id)
 
+    @abstractmethod
     def build_body(self, request: ProviderRequest) -> dict[str, Any]:
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
-        raise NotImplementedError
 
     def encode_pieces(self, request: ProviderRequest) -> list[bytes]:
         """`build_body(request)` encoded in pieces, as the transport writes them (not joined),
@@ -44,9 +45,10 @@ class OpenAIHttpProvider(HttpProvider):
             lambda: self._compose(request, self._conversation(request)), lambda: self.build_body(request)
         )
 
+    @abstractmethod
     def _compose(self, request: ProviderRequest, conversation: Any) -> dict[str, Any]:
         """The body with `conversation` (a list, or the cached `Spliced` bytes) in its place."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _conversation(self, request: ProviderRequest) -> Spliced:
-        raise NotImplementedError
+        """The conversation's wire bytes, reused from the session's previous call."""

@@ -98,7 +98,7 @@ class OpenAIProvider(OpenAIHttpProvider):
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """Yield the events of one streamed completion; raise `HarnessError` on any failure.
-        Not `HttpProvider.stream`'s fold on purpose: a refused parameter is amended and the
+        Not `FoldingHttpProvider.stream` on purpose: a refused parameter is amended and the
         body sent again, `[DONE]` is no JSON event, and a connection lost after the
         finish_reason still leaves a complete answer."""
         model = request.model or self.model

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentd.core import Image, Message, ProviderRequest
+from agentd.providers.http import FoldingHttpProvider
 from agentd.providers.openai.base import OpenAIHttpProvider
 from agentd.providers.openai.models import is_reasoning_model
 from agentd.providers.openai.responses_stream import PROVIDER_TAG, ResponsesAssembler
@@ -22,7 +23,7 @@ from agentd.providers.wire_cache import Spliced, encode_items
 __all__ = ["OpenAIResponsesProvider", "translate_input"]
 
 
-class OpenAIResponsesProvider(OpenAIHttpProvider):
+class OpenAIResponsesProvider(OpenAIHttpProvider, FoldingHttpProvider):
     """One Responses API endpoint + model. `stream()` performs one sampling call."""
 
     name = "openai-responses"

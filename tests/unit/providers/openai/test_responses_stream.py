@@ -1,4 +1,4 @@
-"""`ResponsesAssembler` as `HttpProvider.stream` feeds it: each event with its SSE name."""
+"""`ResponsesAssembler` as `FoldingHttpProvider.stream` feeds it: each event with its SSE name."""
 
 from __future__ import annotations
 
