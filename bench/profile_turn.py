@@ -3,6 +3,7 @@
     .venv/bin/python bench/profile_turn.py [--turns 300] [--top 10] [--sessions 1] [--save F]
                                            [--hide-sniffio] [--smoke]
                                            [--db sqlite|postgres] [--chunk-gap-ms 0] [--tree DIR]
+                                           [--kind trivial|one-tool] [--areas agentd.loop,…]
 
 The set-up of bench/turn.py (SQLite; `--db postgres`: Postgres): `agentd serve` in a
 subprocess with cProfile hooked to SIGUSR1 (start) / SIGUSR2 (stop and dump), so only the
@@ -16,6 +17,11 @@ which async library runs
 at the same time (the set-up of bench/concurrency.py) — what grows with the number of live
 sessions. Also printed: the server's CPU per turn by thread (the event loop, the SQLite
 writer, …), from /proc. `--save F` keeps the profile (pstats) for a closer look.
+
+`--kind one-tool`: every turn's prompt asks the fake model for one `read_file` call, then
+the answer (two samplings, one tool round: bench/floor.py's one-tool turn). `--areas`: also
+print Python calls and self time per turn summed by file under those packages (e.g.
+`agentd.loop,agentd.core,agentd.agents,agentd.tools`), and their total.
 
 `--hide-sniffio` makes `import sniffio` fail in the server after a real path search (as in
 an install without it: sniffio is no dependency of httpcore or of recent anyio), to price the
@@ -34,9 +40,10 @@ import signal
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import turnkit
-from turnkit import CLK_TCK, Server, agentd_server, model_process
+from turnkit import CLK_TCK, TOOL_MARK, Server, agentd_server, model_process
 
 from tests.support.client import WsClient, text_prompt
 
@@ -86,6 +93,10 @@ sys.meta_path.insert(0, _HideSniffio)
 """
 
 
+def prompt_text(args: argparse.Namespace) -> str:
+    return f"{TOOL_MARK} please" if args.kind == "one-tool" else "hi"
+
+
 async def profile(args: argparse.Namespace) -> tuple[float, Path]:
     """(server CPU seconds over the measured turns, the profile file)."""
     out = Path(tempfile.mkdtemp(prefix="agentd-prof-")) / "turn.prof"
@@ -101,11 +112,11 @@ async def profile(args: argparse.Namespace) -> tuple[float, Path]:
                 n = -(-args.turns // 10)
                 sids = [(await client.call("session/new", new))["sessionId"] for _ in range(n)]
                 for sid in sids:
-                    await client.call("session/prompt", text_prompt(sid, "hi"))
+                    await client.call("session/prompt", text_prompt(sid, prompt_text(args)))
                 os.kill(server.pid, signal.SIGUSR1)
                 cpu0, threads0 = server.cpu_s(), thread_cpu(server.pid)
                 for i in range(args.turns):
-                    await client.call("session/prompt", text_prompt(sids[i // 10], "hi"))
+                    await client.call("session/prompt", text_prompt(sids[i // 10], prompt_text(args)))
                     client.frames.clear()
                     while not client.notifications.empty():
                         client.notifications.get_nowait()
@@ -129,12 +140,12 @@ async def concurrent_turns(server: Server, args: argparse.Namespace) -> tuple[fl
     clients = [await WsClient.connect(server.base) for _ in range(args.sessions)]
     sids = [(await c.call("session/new", new))["sessionId"] for c in clients]
     pairs = list(zip(clients, sids, strict=True))
-    await asyncio.gather(*(c.call("session/prompt", text_prompt(s, "hi")) for c, s in pairs))
+    await asyncio.gather(*(c.call("session/prompt", text_prompt(s, prompt_text(args))) for c, s in pairs))
     per = -(-args.turns // args.sessions)
 
     async def run(client: WsClient, sid: str) -> None:
         for _ in range(per):
-            await client.call("session/prompt", text_prompt(sid, "hi"))
+            await client.call("session/prompt", text_prompt(sid, prompt_text(args)))
             client.frames.clear()
             while not client.notifications.empty():
                 client.notifications.get_nowait()
@@ -217,6 +228,28 @@ def report(args: argparse.Namespace, cpu: float, out: Path) -> None:
     print(f"top {args.top} packages by self time (per turn):")
     for name, tt in sorted(by_package.items(), key=lambda kv: kv[1], reverse=True)[: args.top]:
         print(f"  {tt * 1e6 / args.turns:7.0f} µs {tt / total * 100:5.1f} %  {name}")
+    if args.areas:
+        areas(args, entries)
+
+
+def areas(args: argparse.Namespace, entries: dict[Any, Any]) -> None:
+    """Calls and self time per turn by file, for the files of the packages in `--areas`."""
+    wanted = tuple(args.areas.split(","))
+    by_file: dict[str, list[float]] = {}
+    for (file, _line, _func), (_cc, nc, tt, _ct, _callers) in entries.items():
+        if "/agentd/" not in file or "site-packages/" in file:
+            continue
+        rel = "agentd/" + file.rsplit("/agentd/", 1)[1]
+        if not rel.replace("/", ".").startswith(wanted):
+            continue
+        acc = by_file.setdefault(rel, [0.0, 0.0])
+        acc[0] += nc
+        acc[1] += tt
+    calls = sum(v[0] for v in by_file.values()) / args.turns
+    self_us = sum(v[1] for v in by_file.values()) * 1e6 / args.turns
+    print(f"areas {args.areas}: {calls:.1f} calls/turn, {self_us:.0f} µs self/turn; by file:")
+    for rel, (nc, tt) in sorted(by_file.items(), key=lambda kv: kv[1][0], reverse=True):
+        print(f"  {nc / args.turns:7.1f} calls {tt * 1e6 / args.turns:6.0f} µs  {rel}")
 
 
 if __name__ == "__main__":
@@ -231,6 +264,8 @@ if __name__ == "__main__":
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--chunk-gap-ms", type=float, default=0.0, help="the fake's pause between chunks")
+    parser.add_argument("--kind", choices=["trivial", "one-tool"], default="trivial")
+    parser.add_argument("--areas", default="", help="comma-separated packages: calls per turn by file")
     parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
     ns = parser.parse_args()
     if ns.smoke:
