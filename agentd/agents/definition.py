@@ -73,6 +73,8 @@ class AgentDefinition:
         it from `output_schema`.
         """
         names = available if self.tools is None else [n for n in self.tools if n in available]
+        if not self.denied_tools:  # the usual case: no pattern to match each name against
+            return {name: available[name] for name in names}
         return {name: available[name] for name in names if self.allows_tool(name)}
 
 

@@ -11,9 +11,8 @@ embed them as they are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from agentd.core.codec import decode, encode
 from agentd.core.kinds import TRANSIENT_KINDS, EventKind
@@ -22,13 +21,32 @@ from agentd.core.updates import Update
 __all__ = ["TRANSIENT_KINDS", "Event", "EventKind"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Event:
     session_id: str
     update: Update
     seq: int | None = None  # None for transient events
     # The connection whose request caused it (its own user message is not echoed back).
     origin: str | None = None
+    # Read on every hop (journal, writer, hub, render): plain attributes, set once here, not
+    # properties recomputed per read.
+    kind: EventKind = field(init=False, repr=False, compare=False)
+    durable: bool = field(init=False, repr=False, compare=False)
+    # The payload's bytes, as stored and sent, and the payload as a dict (for readers of a few
+    # keys, never written back): each made once, on first read (`__getattr__` below).
+    data: bytes = field(init=False, repr=False, compare=False)
+    payload: dict[str, Any] = field(init=False, repr=False, compare=False)
+
+    def __init__(
+        self, session_id: str, update: Update, seq: int | None = None, origin: str | None = None
+    ) -> None:
+        put = self.__dict__
+        put["session_id"] = session_id
+        put["update"] = update
+        put["seq"] = seq
+        put["origin"] = origin
+        put["kind"] = update.kind
+        put["durable"] = seq is not None
 
     @classmethod
     def stored(
@@ -44,20 +62,19 @@ class Event:
             event.__dict__["data"] = data  # the stored bytes are the encoding: not again
         return event
 
-    @property
-    def kind(self) -> EventKind:
-        return self.update.kind
+    if not TYPE_CHECKING:  # mypy keeps checking every other attribute name
 
-    @property
-    def durable(self) -> bool:
-        return self.seq is not None
-
-    @cached_property
-    def data(self) -> bytes:
-        """The payload's bytes, as stored and sent (encoded once, on first use)."""
-        return encode(self.update, self.payload)  # the payload dict, built once for both
-
-    @cached_property
-    def payload(self) -> dict[str, Any]:
-        """The payload as a dict, for readers of a few keys (never written back)."""
-        return self.update.payload()
+        def __getattr__(self, name: str) -> Any:
+            # Only reached while `data` or `payload` is not yet in the instance's dict: one
+            # call on first read (a `cached_property` costs two and takes a lock each time).
+            put = self.__dict__
+            if name == "payload":
+                value = put["payload"] = self.update.payload()
+                return value
+            if name == "data":
+                payload = put.get("payload")
+                if payload is None:
+                    payload = put["payload"] = self.update.payload()
+                value = put["data"] = encode(self.update, payload)  # the dict, built once for both
+                return value
+            raise AttributeError(name)

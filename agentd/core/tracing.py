@@ -131,9 +131,12 @@ def _turn_span(name: str, attributes: Mapping[str, Any], meta: Mapping[str, Any]
             _turn.reset(token)
 
 
-def cause() -> Any:
-    """The span context of the turn running here (None when off or outside a turn)."""
-    return _turn.get() if _tracer is not None else None
+# `cause()`: the span context of the turn running here (None when off or outside a turn).
+# Only `turn_span` sets `_turn`, and only while tracing is on, so the context variable's own
+# `get` answers it — no Python call for every write the writer is handed. (Were tracing
+# stopped in the middle of a turn, the cause it returns is ignored: `commit_span` is a no-op
+# then.)
+cause = _turn.get
 
 
 def commit_span(name: str, attributes: Mapping[str, Any], causes: Iterable[Any]) -> Any:

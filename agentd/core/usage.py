@@ -66,7 +66,9 @@ class UsageTotals:
             "outputTokens": self.output_tokens,
             "cacheReadTokens": self.cache_read_tokens,
             "cacheWriteTokens": self.cache_write_tokens,
-            "totalTokens": self.total_tokens,
+            "totalTokens": (  # `total_tokens`, spelled out: one call less per ledger and lane
+                self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+            ),
             "cost": round(self.cost, 6),
             "calls": self.calls,
             "dirty": self.dirty,
@@ -109,7 +111,10 @@ class UsageLedger:
             self.by_lane.setdefault(lane, UsageTotals()).merge(totals)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.total.to_dict(), "byLane": {k: v.to_dict() for k, v in self.by_lane.items()}}
+        lanes: dict[str, Any] = {}
+        for lane, totals in self.by_lane.items():
+            lanes[lane] = totals.to_dict()
+        return {**self.total.to_dict(), "byLane": lanes}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> UsageLedger:

@@ -217,7 +217,10 @@ class RetryState:
         return MappingProxyType({b: len(t) for b, t in self._failures.items()})
 
     def count(self, bucket: Bucket | ErrorKind) -> int:
-        bucket = Bucket.of(bucket)
+        if not isinstance(bucket, Bucket):
+            bucket = Bucket.of(bucket)
+        if not self._failures[bucket]:
+            return 0  # asked every round, most often of a bucket that never failed: no pruning
         self._prune(bucket, self._clock())
         return len(self._failures[bucket])
 

@@ -303,6 +303,8 @@ class RepetitionDetector:
         # Slice the delta first: one huge chunk must not be concatenated onto the tail whole.
         joined = self.tail + delta[max(0, len(delta) - window) :]
         self.tail = joined[max(0, len(joined) - window) :]
+        if self.total_chars <= self.limits.min_stream_chars:
+            return None  # too short to judge (`_detect_in_tail`'s first test, without the call)
         return _detect_in_tail(self.tail, self.total_chars, self.limits)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
+import os
 from dataclasses import dataclass, field
 
 from agentd.core import (
@@ -38,8 +38,10 @@ from agentd.tools import system_prompt_guidance
 class Sample:
     """What one provider call produced so far (kept even if the call is cut off)."""
 
-    message_id: str = field(default_factory=lambda: f"msg_{uuid.uuid4().hex[:16]}")
-    thought_id: str = field(default_factory=lambda: f"thought_{uuid.uuid4().hex[:16]}")
+    # 16 random hex digits, as `uuid4().hex[:16]` spelled them (its Python-level `UUID` object
+    # and `hex` property cost three calls per id; these are two C calls).
+    message_id: str = field(default_factory=lambda: f"msg_{os.urandom(8).hex()}")
+    thought_id: str = field(default_factory=lambda: f"thought_{os.urandom(8).hex()}")
     text: str = ""
     reasoning: str = ""
     reasoning_blocks: list[ReasoningBlock] = field(default_factory=list)
@@ -118,10 +120,20 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
         deadline = asyncio.timeout(call_max if call_max > 0 else None)
         try:
             async with deadline, contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
+                emit, feed = ctx.events.emit_transient, repetition.feed
                 async for ev in stream:
-                    _apply(ctx, sample, ev, repetition)
-                    if sample.degenerate is not None:
-                        return  # a degenerate stream: stop reading it (closing the provider stream)
+                    match ev:
+                        # The common event, one per chunk of text, handled here (no call).
+                        # `offset` lets a client that attached mid-message know it missed the start.
+                        case TextDelta(text=text) if text:
+                            offset = len(sample.text)
+                            sample.text += text
+                            emit(AgentTextChunk(sample.message_id, text, offset))
+                            if (hit := feed(text)) is not None:
+                                sample.degenerate = hit
+                                return  # a degenerate stream: stop reading it (closing the provider stream)
+                        case _:
+                            _apply(ctx, sample, ev)
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
@@ -160,15 +172,9 @@ def response_attributes(sample: Sample) -> dict[str, str | int | list[str]]:
     return out
 
 
-def _apply(ctx: TurnContext, sample: Sample, ev: object, repetition: RepetitionDetector) -> None:
+def _apply(ctx: TurnContext, sample: Sample, ev: object) -> None:
+    """Every other stream event than a text chunk (`stream_sample` handles those itself)."""
     match ev:
-        # `offset` lets a client that attached mid-message know it missed the start.
-        case TextDelta(text=text) if text:
-            offset = len(sample.text)
-            sample.text += text
-            chunk = AgentTextChunk(sample.message_id, text, offset)
-            ctx.events.emit_transient(chunk)
-            sample.degenerate = repetition.feed(text)
         case ReasoningDelta(text=text) if text:
             offset = len(sample.reasoning)
             sample.reasoning += text
