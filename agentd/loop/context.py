@@ -8,6 +8,9 @@ loop testable without a server and keeps session state owned by the actor.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
+import os
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +66,14 @@ class TurnCancelled(Exception):
     """The user (or the server) cancelled the turn while we were waiting."""
 
 
+# `AGENTD_CANCEL_WAIT=asyncio`: `run_cancellable` waits with `asyncio.wait` on a task of
+# `cancel.wait()` (the library path). By default it waits on one future that both the
+# operation's end and `cancel.set()` complete — the future `Event.wait` itself would put on
+# the event's waiters — without that second task and `asyncio.wait`'s bookkeeping, twice
+# per one-tool turn's sampling and once per tool call.
+LIBRARY_CANCEL_WAIT = os.environ.get("AGENTD_CANCEL_WAIT", "").strip().lower() == "asyncio"
+
+
 async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asyncio.Event) -> T:
     """Await `aw` unless `cancel` fires first; then cancel it, wait for its cleanup
     (a killed process group, a closed stream) and raise `TurnCancelled`."""
@@ -70,6 +81,47 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
         if asyncio.iscoroutine(aw):
             aw.close()
         raise TurnCancelled
+    waiters = getattr(cancel, "_waiters", None)
+    if LIBRARY_CANCEL_WAIT or not isinstance(waiters, collections.deque):
+        task = await _wait_library(aw, cancel)
+    else:
+        # One future, completed by whichever comes first: the operation's end, or `cancel.set()`
+        # (which sets every future on the event's `_waiters`, as it does `Event.wait`'s own).
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(aw) if asyncio.iscoroutine(aw) else asyncio.ensure_future(aw)
+        woken = loop.create_future()
+
+        def wake(_: object) -> None:
+            if not woken.done():
+                woken.set_result(True)
+
+        task.add_done_callback(wake)
+        waiters.append(woken)
+        try:
+            await woken
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            task.remove_done_callback(wake)
+            with contextlib.suppress(ValueError):
+                waiters.remove(woken)
+    if task.done():
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:  # the operation failed while being cancelled: cancellation wins
+        pass
+    raise TurnCancelled
+
+
+async def _wait_library(
+    aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asyncio.Event
+) -> asyncio.Future[T]:
+    """The operation's task, once it ended or `cancel` fired (`asyncio.wait` on both)."""
     task = asyncio.ensure_future(aw)
     waiter = asyncio.ensure_future(cancel.wait())
     try:
@@ -80,15 +132,7 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
         raise
     if task.done():
         waiter.cancel()
-        return task.result()
-    task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    except Exception:  # the operation failed while being cancelled: cancellation wins
-        pass
-    raise TurnCancelled
+    return task
 
 
 class EventSink(Protocol):

@@ -68,43 +68,38 @@ RECOVERY_TEXT = system_reminder(
 
 
 async def run_turn(ctx: TurnContext) -> TurnOutcome:
+    """L2: the turn's rounds inside its span; whatever goes wrong ends it readably. One
+    coroutine (not three nested ones): every resumption of the turn's task re-enters each
+    frame on its await chain."""
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
     with tracing.turn_span("agentd.turn", attributes, ctx.trace_meta) as span:
-        outcome = await _guarded_turn(ctx)
+        try:
+            state = TurnState.for_limits(ctx.limits)
+            try:
+                outcome = await _open_turn(ctx, state) or await _turn_rounds(ctx, state)
+            finally:
+                state.usage.merge(ctx.child_usage)  # finished foreground sub-agents (R-T11)
+            # The summary is taken at the very end so goal verdicts and hook rounds are on it.
+            # 000: a background child still running marks the report incomplete, not dirty: its
+            # spend is booked into the session's ledger when it finishes. `reportedAs` is what
+            # telemetry reads (000: MaxTurnsReached counts as Cancelled).
+            live = ctx.subagents is not None and ctx.subagents.live_from(ctx.turn_id)
+            summary = state.summary(
+                reported_as=reported_as(outcome.kind, outcome.reason), usage_incomplete=live
+            ).wire()
+            outcome = dataclasses.replace(outcome, turn=summary)
+        except TurnCancelled:
+            outcome = TurnOutcome.cancelled(EndReason.USER_CANCELLED)
+        except HarnessError as err:
+            outcome = TurnOutcome.failed(err)
+        except Exception as exc:  # a bug must end the turn readably, not kill the session
+            log.exception("turn %s crashed", ctx.turn_id)
+            outcome = TurnOutcome.failed(
+                HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            )
         if span is not None:
             span.set_attribute("agentd.outcome", outcome.kind.value)
         return outcome
-
-
-async def _guarded_turn(ctx: TurnContext) -> TurnOutcome:
-    try:
-        return await _run_turn(ctx)
-    except TurnCancelled:
-        return TurnOutcome.cancelled(EndReason.USER_CANCELLED)
-    except HarnessError as err:
-        return TurnOutcome.failed(err)
-    except Exception as exc:  # a bug must end the turn readably, not kill the session
-        log.exception("turn %s crashed", ctx.turn_id)
-        return TurnOutcome.failed(
-            HarnessError(ErrorKind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-        )
-
-
-async def _run_turn(ctx: TurnContext) -> TurnOutcome:
-    state = TurnState.for_limits(ctx.limits)
-    try:
-        outcome = await _open_turn(ctx, state) or await _turn_rounds(ctx, state)
-    finally:
-        state.usage.merge(ctx.child_usage)  # finished foreground sub-agents (R-T11)
-    # The summary is taken at the very end so goal verdicts and hook rounds are on it.
-    # 000: a background child still running marks the report incomplete, not dirty: its spend
-    # is booked into the session's ledger when it finishes. `reportedAs` is what telemetry
-    # reads (000: MaxTurnsReached counts as Cancelled).
-    live = ctx.subagents is not None and ctx.subagents.live_from(ctx.turn_id)
-    summary = state.summary(
-        reported_as=reported_as(outcome.kind, outcome.reason), usage_incomplete=live
-    ).wire()
-    return dataclasses.replace(outcome, turn=summary)
 
 
 async def _open_turn(ctx: TurnContext, state: TurnState) -> TurnOutcome | None:
@@ -137,7 +132,12 @@ async def _turn_rounds(ctx: TurnContext, state: TurnState) -> TurnOutcome:
     reentries = 0
     while True:
         tokens_before = state.usage.total.total_tokens
-        outcome = await run_with_completion_recovery(ctx, state)
+        # Without a completion requirement there is nothing to recover: L3 directly (one
+        # frame less on the await chain the turn's task re-enters at every resumption).
+        if ctx.completion is None:
+            outcome = await run_react(ctx, state)
+        else:
+            outcome = await run_with_completion_recovery(ctx, state)
         goal = ctx.goal
         if goal is not None:
             goal.tokens_used += state.usage.total.total_tokens - tokens_before
@@ -187,8 +187,7 @@ async def run_with_completion_recovery(ctx: TurnContext, state: TurnState) -> Tu
                 refusal=outcome.refusal,
                 max_tokens=outcome.max_tokens,
                 tools_called=outcome.tools_called,
-                turn=state.summary().wire(),
-                structured_output=outcome.structured_output,
+                structured_output=outcome.structured_output,  # its summary: `_run_turn`'s, at the end
             )
         attempt += 1
         delay = req.delay_s(attempt)

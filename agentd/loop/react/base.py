@@ -86,7 +86,8 @@ def ended_outcome(
         max_tokens=max_tokens,
         tools_called=state.tools_called,
         error=error,
-        turn=state.summary().wire(),
+        # No `turn` summary here: L3's outcome only goes up to L2, which takes the turn's
+        # summary once, at its very end (`turn.run_turn`), and puts it on the outcome.
         structured_output=structured_output,
     )
 
