@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agentd.loop.detection.degeneration import StationarityDecision as StationarityDecision
     from agentd.loop.detection.degeneration import StationarityLimits as StationarityLimits
     from agentd.loop.detection.degeneration import Stop as Stop
+    from agentd.loop.detection.degeneration import detect_repetitive_text as detect_repetitive_text
     from agentd.loop.detection.degeneration import retriable_response as retriable_response
     from agentd.loop.detection.degeneration import with_no_progress_note as with_no_progress_note
     from agentd.loop.detection.sequence import CallRecord as CallRecord
@@ -39,6 +40,7 @@ _WHERE = {
     "NUDGE_TEXT": "agentd.loop.detection.degeneration",
     "RepetitionDetector": "agentd.loop.detection.degeneration",
     "RepetitionHit": "agentd.loop.detection.degeneration",
+    "detect_repetitive_text": "agentd.loop.detection.degeneration",
     "retriable_response": "agentd.loop.detection.degeneration",
     "RetriableHit": "agentd.loop.detection.degeneration",
     "shell_failed": "agentd.loop.detection.sequence",
@@ -66,6 +68,7 @@ __all__ = [
     "StationarityDecision",
     "StationarityLimits",
     "Stop",
+    "detect_repetitive_text",
     "retriable_response",
     "shell_failed",
     "with_no_progress_note",

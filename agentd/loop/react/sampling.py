@@ -28,7 +28,7 @@ from agentd.core import (
     tracing,
 )
 from agentd.loop.context import TurnContext
-from agentd.loop.detection import RepetitionDetector, RepetitionHit
+from agentd.loop.detection import RepetitionHit, detect_repetitive_text
 from agentd.loop.reminders import system_reminder
 from agentd.loop.structured import SHIM_REMINDER
 from agentd.tools import system_prompt_guidance
@@ -110,7 +110,7 @@ def uses_native_schema(ctx: TurnContext) -> bool:
 
 
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
-    repetition = RepetitionDetector(ctx.limits.stationarity)
+    limits = ctx.limits.stationarity
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
     call_max = ctx.limits.retry.call_max_s
     if tracing.enabled():
@@ -120,20 +120,34 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
         deadline = asyncio.timeout(call_max if call_max > 0 else None)
         try:
             async with deadline, contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
-                emit, feed = ctx.events.emit_transient, repetition.feed
+                emit, used = ctx.events.emit_transient, ctx.used_tool_call_ids
+                # One `match` per stream event, here in the loop (no call per event).
                 async for ev in stream:
                     match ev:
-                        # The common event, one per chunk of text, handled here (no call).
                         # `offset` lets a client that attached mid-message know it missed the start.
                         case TextDelta(text=text) if text:
                             offset = len(sample.text)
                             sample.text += text
                             emit(AgentTextChunk(sample.message_id, text, offset))
-                            if (hit := feed(text)) is not None:
-                                sample.degenerate = hit
-                                return  # a degenerate stream: stop reading it (closing the provider stream)
-                        case _:
-                            _apply(ctx, sample, ev)
+                            # The stream so far is `sample.text`: judged whole once it is long
+                            # enough (no detector to feed chunk by chunk before that).
+                            if offset + len(text) > limits.min_stream_chars:
+                                sample.degenerate = detect_repetitive_text(sample.text, limits)
+                                if sample.degenerate is not None:
+                                    return  # a degenerate stream: stop reading it (closing it)
+                        case ReasoningDelta(text=text) if text:
+                            offset = len(sample.reasoning)
+                            sample.reasoning += text
+                            emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
+                        case ReasoningBlockComplete(block=block):
+                            sample.reasoning_blocks.append(block)
+                        case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+                            call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
+                            sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+                        case Usage():
+                            sample.usage = ev
+                        case Stop(reason=reason):
+                            sample.stop = reason
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
@@ -170,25 +184,6 @@ def response_attributes(sample: Sample) -> dict[str, str | int | list[str]]:
     if sample.stop is not None:
         out["gen_ai.response.finish_reasons"] = [sample.stop.value]
     return out
-
-
-def _apply(ctx: TurnContext, sample: Sample, ev: object) -> None:
-    """Every other stream event than a text chunk (`stream_sample` handles those itself)."""
-    match ev:
-        case ReasoningDelta(text=text) if text:
-            offset = len(sample.reasoning)
-            sample.reasoning += text
-            chunk = AgentTextChunk(sample.thought_id, text, offset, thought=True)
-            ctx.events.emit_transient(chunk)
-        case ReasoningBlockComplete(block=block):
-            sample.reasoning_blocks.append(block)
-        case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-            call_id = unique_tool_call_id(call_id, ctx.used_tool_call_ids, sample.tool_calls)
-            sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-        case Usage():
-            sample.usage = ev
-        case Stop(reason=reason):
-            sample.stop = reason
 
 
 def unique_tool_call_id(call_id: str, used: set[str], pending: list[ToolCall]) -> str:

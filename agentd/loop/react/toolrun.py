@@ -216,7 +216,11 @@ async def execute_tool_round(
     breaker = await approve(ctx, slots, announced)
 
     approved = [s for s in slots if s.approved]
-    if approved:
+    if len(approved) == 1 and approved[0].tool is not None and approved[0].tool.access is not Access.WRITE:
+        # One call that is no write: nothing to run beside it, and `_run_tool` runs it in a
+        # task of its own already (`run_cancellable`) — no task group around it.
+        await _execute(ctx, approved[0])
+    elif approved:
         async with asyncio.TaskGroup() as tg:
             for slot in approved:
                 tg.create_task(_execute(ctx, slot))
@@ -231,19 +235,34 @@ async def execute_tool_round(
         break_reason=breaker,
         succeeded=sum(1 for s in approved if s.result is not None and not s.result.is_error),
         crashed=[s.result.output for s in approved if s.crashed and s.result is not None],
-        records=[await _record(ctx, slot, presets or {}) for slot in slots],
+        records=await _records(ctx, slots, presets or {}),
     )
 
 
-async def _record(ctx: TurnContext, slot: Slot, presets: dict[str, ToolResult]) -> CallRecord:
-    """What the loop detector needs to know about one call; a successful write also says
-    what the files hold now (their digests: file churn is content going back and forth)."""
-    result = slot.result
-    assert result is not None
+async def _records(ctx: TurnContext, slots: list[Slot], presets: dict[str, ToolResult]) -> list[CallRecord]:
+    """What the loop detector needs to know about each call; a successful write also says
+    what the files hold now (their digests, read in a worker thread: file churn is content
+    going back and forth)."""
+    records = []
+    for slot in slots:
+        result = slot.result
+        assert result is not None
+        writes: tuple[tuple[str, str], ...] = ()
+        if (
+            slot.approved
+            and not result.is_error
+            and slot.tool is not None
+            and slot.tool.access is Access.WRITE
+        ):
+            writes = await asyncio.to_thread(file_digests, _write_paths(ctx, slot))
+        records.append(_record(slot, result, presets, writes))
+    return records
+
+
+def _record(
+    slot: Slot, result: ToolResult, presets: dict[str, ToolResult], writes: tuple[tuple[str, str], ...]
+) -> CallRecord:
     malformed = slot.call.id not in presets and (slot.tool is None or slot.args is None)
-    writes: tuple[tuple[str, str], ...] = ()
-    if slot.approved and not result.is_error and slot.tool is not None and slot.tool.access is Access.WRITE:
-        writes = await asyncio.to_thread(file_digests, _write_paths(ctx, slot))
     return CallRecord(
         slot.call.name,
         malformed=malformed,

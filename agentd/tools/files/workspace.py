@@ -11,9 +11,17 @@ without following any symlink, so a link swapped in after the check is refused.
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 from agentd.tools.errors import ToolError
+
+# `AGENTD_WORKSPACE_RESOLVE=pathlib`: resolve with `Path.resolve` and `is_relative_to` (the
+# library path). By default the same `os.path.realpath` that `Path.resolve` calls works on
+# strings: a file tool call resolves a path two or three times on the event loop, and
+# pathlib's objects around each realpath cost several times the realpath itself.
+LIBRARY_RESOLVE = os.environ.get("AGENTD_WORKSPACE_RESOLVE", "").strip().lower() == "pathlib"
 
 
 def resolve_in_workspace(root: Path, path: str) -> Path:
@@ -24,6 +32,43 @@ def resolve_in_workspace(root: Path, path: str) -> Path:
     """
     if not isinstance(path, str) or not path.strip():
         raise ToolError("path must be a non-empty string")
+    if LIBRARY_RESOLVE:
+        return _resolve_pathlib(root, path)
+    try:
+        real_root = _realpath(root)
+        resolved = _realpath(path if path.startswith("/") else os.path.join(real_root, path))
+    except RuntimeError as exc:  # a symlink loop, reported as Python 3.11's pathlib does
+        raise ToolError(f"cannot resolve {path!r}: {exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: embedded NUL byte
+        raise ToolError(f"invalid path {path!r}: {exc}") from exc
+    if not _within(resolved, real_root):
+        raise ToolError(
+            f"path {path!r} resolves to {resolved}, which is outside the workspace {real_root}; "
+            "only files inside the workspace can be accessed"
+        )
+    return Path(resolved)
+
+
+def _realpath(path: str | Path) -> str:
+    """`str(Path(path).resolve(strict=False))` (Python 3.11): realpath, then a stat that
+    turns a symlink loop (which realpath leaves in place) into a `RuntimeError`."""
+    resolved = os.path.realpath(path)
+    try:
+        os.stat(resolved)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RuntimeError(f"Symlink loop from {exc.filename!r}") from None
+    return resolved
+
+
+def _within(resolved: str, real_root: str) -> bool:
+    """`Path(resolved).is_relative_to(real_root)` for two realpaths (absolute, normalised)."""
+    if resolved == real_root:
+        return True
+    return resolved.startswith(real_root if real_root.endswith("/") else real_root + "/")
+
+
+def _resolve_pathlib(root: Path, path: str) -> Path:
     try:
         real_root = Path(root).resolve(strict=False)
         candidate = Path(path)
@@ -44,8 +89,15 @@ def resolve_in_workspace(root: Path, path: str) -> Path:
 
 def display_path(root: Path, p: Path) -> str:
     """`p` relative to the workspace root for messages ("." for the root itself)."""
-    try:
-        rel = Path(p).relative_to(Path(root).resolve(strict=False))
-    except ValueError:
-        return str(p)
-    return str(rel) if rel.parts else "."
+    if LIBRARY_RESOLVE:
+        try:
+            rel = Path(p).relative_to(Path(root).resolve(strict=False))
+        except ValueError:
+            return str(p)
+        return str(rel) if rel.parts else "."
+    real_root = _realpath(root)
+    text = str(p) if isinstance(p, Path) else str(Path(p))  # pathlib's normal form
+    if text == real_root:
+        return "."
+    prefix = real_root if real_root.endswith("/") else real_root + "/"
+    return text[len(prefix) :] if text.startswith(prefix) else str(p)
