@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 from agentd.core import ToolCall
 from agentd.loop.context import TurnContext
+from agentd.loop.react.argcheck import Check, compile_check
 from agentd.tools import Tool, ToolResult
 
 
@@ -71,17 +72,19 @@ def argument_error(args: dict[str, Any], schema: dict[str, Any]) -> jsonschema.V
         except jsonschema.ValidationError as exc:
             return exc
         return None
-    error: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(
-        _validator(key).iter_errors(args)
-    )
+    validator, quick = _validator(key)
+    if quick is not None and quick(args):
+        return None  # plainly valid (`argcheck`): jsonschema would find nothing either
+    error: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(validator.iter_errors(args))
     return error
 
 
 @functools.lru_cache(maxsize=256)
-def _validator(schema_json: bytes) -> Any:
+def _validator(schema_json: bytes) -> tuple[Any, Check | None]:
+    """The checked validator of a schema, and its quick check when it has one."""
     import jsonschema
 
     schema = orjson.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
-    return cls(schema)
+    return cls(schema), compile_check(schema)
