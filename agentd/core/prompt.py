@@ -24,7 +24,7 @@ def prompt_text(
     for block in blocks:
         match block:
             case TextContent(text=text):
-                parts.append(_truncate(text))
+                parts.append(text if len(text) <= MAX_PROMPT_TEXT else _truncate(text))
             case ResourceLink(uri=uri, name=name):
                 parts.append(f"[resource link: {name} <{uri}>]")
             case EmbeddedResource(resource=res) if res.text is not None:

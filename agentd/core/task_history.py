@@ -97,6 +97,8 @@ class EarlierTasks:
         return f"{text}\n[{c.status}]", raw
 
     def unreported(self) -> list[TaskCompletion]:
+        if not self._tasks:
+            return []  # asked every turn; most sessions ran no background task
         return [e.completion for e in self._tasks.values() if not e.reported]
 
     def take_completions(self) -> list[TaskCompletion]:

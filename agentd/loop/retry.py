@@ -224,6 +224,14 @@ class RetryState:
         self._prune(bucket, self._clock())
         return len(self._failures[bucket])
 
+    def failing(self, buckets: tuple[Bucket, ...]) -> list[Bucket]:
+        """Those of `buckets` with failures in the window (`count` of each, in one call)."""
+        out = []
+        for bucket in buckets:
+            if self._failures[bucket] and self.count(bucket):
+                out.append(bucket)
+        return out
+
     def _bump(self, bucket: Bucket) -> tuple[int, int]:
         now = self._clock()
         self._failures[bucket].append(now)

@@ -68,6 +68,8 @@ class TodoList:
 
     def unfinished(self) -> list[dict[str, str]]:
         """Entries still `pending` or `in_progress` (what TodoGate nudges about)."""
+        if not self._entries:
+            return []  # asked every step; most sessions keep no list
         return [dict(e) for e in self._entries if e["status"] != "completed"]
 
     def as_plan(self) -> list[dict[str, str]]:

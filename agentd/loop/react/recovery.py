@@ -88,6 +88,10 @@ async def _retry_degenerate(
     return None
 
 
+# The buckets a clean response resets (see the end of `sample_with_recovery`).
+_RESET_ON_SUCCESS = (Bucket.DEGENERATE_OUTPUT, Bucket.AUTHENTICATION)
+
+
 async def sample_with_recovery(
     ctx: TurnContext, state: TurnState, request: ProviderRequest
 ) -> Sample | TurnOutcome | Rebuild:
@@ -156,7 +160,7 @@ async def sample_with_recovery(
         # it (seed 003); the buckets' sliding window forgives old failures instead (retry.py).
         # Only the repetition streak ends with a clean response (octos' per-call retry), and an
         # authentication episode with an authenticated call (its own schedule, 000).
-        reset = [b for b in (Bucket.DEGENERATE_OUTPUT, Bucket.AUTHENTICATION) if ctx.retry.count(b)]
+        reset = ctx.retry.failing(_RESET_ON_SUCCESS)
         for bucket in reset:
             ctx.retry.record_success(bucket)
         if reset:

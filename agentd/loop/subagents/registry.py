@@ -387,6 +387,8 @@ class Subagents:
         return TaskCompletion(child.id, TaskKind.AGENT, summary, end, status, None, output_call(child.id))
 
     def _unreported(self) -> list[_Child]:
+        if not self._children:
+            return []  # asked every turn; most sessions started no sub-agent
         return [c for c in self._children.values() if c.background and c.done and not c.reported]
 
     def unreported(self) -> list[TaskCompletion]:

@@ -114,3 +114,17 @@ def test_garbage_is_refused(bad: dict) -> None:
 def test_window_must_be_positive() -> None:
     with pytest.raises(ValueError):
         RetryLimits(window_s=0)
+
+
+def test_failing_names_the_buckets_with_failures_in_the_window() -> None:
+    """`failing` is `count` of each bucket in one call: empty buckets and failures past the
+    window count for nothing."""
+    clock = FakeClock()
+    state = RetryState(clock=clock)
+    both = (Bucket.NETWORK, Bucket.DEGENERATE_OUTPUT)
+    assert state.failing(both) == []
+    network(state)
+    assert state.failing(both) == [Bucket.NETWORK]
+    clock.advance(3 * DAY)  # past the 48 h window: forgotten, though still on the list
+    assert state.failing(both) == []
+    assert state.count(Bucket.NETWORK) == 0
