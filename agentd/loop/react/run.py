@@ -218,9 +218,10 @@ async def run_react(
 ) -> TurnOutcome:
     """One L3 run. `force_schema=False` drops the output schema (completion recovery rounds)."""
     state = state or TurnState.for_limits(ctx.limits)
-    state.stationarity.reset()  # counted per L3 run: a re-entry starts with no streak
+    if state.iteration:  # counted per L3 run: a re-entry starts with no streak (a fresh
+        state.stationarity.reset()  # state's detectors have seen nothing yet)
+        state.loops.reset()
     state.head_stop = None
-    state.loops.reset()
     policy = _policy(ctx, force_schema=force_schema, offer_shim=offer_shim)
 
     while True:
