@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 from agentd.core import DegenerationReason, StationarityReason, StopReason, ToolCall, repetition_wire
 from agentd.loop.reminders import system_reminder
 
@@ -139,8 +141,14 @@ def step_signature(calls: list[ToolCall], noop_tools: frozenset[str] = frozenset
         return NOOP_SIGNATURE
     # JSON framing keeps the encoding unambiguous; hashing keeps the state small whatever
     # the argument sizes (a step may write a whole file).
-    framed = json.dumps([[c.name, c.arguments] for c in calls], ensure_ascii=False)
-    return "step:" + hashlib.sha256(framed.encode()).hexdigest()
+    # (orjson: one C call; the signature is only ever compared within a run. A string it
+    # refuses — a lone surrogate from a bad escape — falls back to the json module.)
+    pairs = [[c.name, c.arguments] for c in calls]
+    try:
+        framed = orjson.dumps(pairs)
+    except TypeError:
+        framed = json.dumps(pairs, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return "step:" + hashlib.sha256(framed).hexdigest()
 
 
 @dataclass

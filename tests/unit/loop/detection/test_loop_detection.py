@@ -107,6 +107,15 @@ def test_signature_uses_raw_arguments() -> None:
     assert step_signature([call(raw='{"a":1,"b":2}')]) != step_signature([call(raw='{"b":2,"a":1}')])
 
 
+def test_signature_of_a_lone_surrogate_is_a_signature_not_a_crash() -> None:
+    # A bad escape in the provider's JSON can leave one in the arguments: orjson refuses it,
+    # the json module's framing takes over — still stable, still telling steps apart.
+    odd = call(raw='{"path": "\ud800"}')
+    assert step_signature([odd]) == step_signature([call(raw='{"path": "\ud800"}')])
+    assert step_signature([odd]) != step_signature([call(raw='{"path": "x"}')])
+    assert step_signature([odd]).startswith("step:")
+
+
 def test_bash_true_is_noop_whatever_its_other_arguments() -> None:
     assert step_signature([call(args={"command": "true", "timeout": 5})]) == NOOP_SIGNATURE
     assert step_signature([call(args={"command": "true"})]) == NOOP_SIGNATURE
