@@ -8,9 +8,7 @@ loop testable without a server and keeps session state owned by the actor.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import os
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,7 @@ from agentd.core import (
 from agentd.core import Lane as Lane
 from agentd.core import PermissionAnswer as PermissionAnswer
 from agentd.loop.budget import BudgetLimits, BudgetState
+from agentd.loop.cancel_wait import waiters_of
 from agentd.loop.limits import LoopLimits
 from agentd.loop.retry import RetryState
 from agentd.loop.structured import OutputSchema
@@ -66,14 +65,6 @@ class TurnCancelled(Exception):
     """The user (or the server) cancelled the turn while we were waiting."""
 
 
-# `AGENTD_CANCEL_WAIT=asyncio`: `run_cancellable` waits with `asyncio.wait` on a task of
-# `cancel.wait()` (the library path). By default it waits on one future that both the
-# operation's end and `cancel.set()` complete — the future `Event.wait` itself would put on
-# the event's waiters — without that second task and `asyncio.wait`'s bookkeeping, twice
-# per one-tool turn's sampling and once per tool call.
-LIBRARY_CANCEL_WAIT = os.environ.get("AGENTD_CANCEL_WAIT", "").strip().lower() == "asyncio"
-
-
 async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asyncio.Event) -> T:
     """Await `aw` unless `cancel` fires first; then cancel it, wait for its cleanup
     (a killed process group, a closed stream) and raise `TurnCancelled`."""
@@ -81,12 +72,11 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
         if asyncio.iscoroutine(aw):
             aw.close()
         raise TurnCancelled
-    waiters = getattr(cancel, "_waiters", None)
-    if LIBRARY_CANCEL_WAIT or not isinstance(waiters, collections.deque):
+    waiters = waiters_of(cancel)
+    if waiters is None:
         task = await _wait_library(aw, cancel)
     else:
-        # One future, completed by whichever comes first: the operation's end, or `cancel.set()`
-        # (which sets every future on the event's `_waiters`, as it does `Event.wait`'s own).
+        # One future, completed by whichever comes first: the operation's end or `cancel.set()`.
         loop = asyncio.get_running_loop()
         task = loop.create_task(aw) if asyncio.iscoroutine(aw) else asyncio.ensure_future(aw)
         woken = loop.create_future()
@@ -105,7 +95,7 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
         finally:
             task.remove_done_callback(wake)
             with contextlib.suppress(ValueError):
-                waiters.remove(woken)
+                waiters.remove(woken)  # (`Event.wait` takes its own off so too)
     if task.done():
         return task.result()
     task.cancel()

@@ -10,11 +10,15 @@ at once: a stalled event log must not hold a cancelled turn's tools hostage.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+from agentd.loop.cancel_wait import waiters_of
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,63 @@ async def drain_barrier(
     """Wait for `flushed()`, at most `limits.timeout_s`, unless `cancel` fires first."""
     if cancel.is_set():
         return DrainResult.CANCELLED
+    waiters = waiters_of(cancel)
+    if waiters is None:
+        result = await _wait_library(flushed, cancel, limits)
+    else:
+        result = await _wait_one_future(flushed, cancel, waiters, limits)
+    if result is not None:
+        return result
+    log.warning(
+        "drain barrier: the step's events were not delivered within %gs; running its tools anyway",
+        limits.timeout_s,
+    )
+    return DrainResult.TIMED_OUT
+
+
+async def _wait_one_future(
+    flushed: Callable[[], Awaitable[None]],
+    cancel: asyncio.Event,
+    waiters: collections.deque[asyncio.Future[Any]],
+    limits: DrainLimits,
+) -> DrainResult | None:
+    """DRAINED, CANCELLED or None (timed out): one future on the cancel event's waiters,
+    completed by the flush's end, `cancel.set()` or the timer — no second task, no
+    `asyncio.wait` (`agentd.loop.cancel_wait`)."""
+    loop = asyncio.get_running_loop()
+    drained = asyncio.ensure_future(flushed())
+    woken = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not woken.done():
+            woken.set_result(True)
+
+    drained.add_done_callback(wake)
+    waiters.append(woken)
+    timer = loop.call_later(limits.timeout_s, wake)
+    try:
+        await woken
+        finished = drained.done()
+    finally:
+        timer.cancel()
+        drained.remove_done_callback(wake)
+        with contextlib.suppress(ValueError):
+            waiters.remove(woken)
+        if not drained.done():
+            drained.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drained
+    if finished:
+        drained.result()  # a failing barrier is a bug: let it surface
+        return DrainResult.DRAINED
+    return DrainResult.CANCELLED if cancel.is_set() else None
+
+
+async def _wait_library(
+    flushed: Callable[[], Awaitable[None]], cancel: asyncio.Event, limits: DrainLimits
+) -> DrainResult | None:
+    """DRAINED, CANCELLED or None (timed out): `asyncio.wait` on the flush and a task of
+    `cancel.wait()`."""
     drained = asyncio.ensure_future(flushed())
     cancelled = asyncio.ensure_future(cancel.wait())
     try:
@@ -55,10 +116,4 @@ async def drain_barrier(
     if drained in done:
         drained.result()  # a failing barrier is a bug: let it surface
         return DrainResult.DRAINED
-    if cancelled in done:
-        return DrainResult.CANCELLED
-    log.warning(
-        "drain barrier: the step's events were not delivered within %gs; running its tools anyway",
-        limits.timeout_s,
-    )
-    return DrainResult.TIMED_OUT
+    return DrainResult.CANCELLED if cancelled in done else None

@@ -109,7 +109,8 @@ async def approve(
                 text = CANCELLED_EARLIER.format(why=why)
             slot.result = ToolResult(text, is_error=True)
             continue
-        denial = await _pre_tool_hooks(ctx, slot)
+        # (no hooks: no payload to build, no coroutine to run)
+        denial = await _pre_tool_hooks(ctx, slot) if ctx.pre_tool_hooks else None
         if denial is not None:
             slot.result = denial  # a hook denial skips only this call
             continue

@@ -7,8 +7,16 @@ import logging
 
 import pytest
 
+from agentd.loop import cancel_wait
 from agentd.loop.drain import DrainLimits, DrainResult, drain_barrier
 from agentd.loop.limits import LoopLimits
+
+
+@pytest.fixture(autouse=True, params=["one-future", "asyncio"])
+def wait_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test on both ways of waiting (`AGENTD_CANCEL_WAIT`)."""
+    monkeypatch.setattr(cancel_wait, "LIBRARY_CANCEL_WAIT", request.param == "asyncio")
+    return str(request.param)
 
 
 async def _instant() -> None:
@@ -65,3 +73,19 @@ async def test_an_already_cancelled_turn_does_not_wait() -> None:
     cancel = asyncio.Event()
     cancel.set()
     assert await drain_barrier(_Stalled(), cancel, DrainLimits(timeout_s=3600)) is DrainResult.CANCELLED
+
+
+async def test_a_failing_flush_surfaces(wait_path: str) -> None:
+    async def failing() -> None:
+        raise RuntimeError("the log broke")
+
+    with pytest.raises(RuntimeError, match="the log broke"):
+        await drain_barrier(failing, asyncio.Event(), DrainLimits())
+
+
+async def test_the_wait_leaves_nothing_on_the_cancel_event(wait_path: str) -> None:
+    cancel = asyncio.Event()
+    assert await drain_barrier(_instant, cancel, DrainLimits()) is DrainResult.DRAINED
+    assert await drain_barrier(_Stalled(), cancel, DrainLimits(timeout_s=0.01)) is DrainResult.TIMED_OUT
+    if wait_path == "one-future":  # (the library's waiter task takes its future off a step later)
+        assert not cancel._waiters

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentd.loop import context
+from agentd.loop import cancel_wait
 from agentd.loop.context import TurnCancelled, run_cancellable
 
 
 @pytest.fixture(params=["one-future", "asyncio"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setattr(context, "LIBRARY_CANCEL_WAIT", request.param == "asyncio")
+    monkeypatch.setattr(cancel_wait, "LIBRARY_CANCEL_WAIT", request.param == "asyncio")
     yield request.param
 
 
