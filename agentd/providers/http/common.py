@@ -170,12 +170,18 @@ async def open_stream(
         raise transport_error(exc, base_url) from exc
     answer: Answer
     if head is not None:
-        answer = await guard(
-            http_pool.send_head(client, head, content, http_timeout),
-            deadline,
-            base_url=base_url,
-            first_token_timeout=first_token_timeout,
-        )
+        # The first-token deadline as the exchange's own (no timeout scope on the usual path).
+        try:
+            answer = await http_pool.send_head(
+                client,
+                head,
+                content,
+                http_timeout,
+                deadline,
+                (lambda: no_first_token(first_token_timeout)) if deadline is not None else None,
+            )
+        except httpx.RequestError as exc:
+            raise transport_error(exc, base_url) from exc
     else:
         response = await guard(
             http_pool.send_streaming(client, cast(httpx.Request, request)),

@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import httpx
 
@@ -36,6 +37,8 @@ from agentd.providers.http.lean_body import LeanAnswer, LeanBody
 from agentd.providers.http.proxy import Proxies, Proxy, ProxyConfigError
 
 _MAX_HEAD = 256 * 1024  # response status line + headers
+
+T = TypeVar("T")
 
 
 def _timeouts(request: httpx.Request) -> dict[str, float | None]:
@@ -86,12 +89,23 @@ class LeanTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None],
         *,
         head_only: bool = False,
+        until: float | None = None,
+        expired: Callable[[], BaseException] | None = None,
     ) -> LeanAnswer:
         """Write `head` and `body` (in pieces: written as they are when large) on a
         connection to `key` and read the response head: the answer, its body still to read
-        (its `response()` has no `request`: `handle_async_request`'s caller sets it)."""
+        (its `response()` has no `request`: `handle_async_request`'s caller sets it).
+
+        `until` (loop time), if given with `expired`, bounds the whole exchange up to the
+        head (a provider's first-token deadline): then `expired()` is raised. On the usual
+        path — a free slot, a kept connection, a write with room — only the head is waited
+        for, under the connection's own timer (read_deadline): no timeout scope per call."""
+        if until is None:
+            expired = None
+        elif expired is None:
+            until = None
         if self._slots.locked():
-            await _acquire(self._slots, timeouts.get("pool"))
+            await _bounded(_acquire(self._slots, timeouts.get("pool")), until, expired)
         else:
             await self._slots.acquire()  # a free slot: returns at once
         conn: Connection | None = None
@@ -104,17 +118,20 @@ class LeanTransport(httpx.AsyncBaseTransport):
                     pieces, body = None, b"".join(body)
             else:
                 pieces = None
-            conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"), proxy)
+            conn = self._reuse(key)
+            if conn is None:
+                conn = await _bounded(self._connect(key, timeouts.get("connect"), proxy), until, expired)
             self.active += 1
+            write_s = timeouts.get("write")
             if pieces is not None:
                 for out in batches(head, pieces):
-                    await conn.write(out, timeouts.get("write"))
+                    await conn.write(out, write_s, until, expired)
             else:
                 assert isinstance(body, bytes)
-                await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
+                await conn.write(head + body if len(body) < 65536 else head, write_s, until, expired)
                 if len(body) >= 65536:
-                    await conn.write(body, timeouts.get("write"))
-            answer = await _read_head(conn, head_only, timeouts.get("read"), self)
+                    await conn.write(body, write_s, until, expired)
+            answer = await _read_head(conn, head_only, timeouts.get("read"), self, until, expired)
         except BaseException:
             if conn is not None:
                 self._finished(conn, reuse=False)
@@ -214,6 +231,21 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.idle_count = 0
 
 
+async def _bounded(step: Awaitable[T], until: float | None, expired: Callable[[], BaseException] | None) -> T:
+    """Await a step of the exchange that may wait (a pool slot, a connection) before
+    `until`, else raise `expired()` (its own timeouts raise as they did)."""
+    if until is None or expired is None:
+        return await step
+    scope = asyncio.timeout_at(until)
+    try:
+        async with scope:
+            return await step
+    except TimeoutError as exc:
+        if scope.expired():
+            raise expired() from exc
+        raise
+
+
 async def _acquire(slots: asyncio.Semaphore, limit_s: float | None) -> None:
     try:
         async with asyncio.timeout(limit_s):
@@ -289,14 +321,19 @@ def _request_head(request: httpx.Request, proxy: Proxy | None = None) -> bytes:
 
 
 async def _read_head(
-    conn: Connection, head_only: bool, read_timeout: float | None, pool: LeanTransport
+    conn: Connection,
+    head_only: bool,
+    read_timeout: float | None,
+    pool: LeanTransport,
+    until: float | None = None,
+    expired: Callable[[], BaseException] | None = None,
 ) -> LeanAnswer:
     while True:  # 1xx interim answers are skipped
         end = conn.buffer.find(b"\r\n\r\n")
         while end < 0:
             if len(conn.buffer) > _MAX_HEAD:
                 raise httpx.RemoteProtocolError("the response head is too large")
-            await conn.wait_data(read_timeout)
+            await conn.wait_data(read_timeout, until, expired)
             end = conn.buffer.find(b"\r\n\r\n")
         head = bytes(conn.buffer[:end])
         del conn.buffer[: end + 4]

@@ -407,6 +407,27 @@ async def test_the_providers_answer_without_an_httpx_response_a_coded_body_or_an
             await client.aclose()
 
 
+async def test_the_first_token_deadline_bounds_the_wait_for_the_head_and_drops_the_connection() -> None:
+    """The providers' first-token deadline is the exchange's own on the kept head (no
+    timeout scope): a server silent after the request fails the call as a timeout, its
+    connection not reused; the next call gets its answer on a new one."""
+    async with serving(Scripted([b"STALL"], [CHUNKED])) as server:
+        client = make_client()
+        try:
+            with pytest.raises(HarnessError, match=r"no first token within 0\.2s") as info:
+                await open_stream(
+                    client, server.url, b"{}", {}, httpx.Timeout(30.0), base_url=server.url,
+                    first_token_timeout=0.2, classify=lambda *_: HarnessError(ErrorKind.INTERNAL, "status"),
+                )  # fmt: skip
+            assert info.value.kind is ErrorKind.TIMEOUT
+            assert pool_of(client).active == 0 and pool_of(client).idle_connections() == 0
+            server.stall.set()
+            assert await answer_events(client, server.url) == [("", b"one"), ("", b"two")]
+            assert server.accepted == 2
+        finally:
+            await client.aclose()
+
+
 def pool_of(client: httpx.AsyncClient) -> LeanTransport:
     pool = client._transport
     assert isinstance(pool, LeanTransport)
