@@ -7,10 +7,12 @@ event objects, anyio cancel scopes and locks, httpcore's pool and per-read timeo
 body chunk: a cancel scope, an h11 event, a `sniffio` look-up). `LeanTransport` speaks the
 same HTTP/1.1 to the model API with one `asyncio.Protocol` per connection (`http_conn`):
 the response head is parsed from the bytes received, the body (Content-Length, chunked, or
-up to the close) is decoded from the connection's buffer, and every read waits on one future, its
-deadline watched by the connection's one timer (read_deadline). httpx stays the client
-(redirect rules, auth, cookies, content decoding, `httpx` exceptions), so the providers and
-their error mapping do not change.
+up to the close) is decoded from the connection's buffer (lean_body.py), and every read waits
+on one future, its deadline watched by the connection's one timer (read_deadline). httpx stays
+the client (redirect rules, auth, cookies, content decoding, `httpx` exceptions), so the
+providers and their error mapping do not change. The providers' own calls (`exchange`, from
+`http_pool.send_head`) get the answer as parsed, `LeanAnswer`, its `httpx.Response` made only
+when one is needed (issue 32), and bound the exchange by their first-token deadline.
 
 Connections are kept alive per origin (scheme, host, port), the most recently used reused
 first; one that is closed, expired (idle longer than `keepalive_expiry`), or that received
