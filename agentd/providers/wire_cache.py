@@ -169,12 +169,41 @@ class EncodedMessages:
         self._sessions.pop(session_id, None)
 
 
-def wire_pieces(fast: Callable[[], dict[str, Any]], plain: Callable[[], dict[str, Any]]) -> list[bytes]:
+class KeptTools:
+    """A provider's last encoded `tools` value, reused while the next request's equals it
+    (issue 32: the tools' JSON Schemas were most of a small body's encoding, on every call).
+    The comparison is `==`, in C: the schemas are the tools' own dicts, the same objects from
+    call to call (identical objects compare equal at once), so it costs far less than
+    encoding them; a tool whose schema changes comes with a new dict (nothing mutates one in
+    place), which compares by value."""
+
+    __slots__ = ("_encoded", "_value")
+
+    def __init__(self) -> None:
+        self._value: Any = None
+        self._encoded: orjson.Fragment | None = None
+
+    def fragment(self, value: Any) -> orjson.Fragment:
+        """`value` encoded (raises as `orjson.dumps` does)."""
+        encoded = self._encoded
+        if encoded is None or value != self._value:
+            encoded = self._encoded = orjson.Fragment(orjson.dumps(value))
+            self._value = value
+        return encoded
+
+
+def wire_pieces(
+    fast: Callable[[], dict[str, Any]], plain: Callable[[], dict[str, Any]], tools: KeptTools | None = None
+) -> list[bytes]:
     """The encoded body, in pieces (the HTTP transport writes them as they are): `fast()`
-    through orjson, its top-level `Spliced` values put in; when orjson refuses something,
-    `plain()` through the stdlib as httpx's `json=` encoded it."""
+    through orjson, its top-level `Spliced` values put in (and its `tools` encoded as they
+    were last time, when `tools` keeps them); when orjson refuses something, `plain()`
+    through the stdlib as httpx's `json=` encoded it."""
     try:
-        return _spliced_body(fast())
+        body = fast()
+        if tools is not None and "tools" in body:
+            body["tools"] = tools.fragment(body["tools"])
+        return _spliced_body(body)
     except TypeError:  # orjson.JSONEncodeError
         pass
     try:

@@ -28,7 +28,7 @@ from agentd.providers.anthropic.request import (
     mark_cached,
     wants_thinking,
 )
-from agentd.providers.wire_cache import MAX_SESSIONS, Spliced, wire_pieces
+from agentd.providers.wire_cache import MAX_SESSIONS, KeptTools, Spliced, wire_pieces
 
 
 def _sort_user_blocks(entry: dict[str, Any]) -> None:
@@ -115,6 +115,7 @@ class AnthropicWire:
     def __init__(self, max_sessions: int = MAX_SESSIONS) -> None:
         self._max = max_sessions
         self._sessions: OrderedDict[tuple[str, bool], _Translated] = OrderedDict()
+        self._tools = KeptTools()  # the last request's tools (cache mark included), encoded
 
     def _translated(self, session_id: str, messages: list[Message], with_reasoning: bool) -> _Translated:
         key = (session_id, with_reasoning)
@@ -136,7 +137,9 @@ class AnthropicWire:
     def encode_pieces(self, request: ProviderRequest, options: AnthropicOptions) -> list[bytes]:
         """`build_body(request, options)` encoded, in pieces (the stdlib path when orjson
         refuses it)."""
-        return wire_pieces(lambda: self._fast(request, options), lambda: build_body(request, options))
+        return wire_pieces(
+            lambda: self._fast(request, options), lambda: build_body(request, options), self._tools
+        )
 
     def _fast(self, request: ProviderRequest, options: AnthropicOptions) -> dict[str, Any]:
         if request.session_id is None:

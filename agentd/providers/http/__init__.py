@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agentd.providers.http.provider import HttpProvider as HttpProvider
     from agentd.providers.http.provider import StreamFold as StreamFold
     from agentd.providers.http.sse import SSEReader as SSEReader
+    from agentd.providers.http.sse import parse_event as parse_event
     from agentd.providers.http.sse import parse_json as parse_json
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
@@ -33,6 +34,7 @@ _WHERE = {
     "ModelCatalogue": "agentd.providers.http.catalogue",
     "ModelInfo": "agentd.providers.http.catalogue",
     "ModelsEndpoint": "agentd.providers.http.catalogue",
+    "parse_event": "agentd.providers.http.sse",
     "parse_json": "agentd.providers.http.sse",
     "parse_retry_after": "agentd.providers.http.common",
     "SSEReader": "agentd.providers.http.sse",
@@ -52,6 +54,7 @@ __all__ = [
     "SSEReader",
     "StreamFold",
     "catalogue_for",
+    "parse_event",
     "parse_json",
     "parse_retry_after",
 ]

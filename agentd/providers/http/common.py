@@ -18,6 +18,8 @@ import orjson
 
 from agentd.core import ErrorKind, HarnessError
 from agentd.providers.http import pool as http_pool
+from agentd.providers.http.answer import Answer, HttpxAnswer
+from agentd.providers.http.lean_body import LeanBody
 
 T = TypeVar("T")
 
@@ -96,6 +98,22 @@ async def drain(lines: AsyncIterator[Any], *, limit_s: float | None = None) -> N
         return
 
 
+async def drain_lean(body: LeanBody, *, limit_s: float | None = None) -> None:
+    """`drain` for a body read straight from its connection: nothing to do when its end
+    was read already (the usual case: the terminator comes with the end marker), else read
+    under the same bounds, the time limit as the reads' own deadline (no timer)."""
+    if body.done:
+        return
+    limit = min(limit_s, _DRAIN_TIMEOUT_S) if limit_s is not None else _DRAIN_TIMEOUT_S
+    until = asyncio.get_running_loop().time() + limit
+    try:
+        for _ in range(_DRAIN_MAX_LINES):
+            if await body.read(until, TimeoutError) is None:
+                return
+    except (TimeoutError, httpx.HTTPError, httpx.StreamError):
+        return
+
+
 async def error_body(response: httpx.Response, *, base_url: str) -> Any:
     """An error response's body: parsed JSON, else the text, else None."""
     try:
@@ -119,8 +137,8 @@ async def open_stream(
     base_url: str,
     first_token_timeout: float | None,
     classify: Callable[[int, Any, Any], HarnessError],
-) -> tuple[httpx.Response, float | None]:
-    """POST `body` for a streamed answer. Returns the open response (the caller closes
+) -> tuple[Answer, float | None]:
+    """POST `body` for a streamed answer. Returns the open answer (the caller closes
     it) and the first-token deadline, which is absolute from the start of the call: it
     covers connecting, the response headers and every keep-alive until real output. An
     HTTP error status is read, classified and raised. `body` may come encoded already
@@ -150,22 +168,37 @@ async def open_stream(
         raise HarnessError(ErrorKind.INVALID_REQUEST, f"cannot build the request: {exc}") from exc
     except httpx.RequestError as exc:  # a header the transport refuses (as when it sends)
         raise transport_error(exc, base_url) from exc
-    response = await guard(
-        http_pool.send_head(client, head, content, http_timeout)
-        if head is not None
-        else http_pool.send_streaming(client, cast(httpx.Request, request)),
-        deadline,
-        base_url=base_url,
-        first_token_timeout=first_token_timeout,
-    )
-    if response.status_code >= 400:
+    answer: Answer
+    if head is not None:
+        # The first-token deadline as the exchange's own (no timeout scope on the usual path).
+        try:
+            answer = await http_pool.send_head(
+                client,
+                head,
+                content,
+                http_timeout,
+                deadline,
+                (lambda: no_first_token(first_token_timeout)) if deadline is not None else None,
+            )
+        except httpx.RequestError as exc:
+            raise transport_error(exc, base_url) from exc
+    else:
+        response = await guard(
+            http_pool.send_streaming(client, cast(httpx.Request, request)),
+            deadline,
+            base_url=base_url,
+            first_token_timeout=first_token_timeout,
+        )
+        answer = HttpxAnswer(response)
+    if answer.status_code >= 400:
+        response = answer.response()
         try:
             raise classify(
                 response.status_code, await error_body(response, base_url=base_url), response.headers
             )
         finally:
             await response.aclose()
-    return response, deadline
+    return answer, deadline
 
 
 def _has_content_type(headers: Mapping[str, str]) -> bool:

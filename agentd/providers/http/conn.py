@@ -96,15 +96,28 @@ class Connection(asyncio.Protocol):
         finally:
             self._deadline.release()
 
-    async def write(self, data: bytes, limit_s: float | None) -> None:
+    async def write(
+        self,
+        data: bytes,
+        limit_s: float | None,
+        until: float | None = None,
+        expired: Callable[[], BaseException] | None = None,
+    ) -> None:
+        """Write `data`; when the transport has no room, wait for it up to `limit_s` from
+        now (httpx.WriteTimeout), or the caller's `until` (then `expired()`) if sooner."""
         if self.closed or self.transport is None:
             raise httpx.WriteError("the connection was closed")
         self.transport.write(data)
         if self._paused:
-            loop = asyncio.get_running_loop()
+            loop = self._loop
             drained = self._drained = loop.create_future()
-            if limit_s is not None:
-                self._deadline.watch(loop, drained, loop.time() + limit_s, write_timeout_error)
+            when, error = (
+                (loop.time() + limit_s, write_timeout_error) if limit_s is not None else (None, None)
+            )
+            if until is not None and expired is not None and (when is None or until <= when):
+                when, error = until, expired
+            if when is not None and error is not None:
+                self._deadline.watch(loop, drained, when, error)
             try:
                 await drained
             finally:

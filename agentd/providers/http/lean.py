@@ -7,10 +7,12 @@ event objects, anyio cancel scopes and locks, httpcore's pool and per-read timeo
 body chunk: a cancel scope, an h11 event, a `sniffio` look-up). `LeanTransport` speaks the
 same HTTP/1.1 to the model API with one `asyncio.Protocol` per connection (`http_conn`):
 the response head is parsed from the bytes received, the body (Content-Length, chunked, or
-up to the close) is decoded from the connection's buffer, and every read waits on one future, its
-deadline watched by the connection's one timer (read_deadline). httpx stays the client
-(redirect rules, auth, cookies, content decoding, `httpx` exceptions), so the providers and
-their error mapping do not change.
+up to the close) is decoded from the connection's buffer (lean_body.py), and every read waits
+on one future, its deadline watched by the connection's one timer (read_deadline). httpx stays
+the client (redirect rules, auth, cookies, content decoding, `httpx` exceptions), so the
+providers and their error mapping do not change. The providers' own calls (`exchange`, from
+`http_pool.send_head`) get the answer as parsed, `LeanAnswer`, its `httpx.Response` made only
+when one is needed (issue 32), and bound the exchange by their first-token deadline.
 
 Connections are kept alive per origin (scheme, host, port), the most recently used reused
 first; one that is closed, expired (idle longer than `keepalive_expiry`), or that received
@@ -26,153 +28,24 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import httpx
 
 from agentd.providers.http.body import BodyPieces, batches
 from agentd.providers.http.conn import Connection, Key
+from agentd.providers.http.lean_body import LeanAnswer, LeanBody
 from agentd.providers.http.proxy import Proxies, Proxy, ProxyConfigError
 
 _MAX_HEAD = 256 * 1024  # response status line + headers
-_MAX_CHUNK_LINE = 4096  # a chunk-size line (with extensions)
+
+T = TypeVar("T")
 
 
 def _timeouts(request: httpx.Request) -> dict[str, float | None]:
     found = request.extensions.get("timeout")
     return found if isinstance(found, dict) else {}
-
-
-class _Body(httpx.AsyncByteStream):
-    """A response body read from the connection's buffer; its close hands the connection
-    back (read to the end, keep-alive) or closes it."""
-
-    def __init__(
-        self,
-        pool: LeanTransport,
-        conn: Connection,
-        framing: int | None,
-        keep: bool,
-        read_timeout: float | None,
-    ) -> None:
-        self._pool, self._conn, self._keep, self._timeout = pool, conn, keep, read_timeout
-        # framing: a byte count (Content-Length), -1 chunked, None up to the close
-        self._left = framing if framing is not None and framing >= 0 else 0
-        self._chunked = framing == -1
-        self._to_close = framing is None
-        self._chunk_left = 0  # chunked: data bytes left in the current chunk
-        self._state = 0  # chunked: 0 size line, 1 data, 2 CRLF after data, 3 trailers, 4 done
-        self.done = framing == 0
-        self._released = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        while (data := await self.read()) is not None:
-            yield data
-
-    async def read(
-        self, until: float | None = None, expired: Callable[[], BaseException] | None = None
-    ) -> bytes | None:
-        """The next decoded body bytes (never empty); None at the end. The read timeout
-        bounds each wait for bytes; `until` (loop time), if given, the whole read: then
-        `expired()` is raised."""
-        conn = self._conn
-        while not self.done:
-            data = self._take()
-            if data:
-                return data
-            if self.done:
-                break
-            if conn.eof and not conn.buffer:
-                if self._to_close:
-                    self.done = True
-                    break
-                raise conn.cut()
-            await conn.wait_data(self._timeout, until, expired)
-        return None
-
-    def _take(self) -> bytes:
-        """Decoded body bytes available in the buffer now (b"" when more must arrive)."""
-        buf = self._conn.buffer
-        if not buf:
-            return b""
-        if self._to_close:
-            data = bytes(buf)
-            buf.clear()
-            return data
-        if not self._chunked:
-            n = min(self._left, len(buf))
-            data = bytes(buf[:n])
-            del buf[:n]
-            self._left -= n
-            self.done = self._left == 0
-            return data
-        return self._take_chunked(buf)
-
-    def _take_chunked(self, buf: bytearray) -> bytes:
-        out: list[bytes] = []
-        pos = 0
-        while True:
-            if self._state == 1:
-                n = min(self._chunk_left, len(buf) - pos)
-                if n == 0:
-                    break
-                out.append(bytes(buf[pos : pos + n]))
-                pos += n
-                self._chunk_left -= n
-                if self._chunk_left:
-                    break
-                self._state = 2
-                continue
-            end = buf.find(b"\n", pos)
-            if end < 0:
-                if len(buf) - pos > _MAX_CHUNK_LINE:
-                    raise httpx.RemoteProtocolError("a chunk-size line is too long")
-                break
-            line = bytes(buf[pos:end]).rstrip(b"\r")
-            pos = end + 1
-            if self._state == 0:
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError as exc:
-                    raise httpx.RemoteProtocolError(f"bad chunk size {line[:40]!r}") from exc
-                if size < 0:
-                    raise httpx.RemoteProtocolError(f"bad chunk size {line[:40]!r}")
-                self._chunk_left, self._state = size, (1 if size else 3)
-            elif self._state == 2:
-                if line:
-                    raise httpx.RemoteProtocolError("no CRLF after a chunk's data")
-                self._state = 0
-            elif not line:  # state 3: the empty line that ends the trailers
-                self._state, self.done = 4, True
-                break
-        del buf[:pos]
-        return b"".join(out)
-
-    async def aclose(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        self._pool._finished(self._conn, reuse=self.done and self._keep and not self._conn.buffer)
-
-
-def lean_body(response: httpx.Response) -> _Body | None:
-    """The response's body read straight from its connection (`_Body.read`), when it is
-    one without a content coding; else None (read `body_chunks`)."""
-    stream = response.stream
-    if type(stream) is _Body and "content-encoding" not in response.headers:
-        return stream
-    return None
-
-
-def body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """`response.aiter_bytes()`. A lean body without a content coding is read straight from
-    its connection: httpx's iterator adds a decoder chain, a chunker and state checks per
-    chunk that do nothing for it."""
-    stream = response.stream
-    if type(stream) is _Body and "content-encoding" not in response.headers:
-        return stream.__aiter__()
-    return response.aiter_bytes()
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
@@ -195,9 +68,10 @@ class LeanTransport(httpx.AsyncBaseTransport):
             body = stream.pieces
         else:
             body = request.content if _has_bytes(request) else await _read_body(request)
-        return await self.exchange(
+        answer = await self.exchange(
             key, proxy, head, body, _timeouts(request), head_only=request.method == "HEAD"
         )
+        return answer.response()
 
     def request_head(self, request: httpx.Request) -> tuple[Key, Proxy | None, bytes]:
         """The origin, its proxy and the head `handle_async_request` would write for
@@ -217,12 +91,23 @@ class LeanTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None],
         *,
         head_only: bool = False,
-    ) -> httpx.Response:
+        until: float | None = None,
+        expired: Callable[[], BaseException] | None = None,
+    ) -> LeanAnswer:
         """Write `head` and `body` (in pieces: written as they are when large) on a
-        connection to `key` and read the response head; its body is the response's stream.
-        The response has no `request` (`handle_async_request`'s caller sets it)."""
+        connection to `key` and read the response head: the answer, its body still to read
+        (its `response()` has no `request`: `handle_async_request`'s caller sets it).
+
+        `until` (loop time), if given with `expired`, bounds the whole exchange up to the
+        head (a provider's first-token deadline): then `expired()` is raised. On the usual
+        path — a free slot, a kept connection, a write with room — only the head is waited
+        for, under the connection's own timer (read_deadline): no timeout scope per call."""
+        if until is None:
+            expired = None
+        elif expired is None:
+            until = None
         if self._slots.locked():
-            await _acquire(self._slots, timeouts.get("pool"))
+            await _bounded(_acquire(self._slots, timeouts.get("pool")), until, expired)
         else:
             await self._slots.acquire()  # a free slot: returns at once
         conn: Connection | None = None
@@ -235,24 +120,27 @@ class LeanTransport(httpx.AsyncBaseTransport):
                     pieces, body = None, b"".join(body)
             else:
                 pieces = None
-            conn = self._reuse(key) or await self._connect(key, timeouts.get("connect"), proxy)
+            conn = self._reuse(key)
+            if conn is None:
+                conn = await _bounded(self._connect(key, timeouts.get("connect"), proxy), until, expired)
             self.active += 1
+            write_s = timeouts.get("write")
             if pieces is not None:
                 for out in batches(head, pieces):
-                    await conn.write(out, timeouts.get("write"))
+                    await conn.write(out, write_s, until, expired)
             else:
                 assert isinstance(body, bytes)
-                await conn.write(head + body if len(body) < 65536 else head, timeouts.get("write"))
+                await conn.write(head + body if len(body) < 65536 else head, write_s, until, expired)
                 if len(body) >= 65536:
-                    await conn.write(body, timeouts.get("write"))
-            response = await _read_head(conn, head_only, timeouts.get("read"), self)
+                    await conn.write(body, write_s, until, expired)
+            answer = await _read_head(conn, head_only, timeouts.get("read"), self, until, expired)
         except BaseException:
             if conn is not None:
                 self._finished(conn, reuse=False)
             else:
                 self._slots.release()
             raise
-        return response
+        return answer
 
     def _reuse(self, key: Key) -> Connection | None:
         stack = self._idle.get(key)
@@ -345,6 +233,21 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.idle_count = 0
 
 
+async def _bounded(step: Awaitable[T], until: float | None, expired: Callable[[], BaseException] | None) -> T:
+    """Await a step of the exchange that may wait (a pool slot, a connection) before
+    `until`, else raise `expired()` (its own timeouts raise as they did)."""
+    if until is None or expired is None:
+        return await step
+    scope = asyncio.timeout_at(until)
+    try:
+        async with scope:
+            return await step
+    except TimeoutError as exc:
+        if scope.expired():
+            raise expired() from exc
+        raise
+
+
 async def _acquire(slots: asyncio.Semaphore, limit_s: float | None) -> None:
     try:
         async with asyncio.timeout(limit_s):
@@ -420,14 +323,19 @@ def _request_head(request: httpx.Request, proxy: Proxy | None = None) -> bytes:
 
 
 async def _read_head(
-    conn: Connection, head_only: bool, read_timeout: float | None, pool: LeanTransport
-) -> httpx.Response:
+    conn: Connection,
+    head_only: bool,
+    read_timeout: float | None,
+    pool: LeanTransport,
+    until: float | None = None,
+    expired: Callable[[], BaseException] | None = None,
+) -> LeanAnswer:
     while True:  # 1xx interim answers are skipped
         end = conn.buffer.find(b"\r\n\r\n")
         while end < 0:
             if len(conn.buffer) > _MAX_HEAD:
                 raise httpx.RemoteProtocolError("the response head is too large")
-            await conn.wait_data(read_timeout)
+            await conn.wait_data(read_timeout, until, expired)
             end = conn.buffer.find(b"\r\n\r\n")
         head = bytes(conn.buffer[:end])
         del conn.buffer[: end + 4]
@@ -436,10 +344,13 @@ async def _read_head(
             break
     keep = version == b"HTTP/1.1"
     framing: int | None = None
-    chunked = False
+    chunked = coded = sets_cookie = False
+    content_type = b""
     for name, value in headers:
         lower = name.lower()
-        if lower == b"content-length" and not chunked:
+        if lower == b"content-type":
+            content_type = value
+        elif lower == b"content-length" and not chunked:
             try:
                 framing = int(value)
             except ValueError as exc:
@@ -451,11 +362,26 @@ async def _read_head(
         elif lower == b"connection":
             tokens = value.lower()
             keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
+        elif lower == b"content-encoding":
+            coded = True
+        elif lower == b"set-cookie":
+            sets_cookie = True
     if head_only or status in (204, 304):
         framing = 0
-    body = _Body(pool, conn, framing, keep and framing is not None, read_timeout)
+    body = LeanBody(pool, conn, framing, keep and framing is not None, read_timeout)
     extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}
-    return httpx.Response(status, headers=headers, stream=body, extensions=extensions)
+    # (httpx decodes a header value as ASCII, else UTF-8, else Latin-1: so does this one.)
+    return LeanAnswer(status, headers, extensions, body, _header_text(content_type), coded, sets_cookie)
+
+
+def _header_text(value: bytes) -> str:
+    try:
+        return value.decode("ascii")
+    except UnicodeDecodeError:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value.decode("iso-8859-1")
 
 
 def _parse_head(head: bytes) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:

@@ -12,6 +12,7 @@ and runs up to `LIMITS.max_connections` exchanges at once.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
@@ -21,6 +22,7 @@ from agentd.infra import HttpTransport
 from agentd.providers.http.body import BodyPieces
 from agentd.providers.http.conn import Key
 from agentd.providers.http.lean import LeanTransport
+from agentd.providers.http.lean_body import LeanAnswer
 from agentd.providers.http.proxy import Proxies, Proxy
 
 # Many sessions stream at once, each holding a connection for its whole answer: enough
@@ -146,21 +148,34 @@ def lean_head(client: httpx.AsyncClient, url: httpx.URL, headers: dict[str, str]
 
 
 async def send_head(
-    client: httpx.AsyncClient, head: _Head, content: bytes | list[bytes], http_timeout: httpx.Timeout
-) -> httpx.Response:
+    client: httpx.AsyncClient,
+    head: _Head,
+    content: bytes | list[bytes],
+    http_timeout: httpx.Timeout,
+    until: float | None = None,
+    expired: Callable[[], BaseException] | None = None,
+) -> LeanAnswer:
     """POST `content` behind `head` (`lean_head`) for a streamed answer, straight to the
-    transport. A cookie the answer sets is kept (later calls then go the general way,
-    which sends it back)."""
+    transport (its `response()` is the `httpx.Response`, made when needed), up to `until`
+    (loop time; then `expired()` is raised: `LeanTransport.exchange`). A cookie the answer
+    sets is kept (later calls then go the general way, which sends it back)."""
     transport = client._transport
     assert type(transport) is LeanTransport
     length = sum(map(len, content)) if isinstance(content, list) else len(content)
-    response = await transport.exchange(
-        head.key, head.proxy, head.prefix + b"%d\r\n\r\n" % length, content, http_timeout.as_dict()
+    answer = await transport.exchange(
+        head.key,
+        head.proxy,
+        head.prefix + b"%d\r\n\r\n" % length,
+        content,
+        http_timeout.as_dict(),
+        until=until,
+        expired=expired,
     )
-    if "set-cookie" in response.headers:  # (the jar reads the request's URL)
-        response.request = httpx.Request("POST", head.url, headers=head.merged)
+    if answer.sets_cookie:
+        response = answer.response()
+        response.request = httpx.Request("POST", head.url, headers=head.merged)  # (the jar reads its URL)
         client.cookies.extract_cookies(response)
-    return response
+    return answer
 
 
 def _plain(client: httpx.AsyncClient) -> bool:

@@ -8,7 +8,8 @@ keeps only its wire format: the body, the headers it needs beyond a bearer key, 
 
 Per call this adds no coroutine layer: `_open` hands back `open_stream`'s coroutine for
 the caller to await, `_reader` is a plain call, and `stream` is the one generator between
-the reader and the caller (per chunk it does only what the providers did themselves)."""
+the connection and the caller: it awaits the reader's events a network read at a time
+(`SSEReader.read`), parses each from its bytes (`parse_event`) and folds it."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ from pydantic import SecretStr
 from agentd.core import ErrorKind, HarnessError, ProviderRequest, StreamEvent
 from agentd.infra import HttpTransport
 from agentd.providers.http import pool as http_pool
+from agentd.providers.http.answer import Answer
 from agentd.providers.http.catalogue import ListFormat, ModelsEndpoint
 from agentd.providers.http.common import default_ssl_context, guard, open_stream
-from agentd.providers.http.sse import SSEReader, parse_json
+from agentd.providers.http.sse import SSEReader, parse_event, parse_json
 
 __all__ = ["FoldingHttpProvider", "HttpOptions", "HttpProvider", "StreamFold"]
 
@@ -118,8 +120,8 @@ class HttpProvider(ABC):
             headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"
         return headers
 
-    def _open(self, body: bytes | list[bytes]) -> Coroutine[Any, Any, tuple[httpx.Response, float | None]]:
-        """POST `body` (`open_stream`): await it for the open response, which the caller
+    def _open(self, body: bytes | list[bytes]) -> Coroutine[Any, Any, tuple[Answer, float | None]]:
+        """POST `body` (`open_stream`): await it for the open answer, which the caller
         closes, and the first-token deadline."""
         return open_stream(
             self._client,
@@ -132,24 +134,24 @@ class HttpProvider(ABC):
             classify=type(self).classify,
         )
 
-    def _reader(self, response: httpx.Response, deadline: float | None) -> SSEReader | None:
-        """The response's event stream; None when it is one JSON document instead (read
+    def _reader(self, answer: Answer, deadline: float | None) -> SSEReader | None:
+        """The answer's event stream; None when it is one JSON document instead (read
         that with `_document`)."""
-        content_type = response.headers.get("content-type", "")
+        content_type = answer.content_type
         if "json" in content_type and "event-stream" not in content_type:
             return None
         return SSEReader(
-            response,
+            answer,
             deadline,
             base_url=self.base_url,
             first_token_timeout=self._first_token_timeout,
             idle_timeout=self._idle_timeout,
         )
 
-    async def _document(self, response: httpx.Response, deadline: float | None) -> Any:
+    async def _document(self, answer: Answer, deadline: float | None) -> Any:
         """The whole body of a non-streamed answer, parsed."""
         raw = await guard(
-            response.aread(),
+            answer.aread(),
             deadline,
             base_url=self.base_url,
             first_token_timeout=self._first_token_timeout,
@@ -175,12 +177,15 @@ class FoldingHttpProvider(HttpProvider):
                 for event in fold.feed_document(await self._document(response, deadline)):
                     yield event
             else:
-                async for name, data in reader.events():
-                    for event in fold.feed(parse_json(data), name):
-                        reader.first_token()
-                        yield event
-                    if fold.ended:
-                        reader.end()  # the reader drains the body, so the connection is reused
+                while (events := await reader.read()) is not None:
+                    for name, data in events:
+                        for event in fold.feed(parse_event(data), name):
+                            if not reader.started:
+                                reader.first_token()
+                            yield event
+                        if fold.ended:
+                            reader.end()  # the reader drains the body, so the connection is reused
+                            break
             if not fold.ended:
                 raise HarnessError(
                     ErrorKind.PROVIDER_UNAVAILABLE,

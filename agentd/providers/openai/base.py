@@ -11,7 +11,7 @@ from agentd.core import ProviderRequest
 from agentd.infra import ReasoningEffort
 from agentd.providers.http import HttpOptions, HttpProvider
 from agentd.providers.openai.errors import classify_http_error
-from agentd.providers.wire_cache import EncodedMessages, Spliced, wire_pieces
+from agentd.providers.wire_cache import EncodedMessages, KeptTools, Spliced, wire_pieces
 
 __all__ = ["OpenAIHttpProvider"]
 
@@ -29,6 +29,7 @@ class OpenAIHttpProvider(HttpProvider):
         super().__init__(base_url=base_url.rstrip("/"), **http)
         self.reasoning_effort = reasoning_effort
         self._encoded = EncodedMessages()  # per session: the conversation's wire bytes
+        self._tools = KeptTools()  # the last request's tools, encoded
 
     def forget_session(self, session_id: str) -> None:
         """Drop what is kept for the session (its conversation's wire bytes): it was unloaded."""
@@ -42,7 +43,9 @@ class OpenAIHttpProvider(HttpProvider):
         """`build_body(request)` encoded in pieces, as the transport writes them (not joined),
         the conversation's bytes reused from the session's previous call (`wire_cache`)."""
         return wire_pieces(
-            lambda: self._compose(request, self._conversation(request)), lambda: self.build_body(request)
+            lambda: self._compose(request, self._conversation(request)),
+            lambda: self.build_body(request),
+            self._tools,
         )
 
     @abstractmethod

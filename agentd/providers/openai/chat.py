@@ -21,7 +21,7 @@ from typing import Any, Unpack
 
 from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
 from agentd.infra import ReasoningEffort, TokenField
-from agentd.providers.http import HttpOptions, SSEReader, parse_json, parse_retry_after
+from agentd.providers.http import HttpOptions, parse_event, parse_retry_after
 from agentd.providers.openai.base import OpenAIHttpProvider
 from agentd.providers.openai.chat_stream import ChatAssembler, non_stream_as_chunk
 from agentd.providers.openai.errors import classify_http_error
@@ -122,8 +122,22 @@ class OpenAIProvider(OpenAIHttpProvider):
                     yield event
                 assembler.done = True
             else:
-                async for event in self._read_sse(reader, assembler):
-                    yield event
+                try:
+                    while (events := await reader.read()) is not None:
+                        for _, data in events:
+                            if data == b"[DONE]" or (data[:1] != b"{" and data.strip() == b"[DONE]"):
+                                assembler.done = True
+                                reader.end()  # the rest of the body is read, so the connection is reused
+                                break
+                            for event in assembler.feed(parse_event(data)):
+                                if not reader.started:
+                                    reader.first_token()
+                                yield event
+                except HarnessError as err:
+                    # Once the finish_reason is in, only the usage chunk and [DONE] are missing:
+                    # the answer is complete, so a late transport hiccup must not discard it.
+                    if assembler.finish_reason is None or err.kind not in _TRANSPORT_KINDS:
+                        raise
             if not assembler.done and assembler.finish_reason is None:
                 raise HarnessError(
                     ErrorKind.PROVIDER_UNAVAILABLE,
@@ -133,22 +147,6 @@ class OpenAIProvider(OpenAIHttpProvider):
                 yield event
         finally:
             await response.aclose()
-
-    async def _read_sse(self, reader: SSEReader, assembler: ChatAssembler) -> AsyncIterator[StreamEvent]:
-        try:
-            async for _, data in reader.events():
-                if data.strip() == "[DONE]":
-                    assembler.done = True
-                    reader.end()  # the rest of the body is read, so the connection is reused
-                    continue
-                for event in assembler.feed(parse_json(data)):
-                    reader.first_token()
-                    yield event
-        except HarnessError as err:
-            # Once the finish_reason is in, only the usage chunk and [DONE] are missing:
-            # the answer is complete, so a late transport hiccup must not discard it.
-            if assembler.finish_reason is None or err.kind not in _TRANSPORT_KINDS:
-                raise
 
 
 # Failures of the connection rather than of the answer (a malformed chunk is not one).

@@ -72,36 +72,44 @@ class ChatAssembler:
         self.done = False  # [DONE] seen
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
-        if "error" in chunk and not chunk.get("choices"):
+        # Per chunk only the fields it has are looked at (`in` first: most deltas hold
+        # `content` alone), and the model's name only when it changes.
+        choices = chunk.get("choices")
+        if not choices and "error" in chunk:
             # OpenRouter / vLLM report failures after the 200 as an error object in the stream.
             raise classify_http_error(None, chunk, {})
-        events: list[StreamEvent] = []
-        if isinstance(model := chunk.get("model"), str) and model:
+        model = chunk.get("model")
+        if model and model != self.model and isinstance(model, str):
             self.model = model
         usage = chunk.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None and isinstance(usage, dict):
             self.usage = _usage(usage)
-        for choice in chunk.get("choices") or []:
+        events: list[StreamEvent] = []
+        for choice in choices or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # we always ask for n=1
             delta = choice.get("delta") or {}
-            reasoning = next(
-                (r for r in (delta.get(f) for f in REASONING_FIELDS) if isinstance(r, str) and r), None
-            )
-            if reasoning:
-                events.append(ReasoningDelta(reasoning))
+            if "reasoning_content" in delta or "reasoning" in delta:
+                for name in REASONING_FIELDS:
+                    reasoning = delta.get(name)
+                    if reasoning and isinstance(reasoning, str):
+                        events.append(ReasoningDelta(reasoning))
+                        break
             content = delta.get("content")
-            if isinstance(content, str) and content:
+            if content and isinstance(content, str):
                 events.append(TextDelta(content))
-            refusal = delta.get("refusal")
-            if isinstance(refusal, str) and refusal:
-                self.refused = True
-                events.append(TextDelta(refusal))
-            for fragment in delta.get("tool_calls") or []:
-                if isinstance(fragment, dict):
-                    events.append(self._tool_fragment(fragment))
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
+            if "refusal" in delta:
+                refusal = delta["refusal"]
+                if refusal and isinstance(refusal, str):
+                    self.refused = True
+                    events.append(TextDelta(refusal))
+            if "tool_calls" in delta:
+                for fragment in delta["tool_calls"] or ():
+                    if isinstance(fragment, dict):
+                        events.append(self._tool_fragment(fragment))
+            finish_reason = choice.get("finish_reason")
+            if finish_reason:
+                self.finish_reason = str(finish_reason)
         return events
 
     def _tool_fragment(self, fragment: dict[str, Any]) -> ToolCallDelta:

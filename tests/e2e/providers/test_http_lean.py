@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import shutil
 import ssl
 import subprocess
@@ -15,9 +16,11 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from agentd.core.errors import ErrorKind, HarnessError
 from agentd.providers.http import pool as http_pool
-from agentd.providers.http.common import default_ssl_context
+from agentd.providers.http.common import default_ssl_context, open_stream
 from agentd.providers.http.lean import LeanTransport
+from agentd.providers.http.sse import SSEReader
 
 SSE = b"data: one\n\ndata: two\n\n"
 
@@ -360,6 +363,69 @@ async def test_a_body_in_pieces_goes_out_as_the_joined_body_would() -> None:
             await (await http_pool.send_streaming(other, request)).aread()
     assert seen[0].content == seen[1].content == joined
     assert seen[0].headers.raw == seen[1].headers.raw
+
+
+async def answer_events(client: httpx.AsyncClient, url: str) -> list[tuple[str, bytes]]:
+    """The events of one answer read as the providers read it (`open_stream`, `SSEReader`)."""
+    answer, deadline = await open_stream(
+        client, url, b"{}", {}, httpx.Timeout(30.0), base_url=url, first_token_timeout=None,
+        classify=lambda status, body, headers: HarnessError(
+            ErrorKind.RATE_LIMITED, f"{status} {body} retry-after={headers.get('Retry-After')}"
+        ),
+    )  # fmt: skip
+    try:
+        reader = SSEReader(answer, deadline, base_url=url, first_token_timeout=None, idle_timeout=None)
+        events: list[tuple[str, bytes]] = []
+        while (read := await reader.read()) is not None:
+            events += read
+        return events
+    finally:
+        await answer.aclose()
+
+
+async def test_the_providers_answer_without_an_httpx_response_a_coded_body_or_an_error_with_one() -> None:
+    """A 200 on the kept head is read straight from the connection; a body with a content
+    coding is decoded (httpx's decoders) and an error status is classified with its headers
+    and body, as through `httpx.Response` — on the same kept-alive connection."""
+    coded = gzip.compress(SSE)
+    gzipped = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nContent-Encoding: gzip\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(coded), coded)
+    )
+    limited = b'HTTP/1.1 429 Too Many\r\nRetry-After: 7\r\ncontent-length: 8\r\n\r\n{"a": 1}'
+    async with serving(Scripted([CHUNKED], [gzipped], [limited], [CHUNKED])) as server:
+        client = make_client()
+        try:
+            expected = [("", b"one"), ("", b"two")]
+            assert await answer_events(client, server.url) == expected
+            assert await answer_events(client, server.url) == expected
+            with pytest.raises(HarnessError, match=r"429 \{'a': 1\} retry-after=7"):
+                await answer_events(client, server.url)
+            assert await answer_events(client, server.url) == expected
+            assert server.accepted == 1 and pool_of(client).active == 0
+        finally:
+            await client.aclose()
+
+
+async def test_the_first_token_deadline_bounds_the_wait_for_the_head_and_drops_the_connection() -> None:
+    """The providers' first-token deadline is the exchange's own on the kept head (no
+    timeout scope): a server silent after the request fails the call as a timeout, its
+    connection not reused; the next call gets its answer on a new one."""
+    async with serving(Scripted([b"STALL"], [CHUNKED])) as server:
+        client = make_client()
+        try:
+            with pytest.raises(HarnessError, match=r"no first token within 0\.2s") as info:
+                await open_stream(
+                    client, server.url, b"{}", {}, httpx.Timeout(30.0), base_url=server.url,
+                    first_token_timeout=0.2, classify=lambda *_: HarnessError(ErrorKind.INTERNAL, "status"),
+                )  # fmt: skip
+            assert info.value.kind is ErrorKind.TIMEOUT
+            assert pool_of(client).active == 0 and pool_of(client).idle_connections() == 0
+            server.stall.set()
+            assert await answer_events(client, server.url) == [("", b"one"), ("", b"two")]
+            assert server.accepted == 2
+        finally:
+            await client.aclose()
 
 
 def pool_of(client: httpx.AsyncClient) -> LeanTransport:

@@ -345,3 +345,34 @@ def test_an_unloaded_session_is_forgotten_and_encoded_afresh_if_it_comes_back() 
         provider.forget_session("gone")  # never seen: nothing to do
         assert _kept(provider) == 1
         _check(provider, ProviderRequest(model="", system="s", messages=list(history), session_id="s1"))
+
+
+def test_the_tools_encoding_is_reused_while_they_are_equal_and_redone_when_they_change() -> None:
+    """Issue 32: the tools are encoded once while each request's equal the last; a changed
+    description or schema (a new dict, equal or not) is seen, and every body stays the plain
+    body's bytes, whatever the provider."""
+    schema = {"type": "object", "properties": {"command": {"type": "string"}}}
+    same = [ToolSpec("bash", "Run a command.", schema)]
+    equal_copy = [ToolSpec("bash", "Run a command.", json.loads(json.dumps(schema)))]
+    described = [ToolSpec("bash", "Run one command.", schema)]
+    widened = [ToolSpec("bash", "Run a command.", {**schema, "required": ["command"]})]
+    two = [*same, ToolSpec("read", "Read.", {"type": "object"})]
+    for provider in _providers():
+        kept = provider._tools if hasattr(provider, "_tools") else provider._wire._tools
+        fragments = []
+        for tools in (same, same, equal_copy, described, widened, two, same, []):
+            request = ProviderRequest(
+                model="", system="s", messages=[Message.user("hi")], tools=list(tools), session_id="s1"
+            )
+            _check(provider, request)
+            fragments.append(kept._encoded)
+        assert fragments[0] is fragments[1] is fragments[2]  # equal tools: encoded once
+        assert len({id(f) for f in fragments[2:7]}) == 5  # each change: encoded afresh
+        assert fragments[7] is fragments[6]  # no tools: the kept encoding is not touched
+
+
+def test_kept_tools_raise_as_orjson_does_so_the_stdlib_path_takes_the_body() -> None:
+    kept = wire_cache.KeptTools()
+    with pytest.raises(TypeError):
+        kept.fragment([{"bad": object()}])
+    assert kept.fragment([{"a": 1}]) is kept.fragment([{"a": 1}])
