@@ -14,13 +14,21 @@ every frame only looks for `agent_message_chunk` (then reads the chunk's number)
 in its protocol's `data_received` (`RawWs`); `--client websockets` uses the `websockets`
 library, whose reader task per connection costs the client processes more CPU — they share
 the 2 cores with the server, and a starved client shows up as spread that is not the server's.
-The prompt goes over `POST /rpc` from this process, which is not attached: every delivery
-counted is one to a measured client.
+`--client arrival` (the default) is the raw client on a plain socket that also stamps every
+read with the kernel's receive time (SO_TIMESTAMPNS). The prompt goes over `POST /rpc` from
+this process, which is not attached: every delivery counted is one to a measured client.
+`--direct-write false` runs the server with AGENTD_WS_DIRECT_WRITE=false (the library path).
 
 Reported per N (over `--turns` turns after a warm-up turn; the figures of all turns together):
 - deliveries/s: chunk frames received by all clients / (last delivery − first delivery);
-- spread p50/p99: per chunk, last client's arrival − first client's arrival
+- spread p50/p99 (as read): per chunk, the last client's read − the first client's read
   (time.monotonic() is CLOCK_MONOTONIC, comparable across processes on Linux);
+- at arrival (`--client arrival`): the same from the kernel's receive stamps — when the bytes
+  reached each client's socket, whenever its process got round to reading them; and the
+  clients' read lag: per chunk, the longest any client left it unread in its socket. A read
+  spread with a read lag as large is the client processes queueing (they share the 2 cores
+  with the server and the model), not the server sending one client's chunk later;
+- the clients' CPU per delivery and the chunks per frame (1.00: no frame carried two);
 - server CPU per delivery (user + system time of the server process over the turns /
   deliveries; includes the turn itself, which is small beside N × chunks);
 - lost / duplicated / out-of-order chunks over all clients (must all be 0).
@@ -32,8 +40,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -62,12 +73,15 @@ class Counter:
     """What one client received during one turn."""
 
     def __init__(self, chunks: int) -> None:
-        self.times = [0.0] * chunks  # arrival time of chunk i (0: not received)
+        self.times = [0.0] * chunks  # the time the client read chunk i (0: not received)
+        self.arrived = [0.0] * chunks  # when its bytes reached the client's socket (`--client arrival`)
         self.next = 0  # the chunk expected next
         self.received = self.duplicated = self.out_of_order = 0
+        self.frames = 0  # chunk frames (a frame may carry several chunks)
         self.ended = asyncio.Event()
 
-    def chunk(self, text: str, now: float) -> None:
+    def chunk(self, text: str, now: float, arrived: float = 0.0) -> None:
+        self.frames += 1
         for at in range(0, len(text), CHUNK_WIDTH):  # one chunk normally; more if coalesced
             i = int(text[at : at + CHUNK_WIDTH])
             self.received += 1
@@ -77,6 +91,7 @@ class Counter:
             if i != self.next:
                 self.out_of_order += 1
             self.times[i] = now
+            self.arrived[i] = arrived
             self.next = i + 1
 
 
@@ -145,8 +160,9 @@ class RawWs(asyncio.Protocol):
         self.pending = i
         self.send_text(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}))
 
-    def data_received(self, data: bytes) -> None:
-        now = time.monotonic()
+    def data_received(self, data: bytes, arrived: float = 0.0) -> None:
+        # (with `arrived`, the kernel's stamp in CLOCK_REALTIME: the read is stamped in it too)
+        now = time.time() if arrived else time.monotonic()
         buf = self.buf
         buf += data
         if not self.upgraded:
@@ -176,17 +192,17 @@ class RawWs(asyncio.Protocol):
             payload = bytes(buf[at + head : at + head + n])
             at += head + n
             if op == 1:
-                self._text(payload, now)
+                self._text(payload, now, arrived)
             elif op == 9:  # ping → pong with the same payload
                 self.send_text(payload.decode(errors="replace"), opcode=10)
             elif op == 8 and self.transport is not None:
                 self.transport.close()
         del buf[:at]
 
-    def _text(self, payload: bytes, now: float) -> None:
+    def _text(self, payload: bytes, now: float, arrived: float) -> None:
         if b'"agent_message_chunk"' in payload:
             msg = orjson.loads(payload)
-            self.counters[self.slot].chunk(msg["params"]["update"]["content"]["text"], now)
+            self.counters[self.slot].chunk(msg["params"]["update"]["content"]["text"], now, arrived)
         elif b'"turn_ended"' in payload:
             self.counters[self.slot].ended.set()
         elif not self.ready.is_set() and b'"method"' not in payload and b'"id":%d' % self.pending in payload:
@@ -213,25 +229,105 @@ async def _raw_client(url: str, sid: str, counters: list[Counter], slot: int, re
         transport.close()
 
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux: the socket's receive time per read
+ARRIVAL_READ = 4096  # bytes per read: a timestamp covers at most this much (a write of ~16 frames)
+
+
+class _SockWriter:
+    """The transport `RawWs` writes through, on a plain socket (the hello, pongs: small)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def write(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+async def _arrival_client(
+    url: str, sid: str, counters: list[Counter], slot: int, ready: asyncio.Event
+) -> None:
+    """`--client arrival` (the default): the raw client, each frame stamped with the kernel's receive time
+    of the bytes that carried it (SO_TIMESTAMPNS, CLOCK_REALTIME, comparable across processes)
+    instead of the time this process got round to reading them: the spread then measures
+    when the server delivered a chunk to each client, not how the client processes — four of
+    them sharing the 2 cores with the server — were scheduled. TCP stamps a read with its last
+    segment (and a segment merged into a waiting one takes the later stamp), so a lagging
+    reader's frames are stamped late, never early."""
+    parts = urlsplit(url)
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, (parts.hostname, parts.port))
+    proto = RawWs(sid, counters, slot, ready)
+    proto.transport = _SockWriter(sock)  # type: ignore[assignment]
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall(
+        f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+
+    def readable() -> None:
+        try:
+            data, anc, _, _ = sock.recvmsg(ARRIVAL_READ, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data, anc = b"", []
+        if not data:
+            loop.remove_reader(sock.fileno())
+            proto.connection_lost(None)
+            return
+        at = time.time()
+        for level, kind, cdata in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", cdata[:16])
+                at = sec + nsec * 1e-9
+        proto.data_received(data, at)
+
+    loop.add_reader(sock.fileno(), readable)
+    try:
+        await proto.closed
+    finally:
+        with contextlib.suppress(ValueError, OSError):
+            loop.remove_reader(sock.fileno())
+        sock.close()
+
+
 async def client_process(url: str, sid: str, n: int, chunks: int, kind: str) -> None:
     """Stdin: one line per turn ("turn": reset and answer "armed"; then the turn's figures
     as one JSON line once every client saw it end). EOF ends the process."""
     counters = [Counter(chunks) for _ in range(n)]
     readies = [asyncio.Event() for _ in range(n)]
-    run = _raw_client if kind == "raw" else _client
+    run = {"raw": _raw_client, "arrival": _arrival_client}.get(kind, _client)
     tasks = [asyncio.create_task(run(url, sid, counters, k, readies[k])) for k in range(n)]
     await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 120)
     print("ready", flush=True)
     while (await asyncio.to_thread(sys.stdin.readline)).strip() == "turn":
         counters[:] = [Counter(chunks) for _ in range(n)]
+        cpu0 = time.process_time()
         print("armed", flush=True)
         await asyncio.wait_for(asyncio.gather(*(c.ended.wait() for c in counters)), 600)
         first = [min((c.times[i] for c in counters if c.times[i]), default=0.0) for i in range(chunks)]
         last = [max((c.times[i] for c in counters), default=0.0) for i in range(chunks)]
+        a_first = [min((c.arrived[i] for c in counters if c.arrived[i]), default=0.0) for i in range(chunks)]
+        a_last = [max((c.arrived[i] for c in counters), default=0.0) for i in range(chunks)]
         out = {
             "first": first,
             "last": last,
+            "a_first": a_first,
+            "a_last": a_last,
+            # per chunk, the longest a client of this process left it in its socket unread
+            "lag": [
+                max((c.times[i] - c.arrived[i] for c in counters if c.arrived[i]), default=0.0)
+                for i in range(chunks)
+            ],
             "received": sum(c.received for c in counters),
+            "frames": sum(c.frames for c in counters),
+            "client_cpu": time.process_time() - cpu0,
             "lost": sum(chunks - sum(1 for t in c.times if t) for c in counters),
             "duplicated": sum(c.duplicated for c in counters),
             "out_of_order": sum(c.out_of_order for c in counters),
@@ -288,7 +384,16 @@ async def one_count(
             if (await _line(w)).strip() != "ready":
                 raise SystemExit("a client process did not get ready")
         spreads: list[float] = []
-        totals = {"received": 0, "lost": 0, "duplicated": 0, "out_of_order": 0}
+        arrival: list[float] = []  # the same, stamped when the bytes reached each socket
+        lags: list[float] = []  # per chunk, the longest any client left it unread in its socket
+        totals = {
+            "received": 0,
+            "lost": 0,
+            "duplicated": 0,
+            "out_of_order": 0,
+            "frames": 0,
+            "client_cpu": 0.0,
+        }
         cpu = sys_cpu = elapsed = 0.0
         for turn in range(args.turns + 1):  # the first warms up (loads the session, connects the model)
             for w in workers:
@@ -310,6 +415,12 @@ async def one_count(
             firsts = [min((t for o in outs if (t := o["first"][i])), default=0.0) for i in range(args.chunks)]
             lasts = [max(o["last"][i] for o in outs) for i in range(args.chunks)]
             spreads += [b - a for a, b in zip(firsts, lasts, strict=True) if a]
+            a_firsts = [
+                min((t for o in outs if (t := o["a_first"][i])), default=0.0) for i in range(args.chunks)
+            ]
+            a_lasts = [max(o["a_last"][i] for o in outs) for i in range(args.chunks)]
+            arrival += [b - a for a, b in zip(a_firsts, a_lasts, strict=True) if a]
+            lags += [max(o["lag"][i] for o in outs) for i in range(args.chunks) if a_firsts[i]]
             seen = [t for t in firsts if t]
             elapsed += max(lasts) - min(seen) if seen else 0.0
     finally:
@@ -321,17 +432,26 @@ async def one_count(
                 await asyncio.to_thread(w.wait, 10)
             except subprocess.TimeoutExpired:
                 w.kill()
-    got = totals["received"]
+    got = int(totals["received"])
     rate = got / elapsed if elapsed else 0.0
     target = f" (target ≥ {RATE_TARGET:,})" if n == 50 else ""
     spread_target = f" (target ≤ {SPREAD_TARGET_MS:.0f})" if n == 50 else ""
     per = cpu * 1e6 / max(got, 1)
-    return (
-        f"clients={n:<4} procs={procs} deliveries={got} deliveries/s={rate:,.0f}{target} "
-        f"spread p50={pct(spreads, 50):.2f} ms p99={pct(spreads, 99):.2f} ms{spread_target} "
-        f"server CPU/delivery={per:.1f} µs (system {sys_cpu * 1e6 / max(got, 1):.1f}) "
-        f"lost={totals['lost']} duplicated={totals['duplicated']} out_of_order={totals['out_of_order']}"
-    ), per
+    parts = [
+        f"clients={n:<4} procs={procs} deliveries={got} deliveries/s={rate:,.0f}{target}",
+        f"spread p50={pct(spreads, 50):.2f} ms p99={pct(spreads, 99):.2f} ms{spread_target} (as read)",
+    ]
+    if arrival:  # `--client arrival`: the same at the clients' sockets, and how far behind they read
+        parts.append(f"at arrival p50={pct(arrival, 50):.2f} ms p99={pct(arrival, 99):.2f} ms")
+        parts.append(f"clients' read lag p50={pct(lags, 50):.2f} ms p99={pct(lags, 99):.2f} ms")
+    parts += [
+        f"server CPU/delivery={per:.1f} µs (system {sys_cpu * 1e6 / max(got, 1):.1f})",
+        f"clients' CPU/delivery={totals['client_cpu'] * 1e6 / max(got, 1):.1f} µs",
+        f"chunks/frame={got / max(totals['frames'], 1):.2f}",
+        f"lost={totals['lost']:.0f} duplicated={totals['duplicated']:.0f}",
+        f"out_of_order={totals['out_of_order']:.0f}",
+    ]
+    return " ".join(parts), per
 
 
 @asynccontextmanager
@@ -364,7 +484,11 @@ async def broadcast_floor(chunks: int) -> AsyncIterator[tuple[Server, Callable[[
 async def bench(kind: str, model_url: str, args: argparse.Namespace) -> None:
     import httpx
 
-    async with agentd_server(kind, model_url) as server, broadcast_floor(args.chunks) as (floor, floor_turn):
+    prelude = f"import os; os.environ['AGENTD_WS_DIRECT_WRITE'] = {args.direct_write!r}"
+    async with (
+        agentd_server(kind, model_url, prelude=prelude) as server,
+        broadcast_floor(args.chunks) as (floor, floor_turn),
+    ):
         async with httpx.AsyncClient(base_url=server.base, timeout=600) as http:
             for n in args.clients:
                 new = {"cwd": str(server.workspace), "mcpServers": []}
@@ -409,8 +533,15 @@ elif __name__ == "__main__":
     parser.add_argument("--procs", type=int, default=4, help="client processes (at most one per client)")
     parser.add_argument("--db", default="sqlite,postgres", help="backends to run (postgres if reachable)")
     parser.add_argument(
-        "--client", choices=("raw", "websockets"), default="raw", help="the clients' WebSocket code"
+        "--client",
+        choices=("arrival", "raw", "websockets"),
+        default="arrival",
+        help="the clients' WebSocket code (arrival: raw, also stamping when bytes reached the socket)",
     )
+    parser.add_argument(
+        "--direct-write", choices=("true", "false"), default="true",
+        help="the server's AGENTD_WS_DIRECT_WRITE (false: every frame through ASGI's send)",
+    )  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     ns = parser.parse_args()
     if ns.smoke:
