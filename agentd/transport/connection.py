@@ -258,24 +258,32 @@ class Connection:
 
     async def serve(self) -> None:
         writer = asyncio.create_task(self._writer())
+        # Frames are read in a task of their own: awaiting the next one there resumes only
+        # the reader's few frames, not the whole ASGI stack of middleware and routing the
+        # endpoint runs in (a dozen coroutine resumptions per frame received).
+        reader = asyncio.create_task(self._read(writer))
         try:
-            while True:
-                try:
-                    text = await self.ws.receive_text()
-                except (WebSocketDisconnect, RuntimeError):
-                    return
-                except KeyError:  # a binary frame: not JSON-RPC
-                    self.send_message(
-                        error_response(
-                            None, RpcError(ErrorCode.INVALID_REQUEST, "binary frames are not supported")
-                        )
-                    )
-                    continue
-                self._on_frame(text)
-                if writer.done():
-                    return
+            await reader
         finally:
+            reader.cancel()
             await self._close(writer)
+
+    async def _read(self, writer: asyncio.Task[None]) -> None:
+        while True:
+            try:
+                text = await self.ws.receive_text()
+            except (WebSocketDisconnect, RuntimeError):
+                return
+            except KeyError:  # a binary frame: not JSON-RPC
+                self.send_message(
+                    error_response(
+                        None, RpcError(ErrorCode.INVALID_REQUEST, "binary frames are not supported")
+                    )
+                )
+                continue
+            self._on_frame(text)
+            if writer.done():
+                return
 
     def _on_frame(self, text: str) -> None:
         if len(text) > self.state.settings.max_frame_bytes // 4 and (
