@@ -86,8 +86,11 @@ class Connection:
         self.principal = principal
         self.teams = teams
         self.initialized = False
-        self.client_capabilities = ClientCapabilities()
-        self.opt_in = OptIn()  # what of agentd's own notifications it asked for (none: stock ACP)
+        # What it may be sent, by update kind or `_agentd/` method, asked once per kind: the
+        # hub asks for every frame (cleared when `initialize` sets what it asks for).
+        self._supports: dict[str, bool] = {}
+        self._caps = ClientCapabilities()
+        self._opt_in = OptIn()  # what of agentd's own notifications it asked for (none: stock ACP)
         self.sessions: set[str] = set()  # attached session ids
         self._out = OutgoingQueue(state.settings.client_buffer_frames)
         self._urgent: collections.deque[str] = collections.deque()
@@ -110,15 +113,38 @@ class Connection:
         except asyncio.QueueFull:
             return False
 
+    @property
+    def client_capabilities(self) -> ClientCapabilities:
+        return self._caps
+
+    @client_capabilities.setter
+    def client_capabilities(self, caps: ClientCapabilities) -> None:
+        self._caps = caps
+        self._supports.clear()
+
+    @property
+    def opt_in(self) -> OptIn:
+        return self._opt_in
+
+    @opt_in.setter
+    def opt_in(self, opt_in: OptIn) -> None:
+        self._opt_in = opt_in
+        self._supports.clear()
+
     def supports_update(self, session_update: str) -> bool:
         """A `session/update` kind (gated by ACP's client capabilities), or an `_agentd/`
         notification (only if the client opted in at `initialize`)."""
-        if session_update.startswith(AGENTD_PREFIX):
-            return self.opt_in.wants(session_update)
-        return self.client_capabilities.supports_update(session_update)
+        known = self._supports.get(session_update)
+        if known is None:
+            if session_update.startswith(AGENTD_PREFIX):
+                known = self._opt_in.wants(session_update)
+            else:
+                known = self._caps.supports_update(session_update)
+            self._supports[session_update] = known
+        return known
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
-        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
+        if method.startswith(AGENTD_PREFIX) and not self._opt_in.wants(method):
             return True  # not for a stock client: dropped on purpose, not for lack of room
         if self.closed:
             return False
@@ -142,7 +168,7 @@ class Connection:
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:
         """Goes out ahead of the (full) outgoing buffer: a `resync_required` must reach a
         client that fell behind even though nothing else fits any more."""
-        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
+        if method.startswith(AGENTD_PREFIX) and not self._opt_in.wants(method):
             return
         if not self.closed:
             self._urgent.append(encode_message(method, params).decode())
@@ -157,7 +183,7 @@ class Connection:
         order with everything else queued; False once closed."""
         if self.closed:
             return False
-        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
+        if method.startswith(AGENTD_PREFIX) and not self._opt_in.wants(method):
             return True
         await self._out.put_replay(encode_message(method, params).decode())
         return True
@@ -214,42 +240,50 @@ class Connection:
     def _ready(self, frames: list[str]) -> tuple[list[str], bool]:
         """`frames` and those queued behind it, urgent first, up to `WRITER_SLICE`; and
         whether the queue's end (`_CLOSE`) was reached."""
-        out, urgent = self._out, self._urgent
-        while len(frames) < WRITER_SLICE:
-            if urgent:
-                frames.append(urgent.popleft())
-            elif out.empty():
-                break
-            else:
-                frame = out.get_nowait()
+        urgent = self._urgent
+        while urgent and len(frames) < WRITER_SLICE:
+            frames.append(urgent.popleft())
+        more = self._out.take(WRITER_SLICE - len(frames))
+        if _CLOSE in more or _WAKE in more:  # (rare: a test's end, an urgent frame's wake-up)
+            for i, frame in enumerate(more):
                 if frame is _CLOSE:
+                    frames += [f for f in more[:i] if f is not _WAKE]
                     return frames, True
-                if frame is not _WAKE:
-                    frames.append(frame)
+            frames += [f for f in more if f is not _WAKE]
+        else:
+            frames += more
         return frames, False
 
     # ------------------------------------------------------------------ incoming
 
     async def serve(self) -> None:
         writer = asyncio.create_task(self._writer())
+        # Frames are read in a task of their own: awaiting the next one there resumes only
+        # the reader's few frames, not the whole ASGI stack of middleware and routing the
+        # endpoint runs in (a dozen coroutine resumptions per frame received).
+        reader = asyncio.create_task(self._read(writer))
         try:
-            while True:
-                try:
-                    text = await self.ws.receive_text()
-                except (WebSocketDisconnect, RuntimeError):
-                    return
-                except KeyError:  # a binary frame: not JSON-RPC
-                    self.send_message(
-                        error_response(
-                            None, RpcError(ErrorCode.INVALID_REQUEST, "binary frames are not supported")
-                        )
-                    )
-                    continue
-                self._on_frame(text)
-                if writer.done():
-                    return
+            await reader
         finally:
+            reader.cancel()
             await self._close(writer)
+
+    async def _read(self, writer: asyncio.Task[None]) -> None:
+        while True:
+            try:
+                text = await self.ws.receive_text()
+            except (WebSocketDisconnect, RuntimeError):
+                return
+            except KeyError:  # a binary frame: not JSON-RPC
+                self.send_message(
+                    error_response(
+                        None, RpcError(ErrorCode.INVALID_REQUEST, "binary frames are not supported")
+                    )
+                )
+                continue
+            self._on_frame(text)
+            if writer.done():
+                return
 
     def _on_frame(self, text: str) -> None:
         if len(text) > self.state.settings.max_frame_bytes // 4 and (

@@ -33,7 +33,9 @@ def json_depth(value: Any) -> int:
         depth += 1
         deepest = max(deepest, depth)
         # Only containers go on the stack: a prompt's thousand strings cost no push each.
-        stack.extend((child, depth) for child in children if isinstance(child, (dict, list)))
+        for child in children:  # (a loop, not a generator: no call per container)
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth))
     return deepest
 
 

@@ -93,6 +93,34 @@ class OutgoingQueue:
             _wake_next(self._putters)
         return item
 
+    def take(self, limit: int) -> list[Any]:
+        """Up to `limit` items from the front, in order, in one call (the writer's next
+        write): as `limit` calls of `get_nowait` would leave the queue and its waiters."""
+        items = self._items
+        if limit <= 0 or not items:
+            return []
+        flags = self._is_replay
+        if len(items) <= limit:
+            taken = list(items)
+            items.clear()
+            replayed = self._replayed
+            flags.clear()
+        else:
+            taken = []
+            replayed = 0
+            for _ in range(limit):
+                taken.append(items.popleft())
+                replayed += flags.popleft()
+        if replayed:
+            self._replayed -= replayed
+            self._room.set()
+        putters = self._putters
+        for _ in range(len(taken)):
+            if not putters:
+                break
+            _wake_next(putters)
+        return taken
+
     async def get(self) -> Any:
         while not self._items:
             loop = self._loop

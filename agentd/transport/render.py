@@ -14,7 +14,7 @@ An update sent exactly as stored is a `StoredPayload`: the encoder embeds the co
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -45,7 +45,6 @@ from agentd.protocol import (
     AGENTD_PREFIX,
     Notification,
     chunk_update,
-    notification,
     outgoing,
     session_notification,
 )
@@ -56,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ACP_RENDERER", "AcpRenderer", "Frame", "StoredPayload", "encode_message", "wire_params"]
 
+SESSION_UPDATE = Notification.SESSION_UPDATE
 EXT_EVENT = Notification.EVENT
 EXT_PERMISSION_RESOLVED = Notification.PERMISSION_RESOLVED
 RESYNC_REQUIRED = Notification.RESYNC_REQUIRED
@@ -68,21 +68,25 @@ class StoredPayload(dict[str, Any]):
     (`Event.data`) for the encoder, which embeds them instead of serialising it again."""
 
     __slots__ = ("data",)
-
-    def __init__(self, event: Event) -> None:
-        super().__init__(event.payload)
-        self.data = event.data
+    data: bytes  # set where it is made (no Python `__init__`: one per event sent)
 
 
 def _stored(event: Event) -> dict[str, Any]:
     # An older server's shape (`Unparsed`) stays a plain dict: its stored bytes need not be
     # what orjson writes (spacing, escapes), and the wire keeps sending the latter.
-    return event.payload if isinstance(event.update, Unparsed) else StoredPayload(event)
+    if isinstance(event.update, Unparsed):
+        return event.payload
+    payload = StoredPayload(event.payload)
+    payload.data = event.data
+    return payload
+
+
+_EMBEDDED = ("update", "event")  # the params keys a stored payload may sit under
 
 
 def wire_params(params: dict[str, Any]) -> dict[str, Any]:
     """`params` as orjson should write it: a stored payload as its bytes, embedded."""
-    for key in ("update", "event"):
+    for key in _EMBEDDED:
         value = params.get(key)
         if type(value) is StoredPayload:
             return {**params, key: orjson.Fragment(value.data)}
@@ -90,8 +94,26 @@ def wire_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def encode_message(method: str, params: dict[str, Any]) -> bytes:
-    """A notification's JSON-RPC bytes, a stored payload embedded as stored."""
-    return orjson.dumps(notification(method, wire_params(params)))
+    """A notification's JSON-RPC bytes (`protocol.notification`'s shape), a stored payload
+    embedded as stored."""
+    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": wire_params(params)})
+
+
+def encode_notification(method: str, params: dict[str, Any]) -> str:
+    """A notification as the JSON-RPC text a WebSocket (or stdio) connection sends."""
+    return encode_message(method, params).decode()
+
+
+def encode_frame(frame: Frame) -> str:
+    """`encode_notification(*frame)` written out in one call: the hub encodes every frame
+    it sends this way (once for all its clients), so no `wire_params`, no `notification`."""
+    method, params = frame
+    for key in _EMBEDDED:
+        value = params.get(key)
+        if type(value) is StoredPayload:
+            params = {**params, key: orjson.Fragment(value.data)}
+            break
+    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}).decode()
 
 
 def _meta(event: Event, last_seq: int) -> dict[str, Any]:
@@ -108,7 +130,14 @@ def _update(event: Event, update: dict[str, Any], last_seq: int) -> Frame:
 def _ext(event: Event, last_seq: int) -> Frame:
     # A compaction's replaced messages stay in the store; clients get the update only.
     update = event.update
-    payload = update.update() if isinstance(update, CompactionCompleted) else _stored(event)
+    payload: dict[str, Any]
+    if isinstance(update, CompactionCompleted):
+        payload = update.update()
+    elif isinstance(update, Unparsed):
+        payload = event.payload
+    else:  # (`_stored`, written out: most of a turn's events are sent this way)
+        payload = StoredPayload(event.payload)
+        payload.data = event.data
     return EXT_EVENT, {
         "sessionId": event.session_id,
         "kind": event.kind.value,
@@ -209,10 +238,18 @@ def for_client(
 ) -> list[Frame]:
     """Frames the client may receive: a capability-gated ACP update (compaction, notice)
     goes to a client that did not advertise it as an `_agentd/event` instead — if it opted
-    into those; an `_agentd/` notification goes only to a client that opted in."""
+    into those; an `_agentd/` notification goes only to a client that opted in. `frames`
+    itself when the client may have them all (callers never change the list)."""
+    if len(frames) == 1:  # nearly every event: one frame, asked about once
+        method, params = frames[0]
+        if method == SESSION_UPDATE:
+            if supports(params["update"]["sessionUpdate"]):
+                return frames
+        elif not method.startswith(AGENTD_PREFIX) or supports(method):
+            return frames
     out: list[Frame] = []
     for method, params in frames:
-        if method == Notification.SESSION_UPDATE and not supports(params["update"]["sessionUpdate"]):
+        if method == SESSION_UPDATE and not supports(params["update"]["sessionUpdate"]):
             method, params = _ext(event, last_seq)
             if (method, params) in out:
                 continue
@@ -222,11 +259,31 @@ def for_client(
     return out
 
 
+# Update types with no ACP form live (every frame an `_agentd/event`), learned as they go
+# by: for a live frame that depends on the type alone (`Unparsed` excepted, by its kind).
+_NO_LIVE_ACP: set[type] = set()
+
+
 def live_frames(event: Event, last_seq: int) -> list[Frame]:
-    frames = _acp_frames(event, last_seq, replay=False)
-    if frames is not None:
-        return frames
-    if isinstance(event.update, PermissionResolved):
+    update = event.update
+    cls = type(update)
+    if cls is AgentTextChunk:  # most frames of a turn: written out (`_text_chunk`'s frame)
+        chunk = cast(AgentTextChunk, update)
+        seq = event.seq
+        agentd: dict[str, Any] = {"seq": last_seq, "transient": True} if seq is None else {"seq": seq}
+        kind = "agent_thought_chunk" if chunk.thought else "agent_message_chunk"
+        body: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": chunk.text}}
+        if chunk.message_id is not None:  # (as `chunk_update` writes it)
+            body["messageId"] = chunk.message_id
+        params = {"sessionId": event.session_id, "update": body, "_meta": {"agentd": agentd}}
+        return [(SESSION_UPDATE, params)]
+    if cls not in _NO_LIVE_ACP:
+        frames = _acp_frames(event, last_seq, replay=False)
+        if frames is not None:
+            return frames
+        if cls is not Unparsed:
+            _NO_LIVE_ACP.add(cls)
+    if isinstance(update, PermissionResolved):
         return [
             (
                 EXT_PERMISSION_RESOLVED,
@@ -263,11 +320,6 @@ def attach_frames(event: Event) -> list[Frame]:
     return live_frames(event, event.seq or 0)
 
 
-def encode_notification(method: str, params: dict[str, Any]) -> str:
-    """A notification as the JSON-RPC text a WebSocket (or stdio) connection sends."""
-    return encode_message(method, params).decode()
-
-
 def available_commands_frame(session_id: str, commands: list[Advertised], seq: int) -> Frame:
     """ACP `available_commands_update` for one client (transient: at the session's last seq)."""
     entries: list[dict[str, Any]] = []
@@ -285,27 +337,16 @@ def available_commands_frame(session_id: str, commands: list[Advertised], seq: i
 
 
 class AcpRenderer:
-    """The session's `Renderer`: events and notices as ACP (and `_agentd/…`) frames."""
+    """The session's `Renderer`: events and notices as ACP (and `_agentd/…`) frames. The
+    per-frame calls are the functions themselves (no method in between)."""
 
-    def live(self, event: Event, last_seq: int) -> list[Frame]:
-        return live_frames(event, last_seq)
+    live = staticmethod(live_frames)
+    whole = staticmethod(acp_replay_frames)
+    attach = staticmethod(attach_frames)
+    missed = staticmethod(missed_frames)
+    for_client = staticmethod(for_client)
 
-    def whole(self, event: Event) -> list[Frame]:
-        return acp_replay_frames(event)
-
-    def attach(self, event: Event) -> list[Frame]:
-        return attach_frames(event)
-
-    def missed(self, event: Event, last_seq: int) -> list[Frame]:
-        return missed_frames(event, last_seq)
-
-    def for_client(
-        self, frames: list[Frame], event: Event, supports: Callable[[str], bool], last_seq: int
-    ) -> list[Frame]:
-        return for_client(frames, event, supports, last_seq)
-
-    def encode(self, frame: Frame) -> str:
-        return encode_notification(*frame)
+    encode = staticmethod(encode_frame)
 
     def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
         out = outgoing.resync_required(session_id, last_seq, reason)

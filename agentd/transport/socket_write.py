@@ -26,6 +26,7 @@ RAW_SEND = "agentd.raw_send"  # the scope key holding the server's own `send`
 _UVICORN_SANSIO = "uvicorn.protocols.websockets.websockets_sansio_impl"
 _TEXT_FIN = 0x81  # FIN + opcode 1 (text); a server's frames are never masked (RFC 6455 5.1)
 _SHORT = [bytes((_TEXT_FIN, n)) for n in range(126)]  # the header of every frame under 126 bytes
+_MID = struct.Struct("!BBH")  # the header of a frame of 126 to 65535 bytes
 
 
 class KeepRawSend:
@@ -45,7 +46,7 @@ def text_frame_header(length: int) -> bytes:
     if length < 126:
         return _SHORT[length]
     if length < 65536:
-        return struct.pack("!BBH", _TEXT_FIN, 126, length)
+        return _MID.pack(_TEXT_FIN, 126, length)
     return struct.pack("!BBQ", _TEXT_FIN, 127, length)
 
 
@@ -77,9 +78,16 @@ class SocketWriter:
             raise ConnectionResetError("the WebSocket is closed")
         out = conn.data_to_send()  # whatever websockets queued itself goes first (normally nothing)
         if self._plain:
+            short, pack_mid = _SHORT, _MID.pack
             for frame in frames:
                 data = frame.encode()
-                out.append(text_frame_header(len(data)))
+                n = len(data)
+                if n < 126:
+                    out.append(short[n])
+                elif n < 65536:  # (`text_frame_header`, written out: most frames are this long)
+                    out.append(pack_mid(_TEXT_FIN, 126, n))
+                else:
+                    out.append(text_frame_header(n))
                 out.append(data)
         else:
             for frame in frames:

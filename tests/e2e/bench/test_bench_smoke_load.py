@@ -29,7 +29,8 @@ def test_fanout_bench_smoke_prints_rate_spread_cpu_and_no_lost_frames() -> None:
         for who in ("sqlite", "floor"):
             line = (
                 rf"^{who} +clients={clients} +procs=\d+ deliveries={clients * 200} deliveries/s=[\d,]+ "
-                r"spread p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
+                r"spread p50=[\d.]+ ms p99=[\d.]+ ms \(as read\) at arrival p50=[\d.]+ ms p99=[\d.]+ ms "
+                r"clients' read lag p50=[\d.]+ ms p99=[\d.]+ ms server CPU/delivery=[\d.]+ µs .*"
                 r"lost=0 duplicated=0 out_of_order=0 "
             )
             assert re.search(line, out, re.M), out
