@@ -47,7 +47,8 @@ async def test_a_turns_commit_runs_one_statement_per_table(tmp_path: Path) -> No
         await store.commit([_turn(1, 0)])
         await store.commit([_turn(4, 1)])
         verbs = [" ".join(sql.split()[:3]) for sql in ran]
-        assert verbs == ["BEGIN", "INSERT INTO events", "INSERT INTO messages", "UPDATE sessions SET", "COMMIT"] * 2
+        one = ["BEGIN", "INSERT INTO events", "INSERT INTO messages", "UPDATE sessions SET", "COMMIT"]
+        assert verbs == one * 2
         assert [(e.seq, e.kind, e.payload) for e in await store.read_events("s0")] == [
             (n, "abc"[(n - 1) % 3], {"n": n}) for n in range(1, 7)
         ]
@@ -69,6 +70,10 @@ def _engine(path: Path) -> Any:
     return engine
 
 
+def _seqs(dbapi: Any) -> list[int]:
+    return [r[0] for r in dbapi.execute("SELECT seq FROM events ORDER BY id").fetchall()]
+
+
 @pytest.mark.parametrize("autocommit", [False, True])
 def test_a_failed_commit_leaves_nothing_whichever_way_it_began(tmp_path: Path, autocommit: bool) -> None:
     # The driver begins the transaction with the first INSERT; a connection in autocommit
@@ -83,10 +88,9 @@ def test_a_failed_commit_leaves_nothing_whichever_way_it_began(tmp_path: Path, a
         with pytest.raises(IntegrityError):  # message idx 0 is taken: the whole commit fails
             sqlite_commit.commit(conn, [_turn(4, 0)], NOW)
         assert not dbapi.in_transaction
-        seqs = [r[0] for r in dbapi.execute("SELECT seq FROM events ORDER BY id").fetchall()]
-        assert seqs == [1, 2, 3]
+        assert _seqs(dbapi) == [1, 2, 3]
         assert sqlite_commit.commit(conn, [_turn(4, 1)], NOW)  # the connection goes on
-        assert [r[0] for r in dbapi.execute("SELECT seq FROM events ORDER BY id").fetchall()] == list(range(1, 7))
+        assert _seqs(dbapi) == list(range(1, 7))
     engine.dispose()
 
 
