@@ -9,17 +9,19 @@ session each, turns alternating A, B, A, B…), but each thread's CPU is read fr
 process's utime + stime, which count 10 ms clock ticks: a writer thread running ~100 µs
 per commit is charged by sampling, a handful of ticks in a 200-turn run. Printed per round
 and overall: µs CPU per turn of the event loop (the main thread), of the SQLite writer
-(the busiest other thread) and of every other thread together, A and B side by side with B/A.
+(the busiest other thread) and of every other thread together, and the p50 latency of a
+turn (the mean of the rounds' p50s overall), A and B side by side with B/A.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from pathlib import Path
 
 import turnkit
-from turnkit import TOOL_MARK, Server, agentd_server, model_process
+from turnkit import TOOL_MARK, Server, agentd_server, model_process, pct
 
 from tests.support.client import WsClient, text_prompt
 
@@ -62,22 +64,29 @@ async def round_(servers: list[Server], turns: int, text: str) -> list[dict[str,
         for c, s in zip(clients, sids, strict=True):
             await turn(c, s[i], text)
     spent: list[dict[str, int]] = [{} for _ in servers]
+    waited: list[list[float]] = [[] for _ in servers]
     for i in range(turns):
         for k, (srv, c, s) in enumerate(zip(servers, clients, sids, strict=True)):
-            before = tasks_ns(srv.pid)
+            before, started = tasks_ns(srv.pid), time.perf_counter()
             await turn(c, s[i // 10], text)
+            waited[k].append(time.perf_counter() - started)
             for tid, ran in tasks_ns(srv.pid).items():
                 spent[k][tid] = spent[k].get(tid, 0) + ran - before.get(tid, ran)
     for c in clients:
         await c.close()
     split = [parts(srv.pid, x) for srv, x in zip(servers, spent, strict=True)]
-    return [{p: v / turns / 1000 for p, v in x.items()} for x in split]
+    return [
+        {**{p: v / turns / 1000 for p, v in x.items()}, "p50": pct(w, 50)}
+        for x, w in zip(split, waited, strict=True)
+    ]
 
 
 def line(label: str, a: dict[str, float], b: dict[str, float]) -> str:
     parts = [f"{p} A {a[p]:.0f} B {b[p]:.0f}" + (f" ({b[p] / a[p]:.3f})" if a[p] else "") for p in PARTS]
-    ta, tb = sum(a.values()), sum(b.values())
-    return f"{label}: µs CPU/turn " + " | ".join(parts) + f" | all A {ta:.0f} B {tb:.0f} ({tb / ta:.3f})"
+    ta, tb = sum(a[p] for p in PARTS), sum(b[p] for p in PARTS)
+    p50 = f"p50 ms A {a['p50']:.2f} B {b['p50']:.2f} ({b['p50'] / a['p50']:.3f})"
+    every = f"all A {ta:.0f} B {tb:.0f} ({tb / ta:.3f})"
+    return f"{label}: µs CPU/turn " + " | ".join([*parts, every, p50])
 
 
 async def main(args: argparse.Namespace, tree_a: Path, tree_b: Path) -> None:
@@ -92,7 +101,7 @@ async def main(args: argparse.Namespace, tree_a: Path, tree_b: Path) -> None:
                     x, y = await round_([a, b], args.turns, text)
                     totals.append([x, y])
                     print(line(f"round {r}", x, y), flush=True)
-    mean = [{p: sum(t[k][p] for t in totals) / len(totals) for p in PARTS} for k in (0, 1)]
+    mean = [{p: sum(t[k][p] for t in totals) / len(totals) for p in (*PARTS, "p50")} for k in (0, 1)]
     print(line(f"{args.db} {'one-tool' if args.tool else 'trivial'} mean", *mean))
 
 
