@@ -99,7 +99,7 @@ class Store(ApiTokens):
         pool: PoolLimits | None = None,
         *,
         sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL,
-        sqlite_inline_commit: bool = True,
+        sqlite_inline_commit: bool = False,
     ) -> Store:
         limits = pool or PoolLimits()
         inline = sqlite_inline_commit

@@ -132,7 +132,7 @@ async def open_engines(
     limits: PoolLimits,
     sqlite_synchronous: SqliteSynchronous,
     *,
-    sqlite_inline_commit: bool = True,
+    sqlite_inline_commit: bool = False,
 ) -> tuple[AsyncEngine, AsyncEngine, SqliteWriter | None]:
     """(the engine for requests, the event writer's own engine, and for a SQLite file the
     writer's synchronous one); one shared engine for an in-memory SQLite database.

@@ -2,12 +2,13 @@
 thread of its own, so a whole commit is one thread hop (aiosqlite hands every cursor call
 to its thread and back: three hops per statement).
 
-A turn's small commit runs on the event loop's own thread instead (`inline`, the default;
-AGENTD_SQLITE_INLINE_COMMIT=false keeps every commit on the thread), on a connection of
-its own that never waits for a lock (`busy_timeout=0`): its ~50 µs of SQLite work cost the
-loop less than the hop did — the hand-off both ways, the writer thread's wake-ups and its
-GIL take-backs while the loop runs Python, ~0.15 ms of CPU per commit on a shared host
-(issue 32). Deliver-after-commit is unchanged: the commit returns once SQLite committed.
+With `inline` (AGENTD_SQLITE_INLINE_COMMIT=true; off by default) a turn's small commit
+runs on the event loop's own thread instead, on a connection of its own that never waits
+for a lock (`busy_timeout=0`): its ~50 µs of SQLite work cost less CPU than the hop — the
+hand-off both ways, the writer thread's wake-ups and its GIL take-backs while the loop runs
+Python (issue 32: ~4 % of a turn's CPU on a shared host). The price: the loop no longer
+works beside the commit, and tool turns' p50 rose under heavy load (bench/RESULTS.md), so
+it is opt-in. Deliver-after-commit is unchanged: the commit returns once SQLite committed.
 A commit the loop may not block on goes to the thread as before: one that needs the
 general way, one of more than `INLINE_MAX_ROWS` rows (a burst's), and one that finds the
 write lock held by a request (rolled back at once, then waited for on the thread).
@@ -96,7 +97,7 @@ class SqliteWriter:
     """`engine`: the writer's synchronous engine, whose pool holds its two connections (the
     thread's, and the loop's when `inline`)."""
 
-    def __init__(self, engine: Engine, path: str, *, inline: bool = True) -> None:
+    def __init__(self, engine: Engine, path: str, *, inline: bool = False) -> None:
         self.engine = engine
         self._path = path
         self._inline = inline

@@ -1,8 +1,8 @@
 """The SQLite writer's thread (agentd/store/sqlite_writer.py `WriterThread`): calls run on
 its own thread in the order given, results and exceptions reach the awaiting caller, a
 cancelled caller does not stop the thread, and `shutdown` ends it. And which commits the
-`SqliteWriter` runs on the loop's own thread (a turn's few rows), which on the writer
-thread (a burst's, every one with `inline=False`, one that finds the write lock held)."""
+`SqliteWriter` runs on the loop's own thread with `inline` (a turn's few rows), which on
+the writer thread (a burst's, one that finds the write lock held, every one by default)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def _events(first: int, n: int) -> Batch:
 async def test_a_turns_commit_runs_on_the_loop_and_a_bursts_on_the_writer_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with _store(tmp_path / "a.db", monkeypatch) as (store, threads):
+    async with _store(tmp_path / "a.db", monkeypatch, sqlite_inline_commit=True) as (store, threads):
         loop = threading.current_thread().name
         await store.commit([_events(1, 3)])
         await store.commit([_events(4, INLINE_MAX_ROWS + 1)])
@@ -111,10 +111,10 @@ async def test_a_turns_commit_runs_on_the_loop_and_a_bursts_on_the_writer_thread
         assert [e.seq for e in await store.read_events("s0")] == list(range(1, INLINE_MAX_ROWS + 7))
 
 
-async def test_with_inline_commits_off_every_commit_runs_on_the_writer_thread(
+async def test_by_default_every_commit_runs_on_the_writer_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with _store(tmp_path / "b.db", monkeypatch, sqlite_inline_commit=False) as (store, threads):
+    async with _store(tmp_path / "b.db", monkeypatch) as (store, threads):
         for first in (1, 4):
             await store.commit([_events(first, 3)])
         assert threads == ["store-writer", "store-writer"]
@@ -127,7 +127,7 @@ async def test_a_commit_finding_the_write_lock_held_waits_for_it_on_the_writer_t
     # The loop never waits for a lock: the commit there is refused at once (SQLITE_BUSY),
     # rolled back, and handed to the writer thread, which waits for the lock.
     path = tmp_path / "c.db"
-    async with _store(path, monkeypatch) as (store, threads):
+    async with _store(path, monkeypatch, sqlite_inline_commit=True) as (store, threads):
         await store.commit([_events(1, 1)])  # the loop's connection is open
         holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         holder.execute("BEGIN IMMEDIATE")  # a request holding the write lock
