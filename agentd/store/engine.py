@@ -150,7 +150,8 @@ async def open_engines(
     if is_sqlite and not limits.in_memory(url):
         assert parsed.database is not None
         writer_kw = limits.engine_kw(url, writer=True)
-        writer_kw["pool_size"] = 2  # the writer thread's connection and the loop's (inline)
+        if sqlite_inline_commit:
+            writer_kw["pool_size"] = 2  # the writer thread's connection and the loop's
         sync_writer = create_engine(
             parsed.set(drivername="sqlite+pysqlite"),
             **json_kw,

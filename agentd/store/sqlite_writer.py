@@ -102,6 +102,8 @@ class SqliteWriter:
         self._path = path
         self._inline = inline
         self._loop_conn: Connection | None = None  # the loop thread's own (inline commits)
+        self._on_thread = 0  # commits handed to the thread and not yet done there
+        self._counting = threading.Lock()
         self._thread = WriterThread("store-writer")
         self._checkpoint_thread = ThreadPoolExecutor(1, "store-checkpoint")
         self._checkpoint_conn: sqlite3.Connection | None = None
@@ -111,8 +113,11 @@ class SqliteWriter:
         self._conn: Connection | None = None  # the writer thread's own, kept between commits
 
     async def commit(self, batches: list[Batch], now: datetime) -> None:
-        if not (self._inline and self._commit_inline(batches, now)):
-            await self._thread.run(self._commit, batches, now)
+        # Never past a commit still on the thread (its caller cancelled): commits keep order.
+        if not (self._inline and not self._on_thread and self._commit_inline(batches, now)):
+            with self._counting:
+                self._on_thread += 1
+            await self._thread.run(self._commit_counted, batches, now)
         self._since_checkpoint += 1
         if self._since_checkpoint >= CHECKPOINT_EVERY and (
             self._checkpointing is None or self._checkpointing.done()
@@ -142,6 +147,13 @@ class SqliteWriter:
         except BaseException:
             self._drop_loop_connection()
             raise
+
+    def _commit_counted(self, batches: list[Batch], now: datetime) -> None:
+        try:
+            self._commit(batches, now)
+        finally:
+            with self._counting:
+                self._on_thread -= 1
 
     def _commit(self, batches: list[Batch], now: datetime) -> None:
         # One connection held by the writer thread (the only one that writes): checking one

@@ -149,3 +149,32 @@ async def test_a_commit_finding_the_write_lock_held_waits_for_it_on_the_writer_t
         assert [e.seq for e in await store.read_events("s0")] == [1, 2, 3]
         got = await store.get_session("s0")
         assert got is not None and got.title == "by a request"
+
+
+async def test_a_commit_never_overtakes_one_still_on_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A burst's commit runs on the thread; its caller is cancelled meanwhile (the commit runs
+    # on to its end). A turn's commit after it queues behind it instead of committing on the
+    # loop first: the log keeps its order.
+    async with _store(tmp_path / "d.db", monkeypatch, sqlite_inline_commit=True) as (store, threads):
+        started, gate = threading.Event(), threading.Event()
+        real = sqlite_commit.commit  # _store's tracer, which calls the real one
+
+        def held(conn: Any, batches: list[Batch], now: Any) -> bool:
+            if threading.current_thread().name == "store-writer":
+                started.set()
+                gate.wait(30)
+            return real(conn, batches, now)
+
+        monkeypatch.setattr(sqlite_commit, "commit", held)
+        burst = asyncio.create_task(store.commit([_events(1, INLINE_MAX_ROWS + 1)]))
+        assert await asyncio.to_thread(started.wait, 10)
+        burst.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await burst
+        after = asyncio.create_task(store.commit([_events(INLINE_MAX_ROWS + 2, 1)]))
+        gate.set()
+        await after
+        assert threads == ["store-writer", "store-writer"]
+        assert [e.seq for e in await store.read_events("s0")] == list(range(1, INLINE_MAX_ROWS + 3))
