@@ -96,6 +96,7 @@ def create_app(
             settings.resolved_database_url(),
             settings.pool_limits(),
             sqlite_synchronous=settings.sqlite_synchronous,
+            sqlite_inline_commit=settings.sqlite_inline_commit,
         )
         await store.migrate(settings.migration_lock_timeout_s)
         # After the database exists, so its files are among those the sandbox hides.

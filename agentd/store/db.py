@@ -99,8 +99,11 @@ class Store(ApiTokens):
         pool: PoolLimits | None = None,
         *,
         sqlite_synchronous: SqliteSynchronous = SqliteSynchronous.NORMAL,
+        sqlite_inline_commit: bool = False,
     ) -> Store:
-        return cls(*await open_engines(url, pool or PoolLimits(), sqlite_synchronous))
+        limits = pool or PoolLimits()
+        inline = sqlite_inline_commit
+        return cls(*await open_engines(url, limits, sqlite_synchronous, sqlite_inline_commit=inline))
 
     @property
     def commit_engine(self) -> Engine:

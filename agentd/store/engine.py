@@ -128,11 +128,16 @@ def _sqlite_pragmas(synchronous: str, busy_timeout_s: float, *, writer: bool = F
 
 
 async def open_engines(
-    url: str, limits: PoolLimits, sqlite_synchronous: SqliteSynchronous
+    url: str,
+    limits: PoolLimits,
+    sqlite_synchronous: SqliteSynchronous,
+    *,
+    sqlite_inline_commit: bool = False,
 ) -> tuple[AsyncEngine, AsyncEngine, SqliteWriter | None]:
     """(the engine for requests, the event writer's own engine, and for a SQLite file the
     writer's synchronous one); one shared engine for an in-memory SQLite database.
-    SQLite connections get WAL, `synchronous` and a busy timeout."""
+    SQLite connections get WAL, `synchronous` and a busy timeout. `sqlite_inline_commit`:
+    a turn's small commits run on the event loop's thread (agentd/store/sqlite_writer.py)."""
     synchronous = SqliteSynchronous(sqlite_synchronous).value.upper()  # an enum value, never raw SQL
     parsed = make_url(url)
     is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -144,15 +149,18 @@ async def open_engines(
     write_engine, sqlite_writer = engine, None
     if is_sqlite and not limits.in_memory(url):
         assert parsed.database is not None
+        writer_kw = limits.engine_kw(url, writer=True)
+        if sqlite_inline_commit:
+            writer_kw["pool_size"] = 2  # the writer thread's connection and the loop's
         sync_writer = create_engine(
             parsed.set(drivername="sqlite+pysqlite"),
             **json_kw,
-            **limits.engine_kw(url, writer=True),
+            **writer_kw,
             connect_args={"check_same_thread": False},  # the writer thread, not the opener
         )
         writer_pragmas = _sqlite_pragmas(synchronous, WRITER_BUSY_TIMEOUT_S, writer=True)
         event.listen(sync_writer, "connect", writer_pragmas)
-        sqlite_writer = SqliteWriter(sync_writer, parsed.database)
+        sqlite_writer = SqliteWriter(sync_writer, parsed.database, inline=sqlite_inline_commit)
     elif not is_sqlite:
         write_engine = guard(create_async_engine(url, **json_kw, **limits.engine_kw(url, writer=True)))
     if is_sqlite:

@@ -2,7 +2,18 @@
 thread of its own, so a whole commit is one thread hop (aiosqlite hands every cursor call
 to its thread and back: three hops per statement).
 
-The writer's connection never checkpoints the WAL itself (`wal_autocheckpoint=0`): a
+With `inline` (AGENTD_SQLITE_INLINE_COMMIT=true; off by default) a turn's small commit
+runs on the event loop's own thread instead, on a connection of its own that never waits
+for a lock (`busy_timeout=0`): its ~50 µs of SQLite work cost less CPU than the hop — the
+hand-off both ways, the writer thread's wake-ups and its GIL take-backs while the loop runs
+Python (issue 32: ~4 % of a turn's CPU on a shared host). The price: the loop no longer
+works beside the commit, and tool turns' p50 rose under heavy load (bench/RESULTS.md), so
+it is opt-in. Deliver-after-commit is unchanged: the commit returns once SQLite committed.
+A commit the loop may not block on goes to the thread as before: one that needs the
+general way, one of more than `INLINE_MAX_ROWS` rows (a burst's), and one that finds the
+write lock held by a request (rolled back at once, then waited for on the thread).
+
+The writer's connections never checkpoint the WAL themselves (`wal_autocheckpoint=0`): a
 checkpoint inside a commit is what made the slowest commits slow. Every
 `CHECKPOINT_EVERY` commits a PASSIVE checkpoint runs instead on a connection and thread
 of its own, beside the commits (it never waits for them), which keeps the WAL bounded.
@@ -21,6 +32,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy import exc as sa_exc
 
 from agentd.store import sqlite_commit
 from agentd.store.batch_write import apply_batches
@@ -29,6 +41,7 @@ from agentd.store.records import Batch
 log = logging.getLogger(__name__)
 
 CHECKPOINT_EVERY = 100  # group commits between two WAL checkpoints
+INLINE_MAX_ROWS = 32  # events and messages a commit on the loop's thread may write
 
 T = TypeVar("T")
 
@@ -81,9 +94,16 @@ def _settle(done: asyncio.Future[Any], result: Any, exc: BaseException | None) -
 
 
 class SqliteWriter:
-    def __init__(self, engine: Engine, path: str) -> None:
+    """`engine`: the writer's synchronous engine, whose pool holds its two connections (the
+    thread's, and the loop's when `inline`)."""
+
+    def __init__(self, engine: Engine, path: str, *, inline: bool = False) -> None:
         self.engine = engine
         self._path = path
+        self._inline = inline
+        self._loop_conn: Connection | None = None  # the loop thread's own (inline commits)
+        self._on_thread = 0  # commits handed to the thread and not yet done there
+        self._counting = threading.Lock()
         self._thread = WriterThread("store-writer")
         self._checkpoint_thread = ThreadPoolExecutor(1, "store-checkpoint")
         self._checkpoint_conn: sqlite3.Connection | None = None
@@ -93,7 +113,11 @@ class SqliteWriter:
         self._conn: Connection | None = None  # the writer thread's own, kept between commits
 
     async def commit(self, batches: list[Batch], now: datetime) -> None:
-        await self._thread.run(self._commit, batches, now)
+        # Never past a commit still on the thread (its caller cancelled): commits keep order.
+        if not (self._inline and not self._on_thread and self._commit_inline(batches, now)):
+            with self._counting:
+                self._on_thread += 1
+            await self._thread.run(self._commit_counted, batches, now)
         self._since_checkpoint += 1
         if self._since_checkpoint >= CHECKPOINT_EVERY and (
             self._checkpointing is None or self._checkpointing.done()
@@ -102,6 +126,34 @@ class SqliteWriter:
             self._checkpointing = asyncio.get_running_loop().run_in_executor(
                 self._checkpoint_thread, self._checkpoint
             )
+
+    def _commit_inline(self, batches: list[Batch], now: datetime) -> bool:
+        """The commit on the loop's thread: True once committed; False, with nothing
+        written, when it is the thread's to do."""
+        if sum(len(b.events) + len(b.messages) for b in batches) > INLINE_MAX_ROWS:
+            return False
+        if self._loop_conn is None:
+            conn = self.engine.connect()
+            # Never wait on the loop for another connection's write lock: the thread will.
+            conn.connection.dbapi_connection.execute("PRAGMA busy_timeout = 0")  # type: ignore[union-attr]
+            self._loop_conn = conn
+        try:
+            return sqlite_commit.commit(self._loop_conn, batches, now)
+        except sa_exc.OperationalError as exc:
+            if _busy(exc):  # rolled back: nothing was written
+                return False
+            self._drop_loop_connection()
+            raise
+        except BaseException:
+            self._drop_loop_connection()
+            raise
+
+    def _commit_counted(self, batches: list[Batch], now: datetime) -> None:
+        try:
+            self._commit(batches, now)
+        finally:
+            with self._counting:
+                self._on_thread -= 1
 
     def _commit(self, batches: list[Batch], now: datetime) -> None:
         # One connection held by the writer thread (the only one that writes): checking one
@@ -120,11 +172,11 @@ class SqliteWriter:
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception as exc:  # already broken: the pool discards it
-                log.warning("closing the writer's connection failed: %s", exc)
+        _close(conn)
+
+    def _drop_loop_connection(self) -> None:
+        conn, self._loop_conn = self._loop_conn, None
+        _close(conn)
 
     def _checkpoint(self) -> None:
         try:
@@ -141,7 +193,23 @@ class SqliteWriter:
             await self._checkpointing
         if self._checkpoint_conn is not None:
             await loop.run_in_executor(self._checkpoint_thread, self._checkpoint_conn.close)
+        self._drop_loop_connection()
         await self._thread.run(self._drop_connection)
         await self._thread.run(self.engine.dispose)
         self._thread.shutdown()
         self._checkpoint_thread.shutdown(wait=False)
+
+
+def _close(conn: Connection | None) -> None:
+    """Close a writer's connection (after a failed commit, or at the end)."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception as exc:  # already broken: the pool discards it
+            log.warning("closing the writer's connection failed: %s", exc)
+
+
+def _busy(exc: sa_exc.OperationalError) -> bool:
+    """SQLite refused for a lock another connection holds (SQLITE_BUSY and its kinds)."""
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
