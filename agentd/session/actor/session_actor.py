@@ -29,6 +29,7 @@ from agentd.core import (
     ConfigOptionsChanged,
     Conversation,
     EndReason,
+    Event,
     GoalChanged,
     GoalState,
     Message,
@@ -86,6 +87,27 @@ __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "Se
 log = logging.getLogger(__name__)
 
 
+class _TransientFeed:
+    """A transient event's publish: the hub's; with a broker (several replicas), the
+    `LiveFeed`, which also sends it to the broker stamped with the last durable seq
+    published before it — the hub's `seq` (durable events go to the hub directly: the
+    feed is called only where it has something to do)."""
+
+    __slots__ = ("_feed", "_hub", "_services")
+
+    def __init__(self, hub: EventHub, feed: LiveFeed, services: ActorServices) -> None:
+        self._hub = hub
+        self._feed = feed
+        self._services = services  # `live` is read per event: the broker may start later
+
+    def __call__(self, event: Event) -> None:
+        if self._services.live is None:
+            self._hub.publish(event)
+        else:
+            self._feed.seq = self._hub.seq
+            self._feed(event)
+
+
 class SessionActor:
     def __init__(
         self,
@@ -111,9 +133,19 @@ class SessionActor:
         self.services = services
         on_drop = services.metrics.resyncs.inc if services.metrics else None
         self.hub = EventHub(render=services.render, on_drop=on_drop)
+        self.hub.seq = last_seq
         # Its own clients first; transient events also to other replicas' (through the broker).
-        publish = LiveFeed(self.id, self.hub.publish, lambda: services.live, last_seq)
-        self.journal = Journal(self.id, services.writer, publish, last_seq, conversation, services.metrics)
+        feed = LiveFeed(self.id, self.hub.publish, lambda: services.live, last_seq)
+        transient = _TransientFeed(self.hub, feed, services)
+        self.journal = Journal(
+            self.id,
+            services.writer,
+            self.hub.publish,
+            last_seq,
+            conversation,
+            services.metrics,
+            transient=transient,
+        )
         self.conversation = Conversation(
             conversation, self.journal.persist_message, self.journal.rewrite_messages
         )

@@ -87,6 +87,10 @@ class RecordingWriter:
         if kw.get("session_fields"):
             self.writes.append(("fields", kw["session_fields"]))
 
+    def submit_event(self, session_id: str, event: Any, publish: Any, session_fields: Any = None) -> None:
+        """An event and the session row's fields in one write (the same commit)."""
+        self.submit(session_id, event=event, publish=publish, session_fields=session_fields)
+
 
 def test_turn_boundaries_set_and_clear_running_turn_in_the_same_commit_as_the_event() -> None:
     """`sessions.running_turn` is how another replica finds a session whose owner died
