@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -40,7 +40,7 @@ from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, par
 from agentd.session.commands import Prompt, PromptDone, PromptSource
 from agentd.session.local_commands import LocalCommandsHost, run_local_command
 from agentd.session.queue import QueuedPrompt, QueueKind, new_id, request_digest_of, request_id_of
-from agentd.session.sinks import FrameSink, capable
+from agentd.session.sinks import capable
 from agentd.tools import ClientBridge, PreToolHook, PromptHook, StopHook, Tool
 
 if TYPE_CHECKING:
@@ -144,11 +144,11 @@ def output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema 
     return OutputSchema.check(schema) if isinstance(schema, dict) else None
 
 
-def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | None) -> ClientBridge | None:
+def client_bridge(hub: EventHub, session_id: str, origin: str | None) -> ClientBridge | None:
     """The prompting client's files and terminal, if it offered them (R-T6); a prompt
     from no attached client (HTTP, a restart) works on the server's own."""
-    sink = next((s for s in sinks if s.id == origin), None) if origin else None
-    client = capable(sink)
+    subscriber = hub.get(origin) if origin else None  # (subscriptions are keyed by the sink's id)
+    client = capable(subscriber.sink if subscriber is not None else None)
     if client is None:
         return None
     caps = client.client_capabilities
@@ -182,7 +182,7 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         provider=services.provider,
         model=actor.model,
         system_prompt=agent.system_prompt or settings.system_prompt,
-        tools={**agent.select_tools(services.tools), **mcp_tools},
+        tools={**services.agent_tools(agent), **mcp_tools},
         conversation=actor.conversation,
         events=actor.journal,
         permissions=actor.permissions,
@@ -205,7 +205,7 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         limits=services.limits,
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,
-        client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
+        client=client_bridge(actor.hub, actor.id, cmd.origin),
         before_write=functools.partial(actor.files.before_write, turn_id),
         shell=services.shell,
         trace_meta=cmd.meta,
