@@ -29,7 +29,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Collection
 from time import monotonic
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import exc as sa_exc
 
@@ -44,11 +44,10 @@ from agentd.session.commit_outcome import (
     is_deadlock,
     not_committed,
 )
+from agentd.session.eventlog.write_item import Publish, WriteItem
 from agentd.store import Batch, EventWrite, QueueWrite, Store, is_disconnect
 
 log = logging.getLogger(__name__)
-
-Publish = Callable[[Event], None]
 
 # An event's kind as its column's text (without an enum `.value` lookup per event).
 _KIND_VALUES = {kind: kind.value for kind in EventKind}
@@ -75,69 +74,12 @@ MAX_DEADLOCK_RETRIES = 5
 MAX_REMEMBERED_DROPS = 10_000
 
 
+class _Histogram(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
 class GaveUp(Exception):
     """The database stayed unreachable for the writer's whole deadline."""
-
-
-class _Item:
-    """One submitted write (or a barrier, or an acknowledgement's waiter), in order. A plain
-    slotted class: a dataclass's field defaults built a list and a dict per item, and a
-    property answered `needs_commit` each of the three times it was asked."""
-
-    __slots__ = (
-        "cause",
-        "done",
-        "event",
-        "fence",
-        "messages",
-        "needs_commit",
-        "outcome",
-        "publish",
-        "queue",
-        "session_fields",
-        "session_id",
-        "since",
-        "submitted_at",
-        "ticket",
-        "truncate_from",
-    )
-
-    def __init__(
-        self,
-        session_id: str,
-        event: Event | None = None,
-        publish: Publish | None = None,
-        *,
-        messages: list[tuple[int, dict[str, Any]]] | None = None,
-        truncate_from: int | None = None,
-        session_fields: dict[str, Any] | None = None,
-        queue: QueueWrite | None = None,
-        done: asyncio.Future[None] | None = None,
-        outcome: asyncio.Future[CommitOutcome] | None = None,
-        since: int = 0,
-    ) -> None:
-        self.session_id = session_id
-        self.event = event
-        self.publish = publish
-        self.messages = messages  # None or non-empty
-        self.truncate_from = truncate_from
-        self.session_fields = session_fields  # None or non-empty
-        self.queue = queue
-        self.done = done
-        # An acknowledgement's waiter: were the session's writes from ticket `since` on committed?
-        self.outcome = outcome
-        self.since = since
-        self.ticket = 0  # the order of submission (`EventWriter.mark`)
-        self.submitted_at = 0.0  # (time.monotonic) for the fan-out lag, when metrics are on
-        self.fence: int | None = None  # the session's lease token when it was submitted (R-C1)
-        self.cause: Any = None  # the span context of the turn that submitted it (tracing on)
-        self.needs_commit = bool(
-            (event is not None and event.seq is not None)
-            or messages
-            or session_fields
-            or queue is not None
-            or truncate_from is not None
-        )
 
 
 class EventWriter:
@@ -155,12 +97,13 @@ class EventWriter:
         self.give_up_after_s = give_up_after_s
         self._metrics = metrics
         # The fan-out lag histogram, looked up once (it is observed per published event).
-        self._lag = metrics.fanout_lag_seconds if metrics is not None else None
+        # (looked up at the first publish, not here: metrics load prometheus on first use)
+        self._lag: _Histogram | None = None
         self._flush_interval = flush_interval
         # Submitted items in order, and the writer's wake-up while it waits for one: a plain
         # deque (13 items per trivial turn: an asyncio.Queue's put/get bookkeeping per item
         # cost more than the rest of handing it over).
-        self._queue: collections.deque[_Item] = collections.deque()
+        self._queue: collections.deque[WriteItem] = collections.deque()
         self._wake: asyncio.Future[None] | None = None
         # Items taken off the queue and not yet all published (the writer's batch, or a
         # transient event published at once): later transient events must queue behind them.
@@ -207,7 +150,7 @@ class EventWriter:
         session_fields: dict[str, Any] | None = None,
         queue: QueueWrite | None = None,
     ) -> None:
-        item = _Item(
+        item = WriteItem(
             session_id,
             event,
             publish,
@@ -224,7 +167,7 @@ class EventWriter:
         """`submit(event=…, publish=…, session_fields=…)`, the journal's every event: the
         session row's fields written in the event's own commit."""
         # (`_put`, inline: every event of every session comes this way)
-        item = _Item(session_id, event, publish, session_fields=session_fields)
+        item = WriteItem(session_id, event, publish, session_fields=session_fields)
         if item.needs_commit:
             item.fence = self.fences.get(session_id)
             item.cause = tracing.cause()
@@ -239,7 +182,7 @@ class EventWriter:
             if not wake.done():
                 wake.set_result(None)
 
-    def _put(self, item: _Item, session_id: str, published: bool) -> None:
+    def _put(self, item: WriteItem, session_id: str, published: bool) -> None:
         if item.needs_commit:
             item.fence = self.fences.get(session_id)
             item.cause = tracing.cause()
@@ -260,7 +203,7 @@ class EventWriter:
         per chunk is saved (issue 14: a model streaming chunk by chunk paid one each);
         else it queues as one small item (nothing to commit) behind what is before it."""
         if self._queue or self._holding:
-            self._put(_Item(session_id, event, publish), session_id, True)
+            self._put(WriteItem(session_id, event, publish), session_id, True)
             return
         if session_id in self._failed:
             self._tickets += 1
@@ -273,8 +216,8 @@ class EventWriter:
             log.exception("publishing event failed")
         finally:
             self._holding = False
-        if self._lag is not None:
-            self._lag.observe(0.0)
+        if self._metrics is not None:
+            (self._lag or self._fanout_lag()).observe(0.0)
 
     def failed(self, session_id: str) -> bool:
         return session_id in self._failed
@@ -293,7 +236,7 @@ class EventWriter:
         """Return once everything submitted before this call is committed (or dropped) and
         published. It says nothing of which: an acknowledgement waits on `committed`."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put(_Item("", done=fut), "", False)
+        self._put(WriteItem("", done=fut), "", False)
         await fut
 
     def mark(self) -> int:
@@ -307,7 +250,7 @@ class EventWriter:
         else `NotCommitted(reason)`. Queued at once (not when first awaited), so it is
         after every write submitted before the call."""
         fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
-        self._put(_Item(session_id, outcome=fut, since=since), session_id, False)
+        self._put(WriteItem(session_id, outcome=fut, since=since), session_id, False)
         return fut
 
     async def require_committed(self, session_id: str, since: int) -> None:
@@ -347,7 +290,26 @@ class EventWriter:
             self._queue.clear()
             self._holding = True
             try:
-                dropped = await self._commit_items(items)
+                batches, dropped = self._batches(items)
+                if batches:
+                    listed = list(batches.values())
+                    if tracing.enabled():
+                        exc = await self._traced_attempt(items, batches, listed)
+                    else:
+                        # The first try inline (no coroutine of ours to resume per commit);
+                        # a failure goes on in `_attempt`, which retries it as its own.
+                        try:
+                            started = monotonic()
+                            await self._store.commit(listed)
+                        except Exception as first:
+                            exc = await self._attempt(listed, first)
+                        else:
+                            exc = None
+                            if self._metrics is not None:
+                                self._metrics.flush_seconds.observe(monotonic() - started)
+                            self.commits += 1
+                    if exc is not None:
+                        dropped = await self._refused(listed, exc, dropped)
                 if dropped:  # every one of their items remembered as dropped (the common
                     # batch drops nothing: no second pass over it)
                     for item in items:
@@ -359,8 +321,8 @@ class EventWriter:
             finally:
                 self._holding = False
 
-    def _publish(self, items: list[_Item], dropped: Collection[str]) -> None:
-        lag = self._lag
+    def _publish(self, items: list[WriteItem], dropped: Collection[str]) -> None:
+        lag = None if self._metrics is None else self._lag or self._fanout_lag()
         now = monotonic() if lag is not None else 0.0
         for item in items:
             event = item.event
@@ -380,8 +342,9 @@ class EventWriter:
             if item.outcome is not None and not item.outcome.done():
                 item.outcome.set_result(self.outcome_since(item.session_id, item.since))
 
-    async def _commit_items(self, items: list[_Item]) -> dict[str, CommitFailure]:
-        """Commit the durable items; returns the sessions whose writes were dropped (and why)."""
+    def _batches(self, items: list[WriteItem]) -> tuple[dict[str, Batch], dict[str, CommitFailure]]:
+        """The durable items as one batch per session, and the failed sessions whose items
+        are dropped (and why)."""
         batches: dict[str, Batch] = {}
         known = self._failed
         failed = {i.session_id: known[i.session_id] for i in items if i.session_id in known} if known else {}
@@ -411,34 +374,31 @@ class EventWriter:
                 b.session_fields.update(item.session_fields)
             if item.queue is not None:
                 b.queue.append(item.queue)
-        if not batches:
-            return failed
-        listed = list(batches.values())
-        if tracing.enabled():
-            # Under the turn that caused it (linked to each, when a batch carries several turns').
-            causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
-            with tracing.commit_span("agentd.commit", _commit_attributes(batches), causes):
-                exc = await self._attempt(listed)
-        else:
-            # The first try inline (one coroutine less to resume per commit); a failure
-            # goes on in `_attempt`, which retries it as its own first try's.
-            try:
-                started = monotonic()
-                await self._store.commit(listed)
-            except Exception as first:
-                exc = await self._attempt(listed, first)
-            else:
-                if self._metrics is not None:
-                    self._metrics.flush_seconds.observe(monotonic() - started)
-                self.commits += 1
-                exc = None
-        if exc is None:
-            return failed
+        return batches, failed
+
+    async def _traced_attempt(
+        self, items: list[WriteItem], batches: dict[str, Batch], listed: list[Batch]
+    ) -> BaseException | None:
+        # Under the turn that caused it (linked to each, when a batch carries several turns').
+        causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
+        with tracing.commit_span("agentd.commit", _commit_attributes(batches), causes):
+            return await self._attempt(listed)
+
+    async def _refused(
+        self, listed: list[Batch], exc: BaseException, failed: dict[str, CommitFailure]
+    ) -> dict[str, CommitFailure]:
+        """The batches were refused for good (`exc`): every session fails when the database
+        is unreachable or the batch was one session's; else each is tried alone."""
         if isinstance(exc, GaveUp) or len(listed) == 1:
             for batch in listed:
                 failed[batch.session_id] = self._fail(batch, exc)
             return failed
         return failed | await self._commit_one_by_one(listed)
+
+    def _fanout_lag(self) -> _Histogram:
+        assert self._metrics is not None
+        self._lag = self._metrics.fanout_lag_seconds
+        return self._lag
 
     def _committed(self, started: float) -> None:
         if self._metrics is not None:
