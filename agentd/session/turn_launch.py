@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.agents import AgentDefinition
 from agentd.core import (
@@ -170,11 +170,13 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
     agent = actor.agent
     # McpTool has the shape of a `Tool`, but as instance fields where the protocol names
     # ClassVars, which mypy does not accept as the same; likewise CommandHook's `name`.
-    mcp_tools = cast("dict[str, Tool]", actor.mcp.tools if actor.mcp is not None else {})
+    # (Annotated, not `cast`: a cast is a Python call, four per turn.)
+    mcp_tools: dict[str, Tool] = actor.mcp.tools if actor.mcp is not None else {}  # type: ignore[assignment]
     hooks = services.hooks
-    pre_tool = cast("list[PreToolHook]", list(hooks.pre_tool))
-    stop_hooks = [*cast("list[StopHook]", hooks.stop), *actor.client_hooks.values()]
-    prompt_hooks = [*cast("list[PromptHook]", hooks.user_prompt_submit), *actor.client_prompt_hooks.values()]
+    pre_tool: list[PreToolHook] = list(hooks.pre_tool)  # type: ignore[arg-type]
+    stop_hooks: list[StopHook] = [*hooks.stop, *actor.client_hooks.values()]  # type: ignore[list-item]
+    client_prompt_hooks = actor.client_prompt_hooks.values()
+    prompt_hooks: list[PromptHook] = [*hooks.user_prompt_submit, *client_prompt_hooks]  # type: ignore[list-item]
     ctx = TurnContext(
         session_id=actor.id,
         turn_id=turn_id,

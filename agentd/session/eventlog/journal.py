@@ -185,7 +185,8 @@ class Journal:
 
     def persist_message(self, idx: int, message: Message) -> None:
         # `seq`: the log position the message belongs to (forks cut the conversation there).
-        data = {**message.model_dump(mode="json"), "_seq": self.seq}
+        data = message.model_dump(mode="json")  # a new dict: the key joins it, no copy
+        data["_seq"] = self.seq
         self._writer.submit(self._session_id, messages=[(idx, data)])
 
     def rewrite_messages(self, messages: list[Message]) -> None:
