@@ -88,24 +88,20 @@ log = logging.getLogger(__name__)
 
 
 class _TransientFeed:
-    """A transient event's publish: the hub's; with a broker (several replicas), the
-    `LiveFeed`, which also sends it to the broker stamped with the last durable seq
-    published before it — the hub's `seq` (durable events go to the hub directly: the
-    feed is called only where it has something to do)."""
+    """A transient event's publish when the process has a broker (several replicas): the
+    `LiveFeed` (the hub, then the broker), stamped with the last durable seq published
+    before it — the hub's `seq`. Durable events go to the hub directly, and so do
+    transient ones while there is no broker (the journal asks `services.live`)."""
 
-    __slots__ = ("_feed", "_hub", "_services")
+    __slots__ = ("_feed", "_hub")
 
-    def __init__(self, hub: EventHub, feed: LiveFeed, services: ActorServices) -> None:
+    def __init__(self, hub: EventHub, feed: LiveFeed) -> None:
         self._hub = hub
         self._feed = feed
-        self._services = services  # `live` is read per event: the broker may start later
 
     def __call__(self, event: Event) -> None:
-        if self._services.live is None:
-            self._hub.publish(event)
-        else:
-            self._feed.seq = self._hub.seq
-            self._feed(event)
+        self._feed.seq = self._hub.seq
+        self._feed(event)
 
 
 class SessionActor:
@@ -136,7 +132,7 @@ class SessionActor:
         self.hub.seq = last_seq
         # Its own clients first; transient events also to other replicas' (through the broker).
         feed = LiveFeed(self.id, self.hub.publish, lambda: services.live, last_seq)
-        transient = _TransientFeed(self.hub, feed, services)
+        transient = _TransientFeed(self.hub, feed)
         self.journal = Journal(
             self.id,
             services.writer,
@@ -145,6 +141,7 @@ class SessionActor:
             conversation,
             services.metrics,
             transient=transient,
+            broker=services,
         )
         self.conversation = Conversation(
             conversation, self.journal.persist_message, self.journal.rewrite_messages

@@ -221,12 +221,13 @@ class Subscriber:
             self._missed.add(mid)
             return None
         already = self._delivered[mid] - offset
-        if already >= len(text):
+        size = len(text)
+        if already >= size:
             return None  # a client seeded with the partial text has this part
         if already > 0 and isinstance(event.update, AgentTextChunk):
             rest = dataclasses.replace(event.update, text=text[already:], offset=offset + already)
             event = Event(event.session_id, rest)  # its own frames, not the shared ones
-        self._delivered[mid] = offset + len(text)
+        self._delivered[mid] = offset + size
         return event
 
     def _emit(self, frames: list[Frame], delivered: int, shared: Shared | None) -> None:

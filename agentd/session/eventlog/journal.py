@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from agentd.core import (
     INTERRUPTED_RESULT,
@@ -81,6 +81,14 @@ def turn_ended(
     )
 
 
+class Replicated(Protocol):
+    """Whether this server tells other replicas of transient events (the actor's services:
+    `live` is the broker's publisher, or None)."""
+
+    @property
+    def live(self) -> object | None: ...
+
+
 class Journal:
     def __init__(
         self,
@@ -92,11 +100,15 @@ class Journal:
         metrics: Metrics | None = None,
         *,
         transient: Callable[[Event], None] | None = None,
+        broker: Replicated | None = None,
     ) -> None:
         self._session_id = session_id
         self._writer = writer
         self._publish = publish
-        self._transient = publish if transient is None else transient  # a streamed chunk's
+        # A streamed chunk's publish: `transient` — or, while `broker.live` is None (no
+        # other replica to tell), `publish` itself, without the wrapper.
+        self._transient = publish if transient is None else transient
+        self._broker = broker
         self._metrics = metrics
         self.seq = last_seq
         # The conversation's backing list (the actor's `Conversation` wraps the same list).
@@ -164,7 +176,9 @@ class Journal:
                     entry[1].append(update.text)
                 if self._checkpoint_timer is None and not self.stopped:
                     self._schedule_checkpoint()
-        self._writer.submit_transient(self._session_id, Event(self._session_id, update), self._transient)
+        broker = self._broker
+        publish = self._transient if broker is None or broker.live is not None else self._publish
+        self._writer.submit_transient(self._session_id, Event(self._session_id, update), publish)
 
     async def flushed(self) -> None:
         await self._writer.barrier()
