@@ -237,8 +237,13 @@ class SessionActor:
                 else:
                     if get is None:
                         get = asyncio.create_task(self.mailbox.get())
-                    watched = {get} if turn is None else {get, turn.task}
-                    await asyncio.wait(watched, return_when=FIRST_COMPLETED)
+                    if turn is None:  # (the `get` made while the last turn ran)
+                        # Only a command can come now: the task alone, no `asyncio.wait`
+                        # (the next iteration takes its result; cancelling the actor
+                        # cancels it, as the `finally` below would).
+                        await get
+                    else:
+                        await asyncio.wait({get, turn.task}, return_when=FIRST_COMPLETED)
         finally:
             if get is not None and get.done() and not get.cancelled():
                 refuse(self, get.result())  # taken from the mailbox as the actor stopped
