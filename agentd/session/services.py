@@ -45,6 +45,11 @@ class ActorServices:
     live: LivePublisher | None = None
     # What the provider serves, for the model picker (agentd/providers/http/catalogue.py).
     models: ModelCatalogue | None = None
+    # Made once, not per turn (`agent_tools`, `prices`): id(agent) → (agent, registry, its tools).
+    _agent_tools: dict[int, tuple[AgentDefinition, dict[str, Tool], dict[str, Tool]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _prices: tuple[object, dict[str, Price]] | None = field(default=None, init=False, repr=False)
 
     @functools.cached_property
     def kit(self) -> TurnKit:
@@ -78,9 +83,27 @@ class ActorServices:
         known = self.models.context_window(model) if self.models is not None else None
         return known or self.settings.context_window
 
+    def agent_tools(self, agent: AgentDefinition) -> dict[str, Tool]:
+        """`agent.select_tools(self.tools)`, made once per agent (the registry does not
+        change once made): a turn copies it, never changes it."""
+        tools = self.tools
+        made = self._agent_tools.get(id(agent))
+        if made is not None and made[0] is agent and made[1] is tools:
+            return made[2]
+        selected = agent.select_tools(tools)
+        if len(self._agent_tools) >= 64:  # (a server has a few agents)
+            self._agent_tools.clear()
+        self._agent_tools[id(agent)] = (agent, tools, selected)
+        return selected
+
     def prices(self) -> dict[str, Price]:
+        """The operator's prices, made once per `settings.prices` (turns only read them)."""
+        source = self.settings.prices
+        made = self._prices
+        if made is not None and made[0] is source:
+            return made[1]
         from agentd.core import Price
 
-        return {
-            m: Price(p.input, p.output, p.cache_read, p.cache_write) for m, p in self.settings.prices.items()
-        }
+        prices = {m: Price(p.input, p.output, p.cache_read, p.cache_write) for m, p in source.items()}
+        self._prices = (source, prices)
+        return prices

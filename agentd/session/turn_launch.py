@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentd.agents import AgentDefinition
 from agentd.core import (
@@ -40,7 +40,7 @@ from agentd.session.command_syntax import LocalCommand, Skill, expand_skill, par
 from agentd.session.commands import Prompt, PromptDone, PromptSource
 from agentd.session.local_commands import LocalCommandsHost, run_local_command
 from agentd.session.queue import QueuedPrompt, QueueKind, new_id, request_digest_of, request_id_of
-from agentd.session.sinks import FrameSink, capable
+from agentd.session.sinks import capable
 from agentd.tools import ClientBridge, PreToolHook, PromptHook, StopHook, Tool
 
 if TYPE_CHECKING:
@@ -144,11 +144,11 @@ def output_schema(meta: dict[str, Any], agent: AgentDefinition) -> OutputSchema 
     return OutputSchema.check(schema) if isinstance(schema, dict) else None
 
 
-def client_bridge(sinks: Iterable[FrameSink], session_id: str, origin: str | None) -> ClientBridge | None:
+def client_bridge(hub: EventHub, session_id: str, origin: str | None) -> ClientBridge | None:
     """The prompting client's files and terminal, if it offered them (R-T6); a prompt
     from no attached client (HTTP, a restart) works on the server's own."""
-    sink = next((s for s in sinks if s.id == origin), None) if origin else None
-    client = capable(sink)
+    subscriber = hub.get(origin) if origin else None  # (subscriptions are keyed by the sink's id)
+    client = capable(subscriber.sink if subscriber is not None else None)
     if client is None:
         return None
     caps = client.client_capabilities
@@ -170,11 +170,13 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
     agent = actor.agent
     # McpTool has the shape of a `Tool`, but as instance fields where the protocol names
     # ClassVars, which mypy does not accept as the same; likewise CommandHook's `name`.
-    mcp_tools = cast("dict[str, Tool]", actor.mcp.tools if actor.mcp is not None else {})
+    # (Annotated, not `cast`: a cast is a Python call, four per turn.)
+    mcp_tools: dict[str, Tool] = actor.mcp.tools if actor.mcp is not None else {}  # type: ignore[assignment]
     hooks = services.hooks
-    pre_tool = cast("list[PreToolHook]", list(hooks.pre_tool))
-    stop_hooks = [*cast("list[StopHook]", hooks.stop), *actor.client_hooks.values()]
-    prompt_hooks = [*cast("list[PromptHook]", hooks.user_prompt_submit), *actor.client_prompt_hooks.values()]
+    pre_tool: list[PreToolHook] = list(hooks.pre_tool)  # type: ignore[arg-type]
+    stop_hooks: list[StopHook] = [*hooks.stop, *actor.client_hooks.values()]  # type: ignore[list-item]
+    client_prompt_hooks = actor.client_prompt_hooks.values()
+    prompt_hooks: list[PromptHook] = [*hooks.user_prompt_submit, *client_prompt_hooks]  # type: ignore[list-item]
     ctx = TurnContext(
         session_id=actor.id,
         turn_id=turn_id,
@@ -182,7 +184,7 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         provider=services.provider,
         model=actor.model,
         system_prompt=agent.system_prompt or settings.system_prompt,
-        tools={**agent.select_tools(services.tools), **mcp_tools},
+        tools={**services.agent_tools(agent), **mcp_tools},
         conversation=actor.conversation,
         events=actor.journal,
         permissions=actor.permissions,
@@ -205,7 +207,7 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         limits=services.limits,
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,
-        client=client_bridge(actor.hub.sinks, actor.id, cmd.origin),
+        client=client_bridge(actor.hub, actor.id, cmd.origin),
         before_write=functools.partial(actor.files.before_write, turn_id),
         shell=services.shell,
         trace_meta=cmd.meta,

@@ -12,11 +12,22 @@ class SubmitSpy:
     def __init__(self, writer: Any) -> None:
         self.calls: list[tuple[float, dict[str, Any]]] = []
         self._submit = writer.submit
+        self._submit_event = writer.submit_event
         writer.submit = self
+        writer.submit_event = self.submit_event
 
     def __call__(self, session_id: str, **kw: Any) -> None:
         self.calls.append((asyncio.get_running_loop().time(), kw))
         self._submit(session_id, **kw)
+
+    def submit_event(self, session_id: str, event: Any, publish: Any, session_fields: Any = None) -> None:
+        """The journal's events (with the session row's fields of their own commit), recorded
+        as the `submit(event=…, publish=…, session_fields=…)` they stand for."""
+        kw: dict[str, Any] = {"event": event, "publish": publish}
+        if session_fields is not None:
+            kw["session_fields"] = session_fields
+        self.calls.append((asyncio.get_running_loop().time(), kw))
+        self._submit_event(session_id, event, publish, session_fields)
 
     def checkpoints(self) -> list[tuple[float, dict[str, Any] | None]]:
         return [

@@ -29,6 +29,7 @@ from agentd.core import (
     ConfigOptionsChanged,
     Conversation,
     EndReason,
+    Event,
     GoalChanged,
     GoalState,
     Message,
@@ -86,6 +87,23 @@ __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "Se
 log = logging.getLogger(__name__)
 
 
+class _TransientFeed:
+    """A transient event's publish when the process has a broker (several replicas): the
+    `LiveFeed` (the hub, then the broker), stamped with the last durable seq published
+    before it — the hub's `seq`. Durable events go to the hub directly, and so do
+    transient ones while there is no broker (the journal asks `services.live`)."""
+
+    __slots__ = ("_feed", "_hub")
+
+    def __init__(self, hub: EventHub, feed: LiveFeed) -> None:
+        self._hub = hub
+        self._feed = feed
+
+    def __call__(self, event: Event) -> None:
+        self._feed.seq = self._hub.seq
+        self._feed(event)
+
+
 class SessionActor:
     def __init__(
         self,
@@ -111,9 +129,20 @@ class SessionActor:
         self.services = services
         on_drop = services.metrics.resyncs.inc if services.metrics else None
         self.hub = EventHub(render=services.render, on_drop=on_drop)
+        self.hub.seq = last_seq
         # Its own clients first; transient events also to other replicas' (through the broker).
-        publish = LiveFeed(self.id, self.hub.publish, lambda: services.live, last_seq)
-        self.journal = Journal(self.id, services.writer, publish, last_seq, conversation, services.metrics)
+        feed = LiveFeed(self.id, self.hub.publish, lambda: services.live, last_seq)
+        transient = _TransientFeed(self.hub, feed)
+        self.journal = Journal(
+            self.id,
+            services.writer,
+            self.hub.publish,
+            last_seq,
+            conversation,
+            services.metrics,
+            transient=transient,
+            broker=services,
+        )
         self.conversation = Conversation(
             conversation, self.journal.persist_message, self.journal.rewrite_messages
         )
@@ -208,8 +237,13 @@ class SessionActor:
                 else:
                     if get is None:
                         get = asyncio.create_task(self.mailbox.get())
-                    watched = {get} if turn is None else {get, turn.task}
-                    await asyncio.wait(watched, return_when=FIRST_COMPLETED)
+                    if turn is None:  # (the `get` made while the last turn ran)
+                        # Only a command can come now: the task alone, no `asyncio.wait`
+                        # (the next iteration takes its result; cancelling the actor
+                        # cancels it, as the `finally` below would).
+                        await get
+                    else:
+                        await asyncio.wait({get, turn.task}, return_when=FIRST_COMPLETED)
         finally:
             if get is not None and get.done() and not get.cancelled():
                 refuse(self, get.result())  # taken from the mailbox as the actor stopped

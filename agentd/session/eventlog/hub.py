@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from agentd.core import AgentTextChunk, Event, EventKind
+from agentd.core import AgentText, AgentTextChunk, Event, EventKind, Unparsed
 from agentd.session.errors import ResyncReason
 from agentd.session.sinks import Frame, FrameSink, Renderer, encoded, filtering, urgent
 
@@ -32,33 +32,17 @@ log = logging.getLogger(__name__)
 class Shared:
     """One published event's frames, rendered for a client at `last_seq`, and their encoded
     text: made by the first subscriber that needs them and reused by every other one that
-    gets the very same frames (the same event and cursor, no per-client change)."""
+    gets the very same frames (the same event and cursor, no per-client change). The hub
+    keeps one and resets it per publish (`EventHub.publish`); the subscriber reads it
+    inline (`Subscriber._live`, `Subscriber._emit`): three calls per client and event less."""
 
     __slots__ = ("event", "frames", "last_seq", "texts")
 
-    def __init__(self, event: Event) -> None:
+    def __init__(self, event: Event | None) -> None:
         self.event = event
         self.last_seq = -1
         self.frames: list[Frame] = []
         self.texts: list[str | None] = []
-
-    def live(self, renderer: Renderer, last_seq: int) -> list[Frame]:
-        if last_seq != self.last_seq:  # all live clients normally share one cursor
-            self.frames = renderer.live(self.event, last_seq)
-            self.texts = [None] * len(self.frames)
-            self.last_seq = last_seq
-        return self.frames
-
-    def text(self, renderer: Renderer, frame: Frame) -> str | None:
-        """The encoded text of `frame` if it is one of the shared frames (by identity:
-        a client-specific frame is never mistaken for a shared one), else None."""
-        for i, (_, params) in enumerate(self.frames):
-            if params is frame[1]:
-                text = self.texts[i]
-                if text is None:
-                    text = self.texts[i] = renderer.encode(self.frames[i])
-                return text
-        return None
 
 
 class Subscriber:
@@ -68,7 +52,6 @@ class Subscriber:
         self.renderer = render  # the wire shape (agentd/transport/render.py)
         self._encoded = encoded(sink)  # takes frames encoded once for all clients
         self._filtering = filtering(sink)  # once: a Protocol isinstance costs µs per frame
-        self._shared: Shared | None = None  # the publish being delivered (`_send`)
         self._buffer: list[Event] | None = []  # None once live
         self.last_seq = 0
         self.attached_seq = 0  # the session's last seq when it subscribed (set by the actor)
@@ -96,7 +79,11 @@ class Subscriber:
                 self._overflowed = True
             self._buffer.append(event)
             return
-        self._send(event, shared)
+        if shared is not None and shared.event is not event:
+            shared = None
+        frames, delivered = self._render(event, shared)
+        if frames:
+            self._emit(frames, delivered, shared)
 
     @property
     def replaying(self) -> bool:
@@ -133,12 +120,12 @@ class Subscriber:
 
     def render(self, event: Event) -> list[Frame]:
         """The frames of one buffered event, as the live path would send them."""
-        return self._render(event)[0]
+        return self._render(event, None)[0]
 
     def seed_partial(self, kind: EventKind, message_id: str, text: str) -> None:
         """Send the text streamed so far of an in-flight message (attach, R-E3); later
         chunks continue from there without repeating it."""
-        self._emit(self._seed_frames(kind, message_id, text), self.last_seq)
+        self._emit(self._seed_frames(kind, message_id, text), self.last_seq, None)
 
     def _seed_frames(self, kind: EventKind, message_id: str, text: str) -> list[Frame]:
         if not text:
@@ -146,7 +133,7 @@ class Subscriber:
         thought = kind is EventKind.AGENT_THOUGHT_CHUNK
         chunk = Event(self.session_id, AgentTextChunk(message_id, text, 0, thought=thought))
         self._delivered[message_id] = 0
-        return self._render_chunk(chunk, message_id)
+        return self._render(chunk, None)[0]
 
     def go_live(self, replayed_up_to: int | None = None, finished: set[str] | None = None) -> None:
         """Called after the replay from the store covered every seq <= `replayed_up_to`;
@@ -163,35 +150,48 @@ class Subscriber:
             if message_id not in (finished or set()):
                 self.seed_partial(kind, message_id, text)
         for ev in buffered[_covered(buffered, replayed_up_to) :]:
-            self._send(ev)
+            frames, delivered = self._render(ev, None)
+            self._emit(frames, delivered, None)
 
-    def _send(self, event: Event, shared: Shared | None = None) -> None:
-        self._shared = shared if shared is not None and shared.event is event else None
-        try:
-            self._emit(*self._render(event))
-        finally:
-            self._shared = None
-
-    def _live(self, event: Event) -> list[Frame]:
-        if self._shared is not None and event is self._shared.event:
-            return self._shared.live(self.renderer, self.last_seq)
-        return self.renderer.live(event, self.last_seq)
-
-    def _render(self, event: Event) -> tuple[list[Frame], int]:
+    def _render(self, event: Event, shared: Shared | None) -> tuple[list[Frame], int]:
         """The frames for `event` (updating what this client has been sent), and the
-        cursor a resync must name if they do not fit."""
+        cursor a resync must name if they do not fit. `shared`: the publish's frames, when
+        this client may take them (the same event, rendered at the same cursor)."""
         delivered = self.last_seq
         if event.seq is not None:
-            if event.seq <= self.last_seq:
+            if event.seq <= delivered:
                 return [], delivered
             self.last_seq = event.seq
-        if event.origin is not None and event.origin == self.sink.id and event.kind is EventKind.USER_MESSAGE:
+        origin = event.origin
+        if origin is not None and origin == self.sink.id and event.kind is EventKind.USER_MESSAGE:
             return [], delivered  # the sender already has its own prompt
-        if event.kind in _CHUNKS:
-            return self._render_chunk(event, event.payload["messageId"]), self.last_seq
-        frames = self._live(event)
-        if event.kind in _FINALS:
-            mid = event.payload["messageId"]
+        update = event.update
+        mid: str | None = None  # a final text's message
+        sent: Event | None = event
+        match update:  # the type once (a chunk's and a final's fields read as they are)
+            case AgentTextChunk():
+                sent = self._chunk(event, update.message_id, update.text, update.offset)
+            case AgentText():
+                mid = update.message_id
+            case Unparsed() if update.kind in _CHUNKS:
+                p = event.payload
+                sent = self._chunk(event, p["messageId"], p["text"], int(p.get("offset", 0)))
+            case Unparsed() if update.kind in _FINALS:
+                mid = event.payload["messageId"]
+        if sent is not event:  # a chunk this client has (in part): nothing, or its own rest
+            if sent is None:
+                return [], delivered
+            event, shared = sent, None
+        renderer = self.renderer
+        if shared is None:
+            frames = renderer.live(event, self.last_seq)
+        else:
+            if shared.last_seq != self.last_seq:  # all live clients normally share one cursor
+                shared.frames = renderer.live(event, self.last_seq)
+                shared.texts = [None] * len(shared.frames)
+                shared.last_seq = self.last_seq
+            frames = shared.frames
+        if mid is not None:
             seen = self._delivered.pop(mid, None) is not None
             if mid in self._missed or not seen:
                 # The client has none (or not the start) of this text — a message that
@@ -199,49 +199,56 @@ class Subscriber:
                 # another replica): its whole text first, transient, then the event's own
                 # frames as every client gets them — one form per seq.
                 self._missed.discard(mid)
-                frames = self.renderer.missed(event, delivered) + frames
-        return self._for_client(event, frames), delivered
+                frames = renderer.missed(event, delivered) + frames
+        client = self._filtering
+        if client is not None:
+            frames = renderer.for_client(frames, event, client.supports_update, self.last_seq)
+        return frames, delivered
 
-    def _render_chunk(self, event: Event, mid: str) -> list[Frame]:
-        offset = int(event.payload.get("offset", 0))
-        text = event.payload["text"]
+    def _chunk(self, event: Event, mid: str, text: str, offset: int) -> Event | None:
+        """What this client gets of a streamed chunk: all of it (`event`), the part it
+        lacks (a new event), or nothing (None)."""
         if mid in self._missed:
-            return []
+            return None
         if mid not in self._delivered:
             if offset > 0:
                 self._missed.add(mid)  # the start went by before we attached
-                return []
+                return None
             self._delivered[mid] = 0
         if offset > self._delivered[mid]:
             # Chunks in between were discarded (a replay's buffer overflowed): hold the
             # rest back; the final event then brings the whole text.
             self._missed.add(mid)
-            return []
+            return None
         already = self._delivered[mid] - offset
-        if already >= len(text):
-            return []  # a client seeded with the partial text has this part
+        size = len(text)
+        if already >= size:
+            return None  # a client seeded with the partial text has this part
         if already > 0 and isinstance(event.update, AgentTextChunk):
             rest = dataclasses.replace(event.update, text=text[already:], offset=offset + already)
-            event = Event(event.session_id, rest)
-        self._delivered[mid] = offset + len(text)
-        return self._for_client(event, self._live(event))
+            event = Event(event.session_id, rest)  # its own frames, not the shared ones
+        self._delivered[mid] = offset + size
+        return event
 
-    def _for_client(self, event: Event, frames: list[Frame]) -> list[Frame]:
-        client = self._filtering
-        if client is not None:
-            frames = self.renderer.for_client(frames, event, client.supports_update, self.last_seq)
-        return frames
-
-    def _emit(self, frames: list[Frame], delivered: int) -> None:
+    def _emit(self, frames: list[Frame], delivered: int, shared: Shared | None) -> None:
+        # A frame that is one of the shared ones (by identity: a client-specific frame is
+        # never mistaken for a shared one) goes out as the text encoded once for all.
+        encoded_sink = self._encoded if shared is not None else None
         for method, params in frames:
             text = None
-            if self._shared is not None and self._encoded is not None:
-                text = self._shared.text(self.renderer, (method, params))
+            if encoded_sink is not None:
+                assert shared is not None
+                for i, (_, shared_params) in enumerate(shared.frames):
+                    if shared_params is params:
+                        text = shared.texts[i]
+                        if text is None:
+                            text = shared.texts[i] = self.renderer.encode(shared.frames[i])
+                        break
             if text is None:
                 sent = self.sink.send_notification(method, params)
             else:
-                assert self._encoded is not None
-                sent = self._encoded.send_encoded(text)
+                assert encoded_sink is not None
+                sent = encoded_sink.send_encoded(text)
             if not sent:
                 self.dropped = True
                 log.warning("client %s fell behind; it is told to resync", self.sink.id)
@@ -258,6 +265,9 @@ class EventHub:
         self._render = render
         self._subscribers: dict[str, Subscriber] = {}
         self._on_drop = on_drop  # a client fell behind and was told to resync
+        self._spare: Shared | None = Shared(None)  # see `publish`
+        # The last durable seq published (a transient one published now follows it).
+        self.seq = 0
 
     def subscribe(self, sink: FrameSink, session_id: str = "") -> Subscriber:
         sub = Subscriber(sink, session_id, render=self._render)
@@ -274,13 +284,31 @@ class EventHub:
         return self._subscribers.get(sink_id)
 
     def publish(self, event: Event) -> None:
-        shared = Shared(event)  # rendered and encoded once for every client that gets the same
-        for sid, sub in list(self._subscribers.items()):
-            sub.deliver(event, shared)
-            if sub.dropped:
-                self._subscribers.pop(sid, None)
-                if self._on_drop is not None:
-                    self._on_drop()
+        if event.seq is not None:
+            self.seq = event.seq
+        # Rendered and encoded once for every client that gets the same: the hub's one
+        # `Shared`, reset (a publish made while delivering this one gets its own).
+        shared = self._spare
+        if shared is None:
+            shared = Shared(event)
+        else:
+            self._spare = None
+            shared.event, shared.last_seq = event, -1
+        try:
+            for sid, sub in list(self._subscribers.items()):
+                if sub._buffer is None and not sub.dropped:  # live: `deliver`, inline
+                    frames, delivered = sub._render(event, shared)
+                    if frames:
+                        sub._emit(frames, delivered, shared)
+                else:
+                    sub.deliver(event, shared)
+                if sub.dropped:
+                    self._subscribers.pop(sid, None)
+                    if self._on_drop is not None:
+                        self._on_drop()
+        finally:
+            shared.event, shared.frames, shared.texts = None, [], []  # holds nothing past the publish
+            self._spare = shared
 
     def resync_all(self, reason: ResyncReason) -> None:
         """End every subscription, telling each client to resync from the last durable

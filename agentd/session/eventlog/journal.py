@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from agentd.core import (
     INTERRUPTED_RESULT,
@@ -81,6 +81,14 @@ def turn_ended(
     )
 
 
+class Replicated(Protocol):
+    """Whether this server tells other replicas of transient events (the actor's services:
+    `live` is the broker's publisher, or None)."""
+
+    @property
+    def live(self) -> object | None: ...
+
+
 class Journal:
     def __init__(
         self,
@@ -90,10 +98,17 @@ class Journal:
         last_seq: int,
         messages: list[Message],
         metrics: Metrics | None = None,
+        *,
+        transient: Callable[[Event], None] | None = None,
+        broker: Replicated | None = None,
     ) -> None:
         self._session_id = session_id
         self._writer = writer
         self._publish = publish
+        # A streamed chunk's publish: `transient` — or, while `broker.live` is None (no
+        # other replica to tell), `publish` itself, without the wrapper.
+        self._transient = publish if transient is None else transient
+        self._broker = broker
         self._metrics = metrics
         self.seq = last_seq
         # The conversation's backing list (the actor's `Conversation` wraps the same list).
@@ -120,23 +135,30 @@ class Journal:
 
     # ------------------------------------------------------------------ EventSink
 
-    def emit(self, update: Update, *, origin: str | None = None) -> None:
-        ended_partial = isinstance(update, AgentText) and (
-            self._parts.pop(update.message_id, None) is not None
-        )
-        if isinstance(update, ToolCallAnnounced):
-            self.open_tool_calls[update.tool_call_id] = None
-            self.tool_call_ids.add(update.tool_call_id)
-        elif isinstance(update, ToolCallFinished):
-            self.open_tool_calls.pop(update.tool_call_id, None)
-        self.seq += 1
-        event = Event(self._session_id, update, seq=self.seq, origin=origin)
-        self._writer.submit(self._session_id, event=event, publish=self._publish)
-        if isinstance(update, TurnStarted | TurnEnded):
+    def emit(
+        self, update: Update, *, origin: str | None = None, session_fields: dict[str, Any] | None = None
+    ) -> None:
+        """Number `update` and submit it; `session_fields`: the session row's, written in
+        the event's own commit."""
+        fields = session_fields
+        ended_partial = False
+        match update:  # the type once, not an isinstance per case
+            case AgentText():
+                ended_partial = self._parts.pop(update.message_id, None) is not None
+            case ToolCallAnnounced():
+                self.open_tool_calls[update.tool_call_id] = None
+                self.tool_call_ids.add(update.tool_call_id)
+            case ToolCallFinished():
+                self.open_tool_calls.pop(update.tool_call_id, None)
             # Same commit as the event: a replica whose owner died mid-turn finds the
             # session by this column (R-C1 takeover), not by reading logs.
-            running = update.turn_id if isinstance(update, TurnStarted) else None
-            self.persist_fields({"running_turn": running})
+            case TurnStarted():
+                fields = {**(fields or {}), "running_turn": update.turn_id}
+            case TurnEnded():
+                fields = {**(fields or {}), "running_turn": None}
+        self.seq += 1
+        event = Event(self._session_id, update, seq=self.seq, origin=origin)
+        self._writer.submit_event(self._session_id, event, self._publish, fields)
         if self._metrics is not None:
             self._metrics.observe_event(update)
         if ended_partial and self._checkpointed:
@@ -144,15 +166,19 @@ class Journal:
             self._checkpoint_partials(from_timer=False)
 
     def emit_transient(self, update: Update) -> None:
-        if isinstance(update, AgentTextChunk):
-            # The text streamed so far, for clients that attach mid-message (R-E3).
-            entry = self._parts.get(update.message_id)
-            if entry is None:
-                self._parts[update.message_id] = (update.kind, [update.text])
-            else:
-                entry[1].append(update.text)
-            self._schedule_checkpoint()
-        self._writer.submit_transient(self._session_id, Event(self._session_id, update), self._publish)
+        match update:
+            case AgentTextChunk():
+                # The text streamed so far, for clients that attach mid-message (R-E3).
+                entry = self._parts.get(update.message_id)
+                if entry is None:
+                    self._parts[update.message_id] = (update.kind, [update.text])
+                else:
+                    entry[1].append(update.text)
+                if self._checkpoint_timer is None and not self.stopped:
+                    self._schedule_checkpoint()
+        broker = self._broker
+        publish = self._transient if broker is None or broker.live is not None else self._publish
+        self._writer.submit_transient(self._session_id, Event(self._session_id, update), publish)
 
     async def flushed(self) -> None:
         await self._writer.barrier()
@@ -173,7 +199,8 @@ class Journal:
 
     def persist_message(self, idx: int, message: Message) -> None:
         # `seq`: the log position the message belongs to (forks cut the conversation there).
-        data = {**message.model_dump(mode="json"), "_seq": self.seq}
+        data = message.model_dump(mode="json")  # a new dict: the key joins it, no copy
+        data["_seq"] = self.seq
         self._writer.submit(self._session_id, messages=[(idx, data)])
 
     def rewrite_messages(self, messages: list[Message]) -> None:
@@ -263,7 +290,9 @@ class Journal:
         """The turn's end, after any message it left cut off mid-stream (durably, first);
         the turn's usage joins the session's ledger."""
         self.finish_interrupted_messages(list(self.partial.items()), conversation)
+        fields = None
         if outcome.turn and "usage" in outcome.turn:
             usage.merge(UsageLedger.from_dict(outcome.turn["usage"]))
-            self.persist_fields({"usage": usage.to_dict()})
-        self.emit(turn_ended(turn_id, prompt_id, outcome, request_id, usage.to_dict(), request_digest))
+            fields = {"usage": usage.to_dict()}  # in the turn's end's own commit
+        ended = turn_ended(turn_id, prompt_id, outcome, request_id, usage.to_dict(), request_digest)
+        self.emit(ended, session_fields=fields)

@@ -28,12 +28,12 @@ import collections
 import contextlib
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
-from typing import Any
+from time import monotonic
+from typing import Any, Protocol
 
 from sqlalchemy import exc as sa_exc
 
-from agentd.core import Event, tracing
+from agentd.core import Event, EventKind, tracing
 from agentd.infra import Metrics
 from agentd.session.commit_outcome import (
     COMMITTED,
@@ -44,11 +44,13 @@ from agentd.session.commit_outcome import (
     is_deadlock,
     not_committed,
 )
+from agentd.session.eventlog.write_item import Publish, WriteItem
 from agentd.store import Batch, EventWrite, QueueWrite, Store, is_disconnect
 
 log = logging.getLogger(__name__)
 
-Publish = Callable[[Event], None]
+# An event's kind as its column's text (without an enum `.value` lookup per event).
+_KIND_VALUES = {kind: kind.value for kind in EventKind}
 
 
 def _commit_attributes(batches: dict[str, Batch]) -> dict[str, Any]:
@@ -72,37 +74,12 @@ MAX_DEADLOCK_RETRIES = 5
 MAX_REMEMBERED_DROPS = 10_000
 
 
+class _Histogram(Protocol):
+    def observe(self, amount: float) -> None: ...
+
+
 class GaveUp(Exception):
     """The database stayed unreachable for the writer's whole deadline."""
-
-
-@dataclass(slots=True)
-class _Item:
-    session_id: str
-    event: Event | None = None
-    messages: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-    truncate_from: int | None = None
-    session_fields: dict[str, Any] = field(default_factory=dict)
-    queue: QueueWrite | None = None
-    publish: Publish | None = None
-    done: asyncio.Future[None] | None = None
-    # An acknowledgement's waiter: were the session's writes from ticket `since` on committed?
-    outcome: asyncio.Future[CommitOutcome] | None = None
-    since: int = 0
-    ticket: int = 0  # the order of submission (`EventWriter.mark`)
-    submitted_at: float = 0.0
-    fence: int | None = None  # the session's lease token when it was submitted (R-C1)
-    cause: Any = None  # the span context of the turn that submitted it (tracing on)
-
-    @property
-    def needs_commit(self) -> bool:
-        return bool(
-            (self.event is not None and self.event.durable)
-            or self.messages
-            or self.session_fields
-            or self.queue is not None
-            or self.truncate_from is not None
-        )
 
 
 class EventWriter:
@@ -119,11 +96,14 @@ class EventWriter:
         # sessions fail (and their waiting acknowledgements with them): never forever.
         self.give_up_after_s = give_up_after_s
         self._metrics = metrics
+        # The fan-out lag histogram, looked up once (it is observed per published event).
+        # (looked up at the first publish, not here: metrics load prometheus on first use)
+        self._lag: _Histogram | None = None
         self._flush_interval = flush_interval
         # Submitted items in order, and the writer's wake-up while it waits for one: a plain
         # deque (13 items per trivial turn: an asyncio.Queue's put/get bookkeeping per item
         # cost more than the rest of handing it over).
-        self._queue: collections.deque[_Item] = collections.deque()
+        self._queue: collections.deque[WriteItem] = collections.deque()
         self._wake: asyncio.Future[None] | None = None
         # Items taken off the queue and not yet all published (the writer's batch, or a
         # transient event published at once): later transient events must queue behind them.
@@ -170,27 +150,60 @@ class EventWriter:
         session_fields: dict[str, Any] | None = None,
         queue: QueueWrite | None = None,
     ) -> None:
-        self._put(
-            _Item(
-                session_id,
-                event=event,
-                publish=publish,
-                messages=messages or [],
-                truncate_from=truncate_from,
-                session_fields=session_fields or {},
-                queue=queue,
-                submitted_at=asyncio.get_running_loop().time() if self._metrics is not None else 0.0,
-                fence=self.fences.get(session_id),
-                cause=tracing.cause(),
-            )
+        item = WriteItem(
+            session_id,
+            event,
+            publish,
+            messages=messages or None,
+            truncate_from=truncate_from,
+            session_fields=session_fields or None,
+            queue=queue,
         )
+        self._put(item, session_id, event is not None)
+
+    def submit_event(
+        self, session_id: str, event: Event, publish: Publish, session_fields: dict[str, Any] | None = None
+    ) -> None:
+        """`submit(event=…, publish=…, session_fields=…)`, the journal's every event: the
+        session row's fields written in the event's own commit."""
+        # (`_put`, inline: every event of every session comes this way)
+        item = WriteItem(session_id, event, publish, session_fields=session_fields)
+        if item.needs_commit:
+            item.fence = self.fences.get(session_id)
+            item.cause = tracing.cause()
+        if self._metrics is not None:
+            item.submitted_at = monotonic()
+        self._tickets += 1
+        item.ticket = self._tickets
+        self._queue.append(item)
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            if not wake.done():
+                wake.set_result(None)
+
+    def _put(self, item: WriteItem, session_id: str, published: bool) -> None:
+        if item.needs_commit:
+            item.fence = self.fences.get(session_id)
+            item.cause = tracing.cause()
+        if published and self._metrics is not None:
+            item.submitted_at = monotonic()
+        self._tickets += 1
+        item.ticket = self._tickets
+        self._queue.append(item)
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            if not wake.done():
+                wake.set_result(None)
 
     def submit_transient(self, session_id: str, event: Event, publish: Publish) -> None:
         """A non-durable event (a streamed chunk). With nothing queued or in flight before it,
         it is published at once — the order is the same, and a wake-up of the writer task
-        per chunk is saved (issue 14: a model streaming chunk by chunk paid one each)."""
+        per chunk is saved (issue 14: a model streaming chunk by chunk paid one each);
+        else it queues as one small item (nothing to commit) behind what is before it."""
         if self._queue or self._holding:
-            self.submit(session_id, event=event, publish=publish)
+            self._put(WriteItem(session_id, event, publish), session_id, True)
             return
         if session_id in self._failed:
             self._tickets += 1
@@ -204,7 +217,7 @@ class EventWriter:
         finally:
             self._holding = False
         if self._metrics is not None:
-            self._metrics.fanout_lag_seconds.observe(0.0)
+            (self._lag or self._fanout_lag()).observe(0.0)
 
     def failed(self, session_id: str) -> bool:
         return session_id in self._failed
@@ -223,7 +236,7 @@ class EventWriter:
         """Return once everything submitted before this call is committed (or dropped) and
         published. It says nothing of which: an acknowledgement waits on `committed`."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put(_Item("", done=fut))
+        self._put(WriteItem("", done=fut), "", False)
         await fut
 
     def mark(self) -> int:
@@ -237,7 +250,7 @@ class EventWriter:
         else `NotCommitted(reason)`. Queued at once (not when first awaited), so it is
         after every write submitted before the call."""
         fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
-        self._put(_Item(session_id, outcome=fut, since=since))
+        self._put(WriteItem(session_id, outcome=fut, since=since), session_id, False)
         return fut
 
     async def require_committed(self, session_id: str, since: int) -> None:
@@ -259,14 +272,6 @@ class EventWriter:
         while len(self._dropped) > MAX_REMEMBERED_DROPS:
             self._dropped.popitem(last=False)
 
-    def _put(self, item: _Item) -> None:
-        self._tickets += 1
-        item.ticket = self._tickets
-        self._queue.append(item)
-        wake, self._wake = self._wake, None
-        if wake is not None and not wake.done():
-            wake.set_result(None)
-
     # ------------------------------------------------------------------ writer
 
     async def _run(self) -> None:
@@ -285,50 +290,76 @@ class EventWriter:
             self._queue.clear()
             self._holding = True
             try:
-                dropped = await self._commit(items)
+                batches, dropped = self._batches(items)
+                if batches:
+                    listed = list(batches.values())
+                    if tracing.enabled():
+                        exc = await self._traced_attempt(items, batches, listed)
+                    else:
+                        # The first try inline (no coroutine of ours to resume per commit);
+                        # a failure goes on in `_attempt`, which retries it as its own.
+                        try:
+                            started = monotonic()
+                            await self._store.commit(listed)
+                        except Exception as first:
+                            exc = await self._attempt(listed, first)
+                        else:
+                            exc = None
+                            if self._metrics is not None:
+                                self._metrics.flush_seconds.observe(monotonic() - started)
+                            self.commits += 1
+                    if exc is not None:
+                        dropped = await self._refused(listed, exc, dropped)
+                if dropped:  # every one of their items remembered as dropped (the common
+                    # batch drops nothing: no second pass over it)
+                    for item in items:
+                        reason = dropped.get(item.session_id)
+                        if reason is not None:
+                            self._note_drop(item.session_id, item.ticket, reason)
                 busy = bool(self._queue)
                 self._publish(items, dropped)
             finally:
                 self._holding = False
 
-    def _publish(self, items: list[_Item], dropped: Collection[str]) -> None:
-        now = asyncio.get_running_loop().time()
+    def _publish(self, items: list[WriteItem], dropped: Collection[str]) -> None:
+        lag = None if self._metrics is None else self._lag or self._fanout_lag()
+        now = monotonic() if lag is not None else 0.0
         for item in items:
-            if item.session_id in dropped and item.event is not None:
-                continue  # not durable (or after a refused batch), so never shown
-            if item.event is not None and item.publish is not None:
-                try:
-                    item.publish(item.event)
-                except Exception:  # a broken subscriber must not stop the log
-                    log.exception("publishing event failed")
-                if self._metrics is not None:
-                    self._metrics.fanout_lag_seconds.observe(now - item.submitted_at)
+            event = item.event
+            if event is not None:  # (an event's item is never a barrier or a waiter)
+                if dropped and item.session_id in dropped:
+                    continue  # not durable (or after a refused batch), so never shown
+                if item.publish is not None:
+                    try:
+                        item.publish(event)
+                    except Exception:  # a broken subscriber must not stop the log
+                        log.exception("publishing event failed")
+                    if lag is not None:
+                        lag.observe(now - item.submitted_at)
+                continue
             if item.done is not None and not item.done.done():
                 item.done.set_result(None)
             if item.outcome is not None and not item.outcome.done():
                 item.outcome.set_result(self.outcome_since(item.session_id, item.since))
 
-    async def _commit(self, items: list[_Item]) -> dict[str, CommitFailure]:
-        """Commit the durable items; returns the sessions whose writes were dropped (and
-        why), every one of their items in `items` remembered as dropped."""
-        dropped = await self._commit_items(items)
-        if dropped:  # (the common batch drops nothing: no second pass over it)
-            for item in items:
-                reason = dropped.get(item.session_id)
-                if reason is not None:
-                    self._note_drop(item.session_id, item.ticket, reason)
-        return dropped
-
-    async def _commit_items(self, items: list[_Item]) -> dict[str, CommitFailure]:
+    def _batches(self, items: list[WriteItem]) -> tuple[dict[str, Batch], dict[str, CommitFailure]]:
+        """The durable items as one batch per session, and the failed sessions whose items
+        are dropped (and why)."""
         batches: dict[str, Batch] = {}
-        failed = {i.session_id: self._failed[i.session_id] for i in items if i.session_id in self._failed}
+        known = self._failed
+        failed = {i.session_id: known[i.session_id] for i in items if i.session_id in known} if known else {}
         for item in items:
-            if not item.needs_commit or item.session_id in failed:
+            if not item.needs_commit:
                 continue
-            b = batches.setdefault(item.session_id, Batch(item.session_id, fence=item.fence))
-            if item.event is not None and item.event.durable:
-                assert item.event.seq is not None
-                b.events.append(EventWrite(item.event.seq, item.event.kind.value, item.event.data))
+            sid = item.session_id
+            if failed and sid in failed:
+                continue
+            b = batches.get(sid)
+            if b is None:
+                b = batches[sid] = Batch(sid, fence=item.fence)
+            event = item.event
+            if event is not None and event.seq is not None:
+                b.events.append(EventWrite(event.seq, _KIND_VALUES[event.update.kind], event.data))
             if item.truncate_from is not None:
                 # A truncation discards earlier queued writes at or after that index.
                 b.messages = [(i, m) for i, m in b.messages if i < item.truncate_from]
@@ -337,66 +368,89 @@ class EventWriter:
                     if b.truncate_from is None
                     else min(b.truncate_from, item.truncate_from)
                 )
-            b.messages.extend(item.messages)
-            b.session_fields.update(item.session_fields)
+            if item.messages:
+                b.messages.extend(item.messages)
+            if item.session_fields:
+                b.session_fields.update(item.session_fields)
             if item.queue is not None:
                 b.queue.append(item.queue)
-        if not batches:
-            return failed
-        listed = list(batches.values())
+        return batches, failed
+
+    async def _traced_attempt(
+        self, items: list[WriteItem], batches: dict[str, Batch], listed: list[Batch]
+    ) -> BaseException | None:
         # Under the turn that caused it (linked to each, when a batch carries several turns').
         causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
         with tracing.commit_span("agentd.commit", _commit_attributes(batches), causes):
-            exc = await self._attempt(listed)
-        if exc is None:
-            return failed
+            return await self._attempt(listed)
+
+    async def _refused(
+        self, listed: list[Batch], exc: BaseException, failed: dict[str, CommitFailure]
+    ) -> dict[str, CommitFailure]:
+        """The batches were refused for good (`exc`): every session fails when the database
+        is unreachable or the batch was one session's; else each is tried alone."""
         if isinstance(exc, GaveUp) or len(listed) == 1:
             for batch in listed:
                 failed[batch.session_id] = self._fail(batch, exc)
             return failed
         return failed | await self._commit_one_by_one(listed)
 
-    async def _attempt(self, batches: list[Batch]) -> BaseException | None:
+    def _fanout_lag(self) -> _Histogram:
+        assert self._metrics is not None
+        self._lag = self._metrics.fanout_lag_seconds
+        return self._lag
+
+    def _committed(self, started: float) -> None:
+        if self._metrics is not None:
+            self._metrics.flush_seconds.observe(monotonic() - started)
+        self.commits += 1
+
+    async def _attempt(self, batches: list[Batch], first: Exception | None = None) -> BaseException | None:
         """Commit `batches` together: None once committed; else the error that refused
         them for good (`GaveUp`: the database stayed unreachable for `give_up_after_s`).
         A connection error or a deadlock is retried (a deadlock at most
         `MAX_DEADLOCK_RETRIES` times); a commit whose answer was lost with its connection
-        is first looked for in the store — it may have committed."""
+        is first looked for in the store — it may have committed. `first`: what the
+        caller's own first try raised."""
         try:
-            return await self._attempt_retrying(batches)
+            return await self._attempt_retrying(batches, first)
         finally:
             # Failing only while a commit is being retried: once it went through or was
             # given up, /readyz no longer reports it (nothing may be written for a while).
             self.failing_since, self.last_error = None, ""
 
-    async def _attempt_retrying(self, batches: list[Batch]) -> BaseException | None:
+    async def _attempt_retrying(self, batches: list[Batch], first: Exception | None) -> BaseException | None:
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + self.give_up_after_s
         delay, deadlocks, in_doubt = 0.05, 0, False
+        failure = first
         while True:
-            try:
-                if not (in_doubt and await self._store.landed(batches)):
-                    started = loop.time()
-                    await self._store.commit(batches)
-                    if self._metrics is not None:
-                        self._metrics.flush_seconds.observe(loop.time() - started)
-                self.commits += 1
-                return None
-            except Exception as exc:
-                deadlock = is_deadlock(exc)
-                deadlocks += deadlock
-                if not (is_transient(exc) or deadlock) or deadlocks > MAX_DEADLOCK_RETRIES:
-                    return exc
-                in_doubt = in_doubt or is_disconnect(exc)
-                if self.failing_since is None:
-                    self.failing_since = loop.time()
-                self.last_error = f"{type(exc).__name__}: {exc}"[:300]
-                if loop.time() + delay > give_up_at:
-                    return GaveUp(f"the database stayed unreachable for {self.give_up_after_s:g}s: {exc}")
-                # Never publish what is not committed; keep trying (the DB may be restarting).
-                log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, MAX_RETRY_DELAY_S)
+            if failure is None:
+                try:
+                    if not (in_doubt and await self._store.landed(batches)):
+                        started = monotonic()
+                        await self._store.commit(batches)
+                        self._committed(started)
+                    else:
+                        self.commits += 1
+                    return None
+                except Exception as err:
+                    failure = err
+            exc, failure = failure, None
+            deadlock = is_deadlock(exc)
+            deadlocks += deadlock
+            if not (is_transient(exc) or deadlock) or deadlocks > MAX_DEADLOCK_RETRIES:
+                return exc
+            in_doubt = in_doubt or is_disconnect(exc)
+            if self.failing_since is None:
+                self.failing_since = loop.time()
+            self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+            if loop.time() + delay > give_up_at:
+                return GaveUp(f"the database stayed unreachable for {self.give_up_after_s:g}s: {exc}")
+            # Never publish what is not committed; keep trying (the DB may be restarting).
+            log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_RETRY_DELAY_S)
 
     async def _commit_one_by_one(self, batches: list[Batch]) -> dict[str, CommitFailure]:
         """A permanent error (bad data) must not wedge every session: commit each

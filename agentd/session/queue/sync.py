@@ -177,6 +177,9 @@ class QueueSync:
     def diff(self, queue: Sequence[QueueEntry]) -> tuple[QueueChanged | None, QueueWrite | None]:
         """The changes since the last call: (queue_update payload, store write), each
         None when nothing changed."""
+        if not queue and not self._order:  # empty before and after (a prompt that ran at once)
+            self.leaving.clear()
+            return None, None
         ids = [e.id for e in queue]
         present = set(ids)
         changes: list[dict[str, Any]] = []

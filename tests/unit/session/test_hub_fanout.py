@@ -168,3 +168,13 @@ def test_a_full_client_is_told_to_resync_and_the_others_get_everything() -> None
     assert slow.urgent[0][1]["lastSeq"] == 1  # the last durable event it really got
     assert len(fast.texts) == 6
     assert len(hub) == 1
+
+
+def test_the_hub_remembers_the_last_durable_seq_it_published() -> None:
+    """What a transient event published now follows (the broker's stamp, session_actor.py)."""
+    hub = live_hub(AcpRenderer(), EncodedSink("conn_a"))
+    seen = []
+    for event in turn():
+        hub.publish(event)
+        seen.append(hub.seq)
+    assert seen == [1, 1, 1, 1, 2, 3]  # the chunks after the user message leave it at 1

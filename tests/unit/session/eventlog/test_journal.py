@@ -7,7 +7,15 @@ from typing import Any, cast
 
 import pytest
 
-from agentd.core import INTERRUPTED_RESULT, AgentText, OutcomeKind, TurnEnded, TurnOutcome, TurnStarted
+from agentd.core import (
+    INTERRUPTED_RESULT,
+    AgentText,
+    AgentTextChunk,
+    OutcomeKind,
+    TurnEnded,
+    TurnOutcome,
+    TurnStarted,
+)
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.session.eventlog.journal import Journal, interrupted_tool_call_update, turn_ended
 from agentd.session.eventlog.writer import EventWriter
@@ -87,6 +95,10 @@ class RecordingWriter:
         if kw.get("session_fields"):
             self.writes.append(("fields", kw["session_fields"]))
 
+    def submit_event(self, session_id: str, event: Any, publish: Any, session_fields: Any = None) -> None:
+        """An event and the session row's fields in one write (the same commit)."""
+        self.submit(session_id, event=event, publish=publish, session_fields=session_fields)
+
 
 def test_turn_boundaries_set_and_clear_running_turn_in_the_same_commit_as_the_event() -> None:
     """`sessions.running_turn` is how another replica finds a session whose owner died
@@ -103,3 +115,33 @@ def test_turn_boundaries_set_and_clear_running_turn_in_the_same_commit_as_the_ev
         ("event", "turn_ended"),
         ("fields", {"running_turn": None}),
     ]
+
+
+class Services:
+    """The actor's services as the journal reads them: `live`, the broker's publisher or None."""
+
+    def __init__(self) -> None:
+        self.live: object | None = None
+
+
+async def test_a_streamed_chunk_goes_to_the_hub_directly_and_through_the_feed_only_with_a_broker() -> None:
+    """Without a broker a chunk costs no wrapper call: it is published as a durable event
+    is; once the process has one, chunks go through the feed (which also tells the broker)."""
+    hub: list[str] = []
+    feed: list[str] = []
+    services = Services()
+    writer = EventWriter(cast(Any, None))  # idle: a chunk is published at once
+    journal = Journal(
+        "s1",
+        writer,
+        lambda e: hub.append(e.payload["text"]),
+        0,
+        [],
+        transient=lambda e: feed.append(e.payload["text"]),
+        broker=services,
+    )
+    journal.emit_transient(AgentTextChunk("m1", "a", 0))
+    services.live = object()  # a broker started (after the actor, as it may)
+    journal.emit_transient(AgentTextChunk("m1", "b", 1))
+    journal.cancel_checkpoints()
+    assert (hub, feed) == (["a"], ["b"])
