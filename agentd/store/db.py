@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Engine, delete, func, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentd.core import SqliteSynchronous
 from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
+from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.batch_write import apply_batches
 from agentd.store.disconnects import driver_closed
 from agentd.store.engine import (
@@ -158,36 +159,23 @@ class Store(ApiTokens):
         plan: bool = False,
     ) -> SessionRecord:
         now = utcnow()
-        row = SessionRow(
-            id=id,
-            owner=owner,
-            cwd=cwd,
-            title=None,
-            mode=mode,
-            plan=plan,
-            model=model,
-            agent=agent,
-            permission_memory={},
-            created_at=now,
-            updated_at=now,
-        )
+        fields: dict[str, Any] = {
+            "id": id,
+            "owner": owner,
+            "cwd": cwd,
+            "title": None,
+            "mode": mode,
+            "plan": plan,
+            "model": model,
+            "agent": agent,
+            "permission_memory": {},
+            "created_at": now,
+            "updated_at": now,
+        }
         async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(SessionRow).values(
-                    id=row.id,
-                    owner=row.owner,
-                    cwd=row.cwd,
-                    title=None,
-                    mode=row.mode,
-                    plan=plan,
-                    model=row.model,
-                    agent=row.agent,
-                    permission_memory={},
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-        return session_record(row)
+            await conn.execute(insert(SessionRow).values(**fields))
+        unset = dict.fromkeys(("goal", "retry_state", "usage", "partial", "running_turn"))  # NULL
+        return session_record(SimpleNamespace(**fields, **unset))
 
     async def count_sessions(self, owner: str) -> int:
         async with self.engine.connect() as conn:
