@@ -110,6 +110,32 @@ def test_the_first_session_loads_the_turn_machinery(tmp_path: Path) -> None:
     assert printed(code) == [[], sorted(FIRST_SESSION)]
 
 
+# SQLAlchemy's ORM (`sqlalchemy.ext.asyncio`'s package imports it too): +5.8 MiB resident.
+# The store declares Core tables and runs its own asyncio engine (agentd/store/aio.py).
+ORM = ("sqlalchemy.orm", "sqlalchemy.ext.asyncio")
+
+
+def test_a_started_server_and_its_first_session_never_load_the_orm(tmp_path: Path) -> None:
+    then = (
+        f"await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        f"        print({among(ORM)})"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(ORM), then=then)
+    assert printed(code) == [[], []]
+
+
+def test_the_library_engine_path_still_serves_a_session(tmp_path: Path) -> None:
+    """`store_async_engine="sqlalchemy"`: SQLAlchemy's own `AsyncEngine` (so its ORM loads)."""
+    then = (
+        f"await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        "        print(json.dumps(type(app.state.agentd.store.engine).__module__))"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(ORM), then=then).replace(
+        'provider="scripted"', 'provider="scripted", store_async_engine="sqlalchemy"'
+    )
+    assert printed(code) == [sorted(ORM), "sqlalchemy.ext.asyncio.engine"]
+
+
 def test_importing_the_server_loads_no_database_dialect() -> None:
     """The models declare no dialect-specific options (a partial index's `postgresql_where`
     loads SQLAlchemy's Postgres and SQLite dialects at import: +2.4 MiB idle); a dialect
