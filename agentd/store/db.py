@@ -33,7 +33,7 @@ from agentd.store.engine import (
     current_revision,
     open_engines,
 )
-from agentd.store.migration_lock import take_migration_lock
+from agentd.store.migrate_apart import migrate_in_child, upgrade
 from agentd.store.models import EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from agentd.store.notify import SHARES_CHANNEL
 from agentd.store.pg_driver import driver
@@ -120,20 +120,24 @@ class Store(ApiTokens):
 
     # -------------------------------------------------------------- migrations / health
 
-    async def migrate(self, lock_timeout_s: float = 120.0) -> None:
+    async def migrate(self, lock_timeout_s: float = 120.0, *, apart: bool = True) -> None:
         """Upgrade the schema to the newest migration. A database already there costs one
-        query: Alembic (a few hundred ms of imports) loads only when the schema is behind.
+        query: Alembic (a few hundred ms of imports) loads only when the schema is behind,
+        and then, for a SQLite file, in a child process (`apart`, agentd/store/migrate_apart.py:
+        what it imports would stay resident here).
         On Postgres, waits at most `lock_timeout_s` for another replica migrating it."""
         if (await self.migration_status())[0] == SCHEMA_HEAD:
             return
-        from alembic import command
-
-        async with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                # Replicas starting together on a fresh database: one migrates, the others
-                # wait for it (bounded: store/migration_lock.py) and then find the schema at head.
-                await take_migration_lock(conn, lock_timeout_s)
-            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
+        url = self.engine.url.render_as_string(hide_password=False)
+        if apart and self.engine.dialect.name == "sqlite" and not PoolLimits.in_memory(url):
+            await migrate_in_child(url, lock_timeout_s)
+            # A pooled connection keeps the schema it read before the child changed it (SQLite
+            # refreshes it at the next statement that reads a table, not for a PRAGMA).
+            await self.engine.dispose()
+            if self.write_engine is not self.engine:
+                await self.write_engine.dispose()
+        else:
+            await upgrade(self.engine, lock_timeout_s)
 
     async def migration_status(self) -> tuple[str | None, str | None]:
         """(current revision in the database, head revision of the scripts)."""

@@ -12,9 +12,9 @@ turn's outcome type or the MCP client — nor
 `prometheus_client` (agentd/infra/metrics.py: the instruments are made at the first observation
 or scrape); the first session brings them in.
 `agentd serve` on a current SQLite database answers /healthz before it imports the app at all
-(agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's ORM and async engine,
+(agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's async engine,
 the store, the transport and the session machinery load in the background, after the socket
-serves; `agentd acp` answers `initialize` before it imports them (agentd/transport/early.py:
+serves — SQLAlchemy's ORM never does (issue 32 item 3: Core tables, agentd/store/aio.py); `agentd acp` answers `initialize` before it imports them (agentd/transport/early.py:
 they load in a worker thread meanwhile). Checked in a fresh interpreter, whose `sys.modules`
 this test process cannot pollute."""
 
