@@ -14,8 +14,9 @@ or scrape); the first session brings them in.
 `agentd serve` on a current SQLite database answers /healthz before it imports the app at all
 (agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's async engine,
 the store, the transport and the session machinery load in the background, after the socket
-serves — SQLAlchemy's ORM never does (issue 32 item 3: Core tables, agentd/store/aio.py); `agentd acp` answers `initialize` before it imports them (agentd/transport/early.py:
-they load in a worker thread meanwhile). Checked in a fresh interpreter, whose `sys.modules`
+serves — SQLAlchemy's ORM never does (issue 32 item 3: Core tables, agentd/store/aio.py);
+`agentd acp` answers `initialize` before it imports them (agentd/transport/early.py: they
+load in a worker thread meanwhile). Checked in a fresh interpreter, whose `sys.modules`
 this test process cannot pollute."""
 
 from __future__ import annotations
