@@ -123,13 +123,13 @@ class Store(ApiTokens):
     async def migrate(self, lock_timeout_s: float = 120.0, *, apart: bool = True) -> None:
         """Upgrade the schema to the newest migration. A database already there costs one
         query: Alembic (a few hundred ms of imports) loads only when the schema is behind,
-        and then, for a SQLite file, in a child process (`apart`, agentd/store/migrate_apart.py:
-        what it imports would stay resident here).
+        and then in a child process (`apart`, agentd/store/migrate_apart.py: what it imports
+        would stay resident here), unless the database is in memory.
         On Postgres, waits at most `lock_timeout_s` for another replica migrating it."""
         if (await self.migration_status())[0] == SCHEMA_HEAD:
             return
         url = self.engine.url.render_as_string(hide_password=False)
-        if apart and self.engine.dialect.name == "sqlite" and not PoolLimits.in_memory(url):
+        if apart and not PoolLimits.in_memory(url):
             await migrate_in_child(url, lock_timeout_s)
             # A pooled connection keeps the schema it read before the child changed it (SQLite
             # refreshes it at the next statement that reads a table, not for a PRAGMA).

@@ -7,15 +7,16 @@ with `agentd serve` on a fresh SQLite file: 94.2 vs 75.4 MiB idle). So a store w
 is behind has a child process (`python -m agentd.store.migrate_apart`) run `Store.migrate`
 on the same database — the Postgres migration lock included — and the server only reads the
 result. The URL goes over the child's stdin (a password never shows in the process list); a
-failure comes back as the child's one-line reason. Only for a SQLite file: an in-memory
-database is migrated in process (a child could not see it), and so is Postgres, whose
-migration lock wait is logged and raised (`MigrationLockTimeout`) in the server's process.
+failure comes back as the child's one-line reason (`MigrationLockTimeout` as itself), and its
+log records (Postgres: the wait for the migration lock, naming its holder) are logged in the
+server as they come. An in-memory database is migrated in process (a child could not see it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import agentd
 from agentd.core import SqliteSynchronous
 from agentd.store.aio import AsyncEngine
 from agentd.store.engine import PoolLimits, alembic_config, open_engines
-from agentd.store.migration_lock import take_migration_lock
+from agentd.store.migration_lock import MigrationLockTimeout, take_migration_lock
 
 
 class MigrationFailed(RuntimeError):
@@ -40,18 +41,42 @@ def _child_env() -> dict[str, str]:
 
 
 def _run_child(url: str, lock_timeout_s: float) -> None:
+    """The child's log records are logged here as they come (the wait for Postgres's
+    migration lock, naming its holder); its failure is raised here, `MigrationLockTimeout`
+    as itself."""
     spec = json.dumps({"url": url, "lock_timeout_s": lock_timeout_s})
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "agentd.store.migrate_apart"],
-        input=spec,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         text=True,
         env=_child_env(),
-        check=False,
     )
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise MigrationFailed(lines[-1] if lines else f"the migration exited with {done.returncode}")
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(spec)
+    proc.stdin.close()
+    failure: dict[str, str] = {}
+    other: list[str] = []
+    for line in proc.stderr:
+        try:
+            item = json.loads(line)
+        except ValueError:
+            item = None
+        if isinstance(item, dict) and "log" in item:
+            logging.getLogger(str(item["log"])).log(int(item["level"]), "%s", item["msg"])
+        elif isinstance(item, dict) and "error" in item:
+            failure = {str(k): str(v) for k, v in item.items()}
+        elif line.strip():
+            other.append(line.strip())
+    code = proc.wait()
+    if code == 0:
+        return
+    if failure.get("error") == MigrationLockTimeout.__name__:
+        raise MigrationLockTimeout(failure["message"])
+    if failure:
+        raise MigrationFailed(failure["reason"])
+    raise MigrationFailed(other[-1] if other else f"the migration exited with {code}")
 
 
 async def migrate_in_child(url: str, lock_timeout_s: float) -> None:
@@ -91,12 +116,22 @@ async def _migrate(url: str, lock_timeout_s: float) -> None:
             await sqlite_writer.close()
 
 
+class _Forward(logging.Handler):
+    """The child's log records, one JSON line each on stderr, for the parent to log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = {"log": record.name, "level": record.levelno, "msg": record.getMessage()}
+        print(json.dumps(line), file=sys.stderr, flush=True)
+
+
 def main() -> None:
     spec = json.loads(sys.stdin.read())
+    logging.getLogger("agentd").addHandler(_Forward(logging.WARNING))
     try:
         asyncio.run(_migrate(str(spec["url"]), float(spec["lock_timeout_s"])))
     except Exception as exc:
-        print(_reason(exc), file=sys.stderr)
+        failure = {"error": type(exc).__name__, "message": str(exc), "reason": _reason(exc)}
+        print(json.dumps(failure), file=sys.stderr, flush=True)
         sys.exit(1)
 
 
