@@ -31,7 +31,7 @@ from agentd.infra import (
 )
 from agentd.providers import catalogue_for, close_providers, lazy_provider, make_lanes
 from agentd.session import ActorServices, EventWriter, SessionManager, session_leases, start_takeover
-from agentd.store import Store
+from agentd.store import Store, use_sqlalchemy_engine
 from agentd.tools import SandboxError, ShellLauncher
 from agentd.transport import (
     ACP_RENDERER,
@@ -92,6 +92,7 @@ def create_app(
         if settings.memory_trim_s > 0:
             limit_arenas()  # before the database driver's threads allocate
         traced = tracing.start()  # OpenTelemetry, when the OTEL_* variables ask for it
+        use_sqlalchemy_engine(settings.store_async_engine == "sqlalchemy")
         store = await Store.open(
             settings.resolved_database_url(),
             settings.pool_limits(),

@@ -277,8 +277,13 @@ def main() -> None:
         f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}, "
         f"{args.runs} rounds"
     )
-    first, _, _ = one_start(home, 0.0)  # creates the database: migrations run
-    print(f"start -> /healthz (fresh database, migrations run): {first * 1000:.0f} ms")
+    first, _, first_rss = one_start(home, args.settle)  # creates the database: migrations run
+    print(f"start -> /healthz (fresh database, migrations run): {first * 1000:.0f} ms; "
+          f"then idle RSS {first_rss:.1f} MiB (a server keeps what its start-up imported)")  # fmt: skip
+    if args.base is not None:  # the same on a fresh home of its own
+        with tempfile.TemporaryDirectory(prefix="agentd-startup-base-") as fresh:
+            _, _, base_first_rss = one_start(Path(fresh), args.settle, tree=args.base)
+        print(f"  base, fresh database: idle RSS {base_first_rss:.1f} MiB")
     serve: list[float] = []
     ready: list[float] = []
     floor: list[float] = []

@@ -6,7 +6,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
@@ -118,6 +118,10 @@ class Settings(BaseSettings):
     # the writer thread, but the loop no longer works beside the commit (issue 32: ~4 % less
     # CPU per turn, p50 of tool turns up under load). Off: every commit on the writer thread.
     sqlite_inline_commit: bool = False
+
+    # The store's asyncio engine: agentd's own (`agentd/store/aio.py`, no SQLAlchemy ORM
+    # imported: less idle memory) or SQLAlchemy's `sqlalchemy.ext.asyncio` (the library path).
+    store_async_engine: Literal["agentd", "sqlalchemy"] = "agentd"
     workspace_root: Path | None = None  # sessions' cwd must lie inside it when set
     # With AGENTD_AUTH=token each principal works under <workspace root>/<principal>
     # (default root: <home>/workspaces); this grants extra roots: {"alice": ["/srv/repo"]}.

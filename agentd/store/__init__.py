@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from agentd.store import leases as leases
     from agentd.store import routed as routed
     from agentd.store import snapshots as snapshots
+    from agentd.store.aio import use_sqlalchemy_engine as use_sqlalchemy_engine
     from agentd.store.broker import Broker as Broker
     from agentd.store.broker import Gap as Gap
     from agentd.store.broker import PgBroker as PgBroker
@@ -70,6 +71,7 @@ _WHERE = {
     "Gap": "agentd.store.broker",
     "ImportConflict": "agentd.store.export_rows",
     "is_disconnect": "agentd.store.disconnects",
+    "use_sqlalchemy_engine": "agentd.store.aio",
     "is_stale_fence": "agentd.store.leases",
     "LoadedSession": "agentd.store.db",
     "lock_database": "agentd.store.file_lock",
@@ -148,6 +150,7 @@ __all__ = [
     "snapshots",
     "sqlite_at_head",
     "until",
+    "use_sqlalchemy_engine",
     "write_bundle",
 ]
 

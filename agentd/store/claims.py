@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import TextClause, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agentd.store.aio import AsyncEngine
 
 _RUNNING = "SELECT id FROM sessions WHERE running_turn IS NOT NULL"
 _QUEUED = "SELECT session_id FROM queued_prompts"

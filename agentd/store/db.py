@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Engine, delete, func, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentd.core import SqliteSynchronous
 from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
+from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.batch_write import apply_batches
 from agentd.store.disconnects import driver_closed
 from agentd.store.engine import (
@@ -32,7 +33,7 @@ from agentd.store.engine import (
     current_revision,
     open_engines,
 )
-from agentd.store.migration_lock import take_migration_lock
+from agentd.store.migrate_apart import migrate_in_child, upgrade
 from agentd.store.models import EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from agentd.store.notify import SHARES_CHANNEL
 from agentd.store.pg_driver import driver
@@ -122,20 +123,24 @@ class Store(ApiTokens):
 
     # -------------------------------------------------------------- migrations / health
 
-    async def migrate(self, lock_timeout_s: float = 120.0) -> None:
+    async def migrate(self, lock_timeout_s: float = 120.0, *, apart: bool = True) -> None:
         """Upgrade the schema to the newest migration. A database already there costs one
-        query: Alembic (a few hundred ms of imports) loads only when the schema is behind.
+        query: Alembic (a few hundred ms of imports) loads only when the schema is behind,
+        and then in a child process (`apart`, agentd/store/migrate_apart.py: what it imports
+        would stay resident here), unless the database is in memory.
         On Postgres, waits at most `lock_timeout_s` for another replica migrating it."""
         if (await self.migration_status())[0] == SCHEMA_HEAD:
             return
-        from alembic import command
-
-        async with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                # Replicas starting together on a fresh database: one migrates, the others
-                # wait for it (bounded: store/migration_lock.py) and then find the schema at head.
-                await take_migration_lock(conn, lock_timeout_s)
-            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
+        url = self.engine.url.render_as_string(hide_password=False)
+        if apart and not PoolLimits.in_memory(url):
+            await migrate_in_child(url, lock_timeout_s)
+            # A pooled connection keeps the schema it read before the child changed it (SQLite
+            # refreshes it at the next statement that reads a table, not for a PRAGMA).
+            await self.engine.dispose()
+            if self.write_engine is not self.engine:
+                await self.write_engine.dispose()
+        else:
+            await upgrade(self.engine, lock_timeout_s)
 
     async def migration_status(self) -> tuple[str | None, str | None]:
         """(current revision in the database, head revision of the scripts)."""
@@ -161,36 +166,23 @@ class Store(ApiTokens):
         plan: bool = False,
     ) -> SessionRecord:
         now = utcnow()
-        row = SessionRow(
-            id=id,
-            owner=owner,
-            cwd=cwd,
-            title=None,
-            mode=mode,
-            plan=plan,
-            model=model,
-            agent=agent,
-            permission_memory={},
-            created_at=now,
-            updated_at=now,
-        )
+        fields: dict[str, Any] = {
+            "id": id,
+            "owner": owner,
+            "cwd": cwd,
+            "title": None,
+            "mode": mode,
+            "plan": plan,
+            "model": model,
+            "agent": agent,
+            "permission_memory": {},
+            "created_at": now,
+            "updated_at": now,
+        }
         async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(SessionRow).values(
-                    id=row.id,
-                    owner=row.owner,
-                    cwd=row.cwd,
-                    title=None,
-                    mode=row.mode,
-                    plan=plan,
-                    model=row.model,
-                    agent=row.agent,
-                    permission_memory={},
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-        return session_record(row)
+            await conn.execute(insert(SessionRow).values(**fields))
+        unset = dict.fromkeys(("goal", "retry_state", "usage", "partial", "running_turn"))  # NULL
+        return session_record(SimpleNamespace(**fields, **unset))
 
     async def count_sessions(self, owner: str) -> int:
         async with self.engine.connect() as conn:

@@ -24,7 +24,8 @@ from sqlalchemy import exc as sa_exc
 
 if TYPE_CHECKING:  # `sqlalchemy.ext.asyncio` brings the ORM: not for `is_disconnect` (start-up)
     from sqlalchemy.engine import ExceptionContext
-    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from agentd.store.aio import AsyncEngine
 
 # connection_exception (08xxx), operator intervention: admin/crash shutdown, cannot connect now.
 _SQLSTATE_PREFIXES = ("08", "57P")

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from sqlalchemy import Connection, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentd.core import SqliteSynchronous
+from agentd.store.aio import AsyncEngine, create_async_engine
 from agentd.store.deadline import DeadlinePool
 from agentd.store.disconnects import guard
 from agentd.store.schema_head import SCHEMA_HEAD as SCHEMA_HEAD  # its home: no engine imported there

@@ -11,9 +11,9 @@ from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentd.store import queue_rows, session_load
+from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.export_codec import SessionBundle, Snapshot
 from agentd.store.models import (
     EventRow,

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from agentd.store.aio import AsyncEngine, create_async_engine
 from agentd.store.disconnects import guard
 from agentd.store.pg_driver import driver
 

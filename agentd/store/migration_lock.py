@@ -16,7 +16,8 @@ import asyncio
 import logging
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentd.store.aio import AsyncConnection
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from sqlalchemy import Dialect
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
+from agentd.store.aio import AsyncEngine
 from agentd.store.disconnects import is_disconnect
 
 

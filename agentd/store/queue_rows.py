@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentd.store.aio import AsyncConnection
 from agentd.store.models import QueuedPromptRow
 
 

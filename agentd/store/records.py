@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from agentd.store.models import SessionRow
 from agentd.store.queue_rows import QueueWrite
 
 
@@ -100,7 +99,8 @@ def utc(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def session_record(row: SessionRow) -> SessionRecord:
+def session_record(row: Any) -> SessionRecord:
+    """`row`: a sessions row (of `select(SessionRow)`), or a new one's fields as attributes."""
     return SessionRecord(
         id=row.id,
         owner=row.owner,

@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.pg_driver import driver
 
 MAX_ID_DIGITS = 18

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentd.store import queue_rows
+from agentd.store.aio import AsyncConnection
 from agentd.store.models import EventRow, MessageRow, SessionRow
 from agentd.store.pg_driver import Driver
 from agentd.store.records import SessionRecord, StoredEvent, session_record
@@ -54,7 +54,7 @@ async def record(conn: AsyncConnection, session_id: str) -> SessionRecord | None
     if row is None:
         return None
     queue = await queue_rows.load(conn, session_id)
-    return dataclasses.replace(session_record(row), queue=queue or None)  # type: ignore[arg-type]
+    return dataclasses.replace(session_record(row), queue=queue or None)
 
 
 async def messages(conn: AsyncConnection, session_id: str) -> list[dict[str, Any]]:

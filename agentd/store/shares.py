@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from sqlalchemy import Select, delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentd.store.aio import AsyncConnection
 from agentd.store.models import SessionShareRow
 
 Shares = dict[str, str]  # team -> access

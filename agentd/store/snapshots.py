@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.models import EventRow, FileSnapshotRow, TurnCutRow, utcnow
 
 

@@ -7,8 +7,8 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentd.store.aio import AsyncEngine
 from agentd.store.models import ApiTokenRow, utcnow
 from agentd.store.records import TokenRecord, utc
 

@@ -12,10 +12,11 @@ turn's outcome type or the MCP client — nor
 `prometheus_client` (agentd/infra/metrics.py: the instruments are made at the first observation
 or scrape); the first session brings them in.
 `agentd serve` on a current SQLite database answers /healthz before it imports the app at all
-(agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's ORM and async engine,
+(agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's async engine,
 the store, the transport and the session machinery load in the background, after the socket
-serves; `agentd acp` answers `initialize` before it imports them (agentd/transport/early.py:
-they load in a worker thread meanwhile). Checked in a fresh interpreter, whose `sys.modules`
+serves — SQLAlchemy's ORM never does (issue 32 item 3: Core tables, agentd/store/aio.py);
+`agentd acp` answers `initialize` before it imports them (agentd/transport/early.py: they
+load in a worker thread meanwhile). Checked in a fresh interpreter, whose `sys.modules`
 this test process cannot pollute."""
 
 from __future__ import annotations
@@ -108,6 +109,32 @@ def test_the_first_session_loads_the_turn_machinery(tmp_path: Path) -> None:
     )
     code = STARTED.format(home=str(tmp_path / "home"), idle=among(FIRST_SESSION), then=then)
     assert printed(code) == [[], sorted(FIRST_SESSION)]
+
+
+# SQLAlchemy's ORM (`sqlalchemy.ext.asyncio`'s package imports it too): +5.8 MiB resident.
+# The store declares Core tables and runs its own asyncio engine (agentd/store/aio.py).
+ORM = ("sqlalchemy.orm", "sqlalchemy.ext.asyncio")
+
+
+def test_a_started_server_and_its_first_session_never_load_the_orm(tmp_path: Path) -> None:
+    then = (
+        f"await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        f"        print({among(ORM)})"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(ORM), then=then)
+    assert printed(code) == [[], []]
+
+
+def test_the_library_engine_path_still_serves_a_session(tmp_path: Path) -> None:
+    """`store_async_engine="sqlalchemy"`: SQLAlchemy's own `AsyncEngine` (so its ORM loads)."""
+    then = (
+        f"await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        "        print(json.dumps(type(app.state.agentd.store.engine).__module__))"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(ORM), then=then).replace(
+        'provider="scripted"', 'provider="scripted", store_async_engine="sqlalchemy"'
+    )
+    assert printed(code) == [sorted(ORM), "sqlalchemy.ext.asyncio.engine"]
 
 
 def test_importing_the_server_loads_no_database_dialect() -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from agentd.core import SqliteSynchronous
+from agentd.store.aio import AsyncEngine, create_async_engine
 from agentd.store.deadline import DeadlinePool, pool_wait, until
 from agentd.store.engine import PoolLimits, open_engines
 
