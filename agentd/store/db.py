@@ -413,6 +413,14 @@ class Store(ApiTokens):
         async with self.engine.connect() as conn:
             return await session_load.events(conn, session_id, after_seq, limit)
 
+    async def read_events_many(self, reads: Sequence[tuple[str, int, int]]) -> list[list[StoredEvent]]:
+        """`read_events` for several (session id, after seq, limit) at once, in their order:
+        one statement on Postgres (a replica's log tails read together, issue 26 item 5)."""
+        if self.engine.dialect.name == "postgresql":
+            async with driver(self.engine) as conn:
+                return await session_load.events_many_direct(conn, reads)
+        return [await self.read_events(sid, after_seq=after, limit=limit) for sid, after, limit in reads]
+
     async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
         """The newest `limit` events of the given kinds, oldest first."""
         async with self.engine.connect() as conn:
