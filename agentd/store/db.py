@@ -199,6 +199,14 @@ class Store(ApiTokens):
         async with self.engine.connect() as conn:
             return await session_load.record(conn, session_id)
 
+    async def session_owners(self, session_ids: Collection[str]) -> dict[str, str]:
+        """The owner of each of the sessions that exists, in one read."""
+        if not session_ids:
+            return {}
+        q = select(SessionRow.id, SessionRow.owner).where(SessionRow.id.in_(list(session_ids)))
+        async with self.engine.connect() as conn:
+            return {r.id: r.owner for r in (await conn.execute(q)).all()}
+
     async def load_session(
         self, session_id: str, *, recent_kinds: Sequence[str], recent_limit: int
     ) -> LoadedSession | None:

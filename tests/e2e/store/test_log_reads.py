@@ -71,3 +71,16 @@ async def test_tails_reading_together_publish_each_session_in_order(db_url: str)
     finally:
         await reads.stop()
         await store.close()
+
+
+async def test_the_owners_of_many_sessions_in_one_read_on_both_databases(db_url: str) -> None:
+    """A replica whose LISTEN reconnected re-checks its watchers of every session with one
+    read of their owners (and one of their shares), not one read per session."""
+    store = await _open(db_url)
+    try:
+        await store.create_session(id="s-bob", owner="bob", cwd="/w", mode="default", model="m")
+        owners = await store.session_owners(["s-a", "s-bob", "gone", "s-c"])
+        assert owners == {"s-a": "o", "s-bob": "bob", "s-c": "o"}
+        assert await store.session_owners([]) == {}
+    finally:
+        await store.close()
