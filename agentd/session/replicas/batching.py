@@ -1,9 +1,10 @@
 """Calls that go to the database together (issue 26 item 5): `Batched(send)` coalesces
 single calls into `send(items)` — one statement for every call made while the previous
 statement was in flight, like a group commit. A call made while none is in flight goes
-out at once (one client waits for nothing); those made meanwhile wait for it to end and
-go out together as the next. At 200 concurrent routed prompts this turns hundreds of
-statements (the log tails' reads, the owner's claims, outcomes and replies) into a few.
+out at once, from the caller's own task (one client waits for nothing); those made
+meanwhile wait for it to end and go out together as the next. At 200 concurrent routed
+prompts this turns hundreds of statements (the log tails' reads, the owner's claims,
+outcomes and replies) into a few.
 
 `send` answers each item in order; when it fails, every call of that batch raises its
 error and each caller retries (or gives up) by itself, as it would have alone. A call
@@ -35,6 +36,7 @@ class Batched(Generic[Item, Answer]):
         self._max = max_batch
         self._asked: list[tuple[Item, asyncio.Future[Answer]]] = []
         self._task: asyncio.Task[None] | None = None
+        self._inline = False  # a call is sending its own item (nothing else was in flight)
         self.statements = 0  # batches sent so far (tests, benches)
         self.items = 0  # items they carried
 
@@ -44,10 +46,20 @@ class Batched(Generic[Item, Answer]):
         return len(self._asked)
 
     async def __call__(self, item: Item) -> Answer:
+        if self._task is None and not self._inline:
+            # Nothing in flight: sent at once from this task (no hand-over to another: a
+            # lone call, the 1-client case, pays no more than the statement itself).
+            self._inline = True
+            try:
+                self.statements += 1
+                self.items += 1
+                return (await self._send_many([item]))[0]
+            finally:
+                self._inline = False
+                if self._asked and self._task is None:  # those that came meanwhile
+                    self._task = asyncio.create_task(self._send(), name=self._name)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._asked.append((item, future))
-        if self._task is None:
-            self._task = asyncio.create_task(self._send(), name=self._name)
         return await future
 
     async def _send(self) -> None:
@@ -81,3 +93,6 @@ class Batched(Generic[Item, Answer]):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for _, future in self._asked:  # (queued behind a call sending its own item)
+            future.cancel()
+        self._asked = []

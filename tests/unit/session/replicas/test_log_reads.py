@@ -54,11 +54,16 @@ async def test_reads_asked_during_a_statement_go_out_together_as_the_next() -> N
 
 async def test_a_failed_statement_fails_each_read_and_the_next_ones_go_on() -> None:
     store = Gated()
-    store.go.set()
     store.fail = ConnectionError("the database is away")
     reads = LogReads(store)
-    results = await asyncio.gather(reads.read("a", 0, 1), reads.read("b", 0, 1), return_exceptions=True)
-    assert all(isinstance(r, ConnectionError) for r in results) and len(store.statements) == 1
+    first = asyncio.create_task(reads.read("a", 0, 1))
+    await until(lambda: len(store.statements) == 1, what="the first statement")
+    together = [asyncio.create_task(reads.read(sid, 0, 1)) for sid in ("b", "c")]
+    await until(lambda: reads.waiting == 2, what="two reads asked")
+    store.go.set()
+    results = await asyncio.gather(first, *together, return_exceptions=True)
+    assert all(isinstance(r, ConnectionError) for r in results)
+    assert store.statements == [[("a", 0, 1)], [("b", 0, 1), ("c", 0, 1)]]
     store.fail = None
     assert [e.seq for e in await reads.read("a", 2, 1)] == [3]
 
@@ -76,8 +81,13 @@ async def test_a_cancelled_read_is_left_out_and_stop_leaves_nobody_waiting() -> 
     await asyncio.gather(first, kept)
     assert store.statements[1] == [("c", 0, 1)]
     store.go.clear()
-    waiting = asyncio.create_task(reads.read("d", 0, 1))
+    sending = asyncio.create_task(reads.read("d", 0, 1))  # nothing in flight: sent at once
     await until(lambda: len(store.statements) == 3, what="a statement in flight")
+    queued = asyncio.create_task(reads.read("e", 0, 1))
+    await until(lambda: reads.waiting == 1, what="a read queued behind it")
     await reads.stop()
     with pytest.raises(asyncio.CancelledError):
-        await waiting
+        await queued
+    store.go.set()
+    assert [e.seq for e in await sending] == [1]
+    assert store.statements[2] == [("d", 0, 1)]

@@ -256,7 +256,7 @@ async def test_commands_woken_together_are_claimed_stored_and_answered_together(
     while a claim was in flight in one statement, and stores and answers them so too; each
     command still runs once, with its own outcome."""
     router = Router(None, "replica-a", timeout_s=30, check_interval_s=30)
-    first_claim = asyncio.Event()
+    first_claim, written = asyncio.Event(), asyncio.Event()
     claims: list[list[int]] = []
     outcomes: list[list[tuple[int, str]]] = []
     replies: list[list[int]] = []
@@ -272,10 +272,12 @@ async def test_commands_woken_together_are_claimed_stored_and_answered_together(
 
     async def finish_many_quiet(_engine: Any, items: list[tuple[int, str]]) -> list[None]:
         outcomes.append(list(items))
+        await written.wait()
         return [None for _ in items]
 
     async def send_replies(_engine: Any, sent: list[tuple[RoutedCommand, str]]) -> list[None]:
         replies.append([command.id for command, _ in sent])
+        await written.wait()
         return [None for _ in sent]
 
     ran: list[int] = []
@@ -293,11 +295,14 @@ async def test_commands_woken_together_are_claimed_stored_and_answered_together(
     rest = [asyncio.create_task(router.serve(i)) for i in range(10, 15)]
     await until(lambda: router._claims.waiting == 5, what="the others waiting for it")
     first_claim.set()
+    # One outcome and one reply in flight, the other four of each waiting for it.
+    await until(lambda: (router._outcomes.waiting, router._replies.waiting) == (4, 4), what="queued")
+    written.set()
     await asyncio.gather(first, *rest)
     assert claims == [[1], [10, 11, 12, 13, 14]]
     assert sorted(ran) == [1, 10, 11, 12, 14]
     stored = {i: text for batch in outcomes for i, text in batch}
     assert stored == {i: f'{{"result":{{"n":{i}}}}}' for i in ran}
     assert sorted(i for batch in replies for i in batch) == sorted(ran)
-    assert len(outcomes) < len(ran) and len(replies) < len(ran)  # sent together
+    assert len(outcomes) == len(replies) == 2  # the first one, then the other four together
     await router.stop()
