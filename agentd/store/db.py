@@ -424,7 +424,7 @@ class Store(ApiTokens):
     async def read_events_many(self, reads: Sequence[tuple[str, int, int]]) -> list[list[StoredEvent]]:
         """`read_events` for several (session id, after seq, limit) at once, in their order:
         one statement on Postgres (a replica's log tails read together, issue 26 item 5)."""
-        if self.engine.dialect.name == "postgresql":
+        if self.engine.dialect.name == "postgresql" and len(reads) > 1:
             async with driver(self.engine) as conn:
                 return await session_load.events_many_direct(conn, reads)
         return [await self.read_events(sid, after_seq=after, limit=limit) for sid, after, limit in reads]

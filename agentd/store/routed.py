@@ -232,6 +232,8 @@ async def claim_many(
     engine: AsyncEngine, command_ids: Sequence[int], target: str, runner: str
 ) -> list[RoutedCommand | None]:
     """`claim` of each command, in one statement: in their order, None where not taken."""
+    if len(command_ids) == 1:  # a lone command: the plain statement (the 1-client case)
+        return [await claim(engine, command_ids[0], target, runner)]
     async with driver(engine) as conn:
         rows = await conn.fetch(_CLAIM_MANY, list(command_ids), target, runner)
     taken = {int(row["id"]): _command(row) for row in rows}
@@ -287,7 +289,10 @@ async def finish_many_quiet(engine: AsyncEngine, outcomes: Sequence[tuple[int, s
     transaction, one flush waited for)."""
     ids, texts = [i for i, _ in outcomes], [t for _, t in outcomes]
     async with driver(engine) as conn:
-        await conn.execute(_FINISH_QUIET_MANY, ids, texts)
+        if len(outcomes) == 1:
+            await conn.execute(_FINISH_QUIET, ids[0], texts[0])
+        else:
+            await conn.execute(_FINISH_QUIET_MANY, ids, texts)
     return [None for _ in outcomes]
 
 
@@ -296,7 +301,10 @@ async def send_replies(engine: AsyncEngine, replies: Sequence[tuple[RoutedComman
     channels = [replica_channel(command.caller) for command, _ in replies]
     payloads = [reply_payload(command.id, text) for command, text in replies]
     async with driver(engine) as conn:
-        await conn.execute(_REPLY_MANY, channels, payloads)
+        if len(replies) == 1:
+            await conn.execute(_REPLY, channels[0], payloads[0])
+        else:
+            await conn.execute(_REPLY_MANY, channels, payloads)
     return [None for _ in replies]
 
 
