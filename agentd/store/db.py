@@ -194,6 +194,14 @@ class Store(ApiTokens):
         async with self.engine.connect() as conn:
             return await session_load.record(conn, session_id)
 
+    async def session_owners(self, session_ids: Collection[str]) -> dict[str, str]:
+        """The owner of each of the sessions that exists, in one read."""
+        if not session_ids:
+            return {}
+        q = select(SessionRow.id, SessionRow.owner).where(SessionRow.id.in_(list(session_ids)))
+        async with self.engine.connect() as conn:
+            return {r.id: r.owner for r in (await conn.execute(q)).all()}
+
     async def load_session(
         self, session_id: str, *, recent_kinds: Sequence[str], recent_limit: int
     ) -> LoadedSession | None:
@@ -407,6 +415,14 @@ class Store(ApiTokens):
                 return await session_load.events_direct(conn, session_id, after_seq, limit)
         async with self.engine.connect() as conn:
             return await session_load.events(conn, session_id, after_seq, limit)
+
+    async def read_events_many(self, reads: Sequence[tuple[str, int, int]]) -> list[list[StoredEvent]]:
+        """`read_events` for several (session id, after seq, limit) at once, in their order:
+        one statement on Postgres (a replica's log tails read together, issue 26 item 5)."""
+        if self.engine.dialect.name == "postgresql" and len(reads) > 1:
+            async with driver(self.engine) as conn:
+                return await session_load.events_many_direct(conn, reads)
+        return [await self.read_events(sid, after_seq=after, limit=limit) for sid, after, limit in reads]
 
     async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
         """The newest `limit` events of the given kinds, oldest first."""

@@ -14,14 +14,16 @@ it without reading the row, which it deletes later in batches (issue 26 item 5: 
 a few round trips, not a dozen). Each statement here is one autocommitted round trip; the
 ones a routed command waits on (submit, claim, finish) and the batched delete go to asyncpg
 directly (agentd/store/pg_driver.py: SQLAlchemy's per-statement CPU was as much as the round
-trip on an idle host).
+trip on an idle host). The owner's claim, quiet outcome write and reply each have a form for
+many commands in one statement (`claim_many`, `finish_many_quiet`, `send_replies`): an owner
+woken for many commands at once sends each kind together (agentd/session/replicas/routing.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -133,6 +135,12 @@ _CLAIM = (
     "WHERE id = $1 AND target = $2 AND " + _MINE.format(runner="$3") + " "
     "RETURNING id, session_id, caller, method, principal, teams, params"
 )
+# The claims of several commands at once (an owner woken for many: one statement).
+_CLAIM_MANY = (
+    "UPDATE routed_commands SET state = 'running', runner = $3 "
+    "WHERE id = ANY($1::int8[]) AND target = $2 AND " + _MINE.format(runner="$3") + " "
+    "RETURNING id, session_id, caller, method, principal, teams, params"
+)
 _PENDING = text(
     "SELECT id FROM routed_commands WHERE target = :target AND "
     + _MINE.format(runner=":runner")
@@ -146,12 +154,27 @@ _FINISH = (
 _FINISH_QUIET = (
     "UPDATE routed_commands SET state = 'done', outcome = $2::json WHERE id = $1 AND state = 'running'"
 )
+# Rows written or deleted many at once are locked in id order first, here and in
+# `_FORGET_MANY` (a caller deletes the rows of replies it got while their owner still
+# writes their outcomes): two such statements never wait on each other both ways.
+_LOCKED_IN_ORDER = "SELECT id FROM routed_commands WHERE id = ANY($1::int8[]) ORDER BY id FOR UPDATE"
+_FINISH_QUIET_MANY = (
+    f"WITH locked AS MATERIALIZED ({_LOCKED_IN_ORDER}) "
+    "UPDATE routed_commands AS r SET state = 'done', outcome = u.outcome::json "
+    "FROM unnest($1::int8[], $2::text[]) AS u(id, outcome) "
+    "WHERE r.id = u.id AND r.state = 'running' AND r.id IN (SELECT id FROM locked)"
+)
 # A reply carrying its outcome, sent beside the outcome's durable write: the caller needs
 # no row then, and the NOTIFY does not wait for a flush (Postgres holds one lock for every
 # NOTIFYing commit through its flush: outcomes sent that way would queue one flush each).
 _REPLY = (
     "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
     "SELECT pg_notify($1, $2) FROM unflushed"
+)
+_REPLY_MANY = (
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    "SELECT pg_notify(t.c, t.p) FROM unflushed, unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, i) "
+    "ORDER BY t.i"
 )
 # A previous process of this replica (same id, another incarnation) died running these.
 _ORPHANS = text(
@@ -171,8 +194,9 @@ _FORGET = text("DELETE FROM routed_commands WHERE id = :id")
 # for its flush either (lost with a crashed database, they are purged later) — and its
 # flush does not queue before the next command's.
 _FORGET_MANY = (
-    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
-    "DELETE FROM routed_commands USING unflushed WHERE id = ANY($1::int8[])"
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    f"locked AS MATERIALIZED ({_LOCKED_IN_ORDER}) "
+    "DELETE FROM routed_commands USING unflushed WHERE id IN (SELECT id FROM locked)"
 )
 _WITHDRAW = text("DELETE FROM routed_commands WHERE id = :id AND state = 'pending' RETURNING id")
 _FORGET_CALLER = text("DELETE FROM routed_commands WHERE caller = :caller")
@@ -201,8 +225,22 @@ async def claim(engine: AsyncEngine, command_id: int, target: str, runner: str) 
     """Take a pending command addressed to `target` (None: not pending, or not ours)."""
     async with driver(engine) as conn:
         row = await conn.fetchrow(_CLAIM, command_id, target, runner)
-    if row is None:
-        return None
+    return None if row is None else _command(row)
+
+
+async def claim_many(
+    engine: AsyncEngine, command_ids: Sequence[int], target: str, runner: str
+) -> list[RoutedCommand | None]:
+    """`claim` of each command, in one statement: in their order, None where not taken."""
+    if len(command_ids) == 1:  # a lone command: the plain statement (the 1-client case)
+        return [await claim(engine, command_ids[0], target, runner)]
+    async with driver(engine) as conn:
+        rows = await conn.fetch(_CLAIM_MANY, list(command_ids), target, runner)
+    taken = {int(row["id"]): _command(row) for row in rows}
+    return [taken.get(command_id) for command_id in command_ids]
+
+
+def _command(row: Any) -> RoutedCommand:
     teams = _loads(row["teams"])
     return RoutedCommand(
         id=int(row["id"]),
@@ -244,6 +282,30 @@ async def finish(
             await conn.execute(_FINISH, command.id, outcome_json, channel, reply)
         else:
             await conn.execute(_FINISH_QUIET, command.id, outcome_json)
+
+
+async def finish_many_quiet(engine: AsyncEngine, outcomes: Sequence[tuple[int, str]]) -> list[None]:
+    """`finish(wake=False)` of several (command id, outcome JSON) in one statement (one
+    transaction, one flush waited for)."""
+    ids, texts = [i for i, _ in outcomes], [t for _, t in outcomes]
+    async with driver(engine) as conn:
+        if len(outcomes) == 1:
+            await conn.execute(_FINISH_QUIET, ids[0], texts[0])
+        else:
+            await conn.execute(_FINISH_QUIET_MANY, ids, texts)
+    return [None for _ in outcomes]
+
+
+async def send_replies(engine: AsyncEngine, replies: Sequence[tuple[RoutedCommand, str]]) -> list[None]:
+    """`send_reply` of several (command, outcome JSON) in one statement, in their order."""
+    channels = [replica_channel(command.caller) for command, _ in replies]
+    payloads = [reply_payload(command.id, text) for command, text in replies]
+    async with driver(engine) as conn:
+        if len(replies) == 1:
+            await conn.execute(_REPLY, channels[0], payloads[0])
+        else:
+            await conn.execute(_REPLY_MANY, channels, payloads)
+    return [None for _ in replies]
 
 
 async def send_reply(engine: AsyncEngine, command: RoutedCommand, outcome_json: str) -> None:

@@ -38,6 +38,15 @@ EVENTS_PAGE = EVENTS.limit(bindparam("limit"))  # replay reads the log in pages
 EVENTS_DIRECT = (
     "SELECT seq, kind, payload FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
 )
+# Several sessions' pages in one statement (the log tails of a replica, issue 26 item 5):
+# read i is (session $1[i], after $2[i], at most $3[i] events), its rows tagged with i.
+EVENTS_MANY_DIRECT = (
+    "SELECT r.i, e.seq, e.kind, e.payload "
+    "FROM unnest($1::text[], $2::int8[], $3::int4[]) WITH ORDINALITY AS r(sid, after, lim, i) "
+    "CROSS JOIN LATERAL (SELECT seq, kind, payload FROM events "
+    "WHERE session_id = r.sid AND seq > r.after ORDER BY seq LIMIT r.lim) AS e "
+    "ORDER BY r.i, e.seq"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +102,18 @@ async def events_direct(
     """`events` through a pooled connection's asyncpg connection (Postgres)."""
     rows = await conn.fetch(EVENTS_DIRECT, session_id, after_seq, limit)
     return [StoredEvent(seq=r["seq"], kind=r["kind"], payload=r["payload"]) for r in rows]
+
+
+async def events_many_direct(conn: Driver, reads: Sequence[tuple[str, int, int]]) -> list[list[StoredEvent]]:
+    """`events_direct` for several (session id, after seq, limit) reads in one round trip:
+    each read's events, in the reads' order."""
+    out: list[list[StoredEvent]] = [[] for _ in reads]
+    if not reads:
+        return out
+    sids, afters, limits = (list(column) for column in zip(*reads, strict=True))
+    for r in await conn.fetch(EVENTS_MANY_DIRECT, sids, afters, limits):
+        out[r["i"] - 1].append(StoredEvent(seq=r["seq"], kind=r["kind"], payload=r["payload"]))
+    return out
 
 
 async def load(

@@ -327,13 +327,13 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
     await router.start()
     rechecks: set[asyncio.Task[None]] = set()
 
-    async def recheck(session_id: str) -> None:
+    async def recheck(*session_ids: str) -> None:
         from agentd.transport.handlers import recheck_remote_access
 
         try:
-            await recheck_remote_access(state, session_id)
+            await recheck_remote_access(state, session_ids)
         except Exception:  # the next change (or reconnect) checks again
-            log.exception("re-checking the access of session %s's watchers failed", session_id)
+            log.exception("re-checking the access of the watchers of %d session(s) failed", len(session_ids))
 
     def on_shares(raw: str) -> None:
         """A session's shares changed somewhere: hold this replica's watchers to them."""
@@ -347,8 +347,7 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
             await pg_broker.reconnected()
         await remote.tails.on_connect()
         await router.on_connect()
-        for session_id in remote.session_ids():  # a change may have gone by meanwhile
-            await recheck(session_id)
+        await recheck(*remote.session_ids())  # a change may have gone by meanwhile: one read for all
 
     listener = PgListener(
         database_url,

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from agentd.core import Event, EventKind
-from agentd.store import Store, parse_events_payload
+from agentd.store import Store, StoredEvent, parse_events_payload
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,10 @@ PAGE_SIZE = 500
 RETRY_FIRST_S = 0.05  # a failed read is tried again after this, doubling up to the cap
 RETRY_MAX_S = 1.0
 STUCK_AFTER_S = 10.0  # the server passes its lease time: a client hears within it
+
+# (session id, after seq, limit) → that page of the log: a `LogReads.read`, shared by the
+# process's tails (agentd/session/replicas/log_reads.py); by default the store's own read.
+Read = Callable[[str, int, int], Awaitable[list[StoredEvent]]]
 
 
 class LogGap(Exception):
@@ -54,10 +58,12 @@ class LogTail:
         observe_lag: Callable[[float], None] | None = None,
         on_stuck: Callable[[], None] | None = None,
         stuck_after_s: float = STUCK_AFTER_S,
+        read: Read | None = None,
     ) -> None:
         self.session_id = session_id
         self.cursor = after_seq  # the last seq published
         self._store = store
+        self._read = read
         self._publish = publish
         self._page = page_size
         self._wake = asyncio.Event()
@@ -143,7 +149,10 @@ class LogTail:
     async def _catch_up(self) -> None:
         self._unsure = False  # (a wake-up without a seq during this read sets it again)
         while True:
-            page = await self._store.read_events(self.session_id, after_seq=self.cursor, limit=self._page)
+            if self._read is not None:
+                page = await self._read(self.session_id, self.cursor, self._page)
+            else:
+                page = await self._store.read_events(self.session_id, after_seq=self.cursor, limit=self._page)
             self.reads += 1
             for stored in page:
                 if stored.seq != self.cursor + 1:

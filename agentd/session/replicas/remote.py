@@ -39,7 +39,8 @@ from agentd.session.errors import ResyncReason
 from agentd.session.eventlog import EventHub, ReplayAborted, ReplayMode, Subscriber
 from agentd.session.eventlog import replay as replay_log
 from agentd.session.replicas.live import LiveRelay, live_channel, run_relay
-from agentd.session.replicas.log_tail import STUCK_AFTER_S, LogTail, LogTails
+from agentd.session.replicas.log_reads import LogReads
+from agentd.session.replicas.log_tail import STUCK_AFTER_S, LogTail, LogTails, Read
 from agentd.session.sinks import FrameSink, Renderer, requesting
 from agentd.store import Broker, Store
 
@@ -64,6 +65,7 @@ class RemoteWatch:
         observe_lag: Callable[[float], None] | None = None,
         on_stuck: Callable[[RemoteWatch], None] | None = None,
         stuck_after_s: float = STUCK_AFTER_S,
+        read: Read | None = None,
     ) -> None:
         self.session_id = session_id
         self._replica_id = replica_id
@@ -76,6 +78,7 @@ class RemoteWatch:
             observe_lag=observe_lag,
             on_stuck=None if on_stuck is None else (lambda: on_stuck(self)),
             stuck_after_s=stuck_after_s,
+            read=read,
         )
         self._render = render
         self._answer = answer
@@ -209,6 +212,8 @@ class RemoteWatches:
         self._answer = answer
         self._observe_lag = observe_lag
         self.tails = LogTails()
+        # The tails' reads, one statement for all those asked together (log_reads.py).
+        self.reads = LogReads(store)
         self._watches: dict[str, RemoteWatch] = {}
         # Watches being made, by session: one per session, while other sessions' are made
         # meanwhile (200 clients' first routed prompts at once must not queue on one lock).
@@ -249,6 +254,7 @@ class RemoteWatches:
             observe_lag=self._observe_lag,
             on_stuck=self._stuck,
             stuck_after_s=self._stuck_after,
+            read=self.reads.read,
         )
         kinds = [EventKind.PERMISSION_REQUESTED.value, EventKind.PERMISSION_RESOLVED.value]
         for stored in await self._store.latest_events(session_id, kinds, limit=RECENT_PERMISSIONS):
@@ -340,6 +346,7 @@ class RemoteWatches:
             watch.hub.resync_all(ResyncReason.SERVER_SHUTTING_DOWN)
             await watch.stop()
         self._watches.clear()
+        await self.reads.stop()
         if self._ending:  # stuck watches still stopping
             await asyncio.wait(set(self._ending))
 

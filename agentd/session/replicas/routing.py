@@ -18,10 +18,12 @@ On the owner, `Router.serve` claims the command and runs it through `execute` (t
 transport's dispatcher, as the caller's principal and teams: authorised as a local call
 would be, and never routed on again), then stores the outcome and wakes the caller (a
 reply that carries the outcome goes out beside the outcome's durable write, not after its
-flush). Every failure there is caught and retried (bounded): a database that is away for
-a moment — a pool with no free connection, a reset — never ends the router; `run` rescans
-for commands left pending by a failed wake-up, so none waits for ever. Commands an earlier process of
-this replica died running are answered `owner_restarted` when it starts again.
+flush). Claims, outcomes and replies of the commands that reach the owner together go out
+together, one statement of each kind (agentd/session/replicas/batching.py). Every failure
+there is caught and retried (bounded): a database that is away for a moment — a pool with
+no free connection, a reset — never ends the router; `run` rescans for commands left
+pending by a failed wake-up, so none waits for ever. Commands an earlier process of this
+replica died running are answered `owner_restarted` when it starts again.
 
 An outcome is `{"result": …}` or `{"error": {"code", "message", "data"?}}`, a JSON-RPC
 result or error as the owner's dispatcher made it.
@@ -33,12 +35,13 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
 from agentd.protocol import ErrorCode
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.replicas.batching import Batched
 from agentd.store import RoutedCommand, State, Wake
 from agentd.store import routed as rows
 
@@ -117,6 +120,16 @@ class Router:
         self._serving: set[int] = set()  # commands being claimed or run here
         self._running: set[asyncio.Task[None]] = set()
         self.served = 0  # commands run here for other replicas (tests, metrics)
+        # The owner's statements, each kind sent together for the commands that reached it
+        # at once (agentd/session/replicas/batching.py): 200 prompts routed here at once are
+        # a few claims, outcomes and replies, not 200 of each.
+        self._claims: Batched[int, RoutedCommand | None] = Batched(self._claim_many, name="routed-claims")
+        self._outcomes: Batched[tuple[int, str], None] = Batched(
+            lambda items: rows.finish_many_quiet(self._engine, items), name="routed-outcomes"
+        )
+        self._replies: Batched[tuple[RoutedCommand, str], None] = Batched(
+            lambda items: rows.send_replies(self._engine, items), name="routed-replies"
+        )
 
     # ------------------------------------------------------------------ the caller's side
 
@@ -347,7 +360,7 @@ class Router:
         self._serving.add(command_id)
         try:
             command = await self._retrying(
-                lambda: rows.claim(self._engine, command_id, self.replica_id, self.incarnation),
+                lambda: self._claims(command_id),
                 f"claiming routed command {command_id}",
                 self.timeout_s,
             )
@@ -368,16 +381,21 @@ class Router:
             if carried:
                 self._spawn(self._reply(command, text))
             await self._retrying(
-                lambda: rows.finish(self._engine, command, text, wake=not carried),
+                (lambda: self._outcomes((command.id, text)))
+                if carried
+                else (lambda: rows.finish(self._engine, command, text)),
                 f"storing the outcome of routed command {command.id}",
                 None,
             )
         finally:
             self._serving.discard(command_id)
 
+    async def _claim_many(self, command_ids: Sequence[int]) -> list[RoutedCommand | None]:
+        return await rows.claim_many(self._engine, command_ids, self.replica_id, self.incarnation)
+
     async def _reply(self, command: RoutedCommand, text: str) -> None:
         try:
-            await rows.send_reply(self._engine, command, text)
+            await self._replies((command, text))
         except Exception as exc:  # the caller reads the stored outcome at its next look
             log.warning("waking the caller of routed command %s failed (%s)", command.id, exc)
 
@@ -404,3 +422,5 @@ class Router:
             await asyncio.wait(set(self._running), timeout=grace_s)
         for task in list(self._running):
             task.cancel()
+        for batched in (self._claims, self._outcomes, self._replies):
+            await batched.stop()

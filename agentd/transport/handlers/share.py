@@ -3,6 +3,7 @@ closes it again; and what `session/list` says about sharing."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from agentd.infra import AuthMode
@@ -51,20 +52,27 @@ async def end_lost_access(
             await end_watch(state, hub, sink, session_id, ResyncReason.ACCESS_CHANGED)
 
 
-async def recheck_remote_access(state: AppState, session_id: str) -> None:
-    """The session's shares changed, or it was deleted (a NOTIFY from whichever replica did
-    it; or the listener reconnected): the members watching it from this replica are held to
-    the store as the owner holds its own clients — all of them detached if it is gone."""
+async def recheck_remote_access(state: AppState, session_ids: Collection[str]) -> None:
+    """The sessions' shares changed, or they were deleted (a NOTIFY from whichever replica
+    did it; or the listener reconnected: every watched session at once, in two reads): the
+    members watching them from this replica are held to the store as the owner holds its
+    own clients — all of them detached from a session that is gone."""
     remote = state.remote
-    watch = remote.get(session_id) if remote is not None else None
-    if watch is None or not len(watch.hub):
+    watches = {}
+    for session_id in session_ids:
+        watch = remote.get(session_id) if remote is not None else None
+        if watch is not None and len(watch.hub):
+            watches[session_id] = watch
+    if not watches:
         return
-    record = await state.store.get_session(session_id)
-    if record is None:
-        await end_deleted(state, watch.hub, session_id)
-        return
-    shares = (await state.store.session_shares([session_id])).get(session_id, {})
-    await end_lost_access(state, watch.hub, session_id, record.owner, shares)
+    owners = await state.store.session_owners(list(watches))
+    shared = await state.store.session_shares([sid for sid in watches if sid in owners])
+    for session_id, watch in watches.items():
+        owner = owners.get(session_id)
+        if owner is None:
+            await end_deleted(state, watch.hub, session_id)
+        else:
+            await end_lost_access(state, watch.hub, session_id, owner, shared.get(session_id, {}))
 
 
 def share_list(shares: dict[str, str]) -> list[dict[str, str]]:

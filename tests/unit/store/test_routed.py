@@ -78,3 +78,46 @@ async def test_a_reply_sent_beside_the_outcome_wakes_the_caller_and_leaves_its_c
         finally:
             await listener.close()
             await engine.dispose()
+
+
+async def test_the_owner_claims_stores_and_replies_for_many_commands_in_one_statement_each() -> None:
+    """claim_many, finish_many_quiet and send_replies answer as claim, finish(wake=False)
+    and send_reply would for each command (issue 26 item 5: an owner woken for many)."""
+    async with postgres_database(migrated=True) as url:
+        engine = create_async_engine(url, pool_size=1, max_overflow=0)
+        listener = await asyncpg.connect(asyncpg_dsn(url))
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        try:
+            await listener.add_listener(rows.replica_channel("b"), lambda *a: heard.put_nowait(a[3]))
+
+            async def submit(target: str) -> int:
+                return await rows.submit(
+                    engine, session_id="s", target=target, caller="b", method="m", principal="p",
+                    teams=("eng",), params={"n": target},
+                )  # fmt: skip
+
+            mine, elsewhere, withdrawn = await submit("a"), await submit("c"), await submit("a")
+            assert await rows.withdraw(engine, withdrawn)
+            taken = await rows.claim_many(engine, [withdrawn, mine, elsewhere], "a", "inc")
+            assert [c.id if c else None for c in taken] == [None, mine, None]
+            command = taken[1]
+            assert command is not None and command.teams == ("eng",) and command.params == {"n": "a"}
+            # Taken again by the same process (an answer lost), not by another one.
+            assert (await rows.claim_many(engine, [mine], "a", "other"))[0] is None
+            assert (await rows.claim_many(engine, [mine], "a", "inc"))[0] is not None
+
+            outcomes = [(mine, '{"result":{"ok":1}}'), (elsewhere, '{"result":{}}')]
+            await rows.finish_many_quiet(engine, outcomes)
+            assert await rows.take_outcome(engine, mine) == (rows.State.DONE, {"result": {"ok": 1}})
+            assert await rows.take_outcome(engine, elsewhere) == (rows.State.PENDING, None)  # never running
+
+            second = rows.RoutedCommand(8, "s", "b", "m", "p", (), {})
+            await rows.send_replies(engine, [(command, '{"result":{"n":1}}'), (second, '{"result":{"n":2}}')])
+            got = [await asyncio.wait_for(heard.get(), 10) for _ in range(2)]
+            assert [rows.parse_payload(raw) for raw in got] == [(rows.Wake.REPLY, mine), (rows.Wake.REPLY, 8)]
+            assert rows.carried_outcome(got[1]) == {"result": {"n": 2}}
+            async with driver(engine) as conn:
+                assert await conn.fetchval("SHOW synchronous_commit") == "on"
+        finally:
+            await listener.close()
+            await engine.dispose()

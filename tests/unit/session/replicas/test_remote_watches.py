@@ -37,6 +37,9 @@ class Log:
     async def latest_events(self, session_id: str, kinds: list[str], *, limit: int) -> list[StoredEvent]:
         return []
 
+    async def read_events_many(self, reads: list[tuple[str, int, int]]) -> list[Any]:
+        return [await self.read_events(sid, after_seq=after, limit=limit) for sid, after, limit in reads]
+
     async def read_events(self, session_id: str, *, after_seq: int = 0, limit: int | None = None) -> Any:
         return []
 

@@ -214,23 +214,30 @@ async def test_an_outcome_that_fits_wakes_its_caller_beside_its_durable_write(
     finished: list[tuple[int, bool]] = []
     replies: list[tuple[int, bool]] = []  # (command, sent while its row was still being written)
 
-    async def claim(_engine: Any, command_id: int, *_a: Any) -> RoutedCommand:
-        return RoutedCommand(command_id, "s1", "replica-b", "m", "p", (), {"n": command_id})
+    async def claim_many(_engine: Any, command_ids: list[int], *_a: Any) -> list[RoutedCommand]:
+        return [RoutedCommand(i, "s1", "replica-b", "m", "p", (), {"n": i}) for i in command_ids]
 
-    async def finish(_engine: Any, command: RoutedCommand, text: str, *, wake: bool) -> None:
+    async def finish(_engine: Any, command: RoutedCommand, text: str, *, wake: bool = True) -> None:
         finished.append((command.id, wake))
         await stored.wait()
 
-    async def send_reply(_engine: Any, command: RoutedCommand, text: str) -> None:
-        replies.append((command.id, not stored.is_set()))
+    async def finish_many_quiet(_engine: Any, outcomes: list[tuple[int, str]]) -> list[None]:
+        finished.extend((command_id, False) for command_id, _ in outcomes)
+        await stored.wait()
+        return [None for _ in outcomes]
+
+    async def send_replies(_engine: Any, sent: list[tuple[RoutedCommand, str]]) -> list[None]:
+        replies.extend((command.id, not stored.is_set()) for command, _ in sent)
+        return [None for _ in sent]
 
     async def execute(command: RoutedCommand) -> dict[str, Any]:
         size = 10 if command.id == 1 else MAX_NOTIFY_PAYLOAD
         return {"result": {"text": "x" * size}}
 
-    monkeypatch.setattr(routed_rows, "claim", claim)
+    monkeypatch.setattr(routed_rows, "claim_many", claim_many)
     monkeypatch.setattr(routed_rows, "finish", finish)
-    monkeypatch.setattr(routed_rows, "send_reply", send_reply)
+    monkeypatch.setattr(routed_rows, "finish_many_quiet", finish_many_quiet)
+    monkeypatch.setattr(routed_rows, "send_replies", send_replies)
     router.execute = execute
     serving = asyncio.create_task(router.serve(1))
     await until(lambda: replies == [(1, True)], what="the caller woken before the row is written")
@@ -239,4 +246,63 @@ async def test_an_outcome_that_fits_wakes_its_caller_beside_its_durable_write(
     await serving
     await router.serve(2)  # too long to carry: the caller is woken by the row's write
     assert finished == [(1, False), (2, True)] and replies == [(1, True)]
+    await router.stop()
+
+
+async def test_commands_woken_together_are_claimed_stored_and_answered_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An owner woken for many commands (200 prompts routed at once) claims those that came
+    while a claim was in flight in one statement, and stores and answers them so too; each
+    command still runs once, with its own outcome."""
+    router = Router(None, "replica-a", timeout_s=30, check_interval_s=30)
+    first_claim, written = asyncio.Event(), asyncio.Event()
+    claims: list[list[int]] = []
+    outcomes: list[list[tuple[int, str]]] = []
+    replies: list[list[int]] = []
+
+    async def claim_many(_engine: Any, command_ids: list[int], *_a: Any) -> list[RoutedCommand | None]:
+        claims.append(list(command_ids))
+        await first_claim.wait()
+        # 13 was withdrawn meanwhile: not taken, never run.
+        return [
+            None if i == 13 else RoutedCommand(i, "s1", "replica-b", "m", "p", (), {"n": i})
+            for i in command_ids
+        ]
+
+    async def finish_many_quiet(_engine: Any, items: list[tuple[int, str]]) -> list[None]:
+        outcomes.append(list(items))
+        await written.wait()
+        return [None for _ in items]
+
+    async def send_replies(_engine: Any, sent: list[tuple[RoutedCommand, str]]) -> list[None]:
+        replies.append([command.id for command, _ in sent])
+        await written.wait()
+        return [None for _ in sent]
+
+    ran: list[int] = []
+
+    async def execute(command: RoutedCommand) -> dict[str, Any]:
+        ran.append(command.id)
+        return {"result": {"n": command.params["n"]}}
+
+    monkeypatch.setattr(routed_rows, "claim_many", claim_many)
+    monkeypatch.setattr(routed_rows, "finish_many_quiet", finish_many_quiet)
+    monkeypatch.setattr(routed_rows, "send_replies", send_replies)
+    router.execute = execute
+    first = asyncio.create_task(router.serve(1))
+    await until(lambda: claims == [[1]], what="the first claim in flight")
+    rest = [asyncio.create_task(router.serve(i)) for i in range(10, 15)]
+    await until(lambda: router._claims.waiting == 5, what="the others waiting for it")
+    first_claim.set()
+    # One outcome and one reply in flight, the other four of each waiting for it.
+    await until(lambda: (router._outcomes.waiting, router._replies.waiting) == (4, 4), what="queued")
+    written.set()
+    await asyncio.gather(first, *rest)
+    assert claims == [[1], [10, 11, 12, 13, 14]]
+    assert sorted(ran) == [1, 10, 11, 12, 14]
+    stored = {i: text for batch in outcomes for i, text in batch}
+    assert stored == {i: f'{{"result":{{"n":{i}}}}}' for i in ran}
+    assert sorted(i for batch in replies for i in batch) == sorted(ran)
+    assert len(outcomes) == len(replies) == 2  # the first one, then the other four together
     await router.stop()
