@@ -137,8 +137,10 @@ async def open_engines(
     """(the engine for requests, the event writer's own engine, and for a SQLite file the
     writer's synchronous one); one shared engine for an in-memory SQLite database.
     SQLite connections get WAL, `synchronous` and a busy timeout. `sqlite_inline_commit`:
-    a turn's small commits run on the event loop's thread (agentd/store/sqlite_writer.py)."""
+    a turn's small commits run on the event loop's thread (agentd/store/sqlite_writer.py),
+    unless every commit syncs to disk (`full`, `extra`): an fsync must not stall the loop."""
     synchronous = SqliteSynchronous(sqlite_synchronous).value.upper()  # an enum value, never raw SQL
+    sqlite_inline_commit = sqlite_inline_commit and synchronous in ("OFF", "NORMAL")
     parsed = make_url(url)
     is_sqlite = parsed.get_backend_name() == "sqlite"
     if is_sqlite and parsed.database and parsed.database != ":memory:":

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from agentd.core import SqliteSynchronous
 from agentd.store import sqlite_commit, sqlite_writer
 from agentd.store.db import Batch, Store
 from agentd.store.sqlite_writer import INLINE_MAX_ROWS, WriterThread
@@ -121,6 +122,20 @@ async def test_by_default_every_commit_runs_on_the_writer_thread(
         assert [e.seq for e in await store.read_events("s0")] == list(range(1, 7))
 
 
+@pytest.mark.parametrize("synchronous", [SqliteSynchronous.FULL, SqliteSynchronous.EXTRA])
+async def test_commits_that_sync_to_disk_never_run_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, synchronous: SqliteSynchronous
+) -> None:
+    # With `full`/`extra` every commit waits for an fsync: inline would stall the loop on it.
+    path = tmp_path / "f.db"
+    async with _store(path, monkeypatch, sqlite_inline_commit=True, sqlite_synchronous=synchronous) as (
+        store,
+        threads,
+    ):
+        await store.commit([_events(1, 3)])
+        assert threads == ["store-writer"]
+
+
 async def test_a_commit_finding_the_write_lock_held_waits_for_it_on_the_writer_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,7 +188,21 @@ async def test_a_commit_never_overtakes_one_still_on_the_thread(
         burst.cancel()
         with pytest.raises(asyncio.CancelledError):
             await burst
+        queued = asyncio.Event()  # the next commit handed to the thread (what must happen)
+        real_run = WriterThread.run
+
+        async def run(thread: WriterThread, fn: Any, *args: Any) -> Any:
+            queued.set()
+            return await real_run(thread, fn, *args)
+
+        monkeypatch.setattr(WriterThread, "run", run)
         after = asyncio.create_task(store.commit([_events(INLINE_MAX_ROWS + 2, 1)]))
+        # Open the gate only once `after` has either queued on the thread or (the fault this
+        # catches) committed on the loop: opened earlier, the burst could end before `after`
+        # even starts, and then committing on the loop would be right.
+        waiting = asyncio.create_task(queued.wait())
+        await asyncio.wait({after, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
         gate.set()
         await after
         assert threads == ["store-writer", "store-writer"]
