@@ -122,12 +122,12 @@ if _sk is not None:
     _sk.SocketWriter.write = _write_frames
 import agentd.providers.http.conn as _hc
 _write = _hc.Connection.write
-async def _hwrite(self, data, limit_s):
+async def _hwrite(self, data, limit_s, *rest):
     if _TL[0] is not None and _TL[0] and _TL[0][-1][0] == "http":
         _TL[0][-1] = ("http", _TL[0][-1][1] + bytes(data))
     else:
         _rec("http", bytes(data))
-    return await _write(self, data, limit_s)
+    return await _write(self, data, limit_s, *rest)
 _hc.Connection.write = _hwrite
 """
 
