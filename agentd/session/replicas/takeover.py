@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from sqlalchemy import exc as sa_exc
+
 from agentd.session.errors import SessionError, SessionErrorKind
 
 if TYPE_CHECKING:
@@ -109,14 +111,14 @@ class Takeover:
         if first is not None:
             try:
                 await first()
-            except Exception:
-                log.exception("taking back this replica's sessions failed")
+            except Exception as exc:
+                _failed("taking back this replica's sessions", exc)
         while not self._manager.closing:
             await asyncio.sleep(self.interval_s)
             try:
                 await self.sweep()
-            except Exception:  # the database may be away for a while: the next sweep retries
-                log.exception("the takeover sweep failed")
+            except Exception as exc:  # the database may be away for a while: the next sweep retries
+                _failed("the takeover sweep", exc)
 
     async def sweep(self, claim: ClaimOrphans | None = None) -> list[str]:
         """Claim and load until nothing is left to claim; returns the sessions this
@@ -133,8 +135,8 @@ class Takeover:
                 if more and free > 0 and not self._manager.closing:
                     try:
                         got = await claim(free, self._backoff.waiting(loop.time()))
-                    except Exception:  # the loads under way finish; the next sweep claims again
-                        log.exception("claiming orphaned sessions failed")
+                    except Exception as exc:  # the loads under way finish; the next sweep claims again
+                        _failed("claiming orphaned sessions", exc)
                         got = []
                     more = len(got) == free  # a full claim: there may be more once a slot frees
                     for session_id in got:
@@ -204,3 +206,12 @@ def start_takeover(manager: SessionManager, *, lease_ttl_s: float, queued: bool)
         return await sweeper.sweep(claim_mine)
 
     return asyncio.create_task(sweeper.run(first=take_back), name="takeover")
+
+
+def _failed(what: str, exc: Exception) -> None:
+    """A busy pool (a burst holds every connection) is load, not a fault: one warning line,
+    and the next sweep tries again; anything else is logged with its traceback."""
+    if isinstance(exc, sa_exc.TimeoutError):
+        log.warning("%s failed: no database connection free in time (%s); the next sweep retries", what, exc)
+    else:
+        log.error("%s failed", what, exc_info=exc)

@@ -5,10 +5,12 @@ sweep against real replicas: tests/e2e/session/test_failover.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Collection
 from typing import Any, cast
 
 import pytest
+from sqlalchemy import exc as sa_exc
 
 from agentd.infra.config import Settings
 from agentd.session.errors import SessionError, SessionErrorKind
@@ -173,3 +175,24 @@ def test_backoff_doubles_up_to_its_cap_and_forgets_on_success() -> None:
 @pytest.mark.parametrize("ttl", [1.0, 2.0, 10.0])
 def test_the_interval_follows_the_lease(ttl: float) -> None:
     assert sweep_interval(ttl) == ttl / 4
+
+
+@pytest.mark.parametrize(
+    ("error", "level", "traceback"),
+    [
+        (sa_exc.TimeoutError("QueuePool limit of size 5 overflow 10 reached"), logging.WARNING, False),
+        (OSError("connection lost"), logging.ERROR, True),
+    ],
+)
+async def test_a_busy_pool_is_one_warning_line_and_other_failures_keep_their_traceback(
+    caplog: pytest.LogCaptureFixture, error: Exception, level: int, traceback: bool
+) -> None:
+    async def claim(limit: int, skip: Collection[str]) -> list[str]:
+        raise error
+
+    sweeper = Takeover(cast(SessionManager, FakeManager({})), claim, interval_s=1.0, parallel=1)
+    with caplog.at_level(logging.WARNING, logger="agentd.session.replicas.takeover"):
+        assert await sweeper.sweep() == []
+    [record] = [r for r in caplog.records if "claiming orphaned sessions failed" in r.getMessage()]
+    assert record.levelno == level
+    assert (record.exc_info is not None) is traceback
