@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from asyncio import FIRST_COMPLETED
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +41,7 @@ from agentd.core import (
     bind_log_context,
 )
 from agentd.session.actor.handlers import HANDLERS, on_turn_done
+from agentd.session.actor.mailbox import Mailbox
 from agentd.session.actor.stop import StopState, refuse
 from agentd.session.command_syntax import available_commands
 from agentd.session.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
@@ -146,7 +146,7 @@ class SessionActor:
         self.conversation = Conversation(
             conversation, self.journal.persist_message, self.journal.rewrite_messages
         )
-        self.mailbox: asyncio.Queue[SessionCommand] = asyncio.Queue()
+        self.mailbox = Mailbox()
         self._turn: RunningTurn | None = None
         # The running turn asks and remembers permissions here (its `PermissionGate`).
         self.permissions = PermissionGate(
@@ -221,36 +221,27 @@ class SessionActor:
     async def _run(self) -> None:
         # The next command or the running turn's end, whichever comes first: a turn's end
         # is its task completing, handled here, never a message the turn sends its actor.
-        get: asyncio.Task[SessionCommand] | None = None
+        # One future completed by either side (mailbox.py): the mailbox's `put_nowait`, or
+        # the done-callback added once to each turn's task.
+        mailbox = self.mailbox
+        commands = mailbox.items
+        watched: asyncio.Task[None] | None = None  # the turn task that wakes the mailbox
         try:
             while not self.stop_state.exited:
                 turn = self._turn
                 if turn is not None and turn.task.done():
                     self._turn_done(turn)
-                elif get is not None and get.done():
-                    cmd, get = get.result(), None
-                    await self._handle(cmd)
-                elif get is None and (turn is None or not self.mailbox.empty()):
-                    # No turn to watch (turns start only in this loop's handlers), or a
-                    # command is already waiting: no task to make (bench/actor_loop.py).
-                    await self._handle(await self.mailbox.get())
+                elif commands:
+                    await self._handle(commands.popleft())
                 else:
-                    if get is None:
-                        get = asyncio.create_task(self.mailbox.get())
-                    if turn is None:  # (the `get` made while the last turn ran)
-                        # Only a command can come now: the task alone, no `asyncio.wait`
-                        # (the next iteration takes its result; cancelling the actor
-                        # cancels it, as the `finally` below would).
-                        await get
-                    else:
-                        await asyncio.wait({get, turn.task}, return_when=FIRST_COMPLETED)
+                    if turn is not None and turn.task is not watched:
+                        watched = turn.task
+                        watched.add_done_callback(mailbox.wake)
+                    await mailbox.wait()
         finally:
-            if get is not None and get.done() and not get.cancelled():
-                refuse(self, get.result())  # taken from the mailbox as the actor stopped
-            elif get is not None:
-                get.cancel()
-        while not self.mailbox.empty():  # arrived while it was stopping
-            refuse(self, self.mailbox.get_nowait())
+            mailbox.forget_waiter()
+        while not mailbox.empty():  # arrived while it was stopping
+            refuse(self, mailbox.get_nowait())
 
     async def _handle(self, cmd: SessionCommand) -> None:
         try:

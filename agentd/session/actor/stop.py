@@ -29,6 +29,7 @@ from agentd.session.turn_launch import KilledTurnEnder, RunningTurn, stop_turn
 
 if TYPE_CHECKING:
     from agentd.loop import SessionLoopState
+    from agentd.session.actor.mailbox import Mailbox
     from agentd.session.eventlog import Journal
     from agentd.session.queue import PromptQueue, QueuedPrompt
     from agentd.session.services import ActorServices
@@ -57,7 +58,7 @@ class StopHost(KilledTurnEnder, Protocol):
     @property
     def task(self) -> asyncio.Task[None] | None: ...
     @property
-    def mailbox(self) -> asyncio.Queue[SessionCommand]: ...
+    def mailbox(self) -> Mailbox: ...
     @property
     def journal(self) -> Journal: ...
     @property
