@@ -213,13 +213,15 @@ class Dispatcher:
         parsed = parse_envelope(raw)
         if isinstance(parsed, RpcError):
             return error_response(raw_id(raw), parsed)
+        # (`parsed.is_notification`, read from the message itself: no pydantic property call)
+        notify = "id" not in raw
         try:
             with until(time.monotonic() + settings.request_deadline_s):  # its database waits
                 result = await self.call(parsed, ctx)
         except RpcError as err:
-            return None if parsed.is_notification else error_response(parsed.id, err)
+            return None if notify else error_response(parsed.id, err)
         except SessionError as exc:  # the session's own errors get their wire codes here
-            return None if parsed.is_notification else error_response(parsed.id, rpc_error(exc))
+            return None if notify else error_response(parsed.id, rpc_error(exc))
         except Exception as exc:
             overloaded = overload_error(exc)  # a saturated database: retryable, not a bug
             if overloaded is not None:
@@ -231,7 +233,7 @@ class Dispatcher:
                 f"Internal error while handling {parsed.method}",
                 {"reason": "internal", "retryable": False},  # a bug: the same request fails again
             )
-            return None if parsed.is_notification else error_response(parsed.id, failure)
-        if parsed.is_notification:
+            return None if notify else error_response(parsed.id, failure)
+        if notify:
             return None
         return response(parsed.id, {} if result is None else result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import agentd.session as session_face
 from agentd.core import enqueue_result, prompt_failure, prompt_result
 from agentd.protocol import (
     EnqueueParams,
@@ -68,10 +69,9 @@ async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, An
             meta=agentd_meta,
         )
     )
-    # Here, not at import: the outcome types come with the first session (start-up stays lean).
-    from agentd.session import ended_turn
-
-    ended = ended_turn(await reply)
+    # Looked up here, not at import: the outcome types come with the first session (start-up
+    # stays lean); an attribute of the face, not an import statement, once per turn.
+    ended = session_face.ended_turn(await reply)
     failure = prompt_failure(ended)
     if failure is not None:
         raise RpcError(ErrorCode.TURN_FAILED, *failure)
