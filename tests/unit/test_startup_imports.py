@@ -155,13 +155,13 @@ BEFORE_SERVING = (
 # The real `agentd serve`, stopped where the app starts loading (uvicorn has started: the
 # next thing it does is listen): what it has imported by then.
 SERVE_UNTIL_LOADING = f"""
-import agentd.cli.server
+import agentd.cli.serving
 
 def loading(settings):
     print({among(BEFORE_SERVING)}, flush=True)
     os._exit(0)
 
-agentd.cli.server._make_app = loading
+agentd.cli.serving._make_app = loading
 sys.argv = ["agentd", "serve", "--log-level", "warning"]
 from agentd.cli import main
 main()
