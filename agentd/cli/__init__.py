@@ -41,7 +41,8 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    if os.environ.get(TYPER_ENV, "").strip().lower() not in ("1", "true", "yes", "on"):
+    typer_only = os.environ.get(TYPER_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    if sys.argv[1:2] == ["serve"] and not typer_only:
         from agentd.cli.serving import serve_args
 
         if (given := serve_args(sys.argv[1:])) is not None:
