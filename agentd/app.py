@@ -7,9 +7,9 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
@@ -35,8 +35,6 @@ from agentd.store import Store, use_sqlalchemy_engine
 from agentd.tools import SandboxError, ShellLauncher
 from agentd.transport import (
     ACP_RENDERER,
-    METHODS,
-    UNSUPPORTED,
     AppState,
     Dispatcher,
     KeepRawSend,
@@ -55,8 +53,50 @@ from agentd.transport import close_all as close_http_connections
 if TYPE_CHECKING:
     from agentd.session import TurnKit
     from agentd.tools import Tool
+    from agentd.transport import Method
 
 log = logging.getLogger(__name__)
+V = TypeVar("V")
+
+
+class LoadedOnUse(Mapping[str, V]):
+    """A table imported at its first lookup. The method handlers (agentd/transport/handlers:
+    ~25 modules with what only they use, ~0.9 MiB resident) load with the first RPC call,
+    not at start-up (issue 32 item 3: idle RSS; tests/unit/test_startup_imports.py)."""
+
+    def __init__(self, load: Callable[[], Mapping[str, V]]) -> None:
+        self._load = load
+        self._table: Mapping[str, V] | None = None
+
+    @property
+    def table(self) -> Mapping[str, V]:
+        if self._table is None:
+            self._table = self._load()
+        return self._table
+
+    def __getitem__(self, key: str) -> V:
+        return self.table[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __bool__(self) -> bool:  # `table or {}` must not load it (an empty one acts alike)
+        return True
+
+
+def _methods() -> Mapping[str, Method]:
+    from agentd.transport import METHODS
+
+    return METHODS
+
+
+def _unsupported() -> Mapping[str, str]:
+    from agentd.transport import UNSUPPORTED
+
+    return UNSUPPORTED
 
 
 # The turn machinery (loop, tools, agents) loads with the first session, not at start-up
@@ -159,7 +199,7 @@ def create_app(
             writer,
             manager,
             prov,
-            Dispatcher(METHODS, UNSUPPORTED),
+            Dispatcher(LoadedOnUse(_methods), LoadedOnUse(_unsupported)),
             services,
             authenticator,
             limiter,

@@ -1,5 +1,5 @@
 """What the sub-commands share: the Typer app, its global options, the help sentences, and
-turning a user's mistake into one line on stderr and exit 2.
+turning a user's mistake into one line on stderr and exit 2 (agentd/cli/plain.py).
 
 Importing this (and so `agentd --help`) loads Typer and the settings' enums only: the
 settings model (pydantic-settings), asyncio and everything a command runs are imported when
@@ -8,25 +8,28 @@ the command runs (issue 32: the CLI answers `--help` in the time of Typer alone)
 from __future__ import annotations
 
 import os
-import traceback
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import Annotated
 
 import typer
 
-from agentd.core import PermissionMode
-from agentd.infra import (
-    CONFIG_ENV,
-    DEFAULT_HOST,
-    DEFAULT_MODEL,
-    DEFAULT_PORT,
-    AuthMode,
-    LogLevel,
+from agentd.cli.plain import (
+    LOG_LEVEL_ENV,
+    STRICT_ENV,
+    debugging,
+    fail,
+    load_settings,
+    run,
+    strict,
+    use_config,
 )
+from agentd.core import PermissionMode
+from agentd.infra import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, AuthMode, LogLevel
 
-if TYPE_CHECKING:
-    from agentd.infra import Settings
+__all__ = [
+    "HELP_DEFAULTS", "LOG_LEVEL_ENV", "STRICT_ENV", "ConfigOption", "DbOption", "StrictOption", "app",
+    "choices", "debugging", "fail", "help_for", "load_settings", "run", "shown", "strict", "use_config",
+]  # fmt: skip
 
 app = typer.Typer(
     help="agentd — a self-hostable agent server (ACP over WebSocket/HTTP).",
@@ -34,9 +37,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals may hold API keys
     rich_markup_mode=None,  # plain help: sentences, no boxes, no `<bool>` beside --help
 )
-T = TypeVar("T")
-LOG_LEVEL_ENV = "AGENTD_LOG_LEVEL"
-STRICT_ENV = "AGENTD_STRICT"
 
 # The defaults the help shows, by setting name; tests/unit/cli pins them to `Settings`'.
 HELP_DEFAULTS: dict[str, object] = {
@@ -63,11 +63,6 @@ def help_for(text: str, name: str, default: str | None = None) -> str:
 
 def choices(values: list[str]) -> str:
     return ", ".join(values[:-1]) + f" or {values[-1]}"
-
-
-def use_config(config: Path | None) -> None:
-    if config is not None:
-        os.environ[CONFIG_ENV] = str(config)  # read by Settings' TOML source
 
 
 ConfigOption = Annotated[
@@ -101,57 +96,3 @@ def _options(
         os.environ[LOG_LEVEL_ENV] = LogLevel.DEBUG.value
     if strict:
         os.environ[STRICT_ENV] = "1"
-
-
-def strict() -> bool:
-    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def debugging() -> bool:
-    return os.environ.get(LOG_LEVEL_ENV, "").strip().lower() == LogLevel.DEBUG.value
-
-
-def fail(exc: BaseException) -> NoReturn:
-    """A mistake of the user's: one line on stderr and exit 2 (the traceback with --debug)."""
-    if debugging():
-        traceback.print_exception(exc)
-    typer.echo(f"agentd: error: {exc}", err=True)
-    raise typer.Exit(2)
-
-
-def run(job: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """`asyncio.run(job())` where a `StartupError` is the user's mistake, not a crash."""
-    import asyncio
-
-    from agentd.preflight import StartupError
-
-    try:
-        return asyncio.run(job())
-    except StartupError as exc:
-        fail(exc)
-
-
-def load_settings(**overrides: Any) -> Settings:
-    """The settings, or one line per mistake and exit 2. An `AGENTD_*` variable that is no
-    setting is named with the closest setting (a warning; refused with --strict)."""
-    from pydantic import ValidationError
-
-    from agentd.infra import Settings, explain, explain_unparsable, unknown_variables
-
-    given: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
-    secret = [n for n, f in Settings.model_fields.items() if "Secret" in str(f.annotation)]
-    try:
-        settings = Settings(**given)
-    except ValidationError as exc:  # a bad value: which setting, what was given, what it takes
-        typer.echo(f"agentd: error: invalid setting: {explain(exc, secret)}", err=True)
-        raise typer.Exit(2) from None
-    except ValueError as exc:  # a list or table that is not JSON, or the config file
-        line = explain_unparsable(exc, os.environ, secret)
-        typer.echo(f"agentd: error: {f'invalid setting: {line}' if line else exc}", err=True)
-        raise typer.Exit(2) from None
-    unknown = unknown_variables(os.environ, Settings.model_fields)
-    for mistake in unknown:
-        typer.echo(f"agentd: {'error' if strict() else 'warning'}: {mistake.line()}", err=True)
-    if unknown and strict():
-        raise typer.Exit(2)
-    return settings

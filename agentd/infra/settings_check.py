@@ -16,8 +16,10 @@ from pydantic import ValidationError
 
 PREFIX = "AGENTD_"
 # Variables agentd reads that are not settings: the config file, a client's token, the
-# tag on a tool's processes, the strict switch itself.
-NOT_SETTINGS = frozenset({"AGENTD_CONFIG", "AGENTD_TOKEN", "AGENTD_TOOL_PROC", "AGENTD_STRICT"})
+# tag on a tool's processes, the strict switch itself, the CLI's all-through-Typer switch.
+NOT_SETTINGS = frozenset(
+    {"AGENTD_CONFIG", "AGENTD_TOKEN", "AGENTD_TOOL_PROC", "AGENTD_STRICT", "AGENTD_CLI_TYPER"}
+)
 # Other tools' spellings of a Postgres or SQLite URL, and the async driver agentd runs them on.
 URL_SCHEMES = {
     "postgres://": "postgresql+asyncpg://",

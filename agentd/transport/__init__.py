@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from agentd.transport.revocation import LiveTokens as LiveTokens
     from agentd.transport.routed import start_routing as start_routing
     from agentd.transport.rpc import Dispatcher as Dispatcher
+    from agentd.transport.rpc import Method as Method
     from agentd.transport.socket_write import KeepRawSend as KeepRawSend
     from agentd.transport.sse import sse_router as sse_router
     from agentd.transport.state import AppState as AppState
@@ -53,6 +54,7 @@ _WHERE = {
     "check_url": "agentd.transport.bridge",
     "close_all": "agentd.transport.streamable_http",
     "Dispatcher": "agentd.transport.rpc",
+    "Method": "agentd.transport.rpc",
     "docs_router": "agentd.transport.docs",
     "KeepRawSend": "agentd.transport.socket_write",
     "http_router": "agentd.transport.http",
@@ -79,6 +81,7 @@ __all__ = [
     "KeepRawSend",
     "LiveTokens",
     "LoadFailed",
+    "Method",
     "OriginGuard",
     "RateLimiter",
     "acp_endpoint",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +124,7 @@ def _before_initialize(raw: Any, ctx: CallContext) -> Request | None:
 
 
 class Dispatcher:
-    def __init__(self, methods: dict[str, Method], unsupported: dict[str, str] | None = None) -> None:
+    def __init__(self, methods: Mapping[str, Method], unsupported: Mapping[str, str] | None = None) -> None:
         self.methods = methods
         # ACP methods agentd deliberately does not implement → why (said in the error).
         self.unsupported = unsupported or {}

@@ -10,7 +10,7 @@ either — the session actor, the loop, the tool implementations, the agent defi
 (`ActorServices` makes its `TurnKit` on first use, agentd/session/services.py), not even a
 turn's outcome type or the MCP client — nor
 `prometheus_client` (agentd/infra/metrics.py: the instruments are made at the first observation
-or scrape); the first session brings them in.
+or scrape); the first session brings them in, and the first RPC call the method handlers.
 `agentd serve` on a current SQLite database answers /healthz before it imports the app at all
 (agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's async engine,
 the store, the transport and the session machinery load in the background, after the socket
@@ -44,6 +44,8 @@ FIRST_SESSION = (
     "agentd.tools.files.tools", "agentd.tools.search.grep", "agentd.agents", "agentd.core.outcome",
     "agentd.tools.mcp.client",
 )  # fmt: skip
+# Loaded with the first RPC call (the dispatcher's method table, agentd/app.py `LoadedOnUse`).
+FIRST_CALL = ("agentd.transport.handlers",)
 
 
 def among(watch: tuple[str, ...]) -> str:
@@ -97,8 +99,22 @@ def migrated_home(tmp_path: Path) -> Path:
 
 
 def test_a_started_idle_server_has_not_loaded_the_turn_machinery_or_prometheus(tmp_path: Path) -> None:
-    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(LAZY + FIRST_SESSION), then="pass")
+    code = STARTED.format(
+        home=str(migrated_home(tmp_path)), idle=among(LAZY + FIRST_SESSION + FIRST_CALL), then="pass"
+    )
     assert printed(code) == [[]]
+
+
+def test_the_first_call_loads_the_method_handlers(tmp_path: Path) -> None:
+    """The dispatcher's tables load at their first lookup, and are the real ones."""
+    then = (
+        "d = app.state.agentd.dispatcher\n"
+        "        print(json.dumps([d.methods.get('session/new') is not None,"
+        " d.unsupported.get('logout') is not None, d.methods.get('no/such') is None]))\n"
+        f"        print({among(FIRST_CALL)})"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(FIRST_CALL), then=then)
+    assert printed(code) == [[], [True, True, True], list(FIRST_CALL)]
 
 
 def test_the_first_session_loads_the_turn_machinery(tmp_path: Path) -> None:
@@ -155,13 +171,13 @@ BEFORE_SERVING = (
 # The real `agentd serve`, stopped where the app starts loading (uvicorn has started: the
 # next thing it does is listen): what it has imported by then.
 SERVE_UNTIL_LOADING = f"""
-import agentd.cli.server
+import agentd.cli.serving
 
 def loading(settings):
     print({among(BEFORE_SERVING)}, flush=True)
     os._exit(0)
 
-agentd.cli.server._make_app = loading
+agentd.cli.serving._make_app = loading
 sys.argv = ["agentd", "serve", "--log-level", "warning"]
 from agentd.cli import main
 main()
