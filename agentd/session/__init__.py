@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from agentd.session.services import ActorServices as ActorServices
     from agentd.session.sinks import Frame as Frame
     from agentd.session.sinks import FrameSink as FrameSink
+    from agentd.session.sinks import Gated as Gated
     from agentd.session.sinks import requesting as requesting
     from agentd.session.sinks import tracked_sessions as tracked_sessions
     from agentd.session.sinks import urgent as urgent
@@ -86,6 +87,7 @@ _WHERE = {
     "EventWriter": "agentd.session.eventlog.writer",
     "export_session": "agentd.session.portable",
     "Frame": "agentd.session.sinks",
+    "Gated": "agentd.session.sinks",
     "FrameSink": "agentd.session.sinks",
     "GoalClear": "agentd.session.commands",
     "GoalGet": "agentd.session.commands",
@@ -150,6 +152,7 @@ __all__ = [
     "EventWriter",
     "Frame",
     "FrameSink",
+    "Gated",
     "GoalClear",
     "GoalGet",
     "GoalSet",

@@ -21,6 +21,17 @@ if TYPE_CHECKING:
 Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification
 
 
+class Gated(list[Frame]):
+    """A `Renderer.live` result of one frame that names what a client must support to take
+    it as it is (`gate`: an update kind or `_agentd/` method, asked of `FilteringSink`;
+    "" when every client takes it). The hub answers that once per kind and client instead
+    of calling `Renderer.for_client` for every frame; anything else (None, or a plain
+    list) goes through `for_client`."""
+
+    __slots__ = ("gate",)
+    gate: str | None
+
+
 class FrameSink(Protocol):
     """The outgoing side of a client connection."""
 

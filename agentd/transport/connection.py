@@ -93,6 +93,13 @@ class Connection:
         self._opt_in = OptIn()  # what of agentd's own notifications it asked for (none: stock ACP)
         self.sessions: set[str] = set()  # attached session ids
         self._out = OutgoingQueue(state.settings.client_buffer_frames)
+        # A notification already encoded once for every client of the session (the same
+        # text `send_notification` would queue); False when full or closed: the queue's own
+        # call, so the hub queues a frame in one call.
+        self.send_encoded = self._out.offer  # type: ignore[method-assign, assignment]
+        # `supports_update`'s answers by kind, cleared in place when `initialize` sets what
+        # it asks: the hub reads it per frame (`Subscriber`) without a call.
+        self.supports_cache = self._supports
         self._urgent: collections.deque[str] = collections.deque()
         self._pending: dict[int | str, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
@@ -155,15 +162,8 @@ class Connection:
             return False
 
     def send_encoded(self, text: str) -> bool:
-        """A notification already encoded once for every client of the session
-        (`render.encode_notification`, the same text `send_notification` would queue)."""
-        if self.closed:
-            return False
-        try:
-            self._out.put_nowait(text)
-            return True
-        except asyncio.QueueFull:
-            return False
+        """(The class's face: every instance sends through its queue's `offer` itself.)"""
+        return self._out.offer(text)
 
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:
         """Goes out ahead of the (full) outgoing buffer: a `resync_required` must reach a
@@ -383,6 +383,7 @@ class Connection:
 
     async def _close(self, writer: asyncio.Task[None]) -> None:
         self.closed = True
+        self._out.close()
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(RpcError(ErrorCode.CONNECTION_CLOSED, "connection closed"))

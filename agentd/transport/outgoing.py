@@ -36,6 +36,7 @@ class OutgoingQueue:
         # The loop, once known: 3.11's get_running_loop() is a getpid() system call, and
         # the writer waits here for every frame of a model streaming chunk by chunk.
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.closed = False  # see `close`
 
     def qsize(self) -> int:
         return len(self._items)
@@ -54,6 +55,26 @@ class OutgoingQueue:
         self._is_replay.append(False)
         if self._getters:
             _wake_next(self._getters)
+
+    def offer(self, item: Any) -> bool:
+        """`put_nowait` answering False instead of raising (a full queue, or `close`d): a
+        connection's `send_encoded` itself, one call per frame the hub sends."""
+        if self.closed or 0 < self.maxsize <= len(self._items) - self._replayed:
+            return False
+        self._items.append(item)
+        self._is_replay.append(False)
+        getters = self._getters
+        if getters:  # (`_wake_next`, written out: the writer waits here between frames)
+            getter = getters.popleft()
+            if getter.done():
+                _wake_next(getters)
+            else:
+                getter.set_result(None)
+        return True
+
+    def close(self) -> None:
+        """`offer` refuses from now on (the connection is closed)."""
+        self.closed = True
 
     async def put(self, item: Any) -> None:
         """Queue a frame once there is room (never dropped)."""

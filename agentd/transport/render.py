@@ -48,7 +48,7 @@ from agentd.protocol import (
     outgoing,
     session_notification,
 )
-from agentd.session import Frame
+from agentd.session import Frame, Gated
 
 if TYPE_CHECKING:
     from agentd.session import Advertised
@@ -265,8 +265,11 @@ _NO_LIVE_ACP: set[type] = set()
 
 
 def live_frames(event: Event, last_seq: int) -> list[Frame]:
+    """An event's frames for a live client: a `Gated` list when it is one frame, naming what
+    a client must support to take it as it is (as `for_client` would ask)."""
     update = event.update
     cls = type(update)
+    out = Gated()
     if cls is AgentTextChunk:  # most frames of a turn: written out (`_text_chunk`'s frame)
         chunk = cast(AgentTextChunk, update)
         seq = event.seq
@@ -276,21 +279,29 @@ def live_frames(event: Event, last_seq: int) -> list[Frame]:
         if chunk.message_id is not None:  # (as `chunk_update` writes it)
             body["messageId"] = chunk.message_id
         params = {"sessionId": event.session_id, "update": body, "_meta": {"agentd": agentd}}
-        return [(SESSION_UPDATE, params)]
+        out.append((SESSION_UPDATE, params))
+        out.gate = kind
+        return out
+    frames: list[Frame] | None = None
     if cls not in _NO_LIVE_ACP:
         frames = _acp_frames(event, last_seq, replay=False)
-        if frames is not None:
-            return frames
-        if cls is not Unparsed:
+        if frames is None and cls is not Unparsed:
             _NO_LIVE_ACP.add(cls)
-    if isinstance(update, PermissionResolved):
-        return [
-            (
-                EXT_PERMISSION_RESOLVED,
-                {"sessionId": event.session_id, **event.payload, "_meta": _meta(event, last_seq)},
-            )
-        ]
-    return [_ext(event, last_seq)]
+    if frames is not None:
+        out += frames
+    elif isinstance(update, PermissionResolved):
+        resolved = {"sessionId": event.session_id, **event.payload, "_meta": _meta(event, last_seq)}
+        out.append((EXT_PERMISSION_RESOLVED, resolved))
+    else:
+        out.append(_ext(event, last_seq))
+    out.gate = None
+    if len(out) == 1:  # the question `for_client` asks of one frame
+        method, first = out[0]
+        if method == SESSION_UPDATE:
+            out.gate = first["update"]["sessionUpdate"]
+        else:
+            out.gate = method if method.startswith(AGENTD_PREFIX) else ""
+    return out
 
 
 def acp_replay_frames(event: Event) -> list[Frame]:

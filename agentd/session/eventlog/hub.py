@@ -20,7 +20,7 @@ from typing import Any
 
 from agentd.core import AgentText, AgentTextChunk, Event, EventKind, Unparsed
 from agentd.session.errors import ResyncReason
-from agentd.session.sinks import Frame, FrameSink, Renderer, encoded, filtering, urgent
+from agentd.session.sinks import Frame, FrameSink, Gated, Renderer, encoded, filtering, urgent
 
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
 DEFAULT_BUFFER_LIMIT = 10_000  # events; the server sets it to `client_buffer_frames`
@@ -52,6 +52,12 @@ class Subscriber:
         self.renderer = render  # the wire shape (agentd/transport/render.py)
         self._encoded = encoded(sink)  # takes frames encoded once for all clients
         self._filtering = filtering(sink)  # once: a Protocol isinstance costs µs per frame
+        # The encoded-frame send, once (a connection's is its queue's own `offer`).
+        self._send = self._encoded.send_encoded if self._encoded is not None else None
+        # What this client may take, by a `Gated` frame's gate: the connection's own
+        # answers (cleared in place when `initialize` changes them), else ours.
+        cache = getattr(sink, "supports_cache", None)
+        self._allowed: dict[str, bool] = cache if isinstance(cache, dict) else {}
         self._buffer: list[Event] | None = []  # None once live
         self.last_seq = 0
         self.attached_seq = 0  # the session's last seq when it subscribed (set by the actor)
@@ -202,7 +208,16 @@ class Subscriber:
                 frames = renderer.missed(event, delivered) + frames
         client = self._filtering
         if client is not None:
-            frames = renderer.for_client(frames, event, client.supports_update, self.last_seq)
+            # One frame the renderer named the gate of: asked once per kind, not per frame.
+            gate = frames.gate if type(frames) is Gated else None
+            if gate is None:
+                frames = renderer.for_client(frames, event, client.supports_update, self.last_seq)
+            elif gate:
+                allowed = self._allowed
+                if gate not in allowed:
+                    allowed[gate] = client.supports_update(gate)
+                if not allowed[gate]:
+                    frames = renderer.for_client(frames, event, client.supports_update, self.last_seq)
         return frames, delivered
 
     def _chunk(self, event: Event, mid: str, text: str, offset: int) -> Event | None:
@@ -250,20 +265,24 @@ class Subscriber:
                 assert encoded_sink is not None
                 sent = encoded_sink.send_encoded(text)
             if not sent:
-                self.dropped = True
-                log.warning("client %s fell behind; it is told to resync", self.sink.id)
-                resync = urgent(self.sink)
-                if resync is not None:
-                    # `delivered`: the last durable event this client really got.
-                    slow = ResyncReason.CLIENT_TOO_SLOW
-                    resync.send_urgent(*self.renderer.resync(self.session_id, delivered, slow))
+                self._fell_behind(delivered)
                 return
+
+    def _fell_behind(self, delivered: int) -> None:
+        self.dropped = True
+        log.warning("client %s fell behind; it is told to resync", self.sink.id)
+        resync = urgent(self.sink)
+        if resync is not None:
+            # `delivered`: the last durable event this client really got.
+            slow = ResyncReason.CLIENT_TOO_SLOW
+            resync.send_urgent(*self.renderer.resync(self.session_id, delivered, slow))
 
 
 class EventHub:
     def __init__(self, *, render: Renderer, on_drop: Callable[[], None] | None = None) -> None:
         self._render = render
         self._subscribers: dict[str, Subscriber] = {}
+        self._each: tuple[tuple[str, Subscriber], ...] = ()  # its items, as `publish` walks them
         self._on_drop = on_drop  # a client fell behind and was told to resync
         self._spare: Shared | None = Shared(None)  # see `publish`
         # The last durable seq published (a transient one published now follows it).
@@ -273,12 +292,14 @@ class EventHub:
         sub = Subscriber(sink, session_id, render=self._render)
         self.unsubscribe(sink.id)  # a re-attach replaces the connection's subscription
         self._subscribers[sink.id] = sub
+        self._each = tuple(self._subscribers.items())
         return sub
 
     def unsubscribe(self, sink_id: str) -> None:
         sub = self._subscribers.pop(sink_id, None)
         if sub is not None:
             sub.detached = True
+            self._each = tuple(self._subscribers.items())
 
     def get(self, sink_id: str) -> Subscriber | None:
         return self._subscribers.get(sink_id)
@@ -295,15 +316,28 @@ class EventHub:
             self._spare = None
             shared.event, shared.last_seq = event, -1
         try:
-            for sid, sub in list(self._subscribers.items()):
+            for sid, sub in self._each:
                 if sub._buffer is None and not sub.dropped:  # live: `deliver`, inline
                     frames, delivered = sub._render(event, shared)
-                    if frames:
+                    one = frames is shared.frames and type(frames) is Gated and frames.gate is not None
+                    if not frames:
+                        pass
+                    elif one and sub._send is not None:
+                        # The common case, `_emit` written out: one frame (a `Gated` list
+                        # with a gate), the same for every client, encoded once and queued
+                        # in one call.
+                        text = shared.texts[0]
+                        if text is None:
+                            text = shared.texts[0] = self._render.encode(frames[0])
+                        if not sub._send(text):
+                            sub._fell_behind(delivered)
+                    else:
                         sub._emit(frames, delivered, shared)
                 else:
                     sub.deliver(event, shared)
                 if sub.dropped:
                     self._subscribers.pop(sid, None)
+                    self._each = tuple(self._subscribers.items())
                     if self._on_drop is not None:
                         self._on_drop()
         finally:
@@ -318,6 +352,7 @@ class EventHub:
             if resync is not None:
                 resync.send_urgent(*self._render.resync(sub.session_id, sub.last_seq, reason))
         self._subscribers.clear()
+        self._each = ()
 
     @property
     def sinks(self) -> list[FrameSink]:

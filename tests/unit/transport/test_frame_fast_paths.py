@@ -1,7 +1,8 @@
 """The per-frame paths written out for speed (issue 32 item 1) give what the general ones give:
 a chunk's frame and its bytes, one encoding call for a frame, the learned `_agentd/event`
 kinds, `for_client` handing back the very list, a connection's per-kind answers (which
-follow `initialize`), and the outgoing queue's `take` (as many `get_nowait` calls)."""
+follow `initialize`), the outgoing queue's `take` (as many `get_nowait` calls), a live
+frame's capability gate (what `for_client` would ask) and the queue's one-call `offer`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from agentd.core import AgentTextChunk
 from agentd.core.events import Event, EventKind
 from agentd.protocol import ClientCapabilities
 from agentd.protocol.agentd import OptIn
+from agentd.session import Gated
+from agentd.session.eventlog.hub import EventHub
 from agentd.transport.connection import Connection
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.render import (
@@ -111,3 +114,76 @@ async def test_take_leaves_the_queue_as_as_many_get_nowait_calls_would() -> None
     await asyncio.wait_for(asyncio.gather(waiting, putter), 10)
     assert q.take(0) == [] and q.take(10) == ["b", "r2", "c"]
     assert q.empty() and not q.full() and q.take(1) == []
+
+
+def gated_events() -> list[Event]:
+    user = {"messageId": "u1", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    return [
+        chunk("a"),
+        chunk("t", thought=True),
+        Event.stored(SID, EventKind.PLAN, orjson.dumps({"sessionUpdate": "plan", "entries": []}), seq=1),
+        Event.stored(SID, EventKind.NOTICE, orjson.dumps({"severity": "info", "title": "t"}), seq=2),
+        Event.stored(SID, EventKind.TURN_STARTED, orjson.dumps({"turnId": "t1"}), seq=3),
+        Event.stored(SID, EventKind.USER_MESSAGE, orjson.dumps(user), seq=4),  # two frames
+    ]
+
+
+def test_a_live_frames_gate_is_the_one_question_for_client_asks_of_it() -> None:
+    # The hub answers the gate instead of calling `for_client`: the two must agree.
+    for event in gated_events():
+        frames = live_frames(event, 0)
+        assert type(frames) is Gated
+        asked: list[str] = []
+
+        def supports(kind: str, asked: list[str] = asked) -> bool:
+            asked.append(kind)
+            return True
+
+        for_client(frames, event, supports, 0)
+        if len(frames) == 1:
+            assert frames.gate is not None and asked == ([frames.gate] if frames.gate else [])
+        else:
+            assert frames.gate is None  # several frames: `for_client` decides
+
+
+async def test_offer_queues_in_one_call_and_refuses_when_full_or_closed() -> None:
+    q = OutgoingQueue(2)
+    getter = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    assert q.offer("a")  # wakes the waiting writer
+    assert await asyncio.wait_for(getter, 10) == "a"
+    assert q.offer("b") and q.offer("c") and not q.offer("d")  # the live bound
+    assert q.take(10) == ["b", "c"]
+    q.close()
+    assert not q.offer("e") and q.empty()
+
+
+async def test_a_connection_sends_encoded_text_through_its_queue_until_closed() -> None:
+    conn = connection()
+    assert conn.send_encoded("x") and conn._out.take(5) == ["x"]
+    for i in range(10):
+        assert conn.send_encoded(str(i))
+    assert not conn.send_encoded("full")
+    conn._out.take(10)
+    writer = asyncio.ensure_future(asyncio.sleep(0))
+    await conn._close(cast(Any, writer))
+    assert not conn.send_encoded("late") and conn._out.empty()
+
+
+def test_the_hub_follows_a_connections_capabilities_changed_after_it_subscribed() -> None:
+    # The hub reads the connection's own per-kind answers (`supports_cache`), which a new
+    # `initialize` clears: the next notice takes the new answer.
+    conn = connection()
+    conn.opt_in = OptIn(notifications=["*"])
+    hub = EventHub(render=ACP_RENDERER)
+    hub.subscribe(conn, SID).go_live(0)
+
+    def notice(seq: int) -> Event:
+        return Event.stored(SID, EventKind.NOTICE, orjson.dumps({"severity": "info", "title": "t"}), seq=seq)
+
+    hub.publish(notice(1))
+    conn.client_capabilities = ClientCapabilities.model_validate({"session": {"notices": {}}})
+    hub.publish(notice(2))
+    first, second = (orjson.loads(t) for t in conn._out.take(5))
+    assert first["method"] == "_agentd/event"  # not advertised: agentd's own form
+    assert second["method"] == "session/update" and second["params"]["update"]["sessionUpdate"] == "notice"
