@@ -166,21 +166,7 @@ class EventWriter:
     ) -> None:
         """`submit(event=…, publish=…, session_fields=…)`, the journal's every event: the
         session row's fields written in the event's own commit."""
-        # (`_put`, inline: every event of every session comes this way)
-        item = WriteItem(session_id, event, publish, session_fields=session_fields)
-        if item.needs_commit:
-            item.fence = self.fences.get(session_id)
-            item.cause = tracing.cause()
-        if self._metrics is not None:
-            item.submitted_at = monotonic()
-        self._tickets += 1
-        item.ticket = self._tickets
-        self._queue.append(item)
-        wake = self._wake
-        if wake is not None:
-            self._wake = None
-            if not wake.done():
-                wake.set_result(None)
+        self._put(WriteItem(session_id, event, publish, session_fields=session_fields), session_id, True)
 
     def _put(self, item: WriteItem, session_id: str, published: bool) -> None:
         if item.needs_commit:
