@@ -49,6 +49,8 @@ export class ModelPicker {
       return opt;
     }));
     if (this.current) select.value = this.current;
+    // The model the server confirmed (the select's value may still be a pending choice).
+    select.dataset.current = this.current || "";
   }
 
   async choose(model) {

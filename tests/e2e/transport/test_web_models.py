@@ -40,7 +40,8 @@ async def test_the_model_picker_lists_switches_and_refreshes(
             await shot(page, tmp_path, "1-picker")
 
             await picker.select_option("big-model")
-            # Another client sees the session on the new model.
+            # Once the server has confirmed the switch, another client sees the new model.
+            await expect(picker).to_have_attribute("data-current", "big-model")
             client = await server.client()
             sid = await page.locator("#sessions li.current").get_attribute("data-session-id")
             resumed = await client.call("session/resume", {"sessionId": sid, "cwd": str(workspace)})
