@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from agentd.core import (
     ErrorKind,
     HarnessError,
@@ -21,6 +23,7 @@ from agentd.core import (
     ToolCallDelta,
     Usage,
 )
+from agentd.providers.http import Event, parse_event
 from agentd.providers.openai.errors import classify_http_error
 
 _FINISH_REASONS: dict[str, StopReason] = {
@@ -70,6 +73,50 @@ class ChatAssembler:
         self.usage: Usage | None = None
         self.model = ""  # the answering model, as the chunks name it
         self.done = False  # [DONE] seen
+        self.failed: HarnessError | None = None  # `feed_read` stopped at this error
+
+    def feed_read(self, events: list[Event]) -> list[StreamEvent]:
+        """`feed(parse_event(data))` of each event a network read completed, up to [DONE]
+        (then `done` is set and the rest is not looked at). Per read, not per event (issue
+        32): the usual chunk — one choice, its delta a text piece alone, nothing else new —
+        is folded here, with no call but the JSON parse and the event made; any other chunk
+        (or one orjson does not take as an object) goes through `parse_event` and `feed`.
+        A chunk that fails leaves its error in `failed`, the events before it returned."""
+        out: list[StreamEvent] = []
+        try:
+            for _, data in events:
+                if data == b"[DONE]" or (data[:1] != b"{" and data.strip() == b"[DONE]"):
+                    self.done = True
+                    break
+                try:
+                    chunk = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    chunk = None
+                if type(chunk) is not dict:
+                    chunk = parse_event(data)  # (its fallbacks and errors)
+                choices = chunk.get("choices")
+                if type(choices) is list and len(choices) == 1:
+                    choice = choices[0]
+                    # (`type(...)` is no call; `is None`: an absent or null field, as `feed` skips it)
+                    if type(choice) is dict and choice.get("finish_reason") is None:
+                        delta = choice.get("delta")
+                        if (
+                            type(delta) is dict
+                            and len(delta) == 1
+                            and type(content := delta.get("content")) is str
+                            and choice.get("index", 0) == 0
+                            and chunk.get("usage") is None
+                            and chunk.get("model") in (self.model, None)
+                        ):
+                            if content:
+                                out.append(TextDelta(content))
+                            continue
+                out += self.feed(chunk)
+        except HarnessError as err:
+            # The events before the failing one are the caller's all the same, as when
+            # they were folded one by one: it yields `out`, then raises this.
+            self.failed = err
+        return out
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         # Per chunk only the fields it has are looked at (`in` first: most deltas hold
