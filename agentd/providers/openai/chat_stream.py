@@ -233,9 +233,12 @@ def _usage(usage: dict[str, Any]) -> Usage:
     # `prompt_tokens` includes the cached part on OpenAI; agentd's `input_tokens` means
     # uncached input (as Anthropic reports it), so budgets that add cache reads never
     # count the cached tokens twice.
-    cached_n = token_count(cached)
+    cached_n = cached if type(cached) is int and cached >= 0 else token_count(cached)
+    # (a non-negative int, what servers send, taken as it is: `token_count` gives it back)
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
     return Usage(
-        input_tokens=max(0, token_count(usage.get("prompt_tokens")) - cached_n),
-        output_tokens=token_count(usage.get("completion_tokens")),
+        input_tokens=max(0, (prompt if type(prompt) is int else token_count(prompt)) - cached_n),
+        output_tokens=completion if type(completion) is int and completion >= 0 else token_count(completion),
         cache_read_tokens=cached_n,
     )
