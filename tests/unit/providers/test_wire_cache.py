@@ -433,3 +433,42 @@ def test_the_body_around_the_conversation_is_composed_once_while_the_other_field
     assert len(composed) == 3
     provider.forget_session("s1")
     assert "s1" not in provider._bodies and "s2" in provider._bodies
+
+
+@pytest.mark.parametrize("which", [2, 3, 4])  # prompt cache; thinking budget; no cache, adaptive
+def test_anthropic_keeps_the_body_around_its_entries_while_the_other_fields_stay(
+    which: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentd.providers.anthropic import wire as anthropic_wire
+
+    composed: list[int] = []
+    real = anthropic_wire.compose_body
+    monkeypatch.setattr(anthropic_wire, "compose_body", lambda *a: composed.append(1) or real(*a))
+    provider = _providers()[which]
+    history: list[Message] = []
+
+    def send(**fields: Any) -> int:
+        history.extend([Message.user(f"u{len(history)}"), Message(role="assistant", content="a")])
+        request = ProviderRequest(
+            model="",
+            system=fields.pop("system", "s"),
+            messages=list(history),
+            tools=TOOLS,
+            session_id="s1",
+            **fields,
+        )
+        composed.clear()
+        _check(provider, request)
+        return len(composed)
+
+    assert send() == 2  # composed for the body, and for the kept bytes around its entries
+    assert send() == 0  # kept (`_check`'s own build_body goes through request.compose_body)
+    history.append(Message.system("a system message joins `system`"))
+    assert send() == 2
+    assert send() == 0
+    assert send(system="other") == 2
+    assert send(max_output_tokens=50) == 2
+    assert send() == 2  # (back to no cap)
+    assert send(extended_reasoning=False) == (2 if which in (3, 4) else 0)  # thinking off: another body
+    provider.forget_session("s1")
+    assert send() == 2
