@@ -94,23 +94,26 @@ class ChatAssembler:
                     chunk = None
                 if type(chunk) is not dict:
                     chunk = parse_event(data)  # (its fallbacks and errors)
-                choices = chunk.get("choices")
+                # `in` and subscripts, not `.get`: no call per field (an absent or null
+                # field is as `feed` skips it).
+                choices = chunk["choices"] if "choices" in chunk else None
                 if type(choices) is list and len(choices) == 1:
                     choice = choices[0]
-                    # (`type(...)` is no call; `is None`: an absent or null field, as `feed` skips it)
-                    if type(choice) is dict and choice.get("finish_reason") is None:
-                        delta = choice.get("delta")
-                        if (
-                            type(delta) is dict
-                            and len(delta) == 1
-                            and type(content := delta.get("content")) is str
-                            and choice.get("index", 0) == 0
-                            and chunk.get("usage") is None
-                            and chunk.get("model") in (self.model, None)
-                        ):
-                            if content:
-                                out.append(TextDelta(content))
-                            continue
+                    if (
+                        type(choice) is dict
+                        and "delta" in choice
+                        and type(delta := choice["delta"]) is dict
+                        and "content" in delta
+                        and len(delta) == 1
+                        and type(content := delta["content"]) is str
+                        and ("finish_reason" not in choice or choice["finish_reason"] is None)
+                        and ("index" not in choice or choice["index"] == 0)
+                        and ("usage" not in chunk or chunk["usage"] is None)
+                        and ("model" not in chunk or chunk["model"] in (self.model, None))
+                    ):
+                        if content:
+                            out.append(TextDelta(content))
+                        continue
                 out += self.feed(chunk)
         except HarnessError as err:
             # The events before the failing one are the caller's all the same, as when
