@@ -192,6 +192,43 @@ class KeptTools:
         return encoded
 
 
+class KeptBody:
+    """A body's bytes around its conversation array (`head`, `tail`) and the array's leading
+    items (`first`: the system prompt's, on Chat Completions), for the request fields `key`
+    (issue 32: the body but its conversation is the same from call to call of a session, and
+    was composed and encoded on every one). `[head, *conversation.pieces, tail]` is what
+    `wire_pieces` gives for a request with those fields."""
+
+    __slots__ = ("first", "head", "key", "tail")
+
+    def __init__(self, key: Any, first: bytes, head: bytes, tail: bytes) -> None:
+        self.key, self.first, self.head, self.tail = key, first, head, tail
+
+
+_NO_CONVERSATION = Spliced([])
+
+
+def keep_body(
+    key: Any,
+    first: Callable[[Any], bytes],
+    compose: Callable[[Any, Any], dict[str, Any]],
+    request: Any,
+    tools: KeptTools,
+) -> KeptBody | None:
+    """The `KeptBody` of `compose(request, conversation)` (see `wire_pieces`: the same
+    encoding, the tools as `tools` keeps them); None when orjson refuses any of it (those
+    bodies take `wire_pieces` every time)."""
+    try:
+        leading = first(request)
+        body = compose(request, _NO_CONVERSATION)
+        if "tools" in body:
+            body["tools"] = tools.fragment(body["tools"])
+        pieces = _spliced_body(body)
+    except TypeError:  # orjson.JSONEncodeError
+        return None
+    return KeptBody(key, leading, pieces[0], pieces[1]) if len(pieces) == 2 else None
+
+
 def wire_pieces(
     fast: Callable[[], dict[str, Any]], plain: Callable[[], dict[str, Any]], tools: KeptTools | None = None
 ) -> list[bytes]:

@@ -12,6 +12,7 @@ per request. The result is byte for byte `orjson.dumps(build_body(request, optio
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -28,7 +29,14 @@ from agentd.providers.anthropic.request import (
     mark_cached,
     wants_thinking,
 )
-from agentd.providers.wire_cache import MAX_SESSIONS, KeptTools, Spliced, wire_pieces
+from agentd.providers.wire_cache import MAX_SESSIONS, KeptBody, KeptTools, Spliced, keep_body, wire_pieces
+
+# A tool as the body's key compares it (C only: no dataclass `__eq__` per tool).
+_TOOL_FIELDS = attrgetter("name", "description", "parameters")
+
+
+def _no_first(request: ProviderRequest) -> bytes:
+    return b""  # (system messages join the body's `system`, not the array)
 
 
 def _sort_user_blocks(entry: dict[str, Any]) -> None:
@@ -116,6 +124,7 @@ class AnthropicWire:
         self._max = max_sessions
         self._sessions: OrderedDict[tuple[str, bool], _Translated] = OrderedDict()
         self._tools = KeptTools()  # the last request's tools (cache mark included), encoded
+        self._bodies: dict[str, KeptBody] = {}  # per session: the bytes around its conversation
 
     def _translated(self, session_id: str, messages: list[Message], with_reasoning: bool) -> _Translated:
         key = (session_id, with_reasoning)
@@ -133,29 +142,92 @@ class AnthropicWire:
         """The session was unloaded: its conversation need not stay (issue 32 item 3)."""
         for with_reasoning in (False, True):
             self._sessions.pop((session_id, with_reasoning), None)
+        self._bodies.pop(session_id, None)
 
     def encode_pieces(self, request: ProviderRequest, options: AnthropicOptions) -> list[bytes]:
         """`build_body(request, options)` encoded, in pieces (the stdlib path when orjson
-        refuses it)."""
+        refuses it). The bytes around the conversation are the session's last ones while
+        what they are made of is equal (`wire_cache.KeptBody`; issue 32)."""
+        session = request.session_id
+        if session is not None:
+            try:
+                state, thinks = self._state(session, request, options)
+            except TypeError:  # orjson refused a message (JSONEncodeError): the stdlib path
+                pass
+            else:
+                key = (
+                    request.model or options.model,
+                    request.max_output_tokens,
+                    request.system,
+                    tuple(state.systems),  # (a snapshot: the list grows in place)
+                    thinks,
+                    list(map(_TOOL_FIELDS, request.tools)),
+                    options,
+                )
+                kept = self._bodies.get(session)
+                if kept is not None and kept.key == key:
+                    try:
+                        return [kept.head, *state.array(marks=options.prompt_cache).pieces, kept.tail]
+                    except TypeError:  # orjson refused the last entry: the stdlib path below
+                        pass
+                pieces = wire_pieces(
+                    lambda: self._around(request, options, state, thinks),
+                    lambda: build_body(request, options),
+                    self._tools,
+                )
+                self._bodies.pop(session, None)
+                kept = keep_body(
+                    key,
+                    _no_first,
+                    lambda r, conversation: self._around(r, options, state, thinks, conversation),
+                    request,
+                    self._tools,
+                )
+                if kept is not None:
+                    if len(self._bodies) >= self._max:
+                        del self._bodies[next(iter(self._bodies))]
+                    self._bodies[session] = kept
+                return pieces
         return wire_pieces(
             lambda: self._fast(request, options), lambda: build_body(request, options), self._tools
         )
 
-    def _fast(self, request: ProviderRequest, options: AnthropicOptions) -> dict[str, Any]:
-        if request.session_id is None:
-            return build_body(request, options)  # nothing to key a cache by (a summary call)
+    def _state(
+        self, session: str, request: ProviderRequest, options: AnthropicOptions
+    ) -> tuple[_Translated, bool]:
+        """The session's translated conversation, and whether the request thinks."""
         thinks = wants_thinking(request, options)
-        state = self._translated(request.session_id, request.messages, thinks)
+        state = self._translated(session, request.messages, thinks)
         if thinks and not loop_thinks(state.entries):
             thinks = False
-            state = self._translated(request.session_id, request.messages, False)
+            state = self._translated(session, request.messages, False)
+        return state, thinks
+
+    def _around(
+        self,
+        request: ProviderRequest,
+        options: AnthropicOptions,
+        state: _Translated,
+        thinks: bool,
+        conversation: Spliced | None = None,
+    ) -> dict[str, Any]:
+        """The body, its messages `conversation` (else the state's array, cache marks as
+        the options say)."""
         system_parts = ([request.system] if request.system else []) + state.systems
         body = compose_body(request, options, [], system_parts, thinks)
         if options.prompt_cache:
-            # The tail and previous-user marks are in the fragment; these are the others.
+            # The tail and previous-user marks are in the conversation's bytes; these are the others.
             if body.get("tools"):
                 mark_cached(body["tools"][-1])
             if isinstance(body.get("system"), list) and body["system"]:
                 mark_cached(body["system"][-1])
-        body["messages"] = state.array(marks=options.prompt_cache)
+        body["messages"] = (
+            conversation if conversation is not None else state.array(marks=options.prompt_cache)
+        )
         return body
+
+    def _fast(self, request: ProviderRequest, options: AnthropicOptions) -> dict[str, Any]:
+        if request.session_id is None:
+            return build_body(request, options)  # nothing to key a cache by (a summary call)
+        state, thinks = self._state(request.session_id, request, options)
+        return self._around(request, options, state, thinks)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentd.providers.http.provider import HttpOptions as HttpOptions
     from agentd.providers.http.provider import HttpProvider as HttpProvider
     from agentd.providers.http.provider import StreamFold as StreamFold
+    from agentd.providers.http.sse import Event as Event
     from agentd.providers.http.sse import SSEReader as SSEReader
     from agentd.providers.http.sse import parse_event as parse_event
     from agentd.providers.http.sse import parse_json as parse_json
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "FoldingHttpProvider": "agentd.providers.http.provider",
     "catalogue_for": "agentd.providers.http.catalogue",
+    "Event": "agentd.providers.http.sse",
     "HttpOptions": "agentd.providers.http.provider",
     "HttpProvider": "agentd.providers.http.provider",
     "ListFormat": "agentd.providers.http.catalogue",
@@ -43,6 +45,7 @@ _WHERE = {
 
 
 __all__ = [
+    "Event",
     "FoldingHttpProvider",
     "HttpOptions",
     "HttpProvider",

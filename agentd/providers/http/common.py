@@ -154,8 +154,8 @@ async def open_stream(
             body if isinstance(body, bytes | list) else orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
         )
         parsed = _parse_url(url)
-        if not _has_content_type(headers):
-            headers = {**headers, "Content-Type": "application/json"}
+        if "Content-Type" not in headers and "content-type" not in headers:  # (no scan for the usual two)
+            headers = with_content_type(headers)
         # A lean client's kept head per endpoint; else an httpx request (the general way).
         head = http_pool.lean_head(client, parsed, headers)
         request = (
@@ -199,6 +199,11 @@ async def open_stream(
         finally:
             await response.aclose()
     return answer, deadline
+
+
+def with_content_type(headers: dict[str, str]) -> dict[str, str]:
+    """`headers` with a JSON Content-Type unless they name one (in any case)."""
+    return headers if _has_content_type(headers) else {**headers, "Content-Type": "application/json"}
 
 
 def _has_content_type(headers: Mapping[str, str]) -> bool:

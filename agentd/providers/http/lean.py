@@ -133,7 +133,12 @@ class LeanTransport(httpx.AsyncBaseTransport):
                 await conn.write(head + body if len(body) < 65536 else head, write_s, until, expired)
                 if len(body) >= 65536:
                     await conn.write(body, write_s, until, expired)
-            answer = await _read_head(conn, head_only, timeouts.get("read"), self, until, expired)
+            # The head's wait here, its parse a plain call once it is in (no coroutine layer).
+            read_s, buf = timeouts.get("read"), conn.buffer
+            while b"\r\n\r\n" not in buf or (answer := _take_head(conn, head_only, read_s, self)) is None:
+                if b"\r\n\r\n" not in buf and len(buf) > _MAX_HEAD:
+                    raise httpx.RemoteProtocolError("the response head is too large")
+                await conn.wait_data(read_s, until, expired)
         except BaseException:
             if conn is not None:
                 self._finished(conn, reuse=False)
@@ -322,26 +327,17 @@ def _request_head(request: httpx.Request, proxy: Proxy | None = None) -> bytes:
     return b"\r\n".join(lines)
 
 
-async def _read_head(
-    conn: Connection,
-    head_only: bool,
-    read_timeout: float | None,
-    pool: LeanTransport,
-    until: float | None = None,
-    expired: Callable[[], BaseException] | None = None,
-) -> LeanAnswer:
-    while True:  # 1xx interim answers are skipped
-        end = conn.buffer.find(b"\r\n\r\n")
-        while end < 0:
-            if len(conn.buffer) > _MAX_HEAD:
-                raise httpx.RemoteProtocolError("the response head is too large")
-            await conn.wait_data(read_timeout, until, expired)
-            end = conn.buffer.find(b"\r\n\r\n")
-        head = bytes(conn.buffer[:end])
-        del conn.buffer[: end + 4]
-        status, reason, version, headers = _parse_head(head)
-        if not 100 <= status < 200 or status == 101:
-            break
+def _take_head(
+    conn: Connection, head_only: bool, read_timeout: float | None, pool: LeanTransport
+) -> LeanAnswer | None:
+    """The answer of the first head in the connection's buffer (cut from it, whole);
+    None after a 1xx interim answer (skipped: the caller waits for the next head)."""
+    end = conn.buffer.find(b"\r\n\r\n")
+    head = bytes(conn.buffer[:end])
+    del conn.buffer[: end + 4]
+    status, reason, version, headers = _parse_head(head)
+    if 100 <= status < 200 and status != 101:
+        return None
     keep = version == b"HTTP/1.1"
     framing: int | None = None
     chunked = coded = sets_cookie = False

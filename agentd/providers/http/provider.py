@@ -25,7 +25,7 @@ from agentd.infra import HttpTransport
 from agentd.providers.http import pool as http_pool
 from agentd.providers.http.answer import Answer
 from agentd.providers.http.catalogue import ListFormat, ModelsEndpoint
-from agentd.providers.http.common import default_ssl_context, guard, open_stream
+from agentd.providers.http.common import default_ssl_context, guard, open_stream, with_content_type
 from agentd.providers.http.sse import SSEReader, parse_event, parse_json
 
 __all__ = ["FoldingHttpProvider", "HttpOptions", "HttpProvider", "StreamFold"]
@@ -92,6 +92,7 @@ class HttpProvider(ABC):
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._first_token_timeout = first_token_timeout
         self._idle_timeout = stream_idle_timeout
+        self._request_headers: dict[str, str] | None = None  # `_headers()` for a POST, kept
         self._owns_client = client is None
         self._client = client or http_pool.client(self._timeout, default_ssl_context(), http_transport)
 
@@ -123,11 +124,14 @@ class HttpProvider(ABC):
     def _open(self, body: bytes | list[bytes]) -> Coroutine[Any, Any, tuple[Answer, float | None]]:
         """POST `body` (`open_stream`): await it for the open answer, which the caller
         closes, and the first-token deadline."""
+        headers = self._request_headers
+        if headers is None:  # made once: the key and the provider's headers do not change
+            headers = self._request_headers = with_content_type(self._headers())
         return open_stream(
             self._client,
             self._url,
             body,
-            self._headers(),
+            headers,
             self._timeout,
             base_url=self.base_url,
             first_token_timeout=self._first_token_timeout,

@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Unpack
 
+import orjson
+
 from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
 from agentd.infra import ReasoningEffort, TokenField
-from agentd.providers.http import HttpOptions, parse_event, parse_retry_after
+from agentd.providers.http import HttpOptions, parse_retry_after
 from agentd.providers.openai.base import OpenAIHttpProvider
 from agentd.providers.openai.chat_stream import ChatAssembler, non_stream_as_chunk
 from agentd.providers.openai.errors import classify_http_error
@@ -59,8 +61,10 @@ class OpenAIProvider(OpenAIHttpProvider):
         messages.extend(_translate_message(m) for m in request.messages)
         return self._compose(request, messages)
 
-    def _conversation(self, request: ProviderRequest) -> Spliced:
-        first = encode_items([{"role": "system", "content": request.system}]) if request.system else b""
+    def _first(self, request: ProviderRequest) -> bytes:
+        return encode_items([{"role": "system", "content": request.system}]) if request.system else b""
+
+    def _messages(self, request: ProviderRequest, first: bytes) -> Spliced:
         return self._encoded.array(request.session_id, request.messages, _encode_message, first)
 
     def _compose(self, request: ProviderRequest, messages: Any) -> dict[str, Any]:
@@ -111,6 +115,7 @@ class OpenAIProvider(OpenAIHttpProvider):
                 amendments = self._amendments.setdefault(model, Amendments())
                 if attempt or not amendments.learn(self._compose(request, []), err):
                     raise
+                self._forget_bodies()  # their bytes have the refused parameter
         else:  # pragma: no cover
             raise AssertionError("unreachable")
         try:
@@ -124,15 +129,15 @@ class OpenAIProvider(OpenAIHttpProvider):
             else:
                 try:
                     while (events := await reader.read()) is not None:
-                        for _, data in events:
-                            if data == b"[DONE]" or (data[:1] != b"{" and data.strip() == b"[DONE]"):
-                                assembler.done = True
-                                reader.end()  # the rest of the body is read, so the connection is reused
-                                break
-                            for event in assembler.feed(parse_event(data)):
-                                if not reader.started:
-                                    reader.first_token()
-                                yield event
+                        # A read's events folded at once (`feed_read`), then yielded.
+                        for event in assembler.feed_read(events):
+                            if not reader.started:
+                                reader.first_token()
+                            yield event
+                        if assembler.failed is not None:
+                            raise assembler.failed
+                        if assembler.done:
+                            reader.end()  # [DONE]: the rest of the body is read, so the connection is reused
                 except HarnessError as err:
                     # Once the finish_reason is in, only the usage chunk and [DONE] are missing:
                     # the answer is complete, so a late transport hiccup must not discard it.
@@ -157,7 +162,8 @@ _TRANSPORT_KINDS = frozenset({ErrorKind.TIMEOUT, ErrorKind.NETWORK, ErrorKind.PR
 
 
 def _encode_message(message: Message) -> bytes:
-    return encode_items([_translate_message(message)])
+    # (`encode_items` of the one item, without its generator)
+    return orjson.dumps(_translate_message(message)) + b","
 
 
 # Chat Completions' tool messages are text only (images go in user messages, which cannot

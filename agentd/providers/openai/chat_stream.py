@@ -9,6 +9,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from agentd.core import (
     ErrorKind,
     HarnessError,
@@ -21,6 +23,7 @@ from agentd.core import (
     ToolCallDelta,
     Usage,
 )
+from agentd.providers.http import Event, parse_event
 from agentd.providers.openai.errors import classify_http_error
 
 _FINISH_REASONS: dict[str, StopReason] = {
@@ -70,6 +73,53 @@ class ChatAssembler:
         self.usage: Usage | None = None
         self.model = ""  # the answering model, as the chunks name it
         self.done = False  # [DONE] seen
+        self.failed: HarnessError | None = None  # `feed_read` stopped at this error
+
+    def feed_read(self, events: list[Event]) -> list[StreamEvent]:
+        """`feed(parse_event(data))` of each event a network read completed, up to [DONE]
+        (then `done` is set and the rest is not looked at). Per read, not per event (issue
+        32): the usual chunk — one choice, its delta a text piece alone, nothing else new —
+        is folded here, with no call but the JSON parse and the event made; any other chunk
+        (or one orjson does not take as an object) goes through `parse_event` and `feed`.
+        A chunk that fails leaves its error in `failed`, the events before it returned."""
+        out: list[StreamEvent] = []
+        try:
+            for _, data in events:
+                if data == b"[DONE]" or (data[:1] != b"{" and data.strip() == b"[DONE]"):
+                    self.done = True
+                    break
+                try:
+                    chunk = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    chunk = None
+                if type(chunk) is not dict:
+                    chunk = parse_event(data)  # (its fallbacks and errors)
+                # `in` and subscripts, not `.get`: no call per field (an absent or null
+                # field is as `feed` skips it).
+                choices = chunk["choices"] if "choices" in chunk else None
+                if type(choices) is list and len(choices) == 1:
+                    choice = choices[0]
+                    if (
+                        type(choice) is dict
+                        and "delta" in choice
+                        and type(delta := choice["delta"]) is dict
+                        and "content" in delta
+                        and len(delta) == 1
+                        and type(content := delta["content"]) is str
+                        and ("finish_reason" not in choice or choice["finish_reason"] is None)
+                        and ("index" not in choice or choice["index"] == 0)
+                        and ("usage" not in chunk or chunk["usage"] is None)
+                        and ("model" not in chunk or chunk["model"] in (self.model, None))
+                    ):
+                        if content:
+                            out.append(TextDelta(content))
+                        continue
+                out += self.feed(chunk)
+        except HarnessError as err:
+            # The events before the failing one are the caller's all the same, as when
+            # they were folded one by one: it yields `out`, then raises this.
+            self.failed = err
+        return out
 
     def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         # Per chunk only the fields it has are looked at (`in` first: most deltas hold
@@ -186,9 +236,12 @@ def _usage(usage: dict[str, Any]) -> Usage:
     # `prompt_tokens` includes the cached part on OpenAI; agentd's `input_tokens` means
     # uncached input (as Anthropic reports it), so budgets that add cache reads never
     # count the cached tokens twice.
-    cached_n = token_count(cached)
+    cached_n = cached if type(cached) is int and cached >= 0 else token_count(cached)
+    # (a non-negative int, what servers send, taken as it is: `token_count` gives it back)
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
     return Usage(
-        input_tokens=max(0, token_count(usage.get("prompt_tokens")) - cached_n),
-        output_tokens=token_count(usage.get("completion_tokens")),
+        input_tokens=max(0, (prompt if type(prompt) is int else token_count(prompt)) - cached_n),
+        output_tokens=completion if type(completion) is int and completion >= 0 else token_count(completion),
         cache_read_tokens=cached_n,
     )

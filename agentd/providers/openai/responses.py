@@ -33,8 +33,11 @@ class OpenAIResponsesProvider(OpenAIHttpProvider, FoldingHttpProvider):
         """The JSON body for `request` (public so tests and debugging tools can inspect it)."""
         return self._compose(request, translate_input(request.messages))
 
-    def _conversation(self, request: ProviderRequest) -> Spliced:
-        return self._encoded.array(request.session_id, request.messages, _encode_message)
+    def _first(self, request: ProviderRequest) -> bytes:
+        return b""  # (the system prompt is the body's `instructions`)
+
+    def _messages(self, request: ProviderRequest, first: bytes) -> Spliced:
+        return self._encoded.array(request.session_id, request.messages, _encode_message, first)
 
     def _compose(self, request: ProviderRequest, items: Any) -> dict[str, Any]:
         model = request.model or self.model

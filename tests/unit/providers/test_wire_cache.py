@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from agentd.core.conversation import Image, Message, ReasoningBlock, ToolCall
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.core.provider import ProviderRequest, ToolSpec
+from agentd.infra.config import ReasoningEffort
 from agentd.providers import wire_cache
 from agentd.providers.anthropic.provider import AnthropicProvider
 from agentd.providers.openai import chat as openai_module
@@ -376,3 +377,98 @@ def test_kept_tools_raise_as_orjson_does_so_the_stdlib_path_takes_the_body() -> 
     with pytest.raises(TypeError):
         kept.fragment([{"bad": object()}])
     assert kept.fragment([{"a": 1}]) is kept.fragment([{"a": 1}])
+
+
+@pytest.mark.parametrize("which", [0, 1])  # Chat Completions, Responses
+def test_the_body_around_the_conversation_is_composed_once_while_the_other_fields_stay(which: int) -> None:
+    """Issue 32: per session the bytes around the conversation (model, system prompt, tools,
+    options) are kept and reused while a request's other fields equal the last one's; any
+    change — a field, the provider's model or reasoning effort — composes them afresh, and every
+    body stays the plain body's bytes. Sessions keep their own; an unloaded one's go."""
+    schema = {"type": "object", "properties": {"command": {"type": "string"}}}
+    provider = _providers()[which]
+    composed: list[int] = []
+    real = provider._compose
+    provider._compose = lambda request, conversation: composed.append(1) or real(request, conversation)
+    history: list[Message] = []
+
+    def send(session: str = "s1", **fields: Any) -> None:
+        history.append(Message.user(f"u{len(history)}"))
+        request = ProviderRequest(
+            model=fields.pop("model", ""),
+            system=fields.pop("system", "s"),
+            messages=list(history),
+            tools=fields.pop("tools", [ToolSpec("bash", "Run a command.", schema)]),
+            session_id=session,
+            **fields,
+        )
+        composed.clear()
+        _check(provider, request)
+
+    send()
+    send()
+    assert len(composed) == 1  # `_check`'s own build_body only: the body's bytes were kept
+    send(tools=[ToolSpec("bash", "Run a command.", json.loads(json.dumps(schema)))])
+    assert len(composed) == 1  # equal tools (a copy of the schema): kept
+    for change in (
+        {"system": "other"},
+        {"tools": [ToolSpec("bash", "Run one command.", schema)]},
+        {"tools": []},
+        {"model": "gpt-other"},
+        {"output_schema": {"type": "object"}},
+        {"max_output_tokens": 100},
+    ):
+        send(**change)
+        assert len(composed) == 3, change  # composed afresh (+ the kept bytes made again)
+        send()
+        assert len(composed) == 3, change  # and back
+    send(session="s2", system="another session's")
+    send()
+    assert len(composed) == 1  # s1's bytes are still kept beside s2's
+    provider.model = "switched"
+    send()
+    assert len(composed) == 3
+    provider.reasoning_effort = ReasoningEffort.HIGH
+    send()
+    assert len(composed) == 3
+    provider.forget_session("s1")
+    assert "s1" not in provider._bodies and "s2" in provider._bodies
+
+
+@pytest.mark.parametrize("which", [2, 3, 4])  # prompt cache; thinking budget; no cache, adaptive
+def test_anthropic_keeps_the_body_around_its_entries_while_the_other_fields_stay(
+    which: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentd.providers.anthropic import wire as anthropic_wire
+
+    composed: list[int] = []
+    real = anthropic_wire.compose_body
+    monkeypatch.setattr(anthropic_wire, "compose_body", lambda *a: composed.append(1) or real(*a))
+    provider = _providers()[which]
+    history: list[Message] = []
+
+    def send(**fields: Any) -> int:
+        history.extend([Message.user(f"u{len(history)}"), Message(role="assistant", content="a")])
+        request = ProviderRequest(
+            model="",
+            system=fields.pop("system", "s"),
+            messages=list(history),
+            tools=TOOLS,
+            session_id="s1",
+            **fields,
+        )
+        composed.clear()
+        _check(provider, request)
+        return len(composed)
+
+    assert send() == 2  # composed for the body, and for the kept bytes around its entries
+    assert send() == 0  # kept (`_check`'s own build_body goes through request.compose_body)
+    history.append(Message.system("a system message joins `system`"))
+    assert send() == 2
+    assert send() == 0
+    assert send(system="other") == 2
+    assert send(max_output_tokens=50) == 2
+    assert send() == 2  # (back to no cap)
+    assert send(extended_reasoning=False) == (2 if which in (3, 4) else 0)  # thinking off: another body
+    provider.forget_session("s1")
+    assert send() == 2

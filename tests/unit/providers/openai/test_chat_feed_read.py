@@ -1,0 +1,118 @@
+"""`ChatAssembler.feed_read` (issue 32: a network read's events folded at once, the usual text
+chunk without `feed`) gives exactly what `feed(parse_event(data))` per event gave: the same
+events, the same state (model, usage, finish reason, calls), the same errors — and the events
+before a failing chunk are still returned (`failed` holds the error)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentd.core.errors import HarnessError
+from agentd.providers.http import parse_event
+from agentd.providers.openai.chat_stream import ChatAssembler
+
+
+def _chunk(delta: Any, *, finish: Any = None, **top: Any) -> bytes:
+    envelope: dict[str, Any] = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    envelope["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+    envelope.update(top)
+    return json.dumps(envelope).encode()
+
+
+# The shapes a stream takes: the usual text chunk (the fast path) and every other kind.
+_DATA = st.sampled_from(
+    [
+        _chunk({"role": "assistant", "content": ""}, usage=None),
+        _chunk({"content": "Hello "}, usage=None),
+        _chunk({"content": "é 漢字"}),
+        _chunk({"content": ""}),
+        _chunk({"content": "x"}, model="other-model"),
+        _chunk({"content": "x"}, model=""),
+        _chunk({"content": "x"}, model=7),
+        _chunk({"content": None}),
+        _chunk({"content": 5}),
+        _chunk({"content": "t"}, finish="stop"),
+        _chunk({"content": "t"}, finish=""),
+        _chunk({"reasoning_content": "think"}),
+        _chunk({"reasoning": "think", "content": "and say"}),
+        _chunk({"refusal": "no"}),
+        _chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "ls", "arguments": "{"}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}),
+        _chunk({}, finish="tool_calls"),
+        _chunk({"content": "x"}, usage={"prompt_tokens": 3, "completion_tokens": 2}),
+        json.dumps({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}}).encode(),
+        json.dumps({"choices": [{"index": 1, "delta": {"content": "n=2"}}]}).encode(),
+        json.dumps({"choices": [{"delta": {"content": "no index"}}]}).encode(),
+        json.dumps({"choices": [{"index": 0, "delta": {"content": "a"}}, {"index": 1}]}).encode(),
+        json.dumps({"choices": ["odd"]}).encode(),
+        json.dumps({"choices": {"index": 0}}).encode(),
+        b'{"choices": [{"index": 0, "delta": {"content": NaN}}]}',
+        b" [DONE] ",
+        b"[DONE]",
+    ]
+)
+
+
+def _state(assembler: ChatAssembler) -> tuple[Any, ...]:
+    calls = {i: (c.id, c.name, c.arguments) for i, c in assembler.calls.items()}
+    return assembler.model, assembler.usage, assembler.finish_reason, assembler.refused, assembler.done, calls
+
+
+def _one_by_one(reads: list[list[bytes]]) -> tuple[list[Any], tuple[Any, ...]]:
+    """What the stream did before feed_read: each event parsed and fed, [DONE] ends it."""
+    assembler, events = ChatAssembler(), []
+    for read in reads:
+        for data in read:
+            if data.strip() == b"[DONE]":
+                assembler.done = True
+                break
+            events += assembler.feed(parse_event(data))
+        if assembler.done:
+            break
+    return events, _state(assembler)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_DATA, max_size=6), min_size=1, max_size=5))
+def test_feed_read_folds_as_feed_did_event_by_event(reads: list[list[bytes]]) -> None:
+    want_events, want_state = _one_by_one(reads)
+    assembler, events = ChatAssembler(), []
+    for read in reads:
+        events += assembler.feed_read([("", data) for data in read])
+        assert assembler.failed is None
+        if assembler.done:
+            break
+    assert events == want_events
+    assert _state(assembler) == want_state
+
+
+def test_the_events_before_a_broken_chunk_are_returned_and_its_error_kept() -> None:
+    assembler = ChatAssembler()
+    read = [
+        _chunk({"content": "good "}),
+        _chunk({"content": "too"}),
+        b'{"choices": [{"delta": {"con',
+        _chunk({}),
+    ]
+    events = assembler.feed_read([("", data) for data in read])
+    assert [e.text for e in events] == ["good ", "too"]  # type: ignore[attr-defined]
+    assert isinstance(assembler.failed, HarnessError)
+    assert "malformed chunk" in assembler.failed.message
+    with pytest.raises(HarnessError) as raised:
+        ChatAssembler().feed(parse_event(read[2]))
+    assert raised.value.kind is assembler.failed.kind
+
+
+def test_an_error_object_in_the_stream_is_kept_as_feed_raised_it() -> None:
+    assembler = ChatAssembler()
+    error = json.dumps({"error": {"message": "overloaded", "type": "server_error", "code": 503}}).encode()
+    events = assembler.feed_read([("", _chunk({"content": "a"})), ("", error)])
+    assert [e.text for e in events] == ["a"]  # type: ignore[attr-defined]
+    with pytest.raises(HarnessError) as raised:
+        ChatAssembler().feed(parse_event(error))
+    assert assembler.failed is not None and assembler.failed.kind is raised.value.kind
