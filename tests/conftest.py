@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from agentd.core.provider import Provider
 from tests.support.databases import drop_postgres_template, postgres_database
@@ -20,6 +21,13 @@ from tests.support.xdist_stderr import pytest_configure  # noqa: F401 - a hook: 
 # that a branch written before the move still collects; tests/unit/test_test_layout.py fails
 # on each such import, naming it.
 MOVED_TO_SUPPORT = (Server, ServerFactory, scripted, postgres_database)
+
+
+# Property tests judge results, never speed: Hypothesis's per-example deadline and its "too
+# slow" health check are timed asserts that fail on a loaded CI host (xdist workers beside
+# servers under test). A test may still set its own settings.
+settings.register_profile("agentd", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("agentd")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
