@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _CLOSE = object()
 _WAKE = object()  # wakes an idle writer for an urgent frame
+_ID_KINDS = frozenset({int, str, bool})  # what `isinstance(id, (int, str))` takes from JSON
 # Frames a writer sends in a row before letting the other writers run: a session's burst
 # then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
 WRITER_SLICE = 16
@@ -108,6 +109,7 @@ class Connection:
         self._requests: dict[int | str, asyncio.Task[None]] = {}
         self._cancelled: set[int | str] = set()
         self.closed = False
+        self._ctx: CallContext | None = None
 
     # ------------------------------------------------------------------ outgoing
 
@@ -286,30 +288,38 @@ class Connection:
                 return
 
     def _on_frame(self, text: str) -> None:
-        if len(text) > self.state.settings.max_frame_bytes // 4 and (
-            len(text.encode()) > self.state.settings.max_frame_bytes
-        ):
-            err = RpcError(
-                ErrorCode.INVALID_REQUEST, f"frame larger than {self.state.settings.max_frame_bytes} bytes"
-            )
+        limit = self.state.settings.max_frame_bytes
+        if len(text) > limit // 4 and len(text.encode()) > limit:
+            err = RpcError(ErrorCode.INVALID_REQUEST, f"frame larger than {limit} bytes")
             self.send_message(error_response(None, err))
             return
-        raw = read_message(text)
-        if isinstance(raw, RpcError):  # not JSON, or an empty batch
-            self.send_message(error_response(None, raw))
-            return
-        if isinstance(raw, list):
+        try:
+            raw = orjson.loads(text)  # (`read_message`'s parse, inline)
+        except orjson.JSONDecodeError:
+            raw = None
+        kind = type(raw)  # decoded from JSON: compared by type, keys tested with `in`
+        if raw is None or (kind is list and not raw):  # not JSON, or an empty batch
+            problem = read_message(text)  # (its answer; JSON's `null` is a message like any)
+            if type(problem) is RpcError:
+                self.send_message(error_response(None, problem))
+                return
+        elif kind is list:
             self._spawn(self._handle_batch(raw))
             return
-        if isinstance(raw, dict) and "method" not in raw and ("result" in raw or "error" in raw):
-            self._on_response(raw)
-            return
-        if isinstance(raw, dict) and raw.get("method") == CANCEL_REQUEST and "id" not in raw:
-            self._cancel_request(raw.get("params"))
-            return
-        req_id = raw.get("id") if isinstance(raw, dict) and "method" in raw else None
-        task = self._spawn(self._handle_one(raw, req_id if isinstance(req_id, (int, str)) else None))
-        if isinstance(req_id, (int, str)) and not isinstance(req_id, bool):
+        req_id: Any = None
+        if kind is dict:
+            if "method" not in raw:
+                if "result" in raw or "error" in raw:
+                    self._on_response(raw)
+                    return
+            elif "id" in raw:
+                req_id = raw["id"]
+            elif raw["method"] == CANCEL_REQUEST:
+                self._cancel_request(raw["params"] if "params" in raw else None)
+                return
+        id_kind = type(req_id)
+        task = self._spawn(self._handle_one(raw, req_id if id_kind in _ID_KINDS else None))
+        if id_kind is int or id_kind is str:  # (a bool is no request id)
             self._requests[req_id] = task
 
     def _cancel_request(self, params: Any) -> None:
@@ -373,13 +383,18 @@ class Connection:
             await self._out.put(orjson.dumps(resp).decode())
 
     def _context(self) -> CallContext:
-        return CallContext(
-            state=self.state,
-            principal=self.principal,
-            connection=self,
-            teams=self.teams,
-            token_hash=self.token_hash,
-        )
+        """The context of this connection's calls: one for all of them (nothing in it changes
+        per request, and its rate key is then worked out once)."""
+        ctx = self._ctx
+        if ctx is None:
+            ctx = self._ctx = CallContext(
+                state=self.state,
+                principal=self.principal,
+                connection=self,
+                teams=self.teams,
+                token_hash=self.token_hash,
+            )
+        return ctx
 
     async def _close(self, writer: asyncio.Task[None]) -> None:
         self.closed = True
