@@ -31,6 +31,7 @@ from agentd.protocol import (
     error_response,
     request,
 )
+from agentd.transport.guards import within_depth
 from agentd.transport.outgoing import OutgoingQueue
 from agentd.transport.render import encode_message
 from agentd.transport.rpc import Dispatcher, read_message, response_problem
@@ -67,6 +68,19 @@ class FrameSocket(Protocol):
     def write(self, frames: list[str], /) -> None: ...
 
 
+class _ClearsAnswers:
+    """A connection attribute whose every assignment clears its per-kind answers
+    (`supports_update`). Setting goes through `__set__`; with no `__get__`, reading it finds
+    the value in the instance's `__dict__`, so a read is no call."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __set__(self, conn: Connection, value: object) -> None:
+        conn.__dict__[self.name] = value
+        conn._supports.clear()
+
+
 class Connection:
     def __init__(
         self,
@@ -90,8 +104,8 @@ class Connection:
         # What it may be sent, by update kind or `_agentd/` method, asked once per kind: the
         # hub asks for every frame (cleared when `initialize` sets what it asks for).
         self._supports: dict[str, bool] = {}
-        self._caps = ClientCapabilities()
-        self._opt_in = OptIn()  # what of agentd's own notifications it asked for (none: stock ACP)
+        self.client_capabilities = ClientCapabilities()
+        self.opt_in = OptIn()  # what of agentd's own notifications it asked for (none: stock ACP)
         self.sessions: set[str] = set()  # attached session ids
         self._out = OutgoingQueue(state.settings.client_buffer_frames)
         # A notification already encoded once for every client of the session (the same
@@ -122,23 +136,14 @@ class Connection:
         except asyncio.QueueFull:
             return False
 
-    @property
-    def client_capabilities(self) -> ClientCapabilities:
-        return self._caps
-
-    @client_capabilities.setter
-    def client_capabilities(self, caps: ClientCapabilities) -> None:
-        self._caps = caps
-        self._supports.clear()
-
-    @property
-    def opt_in(self) -> OptIn:
-        return self._opt_in
-
-    @opt_in.setter
-    def opt_in(self, opt_in: OptIn) -> None:
-        self._opt_in = opt_in
-        self._supports.clear()
+    if TYPE_CHECKING:
+        client_capabilities: ClientCapabilities
+        opt_in: OptIn
+    else:
+        # Set by `initialize`, which clears the per-kind answers; read per turn (a plain
+        # attribute read: the descriptor has no `__get__`).
+        client_capabilities = _ClearsAnswers()
+        opt_in = _ClearsAnswers()
 
     def supports_update(self, session_update: str) -> bool:
         """A `session/update` kind (gated by ACP's client capabilities), or an `_agentd/`
@@ -146,14 +151,14 @@ class Connection:
         known = self._supports.get(session_update)
         if known is None:
             if session_update.startswith(AGENTD_PREFIX):
-                known = self._opt_in.wants(session_update)
+                known = self.opt_in.wants(session_update)
             else:
-                known = self._caps.supports_update(session_update)
+                known = self.client_capabilities.supports_update(session_update)
             self._supports[session_update] = known
         return known
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
-        if method.startswith(AGENTD_PREFIX) and not self._opt_in.wants(method):
+        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return True  # not for a stock client: dropped on purpose, not for lack of room
         if self.closed:
             return False
@@ -170,7 +175,7 @@ class Connection:
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:
         """Goes out ahead of the (full) outgoing buffer: a `resync_required` must reach a
         client that fell behind even though nothing else fits any more."""
-        if method.startswith(AGENTD_PREFIX) and not self._opt_in.wants(method):
+        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return
         if not self.closed:
             self._urgent.append(encode_message(method, params).decode())
@@ -185,7 +190,7 @@ class Connection:
         order with everything else queued; False once closed."""
         if self.closed:
             return False
-        if method.startswith(AGENTD_PREFIX) and not self._opt_in.wants(method):
+        if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return True
         await self._out.put_replay(encode_message(method, params).decode())
         return True
@@ -318,7 +323,9 @@ class Connection:
                 self._cancel_request(raw["params"] if "params" in raw else None)
                 return
         id_kind = type(req_id)
-        task = self._spawn(self._handle_one(raw, req_id if id_kind in _ID_KINDS else None))
+        # A frame with fewer brackets than the depth limit needs no depth walk (`within_depth`).
+        shallow = kind is dict and within_depth(text, self.state.settings.max_json_depth)
+        task = self._spawn(self._handle_one(raw, req_id if id_kind in _ID_KINDS else None, shallow))
         if id_kind is int or id_kind is str:  # (a bool is no request id)
             self._requests[req_id] = task
 
@@ -366,9 +373,9 @@ class Connection:
         if out and not self.closed:
             await self._out.put(orjson.dumps(out).decode())
 
-    async def _handle_one(self, raw: Any, req_id: int | str | None = None) -> None:
+    async def _handle_one(self, raw: Any, req_id: int | str | None = None, shallow: bool = False) -> None:
         try:
-            resp = await self.dispatcher.handle(raw, self._context())
+            resp = await self.dispatcher.handle(raw, self._context(), shallow=shallow)
         except asyncio.CancelledError:
             if req_id is None or req_id not in self._cancelled or self.closed:
                 raise

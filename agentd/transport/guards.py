@@ -43,6 +43,13 @@ def json_depth(value: Any, limit: int = 0) -> int:
     return depth
 
 
+def within_depth(text: str, maximum: int) -> bool:
+    """Whether a JSON text surely nests no deeper than `maximum` without decoding or walking
+    it: every level opens with a `[` or `{`, so fewer of those characters (counted in strings
+    too: an upper bound) than the limit settles it in two C calls. False means "walk it"."""
+    return text.count("[") + text.count("{") <= maximum
+
+
 def check_depth(raw: Any, maximum: int) -> RpcError | None:
     if maximum and json_depth(raw, maximum) > maximum:
         return RpcError(

@@ -187,8 +187,9 @@ class Dispatcher:
         responses = await asyncio.gather(*(self.handle(item, ctx) for item in items))
         return [r for r in responses if r is not None]
 
-    async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None:
-        """One incoming message → its response (None for notifications)."""
+    async def handle(self, raw: Any, ctx: CallContext, *, shallow: bool = False) -> dict[str, Any] | None:
+        """One incoming message → its response (None for notifications). `shallow`: the
+        caller knows it nests no deeper than `max_json_depth` (`within_depth`), so no walk."""
         conn = ctx.connection
         if conn is not None and not conn.initialized:  # (`_before_initialize`'s own first test)
             early = _before_initialize(raw, ctx)
@@ -219,7 +220,7 @@ class Dispatcher:
                     retryAfter=round(wait, 3),
                 )
                 return None if _is_notification(raw) else error_response(raw_id(raw), err)
-        too_deep = check_depth(raw, settings.max_json_depth)
+        too_deep = None if shallow else check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
             return error_response(raw_id(raw), too_deep)
         parsed = parse_envelope(raw)
