@@ -263,6 +263,12 @@ def for_client(
     return out
 
 
+# Update types sent live as their stored payload, as `_acp_frames` sends them (`_stored`:
+# `Unparsed` excepted, which is none of these).
+_LIVE_AS_STORED = frozenset(
+    {ToolCallAnnounced, ToolCallStarted, ToolCallFinished, PlanUpdated, ToolCallProgress, CompactionProgress}
+)
+
 # Update types with no ACP form live (every frame an `_agentd/event`), learned as they go
 # by: for a live frame that depends on the type alone (`Unparsed` excepted, by its kind).
 _NO_LIVE_ACP: set[type] = set()
@@ -298,6 +304,14 @@ def live_frames(event: Event, last_seq: int) -> list[Frame]:
         ext = {"sessionId": event.session_id, "kind": event.kind._value_, "event": payload, "_meta": meta}
         out = Gated(((EXT_EVENT, ext),))
         out.gate = EXT_EVENT
+        return out
+    if cls in _LIVE_AS_STORED:  # a tool call's frames: `_acp_frames`' case, written out
+        payload = StoredPayload(event.payload)
+        payload.data = event.data
+        agentd = {"seq": last_seq, "transient": True} if seq is None else {"seq": seq}
+        params = {"sessionId": event.session_id, "update": payload, "_meta": {"agentd": agentd}}
+        out = Gated(((SESSION_UPDATE, params),))
+        out.gate = payload["sessionUpdate"]
         return out
     out = Gated()
     frames: list[Frame] | None

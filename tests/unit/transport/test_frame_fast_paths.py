@@ -12,7 +12,16 @@ from typing import Any, cast
 
 import orjson
 
-from agentd.core import AgentTextChunk
+from agentd.core import (
+    AgentTextChunk,
+    CompactionProgress,
+    CompactionStatus,
+    PlanUpdated,
+    ToolCallAnnounced,
+    ToolCallFinished,
+    ToolCallProgress,
+    ToolCallStarted,
+)
 from agentd.core.events import Event, EventKind
 from agentd.protocol import ClientCapabilities
 from agentd.protocol.agentd import OptIn
@@ -220,6 +229,12 @@ def test_the_written_out_live_frames_are_the_general_paths_frames_byte_for_byte(
             Event.stored(SID, EventKind.PERMISSION_RESOLVED, orjson.dumps(resolved), seq=seq),
             Event.stored(SID, EventKind.USAGE, orjson.dumps(usage), seq=seq),
             Event.stored(SID, EventKind.USAGE, orjson.dumps({**usage, "cost": None}), seq=seq),
+            Event(SID, ToolCallAnnounced("c1", "Read a.py", "read", {"path": "a.py"}), seq=seq),
+            Event(SID, ToolCallStarted("c1"), seq=seq),
+            Event(SID, ToolCallFinished("c1", False, [{"type": "text", "text": "ok"}], "ok"), seq=seq),
+            Event(SID, ToolCallProgress("c1", [{"type": "text", "text": "partial"}]), seq=seq),
+            Event(SID, PlanUpdated([{"content": "a", "status": "pending", "priority": "low"}]), seq=seq),
+            Event(SID, CompactionProgress("k1", CompactionStatus.IN_PROGRESS), seq=seq),
         ]
         for event in events:
             for _ in range(3):  # the first call learns a kind; the later ones take the inline path
