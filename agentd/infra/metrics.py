@@ -171,27 +171,30 @@ class Metrics:
     def resyncs(self) -> Counter:
         return self._m.resyncs
 
-    @property
+    # Read per commit: kept in the instance once looked up (the instruments never change
+    # once made), so a later read is an attribute, not a property call.
+    @functools.cached_property
     def flush_seconds(self) -> LoopHistogram:
         return self._m.flush_seconds
 
-    @property
+    @functools.cached_property
     def fanout_lag_seconds(self) -> LoopHistogram:
         return self._m.fanout_lag_seconds
 
     def observe_event(self, update: Update) -> None:
         m = self._m
-        m.events.inc()
-        if isinstance(update, TurnEnded):
+        m.events.value += 1.0  # (`inc()` without its call: once per event appended)
+        # (types compared by identity: no `isinstance` call per event; neither has subclasses)
+        if type(update) is TurnEnded:
             # A turn may be reported as another outcome (000: MaxTurnsReached counts as
             # Cancelled with reason max_turns_reached); the loop writes that on the turn.
             turn = update.turn
             reported = turn.get("reportedAs") if isinstance(turn, dict) else None
             outcome = reported.get("outcome") if isinstance(reported, dict) else None
-            m.turns.labels(str(outcome or update.outcome)).inc()
+            m.turns.labels(str(outcome or update.outcome)).value += 1.0
             if isinstance(reported, dict) and reported.get("reason"):
                 m.turns_by_reason.labels(str(outcome), str(reported["reason"])).inc()
-        elif isinstance(update, RetryDecided):
+        elif type(update) is RetryDecided:
             decision = update.decision
             m.retries.labels(str(decision.get("decision", "")), str(decision.get("bucket", ""))).inc()
 

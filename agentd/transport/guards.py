@@ -43,6 +43,13 @@ def json_depth(value: Any, limit: int = 0) -> int:
     return depth
 
 
+def within_depth(text: str, maximum: int) -> bool:
+    """Whether a JSON text surely nests no deeper than `maximum` without decoding or walking
+    it: every level opens with a `[` or `{`, so fewer of those characters (counted in strings
+    too: an upper bound) than the limit settles it in two C calls. False means "walk it"."""
+    return text.count("[") + text.count("{") <= maximum
+
+
 def check_depth(raw: Any, maximum: int) -> RpcError | None:
     if maximum and json_depth(raw, maximum) > maximum:
         return RpcError(
@@ -61,11 +68,15 @@ BYTES_PER_UNIT = 16 * 1024
 
 def prompt_of(raw: Any) -> list[Any] | None:
     """The `prompt` array of a raw request's params, if it has one (read without walking it)."""
-    if not isinstance(raw, dict):
+    # (decoded from JSON, so its containers are exactly `dict` and `list`: compared by type,
+    # and keys tested with `in`, no call per request)
+    if type(raw) is not dict or "params" not in raw:
         return None
-    params = raw.get("params")
-    prompt = params.get("prompt") if isinstance(params, dict) else None
-    return prompt if isinstance(prompt, list) else None
+    params = raw["params"]
+    if type(params) is not dict or "prompt" not in params:
+        return None
+    prompt = params["prompt"]
+    return prompt if type(prompt) is list else None
 
 
 def check_prompt_blocks(prompt: list[Any] | None, maximum: int) -> RpcError | None:
@@ -88,12 +99,12 @@ def request_cost(prompt: list[Any] | None) -> float:
         return 1.0
     text_bytes = 0
     for block in prompt:
-        if isinstance(block, dict):
-            text = block.get("text")
-            if isinstance(text, str):
+        if type(block) is dict:  # (decoded from JSON: exactly `dict`, `list`, `str`)
+            text = block["text"] if "text" in block else None
+            if type(text) is str:
                 text_bytes += len(text)  # characters: close enough, and no encoding pass
-            resource = block.get("resource")
-            if isinstance(resource, dict):
+            resource = block["resource"] if "resource" in block else None
+            if type(resource) is dict:
                 for key in ("text", "blob"):
                     value = resource.get(key)
                     if isinstance(value, str):
@@ -142,10 +153,18 @@ class RateLimiter:
         request must stay possible."""
         if self.rate <= 0:
             return None
-        cost = min(max(cost, 1.0), float(self.burst))
+        burst = float(self.burst)
+        # (`min`/`max` written out: no builtin call per request)
+        cost = burst if cost > burst else 1.0 if cost < 1.0 else cost
         now = self.clock()
-        tokens, at = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - at) * self.rate)
+        buckets = self._buckets
+        if key in buckets:
+            tokens, at = buckets[key]
+            tokens += (now - at) * self.rate
+            if tokens > burst:
+                tokens = burst
+        else:
+            tokens = burst
         if tokens < cost:
             self._buckets[key] = (tokens, now)
             return (cost - tokens) / self.rate

@@ -14,7 +14,7 @@ An update sent exactly as stored is a `StoredPayload`: the encoder embeds the co
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -108,11 +108,11 @@ def encode_frame(frame: Frame) -> str:
     """`encode_notification(*frame)` written out in one call: the hub encodes every frame
     it sends this way (once for all its clients), so no `wire_params`, no `notification`."""
     method, params = frame
-    for key in _EMBEDDED:
-        value = params.get(key)
-        if type(value) is StoredPayload:
-            params = {**params, key: orjson.Fragment(value.data)}
-            break
+    # (`_EMBEDDED` written out with `in`: no `dict.get` call per key and frame)
+    if "update" in params and type(params["update"]) is StoredPayload:
+        params = {**params, "update": orjson.Fragment(params["update"].data)}
+    elif "event" in params and type(params["event"]) is StoredPayload:
+        params = {**params, "event": orjson.Fragment(params["event"].data)}
     return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}).decode()
 
 
@@ -140,7 +140,7 @@ def _ext(event: Event, last_seq: int) -> Frame:
         payload.data = event.data
     return EXT_EVENT, {
         "sessionId": event.session_id,
-        "kind": event.kind.value,
+        "kind": event.kind._value_,  # (`.value` is a Python property of the enum: a call)
         "event": payload,
         "_meta": _meta(event, last_seq),
     }
@@ -156,11 +156,15 @@ def _usage(event: Event, usage: UsageReported, last_seq: int) -> Frame:
     update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": usage.used, "size": usage.size}
     if usage.cost is not None:
         update["cost"] = usage.cost
-    method, params = _update(event, update, last_seq)
-    if isinstance(usage.prompt, dict):  # this turn's tokens and cost so far
-        turn = {k: v for k, v in usage.prompt.items() if k != "byLane"}
-        params["_meta"]["agentd"]["turnUsage"] = turn
-    return method, params
+    # (`_update`'s frame written out: once a turn, live and in replay)
+    seq = event.seq
+    agentd: dict[str, Any] = {"seq": last_seq, "transient": True} if seq is None else {"seq": seq}
+    prompt = usage.prompt
+    if isinstance(prompt, dict):  # this turn's tokens and cost so far
+        turn = dict(prompt)
+        turn.pop("byLane", None)
+        agentd["turnUsage"] = turn
+    return SESSION_UPDATE, {"sessionId": event.session_id, "update": update, "_meta": {"agentd": agentd}}
 
 
 # Kinds whose stored payload is the ACP update clients are sent.
@@ -259,6 +263,12 @@ def for_client(
     return out
 
 
+# Update types sent live as their stored payload, as `_acp_frames` sends them (`_stored`:
+# `Unparsed` excepted, which is none of these).
+_LIVE_AS_STORED = frozenset(
+    {ToolCallAnnounced, ToolCallStarted, ToolCallFinished, PlanUpdated, ToolCallProgress, CompactionProgress}
+)
+
 # Update types with no ACP form live (every frame an `_agentd/event`), learned as they go
 # by: for a live frame that depends on the type alone (`Unparsed` excepted, by its kind).
 _NO_LIVE_ACP: set[type] = set()
@@ -269,21 +279,45 @@ def live_frames(event: Event, last_seq: int) -> list[Frame]:
     a client must support to take it as it is (as `for_client` would ask)."""
     update = event.update
     cls = type(update)
-    out = Gated()
-    if cls is AgentTextChunk:  # most frames of a turn: written out (`_text_chunk`'s frame)
-        chunk = cast(AgentTextChunk, update)
-        seq = event.seq
+    seq = event.seq
+    if type(update) is AgentTextChunk:  # most frames of a turn: written out (`_text_chunk`'s frame)
         agentd: dict[str, Any] = {"seq": last_seq, "transient": True} if seq is None else {"seq": seq}
-        kind = "agent_thought_chunk" if chunk.thought else "agent_message_chunk"
-        body: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": chunk.text}}
-        if chunk.message_id is not None:  # (as `chunk_update` writes it)
-            body["messageId"] = chunk.message_id
+        kind = "agent_thought_chunk" if update.thought else "agent_message_chunk"
+        body: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": update.text}}
+        if update.message_id is not None:  # (as `chunk_update` writes it)
+            body["messageId"] = update.message_id
         params = {"sessionId": event.session_id, "update": body, "_meta": {"agentd": agentd}}
-        out.append((SESSION_UPDATE, params))
+        out = Gated(((SESSION_UPDATE, params),))
         out.gate = kind
         return out
-    frames: list[Frame] | None = None
-    if cls not in _NO_LIVE_ACP:
+    if cls in _NO_LIVE_ACP:  # the rest of a turn's frames: `_ext`'s (or the resolution's) written out
+        meta = {"agentd": {"seq": last_seq, "transient": True} if seq is None else {"seq": seq}}
+        if cls is PermissionResolved:
+            resolved = {"sessionId": event.session_id, **event.payload, "_meta": meta}
+            out = Gated(((EXT_PERMISSION_RESOLVED, resolved),))
+            out.gate = EXT_PERMISSION_RESOLVED
+            return out
+        # (never `CompactionCompleted` nor `Unparsed`: the first has an ACP form, the second
+        # is never learned here; so the payload is the stored one, as `_ext` makes it)
+        payload = StoredPayload(event.payload)
+        payload.data = event.data
+        ext = {"sessionId": event.session_id, "kind": event.kind._value_, "event": payload, "_meta": meta}
+        out = Gated(((EXT_EVENT, ext),))
+        out.gate = EXT_EVENT
+        return out
+    if cls in _LIVE_AS_STORED:  # a tool call's frames: `_acp_frames`' case, written out
+        payload = StoredPayload(event.payload)
+        payload.data = event.data
+        agentd = {"seq": last_seq, "transient": True} if seq is None else {"seq": seq}
+        params = {"sessionId": event.session_id, "update": payload, "_meta": {"agentd": agentd}}
+        out = Gated(((SESSION_UPDATE, params),))
+        out.gate = payload["sessionUpdate"]
+        return out
+    out = Gated()
+    frames: list[Frame] | None
+    if type(update) is UsageReported:  # once a turn: `_acp_frames`' case, without the match
+        frames = [_usage(event, update, last_seq)]
+    else:
         frames = _acp_frames(event, last_seq, replay=False)
         if frames is None and cls is not Unparsed:
             _NO_LIVE_ACP.add(cls)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentd.core import limit_exceeded
 from agentd.infra import overload_error
-from agentd.protocol import ErrorCode, Request, RpcError, Served, error_response, response
+from agentd.protocol import ErrorCode, Request, RpcError, Served, error_response
 from agentd.session import SessionError, SessionErrorKind
 from agentd.store import until
 from agentd.transport.errors import rpc_error
@@ -129,11 +129,18 @@ class Dispatcher:
         # ACP methods agentd deliberately does not implement → why (said in the error).
         self.unsupported = unsupported or {}
         self.route: RouteHook | None = None  # set when this replica routes (Postgres)
+        # Methods found so far (the table may be a `Mapping` that loads on first use, whose
+        # `get` is Python code: a plain dict answers a method's later calls in one look-up).
+        self._found: dict[str, Method] = {}
 
     async def call(self, request: Request, ctx: CallContext) -> Any:
         """Run one request; returns the result or raises RpcError."""
-        method = self.methods.get(request.method)
-        if method is None:
+        name = request.method
+        found = self._found
+        method = found[name] if name in found else self.methods.get(name)
+        if method is not None:
+            found[name] = method
+        else:
             why = self.unsupported.get(request.method)
             if why is not None:
                 raise RpcError(
@@ -150,7 +157,7 @@ class Dispatcher:
         if method.params is not None:
             if params is None:  # JSON-RPC lets a request omit params
                 params = {}
-            if not isinstance(params, dict):
+            if type(params) is not dict:  # (the envelope's validated `params`: a dict or a list)
                 raise RpcError.invalid_params(
                     "Invalid params: expected an object",
                     [{"path": "params", "message": "expected an object"}],
@@ -180,25 +187,30 @@ class Dispatcher:
         responses = await asyncio.gather(*(self.handle(item, ctx) for item in items))
         return [r for r in responses if r is not None]
 
-    async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None:
-        """One incoming message → its response (None for notifications)."""
-        early = _before_initialize(raw, ctx)
-        if early is not None:  # refused; a notification silently
-            if early.is_notification:
-                return None
-            err = RpcError(
-                ErrorCode.INVALID_REQUEST, "Invalid Request: `initialize` must be the first request"
-            )
-            return error_response(raw_id(raw), err)
+    async def handle(self, raw: Any, ctx: CallContext, *, shallow: bool = False) -> dict[str, Any] | None:
+        """One incoming message → its response (None for notifications). `shallow`: the
+        caller knows it nests no deeper than `max_json_depth` (`within_depth`), so no walk."""
+        conn = ctx.connection
+        if conn is not None and not conn.initialized:  # (`_before_initialize`'s own first test)
+            early = _before_initialize(raw, ctx)
+            if early is not None:  # refused; a notification silently
+                if early.is_notification:
+                    return None
+                err = RpcError(
+                    ErrorCode.INVALID_REQUEST, "Invalid Request: `initialize` must be the first request"
+                )
+                return error_response(raw_id(raw), err)
         settings = ctx.state.settings
         prompt = prompt_of(raw)
-        too_many = check_prompt_blocks(prompt, settings.max_prompt_blocks)  # O(1): before any walk
-        if too_many is not None:
-            return None if _is_notification(raw) else error_response(raw_id(raw), too_many)
+        blocks = settings.max_prompt_blocks  # O(1): before any walk
+        if prompt is not None and blocks and len(prompt) > blocks:
+            too_many = check_prompt_blocks(prompt, blocks)
+            if too_many is not None:
+                return None if _is_notification(raw) else error_response(raw_id(raw), too_many)
         # Charged by cost (a large prompt draws what validating and storing it costs) before
         # anything walks the message: a flood is refused for the price of its parse. A
         # cancel is never rate-limited: it is how a client stops the work it started.
-        if not (isinstance(raw, dict) and raw.get("method") == Served.SESSION_CANCEL):
+        if not (type(raw) is dict and "method" in raw and raw["method"] == Served.SESSION_CANCEL):
             wait = ctx.state.rate_limiter.allow(ctx.rate_key, request_cost(prompt))
             if wait is not None:
                 err = limit_exceeded(
@@ -208,7 +220,7 @@ class Dispatcher:
                     retryAfter=round(wait, 3),
                 )
                 return None if _is_notification(raw) else error_response(raw_id(raw), err)
-        too_deep = check_depth(raw, settings.max_json_depth)
+        too_deep = None if shallow else check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
             return error_response(raw_id(raw), too_deep)
         parsed = parse_envelope(raw)
@@ -237,4 +249,5 @@ class Dispatcher:
             return None if notify else error_response(parsed.id, failure)
         if notify:
             return None
-        return response(parsed.id, {} if result is None else result)
+        # (`response(...)` written out: the dict it makes)
+        return {"jsonrpc": "2.0", "id": parsed.id, "result": {} if result is None else result}

@@ -4,6 +4,7 @@ so the transport names it without importing upward."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -63,7 +64,7 @@ class Dispatch(Protocol):
 
     async def handle_batch(self, items: list[Any], ctx: CallContext) -> list[dict[str, Any]]: ...
 
-    async def handle(self, raw: Any, ctx: CallContext) -> dict[str, Any] | None: ...
+    async def handle(self, raw: Any, ctx: CallContext, *, shallow: bool = False) -> dict[str, Any] | None: ...
 
 
 @dataclass
@@ -76,7 +77,9 @@ class CallContext:
     routed: bool = False  # forwarded here by another replica (R-C1): never forwarded again
     token_hash: str | None = None  # the caller's token (None without auth): revocation ends its waits
 
-    @property
+    # Asked per request: worked out once per context (a connection keeps one context for
+    # all its requests; nothing it is made of changes).
+    @functools.cached_property
     def rate_key(self) -> str:
         conn_id = self.connection.id if self.connection is not None else None
         return rate_key(self.state.auth.mode is not AuthMode.NONE, self.principal, conn_id, self.remote)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
@@ -12,6 +14,19 @@ from agentd.transport.connection import Connection
 from agentd.transport.guards import connection_key
 from agentd.transport.revocation import CloseCode, CloseReason
 from agentd.transport.socket_write import socket_for
+
+_UVICORN_SANSIO = "uvicorn.protocols.websockets.websockets_sansio_impl"
+
+
+def direct_receive(ws: WebSocket) -> Callable[[], Awaitable[dict[str, Any]]] | None:
+    """uvicorn's own `receive` when the endpoint got it unwrapped (a bound method of its
+    `websockets-sansio` protocol, whose messages `Connection._read_direct` knows); None
+    otherwise (another server, or a middleware wrapped it): Starlette's `receive_text`."""
+    receive = getattr(ws, "_receive", None)
+    owner = getattr(receive, "__self__", None)
+    if owner is None or type(owner).__module__ != _UVICORN_SANSIO:
+        return None
+    return cast(Callable[[], Awaitable[dict[str, Any]]], receive)
 
 
 async def acp_endpoint(ws: WebSocket) -> None:
@@ -36,6 +51,7 @@ async def acp_endpoint(ws: WebSocket) -> None:
         teams=identity.teams,
         token_hash=identity.token_hash,
         socket=socket_for(ws.scope),  # under uvicorn: frames straight to the socket, batched
+        receive=direct_receive(ws) if state.settings.ws_direct_read else None,
     )
 
     async def close_revoked() -> None:

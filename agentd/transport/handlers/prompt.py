@@ -48,7 +48,8 @@ def _prompt_meta(ctx: CallContext, meta: Any) -> dict[str, Any]:
 
 
 async def session_prompt(ctx: CallContext, params: PromptParams) -> dict[str, Any]:
-    agentd_meta = _prompt_meta(ctx, params.meta)
+    meta = params.meta  # (most prompts carry no `_meta`: no walk of it then)
+    agentd_meta = {} if meta is None else _prompt_meta(ctx, meta)
     if "outputSchema" in agentd_meta and not isinstance(agentd_meta["outputSchema"], dict):
         msg = "outputSchema must be a JSON Schema object"
         raise RpcError.invalid_params(

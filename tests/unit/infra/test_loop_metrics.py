@@ -58,3 +58,36 @@ def test_a_loop_counter_refuses_a_decrement_and_wrong_labels_and_keeps_its_value
     with pytest.raises(ValueError, match="takes labels"):
         counter.labels("completed", "extra")
     assert counter.labels("completed").value == 1.0
+
+
+def test_metrics_count_events_turns_and_retries_by_their_exact_types() -> None:
+    # `Metrics.observe_event` compares update types by identity (no `isinstance` per event):
+    # right only while neither counted type has a subclass.
+    from agentd.core import AgentTextChunk, RetryDecided, TurnEnded
+    from agentd.infra import Metrics
+
+    assert TurnEnded.__subclasses__() == [] and RetryDecided.__subclasses__() == []
+    metrics = Metrics()
+    ended = TurnEnded(
+        turn_id="t1", prompt_id="p1", outcome="completed", stop_reason="end_turn", tools_called=0
+    )
+    reported = TurnEnded(
+        turn_id="t2",
+        prompt_id="p2",
+        outcome="max_turns_reached",
+        stop_reason="max_turn_requests",
+        tools_called=0,
+        turn={"reportedAs": {"outcome": "cancelled", "reason": "max_turns_reached"}},
+    )
+    retry = RetryDecided(decision={"decision": "retry", "bucket": "transient"})
+    for update in (AgentTextChunk("m1", "a", 0), ended, reported, retry, ended):
+        metrics.observe_event(update)
+    text = metrics.render().decode()
+    assert "agentd_events_total 5.0" in text
+    assert 'agentd_turns_total{outcome="completed"} 2.0' in text
+    assert 'agentd_turns_total{outcome="cancelled"} 1.0' in text
+    assert 'agentd_turns_reported_total{outcome="cancelled",reason="max_turns_reached"} 1.0' in text
+    assert 'agentd_retry_decisions_total{bucket="transient",decision="retry"} 1.0' in text
+    metrics.flush_seconds.observe(0.002)
+    assert metrics.flush_seconds is metrics.flush_seconds  # looked up once, then an attribute
+    assert 'agentd_db_flush_seconds_bucket{le="0.0025"} 1.0' in metrics.render().decode()

@@ -12,7 +12,16 @@ from typing import Any, cast
 
 import orjson
 
-from agentd.core import AgentTextChunk
+from agentd.core import (
+    AgentTextChunk,
+    CompactionProgress,
+    CompactionStatus,
+    PlanUpdated,
+    ToolCallAnnounced,
+    ToolCallFinished,
+    ToolCallProgress,
+    ToolCallStarted,
+)
 from agentd.core.events import Event, EventKind
 from agentd.protocol import ClientCapabilities
 from agentd.protocol.agentd import OptIn
@@ -187,3 +196,55 @@ def test_the_hub_follows_a_connections_capabilities_changed_after_it_subscribed(
     first, second = (orjson.loads(t) for t in conn._out.take(5))
     assert first["method"] == "_agentd/event"  # not advertised: agentd's own form
     assert second["method"] == "session/update" and second["params"]["update"]["sessionUpdate"] == "notice"
+
+
+def general_live_frame(event: Event, last_seq: int) -> tuple[str, dict[str, Any]]:
+    """What `live_frames` made before the written-out paths: `_acp_frames`' frame, else the
+    permission resolution's, else `_ext`'s (the general functions, still used by replay)."""
+    from agentd.transport.render import _ext, _meta
+
+    frames = _acp_frames(event, last_seq, replay=False)
+    if frames is not None:
+        [frame] = frames
+        return frame
+    if event.kind is EventKind.PERMISSION_RESOLVED:
+        return "_agentd/permission/resolved", {
+            "sessionId": event.session_id,
+            **event.payload,
+            "_meta": _meta(event, last_seq),
+        }
+    return _ext(event, last_seq)
+
+
+def test_the_written_out_live_frames_are_the_general_paths_frames_byte_for_byte() -> None:
+    # `_agentd/event` kinds (once learned), a permission's resolution and the usage update
+    # are built inline by `live_frames`: same frame, same gate, same bytes as the general
+    # functions, durable and transient, first call and later ones.
+    ledger = {"inputTokens": 3, "totalTokens": 4, "byLane": {"main": {}}, "cost": 0.1}
+    usage = {"used": 4, "size": 100, "prompt": ledger, "cost": {"amount": 0.1, "currency": "USD"}}
+    resolved = {"requestId": "r1", "outcome": "selected", "optionId": "allow"}
+    for seq in (7, None):
+        events = [
+            Event.stored(SID, EventKind.TURN_STARTED, orjson.dumps({"turnId": "t1"}), seq=seq),
+            Event.stored(SID, EventKind.PERMISSION_RESOLVED, orjson.dumps(resolved), seq=seq),
+            Event.stored(SID, EventKind.USAGE, orjson.dumps(usage), seq=seq),
+            Event.stored(SID, EventKind.USAGE, orjson.dumps({**usage, "cost": None}), seq=seq),
+            Event(SID, ToolCallAnnounced("c1", "Read a.py", "read", {"path": "a.py"}), seq=seq),
+            Event(SID, ToolCallStarted("c1"), seq=seq),
+            Event(SID, ToolCallFinished("c1", False, [{"type": "text", "text": "ok"}], "ok"), seq=seq),
+            Event(SID, ToolCallProgress("c1", [{"type": "text", "text": "partial"}]), seq=seq),
+            Event(SID, PlanUpdated([{"content": "a", "status": "pending", "priority": "low"}]), seq=seq),
+            Event(SID, CompactionProgress("k1", CompactionStatus.IN_PROGRESS), seq=seq),
+        ]
+        for event in events:
+            for _ in range(3):  # the first call learns a kind; the later ones take the inline path
+                frames = live_frames(event, 5)
+                [frame] = frames
+                want = general_live_frame(event, 5)
+                assert frame == want
+                assert encode_frame(frame) == encode_notification(*want)
+                assert type(frames) is Gated and frames.gate == (
+                    want[1]["update"]["sessionUpdate"] if want[0] == "session/update" else want[0]
+                )
+    [(_, params)] = live_frames(events[2], 5)
+    assert "byLane" not in params["_meta"]["agentd"]["turnUsage"] and "byLane" in ledger
