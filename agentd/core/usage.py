@@ -69,13 +69,26 @@ class UsageTotals:
             "totalTokens": (  # `total_tokens`, spelled out: one call less per ledger and lane
                 self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
             ),
-            "cost": round(self.cost, 6),
+            # (round(0.0, 6) is 0.0: no call for the common cost-free lane)
+            "cost": round(self.cost, 6) if self.cost else self.cost,
             "calls": self.calls,
             "dirty": self.dirty,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageTotals:
+        try:  # what to_dict wrote: every key there, read without a .get call each
+            return cls(
+                int(d["inputTokens"]),
+                int(d["outputTokens"]),
+                int(d["cacheReadTokens"]),
+                int(d["cacheWriteTokens"]),
+                float(d["cost"]),
+                int(d["calls"]),
+                bool(d["dirty"]),
+            )
+        except KeyError:
+            pass
         return cls(
             int(d.get("inputTokens", 0)),
             int(d.get("outputTokens", 0)),
@@ -114,11 +127,16 @@ class UsageLedger:
         lanes: dict[str, Any] = {}
         for lane, totals in self.by_lane.items():
             lanes[lane] = totals.to_dict()
-        return {**self.total.to_dict(), "byLane": lanes}
+        out = self.total.to_dict()  # (its own fresh dict: no copy into another)
+        out["byLane"] = lanes
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> UsageLedger:
         if not d:
             return cls()
-        lanes = {k: UsageTotals.from_dict(v) for k, v in d.get("byLane", {}).items()}
+        lanes: dict[str, UsageTotals] = {}
+        if by_lane := d.get("byLane"):
+            for lane, totals in by_lane.items():
+                lanes[lane] = UsageTotals.from_dict(totals)
         return cls(UsageTotals.from_dict(d), lanes)

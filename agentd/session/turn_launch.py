@@ -216,7 +216,10 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         live_tools=SessionLoopState.live_tools(lambda: actor.mcp),
         live_names=frozenset(mcp_tools),
     )
-    actor.loop_state.equip(ctx, {**services.tools, **mcp_tools}, allowed=agent.allows_tool)  # R-T11
+    # (the registry's own dict when there is no MCP tool: the same object each turn, so the
+    # session's `task` tool, made from it, is made once — it is only read)
+    available = {**services.tools, **mcp_tools} if mcp_tools else services.tools
+    actor.loop_state.equip(ctx, available, allowed=agent.allows_tool)  # R-T11
     return ctx
 
 
