@@ -47,7 +47,7 @@ class Flat:
         # A payload is built for every event a turn stores (TurnEnded has 12 fields): one
         # straight-line function per class, made once, instead of a getattr per field.
         if "payload" not in cls.__dict__ and "_keys" in cls.__dict__:
-            cls.payload = compiled_payload(cls._keys, cls._optional)  # type: ignore[method-assign]
+            cls.payload = compiled_payload(cls._keys, cls._optional)  # type: ignore[method-assign,assignment]
 
     def payload(self) -> dict[str, Any]:
         return self.generic_payload()
@@ -89,7 +89,7 @@ def compiled_payload(keys: Mapping[str, str], optional: frozenset[str]) -> Calla
             lines.append(f"    out[{key!r}] = self.{field}")
     lines.append("    return out")
     namespace: dict[str, Any] = {}
-    exec("\n".join(lines), namespace)  # noqa: S102 — source built above from identifiers and repr'd keys
+    exec("\n".join(lines), namespace)  # (source built above from identifiers and repr()ed keys)
     fn: Callable[[Any], dict[str, Any]] = namespace["payload"]
     return fn
 
