@@ -119,17 +119,41 @@ class UsageLedger:
         self.total.add(usage, cost)
 
     def merge(self, other: UsageLedger) -> None:
-        self.total.merge(other.total)
+        t = other.total
+        nothing = not (t.calls or t.dirty or t.cost or t.input_tokens or t.output_tokens)
+        if nothing and not (other.by_lane or t.cache_read_tokens or t.cache_write_tokens):
+            return  # an empty ledger (a turn without sub-agents): adds nothing
+        self.total.merge(t)
         for lane, totals in other.by_lane.items():
             self.by_lane.setdefault(lane, UsageTotals()).merge(totals)
 
     def to_dict(self) -> dict[str, Any]:
+        # `{**self.total.to_dict(), "byLane": {lane: totals.to_dict(), ...}}`, each record
+        # written out here (built several times a turn: no call per lane).
         lanes: dict[str, Any] = {}
-        for lane, totals in self.by_lane.items():
-            lanes[lane] = totals.to_dict()
-        out = self.total.to_dict()  # (its own fresh dict: no copy into another)
-        out["byLane"] = lanes
-        return out
+        for lane, t in self.by_lane.items():
+            lanes[lane] = {
+                "inputTokens": t.input_tokens,
+                "outputTokens": t.output_tokens,
+                "cacheReadTokens": t.cache_read_tokens,
+                "cacheWriteTokens": t.cache_write_tokens,
+                "totalTokens": t.input_tokens + t.output_tokens + t.cache_read_tokens + t.cache_write_tokens,
+                "cost": round(t.cost, 6) if t.cost else t.cost,
+                "calls": t.calls,
+                "dirty": t.dirty,
+            }
+        t = self.total
+        return {
+            "inputTokens": t.input_tokens,
+            "outputTokens": t.output_tokens,
+            "cacheReadTokens": t.cache_read_tokens,
+            "cacheWriteTokens": t.cache_write_tokens,
+            "totalTokens": t.input_tokens + t.output_tokens + t.cache_read_tokens + t.cache_write_tokens,
+            "cost": round(t.cost, 6) if t.cost else t.cost,
+            "calls": t.calls,
+            "dirty": t.dirty,
+            "byLane": lanes,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> UsageLedger:
