@@ -47,7 +47,8 @@ class Flat:
         # A payload is built for every event a turn stores (TurnEnded has 12 fields): one
         # straight-line function per class, made once, instead of a getattr per field.
         if "payload" not in cls.__dict__ and "_keys" in cls.__dict__:
-            cls.payload = compiled_payload(cls._keys, cls._optional)  # type: ignore[method-assign,assignment]
+            made = compiled_payload(cls._keys, cls._optional, cls.__name__)
+            cls.payload = made  # type: ignore[method-assign,assignment]
 
     def payload(self) -> dict[str, Any]:
         return self.generic_payload()
@@ -76,9 +77,12 @@ class Flat:
         return cls(**values)
 
 
-def compiled_payload(keys: Mapping[str, str], optional: frozenset[str]) -> Callable[[Any], dict[str, Any]]:
+def compiled_payload(
+    keys: Mapping[str, str], optional: frozenset[str], name: str = "Flat"
+) -> Callable[[Any], dict[str, Any]]:
     """`Flat.generic_payload` for these keys as one function: a dict display of the required
-    fields, then each optional one added when not None (same keys, same order)."""
+    fields, then each optional one added when not None (same keys, same order). Its code is
+    named after the class (`<payload of NAME>`), so profiles count each class's apart."""
     lines = ["def payload(self):", "    out = {}"]
     for field, key in keys.items():
         if not field.isidentifier():
@@ -89,7 +93,8 @@ def compiled_payload(keys: Mapping[str, str], optional: frozenset[str]) -> Calla
             lines.append(f"    out[{key!r}] = self.{field}")
     lines.append("    return out")
     namespace: dict[str, Any] = {}
-    exec("\n".join(lines), namespace)  # (source built above from identifiers and repr()ed keys)
+    # (source built above from identifiers and repr()ed keys)
+    exec(compile("\n".join(lines), f"<payload of {name}>", "exec"), namespace)
     fn: Callable[[Any], dict[str, Any]] = namespace["payload"]
     return fn
 
