@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from agentd.core.log_context import LOG_CONTEXT_FIELDS as LOG_CONTEXT_FIELDS
     from agentd.core.log_context import LogContextFilter as LogContextFilter
     from agentd.core.log_context import bind_log_context as bind_log_context
+    from agentd.core.log_context import turn_log_context as turn_log_context
     from agentd.core.loop_records import checkpoint_wire as checkpoint_wire
     from agentd.core.loop_records import cycle_wire as cycle_wire
     from agentd.core.loop_records import repetition_wire as repetition_wire
@@ -227,6 +228,7 @@ _WHERE = {
     "AgentText": "agentd.core.updates",
     "AgentTextChunk": "agentd.core.updates",
     "bind_log_context": "agentd.core.log_context",
+    "turn_log_context": "agentd.core.log_context",
     "common_prefix": "agentd.core.conversation",
     "CompactionCompleted": "agentd.core.updates",
     "CompactionProgress": "agentd.core.updates",
@@ -428,6 +430,7 @@ __all__ = [
     "subagent_stop_payload",
     "text_content",
     "tracing",
+    "turn_log_context",
     "verdict_next_step",
     "verdict_wire",
     "wait_for_any",

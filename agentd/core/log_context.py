@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from contextvars import Context, ContextVar, Token, copy_context
 
 LOG_CONTEXT_FIELDS = ("session_id", "turn_id")
 
@@ -35,6 +35,15 @@ def bind_log_context(*, session_id: str | None = None, turn_id: str | None = Non
     finally:
         for var, token in reversed(tokens):
             var.reset(token)
+
+
+def turn_log_context(turn_id: str) -> Context:
+    """A copy of the current context with `turn_id` bound: what a task started inside
+    `bind_log_context(turn_id=...)` would copy, made without the context manager's calls
+    (`asyncio.create_task(..., context=turn_log_context(turn_id))`, once per turn)."""
+    context = copy_context()
+    context.run(_turn_id.set, turn_id)
+    return context
 
 
 def current_log_context() -> dict[str, str]:

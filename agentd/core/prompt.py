@@ -20,6 +20,9 @@ def _truncate(text: str) -> str:
 def prompt_text(
     blocks: Sequence[TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource],
 ) -> str:
+    if len(blocks) == 1 and type(only := blocks[0]) is TextContent:  # a typed prompt: as it is
+        text = only.text
+        return text if len(text) <= MAX_PROMPT_TEXT else _truncate(text)
     parts: list[str] = []
     for block in blocks:
         match block:

@@ -69,13 +69,26 @@ class UsageTotals:
             "totalTokens": (  # `total_tokens`, spelled out: one call less per ledger and lane
                 self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
             ),
-            "cost": round(self.cost, 6),
+            # (round(0.0, 6) is 0.0: no call for the common cost-free lane)
+            "cost": round(self.cost, 6) if self.cost else self.cost,
             "calls": self.calls,
             "dirty": self.dirty,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageTotals:
+        try:  # what to_dict wrote: every key there, read without a .get call each
+            return cls(
+                int(d["inputTokens"]),
+                int(d["outputTokens"]),
+                int(d["cacheReadTokens"]),
+                int(d["cacheWriteTokens"]),
+                float(d["cost"]),
+                int(d["calls"]),
+                bool(d["dirty"]),
+            )
+        except KeyError:
+            pass
         return cls(
             int(d.get("inputTokens", 0)),
             int(d.get("outputTokens", 0)),
@@ -106,19 +119,48 @@ class UsageLedger:
         self.total.add(usage, cost)
 
     def merge(self, other: UsageLedger) -> None:
-        self.total.merge(other.total)
+        t = other.total
+        nothing = not (t.calls or t.dirty or t.cost or t.input_tokens or t.output_tokens)
+        if nothing and not (other.by_lane or t.cache_read_tokens or t.cache_write_tokens):
+            return  # an empty ledger (a turn without sub-agents): adds nothing
+        self.total.merge(t)
         for lane, totals in other.by_lane.items():
             self.by_lane.setdefault(lane, UsageTotals()).merge(totals)
 
     def to_dict(self) -> dict[str, Any]:
+        # `{**self.total.to_dict(), "byLane": {lane: totals.to_dict(), ...}}`, each record
+        # written out here (built several times a turn: no call per lane).
         lanes: dict[str, Any] = {}
-        for lane, totals in self.by_lane.items():
-            lanes[lane] = totals.to_dict()
-        return {**self.total.to_dict(), "byLane": lanes}
+        for lane, t in self.by_lane.items():
+            lanes[lane] = {
+                "inputTokens": t.input_tokens,
+                "outputTokens": t.output_tokens,
+                "cacheReadTokens": t.cache_read_tokens,
+                "cacheWriteTokens": t.cache_write_tokens,
+                "totalTokens": t.input_tokens + t.output_tokens + t.cache_read_tokens + t.cache_write_tokens,
+                "cost": round(t.cost, 6) if t.cost else t.cost,
+                "calls": t.calls,
+                "dirty": t.dirty,
+            }
+        t = self.total
+        return {
+            "inputTokens": t.input_tokens,
+            "outputTokens": t.output_tokens,
+            "cacheReadTokens": t.cache_read_tokens,
+            "cacheWriteTokens": t.cache_write_tokens,
+            "totalTokens": t.input_tokens + t.output_tokens + t.cache_read_tokens + t.cache_write_tokens,
+            "cost": round(t.cost, 6) if t.cost else t.cost,
+            "calls": t.calls,
+            "dirty": t.dirty,
+            "byLane": lanes,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> UsageLedger:
         if not d:
             return cls()
-        lanes = {k: UsageTotals.from_dict(v) for k, v in d.get("byLane", {}).items()}
+        lanes: dict[str, UsageTotals] = {}
+        if by_lane := d.get("byLane"):
+            for lane, totals in by_lane.items():
+                lanes[lane] = UsageTotals.from_dict(totals)
         return cls(UsageTotals.from_dict(d), lanes)

@@ -8,10 +8,10 @@ loop testable without a server and keeps session state owned by the actor.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentd.core import (
@@ -68,9 +68,11 @@ class TurnCancelled(Exception):
 async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asyncio.Event) -> T:
     """Await `aw` unless `cancel` fires first; then cancel it, wait for its cleanup
     (a killed process group, a closed stream) and raise `TurnCancelled`."""
+    # (`type(aw) is CoroutineType` first: a plain coroutine needs no iscoroutine call)
+    coro = type(aw) is CoroutineType or asyncio.iscoroutine(aw)
     if cancel.is_set():
-        if asyncio.iscoroutine(aw):
-            aw.close()
+        if coro:
+            aw.close()  # type: ignore[union-attr]
         raise TurnCancelled
     waiters = waiters_of(cancel)
     if waiters is None:
@@ -78,7 +80,7 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
     else:
         # One future, completed by whichever comes first: the operation's end or `cancel.set()`.
         loop = asyncio.get_running_loop()
-        task = loop.create_task(aw) if asyncio.iscoroutine(aw) else asyncio.ensure_future(aw)
+        task = loop.create_task(aw) if coro else asyncio.ensure_future(aw)  # type: ignore[arg-type]
         woken = loop.create_future()
 
         def wake(_: object) -> None:
@@ -94,8 +96,10 @@ async def run_cancellable(aw: Coroutine[Any, Any, T] | Awaitable[T], cancel: asy
             raise
         finally:
             task.remove_done_callback(wake)
-            with contextlib.suppress(ValueError):
-                waiters.remove(woken)  # (`Event.wait` takes its own off so too)
+            try:  # (`Event.wait` takes its own off so too; no contextlib.suppress: 3 calls)
+                waiters.remove(woken)
+            except ValueError:
+                pass
     if task.done():
         return task.result()
     task.cancel()

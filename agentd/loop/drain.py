@@ -84,8 +84,10 @@ async def _wait_one_future(
     finally:
         timer.cancel()
         drained.remove_done_callback(wake)
-        with contextlib.suppress(ValueError):
+        try:  # (not contextlib.suppress: three Python calls per barrier)
             waiters.remove(woken)
+        except ValueError:
+            pass
         if not drained.done():
             drained.cancel()
             with contextlib.suppress(asyncio.CancelledError):

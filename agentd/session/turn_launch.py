@@ -31,8 +31,8 @@ from agentd.core import (
     TurnOutcome,
     TurnStarted,
     UserMessage,
-    bind_log_context,
     prompt_text,
+    turn_log_context,
 )
 from agentd.loop import OutputSchema, SessionLoopState, TurnContext, run_bang, run_compaction_job, run_turn
 from agentd.protocol import ContentBlock, TextContent, dump
@@ -216,7 +216,10 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         live_tools=SessionLoopState.live_tools(lambda: actor.mcp),
         live_names=frozenset(mcp_tools),
     )
-    actor.loop_state.equip(ctx, {**services.tools, **mcp_tools}, allowed=agent.allows_tool)  # R-T11
+    # (the registry's own dict when there is no MCP tool: the same object each turn, so the
+    # session's `task` tool, made from it, is made once — it is only read)
+    available = {**services.tools, **mcp_tools} if mcp_tools else services.tools
+    actor.loop_state.equip(ctx, available, allowed=agent.allows_tool)  # R-T11
     return ctx
 
 
@@ -276,19 +279,20 @@ def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
             )
     rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
     _announce_turn(actor, turn_id, queued, before if rewindable else None)
-    # The task copies the context: every record it logs carries this turn's id.
-    with bind_log_context(turn_id=turn_id):
-        body: Runner
-        if plan.local is not None:
-            command, arg = plan.local
-            name, body = "local", functools.partial(_run_local, actor, ctx, command.name, arg)
-        elif plan.bang is not None:
-            name, body = "bang", functools.partial(run_bang, ctx, plan.bang, new_id("bang"))
-        elif queued.kind is QueueKind.COMPACT:
-            name, body = "turn", functools.partial(run_compaction_job, ctx)
-        else:
-            name, body = "turn", functools.partial(run_turn, ctx)
-        task = asyncio.create_task(_run(actor, ctx, queued, body), name=f"{name}-{turn_id}")
+    body: Runner
+    if plan.local is not None:
+        command, arg = plan.local
+        name, body = "local", functools.partial(_run_local, actor, ctx, command.name, arg)
+    elif plan.bang is not None:
+        name, body = "bang", functools.partial(run_bang, ctx, plan.bang, new_id("bang"))
+    elif queued.kind is QueueKind.COMPACT:
+        name, body = "turn", functools.partial(run_compaction_job, ctx)
+    else:
+        name, body = "turn", functools.partial(run_turn, ctx)
+    # The task runs in a copy of this context with the turn's id bound: every record it logs
+    # carries it (as inside `bind_log_context(turn_id=...)`, without its calls).
+    context = turn_log_context(turn_id)
+    task = asyncio.create_task(_run(actor, ctx, queued, body), name=f"{name}-{turn_id}", context=context)
     return RunningTurn(turn_id, queued, task, ctx)
 
 

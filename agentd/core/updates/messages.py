@@ -8,7 +8,7 @@ Each payload keeps the exact keys, order and values of the events already stored
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -120,7 +120,7 @@ class CompactionCompleted:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class AgentTextChunk:
     """Streamed model output (transient). `offset` is where `text` starts in the message, so a
     client that attached mid-message knows it missed the start."""
@@ -129,10 +129,17 @@ class AgentTextChunk:
     text: str
     offset: int
     thought: bool = False  # reasoning rather than the answer
+    # Read by every hop of every chunk (the event, the hub, the renderer): set once here, not
+    # a property called per read. Not part of what a chunk equals or shows (it follows `thought`).
+    kind: EventKind = field(init=False, compare=False, repr=False)
 
-    @property
-    def kind(self) -> EventKind:
-        return EventKind.AGENT_THOUGHT_CHUNK if self.thought else EventKind.AGENT_MESSAGE_CHUNK
+    def __init__(self, message_id: str, text: str, offset: int, thought: bool = False) -> None:
+        put = self.__dict__  # (frozen: what the generated __init__ sets, written directly)
+        put["message_id"] = message_id
+        put["text"] = text
+        put["offset"] = offset
+        put["thought"] = thought
+        put["kind"] = EventKind.AGENT_THOUGHT_CHUNK if thought else EventKind.AGENT_MESSAGE_CHUNK
 
     def payload(self) -> dict[str, Any]:
         return {"messageId": self.message_id, "text": self.text, "offset": self.offset}

@@ -8,7 +8,7 @@ an unfamiliar stored payload as it is (`agentd/core/codec.py`) rather than lose 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self
 
 from agentd.core.kinds import EventKind
@@ -42,7 +42,19 @@ class Flat:
     _keys: ClassVar[Mapping[str, str]]  # field name → wire key, in the stored order
     _optional: ClassVar[frozenset[str]] = frozenset()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A payload is built for every event a turn stores (TurnEnded has 12 fields): one
+        # straight-line function per class, made once, instead of a getattr per field.
+        if "payload" not in cls.__dict__ and "_keys" in cls.__dict__:
+            made = compiled_payload(cls._keys, cls._optional, cls.__name__)
+            cls.payload = made  # type: ignore[method-assign,assignment]
+
     def payload(self) -> dict[str, Any]:
+        return self.generic_payload()
+
+    def generic_payload(self) -> dict[str, Any]:
+        """The payload by walking `_keys` (what `compiled_payload` writes out; tests compare)."""
         out: dict[str, Any] = {}
         for field, key in self._keys.items():
             value = getattr(self, field)
@@ -63,6 +75,28 @@ class Flat:
             else:
                 raise BadPayload(f"{cls.__name__}: missing {key}")
         return cls(**values)
+
+
+def compiled_payload(
+    keys: Mapping[str, str], optional: frozenset[str], name: str = "Flat"
+) -> Callable[[Any], dict[str, Any]]:
+    """`Flat.generic_payload` for these keys as one function: a dict display of the required
+    fields, then each optional one added when not None (same keys, same order). Its code is
+    named after the class (`<payload of NAME>`), so profiles count each class's apart."""
+    lines = ["def payload(self):", "    out = {}"]
+    for field, key in keys.items():
+        if not field.isidentifier():
+            raise ValueError(f"not a field name: {field!r}")
+        if field in optional:
+            lines += [f"    v = self.{field}", "    if v is not None:", f"        out[{key!r}] = v"]
+        else:
+            lines.append(f"    out[{key!r}] = self.{field}")
+    lines.append("    return out")
+    namespace: dict[str, Any] = {}
+    # (source built above from identifiers and repr()ed keys)
+    exec(compile("\n".join(lines), f"<payload of {name}>", "exec"), namespace)
+    fn: Callable[[Any], dict[str, Any]] = namespace["payload"]
+    return fn
 
 
 class Unparsed:

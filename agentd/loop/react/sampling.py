@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from dataclasses import dataclass, field
 
@@ -116,35 +115,41 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
         # 003: "LLM call max 1200s" — past it the call is a timeout (the `timeout` bucket).
         deadline = asyncio.timeout(call_max if call_max > 0 else None)
         try:
-            async with deadline, contextlib.aclosing(ctx.provider.stream(request)) as stream:  # type: ignore[type-var]
+            async with deadline:
+                stream = ctx.provider.stream(request)
                 emit, used = ctx.events.emit_transient, ctx.used_tool_call_ids
-                # One `match` per stream event, here in the loop (no call per event).
-                async for ev in stream:
-                    match ev:
-                        # `offset` lets a client that attached mid-message know it missed the start.
-                        case TextDelta(text=text) if text:
-                            offset = len(sample.text)
-                            sample.text += text
-                            emit(AgentTextChunk(sample.message_id, text, offset))
-                            # The stream so far is `sample.text`: judged whole once it is long
-                            # enough (no detector to feed chunk by chunk before that).
-                            if offset + len(text) > limits.min_stream_chars:
-                                sample.degenerate = detect_repetitive_text(sample.text, limits)
-                                if sample.degenerate is not None:
-                                    return  # a degenerate stream: stop reading it (closing it)
-                        case ReasoningDelta(text=text) if text:
-                            offset = len(sample.reasoning)
-                            sample.reasoning += text
-                            emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
-                        case ReasoningBlockComplete(block=block):
-                            sample.reasoning_blocks.append(block)
-                        case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-                            call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
-                            sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-                        case Usage():
-                            sample.usage = ev
-                        case Stop(reason=reason):
-                            sample.stop = reason
+                text_len = len(sample.text)  # kept here: one `len` per chunk, not two
+                try:  # (closed as `contextlib.aclosing` would, without its three calls)
+                    # One `match` per stream event, here in the loop (no call per event).
+                    async for ev in stream:
+                        match ev:
+                            # `offset` lets a client that attached mid-message know it missed the start.
+                            case TextDelta(text=text) if text:
+                                offset = text_len
+                                text_len += len(text)
+                                sample.text += text
+                                emit(AgentTextChunk(sample.message_id, text, offset))
+                                # The stream so far is `sample.text`: judged whole once it is long
+                                # enough (no detector to feed chunk by chunk before that).
+                                if text_len > limits.min_stream_chars:
+                                    sample.degenerate = detect_repetitive_text(sample.text, limits)
+                                    if sample.degenerate is not None:
+                                        return  # a degenerate stream: stop reading it (closing it)
+                            case ReasoningDelta(text=text) if text:
+                                offset = len(sample.reasoning)
+                                sample.reasoning += text
+                                emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
+                            case ReasoningBlockComplete(block=block):
+                                sample.reasoning_blocks.append(block)
+                            case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+                                call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
+                                sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+                            case Usage():
+                                sample.usage = ev
+                            case Stop(reason=reason):
+                                sample.stop = reason
+                finally:
+                    await stream.aclose()  # type: ignore[attr-defined]
         except TimeoutError as exc:
             if not deadline.expired():
                 raise

@@ -157,6 +157,7 @@ class Subagents:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runners: set[asyncio.Task[None]] = field(default_factory=set)
     _closed: bool = False
+    _offered: TaskTool | None = None  # the session's turns' `task` tool (`task_tool`)
 
     # --- spawning ---
 
@@ -183,7 +184,14 @@ class Subagents:
         """The `task` tool for the session's agent's turn, or None past the depth limit."""
         if not self.agents or not can_spawn(parent.depth, self.limits):
             return None
-        return cast("Tool", TaskTool(self, available).bind(parent))
+        # Made once while the agents and the tools it picks from stay the same objects (its
+        # guidance and schema are theirs), bound to each turn that offers it: a session runs
+        # one turn at a time, and `run` reads its parent before its first await.
+        tool = self._offered
+        if tool is None or tool.available is not available or tool.agents is not self.agents:
+            tool = self._offered = TaskTool(self, available)
+        offered: Tool = tool.bind(parent)  # type: ignore[assignment]  # (not cast: a call)
+        return offered
 
     def child_context(
         self,

@@ -96,6 +96,7 @@ class TaskTool:
         self.subagents = subagents
         self.available = available  # the tools a child's allow-list picks from
         self.parent: TurnContext | None = None  # bound by `bind` for the turn that offers it
+        self.agents = subagents.agents  # what its guidance and schema were made from
         names = {name: spec.description for name, spec in subagents.agents.items()}
         self.guidance = _guidance(names)
         self.parameters: dict[str, Any] = {

@@ -290,9 +290,10 @@ class Journal:
         """The turn's end, after any message it left cut off mid-stream (durably, first);
         the turn's usage joins the session's ledger."""
         self.finish_interrupted_messages(list(self.partial.items()), conversation)
-        fields = None
-        if outcome.turn and "usage" in outcome.turn:
+        spent = "usage" in outcome.turn
+        if spent:
             usage.merge(UsageLedger.from_dict(outcome.turn["usage"]))
-            fields = {"usage": usage.to_dict()}  # in the turn's end's own commit
-        ended = turn_ended(turn_id, prompt_id, outcome, request_id, usage.to_dict(), request_digest)
+        session_usage = usage.to_dict()  # once: read-only from here, the event's and the row's
+        fields = {"usage": session_usage} if spent else None  # in the turn's end's own commit
+        ended = turn_ended(turn_id, prompt_id, outcome, request_id, session_usage, request_digest)
         self.emit(ended, session_fields=fields)

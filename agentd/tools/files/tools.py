@@ -33,7 +33,7 @@ from agentd.tools.files.text import (
     replace_once,
     until_stopped,
 )
-from agentd.tools.files.workspace import display_path, resolve_in_workspace
+from agentd.tools.files.workspace import resolve_and_display
 from agentd.tools.offload import run_blocking
 
 __all__ = [
@@ -87,11 +87,10 @@ class ReadFile:
         return safe_locations(args, ctx, offset if isinstance(offset, int) and offset >= 1 else 1)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
+        path, disp = resolve_and_display(ctx.cwd, str_arg(args, "path", allow_empty=False))
         offset = opt_int_arg(args, "offset") or 1
         user_limit = opt_int_arg(args, "limit")
         limit = min(user_limit or READ_MAX_LINES, READ_MAX_LINES)
-        disp = display_path(ctx.cwd, path)
         if ctx.client is not None and ctx.client.can_read:  # the editor's buffer, saved or not
             text = await ctx.client.read_text_file(path)
             total = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
@@ -176,13 +175,12 @@ class WriteFile:
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolPreview:
         """The diff against the current file; a new file shows its whole content (no oldText)."""
-        path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
-        return await write_preview(ctx, path, display_path(ctx.cwd, path), str_arg(args, "content"))
+        path, disp = resolve_and_display(ctx.cwd, str_arg(args, "path", allow_empty=False))
+        return await write_preview(ctx, path, disp, str_arg(args, "content"))
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
+        path, disp = resolve_and_display(ctx.cwd, str_arg(args, "path", allow_empty=False))
         content = str_arg(args, "content")
-        disp = display_path(ctx.cwd, path)
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as exc:  # lone surrogates from a bad JSON escape
@@ -260,8 +258,7 @@ class EditFile:
 
     async def preview(self, args: dict[str, Any], ctx: ToolContext) -> ToolPreview:
         """The file before and after the replacement, as the edit would make it now."""
-        path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
-        disp = display_path(ctx.cwd, path)
+        path, disp = resolve_and_display(ctx.cwd, str_arg(args, "path", allow_empty=False))
         shown = await write_preview(ctx, path, disp, "")
         diff = shown.content[0] if shown.content else {}
         if diff.get("type") != "diff":
@@ -276,7 +273,7 @@ class EditFile:
         return ToolPreview([diff_item(path, diff["oldText"], new_text)])
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        path = resolve_in_workspace(ctx.cwd, str_arg(args, "path", allow_empty=False))
+        path, disp = resolve_and_display(ctx.cwd, str_arg(args, "path", allow_empty=False))
         old_string = str_arg(args, "old_string")
         new_string = str_arg(args, "new_string")
         if not old_string:
@@ -285,7 +282,6 @@ class EditFile:
             )
         if old_string == new_string:
             raise ToolError("old_string and new_string are identical; nothing to change")
-        disp = display_path(ctx.cwd, path)
         if ctx.client is not None and ctx.client.can_read and ctx.client.can_write:
             old_text = await ctx.client.read_text_file(path)
             new_text, line = replace_once(old_text, disp, old_string, new_string)

@@ -34,6 +34,27 @@ def resolve_in_workspace(root: Path, path: str) -> Path:
         raise ToolError("path must be a non-empty string")
     if LIBRARY_RESOLVE:
         return _resolve_pathlib(root, path)
+    return Path(_resolve_str(root, path)[0])
+
+
+def resolve_and_display(root: Path, path: str) -> tuple[Path, str]:
+    """`(p := resolve_in_workspace(root, path), display_path(root, p))` with the root's
+    realpath made once, not twice (a file tool's call wants both)."""
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path must be a non-empty string")
+    if LIBRARY_RESOLVE:
+        resolved_path = _resolve_pathlib(root, path)
+        return resolved_path, display_path(root, resolved_path)
+    resolved, real_root = _resolve_str(root, path)
+    # (a realpath is already pathlib's normal form: `display_path`'s text, without a Path)
+    if resolved == real_root:
+        return Path(resolved), "."
+    prefix = real_root if real_root.endswith("/") else real_root + "/"
+    return Path(resolved), resolved[len(prefix) :]  # inside the root: `_within` said so
+
+
+def _resolve_str(root: Path, path: str) -> tuple[str, str]:
+    """(the path's realpath, the root's), refused unless the first is inside the second."""
     try:
         real_root = _realpath(root)
         resolved = _realpath(path if path.startswith("/") else os.path.join(real_root, path))
@@ -46,7 +67,7 @@ def resolve_in_workspace(root: Path, path: str) -> Path:
             f"path {path!r} resolves to {resolved}, which is outside the workspace {real_root}; "
             "only files inside the workspace can be accessed"
         )
-    return Path(resolved)
+    return resolved, real_root
 
 
 def _realpath(path: str | Path) -> str:

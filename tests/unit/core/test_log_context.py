@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from agentd.core.log_context import LogContextFilter, bind_log_context, current_log_context
+from agentd.core.log_context import LogContextFilter, bind_log_context, current_log_context, turn_log_context
 
 
 def _record(msg: str = "hello", **extra: object) -> logging.LogRecord:
@@ -73,3 +73,18 @@ async def test_concurrent_tasks_keep_their_own_context() -> None:
 
     a, b = await asyncio.gather(session("a"), session("b"))
     assert (a.session_id, b.session_id) == ("a", "b")  # type: ignore[attr-defined]
+
+
+async def test_a_task_in_turn_log_context_carries_the_turn_like_one_started_inside_bind() -> None:
+    """`turn_log_context` (the turn's task's context, issue 32) binds what a task started
+    inside `bind_log_context(turn_id=...)` sees, and leaves the caller's context alone."""
+
+    async def seen() -> dict[str, str]:
+        return current_log_context()
+
+    with bind_log_context(session_id="s1"):
+        with bind_log_context(turn_id="t1"):
+            inside = await asyncio.create_task(seen())
+        given = await asyncio.create_task(seen(), context=turn_log_context("t1"))
+        assert current_log_context() == {"session_id": "s1"}
+    assert given == inside == {"session_id": "s1", "turn_id": "t1"}

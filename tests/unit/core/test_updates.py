@@ -133,3 +133,17 @@ def test_permission_request_is_the_announcement_without_session_update() -> None
     request: dict[str, Any] = announced.permission_request()
     assert list(request) == ["toolCallId", "title", "kind", "status", "rawInput"]
     assert request == {k: v for k, v in announced.payload().items() if k != "sessionUpdate"}
+
+
+def test_a_chunks_kind_is_set_once_and_follows_thought() -> None:
+    """`AgentTextChunk.kind` is an attribute set by its `__init__` (issue 32: read on every hop
+    of every chunk), not part of what it equals or shows; a replaced copy gets its own."""
+    from dataclasses import replace
+
+    answer = AgentTextChunk("m", "t", 0)
+    thought = AgentTextChunk("m", "t", 0, thought=True)
+    assert answer.kind is EventKind.AGENT_MESSAGE_CHUNK and thought.kind is EventKind.AGENT_THOUGHT_CHUNK
+    assert answer == AgentTextChunk("m", "t", 0) and answer != thought
+    assert repr(answer) == "AgentTextChunk(message_id='m', text='t', offset=0, thought=False)"
+    assert replace(answer, thought=True).kind is EventKind.AGENT_THOUGHT_CHUNK
+    assert replace(thought, text="u").kind is EventKind.AGENT_THOUGHT_CHUNK

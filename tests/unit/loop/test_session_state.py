@@ -89,3 +89,25 @@ def test_the_task_tool_only_for_an_agent_that_may_use_it() -> None:
     ctx = context([])
     no_agents.equip(ctx, {}, allowed=lambda name: True)
     assert TASK_TOOL not in ctx.tools
+
+
+def test_the_task_tool_is_made_once_and_bound_to_each_turn() -> None:
+    """Made once while the tools it picks from and the agents are the same objects (its
+    guidance and schema are theirs), bound to the turn offering it; new ones when they change."""
+    state = loop_state(agents={"helper": DEFAULT_AGENT})
+    available: dict[str, Any] = {"bash": object()}
+    first, second = context([]), context([])
+    state.equip(first, available, allowed=lambda name: True)
+    tool = first.tools[TASK_TOOL]
+    assert tool.parent is first  # type: ignore[attr-defined]
+    state.equip(second, available, allowed=lambda name: True)
+    assert second.tools[TASK_TOOL] is tool and tool.parent is second  # type: ignore[attr-defined]
+    assert "helper" in tool.guidance and tool.parameters["properties"]["agent"]["enum"] == ["helper"]
+
+    third = context([])
+    state.equip(third, {"bash": object()}, allowed=lambda name: True)  # other tools: a new one
+    assert third.tools[TASK_TOOL] is not tool and third.tools[TASK_TOOL].available is not available  # type: ignore[attr-defined]
+    state.subagents.agents = {"helper": DEFAULT_AGENT, "other": DEFAULT_AGENT}
+    fourth = context([])
+    state.equip(fourth, available, allowed=lambda name: True)  # other agents: a new one
+    assert fourth.tools[TASK_TOOL].parameters["properties"]["agent"]["enum"] == ["helper", "other"]

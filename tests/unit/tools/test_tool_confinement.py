@@ -22,7 +22,7 @@ from agentd.tools.base import ToolContext
 from agentd.tools.errors import ToolError
 from agentd.tools.files import tools as files
 from agentd.tools.files.tools import EditFile, ReadFile, WriteFile
-from agentd.tools.files.workspace import resolve_in_workspace
+from agentd.tools.files.workspace import resolve_and_display
 from agentd.tools.hooks import CommandHook
 from agentd.tools.search import engine as grepengine
 from agentd.tools.search import grep as search
@@ -395,12 +395,12 @@ async def test_hard_linked_file_is_refused(ctx: ToolContext, ws: Path, outside: 
 def _swap_after_resolving(monkeypatch: pytest.MonkeyPatch, swap: object) -> None:
     """The race, made deterministic: the path is checked, then the swap happens."""
 
-    def resolve_then_swap(root: Path, path: str) -> Path:
-        resolved = resolve_in_workspace(root, path)
+    def resolve_and_display_then_swap(root: Path, path: str) -> tuple[Path, str]:
+        answer = resolve_and_display(root, path)  # (the file tools resolve with this one)
         swap()  # type: ignore[operator]
-        return resolved
+        return answer
 
-    monkeypatch.setattr(files, "resolve_in_workspace", resolve_then_swap)
+    monkeypatch.setattr(files, "resolve_and_display", resolve_and_display_then_swap)
 
 
 async def test_directory_swapped_for_a_symlink_after_the_check_is_refused(

@@ -10,7 +10,7 @@ import pytest
 
 from agentd.tools import ToolError
 from agentd.tools.files import workspace
-from agentd.tools.files.workspace import display_path, resolve_in_workspace
+from agentd.tools.files.workspace import display_path, resolve_and_display, resolve_in_workspace
 
 
 @pytest.fixture
@@ -101,3 +101,25 @@ def test_what_each_path_decides(
         resolve_in_workspace(root, "loop-a")
     with pytest.raises(ToolError, match="must be a non-empty string"):
         resolve_in_workspace(root, "  ")
+
+
+@pytest.mark.parametrize("library", [False, True])
+@pytest.mark.parametrize(
+    "path", [*PATHS, "{root}/notes.txt", "{root}/../outside/secret", "{real}/src", "{real}"]
+)
+def test_resolve_and_display_is_the_two_calls(
+    tree: tuple[Path, Path], path: str, library: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`resolve_and_display` (the file tools' one resolve of the root per call) gives what
+    `resolve_in_workspace` then `display_path` give: the same path and text, or the same refusal."""
+    root, _ = tree
+    path = path.format(root=root, real=root.resolve())
+    monkeypatch.setattr(workspace, "LIBRARY_RESOLVE", library)
+    expected = _answer(root, path)
+    try:
+        resolved, shown = resolve_and_display(root, path)
+    except ToolError as exc:
+        assert expected == ("refused", str(exc))
+    else:
+        assert isinstance(resolved, Path)
+        assert expected == ("path", f"{resolved}|{shown}")
