@@ -92,22 +92,20 @@ async def test_only_uvicorns_unwrapped_send_is_written_to_directly() -> None:
 
 
 class Socket:
-    """A FrameSocket recording each write; `gate` cleared: paused, as uvicorn pauses writing."""
+    """A FrameSocket recording each write; `ready` cleared: paused, as uvicorn pauses writing."""
 
     def __init__(self) -> None:
         self.writes: list[list[str]] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    async def writable(self) -> None:
-        await self.gate.wait()
+        self.ready = asyncio.Event()
+        self.ready.set()
 
     def write(self, frames: list[str], /) -> None:
         self.writes.append([json.loads(f)["method"] for f in frames])
 
 
-def connection(socket: Socket, capacity: int = 100) -> Connection:
-    state = SimpleNamespace(settings=SimpleNamespace(client_buffer_frames=capacity))
+def connection(socket: Socket, capacity: int = 100, merge: bool = True) -> Connection:
+    settings = SimpleNamespace(client_buffer_frames=capacity, ws_merge_chunks=merge)
+    state = SimpleNamespace(settings=settings)
     return Connection(cast(Any, None), cast(Any, state), cast(Any, None), "alice", socket=socket)
 
 
@@ -146,7 +144,7 @@ async def test_a_write_holds_at_most_a_slice_and_urgent_frames_go_first() -> Non
 
 async def test_a_paused_socket_holds_one_frame_and_the_queue_keeps_its_bound() -> None:
     socket = Socket()
-    socket.gate.clear()
+    socket.ready.clear()
     conn = connection(socket, capacity=3)
     writer = asyncio.create_task(conn._writer())
     try:
@@ -154,7 +152,7 @@ async def test_a_paused_socket_holds_one_frame_and_the_queue_keeps_its_bound() -
         await until(lambda: conn._out.empty(), what="the writer holding the first frame")
         assert all(conn.send_notification("n/queued", {}) for _ in range(3))
         assert not conn.send_notification("n/over", {})  # full, as with one frame per send
-        socket.gate.set()
+        socket.ready.set()
         await until(lambda: socket.writes, what="the write once resumed")
         assert socket.writes == [["n/held", "n/queued", "n/queued", "n/queued"]]
     finally:
