@@ -16,6 +16,7 @@ import contextlib
 import itertools
 import logging
 import uuid
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -211,11 +212,10 @@ class Connection:
         finally:
             self._pending.pop(req_id, None)
 
-    async def _writer(self) -> None:
-        if self.socket is None:
-            await self._send_each()
-        else:
-            await self._write_batched(self.socket)
+    def _writer(self) -> Coroutine[Any, Any, None]:
+        """The writer task's coroutine itself (not one awaiting it: every resumption of a
+        coroutine in between is one more Python call per write)."""
+        return self._send_each() if self.socket is None else self._write_batched(self.socket)
 
     async def _send_each(self) -> None:
         """The library path: one `send_text` per frame."""
@@ -253,7 +253,7 @@ class Connection:
         while True:
             if not queued and not urgent:
                 burst = 0  # waiting: the other writers run meanwhile
-                await out.wait()
+                await out.waiter()
             behind = False
             if not ready.is_set():
                 # Paused: one frame held here, as `send_text` would hold it — the queue's

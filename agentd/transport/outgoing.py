@@ -148,24 +148,16 @@ class OutgoingQueue:
             _wake_next(putters)
         return taken
 
-    async def wait(self) -> None:
-        """Returns once something is queued, taking nothing (the writer then `take`s what
-        is ready: one call a write instead of `get` + `take`)."""
-        while not self._items:
-            loop = self._loop
-            if loop is None:
-                loop = self._loop = asyncio.get_running_loop()
-            getter = loop.create_future()
-            self._getters.append(getter)
-            try:
-                await getter
-            except BaseException:
-                getter.cancel()
-                with contextlib.suppress(ValueError):
-                    self._getters.remove(getter)
-                if self._items and not getter.cancelled():
-                    _wake_next(self._getters)
-                raise
+    def waiter(self) -> asyncio.Future[None]:
+        """A future done once something is queued, for the one writer to await when the
+        queue is empty; then it `take`s what is ready (no coroutine of its own between: a
+        call less a write). A cancelled one is skipped by the next wake-up."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        getter = loop.create_future()
+        self._getters.append(getter)
+        return getter
 
     async def get(self) -> Any:
         while not self._items:
