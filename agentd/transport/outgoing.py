@@ -83,7 +83,9 @@ class OutgoingQueue:
         self.closed = True
 
     async def put(self, item: Any) -> None:
-        """Queue a frame once there is room (never dropped)."""
+        """Queue a frame once there is room (never dropped: a response)."""
+        if self.offer(item):  # room, as nearly always: queued and the writer woken in one call
+            return
         while self.full():
             putter = asyncio.get_running_loop().create_future()
             self._putters.append(putter)
