@@ -3,7 +3,7 @@
     .venv/bin/python bench/fanout.py [--clients 1,10,50,200] [--chunks 2000] [--turns 2]
                                      [--procs 4] [--db sqlite,postgres]
                                      [--client arrival|raw|websockets] [--direct-write true|false]
-                                     [--smoke]
+                                     [--merge-chunks true|false] [--smoke]
 
 A real `agentd serve` subprocess (SQLite, then a fresh Postgres database when reachable)
 with the OpenAI provider pointed at a fake model in its own process that streams a
@@ -15,7 +15,9 @@ receive time; `raw` the same without; `websockets` the library's client. The pro
 `POST /rpc` from this process, which is not attached: every delivery counted is one to a
 measured client. `--direct-write false` runs the server with AGENTD_WS_DIRECT_WRITE=false
 (every frame through ASGI's `websocket.send`, the library path; the bench's server gets no
-`AGENTD_` variable from this environment).
+`AGENTD_` variable from this environment). `--merge-chunks false` runs it with
+AGENTD_WS_MERGE_CHUNKS=false: a client behind gets every chunk in a frame of its own
+(on, the default: its writer merges the queued chunks of one message, chunks/frame > 1).
 
 Reported per N (over `--turns` turns after a warm-up turn; the figures of all turns together):
 - deliveries/s: chunk frames received by all clients / (last delivery − first delivery);
@@ -200,7 +202,10 @@ async def broadcast_floor(chunks: int) -> AsyncIterator[tuple[Server, Callable[[
 async def bench(kind: str, model_url: str, args: argparse.Namespace) -> None:
     import httpx
 
-    prelude = f"import os; os.environ['AGENTD_WS_DIRECT_WRITE'] = {args.direct_write!r}"
+    prelude = (
+        f"import os; os.environ['AGENTD_WS_DIRECT_WRITE'] = {args.direct_write!r}; "
+        f"os.environ['AGENTD_WS_MERGE_CHUNKS'] = {args.merge_chunks!r}"
+    )
     async with (
         agentd_server(kind, model_url, prelude=prelude) as server,
         broadcast_floor(args.chunks) as (floor, floor_turn),
@@ -254,6 +259,10 @@ if __name__ == "__main__":
     parser.add_argument(
         "--direct-write", choices=("true", "false"), default="true",
         help="the server's AGENTD_WS_DIRECT_WRITE (false: every frame through ASGI's send)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--merge-chunks", choices=("true", "false"), default="true",
+        help="the server's AGENTD_WS_MERGE_CHUNKS (false: every chunk its own frame)",
     )  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     ns = parser.parse_args()

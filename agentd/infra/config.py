@@ -304,6 +304,9 @@ class Settings(BaseSettings):
     # Under uvicorn, a client's frames are read from the server's own ASGI `receive`, with
     # Starlette's `receive_text` checks written out; off: through `receive_text` (the library path).
     ws_direct_read: bool = True
+    # A client that fell behind gets its queued text chunks of one message merged into one
+    # frame each write (transport/outgoing.py `merge_chunks`): off, every chunk its own frame.
+    ws_merge_chunks: bool = True
     # File snapshots before tool edits (R-T12): a file over the per-file cap, or past the
     # session's total, is recorded as not restorable (rewind reports it) instead of kept.
     snapshot_max_file_bytes: int = 2 * 1024 * 1024

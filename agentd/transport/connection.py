@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import orjson
@@ -33,7 +33,7 @@ from agentd.protocol import (
     request,
 )
 from agentd.transport.guards import within_depth
-from agentd.transport.outgoing import OutgoingQueue
+from agentd.transport.outgoing import OutgoingQueue, merge_chunks
 from agentd.transport.render import encode_message
 from agentd.transport.rpc import Dispatcher, read_message, response_problem
 from agentd.transport.state import CallContext
@@ -64,7 +64,7 @@ class Channel(Protocol):
 class FrameSocket(Protocol):
     """A socket that takes several frames in one write (agentd/transport/socket_write.py)."""
 
-    async def writable(self) -> None: ...
+    ready: asyncio.Event  # set while it takes data; cleared while the server paused writing
 
     def write(self, frames: list[str], /) -> None: ...
 
@@ -80,6 +80,14 @@ class _ClearsAnswers:
     def __set__(self, conn: Connection, value: object) -> None:
         conn.__dict__[self.name] = value
         conn._supports.clear()
+
+
+def _unmarked(frames: list[Any]) -> tuple[list[str], bool]:
+    """`frames` without the queue's markers, up to its end (`_CLOSE`); whether it was reached."""
+    for i, frame in enumerate(frames):
+        if frame is _CLOSE:
+            return [f for f in frames[:i] if f is not _WAKE], True
+    return [f for f in frames if f is not _WAKE], False
 
 
 class Connection:
@@ -213,9 +221,14 @@ class Connection:
         finally:
             self._pending.pop(req_id, None)
 
-    async def _writer(self) -> None:
+    def _writer(self) -> Coroutine[Any, Any, None]:
+        """The writer task's coroutine itself (not one awaiting it: every resumption of a
+        coroutine in between is one more Python call per write)."""
+        return self._send_each() if self.socket is None else self._write_batched(self.socket)
+
+    async def _send_each(self) -> None:
+        """The library path: one `send_text` per frame."""
         burst = 0  # frames sent since this task last let others run
-        socket = self.socket
         while True:
             if self._urgent:
                 frame = self._urgent.popleft()
@@ -228,19 +241,51 @@ class Connection:
                 return
             if frame is _WAKE:
                 continue
-            if socket is None:
-                await self.ws.send_text(frame)  # returns without waiting while the socket takes it
-                burst += 1
-            else:
-                # Held here while the socket is paused, as `send_text` would hold it: the
-                # queue's bound still counts everything else. Then what is ready now goes
-                # in one write, in order (never waiting for more: a lone frame leaves alone).
-                await socket.writable()
-                frames, closing = self._ready([frame])
-                socket.write(frames)
-                if closing:
+            await self.ws.send_text(frame)  # returns without waiting while the socket takes it
+            burst += 1
+            if burst >= WRITER_SLICE:
+                # Let the other clients' writers send theirs: a session's burst of frames
+                # then reaches all its clients together instead of one client after another.
+                burst = 0
+                await asyncio.sleep(0)
+
+    async def _write_batched(self, socket: FrameSocket) -> None:
+        """What is ready goes in one write, in order, up to `WRITER_SLICE` frames (never
+        waiting for more: a lone frame leaves alone). For a client that fell behind (frames
+        still queued after this write's, or its socket paused) consecutive text chunks
+        go as one (`merge_chunks`, unless `ws_merge_chunks` is off)."""
+        out = self._out
+        queued, urgent, ready = out.queued, self._urgent, socket.ready
+        take, write = out.take, socket.write
+        merge = self.state.settings.ws_merge_chunks
+        burst = 0  # frames sent since this task last let others run
+        while True:
+            if not queued and not urgent:
+                burst = 0  # waiting: the other writers run meanwhile
+                await out.waiter()
+            behind = False
+            if not ready.is_set():
+                # Paused: one frame held here, as `send_text` would hold it — the queue's
+                # bound still counts everything else. Then what is ready goes with it.
+                held = urgent.popleft() if urgent else out.get_nowait()
+                if held is _CLOSE:
                     return
-                burst += len(frames)
+                await ready.wait()
+                frames, closing = self._ready([] if held is _WAKE else [held])
+                behind = True
+            elif urgent:
+                frames, closing = self._ready([])
+            else:
+                frames, closing = take(WRITER_SLICE), False
+                if _CLOSE in frames or _WAKE in frames:  # (rare: a test's end, an urgent wake-up)
+                    frames, closing = _unmarked(frames)
+            burst += len(frames)
+            if merge and (behind or queued) and len(frames) > 1:
+                frames = merge_chunks(frames)
+            if frames:
+                write(frames)
+            if closing:
+                return
             if burst >= WRITER_SLICE:
                 # Let the other clients' writers send theirs: a session's burst of frames
                 # then reaches all its clients together instead of one client after another.
@@ -253,16 +298,9 @@ class Connection:
         urgent = self._urgent
         while urgent and len(frames) < WRITER_SLICE:
             frames.append(urgent.popleft())
-        more = self._out.take(WRITER_SLICE - len(frames))
-        if _CLOSE in more or _WAKE in more:  # (rare: a test's end, an urgent frame's wake-up)
-            for i, frame in enumerate(more):
-                if frame is _CLOSE:
-                    frames += [f for f in more[:i] if f is not _WAKE]
-                    return frames, True
-            frames += [f for f in more if f is not _WAKE]
-        else:
-            frames += more
-        return frames, False
+        more, closing = _unmarked(self._out.take(WRITER_SLICE - len(frames)))
+        frames += more
+        return frames, closing
 
     # ------------------------------------------------------------------ incoming
 

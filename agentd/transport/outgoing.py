@@ -5,6 +5,9 @@ subscriber then tells the client to resync). Replay frames (agentd/session/event
 go through the same queue, so everything reaches the client in the order it was queued,
 but they do not count against that bound: they have their own window, which
 `put_replay` awaits, so a replay is paced by the client and never crowds out live frames.
+
+`merge_chunks` is what a writer does for a client that fell behind: consecutive transient
+text chunks of one message, queued for it, go out as one chunk holding their text.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import re
 from typing import Any
 
 REPLAY_WINDOW = 256  # replay frames queued ahead of the socket
@@ -27,6 +31,8 @@ class OutgoingQueue:
         self.maxsize = maxsize
         self._window = replay_window
         self._items: collections.deque[Any] = collections.deque()
+        # What is queued, for the writer to look at without a call (never changed outside).
+        self.queued = self._items
         self._is_replay: collections.deque[bool] = collections.deque()  # parallel to the items
         self._replayed = 0
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -77,7 +83,9 @@ class OutgoingQueue:
         self.closed = True
 
     async def put(self, item: Any) -> None:
-        """Queue a frame once there is room (never dropped)."""
+        """Queue a frame once there is room (never dropped: a response)."""
+        if self.offer(item):  # room, as nearly always: queued and the writer woken in one call
+            return
         while self.full():
             putter = asyncio.get_running_loop().create_future()
             self._putters.append(putter)
@@ -142,6 +150,17 @@ class OutgoingQueue:
             _wake_next(putters)
         return taken
 
+    def waiter(self) -> asyncio.Future[None]:
+        """A future done once something is queued, for the one writer to await when the
+        queue is empty; then it `take`s what is ready (no coroutine of its own between: a
+        call less a write). A cancelled one is skipped by the next wake-up."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        getter = loop.create_future()
+        self._getters.append(getter)
+        return getter
+
     async def get(self) -> Any:
         while not self._items:
             loop = self._loop
@@ -167,3 +186,68 @@ def _wake_next(waiters: collections.deque[asyncio.Future[None]]) -> None:
         if not waiter.done():
             waiter.set_result(None)
             return
+
+
+# A transient text chunk as agentd/transport/render.py's `live_frames` encodes it, split in
+# three: everything before its text, the text (JSON-escaped), everything after. The whole
+# frame must match, so anything else — a durable chunk (with its own seq), a `final` one
+# (it replaces a partial copy), another field, an escape in an id — is never merged.
+_CHUNK = re.compile(
+    r'(\{"jsonrpc":"2\.0","method":"session/update","params":\{"sessionId":"[^"\\]*",'
+    r'"update":\{"sessionUpdate":"agent_(?:message|thought)_chunk","content":\{"type":"text","text":")'
+    r'([^"\\]*(?:\\.[^"\\]*)*)'
+    r'("\}(?:,"messageId":"[^"\\]*")?\},"_meta":\{"agentd":\{"seq":\d+,"transient":true\}\}\}\})'
+)
+MERGED_TEXT_MAX = 16_384  # characters of (escaped) text in one merged chunk: frames stay small
+# Frames split (or found not to be chunks) lately: the hub encodes a frame once for all of a
+# session's clients, so the writers of its other clients find it here by the same object.
+# Bounded in count and in size (a longer frame is never merged: little to gain), so what
+# it keeps after a burst is at most ~2 MB.
+_SPLITS: dict[str, tuple[str, str, str] | None] = {}
+_SPLITS_MAX = 1024
+MERGE_FRAME_MAX = 2048  # characters
+
+
+def _split(frame: str) -> tuple[str, str, str] | None:
+    if len(frame) > MERGE_FRAME_MAX:
+        return None
+    if frame in _SPLITS:
+        return _SPLITS[frame]
+    if len(_SPLITS) >= _SPLITS_MAX:
+        _SPLITS.clear()
+    match = _CHUNK.fullmatch(frame)
+    split = _SPLITS[frame] = None if match is None else (match[1], match[2], match[3])
+    return split
+
+
+def merge_chunks(frames: list[Any]) -> list[Any]:
+    """`frames` with each run of consecutive transient chunks that differ only by their
+    text as one chunk: their texts concatenated, every other byte as it was. JSON escapes
+    one character at a time, so the escaped texts joined are the joined text escaped: the
+    client assembles the same message from fewer frames. A frame merged with nothing is
+    the same object; the order is kept."""
+    out: list[Any] = []
+    head = tail = ""  # the run's frame around its text ("": no run)
+    texts: list[str] = []
+    size = 0
+    first: Any = None  # the run's first frame, kept as it is if nothing joins it
+    for frame in frames:
+        match = _split(frame) if type(frame) is str else None
+        if match is not None:
+            h, text, t = match
+            if h == head and t == tail and size + len(text) <= MERGED_TEXT_MAX:
+                texts.append(text)
+                size += len(text)
+                continue
+        if texts:
+            out.append(first if len(texts) == 1 else head + "".join(texts) + tail)
+        if match is None:
+            out.append(frame)
+            head = tail = ""
+            texts = []
+        else:
+            head, text, tail = match
+            texts, size, first = [text], len(text), frame
+    if texts:
+        out.append(first if len(texts) == 1 else head + "".join(texts) + tail)
+    return out

@@ -16,6 +16,7 @@ Any other server, or a `send` someone wrapped, keeps the ASGI path (`socket_for`
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import Any
 
@@ -54,19 +55,16 @@ class SocketWriter:
     """Writes frames to one uvicorn WebSocket connection, as its `websocket.send` would:
     after its flow-control wait, refused once the client left or a close was sent."""
 
-    __slots__ = ("_conn", "_plain", "_proto")
+    __slots__ = ("_conn", "_plain", "_proto", "ready")
 
     def __init__(self, proto: Any) -> None:
         self._proto = proto
+        # uvicorn's flow control: set while the socket takes data, cleared while it paused
+        # writing (the writer then holds one frame and waits on it, as `send` would).
+        self.ready: asyncio.Event = proto.writable
         self._conn: Protocol = proto.conn
         # Fixed at the handshake: no extension and not debugging, the frame is framed here.
         self._plain = not self._conn.extensions and self._conn.side is Side.SERVER and not self._conn.debug
-
-    async def writable(self) -> None:
-        """Returns at once while the socket takes data; waits while uvicorn paused writing."""
-        ready = self._proto.writable
-        if not ready.is_set():
-            await ready.wait()
 
     def write(self, frames: list[str]) -> None:
         """All of `frames`, in order, in one socket write. Raises `ConnectionError` once the
@@ -103,5 +101,7 @@ def socket_for(scope: Scope) -> SocketWriter | None:
     if proto is None or type(proto).__module__ != _UVICORN_SANSIO:
         return None
     if not isinstance(getattr(proto, "conn", None), Protocol) or not hasattr(proto, "transport"):
+        return None
+    if not isinstance(getattr(proto, "writable", None), asyncio.Event):
         return None
     return SocketWriter(proto)

@@ -251,10 +251,11 @@ async def test_two_clients_of_one_session_receive_identical_frames(
     server_factory: Any, workspace: Path
 ) -> None:
     """Each event is encoded once for all clients: both watchers get the same text, frame
-    for frame (the streamed chunks and everything else of the turn)."""
+    for frame (the streamed chunks and everything else of the turn). Chunks not merged: a
+    writer merges a backlog's (transport/outgoing.py), and how much queues up is timing."""
     answer = "".join(f"[{i:03d}]" for i in range(60))
     provider = scripted({"text": answer, "chunk_size": 5})
-    async with server_factory(provider) as server:
+    async with server_factory(provider, ws_merge_chunks=False) as server:
         alice = await server.client()
         try:
             sid = await new_session(alice, workspace)

@@ -83,3 +83,16 @@ async def test_replay_frames_wait_for_room_in_their_window() -> None:
     assert q.get_nowait() == "r1"
     await asyncio.wait_for(third, 5)
     assert [q.get_nowait() for _ in range(3)] == ["r2", "live", "r3"]
+
+
+async def test_a_waiter_is_done_once_a_frame_is_queued_and_takes_nothing() -> None:
+    q = OutgoingQueue(4)
+    cancelled, waiter = q.waiter(), q.waiter()
+    cancelled.cancel()  # (a writer cancelled while it waited)
+    assert not waiter.done()
+    assert q.offer("a")
+    assert waiter.done() and q.qsize() == 1  # woken past the cancelled one; the frame stays
+    assert q.take(4) == ["a"]
+    replay = q.waiter()
+    await q.put_replay("r")
+    assert replay.done() and q.take(4) == ["r"]

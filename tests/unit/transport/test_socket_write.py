@@ -9,6 +9,7 @@ import json
 from types import SimpleNamespace
 from typing import Any, cast
 
+import orjson
 import pytest
 from uvicorn.config import Config
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -92,22 +93,20 @@ async def test_only_uvicorns_unwrapped_send_is_written_to_directly() -> None:
 
 
 class Socket:
-    """A FrameSocket recording each write; `gate` cleared: paused, as uvicorn pauses writing."""
+    """A FrameSocket recording each write; `ready` cleared: paused, as uvicorn pauses writing."""
 
     def __init__(self) -> None:
         self.writes: list[list[str]] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-
-    async def writable(self) -> None:
-        await self.gate.wait()
+        self.ready = asyncio.Event()
+        self.ready.set()
 
     def write(self, frames: list[str], /) -> None:
         self.writes.append([json.loads(f)["method"] for f in frames])
 
 
-def connection(socket: Socket, capacity: int = 100) -> Connection:
-    state = SimpleNamespace(settings=SimpleNamespace(client_buffer_frames=capacity))
+def connection(socket: Socket, capacity: int = 100, merge: bool = True) -> Connection:
+    settings = SimpleNamespace(client_buffer_frames=capacity, ws_merge_chunks=merge)
+    state = SimpleNamespace(settings=settings)
     return Connection(cast(Any, None), cast(Any, state), cast(Any, None), "alice", socket=socket)
 
 
@@ -146,7 +145,7 @@ async def test_a_write_holds_at_most_a_slice_and_urgent_frames_go_first() -> Non
 
 async def test_a_paused_socket_holds_one_frame_and_the_queue_keeps_its_bound() -> None:
     socket = Socket()
-    socket.gate.clear()
+    socket.ready.clear()
     conn = connection(socket, capacity=3)
     writer = asyncio.create_task(conn._writer())
     try:
@@ -154,7 +153,7 @@ async def test_a_paused_socket_holds_one_frame_and_the_queue_keeps_its_bound() -
         await until(lambda: conn._out.empty(), what="the writer holding the first frame")
         assert all(conn.send_notification("n/queued", {}) for _ in range(3))
         assert not conn.send_notification("n/over", {})  # full, as with one frame per send
-        socket.gate.set()
+        socket.ready.set()
         await until(lambda: socket.writes, what="the write once resumed")
         assert socket.writes == [["n/held", "n/queued", "n/queued", "n/queued"]]
     finally:
@@ -170,3 +169,78 @@ async def test_the_queue_end_stops_the_writer_after_what_came_before() -> None:
     assert conn.send_notification("n/after", {})
     await asyncio.wait_for(conn._writer(), 10)
     assert socket.writes == [["n/a", "n/b"]]
+
+
+class TextSocket(Socket):
+    """A Socket keeping what a client reads: each write's frames, as sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[list[str]] = []
+
+    def write(self, frames: list[str], /) -> None:
+        self.frames.append(list(frames))
+
+
+def chunk_frame(text: str) -> str:
+    body = {
+        "sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": text},
+        "messageId": "m",
+    }
+    params = {"sessionId": "s", "update": body, "_meta": {"agentd": {"seq": 1, "transient": True}}}
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}).decode()
+
+
+def texts(frames: list[str]) -> str:
+    return "".join(orjson.loads(f)["params"]["update"]["content"]["text"] for f in frames)
+
+
+@pytest.mark.parametrize("merge", [True, False])
+async def test_a_backlog_of_chunks_goes_out_merged_unless_switched_off(merge: bool) -> None:
+    socket = TextSocket()
+    conn = connection(socket, merge=merge)
+    sent = [f"<{i}>" for i in range(3 * WRITER_SLICE + 1)]
+    assert all(conn.send_encoded(chunk_frame(t)) for t in sent)
+    writer = asyncio.create_task(conn._writer())
+    try:
+        await until(lambda: conn._out.empty() and len(socket.frames) == 4, what="everything out")
+        assert texts([f for w in socket.frames for f in w]) == "".join(sent)  # in order, nothing lost
+        if merge:  # a write with more queued behind it: its chunks as one
+            assert [len(w) for w in socket.frames] == [1, 1, 1, 1]
+            assert socket.frames[0] == [chunk_frame("".join(sent[:WRITER_SLICE]))]
+        else:
+            assert [len(w) for w in socket.frames] == [WRITER_SLICE] * 3 + [1]
+    finally:
+        writer.cancel()
+
+
+async def test_a_client_that_keeps_up_gets_every_chunk_as_sent() -> None:
+    socket = TextSocket()
+    conn = connection(socket)
+    writer = asyncio.create_task(conn._writer())
+    try:
+        for round_ in range(3):  # a slice's worth at a time, each written before the next
+            batch = [chunk_frame(f"<{round_}.{i}>") for i in range(WRITER_SLICE)]
+            assert all(conn.send_encoded(f) for f in batch)
+            await until(lambda n=round_: len(socket.frames) == n + 1, what="the write")
+            assert socket.frames[round_] == batch
+    finally:
+        writer.cancel()
+
+
+async def test_a_paused_socket_gets_its_held_frame_and_the_chunks_behind_it_merged() -> None:
+    socket = TextSocket()
+    socket.ready.clear()
+    conn = connection(socket, capacity=3)
+    writer = asyncio.create_task(conn._writer())
+    try:
+        assert conn.send_encoded(chunk_frame("a"))
+        await until(lambda: conn._out.empty(), what="the writer holding the first frame")
+        assert all(conn.send_encoded(chunk_frame(t)) for t in "bcd")
+        assert not conn.send_encoded(chunk_frame("e"))  # the bound: one held, three queued
+        socket.ready.set()
+        await until(lambda: socket.frames, what="the write once resumed")
+        assert socket.frames == [[chunk_frame("abcd")]]
+    finally:
+        writer.cancel()
