@@ -19,7 +19,8 @@ transport's dispatcher, as the caller's principal and teams: authorised as a loc
 would be, and never routed on again), then stores the outcome and wakes the caller (a
 reply that carries the outcome goes out beside the outcome's durable write, not after its
 flush). Claims, outcomes and replies of the commands that reach the owner together go out
-together, one statement of each kind (agentd/session/replicas/batching.py). Every failure
+together, one statement of each kind, as do the forwards a caller makes together
+(agentd/session/replicas/batching.py). Every failure
 there is caught and retried (bounded): a database that is away for a moment — a pool with
 no free connection, a reset — never ends the router; `run` rescans for commands left
 pending by a failed wake-up, so none waits for ever. Commands an earlier process of this
@@ -123,6 +124,9 @@ class Router:
         # The owner's statements, each kind sent together for the commands that reached it
         # at once (agentd/session/replicas/batching.py): 200 prompts routed here at once are
         # a few claims, outcomes and replies, not 200 of each.
+        self._submits: Batched[rows.Forward, int] = Batched(
+            lambda items: rows.submit_many(self._engine, items), name="routed-submits"
+        )
         self._claims: Batched[int, RoutedCommand | None] = Batched(self._claim_many, name="routed-claims")
         self._outcomes: Batched[tuple[int, str], None] = Batched(
             lambda items: rows.finish_many_quiet(self._engine, items), name="routed-outcomes"
@@ -153,15 +157,8 @@ class Router:
         if deadline is None and not wait_for_turn:
             deadline = loop.time() + self.timeout_s
         wake = asyncio.Event()
-        command_id = await rows.submit(
-            self._engine,
-            session_id=session_id,
-            target=owner,
-            caller=self.replica_id,
-            method=method,
-            principal=principal,
-            teams=teams,
-            params=params,
+        command_id = await self._submits(
+            rows.Forward(session_id, owner, self.replica_id, method, principal, teams, params)
         )
         self._waiting[command_id] = wake
         if command_id in self._early:
@@ -422,5 +419,5 @@ class Router:
             await asyncio.wait(set(self._running), timeout=grace_s)
         for task in list(self._running):
             task.cancel()
-        for batched in (self._claims, self._outcomes, self._replies):
+        for batched in (self._submits, self._claims, self._outcomes, self._replies):
             await batched.stop()

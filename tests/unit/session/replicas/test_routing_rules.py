@@ -306,3 +306,37 @@ async def test_commands_woken_together_are_claimed_stored_and_answered_together(
     assert sorted(i for batch in replies for i in batch) == sorted(ran)
     assert len(outcomes) == len(replies) == 2  # the first one, then the other four together
     await router.stop()
+
+
+async def test_forwards_made_together_are_submitted_together_each_answered_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller routing many prompts at once (200 clients) submits those made while a submit
+    was in flight in one statement; each forward still waits for, and gets, its own outcome."""
+    router = Router(None, "replica-b", timeout_s=30, check_interval_s=30)
+    first_sent = asyncio.Event()
+    submits: list[list[str]] = []
+
+    async def submit_many(_engine: Any, forwards: list[routed_rows.Forward]) -> list[int]:
+        submits.append([f.session_id for f in forwards])
+        await first_sent.wait()
+        return [int(f.session_id[1:]) for f in forwards]
+
+    monkeypatch.setattr(routed_rows, "submit_many", submit_many)
+
+    async def forward(n: int) -> dict[str, Any]:
+        return await router.forward(
+            session_id=f"s{n}", owner="replica-a", method="m", params={}, principal="p", teams=()
+        )
+
+    first = asyncio.create_task(forward(1))
+    await until(lambda: submits == [["s1"]], what="the first submit in flight")
+    rest = [asyncio.create_task(forward(n)) for n in range(10, 14)]
+    await until(lambda: router._submits.waiting == 4, what="the others waiting for it")
+    first_sent.set()
+    await until(lambda: len(router._waiting) == 5, what="every forward waiting for its outcome")
+    for n in (13, 1, 11, 10, 12):
+        router.on_notification(reply_payload(n, f'{{"result": {{"n": {n}}}}}'))
+    assert [await task for task in (first, *rest)] == [{"result": {"n": n}} for n in (1, 10, 11, 12, 13)]
+    assert submits == [["s1"], ["s10", "s11", "s12", "s13"]]
+    await router.stop()
