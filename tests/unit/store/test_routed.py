@@ -50,9 +50,12 @@ async def test_forwards_made_together_are_submitted_in_one_statement_each_with_i
         heard: dict[str, asyncio.Queue[str]] = {t: asyncio.Queue() for t in ("a", "c")}
         try:
             for target, queue in heard.items():
-                await listener.add_listener(rows.replica_channel(target), lambda *a, q=queue: q.put_nowait(a[3]))
+                await listener.add_listener(
+                    rows.replica_channel(target), lambda *a, q=queue: q.put_nowait(a[3])
+                )
             forwards = [
-                rows.Forward(f"s{n}", "a" if n % 2 else "c", "b", "m", "p", ("eng",), {"n": n}) for n in range(6)
+                rows.Forward(f"s{n}", "a" if n % 2 else "c", "b", "m", "p", ("eng",), {"n": n})
+                for n in range(6)
             ]
             first = await rows.submit_many(engine, forwards[:1])  # a lone one: the plain statement
             ids = first + await rows.submit_many(engine, forwards[1:])
@@ -60,8 +63,8 @@ async def test_forwards_made_together_are_submitted_in_one_statement_each_with_i
             for forward, command_id in zip(forwards, ids, strict=True):
                 command = await rows.claim(engine, command_id, forward.target, "inc")
                 assert command is not None
-                assert (command.session_id, command.params, command.teams) == (forward.session_id, forward.params,
-                                                                              ("eng",))  # fmt: skip
+                got = (command.session_id, command.params, command.teams)
+                assert got == (forward.session_id, forward.params, ("eng",))
             for target, queue in heard.items():
                 got = [await asyncio.wait_for(queue.get(), 10) for _ in range(3)]
                 want = [i for f, i in zip(forwards, ids, strict=True) if f.target == target]
