@@ -209,9 +209,11 @@ _ORPHANS = text(
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 # The outcome (the row deleted) once done, else the state: one round trip. The CTE's
 # DELETE is not seen by the outer SELECT (one snapshot): a deleted row reads 'done'.
-_TAKE = text(
-    "WITH d AS (DELETE FROM routed_commands WHERE id = :id AND state = 'done' RETURNING outcome) "
-    "SELECT (SELECT outcome FROM d) AS outcome, (SELECT state FROM routed_commands WHERE id = :id) AS state"
+# On asyncpg directly too: a caller reads this after each quiet interval of a long wait (a
+# saturated owner: many at once), or after a reply too long to carry its outcome.
+_TAKE = (
+    "WITH d AS (DELETE FROM routed_commands WHERE id = $1 AND state = 'done' RETURNING outcome) "
+    "SELECT (SELECT outcome FROM d) AS outcome, (SELECT state FROM routed_commands WHERE id = $1) AS state"
 )
 _FORGET = text("DELETE FROM routed_commands WHERE id = :id")
 # Rows whose outcome was delivered: nobody reads them again, so the delete does not wait
@@ -390,12 +392,12 @@ async def fail_orphans(engine: AsyncEngine, target: str, runner: str, outcome: d
 async def take_outcome(engine: AsyncEngine, command_id: int) -> tuple[State | None, dict[str, Any] | None]:
     """The command's outcome, deleting its row, once it is done; else (its state, None)
     (state None: there is no such row)."""
-    async with _autocommit(engine) as conn:
-        row = (await conn.execute(_TAKE, {"id": command_id})).one()
-    if row.outcome is not None:
-        outcome = _loads(row.outcome)
+    async with driver(engine) as conn:
+        row = await conn.fetchrow(_TAKE, command_id)
+    if row["outcome"] is not None:
+        outcome = _loads(row["outcome"])
         return State.DONE, outcome if isinstance(outcome, dict) else {}
-    return (State(row.state) if row.state is not None else None), None
+    return (State(row["state"]) if row["state"] is not None else None), None
 
 
 async def forget(engine: AsyncEngine, command_id: int) -> None:

@@ -150,6 +150,7 @@ async def test_the_owner_claims_stores_and_replies_for_many_commands_in_one_stat
             await rows.finish_many_quiet(engine, outcomes)
             assert await rows.take_outcome(engine, mine) == (rows.State.DONE, {"result": {"ok": 1}})
             assert await rows.take_outcome(engine, elsewhere) == (rows.State.PENDING, None)  # never running
+            assert await rows.take_outcome(engine, mine) == (None, None)  # taken: its row is gone
 
             second = rows.RoutedCommand(8, "s", "b", "m", "p", (), {})
             await rows.send_replies(engine, [(command, '{"result":{"n":1}}'), (second, '{"result":{"n":2}}')])
