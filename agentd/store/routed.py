@@ -14,9 +14,10 @@ it without reading the row, which it deletes later in batches (issue 26 item 5: 
 a few round trips, not a dozen). Each statement here is one autocommitted round trip; the
 ones a routed command waits on (submit, claim, finish) and the batched delete go to asyncpg
 directly (agentd/store/pg_driver.py: SQLAlchemy's per-statement CPU was as much as the round
-trip on an idle host). The owner's claim, quiet outcome write and reply each have a form for
-many commands in one statement (`claim_many`, `finish_many_quiet`, `send_replies`): an owner
-woken for many commands at once sends each kind together (agentd/session/replicas/routing.py).
+trip on an idle host). The caller's forward and the owner's claim, quiet outcome write and
+reply each have a form for many commands in one statement (`submit_many`, `claim_many`,
+`finish_many_quiet`, `send_replies`): a replica routing or woken for many commands at once
+sends each kind together (agentd/session/replicas/routing.py).
 """
 
 from __future__ import annotations
@@ -124,20 +125,43 @@ _SUBMIT = (
     "VALUES ($1, $2, $3, $4, $5, $6::json, $7::json, 'pending', now()) RETURNING id) "
     "SELECT id, pg_notify($8, 'cmd ' || id) FROM ins, unflushed"
 )
+# The forwards of several callers at once (a replica routing many prompts: one statement).
+# Their ids are drawn first, in the callers' order, so each caller gets its own back (an
+# INSERT's RETURNING order is not its input's).
+_SUBMIT_MANY = (
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), "
+    "src AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('routed_commands', 'id')) AS id, t.* "
+    "FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], "
+    "$8::text[]) WITH ORDINALITY AS t(session_id, target, caller, method, principal, teams, params, "
+    "channel, i)), "
+    "ins AS (INSERT INTO routed_commands "
+    "(id, session_id, target, caller, method, principal, teams, params, state, created_at) "
+    "SELECT id, session_id, target, caller, method, principal, teams::json, params::json, 'pending', now() "
+    "FROM src) "
+    "SELECT src.id, pg_notify(src.channel, 'cmd ' || src.id) FROM src, unflushed ORDER BY src.i"
+)
 # Pending, or claimed by this very process already: a claim whose answer was lost (the
 # connection dropped after its commit) is taken again on the retry, not left running.
 _MINE = "(state = 'pending' OR (state = 'running' AND runner = {runner}))"
-# The claim and the outcome wait for their flush: a claim lost with a crashed database
-# would let a withdrawal succeed for a command that ran, and a lost outcome would leave
-# its row running by this process, whose rescan would take it again — twice either way.
+# The claim does not wait for its flush either (a flush was the routed prompt's one serial
+# wait that a direct one has not: ~10 ms here). A claim lost with a crashed database would
+# let a withdrawal succeed for a command that ran — but the WAL is flushed in order: the
+# first flushed commit after the claim (the prompt's queued row, written before its turn
+# starts; any command's own write; its outcome) makes the claim durable too. So a claim is
+# lost only with everything its command wrote, and the command counts as never started:
+# withdrawn and carried on, or taken again by the rescan — once, as far as the database is
+# concerned. The outcome waits for its flush: a lost one would leave its row running by
+# this process, whose rescan would take it again (nothing after it makes it durable).
 _CLAIM = (
-    "UPDATE routed_commands SET state = 'running', runner = $3 "
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    "UPDATE routed_commands SET state = 'running', runner = $3 FROM unflushed "
     "WHERE id = $1 AND target = $2 AND " + _MINE.format(runner="$3") + " "
     "RETURNING id, session_id, caller, method, principal, teams, params"
 )
 # The claims of several commands at once (an owner woken for many: one statement).
 _CLAIM_MANY = (
-    "UPDATE routed_commands SET state = 'running', runner = $3 "
+    "WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)) "
+    "UPDATE routed_commands SET state = 'running', runner = $3 FROM unflushed "
     "WHERE id = ANY($1::int8[]) AND target = $2 AND " + _MINE.format(runner="$3") + " "
     "RETURNING id, session_id, caller, method, principal, teams, params"
 )
@@ -185,9 +209,11 @@ _ORPHANS = text(
 _NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 # The outcome (the row deleted) once done, else the state: one round trip. The CTE's
 # DELETE is not seen by the outer SELECT (one snapshot): a deleted row reads 'done'.
-_TAKE = text(
-    "WITH d AS (DELETE FROM routed_commands WHERE id = :id AND state = 'done' RETURNING outcome) "
-    "SELECT (SELECT outcome FROM d) AS outcome, (SELECT state FROM routed_commands WHERE id = :id) AS state"
+# On asyncpg directly too: a caller reads this after each quiet interval of a long wait (a
+# saturated owner: many at once), or after a reply too long to carry its outcome.
+_TAKE = (
+    "WITH d AS (DELETE FROM routed_commands WHERE id = $1 AND state = 'done' RETURNING outcome) "
+    "SELECT (SELECT outcome FROM d) AS outcome, (SELECT state FROM routed_commands WHERE id = $1) AS state"
 )
 _FORGET = text("DELETE FROM routed_commands WHERE id = :id")
 # Rows whose outcome was delivered: nobody reads them again, so the delete does not wait
@@ -214,11 +240,43 @@ async def _autocommit(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
 
+@dataclass(frozen=True)
+class Forward:
+    """A command as its caller submits it (`submit_many`)."""
+
+    session_id: str
+    target: str
+    caller: str
+    method: str
+    principal: str
+    teams: tuple[str, ...]
+    params: dict[str, Any]
+
+
 async def submit(engine: AsyncEngine, *, session_id: str, target: str, caller: str, method: str,
                  principal: str, teams: tuple[str, ...], params: dict[str, Any]) -> int:  # fmt: skip
     values = (session_id, target, caller, method, principal, _json(list(teams)), _json(params))
     async with driver(engine) as conn:
         return int(await conn.fetchval(_SUBMIT, *values, replica_channel(target)))
+
+
+async def submit_many(engine: AsyncEngine, forwards: Sequence[Forward]) -> list[int]:
+    """`submit` of each forward in one statement: their ids, in their order."""
+    if len(forwards) == 1:  # a lone forward: the plain statement (the 1-client case)
+        f = forwards[0]
+        return [
+            await submit(engine, session_id=f.session_id, target=f.target, caller=f.caller, method=f.method,
+                         principal=f.principal, teams=f.teams, params=f.params)
+        ]  # fmt: skip
+    columns: list[list[str]] = [[] for _ in range(8)]
+    for f in forwards:
+        row = (f.session_id, f.target, f.caller, f.method, f.principal, _json(list(f.teams)), _json(f.params),
+               replica_channel(f.target))  # fmt: skip
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    async with driver(engine) as conn:
+        rows = await conn.fetch(_SUBMIT_MANY, *columns)
+    return [int(row["id"]) for row in rows]
 
 
 async def claim(engine: AsyncEngine, command_id: int, target: str, runner: str) -> RoutedCommand | None:
@@ -334,12 +392,12 @@ async def fail_orphans(engine: AsyncEngine, target: str, runner: str, outcome: d
 async def take_outcome(engine: AsyncEngine, command_id: int) -> tuple[State | None, dict[str, Any] | None]:
     """The command's outcome, deleting its row, once it is done; else (its state, None)
     (state None: there is no such row)."""
-    async with _autocommit(engine) as conn:
-        row = (await conn.execute(_TAKE, {"id": command_id})).one()
-    if row.outcome is not None:
-        outcome = _loads(row.outcome)
+    async with driver(engine) as conn:
+        row = await conn.fetchrow(_TAKE, command_id)
+    if row["outcome"] is not None:
+        outcome = _loads(row["outcome"])
         return State.DONE, outcome if isinstance(outcome, dict) else {}
-    return (State(row.state) if row.state is not None else None), None
+    return (State(row["state"]) if row["state"] is not None else None), None
 
 
 async def forget(engine: AsyncEngine, command_id: int) -> None:

@@ -299,6 +299,8 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         timeout_s=settings.routed_command_timeout_s,
         check_interval_s=max(0.2, min(settings.lease_ttl_s / 2, 5.0)),
         observe=state.metrics.routed,
+        lease_left=state.manager.leases.held_for,
+        on_held=state.manager.leases.held_elsewhere,
     )
     # What is live only (streamed text): Redis pub/sub when configured, else NOTIFY (issue 26).
     pg_broker: PgBroker | None = None

@@ -145,6 +145,15 @@ class SessionLeases:
         """The replica last seen holding the session is gone: ask the database next time."""
         return None
 
+    def held_for(self, session_id: str) -> float | None:
+        """Seconds this replica's lease on the session lasts at least (None: not held here)."""
+        return None
+
+    def held_elsewhere(self, session_id: str, owner: str, until: float) -> None:
+        """`owner` said (a routed command's outcome) that it holds the session until `until`
+        (loop time) at least: taken as its holder until then, as when read from the database."""
+        return None
+
     def start(self, on_lost: LostLease) -> None:
         return None
 
@@ -275,6 +284,15 @@ class PostgresLeases(SessionLeases):
 
     def forget_holder(self, session_id: str) -> None:
         self._holders.pop(session_id, None)
+
+    def held_for(self, session_id: str) -> float | None:
+        # Our own view of the lease's end, which the database's never precedes.
+        left = self._valid_until.get(session_id, 0.0) - asyncio.get_running_loop().time()
+        return left if left > 0 and session_id in self.fences else None
+
+    def held_elsewhere(self, session_id: str, owner: str, until: float) -> None:
+        if session_id not in self.fences and not any(c.isspace() for c in owner):
+            self._remember_holder(session_id, owner, until)
 
     def release(self, session_id: str) -> None:
         """The session's actor has ended (its writes are stamped): nothing more is written

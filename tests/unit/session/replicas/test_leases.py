@@ -103,6 +103,44 @@ async def test_a_holder_seen_is_remembered_until_its_lease_ends_and_forgotten_wh
     assert asked == ["s1", "s1"] and keeper.fences == {"s1": 2}
 
 
+async def test_an_owner_says_how_long_it_holds_and_a_caller_takes_its_word_for_that_long(
+    db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner's `held_for` is its own view of the lease (none for a session it does not
+    hold); a caller told so (`held_elsewhere`) refuses the session as the owner's until then
+    without asking the database, and asks again afterwards (issue 26 item 5)."""
+    asked: list[str] = []
+    acquire = store_leases.acquire
+
+    async def counting(*args: Any, **kw: Any) -> int | store_leases.Holder | None:
+        asked.append(args[1])
+        return await acquire(*args, **kw)
+
+    monkeypatch.setattr(store_leases, "acquire", counting)
+    loop = asyncio.get_running_loop()
+    owner = PostgresLeases(_Engine(), "B", ttl_s=9.0)
+    assert owner.held_for("s1") is None
+    await owner.acquire("s1")
+    left = owner.held_for("s1")
+    assert left is not None and 8.0 < left <= 9.0
+    owner.release("s1")
+    assert owner.held_for("s1") is None
+    caller = PostgresLeases(_Engine(), "A", ttl_s=9.0)
+    caller.held_elsewhere("s1", "B", loop.time() + 0.2)
+    with pytest.raises(SessionError) as err:
+        await caller.acquire("s1")
+    assert err.value.data is not None and err.value.data["owner"] == "B"
+    assert asked == ["s1"]  # (the owner's own acquisition only)
+    await until(lambda: loop.time() > caller._holders["s1"][1], what="the owner's word ran out")
+    db["rows"]["s1"] = ("B", 1)
+    with pytest.raises(SessionError):
+        await caller.acquire("s1")
+    assert asked == ["s1", "s1"]  # asked the database again
+    caller.fences["s2"] = 1  # a session the caller holds itself is never taken as another's
+    caller.held_elsewhere("s2", "B", loop.time() + 60)
+    assert "s2" not in caller._holders
+
+
 async def test_unreachable_database_loses_leases_only_once_they_ran_out(
     db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -306,3 +306,97 @@ async def test_commands_woken_together_are_claimed_stored_and_answered_together(
     assert sorted(i for batch in replies for i in batch) == sorted(ran)
     assert len(outcomes) == len(replies) == 2  # the first one, then the other four together
     await router.stop()
+
+
+async def test_forwards_made_together_are_submitted_together_each_answered_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller routing many prompts at once (200 clients) submits those made while a submit
+    was in flight in one statement; each forward still waits for, and gets, its own outcome."""
+    router = Router(None, "replica-b", timeout_s=30, check_interval_s=30)
+    first_sent = asyncio.Event()
+    submits: list[list[str]] = []
+
+    async def submit_many(_engine: Any, forwards: list[routed_rows.Forward]) -> list[int]:
+        submits.append([f.session_id for f in forwards])
+        await first_sent.wait()
+        return [int(f.session_id[1:]) for f in forwards]
+
+    monkeypatch.setattr(routed_rows, "submit_many", submit_many)
+
+    async def forward(n: int) -> dict[str, Any]:
+        return await router.forward(
+            session_id=f"s{n}", owner="replica-a", method="m", params={}, principal="p", teams=()
+        )
+
+    first = asyncio.create_task(forward(1))
+    await until(lambda: submits == [["s1"]], what="the first submit in flight")
+    rest = [asyncio.create_task(forward(n)) for n in range(10, 14)]
+    await until(lambda: router._submits.waiting == 4, what="the others waiting for it")
+    first_sent.set()
+    await until(lambda: len(router._waiting) == 5, what="every forward waiting for its outcome")
+    for n in (13, 1, 11, 10, 12):
+        router.on_notification(reply_payload(n, f'{{"result": {{"n": {n}}}}}'))
+    assert [await task for task in (first, *rest)] == [{"result": {"n": n}} for n in (1, 10, 11, 12, 13)]
+    assert submits == [["s1"], ["s10", "s11", "s12", "s13"]]
+    await router.stop()
+
+
+async def test_an_outcome_carries_how_long_its_owner_holds_the_session_to_the_caller_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owner adds its lease's time left to the outcome; the caller takes the owner as the
+    holder until then (from before it sent the command) and returns the outcome without it."""
+    from agentd.session.replicas.routing import LEASE_LEFT
+
+    sent: dict[int, str] = {}
+    owner = Router(None, "replica-a", timeout_s=30, check_interval_s=30, lease_left={"s1": 4.56789}.get)
+
+    async def claim_many(_engine: Any, command_ids: list[int], *_a: Any) -> list[RoutedCommand]:
+        return [RoutedCommand(i, f"s{i}", "replica-b", "m", "p", (), {}) for i in command_ids]
+
+    async def send_replies(_engine: Any, replies: list[tuple[RoutedCommand, str]]) -> list[None]:
+        sent.update((command.id, text) for command, text in replies)
+        return [None for _ in replies]
+
+    async def stored(_engine: Any, items: list[tuple[int, str]]) -> list[None]:
+        return [None for _ in items]
+
+    async def execute(command: RoutedCommand) -> dict[str, Any]:
+        return {"result": {"n": command.id}}
+
+    monkeypatch.setattr(routed_rows, "claim_many", claim_many)
+    monkeypatch.setattr(routed_rows, "send_replies", send_replies)
+    monkeypatch.setattr(routed_rows, "finish_many_quiet", stored)
+    owner.execute = execute
+    await owner.serve(1)
+    await owner.serve(2)  # a session the owner does not hold: nothing said
+    await until(lambda: len(sent) == 2, what="both replies sent")
+    assert [carried_outcome(reply_payload(i, sent[i])) for i in (1, 2)] == [
+        {"result": {"n": 1}, LEASE_LEFT: 4.567},
+        {"result": {"n": 2}},
+    ]
+    await owner.stop()
+
+    held: list[tuple[str, str, float]] = []
+    caller = Router(None, "replica-b", timeout_s=30, check_interval_s=30, on_held=lambda *a: held.append(a))
+    loop = asyncio.get_running_loop()
+
+    async def submit_many(_engine: Any, forwards: list[routed_rows.Forward]) -> list[int]:
+        return [int(f.session_id[1:]) for f in forwards]
+
+    monkeypatch.setattr(routed_rows, "submit_many", submit_many)
+    monkeypatch.setattr(routed_rows, "forget_many", stored)
+    before = loop.time()
+    forwards = [
+        asyncio.create_task(caller.forward(session_id=f"s{i}", owner="replica-a", method="m", params={},
+                                           principal="p", teams=()))
+        for i in (1, 2)
+    ]  # fmt: skip
+    await until(lambda: len(caller._waiting) == 2, what="both forwards waiting")
+    for i, text in sent.items():
+        caller.on_notification(reply_payload(i, text))
+    assert await asyncio.gather(*forwards) == [{"result": {"n": 1}}, {"result": {"n": 2}}]
+    assert [(sid, who) for sid, who, _ in held] == [("s1", "replica-a")]
+    assert before + 4.567 <= held[0][2] <= loop.time() + 4.567
+    await caller.stop()
