@@ -176,7 +176,14 @@ class Subscriber:
         sent: Event | None = event
         match update:  # the type once (a chunk's and a final's fields read as they are)
             case AgentTextChunk():
-                sent = self._chunk(event, update.message_id, update.text, update.offset)
+                # The common chunk written out: the next one of a message this client has
+                # followed from its start (`_chunk` would send it whole); the rest there.
+                cid, text, offset = update.message_id, update.text, update.offset
+                progress = self._delivered
+                if text and cid in progress and progress[cid] == offset and cid not in self._missed:
+                    progress[cid] = offset + len(text)
+                else:
+                    sent = self._chunk(event, cid, text, offset)
             case AgentText():
                 mid = update.message_id
             case Unparsed() if update.kind in _CHUNKS:
