@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Collection, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -258,7 +258,7 @@ class Store(ApiTokens):
         """Apply several sessions' batches in one transaction (the group commit). Not a
         coroutine: on a SQLite file the writer thread's future is handed back as it is
         (two coroutine frames fewer, each resumed twice, per commit)."""
-        now = utcnow()
+        now = datetime.now(UTC)  # (`utcnow`, written out)
         if self.sqlite_writer is not None:
             return self.sqlite_writer.commit(batches, now)
         return self._commit(batches, now)

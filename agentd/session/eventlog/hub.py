@@ -42,7 +42,9 @@ class Shared:
         self.event = event
         self.last_seq = -1
         self.frames: list[Frame] = []
-        self.texts: list[str | None] = []
+        # Frame index → its encoded text, made on first use (a dict: no `[None] * len(…)`
+        # per publish).
+        self.texts: dict[int, str] = {}
 
 
 class Subscriber:
@@ -201,7 +203,7 @@ class Subscriber:
         else:
             if shared.last_seq != self.last_seq:  # all live clients normally share one cursor
                 shared.frames = renderer.live(event, self.last_seq)
-                shared.texts = [None] * len(shared.frames)
+                shared.texts = {}
                 shared.last_seq = self.last_seq
             frames = shared.frames
         if mid is not None:
@@ -262,9 +264,10 @@ class Subscriber:
                 assert shared is not None
                 for i, (_, shared_params) in enumerate(shared.frames):
                     if shared_params is params:
-                        text = shared.texts[i]
+                        texts = shared.texts
+                        text = texts[i] if i in texts else None
                         if text is None:
-                            text = shared.texts[i] = self.renderer.encode(shared.frames[i])
+                            text = texts[i] = self.renderer.encode(shared.frames[i])
                         break
             if text is None:
                 sent = self.sink.send_notification(method, params)
@@ -333,9 +336,11 @@ class EventHub:
                         # The common case, `_emit` written out: one frame (a `Gated` list
                         # with a gate), the same for every client, encoded once and queued
                         # in one call.
-                        text = shared.texts[0]
-                        if text is None:
-                            text = shared.texts[0] = self._render.encode(frames[0])
+                        texts = shared.texts
+                        if 0 in texts:
+                            text = texts[0]
+                        else:
+                            text = texts[0] = self._render.encode(frames[0])
                         if not sub._send(text):
                             sub._fell_behind(delivered)
                     else:
@@ -348,7 +353,7 @@ class EventHub:
                     if self._on_drop is not None:
                         self._on_drop()
         finally:
-            shared.event, shared.frames, shared.texts = None, [], []  # holds nothing past the publish
+            shared.event, shared.frames, shared.texts = None, [], {}  # holds nothing past the publish
             self._spare = shared
 
     def resync_all(self, reason: ResyncReason) -> None:

@@ -286,10 +286,11 @@ class EventWriter:
     # ------------------------------------------------------------------ writer
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         busy = False  # the last batch found more queued behind it: the writer is under load
         while True:
             while not self._queue:
-                wake = self._wake = asyncio.get_running_loop().create_future()
+                wake = self._wake = loop.create_future()
                 await wake
             if self._queue[0].needs_commit:
                 # Adaptive linger: an idle writer commits at once (one loop turn lets the
