@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select, text
 
 from agentd.core import SqliteSynchronous
-from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
+from agentd.store import leases, pg_commit, queue_rows, session_load, shares, snapshots
 from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.batch_write import apply_batches
 from agentd.store.disconnects import driver_closed
@@ -298,6 +298,10 @@ class Store(ApiTokens):
             except BaseException:
                 await self._drop_write_conn()
                 raise
+
+    async def lease_token(self, session_id: str) -> int | None:
+        """The session's current fencing token (None: no lease), read after a refused write."""
+        return await leases.lease_token(self.engine, session_id)
 
     async def landed(self, batches: list[Batch]) -> bool:
         """After a commit whose answer was lost with its connection: did it commit? One

@@ -32,8 +32,6 @@ from collections.abc import Callable, Collection, Generator
 from time import monotonic
 from typing import Any, Protocol
 
-from sqlalchemy import exc as sa_exc
-
 from agentd.core import Event, EventKind, tracing
 from agentd.infra import Metrics
 from agentd.session.commit_outcome import (
@@ -45,6 +43,7 @@ from agentd.session.commit_outcome import (
     is_deadlock,
     not_committed,
 )
+from agentd.session.eventlog.refusals import is_transient, restated
 from agentd.session.eventlog.write_item import Publish, WriteItem
 from agentd.store import Batch, EventWrite, QueueWrite, Store, is_disconnect
 
@@ -408,7 +407,7 @@ class EventWriter:
         is unreachable or the batch was one session's; else each is tried alone."""
         if isinstance(exc, GaveUp) or len(listed) == 1:
             for batch in listed:
-                failed[batch.session_id] = self._fail(batch, exc)
+                failed[batch.session_id] = self._fail(batch, await restated(self._store, batch, exc))
             return failed
         return failed | await self._commit_one_by_one(listed)
 
@@ -481,7 +480,7 @@ class EventWriter:
         for batch in batches:
             exc = await self._attempt([batch])
             if exc is not None:
-                dropped[batch.session_id] = self._fail(batch, exc)
+                dropped[batch.session_id] = self._fail(batch, await restated(self._store, batch, exc))
         return dropped
 
     def database_health(self) -> str:
@@ -509,20 +508,3 @@ class EventWriter:
             except Exception:  # the writer must go on for every other session
                 log.exception("session %s: handling its failure failed", batch.session_id)
         return reason
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Errors worth retrying as they are: the connection, not the data."""
-    if isinstance(
-        exc,
-        (
-            OSError,
-            ConnectionError,
-            TimeoutError,
-            sa_exc.TimeoutError,  # no pooled connection free in time (a flood of requests)
-            sa_exc.OperationalError,
-            sa_exc.InterfaceError,
-        ),
-    ):
-        return True
-    return is_disconnect(exc)
