@@ -155,6 +155,8 @@ def pg_fragments(message_id: str, data: bytes, limit: int = PG_PAYLOAD_LIMIT) ->
         kind = "b"
     body = data if kind == "t" else base64.b64encode(data)
     room = limit - len(message_id) - 24  # the header: kind, id, two counts, colons
+    if len(body) <= room:  # the common message: one fragment, no cutting
+        return [f"{kind}{message_id}:0:1:{text if kind == 't' else body.decode()}"]
     parts: list[bytes] = []
     start = 0
     while start < len(body) or not parts:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Collection, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -258,7 +258,7 @@ class Store(ApiTokens):
         """Apply several sessions' batches in one transaction (the group commit). Not a
         coroutine: on a SQLite file the writer thread's future is handed back as it is
         (two coroutine frames fewer, each resumed twice, per commit)."""
-        now = datetime.now(UTC)  # (`utcnow`, written out)
+        now = utcnow()
         if self.sqlite_writer is not None:
             return self.sqlite_writer.commit(batches, now)
         return self._commit(batches, now)
@@ -275,15 +275,16 @@ class Store(ApiTokens):
                 self._write_conn = await self.write_engine.connect()
             conn = self._write_conn
             try:
-                if conn.dialect.name == "postgresql" and self._write_dbapi is None:
+                dialect = conn.dialect  # (a property of a property: read once)
+                autocommit = dialect.name == "postgresql"
+                if autocommit and self._write_dbapi is None:
                     # One autocommitted statement a commit.
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
                     self._write_dbapi = (await conn.get_raw_connection()).dbapi_connection
-                one = pg_commit.one_statement(batches, now) if conn.dialect.name == "postgresql" else None
+                one = pg_commit.one_statement(batches, now) if autocommit else None
                 if one is not None:
-                    await pg_commit.run(self._write_dbapi, conn.dialect, *one)
+                    await pg_commit.run(self._write_dbapi, dialect, *one)
                     return
-                autocommit = conn.dialect.name == "postgresql"
                 if autocommit:  # the rare writes: several statements, one transaction
                     await conn.execution_options(isolation_level=conn.default_isolation_level)
                 async with conn.begin():
