@@ -332,7 +332,7 @@ class SessionManager:
         )
         self._begin_stop(actor)
         # Its clients hear no more from this actor: they resync from what they have.
-        actor.hub.resync_all(ResyncReason.SESSION_FAILED)
+        actor.hub.resync_all(ResyncReason.LEASE_LOST if is_stale_fence(exc) else ResyncReason.SESSION_FAILED)
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     def lease_lost(self, session_id: str) -> None:

@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from agentd.store.export_rows import write_bundle as write_bundle
     from agentd.store.file_lock import DatabaseInUse as DatabaseInUse
     from agentd.store.file_lock import lock_database as lock_database
+    from agentd.store.leases import StaleFence as StaleFence
     from agentd.store.leases import is_stale_fence as is_stale_fence
+    from agentd.store.leases import is_unique_violation as is_unique_violation
     from agentd.store.notify import EVENTS_CHANNEL as EVENTS_CHANNEL
     from agentd.store.notify import MAX_SESSION_ID as MAX_SESSION_ID
     from agentd.store.notify import SHARES_CHANNEL as SHARES_CHANNEL
@@ -73,6 +75,8 @@ _WHERE = {
     "is_disconnect": "agentd.store.disconnects",
     "use_sqlalchemy_engine": "agentd.store.aio",
     "is_stale_fence": "agentd.store.leases",
+    "is_unique_violation": "agentd.store.leases",
+    "StaleFence": "agentd.store.leases",
     "LoadedSession": "agentd.store.db",
     "lock_database": "agentd.store.file_lock",
     "MAX_SESSION_ID": "agentd.store.notify",
@@ -128,6 +132,7 @@ __all__ = [
     "SessionBundle",
     "SessionRecord",
     "SessionSummary",
+    "StaleFence",
     "State",
     "Store",
     "StoredEvent",
@@ -141,6 +146,7 @@ __all__ = [
     "encode_all",
     "is_disconnect",
     "is_stale_fence",
+    "is_unique_violation",
     "leases",
     "lock_database",
     "parse_events_payload",

@@ -19,6 +19,7 @@ import asyncio
 import base64
 import contextlib
 import enum
+import functools
 import hashlib
 import logging
 import os
@@ -137,6 +138,7 @@ class Subscribers:
 # ---------------------------------------------------------------------- Postgres NOTIFY
 
 
+@functools.lru_cache(maxsize=4096)  # a session's channel per publish: hashed once, not per message
 def pg_channel(channel: str) -> str:
     """A NOTIFY channel name for any channel: a short, fixed-shape identifier (Postgres cuts
     identifiers at 63 bytes and folds case; a session id may be anything)."""
@@ -153,6 +155,8 @@ def pg_fragments(message_id: str, data: bytes, limit: int = PG_PAYLOAD_LIMIT) ->
         kind = "b"
     body = data if kind == "t" else base64.b64encode(data)
     room = limit - len(message_id) - 24  # the header: kind, id, two counts, colons
+    if len(body) <= room:  # the common message: one fragment, no cutting
+        return [f"{kind}{message_id}:0:1:{text if kind == 't' else body.decode()}"]
     parts: list[bytes] = []
     start = 0
     while start < len(body) or not parts:
@@ -233,8 +237,9 @@ class PgBroker:
         payloads: list[str] = []
         for channel, data in messages:
             self._count += 1
+            name = pg_channel(channel)
             for fragment in pg_fragments(f"{self._sender}{self._count:x}", data):
-                channels.append(pg_channel(channel))
+                channels.append(name)
                 payloads.append(fragment)
         if not channels:
             return

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select, text
 
 from agentd.core import SqliteSynchronous
-from agentd.store import pg_commit, queue_rows, session_load, shares, snapshots
+from agentd.store import leases, pg_commit, queue_rows, session_load, shares, snapshots
 from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.batch_write import apply_batches
 from agentd.store.disconnects import driver_closed
@@ -254,12 +254,16 @@ class Store(ApiTokens):
 
     # -------------------------------------------------------------- events and messages
 
-    async def commit(self, batches: list[Batch]) -> None:
-        """Apply several sessions' batches in one transaction (the group commit)."""
+    def commit(self, batches: list[Batch]) -> Awaitable[None]:
+        """Apply several sessions' batches in one transaction (the group commit). Not a
+        coroutine: on a SQLite file the writer thread's future is handed back as it is
+        (two coroutine frames fewer, each resumed twice, per commit)."""
         now = utcnow()
         if self.sqlite_writer is not None:
-            await self.sqlite_writer.commit(batches, now)
-            return
+            return self.sqlite_writer.commit(batches, now)
+        return self._commit(batches, now)
+
+    async def _commit(self, batches: list[Batch], now: datetime) -> None:
         if self.write_engine is self.engine:  # one shared engine (in-memory SQLite)
             async with self.write_engine.begin() as conn:
                 await conn.run_sync(apply_batches, batches, now)
@@ -271,15 +275,16 @@ class Store(ApiTokens):
                 self._write_conn = await self.write_engine.connect()
             conn = self._write_conn
             try:
-                if conn.dialect.name == "postgresql" and self._write_dbapi is None:
+                dialect = conn.dialect  # (a property of a property: read once)
+                autocommit = dialect.name == "postgresql"
+                if autocommit and self._write_dbapi is None:
                     # One autocommitted statement a commit.
                     await conn.execution_options(isolation_level="AUTOCOMMIT")
                     self._write_dbapi = (await conn.get_raw_connection()).dbapi_connection
-                one = pg_commit.one_statement(batches, now) if conn.dialect.name == "postgresql" else None
+                one = pg_commit.one_statement(batches, now) if autocommit else None
                 if one is not None:
-                    await pg_commit.run(self._write_dbapi, conn.dialect, *one)
+                    await pg_commit.run(self._write_dbapi, dialect, *one)
                     return
-                autocommit = conn.dialect.name == "postgresql"
                 if autocommit:  # the rare writes: several statements, one transaction
                     await conn.execution_options(isolation_level=conn.default_isolation_level)
                 async with conn.begin():
@@ -294,6 +299,10 @@ class Store(ApiTokens):
             except BaseException:
                 await self._drop_write_conn()
                 raise
+
+    async def lease_token(self, session_id: str) -> int | None:
+        """The session's current fencing token (None: no lease), read after a refused write."""
+        return await leases.lease_token(self.engine, session_id)
 
     async def landed(self, batches: list[Batch]) -> bool:
         """After a commit whose answer was lost with its connection: did it commit? One

@@ -29,6 +29,7 @@ T = TypeVar("T")
 
 STALE_FENCE_SQLSTATE = "AGF01"  # raised by the fence trigger / guard (migration 0010)
 LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout
+UNIQUE_VIOLATION = "23505"
 
 
 @dataclass(frozen=True)
@@ -255,3 +256,35 @@ def is_stale_fence(exc: BaseException) -> bool:
             return True
         seen = getattr(seen, "orig", None) or seen.__cause__
     return False
+
+
+def is_unique_violation(exc: BaseException) -> bool:
+    """A write a unique index refused (e.g. a message index another replica wrote first)."""
+    seen: BaseException | None = exc
+    for _ in range(4):  # as `is_stale_fence`
+        if seen is None:
+            return False
+        if (
+            getattr(seen, "sqlstate", None) == UNIQUE_VIOLATION
+            or getattr(seen, "pgcode", None) == UNIQUE_VIOLATION
+        ):
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
+
+
+class StaleFence(Exception):
+    """A write refused by another of its checks (a unique index) for a session whose lease
+    was taken over after the write was stamped with its token: Postgres does not order a
+    statement's checks, so the index may refuse it before the fence trigger would. It is
+    the stale fence it stands for: `is_stale_fence` answers True (its text says so)."""
+
+
+async def lease_token(engine: AsyncEngine, session_id: str) -> int | None:
+    """The session's current fencing token (None: no lease row)."""
+    async with engine.connect() as conn:
+        token = (await conn.execute(_TOKEN, {"sid": session_id})).scalar()
+    return None if token is None else int(token)
+
+
+_TOKEN = text("SELECT token FROM session_leases WHERE session_id = :sid")

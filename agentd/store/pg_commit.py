@@ -112,36 +112,29 @@ def notify_params(batches: list[Batch]) -> tuple[list[str], list[int]] | None:
     return sids, [e.seq for b in batches for e in b.events]
 
 
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """`rows` as one list per column (`width` empty lists for no rows)."""
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
 def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, ...]] | None:
     """The statement and its parameters, or None when these batches need the general way."""
     if len({b.session_id for b in batches}) != len(batches):
         return None
     if any(b.truncate_from is not None or b.queue for b in batches):
         return None
-    ev_sid: list[str] = []
-    ev_seq: list[int] = []
-    ev_kind: list[str] = []
-    ev_payload: list[str] = []
-    ev_fence: list[int | None] = []
-    msg_sid: list[str] = []
-    msg_idx: list[int] = []
-    msg_data: list[str] = []
-    msg_fence: list[int | None] = []
+    # Rows first, then one list per column (a transposition: no append per value). The
+    # event's bytes are the codec's: not serialised again.
+    events = [(b.session_id, e.seq, e.kind, e.data.decode(), b.fence) for b in batches for e in b.events]
+    ev_sid, ev_seq, ev_kind, ev_payload, ev_fence = _columns(events, 5)
+    messages = [(b.session_id, i, _dumps(m), b.fence) for b in batches for i, m in b.messages]
+    msg_sid, msg_idx, msg_data, msg_fence = _columns(messages, 4)
     touched: list[str] = []
     touched_fence: list[int | None] = []
     groups: dict[tuple[str, ...], list[Batch]] = {}
     for b in batches:
-        for e in b.events:
-            ev_sid.append(b.session_id)
-            ev_seq.append(e.seq)
-            ev_kind.append(e.kind)
-            ev_payload.append(e.data.decode())  # the codec's bytes: not serialised again
-            ev_fence.append(b.fence)
-        for i, m in b.messages:
-            msg_sid.append(b.session_id)
-            msg_idx.append(i)
-            msg_data.append(_dumps(m))
-            msg_fence.append(b.fence)
         # `updated_at` is the commit's time whatever the fields say (as the general way).
         columns = tuple(sorted(c for c in b.session_fields if c != "updated_at"))
         if columns:

@@ -26,7 +26,7 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -62,10 +62,14 @@ class WriterThread:
         self._thread.start()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self.call(fn, *args)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """`run` without its coroutine: the call is queued now; the future has its result."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
         self._calls.put((fn, args, done, loop))
-        return await done
+        return done
 
     def _serve(self) -> None:
         while (call := self._calls.get()) is not None:
@@ -112,16 +116,31 @@ class SqliteWriter:
         self.checkpoints = 0  # for tests
         self._conn: Connection | None = None  # the writer thread's own, kept between commits
 
-    async def commit(self, batches: list[Batch], now: datetime) -> None:
+    def commit(self, batches: list[Batch], now: datetime) -> Awaitable[None]:
+        """The commit, handed to the thread now (its future returned as it is: no coroutine
+        of ours per commit); with `inline`, the coroutine that may commit on the loop."""
+        if self._inline:
+            return self._commit_here_or_there(batches, now)
+        done = self._thread.call(self._commit, batches, now)  # (no count: only inline asks it)
+        # Counted as handed over (a checkpoint runs beside the commits anyway).
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
+            self._checkpoint_due()
+        return done
+
+    async def _commit_here_or_there(self, batches: list[Batch], now: datetime) -> None:
         # Never past a commit still on the thread (its caller cancelled): commits keep order.
-        if not (self._inline and not self._on_thread and self._commit_inline(batches, now)):
+        if not (not self._on_thread and self._commit_inline(batches, now)):
             with self._counting:
                 self._on_thread += 1
             await self._thread.run(self._commit_counted, batches, now)
         self._since_checkpoint += 1
-        if self._since_checkpoint >= CHECKPOINT_EVERY and (
-            self._checkpointing is None or self._checkpointing.done()
-        ):
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
+            self._checkpoint_due()
+
+    def _checkpoint_due(self) -> None:
+        """A checkpoint now, unless the last one still runs (then at the next commit)."""
+        if self._checkpointing is None or self._checkpointing.done():
             self._since_checkpoint = 0
             self._checkpointing = asyncio.get_running_loop().run_in_executor(
                 self._checkpoint_thread, self._checkpoint

@@ -276,7 +276,8 @@ class SessionActor:
             return
         self._turn = None
         self.files.end_turn(turn_id)
-        if not turn.ctx.compact_requested:  # it compacted as asked (or nothing was asked)
+        # It compacted as asked (or nothing was asked): its job, if one waits, goes.
+        if not turn.ctx.compact_requested and self.queue:
             self.desk.turn_compacted(turn_id)
         # Its events were refused by the database (and discarded): no success to report.
         failed = session_failed(self.id) if self.services.writer.failed(self.id) else None
@@ -295,15 +296,15 @@ class SessionActor:
             self._turn.outcome = outcome
         if queued.kind in (QueueKind.PROMPT, QueueKind.BANG):  # what the next turn opens with
             self.loop_state.turn_ended(outcome)
-        request_id = request_id_of(queued.command.meta)
+        meta = queued.command.meta  # (most prompts carry none: no look-ups then)
         self.journal.emit_turn_ended(
             turn_id,
             queued.id,
             outcome,
-            request_id,
+            request_id_of(meta) if meta else None,
             usage=self.usage,
             conversation=self.conversation,
-            request_digest=request_digest_of(queued.command.meta),
+            request_digest=request_digest_of(meta) if meta else None,
         )
 
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None:

@@ -42,7 +42,9 @@ class Shared:
         self.event = event
         self.last_seq = -1
         self.frames: list[Frame] = []
-        self.texts: list[str | None] = []
+        # Frame index → its encoded text, made on first use (a dict: no `[None] * len(…)`
+        # per publish).
+        self.texts: dict[int, str] = {}
 
 
 class Subscriber:
@@ -176,7 +178,14 @@ class Subscriber:
         sent: Event | None = event
         match update:  # the type once (a chunk's and a final's fields read as they are)
             case AgentTextChunk():
-                sent = self._chunk(event, update.message_id, update.text, update.offset)
+                # The common chunk written out: the next one of a message this client has
+                # followed from its start (`_chunk` would send it whole); the rest there.
+                cid, text, offset = update.message_id, update.text, update.offset
+                progress = self._delivered
+                if text and cid in progress and progress[cid] == offset and cid not in self._missed:
+                    progress[cid] = offset + len(text)
+                else:
+                    sent = self._chunk(event, cid, text, offset)
             case AgentText():
                 mid = update.message_id
             case Unparsed() if update.kind in _CHUNKS:
@@ -194,7 +203,7 @@ class Subscriber:
         else:
             if shared.last_seq != self.last_seq:  # all live clients normally share one cursor
                 shared.frames = renderer.live(event, self.last_seq)
-                shared.texts = [None] * len(shared.frames)
+                shared.texts = {}
                 shared.last_seq = self.last_seq
             frames = shared.frames
         if mid is not None:
@@ -255,9 +264,10 @@ class Subscriber:
                 assert shared is not None
                 for i, (_, shared_params) in enumerate(shared.frames):
                     if shared_params is params:
-                        text = shared.texts[i]
+                        texts = shared.texts
+                        text = texts[i] if i in texts else None
                         if text is None:
-                            text = shared.texts[i] = self.renderer.encode(shared.frames[i])
+                            text = texts[i] = self.renderer.encode(shared.frames[i])
                         break
             if text is None:
                 sent = self.sink.send_notification(method, params)
@@ -326,9 +336,11 @@ class EventHub:
                         # The common case, `_emit` written out: one frame (a `Gated` list
                         # with a gate), the same for every client, encoded once and queued
                         # in one call.
-                        text = shared.texts[0]
-                        if text is None:
-                            text = shared.texts[0] = self._render.encode(frames[0])
+                        texts = shared.texts
+                        if 0 in texts:
+                            text = texts[0]
+                        else:
+                            text = texts[0] = self._render.encode(frames[0])
                         if not sub._send(text):
                             sub._fell_behind(delivered)
                     else:
@@ -341,7 +353,7 @@ class EventHub:
                     if self._on_drop is not None:
                         self._on_drop()
         finally:
-            shared.event, shared.frames, shared.texts = None, [], []  # holds nothing past the publish
+            shared.event, shared.frames, shared.texts = None, [], {}  # holds nothing past the publish
             self._spare = shared
 
     def resync_all(self, reason: ResyncReason) -> None:

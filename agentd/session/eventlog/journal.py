@@ -21,6 +21,7 @@ from agentd.core import (
     Event,
     EventKind,
     Message,
+    OutcomeKind,
     ToolCallAnnounced,
     ToolCallFinished,
     ToolCallIds,
@@ -34,6 +35,7 @@ from agentd.core import (
     text_content,
 )
 from agentd.infra import Metrics
+from agentd.protocol import StopReason
 from agentd.session.eventlog.writer import EventWriter
 
 # R-E1: the text of a message still streaming reaches the store at most this often.
@@ -54,6 +56,11 @@ def interrupted_tool_call_update(call_id: str) -> ToolCallFinished:
     )
 
 
+# An enum's `.value` is a Python descriptor call: its text looked up instead.
+_OUTCOME_TEXT = {kind: kind.value for kind in OutcomeKind}
+_STOP_TEXT = {reason: reason.value for reason in StopReason}
+
+
 def turn_ended(
     turn_id: str,
     prompt_id: str | None,
@@ -67,8 +74,8 @@ def turn_ended(
     return TurnEnded(
         turn_id,
         prompt_id,
-        outcome.kind.value,
-        stop_reason(outcome).value,
+        _OUTCOME_TEXT[outcome.kind],
+        _STOP_TEXT[stop_reason(outcome)],
         outcome.tools_called,
         request_id=request_id,
         reason=outcome.wire_reason if outcome.reason else None,

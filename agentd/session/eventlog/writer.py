@@ -27,11 +27,10 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+import types
+from collections.abc import Callable, Collection, Generator
 from time import monotonic
 from typing import Any, Protocol
-
-from sqlalchemy import exc as sa_exc
 
 from agentd.core import Event, EventKind, tracing
 from agentd.infra import Metrics
@@ -44,6 +43,7 @@ from agentd.session.commit_outcome import (
     is_deadlock,
     not_committed,
 )
+from agentd.session.eventlog.refusals import is_transient, restated
 from agentd.session.eventlog.write_item import Publish, WriteItem
 from agentd.store import Batch, EventWrite, QueueWrite, Store, is_disconnect
 
@@ -74,6 +74,13 @@ MAX_DEADLOCK_RETRIES = 5
 MAX_REMEMBERED_DROPS = 10_000
 
 
+@types.coroutine
+def _one_loop_turn() -> Generator[None, None, None]:
+    """`asyncio.sleep(0)` without its two Python calls: a bare yield, which the task
+    answers by running again on the loop's next turn."""
+    yield
+
+
 class _Histogram(Protocol):
     def observe(self, amount: float) -> None: ...
 
@@ -99,6 +106,7 @@ class EventWriter:
         # The fan-out lag histogram, looked up once (it is observed per published event).
         # (looked up at the first publish, not here: metrics load prometheus on first use)
         self._lag: _Histogram | None = None
+        self._flush: _Histogram | None = None  # the flush latency histogram, likewise
         self._flush_interval = flush_interval
         # Submitted items in order, and the writer's wake-up while it waits for one: a plain
         # deque (13 items per trivial turn: an asyncio.Queue's put/get bookkeeping per item
@@ -150,30 +158,41 @@ class EventWriter:
         session_fields: dict[str, Any] | None = None,
         queue: QueueWrite | None = None,
     ) -> None:
-        item = WriteItem(
-            session_id,
-            event,
-            publish,
-            messages=messages or None,
-            truncate_from=truncate_from,
-            session_fields=session_fields or None,
-            queue=queue,
-        )
-        self._put(item, session_id, event is not None)
+        self._put(session_id, event, publish, session_fields or None, messages or None, truncate_from, queue)
 
-    def submit_event(
-        self, session_id: str, event: Event, publish: Publish, session_fields: dict[str, Any] | None = None
+    def _put(
+        self,
+        session_id: str,
+        event: Event | None = None,
+        publish: Publish | None = None,
+        session_fields: dict[str, Any] | None = None,
+        messages: list[tuple[int, dict[str, Any]]] | None = None,
+        truncate_from: int | None = None,
+        queue: QueueWrite | None = None,
+        done: asyncio.Future[None] | None = None,
+        outcome: asyncio.Future[CommitOutcome] | None = None,
+        since: int = 0,
     ) -> None:
-        """`submit(event=…, publish=…, session_fields=…)`, the journal's every event: the
-        session row's fields written in the event's own commit."""
-        self._put(WriteItem(session_id, event, publish, session_fields=session_fields), session_id, True)
-
-    def _put(self, item: WriteItem, session_id: str, published: bool) -> None:
-        if item.needs_commit:
-            item.fence = self.fences.get(session_id)
+        """Make the write's item (the one place that does: see `WriteItem`), give it its
+        ticket, queue it and wake the writer."""
+        item = WriteItem()
+        item.session_id, item.event, item.publish = session_id, event, publish
+        item.session_fields, item.messages, item.truncate_from = session_fields, messages, truncate_from
+        item.queue, item.done, item.outcome, item.since = queue, done, outcome, since
+        if (
+            (event is not None and event.seq is not None)
+            or messages
+            or session_fields
+            or queue is not None
+            or truncate_from is not None
+        ):
+            item.needs_commit = True
+            fences = self.fences  # empty without leases (SQLite): no look-up
+            item.fence = fences.get(session_id) if fences else None
             item.cause = tracing.cause()
-        if published and self._metrics is not None:
-            item.submitted_at = monotonic()
+        else:
+            item.needs_commit, item.fence, item.cause = False, None, None
+        item.submitted_at = monotonic() if event is not None and self._metrics is not None else 0.0
         self._tickets += 1
         item.ticket = self._tickets
         self._queue.append(item)
@@ -183,13 +202,17 @@ class EventWriter:
             if not wake.done():
                 wake.set_result(None)
 
+    # The journal's every event, `(session_id, event, publish, session_fields=None)`: the
+    # session row's fields written in the event's own commit. `_put` itself: one call.
+    submit_event = _put
+
     def submit_transient(self, session_id: str, event: Event, publish: Publish) -> None:
         """A non-durable event (a streamed chunk). With nothing queued or in flight before it,
         it is published at once — the order is the same, and a wake-up of the writer task
         per chunk is saved (issue 14: a model streaming chunk by chunk paid one each);
         else it queues as one small item (nothing to commit) behind what is before it."""
         if self._queue or self._holding:
-            self._put(WriteItem(session_id, event, publish), session_id, True)
+            self._put(session_id, event, publish)
             return
         if session_id in self._failed:
             self._tickets += 1
@@ -218,12 +241,13 @@ class EventWriter:
         are accepted again — they come from an actor loaded from the store's last seq."""
         self._failed.pop(session_id, None)
 
-    async def barrier(self) -> None:
-        """Return once everything submitted before this call is committed (or dropped) and
-        published. It says nothing of which: an acknowledgement waits on `committed`."""
+    def barrier(self) -> asyncio.Future[None]:
+        """Resolves once everything submitted before this call is committed (or dropped)
+        and published. It says nothing of which: an acknowledgement waits on `committed`.
+        Queued at once (a future, not a coroutine: one frame fewer per barrier)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put(WriteItem("", done=fut), "", False)
-        await fut
+        self._put("", done=fut)
+        return fut
 
     def mark(self) -> int:
         """The ticket of the next write submitted: `committed(session, mark)` covers it and
@@ -236,7 +260,7 @@ class EventWriter:
         else `NotCommitted(reason)`. Queued at once (not when first awaited), so it is
         after every write submitted before the call."""
         fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
-        self._put(WriteItem(session_id, outcome=fut, since=since), session_id, False)
+        self._put(session_id, outcome=fut, since=since)
         return fut
 
     async def require_committed(self, session_id: str, since: int) -> None:
@@ -261,19 +285,22 @@ class EventWriter:
     # ------------------------------------------------------------------ writer
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         busy = False  # the last batch found more queued behind it: the writer is under load
         while True:
             while not self._queue:
-                wake = self._wake = asyncio.get_running_loop().create_future()
+                wake = self._wake = loop.create_future()
                 await wake
             if self._queue[0].needs_commit:
                 # Adaptive linger: an idle writer commits at once (one loop turn lets the
                 # producers woken with this one add theirs); under load the batch grows by
                 # itself while the previous commit is in flight, and `flush_interval` is an
                 # optional extra wait for still larger batches.
-                await asyncio.sleep(self._flush_interval if busy else 0)
-            items = list(self._queue)
-            self._queue.clear()
+                if busy and self._flush_interval:
+                    await asyncio.sleep(self._flush_interval)
+                else:
+                    await _one_loop_turn()
+            items, self._queue = self._queue, collections.deque()  # taken whole, no copy
             self._holding = True
             try:
                 batches, dropped = self._batches(items)
@@ -292,7 +319,7 @@ class EventWriter:
                         else:
                             exc = None
                             if self._metrics is not None:
-                                self._metrics.flush_seconds.observe(monotonic() - started)
+                                (self._flush or self._flush_histogram()).observe(monotonic() - started)
                             self.commits += 1
                     if exc is not None:
                         dropped = await self._refused(listed, exc, dropped)
@@ -307,7 +334,7 @@ class EventWriter:
             finally:
                 self._holding = False
 
-    def _publish(self, items: list[WriteItem], dropped: Collection[str]) -> None:
+    def _publish(self, items: collections.deque[WriteItem], dropped: Collection[str]) -> None:
         lag = None if self._metrics is None else self._lag or self._fanout_lag()
         now = monotonic() if lag is not None else 0.0
         for item in items:
@@ -328,7 +355,9 @@ class EventWriter:
             if item.outcome is not None and not item.outcome.done():
                 item.outcome.set_result(self.outcome_since(item.session_id, item.since))
 
-    def _batches(self, items: list[WriteItem]) -> tuple[dict[str, Batch], dict[str, CommitFailure]]:
+    def _batches(
+        self, items: collections.deque[WriteItem]
+    ) -> tuple[dict[str, Batch], dict[str, CommitFailure]]:
         """The durable items as one batch per session, and the failed sessions whose items
         are dropped (and why)."""
         batches: dict[str, Batch] = {}
@@ -340,12 +369,13 @@ class EventWriter:
             sid = item.session_id
             if failed and sid in failed:
                 continue
-            b = batches.get(sid)
-            if b is None:
+            if sid in batches:
+                b = batches[sid]
+            else:
                 b = batches[sid] = Batch(sid, fence=item.fence)
             event = item.event
             if event is not None and event.seq is not None:
-                b.events.append(EventWrite(event.seq, _KIND_VALUES[event.update.kind], event.data))
+                b.events.append(EventWrite(event.seq, _KIND_VALUES[event.kind], event.data))
             if item.truncate_from is not None:
                 # A truncation discards earlier queued writes at or after that index.
                 b.messages = [(i, m) for i, m in b.messages if i < item.truncate_from]
@@ -363,7 +393,7 @@ class EventWriter:
         return batches, failed
 
     async def _traced_attempt(
-        self, items: list[WriteItem], batches: dict[str, Batch], listed: list[Batch]
+        self, items: collections.deque[WriteItem], batches: dict[str, Batch], listed: list[Batch]
     ) -> BaseException | None:
         # Under the turn that caused it (linked to each, when a batch carries several turns').
         causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
@@ -377,7 +407,7 @@ class EventWriter:
         is unreachable or the batch was one session's; else each is tried alone."""
         if isinstance(exc, GaveUp) or len(listed) == 1:
             for batch in listed:
-                failed[batch.session_id] = self._fail(batch, exc)
+                failed[batch.session_id] = self._fail(batch, await restated(self._store, batch, exc))
             return failed
         return failed | await self._commit_one_by_one(listed)
 
@@ -386,9 +416,14 @@ class EventWriter:
         self._lag = self._metrics.fanout_lag_seconds
         return self._lag
 
+    def _flush_histogram(self) -> _Histogram:
+        assert self._metrics is not None
+        self._flush = self._metrics.flush_seconds
+        return self._flush
+
     def _committed(self, started: float) -> None:
         if self._metrics is not None:
-            self._metrics.flush_seconds.observe(monotonic() - started)
+            (self._flush or self._flush_histogram()).observe(monotonic() - started)
         self.commits += 1
 
     async def _attempt(self, batches: list[Batch], first: Exception | None = None) -> BaseException | None:
@@ -445,7 +480,7 @@ class EventWriter:
         for batch in batches:
             exc = await self._attempt([batch])
             if exc is not None:
-                dropped[batch.session_id] = self._fail(batch, exc)
+                dropped[batch.session_id] = self._fail(batch, await restated(self._store, batch, exc))
         return dropped
 
     def database_health(self) -> str:
@@ -473,20 +508,3 @@ class EventWriter:
             except Exception:  # the writer must go on for every other session
                 log.exception("session %s: handling its failure failed", batch.session_id)
         return reason
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Errors worth retrying as they are: the connection, not the data."""
-    if isinstance(
-        exc,
-        (
-            OSError,
-            ConnectionError,
-            TimeoutError,
-            sa_exc.TimeoutError,  # no pooled connection free in time (a flood of requests)
-            sa_exc.OperationalError,
-            sa_exc.InterfaceError,
-        ),
-    ):
-        return True
-    return is_disconnect(exc)

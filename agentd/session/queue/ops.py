@@ -218,6 +218,9 @@ def prompt_kind(text: str, skills: Mapping[str, Skill]) -> QueueKind:
     edited): a builtin `/command`, a `!cmd`, a skill, or plain text. Queue operations
     read it — only plain prompts may be combined (R-S3) — so a command that waits in the
     queue stays a command."""
+    first = text.lstrip()[:1]
+    if not first or first not in "/!":  # plain text (most prompts): none of the parsers
+        return QueueKind.PROMPT
     if parse_local(text) is not None:
         return QueueKind.LOCAL
     if parse_bang(text) is not None:

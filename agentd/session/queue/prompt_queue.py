@@ -243,7 +243,8 @@ class PromptQueue:
     def submit(self, cmd: Prompt) -> None:
         """A `session/prompt` or an enqueue: queued (or run now), unless it repeats a
         request already seen or breaks a queue limit."""
-        if self._repeat_of_known_request(cmd):
+        request_id = request_id_of(cmd.meta) if cmd.meta else None  # (most prompts: no meta)
+        if request_id is not None and self._repeat_of_known_request(cmd, request_id):
             return
         if (refusal := self._refusal(cmd)) is not None:
             _refuse_prompt(cmd, refusal)
@@ -261,7 +262,7 @@ class PromptQueue:
             send_now=cmd.send_now,
             since=since,
         )
-        if (request_id := request_id_of(cmd.meta)) is not None:
+        if request_id is not None:
             self.requests.remember(request_id, queued)
         if cmd.send_now:
             queue_ops.insert_send_now(self.entries, queued)
@@ -277,12 +278,9 @@ class PromptQueue:
         if cmd.ack is not None:
             self._ack(cmd.ack, queued)
 
-    def _repeat_of_known_request(self, cmd: Prompt) -> bool:
-        """A client retrying a submission (same requestId) gets the original prompt: it
+    def _repeat_of_known_request(self, cmd: Prompt, request_id: str) -> bool:
+        """A client retrying a submission (same `request_id`) gets the original prompt: it
         is never queued or run twice (R-S3)."""
-        request_id = request_id_of(cmd.meta)
-        if request_id is None:
-            return False
         digest = cmd.meta[REQUEST_DIGEST] = content_digest(cmd.blocks)
         known, done = self.requests.lookup(request_id)
         first = self.requests.digest_of(request_id)

@@ -26,7 +26,7 @@ from agentd.session.commit_outcome import (
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.eventlog.writer import EventWriter
 from agentd.session.queue.sync import AfterCommit
-from agentd.store import leases
+from agentd.store import is_stale_fence, leases
 from agentd.store.db import Batch, Store
 from agentd.store.models import EventRow
 from agentd.transport.errors import rpc_error
@@ -239,6 +239,66 @@ async def test_a_refused_fencing_token_fails_the_ack() -> None:
             writer.submit("a", event=_event("a", 1))
             assert await writer.committed("a", since) == NotCommitted(CommitFailure.FENCE_REFUSED)
             assert failures == ["a"] and await _seqs(store, "a") == []
+            await writer.stop()
+        finally:
+            await store.close()
+
+
+class _LeaseAnswer:
+    """A store whose every commit a unique index refuses, and whose lease has `token`."""
+
+    def __init__(self, token: int | None) -> None:
+        self.token = token
+
+    async def commit(self, batches: list[Batch]) -> None:
+        raise sa_exc.IntegrityError("insert", None, _PgError("duplicate key value", "23505"))
+
+    async def lease_token(self, session_id: str) -> int | None:
+        return self.token
+
+
+@pytest.mark.parametrize(
+    ("lease", "reason", "stale"),
+    [
+        (2, CommitFailure.FENCE_REFUSED, True),  # taken over since: the lost lease it is
+        (1, CommitFailure.SESSION_FAILED, False),  # still ours: the data was refused
+        (None, CommitFailure.SESSION_FAILED, False),
+    ],
+)
+async def test_a_unique_index_refusal_under_a_stale_fence_is_the_lost_lease(
+    lease: int | None, reason: CommitFailure, stale: bool
+) -> None:
+    writer = EventWriter(_LeaseAnswer(lease))  # type: ignore[arg-type]
+    seen: list[BaseException] = []
+    writer.on_session_failed = lambda sid, exc: seen.append(exc)
+    writer.start()
+    writer.fences["a"] = 1
+    since = writer.mark()
+    writer.submit("a", messages=[(0, {"role": "user", "content": "hi"})])
+    assert await writer.committed("a", since) == NotCommitted(reason)
+    assert len(seen) == 1 and is_stale_fence(seen[0]) is stale
+    await writer.stop()
+
+
+async def test_a_taken_over_session_refused_by_either_check_is_fence_refused() -> None:
+    # B took the session over and wrote message 0; A, still under token 1, writes its own
+    # message 0: the fence trigger or the unique index refuses it (Postgres does not order
+    # them) — either way A's writes are reported refused for the fence.
+    async with postgres_database(migrated=True) as url:
+        store = await Store.open(url)
+        try:
+            await store.create_session(id="a", owner="o", cwd="/w", mode="default", model="m")
+            assert await leases.acquire(store.engine, "a", "A", 30.0, 1.0) == 1
+            async with store.engine.begin() as conn:
+                await conn.execute(text("UPDATE session_leases SET expires_at = now()"))
+            assert await leases.acquire(store.engine, "a", "B", 30.0, 1.0) == 2
+            await store.commit([Batch("a", messages=[(0, {"role": "user", "content": "B"})], fence=2)])
+            writer, failures = await _writer(store)
+            writer.fences["a"] = 1
+            since = writer.mark()
+            writer.submit("a", messages=[(0, {"role": "user", "content": "A"})])
+            assert await writer.committed("a", since) == NotCommitted(CommitFailure.FENCE_REFUSED)
+            assert failures == ["a"]
             await writer.stop()
         finally:
             await store.close()

@@ -5,6 +5,7 @@ queued-byte ledger follows every change."""
 from __future__ import annotations
 
 import json
+import random
 from collections import deque
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from agentd.infra.config import Settings
 from agentd.protocol.acp import TextContent
 from agentd.session.actor.session_actor import QueuedPrompt
+from agentd.session.command_syntax import Skill, expand_skill, parse_bang, parse_local
 from agentd.session.commands import Prompt
 from agentd.session.queue import ops as queue_ops
 from agentd.session.queue.sync import LeftQueue, QueuedBytes, QueueSync
@@ -178,3 +180,23 @@ def test_a_queued_command_is_editable_but_a_compaction_job_is_not() -> None:
     assert queue_ops.edit(q, "p1", 1, "plain now", "bob").applied
     refused = queue_ops.edit(q, "p2", 1, "x", "bob")
     assert (refused.applied, refused.reason) == (False, queue_ops.OpRefusal.NOT_EDITABLE)
+
+
+def test_a_prompts_kind_is_what_the_parsers_say_for_any_text() -> None:
+    # `prompt_kind` skips the parsers for text that cannot start a command: the same
+    # answers as asking each of them, on texts with any whitespace in front.
+    skills = {"review": Skill("review", "Review code", "Review this: $ARGUMENTS")}
+    K = queue_ops.QueueKind
+    rng = random.Random(32)
+    pieces = [" ", "\t", "\n", "\u00a0", "\u2003", "/", "!", "a", "help", "review", "compact", "mode plan"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
+        if parse_local(text) is not None:
+            expected = K.LOCAL
+        elif parse_bang(text) is not None:
+            expected = K.BANG
+        elif expand_skill(text, skills) is not None:
+            expected = K.SKILL
+        else:
+            expected = K.PROMPT
+        assert queue_ops.prompt_kind(text, skills) is expected, repr(text)
