@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import urllib.request
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -194,6 +193,8 @@ def version(path: str | None, flag: str = "--version") -> str | None:
 
 
 async def gather(settings: Settings) -> Facts:
+    from urllib.request import getproxies_environment  # `agentd doctor` only, not a server's start
+
     from agentd.tools import probe_bwrap
 
     paths = which_programs()
@@ -211,7 +212,7 @@ async def gather(settings: Settings) -> Facts:
         database_problem=await _database_problem(database),
         redis=redact_url(redis_url) if redis_url else None,
         redis_problem=await _redis_problem(redis_url) if redis_url else None,
-        proxies=urllib.request.getproxies_environment(),
+        proxies=getproxies_environment(),
     )
 
 

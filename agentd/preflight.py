@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import getpass
 import logging
 import os
 import socket
@@ -54,6 +53,8 @@ def check_home(settings: Settings) -> None:
     if not home.is_dir():
         raise StartupError(f"AGENTD_HOME={home}: not a folder")
     if not os.access(home, os.W_OK | os.X_OK):
+        import getpass  # (and termios) only for this message
+
         raise StartupError(f"AGENTD_HOME={home}: this user ({getpass.getuser()}) cannot write to it")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -72,6 +71,8 @@ class TomlFileSource(PydanticBaseSettingsSource):
         raw = os.environ.get(CONFIG_ENV)
         if not raw:
             return
+        import tomllib  # only with a config file (idle RSS: issue 32 item 3)
+
         path = Path(raw).expanduser()
         try:
             self.data = tomllib.loads(path.read_text())

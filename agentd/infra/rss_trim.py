@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import gc
 import logging
 from collections.abc import Callable
@@ -37,12 +36,21 @@ M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 MMAP_THRESHOLD = 128 * 1024
 
 
+def _libc() -> ctypes.CDLL | None:
+    """The process's own symbols, the C library's among them: no `ctypes.util.find_library`
+    (it runs `ldconfig -p` in a child and imports more at every start; issue 32 item 3)."""
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
 def _libc_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    name = ctypes.util.find_library("c")
-    if not name:
+    libc = _libc()
+    if libc is None:
         return None
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        trim = libc.malloc_trim
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to do
         return None
     trim.argtypes = [ctypes.c_size_t]
@@ -56,11 +64,11 @@ _TRIM = _libc_trim()
 def limit_arenas(arenas: int = ARENAS) -> bool:
     """Cap glibc's malloc arenas and fix its mmap threshold (call early, before worker
     threads start)."""
-    name = ctypes.util.find_library("c")
-    if not name:
+    libc = _libc()
+    if libc is None:
         return False
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]

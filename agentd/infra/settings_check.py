@@ -5,7 +5,6 @@ pydantic's errors; the CLI prints what they return."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -50,6 +49,8 @@ def unknown_variables(environ: Mapping[str, str], fields: Iterable[str]) -> list
     out = []
     for name in sorted(environ):
         if name.startswith(PREFIX) and name not in known and name not in NOT_SETTINGS:
+            import difflib  # only for a name that is wrong: not in every idle server (issue 32 item 3)
+
             close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
             out.append(UnknownSetting(name, close[0] if close else None))
     return out
@@ -57,6 +58,8 @@ def unknown_variables(environ: Mapping[str, str], fields: Iterable[str]) -> list
 
 def unknown_keys(keys: Iterable[str], fields: Iterable[str]) -> list[UnknownSetting]:
     """Keys of the TOML file that name no setting."""
+    import difflib  # as above
+
     known = sorted(fields)
     return [
         UnknownSetting(k, next(iter(difflib.get_close_matches(k, known, n=1, cutoff=0.75)), None))

@@ -31,9 +31,7 @@ if TYPE_CHECKING:
     from agentd.protocol.acp import SetModeParams as SetModeParams
     from agentd.protocol.acp import StopReason as StopReason
     from agentd.protocol.acp import TextContent as TextContent
-    from agentd.protocol.acp import chunk_update as chunk_update
     from agentd.protocol.acp import dump as dump
-    from agentd.protocol.acp import session_notification as session_notification
     from agentd.protocol.agentd import AGENTD_CLIENT as AGENTD_CLIENT
     from agentd.protocol.agentd import AttachParams as AttachParams
     from agentd.protocol.agentd import ChangesParams as ChangesParams
@@ -53,6 +51,8 @@ if TYPE_CHECKING:
     from agentd.protocol.agentd import RewindParams as RewindParams
     from agentd.protocol.agentd import SessionParams as SessionParams
     from agentd.protocol.agentd import ShareParams as ShareParams
+    from agentd.protocol.frames import chunk_update as chunk_update
+    from agentd.protocol.frames import session_notification as session_notification
     from agentd.protocol.jsonrpc import Request as Request
     from agentd.protocol.jsonrpc import error_response as error_response
     from agentd.protocol.jsonrpc import notification as notification
@@ -78,7 +78,7 @@ _WHERE = {
     "AuthenticateParams": "agentd.protocol.acp",
     "CANCEL_REQUEST": "agentd.protocol.methods",
     "ChangesParams": "agentd.protocol.agentd",
-    "chunk_update": "agentd.protocol.acp",
+    "chunk_update": "agentd.protocol.frames",
     "ClientCapabilities": "agentd.protocol.acp",
     "ClientRequest": "agentd.protocol.methods",
     "ContentBlock": "agentd.protocol.acp",
@@ -117,7 +117,7 @@ _WHERE = {
     "RevertFileParams": "agentd.protocol.agentd",
     "RewindParams": "agentd.protocol.agentd",
     "Served": "agentd.protocol.methods",
-    "session_notification": "agentd.protocol.acp",
+    "session_notification": "agentd.protocol.frames",
     "SessionIdParams": "agentd.protocol.acp",
     "SessionParams": "agentd.protocol.agentd",
     "SetConfigOptionParams": "agentd.protocol.acp",

@@ -13,6 +13,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+# `session/update` payloads are built as plain dicts by these helpers (their home is
+# frames.py: the renderer uses them without importing the models), so every producer agrees
+# on the camelCase shape.
+from agentd.protocol.frames import chunk_update as chunk_update
+from agentd.protocol.frames import session_notification as session_notification
+from agentd.protocol.frames import text_block as text_block
+
 PROTOCOL_VERSION = 1
 
 
@@ -226,29 +233,3 @@ class RequestPermissionResult(Wire):
     """The client's answer to `session/request_permission`."""
 
     outcome: Annotated[SelectedOutcome | CancelledOutcome, Field(discriminator="outcome")]
-
-
-# ---------------------------------------------------------------------------- updates
-# `session/update` payloads are built by the server as plain dicts through these helpers,
-# so every producer agrees on the camelCase shape.
-
-
-def text_block(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def chunk_update(kind: str, text: str, message_id: str | None = None) -> dict[str, Any]:
-    """`user_message_chunk` / `agent_message_chunk` / `agent_thought_chunk`."""
-    update: dict[str, Any] = {"sessionUpdate": kind, "content": text_block(text)}
-    if message_id is not None:
-        update["messageId"] = message_id
-    return update
-
-
-def session_notification(
-    session_id: str, update: dict[str, Any], meta: dict[str, Any] | None
-) -> dict[str, Any]:
-    params: dict[str, Any] = {"sessionId": session_id, "update": update}
-    if meta:
-        params["_meta"] = meta
-    return params

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentd.protocol.acp import session_notification
+from agentd.protocol.frames import session_notification
 from agentd.protocol.methods import ClientRequest, Notification
 
 

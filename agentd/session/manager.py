@@ -14,7 +14,6 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from agentd.core import Message, PermissionMode, SessionModes
-from agentd.session.commands import Shutdown
 from agentd.session.errors import (
     RETRY_SESSION_FAILED,
     ResyncReason,
@@ -23,7 +22,6 @@ from agentd.session.errors import (
     session_stopping,
     shutting_down,
 )
-from agentd.session.eventlog import RECENT_KINDS, RECENT_LIMIT, recover
 from agentd.session.replicas import SessionLeases
 from agentd.session.services import ActorServices
 from agentd.store import LoadedSession, SessionRecord, Store, is_stale_fence
@@ -140,6 +138,9 @@ class SessionManager:
             # request to the owner), so the read below sees all its last owner committed.
             await self.leases.acquire(session_id)
             try:
+                # Crash repair loads with the first session (idle RSS, issue 32 item 3).
+                from agentd.session.eventlog import RECENT_KINDS, RECENT_LIMIT
+
                 loaded = await self._store.load_session(
                     session_id, recent_kinds=RECENT_KINDS, recent_limit=RECENT_LIMIT
                 )
@@ -176,6 +177,8 @@ class SessionManager:
         record = loaded.record
         messages = [Message.model_validate(m) for m in loaded.messages]
         actor = _actor_class()(record, messages, loaded.last_seq, self._services)
+        from agentd.session.eventlog import recover
+
         await recover(self._store, actor, record, loaded.recent)
         # Recovery is committed before anyone can attach: it replays like any history.
         await writer.barrier()
@@ -220,6 +223,8 @@ class SessionManager:
                 def forget(a: SessionActor = actor) -> None:
                     self._begin_stop(a)
 
+                from agentd.session.commands import Shutdown  # loaded with the actors (idle RSS)
+
                 actor.send(Shutdown(5.0, fut, only_if_idle=True, on_stop=forget))
                 done, _ = await asyncio.wait({fut}, timeout=5.0 + self.stop_wait)
                 if not done:
@@ -247,6 +252,8 @@ class SessionManager:
         actor = self._actors.get(session_id)
         if actor is not None:
             self._begin_stop(actor)
+            from agentd.session.commands import Shutdown  # loaded with the actors (idle RSS)
+
             actor.send(Shutdown(grace, asyncio.get_running_loop().create_future()))
         await self._wait_stopped(session_id, grace + self.stop_wait, holds=False)
 
@@ -333,6 +340,8 @@ class SessionManager:
         self._begin_stop(actor)
         # Its clients hear no more from this actor: they resync from what they have.
         actor.hub.resync_all(ResyncReason.LEASE_LOST if is_stale_fence(exc) else ResyncReason.SESSION_FAILED)
+        from agentd.session.commands import Shutdown  # loaded with the actors (idle RSS)
+
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     def lease_lost(self, session_id: str) -> None:
@@ -345,6 +354,8 @@ class SessionManager:
             return
         self._begin_stop(actor)
         actor.hub.resync_all(ResyncReason.LEASE_LOST)
+        from agentd.session.commands import Shutdown  # loaded with the actors (idle RSS)
+
         actor.send(Shutdown(1.0, asyncio.get_running_loop().create_future()))
 
     async def fork(self, record: SessionRecord, up_to_seq: int) -> SessionRecord | None:
@@ -357,6 +368,8 @@ class SessionManager:
         # is answered `server_shutting_down`; `closing` keeps any new actor from starting.
         waits: list[asyncio.Future[Any]] = list(self._stopping.values())
         for actor in list(self._actors.values()):
+            from agentd.session.commands import Shutdown  # loaded with the actors (idle RSS)
+
             actor.send(Shutdown(grace, loop.create_future(), server_stopping=True))
             if actor.task is not None:
                 waits.append(actor.task)

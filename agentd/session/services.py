@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from agentd.core import Lane, Provider
 from agentd.infra import Metrics, Settings
 from agentd.session.eventlog import EventWriter
-from agentd.session.queue import QueuedBytes
 from agentd.session.sinks import Renderer
 from agentd.store import Store
 
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from agentd.loop import LoopLimits
     from agentd.providers import ModelCatalogue
     from agentd.session.command_syntax import Skill
+    from agentd.session.queue import QueuedBytes
     from agentd.session.replicas import LivePublisher
     from agentd.session.turn_kit import TurnKit
     from agentd.tools import HooksConfig, ShellLauncher, Tool
@@ -38,7 +38,6 @@ class ActorServices:
     make_kit: Callable[[], TurnKit]  # called once, at the first use of the parts below
     fallbacks: list[Lane] = field(default_factory=list)  # the provider chain after `provider`
     metrics: Metrics | None = None
-    queued_bytes: QueuedBytes = field(default_factory=QueuedBytes)  # per principal, all sessions
     store: Store | None = None  # file snapshots and turn marks (R-T12); None: not kept
     shell: ShellLauncher | None = None  # how commands start (sandbox): stdio MCP servers too
     # Several replicas: transient events also go to the broker (agentd/session/replicas/live.py).
@@ -50,6 +49,14 @@ class ActorServices:
         default_factory=dict, init=False, repr=False
     )
     _prices: tuple[object, dict[str, Price]] | None = field(default=None, init=False, repr=False)
+
+    @functools.cached_property
+    def queued_bytes(self) -> QueuedBytes:
+        """Per principal, over all sessions. Made at the first session's queue: the queue's
+        module (and what it imports) is not in an idle server (issue 32 item 3)."""
+        from agentd.session.queue import QueuedBytes
+
+        return QueuedBytes()
 
     @functools.cached_property
     def kit(self) -> TurnKit:

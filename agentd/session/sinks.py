@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from agentd.core import Event
-from agentd.protocol import ClientCapabilities
 
 if TYPE_CHECKING:
+    from agentd.protocol import ClientCapabilities
     from agentd.session.command_syntax import Advertised
 
 Frame = tuple[str, dict[str, Any]]  # (method, params) of a notification

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select, text
 
 from agentd.core import SqliteSynchronous
-from agentd.store import leases, pg_commit, queue_rows, session_load, shares, snapshots
+from agentd.store import leases, pg_commit, queue_rows, session_load
 from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.batch_write import apply_batches
 from agentd.store.disconnects import driver_closed
@@ -33,7 +33,6 @@ from agentd.store.engine import (
     current_revision,
     open_engines,
 )
-from agentd.store.migrate_apart import migrate_in_child, upgrade
 from agentd.store.models import EventRow, MessageRow, SessionLeaseRow, SessionRow, utcnow
 from agentd.store.notify import SHARES_CHANNEL
 from agentd.store.pg_driver import driver
@@ -46,7 +45,6 @@ from agentd.store.records import (
     session_record,
     utc,
 )
-from agentd.store.session_list import session_list_query
 from agentd.store.session_load import LoadedSession
 from agentd.store.sqlite_writer import SqliteWriter
 from agentd.store.tokens import ApiTokens
@@ -131,6 +129,8 @@ class Store(ApiTokens):
         On Postgres, waits at most `lock_timeout_s` for another replica migrating it."""
         if (await self.migration_status())[0] == SCHEMA_HEAD:
             return
+        from agentd.store.migrate_apart import migrate_in_child, upgrade  # only when behind
+
         url = self.engine.url.render_as_string(hide_password=False)
         if apart and not PoolLimits.in_memory(url):
             await migrate_in_child(url, lock_timeout_s)
@@ -222,6 +222,8 @@ class Store(ApiTokens):
         """Newest first; `before` is the (updated_at, id) of the last row of the previous page.
         With `teams`, sessions shared with any of them are listed too (R-X2); with `query`,
         only those whose title or cwd contains it (case-insensitive)."""
+        from agentd.store.session_list import session_list_query  # as in `session_shares`
+
         q = session_list_query(owner=owner, cwd=cwd, before=before, limit=limit, teams=teams, query=query)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(q)).all()
@@ -231,11 +233,17 @@ class Store(ApiTokens):
 
     async def session_shares(self, session_ids: Collection[str]) -> dict[str, dict[str, str]]:
         """team -> access for each of the sessions that is shared with any team."""
+        # Sharing and file snapshots load on their first use (rare paths), not in an idle
+        # server (issue 32 item 3).
+        from agentd.store import shares
+
         async with self.engine.connect() as conn:
             return await shares.of_sessions(conn, session_ids)
 
     async def set_session_share(self, session_id: str, team: str, access: str | None) -> bool:
         """`team`'s access to the session (None: not shared); False when there is no session."""
+        from agentd.store import shares  # as above
+
         async with self.engine.begin() as conn:
             found = await conn.execute(select(SessionRow.id).where(SessionRow.id == session_id))
             if found.scalar() is None:
@@ -336,6 +344,8 @@ class Store(ApiTokens):
 
     async def delete_session(self, session_id: str) -> bool:
         """Remove a session with its events and messages; False when there was none."""
+        from agentd.store import shares, snapshots  # as above
+
         async with self.engine.begin() as conn:
             await conn.execute(delete(EventRow).where(EventRow.session_id == session_id))
             await conn.execute(delete(MessageRow).where(MessageRow.session_id == session_id))
@@ -352,6 +362,8 @@ class Store(ApiTokens):
         """A new session with the source's settings, its events up to `up_to_seq`, and the
         conversation as it stood then (messages record the seq they were written at).
         None, with nothing created, when the source was deleted meanwhile."""
+        from agentd.store import snapshots  # as in `session_shares`
+
         now = utcnow()
         async with self.engine.begin() as conn:
             await conn.execute(

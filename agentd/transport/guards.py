@@ -11,10 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentd.core import limit_exceeded, prompt_bytes
-from agentd.protocol import ContentBlock, ErrorCode, RpcError
+from agentd.protocol import ErrorCode, RpcError
+
+if TYPE_CHECKING:
+    from agentd.protocol import ContentBlock
 
 
 def json_depth(value: Any, limit: int = 0) -> int:

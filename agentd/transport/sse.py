@@ -23,11 +23,9 @@ from fastapi.responses import StreamingResponse
 
 from agentd.infra import CHALLENGE, AuthError, Identity
 from agentd.protocol import Notification, RpcError, outgoing
-from agentd.session import ReplayMode, SessionError, SessionErrorKind
-from agentd.transport.outgoing import OutgoingQueue
+from agentd.session import SessionError, SessionErrorKind
 from agentd.transport.render import wire_params
 from agentd.transport.revocation import CloseReason
-from agentd.transport.sharing import Access, access_of
 
 sse_router = APIRouter()
 log = logging.getLogger(__name__)
@@ -42,6 +40,10 @@ class SseSink:
     """A FrameSink that feeds one SSE response. Cannot answer permission requests."""
 
     def __init__(self, capacity: int) -> None:
+        # The queue, sharing and replay modules load with the first stream, not in an idle
+        # server (issue 32 item 3).
+        from agentd.transport.outgoing import OutgoingQueue
+
         self.id = f"sse_{uuid.uuid4().hex[:12]}"
         self._queue = OutgoingQueue(capacity)
         self._urgent: list[tuple[str, dict[str, Any]]] = []
@@ -153,6 +155,8 @@ async def _may_watch(state: Any, identity: Identity, session_id: str, owner: str
         return True
     if not identity.teams:
         return False
+    from agentd.transport.sharing import Access, access_of  # as in SseSink
+
     shares = (await state.store.session_shares([session_id])).get(session_id, {})
     return access_of(identity.principal, identity.teams, owner, shares) is not Access.NONE
 
@@ -215,6 +219,8 @@ async def session_events(request: Request) -> StreamingResponse:
             attaching = state.attach(actor, sink, replay="attach", after_seq=cursor or 0)
         else:
             assert state.remote is not None and elsewhere is not None
+            from agentd.session import ReplayMode  # as in SseSink
+
             attaching = state.remote.attach(
                 session_id,
                 sink,

@@ -11,25 +11,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentd.core import Provider
 from agentd.infra import Authenticator, AuthMode, Metrics, Settings
-from agentd.protocol import ClientCapabilities, OptIn, Request
-from agentd.session import (
-    ActorServices,
-    Detach,
-    EventWriter,
-    FrameSink,
-    SessionError,
-    SessionManager,
-    Subscriber,
-    check_cursor,
-)
-from agentd.session import attach as attach_client
+from agentd.session import ActorServices, EventWriter, FrameSink, SessionManager
 from agentd.store import Store
 from agentd.transport.guards import RateLimiter, rate_key
 from agentd.transport.revocation import LiveTokens
 
 if TYPE_CHECKING:
     from agentd.agents import AgentDefinition
-    from agentd.session import RemoteWatches, Router, SessionActor
+    from agentd.protocol import ClientCapabilities, OptIn, Request
+    from agentd.session import RemoteWatches, Router, SessionActor, SessionError, Subscriber
 
 Replay = Literal["none", "acp", "attach"]
 
@@ -86,7 +76,7 @@ class CallContext:
 
 
 # Forwards a call whose session another replica owns (agentd/transport/routed.py).
-RouteHook = Callable[[CallContext, Request, SessionError], Awaitable[Any]]
+RouteHook = Callable[["CallContext", "Request", "SessionError"], Awaitable[Any]]
 
 
 @dataclass
@@ -122,6 +112,10 @@ class AppState:
 
     def check_cursor(self, actor: SessionActor, after_seq: int) -> None:
         """Raises when an attach cursor is beyond the log (agentd/session/eventlog/attach.py)."""
+        # Here, not at the top: the attach and replay modules (and the wire models and
+        # mailbox commands they use) load with the first client, not in an idle server.
+        from agentd.session import check_cursor
+
         check_cursor(actor, after_seq)
 
     async def attach(
@@ -131,6 +125,8 @@ class AppState:
         agentd/session/eventlog/attach.py)."""
         if self.remote is not None:  # it watched the session from the log while another replica ran it
             await self.remote.detach(actor.id, sink.id)
+        from agentd.session import attach as attach_client  # as above
+
         return await attach_client(
             self.store,
             actor,
@@ -143,6 +139,8 @@ class AppState:
     async def detach(self, session_id: str, conn_id: str) -> None:
         actor = self.manager.live_actor(session_id)  # an unloaded actor has no subscribers
         if actor is not None:
+            from agentd.session import Detach  # as above
+
             actor.send(Detach(conn_id))
         if self.remote is not None:
             await self.remote.detach(session_id, conn_id)

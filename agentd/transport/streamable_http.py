@@ -26,7 +26,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import APIRouter, Request
@@ -35,8 +35,10 @@ from starlette.websockets import WebSocketDisconnect
 
 from agentd.infra import CHALLENGE, AuthError, Identity
 from agentd.protocol import Served, notification, outgoing
-from agentd.transport.connection import Connection
 from agentd.transport.revocation import CloseReason
+
+if TYPE_CHECKING:
+    from agentd.transport.connection import Connection
 
 streamable_router = APIRouter()
 
@@ -101,6 +103,8 @@ class HttpConnections:
         self._sweeper: asyncio.Task[None] | None = None
 
     def open(self, state: Any, identity: Identity) -> HttpConnection:
+        from agentd.transport.connection import Connection  # with the first client (idle RSS)
+
         channel = HttpChannel()
         conn = Connection(
             channel,

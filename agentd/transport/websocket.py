@@ -10,7 +10,6 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 from agentd.infra import CHALLENGE, AuthError, AuthUnavailable, chosen_subprotocol
-from agentd.transport.connection import Connection
 from agentd.transport.guards import connection_key
 from agentd.transport.revocation import CloseCode, CloseReason
 from agentd.transport.socket_write import socket_for
@@ -43,6 +42,10 @@ async def acp_endpoint(ws: WebSocket) -> None:
         await ws.send_denial_response(JSONResponse(busy, status_code=503, headers=err.headers))
         return
     await ws.accept(subprotocol=chosen_subprotocol(ws.headers))
+    # Here, not at the top: the connection (and the wire models it uses) loads with the
+    # first client, not in an idle server (issue 32 item 3).
+    from agentd.transport.connection import Connection
+
     conn = Connection(
         ws,
         state,

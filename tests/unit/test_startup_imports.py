@@ -46,6 +46,24 @@ FIRST_SESSION = (
 )  # fmt: skip
 # Loaded with the first RPC call (the dispatcher's method table, agentd/app.py `LoadedOnUse`).
 FIRST_CALL = ("agentd.transport.handlers",)
+# Loaded at their first use, not by a started, idle server (issue 32 item 3: each a seam —
+# the wire models with the first prompt or client, the client connection with the first
+# client, the queue's module and the mailbox commands with the first session, crash repair
+# with the first session loaded from the store, the store's rarer paths when taken, the
+# standard library's difflib/tomllib/getpass only for an unknown setting, a config file, an
+# unwritable home; `ctypes.util` never: the trimmer finds libc without it).
+FIRST_USE = (
+    "agentd.protocol.acp", "agentd.protocol.agentd", "agentd.transport.connection",
+    "agentd.transport.outgoing", "agentd.transport.sharing", "agentd.session.queue.sync",
+    "agentd.session.commands", "agentd.session.eventlog.recovery", "agentd.session.eventlog.attach",
+    "agentd.session.eventlog.replayer", "agentd.store.shares", "agentd.store.snapshots",
+    "agentd.store.session_list", "agentd.store.migrate_apart", "agentd.tools.shell.egress",
+    "difflib", "tomllib", "getpass", "ctypes.util",
+)  # fmt: skip
+# Of those, what the first session brings in (the laziness is real: these are what it uses).
+FIRST_SESSION_USES = (
+    "agentd.protocol.acp", "agentd.session.queue.sync", "agentd.session.commands",
+)  # fmt: skip
 
 
 def among(watch: tuple[str, ...]) -> str:
@@ -100,9 +118,21 @@ def migrated_home(tmp_path: Path) -> Path:
 
 def test_a_started_idle_server_has_not_loaded_the_turn_machinery_or_prometheus(tmp_path: Path) -> None:
     code = STARTED.format(
-        home=str(migrated_home(tmp_path)), idle=among(LAZY + FIRST_SESSION + FIRST_CALL), then="pass"
+        home=str(migrated_home(tmp_path)),
+        idle=among(LAZY + FIRST_SESSION + FIRST_CALL + FIRST_USE),
+        then="pass",
     )
     assert printed(code) == [[]]
+
+
+def test_the_first_session_loads_the_wire_models_queue_and_commands(tmp_path: Path) -> None:
+    """The seams of FIRST_USE that a session goes through load when it does."""
+    then = (
+        f"await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        f"        print(json.dumps(sorted(m for m in {FIRST_SESSION_USES!r} if m in sys.modules)))"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(FIRST_USE), then=then)
+    assert printed(code) == [[], sorted(FIRST_SESSION_USES)]
 
 
 def test_the_first_call_loads_the_method_handlers(tmp_path: Path) -> None:

@@ -19,13 +19,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
 from agentd.infra import SandboxNetwork, Settings
 from agentd.tools.errors import ToolError
 from agentd.tools.shell import pidlimit
-from agentd.tools.shell.egress import EgressProxy
 from agentd.tools.shell.egress_policy import EgressPolicy, parse_allowed
 from agentd.tools.shell.proctrack import TAG_VAR, tagged_env
 from agentd.tools.shell.sandbox import (
@@ -41,6 +41,9 @@ from agentd.tools.shell.sandbox import (
     in_cgroup,
     resolve_sandbox,
 )
+
+if TYPE_CHECKING:
+    from agentd.tools.shell.egress import EgressProxy
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +113,12 @@ class ShellLauncher:
             hidden_dirs=tuple(p for p in self.policy.hidden_dirs if p.is_dir()),
             hidden_files=tuple(p for p in self.policy.hidden_files if p.is_file()),
         )
+        egress: EgressProxy | None = None
         try:
-            egress = EgressProxy.open(self.egress) if policy.network else None
+            if policy.network:  # the proxy's module only then (idle RSS, issue 32 item 3)
+                from agentd.tools.shell.egress import EgressProxy
+
+                egress = EgressProxy.open(self.egress)
         except OSError as exc:  # refused rather than run with a network it was not given
             raise ToolError(f"cannot set up the sandbox's network: {exc}") from None
         if egress is not None:

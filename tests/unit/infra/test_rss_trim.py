@@ -4,6 +4,10 @@ freed state shows only once trimmed), at most every RELEASE_TRIM_EVERY_S."""
 
 from __future__ import annotations
 
+import platform
+import subprocess
+import sys
+
 import pytest
 
 from agentd.infra.rss_trim import GROWTH_TRIGGER, RELEASE_TRIM_EVERY_S, should_trim
@@ -40,3 +44,15 @@ def test_should_trim(last: int, now: int, trim: bool) -> None:
 )
 def test_should_trim_after_sessions_were_unloaded(released: int, since_trim_s: float, trim: bool) -> None:
     assert should_trim(BASE, BASE, released=released, since_trim_s=since_trim_s) is trim
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim and mallopt are glibc's")
+def test_the_trimmer_finds_glibc_without_ctypes_util() -> None:
+    """libc's functions come from the process's own symbols (`CDLL(None)`), not
+    `ctypes.util.find_library` (a child `ldconfig -p` and more imports at every start)."""
+    code = (
+        "import sys, agentd.infra.rss_trim as r\n"
+        "print(r._TRIM is not None, r.limit_arenas(), 'ctypes.util' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["True", "True", "False"]

@@ -14,7 +14,8 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, event, inspect
 
-from agentd.store.db import Store, alembic_config, session_list_query
+from agentd.store.db import Store, alembic_config
+from agentd.store.session_list import session_list_query
 
 NEW = {("owner", "updated_at", "id"), ("owner", "cwd", "updated_at", "id")}
 OLD = {("owner",), ("updated_at",), ("owner", "updated_at")}
