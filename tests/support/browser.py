@@ -24,10 +24,14 @@ def expect(target: Any) -> Any:
     return api.expect(target)
 
 
-# Chromium logs every refused connection itself (the page cannot silence it): a test's server
-# stopping before its browser closes makes the page's reconnect attempts log these. Only
-# lines logged once a server began stopping (or the test body ended) are excused.
-SERVER_GONE = re.compile(r"net::ERR_CONNECTION_REFUSED")
+# Chromium logs every failed connection itself (the page cannot silence it): a test's server
+# stopping before its browser closes makes the page's reconnect attempts log these — refused
+# once the socket is gone, or cut (SOCKET_NOT_CONNECTED, RESET, CLOSED, EMPTY_RESPONSE) when a
+# stopping server accepted the connection and closed it. Only lines logged once a server began
+# stopping (or the test body ended) are excused.
+SERVER_GONE = re.compile(
+    r"net::ERR_(CONNECTION_REFUSED|SOCKET_NOT_CONNECTED|CONNECTION_RESET|CONNECTION_CLOSED|EMPTY_RESPONSE)"
+)
 
 
 @dataclass
