@@ -211,10 +211,12 @@ async def test_a_stream_that_keeps_trickling_under_the_idle_timeout_never_fails(
 async def test_a_stream_going_silent_after_trickling_past_the_idle_timeout_fails_as_stalled() -> None:
     # Trickling for longer than the idle timeout, then silent: the same classified timeout
     # as a stream that stalls at once.
-    script = oai.Completion(content=TRICKLE[:12], chunk_delay=0.05, stall_after=13)
+    # (12 chunks 0.1 s apart: 1.2 s of trickle against a 1 s idle timeout, each gap 10× inside
+    # it — a loaded CI host once stretched a 0.05 s gap past a 0.3 s timeout.)
+    script = oai.Completion(content=TRICKLE[:12], chunk_delay=0.1, stall_after=13)
     async with oai.FakeOpenAI([script]) as fake:
         provider = OpenAIProvider(
-            base_url=fake.base_url, api_key="k", model="m", first_token_timeout=60, stream_idle_timeout=0.3
+            base_url=fake.base_url, api_key="k", model="m", first_token_timeout=60, stream_idle_timeout=1.0
         )
         try:
             events, error = await until_error(provider)
