@@ -211,15 +211,20 @@ def create_app(
             from agentd.transport import start_routing
 
             replica = getattr(leases, "replica_id", settings.replica_id)
-            stop_routing = await start_routing(app.state.agentd, settings.resolved_database_url(), replica)
+            stop_routing = await start_routing(
+                app.state.agentd,
+                settings.resolved_database_url(),
+                replica,
+                wake_takeover=takeover.wake if takeover is not None else None,
+            )
         try:
             yield
         finally:
             sweeper.cancel()
             trimmer.cancel()
             revoker.cancel()
-            if takeover is not None:
-                takeover.cancel()
+            if takeover is not None and takeover.task is not None:
+                takeover.task.cancel()
             close_http_connections(app.state.agentd)
             await manager.shutdown(settings.shutdown_grace_s)  # a no-op after drain()
             if stop_routing is not None:

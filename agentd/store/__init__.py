@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from agentd.store.notify import EVENTS_CHANNEL as EVENTS_CHANNEL
     from agentd.store.notify import MAX_SESSION_ID as MAX_SESSION_ID
     from agentd.store.notify import SHARES_CHANNEL as SHARES_CHANNEL
+    from agentd.store.notify import TAKEOVER_CHANNEL as TAKEOVER_CHANNEL
     from agentd.store.notify import PgListener as PgListener
     from agentd.store.notify import parse_events_payload as parse_events_payload
     from agentd.store.queue_rows import QueueWrite as QueueWrite
@@ -94,6 +95,7 @@ _WHERE = {
     "SessionRecord": "agentd.store.records",
     "SessionSummary": "agentd.store.records",
     "SHARES_CHANNEL": "agentd.store.notify",
+    "TAKEOVER_CHANNEL": "agentd.store.notify",
     "State": "agentd.store.routed",
     "Store": "agentd.store.db",
     "StoredEvent": "agentd.store.db",
@@ -113,6 +115,7 @@ __all__ = [
     "FORMAT",
     "MAX_SESSION_ID",
     "SHARES_CHANNEL",
+    "TAKEOVER_CHANNEL",
     "VERSION",
     "Batch",
     "Broker",

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from sqlalchemy import TextClause, text
 
 from agentd.store.aio import AsyncEngine
+from agentd.store.notify import TAKEOVER_CHANNEL
 
 _RUNNING = "SELECT id FROM sessions WHERE running_turn IS NOT NULL"
 _QUEUED = "SELECT session_id FROM queued_prompts"
@@ -82,3 +83,12 @@ async def claim_orphans(
             for r in (await conn.execute(unleased, values)).all():
                 got[str(r.session_id)] = int(r.token)
     return got
+
+
+_ANNOUNCE = text("SELECT pg_notify(:channel, :me)")
+
+
+async def announce_claiming(engine: AsyncEngine, replica_id: str) -> None:
+    """Tell the other replicas' sweeps that orphans are being claimed (they sweep at once)."""
+    async with engine.begin() as conn:
+        await conn.execute(_ANNOUNCE, {"channel": TAKEOVER_CHANNEL, "me": replica_id})

@@ -25,6 +25,10 @@ EVENTS_CHANNEL = "agentd_events"
 # session id): replicas watching it for their clients re-check those clients' access (R-X2
 # across replicas) and detach them all when it is gone.
 SHARES_CHANNEL = "agentd_shares"
+# "orphans are being claimed" (the payload is the claiming replica's id): a sweep whose claim
+# came back full wakes the other replicas' sweeps, so the survivors of a dead replica share
+# its sessions instead of whichever swept first taking them all (issue 26 item 6).
+TAKEOVER_CHANNEL = "agentd_takeover"
 MAX_SESSION_ID = 200  # longer ids are not ours: ignored
 LISTEN_APPLICATION_NAME = "agentd-listen"
 

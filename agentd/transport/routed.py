@@ -284,12 +284,27 @@ def permission_answerer(state: AppState) -> Any:
     return answer
 
 
-async def start_routing(state: AppState, database_url: str, replica_id: str) -> Callable[[], Awaitable[None]]:
+async def start_routing(
+    state: AppState,
+    database_url: str,
+    replica_id: str,
+    *,
+    wake_takeover: Callable[[], None] | None = None,
+) -> Callable[[], Awaitable[None]]:
     """Several replicas on one Postgres: this replica's router, its watches of sessions
-    owned elsewhere and the one LISTEN connection waking both. Returns the stop (after the
-    actors have stopped: the outcomes of commands run here still go out)."""
+    owned elsewhere and the one LISTEN connection waking both (and `wake_takeover`, the
+    takeover sweep, when another replica announces it is claiming orphans). Returns the stop
+    (after the actors have stopped: the outcomes of commands run here still go out)."""
     from agentd.session import LivePublisher, RemoteWatches, Router
-    from agentd.store import EVENTS_CHANNEL, MAX_SESSION_ID, SHARES_CHANNEL, Broker, PgBroker, PgListener
+    from agentd.store import (
+        EVENTS_CHANNEL,
+        MAX_SESSION_ID,
+        SHARES_CHANNEL,
+        TAKEOVER_CHANNEL,
+        Broker,
+        PgBroker,
+        PgListener,
+    )
     from agentd.transport.render import ACP_RENDERER
 
     settings = state.settings
@@ -351,12 +366,18 @@ async def start_routing(state: AppState, database_url: str, replica_id: str) -> 
         await router.on_connect()
         await recheck(*remote.session_ids())  # a change may have gone by meanwhile: one read for all
 
+    def on_takeover(raw: str) -> None:
+        """Another replica is claiming a dead one's sessions: sweep now, to share them."""
+        if wake_takeover is not None and raw != replica_id:
+            wake_takeover()
+
     listener = PgListener(
         database_url,
         {
             EVENTS_CHANNEL: remote.tails.on_notification,
             router.channel: router.on_notification,
             SHARES_CHANNEL: on_shares,
+            TAKEOVER_CHANNEL: on_takeover,
         },
         on_connect=on_connect,
         # A silently dead LISTEN connection is found out well within a lease time.

@@ -9,7 +9,10 @@ different sessions and none is loaded twice), and loads them concurrently throug
 `SessionManager.get` (the lease is already this replica's). Each time a load ends and the
 last claim was full, it claims again at once: the survivors share a dead replica's
 sessions in proportion to how fast they load them, and all are resumed within the lease
-time plus one sweep interval (plus the loads themselves) however many there were. A load
+time plus one sweep interval (plus the loads themselves) however many there were. A sweep
+whose claim came back full also wakes the other replicas' sweeps (NOTIFY on
+`TAKEOVER_CHANNEL`), so they claim at once instead of at their next interval: otherwise a
+survivor that loads quickly could take every session before another one swept. A load
 recovers the session as after a restart (the interrupted turn closed with its partial
 text kept, the queue resumed once). A replica restarted with the same id claims its own
 sessions with work at start (`mine`), at once, instead of after their leases ran out.
@@ -22,6 +25,7 @@ session cannot take every sweep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
@@ -93,11 +97,16 @@ class Takeover:
         *,
         interval_s: float,
         parallel: int = TAKEOVER_PARALLEL,
+        announce: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._manager = manager
         self._claim = claim
         self.interval_s = interval_s
         self._parallel = max(1, parallel)
+        self._announce = announce  # wakes the other replicas' sweeps (a full claim: more to share)
+        self._woken = asyncio.Event()
+        self._announcing: set[asyncio.Task[None]] = set()
+        self.task: asyncio.Task[None] | None = None  # `run`, as `start_takeover` started it
         self._backoff = Backoff()
         self.taken: int = 0  # sessions this replica took over (logs, tests)
 
@@ -114,7 +123,10 @@ class Takeover:
             except Exception as exc:
                 _failed("taking back this replica's sessions", exc)
         while not self._manager.closing:
-            await asyncio.sleep(self.interval_s)
+            # The interval, or less when another replica announces that it is claiming.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self.interval_s)
+            self._woken.clear()
             try:
                 await self.sweep()
             except Exception as exc:  # the database may be away for a while: the next sweep retries
@@ -129,6 +141,7 @@ class Takeover:
         loads: set[asyncio.Task[bool]] = set()
         names: dict[asyncio.Task[bool], str] = {}
         more = True
+        announced = False
         try:
             while True:
                 free = self._parallel - len(loads)
@@ -139,6 +152,9 @@ class Takeover:
                         _failed("claiming orphaned sessions", exc)
                         got = []
                     more = len(got) == free  # a full claim: there may be more once a slot frees
+                    if more and not announced:
+                        announced = True
+                        self._announce_soon()
                     for session_id in got:
                         task = asyncio.create_task(self._load(session_id))
                         loads.add(task)
@@ -157,6 +173,26 @@ class Takeover:
             self.taken += len(taken)
             log.warning("took over %d session(s) whose owner stopped renewing: %s", len(taken), taken)
         return taken
+
+    def wake(self) -> None:
+        """Sweep now: another replica is claiming orphans (there may be more to share)."""
+        self._woken.set()
+
+    def _announce_soon(self) -> None:
+        """Tell the other replicas, without holding up this sweep's loads (best effort:
+        they sweep at their interval anyway)."""
+        if self._announce is None:
+            return
+
+        async def announce(send: Callable[[], Awaitable[None]]) -> None:
+            try:
+                await send()
+            except Exception as exc:
+                _failed("announcing a takeover to the other replicas", exc)
+
+        task = asyncio.create_task(announce(self._announce))
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
 
     async def _load(self, session_id: str) -> bool:
         """Load a claimed session; False (its claim released) when that failed."""
@@ -183,12 +219,14 @@ class Takeover:
         return actor is not None
 
 
-def start_takeover(manager: SessionManager, *, lease_ttl_s: float, queued: bool) -> asyncio.Task[None] | None:
-    """The replica's sweeper task (Postgres only: with SQLite one process owns everything).
+def start_takeover(manager: SessionManager, *, lease_ttl_s: float, queued: bool) -> Takeover | None:
+    """The replica's sweeper, started (its `task`; Postgres only: with SQLite one process
+    owns everything; `wake` is for the listener of `TAKEOVER_CHANNEL`).
     `queued`: sessions left with only queued prompts are taken over too (auto-resume). It
     first takes back, at once, the sessions with work a previous process of this replica
     (the same replica id) held."""
     from agentd.session.replicas.leases import PostgresLeases
+    from agentd.store import claims
 
     leases = manager.leases
     if not isinstance(leases, PostgresLeases):
@@ -200,12 +238,16 @@ def start_takeover(manager: SessionManager, *, lease_ttl_s: float, queued: bool)
     async def claim_mine(limit: int, skip: Collection[str]) -> list[str]:
         return await leases.claim_orphans(limit, queued=queued, mine=True, skip=skip)
 
-    sweeper = Takeover(manager, claim, interval_s=sweep_interval(lease_ttl_s))
+    async def announce() -> None:
+        await claims.announce_claiming(manager.store.engine, leases.replica_id)
+
+    sweeper = Takeover(manager, claim, interval_s=sweep_interval(lease_ttl_s), announce=announce)
 
     async def take_back() -> list[str]:
         return await sweeper.sweep(claim_mine)
 
-    return asyncio.create_task(sweeper.run(first=take_back), name="takeover")
+    sweeper.task = asyncio.create_task(sweeper.run(first=take_back), name="takeover")
+    return sweeper
 
 
 def _failed(what: str, exc: Exception) -> None:

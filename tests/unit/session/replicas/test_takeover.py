@@ -5,6 +5,7 @@ sweep against real replicas: tests/e2e/session/test_failover.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Collection
 from typing import Any, cast
@@ -196,3 +197,89 @@ async def test_a_busy_pool_is_one_warning_line_and_other_failures_keep_their_tra
     [record] = [r for r in caplog.records if "claiming orphaned sessions failed" in r.getMessage()]
     assert record.levelno == level
     assert (record.exc_info is not None) is traceback
+
+
+class Announcements:
+    """The NOTIFY telling the other replicas' sweeps to claim now (counted)."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.sent = 0
+        self.error = error
+        self.done = asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.sent += 1
+        self.done.set()
+        if self.error is not None:
+            raise self.error
+
+
+async def test_a_full_claim_wakes_the_other_replicas_once_per_sweep_and_a_partial_one_does_not() -> None:
+    sids = [f"s{i}" for i in range(10)]
+    announce = Announcements()
+    sweeper = Takeover(
+        cast(SessionManager, FakeManager(dict.fromkeys(sids, object()))),
+        FakeClaims(sids),
+        interval_s=1.0,
+        parallel=4,
+        announce=announce,
+    )
+    assert len(await sweeper.sweep()) == 10  # claims of 4, 4 (full: more to share), then 2
+    await announce.done.wait()
+    assert announce.sent == 1
+
+    few = ["t0", "t1"]
+    quiet = Announcements()
+    sweeper = Takeover(
+        cast(SessionManager, FakeManager(dict.fromkeys(few, object()))),
+        FakeClaims(few),
+        interval_s=1.0,
+        parallel=4,
+        announce=quiet,
+    )
+    assert sorted(await sweeper.sweep()) == few
+    await asyncio.sleep(0)  # (an announcement would have been started by now)
+    assert quiet.sent == 0  # all there was fitted one claim: nothing left to share
+
+
+async def test_a_failed_announcement_does_not_stop_the_sweep(caplog: pytest.LogCaptureFixture) -> None:
+    sids = [f"s{i}" for i in range(6)]
+    announce = Announcements(OSError("connection lost"))
+    sweeper = Takeover(
+        cast(SessionManager, FakeManager(dict.fromkeys(sids, object()))),
+        FakeClaims(sids),
+        interval_s=1.0,
+        parallel=2,
+        announce=announce,
+    )
+    with caplog.at_level(logging.WARNING, logger="agentd.session.replicas.takeover"):
+        assert len(await sweeper.sweep()) == 6
+        await until(lambda: any("announcing a takeover" in r.getMessage() for r in caplog.records), 5)
+    assert announce.sent == 1
+
+
+async def test_another_replicas_announcement_makes_the_sweep_run_at_once() -> None:
+    class Warm(FakeManager):
+        async def warm_up(self) -> None:
+            return None
+
+    swept = asyncio.Event()
+
+    async def claim(limit: int, skip: Collection[str]) -> list[str]:
+        swept.set()
+        return []
+
+    manager = Warm({})
+    # An hour between sweeps: only a wake-up can make one happen within the test.
+    sweeper = Takeover(cast(SessionManager, manager), claim, interval_s=3600.0)
+    running = asyncio.create_task(sweeper.run())
+    try:
+        await asyncio.sleep(0)
+        assert not swept.is_set()
+        sweeper.wake()
+        await asyncio.wait_for(swept.wait(), 30)  # a deadline against a hang, not a timing
+    finally:
+        manager.closing = True
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
