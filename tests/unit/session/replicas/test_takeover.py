@@ -69,8 +69,11 @@ class FakeClaims:
         return got
 
 
-def _sweeper(manager: FakeManager, claims: FakeClaims, parallel: int = 8) -> Takeover:
-    return Takeover(cast(SessionManager, manager), claims, interval_s=1.0, parallel=parallel)
+def _sweeper(
+    manager: FakeManager, claims: FakeClaims, parallel: int = 8, announce: Announcements | None = None
+) -> Takeover:
+    manager_ = cast(SessionManager, manager)
+    return Takeover(manager_, claims, interval_s=1.0, parallel=parallel, announce=announce)
 
 
 def test_the_sweep_runs_a_quarter_of_a_lease_so_the_default_takeover_is_within_15_s() -> None:
@@ -217,26 +220,14 @@ class Announcements:
 async def test_a_full_claim_wakes_the_other_replicas_once_per_sweep_and_a_partial_one_does_not() -> None:
     sids = [f"s{i}" for i in range(10)]
     announce = Announcements()
-    sweeper = Takeover(
-        cast(SessionManager, FakeManager(dict.fromkeys(sids, object()))),
-        FakeClaims(sids),
-        interval_s=1.0,
-        parallel=4,
-        announce=announce,
-    )
+    sweeper = _sweeper(FakeManager(dict.fromkeys(sids, object())), FakeClaims(sids), 4, announce)
     assert len(await sweeper.sweep()) == 10  # claims of 4, 4 (full: more to share), then 2
     await announce.done.wait()
     assert announce.sent == 1
 
     few = ["t0", "t1"]
     quiet = Announcements()
-    sweeper = Takeover(
-        cast(SessionManager, FakeManager(dict.fromkeys(few, object()))),
-        FakeClaims(few),
-        interval_s=1.0,
-        parallel=4,
-        announce=quiet,
-    )
+    sweeper = _sweeper(FakeManager(dict.fromkeys(few, object())), FakeClaims(few), 4, quiet)
     assert sorted(await sweeper.sweep()) == few
     await asyncio.sleep(0)  # (an announcement would have been started by now)
     assert quiet.sent == 0  # all there was fitted one claim: nothing left to share
@@ -245,13 +236,7 @@ async def test_a_full_claim_wakes_the_other_replicas_once_per_sweep_and_a_partia
 async def test_a_failed_announcement_does_not_stop_the_sweep(caplog: pytest.LogCaptureFixture) -> None:
     sids = [f"s{i}" for i in range(6)]
     announce = Announcements(OSError("connection lost"))
-    sweeper = Takeover(
-        cast(SessionManager, FakeManager(dict.fromkeys(sids, object()))),
-        FakeClaims(sids),
-        interval_s=1.0,
-        parallel=2,
-        announce=announce,
-    )
+    sweeper = _sweeper(FakeManager(dict.fromkeys(sids, object())), FakeClaims(sids), 2, announce)
     with caplog.at_level(logging.WARNING, logger="agentd.session.replicas.takeover"):
         assert len(await sweeper.sweep()) == 6
         await until(lambda: any("announcing a takeover" in r.getMessage() for r in caplog.records), 5)
