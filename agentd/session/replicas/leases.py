@@ -34,12 +34,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Collection, Coroutine
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from agentd.session.errors import SessionError, SessionErrorKind
+from agentd.session.replicas.health import LeaseHealth, LeaseMode
 from agentd.session.replicas.identity import default_replica_id, home_replica_id
 from agentd.store import claims
 from agentd.store import leases as store_leases
@@ -67,43 +66,6 @@ MAX_HOLDER_MEMOS = 10_000
 
 # A failed renewal is tried again this soon (doubling, at most a twelfth of the lease).
 RETRY_FIRST_S = 0.05
-
-
-class LeaseMode(StrEnum):
-    SINGLE_PROCESS = "single_process"  # SQLite: no leases, every session is this process's
-    POSTGRES = "postgres"
-
-
-@dataclass(frozen=True)
-class LeaseHealth:
-    replica_id: str
-    mode: LeaseMode
-    owned: int = 0  # sessions whose lease this replica holds
-    ttl_s: float = 0.0
-    renewals: int = 0  # renewal statements that went through (rounds holding leases)
-    renewal_failures: int = 0  # rounds that failed (over the process's life)
-    consecutive_failures: int = 0
-    last_renewal_age_s: float | None = None  # since the last round that succeeded (None: none yet)
-    lost: int = 0  # leases lost: taken over, run out unrenewed, or a write fenced out
-    healthy: bool = True
-    detail: str = ""
-
-    def as_json(self) -> dict[str, object]:
-        body: dict[str, object] = {"mode": self.mode.value, "healthy": self.healthy}
-        if self.mode is LeaseMode.POSTGRES:
-            age = self.last_renewal_age_s
-            body.update(
-                owned=self.owned,
-                ttlS=self.ttl_s,
-                lastRenewalAgeS=None if age is None else round(age, 3),
-                renewals=self.renewals,
-                renewalFailures=self.renewal_failures,
-                consecutiveFailures=self.consecutive_failures,
-                lost=self.lost,
-            )
-        if self.detail:
-            body["detail"] = self.detail
-        return body
 
 
 def owned_elsewhere(session_id: str, owner: str, expires_in_s: float) -> SessionError:

@@ -13,8 +13,9 @@ import pytest
 
 from agentd.session.errors import SessionError, SessionErrorKind
 from agentd.session.replicas import leases as session_leases
+from agentd.session.replicas.health import LeaseMode
 from agentd.session.replicas.identity import home_replica_id
-from agentd.session.replicas.leases import LeaseMode, PostgresLeases, SessionLeases
+from agentd.session.replicas.leases import PostgresLeases, SessionLeases
 from agentd.store import leases as store_leases
 from tests.support.polling import until
 
