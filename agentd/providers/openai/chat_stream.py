@@ -62,8 +62,6 @@ class _PendingCall:
     arguments: list[str] = field(default_factory=list)
 
 
-# The delta keys `feed_read` folds itself (`role` carries nothing `feed` reads).
-_PLAIN_DELTA = frozenset({"role", "content"})
 _NO_DELTA: dict[str, Any] = {}  # (never written to)
 
 
@@ -82,9 +80,9 @@ class ChatAssembler:
     def feed_read(self, events: list[Event]) -> list[StreamEvent]:
         """`feed(parse_event(data))` of each event a network read completed, up to [DONE]
         (then `done` is set and the rest is not looked at). Per read, not per event (issue
-        32): the usual chunks — one choice whose delta holds at most `role` and `content`
-        (the text pieces, the opening role chunk, the finish chunk), or no choice and the
-        usage — are folded here with `in`, subscripts and `match` (its length checks are no
+        32): the usual chunks — one choice whose delta has none of the keys but `content`
+        that `feed` reads (the text pieces, the opening role chunk, the finish chunk), or
+        no choice and the usage — are folded here with `in`, subscripts and `match` (its length checks are no
         calls), no call but the JSON parse and the event made; any other chunk (or one orjson
         does not take as an object) goes through `parse_event` and `feed`. A chunk that fails
         leaves its error in `failed`, the events before it returned."""
@@ -108,7 +106,10 @@ class ChatAssembler:
                             delta = _NO_DELTA
                         if (
                             type(delta) is not dict
-                            or not delta.keys() <= _PLAIN_DELTA
+                            or "tool_calls" in delta
+                            or "reasoning_content" in delta
+                            or "reasoning" in delta
+                            or "refusal" in delta
                             or ("index" in choice and choice["index"] != 0)
                         ):
                             out += self.feed(chunk)
