@@ -29,7 +29,11 @@ class LazyProvider:
         return made
 
     def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        return self._real().stream(request)
+        """The first call's: make the provider. From then on `stream` is the real
+        provider's own (issue 32: two calls less per sampling): the instance's attribute
+        hides this method."""
+        real = vars(self)["stream"] = self._real().stream
+        return real(request)
 
     def models_endpoint(self) -> ModelsEndpoint:
         """Where the model catalogue lists models (only HTTP providers are made lazily, and

@@ -157,7 +157,10 @@ class ModelCatalogue:
         return offered(self._served, self.allow)
 
     def context_window(self, model: str) -> int | None:
-        return next((m.context_window for m in self._served if m.id == model), None)
+        for served in self._served:  # (a loop: no generator and `next` per sampling)
+            if served.id == model:
+                return served.context_window
+        return None
 
     def stale(self) -> bool:
         return self.enabled and is_stale(self.fetched_at, self.error is not None, self.clock(), self.ttl_s)

@@ -26,6 +26,7 @@ cancelled exchange closes it. At most `max_connections` exchanges run at once; m
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -342,32 +343,62 @@ def _take_head(
     framing: int | None = None
     chunked = coded = sets_cookie = False
     content_type = b""
+    kinds = _NAME_KINDS
     for name, value in headers:
-        lower = name.lower()
-        if lower == b"content-type":
+        # The header's kind by its name as sent (no `lower()` per header: issue 32).
+        kind = kinds[name] if name in kinds else _name_kind(name)
+        if not kind:
+            continue
+        if kind == _CONTENT_TYPE:
             content_type = value
-        elif lower == b"content-length" and not chunked:
+        elif kind == _CONTENT_LENGTH and not chunked:
             try:
                 framing = int(value)
             except ValueError as exc:
                 raise httpx.RemoteProtocolError(f"bad Content-Length {value[:40]!r}") from exc
             if framing < 0:
                 raise httpx.RemoteProtocolError(f"bad Content-Length {value[:40]!r}")
-        elif lower == b"transfer-encoding" and b"chunked" in value.lower():
+        elif kind == _TRANSFER_ENCODING and b"chunked" in value.lower():
             framing, chunked = -1, True
-        elif lower == b"connection":
+        elif kind == _CONNECTION:
             tokens = value.lower()
             keep = b"close" not in tokens and (keep or b"keep-alive" in tokens)
-        elif lower == b"content-encoding":
+        elif kind == _CONTENT_ENCODING:
             coded = True
-        elif lower == b"set-cookie":
+        elif kind == _SET_COOKIE:
             sets_cookie = True
     if head_only or status in (204, 304):
         framing = 0
     body = LeanBody(pool, conn, framing, keep and framing is not None, read_timeout)
     extensions: dict[str, Any] = {"http_version": version, "reason_phrase": reason}
-    # (httpx decodes a header value as ASCII, else UTF-8, else Latin-1: so does this one.)
-    return LeanAnswer(status, headers, extensions, body, _header_text(content_type), coded, sets_cookie)
+    try:  # (httpx decodes a header value as ASCII, else UTF-8, else Latin-1: so does this one.)
+        text = content_type.decode("ascii")
+    except UnicodeDecodeError:
+        text = _header_text(content_type)
+    return LeanAnswer(status, headers, extensions, body, text, coded, sets_cookie)
+
+
+# The headers `_take_head` looks at, by kind; 0: any other.
+_CONTENT_TYPE, _CONTENT_LENGTH, _TRANSFER_ENCODING, _CONNECTION, _CONTENT_ENCODING, _SET_COOKIE = range(1, 7)
+_KINDS = {
+    b"content-type": _CONTENT_TYPE,
+    b"content-length": _CONTENT_LENGTH,
+    b"transfer-encoding": _TRANSFER_ENCODING,
+    b"connection": _CONNECTION,
+    b"content-encoding": _CONTENT_ENCODING,
+    b"set-cookie": _SET_COOKIE,
+}
+# Each header name as received → its kind, learnt at its first sight (a server sends the
+# same few names on every answer). Bounded: cleared when full.
+_NAME_KINDS: dict[bytes, int] = {}
+_MAX_NAMES = 512
+
+
+def _name_kind(name: bytes) -> int:
+    if len(_NAME_KINDS) >= _MAX_NAMES:
+        _NAME_KINDS.clear()
+    kind = _NAME_KINDS[name] = _KINDS.get(name.lower(), 0)
+    return kind
 
 
 def _header_text(value: bytes) -> str:
@@ -380,15 +411,31 @@ def _header_text(value: bytes) -> str:
             return value.decode("iso-8859-1")
 
 
+# One header line after its CRLF: a name without whitespace at its ends or a colon, the
+# value with the blanks around it cut (what `bytes.strip` cuts from a line without CR or LF).
+_HEADER = re.compile(rb"\r\n([^\s:](?:[^:\r\n]*[^\s:])?):[^\S\r\n]*([^\r\n]*?)[^\S\r\n]*(?=\r\n|\Z)")
+
+
 def _parse_head(head: bytes) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ", 2)
+    eol = head.find(b"\r\n")
+    status_line = head[:eol] if eol >= 0 else head
+    parts = status_line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise httpx.RemoteProtocolError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+        raise httpx.RemoteProtocolError(f"not an HTTP/1.x response: {status_line[:80]!r}")
+    # All the header lines in one regex pass (issue 32: a split, a partition and two strips
+    # per line before); when a line does not match (a CR or LF inside it, no colon, blanks
+    # around the name), the line-by-line parse below decides, as it always did.
+    headers: list[tuple[bytes, bytes]] = _HEADER.findall(head, eol) if eol >= 0 else []
+    if len(headers) != head.count(b"\r\n"):
+        headers = _header_lines(head.split(b"\r\n")[1:])
+    return int(parts[1]), parts[2] if len(parts) > 2 else b"", parts[0], headers
+
+
+def _header_lines(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
     headers: list[tuple[bytes, bytes]] = []
-    for line in lines[1:]:
+    for line in lines:
         name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
         headers.append((name, value.strip()))
-    return int(parts[1]), parts[2] if len(parts) > 2 else b"", parts[0], headers
+    return headers

@@ -110,12 +110,16 @@ class _Head:
     what `post_request` + `_request_head` rebuilt on every model call (an httpx `Request`,
     its `Headers` normalised twice, the head joined line by line)."""
 
-    __slots__ = ("key", "merged", "prefix", "proxy", "url")
+    __slots__ = ("key", "merged", "prefix", "proxy", "timeout", "timeouts", "url")
 
     def __init__(
         self, key: Key, proxy: Proxy | None, prefix: bytes, url: httpx.URL, merged: httpx.Headers
     ) -> None:
         self.key, self.proxy, self.prefix, self.url, self.merged = key, proxy, prefix, url, merged
+        # The last call's timeout and its `as_dict()` (a provider passes the same one on
+        # every call: not converted per call).
+        self.timeout: httpx.Timeout | None = None
+        self.timeouts: dict[str, float | None] = {}
 
 
 # Per lean client, by id(url) and the provider's headers (the URL object is kept and
@@ -162,12 +166,14 @@ async def send_head(
     transport = client._transport
     assert type(transport) is LeanTransport
     length = sum(map(len, content)) if isinstance(content, list) else len(content)
+    if head.timeout is not http_timeout:
+        head.timeout, head.timeouts = http_timeout, http_timeout.as_dict()
     answer = await transport.exchange(
         head.key,
         head.proxy,
         head.prefix + b"%d\r\n\r\n" % length,
         content,
-        http_timeout.as_dict(),
+        head.timeouts,
         until=until,
         expired=expired,
     )

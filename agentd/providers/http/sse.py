@@ -133,13 +133,15 @@ class EventSplitter:
             data = data.replace(b"\r", b"\n")
         blocks = data.split(b"\n\n")
         self._rest = blocks.pop() + hold
-        out: list[Event] = []
-        for block in blocks:
-            if block.startswith(b"data: ") and b"\n" not in block:
-                out.append(("", block[6:]))  # one data line: the usual event
-            elif (event := _event(block)) is not None:
-                out.append(event)
-        return out
+        # One data line is the usual event: taken by a comparison and a slice (issue 32: a
+        # `startswith` and an `append` per event before); any other block by `_event`.
+        out = [
+            ("", block[6:]) if block[:6] == b"data: " and b"\n" not in block else _event(block)
+            for block in blocks
+        ]
+        if None in out:  # a block with no data (a comment, a keep-alive)
+            return [event for event in out if event is not None]
+        return out  # type: ignore[return-value]
 
     def close(self) -> list[Event]:
         """The events of what is left at the end of the body (the last event may lack

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -63,6 +62,9 @@ class _PendingCall:
     arguments: list[str] = field(default_factory=list)
 
 
+_NO_DELTA: dict[str, Any] = {}  # (never written to)
+
+
 class ChatAssembler:
     """Folds chunks into events; tool calls are accumulated by `index` until the end."""
 
@@ -78,10 +80,12 @@ class ChatAssembler:
     def feed_read(self, events: list[Event]) -> list[StreamEvent]:
         """`feed(parse_event(data))` of each event a network read completed, up to [DONE]
         (then `done` is set and the rest is not looked at). Per read, not per event (issue
-        32): the usual chunk — one choice, its delta a text piece alone, nothing else new —
-        is folded here, with no call but the JSON parse and the event made; any other chunk
-        (or one orjson does not take as an object) goes through `parse_event` and `feed`.
-        A chunk that fails leaves its error in `failed`, the events before it returned."""
+        32): the usual chunks — one choice whose delta has none of the keys but `content`
+        that `feed` reads (the text pieces, the opening role chunk, the finish chunk), or
+        no choice and the usage — are folded here with `in`, subscripts and `match` (its length checks are no
+        calls), no call but the JSON parse and the event made; any other chunk (or one orjson
+        does not take as an object) goes through `parse_event` and `feed`. A chunk that fails
+        leaves its error in `failed`, the events before it returned."""
         out: list[StreamEvent] = []
         try:
             for _, data in events:
@@ -94,27 +98,38 @@ class ChatAssembler:
                     chunk = None
                 if type(chunk) is not dict:
                     chunk = parse_event(data)  # (its fallbacks and errors)
-                # `in` and subscripts, not `.get`: no call per field (an absent or null
-                # field is as `feed` skips it).
                 choices = chunk["choices"] if "choices" in chunk else None
-                if type(choices) is list and len(choices) == 1:
-                    choice = choices[0]
-                    if (
-                        type(choice) is dict
-                        and "delta" in choice
-                        and type(delta := choice["delta"]) is dict
-                        and "content" in delta
-                        and len(delta) == 1
-                        and type(content := delta["content"]) is str
-                        and ("finish_reason" not in choice or choice["finish_reason"] is None)
-                        and ("index" not in choice or choice["index"] == 0)
-                        and ("usage" not in chunk or chunk["usage"] is None)
-                        and ("model" not in chunk or chunk["model"] in (self.model, None))
-                    ):
-                        if content:
-                            out.append(TextDelta(content))
+                match choices:
+                    case [dict() as choice]:
+                        delta = choice["delta"] if "delta" in choice else None
+                        if delta is None:
+                            delta = _NO_DELTA
+                        if (
+                            type(delta) is not dict
+                            or "tool_calls" in delta
+                            or "reasoning_content" in delta
+                            or "reasoning" in delta
+                            or "refusal" in delta
+                            or ("index" in choice and choice["index"] != 0)
+                        ):
+                            out += self.feed(chunk)
+                            continue
+                    case [] | None if "error" not in chunk:
+                        delta = choice = _NO_DELTA
+                    case _:
+                        out += self.feed(chunk)
                         continue
-                out += self.feed(chunk)
+                # What `feed` does for these, in its order (the model, the usage, the text,
+                # the finish reason), with its truthiness and type tests.
+                if "model" in chunk and (model := chunk["model"]) and model != self.model:
+                    if type(model) is str:
+                        self.model = model
+                if "usage" in chunk and type(usage := chunk["usage"]) is dict:
+                    self.usage = _usage(usage)
+                if "content" in delta and (content := delta["content"]) and type(content) is str:
+                    out.append(TextDelta(content))
+                if "finish_reason" in choice and (finish_reason := choice["finish_reason"]):
+                    self.finish_reason = finish_reason if type(finish_reason) is str else str(finish_reason)
         except HarnessError as err:
             # The events before the failing one are the caller's all the same, as when
             # they were folded one by one: it yields `out`, then raises this.
@@ -194,7 +209,7 @@ class ChatAssembler:
                 ErrorKind.PROVIDER_UNAVAILABLE, "the server ended the stream with finish_reason=error"
             )
         events: list[StreamEvent] = []
-        for index in sorted(self.calls):
+        for index in sorted(self.calls) if self.calls else ():
             call = self.calls[index]
             events.append(
                 ToolCallComplete(
@@ -204,8 +219,11 @@ class ChatAssembler:
                     arguments="".join(call.arguments) or "{}",
                 )
             )
-        if self.usage is not None:
-            events.append(dataclasses.replace(self.usage, model=self.model))
+        if (usage := self.usage) is not None:
+            # (`dataclasses.replace` without its field walk: `_usage` sets these three)
+            events.append(
+                Usage(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, model=self.model)
+            )
         if self.refused:
             reason = StopReason.REFUSAL
         elif self.calls and self.finish_reason in (None, "stop"):
@@ -229,8 +247,12 @@ def token_count(value: Any) -> int:
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    # `in` and subscripts rather than `.get` (no call per field: once per answer, but the
+    # answer is a few chunks); an absent field is as a null one.
+    details = usage["prompt_tokens_details"] if "prompt_tokens_details" in usage else None
+    cached = None
+    if details and type(details) is dict and "cached_tokens" in details:
+        cached = details["cached_tokens"]
     if cached is None:
         cached = usage.get("prompt_cache_hit_tokens")  # DeepSeek's spelling
     # `prompt_tokens` includes the cached part on OpenAI; agentd's `input_tokens` means
@@ -238,10 +260,11 @@ def _usage(usage: dict[str, Any]) -> Usage:
     # count the cached tokens twice.
     cached_n = cached if type(cached) is int and cached >= 0 else token_count(cached)
     # (a non-negative int, what servers send, taken as it is: `token_count` gives it back)
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens")
+    prompt = usage["prompt_tokens"] if "prompt_tokens" in usage else None
+    completion = usage["completion_tokens"] if "completion_tokens" in usage else None
+    uncached = (prompt if type(prompt) is int else token_count(prompt)) - cached_n
     return Usage(
-        input_tokens=max(0, (prompt if type(prompt) is int else token_count(prompt)) - cached_n),
+        input_tokens=uncached if uncached > 0 else 0,
         output_tokens=completion if type(completion) is int and completion >= 0 else token_count(completion),
         cache_read_tokens=cached_n,
     )

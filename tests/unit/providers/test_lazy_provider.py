@@ -57,6 +57,8 @@ async def test_the_provider_is_made_once_at_its_first_call_and_closed(
     assert isinstance(made, CLASSES[kind])
     provider.stream(REQUEST)
     assert provider.made is made
+    # Later calls go to the real provider's `stream` itself (no call through the wrapper).
+    assert provider.stream == made.stream
     await provider.aclose()
     assert made._client.is_closed
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentd.core import Stop, StopReason, Usage
 from agentd.core.errors import HarnessError
 from agentd.providers.http import parse_event
 from agentd.providers.openai.chat_stream import ChatAssembler
@@ -52,6 +53,42 @@ _DATA = st.sampled_from(
         json.dumps({"choices": ["odd"]}).encode(),
         json.dumps({"choices": {"index": 0}}).encode(),
         b'{"choices": [{"index": 0, "delta": {"content": NaN}}]}',
+        # The other chunks `feed_read` folds itself now: the opening role chunk, the finish
+        # chunk, the usage chunk (as OpenAI and the bench's fake send them), and their edges.
+        _chunk({"role": "assistant"}, usage=None, model="fake-model"),
+        _chunk({"role": "assistant", "content": "hi"}, model=None),
+        _chunk({}, finish="stop", usage=None),
+        _chunk({"content": "x", "function_call": None, "audio": {"id": "a"}}),
+        _chunk({"role": "assistant", "content": None, "refusal": None}),
+        _chunk({"content": "y", "tool_calls": None}),
+        _chunk({"content": "z", "reasoning": None, "reasoning_content": ""}),
+        _chunk({}, finish=1),
+        _chunk({"content": "x"}, finish="length", usage=[]),
+        _chunk(None, finish="stop"),
+        _chunk("", finish="stop"),
+        json.dumps({"choices": [{"index": 0, "finish_reason": "stop"}]}).encode(),
+        json.dumps({"choices": [{"index": 0, "delta": {"content": "i"}}], "usage": "odd"}).encode(),
+        json.dumps(
+            {
+                "choices": [],
+                "model": "other",
+                "usage": {
+                    "prompt_tokens": 10,
+                    "completion_tokens": 5,
+                    "total_tokens": 15,
+                    "prompt_tokens_details": {"cached_tokens": 4, "audio_tokens": 0},
+                },
+            }
+        ).encode(),
+        json.dumps({"choices": [], "usage": {"prompt_tokens": 3, "prompt_tokens_details": None}}).encode(),
+        json.dumps({"choices": [], "usage": {"prompt_tokens": "7", "prompt_cache_hit_tokens": 9}}).encode(),
+        json.dumps({"choices": [], "usage": {"prompt_tokens_details": {"cached_tokens": "2"}}}).encode(),
+        json.dumps({"usage": {"prompt_tokens": 1, "completion_tokens": -1}}).encode(),
+        json.dumps({"choices": None, "model": "m2"}).encode(),
+        json.dumps({"choices": "", "model": "m3"}).encode(),
+        json.dumps(
+            {"choices": [{"index": 0, "delta": {"content": "b"}}], "error": {"message": "x"}}
+        ).encode(),
         b" [DONE] ",
         b"[DONE]",
     ]
@@ -108,11 +145,42 @@ def test_the_events_before_a_broken_chunk_are_returned_and_its_error_kept() -> N
     assert raised.value.kind is assembler.failed.kind
 
 
-def test_an_error_object_in_the_stream_is_kept_as_feed_raised_it() -> None:
+@pytest.mark.parametrize("choices", [{}, {"choices": []}, {"choices": None}])
+def test_an_error_object_in_the_stream_is_kept_as_feed_raised_it(choices: dict[str, Any]) -> None:
     assembler = ChatAssembler()
-    error = json.dumps({"error": {"message": "overloaded", "type": "server_error", "code": 503}}).encode()
+    error = json.dumps(
+        {"error": {"message": "overloaded", "type": "server_error", "code": 503}, **choices}
+    ).encode()
     events = assembler.feed_read([("", _chunk({"content": "a"})), ("", error)])
     assert [e.text for e in events] == ["a"]  # type: ignore[attr-defined]
     with pytest.raises(HarnessError) as raised:
         ChatAssembler().feed(parse_event(error))
     assert assembler.failed is not None and assembler.failed.kind is raised.value.kind
+    assert assembler.failed.message == raised.value.message
+    assert assembler.usage is None and assembler.model == "m"  # (the error is raised before either is taken)
+
+
+def test_a_plain_answer_is_folded_without_feed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chunks of a plain text answer — the role chunk, the text, the finish chunk and the
+    usage chunk, as OpenAI sends them — take `feed_read`'s own path (issue 32: `feed` and its
+    `.get`s per field were most of a trivial answer's fold), with the state `feed` leaves."""
+    fed: list[Any] = []
+    monkeypatch.setattr(ChatAssembler, "feed", lambda self, chunk: fed.append(chunk) or [])
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 4}}
+    read = [
+        _chunk({"role": "assistant", "content": ""}, usage=None, model="gpt-x"),
+        _chunk({"content": "Hello "}, usage=None, model="gpt-x"),
+        _chunk({"content": "there."}, usage=None, model="gpt-x"),
+        _chunk({}, finish="stop", usage=None, model="gpt-x"),
+        json.dumps({"id": "c", "model": "gpt-x", "choices": [], "usage": usage}).encode(),
+        b"[DONE]",
+    ]
+    assembler = ChatAssembler()
+    events = assembler.feed_read([("", data) for data in read])
+    assert fed == []
+    assert [e.text for e in events] == ["Hello ", "there."]  # type: ignore[attr-defined]
+    assert (assembler.model, assembler.finish_reason, assembler.done) == ("gpt-x", "stop", True)
+    *_, got_usage, stop = assembler.finish()
+    assert got_usage == Usage(input_tokens=6, output_tokens=5, cache_read_tokens=4)
+    assert got_usage.model == "gpt-x"  # type: ignore[attr-defined]
+    assert stop == Stop(StopReason.END_TURN)
