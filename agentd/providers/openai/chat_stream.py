@@ -153,7 +153,9 @@ class ChatAssembler:
         for choice in choices or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue  # we always ask for n=1
-            delta = choice.get("delta") or {}
+            delta = choice.get("delta") or _NO_DELTA
+            if type(delta) is not dict:  # a broken or hostile server: typed, never a crash
+                raise _malformed(f"a choice's delta is {type(delta).__name__}, not an object")
             if "reasoning_content" in delta or "reasoning" in delta:
                 for name in REASONING_FIELDS:
                     reasoning = delta.get(name)
@@ -169,7 +171,10 @@ class ChatAssembler:
                     self.refused = True
                     events.append(TextDelta(refusal))
             if "tool_calls" in delta:
-                for fragment in delta["tool_calls"] or ():
+                fragments = delta["tool_calls"] or ()
+                if type(fragments) is not list and fragments != ():
+                    raise _malformed(f"tool_calls is {type(fragments).__name__}, not a list")
+                for fragment in fragments:
                     if isinstance(fragment, dict):
                         events.append(self._tool_fragment(fragment))
             finish_reason = choice.get("finish_reason")
@@ -189,10 +194,16 @@ class ChatAssembler:
                 index = len(self.calls)
             else:
                 index = max(self.calls)
-        call = self.calls.setdefault(index, _PendingCall())
-        function = fragment.get("function") or {}
+        function = fragment.get("function") or _NO_DELTA
         new_id = fragment.get("id") or None
-        new_name = function.get("name") or None
+        new_name = function.get("name") or None if type(function) is dict else None
+        if (
+            type(function) is not dict
+            or not isinstance(new_id, str | None)
+            or not isinstance(new_name, str | None)
+        ):
+            raise _malformed("a tool call fragment's function, id or name has the wrong type")
+        call = self.calls.setdefault(index, _PendingCall())
         if new_id and call.id is None:
             call.id = new_id
         if new_name and not call.name:
@@ -233,6 +244,10 @@ class ChatAssembler:
             reason = _FINISH_REASONS.get(self.finish_reason or "stop", StopReason.END_TURN)
         events.append(Stop(reason))
         return events
+
+
+def _malformed(what: str) -> HarnessError:
+    return HarnessError(ErrorKind.PROVIDER_UNAVAILABLE, f"malformed chunk in stream: {what}")
 
 
 def token_count(value: Any) -> int:

@@ -184,3 +184,30 @@ def test_a_plain_answer_is_folded_without_feed(monkeypatch: pytest.MonkeyPatch) 
     assert got_usage == Usage(input_tokens=6, output_tokens=5, cache_read_tokens=4)
     assert got_usage.model == "gpt-x"  # type: ignore[attr-defined]
     assert stop == Stop(StopReason.END_TURN)
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        "text where an object belongs",
+        5,
+        [1, 2],
+        {"tool_calls": 7},
+        {"tool_calls": {"index": 0}},
+        {"tool_calls": [{"index": 0, "function": "ls"}]},
+        {"tool_calls": [{"index": 0, "id": 5, "function": {"name": "ls"}}]},
+        {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": ["ls"]}}]},
+    ],
+)
+def test_a_chunk_of_the_wrong_shape_is_a_typed_provider_error_not_a_crash(delta: Any) -> None:
+    """A broken or hostile server's delta (a string, a number, tool calls that are not a
+    list of objects with text ids and names) fails the sampling as a malformed stream —
+    retryable, like unparseable JSON — and the events before it still count."""
+    bad = _chunk(delta)
+    with pytest.raises(HarnessError) as raised:
+        ChatAssembler().feed(parse_event(bad))
+    assert "malformed chunk" in raised.value.message
+    assembler = ChatAssembler()
+    events = assembler.feed_read([("", _chunk({"content": "before"})), ("", bad)])
+    assert [e.text for e in events] == ["before"]  # type: ignore[attr-defined]
+    assert assembler.failed is not None and assembler.failed.kind is raised.value.kind
