@@ -35,17 +35,29 @@ async def test_a_failure_is_raised_as_it_is(path: str) -> None:
         await offload.run_blocking(fail, what="fail")
 
 
-async def test_a_missed_deadline_is_a_tool_error_and_stops_the_worker(path: str) -> None:
-    stopped = threading.Event()
+async def test_a_missed_deadline_is_a_tool_error_and_stops_the_worker(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running, stopped = threading.Event(), threading.Event()
 
     def work(stop: threading.Event) -> None:
+        running.set()
         stop.wait(30)
         stopped.set()
 
-    with pytest.raises(ToolError, match=r"slow thing did not finish within 0\.05 s"):
-        await offload.run_blocking(work, what="slow thing", deadline=0.05)
+    timers = _deadline_timers(monkeypatch)
+    call = asyncio.create_task(offload.run_blocking(work, what="slow thing", deadline=3600))
+    # The deadline made due once the worker runs (a short real deadline could pass before a
+    # busy machine starts the worker at all: then the work is dropped, never stopped).
+    await until(lambda: running.is_set(), what="the worker to start")
+    deadline, args = timers[0]
+    deadline(*args)
+    with pytest.raises(ToolError, match=r"slow thing did not finish within 3600 s"):
+        await call
     await until(lambda: stopped.is_set(), what="the worker to see stop")
     await asyncio.sleep(0)  # no cancel left pending on the caller
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
 
 
 async def test_cancelling_the_call_sets_stop_and_propagates(path: str) -> None:
@@ -69,7 +81,28 @@ async def test_a_deadline_that_lands_as_the_task_is_cancelled_is_a_cancel(
 ) -> None:
     """The deadline and a cancel of the caller in the same loop iteration: the caller's cancel
     wins (it must never turn into a ToolError the turn would carry on from)."""
-    loop, running = asyncio.get_running_loop(), threading.Event()
+    running = threading.Event()
+
+    def work(stop: threading.Event) -> None:
+        running.set()
+        stop.wait(30)
+
+    timers = _deadline_timers(monkeypatch)
+    call = asyncio.create_task(offload.run_blocking(work, what="w", deadline=3600))
+    await until(lambda: running.is_set(), what="the worker to start")
+    deadline, args = timers[0]
+    deadline(*args)  # the deadline is due now (its timer's callback, run in this iteration)
+    call.cancel()  # and the caller is cancelled before it ran again
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+
+def _deadline_timers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[tuple[Callable[..., object], tuple[object, ...]]]:
+    """The callbacks (and arguments) of the loop's `call_later` timers of 3600 s from now on:
+    the call's deadline, which a test then runs itself when it wants it due."""
+    loop = asyncio.get_running_loop()
     timers: list[tuple[Callable[..., object], tuple[object, ...]]] = []
     real_call_later = loop.call_later
 
@@ -78,16 +111,5 @@ async def test_a_deadline_that_lands_as_the_task_is_cancelled_is_a_cancel(
             timers.append((callback, args))
         return real_call_later(delay, callback, *args)
 
-    def work(stop: threading.Event) -> None:
-        running.set()
-        stop.wait(30)
-
     monkeypatch.setattr(loop, "call_later", call_later)
-    call = asyncio.create_task(offload.run_blocking(work, what="w", deadline=3600))
-    await until(lambda: running.is_set(), what="the worker to start")
-    monkeypatch.undo()
-    (deadline, args) = timers[0]
-    deadline(*args)  # the deadline is due now (its timer's callback, run in this iteration)
-    call.cancel()  # and the caller is cancelled before it ran again
-    with pytest.raises(asyncio.CancelledError):
-        await call
+    return timers
