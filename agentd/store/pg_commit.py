@@ -22,6 +22,7 @@ after it would touch the same rows in one statement, which Postgres does not ord
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -157,18 +158,39 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
     return _statement(field_sets), tuple(params)
 
 
-async def execute(driver: Any, sql: str, params: tuple[Any, ...]) -> None:
-    """The statement on an asyncpg connection (prepared once per text: asyncpg's cache)."""
-    await driver.execute(sql, *params)
+class Held:
+    """The writer's autocommit connection as its common commit uses it: `adapted`
+    (SQLAlchemy's DBAPI adapter of it), its dialect, the asyncpg connection and its
+    `is_closed` — read once per connection, not per commit (each was a property or a
+    `getattr` chain)."""
+
+    __slots__ = ("adapted", "closed", "dialect", "driver")
+
+    def __init__(self, adapted: Any, dialect: Dialect) -> None:
+        self.adapted, self.dialect = adapted, dialect
+        self.driver = adapted.driver_connection
+        self.closed: Callable[[], bool] = self.driver.is_closed
 
 
-async def run(adapted: Any, dialect: Dialect, sql: str, params: tuple[Any, ...]) -> None:
-    """`one_statement`'s result on the writer's connection (`adapted`: SQLAlchemy's DBAPI
-    adapter of it, in autocommit; its asyncpg connection runs the statement)."""
+def execute(driver: Any, sql: str, params: tuple[Any, ...]) -> Awaitable[Any]:
+    """The statement on an asyncpg connection (prepared once per text: asyncpg's cache):
+    its own awaitable, handed back as it is (no coroutine of ours per commit)."""
+    done: Awaitable[Any] = driver.execute(sql, *params)
+    return done
+
+
+def failure(held: Held, sql: str, params: tuple[Any, ...], exc: BaseException) -> BaseException:
+    """What a failed `execute` raises: SQLAlchemy's error over the driver's (as
+    `exec_driver_sql` would), `exc` itself when there is none (a cancellation)."""
+    return translated(held.adapted, held.dialect, sql, params, exc) if isinstance(exc, Exception) else exc
+
+
+async def run(held: Held, sql: str, params: tuple[Any, ...]) -> None:
+    """`one_statement`'s result on the writer's connection, its error translated."""
     try:
-        await execute(adapted.driver_connection, sql, params)
+        await execute(held.driver, sql, params)
     except Exception as exc:
-        error = translated(adapted, dialect, sql, params, exc)
+        error = failure(held, sql, params, exc)
         if error is exc:
             raise
         raise error from exc

@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, select, update
 from sqlalchemy.exc import IntegrityError
 
-from agentd.store import pg_commit, sqlite_commit
+from agentd.store import pg_commit, sqlite_commit, sqlite_writer
 from agentd.store.db import Batch, Store, alembic_config
 from agentd.store.engine import SCHEMA_HEAD
 from agentd.store.models import EventRow, SessionRow
@@ -343,6 +343,7 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
 
     fixed = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
     monkeypatch.setattr(db_module, "utcnow", lambda: fixed)
+    monkeypatch.setattr(sqlite_writer, "utcnow", lambda: fixed)  # (read where the commit runs)
     driver_calls: list[str] = []
     real_execute = sqlite_commit._execute
     monkeypatch.setattr(
