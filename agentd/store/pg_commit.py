@@ -120,18 +120,27 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)]
 
 
+# No rows: an empty array per column, without a call (tuples: shared, never changed).
+_NO_EVENTS: tuple[tuple[()], ...] = ((), (), (), (), ())
+_NO_MESSAGES: tuple[tuple[()], ...] = ((), (), (), ())
+
+
 def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, ...]] | None:
     """The statement and its parameters, or None when these batches need the general way."""
-    if len({b.session_id for b in batches}) != len(batches):
-        return None
-    if any(b.truncate_from is not None or b.queue for b in batches):
+    if len(batches) == 1:  # (the common commit, one session's: no set of ids to build)
+        only = batches[0]
+        if only.truncate_from is not None or only.queue:
+            return None
+    elif len({b.session_id for b in batches}) != len(batches) or any(
+        b.truncate_from is not None or b.queue for b in batches
+    ):
         return None
     # Rows first, then one list per column (a transposition: no append per value). The
     # event's bytes are the codec's: not serialised again.
     events = [(b.session_id, e.seq, e.kind, e.data.decode(), b.fence) for b in batches for e in b.events]
-    ev_sid, ev_seq, ev_kind, ev_payload, ev_fence = _columns(events, 5)
+    ev_sid, ev_seq, ev_kind, ev_payload, ev_fence = _columns(events, 5) if events else _NO_EVENTS
     messages = [(b.session_id, i, _dumps(m), b.fence) for b in batches for i, m in b.messages]
-    msg_sid, msg_idx, msg_data, msg_fence = _columns(messages, 4)
+    msg_sid, msg_idx, msg_data, msg_fence = _columns(messages, 4) if messages else _NO_MESSAGES
     touched: list[str] = []
     touched_fence: list[int | None] = []
     groups: dict[tuple[str, ...], list[Batch]] = {}
