@@ -90,6 +90,7 @@ class Store(ApiTokens):
         self._write_conn: AsyncConnection | None = None
         self._write_dbapi: Any = None  # its DBAPI connection (Postgres: `pg_commit.run`)
         self._write_lock = asyncio.Lock()
+        self._held: pg_commit.Held | None = None  # (Postgres) the common commit's, once connected
 
     @classmethod
     async def open(
@@ -265,48 +266,73 @@ class Store(ApiTokens):
     def commit(self, batches: list[Batch]) -> Awaitable[None]:
         """Apply several sessions' batches in one transaction (the group commit). Not a
         coroutine: on a SQLite file the writer thread's future is handed back as it is
-        (two coroutine frames fewer, each resumed twice, per commit)."""
-        now = utcnow()
-        if self.sqlite_writer is not None:
-            return self.sqlite_writer.commit(batches, now)
-        return self._commit(batches, now)
+        (two coroutine frames fewer, each resumed twice, per commit), and the commit's time
+        is read on its thread."""
+        writer = self.sqlite_writer
+        if writer is not None:
+            return writer.commit(batches)
+        return self._commit(batches, utcnow())
 
     async def _commit(self, batches: list[Batch], now: datetime) -> None:
         if self.write_engine is self.engine:  # one shared engine (in-memory SQLite)
             async with self.write_engine.begin() as conn:
                 await conn.run_sync(apply_batches, batches, now)
             return
-        async with self._write_lock:
-            if self._write_dbapi is not None and driver_closed(self._write_dbapi):
-                await self._drop_write_conn()  # the server closed it since: a fresh one, first time
-            if self._write_conn is None:
-                self._write_conn = await self.write_engine.connect()
-            conn = self._write_conn
+        lock = self._write_lock
+        await lock.acquire()  # (not `async with`: two coroutine calls fewer per commit)
+        try:
+            held = self._held
+            if held is None or held.closed() or (one := pg_commit.one_statement(batches, now)) is None:
+                await self._commit_there(batches, now)
+                return
+            # Postgres' common commit: one statement on the held autocommit connection.
             try:
-                dialect = conn.dialect  # (a property of a property: read once)
-                autocommit = dialect.name == "postgresql"
-                if autocommit and self._write_dbapi is None:
-                    # One autocommitted statement a commit.
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    self._write_dbapi = (await conn.get_raw_connection()).dbapi_connection
-                one = pg_commit.one_statement(batches, now) if autocommit else None
-                if one is not None:
-                    await pg_commit.run(self._write_dbapi, dialect, *one)
-                    return
-                if autocommit:  # the rare writes: several statements, one transaction
-                    await conn.execution_options(isolation_level=conn.default_isolation_level)
-                async with conn.begin():
-                    if autocommit:  # its deletes carry no token: the lease check comes first
-                        await conn.execute(_FENCE_GUARD, _fence_params(batches))
-                    await conn.run_sync(apply_batches, batches, now)
-                    woken = pg_commit.notify_params(batches) if autocommit else None
-                    if woken is not None:  # delivered at the commit (R-C1)
-                        await conn.exec_driver_sql(pg_commit.NOTIFY_AFTER, woken)
-                if autocommit:
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
-            except BaseException:
+                await pg_commit.execute(held.driver, *one)
+            except BaseException as exc:
+                # Translated first: on a closed connection the dialect would call it a disconnect.
+                error = pg_commit.failure(held, *one, exc)
                 await self._drop_write_conn()
-                raise
+                if error is exc:
+                    raise
+                raise error from exc
+        finally:
+            lock.release()
+
+    async def _commit_there(self, batches: list[Batch], now: datetime) -> None:
+        """A commit on the writer's connection (connecting it first) the general way, or
+        Postgres' first commit on a connection (then `_held`), under `_write_lock`."""
+        if self._write_dbapi is not None and driver_closed(self._write_dbapi):
+            await self._drop_write_conn()  # the server closed it since: a fresh one, first time
+        if self._write_conn is None:
+            self._write_conn = await self.write_engine.connect()
+        conn = self._write_conn
+        try:
+            dialect = conn.dialect  # (a property of a property: read once)
+            autocommit = dialect.name == "postgresql"
+            if autocommit and self._write_dbapi is None:
+                # One autocommitted statement a commit.
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                self._write_dbapi = (await conn.get_raw_connection()).dbapi_connection
+                self._held = pg_commit.Held(self._write_dbapi, dialect)
+            one = pg_commit.one_statement(batches, now) if autocommit else None
+            if one is not None:
+                assert self._held is not None  # (set with `_write_dbapi`)
+                await pg_commit.run(self._held, *one)
+                return
+            if autocommit:  # the rare writes: several statements, one transaction
+                await conn.execution_options(isolation_level=conn.default_isolation_level)
+            async with conn.begin():
+                if autocommit:  # its deletes carry no token: the lease check comes first
+                    await conn.execute(_FENCE_GUARD, _fence_params(batches))
+                await conn.run_sync(apply_batches, batches, now)
+                woken = pg_commit.notify_params(batches) if autocommit else None
+                if woken is not None:  # delivered at the commit (R-C1)
+                    await conn.exec_driver_sql(pg_commit.NOTIFY_AFTER, woken)
+            if autocommit:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+        except BaseException:
+            await self._drop_write_conn()
+            raise
 
     async def lease_token(self, session_id: str) -> int | None:
         """The session's current fencing token (None: no lease), read after a refused write."""
@@ -330,7 +356,7 @@ class Store(ApiTokens):
             return (await conn.execute(query)).first() is not None
 
     async def _drop_write_conn(self) -> None:
-        conn, self._write_conn, self._write_dbapi = self._write_conn, None, None
+        conn, self._write_conn, self._write_dbapi, self._held = self._write_conn, None, None, None
         if conn is not None:
             with contextlib.suppress(Exception):  # maybe broken: never back to the pool
                 await conn.invalidate()

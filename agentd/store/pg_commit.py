@@ -22,6 +22,7 @@ after it would touch the same rows in one statement, which Postgres does not ord
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -119,18 +120,27 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)]
 
 
+# No rows: an empty array per column, without a call (tuples: shared, never changed).
+_NO_EVENTS: tuple[tuple[()], ...] = ((), (), (), (), ())
+_NO_MESSAGES: tuple[tuple[()], ...] = ((), (), (), ())
+
+
 def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, ...]] | None:
     """The statement and its parameters, or None when these batches need the general way."""
-    if len({b.session_id for b in batches}) != len(batches):
-        return None
-    if any(b.truncate_from is not None or b.queue for b in batches):
+    if len(batches) == 1:  # (the common commit, one session's: no set of ids to build)
+        only = batches[0]
+        if only.truncate_from is not None or only.queue:
+            return None
+    elif len({b.session_id for b in batches}) != len(batches) or any(
+        b.truncate_from is not None or b.queue for b in batches
+    ):
         return None
     # Rows first, then one list per column (a transposition: no append per value). The
     # event's bytes are the codec's: not serialised again.
     events = [(b.session_id, e.seq, e.kind, e.data.decode(), b.fence) for b in batches for e in b.events]
-    ev_sid, ev_seq, ev_kind, ev_payload, ev_fence = _columns(events, 5)
+    ev_sid, ev_seq, ev_kind, ev_payload, ev_fence = _columns(events, 5) if events else _NO_EVENTS
     messages = [(b.session_id, i, _dumps(m), b.fence) for b in batches for i, m in b.messages]
-    msg_sid, msg_idx, msg_data, msg_fence = _columns(messages, 4)
+    msg_sid, msg_idx, msg_data, msg_fence = _columns(messages, 4) if messages else _NO_MESSAGES
     touched: list[str] = []
     touched_fence: list[int | None] = []
     groups: dict[tuple[str, ...], list[Batch]] = {}
@@ -157,18 +167,39 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
     return _statement(field_sets), tuple(params)
 
 
-async def execute(driver: Any, sql: str, params: tuple[Any, ...]) -> None:
-    """The statement on an asyncpg connection (prepared once per text: asyncpg's cache)."""
-    await driver.execute(sql, *params)
+class Held:
+    """The writer's autocommit connection as its common commit uses it: `adapted`
+    (SQLAlchemy's DBAPI adapter of it), its dialect, the asyncpg connection and its
+    `is_closed` — read once per connection, not per commit (each was a property or a
+    `getattr` chain)."""
+
+    __slots__ = ("adapted", "closed", "dialect", "driver")
+
+    def __init__(self, adapted: Any, dialect: Dialect) -> None:
+        self.adapted, self.dialect = adapted, dialect
+        self.driver = adapted.driver_connection
+        self.closed: Callable[[], bool] = self.driver.is_closed
 
 
-async def run(adapted: Any, dialect: Dialect, sql: str, params: tuple[Any, ...]) -> None:
-    """`one_statement`'s result on the writer's connection (`adapted`: SQLAlchemy's DBAPI
-    adapter of it, in autocommit; its asyncpg connection runs the statement)."""
+def execute(driver: Any, sql: str, params: tuple[Any, ...]) -> Awaitable[Any]:
+    """The statement on an asyncpg connection (prepared once per text: asyncpg's cache):
+    its own awaitable, handed back as it is (no coroutine of ours per commit)."""
+    done: Awaitable[Any] = driver.execute(sql, *params)
+    return done
+
+
+def failure(held: Held, sql: str, params: tuple[Any, ...], exc: BaseException) -> BaseException:
+    """What a failed `execute` raises: SQLAlchemy's error over the driver's (as
+    `exec_driver_sql` would), `exc` itself when there is none (a cancellation)."""
+    return translated(held.adapted, held.dialect, sql, params, exc) if isinstance(exc, Exception) else exc
+
+
+async def run(held: Held, sql: str, params: tuple[Any, ...]) -> None:
+    """`one_statement`'s result on the writer's connection, its error translated."""
     try:
-        await execute(adapted.driver_connection, sql, params)
+        await execute(held.driver, sql, params)
     except Exception as exc:
-        error = translated(adapted, dialect, sql, params, exc)
+        error = failure(held, sql, params, exc)
         if error is exc:
             raise
         raise error from exc

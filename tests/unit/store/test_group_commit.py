@@ -14,10 +14,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event, select, update
 from sqlalchemy.exc import IntegrityError
 
-from agentd.store import pg_commit, sqlite_commit
+from agentd.store import pg_commit, sqlite_commit, sqlite_writer
 from agentd.store.db import Batch, Store, alembic_config
 from agentd.store.engine import SCHEMA_HEAD
 from agentd.store.models import EventRow, SessionRow
+from agentd.store.queue_rows import QueueWrite
 from agentd.store.sqlite_writer import CHECKPOINT_EVERY
 from tests.support.databases import event_write
 from tests.support.polling import until
@@ -343,6 +344,7 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
 
     fixed = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
     monkeypatch.setattr(db_module, "utcnow", lambda: fixed)
+    monkeypatch.setattr(sqlite_writer, "utcnow", lambda: fixed)  # (read where the commit runs)
     driver_calls: list[str] = []
     real_execute = sqlite_commit._execute
     monkeypatch.setattr(
@@ -404,3 +406,34 @@ async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_c
         assert [e.seq for e in await store.read_events("s0")] == [1, 2]
     finally:
         await store.close()
+
+
+def test_one_sessions_batch_makes_the_statement_a_batch_among_others_makes() -> None:
+    # The one-batch shortcut of `pg_commit.one_statement` (no id set, no `any`): the same
+    # parameters, row for row, as the same batch committed beside another session's; the
+    # rare writes still go the general way; no rows, empty arrays.
+    now = datetime(2026, 12, 3, tzinfo=UTC)
+
+    def batch() -> Batch:
+        return Batch(
+            "s0",
+            events=[event_write(1, "plan", {"a": 1}), event_write(2, "usage", {})],
+            messages=[(0, {"role": "user"})],
+            session_fields={"title": "t"},
+            fence=7,
+        )
+
+    alone = pg_commit.one_statement([batch()], now)
+    other = Batch("s1", events=[event_write(5, "plan", {})], fence=3)
+    shared = pg_commit.one_statement([batch(), other], now)
+    assert alone is not None and shared is not None
+    # Events and messages: s0's rows first, then s1's (arrays $2–$8, $10, $11).
+    for i in (1, 2, 3, 4, 9):
+        assert list(alone[1][i]) == list(shared[1][i])[:2]
+    for i in (5, 6, 7, 10):
+        assert list(alone[1][i]) == list(shared[1][i])
+    assert alone[1][2] == [1, 2] and alone[1][9] == [7, 7] and alone[1][7] == ['{"role":"user"}']
+    assert pg_commit.one_statement([Batch("s0", truncate_from=0)], now) is None
+    assert pg_commit.one_statement([Batch("s0", queue=[QueueWrite(deletes=["p"])])], now) is None
+    empty = pg_commit.one_statement([Batch("s0", session_fields={"title": "t"})], now)
+    assert empty is not None and all(len(empty[1][i]) == 0 for i in (1, 2, 3, 4, 5, 6, 7, 9, 10))

@@ -11,6 +11,7 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,29 @@ async def test_by_default_every_commit_runs_on_the_writer_thread(
             await store.commit([_events(first, 3)])
         assert threads == ["store-writer", "store-writer"]
         assert [e.seq for e in await store.read_events("s0")] == list(range(1, 7))
+
+
+async def test_the_commits_time_is_read_on_the_writer_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not on the loop (the floor's relay reads it on its thread too): what the rows say is
+    # the time the thread read, once per commit.
+    read_on: list[str] = []
+    fixed = datetime(2026, 12, 3, 18, 0, 0, 250000, tzinfo=UTC)
+
+    def now() -> datetime:
+        read_on.append(threading.current_thread().name)
+        return fixed
+
+    async with _store(tmp_path / "t.db", monkeypatch) as (store, threads):
+        monkeypatch.setattr(sqlite_writer, "utcnow", now)
+        await store.commit([_events(1, 2)])
+        assert read_on == ["store-writer"] and threads == ["store-writer"]
+    with contextlib.closing(sqlite3.connect(tmp_path / "t.db")) as raw:
+        rows = raw.execute("SELECT seq, created_at FROM events ORDER BY seq").fetchall()
+        updated = raw.execute("SELECT updated_at FROM sessions WHERE id = 's0'").fetchone()
+    assert rows == [(1, "2026-12-03 18:00:00.250000"), (2, "2026-12-03 18:00:00.250000")]
+    assert updated == ("2026-12-03 18:00:00.250000",)
 
 
 @pytest.mark.parametrize("synchronous", [SqliteSynchronous.FULL, SqliteSynchronous.EXTRA])

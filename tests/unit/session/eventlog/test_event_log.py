@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentd.core.events import Event, EventKind
+from agentd.infra import Metrics
 from agentd.session.eventlog.writer import EventWriter
 from agentd.store.db import Store
 
@@ -166,6 +167,21 @@ async def test_a_transient_event_with_nothing_before_it_is_published_at_once(sto
     writer.submit_transient("a", _event("a", None, "t1"), lambda e: seen.append(e.payload["text"]))
     # No loop turn in between: a streamed chunk costs no wake-up of the writer task.
     assert seen == ["t1"]
+    await writer.stop()
+
+
+async def test_a_transient_event_published_at_once_is_a_zero_fanout_lag(store: Store):
+    # Counted in the histogram's lowest bucket without an `observe` call: what observe(0.0)
+    # records, bucket for bucket.
+    metrics, reference = Metrics(), Metrics()
+    writer = EventWriter(store, flush_interval=0, metrics=metrics)
+    writer.start()
+    for text in ("t1", "t2", "t3"):
+        writer.submit_transient("a", _event("a", None, text), lambda _e: None)
+        reference.fanout_lag_seconds.observe(0.0)
+    lag = metrics.fanout_lag_seconds
+    assert lag.counts == reference.fanout_lag_seconds.counts and lag.counts[0] == 3
+    assert lag.sum == 0.0
     await writer.stop()
 
 
