@@ -135,6 +135,23 @@ def test_the_first_session_loads_the_wire_models_queue_and_commands(tmp_path: Pa
     assert printed(code) == [[], sorted(FIRST_SESSION_USES)]
 
 
+# Not loaded by a first session either, though its kit offers `web_fetch` and reads agent
+# definitions (issue 32 item 3: ~2.3 MiB that stayed after the first turn): the fetch itself
+# (httpcore's connection pool, HTTP/2, its ~70 modules) loads when the tool first runs,
+# PyYAML with the first agent file.
+FIRST_SESSION_SKIPS = ("agentd.tools.web.fetch", "httpcore", "h2", "hpack", "yaml")
+
+
+def test_the_first_session_offers_web_fetch_without_loading_the_fetch_or_yaml(tmp_path: Path) -> None:
+    then = (
+        f"actor = await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        "        print(json.dumps('web_fetch' in app.state.agentd.services.kit.tools))\n"
+        f"        print({among(FIRST_SESSION_SKIPS)})"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(FIRST_SESSION_SKIPS), then=then)
+    assert printed(code) == [[], True, []]
+
+
 def test_the_first_call_loads_the_method_handlers(tmp_path: Path) -> None:
     """The dispatcher's tables load at their first lookup, and are the real ones."""
     then = (
