@@ -181,7 +181,8 @@ def create_app(
         metrics.track_leases(leases.health)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
         trimmer = asyncio.create_task(
-            run_trimmer(settings.memory_trim_s, lambda: manager.unloaded), name="memory-trim"
+            run_trimmer(settings.memory_trim_s, lambda: manager.unloaded, manager.released),
+            name="memory-trim",
         )
         live_tokens = LiveTokens()
         revoker = asyncio.create_task(live_tokens.watch(store, settings.token_recheck_s), name="revocation")

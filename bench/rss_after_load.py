@@ -48,14 +48,16 @@ def wait_ready(base: str, timeout_s: float = 120.0) -> None:
     raise RuntimeError(f"{url}: not ready after {timeout_s:.0f} s")
 
 
-async def one_session(base: str, workspace: Path, prompts: int) -> int:
-    """Returns the number of failed prompts."""
+async def one_session(base: str, workspace: Path, prompts: int, sids: list[str] | None = None) -> int:
+    """Returns the number of failed prompts (the session's id goes to `sids`)."""
     client = await WsClient.connect(base)
     failed = 0
     try:
         sid = (await client.call_retrying("session/new", {"cwd": str(workspace), "mcpServers": []}))[
             "sessionId"
         ]
+        if sids is not None:
+            sids.append(sid)
         for _ in range(prompts):
             result = await client.call_retrying("session/prompt", text_prompt(sid, "hi"))
             failed += result.get("stopReason") != "end_turn"
@@ -85,8 +87,9 @@ async def bench(kind: str, model_url: str, sessions: int, prompts: int, watch_s:
               f"(+{warm - idle:.1f}: its imports, and that session)", flush=True)  # fmt: skip
         per = max(1, prompts // sessions)
         t0 = time.perf_counter()
+        sids: list[str] = []
         failed = await asyncio.gather(
-            *(one_session(server.base, server.workspace, per) for _ in range(sessions))
+            *(one_session(server.base, server.workspace, per, sids) for _ in range(sessions))
         )
         wall = time.perf_counter() - t0
         end = rss_mib(server.pid)
@@ -107,6 +110,30 @@ async def bench(kind: str, model_url: str, sessions: int, prompts: int, watch_s:
             f"{last / warm:.2f}x the figure after the first turn",
             flush=True,
         )
+        await reloads(server.base, server.workspace, sids[:RELOADS], per)
+
+
+RELOADS = 10
+
+
+async def reloads(base: str, workspace: Path, sids: list[str], turns: int) -> None:
+    """`session/resume` of sessions the load left (unloaded by then, if the server evicts
+    detached sessions: each resume reloads one from the store), one after another."""
+    client = await WsClient.connect(base)
+    took = []
+    try:
+        for sid in sids:
+            t0 = time.perf_counter()
+            await client.call_retrying(
+                "session/resume", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
+            )
+            took.append((time.perf_counter() - t0) * 1000)
+            await client.call("_agentd/session/detach", {"sessionId": sid})
+    finally:
+        await client.close()
+    took.sort()
+    print(f"  session/resume of {len(took)} sessions of {turns} turns each: median "
+          f"{took[len(took) // 2]:.1f} ms, max {took[-1]:.1f} ms", flush=True)  # fmt: skip
 
 
 async def main(args: argparse.Namespace) -> None:

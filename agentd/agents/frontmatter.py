@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from agentd.agents.definition import AgentDefinitionError, Problem
+
+if TYPE_CHECKING:
+    import yaml
 
 _FENCE = "---"
 
@@ -73,6 +74,8 @@ def parse_markdown(text: str, path: Path) -> tuple[dict[str, Any], dict[str, int
 def load_yaml_mapping(lines: list[str], *, first_line: int) -> tuple[dict[str, Any], dict[str, int]]:
     """`lines` as one YAML mapping (empty → `{}`), with the line of each key counted from
     `first_line`. Raises `_FrontMatterError` with the line of the mistake."""
+    import yaml  # at the first agent file: a server without any never loads PyYAML (~1 MiB)
+
     text = "\n".join(lines) + "\n"
     loader = yaml.SafeLoader(text)
     try:
@@ -98,6 +101,8 @@ def load_yaml_mapping(lines: list[str], *, first_line: int) -> tuple[dict[str, A
 
 def _key_lines(node: yaml.MappingNode, first_line: int, prefix: str = "") -> dict[str, int]:
     """Each key's line (one level of nesting: `completion.tool`); a duplicate key is an error."""
+    import yaml  # (loaded by the caller already)
+
     found: dict[str, int] = {}
     for key_node, value_node in node.value:
         key = f"{prefix}{key_node.value}" if isinstance(key_node, yaml.ScalarNode) else None

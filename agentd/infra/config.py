@@ -241,7 +241,12 @@ class Settings(BaseSettings):
     permission_timeout_s: float = 3600.0
     # An actor with no clients, no queued or running work is evicted after this (R-S5);
     # it is recreated from the store on demand.
-    idle_evict_s: float = 600.0
+    idle_evict_s: float = Field(default=600.0, ge=0)
+    # ...and one holding nothing but its state (no background shell task, no MCP server:
+    # it reloads from the store at the next request, in milliseconds) after this shorter
+    # grace, so the memory of sessions whose clients left returns soon after a load
+    # (issue 32 item 3). Set it to `idle_evict_s` to keep every idle session as long.
+    detached_evict_s: float = Field(default=30.0, ge=0)
     # How often the server may hand freed memory back to the OS after growing (0: never).
     memory_trim_s: float = 10.0
     # On shutdown, running turns get this long to stop at their next budget gate, then

@@ -6,9 +6,11 @@ failures, losses — labelled `replica` (read from the leases at scrape time).
 One registry per app (tests run several apps in one process). The server's parts report
 through the small methods below; nothing else here knows about them.
 
+The instruments are made at the first observation, as plain numbers (loop_metrics);
 `prometheus_client` (with `http.server`, `wsgiref`, `urllib.request`) loads at the first
-observation or scrape, not at start-up (idle memory, issue 14): every instrument is created
-then, in one registry, so nothing observed is lost and a scrape shows every series.
+scrape or routed command, not at start-up nor with the first turn (idle memory, issue 14;
+memory after the first turn, issue 32 item 3): the registry is made then over the same
+instruments, so nothing observed is lost and a scrape shows every series.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from agentd.core import RetryDecided, TurnEnded, Update
 from agentd.infra.loop_metrics import LoopCollector, LoopCounter, LoopHistogram
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry, Counter
+    from prometheus_client import CollectorRegistry
 
 __all__ = ["Metrics"]
 
@@ -70,14 +72,13 @@ class _LeaseCollector:
 
 
 class _Instruments:
-    def __init__(self, live: Callable[[], list[Any]] | None, leases: Callable[[], Any] | None) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Gauge
+    """What the server's hot paths count: plain numbers (agentd/infra/loop_metrics.py), no
+    `prometheus_client` — a first turn need not load it (issue 32 item 3: ~1 MiB that stayed
+    after the first turn). The registry, with the gauges and the replicas' instruments, is
+    made at the first scrape or routed command (`registry`)."""
 
-        self.registry = r = CollectorRegistry()
-        self.sessions_live = Gauge("agentd_sessions_live", "Session actors in memory", registry=r)
-        self.clients = Gauge("agentd_clients_attached", "Client subscriptions over all sessions", registry=r)
-        self.turns_running = Gauge("agentd_turns_running", "Turns running now", registry=r)
-        self.queued = Gauge("agentd_prompts_queued", "Prompts waiting in session queues", registry=r)
+    def __init__(self, live: Callable[[], list[Any]] | None, leases: Callable[[], Any] | None) -> None:
+        self._live, self._leases = live, leases
         # Counted on every turn: plain numbers, rendered at scrape time (loop_metrics).
         self.turns = LoopCounter("agentd_turns", "Turns ended, by outcome", ["outcome"])
         self.turns_by_reason = LoopCounter(
@@ -89,7 +90,7 @@ class _Instruments:
             "agentd_retry_decisions", "Retry decisions, by decision and bucket", ["decision", "bucket"]
         )
         self.events = LoopCounter("agentd_events", "Durable events appended to the log")
-        self.resyncs = Counter("agentd_client_resyncs", "Clients dropped for falling behind", registry=r)
+        self.resyncs = LoopCounter("agentd_client_resyncs", "Clients dropped for falling behind")
         self.flush_seconds = LoopHistogram(
             "agentd_db_flush_seconds", "Group-commit latency of the event log", _LATENCY_BUCKETS
         )
@@ -98,6 +99,18 @@ class _Instruments:
             "From an event's submission to its delivery to the session's clients",
             _LATENCY_BUCKETS,
         )
+
+    @functools.cached_property
+    def registry(self) -> CollectorRegistry:
+        """The registry, made once: the series in the order they always had."""
+        from prometheus_client import CollectorRegistry, Gauge
+
+        r = CollectorRegistry()
+        self.sessions_live = Gauge("agentd_sessions_live", "Session actors in memory", registry=r)
+        self.clients = Gauge("agentd_clients_attached", "Client subscriptions over all sessions", registry=r)
+        self.turns_running = Gauge("agentd_turns_running", "Turns running now", registry=r)
+        self.queued = Gauge("agentd_prompts_queued", "Prompts waiting in session queues", registry=r)
+        r.register(LoopCollector([self.resyncs]))
         r.register(
             LoopCollector(
                 [self.turns, self.turns_by_reason, self.retries, self.events, self.flush_seconds,
@@ -105,10 +118,11 @@ class _Instruments:
             )
         )  # fmt: skip
         self._routing(r)
-        if live is not None:
-            self.track(live)
-        if leases is not None:
-            self.track_leases(leases)
+        if self._live is not None:
+            self._set_live(self._live)
+        if self._leases is not None:
+            r.register(_LeaseCollector(self._leases))
+        return r
 
     # ---- replicas: routed commands and NOTIFY wake-ups (R-C1, issue 15 item 2)
     def _routing(self, r: CollectorRegistry) -> None:
@@ -128,13 +142,20 @@ class _Instruments:
         )
 
     def track(self, live: Callable[[], list[Any]]) -> None:
+        self._live = live
+        if "registry" in self.__dict__:
+            self._set_live(live)
+
+    def _set_live(self, live: Callable[[], list[Any]]) -> None:
         self.sessions_live.set_function(lambda: len(live()))
         self.clients.set_function(lambda: sum(len(a.hub) for a in live()))
         self.turns_running.set_function(lambda: sum(1 for a in live() if a.running_turn_id))
         self.queued.set_function(lambda: sum(a.queued for a in live()))
 
     def track_leases(self, health: Callable[[], Any]) -> None:
-        self.registry.register(_LeaseCollector(health))
+        self._leases = health
+        if "registry" in self.__dict__:
+            self.registry.register(_LeaseCollector(health))
 
 
 class Metrics:
@@ -148,7 +169,7 @@ class Metrics:
 
     @property
     def loaded(self) -> bool:
-        """Whether the instruments (and `prometheus_client`) exist yet."""
+        """Whether the instruments exist yet (`prometheus_client` comes with the registry)."""
         return "_m" in self.__dict__
 
     def track_sessions(self, live: Callable[[], list[Any]]) -> None:
@@ -168,7 +189,7 @@ class Metrics:
         return self._m.registry
 
     @property
-    def resyncs(self) -> Counter:
+    def resyncs(self) -> LoopCounter:
         return self._m.resyncs
 
     # Read per commit: kept in the instance once looked up (the instruments never change
@@ -201,10 +222,14 @@ class Metrics:
     # ---- replicas (R-C1, issue 15 item 2)
     def routed(self, method: str, outcome: str) -> None:
         """A command forwarded to its session's owner ended (`RouteOutcome`)."""
-        self._m.routed.labels(method, outcome).inc()
+        m = self._m
+        m.registry  # noqa: B018 - made at the first: these two are prometheus_client's
+        m.routed.labels(method, outcome).inc()
 
     def notify_lag(self, seconds: float) -> None:
-        self._m.notify_lag_seconds.observe(seconds)
+        m = self._m
+        m.registry  # noqa: B018 - (as above)
+        m.notify_lag_seconds.observe(seconds)
 
     @property
     def content_type(self) -> str:

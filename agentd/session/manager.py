@@ -22,6 +22,7 @@ from agentd.session.errors import (
     session_stopping,
     shutting_down,
 )
+from agentd.session.eviction import evictable
 from agentd.session.replicas import SessionLeases
 from agentd.session.services import ActorServices
 from agentd.store import LoadedSession, SessionRecord, Store, is_stale_fence
@@ -57,6 +58,8 @@ class SessionManager:
         services.writer.fences = self.leases.fences
         self._actors: dict[str, SessionActor] = {}
         self.unloaded = 0  # actors taken out of service so far (evicted, closed, deleted)
+        # Set when an eviction sweep unloaded sessions: the memory trimmer asks at once.
+        self.released = asyncio.Event()
         self._loading: dict[str, asyncio.Future[SessionActor | None]] = {}
         # Sessions whose actor was taken out of service and has not ended yet → resolved
         # when its task is done. No new actor is made for them meanwhile.
@@ -211,13 +214,26 @@ class SessionManager:
                 resumed.append(session_id)
         return resumed
 
-    async def evict_idle(self, idle_for: float) -> list[str]:
-        """Evict actors idle (no clients, no work) for at least `idle_for` seconds."""
+    async def evict_idle(
+        self, idle_for: float, detached_for: float | None = None, *, now: float | None = None
+    ) -> list[str]:
+        """Evict actors idle (no clients, no work) for at least `idle_for` seconds, or for
+        `detached_for` (default: `idle_for`) when they keep no processes either
+        (session/eviction.py). `now`: the loop's clock unless given (tests)."""
         loop = asyncio.get_running_loop()
+        shorter = idle_for if detached_for is None else detached_for
         evicted = []
         for session_id, actor in list(self._actors.items()):
-            since = actor.idle_since()  # (first seen idle now: `idle_for` 0 evicts it at once)
-            if since is not None and loop.time() - since >= idle_for:
+            since = actor.idle_since()  # (first seen idle now: a grace of 0 evicts it at once)
+            at = loop.time() if now is None else now
+            due = evictable(
+                since,
+                at,
+                keeps_processes=actor.keeps_processes(),
+                idle_evict_s=idle_for,
+                detached_evict_s=shorter,
+            )
+            if due:
                 fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
                 def forget(a: SessionActor = actor) -> None:
@@ -233,14 +249,18 @@ class SessionManager:
                     log.warning("session %s: eviction still waiting for the database", session_id)
                 elif fut.result():
                     evicted.append(session_id)
+        if evicted:
+            self.released.set()
         return evicted
 
     async def run_evictions(self, idle_for: float) -> None:
-        """Background sweep (R-S5): checks a few times per idle period."""
+        """Background sweep (R-S5): checks a few times per grace (the shorter one,
+        `detached_evict_s`, for actors that keep no processes)."""
+        detached_for = min(self._services.settings.detached_evict_s, idle_for)
         while True:
-            await asyncio.sleep(max(0.05, idle_for / 4))
+            await asyncio.sleep(max(0.05, detached_for / 4))
             try:
-                await self.evict_idle(idle_for)
+                await self.evict_idle(idle_for, detached_for)
             except Exception:
                 log.exception("evicting idle sessions failed")
 

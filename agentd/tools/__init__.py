@@ -53,9 +53,9 @@ if TYPE_CHECKING:
     from agentd.tools.shell.sandbox import SandboxError as SandboxError
     from agentd.tools.shell.sandbox import resolve_sandbox as resolve_sandbox
     from agentd.tools.todo import TodoList as TodoList
-    from agentd.tools.web.fetch import FetchLimits as FetchLimits
-    from agentd.tools.web.fetch import WebFetch as WebFetch
     from agentd.tools.web.policy import build_fetch_policy as build_fetch_policy
+    from agentd.tools.web.tool import FetchLimits as FetchLimits
+    from agentd.tools.web.tool import WebFetch as WebFetch
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
@@ -70,7 +70,7 @@ _WHERE = {
     "ClientBridge": "agentd.tools.client_bridge",
     "decide": "agentd.tools.permissions",
     "Decision": "agentd.tools.permissions",
-    "FetchLimits": "agentd.tools.web.fetch",
+    "FetchLimits": "agentd.tools.web.tool",
     "HookDecision": "agentd.tools.hooks",
     "HooksConfig": "agentd.tools.hooks",
     "HookVerdict": "agentd.tools.hooks",
@@ -108,7 +108,7 @@ _WHERE = {
     "ToolKind": "agentd.tools.base",
     "ToolResult": "agentd.tools.base",
     "Walk": "agentd.tools.search.walk",
-    "WebFetch": "agentd.tools.web.fetch",
+    "WebFetch": "agentd.tools.web.tool",
 }
 
 

@@ -9,8 +9,8 @@ A started server that has created or loaded no session has not imported the turn
 either — the session actor, the loop, the tool implementations, the agent definitions
 (`ActorServices` makes its `TurnKit` on first use, agentd/session/services.py), not even a
 turn's outcome type or the MCP client — nor
-`prometheus_client` (agentd/infra/metrics.py: the instruments are made at the first observation
-or scrape); the first session brings them in, and the first RPC call the method handlers.
+`prometheus_client` (agentd/infra/metrics.py: it loads at the first scrape; what a turn counts
+are plain numbers); the first session brings them in, and the first RPC call the method handlers.
 `agentd serve` on a current SQLite database answers /healthz before it imports the app at all
 (agentd/serve.py `StartingApp`, issue 32 item 2): FastAPI, SQLAlchemy's async engine,
 the store, the transport and the session machinery load in the background, after the socket
@@ -38,7 +38,7 @@ LAZY = (
 )  # fmt: skip
 # Loaded with the first session (or metric), not by a started, idle server.
 FIRST_SESSION = (
-    "prometheus_client", "agentd.session.actor.session_actor", "agentd.session.turn_kit",
+    "agentd.session.actor.session_actor", "agentd.session.turn_kit",
     "agentd.session.local_commands", "agentd.session.eventlog.journal", "agentd.loop.react.run",
     "agentd.loop.context", "agentd.loop.limits", "agentd.tools.registry", "agentd.tools.shell.bash",
     "agentd.tools.files.tools", "agentd.tools.search.grep", "agentd.agents", "agentd.core.outcome",
@@ -133,6 +133,49 @@ def test_the_first_session_loads_the_wire_models_queue_and_commands(tmp_path: Pa
     )
     code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(FIRST_USE), then=then)
     assert printed(code) == [[], sorted(FIRST_SESSION_USES)]
+
+
+# Not loaded by a first session either, though its kit offers `web_fetch` and reads agent
+# definitions (issue 32 item 3: ~2.3 MiB that stayed after the first turn): the fetch itself
+# (httpcore's connection pool, HTTP/2, its ~70 modules) loads when the tool first runs,
+# PyYAML with the first agent file.
+# `prometheus_client` comes with the first scrape: the instruments a turn counts with are
+# plain numbers (agentd/infra/metrics.py).
+FIRST_SESSION_SKIPS = ("agentd.tools.web.fetch", "httpcore", "h2", "hpack", "yaml", "prometheus_client")
+
+
+def test_the_first_session_offers_web_fetch_without_loading_the_fetch_or_yaml(tmp_path: Path) -> None:
+    then = (
+        f"actor = await app.state.agentd.manager.create(cwd={str(tmp_path)!r}, owner='local')\n"
+        "        print(json.dumps('web_fetch' in app.state.agentd.services.kit.tools))\n"
+        f"        print({among(FIRST_SESSION_SKIPS)})"
+    )
+    code = STARTED.format(home=str(migrated_home(tmp_path)), idle=among(FIRST_SESSION_SKIPS), then=then)
+    assert printed(code) == [[], True, []]
+
+
+def test_counting_needs_no_prometheus_client_until_the_registry_is_made() -> None:
+    """What a turn counts (events, outcomes, flushes, fan-out lag, resyncs) loads nothing;
+    the first render loads `prometheus_client` and shows all of it."""
+    code = (
+        "from agentd.core import TurnEnded\n"
+        "from agentd.infra.metrics import Metrics\n"
+        "m = Metrics()\n"
+        "m.observe_event(TurnEnded('turn_1', 'p1', 'completed', 'end_turn', 0))\n"
+        "m.flush_seconds.observe(0.001); m.fanout_lag_seconds.observe(0.002); m.resyncs.inc()\n"
+        f"print({among(('prometheus_client',))})\n"
+        "text = m.render().decode()\n"
+        "print(json.dumps([line for line in text.splitlines() if line.startswith(("
+        "'agentd_client_resyncs_total', 'agentd_turns_total', 'agentd_db_flush_seconds_count'))]))\n"
+    )
+    assert printed(code) == [
+        [],
+        [
+            "agentd_client_resyncs_total 1.0",
+            'agentd_turns_total{outcome="completed"} 1.0',
+            "agentd_db_flush_seconds_count 1.0",
+        ],
+    ]
 
 
 def test_the_first_call_loads_the_method_handlers(tmp_path: Path) -> None:

@@ -356,6 +356,11 @@ class SessionActor:
             self._idle_since = asyncio.get_running_loop().time()
         return self._idle_since
 
+    def keeps_processes(self) -> bool:
+        """Whether unloading the actor would stop processes it runs (a background shell
+        task, MCP servers): such an idle actor waits the long grace (session/eviction.py)."""
+        return bool(self.background.running()) or (self.mcp is not None and bool(self.mcp.specs))
+
     def set_goal(self, goal: GoalState | None) -> None:
         self.goal = goal
         if self._turn is not None:

@@ -19,33 +19,26 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpcore
 import httpx
 
-from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.errors import ToolError
-from agentd.tools.offload import Pool, run_blocking
 from agentd.tools.shell import IpAddress
 from agentd.tools.web.policy import REDIRECT_STATUSES, UrlRefusal, WebFetchPolicy
+from agentd.tools.web.tool import FetchLimits as FetchLimits
+from agentd.tools.web.tool import WebFetch as WebFetch
 
 MAX_REDIRECTS = 5
 MAX_OUTPUT_CHARS = 100_000
 # HTML parsed and converted at most (pure Python: about a second per 100 kB on a loaded
 # machine); the markdown of a bigger page would be cut at MAX_OUTPUT_CHARS anyway.
 MAX_HTML_CHARS = 1_000_000
-CONVERT_DEADLINE_S = 120.0
 RESOLVE_TIMEOUT_S = 10.0
 USER_AGENT = "agentd-web-fetch/1 (+https://github.com/agentd)"
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml", "+json", "+xml")
-
-
-@dataclass(frozen=True)
-class FetchLimits:
-    max_bytes: int = 5 * 1024 * 1024
-    timeout_s: float = 30.0
 
 
 class Refused(Exception):
@@ -239,47 +232,3 @@ def render(page: Page, html_cap: int = MAX_HTML_CHARS) -> str:
     if notes:
         header += f"Note: {'; '.join(notes)}\n"
     return f"{header}\n{text}"
-
-
-class WebFetch:
-    name: ClassVar[str] = "web_fetch"
-    kind: ClassVar[ToolKind] = ToolKind.FETCH
-    access: ClassVar[Access] = Access.NETWORK
-    description: ClassVar[str] = "Fetch a public web page (HTTP/HTTPS GET) and read it as markdown."
-    guidance: ClassVar[str] = (
-        "Use web_fetch to read documentation, issues or API references at a URL you know. "
-        "HTML comes back as markdown, other text as it is; binary content is not returned. "
-        "Only public addresses are reached, and the user may be asked first."
-    )
-    parameters: ClassVar[dict[str, Any]] = {
-        "type": "object",
-        "properties": {"url": {"type": "string", "description": "The http:// or https:// URL to fetch."}},
-        "required": ["url"],
-        "additionalProperties": False,
-    }
-
-    def __init__(self, policy: WebFetchPolicy, limits: FetchLimits | None = None) -> None:
-        self.policy = policy
-        self.limits = limits or FetchLimits()
-
-    def title(self, args: dict[str, Any]) -> str:
-        return f"Fetch {args.get('url', '?')}"
-
-    def locations(self, args: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
-        return []
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        url = args.get("url")
-        if not isinstance(url, str) or not url.strip():
-            raise ToolError("url: expected an http:// or https:// URL")
-        try:
-            page = await fetch(url.strip(), self.policy, self.limits)
-        except Refused as exc:
-            raise ToolError(str(exc)) from None
-        if not is_text(page.content_type):
-            raise ToolError(f"{page.url} is {page.content_type} ({len(page.body)} bytes read): not text")
-        text = await run_blocking(
-            lambda _stop: render(page), what="web_fetch", deadline=CONVERT_DEADLINE_S, pool=Pool.SEARCH
-        )
-        raw = {"url": page.url, "status": page.status, "contentType": page.content_type}
-        return ToolResult(text, is_error=page.status >= 400, raw_output=raw)

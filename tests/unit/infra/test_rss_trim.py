@@ -56,3 +56,51 @@ def test_the_trimmer_finds_glibc_without_ctypes_util() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["True", "True", "False"]
+
+
+async def test_a_wake_after_an_eviction_wave_trims_at_once_not_at_the_next_tick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The eviction sweep sets `wake` when it unloaded sessions: the trimmer asks then, not
+    `interval_s` later (issue 32 item 3: the memory is back within the minute after a load)."""
+    import asyncio
+
+    from agentd.infra import rss_trim
+
+    loop = asyncio.get_running_loop()
+    trimmed = asyncio.Event()
+    monkeypatch.setattr(rss_trim, "_TRIM", lambda _pad: loop.call_soon_threadsafe(trimmed.set))
+    monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)  # no rate limit for this test
+    monkeypatch.setattr(rss_trim, "rss_bytes", lambda: BASE)  # no growth: only the unloads ask
+    unloaded, wake = [0], asyncio.Event()
+    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: unloaded[0], wake))
+    try:
+        await asyncio.sleep(0)  # the trimmer reads its marks and waits
+        unloaded[0] = 3
+        wake.set()
+        # (a bound against a hang, not a timed assertion: the tick is an hour away)
+        await asyncio.wait_for(trimmed.wait(), 30)
+        assert not wake.is_set()  # cleared for the next wave
+    finally:
+        task.cancel()
+
+
+async def test_without_unloads_a_wake_does_not_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from agentd.infra import rss_trim
+
+    trims: list[int] = []
+    monkeypatch.setattr(rss_trim, "_TRIM", trims.append)
+    monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
+    monkeypatch.setattr(rss_trim, "rss_bytes", lambda: BASE)
+    wake = asyncio.Event()
+    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: 0, wake))
+    try:
+        await asyncio.sleep(0)
+        wake.set()
+        for _ in range(5):  # the woken trimmer runs its check and waits again
+            await asyncio.sleep(0)
+        assert not wake.is_set() and trims == []
+    finally:
+        task.cancel()
