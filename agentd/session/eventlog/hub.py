@@ -25,6 +25,11 @@ from agentd.session.sinks import Frame, FrameSink, Gated, Renderer, encoded, fil
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
 DEFAULT_BUFFER_LIMIT = 10_000  # events; the server sets it to `client_buffer_frames`
 _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
+# `EventHub.publish` renders a live client's frames itself (`Subscriber._render`'s common
+# cases written out: a call less per client and event, ~10 a trivial turn). Off: every
+# client through `_render` (tests run both and compare what each client gets).
+INLINE_RENDER = True
+_OWN_STEPS = (AgentText, AgentTextChunk, Unparsed)  # updates `_render` has steps of its own for
 
 log = logging.getLogger(__name__)
 
@@ -325,10 +330,56 @@ class EventHub:
         else:
             self._spare = None
             shared.event, shared.last_seq = event, -1
+        # What `_render` does for every client alike, asked once per publish: `fast` when it
+        # needs none of its rarer steps (a final text's or an older server's message ids, a
+        # chunk a client may lack the start of, a user message its sender must not get back).
+        update = event.update
+        seq = event.seq
+        cid, offset, end = "", 0, 0
+        if type(update) is AgentTextChunk:
+            chunk, fast = True, INLINE_RENDER and bool(update.text)
+            cid, offset = update.message_id, update.offset
+            end = offset + len(update.text)
+        else:
+            chunk, fast = False, INLINE_RENDER and not isinstance(update, _OWN_STEPS)
+            if fast and event.origin is not None and event.kind is EventKind.USER_MESSAGE:
+                fast = False
+        render = self._render
         try:
             for sid, sub in self._each:
                 if sub._buffer is None and not sub.dropped:  # live: `deliver`, inline
-                    frames, delivered = sub._render(event, shared)
+                    delivered = sub.last_seq
+                    if not fast:
+                        frames, delivered = sub._render(event, shared)
+                    elif seq is not None and seq <= delivered:
+                        frames = []
+                    elif chunk and (
+                        cid not in sub._delivered or sub._delivered[cid] != offset or cid in sub._missed
+                    ):
+                        frames, delivered = sub._render(event, shared)  # (`_chunk`: its part, or none)
+                    else:
+                        # `_render`, written out for what every client gets as it is.
+                        if seq is not None:
+                            sub.last_seq = seq
+                        if chunk:
+                            sub._delivered[cid] = end
+                        cursor = sub.last_seq
+                        if shared.last_seq != cursor:  # all live clients normally share one cursor
+                            shared.frames = render.live(event, cursor)
+                            shared.texts = {}
+                            shared.last_seq = cursor
+                        frames = shared.frames
+                        client = sub._filtering
+                        if client is not None:
+                            gate = frames.gate if type(frames) is Gated else None
+                            if gate is None:
+                                frames = render.for_client(frames, event, client.supports_update, cursor)
+                            elif gate:
+                                allowed = sub._allowed
+                                if gate not in allowed:
+                                    allowed[gate] = client.supports_update(gate)
+                                if not allowed[gate]:
+                                    frames = render.for_client(frames, event, client.supports_update, cursor)
                     one = frames is shared.frames and type(frames) is Gated and frames.gate is not None
                     if not frames:
                         pass
@@ -340,7 +391,7 @@ class EventHub:
                         if 0 in texts:
                             text = texts[0]
                         else:
-                            text = texts[0] = self._render.encode(frames[0])
+                            text = texts[0] = render.encode(frames[0])
                         if not sub._send(text):
                             sub._fell_behind(delivered)
                     else:

@@ -6,13 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agentd.core.events import Event, EventKind
+from agentd.session.eventlog import hub as hub_module
 from agentd.session.eventlog.hub import EventHub
 from agentd.session.sinks import Frame
 from agentd.transport.render import AcpRenderer, encode_notification
 
 SID = "sess_1"
 MID = "msg_1"
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["inline", "render-only"])
+def inline_render(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs with the hub's written-out render and with `_render` alone."""
+    monkeypatch.setattr(hub_module, "INLINE_RENDER", request.param)
 
 
 class CountingRenderer(AcpRenderer):
