@@ -29,7 +29,9 @@ _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
 # cases written out: a call less per client and event, ~10 a trivial turn). Off: every
 # client through `_render` (tests run both and compare what each client gets).
 INLINE_RENDER = True
-_OWN_STEPS = (AgentText, AgentTextChunk, Unparsed)  # updates `_render` has steps of its own for
+# Updates `_render` has steps of its own for, by exact type (a set look-up, no `isinstance`
+# call per event: none of them has subclasses, tests/unit/session/eventlog/test_hub_inline.py).
+_OWN_STEPS = frozenset({AgentText, AgentTextChunk, Unparsed})
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +343,7 @@ class EventHub:
             cid, offset = update.message_id, update.offset
             end = offset + len(update.text)
         else:
-            chunk, fast = False, INLINE_RENDER and not isinstance(update, _OWN_STEPS)
+            chunk, fast = False, INLINE_RENDER and type(update) not in _OWN_STEPS
             if fast and event.origin is not None and event.kind is EventKind.USER_MESSAGE:
                 fast = False
         render = self._render

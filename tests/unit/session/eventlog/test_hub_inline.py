@@ -98,3 +98,10 @@ def test_every_client_gets_what_render_alone_gives_it(monkeypatch: pytest.Monkey
     assert not any('"hi"' in t for t in by_id["conn_a"][1])  # no echo of its own prompt
     assert any('"hi"' in t for t in by_id["conn_c"][1])
     assert any("_agentd/event" in t for t in by_id["conn_d"][1])  # a notice it cannot take
+
+
+def test_the_updates_render_has_steps_for_have_no_subclasses() -> None:
+    # `publish` tells them by exact type: a subclass would take the written-out path and
+    # skip `_render`'s steps for it.
+    for cls in hub_module._OWN_STEPS:
+        assert cls.__subclasses__() == [], cls
