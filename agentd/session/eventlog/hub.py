@@ -333,17 +333,21 @@ class EventHub:
             self._spare = None
             shared.event, shared.last_seq = event, -1
         # What `_render` does for every client alike, asked once per publish: `fast` when it
-        # needs none of its rarer steps (a final text's or an older server's message ids, a
-        # chunk a client may lack the start of, a user message its sender must not get back).
+        # needs none of its rarer steps (an older server's update, an empty chunk, a user
+        # message its sender must not get back); per client below, whether a chunk continues
+        # (or starts) what it has and a final text ends a message it was streamed.
         update = event.update
         seq = event.seq
         cid, offset, end = "", 0, 0
+        chunk = final = False
         if type(update) is AgentTextChunk:
             chunk, fast = True, INLINE_RENDER and bool(update.text)
             cid, offset = update.message_id, update.offset
             end = offset + len(update.text)
+        elif type(update) is AgentText:
+            final, fast, cid = True, INLINE_RENDER, update.message_id
         else:
-            chunk, fast = False, INLINE_RENDER and type(update) not in _OWN_STEPS
+            fast = INLINE_RENDER and type(update) not in _OWN_STEPS
             if fast and event.origin is not None and event.kind is EventKind.USER_MESSAGE:
                 fast = False
         render = self._render
@@ -356,15 +360,20 @@ class EventHub:
                     elif seq is not None and seq <= delivered:
                         frames = []
                     elif chunk and (
-                        cid not in sub._delivered or sub._delivered[cid] != offset or cid in sub._missed
+                        cid in sub._missed
+                        or (sub._delivered[cid] != offset if cid in sub._delivered else offset != 0)
                     ):
                         frames, delivered = sub._render(event, shared)  # (`_chunk`: its part, or none)
+                    elif final and (cid in sub._missed or cid not in sub._delivered):
+                        frames, delivered = sub._render(event, shared)  # (the whole text first)
                     else:
                         # `_render`, written out for what every client gets as it is.
                         if seq is not None:
                             sub.last_seq = seq
                         if chunk:
                             sub._delivered[cid] = end
+                        elif final:
+                            del sub._delivered[cid]  # the message is over (it was streamed to it)
                         cursor = sub.last_seq
                         if shared.last_seq != cursor:  # all live clients normally share one cursor
                             shared.frames = render.live(event, cursor)
