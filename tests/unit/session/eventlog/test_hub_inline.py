@@ -15,7 +15,10 @@ from agentd.core.events import Event, EventKind
 from agentd.session.eventlog import hub as hub_module
 from agentd.session.eventlog.hub import EventHub, Subscriber
 from agentd.transport.render import AcpRenderer
-from tests.unit.session.test_hub_fanout import MID, SID, EncodedSink, PlainSink
+from tests.support.hub_sinks import EncodedSink, PlainSink
+
+SID = "sess_1"
+MID = "msg_1"
 
 
 def chunk(mid: str, text: str, offset: int, *, thought: bool = False) -> Event:
