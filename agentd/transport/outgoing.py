@@ -33,8 +33,12 @@ class OutgoingQueue:
         self._items: collections.deque[Any] = collections.deque()
         # What is queued, for the writer to look at without a call (never changed outside).
         self.queued = self._items
-        self._is_replay: collections.deque[bool] = collections.deque()  # parallel to the items
-        self._replayed = 0
+        # Where the replay frames are: their positions in the stream of items ever queued
+        # (`_popped` + index). A parallel flag per item cost a `deque.append` per live frame;
+        # replay frames are few and come in runs, so this deque is mostly empty.
+        self._replay_at: collections.deque[int] = collections.deque()
+        self._popped = 0  # items taken so far
+        self._replayed = 0  # == len(self._replay_at)
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._putters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._room = asyncio.Event()
@@ -58,7 +62,6 @@ class OutgoingQueue:
         if 0 < self.maxsize <= len(self._items) - self._replayed:
             raise asyncio.QueueFull
         self._items.append(item)
-        self._is_replay.append(False)
         if self._getters:
             _wake_next(self._getters)
 
@@ -68,7 +71,6 @@ class OutgoingQueue:
         if self.closed or 0 < self.maxsize <= len(self._items) - self._replayed:
             return False
         self._items.append(item)
-        self._is_replay.append(False)
         getters = self._getters
         if getters:  # (`_wake_next`, written out: the writer waits here between frames)
             getter = getters.popleft()
@@ -105,8 +107,8 @@ class OutgoingQueue:
         while self._replayed >= self._window:
             self._room.clear()
             await self._room.wait()
+        self._replay_at.append(self._popped + len(self._items))
         self._items.append(item)
-        self._is_replay.append(True)
         self._replayed += 1
         if self._getters:
             _wake_next(self._getters)
@@ -115,9 +117,12 @@ class OutgoingQueue:
         if not self._items:
             raise asyncio.QueueEmpty
         item = self._items.popleft()
-        if self._is_replay.popleft():
+        at = self._replay_at
+        if at and at[0] == self._popped:
+            at.popleft()
             self._replayed -= 1
             self._room.set()
+        self._popped += 1
         if self._putters:
             _wake_next(self._putters)
         return item
@@ -128,26 +133,33 @@ class OutgoingQueue:
         items = self._items
         if limit <= 0 or not items:
             return []
-        flags = self._is_replay
-        if len(items) <= limit:
+        at = self._replay_at
+        n = len(items)
+        if n <= limit:
             taken = list(items)
             items.clear()
+            self._popped += n
             replayed = self._replayed
-            flags.clear()
+            if replayed:
+                at.clear()
         else:
             taken = []
-            replayed = 0
             for _ in range(limit):
                 taken.append(items.popleft())
-                replayed += flags.popleft()
+            end = self._popped = self._popped + limit
+            replayed = 0
+            while at and at[0] < end:
+                at.popleft()
+                replayed += 1
         if replayed:
             self._replayed -= replayed
             self._room.set()
         putters = self._putters
-        for _ in range(len(taken)):
-            if not putters:
-                break
-            _wake_next(putters)
+        if putters:  # (rare: a response awaiting room)
+            for _ in range(len(taken)):
+                if not putters:
+                    break
+                _wake_next(putters)
         return taken
 
     def waiter(self) -> asyncio.Future[None]:

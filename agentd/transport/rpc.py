@@ -70,12 +70,15 @@ def read_message(data: str | bytes) -> Any:
     return raw
 
 
+# `Request.model_validate` without its Python wrapper: the same validator, one call.
+_REQUEST: Callable[[Any], Request] = Request.__pydantic_validator__.validate_python
+
+
 def parse_envelope(raw: Any) -> Request | RpcError:
     if not isinstance(raw, dict):
         return RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: a JSON-RPC message must be an object")
     try:
-        # (`Request.model_validate` without its Python wrapper: the same validator, one call)
-        return Request.__pydantic_validator__.validate_python(raw)  # type: ignore[no-any-return]
+        return _REQUEST(raw)
     except ValidationError as exc:
         return RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", validation_data(exc))
 
@@ -223,9 +226,17 @@ class Dispatcher:
         too_deep = None if shallow else check_depth(raw, settings.max_json_depth)
         if too_deep is not None:
             return error_response(raw_id(raw), too_deep)
-        parsed = parse_envelope(raw)
-        if isinstance(parsed, RpcError):
-            return error_response(raw_id(raw), parsed)
+        if type(raw) is dict:  # (`parse_envelope`, written out for a JSON object: its one call)
+            try:
+                parsed = _REQUEST(raw)
+            except ValidationError as exc:
+                invalid = RpcError(ErrorCode.INVALID_REQUEST, "Invalid Request", validation_data(exc))
+                return error_response(raw_id(raw), invalid)
+        else:
+            refused = parse_envelope(raw)
+            if isinstance(refused, RpcError):
+                return error_response(raw_id(raw), refused)
+            parsed = refused
         # (`parsed.is_notification`, read from the message itself: no pydantic property call)
         notify = "id" not in raw
         try:

@@ -25,6 +25,13 @@ from agentd.session.sinks import Frame, FrameSink, Gated, Renderer, encoded, fil
 _CHUNKS = {EventKind.AGENT_MESSAGE_CHUNK, EventKind.AGENT_THOUGHT_CHUNK}
 DEFAULT_BUFFER_LIMIT = 10_000  # events; the server sets it to `client_buffer_frames`
 _FINALS = {EventKind.AGENT_MESSAGE, EventKind.AGENT_THOUGHT}
+# `EventHub.publish` renders a live client's frames itself (`Subscriber._render`'s common
+# cases written out: a call less per client and event, ~10 a trivial turn). Off: every
+# client through `_render` (tests run both and compare what each client gets).
+INLINE_RENDER = True
+# Updates `_render` has steps of its own for, by exact type (a set look-up, no `isinstance`
+# call per event: none of them has subclasses, tests/unit/session/eventlog/test_hub_inline.py).
+_OWN_STEPS = frozenset({AgentText, AgentTextChunk, Unparsed})
 
 log = logging.getLogger(__name__)
 
@@ -325,10 +332,65 @@ class EventHub:
         else:
             self._spare = None
             shared.event, shared.last_seq = event, -1
+        # What `_render` does for every client alike, asked once per publish: `fast` when it
+        # needs none of its rarer steps (an older server's update, an empty chunk, a user
+        # message its sender must not get back); per client below, whether a chunk continues
+        # (or starts) what it has and a final text ends a message it was streamed.
+        update = event.update
+        seq = event.seq
+        cid, offset, end = "", 0, 0
+        chunk = final = False
+        if type(update) is AgentTextChunk:
+            chunk, fast = True, INLINE_RENDER and bool(update.text)
+            cid, offset = update.message_id, update.offset
+            end = offset + len(update.text)
+        elif type(update) is AgentText:
+            final, fast, cid = True, INLINE_RENDER, update.message_id
+        else:
+            fast = INLINE_RENDER and type(update) not in _OWN_STEPS
+            if fast and event.origin is not None and event.kind is EventKind.USER_MESSAGE:
+                fast = False
+        render = self._render
         try:
             for sid, sub in self._each:
                 if sub._buffer is None and not sub.dropped:  # live: `deliver`, inline
-                    frames, delivered = sub._render(event, shared)
+                    delivered = sub.last_seq
+                    if not fast:
+                        frames, delivered = sub._render(event, shared)
+                    elif seq is not None and seq <= delivered:
+                        frames = []
+                    elif chunk and (
+                        cid in sub._missed
+                        or (sub._delivered[cid] != offset if cid in sub._delivered else offset != 0)
+                    ):
+                        frames, delivered = sub._render(event, shared)  # (`_chunk`: its part, or none)
+                    elif final and (cid in sub._missed or cid not in sub._delivered):
+                        frames, delivered = sub._render(event, shared)  # (the whole text first)
+                    else:
+                        # `_render`, written out for what every client gets as it is.
+                        if seq is not None:
+                            sub.last_seq = seq
+                        if chunk:
+                            sub._delivered[cid] = end
+                        elif final:
+                            del sub._delivered[cid]  # the message is over (it was streamed to it)
+                        cursor = sub.last_seq
+                        if shared.last_seq != cursor:  # all live clients normally share one cursor
+                            shared.frames = render.live(event, cursor)
+                            shared.texts = {}
+                            shared.last_seq = cursor
+                        frames = shared.frames
+                        client = sub._filtering
+                        if client is not None:
+                            gate = frames.gate if type(frames) is Gated else None
+                            if gate is None:
+                                frames = render.for_client(frames, event, client.supports_update, cursor)
+                            elif gate:
+                                allowed = sub._allowed
+                                if gate not in allowed:
+                                    allowed[gate] = client.supports_update(gate)
+                                if not allowed[gate]:
+                                    frames = render.for_client(frames, event, client.supports_update, cursor)
                     one = frames is shared.frames and type(frames) is Gated and frames.gate is not None
                     if not frames:
                         pass
@@ -340,7 +402,7 @@ class EventHub:
                         if 0 in texts:
                             text = texts[0]
                         else:
-                            text = texts[0] = self._render.encode(frames[0])
+                            text = texts[0] = render.encode(frames[0])
                         if not sub._send(text):
                             sub._fell_behind(delivered)
                     else:

@@ -4,15 +4,23 @@ its own, an update it cannot take, text it already has, a full buffer."""
 
 from __future__ import annotations
 
-from typing import Any
+import pytest
 
 from agentd.core.events import Event, EventKind
+from agentd.session.eventlog import hub as hub_module
 from agentd.session.eventlog.hub import EventHub
 from agentd.session.sinks import Frame
-from agentd.transport.render import AcpRenderer, encode_notification
+from agentd.transport.render import AcpRenderer
+from tests.support.hub_sinks import EncodedSink, PlainSink
 
 SID = "sess_1"
 MID = "msg_1"
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["inline", "render-only"])
+def inline_render(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs with the hub's written-out render and with `_render` alone."""
+    monkeypatch.setattr(hub_module, "INLINE_RENDER", request.param)
 
 
 class CountingRenderer(AcpRenderer):
@@ -29,49 +37,6 @@ class CountingRenderer(AcpRenderer):
     def encode(self, frame: Frame) -> str:
         self.encodes += 1
         return super().encode(frame)
-
-
-class PlainSink:
-    """A client that takes (method, params) only (an SSE viewer's shape)."""
-
-    def __init__(self, sink_id: str, capacity: int = 1000, unsupported: frozenset[str] = frozenset()) -> None:
-        self.id = sink_id
-        self.capacity = capacity
-        self.unsupported = unsupported
-        self.texts: list[str] = []  # what went to the client, encoded as a connection would
-        self.urgent: list[tuple[str, dict[str, Any]]] = []
-
-    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
-        return self._queue(encode_notification(method, params))
-
-    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
-        return self._queue(encode_notification(method, params))
-
-    def send_urgent(self, method: str, params: dict[str, Any]) -> None:
-        self.urgent.append((method, params))
-
-    def supports_update(self, session_update: str) -> bool:
-        return session_update not in self.unsupported
-
-    def _queue(self, text: str) -> bool:
-        if len(self.texts) >= self.capacity:
-            return False
-        self.texts.append(text)
-        return True
-
-
-class EncodedSink(PlainSink):
-    """A client connection that also takes text encoded once for everyone (`Connection`)."""
-
-    def __init__(self, sink_id: str, capacity: int = 1000, unsupported: frozenset[str] = frozenset()) -> None:
-        super().__init__(sink_id, capacity, unsupported)
-        self.encoded: list[str] = []  # the subset that came pre-encoded
-
-    def send_encoded(self, text: str) -> bool:
-        if not self._queue(text):
-            return False
-        self.encoded.append(text)
-        return True
 
 
 def turn() -> list[Event]:

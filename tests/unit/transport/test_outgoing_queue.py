@@ -96,3 +96,33 @@ async def test_a_waiter_is_done_once_a_frame_is_queued_and_takes_nothing() -> No
     replay = q.waiter()
     await q.put_replay("r")
     assert replay.done() and q.take(4) == ["r"]
+
+
+@pytest.mark.parametrize("take", [1, 2, 3, 100])
+async def test_live_and_replay_frames_interleaved_keep_both_counts_however_they_are_taken(take: int) -> None:
+    # Which frames are replay ones is kept by position (no flag per frame): taken in any
+    # slices, one by one or all at once, each bound counts only its own frames.
+    q = OutgoingQueue(3, replay_window=3)
+    order = ["l1", "r1", "r2", "l2", "r3", "l3"]
+    for item in order:
+        if item[0] == "r":
+            await q.put_replay(item)
+        else:
+            assert q.offer(item)
+    assert q.full() and not q.offer("l4")  # 3 live frames queued; the replays do not count
+    assert q._replayed == 3
+    blocked = asyncio.ensure_future(q.put_replay("r4"))
+    await parked(q, replay=True)
+    out: list[str] = []
+    while len(out) < 2:  # the first two out: one live frame and one replay frame
+        out += q.take(min(take, 2 - len(out)))
+    assert out == ["l1", "r1"] and q._replayed == 2 and not q.full()
+    await asyncio.wait_for(blocked, 5)  # its window had room again
+    assert q.offer("l4") and q.full()
+    while q.qsize():
+        out += q.take(take) if take > 1 else [q.get_nowait()]
+    assert out == ["l1", "r1", "r2", "l2", "r3", "l3", "r4", "l4"]
+    assert q._replayed == 0 and not q._replay_at and q._room.is_set()
+    await q.put_replay("r5")  # positions keep counting after everything was taken
+    assert q.offer("l5")
+    assert q.take(1) == ["r5"] and q._replayed == 0 and q.take(1) == ["l5"]

@@ -17,11 +17,19 @@ from uvicorn.server import ServerState
 from websockets.protocol import State
 
 from agentd.protocol.agentd import OptIn
+from agentd.transport import socket_write
 from agentd.transport.connection import _CLOSE, WRITER_SLICE, Connection
 from agentd.transport.socket_write import RAW_SEND, SocketWriter, socket_for
 from tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["fields", "library-calls"])
+def read_fields(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every test here runs with websockets' fields read directly and with its own calls."""
+    monkeypatch.setattr(socket_write, "READ_FIELDS", request.param)
+    return bool(request.param)
 
 
 class Transport:
@@ -63,6 +71,21 @@ async def test_the_bytes_are_those_uvicorns_own_send_writes() -> None:
     ours_out = cast(Transport, ours.transport).writes
     assert len(ours_out) == 1  # one socket write for the batch
     assert ours_out[0] == b"".join(cast(Transport, theirs.transport).writes)
+
+
+async def test_what_websockets_queued_itself_goes_first_and_only_once(read_fields: bool) -> None:
+    ours, theirs = uvicorn_protocol(), uvicorn_protocol()
+    writer = socket_for({RAW_SEND: ours.send})
+    assert writer is not None and writer._fields is read_fields
+    for proto in (ours, theirs):
+        proto.conn.send_ping(b"p")  # queued by websockets, not yet written
+    writer.write(["a"])
+    writer.write(["b"])
+    await theirs.send({"type": "websocket.send", "text": "a"})  # flushes its ping first
+    await theirs.send({"type": "websocket.send", "text": "b"})
+    ours_out, theirs_out = cast(Transport, ours.transport).writes, cast(Transport, theirs.transport).writes
+    assert b"".join(ours_out) == b"".join(theirs_out)  # the ping first, then "a", then "b"
+    assert ours.conn.data_to_send() == []
 
 
 async def test_a_closed_or_gone_client_gets_nothing() -> None:

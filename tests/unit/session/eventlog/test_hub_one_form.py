@@ -9,13 +9,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from agentd.core.events import Event, EventKind
+from agentd.session.eventlog import hub as hub_module
 from agentd.session.eventlog.hub import EventHub
 from agentd.transport.render import ACP_RENDERER, encode_notification
 
 SID = "sess_1"
 MID = "msg_1"
 TEXT = "Hello there, world"
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["inline", "render-only"])
+def inline_render(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs with the hub's written-out render and with `_render` alone."""
+    monkeypatch.setattr(hub_module, "INLINE_RENDER", request.param)
 
 
 class Sink:
