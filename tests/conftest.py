@@ -17,6 +17,10 @@ from tests.support.server import Server, ServerFactory, running_server, scripted
 from tests.support.subagents import write_agents
 from tests.support.xdist_stderr import pytest_configure  # noqa: F401 - a hook: timeout stacks under xdist
 
+# A test's event loop ends within a deadline, or the test errors with the stacks of the tasks
+# that held it: a task ignoring its cancellation no longer hangs the run.
+pytest_plugins = ["tests.support.loop_teardown"]
+
 # Not for importing: names test modules once took from here (now tests/support/), kept only so
 # that a branch written before the move still collects; tests/unit/test_test_layout.py fails
 # on each such import, naming it.

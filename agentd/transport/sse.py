@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import orjson
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
@@ -34,6 +35,7 @@ _END = object()
 RESYNC_REQUIRED = Notification.RESYNC_REQUIRED
 TOKEN_REVOKED = Notification.TOKEN_REVOKED  # the last frame of a stream whose token was revoked
 _REVOKED_FRAME = f"event: {TOKEN_REVOKED}\n".encode()
+REPLAY_STOP_S = 5.0  # a cancelled replay's cleanup (a store read's connection) ends within this
 
 
 class SseSink:
@@ -102,6 +104,18 @@ class SseSink:
             yield _frame(method, params)
             if method == RESYNC_REQUIRED:
                 return  # queued in order (after what was queued before it): the stream is over
+
+
+async def stop_replay(replay: asyncio.Task[Any]) -> None:
+    """Cancel the replay (it detaches) and wait until it has ended, even while the
+    response's own scope is being cancelled (the client went away: Starlette cancels the
+    response, and anyio cancels again at every await). A replay cut mid-read is still
+    closing its store connection: left behind, it outlived the server, and the event
+    loop's close cancelled it a second time, which leaves aiosqlite's close awaiting its
+    stopped thread for ever (a test's teardown hung so)."""
+    replay.cancel()
+    with anyio.CancelScope(shield=True):
+        await asyncio.wait({replay}, timeout=REPLAY_STOP_S)
 
 
 def _frame(method: str, params: dict[str, Any]) -> bytes:
@@ -239,7 +253,7 @@ async def session_events(request: Request) -> StreamingResponse:
         finally:
             forget()
             sink.closed = True
-            replay.cancel()  # it ends at its next await (and detaches)
+            await stop_replay(replay)
             with contextlib.suppress(Exception):
                 await state.detach(session_id, sink.id)
 

@@ -35,6 +35,13 @@ def retry_after(error: dict[str, Any]) -> float | None:
     return float(wait) if isinstance(wait, int | float) else None
 
 
+def is_retryable(error: dict[str, Any]) -> bool:
+    """Whether a refusal says to send the request again (`data.retryable`: e.g. a session
+    whose reload the database refused, which the next request loads again)."""
+    data = error.get("data")
+    return isinstance(data, dict) and data.get("retryable") is True
+
+
 def error_kind(exc: BaseException) -> str:
     """A failure said as its kind, for counting: `-32019 db_pool`, `timeout`, an exception's type."""
     if isinstance(exc, RpcFailed):

@@ -4,8 +4,9 @@ Each iteration starts the server on the same database, lets recording clients cr
 sessions and submit prompts (`_agentd/prompt/enqueue` and `session/prompt`, each with a
 `requestId`), kills the process — at a random moment (seeded), or, every other life,
 right after the n-th acknowledged enqueue — and starts it again. The clients reconnect,
-re-attach from the last seq they saw and resend what was never answered, as a real client
-would. A final run lets every queue drain and a fresh client attaches from 0. Then:
+re-attach from the last seq they saw (sending again an attach refused with a retryable
+error, as the server asks) and resend what was never answered, as a real client would.
+A final run lets every queue drain and a fresh client attaches from 0. Then:
 
 - every durable event a client saw (live or replayed) is in the log at the same seq with
   the same content, and an attach from 0 replays the whole log;
@@ -38,7 +39,7 @@ from agentd.core.events import Event, EventKind
 from agentd.protocol.agentd import ATTACH, ENQUEUE
 from agentd.store.db import Store, StoredEvent
 from agentd.transport.render import attach_frames, for_client, live_frames
-from tests.support.client import WsClient, text_prompt
+from tests.support.client import WsClient, is_retryable, text_prompt
 from tests.support.databases import postgres_database
 from tests.support.proc import AgentdProcess, agentd_serve, write_script
 
@@ -47,6 +48,7 @@ SEED = int(os.environ.get("RELIABILITY_SEED", "9"))
 WORKERS = 2
 MAX_SESSIONS = 4
 RETRY_BOUND_S = 10.0  # a retry not answered within this (server alive) counts as unanswered
+ATTACH_TRIES = 5  # a retryable attach error is retried this often (at once: the server says when not)
 DRAIN_BOUND_S = 90.0  # the final run: every queue drains within this (a hang bound)
 
 SCRIPT = [
@@ -94,6 +96,7 @@ class Campaign:
     unanswered_retries: set[str] = field(default_factory=set)  # timed out with the server alive
     seen: list[Seen] = field(default_factory=list)
     attach_refused: list[str] = field(default_factory=list)  # a seen cursor the server did not know
+    attach_retried: list[str] = field(default_factory=list)  # retryable refusals, retried (reported)
     events: dict[str, list[StoredEvent]] = field(default_factory=dict)  # the log after the last run
     replayed: dict[str, list[int]] = field(default_factory=dict)  # seqs a fresh attach from 0 got
     kills_mid_turn: int = 0
@@ -135,7 +138,7 @@ class Run:
             # Back to every known session from the last seq this run's client would have.
             for sid in self.c.sessions:
                 after = max((s.seq for s in self.c.seen if s.session_id == sid), default=0)
-                resp = await client.request(ATTACH, {"sessionId": sid, "afterSeq": after})
+                resp = await self.attach(client, sid, after)
                 if "error" in resp:
                     self.c.attach_refused.append(f"{sid} afterSeq={after}: {resp['error']}")
         if not self.c.sessions:
@@ -143,6 +146,17 @@ class Run:
                 "sessionId"
             ]
             self.c.sessions.append(sid)
+
+    async def attach(self, client: WsClient, sid: str, after: int) -> dict[str, Any]:
+        """Re-attach as a real client does: an error the server marks retryable (`data.retryable`:
+        e.g. a session whose reload after the restart was refused, which the next request
+        loads again) is retried, a few times; any other error is the answer."""
+        for _ in range(ATTACH_TRIES):
+            resp = await client.request(ATTACH, {"sessionId": sid, "afterSeq": after})
+            if not (isinstance(resp.get("error"), dict) and is_retryable(resp["error"])):
+                break
+            self.c.attach_retried.append(f"{sid} afterSeq={after}: {resp['error']}")
+        return resp
 
     async def submit(self, client: WsClient, sub: Submission, *, bound: float | None) -> None:
         """Send (or resend) one submission; an answer means it is acknowledged."""
@@ -283,7 +297,8 @@ async def _campaign(database: str, db_url: str, tmp: Path) -> Campaign:
         # A fresh client attaching from 0 replays every session's whole log.
         fresh = await WsClient.connect(server.base_url)
         for sid in campaign.sessions:
-            await fresh.call(ATTACH, {"sessionId": sid, "afterSeq": 0})  # the replay precedes the answer
+            resp = await run.attach(fresh, sid, 0)  # the replay precedes the answer
+            assert "result" in resp, resp
         replay = durable_frames(fresh, ITERATIONS + 1)
         campaign.seen += replay
         for sid in campaign.sessions:
