@@ -77,6 +77,7 @@ class TurnHost(LocalCommandsHost, Protocol):
     def loop_state(self) -> SessionLoopState: ...
     def record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None: ...
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None: ...
+    def turn_finished(self, turn_id: str) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -312,6 +313,7 @@ async def _run(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, body: Ru
     actor.record_turn_end(ctx.turn_id, queued, outcome)
     # The response to session/prompt must come after every update of its turn.
     await actor.journal.flushed()
+    actor.turn_finished(ctx.turn_id)  # ends it here if the actor is parked (one hop less)
 
 
 async def _run_local(actor: TurnHost, ctx: TurnContext, name: str, arg: str) -> TurnOutcome:
