@@ -6,7 +6,8 @@
 e.g. `git archive <base> | tar -x -C /tmp/base` then `bench/ab.py /tmp/base .`. Both trees'
 `agentd serve` run at the same time against one fake model (bench/turnkit.py's set-up).
 One session: turns alternate A, B, A, B… and each server's CPU is read around its own
-turns, so a busy machine slows both alike. `--sessions N`: N sessions prompt at once on
+turns, so a busy machine slows both alike (and each turn's latency, request to response, is
+timed around its own turn: p50 A and B side by side). `--sessions N`: N sessions prompt at once on
 one server, then on the other, round after round. Printed: CPU per turn of each, B/A per
 round and overall (and turns/s with `--sessions`).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 from pathlib import Path
 
@@ -37,8 +39,11 @@ async def sessions(server: Server, n: int) -> tuple[WsClient, list[str]]:
     return client, [(await client.call("session/new", new))["sessionId"] for _ in range(n)]
 
 
-async def alternating(a: Server, b: Server, args: argparse.Namespace, text: str) -> tuple[float, float]:
-    """CPU ms per turn of A and of B, turns alternating (10 per fresh session, each warmed)."""
+async def alternating(
+    a: Server, b: Server, args: argparse.Namespace, text: str, latency: tuple[list[float], list[float]]
+) -> tuple[float, float]:
+    """CPU ms per turn of A and of B, turns alternating (10 per fresh session, each warmed);
+    each turn's latency (ms) is appended to A's or B's list of `latency`."""
     n = -(-args.turns // 10)
     (ca, sa), (cb, sb) = await sessions(a, n), await sessions(b, n)
     for x, y in zip(sa, sb, strict=True):
@@ -47,8 +52,9 @@ async def alternating(a: Server, b: Server, args: argparse.Namespace, text: str)
     cpu = [0.0, 0.0]
     for i in range(args.turns):
         for k, (srv, client, sids) in enumerate(((a, ca, sa), (b, cb, sb))):
-            before = srv.cpu_s()
+            before, started = srv.cpu_s(), time.perf_counter()
             await turn(client, sids[i // 10], text)
+            latency[k].append((time.perf_counter() - started) * 1000)
             cpu[k] += srv.cpu_s() - before
     await ca.close()
     await cb.close()
@@ -80,6 +86,8 @@ async def main(args: argparse.Namespace, tree_a: Path, tree_b: Path) -> None:
     text = f"{TOOL_MARK} read" if args.tool else "hi"
     ra: list[float] = []
     rb: list[float] = []
+    la: list[float] = []
+    lb: list[float] = []
     with model_process(chunk_gap_ms=args.chunk_gap_ms) as url:
         turnkit.ROOT = tree_a  # whose `agentd serve` (read as each one starts)
         async with agentd_server(args.db, url) as a:
@@ -87,8 +95,10 @@ async def main(args: argparse.Namespace, tree_a: Path, tree_b: Path) -> None:
             async with agentd_server(args.db, url) as b:
                 for r in range(args.rounds):
                     if args.sessions == 1:
-                        x, y = await alternating(a, b, args, text)
-                        rate = ""
+                        start = len(la)
+                        x, y = await alternating(a, b, args, text, (la, lb))
+                        pa, pb = statistics.median(la[start:]), statistics.median(lb[start:])
+                        rate = f"  p50 A {pa:.2f} ms  B {pb:.2f} ms  B/A {pb / pa:.3f}"
                     else:
                         (x, xr), (y, yr) = await concurrent(a, args, text), await concurrent(b, args, text)
                         rate = f"  turns/s A {xr:.0f} B {yr:.0f}"
@@ -99,6 +109,9 @@ async def main(args: argparse.Namespace, tree_a: Path, tree_b: Path) -> None:
     kind = "one-tool" if args.tool else "trivial"
     print(f"{args.db} {kind} sessions={args.sessions}: A {ma:.2f} ms/turn, B {mb:.2f} ms/turn", end="")
     print(f", B/A {mb / ma:.3f}")
+    if la:
+        pa, pb = statistics.median(la), statistics.median(lb)
+        print(f"  latency p50: A {pa:.2f} ms, B {pb:.2f} ms, B/A {pb / pa:.3f}")
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ class ActorServices:
     def agent_tools(self, agent: AgentDefinition) -> dict[str, Tool]:
         """`agent.select_tools(self.tools)`, made once per agent (the registry does not
         change once made): a turn copies it, never changes it."""
-        tools = self.tools
+        tools = self.kit.tools
         made = self._agent_tools.get(id(agent))
         if made is not None and made[0] is agent and made[1] is tools:
             return made[2]

@@ -77,6 +77,7 @@ class TurnHost(LocalCommandsHost, Protocol):
     def loop_state(self) -> SessionLoopState: ...
     def record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None: ...
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None: ...
+    def turn_finished(self, turn_id: str) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,9 @@ class Launch:
         return self.kind is QueueKind.PROMPT
 
 
+PLAIN = Launch(QueueKind.PROMPT)  # (frozen: one for every plain prompt)
+
+
 def classify(kind: QueueKind, text: str, skills: dict[str, Skill]) -> Launch:
     """What an entry runs as: a builtin `/command`, a `!cmd`, a skill or a plain prompt.
     Entries are classified when queued (`prompt_kind`); the text is parsed again here for
@@ -125,6 +129,9 @@ def classify(kind: QueueKind, text: str, skills: dict[str, Skill]) -> Launch:
     text to a plain prompt) and also covers input that never waited in the queue."""
     if kind is QueueKind.COMPACT:
         return Launch(kind)
+    first = text.lstrip()[:1]
+    if not first or first not in "/!":  # plain text (most prompts): none of the parsers
+        return PLAIN
     if (local := parse_local(text)) is not None:
         return Launch(QueueKind.LOCAL, local=local)
     if (bang := parse_bang(text)) is not None:
@@ -166,13 +173,14 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
     """Everything the turn reads: the session's state and services at this instant."""
     services = actor.services
     settings = services.settings
+    kit = services.kit  # (its parts directly: the services' properties are a call each)
     cmd = queued.command
     agent = actor.agent
     # McpTool has the shape of a `Tool`, but as instance fields where the protocol names
     # ClassVars, which mypy does not accept as the same; likewise CommandHook's `name`.
     # (Annotated, not `cast`: a cast is a Python call, four per turn.)
     mcp_tools: dict[str, Tool] = actor.mcp.tools if actor.mcp is not None else {}  # type: ignore[assignment]
-    hooks = services.hooks
+    hooks = kit.hooks
     pre_tool: list[PreToolHook] = list(hooks.pre_tool)  # type: ignore[arg-type]
     stop_hooks: list[StopHook] = [*hooks.stop, *actor.client_hooks.values()]  # type: ignore[list-item]
     client_prompt_hooks = actor.client_prompt_hooks.values()
@@ -200,11 +208,11 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
         prices=services.prices(),
         retry=actor.loop_state.retry,
         persist=actor.journal.persist_fields,
-        budget_limits=services.limits.budget,
+        budget_limits=kit.limits.budget,
         completion=agent.completion,
         goal=actor.goal,
         goal_evaluator_model=settings.goal_evaluator_model,
-        limits=services.limits,
+        limits=kit.limits,
         stop_hooks=stop_hooks,
         used_tool_call_ids=actor.journal.tool_call_ids,
         client=client_bridge(actor.hub, actor.id, cmd.origin),
@@ -218,7 +226,7 @@ def build_context(actor: TurnHost, turn_id: str, queued: QueuedPrompt) -> TurnCo
     )
     # (the registry's own dict when there is no MCP tool: the same object each turn, so the
     # session's `task` tool, made from it, is made once — it is only read)
-    available = {**services.tools, **mcp_tools} if mcp_tools else services.tools
+    available = {**kit.tools, **mcp_tools} if mcp_tools else kit.tools
     actor.loop_state.equip(ctx, available, allowed=agent.allows_tool)  # R-T11
     return ctx
 
@@ -264,8 +272,8 @@ def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
     cmd = queued.command
     # A wake turn (wake.py) has no text of its own: the task's reminder is its first input.
     woken = cmd.source is PromptSource.TASK_NOTIFICATION
-    skills = actor.services.skills
-    plan = Launch(QueueKind.PROMPT) if woken else classify(queued.kind, prompt_text(cmd.blocks), skills)
+    skills = actor.services.kit.skills
+    plan = PLAIN if woken else classify(queued.kind, prompt_text(cmd.blocks), skills)
     before = len(actor.conversation)  # where a rewind of this turn cuts the conversation
     queued.kind = plan.kind
     if plan.expanded is not None:
@@ -312,6 +320,7 @@ async def _run(actor: TurnHost, ctx: TurnContext, queued: QueuedPrompt, body: Ru
     actor.record_turn_end(ctx.turn_id, queued, outcome)
     # The response to session/prompt must come after every update of its turn.
     await actor.journal.flushed()
+    actor.turn_finished(ctx.turn_id)  # ends it here if the actor is parked (one hop less)
 
 
 async def _run_local(actor: TurnHost, ctx: TurnContext, name: str, arg: str) -> TurnOutcome:

@@ -51,6 +51,13 @@ class Mailbox:
             self._waiter = waiter
         return waiter
 
+    @property
+    def parked(self) -> bool:
+        """The actor waits here with nothing to read: it is between steps, and its next step
+        would only look at its state again (what the shortcuts of session_actor.py rely on)."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done()
+
     def forget_waiter(self) -> None:
         """The actor stops waiting (it is cancelled or it exits)."""
         self._waiter = None

@@ -17,6 +17,7 @@ crash repair (journal.py), local commands (local_commands.py), the permission ga
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 from datetime import UTC, datetime
@@ -44,7 +45,7 @@ from agentd.session.actor.handlers import HANDLERS, on_turn_done
 from agentd.session.actor.mailbox import Mailbox
 from agentd.session.actor.stop import StopState, refuse
 from agentd.session.command_syntax import available_commands
-from agentd.session.commands import PromptDone, ResumeQueue, SessionCommand, TaskFinished
+from agentd.session.commands import Prompt, PromptDone, ResumeQueue, SessionCommand, TaskFinished
 from agentd.session.config_options import session_config_options
 from agentd.session.errors import session_failed
 from agentd.session.eventlog import PARTIAL_CHECKPOINT_INTERVAL_S, EventHub, Journal
@@ -85,6 +86,14 @@ if TYPE_CHECKING:
 __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "SessionActor", "new_id"]
 
 log = logging.getLogger(__name__)
+
+# Shortcuts past the actor's task (issue 32: each hop through it is an event-loop iteration
+# and the task's step): while the actor is parked on an empty mailbox, its next step would
+# only look at its state and do what the caller can do now, in the actor's context — queue
+# (and start) a prompt for an idle session in the sender's step, end a turn in the turn's own
+# task. Anything else, or an actor that is busy, goes through the mailbox as before, so there
+# is still one order of commands per session. False: always the mailbox (tests run both).
+SHORTCUTS = True
 
 
 class _TransientFeed:
@@ -174,6 +183,7 @@ class SessionActor:
         # Retry buckets (as persisted), what the model was told, the sub-agents (R-T11).
         self.loop_state = session_loop(self, record.retry_state)
         self._task: asyncio.Task[None] | None = None
+        self._context = contextvars.copy_context()  # the actor task's, once started
         self.mcp: McpConnections | None = None  # this session's MCP servers (R-T9)
         s = services.settings
         self.files = FileHistory(
@@ -185,7 +195,8 @@ class SessionActor:
     def start(self) -> None:
         # The actor's task (and every task it starts) logs with this session's id as a field.
         with bind_log_context(session_id=self.id):
-            self._task = asyncio.create_task(self._run(), name=f"session-{self.id}")
+            self._context = contextvars.copy_context()  # kept: the shortcuts run in it
+        self._task = asyncio.create_task(self._run(), name=f"session-{self.id}", context=self._context)
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -196,7 +207,25 @@ class SessionActor:
         if self.stop_state.stopping:
             refuse(self, command)
             return
+        if type(command) is Prompt and self._turn is None and self.mailbox.parked and SHORTCUTS:
+            self._context.run(self._submit_now, command)  # what the actor's next step would do
+            return
         self.mailbox.put_nowait(command)
+
+    def _submit_now(self, command: Prompt) -> None:
+        try:
+            self.desk.submit(command)
+        except Exception:  # as in `_handle`: one bad command must not kill the session
+            log.exception("session %s: command Prompt failed", self.id)
+
+    def turn_finished(self, turn_id: str) -> None:
+        """The turn's task, at its very end (recorded, flushed): if the actor is parked, the
+        turn ends here — its prompt answered, the next one started — one hop sooner than
+        the actor would, woken by the task's completion."""
+        turn = self._turn
+        if turn is not None and turn.id == turn_id and self.mailbox.parked and SHORTCUTS:
+            turn.task.remove_done_callback(self.mailbox.wake)  # nothing left to wake it for
+            self._context.run(self._end_turn, turn)
 
     @property
     def last_seq(self) -> int:
@@ -223,9 +252,9 @@ class SessionActor:
         # is its task completing, handled here, never a message the turn sends its actor.
         # One future completed by either side (mailbox.py): the mailbox's `put_nowait`, or
         # the done-callback added once to each turn's task.
+        # (each turn's task wakes the mailbox when done: `start_next_turn` adds the callback)
         mailbox = self.mailbox
         commands = mailbox.items
-        watched: asyncio.Task[None] | None = None  # the turn task that wakes the mailbox
         try:
             while not self.stop_state.exited:
                 turn = self._turn
@@ -234,9 +263,6 @@ class SessionActor:
                 elif commands:
                     await self._handle(commands.popleft())
                 else:
-                    if turn is not None and turn.task is not watched:
-                        watched = turn.task
-                        watched.add_done_callback(mailbox.wake)
                     await mailbox.wait()
         finally:
             mailbox.forget_waiter()
@@ -253,6 +279,9 @@ class SessionActor:
         if not turn.task.cancelled() and (exc := turn.task.exception()) is not None:
             # The runners record every end themselves (turn_launch.py); this is a bug in that.
             log.error("session %s: turn %s ended unrecorded", self.id, turn.id, exc_info=exc)
+        self._end_turn(turn)
+
+    def _end_turn(self, turn: RunningTurn) -> None:
         try:
             on_turn_done(self, turn.id)
         except Exception:  # the session goes on
@@ -268,7 +297,8 @@ class SessionActor:
         queued = self.queue.popleft()
         self.desk.changed()  # it left the visible queue (if it was ever in it)
         self.wake.turn_started(queued.command.source)
-        self._turn = launch(self, queued, new_id("turn"))
+        self._turn = turn = launch(self, queued, new_id("turn"))
+        turn.task.add_done_callback(self.mailbox.wake)  # its end wakes the actor (or `turn_finished`)
 
     def finish_turn(self, turn_id: str) -> None:
         turn = self._turn

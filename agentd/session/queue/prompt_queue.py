@@ -274,7 +274,9 @@ class PromptQueue:
         else:
             self.entries.append(queued)
         actor.start_next_turn()
-        self.changed()  # only if it really waits: one that started is no change
+        running = actor.running
+        if running is None or running.prompt is not queued:
+            self.changed()  # it waits (one that started was never shown: `start_next_turn` looked)
         if cmd.ack is not None:
             self._ack(cmd.ack, queued)
 

@@ -13,6 +13,7 @@ import pytest
 
 from agentd.protocol.jsonrpc import ErrorCode
 from agentd.session import turn_launch
+from agentd.session.actor import session_actor
 from tests.support.client import WsClient, text_prompt
 from tests.support.gated import GatedProvider
 from tests.support.server import scripted
@@ -35,7 +36,11 @@ def response_index(client: WsClient, request_id: Any) -> int:
     return next(i for i, f in enumerate(client.frames) if isinstance(f, dict) and f.get("id") == request_id)
 
 
-async def test_a_turns_end_is_no_mailbox_message_and_the_next_prompt_starts(server_factory, workspace: Path):
+@pytest.mark.parametrize("shortcuts", [True, False], ids=["shortcuts", "mailbox-only"])
+async def test_a_turns_end_is_no_mailbox_message_and_the_next_prompt_starts(
+    server_factory, workspace: Path, monkeypatch: pytest.MonkeyPatch, shortcuts: bool
+):
+    monkeypatch.setattr(session_actor, "SHORTCUTS", shortcuts)
     provider = GatedProvider(scripted({"text": "answer one"}, {"text": "answer two"}), hold={0})
     async with served_session(server_factory, workspace, provider) as (server, client, sid):
         actor = server.app.state.agentd.manager.live_actor(sid)
@@ -57,7 +62,8 @@ async def test_a_turns_end_is_no_mailbox_message_and_the_next_prompt_starts(serv
 
         assert [r["result"]["stopReason"] for r in responses] == ["end_turn", "end_turn"]
         # Only the prompts went through the mailbox: both turns' ends were awaited directly.
-        assert mailed == ["Prompt", "Prompt"]
+        # With the shortcuts the first one (to an idle actor) was queued in its sender's step.
+        assert mailed == (["Prompt"] if shortcuts else ["Prompt", "Prompt"])
         marks = turn_marks(client, sid)
         assert [kind for _, kind in marks] == ["turn_started", "turn_ended"] * 2
         # Each answer comes after its own turn_ended, the second turn after the first ended.

@@ -105,3 +105,18 @@ def test_a_classified_entry_starts_as_its_kind(
 ) -> None:
     launch = classify(kind, text, SKILLS)
     assert (launch.kind, launch.bang, launch.expanded) == (expected_kind, bang, expanded)
+
+
+@pytest.mark.parametrize("text", ["hello", "  say /help or !ls", "", "   "])
+def test_plain_text_runs_none_of_the_parsers(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the common case, once per turn: the text cannot be a command, so nothing is parsed)
+    from agentd.session import turn_launch
+
+    def parsed(*_: object) -> None:
+        raise AssertionError("parsed plain text")
+
+    for name in ("parse_local", "parse_bang", "expand_skill"):
+        monkeypatch.setattr(turn_launch, name, parsed)
+    launch = classify(QueueKind.PROMPT, text, SKILLS)
+    assert launch is turn_launch.PLAIN
+    assert (launch.kind, launch.local, launch.bang, launch.expanded) == (QueueKind.PROMPT, None, None, None)
