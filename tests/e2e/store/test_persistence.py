@@ -21,18 +21,13 @@ from sqlalchemy.engine import make_url
 
 from agentd.core import INTERRUPTED_RESULT
 from agentd.core.conversation import Message, ToolCall
-from agentd.infra.config import PermissionMode, Settings
+from agentd.infra.config import PermissionMode
 from agentd.loop.reminders import system_reminder
 from agentd.loop.turn_reminders import TASK_RECOVERY_TEXT
-from agentd.session.eventlog.writer import EventWriter
-from agentd.session.manager import SessionManager
-from agentd.session.services import ActorServices
-from agentd.session.turn_kit import TurnKit
 from agentd.store.db import Batch, Store
-from agentd.tools.registry import builtin_tools
-from agentd.transport.render import ACP_RENDERER
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.frames import conversation_view, notification_seqs, texts_by_message
+from tests.support.managers import open_manager
 from tests.support.polling import until
 from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
 from tests.support.server import scripted
@@ -376,18 +371,7 @@ async def test_a_prompt_containing_a_nul_character_does_not_wedge_the_event_log(
 async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
     db_url: str, tmp_path: Path, caplog
 ) -> None:
-    store = await Store.open(db_url)
-    await store.migrate()
-    writer = EventWriter(store, flush_interval=0)
-    writer.start()
-    services = ActorServices(
-        settings=Settings(home=tmp_path / "home"),
-        writer=writer,
-        provider=scripted(),
-        render=ACP_RENDERER,
-        make_kit=lambda: TurnKit(builtin_tools()),
-    )
-    manager = SessionManager(store, services)
+    store, writer, manager = await open_manager(db_url, tmp_path / "home")
     try:
         await store.create_session(id="sess_x", owner="local", cwd=str(tmp_path), mode="bypass", model="m")
         c1 = ToolCall(id="c1", name="read_file", arguments='{"path": "a.txt"}')

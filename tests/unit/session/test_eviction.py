@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agentd.infra.config import Settings
-from agentd.session.eventlog.writer import EventWriter
 from agentd.session.eviction import evictable, eviction_grace
 from agentd.session.manager import SessionManager
-from agentd.session.services import ActorServices
-from agentd.session.turn_kit import TurnKit
-from agentd.store.db import Store
-from agentd.tools.registry import builtin_tools
-from agentd.transport.render import ACP_RENDERER
-from tests.support.server import scripted
+from tests.support.managers import open_manager
 
 
 @pytest.mark.parametrize(
@@ -44,18 +37,7 @@ def test_the_short_grace_never_exceeds_the_long_one() -> None:
 
 @pytest.fixture
 async def manager(tmp_path: Path) -> AsyncIterator[SessionManager]:
-    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
-    await store.migrate()
-    writer = EventWriter(store, flush_interval=0)
-    writer.start()
-    services = ActorServices(
-        settings=Settings(home=tmp_path / "home"),
-        writer=writer,
-        provider=scripted(),
-        render=ACP_RENDERER,
-        make_kit=lambda: TurnKit(builtin_tools()),
-    )
-    manager = SessionManager(store, services)
+    store, writer, manager = await open_manager(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}", tmp_path / "home")
     try:
         yield manager
     finally:

@@ -8,14 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agentd.core.lane import Lane
-from agentd.infra.config import Settings
-from agentd.session.eventlog.writer import EventWriter
-from agentd.session.manager import SessionManager
-from agentd.session.services import ActorServices
-from agentd.session.turn_kit import TurnKit
-from agentd.store.db import Store
-from agentd.tools.registry import builtin_tools
-from agentd.transport.render import ACP_RENDERER
+from tests.support.managers import open_manager
 from tests.support.server import scripted
 
 
@@ -33,20 +26,13 @@ class Forgetting:
 
 
 async def test_an_evicted_session_is_forgotten_by_the_provider_and_its_fallbacks(tmp_path: Path) -> None:
-    store = await Store.open(f"sqlite+aiosqlite:///{tmp_path / 'a.db'}")
-    await store.migrate()
-    writer = EventWriter(store, flush_interval=0)
-    writer.start()
     main, fallback = Forgetting(scripted()), Forgetting(scripted())
-    services = ActorServices(
-        settings=Settings(home=tmp_path / "home"),
-        writer=writer,
+    store, writer, manager = await open_manager(
+        f"sqlite+aiosqlite:///{tmp_path / 'a.db'}",
+        tmp_path / "home",
         provider=main,
         fallbacks=[Lane(provider=fallback, model="m2", name="second")],
-        render=ACP_RENDERER,
-        make_kit=lambda: TurnKit(builtin_tools()),
     )
-    manager = SessionManager(store, services)
     try:
         await store.create_session(id="sess_x", owner="local", cwd=str(tmp_path), mode="bypass", model="m")
         assert await manager.get("sess_x") is not None
