@@ -219,11 +219,15 @@ async def fetch_models(endpoint: ModelsEndpoint) -> list[ModelInfo]:
     """Every page of the list; `ModelListError` for an error status or an unreadable answer."""
     import httpx
 
+    from agentd.providers.http import pool
     from agentd.providers.http.common import default_ssl_context
 
     models: list[ModelInfo] = []
     cursor: str | None = None
-    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, verify=default_ssl_context()) as client:
+    # The providers' own client (the lean transport, the environment's proxies): httpx's
+    # default one would import httpcore, h2, hpack and anyio's streams into every server
+    # for this one GET (+1.6 MiB resident for the server's life: issue 32 item 3).
+    async with pool.client(httpx.Timeout(REQUEST_TIMEOUT_S), default_ssl_context()) as client:
         for _ in range(MAX_PAGES):
             params = {"limit": "1000", **({"after_id": cursor} if cursor else {})}
             if endpoint.format is not ListFormat.ANTHROPIC:

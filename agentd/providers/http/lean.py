@@ -60,6 +60,11 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.idle_count = 0
         self.active = 0  # exchanges holding a connection (for tests and metrics)
         self.connects = 0
+        # Closes the kept-alive connections idle past the expiry (`close_expired`), which
+        # `_reuse` alone would drop only when its origin is called again: after a load, up to
+        # `max_keepalive` of them (their protocol objects, buffers, timers) stayed for the
+        # server's life and pinned the memory the load had used (issue 32 item 3).
+        self._sweep: asyncio.TimerHandle | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         key, proxy, head = self.request_head(request)
@@ -215,6 +220,36 @@ class LeanTransport(httpx.AsyncBaseTransport):
         self.idle_count += 1
         while self.idle_count > self._max_keepalive:
             self._drop_oldest_idle()
+        if self._sweep is None:  # one timer for the pool, not one per connection
+            self._sweep = conn._loop.call_later(self._expiry, self._swept)
+
+    def _swept(self) -> None:
+        self._sweep = None
+        next_at = self.close_expired(time.monotonic())
+        if next_at is not None:
+            self._sweep = asyncio.get_running_loop().call_later(
+                max(0.0, next_at - time.monotonic()), self._swept
+            )
+
+    def close_expired(self, now: float) -> float | None:
+        """Close the kept-alive connections idle for `keepalive_expiry` or more at `now`
+        (monotonic), or closed by the server meanwhile; the time the next one expires, or
+        None when none is left. Each stack's oldest are at its bottom (`_reuse` takes the top)."""
+        next_at: float | None = None
+        for key, stack in list(self._idle.items()):
+            gone = 0
+            while gone < len(stack) and (stack[gone].closed or now - stack[gone].idle_since >= self._expiry):
+                gone += 1
+            for conn in stack[:gone]:
+                conn.close()
+            if gone:
+                del stack[:gone]
+                self.idle_count -= gone
+            if not stack:
+                del self._idle[key]  # a per-origin entry would outlive its connections
+            elif next_at is None or stack[0].idle_since + self._expiry < next_at:
+                next_at = stack[0].idle_since + self._expiry
+        return next_at
 
     def _drop_oldest_idle(self) -> None:
         oldest: list[Connection] | None = None
@@ -232,6 +267,9 @@ class LeanTransport(httpx.AsyncBaseTransport):
         return sum(1 for stack in self._idle.values() for c in stack if not c.closed)
 
     async def aclose(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for stack in self._idle.values():
             for conn in stack:
                 conn.close()

@@ -182,3 +182,24 @@ async def test_a_provider_that_does_not_answer_delays_no_more_than_the_wait_and_
         await catalogue.aclose()
         assert catalogue.refresh_soon() is not None  # stale still: the next need asks again
         await catalogue.aclose()
+
+
+def test_listing_goes_through_the_providers_client_without_loading_httpcore() -> None:
+    """Asked on a server's first session (the model picker): on httpx's default client this
+    one GET imported httpcore, HTTP/2 and anyio's streams for the server's life (issue 32
+    item 3). Nobody listens on the port: the answer is an error, the point is what loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio, sys\n"
+        "from agentd.providers.http.catalogue import ListFormat, ModelsEndpoint, fetch_models\n"
+        "try:\n"
+        "    endpoint = ModelsEndpoint('http://127.0.0.1:9/v1/models', {}, ListFormat.OPENAI)\n"
+        "    asyncio.run(fetch_models(endpoint))\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'httpcore', 'h2', 'hpack'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split("\n")[:2] == ["ConnectError", "[]"]
