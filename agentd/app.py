@@ -180,8 +180,15 @@ def create_app(
         metrics.track_sessions(manager.live)
         metrics.track_leases(leases.health)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
+
+        async def release_when_idle() -> None:
+            if not manager.live():  # the last session unloaded: nobody needs the pool warm
+                await store.release_idle()
+
         trimmer = asyncio.create_task(
-            run_trimmer(settings.memory_trim_s, lambda: manager.unloaded, manager.released),
+            run_trimmer(
+                settings.memory_trim_s, lambda: manager.unloaded, manager.released, release_when_idle
+            ),
             name="memory-trim",
         )
         live_tokens = LiveTokens()

@@ -15,7 +15,7 @@ import asyncio
 import ctypes
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +98,18 @@ def should_trim(last: int, now: int, *, released: int = 0, since_trim_s: float =
 
 
 async def run_trimmer(
-    interval_s: float, unloaded: Callable[[], int] | None = None, wake: asyncio.Event | None = None
+    interval_s: float,
+    unloaded: Callable[[], int] | None = None,
+    wake: asyncio.Event | None = None,
+    release: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Every `interval_s`: if the process grew by GROWTH_TRIGGER since the last trim, or
     sessions were unloaded since (`unloaded()`: how many ever were), collect and trim (off
     the event loop: a big heap takes a moment). `wake` set (an eviction sweep unloaded
     sessions) asks at once rather than at the next tick: the memory of a wave of evicted
-    sessions goes back within the minute after a load (issue 32 item 3)."""
+    sessions goes back within the minute after a load (issue 32 item 3). `release()`, before
+    a trim for unloaded sessions, lets go of what the load kept pooled (connections): their
+    objects then go in the same collection and trim."""
     if interval_s <= 0:
         return
     loop = asyncio.get_running_loop()
@@ -122,6 +127,8 @@ async def run_trimmer(
             last = min(last, now)
             continue
         try:
+            if release is not None and released > 0:
+                await release()
             gc.collect()
             if _TRIM is not None:
                 await asyncio.to_thread(_TRIM, 0)

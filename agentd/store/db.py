@@ -120,6 +120,15 @@ class Store(ApiTokens):
         if self.sqlite_writer is not None:
             await self.sqlite_writer.close()
 
+    async def release_idle(self) -> None:
+        """Close the request pool's idle connections (the server has no session loaded):
+        after a load each kept its page cache or statement cache, buffers and, on SQLite, a
+        thread, for the server's life (issue 32 item 3). The next request opens one again;
+        connections in use are closed when given back. An in-memory database is its one
+        connection: kept."""
+        if not PoolLimits.in_memory(self.engine.url.render_as_string()):
+            await self.engine.dispose()
+
     # -------------------------------------------------------------- migrations / health
 
     async def migrate(self, lock_timeout_s: float = 120.0, *, apart: bool = True) -> None:

@@ -104,3 +104,66 @@ async def test_without_unloads_a_wake_does_not_trim(monkeypatch: pytest.MonkeyPa
         assert not wake.is_set() and trims == []
     finally:
         task.cancel()
+
+
+async def test_a_trim_for_unloaded_sessions_releases_the_pools_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`release` (the app's: the request pool, once no session is loaded) runs before the
+    collection and trim that follow an eviction wave, so what it lets go is trimmed too."""
+    import asyncio
+
+    from agentd.infra import rss_trim
+
+    loop = asyncio.get_running_loop()
+    order: list[str] = []
+    trimmed = asyncio.Event()
+
+    def trim(_pad: int) -> None:
+        order.append("trim")
+        loop.call_soon_threadsafe(trimmed.set)
+
+    async def release() -> None:
+        order.append("release")
+
+    monkeypatch.setattr(rss_trim, "_TRIM", trim)
+    monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
+    monkeypatch.setattr(rss_trim, "rss_bytes", lambda: BASE)
+    unloaded, wake = [0], asyncio.Event()
+    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: unloaded[0], wake, release))
+    try:
+        await asyncio.sleep(0)
+        unloaded[0] = 2
+        wake.set()
+        await asyncio.wait_for(trimmed.wait(), 30)  # (a bound against a hang: the tick is an hour away)
+        assert order == ["release", "trim"]
+    finally:
+        task.cancel()
+
+
+async def test_a_trim_for_growth_alone_keeps_the_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from agentd.infra import rss_trim
+
+    loop = asyncio.get_running_loop()
+    order: list[str] = []
+    trimmed = asyncio.Event()
+    sizes = iter([BASE, BASE + rss_trim.GROWTH_TRIGGER])
+
+    def trim(_pad: int) -> None:
+        order.append("trim")
+        loop.call_soon_threadsafe(trimmed.set)
+
+    async def release() -> None:
+        order.append("release")
+
+    monkeypatch.setattr(rss_trim, "_TRIM", trim)
+    monkeypatch.setattr(rss_trim, "rss_bytes", lambda: next(sizes, BASE))
+    wake = asyncio.Event()
+    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: 0, wake, release))
+    try:
+        await asyncio.sleep(0)
+        wake.set()  # (a tick: the growth is what asks)
+        await asyncio.wait_for(trimmed.wait(), 30)
+        assert order == ["trim"]
+    finally:
+        task.cancel()

@@ -368,3 +368,26 @@ async def test_migration_0008_turns_a_plan_mode_row_into_the_plan_gate(tmp_path:
     with sqlite3.connect(path) as db:
         rows = dict((r[0], (r[1], r[2])) for r in db.execute("SELECT id, mode, plan FROM sessions"))
     assert rows == {"s_plan": ("default", 1), "s_bypass": ("bypass", 0)}
+
+
+async def test_release_idle_closes_the_pooled_connections_and_the_next_request_reopens(store: Store) -> None:
+    """Once the last session is unloaded the trimmer lets the request pool go (issue 32
+    item 3: each kept connection held its caches, on SQLite a thread, after a load)."""
+    await add_session(store, "s1")
+    async with store.engine.connect() as a, store.engine.connect() as b:  # two kept after this
+        assert a is not b
+    assert store.engine.pool.checkedin() >= 2
+    await store.release_idle()
+    assert store.engine.pool.checkedin() == 0
+    assert (await store.get_session("s1")) is not None  # reopened on demand
+
+
+async def test_release_idle_keeps_an_in_memory_database() -> None:
+    s = await Store.open("sqlite+aiosqlite:///:memory:")
+    await s.migrate()
+    try:
+        await add_session(s, "s1")
+        await s.release_idle()
+        assert (await s.get_session("s1")) is not None  # (disposing would have dropped it)
+    finally:
+        await s.close()
