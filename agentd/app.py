@@ -181,9 +181,11 @@ def create_app(
         metrics.track_leases(leases.health)
         sweeper = asyncio.create_task(manager.run_evictions(settings.idle_evict_s), name="evict-idle")
 
-        async def release_when_idle() -> None:
-            if not manager.live():  # the last session unloaded: nobody needs the pool warm
-                await store.release_idle()
+        async def release_when_idle() -> bool:
+            if manager.live():
+                return False
+            await store.release_idle()  # the last session unloaded: nobody needs the pool warm
+            return True
 
         trimmer = asyncio.create_task(
             run_trimmer(

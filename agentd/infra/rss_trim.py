@@ -101,34 +101,44 @@ async def run_trimmer(
     interval_s: float,
     unloaded: Callable[[], int] | None = None,
     wake: asyncio.Event | None = None,
-    release: Callable[[], Awaitable[None]] | None = None,
+    release: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """Every `interval_s`: if the process grew by GROWTH_TRIGGER since the last trim, or
     sessions were unloaded since (`unloaded()`: how many ever were), collect and trim (off
     the event loop: a big heap takes a moment). `wake` set (an eviction sweep unloaded
     sessions) asks at once rather than at the next tick: the memory of a wave of evicted
-    sessions goes back within the minute after a load (issue 32 item 3). `release()`, before
-    a trim for unloaded sessions, lets go of what the load kept pooled (connections): their
-    objects then go in the same collection and trim."""
+    sessions goes back within the minute after a load (issue 32 item 3). `release()`, asked
+    after sessions were unloaded, lets go of what the load kept pooled (connections) once
+    the last session is gone and says whether it did: that trims at once, whatever the rate
+    limit (a wave is often unloaded over two sweeps: the last one's trim came 30 s late)."""
     if interval_s <= 0:
         return
     loop = asyncio.get_running_loop()
     last = rss_bytes()
     count = unloaded or (lambda: 0)
     unloaded_at_trim, trimmed_at = count(), loop.time()
+    unloaded_at_release = unloaded_at_trim
     while True:
         await _tick(interval_s, wake)
         now = rss_bytes()
-        released = count() - unloaded_at_trim
-        if not should_trim(last, now, released=released, since_trim_s=loop.time() - trimmed_at):
+        unloads = count()
+        released = unloads - unloaded_at_trim
+        went_idle = False
+        if release is not None and unloads != unloaded_at_release:
+            unloaded_at_release = unloads
+            try:
+                went_idle = await release()
+            except Exception:  # never let housekeeping take the server down
+                log.exception("releasing idle connections failed")
+        if not went_idle and not should_trim(
+            last, now, released=released, since_trim_s=loop.time() - trimmed_at
+        ):
             # A shrink lowers the mark, so later growth is measured from the low point. A
             # shrink itself is no reason to trim: measured after a flood, trims on shrinks
             # gave back 2-5 MiB more at best, and on a big heap each costs a full collection.
             last = min(last, now)
             continue
         try:
-            if release is not None and released > 0:
-                await release()
             gc.collect()
             if _TRIM is not None:
                 await asyncio.to_thread(_TRIM, 0)

@@ -106,40 +106,57 @@ async def test_without_unloads_a_wake_does_not_trim(monkeypatch: pytest.MonkeyPa
         task.cancel()
 
 
-async def test_a_trim_for_unloaded_sessions_releases_the_pools_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`release` (the app's: the request pool, once no session is loaded) runs before the
-    collection and trim that follow an eviction wave, so what it lets go is trimmed too."""
+async def _released_then_trimmed(
+    monkeypatch: pytest.MonkeyPatch, *, idle: bool, rate_limit_s: float, unloads: int = 2
+) -> list[str]:
+    """What the trimmer does when an eviction wave wakes it: `release()` answering `idle`
+    (the app's: the request pool let go once no session is loaded)."""
     import asyncio
 
     from agentd.infra import rss_trim
 
     loop = asyncio.get_running_loop()
     order: list[str] = []
-    trimmed = asyncio.Event()
+    asked = asyncio.Event()
 
-    def trim(_pad: int) -> None:
-        order.append("trim")
-        loop.call_soon_threadsafe(trimmed.set)
-
-    async def release() -> None:
+    async def release() -> bool:
         order.append("release")
+        loop.call_soon(asked.set)
+        return idle
 
-    monkeypatch.setattr(rss_trim, "_TRIM", trim)
-    monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
-    monkeypatch.setattr(rss_trim, "rss_bytes", lambda: BASE)
+    # The collection comes before the trimmer next yields (the trim itself then runs in a
+    # thread): once `asked` wakes this test, whether it collected is known.
+    monkeypatch.setattr(rss_trim.gc, "collect", lambda: order.append("collect"))
+    monkeypatch.setattr(rss_trim, "_TRIM", None)
+    monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", rate_limit_s)
+    monkeypatch.setattr(rss_trim, "rss_bytes", lambda: BASE)  # no growth: only the unloads ask
     unloaded, wake = [0], asyncio.Event()
     task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: unloaded[0], wake, release))
     try:
         await asyncio.sleep(0)
-        unloaded[0] = 2
+        unloaded[0] = unloads
         wake.set()
-        await asyncio.wait_for(trimmed.wait(), 30)  # (a bound against a hang: the tick is an hour away)
-        assert order == ["release", "trim"]
+        await asyncio.wait_for(asked.wait(), 30)  # (a bound against a hang: the tick is an hour away)
+        return order
     finally:
         task.cancel()
 
 
-async def test_a_trim_for_growth_alone_keeps_the_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_last_session_unloaded_releases_the_pools_then_trims_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Within the rate limit for unloads, going idle trims all the same, and after the
+    release, so what it let go is trimmed too (issue 32 item 3)."""
+    assert await _released_then_trimmed(monkeypatch, idle=True, rate_limit_s=3600.0) == ["release", "collect"]
+
+
+async def test_unloads_that_leave_sessions_loaded_wait_for_the_rate_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert await _released_then_trimmed(monkeypatch, idle=False, rate_limit_s=3600.0) == ["release"]
+
+
+async def test_a_trim_for_growth_alone_asks_no_release(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
     from agentd.infra import rss_trim
@@ -153,8 +170,9 @@ async def test_a_trim_for_growth_alone_keeps_the_pools(monkeypatch: pytest.Monke
         order.append("trim")
         loop.call_soon_threadsafe(trimmed.set)
 
-    async def release() -> None:
+    async def release() -> bool:
         order.append("release")
+        return True
 
     monkeypatch.setattr(rss_trim, "_TRIM", trim)
     monkeypatch.setattr(rss_trim, "rss_bytes", lambda: next(sizes, BASE))
@@ -163,7 +181,7 @@ async def test_a_trim_for_growth_alone_keeps_the_pools(monkeypatch: pytest.Monke
     try:
         await asyncio.sleep(0)
         wake.set()  # (a tick: the growth is what asks)
-        await asyncio.wait_for(trimmed.wait(), 30)
+        await asyncio.wait_for(trimmed.wait(), 30)  # (a bound against a hang)
         assert order == ["trim"]
     finally:
         task.cancel()
