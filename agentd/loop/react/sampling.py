@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
+from functools import partial
 
 from agentd.core import (
     AgentText,
@@ -24,6 +25,7 @@ from agentd.core import (
     ToolCallIds,
     ToolSpec,
     Usage,
+    one_per_batch,
     tracing,
 )
 from agentd.loop.context import TurnContext
@@ -105,6 +107,11 @@ def uses_native_schema(ctx: TurnContext) -> bool:
     return schema is not None and schema.error is None and ctx.provider.supports_native_schema
 
 
+# The provider's events a network read at a time when it can (`StreamBatches`); False: one
+# by one from `stream`, the general path any provider has (kept switchable and tested).
+BATCHED = True
+
+
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
     limits = ctx.limits.stationarity
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
@@ -116,40 +123,47 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
         deadline = asyncio.timeout(call_max if call_max > 0 else None)
         try:
             async with deadline:
-                stream = ctx.provider.stream(request)
+                # The answer in batches (`stream_batches`, else `stream`'s events one by one).
+                batches = getattr(ctx.provider, "stream_batches", None) if BATCHED else None
+                if batches is None:
+                    batches = partial(one_per_batch, ctx.provider.stream)
+                stream = batches(request)
                 emit, used = ctx.events.emit_transient, ctx.used_tool_call_ids
                 text_len = len(sample.text)  # kept here: one `len` per chunk, not two
                 try:  # (closed as `contextlib.aclosing` would, without its three calls)
-                    # One `match` per stream event, here in the loop (no call per event).
-                    async for ev in stream:
-                        match ev:
-                            # `offset` lets a client that attached mid-message know it missed the start.
-                            case TextDelta(text=text) if text:
-                                offset = text_len
-                                text_len += len(text)
-                                sample.text += text
-                                emit(AgentTextChunk(sample.message_id, text, offset))
-                                # The stream so far is `sample.text`: judged whole once it is long
-                                # enough (no detector to feed chunk by chunk before that).
-                                if text_len > limits.min_stream_chars:
-                                    sample.degenerate = detect_repetitive_text(sample.text, limits)
-                                    if sample.degenerate is not None:
-                                        return  # a degenerate stream: stop reading it (closing it)
-                            case ReasoningDelta(text=text) if text:
-                                offset = len(sample.reasoning)
-                                sample.reasoning += text
-                                emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
-                            case ReasoningBlockComplete(block=block):
-                                sample.reasoning_blocks.append(block)
-                            case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-                                call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
-                                sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-                            case Usage():
-                                sample.usage = ev
-                            case Stop(reason=reason):
-                                sample.stop = reason
+                    # A network read's events per resume; one `match` per event, here in the
+                    # loop (no call per event).
+                    async for batch in stream:
+                        for ev in batch:
+                            match ev:
+                                # `offset`: a client that attached mid-message knows it missed the start.
+                                case TextDelta(text=text) if text:
+                                    offset = text_len
+                                    text_len += len(text)
+                                    sample.text += text
+                                    emit(AgentTextChunk(sample.message_id, text, offset))
+                                    # The stream so far is `sample.text`: judged whole once it is long
+                                    # enough (no detector to feed chunk by chunk before that).
+                                    if text_len > limits.min_stream_chars:
+                                        sample.degenerate = detect_repetitive_text(sample.text, limits)
+                                        if sample.degenerate is not None:
+                                            return  # a degenerate stream: stop reading it (closing it)
+                                case ReasoningDelta(text=text) if text:
+                                    offset = len(sample.reasoning)
+                                    sample.reasoning += text
+                                    emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
+                                case ReasoningBlockComplete(block=block):
+                                    sample.reasoning_blocks.append(block)
+                                case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+                                    call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
+                                    call = ToolCall(id=call_id, name=name, arguments=arguments)
+                                    sample.tool_calls.append(call)
+                                case Usage():
+                                    sample.usage = ev
+                                case Stop(reason=reason):
+                                    sample.stop = reason
                 finally:
-                    await stream.aclose()  # type: ignore[attr-defined]
+                    await stream.aclose()  # type: ignore[union-attr]
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
