@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -31,8 +32,9 @@ from agentd.core import (
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionHit, detect_repetitive_text
 from agentd.loop.reminders import system_reminder
+from agentd.loop.request_memo import RequestMemo
 from agentd.loop.structured import SHIM_REMINDER
-from agentd.tools import system_prompt_guidance
+from agentd.tools import Tool, system_prompt_guidance
 
 
 @dataclass
@@ -62,13 +64,12 @@ def build_request(
     """`force_schema=False` leaves a structured-output schema off (recovery rounds);
     `offer_shim` still offers the StructuredOutput tool, unforced (the recovery of a
     StructuredOutput completion requirement must be able to call it)."""
-    # The non-empty parts, joined (a list, not a generator: one call less per request).
-    parts = [ctx.system_prompt] if ctx.system_prompt else []
-    if guidance := system_prompt_guidance(ctx.tools):
-        parts.append(guidance)
-    parts.append(f"The workspace root is {ctx.cwd}. Paths are relative to it.")
-    system = "\n\n".join(parts)
-    tools = [ToolSpec(t.name, t.description, t.parameters) for t in ctx.tools.values()]
+    memo = ctx.conversation.memo
+    if isinstance(memo, RequestMemo):
+        system, specs = memo.system_and_tools(ctx.system_prompt, ctx.cwd, ctx.tools, request_parts)
+    else:
+        system, specs = request_parts(ctx.system_prompt, ctx.cwd, ctx.tools)
+    tools = list(specs)  # (the request's own: the shim's tool may be appended)
     if messages is None:
         messages = ctx.conversation.messages
     native_schema = None
@@ -87,6 +88,16 @@ def build_request(
         output_schema=native_schema,
         session_id=ctx.session_id,
     )
+
+
+def request_parts(system_prompt: str, cwd: object, tools: Mapping[str, Tool]) -> tuple[str, list[ToolSpec]]:
+    """A request's system prompt (the agent's, the tools' guidance, the workspace) and tools."""
+    # The non-empty parts, joined (a list, not a generator: one call less per request).
+    parts = [system_prompt] if system_prompt else []
+    if guidance := system_prompt_guidance(tools):
+        parts.append(guidance)
+    parts.append(f"The workspace root is {cwd}. Paths are relative to it.")
+    return "\n\n".join(parts), [ToolSpec(t.name, t.description, t.parameters) for t in tools.values()]
 
 
 def with_shim_reminder(messages: list[Message]) -> list[Message]:
