@@ -82,12 +82,15 @@ if TYPE_CHECKING:
     from agentd.core.provider import ReasoningDelta as ReasoningDelta
     from agentd.core.provider import Stop as Stop
     from agentd.core.provider import StopReason as StopReason
+    from agentd.core.provider import StreamBatches as StreamBatches
     from agentd.core.provider import StreamEvent as StreamEvent
     from agentd.core.provider import TextDelta as TextDelta
     from agentd.core.provider import ToolCallComplete as ToolCallComplete
     from agentd.core.provider import ToolCallDelta as ToolCallDelta
     from agentd.core.provider import ToolSpec as ToolSpec
     from agentd.core.provider import Usage as Usage
+    from agentd.core.provider import events_of as events_of
+    from agentd.core.provider import one_per_batch as one_per_batch
     from agentd.core.task_history import EarlierTasks as EarlierTasks
     from agentd.core.task_history import replay as replay
     from agentd.core.task_notice import CompletionSource as CompletionSource
@@ -271,6 +274,9 @@ _WHERE = {
     "Stop": "agentd.core.provider",
     "stop_runners": "agentd.core.task_notice",
     "StopReason": "agentd.core.provider",
+    "StreamBatches": "agentd.core.provider",
+    "events_of": "agentd.core.provider",
+    "one_per_batch": "agentd.core.provider",
     "StreamEvent": "agentd.core.provider",
     "TaskCompletion": "agentd.core.task_notice",
     "TaskEnd": "agentd.core.task_notice",
@@ -364,6 +370,7 @@ __all__ = [
     "Stop",
     "StopHooksRan",
     "StopReason",
+    "StreamBatches",
     "StreamEvent",
     "SubagentUpdate",
     "TaskCompletion",
@@ -403,9 +410,11 @@ __all__ = [
     "decode",
     "encode",
     "enqueue_result",
+    "events_of",
     "extends",
     "hint",
     "limit_exceeded",
+    "one_per_batch",
     "output_call",
     "parse_reason",
     "pre_tool_payload",

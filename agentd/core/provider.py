@@ -7,7 +7,7 @@ the loop.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -119,3 +119,38 @@ class Provider(Protocol):
     def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]: ...
 
     async def aclose(self) -> None: ...
+
+
+class StreamBatches(Protocol):
+    """A provider that can also hand its events over a network read at a time (issue 32:
+    one generator resume per read, not per event). `stream_batches` yields non-empty lists
+    whose concatenation is exactly what `stream` yields, errors included: a read's events
+    that came before a failure are yielded first, then the failure raised. The loop's
+    sampling uses it when the provider has it (`agentd.loop.react.sampling.BATCHED`)."""
+
+    def stream_batches(self, request: ProviderRequest) -> AsyncIterator[list[StreamEvent]]: ...
+
+
+async def events_of(batches: AsyncIterator[list[StreamEvent]]) -> AsyncIterator[StreamEvent]:
+    """`stream` as a batching provider spells it: its batches' events one by one. Closing
+    this closes the batches (their `finally` releases the connection now, not when the
+    garbage collector finalises them)."""
+    try:
+        async for batch in batches:
+            for event in batch:
+                yield event
+    finally:
+        await batches.aclose()  # type: ignore[attr-defined]
+
+
+async def one_per_batch(
+    stream: Callable[[ProviderRequest], AsyncIterator[StreamEvent]], request: ProviderRequest
+) -> AsyncIterator[list[StreamEvent]]:
+    """`stream_batches` for a provider that has only `stream` (a test's wrapper): each event
+    its own batch; closing this closes the stream."""
+    events = stream(request)
+    try:
+        async for event in events:
+            yield [event]
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]

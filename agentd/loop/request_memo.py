@@ -27,8 +27,11 @@ The results are exactly `repair_conversation` and `estimate_tokens`:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
-from agentd.core import Message, common_prefix, extends
+from agentd.core import Message, ToolSpec, common_prefix, extends
 from agentd.loop.compaction import DEFAULT_LIMITS as ESTIMATE_LIMITS
 from agentd.loop.compaction import CompactionLimits, chars_to_tokens, message_chars
 from agentd.loop.repair import (
@@ -38,6 +41,9 @@ from agentd.loop.repair import (
     repair_normalized,
     truncate_old_result,
 )
+
+if TYPE_CHECKING:
+    from agentd.tools import Tool
 
 
 class _RepairState:
@@ -95,6 +101,10 @@ class _RepairState:
         return out, reasons
 
 
+# What a request takes from each tool (its spec, its guidance line).
+_TOOL_PARTS = attrgetter("name", "description", "parameters", "guidance")
+
+
 class RequestMemo:
     """Per-conversation memo of repair and the token estimate (see the module doc)."""
 
@@ -103,6 +113,27 @@ class RequestMemo:
         self._estimated: list[Message] = []
         self._chars: list[int] = [0]  # _chars[i]: characters of _estimated[:i]
         self._estimate_limits: CompactionLimits = ESTIMATE_LIMITS
+        self._parts_key: object = None
+        self._parts: tuple[str, list[ToolSpec]] = ("", [])
+
+    def system_and_tools(
+        self,
+        system_prompt: str,
+        cwd: object,
+        tools: Mapping[str, Tool],
+        make: Callable[[str, object, Mapping[str, Tool]], tuple[str, list[ToolSpec]]],
+    ) -> tuple[str, list[ToolSpec]]:
+        """`make(system_prompt, cwd, tools)`, kept while its inputs equal the last call's:
+        a session's system prompt and tool specs are the same from request to request, and
+        were built again for each (the tools' guidance lines, a `ToolSpec` per tool). The
+        key is every value they are made of, compared in C (`attrgetter`, `==`: the same
+        objects each time compare at once), so a changed prompt, workspace, tool set, or a
+        tool's text or schema — mode, model, agent, MCP — makes them anew."""
+        key = (system_prompt, cwd, list(map(_TOOL_PARTS, tools.values())))
+        if key != self._parts_key:
+            self._parts = make(system_prompt, cwd, tools)
+            self._parts_key = key
+        return self._parts
 
     def repair(
         self, messages: list[Message], limits: RepairLimits

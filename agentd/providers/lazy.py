@@ -7,9 +7,10 @@ the same values before and after."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
-from agentd.core import Provider, ProviderRequest, StreamEvent
+from agentd.core import Provider, ProviderRequest, StreamEvent, one_per_batch
 
 if TYPE_CHECKING:
     from agentd.providers.http import ListsModels, ModelsEndpoint
@@ -34,6 +35,16 @@ class LazyProvider:
         hides this method."""
         real = vars(self)["stream"] = self._real().stream
         return real(request)
+
+    def stream_batches(self, request: ProviderRequest) -> AsyncIterator[list[StreamEvent]]:
+        """`stream`'s batches (`StreamBatches`), bound the same way at the first call; a
+        real provider without them gets its events one per batch."""
+        real = self._real()
+        batches = getattr(real, "stream_batches", None)
+        if batches is None:
+            batches = partial(one_per_batch, real.stream)
+        vars(self)["stream_batches"] = batches
+        return cast("Callable[[ProviderRequest], AsyncIterator[list[StreamEvent]]]", batches)(request)
 
     def models_endpoint(self) -> ModelsEndpoint:
         """Where the model catalogue lists models (only HTTP providers are made lazily, and

@@ -30,6 +30,7 @@ from agentd.core import (
     ToolCallComplete,
     ToolCallDelta,
     Usage,
+    events_of,
 )
 
 EXHAUSTED_TEXT = "(scripted provider: script exhausted)"
@@ -217,15 +218,22 @@ class ScriptedProvider:
             if candidate not in self._explicit_ids:
                 return candidate
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        return events_of(self.stream_batches(request))
+
+    async def stream_batches(self, request: ProviderRequest) -> AsyncIterator[list[StreamEvent]]:
+        """The step's events in as few batches as a network would bring them: one, or one
+        per delta when the step spaces its chunks (`chunk_delay`)."""
         self.requests.append(request)
         input_tokens = _estimate_tokens(_request_chars(request))
         picked = self._next_step(request.session_id)
         if picked is None:
             # Never hang or fail when a test sends more calls than scripted: say so in text.
-            yield TextDelta(EXHAUSTED_TEXT)
-            yield Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(EXHAUSTED_TEXT)))
-            yield Stop(StopReason.END_TURN)
+            yield [
+                TextDelta(EXHAUSTED_TEXT),
+                Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(len(EXHAUSTED_TEXT))),
+                Stop(StopReason.END_TURN),
+            ]
             return
         index, step = picked
 
@@ -258,25 +266,32 @@ class ScriptedProvider:
             deltas.append(ToolCallDelta(index=i, id=call_id, name=name, arguments_delta=fragments[0]))
             deltas += [ToolCallDelta(index=i, arguments_delta=f) for f in fragments[1:]]
 
-        for n, delta in enumerate(deltas):
-            if error is not None and n == error.after_chunks:
-                raise self._error(error)
-            if n and step.chunk_delay:
-                await asyncio.sleep(step.chunk_delay)
-            yield delta
-        if error is not None:  # after_chunks >= number of deltas: cut right before completion
+        if error is not None:  # the deltas before the error, then the error
+            if head := deltas[: error.after_chunks]:
+                if step.chunk_delay:
+                    for n, delta in enumerate(head):
+                        if n:
+                            await asyncio.sleep(step.chunk_delay)
+                        yield [delta]
+                else:
+                    yield head
             raise self._error(error)
+        if step.chunk_delay:
+            for n, delta in enumerate(deltas):
+                if n:
+                    await asyncio.sleep(step.chunk_delay)
+                yield [delta]
+            deltas = []
 
-        for i, call_id, name, args in calls:
-            yield ToolCallComplete(index=i, id=call_id, name=name, arguments=args)
-
+        deltas += [ToolCallComplete(index=i, id=c, name=name, arguments=args) for i, c, name, args in calls]
         if step.usage is not None:
-            yield Usage(**step.usage.model_dump())
+            deltas.append(Usage(**step.usage.model_dump()))
         else:
             out_chars = len(step.text or "") + len(step.reasoning or "")
             out_chars += sum(len(name) + len(args) for _, _, name, args in calls)
-            yield Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(out_chars))
-        yield Stop(step.stop_reason())
+            deltas.append(Usage(input_tokens=input_tokens, output_tokens=_estimate_tokens(out_chars)))
+        deltas.append(Stop(step.stop_reason()))
+        yield deltas
 
     @staticmethod
     def _arguments_text(call: ScriptToolCall) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from agentd.core import (
     AgentText,
@@ -24,13 +26,15 @@ from agentd.core import (
     ToolCallIds,
     ToolSpec,
     Usage,
+    one_per_batch,
     tracing,
 )
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionHit, detect_repetitive_text
 from agentd.loop.reminders import system_reminder
+from agentd.loop.request_memo import RequestMemo
 from agentd.loop.structured import SHIM_REMINDER
-from agentd.tools import system_prompt_guidance
+from agentd.tools import Tool, system_prompt_guidance
 
 
 @dataclass
@@ -60,13 +64,12 @@ def build_request(
     """`force_schema=False` leaves a structured-output schema off (recovery rounds);
     `offer_shim` still offers the StructuredOutput tool, unforced (the recovery of a
     StructuredOutput completion requirement must be able to call it)."""
-    # The non-empty parts, joined (a list, not a generator: one call less per request).
-    parts = [ctx.system_prompt] if ctx.system_prompt else []
-    if guidance := system_prompt_guidance(ctx.tools):
-        parts.append(guidance)
-    parts.append(f"The workspace root is {ctx.cwd}. Paths are relative to it.")
-    system = "\n\n".join(parts)
-    tools = [ToolSpec(t.name, t.description, t.parameters) for t in ctx.tools.values()]
+    memo = ctx.conversation.memo
+    if isinstance(memo, RequestMemo):
+        system, specs = memo.system_and_tools(ctx.system_prompt, ctx.cwd, ctx.tools, request_parts)
+    else:
+        system, specs = request_parts(ctx.system_prompt, ctx.cwd, ctx.tools)
+    tools = list(specs)  # (the request's own: the shim's tool may be appended)
     if messages is None:
         messages = ctx.conversation.messages
     native_schema = None
@@ -87,6 +90,16 @@ def build_request(
     )
 
 
+def request_parts(system_prompt: str, cwd: object, tools: Mapping[str, Tool]) -> tuple[str, list[ToolSpec]]:
+    """A request's system prompt (the agent's, the tools' guidance, the workspace) and tools."""
+    # The non-empty parts, joined (a list, not a generator: one call less per request).
+    parts = [system_prompt] if system_prompt else []
+    if guidance := system_prompt_guidance(tools):
+        parts.append(guidance)
+    parts.append(f"The workspace root is {cwd}. Paths are relative to it.")
+    return "\n\n".join(parts), [ToolSpec(t.name, t.description, t.parameters) for t in tools.values()]
+
+
 def with_shim_reminder(messages: list[Message]) -> list[Message]:
     """The request's messages with the StructuredOutput reminder as `<system-reminder>` text in
     the last user message (001: "<system-reminder> 标签会作为某条 user content 里的文本"; "注入
@@ -105,6 +118,11 @@ def uses_native_schema(ctx: TurnContext) -> bool:
     return schema is not None and schema.error is None and ctx.provider.supports_native_schema
 
 
+# The provider's events a network read at a time when it can (`StreamBatches`); False: one
+# by one from `stream`, the general path any provider has (kept switchable and tested).
+BATCHED = True
+
+
 async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
     limits = ctx.limits.stationarity
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
@@ -116,40 +134,47 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
         deadline = asyncio.timeout(call_max if call_max > 0 else None)
         try:
             async with deadline:
-                stream = ctx.provider.stream(request)
+                # The answer in batches (`stream_batches`, else `stream`'s events one by one).
+                batches = getattr(ctx.provider, "stream_batches", None) if BATCHED else None
+                if batches is None:
+                    batches = partial(one_per_batch, ctx.provider.stream)
+                stream = batches(request)
                 emit, used = ctx.events.emit_transient, ctx.used_tool_call_ids
                 text_len = len(sample.text)  # kept here: one `len` per chunk, not two
                 try:  # (closed as `contextlib.aclosing` would, without its three calls)
-                    # One `match` per stream event, here in the loop (no call per event).
-                    async for ev in stream:
-                        match ev:
-                            # `offset` lets a client that attached mid-message know it missed the start.
-                            case TextDelta(text=text) if text:
-                                offset = text_len
-                                text_len += len(text)
-                                sample.text += text
-                                emit(AgentTextChunk(sample.message_id, text, offset))
-                                # The stream so far is `sample.text`: judged whole once it is long
-                                # enough (no detector to feed chunk by chunk before that).
-                                if text_len > limits.min_stream_chars:
-                                    sample.degenerate = detect_repetitive_text(sample.text, limits)
-                                    if sample.degenerate is not None:
-                                        return  # a degenerate stream: stop reading it (closing it)
-                            case ReasoningDelta(text=text) if text:
-                                offset = len(sample.reasoning)
-                                sample.reasoning += text
-                                emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
-                            case ReasoningBlockComplete(block=block):
-                                sample.reasoning_blocks.append(block)
-                            case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-                                call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
-                                sample.tool_calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-                            case Usage():
-                                sample.usage = ev
-                            case Stop(reason=reason):
-                                sample.stop = reason
+                    # A network read's events per resume; one `match` per event, here in the
+                    # loop (no call per event).
+                    async for batch in stream:
+                        for ev in batch:
+                            match ev:
+                                # `offset`: a client that attached mid-message knows it missed the start.
+                                case TextDelta(text=text) if text:
+                                    offset = text_len
+                                    text_len += len(text)
+                                    sample.text += text
+                                    emit(AgentTextChunk(sample.message_id, text, offset))
+                                    # The stream so far is `sample.text`: judged whole once it is long
+                                    # enough (no detector to feed chunk by chunk before that).
+                                    if text_len > limits.min_stream_chars:
+                                        sample.degenerate = detect_repetitive_text(sample.text, limits)
+                                        if sample.degenerate is not None:
+                                            return  # a degenerate stream: stop reading it (closing it)
+                                case ReasoningDelta(text=text) if text:
+                                    offset = len(sample.reasoning)
+                                    sample.reasoning += text
+                                    emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
+                                case ReasoningBlockComplete(block=block):
+                                    sample.reasoning_blocks.append(block)
+                                case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+                                    call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
+                                    call = ToolCall(id=call_id, name=name, arguments=arguments)
+                                    sample.tool_calls.append(call)
+                                case Usage():
+                                    sample.usage = ev
+                                case Stop(reason=reason):
+                                    sample.stop = reason
                 finally:
-                    await stream.aclose()  # type: ignore[attr-defined]
+                    await stream.aclose()  # type: ignore[union-attr]
         except TimeoutError as exc:
             if not deadline.expired():
                 raise

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Protocol, Required, TypedDict
 import httpx
 from pydantic import SecretStr
 
-from agentd.core import ErrorKind, HarnessError, ProviderRequest, StreamEvent
+from agentd.core import ErrorKind, HarnessError, ProviderRequest, StreamEvent, events_of
 from agentd.infra import HttpTransport
 from agentd.providers.http import pool as http_pool
 from agentd.providers.http.answer import Answer
@@ -170,32 +170,54 @@ class FoldingHttpProvider(HttpProvider):
     def _fold(self) -> StreamFold:
         """A new fold for one answer."""
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        """Yield the events of one streamed answer; raise `HarnessError` on any failure."""
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Yield the events of one streamed answer; raise `HarnessError` on any failure
+        (`stream_batches`' events one by one)."""
+        return events_of(self.stream_batches(request))
+
+    async def stream_batches(self, request: ProviderRequest) -> AsyncIterator[list[StreamEvent]]:
+        """The events of one streamed answer, a network read's at a time (`StreamBatches`)."""
         response, deadline = await self._open(self.encode_pieces(request))
         try:
             fold = self._fold()
             reader = self._reader(response, deadline)
             if reader is None:
                 # A server that ignored `stream: true` and answered with one JSON document.
-                for event in fold.feed_document(await self._document(response, deadline)):
-                    yield event
-            else:
-                while (events := await reader.read()) is not None:
+                batch = fold.feed_document(await self._document(response, deadline))
+                if not fold.ended:
+                    if batch:
+                        yield batch
+                    raise _cut(fold)
+                yield batch + fold.finish()
+                return
+            while (events := await reader.read()) is not None:
+                batch = []
+                try:
                     for name, data in events:
-                        for event in fold.feed(parse_event(data), name):
-                            if not reader.started:
-                                reader.first_token()
-                            yield event
+                        batch += fold.feed(parse_event(data), name)
                         if fold.ended:
                             reader.end()  # the reader drains the body, so the connection is reused
+                            # Nothing after the end event is folded: the answer's last events
+                            # go with this read's (one resume less); the next read drains.
+                            batch += fold.finish()
                             break
+                except Exception:
+                    if batch:  # the events before the failing one first, as one by one
+                        if not reader.started:
+                            reader.first_token()
+                        yield batch
+                    raise
+                if batch:
+                    if not reader.started:
+                        reader.first_token()
+                    yield batch
             if not fold.ended:
-                raise HarnessError(
-                    ErrorKind.PROVIDER_UNAVAILABLE,
-                    f"stream cut: the server closed the stream before {fold.end_event}",
-                )
-            for event in fold.finish():
-                yield event
+                raise _cut(fold)
         finally:
             await response.aclose()
+
+
+def _cut(fold: StreamFold) -> HarnessError:
+    return HarnessError(
+        ErrorKind.PROVIDER_UNAVAILABLE, f"stream cut: the server closed the stream before {fold.end_event}"
+    )

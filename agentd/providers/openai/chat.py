@@ -21,7 +21,7 @@ from typing import Any, Unpack
 
 import orjson
 
-from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent
+from agentd.core import ErrorKind, HarnessError, Message, ProviderRequest, StreamEvent, events_of
 from agentd.infra import ReasoningEffort, TokenField
 from agentd.providers.http import HttpOptions, parse_retry_after
 from agentd.providers.openai.base import OpenAIHttpProvider
@@ -100,10 +100,15 @@ class OpenAIProvider(OpenAIHttpProvider):
 
     # -- streaming -----------------------------------------------------------------------
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
-        """Yield the events of one streamed completion; raise `HarnessError` on any failure.
-        Not `FoldingHttpProvider.stream` on purpose: a refused parameter is amended and the
-        body sent again, `[DONE]` is no JSON event, and a connection lost after the
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Yield the events of one streamed completion; raise `HarnessError` on any failure
+        (`stream_batches`' events one by one)."""
+        return events_of(self.stream_batches(request))
+
+    async def stream_batches(self, request: ProviderRequest) -> AsyncIterator[list[StreamEvent]]:
+        """The events of one streamed completion, a network read's at a time (`StreamBatches`).
+        Not `FoldingHttpProvider.stream_batches` on purpose: a refused parameter is amended
+        and the body sent again, `[DONE]` is no JSON event, and a connection lost after the
         finish_reason still leaves a complete answer."""
         model = request.model or self.model
         for attempt in range(2):
@@ -121,35 +126,47 @@ class OpenAIProvider(OpenAIHttpProvider):
         try:
             assembler = ChatAssembler()
             reader = self._reader(response, deadline)
+            tail: list[StreamEvent] | None = None  # `finish()`'s events, once taken
             if reader is None:
                 # Some servers ignore `stream: true` and answer with one JSON document.
-                for event in assembler.feed(non_stream_as_chunk(await self._document(response, deadline))):
-                    yield event
+                batch = assembler.feed(non_stream_as_chunk(await self._document(response, deadline)))
+                if batch:
+                    yield batch
                 assembler.done = True
             else:
                 try:
                     while (events := await reader.read()) is not None:
-                        # A read's events folded at once (`feed_read`), then yielded.
-                        for event in assembler.feed_read(events):
+                        # A read's events folded at once (`feed_read`) and handed over as one list.
+                        batch = assembler.feed_read(events)
+                        if assembler.done and assembler.failed is None:
+                            reader.end()  # [DONE]: the rest of the body is read, so the connection is reused
+                            # Nothing after [DONE] is folded: the answer's last events go with
+                            # this read's (one resume less), unless finishing fails (raised below,
+                            # after the drain, as before).
+                            try:
+                                tail = assembler.finish()
+                            except HarnessError:
+                                tail = None
+                            else:
+                                batch += tail
+                        if batch:
                             if not reader.started:
                                 reader.first_token()
-                            yield event
+                            yield batch
                         if assembler.failed is not None:
                             raise assembler.failed
-                        if assembler.done:
-                            reader.end()  # [DONE]: the rest of the body is read, so the connection is reused
                 except HarnessError as err:
                     # Once the finish_reason is in, only the usage chunk and [DONE] are missing:
                     # the answer is complete, so a late transport hiccup must not discard it.
                     if assembler.finish_reason is None or err.kind not in _TRANSPORT_KINDS:
                         raise
-            if not assembler.done and assembler.finish_reason is None:
-                raise HarnessError(
-                    ErrorKind.PROVIDER_UNAVAILABLE,
-                    "stream cut: the server closed the stream without [DONE] or a finish_reason",
-                )
-            for event in assembler.finish():
-                yield event
+            if tail is None:
+                if not assembler.done and assembler.finish_reason is None:
+                    raise HarnessError(
+                        ErrorKind.PROVIDER_UNAVAILABLE,
+                        "stream cut: the server closed the stream without [DONE] or a finish_reason",
+                    )
+                yield assembler.finish()
         finally:
             await response.aclose()
 

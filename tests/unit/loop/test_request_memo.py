@@ -4,10 +4,15 @@ compacted or repaired — and only the new tail is processed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentd.core.conversation import Message, ReasoningBlock, ToolCall
+from agentd.core.provider import ToolSpec
 from agentd.loop import request_memo
 from agentd.loop.compaction import CompactionLimits, estimate_tokens
 from agentd.loop.repair import RepairLimits, RepairReason, repair_conversation
@@ -155,3 +160,85 @@ def test_estimate_counts_only_new_messages(monkeypatch) -> None:
     assert counted == [history[-1]]
     other = CompactionLimits(per_message_overhead_chars=100)
     assert memo.estimate(history, "", other) == estimate_tokens(history, "", other)
+
+
+# -- the system prompt and tool specs, kept per conversation --------------------------------
+
+
+class _Tool:
+    def __init__(self, name: str, description: str = "d", guidance: str = "g") -> None:
+        self.name, self.description, self.guidance = name, description, guidance
+        self.parameters: dict[str, object] = {"type": "object"}
+
+
+def _parts(system_prompt: str, cwd: object, tools: dict[str, _Tool]) -> tuple[str, list[ToolSpec]]:
+    from agentd.loop.react.sampling import request_parts
+
+    return request_parts(system_prompt, cwd, tools)  # type: ignore[arg-type]
+
+
+def test_system_and_tools_are_made_once_while_their_inputs_stay() -> None:
+    memo = RequestMemo()
+    made: list[int] = []
+
+    def make(system_prompt: str, cwd: object, tools: dict[str, _Tool]) -> tuple[str, list[ToolSpec]]:
+        made.append(1)
+        return _parts(system_prompt, cwd, tools)
+
+    tools = {"a": _Tool("a"), "b": _Tool("b")}
+    cwd = Path("/w")
+    first = memo.system_and_tools("sys", cwd, tools, make)  # type: ignore[arg-type]
+    assert first == _parts("sys", cwd, tools)
+    assert memo.system_and_tools("sys", cwd, dict(tools), make) is first  # type: ignore[arg-type]
+    assert len(made) == 1
+
+
+def _change_prompt(tools: dict[str, _Tool]) -> tuple[str, object, dict[str, _Tool]]:
+    return "other", Path("/w"), tools
+
+
+def _change_cwd(tools: dict[str, _Tool]) -> tuple[str, object, dict[str, _Tool]]:
+    return "sys", Path("/elsewhere"), tools
+
+
+def _add_tool(tools: dict[str, _Tool]) -> tuple[str, object, dict[str, _Tool]]:
+    return "sys", Path("/w"), {**tools, "c": _Tool("c")}
+
+
+def _drop_tool(tools: dict[str, _Tool]) -> tuple[str, object, dict[str, _Tool]]:
+    return "sys", Path("/w"), {"a": tools["a"]}
+
+
+def _reorder(tools: dict[str, _Tool]) -> tuple[str, object, dict[str, _Tool]]:
+    return "sys", Path("/w"), {"b": tools["b"], "a": tools["a"]}
+
+
+def _edit_in_place(field: str, value: object) -> object:
+    def change(tools: dict[str, _Tool]) -> tuple[str, object, dict[str, _Tool]]:
+        setattr(tools["a"], field, value)
+        return "sys", Path("/w"), tools
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _change_prompt,
+        _change_cwd,
+        _add_tool,
+        _drop_tool,
+        _reorder,
+        _edit_in_place("description", "new"),
+        _edit_in_place("guidance", "new"),
+        _edit_in_place("name", "z"),
+        _edit_in_place("parameters", {"type": "object", "properties": {}}),
+    ],
+)
+def test_any_input_changed_makes_them_anew(change: Any) -> None:
+    memo = RequestMemo()
+    tools = {"a": _Tool("a"), "b": _Tool("b")}
+    memo.system_and_tools("sys", Path("/w"), tools, _parts)  # type: ignore[arg-type]
+    system_prompt, cwd, changed = change(tools)
+    got = memo.system_and_tools(system_prompt, cwd, changed, _parts)  # type: ignore[arg-type]
+    assert got == _parts(system_prompt, cwd, changed)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,35 @@ def test_forgetting_a_session_reaches_the_made_provider_and_needs_none_before() 
     lazy._real()
     lazy.forget_session("s1")
     assert forgotten == ["s1"]
+
+
+@pytest.mark.parametrize("kind", sorted(CLASSES))
+async def test_batches_go_to_the_real_provider_after_the_first_call(
+    kind: ProviderName, tmp_path: Path
+) -> None:
+    provider = lazy_provider(settings_for(kind, tmp_path))
+    assert isinstance(provider, LazyProvider)
+    provider.stream_batches(REQUEST)  # made, not started
+    made = provider.made
+    assert isinstance(made, CLASSES[kind])
+    assert provider.stream_batches == made.stream_batches
+    await provider.aclose()
+
+
+async def test_a_real_provider_without_batches_gives_one_event_per_batch() -> None:
+    from agentd.core.provider import Stop, StopReason, StreamEvent, TextDelta
+
+    class StreamOnly:
+        name = "stream-only"
+        supports_native_schema = False
+
+        async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+            yield TextDelta("a")
+            yield Stop(StopReason.END_TURN)
+
+        async def aclose(self) -> None:
+            pass
+
+    provider = LazyProvider("stream-only", False, StreamOnly)
+    batches = [batch async for batch in provider.stream_batches(REQUEST)]
+    assert batches == [[TextDelta("a")], [Stop(StopReason.END_TURN)]]
