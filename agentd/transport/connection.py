@@ -49,6 +49,10 @@ _ID_KINDS = frozenset({int, str, bool})  # what `isinstance(id, (int, str))` tak
 # Frames a writer sends in a row before letting the other writers run: a session's burst
 # then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
 WRITER_SLICE = 16
+# A request's reply written in its handler's step when the writer task waits with nothing
+# queued (`_handle_one`): one wake-up of the writer fewer per request. Off: every reply
+# goes through the queue (tests run both).
+DIRECT_REPLY = True
 
 
 class Channel(Protocol):
@@ -135,6 +139,7 @@ class Connection:
         self._cancelled: set[int | str] = set()
         self.closed = False
         self._ctx: CallContext | None = None
+        self._idle = False  # the batched writer waits, holding no frame (`DIRECT_REPLY`)
 
     # ------------------------------------------------------------------ outgoing
 
@@ -262,7 +267,9 @@ class Connection:
         while True:
             if not queued and not urgent:
                 burst = 0  # waiting: the other writers run meanwhile
+                self._idle = True
                 await out.waiter()
+                self._idle = False
             behind = False
             if not ready.is_set():
                 # Paused: one frame held here, as `send_text` would hold it — the queue's
@@ -456,8 +463,20 @@ class Connection:
             if req_id is not None and self._requests.get(req_id) is asyncio.current_task():
                 del self._requests[req_id]
         if resp is not None and not self.closed:
+            text = orjson.dumps(resp).decode()
+            socket = self.socket
+            # The writer waits holding nothing and nothing is queued: the reply goes in this
+            # step, as the writer would send it alone (no wake-up of the writer task).
+            if self._idle and DIRECT_REPLY and not self._out.queued and not self._urgent:
+                assert socket is not None  # (only the batched writer is ever idle)
+                if socket.ready.is_set():  # (paused: queued, for the writer's held-frame wait)
+                    try:
+                        socket.write([text])
+                        return
+                    except ConnectionError:
+                        pass  # closing: queued instead, where the writer meets the same end
             # A response is never dropped: it awaits room (it may follow a long replay).
-            await self._out.put(orjson.dumps(resp).decode())
+            await self._out.put(text)
 
     def _context(self) -> CallContext:
         """The context of this connection's calls: one for all of them (nothing in it changes
