@@ -74,8 +74,8 @@ class Renderer(Protocol):
         """`frames` as a client that supports only some updates may receive them."""
         ...
 
-    def encode(self, frame: Frame) -> str:
-        """The notification's JSON-RPC text, as an `EncodedSink` sends it."""
+    def encode(self, frame: Frame) -> bytes:
+        """The notification's JSON-RPC text (UTF-8), as an `EncodedSink` sends it."""
         ...
 
     def resync(self, session_id: str, last_seq: int, reason: str) -> Frame:
@@ -106,7 +106,7 @@ class UrgentSink(Protocol):
 
 @runtime_checkable
 class EncodedSink(Protocol):
-    def send_encoded(self, text: str) -> bool:
+    def send_encoded(self, text: bytes) -> bool:
         """`send_notification` of a frame already encoded (`Renderer.encode`), the same
         text for every client: one encoding per event, not one per client."""
         ...

@@ -49,6 +49,10 @@ _ID_KINDS = frozenset({int, str, bool})  # what `isinstance(id, (int, str))` tak
 # Frames a writer sends in a row before letting the other writers run: a session's burst
 # then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
 WRITER_SLICE = 16
+# A request's reply written in its handler's step when the writer task waits with nothing
+# queued (`_handle_one`): one wake-up of the writer fewer per request. Off: every reply
+# goes through the queue (tests run both).
+DIRECT_REPLY = True
 
 
 class Channel(Protocol):
@@ -66,7 +70,7 @@ class FrameSocket(Protocol):
 
     ready: asyncio.Event  # set while it takes data; cleared while the server paused writing
 
-    def write(self, frames: list[str], /) -> None: ...
+    def write(self, frames: list[bytes], /) -> None: ...
 
 
 class _ClearsAnswers:
@@ -82,7 +86,7 @@ class _ClearsAnswers:
         conn._supports.clear()
 
 
-def _unmarked(frames: list[Any]) -> tuple[list[str], bool]:
+def _unmarked(frames: list[Any]) -> tuple[list[bytes], bool]:
     """`frames` without the queue's markers, up to its end (`_CLOSE`); whether it was reached."""
     for i, frame in enumerate(frames):
         if frame is _CLOSE:
@@ -126,7 +130,7 @@ class Connection:
         # `supports_update`'s answers by kind, cleared in place when `initialize` sets what
         # it asks: the hub reads it per frame (`Subscriber`) without a call.
         self.supports_cache = self._supports
-        self._urgent: collections.deque[str] = collections.deque()
+        self._urgent: collections.deque[bytes] = collections.deque()
         self._pending: dict[int | str, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -135,6 +139,7 @@ class Connection:
         self._cancelled: set[int | str] = set()
         self.closed = False
         self._ctx: CallContext | None = None
+        self._idle = False  # the batched writer waits, holding no frame (`DIRECT_REPLY`)
 
     # ------------------------------------------------------------------ outgoing
 
@@ -142,7 +147,7 @@ class Connection:
         if self.closed:
             return False
         try:
-            self._out.put_nowait(orjson.dumps(message).decode())
+            self._out.put_nowait(orjson.dumps(message))
             return True
         except asyncio.QueueFull:
             return False
@@ -174,12 +179,12 @@ class Connection:
         if self.closed:
             return False
         try:
-            self._out.put_nowait(encode_message(method, params).decode())
+            self._out.put_nowait(encode_message(method, params))
             return True
         except asyncio.QueueFull:
             return False
 
-    def send_encoded(self, text: str) -> bool:
+    def send_encoded(self, text: bytes) -> bool:
         """(The class's face: every instance sends through its queue's `offer` itself.)"""
         return self._out.offer(text)
 
@@ -189,7 +194,7 @@ class Connection:
         if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return
         if not self.closed:
-            self._urgent.append(encode_message(method, params).decode())
+            self._urgent.append(encode_message(method, params))
             if self._out.empty():
                 # The writer may be waiting for a frame: without one it would not look at
                 # the urgent frame until some other traffic came (a resync of an idle
@@ -203,7 +208,7 @@ class Connection:
             return False
         if method.startswith(AGENTD_PREFIX) and not self.opt_in.wants(method):
             return True
-        await self._out.put_replay(encode_message(method, params).decode())
+        await self._out.put_replay(encode_message(method, params))
         return True
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
@@ -241,7 +246,8 @@ class Connection:
                 return
             if frame is _WAKE:
                 continue
-            await self.ws.send_text(frame)  # returns without waiting while the socket takes it
+            # (decoded here: the queue holds the bytes a socket takes, `_write_batched`)
+            await self.ws.send_text(frame.decode())  # returns without waiting while the socket takes it
             burst += 1
             if burst >= WRITER_SLICE:
                 # Let the other clients' writers send theirs: a session's burst of frames
@@ -262,7 +268,9 @@ class Connection:
         while True:
             if not queued and not urgent:
                 burst = 0  # waiting: the other writers run meanwhile
+                self._idle = True
                 await out.waiter()
+                self._idle = False
             behind = False
             if not ready.is_set():
                 # Paused: one frame held here, as `send_text` would hold it — the queue's
@@ -292,7 +300,7 @@ class Connection:
                 burst = 0
                 await asyncio.sleep(0)
 
-    def _ready(self, frames: list[str]) -> tuple[list[str], bool]:
+    def _ready(self, frames: list[bytes]) -> tuple[list[bytes], bool]:
         """`frames` and those queued behind it, urgent first, up to `WRITER_SLICE`; and
         whether the queue's end (`_CLOSE`) was reached."""
         urgent = self._urgent
@@ -440,7 +448,7 @@ class Connection:
     async def _handle_batch(self, items: list[Any]) -> None:
         out = await self.dispatcher.handle_batch(items, self._context())
         if out and not self.closed:
-            await self._out.put(orjson.dumps(out).decode())
+            await self._out.put(orjson.dumps(out))
 
     async def _handle_one(self, raw: Any, req_id: int | str | None = None, shallow: bool = False) -> None:
         try:
@@ -456,8 +464,20 @@ class Connection:
             if req_id is not None and self._requests.get(req_id) is asyncio.current_task():
                 del self._requests[req_id]
         if resp is not None and not self.closed:
+            text = orjson.dumps(resp)
+            socket = self.socket
+            # The writer waits holding nothing and nothing is queued: the reply goes in this
+            # step, as the writer would send it alone (no wake-up of the writer task).
+            if self._idle and DIRECT_REPLY and not self._out.queued and not self._urgent:
+                assert socket is not None  # (only the batched writer is ever idle)
+                if socket.ready.is_set():  # (paused: queued, for the writer's held-frame wait)
+                    try:
+                        socket.write([text])
+                        return
+                    except ConnectionError:
+                        pass  # closing: queued instead, where the writer meets the same end
             # A response is never dropped: it awaits room (it may follow a long replay).
-            await self._out.put(orjson.dumps(resp).decode())
+            await self._out.put(text)
 
     def _context(self) -> CallContext:
         """The context of this connection's calls: one for all of them (nothing in it changes

@@ -205,22 +205,22 @@ def _wake_next(waiters: collections.deque[asyncio.Future[None]]) -> None:
 # frame must match, so anything else — a durable chunk (with its own seq), a `final` one
 # (it replaces a partial copy), another field, an escape in an id — is never merged.
 _CHUNK = re.compile(
-    r'(\{"jsonrpc":"2\.0","method":"session/update","params":\{"sessionId":"[^"\\]*",'
-    r'"update":\{"sessionUpdate":"agent_(?:message|thought)_chunk","content":\{"type":"text","text":")'
-    r'([^"\\]*(?:\\.[^"\\]*)*)'
-    r'("\}(?:,"messageId":"[^"\\]*")?\},"_meta":\{"agentd":\{"seq":\d+,"transient":true\}\}\}\})'
+    rb'(\{"jsonrpc":"2\.0","method":"session/update","params":\{"sessionId":"[^"\\]*",'
+    rb'"update":\{"sessionUpdate":"agent_(?:message|thought)_chunk","content":\{"type":"text","text":")'
+    rb'([^"\\]*(?:\\.[^"\\]*)*)'
+    rb'("\}(?:,"messageId":"[^"\\]*")?\},"_meta":\{"agentd":\{"seq":\d+,"transient":true\}\}\}\})'
 )
-MERGED_TEXT_MAX = 16_384  # characters of (escaped) text in one merged chunk: frames stay small
+MERGED_TEXT_MAX = 16_384  # bytes of (escaped) text in one merged chunk: frames stay small
 # Frames split (or found not to be chunks) lately: the hub encodes a frame once for all of a
 # session's clients, so the writers of its other clients find it here by the same object.
 # Bounded in count and in size (a longer frame is never merged: little to gain), so what
 # it keeps after a burst is at most ~2 MB.
-_SPLITS: dict[str, tuple[str, str, str] | None] = {}
+_SPLITS: dict[bytes, tuple[bytes, bytes, bytes] | None] = {}
 _SPLITS_MAX = 1024
-MERGE_FRAME_MAX = 2048  # characters
+MERGE_FRAME_MAX = 2048  # bytes
 
 
-def _split(frame: str) -> tuple[str, str, str] | None:
+def _split(frame: bytes) -> tuple[bytes, bytes, bytes] | None:
     if len(frame) > MERGE_FRAME_MAX:
         return None
     if frame in _SPLITS:
@@ -239,12 +239,12 @@ def merge_chunks(frames: list[Any]) -> list[Any]:
     client assembles the same message from fewer frames. A frame merged with nothing is
     the same object; the order is kept."""
     out: list[Any] = []
-    head = tail = ""  # the run's frame around its text ("": no run)
-    texts: list[str] = []
+    head = tail = b""  # the run's frame around its text (b"": no run)
+    texts: list[bytes] = []
     size = 0
     first: Any = None  # the run's first frame, kept as it is if nothing joins it
     for frame in frames:
-        match = _split(frame) if type(frame) is str else None
+        match = _split(frame) if type(frame) is bytes else None
         if match is not None:
             h, text, t = match
             if h == head and t == tail and size + len(text) <= MERGED_TEXT_MAX:
@@ -252,14 +252,14 @@ def merge_chunks(frames: list[Any]) -> list[Any]:
                 size += len(text)
                 continue
         if texts:
-            out.append(first if len(texts) == 1 else head + "".join(texts) + tail)
+            out.append(first if len(texts) == 1 else head + b"".join(texts) + tail)
         if match is None:
             out.append(frame)
-            head = tail = ""
+            head = tail = b""
             texts = []
         else:
             head, text, tail = match
             texts, size, first = [text], len(text), frame
     if texts:
-        out.append(first if len(texts) == 1 else head + "".join(texts) + tail)
+        out.append(first if len(texts) == 1 else head + b"".join(texts) + tail)
     return out

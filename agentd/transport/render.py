@@ -104,16 +104,17 @@ def encode_notification(method: str, params: dict[str, Any]) -> str:
     return encode_message(method, params).decode()
 
 
-def encode_frame(frame: Frame) -> str:
-    """`encode_notification(*frame)` written out in one call: the hub encodes every frame
-    it sends this way (once for all its clients), so no `wire_params`, no `notification`."""
+def encode_frame(frame: Frame) -> bytes:
+    """`encode_message(*frame)` written out in one call: the hub encodes every frame it
+    sends this way (once for all its clients), so no `wire_params`, no `notification`. Bytes,
+    as the socket takes them: no decode here and encode again in the writer."""
     method, params = frame
     # (`_EMBEDDED` written out with `in`: no `dict.get` call per key and frame)
     if "update" in params and type(params["update"]) is StoredPayload:
         params = {**params, "update": orjson.Fragment(params["update"].data)}
     elif "event" in params and type(params["event"]) is StoredPayload:
         params = {**params, "event": orjson.Fragment(params["event"].data)}
-    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params}).decode()
+    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": params})
 
 
 def _meta(event: Event, last_seq: int) -> dict[str, Any]:

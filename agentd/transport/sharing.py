@@ -84,7 +84,7 @@ class WatchSink:
     async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
         return await self._conn.send_replay(method, params)
 
-    def send_encoded(self, text: str) -> bool:
+    def send_encoded(self, text: bytes) -> bool:
         return self._conn.send_encoded(text)
 
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:

@@ -72,7 +72,7 @@ class SocketWriter:
         conn = self._conn
         self._fields = READ_FIELDS and type(getattr(conn, "writes", None)) is list and hasattr(conn, "_state")
 
-    def write(self, frames: list[str]) -> None:
+    def write(self, frames: list[bytes]) -> None:
         """All of `frames`, in order, in one socket write. Raises `ConnectionError` once the
         client is gone or the connection is closing (nothing written)."""
         proto = self._proto
@@ -95,8 +95,7 @@ class SocketWriter:
             out = []
         if self._plain:
             short, pack_mid = _SHORT, _MID.pack
-            for frame in frames:
-                data = frame.encode()
+            for data in frames:  # (UTF-8 already: the queue holds bytes)
                 n = len(data)
                 if n < 126:
                     out.append(short[n])
@@ -107,7 +106,7 @@ class SocketWriter:
                 out.append(data)
         else:
             for frame in frames:
-                conn.send_text(frame.encode())
+                conn.send_text(frame)
             out += conn.data_to_send()
         proto.transport.write(b"".join(out))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentd.transport.render import encode_notification
+from agentd.transport.render import encode_message
 
 
 class PlainSink:
@@ -15,14 +15,14 @@ class PlainSink:
         self.id = sink_id
         self.capacity = capacity
         self.unsupported = unsupported
-        self.texts: list[str] = []  # what went to the client, encoded as a connection would
+        self.texts: list[bytes] = []  # what went to the client, encoded as a connection queues it
         self.urgent: list[tuple[str, dict[str, Any]]] = []
 
     def send_notification(self, method: str, params: dict[str, Any]) -> bool:
-        return self._queue(encode_notification(method, params))
+        return self._queue(encode_message(method, params))
 
     async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
-        return self._queue(encode_notification(method, params))
+        return self._queue(encode_message(method, params))
 
     def send_urgent(self, method: str, params: dict[str, Any]) -> None:
         self.urgent.append((method, params))
@@ -30,7 +30,7 @@ class PlainSink:
     def supports_update(self, session_update: str) -> bool:
         return session_update not in self.unsupported
 
-    def _queue(self, text: str) -> bool:
+    def _queue(self, text: bytes) -> bool:
         if len(self.texts) >= self.capacity:
             return False
         self.texts.append(text)
@@ -42,9 +42,9 @@ class EncodedSink(PlainSink):
 
     def __init__(self, sink_id: str, capacity: int = 1000, unsupported: frozenset[str] = frozenset()) -> None:
         super().__init__(sink_id, capacity, unsupported)
-        self.encoded: list[str] = []  # the subset that came pre-encoded
+        self.encoded: list[bytes] = []  # the subset that came pre-encoded
 
-    def send_encoded(self, text: str) -> bool:
+    def send_encoded(self, text: bytes) -> bool:
         if not self._queue(text):
             return False
         self.encoded.append(text)

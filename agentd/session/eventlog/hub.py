@@ -51,7 +51,7 @@ class Shared:
         self.frames: list[Frame] = []
         # Frame index → its encoded text, made on first use (a dict: no `[None] * len(…)`
         # per publish).
-        self.texts: dict[int, str] = {}
+        self.texts: dict[int, bytes] = {}
 
 
 class Subscriber:

@@ -107,15 +107,15 @@ def test_client_specific_frames_are_never_taken_from_the_shared_ones() -> None:
         hub.publish(event)
 
     def chunks(sink: PlainSink) -> list[str]:
-        return [t for t in sink.texts if '"agent_message_chunk"' in t]
+        return [t.decode() for t in sink.texts if b'"agent_message_chunk"' in t]
 
     assert [c.split('"text":"')[1].split('"')[0] for c in chunks(a)] == ["Hello ", "there,", " world"]
     # Only the part it lacks, with its own offset — rendered for it, not the shared frame.
     assert [c.split('"text":"')[1].split('"')[0] for c in chunks(b)] == ["re,", " world"]
     assert chunks(b)[1:] == chunks(a)[2:]  # from there on it shares the others' frames
     # The client that cannot take a `notice` update gets it as an `_agentd/event`.
-    assert a.texts[-1].startswith('{"jsonrpc":"2.0","method":"session/update"')
-    assert no_notice.texts[-1].startswith('{"jsonrpc":"2.0","method":"_agentd/event"')
+    assert a.texts[-1].startswith(b'{"jsonrpc":"2.0","method":"session/update"')
+    assert no_notice.texts[-1].startswith(b'{"jsonrpc":"2.0","method":"_agentd/event"')
     assert no_notice.texts[-1] not in no_notice.encoded
     assert no_notice.texts[:-1] == a.texts[:-1]
 

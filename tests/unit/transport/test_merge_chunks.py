@@ -16,7 +16,9 @@ pytestmark = pytest.mark.timeout(30)
 TEXTS = ['a "quoted" word', "back\\slash\\", "é ünïcode 🎉", "ctl\n\t\x01", "</script>", "", "plain"]
 
 
-def chunk(text: str, *, mid: str | None = "msg_1", seq: int = 3, transient: bool = True, **extra: Any) -> str:
+def chunk(
+    text: str, *, mid: str | None = "msg_1", seq: int = 3, transient: bool = True, **extra: Any
+) -> bytes:
     """A chunk as the live renderer encodes it (agentd/transport/render.py `live_frames`)."""
     kind = extra.pop("kind", "agent_message_chunk")
     body: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
@@ -25,10 +27,10 @@ def chunk(text: str, *, mid: str | None = "msg_1", seq: int = 3, transient: bool
     agentd: dict[str, Any] = {"seq": seq, "transient": True} if transient else {"seq": seq}
     agentd.update(extra)
     params = {"sessionId": "sess_1", "update": body, "_meta": {"agentd": agentd}}
-    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}).decode()
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
 
-def text_of(frame: str) -> str:
+def text_of(frame: bytes) -> str:
     return str(orjson.loads(frame)["params"]["update"]["content"]["text"])
 
 
@@ -40,7 +42,7 @@ def test_a_run_of_chunks_is_one_chunk_of_their_joined_text_byte_for_byte() -> No
 
 
 def test_only_chunks_alike_but_for_their_text_are_merged_and_the_order_is_kept() -> None:
-    other = orjson.dumps({"jsonrpc": "2.0", "method": "_agentd/event", "params": {}}).decode()
+    other = orjson.dumps({"jsonrpc": "2.0", "method": "_agentd/event", "params": {}})
     frames = [
         chunk("a"),
         chunk("b"),

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from agentd.infra.config import AuthMode
 from agentd.protocol.jsonrpc import ErrorCode, RpcError
 from agentd.protocol.methods import Served
+from agentd.transport import rpc
 from agentd.transport.rpc import (
     CallContext,
     Dispatcher,
@@ -21,6 +22,12 @@ from agentd.transport.rpc import (
     read_message,
     response_problem,
 )
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["hand-envelope", "pydantic-envelope"])
+def _envelope_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here runs on both envelope paths (`rpc.HAND_ENVELOPE`)."""
+    monkeypatch.setattr(rpc, "HAND_ENVELOPE", request.param)
 
 
 class EchoParams(BaseModel):

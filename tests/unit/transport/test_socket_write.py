@@ -65,7 +65,7 @@ async def test_the_bytes_are_those_uvicorns_own_send_writes() -> None:
     ours, theirs = uvicorn_protocol(), uvicorn_protocol()
     writer = socket_for({RAW_SEND: ours.send})
     assert isinstance(writer, SocketWriter)
-    writer.write(PAYLOADS)
+    writer.write([text.encode() for text in PAYLOADS])  # (the queue holds UTF-8 bytes)
     for text in PAYLOADS:
         await theirs.send({"type": "websocket.send", "text": text})
     ours_out = cast(Transport, ours.transport).writes
@@ -79,8 +79,8 @@ async def test_what_websockets_queued_itself_goes_first_and_only_once(read_field
     assert writer is not None and writer._fields is read_fields
     for proto in (ours, theirs):
         proto.conn.send_ping(b"p")  # queued by websockets, not yet written
-    writer.write(["a"])
-    writer.write(["b"])
+    writer.write([b"a"])
+    writer.write([b"b"])
     await theirs.send({"type": "websocket.send", "text": "a"})  # flushes its ping first
     await theirs.send({"type": "websocket.send", "text": "b"})
     ours_out, theirs_out = cast(Transport, ours.transport).writes, cast(Transport, theirs.transport).writes
@@ -95,12 +95,12 @@ async def test_a_closed_or_gone_client_gets_nothing() -> None:
         writer = socket_for({RAW_SEND: proto.send})
         assert writer is not None
         with pytest.raises(ConnectionError):
-            writer.write(["x"])
+            writer.write([b"x"])
         assert cast(Transport, proto.transport).writes == []
     proto = uvicorn_protocol()
     proto.conn.state = State.CLOSING
     with pytest.raises(ConnectionError):
-        SocketWriter(proto).write(["x"])
+        SocketWriter(proto).write([b"x"])
 
 
 async def test_only_uvicorns_unwrapped_send_is_written_to_directly() -> None:
@@ -123,7 +123,7 @@ class Socket:
         self.ready = asyncio.Event()
         self.ready.set()
 
-    def write(self, frames: list[str], /) -> None:
+    def write(self, frames: list[bytes], /) -> None:
         self.writes.append([json.loads(f)["method"] for f in frames])
 
 
@@ -199,23 +199,23 @@ class TextSocket(Socket):
 
     def __init__(self) -> None:
         super().__init__()
-        self.frames: list[list[str]] = []
+        self.frames: list[list[bytes]] = []
 
-    def write(self, frames: list[str], /) -> None:
+    def write(self, frames: list[bytes], /) -> None:
         self.frames.append(list(frames))
 
 
-def chunk_frame(text: str) -> str:
+def chunk_frame(text: str) -> bytes:
     body = {
         "sessionUpdate": "agent_message_chunk",
         "content": {"type": "text", "text": text},
         "messageId": "m",
     }
     params = {"sessionId": "s", "update": body, "_meta": {"agentd": {"seq": 1, "transient": True}}}
-    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params}).decode()
+    return orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
 
-def texts(frames: list[str]) -> str:
+def texts(frames: list[bytes]) -> str:
     return "".join(orjson.loads(f)["params"]["update"]["content"]["text"] for f in frames)
 
 

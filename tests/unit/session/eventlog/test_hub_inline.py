@@ -98,9 +98,9 @@ def test_every_client_gets_what_render_alone_gives_it(monkeypatch: pytest.Monkey
     assert inline_calls < library_calls  # the common cases did not go through `_render`
     by_id = {entry[0]: entry for entry in library[:-2]}
     assert by_id["conn_e"][3] and len(by_id["conn_e"][1]) == 5  # the slow client: resync, bounded
-    assert not any('"hi"' in t for t in by_id["conn_a"][1])  # no echo of its own prompt
-    assert any('"hi"' in t for t in by_id["conn_c"][1])
-    assert any("_agentd/event" in t for t in by_id["conn_d"][1])  # a notice it cannot take
+    assert not any(b'"hi"' in t for t in by_id["conn_a"][1])  # no echo of its own prompt
+    assert any(b'"hi"' in t for t in by_id["conn_c"][1])
+    assert any(b"_agentd/event" in t for t in by_id["conn_d"][1])  # a notice it cannot take
 
 
 def test_the_updates_render_has_steps_for_have_no_subclasses() -> None:
