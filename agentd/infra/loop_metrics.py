@@ -12,7 +12,7 @@ there)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 __all__ = ["LoopCollector", "LoopCounter", "LoopHistogram"]
@@ -74,6 +74,19 @@ class LoopHistogram:
                 break
             i += 1
         self.counts[i] += 1
+
+    def observe_many(self, amounts: Iterable[float]) -> None:
+        """`observe` each of `amounts`, in one call (the writer's fan-out lag: once per
+        published batch, not per event)."""
+        bounds, counts = self.bounds, self.counts
+        for amount in amounts:
+            self.sum += amount
+            i = 0
+            for bound in bounds:
+                if amount <= bound:
+                    break
+                i += 1
+            counts[i] += 1
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import HistogramMetricFamily

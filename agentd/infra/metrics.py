@@ -159,6 +159,9 @@ class _Instruments:
 
 
 class Metrics:
+    # The updates `observe_event` counts more of than the event itself (by exact type).
+    OBSERVED: frozenset[type[Update]] = frozenset({TurnEnded, RetryDecided})
+
     def __init__(self) -> None:
         self._live: Callable[[], list[Any]] | None = None
         self._leases: Callable[[], Any] | None = None
@@ -201,6 +204,13 @@ class Metrics:
     @functools.cached_property
     def fanout_lag_seconds(self) -> LoopHistogram:
         return self._m.fanout_lag_seconds
+
+    @functools.cached_property
+    def events(self) -> LoopCounter:
+        """Durable events appended: the journal adds to its `value` itself for an update
+        `observe_event` has no more to count for (not in `OBSERVED`) — one call fewer
+        per event (issue 32)."""
+        return self._m.events
 
     def observe_event(self, update: Update) -> None:
         m = self._m

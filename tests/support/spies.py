@@ -20,14 +20,19 @@ class SubmitSpy:
         self.calls.append((asyncio.get_running_loop().time(), kw))
         self._submit(session_id, **kw)
 
-    def submit_event(self, session_id: str, event: Any, publish: Any, session_fields: Any = None) -> None:
-        """The journal's events (with the session row's fields of their own commit), recorded
-        as the `submit(event=…, publish=…, session_fields=…)` they stand for."""
-        kw: dict[str, Any] = {"event": event, "publish": publish}
+    def submit_event(
+        self, session_id: str, event: Any, publish: Any, session_fields: Any = None, messages: Any = None
+    ) -> None:
+        """The journal's events (with the session row's fields of their own commit) and its
+        conversation rows (`event` None), recorded as the `submit(event=…, publish=…,
+        session_fields=…)` or `submit(messages=…)` they stand for."""
+        kw: dict[str, Any] = {"event": event, "publish": publish} if event is not None else {}
         if session_fields is not None:
             kw["session_fields"] = session_fields
+        if messages is not None:
+            kw["messages"] = messages
         self.calls.append((asyncio.get_running_loop().time(), kw))
-        self._submit_event(session_id, event, publish, session_fields)
+        self._submit_event(session_id, event, publish, session_fields, messages)
 
     def checkpoints(self) -> list[tuple[float, dict[str, Any] | None]]:
         return [

@@ -321,99 +321,119 @@ class EventHub:
     def get(self, sink_id: str) -> Subscriber | None:
         return self._subscribers.get(sink_id)
 
-    def publish(self, event: Event) -> None:
-        if event.seq is not None:
-            self.seq = event.seq
+    def publish(self, *events: Event) -> None:
+        """Deliver `events` in order to every subscriber: one (a streamed chunk published at
+        once, a watching replica's event) or a committed batch's run of one session's events
+        (the writer passes a run in one call when `PUBLISH_RUNS`: a call per batch, not per
+        event). In a run, an event a subscriber broke on is logged and the next one still
+        delivered, as the writer does for one event's call."""
         # Rendered and encoded once for every client that gets the same: the hub's one
-        # `Shared`, reset (a publish made while delivering this one gets its own).
+        # `Shared`, reset per event (a publish made while delivering these gets its own).
         shared = self._spare
         if shared is None:
-            shared = Shared(event)
+            shared = Shared(None)
         else:
             self._spare = None
-            shared.event, shared.last_seq = event, -1
-        # What `_render` does for every client alike, asked once per publish: `fast` when it
-        # needs none of its rarer steps (an older server's update, an empty chunk, a user
-        # message its sender must not get back); per client below, whether a chunk continues
-        # (or starts) what it has and a final text ends a message it was streamed.
-        update = event.update
-        seq = event.seq
-        cid, offset, end = "", 0, 0
-        chunk = final = False
-        if type(update) is AgentTextChunk:
-            chunk, fast = True, INLINE_RENDER and bool(update.text)
-            cid, offset = update.message_id, update.offset
-            end = offset + len(update.text)
-        elif type(update) is AgentText:
-            final, fast, cid = True, INLINE_RENDER, update.message_id
-        else:
-            fast = INLINE_RENDER and type(update) not in _OWN_STEPS
-            if fast and event.origin is not None and event.kind is EventKind.USER_MESSAGE:
-                fast = False
         render = self._render
         try:
-            for sid, sub in self._each:
-                if sub._buffer is None and not sub.dropped:  # live: `deliver`, inline
-                    delivered = sub.last_seq
-                    if not fast:
-                        frames, delivered = sub._render(event, shared)
-                    elif seq is not None and seq <= delivered:
-                        frames = []
-                    elif chunk and (
-                        cid in sub._missed
-                        or (sub._delivered[cid] != offset if cid in sub._delivered else offset != 0)
-                    ):
-                        frames, delivered = sub._render(event, shared)  # (`_chunk`: its part, or none)
-                    elif final and (cid in sub._missed or cid not in sub._delivered):
-                        frames, delivered = sub._render(event, shared)  # (the whole text first)
+            for event in events:
+                if event.seq is not None:
+                    self.seq = event.seq
+                shared.event, shared.last_seq = event, -1
+                try:
+                    # What `_render` does for every client alike, asked once per event: `fast` when
+                    # it needs none of its rarer steps (an older server's update, an empty chunk, a
+                    # user message its sender must not get back); per client below, whether a chunk
+                    # continues (or starts) what it has and a final text ends a message it was
+                    # streamed.
+                    update = event.update
+                    seq = event.seq
+                    cid, offset, end = "", 0, 0
+                    chunk = final = False
+                    if type(update) is AgentTextChunk:
+                        chunk, fast = True, INLINE_RENDER and bool(update.text)
+                        cid, offset = update.message_id, update.offset
+                        end = offset + len(update.text)
+                    elif type(update) is AgentText:
+                        final, fast, cid = True, INLINE_RENDER, update.message_id
                     else:
-                        # `_render`, written out for what every client gets as it is.
-                        if seq is not None:
-                            sub.last_seq = seq
-                        if chunk:
-                            sub._delivered[cid] = end
-                        elif final:
-                            del sub._delivered[cid]  # the message is over (it was streamed to it)
-                        cursor = sub.last_seq
-                        if shared.last_seq != cursor:  # all live clients normally share one cursor
-                            shared.frames = render.live(event, cursor)
-                            shared.texts = {}
-                            shared.last_seq = cursor
-                        frames = shared.frames
-                        client = sub._filtering
-                        if client is not None:
-                            gate = frames.gate if type(frames) is Gated else None
-                            if gate is None:
-                                frames = render.for_client(frames, event, client.supports_update, cursor)
-                            elif gate:
-                                allowed = sub._allowed
-                                if gate not in allowed:
-                                    allowed[gate] = client.supports_update(gate)
-                                if not allowed[gate]:
-                                    frames = render.for_client(frames, event, client.supports_update, cursor)
-                    one = frames is shared.frames and type(frames) is Gated and frames.gate is not None
-                    if not frames:
-                        pass
-                    elif one and sub._send is not None:
-                        # The common case, `_emit` written out: one frame (a `Gated` list
-                        # with a gate), the same for every client, encoded once and queued
-                        # in one call.
-                        texts = shared.texts
-                        if 0 in texts:
-                            text = texts[0]
+                        fast = INLINE_RENDER and type(update) not in _OWN_STEPS
+                        if fast and event.origin is not None and event.kind is EventKind.USER_MESSAGE:
+                            fast = False
+                    for sid, sub in self._each:
+                        if sub._buffer is None and not sub.dropped:  # live: `deliver`, inline
+                            delivered = sub.last_seq
+                            if not fast:
+                                frames, delivered = sub._render(event, shared)
+                            elif seq is not None and seq <= delivered:
+                                frames = []
+                            elif chunk and (
+                                cid in sub._missed
+                                or (sub._delivered[cid] != offset if cid in sub._delivered else offset != 0)
+                            ):
+                                frames, delivered = sub._render(
+                                    event, shared
+                                )  # (`_chunk`: its part, or none)
+                            elif final and (cid in sub._missed or cid not in sub._delivered):
+                                frames, delivered = sub._render(event, shared)  # (the whole text first)
+                            else:
+                                # `_render`, written out for what every client gets as it is.
+                                if seq is not None:
+                                    sub.last_seq = seq
+                                if chunk:
+                                    sub._delivered[cid] = end
+                                elif final:
+                                    del sub._delivered[cid]  # the message is over (it was streamed to it)
+                                cursor = sub.last_seq
+                                if shared.last_seq != cursor:  # all live clients normally share one cursor
+                                    shared.frames = render.live(event, cursor)
+                                    shared.texts = {}
+                                    shared.last_seq = cursor
+                                frames = shared.frames
+                                client = sub._filtering
+                                if client is not None:
+                                    gate = frames.gate if type(frames) is Gated else None
+                                    if gate is None:
+                                        frames = render.for_client(
+                                            frames, event, client.supports_update, cursor
+                                        )
+                                    elif gate:
+                                        allowed = sub._allowed
+                                        if gate not in allowed:
+                                            allowed[gate] = client.supports_update(gate)
+                                        if not allowed[gate]:
+                                            frames = render.for_client(
+                                                frames, event, client.supports_update, cursor
+                                            )
+                            one = (
+                                frames is shared.frames and type(frames) is Gated and frames.gate is not None
+                            )
+                            if not frames:
+                                pass
+                            elif one and sub._send is not None:
+                                # The common case, `_emit` written out: one frame (a `Gated` list
+                                # with a gate), the same for every client, encoded once and queued
+                                # in one call.
+                                texts = shared.texts
+                                if 0 in texts:
+                                    text = texts[0]
+                                else:
+                                    text = texts[0] = render.encode(frames[0])
+                                if not sub._send(text):
+                                    sub._fell_behind(delivered)
+                            else:
+                                sub._emit(frames, delivered, shared)
                         else:
-                            text = texts[0] = render.encode(frames[0])
-                        if not sub._send(text):
-                            sub._fell_behind(delivered)
-                    else:
-                        sub._emit(frames, delivered, shared)
-                else:
-                    sub.deliver(event, shared)
-                if sub.dropped:
-                    self._subscribers.pop(sid, None)
-                    self._each = tuple(self._subscribers.items())
-                    if self._on_drop is not None:
-                        self._on_drop()
+                            sub.deliver(event, shared)
+                        if sub.dropped:
+                            self._subscribers.pop(sid, None)
+                            self._each = tuple(self._subscribers.items())
+                            if self._on_drop is not None:
+                                self._on_drop()
+                except Exception:
+                    if len(events) == 1:
+                        raise  # the caller's to log, as for any one publish
+                    log.exception("publishing event failed")
         finally:
             shared.event, shared.frames, shared.texts = None, [], {}  # holds nothing past the publish
             self._spare = shared

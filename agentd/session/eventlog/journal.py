@@ -166,8 +166,12 @@ class Journal:
         self.seq += 1
         event = Event(self._session_id, update, seq=self.seq, origin=origin)
         self._writer.submit_event(self._session_id, event, self._publish, fields)
-        if self._metrics is not None:
-            self._metrics.observe_event(update)
+        metrics = self._metrics
+        if metrics is not None:
+            if type(update) in metrics.OBSERVED:
+                metrics.observe_event(update)
+            else:  # `observe_event` without its call (5 a trivial turn): the count alone
+                metrics.events.value += 1.0
         if ended_partial and self._checkpointed:
             # Same commit as the final text: the store never holds both, or neither.
             self._checkpoint_partials(from_timer=False)
@@ -208,7 +212,9 @@ class Journal:
         # `seq`: the log position the message belongs to (forks cut the conversation there).
         data = message.model_dump(mode="json")  # a new dict: the key joins it, no copy
         data["_seq"] = self.seq
-        self._writer.submit(self._session_id, messages=[(idx, data)])
+        # `submit` without its call: `_put` itself, positionally (session, event, publish,
+        # session_fields, messages).
+        self._writer.submit_event(self._session_id, None, None, None, [(idx, data)])
 
     def rewrite_messages(self, messages: list[Message]) -> None:
         data = [(i, {**m.model_dump(mode="json"), "_seq": self.seq}) for i, m in enumerate(messages)]

@@ -28,9 +28,9 @@ import collections
 import contextlib
 import logging
 import types
-from collections.abc import Callable, Collection, Generator
+from collections.abc import Callable, Generator
 from time import monotonic
-from typing import Any, Protocol
+from typing import Any
 
 from agentd.core import Event, EventKind, tracing
 from agentd.infra import Metrics
@@ -43,6 +43,7 @@ from agentd.session.commit_outcome import (
     is_deadlock,
     not_committed,
 )
+from agentd.session.eventlog.publishing import Histogram, publish_items
 from agentd.session.eventlog.refusals import is_transient, restated
 from agentd.session.eventlog.write_item import Publish, WriteItem
 from agentd.store import Batch, EventWrite, QueueWrite, Store, is_disconnect
@@ -81,13 +82,6 @@ def _one_loop_turn() -> Generator[None, None, None]:
     yield
 
 
-class _Histogram(Protocol):
-    # `counts[0]`: the bucket of a zero (every bound is a positive latency).
-    counts: list[int]
-
-    def observe(self, amount: float) -> None: ...
-
-
 class GaveUp(Exception):
     """The database stayed unreachable for the writer's whole deadline."""
 
@@ -108,8 +102,8 @@ class EventWriter:
         self._metrics = metrics
         # The fan-out lag histogram, looked up once (it is observed per published event).
         # (looked up at the first publish, not here: metrics load prometheus on first use)
-        self._lag: _Histogram | None = None
-        self._flush: _Histogram | None = None  # the flush latency histogram, likewise
+        self._lag: Histogram | None = None
+        self._flush: Histogram | None = None  # the flush latency histogram, likewise
         self._flush_interval = flush_interval
         # Submitted items in order, and the writer's wake-up while it waits for one: a plain
         # deque (13 items per trivial turn: an asyncio.Queue's put/get bookkeeping per item
@@ -206,7 +200,8 @@ class EventWriter:
                 wake.set_result(None)
 
     # The journal's every event, `(session_id, event, publish, session_fields=None)`: the
-    # session row's fields written in the event's own commit. `_put` itself: one call.
+    # session row's fields written in the event's own commit. `_put` itself: one call
+    # (also the journal's message writes: `(session_id, None, None, None, messages)`).
     submit_event = _put
 
     def submit_transient(self, session_id: str, event: Event, publish: Publish) -> None:
@@ -335,30 +330,10 @@ class EventWriter:
                         if reason is not None:
                             self._note_drop(item.session_id, item.ticket, reason)
                 busy = bool(self._queue)
-                self._publish(items, dropped)
+                lag = None if self._metrics is None else self._lag or self._fanout_lag()
+                publish_items(items, dropped, lag, self.outcome_since)
             finally:
                 self._holding = False
-
-    def _publish(self, items: collections.deque[WriteItem], dropped: Collection[str]) -> None:
-        lag = None if self._metrics is None else self._lag or self._fanout_lag()
-        now = monotonic() if lag is not None else 0.0
-        for item in items:
-            event = item.event
-            if event is not None:  # (an event's item is never a barrier or a waiter)
-                if dropped and item.session_id in dropped:
-                    continue  # not durable (or after a refused batch), so never shown
-                if item.publish is not None:
-                    try:
-                        item.publish(event)
-                    except Exception:  # a broken subscriber must not stop the log
-                        log.exception("publishing event failed")
-                    if lag is not None:
-                        lag.observe(now - item.submitted_at)
-                continue
-            if item.done is not None and not item.done.done():
-                item.done.set_result(None)
-            if item.outcome is not None and not item.outcome.done():
-                item.outcome.set_result(self.outcome_since(item.session_id, item.since))
 
     def _batches(
         self, items: collections.deque[WriteItem]
@@ -416,12 +391,12 @@ class EventWriter:
             return failed
         return failed | await self._commit_one_by_one(listed)
 
-    def _fanout_lag(self) -> _Histogram:
+    def _fanout_lag(self) -> Histogram:
         assert self._metrics is not None
         self._lag = self._metrics.fanout_lag_seconds
         return self._lag
 
-    def _flush_histogram(self) -> _Histogram:
+    def _flush_histogram(self) -> Histogram:
         assert self._metrics is not None
         self._flush = self._metrics.flush_seconds
         return self._flush

@@ -33,6 +33,18 @@ def test_a_loop_histogram_renders_as_prometheus_client_s_histogram() -> None:
     assert 'agentd_x_seconds_bucket{le="0.001"} 4.0' in _exposition(ours)  # 0.001 itself included
 
 
+def test_observe_many_is_observe_of_each() -> None:
+    # The writer observes a batch's fan-out lags in one call: the same buckets and sum.
+    one, many = LoopHistogram("a", "a", BUCKETS), LoopHistogram("b", "b", BUCKETS)
+    for value in SAMPLES:
+        one.observe(value)
+    many.observe_many(SAMPLES[:3])
+    many.observe_many([])
+    many.observe_many(list(SAMPLES[3:]))
+    assert many.counts == one.counts and many.sum == one.sum
+    assert sum(many.counts) == len(SAMPLES) and many.counts[-1] == 2  # 2.6 and 40 above every bound
+
+
 def test_loop_counters_render_as_prometheus_client_s_counters() -> None:
     theirs, ours = CollectorRegistry(), CollectorRegistry()
     plain = Counter("agentd_things", "Things", registry=theirs)

@@ -185,6 +185,23 @@ async def test_a_transient_event_published_at_once_is_a_zero_fanout_lag(store: S
     await writer.stop()
 
 
+async def test_every_event_a_batch_publishes_is_one_fanout_lag_observation(store: Store):
+    # Observed once per batch (`observe_many`): one count per published event, none for a
+    # barrier, each lag the time from its submit to the batch's publish.
+    metrics = Metrics()
+    writer = EventWriter(store, flush_interval=0, metrics=metrics)
+    writer.start()
+    seen: list[str] = []
+    for i in range(1, 4):
+        writer.submit("a", event=_event("a", i, f"d{i}"), publish=lambda e: seen.append(e.payload["text"]))
+    writer.submit("a", event=_event("a", None, "t"), publish=lambda e: seen.append(e.payload["text"]))
+    await writer.barrier()
+    lag = metrics.fanout_lag_seconds
+    assert seen == ["d1", "d2", "d3", "t"]
+    assert sum(lag.counts) == 4 and lag.sum > 0.0
+    await writer.stop()
+
+
 async def test_transient_events_never_overtake_a_durable_event_in_flight(store: Store):
     gated = GatedStore(store)
     writer = EventWriter(gated, flush_interval=0)  # type: ignore[arg-type]

@@ -33,9 +33,10 @@ def notice(title: str, seq: int | None) -> Event:
     return Event.stored(SID, EventKind.NOTICE, {"severity": "info", "title": title}, seq=seq)
 
 
-def run(inline: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], int]:
+def run(inline: bool, monkeypatch: pytest.MonkeyPatch, *, runs: bool = False) -> tuple[list[Any], int]:
     """One session's stream through a hub with these clients; what each got, and how many
-    times `Subscriber._render` ran."""
+    times `Subscriber._render` ran. `runs`: the events between attaches published in one
+    call each (as the writer publishes a batch)."""
     monkeypatch.setattr(hub_module, "INLINE_RENDER", inline)
     calls = 0
     original = Subscriber._render
@@ -79,10 +80,17 @@ def run(inline: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], int]:
         notice("old", 3),  # behind every client's cursor
         notice("after", 5),
     ]
-    for item in stream:
+    pending: list[Event] = []
+    for item in [*stream, "end"]:
         if isinstance(item, str):
-            hub.subscribe(late, SID).go_live(hub.seq)
-            sinks.append(late)
+            if pending:
+                hub.publish(*pending)
+                pending = []
+            if item == "attach late":
+                hub.subscribe(late, SID).go_live(hub.seq)
+                sinks.append(late)
+        elif runs:
+            pending.append(item)
         else:
             hub.publish(item)
     got: list[Any] = [(s.id, s.texts, getattr(s, "encoded", None), s.urgent) for s in sinks]
@@ -101,6 +109,41 @@ def test_every_client_gets_what_render_alone_gives_it(monkeypatch: pytest.Monkey
     assert not any(b'"hi"' in t for t in by_id["conn_a"][1])  # no echo of its own prompt
     assert any(b'"hi"' in t for t in by_id["conn_c"][1])
     assert any(b"_agentd/event" in t for t in by_id["conn_d"][1])  # a notice it cannot take
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_events_published_in_one_call_reach_every_client_as_one_by_one(
+    inline: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The writer hands a batch's events to the hub in one `publish` call.
+    assert run(inline, monkeypatch, runs=True)[0] == run(inline, monkeypatch)[0]
+
+
+def test_a_subscriber_that_breaks_on_one_event_of_a_run_still_gets_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hub = EventHub(render=AcpRenderer())
+    good, bad = EncodedSink("conn_a"), EncodedSink("conn_b")
+    for sink in (good, bad):
+        hub.subscribe(sink, SID).go_live(0)
+    sent = bad.send_encoded
+
+    def breaks_on_first(text: str) -> bool:
+        if not bad.texts:
+            bad.texts.append("")  # broken once
+            raise RuntimeError("boom")
+        return sent(text)
+
+    monkeypatch.setattr(bad, "send_encoded", breaks_on_first)
+    bad_sub = hub.get("conn_b")
+    assert bad_sub is not None
+    bad_sub._send = breaks_on_first
+    hub.publish(notice("one", 1), notice("two", 2))
+    assert len(good.texts) == 2 and len(bad.texts) == 2 and '"two"' in bad.texts[1]
+    assert hub.seq == 2
+    with pytest.raises(RuntimeError):  # one event alone: its caller's to log, as before
+        bad.texts.clear()
+        hub.publish(notice("three", 3))
 
 
 def test_the_updates_render_has_steps_for_have_no_subclasses() -> None:

@@ -11,6 +11,7 @@ from agentd.core import (
     INTERRUPTED_RESULT,
     AgentText,
     AgentTextChunk,
+    Message,
     OutcomeKind,
     TurnEnded,
     TurnOutcome,
@@ -94,10 +95,17 @@ class RecordingWriter:
             self.writes.append(("event", kw["event"].kind.value))
         if kw.get("session_fields"):
             self.writes.append(("fields", kw["session_fields"]))
+        if kw.get("messages"):
+            self.writes.append(("messages", kw["messages"]))
 
-    def submit_event(self, session_id: str, event: Any, publish: Any, session_fields: Any = None) -> None:
-        """An event and the session row's fields in one write (the same commit)."""
-        self.submit(session_id, event=event, publish=publish, session_fields=session_fields)
+    def submit_event(
+        self, session_id: str, event: Any, publish: Any, session_fields: Any = None, messages: Any = None
+    ) -> None:
+        """An event and the session row's fields in one write (the same commit); or, with
+        no event, conversation messages (`EventWriter._put`'s positional order)."""
+        self.submit(
+            session_id, event=event, publish=publish, session_fields=session_fields, messages=messages
+        )
 
 
 def test_turn_boundaries_set_and_clear_running_turn_in_the_same_commit_as_the_event() -> None:
@@ -145,3 +153,37 @@ async def test_a_streamed_chunk_goes_to_the_hub_directly_and_through_the_feed_on
     journal.emit_transient(AgentTextChunk("m1", "b", 1))
     journal.cancel_checkpoints()
     assert (hub, feed) == (["a"], ["b"])
+
+
+def test_metrics_count_every_emitted_event_and_each_turn_the_same_with_or_without_the_shortcut() -> None:
+    """The journal adds to the events counter itself except for the updates `observe_event`
+    counts more of: the counters read as if `observe_event` saw every event."""
+    from agentd.core import RetryDecided
+    from agentd.infra import Metrics
+
+    metrics, reference = Metrics(), Metrics()
+    journal = Journal("s1", cast(EventWriter, RecordingWriter()), lambda _e: None, 0, [], metrics)
+    updates = [
+        TurnStarted("turn_1", "p1", "prompt", "user"),
+        AgentText("m1", "hi"),
+        RetryDecided(decision={"decision": "retry", "bucket": "transient"}),
+        TurnEnded("turn_1", "p1", "completed", "end_turn", 0),
+    ]
+    for update in updates:
+        journal.emit(update)
+        reference.observe_event(update)
+    text = metrics.render().decode()
+    for line in reference.render().decode().splitlines():
+        if line.startswith(("agentd_events_total", "agentd_turns_total", "agentd_retry_decisions_total")):
+            assert line in text
+    assert "agentd_events_total 4.0" in text
+    assert 'agentd_turns_total{outcome="completed"} 1.0' in text
+    assert 'agentd_retry_decisions_total{bucket="transient",decision="retry"} 1.0' in text
+
+
+def test_a_message_write_is_queued_as_submit_queues_it() -> None:
+    writer = RecordingWriter()
+    journal = Journal("s1", cast(EventWriter, writer), lambda _e: None, 0, [])
+    message = Message(role="user", content="hi")
+    journal.persist_message(0, message)
+    assert writer.writes == [("messages", [(0, {**message.model_dump(mode="json"), "_seq": 0})])]
