@@ -122,7 +122,9 @@ def main() -> None:
         for clients in (int(c) for c in args.clients.split(",")):
             for name, tree in (("A", args.a), ("B", args.b)):
                 ops, calls = (float(x) for x in one(tree, clients, args.turns, True).split())
-                print(f"clients={clients} {name}: {ops:.0f} Python opcodes, {calls:.1f} Python calls per turn")
+                print(
+                    f"clients={clients} {name}: {ops:.0f} Python opcodes, {calls:.1f} Python calls per turn"
+                )
         return
     for clients in (int(c) for c in args.clients.split(",")):
         ratios, runs_a, runs_b = [], [], []
@@ -135,7 +137,8 @@ def main() -> None:
         # On a loaded host a run is only ever slowed: each tree's fastest run is its best estimate.
         low_a, low_b = min(runs_a), min(runs_b)
         print(
-            f"clients={clients}: B/A median {statistics.median(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f});"
+            f"clients={clients}: B/A median {statistics.median(ratios):.3f}"
+            f" ({min(ratios):.3f}–{max(ratios):.3f});"
             f" fastest A {low_a:.1f}, B {low_b:.1f} µs/turn, B/A {low_b / low_a:.3f}"
         )
 
