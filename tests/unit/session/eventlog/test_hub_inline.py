@@ -139,7 +139,7 @@ def test_a_subscriber_that_breaks_on_one_event_of_a_run_still_gets_the_next(
     assert bad_sub is not None
     bad_sub._send = breaks_on_first
     hub.publish(notice("one", 1), notice("two", 2))
-    assert len(good.texts) == 2 and len(bad.texts) == 2 and '"two"' in bad.texts[1]
+    assert len(good.texts) == 2 and len(bad.texts) == 2 and b'"two"' in bad.texts[1]
     assert hub.seq == 2
     with pytest.raises(RuntimeError):  # one event alone: its caller's to log, as before
         bad.texts.clear()

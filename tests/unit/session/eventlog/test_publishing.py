@@ -96,4 +96,4 @@ async def test_a_failed_sessions_events_in_a_run_are_not_shown(monkeypatch: pyte
     writer.submit("a", event=notice("a", "a3", 3), publish=publish)
     await asyncio.wait_for(writer.barrier(), 30)
     await writer.stop()
-    assert len(sink.texts) == 1 and '"a1"' in sink.texts[0]
+    assert len(sink.texts) == 1 and b'"a1"' in sink.texts[0]
