@@ -107,8 +107,8 @@ class PgStore:
         sql, params = step
         p = list(params)
         p[0] = datetime.now(UTC)
-        if isinstance(p[1], str):  # rows as json parameters: events $2, messages $3 (issue 32)
-            p[1], p[2] = (_shifted(p[i], shift) for i in (1, 2))
+        if isinstance(p[1], str):  # rows as json parameters: events $2, messages $4 (issue 32)
+            p[1], p[3] = (_shifted(p[i], shift) for i in (1, 3))
         else:  # one array per column (a tree from before)
             p[2] = [q + shift for q in p[2]]  # events' seq
             p[6] = [i + shift for i in p[6]]  # messages' idx

@@ -34,30 +34,33 @@ from agentd.store.notify import EVENTS_CHANNEL
 from agentd.store.pg_driver import translated
 from agentd.store.records import Batch
 
-# The rows go as one `json` parameter per table (arrays of rows, read back with
-# `json_array_elements`), not as one array parameter per column: asyncpg checks every array
-# and every element of one against three `collections.abc` classes (~88 Python calls per
-# commit on the loop, ~9 % of a Postgres turn's), a text parameter not at all (issue 32).
-# A payload rides in its array as the codec's own bytes (`orjson.Fragment`), and `->` hands
-# a json value back as the very text it was given: the rows are byte for byte what
-# `p::json` of the text stored. WITH ORDINALITY … ORDER BY: rows get their ids in the
-# batch's order, as executemany gave. `e` is read twice (the INSERT, the NOTIFY): Postgres
-# materialises it, one parse of the parameter.
+# The rows go as json parameters (arrays of rows, read back with `json_array_elements`),
+# not as one array parameter per column: asyncpg checks every array and every element of
+# one against three `collections.abc` classes (~88 Python calls per commit on the loop,
+# ~9 % of a Postgres turn's), a text parameter not at all (issue 32). The json values
+# (payloads, messages, JSON columns) go in flat arrays of their own, zipped with their rows
+# by `ROWS FROM`: any `->` into a json value de-escapes every string in it, and a `\u0000`
+# (valid in a json column) cannot be de-escaped; an element of a flat array is never
+# looked into. A payload goes as the codec's own bytes, and a json array's element is the
+# very text it was given: the rows are byte for byte what `p::json` of the text stored.
+# WITH ORDINALITY … ORDER BY: rows get their ids in the batch's order, as executemany gave.
+# `e` is read twice (the INSERT, the NOTIFY): Postgres materialises it, one parse.
 _HEAD = """\
 WITH e AS (
-  SELECT r->>0 AS s, (r->>1)::int8 AS q, r->>2 AS k, r->3 AS p, (r->>4)::int8 AS f, n
-  FROM json_array_elements($2::json) WITH ORDINALITY AS t(r, n)
+  SELECT r->>0 AS s, (r->>1)::int8 AS q, r->>2 AS k, p, (r->>3)::int8 AS f, n
+  FROM ROWS FROM (json_array_elements($2::json), json_array_elements($3::json)) WITH ORDINALITY AS t(r, p, n)
 ), ev AS (
   INSERT INTO events (session_id, seq, kind, payload, created_at, fence)
   SELECT s, q, k, p, $1, f FROM e ORDER BY n
 ), msg AS (
   INSERT INTO messages (session_id, idx, data, fence)
-  SELECT r->>0, (r->>1)::int4, r->2, (r->>3)::int8
-  FROM json_array_elements($3::json) WITH ORDINALITY AS t(r, n) ORDER BY n
+  SELECT r->>0, (r->>1)::int4, d, (r->>2)::int8
+  FROM ROWS FROM (json_array_elements($4::json), json_array_elements($5::json)) WITH ORDINALITY AS t(r, d, n)
+  ORDER BY n
 )"""
 _TOUCH = (
     ", touch AS (\n  UPDATE sessions SET updated_at = $1, fence = (u->>1)::int8 "
-    "FROM json_array_elements($4::json) AS u WHERE sessions.id = u->>0\n)"
+    "FROM json_array_elements($6::json) AS u WHERE sessions.id = u->>0\n)"
 )
 # The main query wakes the other replicas (R-C1): one NOTIFY per session, "seq session_id"
 # with the highest seq committed (`notify.events_payload`). NOTIFY is transactional: it is
@@ -69,8 +72,9 @@ NOTIFY_AFTER = (
     "FROM unnest($1::varchar[], $2::int8[]) AS n(s, q) GROUP BY s"
 )
 # Each row carries its session's lease token (R-C1, the last element), which the fence
-# triggers check. $5 on: one parameter per set of session columns.
-_FIRST_FIELD_PARAM = 5
+# triggers check. $7 on: per set of session columns, its rows `[id, plain value…, token]`,
+# then one flat array per JSON column.
+_FIRST_FIELD_PARAM = 7
 
 
 @functools.lru_cache(maxsize=32)
@@ -91,19 +95,27 @@ def _statement(field_sets: tuple[tuple[str, ...], ...]) -> str | None:
     exactly those); None for a time column: as text it would be read in the server's time
     zone (the general way binds it as a time)."""
     ctes = [_HEAD]
+    param = _FIRST_FIELD_PARAM
     for g, columns in enumerate(field_sets):
-        sets = []
-        for i, c in enumerate(columns, 1):
+        sets, arrays = [], [f"json_array_elements(${param}::json)"]
+        plain = 0
+        for c in columns:
             sql_type, is_json = _column_sql_type(c)
             if sql_type.startswith("TIMESTAMP"):
                 return None
-            # A JSON column takes the json value itself (a JSON null stays one, as `'null'::json`).
-            sets.append(f'"{c}" = u->{i}' if is_json else f'"{c}" = (u->>{i})::{sql_type}')
+            if is_json:  # its value itself (a JSON null stays one, as `'null'::json`)
+                arrays.append(f"json_array_elements(${param + len(arrays)}::json)")
+                sets.append(f'"{c}" = u.j{len(arrays) - 1}')
+            else:
+                plain += 1
+                sets.append(f'"{c}" = (u.r->>{plain})::{sql_type}')
+        names = ", ".join(["r", *(f"j{i}" for i in range(1, len(arrays)))])
         ctes.append(
             f", f{g} AS (\n  UPDATE sessions SET {', '.join(sets)}, updated_at = $1, "
-            f"fence = (u->>{len(columns) + 1})::int8 "
-            f"FROM json_array_elements(${_FIRST_FIELD_PARAM + g}::json) AS u WHERE sessions.id = u->>0\n)"
+            f"fence = (u.r->>{plain + 1})::int8 "
+            f"FROM ROWS FROM ({', '.join(arrays)}) AS u({names}) WHERE sessions.id = u.r->>0\n)"
         )
+        param += len(arrays)
     return "".join(ctes) + _TOUCH + "\n" + _NOTIFY
 
 
@@ -115,7 +127,6 @@ def notify_params(batches: list[Batch]) -> tuple[list[str], list[int]] | None:
     return sids, [e.seq for b in batches for e in b.events]
 
 
-_Fragment = orjson.Fragment
 _dumps_bytes = orjson.dumps
 
 
@@ -129,9 +140,11 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
         b.truncate_from is not None or b.queue for b in batches
     ):
         return None
-    # The event's bytes are the codec's: not serialised again, only embedded.
-    events = [[b.session_id, e.seq, e.kind, _Fragment(e.data), b.fence] for b in batches for e in b.events]
-    messages = [[b.session_id, i, m, b.fence] for b in batches for i, m in b.messages]
+    # The event's bytes are the codec's: not serialised again, only joined.
+    events = [[b.session_id, e.seq, e.kind, b.fence] for b in batches for e in b.events]
+    payloads = b"[" + b",".join([e.data for b in batches for e in b.events]) + b"]"
+    messages = [[b.session_id, i, b.fence] for b in batches for i, _ in b.messages]
+    data = [m for b in batches for _, m in b.messages]
     touched: list[list[Any]] = []
     groups: dict[tuple[str, ...], list[Batch]] = {}
     for b in batches:
@@ -151,12 +164,22 @@ def one_statement(batches: list[Batch], now: datetime) -> tuple[str, tuple[Any, 
     params: list[Any] = [
         now,
         _dumps_bytes(events).decode(),
+        payloads.decode(),
         _dumps_bytes(messages).decode(),
+        _dumps_bytes(data).decode(),
         _dumps_bytes(touched).decode(),
     ]
     for columns in field_sets:
-        rows = [[b.session_id, *[b.session_fields[c] for c in columns], b.fence] for b in groups[columns]]
-        params.append(_dumps_bytes(rows).decode())
+        members = groups[columns]
+        plain = [c for c in columns if not _column_sql_type(c)[1]]
+        params.append(
+            _dumps_bytes(
+                [[b.session_id, *[b.session_fields[c] for c in plain], b.fence] for b in members]
+            ).decode()
+        )
+        for c in columns:
+            if _column_sql_type(c)[1]:
+                params.append(_dumps_bytes([b.session_fields[c] for b in members]).decode())
     return sql, tuple(params)
 
 

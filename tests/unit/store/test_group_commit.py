@@ -388,7 +388,8 @@ async def test_postgres_one_statement_stores_what_the_general_way_stores(
 ) -> None:
     # The one-statement commit sends its rows as json parameters (issue 32): the same batches,
     # through it and through `apply_batches`, must leave the same rows — payloads byte for
-    # byte as the codec wrote them (spacing and escapes kept), JSON null vs SQL NULL, booleans.
+    # byte as the codec wrote them (spacing and escapes kept, a NUL's `\u0000` too: a json
+    # column takes it, text does not), JSON null vs SQL NULL, booleans.
     from sqlalchemy import text
 
     import agentd.store.db as db_module
@@ -398,15 +399,15 @@ async def test_postgres_one_statement_stores_what_the_general_way_stores(
             Batch(
                 f"{p}0",
                 events=[
-                    event_write(1, "agent_message", {"text": "é ✓", "n": [1, 2.5, None]}),
+                    event_write(1, "agent_message", {"text": "é ✓ a\x00b", "n": [1, 2.5, None]}),
                     EventWrite(2, "plan", b'{"a" :  [1, 2.50], "b":"\\u00e9"}'),
                 ],
-                messages=[(0, {"role": "user", "content": "hi"}), (1, {"role": "assistant"})],
+                messages=[(0, {"role": "user", "content": "h\x00i"}), (1, {"role": "assistant"})],
                 session_fields={
                     "title": "t",
                     "plan": True,
                     "usage": None,
-                    "goal": {"g": 1},
+                    "goal": {"g": "\x00"},
                     "updated_at": OLD,
                 },
                 fence=None,
@@ -511,18 +512,19 @@ def test_one_sessions_batch_makes_the_statement_a_batch_among_others_makes() -> 
     shared = pg_commit.one_statement([batch(), other], now)
     assert alone is not None and shared is not None
     rows = [[orjson.loads(p) for p in one[1][1:]] for one in (alone, shared)]
-    # Events ($2): s0's rows first, then s1's; messages ($3) and s0's fields ($5) alike;
-    # s1, with events and no fields, only touched ($4).
-    assert rows[0][0] == rows[1][0][:2] and rows[1][0][2] == ["s1", 5, "plan", {}, 3]
-    assert rows[0][0] == [["s0", 1, "plan", {"a": 1}, 7], ["s0", 2, "usage", {}, 7]]
-    assert rows[0][1] == rows[1][1] == [["s0", 0, {"role": "user"}, 7]]
-    assert rows[0][2] == [] and rows[1][2] == [["s1", 3]]
-    assert rows[0][3] == rows[1][3] == [["s0", "t", 7]]
-    # The payload goes as the codec's very bytes.
-    assert alone[1][1].startswith('[["s0",1,"plan",' + batch().events[0].data.decode() + ",7],")
+    # Events ($2, payloads $3): s0's rows first, then s1's; messages ($4, $5) and s0's fields
+    # ($7) alike; s1, with events and no fields, only touched ($6).
+    assert rows[0][0] == rows[1][0][:2] and rows[1][0][2] == ["s1", 5, "plan", 3]
+    assert rows[0][0] == [["s0", 1, "plan", 7], ["s0", 2, "usage", 7]]
+    assert rows[0][1] == rows[1][1][:2] == [{"a": 1}, {}]
+    assert rows[0][2] == rows[1][2] == [["s0", 0, 7]] and rows[0][3] == rows[1][3] == [{"role": "user"}]
+    assert rows[0][4] == [] and rows[1][4] == [["s1", 3]]
+    assert rows[0][5] == rows[1][5] == [["s0", "t", 7]]
+    # The payloads go as the codec's very bytes.
+    assert alone[1][2] == "[" + ",".join(e.data.decode() for e in batch().events) + "]"
     assert pg_commit.one_statement([Batch("s0", truncate_from=0)], now) is None
     assert pg_commit.one_statement([Batch("s0", queue=[QueueWrite(deletes=["p"])])], now) is None
     empty = pg_commit.one_statement([Batch("s0", session_fields={"title": "t"})], now)
-    assert empty is not None and empty[1][1:4] == ("[]", "[]", "[]")
+    assert empty is not None and empty[1][1:6] == ("[]", "[]", "[]", "[]", "[]")
     # A time column as text would be read in the server's zone: the general way.
     assert pg_commit.one_statement([Batch("s0", session_fields={"created_at": now})], now) is None
