@@ -173,7 +173,11 @@ def fence_of(timeline: list[tuple[str, Any]]) -> int | None:
     """The lease token a Postgres commit carried (the relay's session holds the same)."""
     for kind, step in timeline:
         if kind == "commit" and isinstance(step, tuple):
-            fences = [f for f in step[1][9] if f is not None]
+            params = step[1]
+            if isinstance(params[1], str):  # rows as json parameters: the token last in each
+                fences = [row[-1] for row in orjson.loads(params[1]) if row[-1] is not None]
+            else:  # one array per column (a tree from before)
+                fences = [f for f in params[9] if f is not None]
             return fences[0] if fences else None
     return None
 

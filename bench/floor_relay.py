@@ -107,9 +107,21 @@ class PgStore:
         sql, params = step
         p = list(params)
         p[0] = datetime.now(UTC)
-        p[2] = [q + shift for q in p[2]]  # events' seq
-        p[6] = [i + shift for i in p[6]]  # messages' idx
+        if isinstance(p[1], str):  # rows as json parameters: events $2, messages $4 (issue 32)
+            p[1], p[3] = (_shifted(p[i], shift) for i in (1, 3))
+        else:  # one array per column (a tree from before)
+            p[2] = [q + shift for q in p[2]]  # events' seq
+            p[6] = [i + shift for i in p[6]]  # messages' idx
         await self.conn.execute(sql, *p)
+
+
+def _shifted(rows: str, shift: int) -> str:
+    """A json parameter's rows `[session, seq or idx, …]` with their seq/idx moved by `shift`
+    (loaded and dumped as agentd builds one: a C call each way)."""
+    parsed = orjson.loads(rows)
+    for row in parsed:
+        row[1] += shift
+    return orjson.dumps(parsed).decode()
 
 
 class Model(asyncio.Protocol):

@@ -27,6 +27,8 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+import orjson
+
 from agentd.store.notify import PgListener, asyncpg_dsn
 
 log = logging.getLogger(__name__)
@@ -214,6 +216,12 @@ def _decoded(kind: str, text: str) -> bytes | None:
         return None
 
 
+# A payload never holds a NUL (`pg_fragments`: base64 then), the one escape `->>` refuses.
+_PUBLISH = (
+    "SELECT pg_notify(n->>0, n->>1) FROM json_array_elements($1::json) WITH ORDINALITY AS t(n, i) ORDER BY i"
+)
+
+
 class PgBroker:
     """Postgres NOTIFY as the broker: subscriptions ride on the process's LISTEN connection
     (`listener`); messages go out on a connection of their own (a pool under load must not
@@ -233,26 +241,21 @@ class PgBroker:
         await self.publish_many([(channel, data)])
 
     async def publish_many(self, messages: Sequence[tuple[str, bytes]]) -> None:
-        channels: list[str] = []
-        payloads: list[str] = []
+        # One json parameter of [channel, payload] pairs, not two text arrays: asyncpg checks
+        # an array and each of its elements against `collections.abc` classes in Python
+        # (~12 calls a batch), a text parameter not at all (issue 32).
+        notes: list[tuple[str, str]] = []
         for channel, data in messages:
             self._count += 1
             name = pg_channel(channel)
             for fragment in pg_fragments(f"{self._sender}{self._count:x}", data):
-                channels.append(name)
-                payloads.append(fragment)
-        if not channels:
+                notes.append((name, fragment))
+        if not notes:
             return
         async with self._sending:
             conn = await self._connection()
             try:
-                await conn.execute(
-                    "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, i)"
-                    " ORDER BY i",
-                    channels,
-                    payloads,
-                    timeout=PG_PUBLISH_TIMEOUT_S,
-                )
+                await conn.execute(_PUBLISH, orjson.dumps(notes).decode(), timeout=PG_PUBLISH_TIMEOUT_S)
             except BaseException:
                 self._conn = None  # broken or timed out mid-statement: never reused
                 conn.terminate()

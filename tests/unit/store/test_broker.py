@@ -140,10 +140,13 @@ async def test_messages_reach_every_subscriber_of_their_channel_in_order(kind: s
         second = await broker.subscribe(one)
         elsewhere = await broker.subscribe(other)
         big = "ü".encode() * 9_000  # 18 KB: more than one NOTIFY payload
-        await broker.publish_many([(one, b"a"), (other, b"x"), (one, big), (one, b"\x00c")])
+        # Quotes, backslashes and control characters: escaped on the way (NOTIFY's batch goes
+        # as one json parameter) and the very bytes again on arrival.
+        odd = '{"t":"\\"q\\" \\\\ \n\t\x1f \u2028 é"}'.encode()
+        await broker.publish_many([(one, b"a"), (other, b"x"), (one, big), (one, b"\x00c"), (one, odd)])
         await broker.publish(one, b"d")
         for sub in (first, second):
-            assert await received(sub, 4) == [b"a", big, b"\x00c", b"d"]
+            assert await received(sub, 5) == [b"a", big, b"\x00c", odd, b"d"]
         assert await received(elsewhere, 1) == [b"x"]
         # Unsubscribed: nothing more arrives there; the others still get theirs.
         await first.aclose()

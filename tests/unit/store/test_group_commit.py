@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, select, update
@@ -19,6 +20,7 @@ from agentd.store.db import Batch, Store, alembic_config
 from agentd.store.engine import SCHEMA_HEAD
 from agentd.store.models import EventRow, SessionRow
 from agentd.store.queue_rows import QueueWrite
+from agentd.store.records import EventWrite
 from agentd.store.sqlite_writer import CHECKPOINT_EVERY
 from tests.support.databases import event_write
 from tests.support.polling import until
@@ -381,6 +383,88 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
     assert len(dumps[True]["events"]) == 4 and len(dumps[True]["messages"]) == 3
 
 
+async def test_postgres_one_statement_stores_what_the_general_way_stores(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The one-statement commit sends its rows as json parameters (issue 32): the same batches,
+    # through it and through `apply_batches`, must leave the same rows — payloads byte for
+    # byte as the codec wrote them (spacing and escapes kept, a NUL's `\u0000` too: a json
+    # column takes it, text does not), JSON null vs SQL NULL, booleans.
+    from sqlalchemy import text
+
+    import agentd.store.db as db_module
+
+    def batches(p: str) -> list[Batch]:
+        return [
+            Batch(
+                f"{p}0",
+                events=[
+                    event_write(1, "agent_message", {"text": "é ✓ a\x00b", "n": [1, 2.5, None]}),
+                    EventWrite(2, "plan", b'{"a" :  [1, 2.50], "b":"\\u00e9"}'),
+                ],
+                messages=[(0, {"role": "user", "content": "h\x00i"}), (1, {"role": "assistant"})],
+                session_fields={
+                    "title": "t",
+                    "plan": True,
+                    "usage": None,
+                    "goal": {"g": "\x00"},
+                    "updated_at": OLD,
+                },
+                fence=None,
+            ),
+            Batch(f"{p}1", events=[event_write(1, "plan", {}), event_write(2, "usage", {"in": 3})]),
+            Batch(f"{p}2", messages=[(0, {"m": 1})], session_fields={"partial": None}),
+            Batch(f"{p}3", session_fields={"title": None, "plan": False, "running_turn": "turn_1"}),
+        ]
+
+    fixed = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
+    monkeypatch.setattr(db_module, "utcnow", lambda: fixed)
+    sent: list[str] = []
+    real_pg = pg_commit.execute
+
+    def pg_execute(driver: Any, sql: str, params: tuple[Any, ...]) -> Any:
+        sent.append(sql)
+        return real_pg(driver, sql, params)
+
+    monkeypatch.setattr(pg_commit, "execute", pg_execute)
+    store = await Store.open(pg_url)
+    try:
+        await store.migrate()
+        for p in ("a", "b"):
+            for i in range(4):
+                await store.create_session(id=f"{p}{i}", owner="o", cwd="/w", mode="default", model="m")
+        await store.commit([Batch("a0", session_fields={"title": "warm"})])  # the first connect
+        await store.commit([Batch("b0", session_fields={"title": "warm"})])
+        real_one = pg_commit.one_statement
+        for p, fast in (("a", True), ("b", False)):
+            monkeypatch.setattr(pg_commit, "one_statement", real_one if fast else lambda *a: None)
+            before = len(sent)
+            await store.commit(batches(p))
+            assert (len(sent) > before) == fast  # the way under test was taken
+        rows: dict[str, list[Any]] = {}
+        async with store.engine.connect() as conn:
+            for table, cols in (
+                ("events", "seq, kind, payload::text, created_at, fence"),
+                ("messages", "idx, data::text, fence"),
+                (
+                    "sessions",
+                    "title, plan, usage::text, goal::text, partial::text, running_turn, updated_at, fence",
+                ),
+            ):
+                for p in ("a", "b"):
+                    key = "id" if table == "sessions" else "session_id"
+                    sql = f"SELECT right({key}, 1), {cols} FROM {table} WHERE {key} LIKE :p ORDER BY 1, 2"
+                    got = await conn.execute(text(sql), {"p": f"{p}%"})
+                    rows[table + p] = [tuple(r) for r in got]
+    finally:
+        await store.close()
+    for table in ("events", "messages", "sessions"):
+        assert rows[table + "a"] == rows[table + "b"], table
+    assert ("0", 2, "plan", '{"a" :  [1, 2.50], "b":"\\u00e9"}', fixed, None) in rows["eventsa"]
+    assert rows["sessionsa"][2][5] == "null" and rows["sessionsa"][3][1:3] == (None, False)
+    assert len(rows["eventsa"]) == 4 and len(rows["messagesa"]) == 3
+
+
 async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_commit(pg_url: str) -> None:
     # The one-statement commit runs on asyncpg's connection itself: a connection the server
     # killed may fail the commit in flight (a transient error the event log retries), but it
@@ -410,8 +494,8 @@ async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_c
 
 def test_one_sessions_batch_makes_the_statement_a_batch_among_others_makes() -> None:
     # The one-batch shortcut of `pg_commit.one_statement` (no id set, no `any`): the same
-    # parameters, row for row, as the same batch committed beside another session's; the
-    # rare writes still go the general way; no rows, empty arrays.
+    # rows as the same batch committed beside another session's; the rare writes (and a
+    # time column) still go the general way; no rows, empty json arrays.
     now = datetime(2026, 12, 3, tzinfo=UTC)
 
     def batch() -> Batch:
@@ -427,13 +511,20 @@ def test_one_sessions_batch_makes_the_statement_a_batch_among_others_makes() -> 
     other = Batch("s1", events=[event_write(5, "plan", {})], fence=3)
     shared = pg_commit.one_statement([batch(), other], now)
     assert alone is not None and shared is not None
-    # Events and messages: s0's rows first, then s1's (arrays $2–$8, $10, $11).
-    for i in (1, 2, 3, 4, 9):
-        assert list(alone[1][i]) == list(shared[1][i])[:2]
-    for i in (5, 6, 7, 10):
-        assert list(alone[1][i]) == list(shared[1][i])
-    assert alone[1][2] == [1, 2] and alone[1][9] == [7, 7] and alone[1][7] == ['{"role":"user"}']
+    rows = [[orjson.loads(p) for p in one[1][1:]] for one in (alone, shared)]
+    # Events ($2, payloads $3): s0's rows first, then s1's; messages ($4, $5) and s0's fields
+    # ($7) alike; s1, with events and no fields, only touched ($6).
+    assert rows[0][0] == rows[1][0][:2] and rows[1][0][2] == ["s1", 5, "plan", 3]
+    assert rows[0][0] == [["s0", 1, "plan", 7], ["s0", 2, "usage", 7]]
+    assert rows[0][1] == rows[1][1][:2] == [{"a": 1}, {}]
+    assert rows[0][2] == rows[1][2] == [["s0", 0, 7]] and rows[0][3] == rows[1][3] == [{"role": "user"}]
+    assert rows[0][4] == [] and rows[1][4] == [["s1", 3]]
+    assert rows[0][5] == rows[1][5] == [["s0", "t", 7]]
+    # The payloads go as the codec's very bytes.
+    assert alone[1][2] == "[" + ",".join(e.data.decode() for e in batch().events) + "]"
     assert pg_commit.one_statement([Batch("s0", truncate_from=0)], now) is None
     assert pg_commit.one_statement([Batch("s0", queue=[QueueWrite(deletes=["p"])])], now) is None
     empty = pg_commit.one_statement([Batch("s0", session_fields={"title": "t"})], now)
-    assert empty is not None and all(len(empty[1][i]) == 0 for i in (1, 2, 3, 4, 5, 6, 7, 9, 10))
+    assert empty is not None and empty[1][1:6] == ("[]", "[]", "[]", "[]", "[]")
+    # A time column as text would be read in the server's zone: the general way.
+    assert pg_commit.one_statement([Batch("s0", session_fields={"created_at": now})], now) is None
