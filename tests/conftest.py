@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from agentd.core.provider import Provider
-from tests.support.databases import drop_postgres_template, postgres_database
+from tests.support.databases import drop_postgres_template, postgres_database, premigrate_sqlite
+from tests.support.file_order import load, longest_first
 from tests.support.server import Server, ServerFactory, running_server, scripted
 from tests.support.subagents import write_agents
 from tests.support.xdist_stderr import pytest_configure  # noqa: F401 - a hook: timeout stacks under xdist
@@ -34,6 +35,12 @@ settings.register_profile("agentd", deadline=None, suppress_health_check=[Health
 settings.load_profile("agentd")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The longest files first: under `--dist loadfile` both workers then end together
+    # (tests/support/file_order.py); each file's own order is kept.
+    items[:] = longest_first(items, load())
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     drop_postgres_template()
 
@@ -48,6 +55,27 @@ async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     else:
         async with postgres_database(migrated="server_factory" in request.fixturenames) as url:
             yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def migrated_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """`db_url`, already at the newest schema: for tests whose subject is not the migration
+    (a copy of a migrated database; their own `migrate()` is then one query, where an Alembic
+    upgrade from empty costs seconds on a loaded host). Tests of the migrations use `db_url`."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'agentd.db'}"
+        await premigrate_sqlite(url)
+        yield url
+    else:
+        async with postgres_database(migrated=True) as url:
+            yield url
+
+
+@pytest.fixture(params=["postgres"])
+async def migrated_pg_url() -> AsyncIterator[str]:
+    """`pg_url`, already at the newest schema (as `migrated_db_url`)."""
+    async with postgres_database(migrated=True) as url:
+        yield url
 
 
 @pytest.fixture(params=["postgres"])

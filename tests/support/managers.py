@@ -16,6 +16,7 @@ from agentd.session.turn_kit import TurnKit
 from agentd.store.db import Store
 from agentd.tools.registry import builtin_tools
 from agentd.transport.render import ACP_RENDERER
+from tests.support.databases import premigrate_sqlite
 from tests.support.server import scripted
 
 
@@ -24,6 +25,7 @@ async def open_manager(
 ) -> tuple[Store, EventWriter, SessionManager]:
     """The store (migrated), its started writer and the manager; the caller shuts them down
     (`manager.shutdown`, `writer.stop`, `store.close`), as its test needs."""
+    await premigrate_sqlite(db_url)  # a new SQLite file: a migrated copy, not an Alembic upgrade
     store = await Store.open(db_url)
     await store.migrate()
     writer = EventWriter(store, flush_interval=0)

@@ -75,10 +75,10 @@ async def test_fork_racing_delete_is_a_clean_success_or_not_found(
     assert len(outcomes) == ROUNDS
 
 
-async def test_forking_a_source_deleted_after_it_was_read_creates_nothing(db_url: str) -> None:
+async def test_forking_a_source_deleted_after_it_was_read_creates_nothing(migrated_db_url: str) -> None:
     """The store's side of the race: the source record was read, then the session was
     deleted before the copy began. The fork must roll its own row back."""
-    store = await Store.open(db_url)
+    store = await Store.open(migrated_db_url)
     try:
         await store.migrate()
         source = await store.create_session(id="sess_src", owner="local", cwd="/", mode="default", model="m")

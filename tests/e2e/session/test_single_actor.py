@@ -376,6 +376,9 @@ async def test_an_exhausted_pool_answers_a_retryable_overload_error_and_recovers
         db_pool_size=2,
         db_pool_overflow=0,
         db_pool_timeout_s=0.2,
+        # A request waits for a connection until its deadline (30 s by default) before it
+        # is refused: a short one refuses the two below in 2 s, not 60.
+        request_deadline_s=1.0,
     ) as server:
         store = server.app.state.agentd.store
         client = await server.client()

@@ -38,12 +38,12 @@ async def _next(queue: asyncio.Queue[str]) -> tuple[str, int] | None:
     return parse_events_payload(payload)
 
 
-async def test_each_commit_notifies_the_last_seq_of_each_session(pg_url: str) -> None:
-    store = await Store.open(pg_url)
+async def test_each_commit_notifies_the_last_seq_of_each_session(migrated_pg_url: str) -> None:
+    store = await Store.open(migrated_pg_url)
     await store.migrate()
     for sid in ("s1", "s2"):
         await store.create_session(id=sid, owner="o", cwd="/w", mode="default", model="m")
-    listener = await asyncpg.connect(asyncpg_dsn(pg_url))
+    listener = await asyncpg.connect(asyncpg_dsn(migrated_pg_url))
     got: asyncio.Queue[str] = asyncio.Queue()
     await listener.add_listener(EVENTS_CHANNEL, lambda _c, _p, _ch, payload: got.put_nowait(payload))
     try:

@@ -35,8 +35,8 @@ async def _append(store: Store, sid: str, first: int, last: int) -> None:
     await store.commit([Batch(sid, events=events)])
 
 
-async def test_many_reads_answer_as_each_read_alone_on_both_databases(db_url: str) -> None:
-    store = await _open(db_url)
+async def test_many_reads_answer_as_each_read_alone_on_both_databases(migrated_db_url: str) -> None:
+    store = await _open(migrated_db_url)
     try:
         await _append(store, "s-a", 1, 5)
         await _append(store, "s-b", 1, 2)
@@ -52,8 +52,8 @@ async def test_many_reads_answer_as_each_read_alone_on_both_databases(db_url: st
         await store.close()
 
 
-async def test_tails_reading_together_publish_each_session_in_order(db_url: str) -> None:
-    store = await _open(db_url)
+async def test_tails_reading_together_publish_each_session_in_order(migrated_db_url: str) -> None:
+    store = await _open(migrated_db_url)
     reads = LogReads(store)
     try:
         got: dict[str, list[Event]] = {sid: [] for sid in SIDS}
@@ -74,10 +74,10 @@ async def test_tails_reading_together_publish_each_session_in_order(db_url: str)
         await store.close()
 
 
-async def test_the_owners_of_many_sessions_in_one_read_on_both_databases(db_url: str) -> None:
+async def test_the_owners_of_many_sessions_in_one_read_on_both_databases(migrated_db_url: str) -> None:
     """A replica whose LISTEN reconnected re-checks its watchers of every session with one
     read of their owners (and one of their shares), not one read per session."""
-    store = await _open(db_url)
+    store = await _open(migrated_db_url)
     try:
         await store.create_session(id="s-bob", owner="bob", cwd="/w", mode="default", model="m")
         owners = await store.session_owners(["s-a", "s-bob", "gone", "s-c"])

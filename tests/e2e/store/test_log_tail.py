@@ -40,7 +40,7 @@ async def _open(url: str) -> Store:
 
 @pytest.fixture
 async def pg_url() -> AsyncIterator[str]:
-    async with postgres_database() as url:
+    async with postgres_database(migrated=True) as url:
         yield url
 
 
@@ -58,8 +58,8 @@ def test_payloads_are_parsed_defensively() -> None:
         assert parse_events_payload(bad) is None, bad
 
 
-async def test_a_tail_publishes_each_event_once_in_order_on_both_databases(db_url: str) -> None:
-    store = await _open(db_url)
+async def test_a_tail_publishes_each_event_once_in_order_on_both_databases(migrated_db_url: str) -> None:
+    store = await _open(migrated_db_url)
     try:
         got: list[Event] = []
         tail = LogTail(store, SID, got.append, after_seq=0, page_size=3)  # pages of 3: 7 events = 3 reads

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.timeout(60)
 SID = "s-watched"
 
 
-async def test_caught_up_reads_only_when_something_announced_may_be_unpublished(db_url: str) -> None:
-    store = await Store.open(db_url)
+async def test_caught_up_reads_only_when_something_announced_may_be_unpublished(migrated_db_url: str) -> None:
+    store = await Store.open(migrated_db_url)
     await store.migrate()
     await store.create_session(id=SID, owner="o", cwd="/w", mode="default", model="m")
     try:

@@ -369,9 +369,9 @@ async def test_a_prompt_containing_a_nul_character_does_not_wedge_the_event_log(
 
 
 async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
-    db_url: str, tmp_path: Path, caplog
+    migrated_db_url: str, tmp_path: Path, caplog
 ) -> None:
-    store, writer, manager = await open_manager(db_url, tmp_path / "home")
+    store, writer, manager = await open_manager(migrated_db_url, tmp_path / "home")
     try:
         await store.create_session(id="sess_x", owner="local", cwd=str(tmp_path), mode="bypass", model="m")
         c1 = ToolCall(id="c1", name="read_file", arguments='{"path": "a.txt"}')

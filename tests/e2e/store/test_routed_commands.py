@@ -73,7 +73,7 @@ async def _forward(
 
 
 async def test_commands_reach_the_owner_and_callers_never_hang() -> None:
-    async with postgres_database() as url:
+    async with postgres_database(migrated=True) as url:
         store = await Store.open(url)
         await store.migrate()
         await store.create_session(id=SID, owner="alice", cwd="/w", mode="default", model="m")

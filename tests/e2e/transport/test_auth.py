@@ -65,8 +65,8 @@ def test_serving_off_loopback_needs_auth(host: str, mode: AuthMode, refused: boo
     assert (insecure_bind(host, mode) is not None) is refused
 
 
-async def test_tokens_are_stored_hashed_and_revocable(db_url: str) -> None:
-    store = await Store.open(db_url)
+async def test_tokens_are_stored_hashed_and_revocable(migrated_db_url: str) -> None:
+    store = await Store.open(migrated_db_url)
     try:
         await store.migrate()
         token, record = await create_token(store, "alice", "laptop")

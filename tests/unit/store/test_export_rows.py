@@ -17,8 +17,8 @@ from tests.support.databases import event_write
 
 
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = await Store.open(db_url)
+async def store(migrated_db_url: str) -> AsyncIterator[Store]:
+    s = await Store.open(migrated_db_url)
     await s.migrate()
     try:
         yield s

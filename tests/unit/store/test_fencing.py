@@ -20,7 +20,7 @@ TTL = 30.0
 
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
-    async with postgres_database() as url:
+    async with postgres_database(migrated=True) as url:
         s = await Store.open(url)
         await s.migrate()
         await s.create_session(id="s1", owner="o", cwd="/w", mode="default", model="m")

@@ -30,8 +30,8 @@ OLD = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = await Store.open(db_url)
+async def store(migrated_db_url: str) -> AsyncIterator[Store]:
+    s = await Store.open(migrated_db_url)
     await s.migrate()
     for i in range(SESSIONS):
         await s.create_session(id=f"s{i}", owner="o", cwd="/w", mode="default", model="m")
@@ -154,11 +154,11 @@ async def test_sqlite_checkpoints_the_wal_beside_the_commits_not_inside_them(tmp
 
 
 async def test_the_writer_keeps_one_connection_and_replaces_it_after_a_failed_commit(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
+    migrated_db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SQLite: the writer thread's connection; Postgres: the write engine's. Checking one
     # out per commit was a good part of a commit's CPU (issue 14).
-    store = await Store.open(db_url)
+    store = await Store.open(migrated_db_url)
     try:
         await store.migrate()
         await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
@@ -221,11 +221,11 @@ async def test_session_fields_through_the_cached_statement(store: Store) -> None
 
 
 async def test_a_postgres_commit_opens_no_transaction_of_its_own(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    migrated_pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import asyncpg.transaction
 
-    store = await Store.open(pg_url)
+    store = await Store.open(migrated_pg_url)
     try:
         await store.migrate()
         await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")
@@ -384,7 +384,7 @@ async def test_sqlite_driver_commit_stores_what_the_general_way_stores(
 
 
 async def test_postgres_one_statement_stores_what_the_general_way_stores(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    migrated_pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The one-statement commit sends its rows as json parameters (issue 32): the same batches,
     # through it and through `apply_batches`, must leave the same rows — payloads byte for
@@ -427,7 +427,7 @@ async def test_postgres_one_statement_stores_what_the_general_way_stores(
         return real_pg(driver, sql, params)
 
     monkeypatch.setattr(pg_commit, "execute", pg_execute)
-    store = await Store.open(pg_url)
+    store = await Store.open(migrated_pg_url)
     try:
         await store.migrate()
         for p in ("a", "b"):
@@ -465,7 +465,9 @@ async def test_postgres_one_statement_stores_what_the_general_way_stores(
     assert len(rows["eventsa"]) == 4 and len(rows["messagesa"]) == 3
 
 
-async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_commit(pg_url: str) -> None:
+async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_commit(
+    migrated_pg_url: str,
+) -> None:
     # The one-statement commit runs on asyncpg's connection itself: a connection the server
     # killed may fail the commit in flight (a transient error the event log retries), but it
     # is never reused (issue 26 item 1) — the next commit reconnects and goes through, and
@@ -474,7 +476,7 @@ async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_c
 
     from agentd.session.eventlog.writer import is_transient
 
-    store = await Store.open(pg_url)
+    store = await Store.open(migrated_pg_url)
     try:
         await store.migrate()
         await store.create_session(id="s0", owner="o", cwd="/w", mode="default", model="m")

@@ -62,9 +62,9 @@ def explained(engine: Engine, prefix: str) -> Iterator[None]:
 @pytest.mark.parametrize("cwd", [None, "/w/3"])
 @pytest.mark.parametrize("paging", [False, True])
 async def test_a_list_page_is_one_index_range_without_a_sort(
-    db_url: str, cwd: str | None, paging: bool, query: str | None
+    migrated_db_url: str, cwd: str | None, paging: bool, query: str | None
 ) -> None:
-    store = await Store.open(db_url)
+    store = await Store.open(migrated_db_url)
     try:
         await store.migrate()
         before = (datetime(2026, 1, 1, tzinfo=UTC), "sess_x") if paging else None

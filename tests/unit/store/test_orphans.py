@@ -25,7 +25,7 @@ SESSIONS = ("s1", "s2", "s3")
 
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
-    async with postgres_database() as url:
+    async with postgres_database(migrated=True) as url:
         s = await Store.open(url)
         await s.migrate()
         for sid in SESSIONS:

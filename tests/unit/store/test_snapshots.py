@@ -16,8 +16,8 @@ from agentd.store.snapshots import FileSnapshot, TurnCut, TurnMark
 
 
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = await Store.open(db_url)
+async def store(migrated_db_url: str) -> AsyncIterator[Store]:
+    s = await Store.open(migrated_db_url)
     await s.migrate()
     try:
         yield s

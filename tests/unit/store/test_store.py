@@ -24,8 +24,8 @@ HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    s = await Store.open(db_url)
+async def store(migrated_db_url: str) -> AsyncIterator[Store]:
+    s = await Store.open(migrated_db_url)
     await s.migrate()
     try:
         yield s

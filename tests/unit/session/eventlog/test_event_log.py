@@ -16,8 +16,8 @@ from agentd.store.db import Store
 
 
 @pytest.fixture
-async def store(db_url: str):
-    s = await Store.open(db_url)
+async def store(migrated_db_url: str):
+    s = await Store.open(migrated_db_url)
     await s.migrate()
     for sid in ("a", "b"):
         await s.create_session(id=sid, owner="local", cwd="/tmp", mode="default", model="m")
