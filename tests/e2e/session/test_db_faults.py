@@ -79,6 +79,9 @@ async def _enqueue_until_acked(client: WsClient, sid: str, rid: str, errors: lis
             if "result" in resp:
                 return
             error = resp["error"]
+            if error["data"].get("limit") == "rate":  # this loop outran the rate limit: it
+                await asyncio.sleep(float(error["data"]["retryAfter"]))  # says when to retry
+                continue
             errors.append(error)
             assert error["data"]["retryable"] is True, error  # typed: never a bare -32603
             await asyncio.sleep(min(float(error["data"].get("retryAfter", 0.1)), 0.2))  # the backoff asked
