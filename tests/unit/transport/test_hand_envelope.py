@@ -9,44 +9,16 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from pydantic import BaseModel
 
 from agentd.infra.config import AuthMode
 from agentd.protocol import Request
-from agentd.protocol.jsonrpc import ErrorCode, RpcError
 from agentd.session import SessionError, SessionErrorKind
 from agentd.transport import rpc
 from agentd.transport.rpc import CallContext, Dispatcher, Method, _plain_envelope
-
-
-class EchoParams(BaseModel):
-    text: str
-
-
-async def echo(ctx: CallContext, params: EchoParams) -> dict[str, Any]:
-    return {"text": params.text}
-
-
-async def nothing(ctx: CallContext, params: Any) -> None:
-    return None
-
-
-async def refuse(ctx: CallContext, params: Any) -> None:
-    raise RpcError(ErrorCode.RESOURCE_NOT_FOUND, "Resource not found: x")
-
-
-async def crash(ctx: CallContext, params: Any) -> None:
-    raise ValueError("boom")
-
+from tests.support.rpc_methods import rpc_methods
 
 DISPATCHER = Dispatcher(
-    {
-        "echo": Method(EchoParams, echo),
-        "nothing": Method(None, nothing),
-        "refuse": Method(None, refuse),
-        "crash": Method(None, crash),
-        "live": Method(None, nothing, needs_connection=True),
-    },
+    rpc_methods(),
     {"logout": "not offered here"},
 )
 

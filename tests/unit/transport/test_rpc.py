@@ -8,7 +8,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from agentd.infra.config import AuthMode
 from agentd.protocol.jsonrpc import ErrorCode, RpcError
@@ -22,6 +21,7 @@ from agentd.transport.rpc import (
     read_message,
     response_problem,
 )
+from tests.support.rpc_methods import nothing, rpc_methods
 
 
 @pytest.fixture(autouse=True, params=[True, False], ids=["hand-envelope", "pydantic-envelope"])
@@ -30,33 +30,9 @@ def _envelope_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(rpc, "HAND_ENVELOPE", request.param)
 
 
-class EchoParams(BaseModel):
-    text: str
-
-
-async def echo(ctx: CallContext, params: EchoParams) -> dict[str, Any]:
-    return {"text": params.text}
-
-
-async def nothing(ctx: CallContext, params: Any) -> None:
-    return None
-
-
-async def refuse(ctx: CallContext, params: Any) -> None:
-    raise RpcError(ErrorCode.RESOURCE_NOT_FOUND, "Resource not found: x")
-
-
-async def crash(ctx: CallContext, params: Any) -> None:
-    raise ValueError("boom")
-
-
 DISPATCHER = Dispatcher(
     {
-        "echo": Method(EchoParams, echo),
-        "nothing": Method(None, nothing),
-        "refuse": Method(None, refuse),
-        "crash": Method(None, crash),
-        "live": Method(None, nothing, needs_connection=True),
+        **rpc_methods(),
         Served.INITIALIZE: Method(None, nothing),
         Served.SESSION_CANCEL: Method(None, nothing),
     },
