@@ -1,6 +1,7 @@
 """agentd's turn against its floor: a bare relay doing the same I/O (prints figures; no asserts).
 
     .venv/bin/python bench/floor.py [--turns 300] [--db sqlite,postgres] [--tree DIR] [--smoke]
+                                    [--kinds trivial,one-tool] [--profile] [--strace]
 
 Why the relay (bench/floor_relay.py) is a fair floor — the least any server doing a
 trivial turn's work with these libraries could spend:
@@ -28,6 +29,13 @@ system, all threads, from /proc) is read around its own turns, so a busy machine
 alike. Printed per database and kind of turn: CPU per turn and p50 latency of each, their
 ratios (targets: trivial CPU ≤ 1.5×, p50 ≤ 1.3×; one-tool CPU ≤ 1.6×), the per-thread split
 of each process (event loop vs writer) and the WebSocket bytes per turn of each.
+
+`--profile`: py-spy samples both processes during each kind's measured turns; printed per
+process, samples per turn (≈ ms of CPU) by thread (loop / writer / other), the loop thread's
+by layer (uvloop's C code, agentd's packages, each library) and its top functions
+(bench/spy_split.py). `--strace`: strace follows both for the same turns; printed per process
+and thread, system calls per turn by kind (bench/strace_split.py) — the CPU figures of that
+run are strace's, its counts are what it is for (bench/floor_trace.py).
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import floor_trace
 import orjson
 import turnkit
 from profile_turn import diff_threads, thread_cpu
@@ -286,7 +295,13 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b > 0 else "n/a"
 
 
-async def compare(kind: str, label: str, agentd: Server, relay: Server, turns: int) -> None:
+def port_of(server: Server) -> int:
+    return int(server.base.rsplit(":", 1)[1].split("/")[0])
+
+
+async def compare(
+    kind: str, label: str, agentd: Server, relay: Server, turns: int, tools: list[str], model_url: str
+) -> None:
     text = f"{TOOL_MARK} please" if label == "one-tool" else "hi"
     new = {"cwd": str(agentd.workspace), "mcpServers": []}
     ca, cr = await WsClient.connect(agentd.base), await WsClient.connect(relay.base)
@@ -297,10 +312,14 @@ async def compare(kind: str, label: str, agentd: Server, relay: Server, turns: i
         await turn(agentd, ca, sid, text)
         await turn(relay, cr, rsid, text)
     figures: dict[str, list[tuple[float, float, int]]] = {"agentd": [], "floor": []}
-    threads0 = thread_cpu(agentd.pid), thread_cpu(relay.pid)
-    for i in range(turns):
-        figures["agentd"].append(await turn(agentd, ca, sids[i // 10], text))
-        figures["floor"].append(await turn(relay, cr, rsid, text))
+    ports = {port_of(agentd): "ws", port_of(relay): "ws", 5432: "postgres"}
+    ports[int(model_url.rsplit(":", 1)[1].split("/")[0])] = "model"
+    pids = {"agentd": agentd.pid, "floor": relay.pid}
+    async with floor_trace.observe(tools, pids, ports) as observed:
+        threads0 = thread_cpu(agentd.pid), thread_cpu(relay.pid)
+        for i in range(turns):
+            figures["agentd"].append(await turn(agentd, ca, sids[i // 10], text))
+            figures["floor"].append(await turn(relay, cr, rsid, text))
     split = [
         diff_threads(threads0[0], thread_cpu(agentd.pid)),
         diff_threads(threads0[1], thread_cpu(relay.pid)),
@@ -328,10 +347,14 @@ async def compare(kind: str, label: str, agentd: Server, relay: Server, turns: i
         f"{'':<8} {label:<8} WebSocket bytes/turn agentd={size['agentd']:.0f} floor={size['floor']:.0f}",
         flush=True,
     )
+    for line in observed.lines(turns):
+        print(f"{'':<8} {label:<8} {line}", flush=True)
 
 
 async def main(args: argparse.Namespace) -> None:
     kinds = [k for k in await backends() if k in args.db.split(",")]
+    labels = [k for k in ("trivial", "one-tool") if k in args.kinds.split(",")]
+    tools = floor_trace.usable([t for t in ("profile", "strace") if getattr(args, t)])
     with model_process() as model_url:
         for kind in kinds:
             script = await record(kind, model_url)
@@ -342,8 +365,8 @@ async def main(args: argparse.Namespace) -> None:
                 await client.call("session/new", {"cwd": str(agentd.workspace), "mcpServers": []})
                 await client.close()
                 async with relay_process(kind, agentd, script, model_url) as relay:
-                    for label in ("trivial", "one-tool"):
-                        await compare(kind, label, agentd, relay, args.turns)
+                    for label in labels:
+                        await compare(kind, label, agentd, relay, args.turns, tools, model_url)
     if "postgres" in args.db and "postgres" not in kinds:
         print("postgres skipped (not reachable)")
 
@@ -354,6 +377,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--db", default="sqlite,postgres", help="which of sqlite,postgres")
+    parser.add_argument("--kinds", default="trivial,one-tool", help="which turns: trivial,one-tool")
+    parser.add_argument("--profile", action="store_true", help="py-spy both during the measured turns")
+    parser.add_argument("--strace", action="store_true", help="count both's system calls per turn")
     parser.add_argument("--smoke", action="store_true", help="a tiny run (a few seconds)")
     parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
     ns = parser.parse_args()

@@ -8,9 +8,9 @@ import sys
 from tests.support.paths import REPO_ROOT
 
 
-def run_smoke(script: str) -> str:
+def run_smoke(script: str, *args: str) -> str:
     out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "bench" / script), "--smoke"],
+        [sys.executable, str(REPO_ROOT / "bench" / script), "--smoke", *args],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=110,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr

@@ -113,13 +113,14 @@ def test_no_case_skips_itself_by_database() -> None:
 
 def unmirrored_folders(unit_dir: Path, code_dir: Path) -> list[str]:
     """Folders of `unit_dir` that mirror no package of `code_dir` (`support/` tests the
-    helpers of tests/support/, which have no package of their own in the code)."""
+    helpers of tests/support/, which have no package of their own in the code; `bench/` the
+    pure helpers of bench/, a folder of scripts)."""
     return sorted(
         str(folder.relative_to(unit_dir))
         for folder in unit_dir.rglob("*")
         if folder.is_dir()
         and folder.name != "__pycache__"
-        and folder.relative_to(unit_dir).parts[0] != "support"
+        and folder.relative_to(unit_dir).parts[0] not in ("support", "bench")
         and not (code_dir / folder.relative_to(unit_dir) / "__init__.py").is_file()
     )
 

@@ -94,3 +94,16 @@ def test_floor_bench_smoke_prints_agentd_against_the_bare_relay_per_kind_of_turn
         assert abs(int(sizes[1]) - int(sizes[2])) < 0.05 * int(sizes[1]), out
         assert re.search(rf"^ +{kind} agentd threads \(ms CPU/turn\): loop [\d.]+", out, re.M), out
     assert re.search(r"^postgres +trivial  turns=6 |^postgres skipped", out, re.M), out
+
+
+def test_floor_bench_profile_prints_each_process_split_by_thread_and_layer() -> None:
+    """`--profile`: py-spy (a dev dependency) attaches to agentd and the relay for the measured
+    turns; its samples come back split by thread, by layer and by function for both."""
+    out = _run("floor.py", "--db", "sqlite", "--kinds", "trivial", "--profile")
+    assert "one-tool" not in out, out
+    assert "not found" not in out, out
+    for who in ("agentd", "floor"):
+        split = rf"^ +trivial  {who} samples/turn [\d.]+: loop [\d.]+, writer [\d.]+, other [\d.]+"
+        assert re.search(split, out, re.M), out
+        assert re.search(rf"^ +trivial  {who} loop by layer: uvloop C [\d.]+", out, re.M), out
+        assert re.search(rf"^ +trivial  {who} loop self +[\d.]+ +[\d.]+% \S+:\S+", out, re.M), out
