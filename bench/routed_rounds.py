@@ -18,21 +18,41 @@ if TYPE_CHECKING:
     from replicas import Cluster
 
 
-async def _timed_prompt(client: WsClient, sid: str, start: asyncio.Barrier) -> float | str:
+LIVE: dict[str, list[int]] = {}  # kind → [prompts whose client got streamed text, prompts]
+
+
+def _streamed(client: WsClient, sid: str) -> bool:
+    """Whether the client got any of the answer's text as it streamed (a chunk that is not
+    the message's whole text sent with its end)."""
+    for f in client.frames:
+        params = f.get("params") if isinstance(f, dict) and "id" not in f else None
+        if not isinstance(params, dict) or params.get("sessionId") != sid:
+            continue
+        update = params.get("update") or {}
+        final = ((params.get("_meta") or {}).get("agentd") or {}).get("final")
+        if update.get("sessionUpdate") == "agent_message_chunk" and not final:
+            return True
+    return False
+
+
+async def _timed_prompt(client: WsClient, sid: str, start: asyncio.Barrier, kind: str) -> float | str:
     """Seconds to the prompt's answer, or its error code (as text)."""
     await start.wait()
     t0 = time.perf_counter()
     resp = await client.request("session/prompt", text_prompt(sid, "hi"))
     elapsed = time.perf_counter() - t0
+    counts = LIVE.setdefault(kind, [0, 0])
+    counts[0] += _streamed(client, sid)
+    counts[1] += 1
     client.frames.clear()
     while not client.notifications.empty():  # bounded: the figures need no updates
         client.notifications.get_nowait()
     return str(resp["error"].get("code")) if "error" in resp else elapsed
 
 
-async def _round(pairs: list[tuple[WsClient, str]]) -> tuple[list[float], list[str]]:
+async def _round(pairs: list[tuple[WsClient, str]], kind: str = "") -> tuple[list[float], list[str]]:
     start = asyncio.Barrier(len(pairs))
-    results = await asyncio.gather(*(_timed_prompt(client, sid, start) for client, sid in pairs))
+    results = await asyncio.gather(*(_timed_prompt(client, sid, start, kind) for client, sid in pairs))
     return [r for r in results if isinstance(r, float)], [r for r in results if isinstance(r, str)]
 
 
@@ -65,6 +85,7 @@ async def routed_vs_direct(
     client: on the owner (direct) and through the second replica (routed), round after
     round alternately, side by side in one run; p50/p99 of each and the p50 ratio. With a
     `baseline` cluster, its rounds alternate with these: one line per cluster."""
+    LIVE.clear()
     setups = [await _comparison_clients(c, clients)]
     if baseline is not None:
         setups.append(await _comparison_clients(baseline, clients))
@@ -88,7 +109,7 @@ async def routed_vs_direct(
                     if kind not in kinds:
                         continue
                     splits[i].start()
-                    ok, failed = await _round(pairs)
+                    ok, failed = await _round(pairs, f"{i}:{kind}")
                     for name, s in splits[i].stop().items():
                         cpu[i][kind][name] = cpu[i][kind].get(name, 0.0) + s
                     times[i][kind] += ok
@@ -96,13 +117,17 @@ async def routed_vs_direct(
         return [
             _figures(clients, t, e)
             + "".join(f"\n  CPU per {k} prompt: {per_prompt_ms(u[k], len(t[k]))}" for k in kinds)
+            + "\n  prompts whose client saw the answer stream (live text): "
+            + ", ".join(
+                f"{k} {LIVE.get(f'{i}:{k}', [0, 0])[0]}/{LIVE.get(f'{i}:{k}', [0, 0])[1]}" for k in kinds
+            )
             + (
                 f"\n  first routed prompt of a client (its watch set up; not in the figures above): "
                 f"p50={pct(f, 50):.1f} p99={pct(f, 99):.1f} ms"
                 if f
                 else ""
             )
-            for t, e, u, f in zip(times, errors, cpu, first, strict=True)
+            for i, (t, e, u, f) in enumerate(zip(times, errors, cpu, first, strict=True))
         ]
     finally:
         for direct, routed in setups:

@@ -273,6 +273,9 @@ class Settings(BaseSettings):
     # clients of replicas that do not own it — goes through Redis pub/sub when this is set
     # (redis://host:port/db), else through Postgres NOTIFY (issue 26). No data lives there.
     redis_url: str = ""
+    # A replica watching a session another owns announces it on the broker this often; the
+    # owner sends the session's live events only until twice this after the last one.
+    live_watch_interval_s: float = Field(default=10.0, gt=0)
     # Database pool: a request waits for a connection until its deadline (`request_deadline_s`
     # after it arrived: a burst queues), then gets a retryable -32019 (overloaded); work that
     # is no request (a session's turn) waits at most `db_pool_timeout_s`. Postgres statements

@@ -71,6 +71,32 @@ class _LeaseCollector:
             yield metric
 
 
+class _LiveCollector:
+    """The live publisher's figures (agentd/session/replicas/live.py), read per scrape."""
+
+    def __init__(self, publisher: Any) -> None:
+        self._publisher = publisher
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        p = self._publisher
+        yield CounterMetricFamily(
+            "agentd_live_events_published", "Transient events sent toward the broker", value=p.published
+        )
+        yield CounterMetricFamily(
+            "agentd_live_watch_heard",
+            "Announcements of watches on other replicas heard",
+            value=p.watched.heard,
+        )
+        yield GaugeMetricFamily(
+            "agentd_live_watched_sessions", "Sessions watched on another replica now", value=len(p.watched)
+        )
+
+
 class _Instruments:
     """What the server's hot paths count: plain numbers (agentd/infra/loop_metrics.py), no
     `prometheus_client` — a first turn need not load it (issue 32 item 3: ~1 MiB that stayed
@@ -79,6 +105,7 @@ class _Instruments:
 
     def __init__(self, live: Callable[[], list[Any]] | None, leases: Callable[[], Any] | None) -> None:
         self._live, self._leases = live, leases
+        self._publisher: Any = None  # the live publisher (several replicas only)
         # Counted on every turn: plain numbers, rendered at scrape time (loop_metrics).
         self.turns = LoopCounter("agentd_turns", "Turns ended, by outcome", ["outcome"])
         self.turns_by_reason = LoopCounter(
@@ -122,6 +149,8 @@ class _Instruments:
             self._set_live(self._live)
         if self._leases is not None:
             r.register(_LeaseCollector(self._leases))
+        if self._publisher is not None:
+            r.register(_LiveCollector(self._publisher))
         return r
 
     # ---- replicas: routed commands and NOTIFY wake-ups (R-C1, issue 15 item 2)
@@ -157,6 +186,11 @@ class _Instruments:
         if "registry" in self.__dict__:
             self.registry.register(_LeaseCollector(health))
 
+    def track_live(self, publisher: Any) -> None:
+        self._publisher = publisher
+        if "registry" in self.__dict__:
+            self.registry.register(_LiveCollector(publisher))
+
 
 class Metrics:
     # The updates `observe_event` counts more of than the event itself (by exact type).
@@ -165,10 +199,14 @@ class Metrics:
     def __init__(self) -> None:
         self._live: Callable[[], list[Any]] | None = None
         self._leases: Callable[[], Any] | None = None
+        self._publisher: Any = None
 
     @functools.cached_property
     def _m(self) -> _Instruments:
-        return _Instruments(self._live, self._leases)
+        m = _Instruments(self._live, self._leases)
+        if self._publisher is not None:
+            m.track_live(self._publisher)
+        return m
 
     @property
     def loaded(self) -> bool:
@@ -180,6 +218,12 @@ class Metrics:
         self._live = live
         if self.loaded:
             self._m.track(live)
+
+    def track_live(self, publisher: Any) -> None:
+        """The live publisher's counts (a `LivePublisher`), read at scrape time."""
+        self._publisher = publisher
+        if self.loaded:
+            self._m.track_live(publisher)
 
     def track_leases(self, health: Callable[[], Any]) -> None:
         """The replica's id and its leases' figures (a `LeaseHealth`), read at scrape time."""

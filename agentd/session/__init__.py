@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from agentd.session.prompt_answer import ended_turn as ended_turn
     from agentd.session.replicas.leases import session_leases as session_leases
     from agentd.session.replicas.live import LivePublisher as LivePublisher
+    from agentd.session.replicas.live_watch import WatchAnnouncer as WatchAnnouncer
     from agentd.session.replicas.remote import RemoteWatches as RemoteWatches
     from agentd.session.replicas.routing import OwnerGone as OwnerGone
     from agentd.session.replicas.routing import Router as Router
@@ -96,6 +97,7 @@ _WHERE = {
     "Interject": "agentd.session.commands",
     "InterjectResult": "agentd.session.commands",
     "LivePublisher": "agentd.session.replicas.live",
+    "WatchAnnouncer": "agentd.session.replicas.live_watch",
     "model_choices": "agentd.session.config_options",
     "MODES": "agentd.session.config_options",
     "OwnerGone": "agentd.session.replicas.routing",
@@ -183,6 +185,7 @@ __all__ = [
     "SetTitle",
     "Subscriber",
     "TurnKit",
+    "WatchAnnouncer",
     "attach",
     "build_kit",
     "check_cursor",

@@ -239,6 +239,9 @@ async def execute(state: AppState, command: RoutedCommand) -> dict[str, Any]:
 
     ctx = CallContext(state, command.principal, None, teams=frozenset(command.teams), routed=True)
     request = Request(jsonrpc="2.0", method=command.method, params=command.params, id=command.id)
+    live = state.services.live
+    if live is not None:  # its caller's client likely watches: live text from the first chunk
+        live.watched.keep(command.session_id)
     try:
         result = await state.dispatcher.call(request, ctx)
     except (RpcError, SessionError) as exc:
@@ -295,7 +298,7 @@ async def start_routing(
     owned elsewhere and the one LISTEN connection waking both (and `wake_takeover`, the
     takeover sweep, when another replica announces it is claiming orphans). Returns the stop
     (after the actors have stopped: the outcomes of commands run here still go out)."""
-    from agentd.session import LivePublisher, RemoteWatches, Router
+    from agentd.session import LivePublisher, RemoteWatches, Router, WatchAnnouncer
     from agentd.store import (
         EVENTS_CHANNEL,
         MAX_SESSION_ID,
@@ -387,9 +390,16 @@ async def start_routing(
     if not settings.redis_url:
         broker = pg_broker = PgBroker(database_url, listener)
     remote.broker = broker
-    publisher = LivePublisher(broker)
+    publisher = LivePublisher(broker, interval_s=settings.live_watch_interval_s)
     publisher.start()
     state.services.live = publisher
+    state.metrics.track_live(publisher)
+    # This replica's watches, announced to the owners: they publish live events only then.
+    announcer = WatchAnnouncer(
+        broker, replica_id, remote.live_session_ids, publisher.send, interval_s=settings.live_watch_interval_s
+    )
+    announcer.start()
+    remote.announce = announcer.announce
     task = asyncio.create_task(listener.run(), name="pg-listen")
     rescans = asyncio.create_task(router.run(), name="routing-rescan")
     state.router, state.remote = router, remote
@@ -401,6 +411,7 @@ async def start_routing(
         rescans.cancel()
         await router.stop()
         await remote.stop()
+        await announcer.stop()
         state.services.live = None
         await publisher.stop()
         task.cancel()

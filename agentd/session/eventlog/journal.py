@@ -88,12 +88,20 @@ def turn_ended(
     )
 
 
+class LiveOut(Protocol):
+    """The broker's publisher, as the journal sees it: whether a session is watched on
+    another replica now (agentd/session/replicas/live_watch.py)."""
+
+    @property
+    def watched(self) -> Callable[[str], bool]: ...
+
+
 class Replicated(Protocol):
     """Whether this server tells other replicas of transient events (the actor's services:
     `live` is the broker's publisher, or None)."""
 
     @property
-    def live(self) -> object | None: ...
+    def live(self) -> LiveOut | None: ...
 
 
 class Journal:
@@ -112,8 +120,9 @@ class Journal:
         self._session_id = session_id
         self._writer = writer
         self._publish = publish
-        # A streamed chunk's publish: `transient` — or, while `broker.live` is None (no
-        # other replica to tell), `publish` itself, without the wrapper.
+        # A streamed chunk's publish: `transient` — or, while `broker.live` is None or does
+        # not see the session watched elsewhere (no other replica to tell), `publish`
+        # itself, without the wrapper.
         self._transient = publish if transient is None else transient
         self._broker = broker
         self._metrics = metrics
@@ -188,7 +197,13 @@ class Journal:
                 if self._checkpoint_timer is None and not self.stopped:
                     self._schedule_checkpoint()
         broker = self._broker
-        publish = self._transient if broker is None or broker.live is not None else self._publish
+        if broker is None:
+            publish = self._transient
+        else:  # through the broker only while another replica watches the session
+            live = broker.live
+            publish = (
+                self._transient if live is not None and live.watched(self._session_id) else self._publish
+            )
         self._writer.submit_transient(self._session_id, Event(self._session_id, update), publish)
 
     async def flushed(self) -> None:

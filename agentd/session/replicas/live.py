@@ -12,6 +12,9 @@ is dropped (its text came with it); when a message's final text is longer than t
 that arrived (the last ones late or lost), the missing end goes out as one chunk just before
 the final event — so a client here gets the frames a client of the owner gets, and never a
 text twice. Lost messages are acceptable (they are transient): the durable event arrives anyway.
+
+The owner sends them only while another replica watches the session (live_watch.py): the
+watcher announces its watch on the broker, the owner's `LivePublisher.watched` remembers it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,15 @@ import orjson
 
 from agentd.core import AgentTextChunk, Event, EventKind
 from agentd.core import decode as decode_update
+from agentd.session.replicas import live_watch
+from agentd.session.replicas.live_watch import (
+    WATCH_CHANNEL,
+    WATCH_INTERVAL_S,
+    WHO_CHANNEL,
+    Watched,
+    subscribe,
+    who_message,
+)
 
 if TYPE_CHECKING:
     from agentd.store import Broker, Gap, Subscription
@@ -76,25 +88,59 @@ class LivePublisher:
     """The owner's side, one per process: transient events queue here (bounded, never
     awaited by the actor) and go to the broker in batches, one round trip per batch. A
     broker that fails loses the batch: its text reaches other replicas' clients with the
-    durable event."""
+    durable event.
 
-    def __init__(self, broker: Broker, *, limit: int = OUTBOX_LIMIT) -> None:
+    `watched(session_id)`: whether another replica watches the session now (heard on the
+    broker, live_watch.py) — the journal sends a transient event here only then. The
+    announcements this process makes as a watcher go out through the same outbox (`send`)."""
+
+    def __init__(
+        self, broker: Broker, *, limit: int = OUTBOX_LIMIT, interval_s: float = WATCH_INTERVAL_S
+    ) -> None:
         self.broker = broker
         self._outbox: deque[tuple[str, bytes]] = deque(maxlen=limit)
         self._ready = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.sent = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self.watched = Watched(interval_s)
+        self.published = 0  # transient events queued for the broker
+        self.sent = 0  # messages the broker took (events and announcements)
         self.dropped = 0  # outbox overflow or a failed send
         self._failing = False
 
     def publish(self, session_id: str, after: int, event: Event) -> None:
+        self.published += 1
+        self.send(live_channel(session_id), encode(session_id, after, event))
+
+    def send(self, channel: str, data: bytes) -> None:
         if len(self._outbox) == self._outbox.maxlen:
             self.dropped += 1
-        self._outbox.append((live_channel(session_id), encode(session_id, after, event)))
+        self._outbox.append((channel, data))
         self._ready.set()
 
+    def owned(self, session_id: str) -> None:
+        """This process has just taken the session (a start, a restart, a takeover): ask
+        whether another replica watches it already (the watchers answer at once)."""
+        if live_watch.LIVE_ON_DEMAND:
+            self.send(WHO_CHANNEL, who_message(session_id))
+
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="live-publisher")
+        self._tasks = [
+            asyncio.create_task(self._run(), name="live-publisher"),
+            asyncio.create_task(self._hear(), name="live-watched"),
+        ]
+
+    async def _hear(self) -> None:
+        """Follow the watchers' announcements; ask them all again after subscribing and
+        after each gap (announcements may have gone by unheard)."""
+        subscription = await subscribe(self.broker, WATCH_CHANNEL)
+        self.send(WHO_CHANNEL, who_message(None))
+        try:
+            async for item in subscription:
+                if self.watched.received(item):
+                    self.send(WHO_CHANNEL, who_message(None))
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.aclose()
 
     async def _run(self) -> None:
         while True:
@@ -118,15 +164,18 @@ class LivePublisher:
                     self._failing = False
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
+        self._tasks = []
 
 
 class LiveFeed:
     """An owner actor's publish: its own hub first, then — for a transient event, when the
-    process has a broker — the broker, stamped with the last durable seq published before it."""
+    process has a broker — the broker, stamped with the last durable seq published before it.
+    (The journal calls it for a transient event only while the session is watched elsewhere.)"""
 
     def __init__(
         self,
@@ -139,6 +188,9 @@ class LiveFeed:
         self._local = local
         self._publisher = publisher  # read per event: the broker may start after the actor
         self.seq = seq
+        now = publisher()
+        if now is not None:  # a new owner: watchers elsewhere say so at once (live_watch.py)
+            now.owned(session_id)
 
     def __call__(self, event: Event) -> None:
         self._local(event)

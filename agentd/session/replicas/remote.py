@@ -205,6 +205,8 @@ class RemoteWatches:
     ) -> None:
         self._store = store
         self.broker = broker  # live events of the sessions watched (None: from the log only)
+        # Tells the owners a watch with live events started (live_watch.py's announcer).
+        self.announce: Callable[[str], None] | None = None
         self._replica_id = replica_id
         self._stuck_after = stuck_after_s
         self._ending: set[asyncio.Task[None]] = set()
@@ -227,6 +229,10 @@ class RemoteWatches:
 
     def session_ids(self) -> list[str]:
         return list(self._watches)
+
+    def live_session_ids(self) -> list[str]:
+        """The sessions whose owner's live events this replica forwards (announced)."""
+        return [sid for sid, watch in self._watches.items() if watch.live is not None]
 
     async def _watch(self, session_id: str) -> RemoteWatch:
         while (making := self._making.get(session_id)) is not None:
@@ -265,6 +271,8 @@ class RemoteWatches:
         self._watches[session_id] = watch
         self.tails.add(watch.tail)
         watch.start()
+        if watch.live is not None and self.announce is not None:
+            self.announce(session_id)  # subscribed first: what the owner sends once it hears arrives
         return watch
 
     async def attach(

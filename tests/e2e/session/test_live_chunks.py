@@ -23,8 +23,9 @@ import pytest
 
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.fakes.openai_server import Completion, FakeOpenAI
+from tests.support.metrics import scrape
 from tests.support.polling import until
-from tests.support.proc import free_port
+from tests.support.proc import AgentdProcess, agentd_serve, free_port
 from tests.support.redis import kill_clients, redis_url, subscribed_clients
 from tests.support.replicas import Replicas, two_replicas
 from tests.support.session import new_session
@@ -41,8 +42,7 @@ def gated_answer(gate: threading.Event) -> Completion:
     return Completion(content=FIRST + REST, gate_after=1 + len(FIRST), gate=gate)
 
 
-@asynccontextmanager
-async def cluster(tmp_path: Path, broker: str, fake: FakeOpenAI, **more: str) -> AsyncIterator[Replicas]:
+async def cluster_settings(broker: str, fake: FakeOpenAI, **more: str) -> dict[str, str]:
     settings = {
         "provider": "openai",
         "openai_base_url": fake.base_url,
@@ -52,8 +52,30 @@ async def cluster(tmp_path: Path, broker: str, fake: FakeOpenAI, **more: str) ->
     }
     if broker == "redis":
         settings["redis_url"] = await redis_url()
-    async with two_replicas(tmp_path, [{"text": "unused"}], **settings, **more) as replicas:
+    return settings | more
+
+
+@asynccontextmanager
+async def cluster(tmp_path: Path, broker: str, fake: FakeOpenAI, **more: str) -> AsyncIterator[Replicas]:
+    settings = await cluster_settings(broker, fake, **more)
+    async with two_replicas(tmp_path, [{"text": "unused"}], **settings) as replicas:
         yield replicas
+
+
+async def live_figures(server: AgentdProcess) -> tuple[float, float]:
+    """The owner's (transient events sent toward the broker, sessions it sees watched elsewhere)."""
+    got = await scrape(server.base_url)
+    return got[("agentd_live_events_published_total", ())], got[("agentd_live_watched_sessions", ())]
+
+
+async def heard_watching(owner: AgentdProcess, sessions: int = 1) -> None:
+    """Until the owner has heard another replica's watch of `sessions` sessions: it sends
+    their live events only from then on (agentd/session/replicas/live_watch.py)."""
+
+    async def heard() -> bool:
+        return (await live_figures(owner))[1] == sessions
+
+    await until(heard, what=f"the owner hearing {sessions} watched session(s)")
 
 
 def session_frames(client: WsClient, sid: str) -> list[dict[str, Any]]:
@@ -129,6 +151,7 @@ async def watched_elsewhere(tmp_path: Path, broker: str) -> None:
         watcher = await WsClient.connect(replicas.b.base_url)
         attached = await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
         assert attached["snapshot"]["ownedBy"] == "replica-a"
+        await heard_watching(replicas.a)
         prompt = asyncio.create_task(owner.call("session/prompt", text_prompt(sid, "go")))
         try:
             held = "".join(FIRST)
@@ -164,6 +187,7 @@ async def test_redis_connections_of_the_watching_replica_killed_mid_stream(tmp_p
         sid = await new_session(owner, tmp_path)
         watcher = await WsClient.connect(replicas.b.base_url)
         await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+        await heard_watching(replicas.a)
         held = "".join(FIRST)
         b_name = f"agentd-replica-b-{replicas.b.pid}"
         for n, gate in enumerate(gates):
@@ -213,5 +237,126 @@ async def test_with_the_broker_unreachable_the_text_still_arrives_whole_at_the_e
         # No live chunk reached B; the durable end brought the whole text, once.
         assert shown_texts(watcher, sid) == [ANSWER] == shown_texts(owner, sid)
         assert agent_text(watcher.updates(sid)) == ANSWER
+        await owner.close()
+        await watcher.close()
+
+
+async def published_only_while_watched(tmp_path: Path, broker: str) -> None:
+    """Live events go to the broker only while another replica watches the session (issue
+    32, hpg): none while nobody does; a watch announced on B starts them (its client gets
+    the text live); once B's client is gone, B stops announcing and within 2W they stop."""
+    gate = threading.Event()
+    script = [Completion(content=FIRST + REST), gated_answer(gate), Completion(content=FIRST + REST)]
+    async with (
+        FakeOpenAI(script) as fake,
+        cluster(tmp_path, broker, fake, live_watch_interval_s="0.5") as replicas,
+    ):
+        owner = await WsClient.connect(replicas.a.base_url)
+        sid = await new_session(owner, tmp_path)
+        assert (await owner.call("session/prompt", text_prompt(sid, "one")))["stopReason"] == "end_turn"
+        assert await live_figures(replicas.a) == (0, 0)  # streamed, and nothing to the broker
+        watcher = await WsClient.connect(replicas.b.base_url)
+        await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+        await heard_watching(replicas.a)
+        prompt = asyncio.create_task(owner.call("session/prompt", text_prompt(sid, "two")))
+        try:
+            held = "".join(FIRST)
+            await until(lambda: shown_texts(watcher, sid) == [ANSWER, held], what="the first half live on B")
+            assert not gate.is_set()
+            gate.set()
+            assert (await prompt)["stopReason"] == "end_turn"
+        finally:
+            gate.set()
+        await until(lambda: len(finals(watcher, sid)) == 1, what="the answer's end on B (live)")
+        assert shown_texts(watcher, sid) == [ANSWER, ANSWER] and chunks_after_final(watcher, sid) == []
+        sent, _ = await live_figures(replicas.a)
+        assert sent > 0
+        await watcher.close()  # B's watch ends: no more announcements
+        await heard_watching(replicas.a, 0)
+        assert (await owner.call("session/prompt", text_prompt(sid, "three")))["stopReason"] == "end_turn"
+        assert await live_figures(replicas.a) == (sent, 0)  # streamed to A's client only
+        await owner.close()
+
+
+async def test_live_events_go_through_redis_only_while_another_replica_watches(tmp_path: Path) -> None:
+    await published_only_while_watched(tmp_path, "redis")
+
+
+async def test_live_events_go_through_notify_only_while_another_replica_watches(tmp_path: Path) -> None:
+    await published_only_while_watched(tmp_path, "notify")
+
+
+async def test_a_restarted_owner_learns_of_the_watchers_already_there(tmp_path: Path) -> None:
+    """The owner killed and restarted (the same replica, its sessions back at once): it asks
+    who watches, B answers — with W an hour, no periodic announcement could have told it —
+    and B's client gets the next answer live."""
+    gate = threading.Event()
+    async with FakeOpenAI([gated_answer(gate)]) as fake:
+        settings = await cluster_settings("notify", fake, live_watch_interval_s="3600")
+        async with two_replicas(tmp_path, [{"text": "unused"}], **settings) as replicas:
+            owner = await WsClient.connect(replicas.a.base_url)
+            sid = await new_session(owner, tmp_path)
+            watcher = await WsClient.connect(replicas.b.base_url)
+            await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+            await heard_watching(replicas.a)
+            await owner.close()
+            await replicas.a.kill9()
+            again = dict(settings, replica_id="replica-a", database_url=replicas.url)
+            again["script"] = str(tmp_path / "script.json")
+            async with agentd_serve(tmp_path / "replica-a", "replica-a-again.log", **again) as a2:
+                await heard_watching(a2)  # asked at its start: B answered
+                owner = await WsClient.connect(a2.base_url)
+                prompt = asyncio.create_task(owner.call("session/prompt", text_prompt(sid, "go")))
+                try:
+                    held = "".join(FIRST)
+                    await until(lambda: shown_texts(watcher, sid) == [held], what="the first half live on B")
+                    gate.set()
+                    assert (await prompt)["stopReason"] == "end_turn"
+                finally:
+                    gate.set()
+                await until(lambda: ended(watcher, sid), what="the turn's end on B")
+                assert shown_texts(watcher, sid) == [ANSWER] and chunks_after_final(watcher, sid) == []
+                await owner.close()
+            await watcher.close()
+
+
+async def test_a_watch_that_starts_mid_message_gets_its_text_once_at_the_end(tmp_path: Path) -> None:
+    """B's client attaches while the owner's answer is half streamed, nothing of it sent to
+    the broker (nobody watched). Once the owner hears the watch, the rest streams to B — but
+    B's client missed the start: it gets no part of this message twice, and its whole text
+    once with the final event; the next answer streams live from its start."""
+    gate, gate2 = threading.Event(), threading.Event()
+    script = [gated_answer(gate), gated_answer(gate2)]
+    async with FakeOpenAI(script) as fake, cluster(tmp_path, "notify", fake) as replicas:
+        owner = await WsClient.connect(replicas.a.base_url)
+        sid = await new_session(owner, tmp_path)
+        prompt = asyncio.create_task(owner.call("session/prompt", text_prompt(sid, "one")))
+        watcher = await WsClient.connect(replicas.b.base_url)
+        try:
+            held = "".join(FIRST)
+            await until(lambda: agent_text(owner.updates(sid)) == held, what="the first half on A")
+            assert await live_figures(replicas.a) == (0, 0)
+            await watcher.call("_agentd/session/attach", {"sessionId": sid, "afterSeq": 0})
+            await heard_watching(replicas.a)
+            gate.set()  # the rest: to A's client, and now to the broker too
+            assert (await prompt)["stopReason"] == "end_turn"
+        finally:
+            gate.set()
+        await until(lambda: ended(watcher, sid), what="the turn's end on B")
+        assert (await live_figures(replicas.a))[0] >= len(REST)  # the rest did go to the broker
+        assert agent_text(watcher.updates(sid)) == ANSWER  # no chunk of it before its end
+        assert shown_texts(watcher, sid) == [ANSWER] and chunks_after_final(watcher, sid) == []
+        watcher.frames.clear()
+        owner.frames.clear()
+        prompt = asyncio.create_task(owner.call("session/prompt", text_prompt(sid, "two")))
+        try:
+            await until(lambda: agent_text(watcher.updates(sid)) == held, what="the next answer live on B")
+            gate2.set()
+            assert (await prompt)["stopReason"] == "end_turn"
+        finally:
+            gate2.set()
+        await until(lambda: ended(watcher, sid), what="the second turn's end on B")
+        assert shown_texts(watcher, sid) == [ANSWER] == shown_texts(owner, sid)
+        assert session_frames(watcher, sid) == session_frames(owner, sid)  # streamed live, as on A
         await owner.close()
         await watcher.close()

@@ -20,6 +20,8 @@ from agentd.core import (
 from agentd.core.errors import ErrorKind, HarnessError
 from agentd.session.eventlog.journal import Journal, interrupted_tool_call_update, turn_ended
 from agentd.session.eventlog.writer import EventWriter
+from agentd.session.replicas import live_watch
+from agentd.session.replicas.live_watch import Watched
 
 USAGE = {"total": {"calls": 0}}
 
@@ -132,12 +134,16 @@ class Services:
         self.live: object | None = None
 
 
-async def test_a_streamed_chunk_goes_to_the_hub_directly_and_through_the_feed_only_with_a_broker() -> None:
-    """Without a broker a chunk costs no wrapper call: it is published as a durable event
-    is; once the process has one, chunks go through the feed (which also tells the broker)."""
+class Publisher:
+    """A live publisher as the journal sees it: whether the session is watched elsewhere."""
+
+    def __init__(self) -> None:
+        self.watched = Watched(interval_s=10.0, clock=lambda: 0.0)
+
+
+def streamed(services: Services) -> tuple[Journal, list[str], list[str]]:
     hub: list[str] = []
     feed: list[str] = []
-    services = Services()
     writer = EventWriter(cast(Any, None))  # idle: a chunk is published at once
     journal = Journal(
         "s1",
@@ -146,10 +152,38 @@ async def test_a_streamed_chunk_goes_to_the_hub_directly_and_through_the_feed_on
         0,
         [],
         transient=lambda e: feed.append(e.payload["text"]),
-        broker=services,
+        broker=cast(Any, services),
     )
+    return journal, hub, feed
+
+
+async def test_a_streamed_chunk_goes_to_the_hub_directly_and_through_the_feed_only_while_watched() -> None:
+    """Without a broker — or with one while no other replica watches the session — a chunk
+    costs no wrapper call: it is published as a durable event is; once another replica
+    watches it, chunks go through the feed (which also tells the broker)."""
+    services = Services()
+    journal, hub, feed = streamed(services)
     journal.emit_transient(AgentTextChunk("m1", "a", 0))
-    services.live = object()  # a broker started (after the actor, as it may)
+    publisher = Publisher()
+    services.live = publisher  # a broker started (after the actor, as it may)
+    journal.emit_transient(AgentTextChunk("m1", "b", 1))  # nobody watches: the hub only
+    publisher.watched.announced("other")
+    journal.emit_transient(AgentTextChunk("m1", "c", 2))  # another session is watched
+    publisher.watched.announced("s1")
+    journal.emit_transient(AgentTextChunk("m1", "d", 3))
+    journal.cancel_checkpoints()
+    assert (hub, feed) == (["a", "b", "c"], ["d"])
+
+
+async def test_without_live_on_demand_every_chunk_goes_through_the_feed_once_there_is_a_broker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The general path (`LIVE_ON_DEMAND = False`): watched or not, the broker is told."""
+    monkeypatch.setattr(live_watch, "LIVE_ON_DEMAND", False)
+    services = Services()
+    journal, hub, feed = streamed(services)
+    journal.emit_transient(AgentTextChunk("m1", "a", 0))
+    services.live = Publisher()
     journal.emit_transient(AgentTextChunk("m1", "b", 1))
     journal.cancel_checkpoints()
     assert (hub, feed) == (["a"], ["b"])

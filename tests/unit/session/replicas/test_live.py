@@ -111,11 +111,17 @@ def test_the_owner_stamps_each_transient_event_with_the_last_durable_seq() -> No
         def __init__(self) -> None:
             self.sent: list[tuple[str, int, Event]] = []
 
+            self.asked: list[str] = []
+
         def publish(self, session_id: str, after: int, event: Event) -> None:
             self.sent.append((session_id, after, event))
 
+        def owned(self, session_id: str) -> None:  # a new owner asks who watches (live_watch.py)
+            self.asked.append(session_id)
+
     outbox = Outbox()
     feed = LiveFeed(SID, local.append, lambda: outbox, seq=4)  # type: ignore[arg-type, return-value]
+    assert outbox.asked == [SID]
     feed(chunk("a", 0))
     feed(durable(5))
     feed(chunk("b", 1))
