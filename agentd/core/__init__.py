@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from agentd.core.errors import RecoveryHint as RecoveryHint
     from agentd.core.errors import hint as hint
     from agentd.core.events import Event as Event
+    from agentd.core.frozen_init import quick_init as quick_init
     from agentd.core.goal import GoalState as GoalState
     from agentd.core.goal import GoalStatus as GoalStatus
     from agentd.core.goal import verdict_next_step as verdict_next_step
@@ -160,6 +161,7 @@ _WHERE = {
     "EndReason": "agentd.core.outcome",
     "LocalCommandReason": "agentd.core.outcome",
     "TurnOutcome": "agentd.core.outcome",
+    "quick_init": "agentd.core.frozen_init",
     "stop_reason": "agentd.core.outcome",
     "reported_as": "agentd.core.outcome",
     "parse_reason": "agentd.core.outcome",
@@ -424,6 +426,7 @@ __all__ = [
     "prompt_images",
     "prompt_result",
     "prompt_text",
+    "quick_init",
     "render_reminder",
     "repair_dangling_tool_calls",
     "repetition_wire",

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from agentd.core.conversation import Message, ReasoningBlock
+from agentd.core.frozen_init import quick_init
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class StopReason(StrEnum):
     REFUSAL = "refusal"  # includes provider content filters
 
 
+@quick_init
 @dataclass(frozen=True)
 class TextDelta:
     text: str
@@ -65,6 +67,7 @@ class ReasoningBlockComplete:
     block: ReasoningBlock
 
 
+@quick_init
 @dataclass(frozen=True)
 class ToolCallDelta:
     """A fragment of a tool call as it streams (for live UI); `index` orders parallel calls."""
@@ -83,6 +86,7 @@ class ToolCallComplete:
     arguments: str  # the complete raw JSON argument text
 
 
+@quick_init
 @dataclass(frozen=True)
 class Usage:
     input_tokens: int = 0
@@ -94,6 +98,7 @@ class Usage:
     model: str = field(default="", compare=False)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Stop:
     reason: StopReason

@@ -77,27 +77,43 @@ class UsageTotals:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> UsageTotals:
-        try:  # what to_dict wrote: every key there, read without a .get call each
-            return cls(
-                int(d["inputTokens"]),
-                int(d["outputTokens"]),
-                int(d["cacheReadTokens"]),
-                int(d["cacheWriteTokens"]),
-                float(d["cost"]),
-                int(d["calls"]),
-                bool(d["dirty"]),
-            )
-        except KeyError:
-            pass
-        return cls(
-            int(d.get("inputTokens", 0)),
-            int(d.get("outputTokens", 0)),
-            int(d.get("cacheReadTokens", 0)),
-            int(d.get("cacheWriteTokens", 0)),
-            float(d.get("cost", 0.0)),
-            int(d.get("calls", 0)),
-            bool(d.get("dirty", False)),
+        return cls(*_wire_fields(d))
+
+    def add_wire(self, d: dict[str, Any]) -> None:
+        """`self.merge(UsageTotals.from_dict(d))` without the object in between."""
+        i, o, cr, cw, cost, calls, dirty = _wire_fields(d)
+        self.input_tokens += i
+        self.output_tokens += o
+        self.cache_read_tokens += cr
+        self.cache_write_tokens += cw
+        self.cost += cost
+        self.calls += calls
+        self.dirty = self.dirty or dirty
+
+
+def _wire_fields(d: dict[str, Any]) -> tuple[int, int, int, int, float, int, bool]:
+    """A record's fields as `UsageTotals.to_dict` wrote them (missing keys: zero)."""
+    try:  # what to_dict wrote: every key there, read without a .get call each
+        return (
+            int(d["inputTokens"]),
+            int(d["outputTokens"]),
+            int(d["cacheReadTokens"]),
+            int(d["cacheWriteTokens"]),
+            float(d["cost"]),
+            int(d["calls"]),
+            bool(d["dirty"]),
         )
+    except KeyError:
+        pass
+    return (
+        int(d.get("inputTokens", 0)),
+        int(d.get("outputTokens", 0)),
+        int(d.get("cacheReadTokens", 0)),
+        int(d.get("cacheWriteTokens", 0)),
+        float(d.get("cost", 0.0)),
+        int(d.get("calls", 0)),
+        bool(d.get("dirty", False)),
+    )
 
 
 @dataclass
@@ -107,7 +123,9 @@ class UsageLedger:
 
     def record(self, lane: str, usage: Usage | None, price: Price | None = None) -> None:
         """One provider call on `lane`; `usage` None when it could not be read."""
-        lane_totals = self.by_lane.setdefault(lane, UsageTotals())
+        lane_totals = self.by_lane.get(lane)
+        if lane_totals is None:  # (not `setdefault(lane, UsageTotals())`: one built per call)
+            lane_totals = self.by_lane[lane] = UsageTotals()
         if usage is None:
             lane_totals.dirty = True
             self.total.dirty = True
@@ -125,7 +143,23 @@ class UsageLedger:
             return  # an empty ledger (a turn without sub-agents): adds nothing
         self.total.merge(t)
         for lane, totals in other.by_lane.items():
-            self.by_lane.setdefault(lane, UsageTotals()).merge(totals)
+            mine = self.by_lane.get(lane)
+            if mine is None:
+                mine = self.by_lane[lane] = UsageTotals()
+            mine.merge(totals)
+
+    def merge_wire(self, d: dict[str, Any] | None) -> None:
+        """`self.merge(UsageLedger.from_dict(d))` without building that ledger: a turn's
+        usage, as its summary wrote it, joins the session's ledger once per turn."""
+        if not d:
+            return
+        self.total.add_wire(d)
+        if by_lane := d.get("byLane"):
+            for lane, totals in by_lane.items():
+                mine = self.by_lane.get(lane)
+                if mine is None:
+                    mine = self.by_lane[lane] = UsageTotals()
+                mine.add_wire(totals)
 
     def to_dict(self) -> dict[str, Any]:
         # One record's shape, `UsageTotals.to_dict`, for the total and each lane (a copy

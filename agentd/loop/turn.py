@@ -87,7 +87,7 @@ async def run_turn(ctx: TurnContext) -> TurnOutcome:
             summary = state.summary(
                 reported_as=reported_as(outcome.kind, outcome.reason), usage_incomplete=live
             ).wire()
-            outcome = dataclasses.replace(outcome, turn=summary)
+            outcome = outcome.with_turn(summary)
         except TurnCancelled:
             outcome = TurnOutcome.cancelled(EndReason.USER_CANCELLED)
         except HarnessError as err:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from agentd.core import quick_init
 from agentd.store.queue_rows import QueueWrite
 
 
@@ -60,6 +61,7 @@ class StoredEvent:
     payload: dict[str, Any]
 
 
+@quick_init
 @dataclass(frozen=True)
 class EventWrite:
     """An event to store: its payload as the codec encoded it (agentd/core/codec.py), stored

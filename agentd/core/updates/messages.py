@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from agentd.core.frozen_init import quick_init
 from agentd.core.kinds import EventKind
 from agentd.core.updates.wire import BadPayload, expect, only_keys
 
@@ -155,6 +156,7 @@ class AgentTextChunk:
         )
 
 
+@quick_init
 @dataclass(frozen=True)
 class AgentText:
     """The final text of one assistant message or its reasoning (durable). An `interrupted`
@@ -213,6 +215,7 @@ class Notice:
         return cls(expect(p["title"], str, "title"), NoticeSeverity(p["severity"]))
 
 
+@quick_init
 @dataclass(frozen=True)
 class UserMessage:
     """User input written into the conversation. `prompt_id` names the prompt it came with;

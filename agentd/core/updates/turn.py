@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from agentd.core.frozen_init import quick_init
 from agentd.core.kinds import EventKind
 from agentd.core.updates.wire import BadPayload, Flat, Json, expect
 
@@ -19,6 +20,7 @@ from agentd.core.updates.wire import BadPayload, Flat, Json, expect
 REQUEST_DIGEST = "requestDigest"
 
 
+@quick_init
 @dataclass(frozen=True)
 class TurnStarted(Flat):
     """A turn started: which prompt, why (`source`), where it cuts the conversation."""
@@ -44,6 +46,7 @@ class TurnStarted(Flat):
     request_digest: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class TurnEnded(Flat):
     """A turn ended: its outcome, the ACP stop reason, and what the answer to its prompt says
@@ -82,6 +85,7 @@ class TurnEnded(Flat):
     request_digest: str | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class UsageReported(Flat):
     """The context used against its size, the prompt's usage ledger, its cost so far."""

@@ -240,15 +240,16 @@ def commit_sample(ctx: TurnContext, sample: Sample, *, discarded: bool = False) 
     provider failed mid-stream and the call is retried) keeps its events — clients saw
     the text — but stays out of the conversation; its text was cut off, so it is marked
     interrupted like any message that stopped mid-stream (R-E1)."""
-    finals = [
-        AgentText(
-            sample.thought_id, sample.reasoning, thought=True, discarded=discarded, interrupted=discarded
-        ),
-        AgentText(sample.message_id, sample.text, discarded=discarded, interrupted=discarded),
-    ]
-    for final in finals:
-        if final.text:
-            ctx.events.emit(final)
+    # Each built only when it has text to emit (a turn without reasoning built its thought
+    # for nothing).
+    if sample.reasoning:
+        ctx.events.emit(
+            AgentText(
+                sample.thought_id, sample.reasoning, thought=True, discarded=discarded, interrupted=discarded
+            )
+        )
+    if sample.text:
+        ctx.events.emit(AgentText(sample.message_id, sample.text, discarded=discarded, interrupted=discarded))
     if discarded:
         return
     if sample.text or sample.reasoning or sample.reasoning_blocks or sample.tool_calls:

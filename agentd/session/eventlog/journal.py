@@ -320,7 +320,7 @@ class Journal:
         self.finish_interrupted_messages(list(self.partial.items()), conversation)
         spent = "usage" in outcome.turn
         if spent:
-            usage.merge(UsageLedger.from_dict(outcome.turn["usage"]))
+            usage.merge_wire(outcome.turn["usage"])  # (no ledger built from it in between)
         session_usage = usage.to_dict()  # once: read-only from here, the event's and the row's
         fields = {"usage": session_usage} if spent else None  # in the turn's end's own commit
         ended = turn_ended(turn_id, prompt_id, outcome, request_id, session_usage, request_digest)

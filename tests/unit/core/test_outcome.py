@@ -3,6 +3,7 @@ small value type. Parsing every wire string gives back the typed reason."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import orjson
@@ -111,3 +112,26 @@ def test_from_event_types_the_reason(payload: dict[str, object], reason: Reason 
 def test_failed_carries_the_error_kind() -> None:
     outcome = TurnOutcome.failed(HarnessError(ErrorKind.NETWORK, "down"))
     assert outcome.reason is ErrorKind.NETWORK
+
+
+def test_with_turn_is_replace_for_every_field() -> None:
+    """`with_turn` (written out, once per turn) is `dataclasses.replace(outcome, turn=...)`:
+    every field but `turn` carried over — a field added to TurnOutcome and not to it fails."""
+    rich = TurnOutcome(
+        OutcomeKind.FAILED,
+        reason=EndReason.USER_CANCELLED,
+        refusal=True,
+        max_tokens=True,
+        tools_called=3,
+        error=HarnessError(ErrorKind.INTERNAL, "x"),
+        turn={"old": 1},
+        structured_output={"value": 2},
+    )
+    for outcome in (rich, TurnOutcome.completed(tools_called=0)):
+        summary = {"iterations": 1}
+        made = outcome.with_turn(summary)
+        assert made == dataclasses.replace(outcome, turn=summary)
+        assert made.turn is summary
+        for f in dataclasses.fields(TurnOutcome):
+            if f.name != "turn":
+                assert getattr(made, f.name) is getattr(outcome, f.name), f.name

@@ -72,3 +72,25 @@ def test_a_dirty_ledger_without_lanes_still_merges() -> None:
     assert ledger.total.dirty
     ledger.merge(UsageLedger(UsageTotals(cache_write_tokens=4)))
     assert ledger.total.cache_write_tokens == 4
+
+
+def test_merge_wire_is_merge_of_from_dict() -> None:
+    """A turn's usage joins the session's ledger from its dict (`merge_wire`) exactly as the
+    ledger read back from that dict would (`merge(from_dict(...))`): same totals, same lanes,
+    missing keys read as zero, an empty or absent dict adding nothing."""
+    rng = random.Random(32)
+    for _ in range(300):
+        session, turn = _ledger(rng), _ledger(rng)
+        wire = turn.to_dict()
+        if rng.random() < 0.2:
+            wire = {k: v for k, v in wire.items() if rng.random() < 0.5}  # an older record
+        a, b = copy.deepcopy(session), copy.deepcopy(session)
+        a.merge(UsageLedger.from_dict(wire))
+        b.merge_wire(wire)
+        assert b == a
+        assert b.to_dict() == a.to_dict()
+    for nothing in (None, {}):
+        ledger = _ledger(rng)
+        before = copy.deepcopy(ledger)
+        ledger.merge_wire(nothing)
+        assert ledger == before
