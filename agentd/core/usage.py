@@ -165,8 +165,10 @@ class UsageLedger:
         # One record's shape, `UsageTotals.to_dict`, for the total and each lane (a copy
         # written out here saved a call per lane and drifted from it: not worth two copies).
         d = self.total.to_dict()
+        # A loop, not a dict comprehension: the comprehension is a call of its own, and this
+        # runs three times a turn (the usage event, the turn summary, the turn's end).
         lanes = d["byLane"] = {}
-        for lane, t in self.by_lane.items():  # (a loop, not a comprehension: its call, 3 a turn)
+        for lane, t in self.by_lane.items():
             lanes[lane] = t.to_dict()
         return d
 

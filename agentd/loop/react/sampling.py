@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 from agentd.core import (
     AgentText,
@@ -123,67 +124,119 @@ def uses_native_schema(ctx: TurnContext) -> bool:
 BATCHED = True
 
 
-async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Sample) -> None:
+# `AGENTD_SAMPLING_DEADLINE=asyncio`: the call's maximum is an `asyncio.timeout` (the library
+# path); by default one `call_later` handle that cancels the sampling's task (~8 calls less).
+LIBRARY_DEADLINE = os.environ.get("AGENTD_SAMPLING_DEADLINE", "").strip().lower() == "asyncio"
+
+
+def _timed_out(call_max: float) -> HarnessError:
+    return HarnessError(ErrorKind.TIMEOUT, f"the model call ran past its maximum of {call_max:g}s")
+
+
+def _expire(task: asyncio.Task[Any], expired: list[bool]) -> None:
+    expired.append(True)
+    task.cancel()
+
+
+async def stream_sample(
+    ctx: TurnContext, request: ProviderRequest, sample: Sample, *, timed: bool = False
+) -> None:
+    """Stream the provider's answer into `sample` and the turn's transient events, within the
+    call's maximum (`timed`: the caller holds that deadline already, the library path)."""
+    call_max = ctx.limits.retry.call_max_s
+    task = None
+    if not timed:
+        if call_max <= 0 or LIBRARY_DEADLINE:
+            await _within_timeout(ctx, request, sample, call_max)
+            return
+        # 003: "LLM call max 1200s" — past it the call is a timeout (the `timeout` bucket).
+        # What `asyncio.timeout` does, without its context manager's calls: the handle cancels
+        # this task, and that cancel (told apart from any other by the task's count of cancel
+        # requests) is taken back and raised as the timeout.
+        task = asyncio.current_task()
+    if task is not None:
+        base = task.cancelling()
+        expired: list[bool] = []
+        handle = asyncio.get_running_loop().call_later(call_max, _expire, task, expired)
     limits = ctx.limits.stationarity
     attributes = {"agentd.session_id": ctx.session_id, "agentd.turn_id": ctx.turn_id}
-    call_max = ctx.limits.retry.call_max_s
     if tracing.enabled():
         attributes |= request_attributes(ctx.provider.name, request.model)
     with tracing.span("agentd.sampling", attributes) as span:
-        # 003: "LLM call max 1200s" — past it the call is a timeout (the `timeout` bucket).
-        deadline = asyncio.timeout(call_max if call_max > 0 else None)
         try:
-            async with deadline:
-                # The answer in batches (`stream_batches`, else `stream`'s events one by one).
-                batches = getattr(ctx.provider, "stream_batches", None) if BATCHED else None
-                if batches is None:
-                    batches = partial(one_per_batch, ctx.provider.stream)
-                stream = batches(request)
-                emit, used = ctx.events.emit_transient, ctx.used_tool_call_ids
-                text_len = len(sample.text)  # kept here: one `len` per chunk, not two
-                try:  # (closed as `contextlib.aclosing` would, without its three calls)
-                    # A network read's events per resume; one `match` per event, here in the
-                    # loop (no call per event).
-                    async for batch in stream:
-                        for ev in batch:
-                            match ev:
-                                # `offset`: a client that attached mid-message knows it missed the start.
-                                case TextDelta(text=text) if text:
-                                    offset = text_len
-                                    text_len += len(text)
-                                    sample.text += text
-                                    emit(AgentTextChunk(sample.message_id, text, offset))
-                                    # The stream so far is `sample.text`: judged whole once it is long
-                                    # enough (no detector to feed chunk by chunk before that).
-                                    if text_len > limits.min_stream_chars:
-                                        sample.degenerate = detect_repetitive_text(sample.text, limits)
-                                        if sample.degenerate is not None:
-                                            return  # a degenerate stream: stop reading it (closing it)
-                                case ReasoningDelta(text=text) if text:
-                                    offset = len(sample.reasoning)
-                                    sample.reasoning += text
-                                    emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
-                                case ReasoningBlockComplete(block=block):
-                                    sample.reasoning_blocks.append(block)
-                                case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-                                    call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
-                                    call = ToolCall(id=call_id, name=name, arguments=arguments)
-                                    sample.tool_calls.append(call)
-                                case Usage():
-                                    sample.usage = ev
-                                case Stop(reason=reason):
-                                    sample.stop = reason
-                finally:
-                    await stream.aclose()  # type: ignore[union-attr]
-        except TimeoutError as exc:
-            if not deadline.expired():
-                raise
-            raise HarnessError(
-                ErrorKind.TIMEOUT, f"the model call ran past its maximum of {call_max:g}s"
-            ) from exc
+            # The answer in batches (`stream_batches`, else `stream`'s events one by one).
+            batches = getattr(ctx.provider, "stream_batches", None) if BATCHED else None
+            if batches is None:
+                batches = partial(one_per_batch, ctx.provider.stream)
+            stream = batches(request)
+            emit, used = ctx.events.emit_transient, ctx.used_tool_call_ids
+            text_len = len(sample.text)  # kept here: one `len` per chunk, not two
+            try:  # (closed as `contextlib.aclosing` would, without its three calls)
+                # A network read's events per resume; one `match` per event, here in the loop
+                # (no call per event).
+                async for batch in stream:
+                    for ev in batch:
+                        match ev:
+                            # `offset`: a client that attached mid-message knows it missed the start.
+                            case TextDelta(text=text) if text:
+                                offset = text_len
+                                text_len += len(text)
+                                sample.text += text
+                                emit(AgentTextChunk(sample.message_id, text, offset))
+                                # The stream so far is `sample.text`: judged whole once it is long
+                                # enough (no detector to feed chunk by chunk before that).
+                                if text_len > limits.min_stream_chars:
+                                    sample.degenerate = detect_repetitive_text(sample.text, limits)
+                                    if sample.degenerate is not None:
+                                        break
+                            case ReasoningDelta(text=text) if text:
+                                offset = len(sample.reasoning)
+                                sample.reasoning += text
+                                emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
+                            case ReasoningBlockComplete(block=block):
+                                sample.reasoning_blocks.append(block)
+                            case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+                                call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
+                                call = ToolCall(id=call_id, name=name, arguments=arguments)
+                                sample.tool_calls.append(call)
+                            case Usage():
+                                sample.usage = ev
+                            case Stop(reason=reason):
+                                sample.stop = reason
+                    else:
+                        continue
+                    # A degenerate stream: stop reading it (closing it). `break`, not
+                    # `return`: the deadline's handle below must still be cancelled.
+                    break
+            finally:
+                await stream.aclose()  # type: ignore[union-attr]
+        except BaseException as exc:
+            if task is not None:
+                handle.cancel()
+                if expired and task.uncancel() <= base and isinstance(exc, asyncio.CancelledError):
+                    raise _timed_out(call_max) from exc
+            raise
         finally:
             if span is not None:  # what came back, even from a call cut off
                 span.set_attributes(response_attributes(sample))
+    if task is not None:
+        handle.cancel()
+        if expired:  # it ended all the same (the cancel came too late to matter)
+            task.uncancel()
+
+
+async def _within_timeout(
+    ctx: TurnContext, request: ProviderRequest, sample: Sample, call_max: float
+) -> None:
+    """`stream_sample` within `asyncio.timeout` (the library path, and a call with no maximum)."""
+    deadline = asyncio.timeout(call_max if call_max > 0 else None)
+    try:
+        async with deadline:
+            await stream_sample(ctx, request, sample, timed=True)
+    except TimeoutError as exc:
+        if not deadline.expired():
+            raise
+        raise _timed_out(call_max) from exc
 
 
 def request_attributes(provider: str, model: str) -> dict[str, str]:

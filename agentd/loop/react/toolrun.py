@@ -217,8 +217,8 @@ async def execute_tool_round(
 
     approved = [s for s in slots if s.approved]
     if len(approved) == 1 and approved[0].tool is not None and approved[0].tool.access is not Access.WRITE:
-        # One call that is no write: nothing to run beside it, and `_run_tool` runs it in a
-        # task of its own already (`run_cancellable`) — no task group around it.
+        # One call that is no write: nothing to run beside it — no task group around it
+        # (`run_cancellable` runs it in this task, cancelled by the turn's cancel).
         await _execute(ctx, approved[0])
     elif approved:
         async with asyncio.TaskGroup() as tg:

@@ -303,6 +303,8 @@ class EventWriter:
             items, self._queue = self._queue, collections.deque()  # taken whole, no copy
             self._holding = True
             try:
+                if not items[0].needs_commit and len(items) > 1:
+                    items = self._through_ahead(items)
                 batches, dropped = self._batches(items)
                 if batches:
                     listed = list(batches.values())
@@ -334,6 +336,25 @@ class EventWriter:
                 publish_items(items, dropped, lag, self.outcome_since)
             finally:
                 self._holding = False
+
+    def _through_ahead(self, items: collections.deque[WriteItem]) -> collections.deque[WriteItem]:
+        """Publish and resolve the items ahead of the batch's first durable write now; the
+        rest is returned. An acknowledgement waits for what was submitted before it, not for
+        the commit of writes submitted after it in the same loop step (a `session/close`
+        must not wait out a locked database its cancelled turn's last events wait for)."""
+        ahead: collections.deque[WriteItem] = collections.deque()
+        while not items[0].needs_commit:
+            ahead.append(items.popleft())
+            if not items:
+                return ahead  # nothing to commit: the usual path
+        known = self._failed
+        dropped = {i.session_id: known[i.session_id] for i in ahead if i.session_id in known} if known else {}
+        for item in ahead:
+            if item.session_id in dropped:
+                self._note_drop(item.session_id, item.ticket, dropped[item.session_id])
+        lag = None if self._metrics is None else self._lag or self._fanout_lag()
+        publish_items(ahead, dropped, lag, self.outcome_since)
+        return items
 
     def _batches(
         self, items: collections.deque[WriteItem]

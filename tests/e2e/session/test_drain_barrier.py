@@ -34,6 +34,11 @@ from tests.support.session import is_event, new_session
 from tests.support.text import distinct_words
 
 READ_PAUSE = 0.002  # the slow client's pause after each frame it reads
+# The scripted model's pause between chunks: it streams as a model does, a chunk per loop
+# step. Without it the whole message is one burst, which the writer legitimately merges
+# for a client with more than a write slice queued — how many frames then survive is
+# slice arithmetic, not a stream (and depended on which loop step the sampling began in).
+CHUNK_PACE = 0.001
 
 # ---------------------------------------------------------------------------- slow client
 
@@ -177,7 +182,7 @@ CALL_IDS = ["call_ls", "call_echo"]
 
 def requesting_script() -> Any:
     return scripted(
-        {"text": REQUESTING, "chunk_size": 6, "tool_calls": CALLS},
+        {"text": REQUESTING, "chunk_size": 6, "chunk_delay": CHUNK_PACE, "tool_calls": CALLS},
         {"text": "All done."},
     )
 
@@ -245,7 +250,7 @@ async def test_permission_request_comes_after_the_message_that_asked_for_the_too
     server_factory, workspace: Path
 ):
     provider = scripted(
-        {"text": REQUESTING, "chunk_size": 6, "tool_calls": [CALLS[1]]},
+        {"text": REQUESTING, "chunk_size": 6, "chunk_delay": CHUNK_PACE, "tool_calls": [CALLS[1]]},
         {"text": "All done."},
     )
     async with server_factory(provider, permission_mode=PermissionMode.DEFAULT) as server:
@@ -268,7 +273,7 @@ async def test_permission_request_comes_after_the_message_that_asked_for_the_too
 
 async def test_tool_call_is_announced_before_its_permission_request(server_factory, workspace: Path):
     provider = scripted(
-        {"text": REQUESTING, "chunk_size": 6, "tool_calls": [CALLS[1]]},
+        {"text": REQUESTING, "chunk_size": 6, "chunk_delay": CHUNK_PACE, "tool_calls": [CALLS[1]]},
         {"text": "All done."},
     )
     async with server_factory(provider, permission_mode=PermissionMode.DEFAULT) as server:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -112,3 +113,35 @@ async def test_the_hop_starts_threads_as_calls_need_them_up_to_its_cap() -> None
     names = await asyncio.gather(*futures)
     assert set(names) <= {"test-hop_0", "test-hop_1"}
     assert pool.threads == 2
+
+
+async def test_a_deadline_that_lands_as_the_task_is_cancelled_is_a_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deadline and a cancel of the caller in the same loop iteration (the hop's own
+    `call_later` deadline): the caller's cancel wins — it must never turn into a ToolError the
+    turn would carry on from."""
+    monkeypatch.setattr(offload, "FAST_HOP", True)
+    running = threading.Event()
+
+    def work(stop: threading.Event) -> None:
+        running.set()
+        stop.wait(30)
+
+    loop = asyncio.get_running_loop()
+    timers: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+    real_call_later = loop.call_later
+
+    def call_later(delay: float, callback: Callable[..., object], *args: object) -> asyncio.TimerHandle:
+        if delay == 3600:  # the call's deadline (not the polling's sleeps)
+            timers.append((callback, args))
+        return real_call_later(delay, callback, *args)
+
+    monkeypatch.setattr(loop, "call_later", call_later)
+    call = asyncio.create_task(offload.run_blocking(work, what="w", deadline=3600))
+    await until(lambda: running.is_set(), what="the worker to start")
+    deadline, args = timers[0]
+    deadline(*args)  # the deadline is due now (its timer's callback, run in this iteration)
+    call.cancel()  # and the caller is cancelled before it ran again
+    with pytest.raises(asyncio.CancelledError):
+        await call

@@ -10,6 +10,7 @@ import pytest
 
 from agentd.core.events import Event, EventKind
 from agentd.infra import Metrics
+from agentd.session.commit_outcome import COMMITTED, CommitFailure, NotCommitted
 from agentd.session.eventlog.writer import EventWriter
 from agentd.store.db import Store
 
@@ -250,4 +251,48 @@ async def test_a_failed_sessions_transient_events_are_not_shown(store: Store):
     writer.submit_transient("b", _event("b", None, "shown"), lambda e: seen.append(e.payload["text"]))
     await writer.barrier()
     assert seen == ["shown"]
+    await writer.stop()
+
+
+async def test_what_is_queued_ahead_of_a_durable_write_is_through_before_its_commit(store: Store):
+    # A close's acknowledgement, then in the same loop step the cancelled turn's last
+    # events: the acknowledgement stands for nothing after it, so a commit that cannot
+    # finish (a locked database) must not hold it — nor the chunks and barrier ahead.
+    gated = GatedStore(store)
+    writer = EventWriter(gated, flush_interval=0)  # type: ignore[arg-type]
+    writer.start()
+    seen: list[str] = []
+    since = writer.mark()
+    ack = writer.committed("a", since)
+    writer.submit_transient("a", _event("a", None, "t1"), lambda e: seen.append(e.payload["text"]))
+    ahead = writer.barrier()
+    writer.submit("a", event=_event("a", 1, "d1"), publish=lambda e: seen.append(e.payload["text"]))
+    after = writer.committed("a", since)
+    await gated.entered.wait()  # d1's commit is in flight, and stays so
+    assert ack.done() and ack.result() == COMMITTED
+    assert ahead.done() and seen == ["t1"]
+    assert not after.done()  # what stands for d1 waits for it
+    gated.gate.set()
+    assert await after == COMMITTED
+    assert seen == ["t1", "d1"]
+    await writer.stop()
+
+
+async def test_a_failed_sessions_items_ahead_of_a_durable_write_are_dropped_as_before(store: Store):
+    gated = GatedStore(store)
+    writer = EventWriter(gated, flush_interval=0)  # type: ignore[arg-type]
+    writer.start()
+    seen: list[str] = []
+    writer.discard("a")
+    since = writer.mark()
+    writer.submit_transient("b", _event("b", None, "shown"), lambda e: seen.append(e.payload["text"]))
+    writer.submit_transient("a", _event("a", None, "hidden"), lambda e: seen.append(e.payload["text"]))
+    ack = writer.committed("a", since)
+    writer.submit("b", event=_event("b", 1, "d1"), publish=lambda e: seen.append(e.payload["text"]))
+    await gated.entered.wait()
+    assert seen == ["shown"]
+    assert ack.done() and ack.result() == NotCommitted(CommitFailure.LEASE_LOST)
+    gated.gate.set()
+    await writer.barrier()
+    assert seen == ["shown", "d1"]
     await writer.stop()
