@@ -22,8 +22,10 @@ from agentd.infra import (
     Authenticator,
     AuthMode,
     AuthUnavailable,
+    DefaultExecutor,
     Metrics,
     Settings,
+    drop_handle_free_lists,
     insecure_bind,
     limit_arenas,
     redact_tokens_in_server_logs,
@@ -131,6 +133,7 @@ def create_app(
             raise RuntimeError(problem)
         if settings.memory_trim_s > 0:
             limit_arenas()  # before the database driver's threads allocate
+        executor = DefaultExecutor(asyncio.get_running_loop())  # renewed when idle
         traced = tracing.start()  # OpenTelemetry, when the OTEL_* variables ask for it
         use_sqlalchemy_engine(settings.store_async_engine == "sqlalchemy")
         store = await Store.open(
@@ -185,6 +188,9 @@ def create_app(
             if manager.live():
                 return False
             await store.release_idle()  # the last session unloaded: nobody needs the pool warm
+            # ... nor the threads and handles the load left (agentd/infra/idle_release.py).
+            executor.renew()
+            await drop_handle_free_lists()
             return True
 
         trimmer = asyncio.create_task(
@@ -245,6 +251,7 @@ def create_app(
                 await services.models.aclose()
             await close_providers([prov, *(lane.provider for lane in services.fallbacks)])
             await store.close()
+            executor.close()
             if traced:
                 await asyncio.to_thread(tracing.stop)  # exports the spans still pending
 
