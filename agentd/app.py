@@ -25,7 +25,6 @@ from agentd.infra import (
     DefaultExecutor,
     Metrics,
     Settings,
-    drop_handle_free_lists,
     insecure_bind,
     limit_arenas,
     redact_tokens_in_server_logs,
@@ -188,9 +187,8 @@ def create_app(
             if manager.live():
                 return False
             await store.release_idle()  # the last session unloaded: nobody needs the pool warm
-            # ... nor the threads and handles the load left (agentd/infra/idle_release.py).
+            # ... nor the executor threads the load started (agentd/infra/idle_release.py).
             executor.renew()
-            await drop_handle_free_lists()
             return True
 
         trimmer = asyncio.create_task(

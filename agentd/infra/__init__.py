@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from agentd.infra.config import Settings as Settings
     from agentd.infra.config import redact_url as redact_url
     from agentd.infra.idle_release import DefaultExecutor as DefaultExecutor
-    from agentd.infra.idle_release import drop_handle_free_lists as drop_handle_free_lists
     from agentd.infra.logs import configure_logging as configure_logging
     from agentd.infra.logs import redact_tokens_in_server_logs as redact_tokens_in_server_logs
     from agentd.infra.metrics import Metrics as Metrics
@@ -68,7 +67,6 @@ _WHERE = {
     "DEFAULT_MODEL": "agentd.infra.setting_choices",
     "DEFAULT_PORT": "agentd.infra.setting_choices",
     "DefaultExecutor": "agentd.infra.idle_release",
-    "drop_handle_free_lists": "agentd.infra.idle_release",
     "explain": "agentd.infra.settings_check",
     "explain_unparsable": "agentd.infra.settings_check",
     "HttpTransport": "agentd.infra.setting_choices",
@@ -127,7 +125,6 @@ __all__ = [
     "chosen_subprotocol",
     "configure_logging",
     "create_token",
-    "drop_handle_free_lists",
     "explain",
     "explain_unparsable",
     "insecure_bind",

@@ -3,35 +3,29 @@
 CPython's small-object allocator returns a 1 MiB arena to the OS only once every block in
 it is free, so after a load a few hundred survivors allocated during it keep the load's
 arenas resident (tracemalloc started after the first turn, read 60 s after a load of 100
-sessions: bench/RESULTS.md "Issue 32, hmem"). Two of those kinds belong to the loop:
+sessions: bench/RESULTS.md "Issue 32, hmem"). One kind belongs to the loop:
 
 - the default executor's threads (`asyncio.to_thread`: a session's `cwd` check, the
   trimmer's own `malloc_trim`), started mid-load as concurrent sessions needed them, each
   with its `Thread`, locks, weak references and a thread stack; an executor never ends its
   threads. `DefaultExecutor` installs one of ours at start-up (no thread until used) and
   `renew()` swaps in a fresh one, the old one's threads ending once their work is done.
-- uvloop's callback and timer handles: Cython keeps up to 250 freed objects of each type on
-  a free list for reuse, so the handles the load's last callbacks and timeouts used stay
-  allocated, scattered through its arenas. `drop_handle_free_lists()` takes every one off
-  the list (allocating fresh ones), then frees the fresh ones first: they refill the list
-  while the load's go back to the allocator. (asyncio's own loop keeps no such list: a
-  no-op there, the general path.)
 
-Both run once per idle period (the trimmer's release hook, agentd/app.py), never per turn.
-`RELEASE` off: neither runs (the behaviour before; tests run both).
+It runs once per idle period (the trimmer's release hook, agentd/app.py), never per turn.
+`RELEASE` off: the executor is kept (the behaviour before; tests run both).
+
+Not done here, measured: uvloop's handle free lists and asyncio's future-iterator free
+list (up to 250/255 freed objects each, the load's last, scattered) can be emptied of
+the load's objects, but only by refilling them with fresh ones allocated at that moment,
+which land in the load's half-empty pools just the same: 56-57 arenas after either way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-RELEASE = True  # module switch: False keeps the loop's executor threads and free lists
-
-# uvloop's `DEFAULT_FREELIST_SIZE` (its includes/consts.pxi): more than a free list holds.
-FREE_LIST = 250
+RELEASE = True  # module switch: False keeps the loop's executor and its threads
 
 
 class DefaultExecutor:
@@ -60,26 +54,3 @@ class DefaultExecutor:
 
     def close(self) -> None:
         self.current.shutdown(wait=False)
-
-
-def _nothing() -> None:
-    pass
-
-
-async def drop_handle_free_lists(n: int = 2 * FREE_LIST) -> None:
-    """Free the callback and timer handles a uvloop free list holds (see the module's doc)."""
-    if not RELEASE:
-        return
-    loop = asyncio.get_running_loop()
-    ctx = contextvars.copy_context()
-    # The first FREE_LIST of each come off the free list (the load's), the rest are new.
-    soon: list[Any] = [loop.call_soon(_nothing, context=ctx) for _ in range(n)]
-    later: list[Any] = [loop.call_later(3600.0, _nothing, context=ctx) for _ in range(n)]
-    for handle in later:
-        handle.cancel()
-    await asyncio.sleep(0)  # the loop runs the callbacks and drops its references
-    await asyncio.sleep(0)
-    # The new ones freed first refill the lists; the load's then go back to the allocator.
-    del soon[FREE_LIST:], later[FREE_LIST:]
-    soon.clear()
-    later.clear()
