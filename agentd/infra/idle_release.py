@@ -51,6 +51,3 @@ class DefaultExecutor:
         old, self.current = self.current, self._install()
         old.shutdown(wait=False)
         self.renewals += 1
-
-    def close(self) -> None:
-        self.current.shutdown(wait=False)

@@ -36,7 +36,7 @@ async def test_renew_ends_the_threads_the_old_executor_started(release: bool) ->
             assert worker.is_alive()
             assert await asyncio.to_thread(threading.current_thread) is worker
     finally:
-        executor.close()
+        executor.current.shutdown(wait=False)
 
 
 async def test_work_queued_on_the_old_executor_still_runs() -> None:
@@ -51,4 +51,4 @@ async def test_work_queued_on_the_old_executor_still_runs() -> None:
         assert await held is True
         assert await asyncio.gather(*queued) == [0, 1, 2]
     finally:
-        executor.close()
+        executor.current.shutdown(wait=False)
