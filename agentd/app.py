@@ -22,6 +22,7 @@ from agentd.infra import (
     Authenticator,
     AuthMode,
     AuthUnavailable,
+    DefaultExecutor,
     Metrics,
     Settings,
     insecure_bind,
@@ -129,8 +130,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if problem := insecure_bind(settings.host, settings.auth):
             raise RuntimeError(problem)
+        executor = None
         if settings.memory_trim_s > 0:
             limit_arenas()  # before the database driver's threads allocate
+            # The loop's default executor, ours to renew when idle (left to the loop at the end:
+            # it shuts its default executor down when it closes, and may serve on after us).
+            executor = DefaultExecutor(asyncio.get_running_loop())
         traced = tracing.start()  # OpenTelemetry, when the OTEL_* variables ask for it
         use_sqlalchemy_engine(settings.store_async_engine == "sqlalchemy")
         store = await Store.open(
@@ -185,6 +190,8 @@ def create_app(
             if manager.live():
                 return False
             await store.release_idle()  # the last session unloaded: nobody needs the pool warm
+            if executor is not None:  # ... nor the threads the load started (infra/idle_release.py)
+                executor.renew()
             return True
 
         trimmer = asyncio.create_task(

@@ -31,11 +31,9 @@ Markdown (the body after the front matter is the system prompt)::
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import re
-import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -160,6 +158,8 @@ def _builder_from_mapping(data: Mapping[str, Any], path: Path, lines: Mapping[st
         b.note(note)
     for key in t.data:
         if key not in TOP_LEVEL_KEYS:
+            import difflib  # only for a key that is wrong: not with every first session
+
             hint = difflib.get_close_matches(key, TOP_LEVEL_KEYS, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
             b.problem(
@@ -222,6 +222,8 @@ def _set_schema(b: AgentBuilder, schema: Any, lines: Mapping[str, int]) -> None:
 
 
 def _parse_toml(text: str, path: Path) -> dict[str, Any]:
+    import tomllib  # with the first TOML file: not with every first session (issue 32 item 3)
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -1,6 +1,7 @@
 """Shared infrastructure the layers above use: settings (`config`), authentication (`auth`),
-logging (`logs`), Prometheus metrics (`metrics`), overload refusals (`overload`) and the OS
-memory trimmer (`rss_trim`). Nothing here knows about sessions or the loop."""
+logging (`logs`), Prometheus metrics (`metrics`), overload refusals (`overload`), the OS
+memory trimmer (`rss_trim`) and what the event loop lets go when idle (`idle_release`).
+Nothing here knows about sessions or the agent loop."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from agentd.infra.auth import team_names as team_names
     from agentd.infra.config import Settings as Settings
     from agentd.infra.config import redact_url as redact_url
+    from agentd.infra.idle_release import DefaultExecutor as DefaultExecutor
     from agentd.infra.logs import configure_logging as configure_logging
     from agentd.infra.logs import redact_tokens_in_server_logs as redact_tokens_in_server_logs
     from agentd.infra.metrics import Metrics as Metrics
@@ -64,6 +66,7 @@ _WHERE = {
     "DEFAULT_HOST": "agentd.infra.setting_choices",
     "DEFAULT_MODEL": "agentd.infra.setting_choices",
     "DEFAULT_PORT": "agentd.infra.setting_choices",
+    "DefaultExecutor": "agentd.infra.idle_release",
     "explain": "agentd.infra.settings_check",
     "explain_unparsable": "agentd.infra.settings_check",
     "HttpTransport": "agentd.infra.setting_choices",
@@ -105,6 +108,7 @@ __all__ = [
     "AuthMode",
     "AuthUnavailable",
     "Authenticator",
+    "DefaultExecutor",
     "HttpTransport",
     "Identity",
     "LimitKind",

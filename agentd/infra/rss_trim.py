@@ -141,11 +141,33 @@ async def run_trimmer(
         try:
             gc.collect()
             if _TRIM is not None:
-                await asyncio.to_thread(_TRIM, 0)
+                await _trim_apart(_TRIM)
         except Exception:  # never let housekeeping take the server down
             log.exception("memory trim failed")
         last = rss_bytes()
         unloaded_at_trim, trimmed_at = count(), loop.time()
+
+
+# The trim on a thread of its own that ends with it (False: the loop's default executor,
+# whose thread then stays, as before; tests run both).
+TRIM_APART = True
+
+
+async def _trim_apart(trim_fn: Callable[[int], object]) -> None:
+    """`trim_fn(0)` off the event loop. Not on the default executor: after a load's idle
+    release (agentd/infra/idle_release.py) that starts a thread which stays for the server's
+    life, its objects allocated in the load's half-empty allocator pools, which they then
+    keep resident (issue 32 item 3). A trim is rare (growth or unloads, rate-limited)."""
+    if not TRIM_APART:
+        await asyncio.to_thread(trim_fn, 0)
+        return
+    from concurrent.futures import ThreadPoolExecutor  # (loaded by the loop already)
+
+    executor = ThreadPoolExecutor(1, "memory-trim")
+    try:
+        await asyncio.get_running_loop().run_in_executor(executor, trim_fn, 0)
+    finally:
+        executor.shutdown(wait=False)
 
 
 async def _tick(interval_s: float, wake: asyncio.Event | None) -> None:

@@ -14,7 +14,6 @@ diff its tool call reported); `force` reverts anyway.
 from __future__ import annotations
 
 import asyncio
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -109,6 +108,8 @@ def file_change(path: str, base: FileSnapshot, now: bytes | None) -> dict[str, A
 def _with_diff(
     entry: dict[str, Any], path: str, old: str, new: str, added: bool, gone: bool
 ) -> dict[str, Any]:
+    import difflib  # with the first diff, not with every first session (issue 32 item 3)
+
     lines = difflib.unified_diff(
         old.splitlines(keepends=True),
         new.splitlines(keepends=True),

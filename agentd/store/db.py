@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select, text
 
 from agentd.core import SqliteSynchronous
-from agentd.store import leases, pg_commit, queue_rows, session_load
+from agentd.store import leases, pg_commit, queue_rows, session_load, sqlite_writer
 from agentd.store.aio import AsyncConnection, AsyncEngine
 from agentd.store.batch_write import apply_batches
 from agentd.store.disconnects import driver_closed
@@ -128,6 +128,12 @@ class Store(ApiTokens):
         connection: kept."""
         if not PoolLimits.in_memory(self.engine.url.render_as_string()):
             await self.engine.dispose()
+        # The event writer's too: its statement and page caches filled during the load.
+        if self.sqlite_writer is not None:
+            await self.sqlite_writer.release_idle()
+        elif self.write_engine is not self.engine and sqlite_writer.RELEASE:
+            async with self._write_lock:  # (Postgres) reconnected by the next commit
+                await self._drop_write_conn()
 
     # -------------------------------------------------------------- migrations / health
 

@@ -65,6 +65,12 @@ def _multi_row(sql: str, n: int) -> str:
     return f"{head} VALUES {', '.join([marks] * n)}"
 
 
+def forget_statements() -> None:
+    """Drop the statement texts made during a load (the writer's idle release)."""
+    _multi_row.cache_clear()
+    _session_update.cache_clear()
+
+
 def commit(conn: Connection, batches: list[Batch], now: datetime) -> bool:
     """Apply and commit `batches` on the writer's connection; False, with nothing done,
     when they need the general way (`apply_batches` in a SQLAlchemy transaction)."""

@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_EVERY = 100  # group commits between two WAL checkpoints
 INLINE_MAX_ROWS = 32  # events and messages a commit on the loop's thread may write
+# `release_idle` closes the writer's connections when no session is loaded, here and on
+# Postgres (`Store.release_idle`). False: kept for the server's life (the behaviour before;
+# tests run both).
+RELEASE = True
 
 T = TypeVar("T")
 
@@ -220,6 +224,30 @@ class SqliteWriter:
         except sqlite3.Error as exc:  # only a longer WAL until the next one
             log.warning("WAL checkpoint failed: %s", exc)
 
+    async def release_idle(self) -> None:
+        """Close the writer's connections and end the checkpoint thread (no session is
+        loaded): a load left each connection's statement cache (a multi-row INSERT per row
+        count, allocated mid-load, each pinning a 1 MiB arena of Python's allocator) and its
+        page cache (up to 2 MiB), and the checkpoint thread started mid-load (issue 32 item
+        3). The next commit opens one again (as after a failed commit); nothing per turn."""
+        if not RELEASE:
+            return
+        if self._checkpointing is None or self._checkpointing.done():
+            conn, self._checkpoint_conn = self._checkpoint_conn, None
+            old, self._checkpoint_thread = self._checkpoint_thread, ThreadPoolExecutor(1, "store-checkpoint")
+            if conn is not None:
+                await asyncio.get_running_loop().run_in_executor(old, conn.close)
+            old.shutdown(wait=False)
+        # Closed on the writer's thread (the last connection to close checkpoints the WAL).
+        loop_conn, self._loop_conn = self._loop_conn, None
+        await self._thread.run(self._release_connections, loop_conn)
+        sqlite_commit.forget_statements()
+
+    def _release_connections(self, loop_conn: Connection | None) -> None:
+        conn, self._conn = self._conn, None
+        _release(loop_conn)
+        _release(conn)
+
     async def close(self) -> None:
         if self._checkpointing is not None:
             await self._checkpointing
@@ -239,6 +267,16 @@ def _close(conn: Connection | None) -> None:
             conn.close()
         except Exception as exc:  # already broken: the pool discards it
             log.warning("closing the writer's connection failed: %s", exc)
+
+
+def _release(conn: Connection | None) -> None:
+    """Close a writer's connection for good (not back to the pool: its caches go with it)."""
+    if conn is not None:
+        try:
+            conn.invalidate()
+            conn.close()
+        except Exception as exc:
+            log.warning("closing the writer's idle connection failed: %s", exc)
 
 
 def _busy(exc: sa_exc.OperationalError) -> bool:

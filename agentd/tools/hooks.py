@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import tomllib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -219,6 +218,8 @@ class HooksConfig:
 
 
 def load_hooks(path: Path) -> HooksConfig:
+    import tomllib  # only with a hooks file (issue 32 item 3)
+
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:

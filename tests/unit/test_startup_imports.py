@@ -140,8 +140,11 @@ def test_the_first_session_loads_the_wire_models_queue_and_commands(tmp_path: Pa
 # (httpcore's connection pool, HTTP/2, its ~70 modules) loads when the tool first runs,
 # PyYAML with the first agent file.
 # `prometheus_client` comes with the first scrape: the instruments a turn counts with are
-# plain numbers (agentd/infra/metrics.py).
-FIRST_SESSION_SKIPS = ("agentd.tools.web.fetch", "httpcore", "h2", "hpack", "yaml", "prometheus_client")
+# plain numbers (agentd/infra/metrics.py). `difflib` comes with the first diff or a
+# mistyped agent key, `tomllib` with the first TOML agent or hooks file.
+FIRST_SESSION_SKIPS = (
+    "agentd.tools.web.fetch", "httpcore", "h2", "hpack", "yaml", "prometheus_client", "difflib", "tomllib",
+)  # fmt: skip
 
 
 def test_the_first_session_offers_web_fetch_without_loading_the_fetch_or_yaml(tmp_path: Path) -> None:

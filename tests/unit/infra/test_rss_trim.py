@@ -185,3 +185,33 @@ async def test_a_trim_for_growth_alone_asks_no_release(monkeypatch: pytest.Monke
         assert order == ["trim"]
     finally:
         task.cancel()
+
+
+@pytest.mark.parametrize("apart", [True, False], ids=["own-thread", "default-executor"])
+async def test_the_trims_thread_ends_with_it_unless_switched_off(
+    monkeypatch: pytest.MonkeyPatch, apart: bool
+) -> None:
+    """The trim runs on a thread of its own that ends after it: a default-executor thread
+    started after a load's idle release stays, its objects keeping the load's allocator
+    arenas resident (issue 32 item 3). `TRIM_APART` off: the default executor, as before."""
+    import asyncio
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentd.infra import rss_trim
+
+    monkeypatch.setattr(rss_trim, "TRIM_APART", apart)
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(default := ThreadPoolExecutor(thread_name_prefix="test-default"))
+    ran_on: list[threading.Thread] = []
+    try:
+        await rss_trim._trim_apart(lambda _pad: ran_on.append(threading.current_thread()))
+        (thread,) = ran_on
+        if apart:
+            assert thread.name.startswith("memory-trim")
+            await asyncio.to_thread(thread.join)
+            assert not thread.is_alive()
+        else:
+            assert thread.name.startswith("test-default") and thread.is_alive()
+    finally:
+        default.shutdown(wait=False)
