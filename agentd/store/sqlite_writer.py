@@ -120,8 +120,9 @@ class SqliteWriter:
         self._thread = WriterThread("store-writer")
         self._post = self._thread.post
         # A thread of its own, handed its checkpoints as the commits are (one queue put and
-        # one call back: `run_in_executor` took ~25 calls on the loop each time).
-        self._checkpoint_thread = WriterThread("store-checkpoint")
+        # one call back: `run_in_executor` took ~25 calls on the loop each time). Started at
+        # the first checkpoint, ended by `release_idle` (a thread started mid-load pins memory).
+        self._checkpoint_thread: WriterThread | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None
         self._checkpointing: asyncio.Future[None] | None = None
         self._since_checkpoint = 0
@@ -160,6 +161,8 @@ class SqliteWriter:
         """A checkpoint now, unless the last one still runs (then at the next commit)."""
         if self._checkpointing is None or self._checkpointing.done():
             self._since_checkpoint = 0
+            if self._checkpoint_thread is None:
+                self._checkpoint_thread = WriterThread("store-checkpoint")
             self._checkpointing = self._checkpoint_thread.call(self._checkpoint)
 
     def _commit_inline(self, batches: list[Batch], now: datetime) -> bool:
@@ -234,10 +237,11 @@ class SqliteWriter:
             return
         if self._checkpointing is None or self._checkpointing.done():
             conn, self._checkpoint_conn = self._checkpoint_conn, None
-            old, self._checkpoint_thread = self._checkpoint_thread, ThreadPoolExecutor(1, "store-checkpoint")
-            if conn is not None:
-                await asyncio.get_running_loop().run_in_executor(old, conn.close)
-            old.shutdown(wait=False)
+            old, self._checkpoint_thread = self._checkpoint_thread, None
+            if old is not None:
+                if conn is not None:
+                    await old.run(conn.close)
+                old.shutdown()
         # Closed on the writer's thread (the last connection to close checkpoints the WAL).
         loop_conn, self._loop_conn = self._loop_conn, None
         await self._thread.run(self._release_connections, loop_conn)
@@ -251,13 +255,14 @@ class SqliteWriter:
     async def close(self) -> None:
         if self._checkpointing is not None:
             await self._checkpointing
-        if self._checkpoint_conn is not None:
+        if self._checkpoint_conn is not None and self._checkpoint_thread is not None:
             await self._checkpoint_thread.run(self._checkpoint_conn.close)
         self._drop_loop_connection()
         await self._thread.run(self._drop_connection)
         await self._thread.run(self.engine.dispose)
         self._thread.shutdown()
-        self._checkpoint_thread.shutdown()
+        if self._checkpoint_thread is not None:
+            self._checkpoint_thread.shutdown()
 
 
 def _close(conn: Connection | None) -> None:

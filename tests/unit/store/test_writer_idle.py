@@ -60,8 +60,8 @@ async def test_release_idle_closes_the_sqlite_writers_connections_and_thread(
     checkpoint = writer._checkpointing
     assert checkpoint is not None
     await checkpoint
-    loop = asyncio.get_running_loop()
-    worker = await loop.run_in_executor(writer._checkpoint_thread, threading.current_thread)
+    assert writer._checkpoint_thread is not None
+    worker = await writer._checkpoint_thread.run(threading.current_thread)
     assert writer._conn is not None and writer._loop_conn is not None and writer._checkpoint_conn is not None
     dbapis = [c.connection.dbapi_connection for c in (writer._conn, writer._loop_conn)]
     dbapis.append(writer._checkpoint_conn)
