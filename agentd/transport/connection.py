@@ -17,7 +17,7 @@ import itertools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
@@ -32,6 +32,7 @@ from agentd.protocol import (
     error_response,
     request,
 )
+from agentd.transport.conn_parts import _CLOSE, _WAKE, Channel, FrameSocket, _ClearsAnswers, _unmarked
 from agentd.transport.guards import within_depth
 from agentd.transport.outgoing import OutgoingQueue, merge_chunks
 from agentd.transport.render import encode_message
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CLOSE = object()
-_WAKE = object()  # wakes an idle writer for an urgent frame
 _ID_KINDS = frozenset({int, str, bool})  # what `isinstance(id, (int, str))` takes from JSON
 # Frames a writer sends in a row before letting the other writers run: a session's burst
 # then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
@@ -53,45 +52,12 @@ WRITER_SLICE = 16
 # queued (`_handle_one`): one wake-up of the writer fewer per request. Off: every reply
 # goes through the queue (tests run both).
 DIRECT_REPLY = True
-
-
-class Channel(Protocol):
-    """What a transport gives a Connection: a starlette WebSocket, or an adapter with the same
-    two calls (stdio lines, Streamable HTTP). `receive_text` raises `WebSocketDisconnect` at
-    the end, and `KeyError` for a frame that is not text."""
-
-    async def receive_text(self) -> str: ...
-
-    async def send_text(self, data: str, /) -> None: ...
-
-
-class FrameSocket(Protocol):
-    """A socket that takes several frames in one write (agentd/transport/socket_write.py)."""
-
-    ready: asyncio.Event  # set while it takes data; cleared while the server paused writing
-
-    def write(self, frames: list[bytes], /) -> None: ...
-
-
-class _ClearsAnswers:
-    """A connection attribute whose every assignment clears its per-kind answers
-    (`supports_update`). Setting goes through `__set__`; with no `__get__`, reading it finds
-    the value in the instance's `__dict__`, so a read is no call."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __set__(self, conn: Connection, value: object) -> None:
-        conn.__dict__[self.name] = value
-        conn._supports.clear()
-
-
-def _unmarked(frames: list[Any]) -> tuple[list[bytes], bool]:
-    """`frames` without the queue's markers, up to its end (`_CLOSE`); whether it was reached."""
-    for i, frame in enumerate(frames):
-        if frame is _CLOSE:
-            return [f for f in frames[:i] if f is not _WAKE], True
-    return [f for f in frames if f is not _WAKE], False
+# A publish's frames for a client whose batched writer waits idle go out in the publishing
+# step, in one write (`send_held` then `flush_held`, called by the session's hub): one
+# wake-up of the writer task — one loop pass — fewer per publish (issue 32: ~5 a trivial
+# turn). Frames are still queued first, so the bound, the order and a paused socket are
+# the queue's as before. Off: every frame wakes the writer (tests run both).
+DIRECT_PUBLISH = True
 
 
 class Connection:
@@ -140,6 +106,13 @@ class Connection:
         self.closed = False
         self._ctx: CallContext | None = None
         self._idle = False  # the batched writer waits, holding no frame (`DIRECT_REPLY`)
+        # The hub's pair for a publish (`DIRECT_PUBLISH`): queue without waking the writer,
+        # then send what was queued (or wake the writer) once the publish is done.
+        if DIRECT_PUBLISH and socket is not None:
+            self.send_held: Callable[[bytes], bool] | None = self._out.hold
+            self.flush_held: Callable[[], None] | None = self._flush_held
+        else:
+            self.send_held = self.flush_held = None
 
     # ------------------------------------------------------------------ outgoing
 
@@ -299,6 +272,29 @@ class Connection:
                 # then reaches all its clients together instead of one client after another.
                 burst = 0
                 await asyncio.sleep(0)
+
+    def _flush_held(self) -> None:
+        """After a publish queued its frames with `send_held`: with the writer waiting idle
+        (nothing held, nothing urgent), the socket taking data and no replay or end marker
+        queued, they go out now in one write — what the writer would do on waking, without
+        waking it; else the writer is woken for them, as `offer` would have."""
+        out = self._out
+        queued = out.queued
+        if not queued:
+            return
+        if self._idle and not self._urgent and len(queued) <= WRITER_SLICE and not out.replaying:
+            socket = self.socket
+            assert socket is not None  # (only a connection with a socket holds: `send_held`)
+            if socket.ready.is_set() and _WAKE not in queued and _CLOSE not in queued:
+                frames = list(queued)
+                try:
+                    socket.write(frames)
+                except ConnectionError:
+                    pass  # closing (nothing written): the writer meets the same end
+                else:
+                    out.take(len(frames))
+                    return
+        out.wake()
 
     def _ready(self, frames: list[bytes]) -> tuple[list[bytes], bool]:
         """`frames` and those queued behind it, urgent first, up to `WRITER_SLICE`; and

@@ -80,6 +80,24 @@ class OutgoingQueue:
                 getter.set_result(None)
         return True
 
+    def hold(self, item: Any) -> bool:
+        """`offer` without waking the writer: the caller sends or wakes once it is done
+        queueing (`Connection.flush_held`), so a publish's frames go in one write."""
+        if self.closed or 0 < self.maxsize <= len(self._items) - self._replayed:
+            return False
+        self._items.append(item)
+        return True
+
+    def wake(self) -> None:
+        """Wake the writer for what was `hold`-queued (if it waits)."""
+        if self._getters:
+            _wake_next(self._getters)
+
+    @property
+    def replaying(self) -> bool:
+        """Replay frames are queued (they count against the replay window, not `maxsize`)."""
+        return self._replayed > 0
+
     def close(self) -> None:
         """`offer` refuses from now on (the connection is closed)."""
         self.closed = True
