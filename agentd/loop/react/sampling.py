@@ -29,6 +29,7 @@ from agentd.core import (
     one_per_batch,
     tracing,
 )
+from agentd.core import ids as _ids
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionHit, detect_repetitive_text
 from agentd.loop.reminders import system_reminder
@@ -42,9 +43,16 @@ class Sample:
     """What one provider call produced so far (kept even if the call is cut off)."""
 
     # 16 random hex digits, as `uuid4().hex[:16]` spelled them (its Python-level `UUID` object
-    # and `hex` property cost three calls per id; these are two C calls).
-    message_id: str = field(default_factory=lambda: f"msg_{os.urandom(8).hex()}")
-    thought_id: str = field(default_factory=lambda: f"thought_{os.urandom(8).hex()}")
+    # and `hex` property cost three calls per id); unique, not secret: one C call and no
+    # system call per id (agentd/core/ids.py).
+    message_id: str = field(
+        default_factory=lambda: f"msg_{_ids.bits(64):016x}" if _ids.FAST_IDS else f"msg_{os.urandom(8).hex()}"
+    )
+    thought_id: str = field(
+        default_factory=lambda: (
+            f"thought_{_ids.bits(64):016x}" if _ids.FAST_IDS else f"thought_{os.urandom(8).hex()}"
+        )
+    )
     text: str = ""
     reasoning: str = ""
     reasoning_blocks: list[ReasoningBlock] = field(default_factory=list)
