@@ -106,6 +106,7 @@ class Connection:
         self.closed = False
         self._ctx: CallContext | None = None
         self._idle = False  # the batched writer waits, holding no frame (`DIRECT_REPLY`)
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by `serve`
         # The hub's pair for a publish (`DIRECT_PUBLISH`): queue without waking the writer,
         # then send what was queued (or wake the writer) once the publish is done.
         if DIRECT_PUBLISH and socket is not None:
@@ -309,11 +310,13 @@ class Connection:
     # ------------------------------------------------------------------ incoming
 
     async def serve(self) -> None:
-        writer = asyncio.create_task(self._writer())
+        # (kept: 3.11's `get_running_loop()` — in `asyncio.create_task` — is a getpid() call)
+        loop = self._loop = asyncio.get_running_loop()
+        writer = loop.create_task(self._writer())
         # Frames are read in a task of their own: awaiting the next one there resumes only
         # the reader's few frames, not the whole ASGI stack of middleware and routing the
         # endpoint runs in (a dozen coroutine resumptions per frame received).
-        reader = asyncio.create_task(self._read(writer))
+        reader = loop.create_task(self._read(writer))
         try:
             await reader
         finally:
@@ -396,7 +399,9 @@ class Connection:
         # A frame with fewer brackets than the depth limit needs no depth walk (`within_depth`).
         shallow = kind is dict and within_depth(text, self.state.settings.max_json_depth)
         # (`_spawn`, written out: one call less per request)
-        task = asyncio.create_task(self._handle_one(raw, req_id if id_kind in _ID_KINDS else None, shallow))
+        coro = self._handle_one(raw, req_id if id_kind in _ID_KINDS else None, shallow)
+        loop = self._loop
+        task = loop.create_task(coro) if loop is not None else asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         if id_kind is int or id_kind is str:  # (a bool is no request id)
@@ -457,7 +462,7 @@ class Connection:
             err = RpcError(ErrorCode.REQUEST_CANCELLED, "Request cancelled ($/cancel_request)")
             resp = error_response(req_id, err)
         finally:
-            if req_id is not None and self._requests.get(req_id) is asyncio.current_task():
+            if req_id is not None and self._requests.get(req_id) is asyncio.current_task(self._loop):
                 del self._requests[req_id]
         if resp is not None and not self.closed:
             text = orjson.dumps(resp)

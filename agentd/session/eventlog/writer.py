@@ -114,6 +114,9 @@ class EventWriter:
         # transient event published at once): later transient events must queue behind them.
         self._holding = False
         self._task: asyncio.Task[None] | None = None
+        # The writer task's loop while it runs: `barrier` and `committed` make their futures
+        # there without `get_running_loop()` (a getpid() system call in 3.11) per call.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.commits = 0  # for metrics and tests
         self.dropped_batches = 0  # batches the database refused (each failed its session)
         # Sessions whose batch was refused (and why): their later writes are discarded until
@@ -141,6 +144,7 @@ class EventWriter:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self._loop = None
 
     # ------------------------------------------------------------------ producers
 
@@ -245,7 +249,7 @@ class EventWriter:
         """Resolves once everything submitted before this call is committed (or dropped)
         and published. It says nothing of which: an acknowledgement waits on `committed`.
         Queued at once (a future, not a coroutine: one frame fewer per barrier)."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[None] = (self._loop or asyncio.get_running_loop()).create_future()
         self._put("", done=fut)
         return fut
 
@@ -259,7 +263,7 @@ class EventWriter:
         if none of the session's writes from ticket `since` on was dropped or discarded,
         else `NotCommitted(reason)`. Queued at once (not when first awaited), so it is
         after every write submitted before the call."""
-        fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[CommitOutcome] = (self._loop or asyncio.get_running_loop()).create_future()
         self._put(session_id, outcome=fut, since=since)
         return fut
 
@@ -285,7 +289,7 @@ class EventWriter:
     # ------------------------------------------------------------------ writer
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         busy = False  # the last batch found more queued behind it: the writer is under load
         while True:
             while not self._queue:
