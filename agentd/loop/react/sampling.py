@@ -30,6 +30,7 @@ from agentd.core import (
     tracing,
 )
 from agentd.core import ids as _ids
+from agentd.core.cork import hold, release
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionHit, detect_repetitive_text
 from agentd.loop.reminders import system_reminder
@@ -153,34 +154,40 @@ async def stream_sample(ctx: TurnContext, request: ProviderRequest, sample: Samp
                     # A network read's events per resume; one `match` per event, here in the
                     # loop (no call per event).
                     async for batch in stream:
-                        for ev in batch:
-                            match ev:
-                                # `offset`: a client that attached mid-message knows it missed the start.
-                                case TextDelta(text=text) if text:
-                                    offset = text_len
-                                    text_len += len(text)
-                                    sample.text += text
-                                    emit(AgentTextChunk(sample.message_id, text, offset))
-                                    # The stream so far is `sample.text`: judged whole once it is long
-                                    # enough (no detector to feed chunk by chunk before that).
-                                    if text_len > limits.min_stream_chars:
-                                        sample.degenerate = detect_repetitive_text(sample.text, limits)
-                                        if sample.degenerate is not None:
-                                            return  # a degenerate stream: stop reading it (closing it)
-                                case ReasoningDelta(text=text) if text:
-                                    offset = len(sample.reasoning)
-                                    sample.reasoning += text
-                                    emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
-                                case ReasoningBlockComplete(block=block):
-                                    sample.reasoning_blocks.append(block)
-                                case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-                                    call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
-                                    call = ToolCall(id=call_id, name=name, arguments=arguments)
-                                    sample.tool_calls.append(call)
-                                case Usage():
-                                    sample.usage = ev
-                                case Stop(reason=reason):
-                                    sample.stop = reason
+                        # One read's deltas: a connection's direct write once, after them all
+                        # (agentd/core/cork.py; nothing awaits in between).
+                        hold()
+                        try:
+                            for ev in batch:
+                                match ev:
+                                    # `offset`: a client that attached mid-message knows it missed the start.
+                                    case TextDelta(text=text) if text:
+                                        offset = text_len
+                                        text_len += len(text)
+                                        sample.text += text
+                                        emit(AgentTextChunk(sample.message_id, text, offset))
+                                        # The stream so far is `sample.text`: judged whole once it is long
+                                        # enough (no detector to feed chunk by chunk before that).
+                                        if text_len > limits.min_stream_chars:
+                                            sample.degenerate = detect_repetitive_text(sample.text, limits)
+                                            if sample.degenerate is not None:
+                                                return  # a degenerate stream: stop reading it (closing it)
+                                    case ReasoningDelta(text=text) if text:
+                                        offset = len(sample.reasoning)
+                                        sample.reasoning += text
+                                        emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
+                                    case ReasoningBlockComplete(block=block):
+                                        sample.reasoning_blocks.append(block)
+                                    case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+                                        call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
+                                        call = ToolCall(id=call_id, name=name, arguments=arguments)
+                                        sample.tool_calls.append(call)
+                                    case Usage():
+                                        sample.usage = ev
+                                    case Stop(reason=reason):
+                                        sample.stop = reason
+                        finally:
+                            release()
                 finally:
                     await stream.aclose()  # type: ignore[union-attr]
         except TimeoutError as exc:

@@ -13,7 +13,7 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from agentd.core import AgentTextChunk
+from agentd.core import AgentTextChunk, cork
 from agentd.core.events import Event, EventKind
 from agentd.infra.config import AuthMode
 from agentd.protocol import OptIn
@@ -175,3 +175,27 @@ async def test_a_closing_socket_leaves_the_frames_to_the_writer(direct: bool) ->
     with pytest.raises(ConnectionResetError):
         await asyncio.wait_for(writer, 10)
     assert socket.writes == []
+
+
+async def test_publishes_held_together_go_in_one_write(direct: bool) -> None:
+    """A model read's deltas, each published on its own inside `cork.hold()`/`release()`
+    (agentd/core/cork.py, the sampling loop's): one write at the release, not one each."""
+    socket = Socket()
+    conn = connection(socket)
+    writer = await started(conn)
+    hub = subscribed(conn)
+    try:
+        cork.hold()
+        try:
+            hub.publish(chunk("one ", 0))
+            hub.publish(chunk("two", 4))
+            assert socket.writes == []  # held (direct) or queued for the writer
+        finally:
+            cork.release()
+        if direct:
+            assert [len(frames) for frames, _ in socket.writes] == [2]
+        await until(lambda: len(socket.texts()) == 2, what="both frames")
+        assert socket.texts() == ["one ", "two"]
+        assert len(socket.writes) == 1  # the woken writer also takes both at once
+    finally:
+        writer.cancel()

@@ -1,0 +1,44 @@
+"""Direct writes held to the end of a synchronous stretch of work on the loop's thread.
+
+A connection whose writer waits idle sends a publish's frames in the publishing step itself
+(agentd/transport/connection.py `DIRECT_PUBLISH`). A model's network read brings several
+deltas, each published on its own: the sampling loop `hold()`s around one read's events and
+`release()`s after, so each connection's flush runs once, with all of them in one write (as
+the woken writer task would have sent them), not one write per delta. Nothing awaits
+between `hold` and `release`: no other task runs meanwhile, so nothing is delayed past the
+step that made it. Per thread (each event loop has its own)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+_local = threading.local()
+
+
+def hold() -> None:
+    _local.depth = getattr(_local, "depth", 0) + 1
+
+
+def release() -> None:
+    """The end of the stretch: every flush deferred during it runs now (once each)."""
+    depth = _local.depth = _local.depth - 1
+    if depth == 0:
+        pending = getattr(_local, "pending", None)
+        if pending:
+            _local.pending = []
+            for flush in pending:
+                flush()
+
+
+def defer(flush: Callable[[], None]) -> bool:
+    """Whether `flush` was deferred to the current stretch's `release` (False: none held,
+    flush now)."""
+    if not getattr(_local, "depth", 0):
+        return False
+    pending = getattr(_local, "pending", None)
+    if pending is None:
+        pending = _local.pending = []
+    if flush not in pending:
+        pending.append(flush)
+    return True
