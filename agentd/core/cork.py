@@ -13,32 +13,38 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-_local = threading.local()
+
+class _Stretch(threading.local):
+    """This thread's stretch: how deep `hold` is, and the flushes deferred to `release`."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.pending: list[Callable[[], None]] = []
+
+
+_local = _Stretch()
 
 
 def hold() -> None:
-    _local.depth = getattr(_local, "depth", 0) + 1
+    _local.depth += 1
 
 
 def release() -> None:
     """The end of the stretch: every flush deferred during it runs now (once each)."""
-    depth = _local.depth = _local.depth - 1
-    if depth == 0:
-        pending = getattr(_local, "pending", None)
-        if pending:
-            _local.pending = []
-            for flush in pending:
-                flush()
+    local = _local
+    local.depth -= 1
+    if not local.depth and local.pending:
+        pending, local.pending = local.pending, []
+        for flush in pending:
+            flush()
 
 
 def defer(flush: Callable[[], None]) -> bool:
     """Whether `flush` was deferred to the current stretch's `release` (False: none held,
     flush now)."""
-    if not getattr(_local, "depth", 0):
+    local = _local
+    if not local.depth:
         return False
-    pending = getattr(_local, "pending", None)
-    if pending is None:
-        pending = _local.pending = []
-    if flush not in pending:
-        pending.append(flush)
+    if flush not in local.pending:
+        local.pending.append(flush)
     return True

@@ -284,7 +284,7 @@ class Connection:
         queued = out.queued
         if not queued or _cork.defer(self._flush_held):
             return
-        if self._idle and not self._urgent and len(queued) <= WRITER_SLICE and not out.replaying:
+        if self._idle and not self._urgent and len(queued) <= WRITER_SLICE and not out.replays:
             socket = self.socket
             assert socket is not None  # (only a connection with a socket holds: `send_held`)
             if socket.ready.is_set() and _WAKE not in queued and _CLOSE not in queued:

@@ -37,6 +37,7 @@ class OutgoingQueue:
         # (`_popped` + index). A parallel flag per item cost a `deque.append` per live frame;
         # replay frames are few and come in runs, so this deque is mostly empty.
         self._replay_at: collections.deque[int] = collections.deque()
+        self.replays = self._replay_at  # (non-empty: replay frames are queued; read without a call)
         self._popped = 0  # items taken so far
         self._replayed = 0  # == len(self._replay_at)
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -92,11 +93,6 @@ class OutgoingQueue:
         """Wake the writer for what was `hold`-queued (if it waits)."""
         if self._getters:
             _wake_next(self._getters)
-
-    @property
-    def replaying(self) -> bool:
-        """Replay frames are queued (they count against the replay window, not `maxsize`)."""
-        return self._replayed > 0
 
     def close(self) -> None:
         """`offer` refuses from now on (the connection is closed)."""

@@ -33,6 +33,7 @@ from time import monotonic
 from typing import Any
 
 from agentd.core import Event, EventKind, tracing
+from agentd.core.cork import hold, release
 from agentd.infra import Metrics
 from agentd.session.commit_outcome import (
     COMMITTED,
@@ -335,7 +336,13 @@ class EventWriter:
                             self._note_drop(item.session_id, item.ticket, reason)
                 busy = bool(self._queue)
                 lag = None if self._metrics is None else self._lag or self._fanout_lag()
-                publish_items(items, dropped, lag, self.outcome_since)
+                # The batch's publishes (a run per session, split by waiters answered between):
+                # each client's direct write once, after them all (agentd/core/cork.py).
+                hold()
+                try:
+                    publish_items(items, dropped, lag, self.outcome_since)
+                finally:
+                    release()
             finally:
                 self._holding = False
 
