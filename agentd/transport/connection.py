@@ -17,11 +17,12 @@ import itertools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from agentd.core import cork as _cork
 from agentd.protocol import (
     AGENTD_PREFIX,
     CANCEL_REQUEST,
@@ -32,6 +33,7 @@ from agentd.protocol import (
     error_response,
     request,
 )
+from agentd.transport.conn_parts import _CLOSE, _WAKE, Channel, FrameSocket, _ClearsAnswers, _unmarked
 from agentd.transport.guards import within_depth
 from agentd.transport.outgoing import OutgoingQueue, merge_chunks
 from agentd.transport.render import encode_message
@@ -43,8 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CLOSE = object()
-_WAKE = object()  # wakes an idle writer for an urgent frame
 _ID_KINDS = frozenset({int, str, bool})  # what `isinstance(id, (int, str))` takes from JSON
 # Frames a writer sends in a row before letting the other writers run: a session's burst
 # then reaches its N clients within ~N × 16 sends of each other, not one whole burst apart.
@@ -53,45 +53,12 @@ WRITER_SLICE = 16
 # queued (`_handle_one`): one wake-up of the writer fewer per request. Off: every reply
 # goes through the queue (tests run both).
 DIRECT_REPLY = True
-
-
-class Channel(Protocol):
-    """What a transport gives a Connection: a starlette WebSocket, or an adapter with the same
-    two calls (stdio lines, Streamable HTTP). `receive_text` raises `WebSocketDisconnect` at
-    the end, and `KeyError` for a frame that is not text."""
-
-    async def receive_text(self) -> str: ...
-
-    async def send_text(self, data: str, /) -> None: ...
-
-
-class FrameSocket(Protocol):
-    """A socket that takes several frames in one write (agentd/transport/socket_write.py)."""
-
-    ready: asyncio.Event  # set while it takes data; cleared while the server paused writing
-
-    def write(self, frames: list[bytes], /) -> None: ...
-
-
-class _ClearsAnswers:
-    """A connection attribute whose every assignment clears its per-kind answers
-    (`supports_update`). Setting goes through `__set__`; with no `__get__`, reading it finds
-    the value in the instance's `__dict__`, so a read is no call."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __set__(self, conn: Connection, value: object) -> None:
-        conn.__dict__[self.name] = value
-        conn._supports.clear()
-
-
-def _unmarked(frames: list[Any]) -> tuple[list[bytes], bool]:
-    """`frames` without the queue's markers, up to its end (`_CLOSE`); whether it was reached."""
-    for i, frame in enumerate(frames):
-        if frame is _CLOSE:
-            return [f for f in frames[:i] if f is not _WAKE], True
-    return [f for f in frames if f is not _WAKE], False
+# A publish's frames for a client whose batched writer waits idle go out in the publishing
+# step, in one write (`send_held` then `flush_held`, called by the session's hub): one
+# wake-up of the writer task — one loop pass — fewer per publish (issue 32: ~5 a trivial
+# turn). Frames are still queued first, so the bound, the order and a paused socket are
+# the queue's as before. Off: every frame wakes the writer (tests run both).
+DIRECT_PUBLISH = True
 
 
 class Connection:
@@ -140,6 +107,14 @@ class Connection:
         self.closed = False
         self._ctx: CallContext | None = None
         self._idle = False  # the batched writer waits, holding no frame (`DIRECT_REPLY`)
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by `serve`
+        # The hub's pair for a publish (`DIRECT_PUBLISH`): queue without waking the writer,
+        # then send what was queued (or wake the writer) once the publish is done.
+        if DIRECT_PUBLISH and socket is not None:
+            self.send_held: Callable[[bytes], bool] | None = self._out.hold
+            self.flush_held: Callable[[], None] | None = self._flush_held
+        else:
+            self.send_held = self.flush_held = None
 
     # ------------------------------------------------------------------ outgoing
 
@@ -300,6 +275,29 @@ class Connection:
                 burst = 0
                 await asyncio.sleep(0)
 
+    def _flush_held(self) -> None:
+        """After a publish queued its frames with `send_held`: with the writer waiting idle
+        (nothing held, nothing urgent), the socket taking data and no replay or end marker
+        queued, they go out now in one write — what the writer would do on waking, without
+        waking it; else the writer is woken for them, as `offer` would have."""
+        out = self._out
+        queued = out.queued
+        if not queued or _cork.defer(self._flush_held):
+            return
+        if self._idle and not self._urgent and len(queued) <= WRITER_SLICE and not out.replays:
+            socket = self.socket
+            assert socket is not None  # (only a connection with a socket holds: `send_held`)
+            if socket.ready.is_set() and _WAKE not in queued and _CLOSE not in queued:
+                frames = list(queued)
+                try:
+                    socket.write(frames)
+                except ConnectionError:
+                    pass  # closing (nothing written): the writer meets the same end
+                else:
+                    out.take(len(frames))
+                    return
+        out.wake()
+
     def _ready(self, frames: list[bytes]) -> tuple[list[bytes], bool]:
         """`frames` and those queued behind it, urgent first, up to `WRITER_SLICE`; and
         whether the queue's end (`_CLOSE`) was reached."""
@@ -313,11 +311,13 @@ class Connection:
     # ------------------------------------------------------------------ incoming
 
     async def serve(self) -> None:
-        writer = asyncio.create_task(self._writer())
+        # (kept: 3.11's `get_running_loop()` — in `asyncio.create_task` — is a getpid() call)
+        loop = self._loop = asyncio.get_running_loop()
+        writer = loop.create_task(self._writer())
         # Frames are read in a task of their own: awaiting the next one there resumes only
         # the reader's few frames, not the whole ASGI stack of middleware and routing the
         # endpoint runs in (a dozen coroutine resumptions per frame received).
-        reader = asyncio.create_task(self._read(writer))
+        reader = loop.create_task(self._read(writer))
         try:
             await reader
         finally:
@@ -400,7 +400,9 @@ class Connection:
         # A frame with fewer brackets than the depth limit needs no depth walk (`within_depth`).
         shallow = kind is dict and within_depth(text, self.state.settings.max_json_depth)
         # (`_spawn`, written out: one call less per request)
-        task = asyncio.create_task(self._handle_one(raw, req_id if id_kind in _ID_KINDS else None, shallow))
+        coro = self._handle_one(raw, req_id if id_kind in _ID_KINDS else None, shallow)
+        loop = self._loop
+        task = loop.create_task(coro) if loop is not None else asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         if id_kind is int or id_kind is str:  # (a bool is no request id)
@@ -461,7 +463,7 @@ class Connection:
             err = RpcError(ErrorCode.REQUEST_CANCELLED, "Request cancelled ($/cancel_request)")
             resp = error_response(req_id, err)
         finally:
-            if req_id is not None and self._requests.get(req_id) is asyncio.current_task():
+            if req_id is not None and self._requests.get(req_id) is asyncio.current_task(self._loop):
                 del self._requests[req_id]
         if resp is not None and not self.closed:
             text = orjson.dumps(resp)

@@ -37,6 +37,7 @@ class OutgoingQueue:
         # (`_popped` + index). A parallel flag per item cost a `deque.append` per live frame;
         # replay frames are few and come in runs, so this deque is mostly empty.
         self._replay_at: collections.deque[int] = collections.deque()
+        self.replays = self._replay_at  # (non-empty: replay frames are queued; read without a call)
         self._popped = 0  # items taken so far
         self._replayed = 0  # == len(self._replay_at)
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -79,6 +80,19 @@ class OutgoingQueue:
             else:
                 getter.set_result(None)
         return True
+
+    def hold(self, item: Any) -> bool:
+        """`offer` without waking the writer: the caller sends or wakes once it is done
+        queueing (`Connection.flush_held`), so a publish's frames go in one write."""
+        if self.closed or 0 < self.maxsize <= len(self._items) - self._replayed:
+            return False
+        self._items.append(item)
+        return True
+
+    def wake(self) -> None:
+        """Wake the writer for what was `hold`-queued (if it waits)."""
+        if self._getters:
+            _wake_next(self._getters)
 
     def close(self) -> None:
         """`offer` refuses from now on (the connection is closed)."""

@@ -19,7 +19,8 @@ from typing import Any, BinaryIO
 from starlette.websockets import WebSocketDisconnect
 
 from agentd.infra import LOCAL_PRINCIPAL
-from agentd.transport.connection import _CLOSE, Connection
+from agentd.transport.conn_parts import _CLOSE
+from agentd.transport.connection import Connection
 from agentd.transport.early import (
     EarlyStart,
     LoadFailed,

@@ -30,6 +30,8 @@ from agentd.core import (
     one_per_batch,
     tracing,
 )
+from agentd.core import ids as _ids
+from agentd.core.cork import hold, release
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionHit, detect_repetitive_text
 from agentd.loop.reminders import system_reminder
@@ -43,9 +45,16 @@ class Sample:
     """What one provider call produced so far (kept even if the call is cut off)."""
 
     # 16 random hex digits, as `uuid4().hex[:16]` spelled them (its Python-level `UUID` object
-    # and `hex` property cost three calls per id; these are two C calls).
-    message_id: str = field(default_factory=lambda: f"msg_{os.urandom(8).hex()}")
-    thought_id: str = field(default_factory=lambda: f"thought_{os.urandom(8).hex()}")
+    # and `hex` property cost three calls per id); unique, not secret: one C call and no
+    # system call per id (agentd/core/ids.py).
+    message_id: str = field(
+        default_factory=lambda: f"msg_{_ids.bits(64):016x}" if _ids.FAST_IDS else f"msg_{os.urandom(8).hex()}"
+    )
+    thought_id: str = field(
+        default_factory=lambda: (
+            f"thought_{_ids.bits(64):016x}" if _ids.FAST_IDS else f"thought_{os.urandom(8).hex()}"
+        )
+    )
     text: str = ""
     reasoning: str = ""
     reasoning_blocks: list[ReasoningBlock] = field(default_factory=list)
@@ -175,36 +184,42 @@ async def stream_sample(
                 # A network read's events per resume; one `match` per event, here in the loop
                 # (no call per event).
                 async for batch in stream:
-                    for ev in batch:
-                        match ev:
-                            # `offset`: a client that attached mid-message knows it missed the start.
-                            case TextDelta(text=text) if text:
-                                offset = text_len
-                                text_len += len(text)
-                                sample.text += text
-                                emit(AgentTextChunk(sample.message_id, text, offset))
-                                # The stream so far is `sample.text`: judged whole once it is long
-                                # enough (no detector to feed chunk by chunk before that).
-                                if text_len > limits.min_stream_chars:
-                                    sample.degenerate = detect_repetitive_text(sample.text, limits)
-                                    if sample.degenerate is not None:
-                                        break
-                            case ReasoningDelta(text=text) if text:
-                                offset = len(sample.reasoning)
-                                sample.reasoning += text
-                                emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
-                            case ReasoningBlockComplete(block=block):
-                                sample.reasoning_blocks.append(block)
-                            case ToolCallComplete(id=call_id, name=name, arguments=arguments):
-                                call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
-                                call = ToolCall(id=call_id, name=name, arguments=arguments)
-                                sample.tool_calls.append(call)
-                            case Usage():
-                                sample.usage = ev
-                            case Stop(reason=reason):
-                                sample.stop = reason
-                    else:
-                        continue
+                    # One read's deltas: a connection's direct write once, after them all
+                    # (agentd/core/cork.py; nothing awaits in between).
+                    hold()
+                    try:
+                        for ev in batch:
+                            match ev:
+                                # `offset`: a client that attached mid-message knows it missed the start.
+                                case TextDelta(text=text) if text:
+                                    offset = text_len
+                                    text_len += len(text)
+                                    sample.text += text
+                                    emit(AgentTextChunk(sample.message_id, text, offset))
+                                    # The stream so far is `sample.text`: judged whole once it is long
+                                    # enough (no detector to feed chunk by chunk before that).
+                                    if text_len > limits.min_stream_chars:
+                                        sample.degenerate = detect_repetitive_text(sample.text, limits)
+                                        if sample.degenerate is not None:
+                                            break
+                                case ReasoningDelta(text=text) if text:
+                                    offset = len(sample.reasoning)
+                                    sample.reasoning += text
+                                    emit(AgentTextChunk(sample.thought_id, text, offset, thought=True))
+                                case ReasoningBlockComplete(block=block):
+                                    sample.reasoning_blocks.append(block)
+                                case ToolCallComplete(id=call_id, name=name, arguments=arguments):
+                                    call_id = unique_tool_call_id(call_id, used, sample.tool_calls)
+                                    call = ToolCall(id=call_id, name=name, arguments=arguments)
+                                    sample.tool_calls.append(call)
+                                case Usage():
+                                    sample.usage = ev
+                                case Stop(reason=reason):
+                                    sample.stop = reason
+                        else:
+                            continue
+                    finally:
+                        release()
                     # A degenerate stream: stop reading it (closing it). `break`, not
                     # `return`: the deadline's handle below must still be cancelled.
                     break

@@ -61,8 +61,15 @@ class Subscriber:
         self.renderer = render  # the wire shape (agentd/transport/render.py)
         self._encoded = encoded(sink)  # takes frames encoded once for all clients
         self._filtering = filtering(sink)  # once: a Protocol isinstance costs µs per frame
-        # The encoded-frame send, once (a connection's is its queue's own `offer`).
+        # The encoded-frame send, once (a connection's is its queue's own `offer`). A
+        # connection that can hold a publish's frames and send them at its end in one write
+        # (agentd/transport/connection.py `DIRECT_PUBLISH`) gives its pair: `publish` then
+        # flushes every subscriber once it is done.
         self._send = self._encoded.send_encoded if self._encoded is not None else None
+        held = getattr(sink, "send_held", None)
+        self._flush: Callable[[], None] | None = None
+        if held is not None and self._send is not None:
+            self._send, self._flush = held, sink.flush_held  # type: ignore[attr-defined]
         # What this client may take, by a `Gated` frame's gate: the connection's own
         # answers (cleared in place when `initialize` changes them), else ours.
         cache = getattr(sink, "supports_cache", None)
@@ -335,6 +342,7 @@ class EventHub:
         else:
             self._spare = None
         render = self._render
+        each = self._each  # (flushed at the end: `Subscriber._flush`)
         try:
             for event in events:
                 if event.seq is not None:
@@ -437,6 +445,17 @@ class EventHub:
         finally:
             shared.event, shared.frames, shared.texts = None, [], {}  # holds nothing past the publish
             self._spare = shared
+            # What each client's connection held back goes out (or wakes its writer) now:
+            # also a subscriber dropped on the way, whose resync must not wait.
+            for _, sub in each:
+                flush = sub._flush
+                if flush is not None:
+                    flush()
+            if self._each is not each:  # (a subscriber came or went meanwhile)
+                for _, sub in self._each:
+                    flush = sub._flush
+                    if flush is not None:
+                        flush()
 
     def resync_all(self, reason: ResyncReason) -> None:
         """End every subscription, telling each client to resync from the last durable

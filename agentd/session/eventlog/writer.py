@@ -33,6 +33,7 @@ from time import monotonic
 from typing import Any
 
 from agentd.core import Event, EventKind, tracing
+from agentd.core.cork import hold, release
 from agentd.infra import Metrics
 from agentd.session.commit_outcome import (
     COMMITTED,
@@ -114,6 +115,9 @@ class EventWriter:
         # transient event published at once): later transient events must queue behind them.
         self._holding = False
         self._task: asyncio.Task[None] | None = None
+        # The writer task's loop while it runs: `barrier` and `committed` make their futures
+        # there without `get_running_loop()` (a getpid() system call in 3.11) per call.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.commits = 0  # for metrics and tests
         self.dropped_batches = 0  # batches the database refused (each failed its session)
         # Sessions whose batch was refused (and why): their later writes are discarded until
@@ -141,6 +145,7 @@ class EventWriter:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self._loop = None
 
     # ------------------------------------------------------------------ producers
 
@@ -245,7 +250,7 @@ class EventWriter:
         """Resolves once everything submitted before this call is committed (or dropped)
         and published. It says nothing of which: an acknowledgement waits on `committed`.
         Queued at once (a future, not a coroutine: one frame fewer per barrier)."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[None] = (self._loop or asyncio.get_running_loop()).create_future()
         self._put("", done=fut)
         return fut
 
@@ -259,7 +264,7 @@ class EventWriter:
         if none of the session's writes from ticket `since` on was dropped or discarded,
         else `NotCommitted(reason)`. Queued at once (not when first awaited), so it is
         after every write submitted before the call."""
-        fut: asyncio.Future[CommitOutcome] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[CommitOutcome] = (self._loop or asyncio.get_running_loop()).create_future()
         self._put(session_id, outcome=fut, since=since)
         return fut
 
@@ -285,7 +290,7 @@ class EventWriter:
     # ------------------------------------------------------------------ writer
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         busy = False  # the last batch found more queued behind it: the writer is under load
         while True:
             while not self._queue:
@@ -333,7 +338,13 @@ class EventWriter:
                             self._note_drop(item.session_id, item.ticket, reason)
                 busy = bool(self._queue)
                 lag = None if self._metrics is None else self._lag or self._fanout_lag()
-                publish_items(items, dropped, lag, self.outcome_since)
+                # The batch's publishes (a run per session, split by waiters answered between):
+                # each client's direct write once, after them all (agentd/core/cork.py).
+                hold()
+                try:
+                    publish_items(items, dropped, lag, self.outcome_since)
+                finally:
+                    release()
             finally:
                 self._holding = False
 

@@ -25,6 +25,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from agentd.core import EndReason, Interjection, TurnOutcome, prompt_text
+from agentd.core import ids as _ids
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import Skill
 from agentd.session.commands import (
@@ -84,7 +85,10 @@ class QueuedPrompt:
 
 def new_id(prefix: str) -> str:
     # 20 random hex digits, as uuid4().hex[:20] gave (less its fixed version digit) without
-    # building a UUID object per id (three per turn).
+    # building a UUID object per id (three per turn); unique, not secret (agentd/core/ids.py:
+    # no system call per id).
+    if _ids.FAST_IDS:
+        return f"{prefix}_{_ids.bits(80):020x}"
     return f"{prefix}_{os.urandom(10).hex()}"
 
 

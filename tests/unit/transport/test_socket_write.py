@@ -18,7 +18,8 @@ from websockets.protocol import State
 
 from agentd.protocol.agentd import OptIn
 from agentd.transport import socket_write
-from agentd.transport.connection import _CLOSE, WRITER_SLICE, Connection
+from agentd.transport.conn_parts import _CLOSE
+from agentd.transport.connection import WRITER_SLICE, Connection
 from agentd.transport.socket_write import RAW_SEND, SocketWriter, socket_for
 from tests.support.polling import until
 
