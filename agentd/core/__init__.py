@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from agentd.core.conversation import common_prefix as common_prefix
     from agentd.core.conversation import extends as extends
     from agentd.core.conversation import repair_dangling_tool_calls as repair_dangling_tool_calls
+    from agentd.core.cork import defer_flush as defer_flush
+    from agentd.core.cork import hold_writes as hold_writes
+    from agentd.core.cork import release_writes as release_writes
     from agentd.core.errors import ErrorKind as ErrorKind
     from agentd.core.errors import HarnessError as HarnessError
     from agentd.core.errors import RecoveryHint as RecoveryHint
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from agentd.core.hook_payloads import prompt_hook_payload as prompt_hook_payload
     from agentd.core.hook_payloads import stop_hook_payload as stop_hook_payload
     from agentd.core.hook_payloads import subagent_stop_payload as subagent_stop_payload
+    from agentd.core.ids import random_hex as random_hex
     from agentd.core.input_limits import limit_exceeded as limit_exceeded
     from agentd.core.input_limits import prompt_bytes as prompt_bytes
     from agentd.core.kinds import TRANSIENT_KINDS as TRANSIENT_KINDS
@@ -292,6 +296,10 @@ _WHERE = {
     "ToolCallDelta": "agentd.core.provider",
     "ToolCallFinished": "agentd.core.updates",
     "ToolCallIds": "agentd.core.tool_call_ids",
+    "defer_flush": "agentd.core.cork",
+    "hold_writes": "agentd.core.cork",
+    "release_writes": "agentd.core.cork",
+    "random_hex": "agentd.core.ids",
     "ToolCallProgress": "agentd.core.updates",
     "ToolCallStarted": "agentd.core.updates",
     "ToolSpec": "agentd.core.provider",
@@ -410,11 +418,13 @@ __all__ = [
     "compaction_record",
     "cycle_wire",
     "decode",
+    "defer_flush",
     "encode",
     "enqueue_result",
     "events_of",
     "extends",
     "hint",
+    "hold_writes",
     "limit_exceeded",
     "one_per_batch",
     "output_call",
@@ -427,6 +437,8 @@ __all__ = [
     "prompt_result",
     "prompt_text",
     "quick_init",
+    "random_hex",
+    "release_writes",
     "render_reminder",
     "repair_dangling_tool_calls",
     "repetition_wire",

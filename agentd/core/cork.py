@@ -25,11 +25,11 @@ class _Stretch(threading.local):
 _local = _Stretch()
 
 
-def hold() -> None:
+def hold_writes() -> None:
     _local.depth += 1
 
 
-def release() -> None:
+def release_writes() -> None:
     """The end of the stretch: every flush deferred during it runs now (once each)."""
     local = _local
     local.depth -= 1
@@ -39,7 +39,7 @@ def release() -> None:
             flush()
 
 
-def defer(flush: Callable[[], None]) -> bool:
+def defer_flush(flush: Callable[[], None]) -> bool:
     """Whether `flush` was deferred to the current stretch's `release` (False: none held,
     flush now)."""
     local = _local

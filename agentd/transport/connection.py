@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from agentd.core import cork as _cork
+from agentd.core import defer_flush
 from agentd.protocol import (
     AGENTD_PREFIX,
     CANCEL_REQUEST,
@@ -282,7 +282,7 @@ class Connection:
         waking it; else the writer is woken for them, as `offer` would have."""
         out = self._out
         queued = out.queued
-        if not queued or _cork.defer(self._flush_held):
+        if not queued or defer_flush(self._flush_held):
             return
         if self._idle and not self._urgent and len(queued) <= WRITER_SLICE and not out.replays:
             socket = self.socket

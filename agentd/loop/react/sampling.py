@@ -27,11 +27,12 @@ from agentd.core import (
     ToolCallIds,
     ToolSpec,
     Usage,
+    hold_writes,
     one_per_batch,
+    random_hex,
+    release_writes,
     tracing,
 )
-from agentd.core import ids as _ids
-from agentd.core.cork import hold, release
 from agentd.loop.context import TurnContext
 from agentd.loop.detection import RepetitionHit, detect_repetitive_text
 from agentd.loop.reminders import system_reminder
@@ -47,14 +48,8 @@ class Sample:
     # 16 random hex digits, as `uuid4().hex[:16]` spelled them (its Python-level `UUID` object
     # and `hex` property cost three calls per id); unique, not secret: one C call and no
     # system call per id (agentd/core/ids.py).
-    message_id: str = field(
-        default_factory=lambda: f"msg_{_ids.bits(64):016x}" if _ids.FAST_IDS else f"msg_{os.urandom(8).hex()}"
-    )
-    thought_id: str = field(
-        default_factory=lambda: (
-            f"thought_{_ids.bits(64):016x}" if _ids.FAST_IDS else f"thought_{os.urandom(8).hex()}"
-        )
-    )
+    message_id: str = field(default_factory=lambda: f"msg_{random_hex(8)}")
+    thought_id: str = field(default_factory=lambda: f"thought_{random_hex(8)}")
     text: str = ""
     reasoning: str = ""
     reasoning_blocks: list[ReasoningBlock] = field(default_factory=list)
@@ -186,7 +181,7 @@ async def stream_sample(
                 async for batch in stream:
                     # One read's deltas: a connection's direct write once, after them all
                     # (agentd/core/cork.py; nothing awaits in between).
-                    hold()
+                    hold_writes()
                     try:
                         for ev in batch:
                             match ev:
@@ -219,7 +214,7 @@ async def stream_sample(
                         else:
                             continue
                     finally:
-                        release()
+                        release_writes()
                     # A degenerate stream: stop reading it (closing it). `break`, not
                     # `return`: the deadline's handle below must still be cancelled.
                     break

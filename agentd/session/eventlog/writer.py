@@ -32,8 +32,7 @@ from collections.abc import Callable, Generator
 from time import monotonic
 from typing import Any
 
-from agentd.core import Event, EventKind, tracing
-from agentd.core.cork import hold, release
+from agentd.core import Event, EventKind, hold_writes, release_writes, tracing
 from agentd.infra import Metrics
 from agentd.session.commit_outcome import (
     COMMITTED,
@@ -340,11 +339,11 @@ class EventWriter:
                 lag = None if self._metrics is None else self._lag or self._fanout_lag()
                 # The batch's publishes (a run per session, split by waiters answered between):
                 # each client's direct write once, after them all (agentd/core/cork.py).
-                hold()
+                hold_writes()
                 try:
                     publish_items(items, dropped, lag, self.outcome_since)
                 finally:
-                    release()
+                    release_writes()
             finally:
                 self._holding = False
 

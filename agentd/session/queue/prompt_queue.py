@@ -15,7 +15,6 @@ import asyncio
 import functools
 import hashlib
 import logging
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -24,8 +23,7 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import TypeAdapter
 
-from agentd.core import EndReason, Interjection, TurnOutcome, prompt_text
-from agentd.core import ids as _ids
+from agentd.core import EndReason, Interjection, TurnOutcome, prompt_text, random_hex
 from agentd.protocol import ContentBlock, TextContent, dump
 from agentd.session.command_syntax import Skill
 from agentd.session.commands import (
@@ -87,9 +85,7 @@ def new_id(prefix: str) -> str:
     # 20 random hex digits, as uuid4().hex[:20] gave (less its fixed version digit) without
     # building a UUID object per id (three per turn); unique, not secret (agentd/core/ids.py:
     # no system call per id).
-    if _ids.FAST_IDS:
-        return f"{prefix}_{_ids.bits(80):020x}"
-    return f"{prefix}_{os.urandom(10).hex()}"
+    return f"{prefix}_{random_hex(10)}"
 
 
 def request_id_of(meta: dict[str, Any]) -> str | None:

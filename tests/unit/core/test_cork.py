@@ -1,4 +1,4 @@
-"""`cork.hold()`/`release()` (agentd/core/cork.py): a flush deferred while held runs once, at
+"""`cork.hold_writes()`/`release()` (agentd/core/cork.py): a flush deferred while held runs once, at
 the outermost release; with nothing held it is not deferred; each thread has its own."""
 
 from __future__ import annotations
@@ -14,26 +14,26 @@ def test_a_deferred_flush_runs_once_at_the_outermost_release() -> None:
     def flush() -> None:
         ran.append("a")
 
-    assert cork.defer(flush) is False  # nothing held: the caller flushes now
-    cork.hold()
-    cork.hold()
-    assert cork.defer(flush) and cork.defer(flush)
-    cork.release()
+    assert cork.defer_flush(flush) is False  # nothing held: the caller flushes now
+    cork.hold_writes()
+    cork.hold_writes()
+    assert cork.defer_flush(flush) and cork.defer_flush(flush)
+    cork.release_writes()
     assert ran == []  # still held by the outer stretch
-    cork.release()
+    cork.release_writes()
     assert ran == ["a"]
-    cork.hold()
-    cork.release()
+    cork.hold_writes()
+    cork.release_writes()
     assert ran == ["a"]  # nothing left over
 
 
 def test_each_thread_holds_its_own() -> None:
-    cork.hold()
+    cork.hold_writes()
     try:
         seen: list[bool] = []
-        t = threading.Thread(target=lambda: seen.append(cork.defer(lambda: None)))
+        t = threading.Thread(target=lambda: seen.append(cork.defer_flush(lambda: None)))
         t.start()
         t.join()
         assert seen == [False]  # another loop's thread is not held by this one
     finally:
-        cork.release()
+        cork.release_writes()

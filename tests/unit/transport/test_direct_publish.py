@@ -178,20 +178,20 @@ async def test_a_closing_socket_leaves_the_frames_to_the_writer(direct: bool) ->
 
 
 async def test_publishes_held_together_go_in_one_write(direct: bool) -> None:
-    """A model read's deltas, each published on its own inside `cork.hold()`/`release()`
+    """A model read's deltas, each published on its own inside `cork.hold_writes()`/`release()`
     (agentd/core/cork.py, the sampling loop's): one write at the release, not one each."""
     socket = Socket()
     conn = connection(socket)
     writer = await started(conn)
     hub = subscribed(conn)
     try:
-        cork.hold()
+        cork.hold_writes()
         try:
             hub.publish(chunk("one ", 0))
             hub.publish(chunk("two", 4))
             assert socket.writes == []  # held (direct) or queued for the writer
         finally:
-            cork.release()
+            cork.release_writes()
         if direct:
             assert [len(frames) for frames, _ in socket.writes] == [2]
         await until(lambda: len(socket.texts()) == 2, what="both frames")
