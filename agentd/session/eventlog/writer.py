@@ -40,13 +40,13 @@ from agentd.session.commit_outcome import (
     CommitOutcome,
     NotCommitted,
     classify,
-    is_deadlock,
     not_committed,
 )
+from agentd.session.eventlog.commit_retry import GaveUp, commit_attributes, commit_retrying
 from agentd.session.eventlog.publishing import Histogram, publish_items
-from agentd.session.eventlog.refusals import is_transient, restated
+from agentd.session.eventlog.refusals import restated
 from agentd.session.eventlog.write_item import Publish, WriteItem
-from agentd.store import Batch, EventWrite, QueueWrite, Store, is_disconnect
+from agentd.store import Batch, EventWrite, QueueWrite, Store
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +54,8 @@ log = logging.getLogger(__name__)
 _KIND_VALUES = {kind: kind.value for kind in EventKind}
 
 
-def _commit_attributes(batches: dict[str, Batch]) -> dict[str, Any]:
-    if not tracing.enabled():
-        return {}
-    return {
-        "agentd.session_ids": sorted(batches),
-        "agentd.events": sum(len(b.events) for b in batches.values()),
-        "agentd.messages": sum(len(b.messages) for b in batches.values()),
-    }
-
-
 SessionFailed = Callable[[str, BaseException], None]
 
-# A failed commit is retried after 50 ms, doubling up to this: a reset costs the sessions
-# little more than the reconnection, and an outage one connection attempt per interval.
-MAX_RETRY_DELAY_S = 0.5
-# A batch that deadlocks this many times in a row is refused (it fails its session).
-MAX_DEADLOCK_RETRIES = 5
 # Sessions whose last dropped write is remembered for acknowledgements still waiting.
 MAX_REMEMBERED_DROPS = 10_000
 
@@ -80,10 +65,6 @@ def _one_loop_turn() -> Generator[None, None, None]:
     """`asyncio.sleep(0)` without its two Python calls: a bare yield, which the task
     answers by running again on the loop's next turn."""
     yield
-
-
-class GaveUp(Exception):
-    """The database stayed unreachable for the writer's whole deadline."""
 
 
 class EventWriter:
@@ -408,7 +389,7 @@ class EventWriter:
     ) -> BaseException | None:
         # Under the turn that caused it (linked to each, when a batch carries several turns').
         causes = [i.cause for i in items if i.needs_commit and i.session_id in batches]
-        with tracing.commit_span("agentd.commit", _commit_attributes(batches), causes):
+        with tracing.commit_span("agentd.commit", commit_attributes(batches), causes):
             return await self._attempt(listed)
 
     async def _refused(
@@ -432,8 +413,9 @@ class EventWriter:
         self._flush = self._metrics.flush_seconds
         return self._flush
 
-    def _committed(self, started: float) -> None:
-        if self._metrics is not None:
+    def _committed(self, started: float | None) -> None:
+        """A commit went through (`started`: when it was sent; None: it had landed already)."""
+        if started is not None and self._metrics is not None:
             (self._flush or self._flush_histogram()).observe(monotonic() - started)
         self.commits += 1
 
@@ -445,44 +427,18 @@ class EventWriter:
         is first looked for in the store — it may have committed. `first`: what the
         caller's own first try raised."""
         try:
-            return await self._attempt_retrying(batches, first)
+            return await commit_retrying(
+                self._store,
+                batches,
+                first,
+                give_up_after_s=self.give_up_after_s,
+                health=self,
+                committed=self._committed,
+            )
         finally:
             # Failing only while a commit is being retried: once it went through or was
             # given up, /readyz no longer reports it (nothing may be written for a while).
             self.failing_since, self.last_error = None, ""
-
-    async def _attempt_retrying(self, batches: list[Batch], first: Exception | None) -> BaseException | None:
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + self.give_up_after_s
-        delay, deadlocks, in_doubt = 0.05, 0, False
-        failure = first
-        while True:
-            if failure is None:
-                try:
-                    if not (in_doubt and await self._store.landed(batches)):
-                        started = monotonic()
-                        await self._store.commit(batches)
-                        self._committed(started)
-                    else:
-                        self.commits += 1
-                    return None
-                except Exception as err:
-                    failure = err
-            exc, failure = failure, None
-            deadlock = is_deadlock(exc)
-            deadlocks += deadlock
-            if not (is_transient(exc) or deadlock) or deadlocks > MAX_DEADLOCK_RETRIES:
-                return exc
-            in_doubt = in_doubt or is_disconnect(exc)
-            if self.failing_since is None:
-                self.failing_since = loop.time()
-            self.last_error = f"{type(exc).__name__}: {exc}"[:300]
-            if loop.time() + delay > give_up_at:
-                return GaveUp(f"the database stayed unreachable for {self.give_up_after_s:g}s: {exc}")
-            # Never publish what is not committed; keep trying (the DB may be restarting).
-            log.warning("event log commit failed (%s); retrying in %.2fs", exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_RETRY_DELAY_S)
 
     async def _commit_one_by_one(self, batches: list[Batch]) -> dict[str, CommitFailure]:
         """A permanent error (bad data) must not wedge every session: commit each
