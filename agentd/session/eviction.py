@@ -30,4 +30,6 @@ def evictable(
     grace = eviction_grace(
         keeps_processes=keeps_processes, idle_evict_s=idle_evict_s, detached_evict_s=detached_evict_s
     )
-    return now - idle_since >= grace
+    # Compared as a deadline, not as an elapsed time: `now - idle_since` can come out one
+    # float ulp short of `grace` at the very instant `idle_since + grace`.
+    return now >= idle_since + grace

@@ -12,6 +12,8 @@ from agentd.session.eviction import evictable, eviction_grace
 from agentd.session.manager import SessionManager
 from tests.support.managers import open_manager
 
+SHORT_BY_AN_ULP = 1000.0411  # an `idle_since` for which `(x + 600) - x < 600` in floats
+
 
 @pytest.mark.parametrize(
     ("idle_since", "now", "keeps", "evict"),
@@ -27,6 +29,16 @@ from tests.support.managers import open_manager
 )
 def test_evictable(idle_since: float | None, now: float, keeps: bool, evict: bool) -> None:
     assert evictable(idle_since, now, keeps_processes=keeps, idle_evict_s=600, detached_evict_s=30) is evict
+
+
+def test_a_session_is_due_at_the_very_instant_its_grace_ends() -> None:
+    """`now = idle_since + grace` is due, whatever the float: for this `idle_since`,
+    `(idle_since + 600) - idle_since` is one ulp short of 600 (an elapsed-time comparison
+    made the sweep of a test clock set to that instant find nothing, now and then)."""
+    since = SHORT_BY_AN_ULP
+    assert (since + 600.0) - since < 600.0  # the float case this guards
+    assert evictable(since, since + 600.0, keeps_processes=True, idle_evict_s=600, detached_evict_s=30)
+    assert not evictable(since, since + 599.999, keeps_processes=True, idle_evict_s=600, detached_evict_s=30)
 
 
 def test_the_short_grace_never_exceeds_the_long_one() -> None:
