@@ -474,7 +474,7 @@ async def test_a_postgres_writer_whose_connection_died_reconnects_for_the_next_c
     # nothing is written twice.
     from sqlalchemy import text
 
-    from agentd.session.eventlog.writer import is_transient
+    from agentd.session.eventlog.refusals import is_transient
 
     store = await Store.open(migrated_pg_url)
     try:
