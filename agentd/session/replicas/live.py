@@ -39,6 +39,7 @@ from agentd.session.replicas.live_watch import (
     subscribe,
     who_message,
 )
+from agentd.session.replicas.stopping import cancel_and_wait
 
 if TYPE_CHECKING:
     from agentd.store import Broker, Gap, Subscription
@@ -164,11 +165,7 @@ class LivePublisher:
                     self._failing = False
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
 

@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from agentd.session.replicas.stopping import cancel_and_wait
+
 if TYPE_CHECKING:
     from agentd.store import Broker, Subscription
 
@@ -171,11 +173,7 @@ class WatchAnnouncer:
                 await subscription.aclose()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
 
