@@ -154,15 +154,7 @@ def report(args: argparse.Namespace, data: dict[str, object]) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--kind", choices=["trivial", "one-tool"], default="trivial")
+    parser = turnkit.turn_parser(__doc__)
     parser.add_argument("--chain", action="store_true", help="print the last turn's hand-off chain")
-    parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
-    ns = parser.parse_args()
-    if ns.tree:
-        turnkit.ROOT = Path(ns.tree).resolve()
+    ns = turnkit.parse_turn_args(parser)
     report(ns, asyncio.run(measure(ns)))

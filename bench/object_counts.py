@@ -71,17 +71,9 @@ def report(args: argparse.Namespace, _cpu: float, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
-    parser.add_argument("--kind", choices=["trivial", "one-tool"], default="trivial")
-    parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
+    parser = turnkit.turn_parser(__doc__)
     parser.add_argument("--calls", action="store_true", help="also every function's calls per turn")
-    ns = parser.parse_args()
+    ns = turnkit.parse_turn_args(parser)
     ns.sessions, ns.hide_sniffio, ns.chunk_gap_ms, ns.save = 1, False, 0.0, None
-    if ns.tree:
-        turnkit.ROOT = Path(ns.tree).resolve()
     profile_turn.HOOK = HOOK
     report(ns, *asyncio.run(profile_turn.profile(ns)))

@@ -9,6 +9,7 @@ provider path is measured over real HTTP, and the server's CPU is only its own.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -274,6 +275,29 @@ def pct(values: list[float], p: float) -> float:
     """The p-th percentile (nearest rank), in milliseconds."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))] * 1000
+
+
+# -- the measured-turn benches' command line -----------------------------------------------
+
+
+def turn_parser(doc: str | None, *, turns: int = 200) -> argparse.ArgumentParser:
+    """The options every bench driving warm turns through one server takes (bench/loop_passes.py,
+    bench/object_counts.py): how many turns, which database, which kind of turn, whose tree."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--turns", type=int, default=turns)
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--kind", choices=["trivial", "one-tool"], default="trivial")
+    parser.add_argument("--tree", help="whose `agentd serve` (a source tree, e.g. a `git archive` of a base)")
+    return parser
+
+
+def parse_turn_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed options, `--tree` applied: the server started is that tree's."""
+    global ROOT
+    ns = parser.parse_args(argv)
+    if ns.tree:
+        ROOT = Path(ns.tree).resolve()
+    return ns
 
 
 if __name__ == "__main__" and "--serve-model" in sys.argv:
