@@ -7,21 +7,17 @@ is then woken. Same frames, same order, both ways."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
-from typing import Any, cast
 
-import orjson
 import pytest
 
 from agentd.core import AgentTextChunk, cork
 from agentd.core.events import Event, EventKind
-from agentd.infra.config import AuthMode
 from agentd.protocol import OptIn
 from agentd.session.eventlog.hub import EventHub
 from agentd.transport import connection as connection_module
 from agentd.transport.connection import Connection
 from agentd.transport.render import AcpRenderer
-from agentd.transport.rpc import Dispatcher
+from tests.support.frame_socket import RecordingSocket, socket_connection, started_writer
 from tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(30)
@@ -29,43 +25,12 @@ pytestmark = pytest.mark.timeout(30)
 SID = "sess_1"
 
 
-class Socket:
-    """A `FrameSocket`: each write's frames, and the task that wrote them."""
-
-    def __init__(self) -> None:
-        self.ready = asyncio.Event()
-        self.ready.set()
-        self.writes: list[tuple[list[bytes], asyncio.Task[Any] | None]] = []
-        self.closed = False
-
-    def write(self, frames: list[bytes], /) -> None:
-        if self.closed:
-            raise ConnectionResetError("the WebSocket is closed")
-        self.writes.append((list(frames), asyncio.current_task()))
-
-    def texts(self) -> list[str]:
-        out = []
-        for frames, _ in self.writes:
-            for f in frames:
-                msg = orjson.loads(f)
-                update = msg["params"].get("update", {})
-                out.append(update.get("content", {}).get("text") or msg["method"])
-        return out
-
-
-def connection(socket: Socket, capacity: int = 10) -> Connection:
-    settings = SimpleNamespace(
-        client_buffer_frames=capacity,
-        ws_merge_chunks=False,
-        max_json_depth=64,
-        max_prompt_blocks=0,
-        request_deadline_s=30.0,
-        rate_limit_per_s=0,
-    )
-    state = SimpleNamespace(settings=settings, auth=SimpleNamespace(mode=AuthMode.NONE))
-    conn = Connection(cast(Any, None), cast(Any, state), Dispatcher({}), "alice", socket=socket)
-    conn.initialized = True
-    return conn
+def texts(socket: RecordingSocket) -> list[str]:
+    """Each frame's text, or its method when it has none."""
+    return [
+        msg["params"].get("update", {}).get("content", {}).get("text") or msg["method"]
+        for msg in socket.frames()
+    ]
 
 
 def chunk(text: str, offset: int) -> Event:
@@ -82,12 +47,6 @@ def direct(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> b
     return bool(request.param)
 
 
-async def started(conn: Connection) -> asyncio.Task[None]:
-    writer = asyncio.create_task(conn._writer())
-    await until(lambda: conn._idle, what="the writer waiting")
-    return writer
-
-
 def subscribed(conn: Connection) -> EventHub:
     hub = EventHub(render=AcpRenderer())
     hub.subscribe(conn, SID).go_live(0)
@@ -95,9 +54,9 @@ def subscribed(conn: Connection) -> EventHub:
 
 
 async def test_a_publish_to_an_idle_writer_goes_in_one_write_in_the_publishing_step(direct: bool) -> None:
-    socket = Socket()
-    conn = connection(socket)
-    writer = await started(conn)
+    socket = RecordingSocket()
+    conn = socket_connection(socket)
+    writer = await started_writer(conn)
     hub = subscribed(conn)
     try:
         hub.publish(chunk("Hello ", 0), chunk("world", 6))
@@ -106,31 +65,31 @@ async def test_a_publish_to_an_idle_writer_goes_in_one_write_in_the_publishing_s
             assert socket.writes[0][1] is asyncio.current_task()
             assert conn._out.empty() and conn._idle
         hub.publish(chunk("!", 11))
-        await until(lambda: len(socket.texts()) == 3, what="every frame")
-        assert socket.texts() == ["Hello ", "world", "!"]
+        await until(lambda: len(texts(socket)) == 3, what="every frame")
+        assert texts(socket) == ["Hello ", "world", "!"]
         assert all((task is writer) is not direct for _, task in socket.writes)
     finally:
         writer.cancel()
 
 
 async def test_frames_queued_before_the_publish_go_first(direct: bool) -> None:
-    socket = Socket()
-    conn = connection(socket)
-    writer = await started(conn)
+    socket = RecordingSocket()
+    conn = socket_connection(socket)
+    writer = await started_writer(conn)
     hub = subscribed(conn)
     try:
         assert conn.send_notification("session/update", {"sessionId": SID, "update": {}})  # wakes the writer
         hub.publish(chunk("after", 0))
-        await until(lambda: len(socket.texts()) == 2, what="both frames")
-        assert socket.texts() == ["session/update", "after"]
+        await until(lambda: len(texts(socket)) == 2, what="both frames")
+        assert texts(socket) == ["session/update", "after"]
     finally:
         writer.cancel()
 
 
 async def test_a_paused_socket_leaves_the_frames_to_the_writer(direct: bool) -> None:
-    socket = Socket()
-    conn = connection(socket)
-    writer = await started(conn)
+    socket = RecordingSocket()
+    conn = socket_connection(socket)
+    writer = await started_writer(conn)
     hub = subscribed(conn)
     try:
         socket.ready.clear()
@@ -138,8 +97,8 @@ async def test_a_paused_socket_leaves_the_frames_to_the_writer(direct: bool) -> 
         await until(lambda: not conn._idle, what="the writer woken, holding a frame")
         assert socket.writes == []
         socket.ready.set()
-        await until(lambda: len(socket.texts()) == 2, what="both frames")
-        assert socket.texts() == ["held", " on"]
+        await until(lambda: len(texts(socket)) == 2, what="both frames")
+        assert texts(socket) == ["held", " on"]
         assert all(task is writer for _, task in socket.writes)
     finally:
         writer.cancel()
@@ -149,15 +108,15 @@ async def test_a_full_buffer_still_gets_its_resync_out(direct: bool) -> None:
     """The publish that overflows a client's queue tells it to resync: the urgent frame
     goes out ahead of the frames held before it (the flush wakes the writer for it), as
     it does when every frame wakes the writer."""
-    socket = Socket()
-    conn = connection(socket, capacity=2)
+    socket = RecordingSocket()
+    conn = socket_connection(socket, capacity=2)
     conn.opt_in = OptIn(notifications=["*"])
-    writer = await started(conn)
+    writer = await started_writer(conn)
     hub = subscribed(conn)
     try:
         hub.publish(chunk("a", 0), chunk("b", 1), chunk("c", 2))
-        await until(lambda: len(socket.texts()) == 3, what="the resync and the frames that fit")
-        assert socket.texts() == ["_agentd/resync_required", "a", "b"]
+        await until(lambda: len(texts(socket)) == 3, what="the resync and the frames that fit")
+        assert texts(socket) == ["_agentd/resync_required", "a", "b"]
         assert all(task is writer for _, task in socket.writes)
     finally:
         writer.cancel()
@@ -166,9 +125,9 @@ async def test_a_full_buffer_still_gets_its_resync_out(direct: bool) -> None:
 async def test_a_closing_socket_leaves_the_frames_to_the_writer(direct: bool) -> None:
     """A direct write refused (`ConnectionError`, nothing written): the writer is woken
     and meets the same end, as without the fast path."""
-    socket = Socket()
-    conn = connection(socket)
-    writer = await started(conn)
+    socket = RecordingSocket()
+    conn = socket_connection(socket)
+    writer = await started_writer(conn)
     hub = subscribed(conn)
     socket.closed = True
     hub.publish(chunk("late", 0))
@@ -180,9 +139,9 @@ async def test_a_closing_socket_leaves_the_frames_to_the_writer(direct: bool) ->
 async def test_publishes_held_together_go_in_one_write(direct: bool) -> None:
     """A model read's deltas, each published on its own inside `cork.hold_writes()`/`release()`
     (agentd/core/cork.py, the sampling loop's): one write at the release, not one each."""
-    socket = Socket()
-    conn = connection(socket)
-    writer = await started(conn)
+    socket = RecordingSocket()
+    conn = socket_connection(socket)
+    writer = await started_writer(conn)
     hub = subscribed(conn)
     try:
         cork.hold_writes()
@@ -194,8 +153,8 @@ async def test_publishes_held_together_go_in_one_write(direct: bool) -> None:
             cork.release_writes()
         if direct:
             assert [len(frames) for frames, _ in socket.writes] == [2]
-        await until(lambda: len(socket.texts()) == 2, what="both frames")
-        assert socket.texts() == ["one ", "two"]
+        await until(lambda: len(texts(socket)) == 2, what="both frames")
+        assert texts(socket) == ["one ", "two"]
         assert len(socket.writes) == 1  # the woken writer also takes both at once
     finally:
         writer.cancel()

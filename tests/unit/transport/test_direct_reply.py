@@ -5,37 +5,17 @@ otherwise it goes through the queue, behind what is there. Same frames, same ord
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
-import orjson
 import pytest
 
-from agentd.infra.config import AuthMode
 from agentd.transport import connection as connection_module
 from agentd.transport.connection import Connection
 from agentd.transport.rpc import CallContext, Dispatcher, Method
+from tests.support.frame_socket import RecordingSocket, socket_connection, started_writer
 from tests.support.polling import until
 
 pytestmark = pytest.mark.timeout(30)
-
-
-class Socket:
-    """A `FrameSocket`: each write's frames, and the task that wrote them."""
-
-    def __init__(self) -> None:
-        self.ready = asyncio.Event()
-        self.ready.set()
-        self.writes: list[tuple[list[str], asyncio.Task[Any] | None]] = []
-        self.closed = False
-
-    def write(self, frames: list[str], /) -> None:
-        if self.closed:
-            raise ConnectionResetError("the WebSocket is closed")
-        self.writes.append((list(frames), asyncio.current_task()))
-
-    def frames(self) -> list[Any]:
-        return [orjson.loads(f) for frames, _ in self.writes for f in frames]
 
 
 async def echo(ctx: CallContext, params: Any) -> dict[str, Any]:
@@ -49,21 +29,9 @@ async def notify_first(ctx: CallContext, params: Any) -> dict[str, Any]:
     return {}
 
 
-def connection(socket: Socket) -> Connection:
-    settings = SimpleNamespace(
-        client_buffer_frames=10,
-        ws_merge_chunks=True,
-        max_json_depth=64,
-        max_prompt_blocks=0,
-        request_deadline_s=30.0,
-        rate_limit_per_s=0,
-    )
-    limiter = SimpleNamespace(allow=lambda key, cost=1.0: None)
-    state = SimpleNamespace(settings=settings, rate_limiter=limiter, auth=SimpleNamespace(mode=AuthMode.NONE))
+def connection(socket: RecordingSocket) -> Connection:
     dispatcher = Dispatcher({"echo": Method(None, echo), "first": Method(None, notify_first)})
-    conn = Connection(cast(Any, None), cast(Any, state), dispatcher, "alice", socket=socket)
-    conn.initialized = True
-    return conn
+    return socket_connection(socket, merge=True, dispatcher=dispatcher)
 
 
 def request(rid: int, method: str = "echo") -> dict[str, Any]:
@@ -76,16 +44,10 @@ def direct(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> b
     return bool(request.param)
 
 
-async def started(conn: Connection) -> asyncio.Task[None]:
-    writer = asyncio.create_task(conn._writer())
-    await until(lambda: conn._idle, what="the writer waiting")
-    return writer
-
-
 async def test_an_idle_writers_reply_goes_in_the_handlers_step(direct: bool) -> None:
-    socket = Socket()
+    socket = RecordingSocket()
     conn = connection(socket)
-    writer = await started(conn)
+    writer = await started_writer(conn)
     try:
         handler = asyncio.create_task(conn._handle_one(request(1), 1))
         await handler
@@ -98,9 +60,9 @@ async def test_an_idle_writers_reply_goes_in_the_handlers_step(direct: bool) -> 
 
 
 async def test_a_reply_goes_behind_what_is_queued(direct: bool) -> None:
-    socket = Socket()
+    socket = RecordingSocket()
     conn = connection(socket)
-    writer = await started(conn)
+    writer = await started_writer(conn)
     try:
         await conn._handle_one(request(2, "first"), 2)
         await until(lambda: len(socket.frames()) == 2, what="both frames")
@@ -110,9 +72,9 @@ async def test_a_reply_goes_behind_what_is_queued(direct: bool) -> None:
 
 
 async def test_a_paused_socket_holds_the_reply_behind_the_held_frame(direct: bool) -> None:
-    socket = Socket()
+    socket = RecordingSocket()
     conn = connection(socket)
-    writer = await started(conn)
+    writer = await started_writer(conn)
     try:
         socket.ready.clear()
         assert conn.send_notification("n/held", {})
@@ -130,9 +92,9 @@ async def test_a_closed_socket_leaves_the_reply_to_the_writer(monkeypatch: pytes
     """A direct write refused (`ConnectionError`) queues the reply: the writer meets the
     same end, as without the fast path."""
     monkeypatch.setattr(connection_module, "DIRECT_REPLY", True)
-    socket = Socket()
+    socket = RecordingSocket()
     conn = connection(socket)
-    writer = await started(conn)
+    writer = await started_writer(conn)
 
     socket.closed = True
     await conn._handle_one(request(4), 4)
