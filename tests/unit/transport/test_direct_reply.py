@@ -1,4 +1,4 @@
-"""A request's reply written in its handler's step (agentd/transport/connection.py
+"""A request's reply written in its handler's step (agentd/transport/incoming.py
 `DIRECT_REPLY`) only when the batched writer waits holding nothing and nothing is queued:
 otherwise it goes through the queue, behind what is there. Same frames, same order, both ways."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentd.transport import connection as connection_module
+from agentd.transport import incoming
 from agentd.transport.connection import Connection
 from agentd.transport.rpc import CallContext, Dispatcher, Method
 from tests.support.frame_socket import RecordingSocket, socket_connection, started_writer
@@ -40,7 +40,7 @@ def request(rid: int, method: str = "echo") -> dict[str, Any]:
 
 @pytest.fixture(params=[True, False], ids=["direct", "queued"])
 def direct(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    monkeypatch.setattr(connection_module, "DIRECT_REPLY", request.param)
+    monkeypatch.setattr(incoming, "DIRECT_REPLY", request.param)
     return bool(request.param)
 
 
@@ -91,7 +91,7 @@ async def test_a_paused_socket_holds_the_reply_behind_the_held_frame(direct: boo
 async def test_a_closed_socket_leaves_the_reply_to_the_writer(monkeypatch: pytest.MonkeyPatch) -> None:
     """A direct write refused (`ConnectionError`) queues the reply: the writer meets the
     same end, as without the fast path."""
-    monkeypatch.setattr(connection_module, "DIRECT_REPLY", True)
+    monkeypatch.setattr(incoming, "DIRECT_REPLY", True)
     socket = RecordingSocket()
     conn = connection(socket)
     writer = await started_writer(conn)

@@ -19,7 +19,8 @@ from websockets.protocol import State
 from agentd.protocol.agentd import OptIn
 from agentd.transport import socket_write
 from agentd.transport.conn_parts import _CLOSE
-from agentd.transport.connection import WRITER_SLICE, Connection
+from agentd.transport.connection import Connection
+from agentd.transport.frame_writer import WRITER_SLICE
 from agentd.transport.socket_write import RAW_SEND, SocketWriter, socket_for
 from tests.support.polling import until
 
