@@ -8,8 +8,8 @@ running turn is a child task of the actor: it reads and appends the conversation
 it runs, and reaches everything else through the actor's `Journal` (events) and its
 `PermissionGate` methods below (same event loop, no locks).
 
-Rooms next door: the queue's entries and idempotency (prompt_queue.py, queue_ops.py,
-queue_sync.py), starting a turn (turn_launch.py), the journal of events, checkpoints and
+Rooms next door: the queue (queue/: its desk prompt_queue.py, entry.py, idempotency.py,
+ops.py, sync.py), starting a turn (turn_launch.py), the journal of events, checkpoints and
 crash repair (journal.py), local commands (local_commands.py), the permission gate
 (permission_gate.py), snapshots (snapshot.py), sub-agents (subagents.py).
 """

@@ -1,31 +1,18 @@
-"""The session's prompt queue and request idempotency (R-S3, R-E6).
-
-`QueuedPrompt` is one entry (a prompt, a compaction job, a local or `!` command);
-`RequestLedger` remembers which client requestIds this session has seen and how they
-ended, so a retried submission is never queued or run twice; `decide_repeat` is the pure
-decision of what a repeated request gets. `restore_entries` reads a stored queue back.
-`PromptQueue` is the actor's desk for everything that arrives for the queue; the queue
-operations themselves are in queue_ops.py, and what clients and the store were told in
-queue_sync.py.
+"""The session's prompt queue desk (R-S3, R-S4, R-E6): `PromptQueue` is where everything that
+arrives for the queue comes in, in the actor's step — prompts and enqueues, compaction jobs,
+interjections, queue operations. Its entries are in entry.py, request idempotency (a retried
+submission never queued or run twice) in idempotency.py, the queue operations themselves in
+ops.py, and what clients and the store were told in sync.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import logging
 from collections import deque
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, TypeVar
 
-import orjson
-from pydantic import TypeAdapter
-
-from agentd.core import EndReason, Interjection, TurnOutcome, prompt_text, random_hex
-from agentd.protocol import ContentBlock, TextContent, dump
-from agentd.session.command_syntax import Skill
+from agentd.core import EndReason, Interjection, TurnOutcome, prompt_text
 from agentd.session.commands import (
     EnqueueAck,
     Interject,
@@ -38,177 +25,19 @@ from agentd.session.commands import (
 )
 from agentd.session.errors import SessionError, request_conflict
 from agentd.session.queue import ops as queue_ops
+from agentd.session.queue.entry import QueuedPrompt, new_id, request_id_of, restore_entries
 from agentd.session.queue.host import DeskHost
+from agentd.session.queue.idempotency import (
+    REQUEST_DIGEST,
+    Repeat,
+    RequestLedger,
+    content_digest,
+    decide_repeat,
+)
 from agentd.session.queue.ops import OpRefusal, QueueKind, QueueOpName, prompt_kind
 from agentd.session.queue.sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size
 
-log = logging.getLogger(__name__)
-
-MAX_REMEMBERED_REQUESTS = 1000
-# Deferred by a graceful shutdown: the prompt stays queued and runs after the restart.
-
 T = TypeVar("T")
-
-CONTENT_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
-
-
-@dataclass
-class QueuedPrompt:
-    id: str
-    command: Prompt
-    kind: QueueKind = QueueKind.PROMPT
-    # Repeats of the same `_meta.agentd.requestId` wait on the same turn (idempotency).
-    waiters: list[asyncio.Future[PromptDone]] = field(default_factory=list)
-    result: PromptDone | None = None
-    version: int = 1
-    owner: str = "local"
-    last_editor: str = "local"
-    held_until: float | None = None
-    send_now: bool = False
-    # The writer's ticket when it was queued: its ack (and a repeat's) waits for the
-    # writes from there on (`EventWriter.committed`).
-    since: int = 0
-    # A compaction job asked for while this turn ran: that turn compacts before its next
-    # request, and the job is dropped once it did (it stays, and runs, if the turn ended
-    # first or the server died).
-    for_turn: str | None = None
-
-    @property
-    def text(self) -> str:
-        return prompt_text(self.command.blocks)
-
-    def set_text(self, text: str) -> None:
-        self.command.blocks = [TextContent(text=text)]
-
-
-def new_id(prefix: str) -> str:
-    # 20 random hex digits, as uuid4().hex[:20] gave (less its fixed version digit) without
-    # building a UUID object per id (three per turn); unique, not secret (agentd/core/ids.py:
-    # no system call per id).
-    return f"{prefix}_{random_hex(10)}"
-
-
-def request_id_of(meta: dict[str, Any]) -> str | None:
-    """The client's idempotency key, `_meta.agentd.requestId` (R-S3)."""
-    value = meta.get("requestId")
-    return value if isinstance(value, str) and value else None
-
-
-# `Prompt.meta` key the desk sets (never the client's: overwritten) on a prompt carrying a
-# requestId: the digest of its content as submitted, stored with its queue row and on its
-# turn's events, so a reuse of the requestId for other content is told from a retry.
-REQUEST_DIGEST = "requestDigest"
-
-
-def content_digest(blocks: list[ContentBlock]) -> str:
-    """What a prompt's content is, for comparing a repeat with its original (issue 28 item 5)."""
-    raw = orjson.dumps([dump(b) for b in blocks], option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(raw).hexdigest()[:32]
-
-
-def request_digest_of(meta: dict[str, Any]) -> str | None:
-    value = meta.get(REQUEST_DIGEST)
-    return value if isinstance(value, str) else None
-
-
-class Repeat(StrEnum):
-    """What a submission carrying an already-seen requestId gets."""
-
-    NEW = "new"  # not a repeat: queue it
-    ACK = "ack"  # an enqueue: answered at once with where the original waits, or its end
-    ANSWER = "answer"  # a `session/prompt` whose original ended: answered with that end
-    JOIN = "join"  # a `session/prompt` whose original still waits or runs: waits with it
-
-
-def decide_repeat(*, known: bool, done: bool, enqueue: bool) -> Repeat:
-    """`known`: the original is in this run's ledger; `done`: how it ended is known (in
-    this run or before a restart); `enqueue`: the repeat is an enqueue, not a prompt."""
-    if not known and not done:
-        return Repeat.NEW
-    if enqueue:
-        return Repeat.ACK
-    return Repeat.ANSWER if done else Repeat.JOIN
-
-
-def _bounded(d: dict[str, Any]) -> None:
-    while len(d) > MAX_REMEMBERED_REQUESTS:
-        d.pop(next(iter(d)))
-
-
-class RequestLedger:
-    """The client requestIds this session has seen (bounded, oldest forgotten first)."""
-
-    def __init__(self) -> None:
-        self._requests: dict[str, QueuedPrompt] = {}  # requestId → its prompt, in this run
-        # requestId → how its prompt ended in an earlier run of the server (from the log).
-        self._answered: dict[str, PromptDone] = {}
-        self._answered_digests: dict[str, str] = {}  # requestId → its content's digest, when logged
-
-    def remember(self, request_id: str, entry: QueuedPrompt, *, bounded: bool = True) -> None:
-        """`bounded=False` for a restored queue: every waiting prompt keeps its requestId."""
-        self._requests[request_id] = entry
-        if bounded:
-            _bounded(self._requests)
-
-    def remember_outcome(self, request_id: str, done: PromptDone, digest: str | None = None) -> None:
-        """How a client's request ended before a restart: its retry learns it (R-E6)."""
-        self._answered[request_id] = done
-        _bounded(self._answered)
-        if digest is not None:
-            self._answered_digests[request_id] = digest
-            _bounded(self._answered_digests)
-
-    def lookup(self, request_id: str) -> tuple[QueuedPrompt | None, PromptDone | None]:
-        """(the original entry in this run, how the original ended — here or before a restart)."""
-        known = self._requests.get(request_id)
-        done = known.result if known is not None else self._answered.get(request_id)
-        return known, done
-
-    def digest_of(self, request_id: str) -> str | None:
-        """The content digest the requestId was first seen with (None: not known)."""
-        known = self._requests.get(request_id)
-        if known is not None:
-            return request_digest_of(known.command.meta)
-        return self._answered_digests.get(request_id)
-
-
-@dataclass(frozen=True)
-class Restored:
-    entry: QueuedPrompt
-    position: int
-    request_id: str | None
-
-
-def restore_entries(
-    session_id: str, stored: list[dict[str, Any]], skills: dict[str, Skill] | None = None
-) -> list[Restored]:
-    """Queued prompts of a previous run, with their stored positions; their original
-    requests are gone, so their ends are reported as events only. Unreadable rows are dropped.
-    Each is classified from its text again (`prompt_kind`), as when it was queued."""
-    loop = asyncio.get_running_loop()
-    out: list[Restored] = []
-    for item in stored:
-        try:
-            blocks = CONTENT_BLOCKS.validate_python(item["blocks"])
-        except Exception:
-            log.warning("session %s: dropping an unreadable queued prompt %s", session_id, item.get("id"))
-            continue
-        owner = item.get("owner", "local")
-        cmd = Prompt(blocks, loop.create_future(), meta=dict(item.get("meta") or {}), principal=owner)
-        compact = item.get("kind") == QueueKind.COMPACT.value  # a job: it has no text to classify
-        entry = QueuedPrompt(
-            item["id"],
-            cmd,
-            kind=QueueKind.COMPACT if compact else prompt_kind(prompt_text(blocks), skills or {}),
-            version=int(item.get("version", 1)),
-            owner=owner,
-            last_editor=item.get("lastEditor", "local"),
-            send_now=bool(item.get("sendNow", False)),
-        )
-        # The requestId a stored row answers to: its column, else its meta.
-        request_id = item.get("requestId") or request_id_of(cmd.meta)
-        out.append(Restored(entry, int(item.get("position", len(out))), request_id))
-    return out
 
 
 class PromptQueue:
@@ -498,3 +327,6 @@ def _refuse_prompt(cmd: Prompt, err: SessionError) -> None:
         cmd.reply.cancel()
     else:
         cmd.reply.set_exception(err)
+
+
+__all__ = ["PromptQueue", "resolve"]

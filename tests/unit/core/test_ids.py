@@ -11,7 +11,7 @@ import pytest
 
 from agentd.core import ids
 from agentd.loop.react.sampling import Sample
-from agentd.session.queue.prompt_queue import new_id
+from agentd.session.queue.entry import new_id
 
 
 @pytest.fixture(params=[True, False], ids=["fast", "urandom"])

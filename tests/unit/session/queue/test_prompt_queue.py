@@ -11,16 +11,14 @@ import pytest
 from agentd.core import TurnOutcome
 from agentd.protocol.acp import TextContent
 from agentd.session.commands import Prompt, PromptDone
-from agentd.session.queue.prompt_queue import (
+from agentd.session.queue.entry import QueuedPrompt, request_id_of, restore_entries
+from agentd.session.queue.idempotency import (
     MAX_REMEMBERED_REQUESTS,
-    QueuedPrompt,
-    QueueKind,
     Repeat,
     RequestLedger,
     decide_repeat,
-    request_id_of,
-    restore_entries,
 )
+from agentd.session.queue.ops import QueueKind
 
 
 @pytest.mark.parametrize(
@@ -120,7 +118,7 @@ async def test_a_stored_command_is_classified_again_when_read_back() -> None:
 
 
 def test_the_content_digest_tells_other_content_from_a_retry() -> None:
-    from agentd.session.queue.prompt_queue import content_digest
+    from agentd.session.queue.idempotency import content_digest
 
     one = content_digest([TextContent(text="hello")])
     assert one == content_digest([TextContent(text="hello")])
@@ -129,7 +127,7 @@ def test_the_content_digest_tells_other_content_from_a_retry() -> None:
 
 
 async def test_the_ledger_keeps_each_request_ids_first_digest() -> None:
-    from agentd.session.queue.prompt_queue import REQUEST_DIGEST
+    from agentd.session.queue.idempotency import REQUEST_DIGEST
 
     ledger = RequestLedger()
     loop = asyncio.get_running_loop()
