@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
+import turnkit
 
 from agentd.core import AgentText, Event
 from agentd.session.eventlog.writer import EventWriter
@@ -57,16 +57,8 @@ async def database(kind: str) -> AsyncIterator[str]:
         tmp = Path(tempfile.mkdtemp(prefix="agentd-commit-"))
         yield f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
         return
-    name = f"agentd_bench_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(PG_ADMIN_DSN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    try:
-        yield f"{PG_ADMIN_DSN.rsplit('/', 1)[0].replace('postgresql://', 'postgresql+asyncpg://')}/{name}"
-    finally:
-        admin = await asyncpg.connect(PG_ADMIN_DSN)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    async with turnkit.postgres_database() as url:
+        yield url
 
 
 def pct(values: list[float], q: float) -> float:

@@ -40,13 +40,14 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
+import turnkit
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentd.core.events import Event, EventKind
@@ -132,20 +133,6 @@ class RedisPublisher:
     async def close(self) -> None:
         self.task.cancel()
         self.writer.close()
-
-
-@contextlib.asynccontextmanager
-async def fresh_database() -> AsyncIterator[str]:
-    name = f"agentd_sim_{uuid.uuid4().hex[:10]}"
-    admin = await asyncpg.connect(PG_ADMIN_DSN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    try:
-        yield f"{PG_ADMIN_DSN.rsplit('/', 1)[0].replace('postgresql://', 'postgresql+asyncpg://')}/{name}"
-    finally:
-        admin = await asyncpg.connect(PG_ADMIN_DSN)
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
 
 
 def postgres_cpu_s() -> float:
@@ -346,7 +333,7 @@ async def main(args: argparse.Namespace) -> None:
     for broker in args.broker.split(","):
         first: tuple[str, int] | None = None
         for sessions in (int(s) for s in args.sessions.split(",")):
-            async with fresh_database() as url:
+            async with turnkit.postgres_database() as url:
                 meters = await step(url, args, sessions, broker)
             hit = [name for name, m in meters.items() if m.saturated(args.seconds)]
             if hit and first is None:
