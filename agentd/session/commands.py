@@ -81,7 +81,7 @@ class ResumeQueue:
 class QueueOp:
     """One of the queue operations of R-S3 (see agentd/session/queue/ops.py)."""
 
-    op: str  # a `QueueOpName` (agentd/session/queue/ops.py); anything else is answered unknown
+    op: str  # a `QueueOp` (agentd/protocol/methods.py); anything else is answered unknown
     args: dict[str, Any]
     principal: str
     reply: asyncio.Future[dict[str, Any]]

@@ -47,20 +47,6 @@ class QueueKind(StrEnum):
     SKILL = "skill"  # `/skill args`: expanded into an ordinary prompt when it starts
 
 
-class QueueOpName(StrEnum):
-    """The queue operations of `_agentd/queue/*` (R-S3)."""
-
-    LIST = "list"
-    REMOVE = "remove"
-    EDIT = "edit"
-    MOVE = "move"
-    COMBINE = "combine"
-    HOLD = "hold"
-    RELEASE = "release"
-    CLEAR = "clear"
-    INTERJECT = "interject"
-
-
 class OpRefusal(StrEnum):
     """Why an operation changed nothing (the answer's `reason`)."""
 

@@ -13,6 +13,7 @@ from collections import deque
 from typing import Any, TypeVar
 
 from agentd.core import EndReason, Interjection, TurnOutcome, prompt_text
+from agentd.protocol import QueueOp as QueueOpName  # the operations' wire names, one list
 from agentd.session.commands import (
     EnqueueAck,
     Interject,
@@ -34,7 +35,7 @@ from agentd.session.queue.idempotency import (
     content_digest,
     decide_repeat,
 )
-from agentd.session.queue.ops import OpRefusal, QueueKind, QueueOpName, prompt_kind
+from agentd.session.queue.ops import OpRefusal, QueueKind, prompt_kind
 from agentd.session.queue.sync import AfterCommit, LeftQueue, QueueSync, answer_all, entry_size
 
 T = TypeVar("T")
