@@ -145,3 +145,14 @@ async def postgres_database(*, migrated: bool = False) -> AsyncIterator[str]:
 def event_write(seq: int, kind: str, payload: dict[str, Any]) -> EventWrite:
     """An event for a `Batch`, its payload encoded as the writer encodes one (orjson)."""
     return EventWrite(seq, kind, orjson.dumps(payload))
+
+
+async def stored_partial(db_url: str, session_id: str) -> dict[str, Any] | None:
+    """The session's partial-text checkpoint (R-E1, `sessions.partial`) as the store holds it
+    now — read from outside, while a server may be writing it."""
+    store = await Store.open(db_url)
+    try:
+        record = await store.get_session(session_id)
+        return record.partial if record else None
+    finally:
+        await store.close()

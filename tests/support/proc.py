@@ -88,7 +88,7 @@ async def agentd_serve_on(tmp_path: Path, port: int, script: dict[str, Any]) -> 
     path = tmp_path / "script.json"
     await asyncio.to_thread(path.write_text, json.dumps(script))
     args = [
-        "serve", "--port", str(port), "--database-url", f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}",
+        "serve", "--port", str(port), "--database-url", shared_database_url(tmp_path),
         "--provider", "scripted", "--script", str(path), "--log-level", "warning",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
@@ -97,6 +97,11 @@ async def agentd_serve_on(tmp_path: Path, port: int, script: dict[str, Any]) -> 
     async with agentd_process(args, env=env, log=log) as proc:
         await wait_healthy(f"http://127.0.0.1:{port}", proc, log)
         yield proc
+
+
+def shared_database_url(tmp_path: Path) -> str:
+    """The SQLite database every `agentd_serve_on(tmp_path, …)` server opens."""
+    return f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
 
 
 def free_port() -> int:

@@ -22,8 +22,10 @@ from acp.stdio import spawn_agent_process
 from tests.support.acp_sdk import RecordingClient
 from tests.support.acp_stdio import SCRIPT, Recorder, whole_session
 from tests.support.client import WsClient
+from tests.support.databases import stored_partial
+from tests.support.polling import until
 from tests.support.proc import agentd_serve_on as agentd_serve
-from tests.support.proc import free_port
+from tests.support.proc import free_port, shared_database_url
 
 WORDS = " ".join(f"w{i:03d}" for i in range(120))  # ~600 characters, streamed over ~4 s
 
@@ -85,6 +87,15 @@ async def test_server_killed_and_restarted_mid_turn(tmp_path: Path, workspace: P
         sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
         prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("a long answer")]))
         await asyncio.wait_for(client.update_seen.wait(), 60)  # the turn is streaming
+
+        # Killed only once a checkpoint holds some answer text (R-E1): before the first one
+        # commits, the crash leaves no cut message in the log to end `interrupted` — what the
+        # editor saw is then in no event, and the assertions below have nothing to find.
+        async def checkpointed() -> bool:
+            checkpoint = await stored_partial(shared_database_url(tmp_path), sid)
+            return any(m["text"] for m in (checkpoint or {}).get("messages", []))
+
+        await until(checkpointed, what="a partial-text checkpoint holding answer text")
         os.kill(first.pid, signal.SIGKILL)
         await first.wait()
         seen_before_restart = client.agent_text(sid)

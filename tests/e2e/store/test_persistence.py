@@ -26,6 +26,7 @@ from agentd.loop.reminders import system_reminder
 from agentd.loop.turn_reminders import TASK_RECOVERY_TEXT
 from agentd.store.db import Batch, Store
 from tests.support.client import WsClient, agent_text, text_prompt
+from tests.support.databases import stored_partial
 from tests.support.frames import conversation_view, notification_seqs, texts_by_message
 from tests.support.managers import open_manager
 from tests.support.polling import until
@@ -408,15 +409,6 @@ async def test_recovery_of_a_dangling_call_before_later_messages_is_persisted(
 # prompt's requestId (R-E6)
 
 STREAMED = "".join(f"word{i:03d} " for i in range(200))  # 1,600 characters
-
-
-async def stored_partial(db_url: str, session_id: str) -> dict[str, Any] | None:
-    store = await Store.open(db_url)
-    try:
-        record = await store.get_session(session_id)
-        return record.partial if record else None
-    finally:
-        await store.close()
 
 
 @dataclass
