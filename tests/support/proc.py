@@ -87,16 +87,22 @@ async def agentd_serve_on(tmp_path: Path, port: int, script: dict[str, Any]) -> 
     the same address and the same sessions."""
     path = tmp_path / "script.json"
     await asyncio.to_thread(path.write_text, json.dumps(script))
-    args = [
-        "serve", "--port", str(port), "--database-url", shared_database_url(tmp_path),
-        "--provider", "scripted", "--script", str(path), "--log-level", "warning",
-    ]  # fmt: skip
+    args = scripted_serve_args(port, shared_database_url(tmp_path), path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "server-home"), HOME=str(tmp_path))
     log = tmp_path / f"serve-{port}.log"
     async with agentd_process(args, env=env, log=log) as proc:
         await wait_healthy(f"http://127.0.0.1:{port}", proc, log)
         yield proc
+
+
+def scripted_serve_args(port: int, database_url: str, script: Path, *more: str) -> list[str]:
+    """`agentd serve`'s arguments on `port` and `database_url`, the scripted provider playing
+    `script`, warnings only in its log; `more` after them (`--permission-mode bypass`, …)."""
+    return [
+        "serve", "--port", str(port), "--database-url", database_url, "--provider", "scripted",
+        "--script", str(script), "--log-level", "warning", *more,
+    ]  # fmt: skip
 
 
 def shared_database_url(tmp_path: Path) -> str:

@@ -30,7 +30,7 @@ from agentd.tools.registry import builtin_tools
 from tests.support.client import WsClient, agent_text, text_prompt
 from tests.support.frames import conversation_view
 from tests.support.polling import until
-from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
+from tests.support.proc import agentd_process, free_port, pids_with_cwd, scripted_serve_args, wait_healthy
 from tests.support.server import Server, scripted
 from tests.support.session import assert_valid_frames, is_update, new_session, queue_of_length
 
@@ -632,10 +632,7 @@ async def test_sigterm_drains_a_real_agentd_serve_process_and_the_session_surviv
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path), AGENTD_SHUTDOWN_GRACE_S="4")
 
     def args(port: int) -> list[str]:
-        return [
-            "serve", "--port", str(port), "--database-url", db_url, "--provider", "scripted",
-            "--script", str(script), "--permission-mode", "bypass", "--log-level", "warning",
-        ]  # fmt: skip
+        return scripted_serve_args(port, db_url, script, "--permission-mode", "bypass")
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"

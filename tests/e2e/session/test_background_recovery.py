@@ -29,7 +29,7 @@ import pytest
 from agentd.infra.config import PermissionMode
 from tests.support.client import WsClient, text_prompt
 from tests.support.frames import attach
-from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
+from tests.support.proc import agentd_process, free_port, pids_with_cwd, scripted_serve_args, wait_healthy
 from tests.support.server import scripted
 from tests.support.session import assert_valid_frames, events, is_event, new_session, tool_call
 from tests.support.subagents import WAITER
@@ -67,10 +67,7 @@ async def run_until_killed(db_url: str, workspace: Path, tmp_path: Path, kind: s
         AGENTD_PERMISSION_MODE="bypass",
         AGENTD_AGENTS_DIR=str(agents),
     )
-    args = [
-        "serve", "--port", str(port), "--database-url", db_url, "--provider", "scripted",
-        "--script", str(script_path), "--log-level", "warning",
-    ]  # fmt: skip
+    args = scripted_serve_args(port, db_url, script_path)
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     async with agentd_process(args, env=env, log=log) as proc:

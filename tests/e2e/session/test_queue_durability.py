@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from agentd.store.db import Store, alembic_config
 from tests.support.client import RpcFailed, WsClient, text_prompt
-from tests.support.proc import agentd_process, free_port, wait_healthy
+from tests.support.proc import agentd_process, free_port, scripted_serve_args, wait_healthy
 from tests.support.server import scripted
 from tests.support.session import served_session
 
@@ -95,10 +95,7 @@ async def test_every_acknowledged_enqueue_survives_kill_9(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
-    args = [
-        "serve", "--port", str(port), "--database-url", db_url, "--provider", "scripted",
-        "--script", str(script), "--log-level", "warning",
-    ]  # fmt: skip
+    args = scripted_serve_args(port, db_url, script)
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     n = 25

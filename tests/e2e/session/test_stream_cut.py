@@ -20,7 +20,7 @@ import pytest
 from agentd.core.events import EventKind
 from agentd.store.db import Store
 from tests.support.client import WsClient, text_prompt
-from tests.support.proc import agentd_process, free_port, wait_healthy
+from tests.support.proc import agentd_process, free_port, scripted_serve_args, wait_healthy
 from tests.support.server import scripted
 from tests.support.spies import SubmitSpy
 
@@ -133,10 +133,7 @@ async def test_after_a_cut_and_a_kill_9_the_message_has_one_interrupted_final(
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
-    args = [
-        "serve", "--port", str(port), "--database-url", db_url, "--provider", "scripted",
-        "--script", str(script), "--log-level", "warning",
-    ]  # fmt: skip
+    args = scripted_serve_args(port, db_url, script)
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     async with agentd_process(args, env=env, log=log) as proc:

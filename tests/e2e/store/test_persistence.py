@@ -30,7 +30,7 @@ from tests.support.databases import stored_partial
 from tests.support.frames import conversation_view, notification_seqs, texts_by_message
 from tests.support.managers import open_manager
 from tests.support.polling import until
-from tests.support.proc import agentd_process, free_port, pids_with_cwd, wait_healthy
+from tests.support.proc import agentd_process, free_port, pids_with_cwd, scripted_serve_args, wait_healthy
 from tests.support.server import scripted
 
 # --------------------------------------------------------------------------------------------
@@ -184,10 +184,7 @@ async def crash_mid_tool(workspace: Path, tmp_path: Path) -> Crashed:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
-    args = [
-        "serve", "--port", str(port), "--database-url", db_url, "--provider", "scripted",
-        "--script", str(script), "--permission-mode", "bypass", "--log-level", "warning",
-    ]  # fmt: skip
+    args = scripted_serve_args(port, db_url, script, "--permission-mode", "bypass")
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
 
@@ -429,10 +426,7 @@ async def crash_mid_stream(workspace: Path, tmp_path: Path) -> CrashedMidStream:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTD_")}
     env.update(AGENTD_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
-    args = [
-        "serve", "--port", str(port), "--database-url", db_url, "--provider", "scripted",
-        "--script", str(script), "--log-level", "warning",
-    ]  # fmt: skip
+    args = scripted_serve_args(port, db_url, script)
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "serve.log"
     request_id = "req-stream-1"
