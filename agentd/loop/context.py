@@ -223,8 +223,9 @@ class EventSink(Protocol):
 
     def emit_transient(self, update: Update) -> None: ...
 
-    async def flushed(self) -> None:
-        """Wait until every event emitted so far reached the clients' queues."""
+    def flushed(self) -> Awaitable[None]:
+        """Resolves once every event emitted so far reached the clients' queues (a future,
+        or a coroutine)."""
         ...
 
 

@@ -19,6 +19,7 @@ documents the shape.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +55,8 @@ class NestedEvents:
         nested = {"event": {"kind": update.kind.value, "payload": update.payload()}}
         self.parent.emit_transient(self._update(nested, transient=True))
 
-    async def flushed(self) -> None:
-        await self.parent.flushed()
+    def flushed(self) -> Awaitable[None]:
+        return self.parent.flushed()
 
     def lifecycle(self, status: str, **fields: Any) -> None:
         """The child started (`running`) or ended (its outcome), durably."""

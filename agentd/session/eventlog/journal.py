@@ -206,8 +206,10 @@ class Journal:
             )
         self._writer.submit_transient(self._session_id, Event(self._session_id, update), publish)
 
-    async def flushed(self) -> None:
-        await self._writer.barrier()
+    def flushed(self) -> asyncio.Future[None]:
+        # The writer's barrier future itself, not a coroutine awaiting it: the drain barrier
+        # waits on it without a task of its own (issue 32: a task and a loop pass per tool round).
+        return self._writer.barrier()
 
     def mark(self) -> int:
         """Before the writes an acknowledgement stands for (see `committed`)."""

@@ -58,6 +58,9 @@ SessionFailed = Callable[[str, BaseException], None]
 
 # Sessions whose last dropped write is remembered for acknowledgements still waiting.
 MAX_REMEMBERED_DROPS = 10_000
+# An idle writer commits at once, without its loop pass of linger, when the newest queued
+# item is a barrier (issue 32). False: it always lingers (tests run both).
+LINGER_SKIP_FOR_BARRIER = True
 
 
 @types.coroutine
@@ -283,7 +286,10 @@ class EventWriter:
                 # optional extra wait for still larger batches.
                 if busy and self._flush_interval:
                     await asyncio.sleep(self._flush_interval)
-                else:
+                elif not (LINGER_SKIP_FOR_BARRIER and self._queue[-1].done is not None):
+                    # (not when the newest item is a barrier: its producer now waits for
+                    # the commit and adds nothing more; the loop pass would only delay it —
+                    # the drain barrier before a tool round, the turn's last flush)
                     await _one_loop_turn()
             items, self._queue = self._queue, collections.deque()  # taken whole, no copy
             self._holding = True

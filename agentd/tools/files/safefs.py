@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentd.tools.errors import ToolError
+from agentd.tools.files.workspace import _realpath
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -62,12 +63,17 @@ def check_fd(fd: int, disp: str) -> os.stat_result:
 
 
 def _parts(root: Path, path: Path) -> tuple[str, list[str]]:
-    real_root = Path(root).resolve(strict=False)
-    try:
-        rel = Path(path).relative_to(real_root)
-    except ValueError:
-        raise ToolError(f"{path} is outside the workspace {real_root}") from None
-    return str(real_root), list(rel.parts)
+    """(the root's realpath, `path`'s components below it) — `Path(root).resolve()` and
+    `Path(path).relative_to(…).parts` on strings (issue 32: pathlib's objects cost more than
+    the realpath itself, on the tool's thread once per call)."""
+    real_root = _realpath(root)
+    text = str(path)  # pathlib's normal form: no `.`, no empty or trailing component
+    if text == real_root:
+        return real_root, []
+    prefix = real_root if real_root.endswith("/") else real_root + "/"
+    if not text.startswith(prefix):
+        raise ToolError(f"{path} is outside the workspace {real_root}")
+    return real_root, text[len(prefix) :].split("/")
 
 
 def _is_link(dir_fd: int, name: str) -> bool:

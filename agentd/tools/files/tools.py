@@ -14,8 +14,9 @@ from __future__ import annotations
 import io
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar, overload
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.client_bridge import PriorText
@@ -35,6 +36,16 @@ from agentd.tools.files.text import (
 )
 from agentd.tools.files.workspace import resolve_and_display
 from agentd.tools.offload import run_blocking
+
+# A regular file of at most this many bytes is read on the event loop, in one read: its
+# ~30 us cost less than the hop to the tool pool and back (~200 us of CPU a call: the
+# worker's wake-up and its GIL take-back, issue 32). It is the same kind of file system
+# work the loop already does for every file tool call (the workspace resolve's lstats);
+# only regular files get this far (safefs refuses FIFOs and devices before any read), so
+# it cannot block on a writer. Larger files, and the rest of the tools' I/O, go to the
+# pool with its deadline. 0: every read on the pool.
+INLINE_READ_MAX = 16 * 1024
+_NEVER = threading.Event()  # the inline read's `stop`: never set (it is not cancellable)
 
 __all__ = [
     "READ_MAX_BYTES",
@@ -97,11 +108,30 @@ class ReadFile:
             lines = bounded_lines(io.StringIO(text, newline=""))
             output, raw = render_lines(lines, disp, offset, limit, user_limit, total=lambda: total)
         else:
-            output, raw = await run_blocking(
-                lambda stop: self._read(ctx.cwd, path, disp, offset, limit, user_limit, stop),
-                what=f"read {disp}",
-            )
+            done = None
+            if INLINE_READ_MAX:
+                done = self._read(ctx.cwd, path, disp, offset, limit, user_limit, _NEVER, INLINE_READ_MAX)
+            if done is None:  # larger: on the tool pool, with its deadline and stop
+                done = await run_blocking(
+                    lambda stop: self._read(ctx.cwd, path, disp, offset, limit, user_limit, stop),
+                    what=f"read {disp}",
+                )
+            output, raw = done
         return ToolResult(output=output, locations=[{"path": str(path), "line": offset}], raw_output=raw)
+
+    @overload
+    @staticmethod
+    def _read(
+        root: Path, path: Path, disp: str, offset: int, limit: int, user_limit: int | None,
+        stop: threading.Event,
+    ) -> tuple[str, dict[str, Any]]: ...  # fmt: skip
+
+    @overload
+    @staticmethod
+    def _read(
+        root: Path, path: Path, disp: str, offset: int, limit: int, user_limit: int | None,
+        stop: threading.Event, at_most: int,
+    ) -> tuple[str, dict[str, Any]] | None: ...  # fmt: skip
 
     @staticmethod
     def _read(
@@ -112,36 +142,62 @@ class ReadFile:
         limit: int,
         user_limit: int | None,
         stop: threading.Event,
-    ) -> tuple[str, dict[str, Any]]:
+        at_most: int | None = None,
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The read; with `at_most`, None (nothing read past its first `at_most` + 1 bytes)
+        for a file larger than that: the one read on the loop is bounded."""
         try:
             if path.is_dir():
                 raise ToolError(f"{disp} is a directory; use list_dir to see its contents")
             with safefs.parent_dir(root, path, disp) as (dir_fd, name):
                 fd = safefs.open_for_read(dir_fd, name, disp)
             with os.fdopen(fd, "rb") as fb:
-                head = fb.read(BINARY_SNIFF_BYTES)
-                size = os.fstat(fd).st_size
-                if is_binary(head):
-                    mime = mime_type(path.name, head)
-                    raw = {"lines": 0, "binary": True, "bytes": size, "mime": mime}
-                    return describe_binary(disp, path.name, head, size), raw
-                fb.seek(0)
-                # newline="" keeps "\r\n" intact so we can strip exactly the terminator.
-                f = io.TextIOWrapper(fb, encoding="utf-8", newline="")
-                try:
-                    lines = until_stopped(bounded_lines(f), stop, disp)
-                    return render_lines(
-                        lines, disp, offset, limit, user_limit,
-                        total=lambda: count_lines(lambda at, n: os.pread(fd, n, at), size, stop),
-                    )  # fmt: skip
-                finally:
-                    f.detach()  # fb's own `with` closes the descriptor
+                if at_most is None:
+                    return _render(fb, lambda at, n: os.pread(fd, n, at), os.fstat(fd).st_size,
+                                   path, disp, offset, limit, user_limit, stop)  # fmt: skip
+                if os.fstat(fd).st_size > at_most:
+                    return None
+                data = fb.read(at_most + 1)  # all of it, at once (it may have grown since)
+                if len(data) > at_most:
+                    return None
+            return _render(io.BytesIO(data), lambda at, n: data[at : at + n], len(data),
+                           path, disp, offset, limit, user_limit, stop)  # fmt: skip
         except FileNotFoundError:
             raise ToolError(f"file not found: {disp}") from None
         except UnicodeDecodeError:
             raise ToolError(f"{disp} is not valid UTF-8 text (binary?); read_file only reads text") from None
         except OSError as exc:
             raise os_error("read", disp, exc) from None
+
+
+def _render(
+    fb: BinaryIO,
+    read_chunk: Callable[[int, int], bytes],
+    size: int,
+    path: Path,
+    disp: str,
+    offset: int,
+    limit: int,
+    user_limit: int | None,
+    stop: threading.Event,
+) -> tuple[str, dict[str, Any]]:
+    """read_file's output and raw record for the open file `fb` of `size` bytes (the
+    descriptor on the pool, the bytes read at once on the loop)."""
+    head = fb.read(BINARY_SNIFF_BYTES)
+    if is_binary(head):
+        mime = mime_type(path.name, head)
+        raw = {"lines": 0, "binary": True, "bytes": size, "mime": mime}
+        return describe_binary(disp, path.name, head, size), raw
+    fb.seek(0)
+    # newline="" keeps "\r\n" intact so we can strip exactly the terminator.
+    f = io.TextIOWrapper(fb, encoding="utf-8", newline="")
+    try:
+        lines = until_stopped(bounded_lines(f), stop, disp)
+        return render_lines(
+            lines, disp, offset, limit, user_limit, total=lambda: count_lines(read_chunk, size, stop)
+        )
+    finally:
+        f.detach()  # the caller's `with` closes the descriptor
 
 
 class WriteFile:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from agentd.tools.errors import ToolError
@@ -57,7 +58,7 @@ def _resolve_str(root: Path, path: str) -> tuple[str, str]:
     """(the path's realpath, the root's), refused unless the first is inside the second."""
     try:
         real_root = _realpath(root)
-        resolved = _realpath(path if path.startswith("/") else os.path.join(real_root, path))
+        resolved = _realpath(path) if path.startswith("/") else _realpath_below(real_root, path)
     except RuntimeError as exc:  # a symlink loop, reported as Python 3.11's pathlib does
         raise ToolError(f"cannot resolve {path!r}: {exc}") from exc
     except (OSError, ValueError) as exc:  # ValueError: embedded NUL byte
@@ -79,6 +80,30 @@ def _realpath(path: str | Path) -> str:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise RuntimeError(f"Symlink loop from {exc.filename!r}") from None
+    return resolved
+
+
+def _realpath_below(real_root: str, path: str) -> str:
+    """`_realpath(os.path.join(real_root, path))` for a relative `path` and a realpath
+    `real_root`: the root's own components are not walked again (realpath lstats each of
+    them: most of a file tool call's resolve). Only `path`'s components are looked at; one
+    that is a symlink, or a `..`, takes the whole realpath (their meaning is realpath's).
+    A missing component and those after it are appended as they are, as realpath does.
+    With no symlink met, the final stat's symlink-loop check has nothing to find."""
+    resolved = real_root
+    for name in path.split("/"):
+        if not name or name == ".":
+            continue
+        if name == "..":
+            return _realpath(os.path.join(real_root, path))
+        step = f"{resolved}/{name}" if resolved != "/" else f"/{name}"
+        try:
+            is_link = stat.S_ISLNK(os.lstat(step).st_mode)
+        except OSError:  # missing, or not a directory on the way: realpath goes on as text
+            is_link = False
+        if is_link:
+            return _realpath(os.path.join(real_root, path))
+        resolved = step
     return resolved
 
 

@@ -296,3 +296,44 @@ async def test_a_failed_sessions_items_ahead_of_a_durable_write_are_dropped_as_b
     await writer.barrier()
     assert seen == ["shown", "d1"]
     await writer.stop()
+
+
+class InstantStore:
+    """Commits at once, without a suspension: loop passes counted around the writer are its own."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[object]] = []
+
+    async def commit(self, batches):  # type: ignore[no-untyped-def]
+        self.batches.append(batches)
+
+
+async def _passes_until(fut: asyncio.Future[None]) -> int:
+    passes = 0
+    while not fut.done():
+        await asyncio.sleep(0)
+        passes += 1
+    return passes
+
+
+async def test_a_barrier_newest_in_the_queue_is_committed_for_without_the_linger_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An idle writer lingers one loop pass for producers woken with it, but not when the
+    newest item is a barrier: its producer waits for it (issue 32: the drain barrier before
+    a tool round, the turn's last flush) — one pass sooner, and still one commit."""
+    from agentd.session.eventlog import writer as writer_module
+
+    passes = {}
+    for skip in (False, True):
+        monkeypatch.setattr(writer_module, "LINGER_SKIP_FOR_BARRIER", skip)
+        store = InstantStore()
+        writer = EventWriter(store, flush_interval=0)  # type: ignore[arg-type]
+        writer.start()
+        await asyncio.sleep(0)  # the writer waits for work
+        writer.submit("a", event=_event("a", 1, "x"), publish=lambda _e: None)
+        writer.submit("a", event=_event("a", 2, "y"), publish=lambda _e: None)
+        passes[skip] = await _passes_until(writer.barrier())
+        assert len(store.batches) == 1  # both events in one commit either way
+        await writer.stop()
+    assert passes[True] == passes[False] - 1

@@ -4,6 +4,7 @@ path, or the same refusal with the same message — on every kind of path a mode
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,22 @@ def test_resolve_and_display_is_the_two_calls(
     else:
         assert isinstance(resolved, Path)
         assert expected == ("path", f"{resolved}|{shown}")
+
+
+@pytest.mark.parametrize("path", [p for p in PATHS if not p.startswith("/")] + ["notes.txt/x", "src/pkg/new"])
+def test_realpath_below_the_root_is_realpath_of_the_join(tree: tuple[Path, Path], path: str) -> None:
+    """A relative path is resolved below the root's realpath without walking the root again
+    (issue 32): the same answer as realpath of the whole join, symlinks and `..` included."""
+    root, _ = tree
+    real_root = workspace._realpath(root)
+    try:
+        expected = workspace._realpath(os.path.join(real_root, path))
+    except (RuntimeError, ValueError) as exc:
+        with pytest.raises(type(exc)):
+            workspace._realpath_below(real_root, path)
+    else:
+        assert workspace._realpath_below(real_root, path) == expected
+
+
+def test_realpath_below_the_filesystem_root() -> None:
+    assert workspace._realpath_below("/", "etc/passwd") == os.path.realpath("/etc/passwd")
