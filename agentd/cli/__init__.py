@@ -42,10 +42,6 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     typer_only = os.environ.get(TYPER_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-    if sys.argv[1:2] == ["serve"]:
-        from agentd.cli.allocator import rerun_under_malloc
-
-        rerun_under_malloc(sys.argv)  # first: the allocator is fixed when the interpreter starts
     if sys.argv[1:2] == ["serve"] and not typer_only:
         from agentd.cli.serving import serve_args
 

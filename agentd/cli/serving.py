@@ -17,7 +17,6 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentd.cli import allocator
 from agentd.cli.plain import LOG_LEVEL_ENV, err, fail, load_settings, run, use_config
 from agentd.core import PermissionMode
 from agentd.infra import AuthMode, LogLevel, ProviderName
@@ -128,7 +127,6 @@ def serve_now(*, config: Path | None = None, **options: Any) -> None:
         if not database_current(settings):  # else the app's start-up connects (in the background)
             run(lambda: check_database(settings))
         logging.getLogger("agentd").info("database: %s", redact_url(settings.resolved_database_url()))
-        logging.getLogger("agentd").info("memory allocator: %s", allocator.active())  # AGENTD_MALLOC
 
         import asyncio
 
