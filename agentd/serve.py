@@ -18,7 +18,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
-from agentd.infra import AuthMode, Settings, limit_arenas, trim
+from agentd.infra import AuthMode, Settings, allocator_in_use, limit_arenas, switch_to_malloc, trim
 
 
 def _import_uvicorn_without_reloader() -> None:
@@ -204,6 +204,9 @@ class StartingApp:
                 log.info("ready: serving every request")
                 if self._settings.memory_trim_s > 0:
                     trim()  # what the loading thread's malloc arena holds free (idle: ~1 MiB)
+                    if self._settings.malloc_after_start:
+                        switch_to_malloc()  # the start-up's objects stay in pymalloc's arenas
+                log.info("new objects from: %s", allocator_in_use())
                 await self._stop.wait()
         except Exception as exc:
             if self._ready.is_set():

@@ -1,7 +1,8 @@
 """Shared infrastructure the layers above use: settings (`config`), authentication (`auth`),
 logging (`logs`), Prometheus metrics (`metrics`), overload refusals (`overload`), the OS
-memory trimmer (`rss_trim`) and what the event loop lets go when idle (`idle_release`).
-Nothing here knows about sessions or the agent loop."""
+memory trimmer (`rss_trim`), where new objects' memory comes from (`small_alloc`) and what
+the event loop lets go when idle (`idle_release`). Nothing here knows about sessions or
+the agent loop."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from agentd.infra.settings_check import explain as explain
     from agentd.infra.settings_check import explain_unparsable as explain_unparsable
     from agentd.infra.settings_check import unknown_variables as unknown_variables
+    from agentd.infra.small_alloc import allocator_in_use as allocator_in_use
+    from agentd.infra.small_alloc import switch_to_malloc as switch_to_malloc
 
 # The public names, each loaded from its module on first use (PEP 562): importing the package
 # costs nothing, so a started server loads only what it runs.
@@ -58,6 +61,7 @@ _WHERE = {
     "AuthError": "agentd.infra.auth",
     "AuthMode": "agentd.infra.setting_choices",
     "AuthUnavailable": "agentd.infra.auth",
+    "allocator_in_use": "agentd.infra.small_alloc",
     "CHALLENGE": "agentd.infra.auth",
     "chosen_subprotocol": "agentd.infra.auth",
     "CONFIG_ENV": "agentd.infra.setting_choices",
@@ -90,6 +94,7 @@ _WHERE = {
     "trim": "agentd.infra.rss_trim",
     "SandboxNetwork": "agentd.infra.setting_choices",
     "SandboxSetting": "agentd.infra.setting_choices",
+    "switch_to_malloc": "agentd.infra.small_alloc",
     "Settings": "agentd.infra.config",
     "team_names": "agentd.infra.auth",
     "TokenField": "agentd.infra.setting_choices",
@@ -122,6 +127,7 @@ __all__ = [
     "SandboxSetting",
     "Settings",
     "TokenField",
+    "allocator_in_use",
     "chosen_subprotocol",
     "configure_logging",
     "create_token",
@@ -135,6 +141,7 @@ __all__ = [
     "redact_url",
     "retry_later",
     "run_trimmer",
+    "switch_to_malloc",
     "team_names",
     "trim",
     "unknown_variables",

@@ -249,6 +249,9 @@ class Settings(BaseSettings):
     detached_evict_s: float = Field(default=30.0, ge=0)
     # How often the server may hand freed memory back to the OS after growing (0: never).
     memory_trim_s: float = 10.0
+    # Once started, new objects come from the C library's malloc, whose free pages the trim
+    # returns after a load; pymalloc's arenas stay pinned by a few survivors (infra/small_alloc.py).
+    malloc_after_start: bool = True
     # On shutdown, running turns get this long to stop at their next budget gate, then
     # are cancelled (R-S5); waiting requests are answered before connections close.
     shutdown_grace_s: float = 10.0

@@ -14,10 +14,13 @@ sessions: bench/RESULTS.md "Issue 32, hmem"). One kind belongs to the loop:
 It runs once per idle period (the trimmer's release hook, agentd/app.py), never per turn.
 `RELEASE` off: the executor is kept (the behaviour before; tests run both).
 
-Not done here, measured: uvloop's handle free lists and asyncio's future-iterator free
-list (up to 250/255 freed objects each, the load's last, scattered) can be emptied of
-the load's objects, but only by refilling them with fresh ones allocated at that moment,
-which land in the load's half-empty pools just the same: 56-57 arenas after either way.
+- the free lists of uvloop's timer handles and asyncio's future iterators (up to 250 and
+  255 freed objects kept for reuse, the load's last, scattered over its memory; a
+  collection does not empty them). `drain_free_lists()` refills them with fresh objects
+  and frees the load's. Under pymalloc that was no help (the refill landed in the load's
+  half-empty pools: 56-57 arenas either way, hmem); with new objects from malloc
+  (small_alloc.py) and right after a trim, the refill comes from memory just consolidated
+  and the load's go back for the next trim (bench/RESULTS.md "Issue 32, hmalloc").
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 RELEASE = True  # module switch: False keeps the loop's executor and its threads
+DRAIN = True  # module switch: False leaves the free lists as the load left them
+# More than either free list holds (uvloop's 250, asyncio's 255): the first objects made
+# come off the list (the load's), the rest are fresh.
+_REFILL = 512
 
 
 class DefaultExecutor:
@@ -51,3 +58,25 @@ class DefaultExecutor:
         old, self.current = self.current, self._install()
         old.shutdown(wait=False)
         self.renewals += 1
+
+
+def _never() -> None:  # a timer's callback; the timers are cancelled unrun
+    pass
+
+
+def drain_free_lists(loop: asyncio.AbstractEventLoop) -> bool:
+    """Swap the load's objects on the loop's free lists for fresh ones (the caller trims
+    after): the fresh ones are freed first and fill the lists, the load's then go back to
+    the allocator. Whether it ran."""
+    if not DRAIN:
+        return False
+    timers = [loop.call_at(loop.time() + 3600.0, _never) for _ in range(_REFILL)]
+    for timer in timers:
+        timer.cancel()
+    future = loop.create_future()
+    iterators = [future.__await__() for _ in range(_REFILL)]
+    for kept in (timers, iterators):
+        while kept:
+            kept.pop()  # the last made (fresh) first
+    future.cancel()
+    return True

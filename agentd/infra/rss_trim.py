@@ -17,6 +17,9 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable
 
+from agentd.infra.idle_release import drain_free_lists
+from agentd.infra.small_alloc import allocator_in_use
+
 log = logging.getLogger(__name__)
 
 GROWTH_TRIGGER = 16 * 2**20  # bytes of growth since the last trim worth a new one
@@ -142,6 +145,10 @@ async def run_trimmer(
             gc.collect()
             if _TRIM is not None:
                 await _trim_apart(_TRIM)
+                if went_idle and allocator_in_use() == "malloc" and drain_free_lists(loop):
+                    for _ in range(2):  # loop passes: uvloop frees cancelled timers at their close
+                        await asyncio.sleep(0)
+                    await _trim_apart(_TRIM)  # the load's free-list objects, just let go
         except Exception:  # never let housekeeping take the server down
             log.exception("memory trim failed")
         last = rss_bytes()

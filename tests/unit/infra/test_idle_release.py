@@ -52,3 +52,50 @@ async def test_work_queued_on_the_old_executor_still_runs() -> None:
         assert await asyncio.gather(*queued) == [0, 1, 2]
     finally:
         executor.current.shutdown(wait=False)
+
+
+def _noop() -> None:
+    pass
+
+
+async def _passes(n: int = 3) -> None:
+    for _ in range(n):  # loop passes: uvloop frees a cancelled timer at its handle's close
+        await asyncio.sleep(0)
+
+
+async def _reused_after_a_load(drain: bool) -> tuple[int, int]:
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def load() -> tuple[list[asyncio.TimerHandle], list[object]]:
+        return [loop.call_at(10**6, _noop) for _ in range(200)], [future.__await__() for _ in range(200)]
+
+    timers, iterators = load()
+    for timer in timers:
+        timer.cancel()
+    seen_timers, seen_iterators = {id(t) for t in timers}, {id(i) for i in iterators}
+    del timers, iterators  # onto the free lists
+    await _passes()
+    assert idle_release.drain_free_lists(loop) is drain
+    await _passes()
+    timers, iterators = load()  # fewer than the lists hold: all off the lists
+    for timer in timers:
+        timer.cancel()
+    future.cancel()
+    return len(seen_timers & {id(t) for t in timers}), len(seen_iterators & {id(i) for i in iterators})
+
+
+@pytest.mark.parametrize("drain", [True, False], ids=["drain", "keep"])
+def test_drain_swaps_the_loads_free_list_objects_for_fresh_ones(
+    drain: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(uvloop's timer handles and asyncio's future iterators, the server's loop: after the
+    drain the next ones are none of the load's; kept, nearly all are the load's.)"""
+    import uvloop
+
+    monkeypatch.setattr(idle_release, "DRAIN", drain)
+    timers, iterators = uvloop.run(_reused_after_a_load(drain))
+    if drain:
+        assert (timers, iterators) == (0, 0)
+    else:
+        assert timers >= 150 and iterators >= 150

@@ -215,3 +215,60 @@ async def test_the_trims_thread_ends_with_it_unless_switched_off(
             assert thread.name.startswith("test-default") and thread.is_alive()
     finally:
         default.shutdown(wait=False)
+
+
+async def _going_idle_under(
+    monkeypatch: pytest.MonkeyPatch, allocator: str, *, idle: bool = True
+) -> list[str]:
+    """The trimmer's steps when the last session goes (`release()` says idle) while new
+    objects come from `allocator`: under malloc, the loop's free lists are drained between
+    two trims (agentd/infra/idle_release.py)."""
+    import asyncio
+
+    from agentd.infra import rss_trim
+
+    order: list[str] = []
+    done = asyncio.Event()
+    readings = iter([BASE, BASE])  # the start and the tick; the next reading ends the round
+
+    def rss() -> int:
+        value = next(readings, None)
+        if value is None:
+            done.set()
+            return BASE
+        return value
+
+    async def trim_apart(_fn: object) -> None:
+        order.append("trim")
+
+    async def release() -> bool:
+        return idle
+
+    monkeypatch.setattr(rss_trim.gc, "collect", lambda: None)
+    monkeypatch.setattr(rss_trim, "_TRIM", lambda _pad: 0)
+    monkeypatch.setattr(rss_trim, "_trim_apart", trim_apart)
+    monkeypatch.setattr(rss_trim, "allocator_in_use", lambda: allocator)
+    monkeypatch.setattr(rss_trim, "drain_free_lists", lambda _loop: order.append("drain") is None)
+    monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
+    monkeypatch.setattr(rss_trim, "rss_bytes", rss)
+    unloaded, wake = [0], asyncio.Event()
+    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: unloaded[0], wake, release))
+    try:
+        await asyncio.sleep(0)
+        unloaded[0] = 1
+        wake.set()
+        await asyncio.wait_for(done.wait(), 30)  # (a bound against a hang: the tick is an hour away)
+        return order
+    finally:
+        task.cancel()
+
+
+async def test_going_idle_under_malloc_drains_the_free_lists_between_two_trims(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert await _going_idle_under(monkeypatch, "malloc") == ["trim", "drain", "trim"]
+
+
+async def test_under_pymalloc_or_not_idle_no_drain(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert await _going_idle_under(monkeypatch, "pymalloc") == ["trim"]
+    assert await _going_idle_under(monkeypatch, "malloc", idle=False) == ["trim"]
