@@ -21,6 +21,9 @@ from typing import Any
 from agentd.loop.cancel_wait import waiters_of
 
 log = logging.getLogger(__name__)
+# A barrier that is a plain future (the event writer's) waits as the cancel event's waiter
+# itself (issue 32: one loop pass fewer per tool round). False: the wake-callback future.
+BARRIER_AS_WAITER = True
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,10 @@ async def _wait_one_future(
     completed by the flush's end, `cancel.set()` or the timer — no second task, no
     `asyncio.wait` (`agentd.loop.cancel_wait`)."""
     loop = asyncio.get_running_loop()
-    drained = asyncio.ensure_future(flushed())
+    awaited = flushed()
+    if BARRIER_AS_WAITER and type(awaited) is asyncio.Future:
+        return await _wait_on_barrier(awaited, cancel, waiters, limits)
+    drained = asyncio.ensure_future(awaited)
     woken = loop.create_future()
 
     def wake(_: object = None) -> None:
@@ -96,6 +102,36 @@ async def _wait_one_future(
         drained.result()  # a failing barrier is a bug: let it surface
         return DrainResult.DRAINED
     return DrainResult.CANCELLED if cancel.is_set() else None
+
+
+async def _wait_on_barrier(
+    barrier: asyncio.Future[Any],
+    cancel: asyncio.Event,
+    waiters: collections.deque[asyncio.Future[Any]],
+    limits: DrainLimits,
+) -> DrainResult | None:
+    """The writer's barrier future itself is the waiter: the writer's answer (None),
+    `cancel.set()` (True) or the timer (False) completes it, and the turn resumes in the
+    next loop pass — not a done-callback's pass and then its own (issue 32). The writer
+    answers only a barrier not done yet, so one completed here is left alone."""
+    waiters.append(barrier)
+    timer = asyncio.get_running_loop().call_later(limits.timeout_s, _expire, barrier)
+    try:
+        how = await barrier  # (a failing barrier is a bug: let it surface)
+    finally:
+        timer.cancel()
+        try:
+            waiters.remove(barrier)
+        except ValueError:
+            pass
+    if how is None:
+        return DrainResult.DRAINED
+    return DrainResult.CANCELLED if cancel.is_set() else None
+
+
+def _expire(barrier: asyncio.Future[Any]) -> None:
+    if not barrier.done():
+        barrier.set_result(False)
 
 
 async def _wait_library(

@@ -142,8 +142,7 @@ class IncomingFrames:
         coro = self._handle_one(raw, req_id if id_kind in _ID_KINDS else None, shallow)
         loop = self._loop
         task = loop.create_task(coro) if loop is not None else asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.add(task)  # (left in `_handle_one`'s last step: no done-callback)
         if id_kind is int or id_kind is str:  # (a bool is no request id)
             self._requests[req_id] = task
 
@@ -156,6 +155,8 @@ class IncomingFrames:
         if task is None or task.done():
             return  # finished already, or never seen: nothing to do (it is a notification)
         self._cancelled.add(req_id)  # type: ignore[arg-type]
+        # A task cancelled before its first step never runs `_handle_one`'s `finally`.
+        task.add_done_callback(self._tasks.discard)
         task.cancel()
 
     def _on_response(self, raw: dict[str, Any]) -> None:
@@ -192,33 +193,39 @@ class IncomingFrames:
             await self._out.put(orjson.dumps(out))
 
     async def _handle_one(self, raw: Any, req_id: int | str | None = None, shallow: bool = False) -> None:
+        task = asyncio.current_task(self._loop)
         try:
-            ctx = self._ctx or self._context()  # (made once: no call per request after the first)
-            resp = await self.dispatcher.handle(raw, ctx, shallow=shallow)
-        except asyncio.CancelledError:
-            if req_id is None or req_id not in self._cancelled or self.closed:
-                raise
-            self._cancelled.discard(req_id)
-            err = RpcError(ErrorCode.REQUEST_CANCELLED, "Request cancelled ($/cancel_request)")
-            resp = error_response(req_id, err)
+            try:
+                ctx = self._ctx or self._context()  # (made once: no call per request after the first)
+                resp = await self.dispatcher.handle(raw, ctx, shallow=shallow)
+            except asyncio.CancelledError:
+                if req_id is None or req_id not in self._cancelled or self.closed:
+                    raise
+                self._cancelled.discard(req_id)
+                err = RpcError(ErrorCode.REQUEST_CANCELLED, "Request cancelled ($/cancel_request)")
+                resp = error_response(req_id, err)
+            finally:
+                if req_id is not None and self._requests.get(req_id) is task:
+                    del self._requests[req_id]
+            if resp is not None and not self.closed:
+                text = orjson.dumps(resp)
+                socket = self.socket
+                # The writer waits holding nothing and nothing is queued: the reply goes in this
+                # step, as the writer would send it alone (no wake-up of the writer task).
+                if self._idle and DIRECT_REPLY and not self._out.queued and not self._urgent:
+                    assert socket is not None  # (only the batched writer is ever idle)
+                    if socket.ready.is_set():  # (paused: queued, for the writer's held-frame wait)
+                        try:
+                            socket.write([text])
+                            return
+                        except ConnectionError:
+                            pass  # closing: queued instead, where the writer meets the same end
+                # A response is never dropped: it awaits room (it may follow a long replay).
+                await self._out.put(text)
         finally:
-            if req_id is not None and self._requests.get(req_id) is asyncio.current_task(self._loop):
-                del self._requests[req_id]
-        if resp is not None and not self.closed:
-            text = orjson.dumps(resp)
-            socket = self.socket
-            # The writer waits holding nothing and nothing is queued: the reply goes in this
-            # step, as the writer would send it alone (no wake-up of the writer task).
-            if self._idle and DIRECT_REPLY and not self._out.queued and not self._urgent:
-                assert socket is not None  # (only the batched writer is ever idle)
-                if socket.ready.is_set():  # (paused: queued, for the writer's held-frame wait)
-                    try:
-                        socket.write([text])
-                        return
-                    except ConnectionError:
-                        pass  # closing: queued instead, where the writer meets the same end
-            # A response is never dropped: it awaits room (it may follow a long replay).
-            await self._out.put(text)
+            # Out of the set in its own last step, not by a done-callback: the callback
+            # costs a loop pass after every reply (issue 32).
+            self._tasks.discard(task)
 
     def _context(self) -> CallContext:
         """The context of this connection's calls: one for all of them (nothing in it changes

@@ -89,3 +89,57 @@ async def test_the_wait_leaves_nothing_on_the_cancel_event(wait_path: str) -> No
     assert await drain_barrier(_Stalled(), cancel, DrainLimits(timeout_s=0.01)) is DrainResult.TIMED_OUT
     if wait_path == "one-future":  # (the library's waiter task takes its future off a step later)
         assert not cancel._waiters
+
+
+class _Writer:
+    """Barriers as the event writer gives them: plain futures it answers itself — unless
+    one is done already (then it leaves it alone, as `publish_items` does)."""
+
+    def __init__(self) -> None:
+        self.barriers: list[asyncio.Future[None]] = []
+
+    def __call__(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.barriers.append(fut)
+        return fut
+
+    def answer(self) -> None:
+        for fut in self.barriers:
+            if not fut.done():
+                fut.set_result(None)
+
+
+async def test_a_writer_barrier_ends_each_way_and_leaves_nothing_behind(wait_path: str) -> None:
+    writer, cancel = _Writer(), asyncio.Event()
+    waiting = asyncio.create_task(drain_barrier(writer, cancel, DrainLimits(timeout_s=3600)))
+    await asyncio.sleep(0)
+    writer.answer()
+    assert await waiting is DrainResult.DRAINED
+    waiting = asyncio.create_task(drain_barrier(writer, cancel, DrainLimits(timeout_s=3600)))
+    await asyncio.sleep(0)
+    cancel.set()
+    assert await waiting is DrainResult.CANCELLED
+    writer.answer()  # (the writer meets a barrier the cancel completed: left alone)
+    cancel.clear()
+    assert await drain_barrier(writer, cancel, DrainLimits(timeout_s=0.01)) is DrainResult.TIMED_OUT
+    failing = _Writer()
+    waiting = asyncio.create_task(drain_barrier(failing, cancel, DrainLimits(timeout_s=3600)))
+    await asyncio.sleep(0)
+    failing.barriers[0].set_exception(RuntimeError("the log broke"))
+    with pytest.raises(RuntimeError, match="the log broke"):
+        await waiting
+    if wait_path == "one-future":
+        assert not cancel._waiters
+
+
+async def test_a_writer_barrier_resumes_the_turn_in_the_next_pass(wait_path: str) -> None:
+    """Issue 32: the barrier future is the waiter itself — no wake-callback pass between the
+    writer's answer and the turn."""
+    if wait_path != "one-future":
+        pytest.skip("the library's wait has its own tasks")
+    writer = _Writer()
+    waiting = asyncio.create_task(drain_barrier(writer, asyncio.Event(), DrainLimits(timeout_s=3600)))
+    await asyncio.sleep(0)
+    writer.answer()
+    await asyncio.sleep(0)  # one pass: the turn's step runs before this task's
+    assert waiting.done() and waiting.result() is DrainResult.DRAINED

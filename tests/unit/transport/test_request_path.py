@@ -99,3 +99,26 @@ def test_a_connection_keeps_one_call_context_with_its_rate_key() -> None:
     ctx = conn._context()
     assert conn._context() is ctx and ctx.connection is conn
     assert ctx.rate_key == "conn:" + conn.id and ctx.rate_key is ctx.rate_key
+
+
+class Immediate:
+    async def handle(self, raw: Any, ctx: Any, *, shallow: bool = False) -> dict[str, Any] | None:
+        return None  # answered without a suspension
+
+
+async def test_a_request_task_leaves_the_set_in_its_own_last_step() -> None:
+    """No done-callback (one loop pass after every reply, issue 32): the task is out of
+    `_tasks` when the pass that ran it ends — and a task cancelled before its first step,
+    which never runs `_handle_one`'s `finally`, still leaves it."""
+    conn = connection(cast(Any, Immediate()))
+    conn._on_frame(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "x"}).decode())
+    (task,) = conn._tasks
+    await asyncio.sleep(0)  # the handler's step runs before this task's resumption, nothing after
+    assert task.done() and not conn._tasks and not conn._requests
+    conn._on_frame(orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "x"}).decode())
+    (task,) = conn._tasks
+    cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 2}}
+    conn._on_frame(orjson.dumps(cancel).decode())  # before the handler ever ran
+    await asyncio.gather(task, return_exceptions=True)
+    await asyncio.sleep(0)  # (its done-callback's pass)
+    assert task.cancelled() and not conn._tasks
