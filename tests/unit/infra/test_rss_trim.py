@@ -4,9 +4,11 @@ freed state shows only once trimmed), at most every RELEASE_TRIM_EVERY_S."""
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -130,16 +132,8 @@ async def _released_then_trimmed(
     monkeypatch.setattr(rss_trim, "_TRIM", None)
     monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", rate_limit_s)
     monkeypatch.setattr(rss_trim, "rss_bytes", lambda: BASE)  # no growth: only the unloads ask
-    unloaded, wake = [0], asyncio.Event()
-    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: unloaded[0], wake, release))
-    try:
-        await asyncio.sleep(0)
-        unloaded[0] = unloads
-        wake.set()
-        await asyncio.wait_for(asked.wait(), 30)  # (a bound against a hang: the tick is an hour away)
-        return order
-    finally:
-        task.cancel()
+    await _unloads_wake_the_trimmer(unloads, release, asked)
+    return order
 
 
 async def test_the_last_session_unloaded_releases_the_pools_then_trims_at_once(
@@ -251,16 +245,8 @@ async def _going_idle_under(
     monkeypatch.setattr(rss_trim, "drain_free_lists", lambda _loop: order.append("drain") is None)
     monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
     monkeypatch.setattr(rss_trim, "rss_bytes", rss)
-    unloaded, wake = [0], asyncio.Event()
-    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: unloaded[0], wake, release))
-    try:
-        await asyncio.sleep(0)
-        unloaded[0] = 1
-        wake.set()
-        await asyncio.wait_for(done.wait(), 30)  # (a bound against a hang: the tick is an hour away)
-        return order
-    finally:
-        task.cancel()
+    await _unloads_wake_the_trimmer(1, release, done)
+    return order
 
 
 async def test_going_idle_under_malloc_drains_the_free_lists_between_two_trims(
@@ -272,3 +258,21 @@ async def test_going_idle_under_malloc_drains_the_free_lists_between_two_trims(
 async def test_under_pymalloc_or_not_idle_no_drain(monkeypatch: pytest.MonkeyPatch) -> None:
     assert await _going_idle_under(monkeypatch, "pymalloc") == ["trim"]
     assert await _going_idle_under(monkeypatch, "malloc", idle=False) == ["trim"]
+
+
+async def _unloads_wake_the_trimmer(
+    unloads: int, release: Callable[[], Awaitable[bool]], until: asyncio.Event
+) -> None:
+    """A trimmer (its tick an hour away) told of `unloads` sessions unloaded, run until
+    `until` is set, then stopped."""
+    from agentd.infra import rss_trim
+
+    unloaded, wake = [0], asyncio.Event()
+    task = asyncio.create_task(rss_trim.run_trimmer(3600.0, lambda: unloaded[0], wake, release))
+    try:
+        await asyncio.sleep(0)
+        unloaded[0] = unloads
+        wake.set()
+        await asyncio.wait_for(until.wait(), 30)  # (a bound against a hang: the tick is an hour away)
+    finally:
+        task.cancel()
