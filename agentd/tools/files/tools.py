@@ -14,9 +14,10 @@ from __future__ import annotations
 import io
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar, overload
+from typing import Any, BinaryIO, ClassVar
 
 from agentd.tools.base import Access, ToolContext, ToolKind, ToolResult
 from agentd.tools.client_bridge import PriorText
@@ -110,7 +111,7 @@ class ReadFile:
         else:
             done = None
             if INLINE_READ_MAX:
-                done = self._read(ctx.cwd, path, disp, offset, limit, user_limit, _NEVER, INLINE_READ_MAX)
+                done = self._read_small(ctx.cwd, path, disp, offset, limit, user_limit)
             if done is None:  # larger: on the tool pool, with its deadline and stop
                 done = await run_blocking(
                     lambda stop: self._read(ctx.cwd, path, disp, offset, limit, user_limit, stop),
@@ -119,55 +120,55 @@ class ReadFile:
             output, raw = done
         return ToolResult(output=output, locations=[{"path": str(path), "line": offset}], raw_output=raw)
 
-    @overload
     @staticmethod
     def _read(
         root: Path, path: Path, disp: str, offset: int, limit: int, user_limit: int | None,
         stop: threading.Event,
-    ) -> tuple[str, dict[str, Any]]: ...  # fmt: skip
-
-    @overload
-    @staticmethod
-    def _read(
-        root: Path, path: Path, disp: str, offset: int, limit: int, user_limit: int | None,
-        stop: threading.Event, at_most: int,
-    ) -> tuple[str, dict[str, Any]] | None: ...  # fmt: skip
-
-    @staticmethod
-    def _read(
-        root: Path,
-        path: Path,
-        disp: str,
-        offset: int,
-        limit: int,
-        user_limit: int | None,
-        stop: threading.Event,
-        at_most: int | None = None,
-    ) -> tuple[str, dict[str, Any]] | None:
-        """The read; with `at_most`, None (nothing read past its first `at_most` + 1 bytes)
-        for a file larger than that: the one read on the loop is bounded."""
-        try:
-            if path.is_dir():
-                raise ToolError(f"{disp} is a directory; use list_dir to see its contents")
-            with safefs.parent_dir(root, path, disp) as (dir_fd, name):
-                fd = safefs.open_for_read(dir_fd, name, disp)
-            with os.fdopen(fd, "rb") as fb:
-                if at_most is None:
-                    return _render(fb, lambda at, n: os.pread(fd, n, at), os.fstat(fd).st_size,
-                                   path, disp, offset, limit, user_limit, stop)  # fmt: skip
-                if os.fstat(fd).st_size > at_most:
-                    return None
-                data = fb.read(at_most + 1)  # all of it, at once (it may have grown since)
-                if len(data) > at_most:
-                    return None
-            return _render(io.BytesIO(data), lambda at, n: data[at : at + n], len(data),
+    ) -> tuple[str, dict[str, Any]]:  # fmt: skip
+        """The read on the tool pool: the descriptor read as the lines go, `stop` honoured."""
+        with _read_errors(disp), _opened(root, path, disp) as (fd, fb):
+            return _render(fb, lambda at, n: os.pread(fd, n, at), os.fstat(fd).st_size,
                            path, disp, offset, limit, user_limit, stop)  # fmt: skip
-        except FileNotFoundError:
-            raise ToolError(f"file not found: {disp}") from None
-        except UnicodeDecodeError:
-            raise ToolError(f"{disp} is not valid UTF-8 text (binary?); read_file only reads text") from None
-        except OSError as exc:
-            raise os_error("read", disp, exc) from None
+
+    @staticmethod
+    def _read_small(
+        root: Path, path: Path, disp: str, offset: int, limit: int, user_limit: int | None,
+    ) -> tuple[str, dict[str, Any]] | None:  # fmt: skip
+        """The read on the loop, bounded: None (nothing read past its first INLINE_READ_MAX
+        + 1 bytes) for a file larger than that, which is the pool's to read."""
+        with _read_errors(disp):
+            with _opened(root, path, disp) as (fd, fb):
+                if os.fstat(fd).st_size > INLINE_READ_MAX:
+                    return None
+                data = fb.read(INLINE_READ_MAX + 1)  # all of it, at once (it may have grown since)
+            if len(data) > INLINE_READ_MAX:
+                return None
+            return _render(io.BytesIO(data), lambda at, n: data[at : at + n], len(data),
+                           path, disp, offset, limit, user_limit, _NEVER)  # fmt: skip
+
+
+@contextmanager
+def _read_errors(disp: str) -> Iterator[None]:
+    """read_file's errors as the model reads them."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise ToolError(f"file not found: {disp}") from None
+    except UnicodeDecodeError:
+        raise ToolError(f"{disp} is not valid UTF-8 text (binary?); read_file only reads text") from None
+    except OSError as exc:
+        raise os_error("read", disp, exc) from None
+
+
+@contextmanager
+def _opened(root: Path, path: Path, disp: str) -> Iterator[tuple[int, BinaryIO]]:
+    """`path` opened for reading below `root` (no symlink out of it): its descriptor and file."""
+    if path.is_dir():
+        raise ToolError(f"{disp} is a directory; use list_dir to see its contents")
+    with safefs.parent_dir(root, path, disp) as (dir_fd, name):
+        fd = safefs.open_for_read(dir_fd, name, disp)
+    with os.fdopen(fd, "rb") as fb:
+        yield fd, fb
 
 
 def _render(
