@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from agentd.core import EndReason, Message, OutcomeKind, Reason
@@ -110,6 +111,10 @@ class LiveTools:
     servers: frozenset[str]
 
 
+NO_SERVERS: frozenset[str] = frozenset()
+NO_LIVE_TOOLS = LiveTools(MappingProxyType({}), NO_SERVERS)  # a session without MCP connections
+
+
 @dataclass
 class ReminderMemory:
     """Per session, in memory: what the model has been told (a restart forgets it, and so do
@@ -150,8 +155,9 @@ def opening_reminders(state: OpeningState) -> tuple[Reminder, ...]:
     workflow state, interruption); each only when there is something to say. A tool set that
     changed since the last request follows the MCP reminder (which covers it when it fires)."""
     out: list[Reminder] = []
-    servers = {s.name: s for s in state.mcp_servers}
-    if set(servers) != set(state.mcp_announced):
+    # (no server now nor announced — most sessions — is no change: not a dict and two sets built)
+    servers = {s.name: s for s in state.mcp_servers} if state.mcp_servers or state.mcp_announced else {}
+    if servers.keys() != state.mcp_announced:
         lines = [f"- {s.name}: {_names(s.tools) or 'no tools'}" for s in state.mcp_servers]
         gone = sorted(set(state.mcp_announced) - set(servers))
         text = "MCP servers connected to this session and their tools:\n" + "\n".join(lines) if lines else ""
