@@ -107,10 +107,12 @@ class SessionLoopState:
         *,
         plan_mode: bool,
         mcp: McpConnections | None,
+        prompt: str | None = None,
     ) -> None:
         """001's L2: "注入一批 reminder（MCP、plan mode、任务恢复、workflow 状态、中断提示等）" then
         "把用户消息写进 ChatState" — the reminders as one user message, then the prompt (whose
-        turn's messages begin at `index`); `ctx.opening` records it."""
+        turn's messages begin at `index`); `ctx.opening` records it. `prompt`: the blocks'
+        text when the caller has it already (`prompt_text(blocks)`)."""
         tools = frozenset(ctx.tools)
         state = self._opening_state(ctx, tools, plan_mode, mcp)
         reminders = opening_reminders(state)
@@ -123,7 +125,8 @@ class SessionLoopState:
         memory.mcp_announced = frozenset(s.name for s in servers) if servers else NO_SERVERS
         memory.previous_end = PreviousEnd.NORMAL  # told once
         memory.seen_tools = tools  # told too (or the first request shows them): L3 says no more
-        prompt = prompt_text(blocks)
+        if prompt is None:
+            prompt = prompt_text(blocks)
         ctx.conversation.append(Message.user(prompt, prompt_images(blocks)))
         ctx.opening = TurnOpening(prompt, prompt_id, index, reminders, told_before)
 

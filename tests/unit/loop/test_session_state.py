@@ -128,3 +128,18 @@ def test_the_task_tool_is_made_once_and_bound_to_each_turn() -> None:
     fourth = context([])
     state.equip(fourth, available, allowed=lambda name: True)  # other agents: a new one
     assert fourth.tools[TASK_TOOL].parameters["properties"]["agent"]["enum"] == ["helper", "other"]
+
+
+def test_an_opening_takes_the_prompts_text_when_the_caller_has_it() -> None:
+    """The launch read the blocks' text already (to classify the entry): the opening takes it
+    as it is — after the reminders, whatever they say — and reads the blocks when not given."""
+    state = loop_state()
+    state.cut_off()  # a reminder to open with
+    messages: list[Message] = []
+    ctx = context(messages)
+    state.open_turn(ctx, [TextContent(text="go on")], "p1", 0, plan_mode=True, mcp=None, prompt="go on")
+    assert messages[1].content == "go on" and ctx.opening is not None and ctx.opening.prompt == "go on"
+    assert "Plan mode is on" in messages[0].content
+    again: list[Message] = []
+    state.open_turn(context(again), [TextContent(text="from the blocks")], "p2", 0, plan_mode=True, mcp=None)
+    assert [m.content for m in again][-1] == "from the blocks"
