@@ -62,7 +62,7 @@ class AgentDefinition:
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def allows_tool(self, name: str) -> bool:
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.denied_tools):
+        if self.denied_tools and any(fnmatch.fnmatchcase(name, p) for p in self.denied_tools):
             return False
         return self.tools is None or name in self.tools
 

@@ -102,6 +102,8 @@ class EarlierTasks:
         return [e.completion for e in self._tasks.values() if not e.reported]
 
     def take_completions(self) -> list[TaskCompletion]:
+        if not self._tasks:
+            return []  # (`unreported`'s own check, without its call: asked every round)
         out = self.unreported()
         for c in out:
             self._tasks[c.task_id].reported = True

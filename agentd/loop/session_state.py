@@ -27,6 +27,8 @@ from agentd.loop.retry import RetryState
 from agentd.loop.subagents import TASK_TOOL, SubagentLimits, Subagents
 from agentd.loop.turn import run_turn
 from agentd.loop.turn_reminders import (
+    NO_LIVE_TOOLS,
+    NO_SERVERS,
     LiveTools,
     McpServerState,
     OpeningState,
@@ -105,21 +107,26 @@ class SessionLoopState:
         *,
         plan_mode: bool,
         mcp: McpConnections | None,
+        prompt: str | None = None,
     ) -> None:
         """001's L2: "注入一批 reminder（MCP、plan mode、任务恢复、workflow 状态、中断提示等）" then
         "把用户消息写进 ChatState" — the reminders as one user message, then the prompt (whose
-        turn's messages begin at `index`); `ctx.opening` records it."""
+        turn's messages begin at `index`); `ctx.opening` records it. `prompt`: the blocks'
+        text when the caller has it already (`prompt_text(blocks)`)."""
         tools = frozenset(ctx.tools)
         state = self._opening_state(ctx, tools, plan_mode, mcp)
         reminders = opening_reminders(state)
         if (text := opening_message(reminders)) is not None:
             ctx.conversation.append(reminder_message(text))
         memory = self.reminders
-        told_before = memory.copy()
-        memory.mcp_announced = frozenset(s.name for s in state.mcp_servers)
+        # What a prompt hook's block restores (`_open_turn`): no hook, no block, no copy.
+        told_before = memory.copy() if ctx.prompt_hooks else None
+        servers = state.mcp_servers
+        memory.mcp_announced = frozenset(s.name for s in servers) if servers else NO_SERVERS
         memory.previous_end = PreviousEnd.NORMAL  # told once
         memory.seen_tools = tools  # told too (or the first request shows them): L3 says no more
-        prompt = prompt_text(blocks)
+        if prompt is None:
+            prompt = prompt_text(blocks)
         ctx.conversation.append(Message.user(prompt, prompt_images(blocks)))
         ctx.opening = TurnOpening(prompt, prompt_id, index, reminders, told_before)
 
@@ -143,7 +150,7 @@ class SessionLoopState:
             mcp_announced=memory.mcp_announced,
             previous_end=memory.previous_end,
             goal=(goal.objective, goal.status.value) if goal is not None else None,
-            open_todos=tuple(e["content"] for e in ctx.todos.unfinished()),
+            open_todos=tuple(e["content"] for e in todos) if (todos := ctx.todos.unfinished()) else (),
             tools=tools,
             seen_tools=memory.seen_tools,
         )
@@ -163,7 +170,7 @@ class SessionLoopState:
         def now() -> LiveTools:
             connections = mcp()
             if connections is None:
-                return LiveTools({}, frozenset())
+                return NO_LIVE_TOOLS  # (read only: one for every round of every session)
             return LiveTools(dict(connections.tools), frozenset(spec.name for spec in connections.specs))
 
         return now

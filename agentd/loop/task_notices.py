@@ -14,22 +14,19 @@ died with an earlier server process are announced here too (as `interrupted`,
 
 from __future__ import annotations
 
-from agentd.core import CompletionSource, Message, TaskCompletion, render_reminder
+from agentd.core import Message, TaskCompletion, render_reminder
 from agentd.loop.context import TurnContext
 
 
-def _sources(ctx: TurnContext) -> list[CompletionSource]:
-    # Background shell tasks and background sub-agents (R-T11), which only the session's
-    # agent hears about (a child has no background of its own).
-    sources: list[CompletionSource] = [ctx.background] if ctx.background is not None else []
-    if ctx.subagents is not None and ctx.depth == 0:
-        sources.append(ctx.subagents)
-    return sources
-
-
 def drain_task_notices(ctx: TurnContext) -> list[TaskCompletion]:
-    """Append one reminder for the tasks that finished unseen; returns them (maybe none)."""
-    done = [c for source in _sources(ctx) for c in source.take_completions()]
+    """Append one reminder for the tasks that finished unseen; returns them (maybe none).
+    Background shell tasks and background sub-agents (R-T11), which only the session's
+    agent hears about (a child has no background of its own). Asked before every sampling
+    round: each source answers "none" without building anything (most turns have none)."""
+    background, subagents = ctx.background, ctx.subagents
+    done = background.take_completions() if background is not None else []
+    if subagents is not None and ctx.depth == 0 and (children := subagents.take_completions()):
+        done = [*done, *children]
     if done:
         ctx.conversation.append(Message.user(render_reminder(done)))
     return done

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from agentd.core import EndReason, Message, OutcomeKind, Reason
@@ -110,6 +111,10 @@ class LiveTools:
     servers: frozenset[str]
 
 
+NO_SERVERS: frozenset[str] = frozenset()
+NO_LIVE_TOOLS = LiveTools(MappingProxyType({}), NO_SERVERS)  # a session without MCP connections
+
+
 @dataclass
 class ReminderMemory:
     """Per session, in memory: what the model has been told (a restart forgets it, and so do
@@ -150,10 +155,11 @@ def opening_reminders(state: OpeningState) -> tuple[Reminder, ...]:
     workflow state, interruption); each only when there is something to say. A tool set that
     changed since the last request follows the MCP reminder (which covers it when it fires)."""
     out: list[Reminder] = []
-    servers = {s.name: s for s in state.mcp_servers}
-    if set(servers) != set(state.mcp_announced):
+    # (no server now nor announced — most sessions — is no change: no set built to say so)
+    named = {s.name for s in state.mcp_servers} if state.mcp_servers or state.mcp_announced else None
+    if named is not None and named != state.mcp_announced:
         lines = [f"- {s.name}: {_names(s.tools) or 'no tools'}" for s in state.mcp_servers]
-        gone = sorted(set(state.mcp_announced) - set(servers))
+        gone = sorted(state.mcp_announced - named)
         text = "MCP servers connected to this session and their tools:\n" + "\n".join(lines) if lines else ""
         if gone:
             text += ("\n" if text else "") + f"No longer connected (their tools are gone): {', '.join(gone)}."

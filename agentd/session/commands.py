@@ -14,7 +14,7 @@ from agentd.protocol import ContentBlock
 from agentd.session.sinks import FrameSink
 
 if TYPE_CHECKING:  # the loop and MCP load with the first session (issue 14: idle memory)
-    from agentd.core import TurnOutcome
+    from agentd.core import TurnEnded, TurnOutcome
     from agentd.session.eventlog import Subscriber
     from agentd.tools import McpConnections
 
@@ -26,6 +26,9 @@ class PromptDone:
     prompt_id: str
     turn_id: str | None
     outcome: TurnOutcome
+    # The turn's `turn_ended` update as logged, when it was logged for this outcome: the
+    # answer is rendered from it, not from a second one built alike (`ended_turn`).
+    ended: TurnEnded | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

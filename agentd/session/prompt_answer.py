@@ -10,5 +10,8 @@ from agentd.session.eventlog import turn_ended
 
 
 def ended_turn(done: PromptDone) -> TurnEnded:
-    """The `turn_ended` update of the prompt's turn (no session usage: not answered)."""
+    """The `turn_ended` update of the prompt's turn: as logged, when the turn's end logged
+    one for this outcome; else made alike (no session usage: not answered)."""
+    if done.ended is not None:
+        return done.ended
     return turn_ended(done.turn_id or "", done.prompt_id, done.outcome, None, {})

@@ -28,6 +28,7 @@ from agentd.core import (
     LocalCommandReason,
     OutcomeKind,
     SessionInfoChanged,
+    TurnEnded,
     TurnOutcome,
     TurnStarted,
     UserMessage,
@@ -92,6 +93,7 @@ class RunningTurn:
     task: asyncio.Task[None]
     ctx: TurnContext
     outcome: TurnOutcome | None = None
+    ended: TurnEnded | None = None  # `outcome`'s `turn_ended` update, as logged
     cancelled_by: EndReason | None = None  # who set `cancel` when it was not a user (e.g. shutdown)
 
     @property
@@ -273,17 +275,25 @@ def launch(actor: TurnHost, queued: QueuedPrompt, turn_id: str) -> RunningTurn:
     # A wake turn (wake.py) has no text of its own: the task's reminder is its first input.
     woken = cmd.source is PromptSource.TASK_NOTIFICATION
     skills = actor.services.kit.skills
-    plan = PLAIN if woken else classify(queued.kind, prompt_text(cmd.blocks), skills)
+    text = None if woken else prompt_text(cmd.blocks)
+    plan = PLAIN if text is None else classify(queued.kind, text, skills)
     before = len(actor.conversation)  # where a rewind of this turn cuts the conversation
     queued.kind = plan.kind
     if plan.expanded is not None:
         cmd.blocks = [TextContent(text=plan.expanded)]
+        text = None  # (the opening reads the new blocks)
     ctx = build_context(actor, turn_id, queued)  # its tools are what the opening tells of
     if plan.shown_to_clients and not woken:
         _announce_prompt(actor, queued)
         if plan.joins_conversation:
             actor.loop_state.open_turn(
-                ctx, queued.command.blocks, queued.id, before, plan_mode=actor.plan_mode, mcp=actor.mcp
+                ctx,
+                queued.command.blocks,
+                queued.id,
+                before,
+                plan_mode=actor.plan_mode,
+                mcp=actor.mcp,
+                prompt=text,
             )
     rewindable = plan.local is None and queued.kind is not QueueKind.COMPACT
     _announce_turn(actor, turn_id, queued, before if rewindable else None)
@@ -366,7 +376,7 @@ def answer_turn(turn: RunningTurn, failed: Exception | None) -> list[QueuedPromp
     how it ended — or `failed`; returns the input it never drained as new prompts, in
     the order they must run (for `extendleft`: last first)."""
     outcome = turn.outcome or TurnOutcome(OutcomeKind.INTERRUPTED, reason=EndReason.SERVER_SHUTDOWN)
-    result = PromptDone(turn.prompt.id, turn.id, outcome)
+    result = PromptDone(turn.prompt.id, turn.id, outcome, turn.ended if turn.outcome is not None else None)
     turn.prompt.result = result
     for done in (turn.prompt.command.reply, *turn.prompt.waiters):
         if not done.done():

@@ -131,7 +131,7 @@ def wake_state(actor: WakeHost) -> WakeState:
         turn_running=actor.running is not None,
         queued=len(actor.queue),
         stopping=actor.stop_state.stopping,
-        news=sum(1 for c in unseen if c.end.on_its_own),
+        news=sum(1 for c in unseen if c.end.on_its_own) if unseen else 0,
         streak=actor.wake.count,
         cap=settings.wake_max_consecutive,
         paused=actor.wake.paused,

@@ -174,8 +174,9 @@ class Stationarity:
         """Record one step; return the decision it triggers, if any."""
         if not step_calls:
             # A step without tool calls breaks the run of consecutive identical calls (the
-            # model answered in text); the next tool step starts a new streak.
-            self.reset()
+            # model answered in text); the next tool step starts a new streak. (`reset`, written
+            # out: every step that ends a turn gets here)
+            self.last_signature, self.count, self.noop = None, 0, False
             return None
         signature = step_signature(step_calls, self.noop_tools)
         if signature == self.last_signature:

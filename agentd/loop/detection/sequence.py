@@ -108,7 +108,9 @@ class CycleDetector:
     def observe(self, step_calls: list[ToolCall]) -> LoopVerdict | None:
         """Record one step (before its tools run); a stop verdict when it closes a cycle."""
         if not step_calls:
-            self.reset()  # an answer in text breaks the sequence, as for stationarity
+            # An answer in text breaks the sequence, as for stationarity (`reset` without its
+            # call: every step that ends a turn gets here).
+            self.signatures.clear()
             return None
         self.signatures.append(step_signature(step_calls, self.noop_tools))
         while len(self.signatures) > self.limits.cycle_window:

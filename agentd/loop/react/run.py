@@ -69,16 +69,22 @@ def refresh_toolset(ctx: TurnContext, state: TurnState) -> None:
     servers = None
     if ctx.live_tools is not None:
         live = ctx.live_tools()
-        ctx.tools = with_live_tools(ctx.tools, ctx.live_names, live.tools)
-        ctx.live_names = frozenset(live.tools)
+        live_tools = live.tools
+        # No MCP tool in the turn's set nor now (most sessions): the set is as it was, not
+        # rebuilt each round.
+        if live_tools or ctx.live_names:
+            ctx.tools = with_live_tools(ctx.tools, ctx.live_names, live_tools)
+            ctx.live_names = frozenset(live_tools)
         servers = live.servers
     current = frozenset(ctx.tools)
-    reminder = toolset_reminder(ctx.reminders.seen_tools, current)
-    if reminder is not None:
-        ctx.conversation.append(reminder_message(reminder.render()))
-        state.reminders.append(reminder.as_data())
-        if servers is not None:  # told: the next turn's opening need not announce them again
-            ctx.reminders.mcp_announced = servers
+    seen = ctx.reminders.seen_tools
+    if seen is not None and seen != current:  # (`toolset_reminder`'s "no change", without its call)
+        reminder = toolset_reminder(seen, current)
+        if reminder is not None:
+            ctx.conversation.append(reminder_message(reminder.render()))
+            state.reminders.append(reminder.as_data())
+            if servers is not None:  # told: the next turn's opening need not announce them again
+                ctx.reminders.mcp_announced = servers
     ctx.reminders.seen_tools = current
 
 

@@ -173,6 +173,8 @@ class Subagents:
 
     def live_from(self, turn_id: str) -> bool:
         """A background child started by `turn_id` (or by one of its children) still runs."""
+        if not self._children:
+            return False  # asked at every turn's end; most sessions started no sub-agent
         return any(
             c.background
             and not c.done
@@ -401,9 +403,13 @@ class Subagents:
 
     def unreported(self) -> list[TaskCompletion]:
         """Background children that ended and whose end the model has not seen yet."""
+        if not self._children:
+            return []  # (`_unreported`'s own check, without its calls: asked at every turn's end)
         return [self.completion(c.id) for c in self._unreported()]
 
     def take_completions(self) -> list[TaskCompletion]:
+        if not self._children:
+            return []  # (likewise: asked before every sampling round)
         out: list[TaskCompletion] = []
         for child in self._unreported():
             child.reported = True

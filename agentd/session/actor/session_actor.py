@@ -316,18 +316,21 @@ class SessionActor:
         self.queue.extendleft(answer_turn(turn, failed))
 
     def record_turn_end(self, turn_id: str, queued: QueuedPrompt, outcome: TurnOutcome) -> None:
-        if self._turn is not None and self._turn.id == turn_id:
-            if self._turn.outcome is not None:
+        turn = self._turn
+        if turn is not None and turn.id == turn_id:
+            if turn.outcome is not None:
                 return
-            cancelled_by = self._turn.cancelled_by
+            cancelled_by = turn.cancelled_by
             by_user = outcome.kind is OutcomeKind.CANCELLED and outcome.reason == EndReason.USER_CANCELLED
             if cancelled_by and by_user:
                 outcome = dataclasses.replace(outcome, reason=cancelled_by)  # it was not the user
-            self._turn.outcome = outcome
+            turn.outcome = outcome
+        else:
+            turn = None
         if queued.kind in (QueueKind.PROMPT, QueueKind.BANG):  # what the next turn opens with
             self.loop_state.turn_ended(outcome)
         meta = queued.command.meta  # (most prompts carry none: no look-ups then)
-        self.journal.emit_turn_ended(
+        ended = self.journal.emit_turn_ended(
             turn_id,
             queued.id,
             outcome,
@@ -336,6 +339,8 @@ class SessionActor:
             conversation=self.conversation,
             request_digest=request_digest_of(meta) if meta else None,
         )
+        if turn is not None:
+            turn.ended = ended  # its prompt's answer is rendered from it
 
     def end_killed_turn(self, turn_id: str, queued: QueuedPrompt) -> None:
         """The turn's task was killed (shutdown grace exceeded): its tool calls end failed

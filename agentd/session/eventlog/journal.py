@@ -316,9 +316,10 @@ class Journal:
         usage: UsageLedger,
         conversation: Conversation,
         request_digest: str | None = None,
-    ) -> None:
+    ) -> TurnEnded:
         """The turn's end, after any message it left cut off mid-stream (durably, first);
-        the turn's usage joins the session's ledger."""
+        the turn's usage joins the session's ledger. Returns the update (its prompt's answer
+        is rendered from it: `agentd/session/prompt_answer.py`)."""
         self.finish_interrupted_messages(list(self.partial.items()), conversation)
         spent = "usage" in outcome.turn
         if spent:
@@ -327,3 +328,4 @@ class Journal:
         fields = {"usage": session_usage} if spent else None  # in the turn's end's own commit
         ended = turn_ended(turn_id, prompt_id, outcome, request_id, session_usage, request_digest)
         self.emit(ended, session_fields=fields)
+        return ended

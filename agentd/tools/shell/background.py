@@ -233,6 +233,8 @@ class BackgroundTasks:
 
     def unreported(self) -> list[TaskCompletion]:
         """Finished tasks (of this life and earlier ones) the model has not seen yet."""
+        if not self._tasks:  # asked at every turn's end (wake.py); most sessions run none
+            return self.earlier.unreported()
         mine = [self.completion(t.id) for t in self._tasks.values() if t.done and not t.reported]
         return [*self.earlier.unreported(), *mine]
 
@@ -240,6 +242,8 @@ class BackgroundTasks:
         """Finished tasks not yet announced, each handed out once. A task whose end the
         model already saw through `wait` / `task_output` is not announced again."""
         out = self.earlier.take_completions()
+        if not self._tasks:  # asked before every sampling round; most sessions run none
+            return out
         for t in self._tasks.values():
             if t.done and not t.reported:
                 t.reported = True  # announced: never again, and `wait` for any task skips it

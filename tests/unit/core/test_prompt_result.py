@@ -4,6 +4,10 @@ event render the same result."""
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
 import orjson
 
 from agentd.core import (
@@ -18,9 +22,11 @@ from agentd.core import (
     prompt_result,
 )
 from agentd.core.errors import ErrorKind, HarnessError
-from agentd.session.commands import PromptDone
+from agentd.session.commands import Prompt, PromptDone
 from agentd.session.eventlog.journal import turn_ended
 from agentd.session.prompt_answer import ended_turn
+from agentd.session.queue import QueuedPrompt
+from agentd.session.turn_launch import answer_turn
 
 
 def test_the_direct_answer_and_the_stored_turn_end_render_the_same_result() -> None:
@@ -64,3 +70,44 @@ def test_a_failed_turn_is_answered_with_its_error() -> None:
     assert message == "The turn failed: down"
     assert data == {"kind": "network", "promptId": "p2", "outcome": "failed", "reason": "network"}
     assert orjson.loads(orjson.dumps(data)) == data
+
+
+def test_the_logged_turn_end_is_the_answer_and_renders_as_one_made_alike() -> None:
+    """The session answers from the `turn_ended` update its journal logged (no second one
+    made per prompt); its session usage and request id are not part of any answer."""
+    outcome = TurnOutcome(OutcomeKind.COMPLETED, turn={"usage": {"calls": 2}})
+    logged = turn_ended("turn_3", "p3", outcome, "r3", {"calls": 40}, "digest")
+    direct = ended_turn(PromptDone("p3", "turn_3", outcome, logged))
+    assert direct is logged
+    made = ended_turn(PromptDone("p3", "turn_3", outcome))
+    assert made is not logged
+    assert prompt_result(direct) == prompt_result(made)
+    assert enqueue_result(direct) == enqueue_result(made)
+    failed = TurnOutcome.failed(HarnessError(ErrorKind.NETWORK, "down"))
+    logged_failure = turn_ended("turn_4", "p4", failed, None, {})
+    assert prompt_failure(ended_turn(PromptDone("p4", "turn_4", failed, logged_failure))) == prompt_failure(
+        ended_turn(PromptDone("p4", "turn_4", failed))
+    )
+
+
+async def test_a_turns_answer_carries_its_logged_end_only_once_it_recorded_one() -> None:
+    loop = asyncio.get_running_loop()
+
+    def turn(outcome: TurnOutcome | None, ended: TurnEnded | None) -> Any:
+        prompt = QueuedPrompt("p5", Prompt([], loop.create_future()))
+        ctx = SimpleNamespace(take_interjections=list)
+        return SimpleNamespace(id="turn_5", prompt=prompt, outcome=outcome, ended=ended, ctx=ctx)
+
+    outcome = TurnOutcome(OutcomeKind.COMPLETED)
+    logged = turn_ended("turn_5", "p5", outcome, None, {})
+    recorded = turn(outcome, logged)
+    answer_turn(recorded, None)
+    done = recorded.prompt.command.reply.result()
+    assert done.ended is logged and ended_turn(done) is logged
+
+    # Killed before its end was recorded: answered as interrupted, never with an end of
+    # another outcome.
+    unrecorded = turn(None, logged)
+    answer_turn(unrecorded, None)
+    done = unrecorded.prompt.command.reply.result()
+    assert done.ended is None and ended_turn(done).outcome == "interrupted"

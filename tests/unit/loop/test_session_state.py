@@ -42,7 +42,7 @@ def test_a_prompt_opens_with_its_reminders_then_the_prompt() -> None:
     state = loop_state()
     state.cut_off()  # the server died mid-turn
     messages: list[Message] = []
-    ctx = context(messages, goal=GoalState("ship it"))
+    ctx = context(messages, goal=GoalState("ship it"), prompt_hooks=[object()])
     ctx.todos.replace([{"content": "write the changelog", "status": "pending"}])
 
     state.open_turn(ctx, [TextContent(text="go on")], "prompt-1", 0, plan_mode=True, mcp=None)
@@ -64,6 +64,23 @@ def test_a_prompt_opens_with_its_reminders_then_the_prompt() -> None:
     assert opening.told_before is not None and opening.told_before.previous_end is PreviousEnd.CUT_OFF
     assert state.reminders.previous_end is PreviousEnd.NORMAL
     assert state.reminders.seen_tools == frozenset({"bash"})
+
+
+def test_an_opening_keeps_what_was_told_before_only_for_a_prompt_hook_to_restore() -> None:
+    """Only a prompt hook can block a prompt (`_open_turn`): without one there is nothing to
+    restore and no copy; with one, the copy is the memory as it was before this opening."""
+    state = loop_state()
+    state.cut_off()
+    plain = context([])
+    state.open_turn(plain, [TextContent(text="go")], "p1", 0, plan_mode=False, mcp=None)
+    assert plain.opening is not None and plain.opening.told_before is None
+    assert state.reminders.previous_end is PreviousEnd.NORMAL  # told all the same
+
+    state.cut_off()
+    hooked = context([], prompt_hooks=[object()])
+    state.open_turn(hooked, [TextContent(text="go")], "p2", 0, plan_mode=False, mcp=None)
+    assert hooked.opening is not None and hooked.opening.told_before is not None
+    assert hooked.opening.told_before.previous_end is PreviousEnd.CUT_OFF
 
 
 def test_the_next_opening_says_how_the_last_turn_ended() -> None:
@@ -111,3 +128,18 @@ def test_the_task_tool_is_made_once_and_bound_to_each_turn() -> None:
     fourth = context([])
     state.equip(fourth, available, allowed=lambda name: True)  # other agents: a new one
     assert fourth.tools[TASK_TOOL].parameters["properties"]["agent"]["enum"] == ["helper", "other"]
+
+
+def test_an_opening_takes_the_prompts_text_when_the_caller_has_it() -> None:
+    """The launch read the blocks' text already (to classify the entry): the opening takes it
+    as it is — after the reminders, whatever they say — and reads the blocks when not given."""
+    state = loop_state()
+    state.cut_off()  # a reminder to open with
+    messages: list[Message] = []
+    ctx = context(messages)
+    state.open_turn(ctx, [TextContent(text="go on")], "p1", 0, plan_mode=True, mcp=None, prompt="go on")
+    assert messages[1].content == "go on" and ctx.opening is not None and ctx.opening.prompt == "go on"
+    assert "Plan mode is on" in messages[0].content
+    again: list[Message] = []
+    state.open_turn(context(again), [TextContent(text="from the blocks")], "p2", 0, plan_mode=True, mcp=None)
+    assert [m.content for m in again][-1] == "from the blocks"
