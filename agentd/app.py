@@ -196,7 +196,11 @@ def create_app(
 
         trimmer = asyncio.create_task(
             run_trimmer(
-                settings.memory_trim_s, lambda: manager.unloaded, manager.released, release_when_idle
+                settings.memory_trim_s,
+                lambda: manager.unloaded,
+                manager.released,
+                release_when_idle,
+                activity=lambda: writer.commits,  # no trim (nor its collection) mid-load
             ),
             name="memory-trim",
         )

@@ -7,6 +7,13 @@ full garbage collection, so cycles holding big buffers go first — when the res
 grew since the last time it asked (or since its lowest reading after that), and when
 sessions were unloaded since (`released`: an eviction after a load frees its sessions'
 state, which no growth would ever reveal: freed memory does not show until trimmed).
+
+Not while the server works, though: during a load its growth is memory in use (the loaded
+sessions, their histories), which a trim cannot give back, and the full collection before
+it stalls the event loop mid-turn for a whole big heap (90 ms for the 114,000 objects of
+300 loaded sessions; issue 32 item 1: 2.5 % of the loop's samples over a steady run of
+trivial turns). So a trim that is due waits until the server has been quiet (no commit)
+for a tick, or for BUSY_WAIT_MAX_S at most under a load that never ends.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ GROWTH_TRIGGER = 16 * 2**20  # bytes of growth since the last trim worth a new o
 # Sessions unloaded since the last trim: a trim at most this often for them (each is a full
 # collection; a steady trickle of evictions must not turn into a collection every tick).
 RELEASE_TRIM_EVERY_S = 30.0
+# A trim that is due waits for the server to go quiet (no commit for `quiet_s`), but no
+# longer than this under a load that never stops: at most one full collection this often.
+BUSY_WAIT_MAX_S = 300.0
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 # glibc gives each thread that allocates its own arena (up to 8 per core); the database
 # driver's and the tools' threads then each keep their own high-water mark of freed memory.
@@ -100,11 +110,41 @@ def should_trim(last: int, now: int, *, released: int = 0, since_trim_s: float =
     return now - last >= GROWTH_TRIGGER or (released > 0 and since_trim_s >= RELEASE_TRIM_EVERY_S)
 
 
+def may_trim(*, quiet_for_s: float | None, quiet_s: float, waited_s: float) -> bool:
+    """Whether a trim that is due may run now: the server did no work (no commit) for the
+    last `quiet_for_s` seconds (None: it worked since the last look), `quiet_s` or more; or
+    the trim has waited `waited_s` for that, BUSY_WAIT_MAX_S or more."""
+    return (quiet_for_s is not None and quiet_for_s >= quiet_s) or waited_s >= BUSY_WAIT_MAX_S
+
+
+class _Quiet:
+    """How long the server has done no work, as told by `activity()` (a count that moves
+    while it works: the event writer's commits) read at each look: None when it moved since
+    the last look, else the time since the look that saw it move (the work may have been
+    anywhere in the span before that look)."""
+
+    def __init__(self, activity: Callable[[], int] | None, at: float) -> None:
+        self._activity = activity
+        self._seen = activity() if activity is not None else 0
+        self._since = at
+
+    def for_s(self, at: float) -> float | None:
+        if self._activity is None:
+            return float("inf")  # nothing to tell: always quiet (the behaviour before)
+        seen = self._activity()
+        if seen != self._seen:
+            self._seen, self._since = seen, at
+            return None
+        return at - self._since
+
+
 async def run_trimmer(
     interval_s: float,
     unloaded: Callable[[], int] | None = None,
     wake: asyncio.Event | None = None,
     release: Callable[[], Awaitable[bool]] | None = None,
+    activity: Callable[[], int] | None = None,
+    quiet_s: float | None = None,
 ) -> None:
     """Every `interval_s`: if the process grew by GROWTH_TRIGGER since the last trim, or
     sessions were unloaded since (`unloaded()`: how many ever were), collect and trim (off
@@ -113,7 +153,10 @@ async def run_trimmer(
     sessions goes back within the minute after a load (issue 32 item 3). `release()`, asked
     after sessions were unloaded, lets go of what the load kept pooled (connections) once
     the last session is gone and says whether it did: that trims at once, whatever the rate
-    limit (a wave is often unloaded over two sweeps: the last one's trim came 30 s late)."""
+    limit (a wave is often unloaded over two sweeps: the last one's trim came 30 s late).
+    `activity()`, a count that moves while the server works (the event writer's commits):
+    a trim for growth or unloads waits until it has not moved for `quiet_s` (default
+    `interval_s`: a tick; a load's end is trimmed within two ticks), BUSY_WAIT_MAX_S at most."""
     if interval_s <= 0:
         return
     loop = asyncio.get_running_loop()
@@ -121,6 +164,9 @@ async def run_trimmer(
     count = unloaded or (lambda: 0)
     unloaded_at_trim, trimmed_at = count(), loop.time()
     unloaded_at_release = unloaded_at_trim
+    quiet = _Quiet(activity, trimmed_at)
+    quiet_s = interval_s if quiet_s is None else quiet_s
+    due_at: float | None = None  # when a trim waiting for the server to go quiet came due
     while True:
         await _tick(interval_s, wake)
         now = rss_bytes()
@@ -133,14 +179,21 @@ async def run_trimmer(
                 went_idle = await release()
             except Exception:  # never let housekeeping take the server down
                 log.exception("releasing idle connections failed")
-        if not went_idle and not should_trim(
-            last, now, released=released, since_trim_s=loop.time() - trimmed_at
-        ):
-            # A shrink lowers the mark, so later growth is measured from the low point. A
-            # shrink itself is no reason to trim: measured after a flood, trims on shrinks
-            # gave back 2-5 MiB more at best, and on a big heap each costs a full collection.
-            last = min(last, now)
-            continue
+        at = loop.time()
+        quiet_for_s = quiet.for_s(at)
+        if not went_idle:
+            if not should_trim(last, now, released=released, since_trim_s=at - trimmed_at):
+                # A shrink lowers the mark, so later growth is measured from the low point. A
+                # shrink itself is no reason to trim: measured after a flood, trims on shrinks
+                # gave back 2-5 MiB more at best, and on a big heap each costs a full collection.
+                last = min(last, now)
+                due_at = None
+                continue
+            if due_at is None:
+                due_at = at
+            if not may_trim(quiet_for_s=quiet_for_s, quiet_s=quiet_s, waited_s=at - due_at):
+                continue  # the server works: its growth is in use; the collection would stall it
+        due_at = None
         try:
             gc.collect()
             if _TRIM is not None:

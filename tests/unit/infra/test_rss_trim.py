@@ -1,6 +1,8 @@
 """The trimmer's decision (agentd/infra/rss_trim.py): trim on growth of GROWTH_TRIGGER or more since
 the mark, never on a shrink or a smaller change; and after sessions were unloaded (their
-freed state shows only once trimmed), at most every RELEASE_TRIM_EVERY_S."""
+freed state shows only once trimmed), at most every RELEASE_TRIM_EVERY_S; either only once the
+server has done no work for a while (its growth mid-load is memory in use, and the collection
+would stall the loop mid-turn), or after BUSY_WAIT_MAX_S under a load that never ends."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from agentd.infra.rss_trim import GROWTH_TRIGGER, RELEASE_TRIM_EVERY_S, should_trim
+from agentd.infra.rss_trim import BUSY_WAIT_MAX_S, GROWTH_TRIGGER, RELEASE_TRIM_EVERY_S, may_trim, should_trim
 
 MIB = 2**20
 BASE = 100 * MIB
@@ -276,3 +278,112 @@ async def _unloads_wake_the_trimmer(
         await asyncio.wait_for(until.wait(), 30)  # (a bound against a hang: the tick is an hour away)
     finally:
         task.cancel()
+
+
+@pytest.mark.parametrize(
+    ("quiet_for_s", "waited_s", "trim"),
+    [
+        (10.0, 0.0, True),  # quiet for the span asked
+        (None, 0.0, False),  # worked since the last look
+        (9.9, 0.0, False),  # work within the span: the load goes on
+        (0.0, BUSY_WAIT_MAX_S - 1, False),
+        (0.0, BUSY_WAIT_MAX_S, True),  # a load that never ends: one trim this often
+    ],
+)
+def test_may_trim(quiet_for_s: float | None, waited_s: float, trim: bool) -> None:
+    assert may_trim(quiet_for_s=quiet_for_s, quiet_s=10.0, waited_s=waited_s) is trim
+
+
+async def _looks_under_work(
+    monkeypatch: pytest.MonkeyPatch, counts: list[int], *, quiet_s: float, idle: bool | None = None
+) -> list[list[str]]:
+    """A trimmer (its tick an hour away) woken once per entry of `counts`, the activity count
+    it reads at that look, the process grown by GROWTH_TRIGGER since it started (and each
+    look after an unload when `idle` is not None: `release()` answering it): what it did at
+    each look."""
+    from agentd.infra import rss_trim
+
+    order: list[str] = []
+    looked = asyncio.Event()
+    current = [0]
+
+    def activity() -> int:
+        looked.set()  # the decision follows before the trimmer waits again
+        return current[0]
+
+    async def trim_apart(_fn: object) -> None:
+        order.append("trim")
+
+    async def release() -> bool:
+        assert idle is not None
+        return idle
+
+    sizes = iter([BASE])  # the start; every reading after it has grown
+    monkeypatch.setattr(rss_trim.gc, "collect", lambda: order.append("collect"))
+    monkeypatch.setattr(rss_trim, "_TRIM", lambda _pad: 0)
+    monkeypatch.setattr(rss_trim, "_trim_apart", trim_apart)
+    monkeypatch.setattr(rss_trim, "allocator_in_use", lambda: "pymalloc")
+    monkeypatch.setattr(rss_trim, "rss_bytes", lambda: next(sizes, BASE + rss_trim.GROWTH_TRIGGER))
+    unloaded, wake = [0], asyncio.Event()
+    task = asyncio.create_task(
+        rss_trim.run_trimmer(
+            3600.0, lambda: unloaded[0], wake, None if idle is None else release, activity, quiet_s=quiet_s
+        )
+    )
+    done: list[list[str]] = []
+    try:
+        await asyncio.wait_for(looked.wait(), 30)  # its first reading (a bound against a hang)
+        for count in counts:
+            looked.clear()
+            current[0] = count
+            unloaded[0] += idle is not None
+            wake.set()
+            await asyncio.wait_for(looked.wait(), 30)
+            done.append(order.copy())
+            order.clear()
+    finally:
+        task.cancel()
+    return done
+
+
+async def test_a_load_that_goes_on_is_not_trimmed_for_its_growth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits at every look: the growth is the load's memory in use, no collection mid-load."""
+    assert await _looks_under_work(monkeypatch, [1, 2, 3, 4], quiet_s=0.0) == [[], [], [], []]
+
+
+async def test_the_growth_is_trimmed_once_the_load_went_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert await _looks_under_work(monkeypatch, [1, 2, 2, 2], quiet_s=0.0) == [
+        [],
+        [],
+        ["collect", "trim"],
+        [],
+    ]
+
+
+async def test_quiet_means_quiet_for_the_whole_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A look soon after one that saw work (an eviction sweep's wake mid-load) is no quiet."""
+    assert await _looks_under_work(monkeypatch, [1, 1, 1], quiet_s=3600.0) == [[], [], []]
+
+
+async def test_a_load_that_never_ends_is_trimmed_after_the_longest_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentd.infra import rss_trim
+
+    monkeypatch.setattr(rss_trim, "BUSY_WAIT_MAX_S", 0.0)
+    assert await _looks_under_work(monkeypatch, [1, 2], quiet_s=3600.0) == [["collect", "trim"], []]
+
+
+async def test_unloads_under_a_load_wait_too_but_going_idle_trims_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sessions unloaded while others work: no trim (nor its collection) until quiet; the last
+    session gone (`release()` says idle) trims whatever the count did."""
+    from agentd.infra import rss_trim
+
+    monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
+    assert await _looks_under_work(monkeypatch, [1, 2], quiet_s=3600.0, idle=False) == [[], []]
+    assert await _looks_under_work(monkeypatch, [1, 2], quiet_s=3600.0, idle=True) == [
+        ["collect", "trim"],
+        ["collect", "trim"],
+    ]

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from agentd.store import sqlite_commit
 from agentd.store.db import Batch, Store
-from agentd.store.models import Base
+from agentd.store.models import Base, EventRow
 from tests.support.databases import event_write
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -103,3 +103,38 @@ def test_many_rows_go_through_one_executemany_in_their_order(tmp_path: Path) -> 
         rows = conn.exec_driver_sql("SELECT seq, payload FROM events ORDER BY id").all()
     assert rows == [(seq, f'{{"n":{seq}}}') for seq in range(1, n + 1)]
     engine.dispose()
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["isoformat", "processor"])
+@pytest.mark.parametrize(
+    "now",
+    [NOW, datetime(2026, 12, 3, 8, 0, 1, 5), datetime(2026, 12, 3, 8, 0), datetime(999, 1, 2, tzinfo=UTC)],
+    ids=["aware", "microseconds", "naive", "year-999"],
+)
+def test_the_commits_time_is_written_as_the_columns_own_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool, now: datetime
+) -> None:
+    """`datetime.isoformat` (FAST_TIME) writes the text SQLAlchemy's own DATETIME processor
+    writes: the general way and the readers see the same times."""
+    monkeypatch.setattr(sqlite_commit, "FAST_TIME", fast)
+    sqlite_commit._binds.cache_clear()
+    engine = _engine(tmp_path / "d.db")
+    try:
+        own = sqlite_commit._processor(engine.dialect, EventRow, "created_at")
+        assert (sqlite_commit._binds(engine.dialect).created_at is sqlite_commit._iso) is fast
+        with engine.connect() as conn:
+            assert sqlite_commit.commit(conn, [_turn(1, 0)], now)
+            events = conn.exec_driver_sql("SELECT DISTINCT created_at FROM events").all()
+            session = conn.exec_driver_sql("SELECT updated_at FROM sessions").all()
+        assert events == session == [(own(now),)]
+    finally:
+        sqlite_commit._binds.cache_clear()
+        engine.dispose()
+
+
+def test_a_column_stored_another_way_keeps_its_processor() -> None:
+    def other(value: datetime) -> str:
+        return value.strftime("%Y%m%d%H%M%S")
+
+    assert sqlite_commit._datetime_text(other) is other
+    assert sqlite_commit._datetime_text(lambda value: value.isoformat(" ")) is not sqlite_commit._iso
