@@ -145,9 +145,7 @@ async def run_trimmer(
             gc.collect()
             if _TRIM is not None:
                 await _trim_apart(_TRIM)
-                if went_idle and allocator_in_use() == "malloc" and drain_free_lists(loop):
-                    for _ in range(2):  # loop passes: uvloop frees cancelled timers at their close
-                        await asyncio.sleep(0)
+                if went_idle and allocator_in_use() == "malloc" and await drain_free_lists(loop):
                     await _trim_apart(_TRIM)  # the load's free-list objects, just let go
         except Exception:  # never let housekeeping take the server down
             log.exception("memory trim failed")

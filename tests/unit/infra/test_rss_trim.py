@@ -242,7 +242,12 @@ async def _going_idle_under(
     monkeypatch.setattr(rss_trim, "_TRIM", lambda _pad: 0)
     monkeypatch.setattr(rss_trim, "_trim_apart", trim_apart)
     monkeypatch.setattr(rss_trim, "allocator_in_use", lambda: allocator)
-    monkeypatch.setattr(rss_trim, "drain_free_lists", lambda _loop: order.append("drain") is None)
+
+    async def drain(_loop: object) -> bool:
+        order.append("drain")
+        return True
+
+    monkeypatch.setattr(rss_trim, "drain_free_lists", drain)
     monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
     monkeypatch.setattr(rss_trim, "rss_bytes", rss)
     await _unloads_wake_the_trimmer(1, release, done)
