@@ -25,17 +25,25 @@ It runs once per idle period (the trimmer's release hook, agentd/app.py), never 
   the cancelled ones oldest first (the load's back on the list), so the drain holds them
   through two loop passes and frees them itself, newest first (bench/RESULTS.md "Issue 32,
   hmods").
+
+- the interpreter's type attribute cache (CPython 3.11: 4096 entries, each holding a
+  strong reference to the attribute name it was looked up by): names built at run time
+  (`datetime.timetuple`'s "dst", `isoformat`'s "utcoffset", the io stack's, uvicorn's date
+  header's) stay alive in it, a few dozen bytes each on the load's pages, until their slot
+  is reused. `clear_type_cache()` drops them; the cache refills on the next look-ups.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 RELEASE = True  # module switch: False keeps the loop's executor and its threads
 DRAIN = True  # module switch: False leaves the free lists as the load left them
 HANDLES = True  # module switch: False leaves uvloop's plain handles (`call_soon`) out of the drain
+TYPE_CACHE = True  # module switch: False keeps the type cache (and the names it holds)
 # More than either free list holds (uvloop's 250, asyncio's 255): the first objects made
 # come off the list (the load's), the rest are fresh.
 _REFILL = 512
@@ -97,3 +105,11 @@ async def drain_free_lists(loop: asyncio.AbstractEventLoop) -> bool:
 def _free_newest_first(kept: list[Any]) -> None:
     while kept:
         kept.pop()  # the last made (fresh) first
+
+
+def clear_type_cache() -> bool:
+    """Empty the interpreter's type attribute cache (the caller trims after). Whether it did."""
+    if not TYPE_CACHE:
+        return False
+    sys._clear_type_cache()
+    return True

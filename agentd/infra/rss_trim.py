@@ -17,7 +17,7 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable
 
-from agentd.infra.idle_release import drain_free_lists
+from agentd.infra.idle_release import clear_type_cache, drain_free_lists
 from agentd.infra.small_alloc import allocator_in_use
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,8 @@ async def run_trimmer(
             last = min(last, now)
             continue
         try:
+            if went_idle:
+                clear_type_cache()  # the load's run-time attribute names it held
             gc.collect()
             if _TRIM is not None:
                 await _trim_apart(_TRIM)

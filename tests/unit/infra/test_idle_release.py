@@ -116,3 +116,21 @@ def test_plain_handles_left_out_with_their_switch_off(monkeypatch: pytest.Monkey
     timers, handles, iterators = uvloop.run(_reused_after_a_load(True))
     assert (timers, iterators) == (0, 0)
     assert handles >= 150
+
+
+@pytest.mark.parametrize("clear", [True, False], ids=["clear", "keep"])
+def test_the_type_cache_lets_go_of_the_names_it_was_looked_up_by(
+    clear: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(An attribute name built at run time, as `datetime.timetuple`'s "dst": the type cache
+    holds a reference to it after the look-up, until it is cleared.)"""
+    import sys
+    from datetime import UTC, datetime
+
+    monkeypatch.setattr(idle_release, "TYPE_CACHE", clear)
+    name = "".join(["utc", "offset"])  # not interned: a new string
+    alone = sys.getrefcount(name)
+    getattr(datetime.now(UTC), name)
+    assert sys.getrefcount(name) == alone + 1  # the cache's entry
+    assert idle_release.clear_type_cache() is clear
+    assert sys.getrefcount(name) == alone + (0 if clear else 1)
