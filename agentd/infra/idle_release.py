@@ -21,15 +21,29 @@ It runs once per idle period (the trimmer's release hook, agentd/app.py), never 
   half-empty pools: 56-57 arenas either way, hmem); with new objects from malloc
   (small_alloc.py) and right after a trim, the refill comes from memory just consolidated
   and the load's go back for the next trim (bench/RESULTS.md "Issue 32, hmalloc").
+  uvloop's plain `Handle`s (`call_soon`, up to 250 kept) too: the loop's ready queue frees
+  the cancelled ones oldest first (the load's back on the list), so the drain holds them
+  through two loop passes and frees them itself, newest first (bench/RESULTS.md "Issue 32,
+  hmods").
+
+- the interpreter's type attribute cache (CPython 3.11: 4096 entries, each holding a
+  strong reference to the attribute name it was looked up by): names built at run time
+  (`datetime.timetuple`'s "dst", `isoformat`'s "utcoffset", the io stack's, uvicorn's date
+  header's) stay alive in it, a few dozen bytes each on the load's pages, until their slot
+  is reused. `clear_type_cache()` drops them; the cache refills on the next look-ups.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 RELEASE = True  # module switch: False keeps the loop's executor and its threads
 DRAIN = True  # module switch: False leaves the free lists as the load left them
+HANDLES = True  # module switch: False leaves uvloop's plain handles (`call_soon`) out of the drain
+TYPE_CACHE = True  # module switch: False keeps the type cache (and the names it holds)
 # More than either free list holds (uvloop's 250, asyncio's 255): the first objects made
 # come off the list (the load's), the rest are fresh.
 _REFILL = 512
@@ -64,19 +78,38 @@ def _never() -> None:  # a timer's callback; the timers are cancelled unrun
     pass
 
 
-def drain_free_lists(loop: asyncio.AbstractEventLoop) -> bool:
+async def drain_free_lists(loop: asyncio.AbstractEventLoop) -> bool:
     """Swap the load's objects on the loop's free lists for fresh ones (the caller trims
     after): the fresh ones are freed first and fill the lists, the load's then go back to
     the allocator. Whether it ran."""
     if not DRAIN:
         return False
     timers = [loop.call_at(loop.time() + 3600.0, _never) for _ in range(_REFILL)]
-    for timer in timers:
-        timer.cancel()
+    handles = [loop.call_soon(_never) for _ in range(_REFILL)] if HANDLES else []
+    for handle in (*timers, *handles):
+        handle.cancel()
     future = loop.create_future()
     iterators = [future.__await__() for _ in range(_REFILL)]
-    for kept in (timers, iterators):
-        while kept:
-            kept.pop()  # the last made (fresh) first
+    # Loop passes: the ready queue lets go of the cancelled handles (and uvloop closes the
+    # timers); until then ours are not the last references, and the queue would free them
+    # oldest first.
+    for _ in range(2):
+        await asyncio.sleep(0)
+    _free_newest_first(timers)
+    _free_newest_first(handles)
+    _free_newest_first(iterators)
     future.cancel()
+    return True
+
+
+def _free_newest_first(kept: list[Any]) -> None:
+    while kept:
+        kept.pop()  # the last made (fresh) first
+
+
+def clear_type_cache() -> bool:
+    """Empty the interpreter's type attribute cache (the caller trims after). Whether it did."""
+    if not TYPE_CACHE:
+        return False
+    sys._clear_type_cache()
     return True

@@ -24,7 +24,7 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable
 
-from agentd.infra.idle_release import drain_free_lists
+from agentd.infra.idle_release import clear_type_cache, drain_free_lists
 from agentd.infra.small_alloc import allocator_in_use
 
 log = logging.getLogger(__name__)
@@ -195,12 +195,12 @@ async def run_trimmer(
                 continue  # the server works: its growth is in use; the collection would stall it
         due_at = None
         try:
+            if went_idle:
+                clear_type_cache()  # the load's run-time attribute names it held
             gc.collect()
             if _TRIM is not None:
                 await _trim_apart(_TRIM)
-                if went_idle and allocator_in_use() == "malloc" and drain_free_lists(loop):
-                    for _ in range(2):  # loop passes: uvloop frees cancelled timers at their close
-                        await asyncio.sleep(0)
+                if went_idle and allocator_in_use() == "malloc" and await drain_free_lists(loop):
                     await _trim_apart(_TRIM)  # the load's free-list objects, just let go
         except Exception:  # never let housekeeping take the server down
             log.exception("memory trim failed")

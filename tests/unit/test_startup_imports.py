@@ -42,7 +42,6 @@ FIRST_SESSION = (
     "agentd.session.local_commands", "agentd.session.eventlog.journal", "agentd.loop.react.run",
     "agentd.loop.context", "agentd.loop.limits", "agentd.tools.registry", "agentd.tools.shell.bash",
     "agentd.tools.files.tools", "agentd.tools.search.grep", "agentd.agents", "agentd.core.outcome",
-    "agentd.tools.mcp.client",
 )  # fmt: skip
 # Loaded with the first RPC call (the dispatcher's method table, agentd/app.py `LoadedOnUse`).
 FIRST_CALL = ("agentd.transport.handlers",)
@@ -141,9 +140,11 @@ def test_the_first_session_loads_the_wire_models_queue_and_commands(tmp_path: Pa
 # PyYAML with the first agent file.
 # `prometheus_client` comes with the first scrape: the instruments a turn counts with are
 # plain numbers (agentd/infra/metrics.py). `difflib` comes with the first diff or a
-# mistyped agent key, `tomllib` with the first TOML agent or hooks file.
+# mistyped agent key, `tomllib` with the first TOML agent or hooks file, the MCP client with
+# the first session that names an MCP server.
 FIRST_SESSION_SKIPS = (
     "agentd.tools.web.fetch", "httpcore", "h2", "hpack", "yaml", "prometheus_client", "difflib", "tomllib",
+    "agentd.tools.mcp.client",
 )  # fmt: skip
 
 

@@ -227,7 +227,7 @@ async def fetch_models(endpoint: ModelsEndpoint) -> list[ModelInfo]:
     # The providers' own client (the lean transport, the environment's proxies): httpx's
     # default one would import httpcore, h2, hpack and anyio's streams into every server
     # for this one GET (+1.6 MiB resident for the server's life: issue 32 item 3).
-    async with pool.client(httpx.Timeout(REQUEST_TIMEOUT_S), default_ssl_context()) as client:
+    async with pool.client(httpx.Timeout(REQUEST_TIMEOUT_S), default_ssl_context) as client:
         for _ in range(MAX_PAGES):
             params = {"limit": "1000", **({"after_id": cursor} if cursor else {})}
             if endpoint.format is not ListFormat.ANTHROPIC:

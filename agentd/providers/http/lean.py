@@ -50,8 +50,17 @@ def _timeouts(request: httpx.Request) -> dict[str, float | None]:
 
 
 class LeanTransport(httpx.AsyncBaseTransport):
-    def __init__(self, verify: ssl.SSLContext, limits: httpx.Limits, proxies: Proxies | None = None) -> None:
-        self._ssl = verify
+    def __init__(
+        self,
+        verify: ssl.SSLContext | Callable[[], ssl.SSLContext],
+        limits: httpx.Limits,
+        proxies: Proxies | None = None,
+    ) -> None:
+        # A factory is called at the first https connection: a server whose model speaks
+        # plain http (a local one) never loads the CA bundle (+1.8 MiB resident: issue 32
+        # item 3, bench/RESULTS.md "hmods").
+        self._ssl: ssl.SSLContext | None = verify if isinstance(verify, ssl.SSLContext) else None
+        self._make_ssl = None if isinstance(verify, ssl.SSLContext) else verify
         self._proxies = proxies if proxies else None
         self._max_keepalive = limits.max_keepalive_connections or 0
         self._expiry = limits.keepalive_expiry if limits.keepalive_expiry is not None else 5.0
@@ -176,7 +185,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         scheme, host, port = key
         if scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {scheme!r}")
-        tls = self._ssl if scheme == "https" else None
+        tls = self._tls() if scheme == "https" else None
         loop = asyncio.get_running_loop()
         conn: Connection | None = None
         try:
@@ -207,6 +216,13 @@ class LeanTransport(httpx.AsyncBaseTransport):
             raise
         self.connects += 1
         return conn
+
+    def _tls(self) -> ssl.SSLContext:
+        tls = self._ssl
+        if tls is None:
+            assert self._make_ssl is not None
+            tls = self._ssl = self._make_ssl()
+        return tls
 
     def _finished(self, conn: Connection, *, reuse: bool) -> None:
         """The exchange on `conn` is over: keep the connection alive, or close it."""

@@ -38,16 +38,22 @@ DEFAULT_TRANSPORT = HttpTransport.LEAN
 
 
 def client(
-    timeout: httpx.Timeout, verify: ssl.SSLContext, transport: HttpTransport | None = None
+    timeout: httpx.Timeout,
+    verify: ssl.SSLContext | Callable[[], ssl.SSLContext],
+    transport: HttpTransport | None = None,
 ) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` on the lean HTTP/1.1 transport (`http_lean`), or on httpx's
-    own; either way through the environment's proxies (HTTPS_PROXY, HTTP_PROXY, NO_PROXY)."""
+    own; either way through the environment's proxies (HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
+    `verify` as a factory (`default_ssl_context`): the lean transport makes the context at
+    its first https connection, httpx's own at once."""
     if (transport or DEFAULT_TRANSPORT) is HttpTransport.HTTPX:
+        tls = verify if isinstance(verify, ssl.SSLContext) else verify()
         # No `transport=`: httpx then mounts its own per proxy from the environment (trust_env).
-        http = httpx.AsyncClient(timeout=timeout, verify=verify, limits=LIMITS, trust_env=True)
+        http = httpx.AsyncClient(timeout=timeout, verify=tls, limits=LIMITS, trust_env=True)
     else:
         lean = LeanTransport(verify, LIMITS, Proxies.from_environment())
-        http = httpx.AsyncClient(timeout=timeout, verify=verify, limits=LIMITS, transport=lean)
+        # (Given a transport, httpx's client neither reads `verify` nor mounts proxies.)
+        http = httpx.AsyncClient(timeout=timeout, limits=LIMITS, transport=lean)
     http._cookies = _Cookies()  # (the public setter would copy into a plain `Cookies`)
     return http
 

@@ -94,7 +94,7 @@ class HttpProvider(ABC):
         self._idle_timeout = stream_idle_timeout
         self._request_headers: dict[str, str] | None = None  # `_headers()` for a POST, kept
         self._owns_client = client is None
-        self._client = client or http_pool.client(self._timeout, default_ssl_context(), http_transport)
+        self._client = client or http_pool.client(self._timeout, default_ssl_context, http_transport)
 
     @abstractmethod
     def encode_pieces(self, request: ProviderRequest) -> list[bytes]:

@@ -69,7 +69,7 @@ from agentd.session.subagents import session_loop
 from agentd.session.turn_launch import RunningTurn, answer_turn, launch
 from agentd.session.wake import WakeStreak
 from agentd.store import SessionRecord
-from agentd.tools import BackgroundTasks, McpConnections, PromptHook, StopHook, TodoList
+from agentd.tools import BackgroundTasks, PromptHook, StopHook, TodoList
 
 if TYPE_CHECKING:
     from agentd.session.actor.handlers import HandlersHost
@@ -82,6 +82,10 @@ if TYPE_CHECKING:
     from agentd.session.subagents import SubagentsHost
     from agentd.session.turn_launch import KilledTurnEnder, TurnHost
     from agentd.session.wake import WakeHost
+
+    # Only for its type: the MCP client (~140 KiB of code) loads with a session's first
+    # MCP server (transport/handlers/lifecycle.py), not with every session.
+    from agentd.tools import McpConnections
 
 __all__ = ["PARTIAL_CHECKPOINT_INTERVAL_S", "ActorServices", "QueuedPrompt", "SessionActor", "new_id"]
 

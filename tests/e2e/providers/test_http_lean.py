@@ -449,8 +449,11 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return cert, key
 
 
-async def exchange_twice(tls: tuple[str, str] | None) -> tuple[list[tuple[int, bytes]], int, int]:
-    """Two answers on one server (over TLS when given): (answers, connections, TLS failures)."""
+async def exchange_twice(
+    tls: tuple[str, str] | None, made: list[ssl.SSLContext] | None = None
+) -> tuple[list[tuple[int, bytes]], int, int]:
+    """Two answers on one server (over TLS when given): (answers, connections, TLS failures).
+    The client gets its TLS context from a factory, which appends each one it makes to `made`."""
     server = Scripted([CHUNKED], [CHUNKED])
     server_tls = client_tls = None
     if tls is not None:
@@ -460,12 +463,18 @@ async def exchange_twice(tls: tuple[str, str] | None) -> tuple[list[tuple[int, b
     srv = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=server_tls)
     port = srv.sockets[0].getsockname()[1]
     url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1/chat"
-    client = http_pool.client(httpx.Timeout(30.0), client_tls or default_ssl_context())
+    made = [] if made is None else made
+
+    def make_tls() -> ssl.SSLContext:
+        made.append(client_tls or default_ssl_context())
+        return made[-1]
+
+    client = http_pool.client(httpx.Timeout(30.0), make_tls)
     try:
         answers = [await post(client, url), await post(client, url)]
         refused = 0
         if tls is not None:  # the client's default trust store does not know this certificate
-            strict = http_pool.client(httpx.Timeout(30.0), default_ssl_context())
+            strict = http_pool.client(httpx.Timeout(30.0), default_ssl_context)
             try:
                 await post(strict, url)
             except httpx.ConnectError:
@@ -480,8 +489,17 @@ async def exchange_twice(tls: tuple[str, str] | None) -> tuple[list[tuple[int, b
 
 
 async def test_tls_connections_are_verified_and_reused(tls_files: tuple[str, str]) -> None:
-    answers, connections, refused = await exchange_twice(tls_files)
+    made: list[ssl.SSLContext] = []
+    answers, connections, refused = await exchange_twice(tls_files, made)
     assert answers == [(200, SSE)] * 2 and connections == 1 and refused == 1
+    assert len(made) == 1  # made at the first https connection, kept
+
+
+async def test_plain_http_never_makes_the_tls_context() -> None:
+    """(The CA bundle is +1.8 MiB resident: a server whose model speaks http never loads it.)"""
+    made: list[ssl.SSLContext] = []
+    answers, connections, _ = await exchange_twice(None, made)
+    assert answers == [(200, SSE)] * 2 and connections == 1 and made == []
 
 
 @pytest.mark.parametrize("tls", [False, True])

@@ -218,7 +218,8 @@ async def _going_idle_under(
 ) -> list[str]:
     """The trimmer's steps when the last session goes (`release()` says idle) while new
     objects come from `allocator`: under malloc, the loop's free lists are drained between
-    two trims (agentd/infra/idle_release.py)."""
+    two trims (agentd/infra/idle_release.py); the type cache is emptied before the first.
+    Not idle: a plain trim."""
     import asyncio
 
     from agentd.infra import rss_trim
@@ -244,7 +245,13 @@ async def _going_idle_under(
     monkeypatch.setattr(rss_trim, "_TRIM", lambda _pad: 0)
     monkeypatch.setattr(rss_trim, "_trim_apart", trim_apart)
     monkeypatch.setattr(rss_trim, "allocator_in_use", lambda: allocator)
-    monkeypatch.setattr(rss_trim, "drain_free_lists", lambda _loop: order.append("drain") is None)
+
+    async def drain(_loop: object) -> bool:
+        order.append("drain")
+        return True
+
+    monkeypatch.setattr(rss_trim, "drain_free_lists", drain)
+    monkeypatch.setattr(rss_trim, "clear_type_cache", lambda: order.append("type cache") is None)
     monkeypatch.setattr(rss_trim, "RELEASE_TRIM_EVERY_S", 0.0)
     monkeypatch.setattr(rss_trim, "rss_bytes", rss)
     await _unloads_wake_the_trimmer(1, release, done)
@@ -254,11 +261,11 @@ async def _going_idle_under(
 async def test_going_idle_under_malloc_drains_the_free_lists_between_two_trims(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert await _going_idle_under(monkeypatch, "malloc") == ["trim", "drain", "trim"]
+    assert await _going_idle_under(monkeypatch, "malloc") == ["type cache", "trim", "drain", "trim"]
 
 
 async def test_under_pymalloc_or_not_idle_no_drain(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert await _going_idle_under(monkeypatch, "pymalloc") == ["trim"]
+    assert await _going_idle_under(monkeypatch, "pymalloc") == ["type cache", "trim"]
     assert await _going_idle_under(monkeypatch, "malloc", idle=False) == ["trim"]
 
 
