@@ -377,7 +377,6 @@ async def start_routing(
     listener = PgListener(
         database_url,
         {
-            EVENTS_CHANNEL: remote.tails.on_notification,
             router.channel: router.on_notification,
             SHARES_CHANNEL: on_shares,
             TAKEOVER_CHANNEL: on_takeover,
@@ -387,6 +386,17 @@ async def start_routing(
         ping_interval_s=min(5.0, settings.lease_ttl_s / 2),
         ping_timeout_s=min(5.0, settings.lease_ttl_s / 2),
     )
+
+    # The events channel only while this replica watches a session owned elsewhere (its own
+    # commits' NOTIFYs wake nobody here: issue 32).
+    def listen_events() -> Awaitable[None]:
+        return listener.listen(EVENTS_CHANNEL, remote.tails.on_notification)
+
+    def unlisten_events() -> Awaitable[None]:
+        return listener.unlisten(EVENTS_CHANNEL)
+
+    if not remote.tails.on_demand(listen_events, unlisten_events):
+        await listen_events()  # (before the listener runs: listened to from its first connect)
     if not settings.redis_url:
         broker = pg_broker = PgBroker(database_url, listener)
     remote.broker = broker

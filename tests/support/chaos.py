@@ -313,15 +313,18 @@ class Chaos:
 
     async def listeners(self) -> int:
         """The replicas' listener connections that have LISTENed: their last statement is a
-        LISTEN, or the listener's ping (`SELECT 1`, every min(5 s, TTL / 2), which it sends
-        only after its LISTENs). The last statement alone raced that ping: a listener up
-        for over a second showed `SELECT 1` and was not counted."""
+        LISTEN, an UNLISTEN (the events channel is dropped when a replica's last watch of a
+        session owned elsewhere ends, and a listener only sends one once set up), or the
+        listener's ping (`SELECT 1`, every min(5 s, TTL / 2), which it sends only after its
+        LISTENs). The last statement alone raced that ping: a listener up for over a second
+        showed `SELECT 1` and was not counted."""
         rows = await self.db.fetch(
             "SELECT query FROM pg_stat_activity WHERE datname = $1 AND application_name = $2",
             self.database,
             LISTEN_APPLICATION_NAME,
         )
-        return sum(str(r["query"]).startswith("LISTEN") or r["query"] == "SELECT 1" for r in rows)
+        listened = ("LISTEN", "UNLISTEN")
+        return sum(str(r["query"]).startswith(listened) or r["query"] == "SELECT 1" for r in rows)
 
     async def schedule(self) -> None:
         """The faults in turn, each after a calm gap, for `seconds` — every one at least once."""

@@ -33,10 +33,14 @@ PAGE_SIZE = 500
 RETRY_FIRST_S = 0.05  # a failed read is tried again after this, doubling up to the cap
 RETRY_MAX_S = 1.0
 STUCK_AFTER_S = 10.0  # the server passes its lease time: a client hears within it
+# The events channel listened to only while a log is followed here (`LogTails`); False: from
+# the listener's start, always (the old way).
+EVENTS_ON_DEMAND = True
 
 # (session id, after seq, limit) → that page of the log: a `LogReads.read`, shared by the
 # process's tails (agentd/session/replicas/log_reads.py); by default the store's own read.
 Read = Callable[[str, int, int], Awaitable[list[StoredEvent]]]
+Listening = Callable[[], Awaitable[None]]  # LISTEN / UNLISTEN on the events channel
 
 
 class LogGap(Exception):
@@ -169,16 +173,72 @@ class LogTail:
 
 
 class LogTails:
-    """The tails of this process, by session id, woken by the events channel."""
+    """The tails of this process, by session id, woken by the events channel.
+
+    The channel is listened to only while the process follows a log (`on_demand`): every
+    commit of every replica NOTIFYs it, the owner's own included, and a replica watching no
+    session owned elsewhere has nobody to wake — on a single replica that was two
+    notifications read and parsed per trivial turn for nothing (issue 32). `follow` comes
+    before a tail's cursor is read, so every commit after that read is announced to it; the
+    last tail's `remove` stops listening (in a task of its own, unless one followed meanwhile).
+    `EVENTS_ON_DEMAND = False`: always listened to.
+    """
 
     def __init__(self) -> None:
         self._tails: dict[str, LogTail] = {}
+        self._listen: Listening | None = None
+        self._unlisten: Listening | None = None
+        self._pending = 0  # follows whose tail is not added yet (watches being made)
+        self._stopping: set[asyncio.Task[None]] = set()
+
+    def on_demand(self, listen: Listening, unlisten: Listening) -> bool:
+        """Listen to the events channel with `listen` while anything follows, `unlisten`
+        after; False when `EVENTS_ON_DEMAND` is off (the caller listens from the start)."""
+        if not EVENTS_ON_DEMAND:
+            return False
+        self._listen, self._unlisten = listen, unlisten
+        return True
+
+    @property
+    def listening(self) -> bool:
+        """Whether the events channel is wanted now: always without `on_demand`."""
+        return self._listen is None or bool(self._tails) or self._pending > 0
+
+    async def follow(self) -> None:
+        """Commits announced here from now on, until the tail `add`ed next is removed (or
+        `unfollow`): called before that tail's cursor is read."""
+        self._pending += 1
+        if self._listen is not None:
+            try:
+                await self._listen()
+            except BaseException:
+                self.unfollow()
+                raise
+
+    def unfollow(self) -> None:
+        """A `follow` given back without a tail (the watch it was for was not made)."""
+        self._pending -= 1
+        self._maybe_stop()
 
     def add(self, tail: LogTail) -> None:
+        """`tail`, woken from now on (it takes over a `follow` made for it)."""
+        if self._pending > 0:
+            self._pending -= 1
         self._tails[tail.session_id] = tail
 
     def remove(self, session_id: str) -> None:
-        self._tails.pop(session_id, None)
+        if self._tails.pop(session_id, None) is not None:
+            self._maybe_stop()
+
+    def _maybe_stop(self) -> None:
+        if self._unlisten is not None and not self.listening:
+            task = asyncio.get_running_loop().create_task(self._stop_listening())
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+
+    async def _stop_listening(self) -> None:
+        if self._unlisten is not None and not self.listening:  # (none followed since)
+            await self._unlisten()
 
     def __len__(self) -> int:
         return len(self._tails)
@@ -198,3 +258,8 @@ class LogTails:
         """The listener (re)connected: what was announced meanwhile may have been missed."""
         for tail in list(self._tails.values()):
             tail.wake()
+
+    async def stop(self) -> None:
+        """The stops of the listening under way, waited for."""
+        if self._stopping:
+            await asyncio.wait(set(self._stopping))

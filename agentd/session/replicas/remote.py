@@ -249,6 +249,19 @@ class RemoteWatches:
             made.set_result(None)
 
     async def _make(self, session_id: str) -> RemoteWatch:
+        await self.tails.follow()  # before the cursor is read: every later commit is announced
+        try:
+            watch = await self._made(session_id)
+        except BaseException:
+            self.tails.unfollow()
+            raise
+        self.tails.add(watch.tail)
+        watch.start()
+        if watch.live is not None and self.announce is not None:
+            self.announce(session_id)  # subscribed first: what the owner sends once it hears arrives
+        return watch
+
+    async def _made(self, session_id: str) -> RemoteWatch:
         cursor = await self._store.last_seq(session_id)
         watch = RemoteWatch(
             self._store,
@@ -269,10 +282,6 @@ class RemoteWatches:
         if self.broker is not None:
             await watch.start_live(self.broker)
         self._watches[session_id] = watch
-        self.tails.add(watch.tail)
-        watch.start()
-        if watch.live is not None and self.announce is not None:
-            self.announce(session_id)  # subscribed first: what the owner sends once it hears arrives
         return watch
 
     async def attach(
@@ -355,6 +364,7 @@ class RemoteWatches:
             await watch.stop()
         self._watches.clear()
         await self.reads.stop()
+        await self.tails.stop()
         if self._ending:  # stuck watches still stopping
             await asyncio.wait(set(self._ending))
 
