@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentd.core import Conversation, Message, TaskCompletion
+from agentd.core import Message, TaskCompletion
 from agentd.core.task_notice import TaskEnd, TaskKind
 from agentd.loop.context import TurnContext
 from agentd.loop.react.run import refresh_toolset
@@ -22,22 +22,11 @@ from agentd.loop.task_notices import drain_task_notices
 from agentd.loop.turn import run_turn
 from agentd.loop.turn_reminders import NO_LIVE_TOOLS, LiveTools, ReminderMemory
 from agentd.tools.shell.background import BackgroundTasks
+from tests.support.turn_context import bare_context
 
 
 def context(messages: list[Message], **fields: Any) -> TurnContext:
-    return TurnContext(
-        session_id="sess",
-        turn_id="turn-1",
-        cwd=Path("."),
-        provider=object(),  # type: ignore[arg-type]  # never sampled here
-        model="model",
-        system_prompt="",
-        tools={"bash": object()},  # type: ignore[dict-item]
-        conversation=Conversation(messages, lambda i, m: None),
-        events=object(),  # type: ignore[arg-type]
-        permissions=object(),  # type: ignore[arg-type]
-        **fields,
-    )
+    return bare_context(messages, turn_id="turn-1", **fields)
 
 
 def finished_child(subagents: Subagents, child_id: str, *, background: bool, done: bool) -> _Child:

@@ -4,11 +4,10 @@ dozen loop names."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from agentd.agents import DEFAULT_AGENT
-from agentd.core import Conversation, EndReason, GoalState, Message, TurnOutcome
+from agentd.core import EndReason, GoalState, Message, TurnOutcome
 from agentd.loop.context import TurnContext
 from agentd.loop.retry import RetryState
 from agentd.loop.session_state import SessionLoopState
@@ -16,22 +15,11 @@ from agentd.loop.subagents import TASK_TOOL, Subagents
 from agentd.loop.turn import run_turn
 from agentd.loop.turn_reminders import PreviousEnd, ReminderKind
 from agentd.protocol import TextContent
+from tests.support.turn_context import bare_context
 
 
 def context(messages: list[Message], **fields: Any) -> TurnContext:
-    return TurnContext(
-        session_id="sess",
-        turn_id="turn",
-        cwd=Path("."),
-        provider=object(),  # type: ignore[arg-type]  # never sampled here
-        model="model",
-        system_prompt="",
-        tools={"bash": object()},  # type: ignore[dict-item]
-        conversation=Conversation(messages, lambda i, m: None),
-        events=object(),  # type: ignore[arg-type]
-        permissions=object(),  # type: ignore[arg-type]
-        **fields,
-    )
+    return bare_context(messages, **fields)
 
 
 def loop_state(agents: dict[str, Any] | None = None) -> SessionLoopState:

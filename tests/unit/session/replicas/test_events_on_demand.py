@@ -16,6 +16,7 @@ from agentd.session.replicas.log_tail import LogTail, LogTails
 from agentd.session.replicas.remote import RemoteWatches
 from agentd.store.db import Store, StoredEvent
 from agentd.transport.render import ACP_RENDERER
+from tests.support.hub_sinks import PlainSink
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -62,20 +63,6 @@ class Log:
         return []
 
 
-class Sink:
-    def __init__(self, n: int) -> None:
-        self.id = f"conn_{n}"
-
-    def send_notification(self, method: str, params: dict[str, Any]) -> bool:
-        return True
-
-    async def send_replay(self, method: str, params: dict[str, Any]) -> bool:
-        return True
-
-    def send_urgent(self, method: str, params: dict[str, Any]) -> None:
-        pass
-
-
 async def _unanswered(*_a: Any) -> None:
     return None
 
@@ -92,8 +79,8 @@ async def _settled() -> None:
         await asyncio.sleep(0)
 
 
-async def _attach(watches: RemoteWatches, sid: str, n: int) -> Sink:
-    sink = Sink(n)
+async def _attach(watches: RemoteWatches, sid: str, n: int) -> PlainSink:
+    sink = PlainSink(f"conn_{n}")
     await watches.attach(sid, sink, replay=None, after_seq=0, buffer_limit=100, owner="a")
     return sink
 
